@@ -1,0 +1,94 @@
+// Package cli holds the body of every refundkit command as a function over
+// its streams and environment, so the binaries, the unit tests and the
+// testscript suites run the same code. Each cmd/<bin>/main.go is one line.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/alecthomas/kong"
+)
+
+// Exit codes, stable across releases and documented in the README.
+const (
+	ExitOK          = 0   // everything done (refund), clean (audit), no conflict (merge)
+	ExitFailed      = 1   // items failed or left in doubt; audit findings; merge conflicts
+	ExitUsage       = 2   // usage error or an input line that was not understood
+	ExitJournal     = 3   // the journal could not be written (disk full, I/O error): halted
+	ExitLocked      = 4   // the journal is held by another run
+	ExitCorrupt     = 5   // the journal is corrupt or of an unknown version
+	ExitStripe      = 6   // Stripe refused the key or could not be reached: halted
+	ExitInterrupted = 130 // stopped by SIGINT or SIGTERM after journaling what was in flight
+)
+
+// Version is set at build time with -ldflags "-X ...cli.Version=...".
+var Version = "dev"
+
+// Env is everything a command may touch of its process.
+type Env struct {
+	Args   []string // without the program name
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+// OSEnv is the environment of the running process.
+func OSEnv() Env {
+	return Env{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+}
+
+// exitRequest carries kong's request to exit (after --help or --version)
+// out of the parser without ending the process, so tests can run commands.
+type exitRequest int
+
+// parse fills grammar from env.Args. done is true when the command must
+// return code at once: after --help/--version (0) or a usage error (2).
+func parse(env Env, name, description string, grammar any) (code int, done bool) {
+	parser, err := kong.New(grammar,
+		kong.Name(name),
+		kong.Description(description),
+		kong.Writers(env.Stdout, env.Stderr),
+		kong.Exit(func(c int) { panic(exitRequest(c)) }),
+		kong.Vars{"version": name + " " + Version},
+	)
+	if err != nil {
+		panic(err) // a bad grammar is a programming error
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			req, ok := r.(exitRequest)
+			if !ok {
+				panic(r)
+			}
+			code, done = int(req), true
+			if code != 0 {
+				code = ExitUsage
+			}
+		}
+	}()
+	if _, err := parser.Parse(env.Args); err != nil {
+		fmt.Fprintf(env.Stderr, "%s: %v\n", name, err)
+		fmt.Fprintf(env.Stderr, "%s: run '%s --help' for usage\n", name, name)
+		return ExitUsage, true
+	}
+	return 0, false
+}
+
+// usageError is bad flags or arguments found after parsing.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func isUsage(err error) bool {
+	var u *usageError
+	return errors.As(err, &u)
+}
+
+// warnf prints a message for people on stderr, prefixed with the program name.
+func warnf(w io.Writer, name, format string, args ...any) {
+	fmt.Fprintf(w, name+": "+format+"\n", args...)
+}

@@ -1,0 +1,116 @@
+// Package journal is the durable checkpoint of a refund run: an append-only
+// JSON-lines file of versioned records, fsynced before anything acts on them.
+//
+// A refund writes an intent before each refund call and an outcome after it,
+// so a restart knows for every item whether it is done, failed for good, or in
+// doubt (an intent with no outcome) and must be reconciled with Stripe first.
+package journal
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Version is the record format this package writes and the only one it reads.
+const Version = 1
+
+// Type names what a record says about its item.
+type Type string
+
+const (
+	// TypeIntent is written and fsynced before a refund call is made.
+	TypeIntent Type = "intent"
+	// TypeRefunded records a refund that exists at Stripe for the item.
+	TypeRefunded Type = "refunded"
+	// TypeFailed records a failed call: Final says whether retrying is pointless.
+	TypeFailed Type = "failed"
+	// TypeCanceled records an extra refund canceled by audit --cancel-extras.
+	TypeCanceled Type = "canceled"
+)
+
+// Sources of a refunded record: how the refund became known.
+const (
+	SourceAPI        = "api"        // the create call answered with it
+	SourceReplay     = "replay"     // Stripe replayed a saved answer for the key
+	SourceReconciled = "reconciled" // found by listing the charge's refunds
+	SourceBackfill   = "backfill"   // written by audit --backfill
+)
+
+// Record is one line of a journal. Field order here is the order on disk.
+type Record struct {
+	V             int       `json:"v"`
+	Type          Type      `json:"type"`
+	Time          time.Time `json:"ts"`
+	Batch         string    `json:"batch"`
+	Item          string    `json:"item"`
+	Charge        string    `json:"charge,omitempty"`
+	PaymentIntent string    `json:"payment_intent,omitempty"`
+	// Attempt numbers the idempotency keys of an item: a new key is used only
+	// after the previous one is known to replay an error forever.
+	Attempt int    `json:"attempt,omitempty"`
+	Key     string `json:"key,omitempty"`
+	// Amount is the requested amount on an intent (0: the full remaining
+	// amount) and the refunded amount on a refunded or canceled record.
+	Amount   int64  `json:"amount,omitempty"`
+	Currency string `json:"currency,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Refund   string `json:"refund,omitempty"`
+	Status   string `json:"status,omitempty"` // Stripe's refund status
+	Source   string `json:"source,omitempty"`
+	// HTTPStatus is Stripe's answer on a failed record; 0 when none came back.
+	HTTPStatus int    `json:"http_status,omitempty"`
+	Code       string `json:"code,omitempty"`
+	Message    string `json:"message,omitempty"`
+	Final      bool   `json:"final,omitempty"`
+}
+
+// Validate reports a record that no correct writer produces.
+func (r *Record) Validate() error {
+	if r.V != Version {
+		return &VersionError{Version: r.V}
+	}
+	if r.Batch == "" || r.Item == "" {
+		return fmt.Errorf("record without batch or item")
+	}
+	if r.Time.IsZero() {
+		return fmt.Errorf("record without ts")
+	}
+	switch r.Type {
+	case TypeIntent:
+		if r.Key == "" || r.Attempt < 1 {
+			return fmt.Errorf("intent without key or attempt")
+		}
+		if r.Charge == "" && r.PaymentIntent == "" {
+			return fmt.Errorf("intent without charge or payment_intent")
+		}
+	case TypeRefunded, TypeCanceled:
+		if r.Refund == "" {
+			return fmt.Errorf("%s record without refund id", r.Type)
+		}
+	case TypeFailed:
+		if r.Code == "" {
+			return fmt.Errorf("failed record without code")
+		}
+	default:
+		return fmt.Errorf("unknown record type %q", r.Type)
+	}
+	return nil
+}
+
+// VersionError is a record of a format this build does not know.
+type VersionError struct{ Version int }
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("record version %d is not supported (this build reads version %d)", e.Version, Version)
+}
+
+// MarshalLine appends r as one JSON line, newline included, to dst.
+func MarshalLine(dst []byte, r *Record) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, b...)
+	return append(dst, '\n'), nil
+}

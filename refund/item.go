@@ -1,0 +1,150 @@
+// Package refund issues the refunds of a plan exactly once: every call is
+// preceded by a durable journal intent and followed by a durable outcome, and
+// items in doubt are reconciled with Stripe before anything is sent again.
+package refund
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Item is one planned refund: the JSON-lines schema that plan writes and
+// refund reads.
+type Item struct {
+	Batch         string `json:"batch"`
+	Item          string `json:"item"`
+	Charge        string `json:"charge,omitempty"`
+	PaymentIntent string `json:"payment_intent,omitempty"`
+	// Amount in the currency's minor units; 0 means the full remaining amount.
+	Amount int64 `json:"amount,omitempty"`
+	// Currency is informational: Stripe refunds in the charge's currency.
+	Currency string            `json:"currency,omitempty"`
+	Reason   string            `json:"reason,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Reasons Stripe accepts on a refund.
+var Reasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
+
+// Metadata keys refund sets on every refund so Stripe-side records can be
+// matched to their item; plan metadata may not use them.
+const (
+	MetaBatch   = "refundkit_batch"
+	MetaItem    = "refundkit_item"
+	MetaAttempt = "refundkit_attempt"
+)
+
+var (
+	batchRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	itemRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+	chargeRE   = regexp.MustCompile(`^(ch|py)_[A-Za-z0-9]{1,250}$`)
+	intentRE   = regexp.MustCompile(`^pi_[A-Za-z0-9]{1,250}$`)
+	currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
+)
+
+// ValidBatch reports whether id may name a batch: 1-64 of [A-Za-z0-9_.-],
+// starting with a letter or digit.
+func ValidBatch(id string) bool { return batchRE.MatchString(id) }
+
+// Validate reports the first thing wrong with the item, if any.
+func (it *Item) Validate() error {
+	switch {
+	case !batchRE.MatchString(it.Batch):
+		return fmt.Errorf("batch %q: want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit", it.Batch)
+	case !itemRE.MatchString(it.Item):
+		return fmt.Errorf("item %q: want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit", it.Item)
+	case it.Charge == "" && it.PaymentIntent == "":
+		return errors.New("needs a charge (ch_/py_) or a payment_intent (pi_)")
+	case it.Charge != "" && it.PaymentIntent != "":
+		return errors.New("names both a charge and a payment_intent: give one")
+	case it.Charge != "" && !chargeRE.MatchString(it.Charge):
+		return fmt.Errorf("charge %q: want an id starting ch_ or py_", it.Charge)
+	case it.PaymentIntent != "" && !intentRE.MatchString(it.PaymentIntent):
+		return fmt.Errorf("payment_intent %q: want an id starting pi_", it.PaymentIntent)
+	case it.Amount < 0:
+		return fmt.Errorf("amount %d: want a positive whole number of minor units", it.Amount)
+	case it.Currency != "" && !currencyRE.MatchString(it.Currency):
+		return fmt.Errorf("currency %q: want a three-letter lower-case ISO code", it.Currency)
+	case it.Reason != "" && !validReason(it.Reason):
+		return fmt.Errorf("reason %q: want one of %s", it.Reason, strings.Join(Reasons, ", "))
+	}
+	if len(it.Metadata) > 40 {
+		return fmt.Errorf("metadata has %d keys: at most 40 (Stripe allows 50, refund sets 3)", len(it.Metadata))
+	}
+	for k, v := range it.Metadata {
+		if strings.HasPrefix(k, "refundkit_") {
+			return fmt.Errorf("metadata key %q: the refundkit_ prefix is reserved", k)
+		}
+		if k == "" || len(k) > 40 || strings.ContainsAny(k, "[]") {
+			return fmt.Errorf("metadata key %q: want 1-40 characters without [ or ]", k)
+		}
+		if len(v) > 500 {
+			return fmt.Errorf("metadata %q: value longer than 500 characters", k)
+		}
+	}
+	return nil
+}
+
+func validReason(r string) bool {
+	for _, ok := range Reasons {
+		if r == ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Target is the id the refund is made against: the charge or payment intent.
+func (it *Item) Target() string {
+	if it.Charge != "" {
+		return it.Charge
+	}
+	return it.PaymentIntent
+}
+
+// IdempotencyKey is the key of one attempt at an item. It depends only on
+// batch, item and attempt, so every run, machine and operator that sends the
+// same attempt sends the same key, and Stripe answers at most once.
+func IdempotencyKey(batch, item string, attempt int) string {
+	return "refundkit:" + batch + ":" + item + ":" + strconv.Itoa(attempt)
+}
+
+// ParseItem decodes and validates one plan line. Unknown fields, a
+// non-integer or zero amount, and trailing data are errors: nothing is
+// refunded for a line that was not fully understood.
+func ParseItem(line []byte) (Item, error) {
+	var raw struct {
+		Item
+		Amount json.RawMessage `json:"amount"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return Item{}, fmt.Errorf("not a plan item: %s", jsonErr(err))
+	}
+	if dec.More() {
+		return Item{}, errors.New("not a plan item: more than one JSON value on the line")
+	}
+	it := raw.Item
+	if raw.Amount != nil && string(raw.Amount) != "null" {
+		n, err := strconv.ParseInt(string(raw.Amount), 10, 64)
+		if err != nil || n <= 0 {
+			return Item{}, fmt.Errorf("amount %s: want a positive whole number of minor units", raw.Amount)
+		}
+		it.Amount = n
+	}
+	if err := it.Validate(); err != nil {
+		return Item{}, err
+	}
+	return it, nil
+}
+
+func jsonErr(err error) string {
+	s := err.Error()
+	return strings.TrimPrefix(s, "json: ")
+}
