@@ -1,0 +1,129 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// syntaxError is a line that is not a JSON object at all. On the last line
+// it is what a crash mid-write leaves (torn); anywhere else it is corruption.
+type syntaxError struct{ msg string }
+
+func (e *syntaxError) Error() string { return e.msg }
+
+// decodeLine parses one line (without its '\n') into r, strictly: unknown or
+// repeated fields, wrong types and records that fail Validate are errors.
+// The canonical form MarshalLine writes takes a fast path; anything else
+// goes through encoding/json, and both give the same Record.
+func decodeLine(line []byte, r *Record) error {
+	if !decodeFast(line, r) {
+		return decodeJSON(line, r)
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// recordFields are the JSON names of Record's fields, in order.
+var recordFields = []string{
+	"v", "type", "ts", "batch", "item", "charge", "payment_intent", "attempt", "key",
+	"amount", "currency", "reason", "refund", "status", "source", "http_status",
+	"code", "message", "final",
+}
+
+func fieldIndex(name string) int {
+	for i, f := range recordFields {
+		if f == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// decodeJSON is the strict slow path over encoding/json. encoding/json alone
+// would accept keys in any letter case and repeated keys; a record has
+// neither, so the keys are checked first.
+func decodeJSON(line []byte, r *Record) error {
+	*r = Record{}
+	if !json.Valid(line) {
+		var v any
+		err := json.Unmarshal(line, &v)
+		msg := "not JSON"
+		if err != nil {
+			msg = "not JSON: " + jsonMessage(err)
+		}
+		return &syntaxError{msg + snippet(line)}
+	}
+	if t := bytes.TrimLeft(line, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return &syntaxError{"not a JSON object" + snippet(line)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if _, err := dec.Token(); err != nil { // '{'
+		return &syntaxError{"not JSON: " + jsonMessage(err)}
+	}
+	var (
+		seen    uint32
+		version json.RawMessage
+		problem string
+	)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return &syntaxError{"not JSON: " + jsonMessage(err)}
+		}
+		key, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return &syntaxError{"not JSON: " + jsonMessage(err)}
+		}
+		i := fieldIndex(key)
+		switch {
+		case i < 0:
+			if problem == "" {
+				problem = fmt.Sprintf("unknown field %q", key)
+			}
+			continue
+		case seen&(1<<i) != 0:
+			if problem == "" {
+				problem = fmt.Sprintf("field %q given twice", key)
+			}
+		}
+		seen |= 1 << i
+		if key == "v" {
+			version = raw
+		}
+	}
+	// The version comes first: a newer format may have fields this one lacks.
+	if version == nil || string(version) == "null" {
+		return fmt.Errorf("record without v")
+	}
+	var v int
+	if err := json.Unmarshal(version, &v); err != nil {
+		return fmt.Errorf("v %s: want an integer", version)
+	}
+	if v != Version {
+		return &VersionError{Version: v}
+	}
+	if problem != "" {
+		return fmt.Errorf("%s", problem)
+	}
+	if err := json.Unmarshal(line, r); err != nil {
+		*r = Record{}
+		return fmt.Errorf("%s", jsonMessage(err))
+	}
+	return r.Validate()
+}
+
+func jsonMessage(err error) string { return strings.TrimPrefix(err.Error(), "json: ") }
+
+// snippet quotes the start of a bad line so people can find it.
+func snippet(line []byte) string {
+	const max = 40
+	if len(line) > max {
+		return fmt.Sprintf(" in %q...", line[:max])
+	}
+	return fmt.Sprintf(" in %q", line)
+}

@@ -1,0 +1,364 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Options tune a Writer.
+type Options struct {
+	// NoGroupCommit makes every Append do its own write and fsync instead of
+	// sharing them with concurrent appenders: the benchmark baseline.
+	NoGroupCommit bool
+}
+
+// ErrClosed is returned by Append after Close.
+var ErrClosed = errors.New("journal: writer is closed")
+
+// WriterStats counts what a Writer has made durable.
+type WriterStats struct {
+	Appends int64 // Append calls whose records are on disk
+	Records int64 // records on disk
+	Fsyncs  int64 // fsyncs that covered them
+}
+
+// file is what a Writer needs of its *os.File; tests swap in failing ones.
+type file interface {
+	io.Writer
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
+
+// Writer appends records durably to a journal it holds locked. It is safe
+// for concurrent use; concurrent Appends share one write and one fsync.
+type Writer struct {
+	path    string
+	f       file
+	noGroup bool
+
+	mu      sync.Mutex
+	work    *sync.Cond // signals the flusher: pending work or close
+	pending *commit    // records waiting for the next write, nil if none
+	spare   []byte     // buffer of the last commit, reused
+	err     error      // sticky *WriteError
+	closed  bool
+	size    int64 // bytes written and fsynced
+	flushed chan struct{}
+
+	ioMu sync.Mutex // NoGroupCommit: one Append at a time does I/O
+
+	appends, records, fsyncs atomic.Int64
+}
+
+// commit is the records of one or more Appends written with one write and
+// made durable with one fsync.
+type commit struct {
+	buf     []byte
+	appends int64
+	records int64
+	done    chan struct{}
+	err     error
+}
+
+// Open opens path for appending, creating it with mode 0600 (and fsyncing
+// its directory) if needed, and takes an exclusive lock on it: a journal held
+// by another writer gives *LockedError at once. It then loads the state of
+// every record. A torn final line is copied to <path>.torn-<unix-nanos>, cut
+// off and reported; corruption (*CorruptError) and an unknown version
+// (*VersionError) are refused.
+func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
+	f, created, err := openFile(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, nil, nil, &LockedError{Path: path}
+		}
+		return nil, nil, nil, fmt.Errorf("journal %s: lock: %w", path, err)
+	}
+	if created {
+		if err := syncDir(path); err != nil {
+			f.Close()
+			return nil, nil, nil, err
+		}
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, fmt.Errorf("journal %s: %w", path, err)
+	}
+	size := info.Size()
+	state, torn, err := load(io.NewSectionReader(f, 0, size), path, size)
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, err
+	}
+	if torn != nil {
+		if err := repairTorn(f, torn, size); err != nil {
+			f.Close()
+			return nil, nil, nil, err
+		}
+		size = torn.Offset
+	}
+	w := &Writer{path: path, f: f, noGroup: opts.NoGroupCommit, size: size, flushed: make(chan struct{})}
+	w.work = sync.NewCond(&w.mu)
+	if w.noGroup {
+		close(w.flushed)
+	} else {
+		go w.flusher()
+	}
+	return w, state, torn, nil
+}
+
+func openFile(path string) (f *os.File, created bool, err error) {
+	for {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+		if !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+		if !errors.Is(err, os.ErrExist) { // lost a race with a creator: open theirs
+			created = err == nil
+			break
+		}
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("journal %s: %w", path, err)
+	}
+	return f, created, nil
+}
+
+// syncDir makes a new or renamed entry in path's directory durable.
+func syncDir(path string) error {
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", path, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("journal %s: fsync directory: %w", path, err)
+	}
+	return nil
+}
+
+// repairTorn keeps a copy of the torn bytes, then cuts them off the journal
+// so that the next record starts on a line of its own.
+func repairTorn(f *os.File, t *Torn, size int64) error {
+	torn := make([]byte, size-t.Offset)
+	if _, err := f.ReadAt(torn, t.Offset); err != nil {
+		return fmt.Errorf("journal %s: read torn tail: %w", t.Path, err)
+	}
+	saved := fmt.Sprintf("%s.torn-%d", t.Path, time.Now().UnixNano())
+	if err := writeNew(saved, torn); err != nil {
+		return fmt.Errorf("journal %s: save torn tail: %w", t.Path, err)
+	}
+	if err := syncDir(saved); err != nil {
+		return err
+	}
+	if err := f.Truncate(t.Offset); err != nil {
+		return fmt.Errorf("journal %s: cut torn tail: %w", t.Path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("journal %s: fsync: %w", t.Path, err)
+	}
+	t.SavedTo = saved
+	return nil
+}
+
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Load reads the state of a journal without locking or changing it (dry
+// runs, audits). A torn final line is reported, not repaired.
+func Load(path string) (*State, *Torn, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	return load(f, path, info.Size())
+}
+
+// Path is the journal's path as given to Open.
+func (w *Writer) Path() string { return w.path }
+
+// Stats reports the appends, records and fsyncs made durable so far.
+func (w *Writer) Stats() WriterStats {
+	return WriterStats{Appends: w.appends.Load(), Records: w.records.Load(), Fsyncs: w.fsyncs.Load()}
+}
+
+var linePool = sync.Pool{New: func() any { return new([]byte) }}
+
+// Append writes recs and returns once they are on disk (written and
+// fsynced). Every record is validated first: if one is invalid, nothing is
+// written. After a failed write or fsync the Writer is failed for good and
+// every Append returns the same *WriteError.
+func (w *Writer) Append(recs ...*Record) error {
+	bp := linePool.Get().(*[]byte)
+	defer linePool.Put(bp)
+	buf := (*bp)[:0]
+	for _, r := range recs {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("journal %s: invalid record: %w", w.path, err)
+		}
+		var err error
+		if buf, err = MarshalLine(buf, r); err != nil {
+			return fmt.Errorf("journal %s: %w", w.path, err)
+		}
+	}
+	*bp = buf
+	if w.noGroup {
+		return w.appendAlone(buf, int64(len(recs)))
+	}
+
+	w.mu.Lock()
+	if err := w.usable(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	c := w.pending
+	if c == nil {
+		c = &commit{buf: w.spare[:0], done: make(chan struct{})}
+		w.spare = nil
+		w.pending = c
+		w.work.Signal()
+	}
+	c.buf = append(c.buf, buf...)
+	c.appends++
+	c.records += int64(len(recs))
+	w.mu.Unlock()
+	<-c.done
+	return c.err
+}
+
+// usable is the error that stops an Append before it writes; w.mu held.
+func (w *Writer) usable() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+func (w *Writer) appendAlone(buf []byte, records int64) error {
+	w.ioMu.Lock()
+	defer w.ioMu.Unlock()
+	w.mu.Lock()
+	err := w.usable()
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := w.writeSync(buf); err != nil {
+		return err
+	}
+	w.appends.Add(1)
+	w.records.Add(records)
+	return nil
+}
+
+// flusher writes the pending commit, fsyncs, wakes its appenders, and
+// repeats; Appends arriving meanwhile gather in the next commit.
+func (w *Writer) flusher() {
+	defer close(w.flushed)
+	for {
+		w.mu.Lock()
+		for w.pending == nil && !w.closed {
+			w.work.Wait()
+		}
+		c := w.pending
+		w.pending = nil
+		failed := w.err
+		w.mu.Unlock()
+		if c == nil {
+			return // closed and drained
+		}
+		if failed != nil {
+			c.err = failed
+		} else if c.err = w.writeSync(c.buf); c.err == nil {
+			w.appends.Add(c.appends)
+			w.records.Add(c.records)
+		}
+		buf := c.buf
+		close(c.done)
+		w.mu.Lock()
+		if cap(buf) <= 4<<20 {
+			w.spare = buf
+		}
+		w.mu.Unlock()
+	}
+}
+
+// writeSync writes buf at the end of the journal and fsyncs. On failure it
+// cuts the journal back to what was synced before, so no partial record is
+// left for a later write to follow, and fails the writer for good.
+func (w *Writer) writeSync(buf []byte) error {
+	n, err := w.f.Write(buf)
+	if err == nil {
+		err = w.f.Sync()
+		w.fsyncs.Add(1)
+	}
+	if err != nil {
+		werr := &WriteError{Path: w.path, Err: err}
+		// Best effort: the next Open repairs a torn tail anyway.
+		if w.f.Truncate(w.size) == nil {
+			_ = w.f.Sync()
+		}
+		w.mu.Lock()
+		w.err = werr
+		w.mu.Unlock()
+		return werr
+	}
+	w.size += int64(n)
+	return nil
+}
+
+// Close waits for Appends in progress, then closes the journal and releases
+// its lock. Append after Close returns ErrClosed.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	w.closed = true
+	w.work.Broadcast()
+	w.mu.Unlock()
+	<-w.flushed
+	w.ioMu.Lock() // NoGroupCommit: wait for the Append doing I/O
+	defer w.ioMu.Unlock()
+	if err := w.f.Close(); err != nil {
+		return fmt.Errorf("journal %s: %w", w.path, err)
+	}
+	return nil
+}
