@@ -41,6 +41,9 @@ func OSEnv() Env {
 	return Env{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 }
 
+// versionFlag is the --version flag of every command.
+type versionFlag = kong.VersionFlag
+
 // exitRequest carries kong's request to exit (after --help or --version)
 // out of the parser without ending the process, so tests can run commands.
 type exitRequest int

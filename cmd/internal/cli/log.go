@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+)
+
+// newLogger returns a logger that writes `name: message key=value` lines for
+// people on w: no timestamps or levels, the style of every other message.
+func newLogger(w io.Writer, name string, verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(&lineHandler{w: w, name: name, level: level, mu: new(sync.Mutex)})
+}
+
+type lineHandler struct {
+	w     io.Writer
+	name  string
+	level slog.Level
+	mu    *sync.Mutex
+	attrs []slog.Attr
+}
+
+func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(h.name)
+	b.WriteString(": ")
+	b.WriteString(r.Message)
+	write := func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%s", a.Key, quoteIfNeeded(a.Value.String()))
+		return true
+	}
+	for _, a := range h.attrs {
+		write(a)
+	}
+	r.Attrs(write)
+	b.WriteByte('\n')
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+func quoteIfNeeded(s string) string {
+	if s == "" || strings.ContainsAny(s, " \t\"=") {
+		return fmt.Sprintf("%q", s)
+	}
+	return s
+}
+
+func (h *lineHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append(append([]slog.Attr{}, h.attrs...), attrs...)
+	return &c
+}
+
+func (h *lineHandler) WithGroup(string) slog.Handler { return h }

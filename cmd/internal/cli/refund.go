@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+	"golang.org/x/time/rate"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+)
+
+type refundCmd struct {
+	Journal       string  `required:"" placeholder:"FILE" help:"The checkpoint journal (JSON lines), created 0600 if absent. One run at a time holds it."`
+	Input         string  `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
+	Concurrency   int     `short:"j" default:"8" help:"Items in flight at once."`
+	Rate          float64 `default:"10" placeholder:"R" help:"API requests per second, all workers together (0: no limit). Stripe allows 25/s in test mode, 100/s live, and asks bulk jobs to use a part of it."`
+	DryRun        bool    `help:"Read the journal and show what would be done: no API call, no journal write."`
+	MaxAttempts   int     `default:"3" help:"Idempotency keys one item may use in a run after 500s before it is left in doubt."`
+	Progress      string  `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
+	Verbose       bool    `short:"v" help:"Log each retry on stderr."`
+	NoGroupCommit bool    `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
+	Version       versionFlag `help:"Print the version and exit."`
+	stripeFlags
+}
+
+// Refund is the refund command: it refunds plan items from stdin exactly
+// once, journaling every step.
+func Refund(env Env) int {
+	const name = "refund"
+	var c refundCmd
+	if code, done := parse(env, name, "Refund planned items through Stripe exactly once, journaling every step.", &c); done {
+		return code
+	}
+	log := newLogger(env.Stderr, name, c.Verbose)
+	if c.Concurrency < 1 || c.Concurrency > 256 {
+		warnf(env.Stderr, name, "--concurrency %d: want 1 to 256", c.Concurrency)
+		return ExitUsage
+	}
+	if c.Rate < 0 {
+		warnf(env.Stderr, name, "--rate %g: want 0 (no limit) or more", c.Rate)
+		return ExitUsage
+	}
+
+	var client *refund.Stripe
+	if !c.DryRun {
+		var err error
+		if client, err = c.client(env, c.Concurrency); err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return ExitUsage
+		}
+	}
+
+	in, inName := env.Stdin, "<stdin>"
+	if c.Input != "-" {
+		f, err := os.Open(c.Input)
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return ExitUsage
+		}
+		defer f.Close()
+		in, inName = f, c.Input
+	}
+
+	var (
+		w     *journal.Writer
+		state *journal.State
+		torn  *journal.Torn
+		err   error
+	)
+	if c.DryRun {
+		state, torn, err = loadForDryRun(c.Journal)
+	} else {
+		w, state, torn, err = journal.Open(c.Journal, journal.Options{NoGroupCommit: c.NoGroupCommit})
+	}
+	if err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		return journalExit(err)
+	}
+	if w != nil {
+		defer w.Close()
+	}
+	if torn != nil {
+		warnf(env.Stderr, name, "%s", torn)
+	}
+
+	out := newResultWriter(env.Stdout)
+	defer out.stop()
+	bar := newProgress(env.Stderr, c.Progress)
+
+	ctx, stop := signalContext(env.Stderr, name)
+	defer stop()
+
+	var limiter *rate.Limiter
+	if c.Rate > 0 {
+		limiter = rate.NewLimiter(rate.Limit(c.Rate), max(1, int(c.Rate/10)))
+	}
+	summary, runErr := refund.Run(ctx, refund.Config{
+		Stripe: client, Journal: w, State: state,
+		Workers: c.Concurrency, Limiter: limiter, DryRun: c.DryRun,
+		MaxAttempts: c.MaxAttempts, Log: log,
+		OnResult: func(r refund.Result) {
+			out.write(r)
+			if bar != nil {
+				bar.Add(1)
+			}
+		},
+	}, in, inName)
+	out.stop()
+	if bar != nil {
+		bar.Finish()
+		io.WriteString(env.Stderr, "\n")
+	}
+	warnf(env.Stderr, name, "%s", summary.String())
+
+	var inputErr *refund.InputError
+	var haltErr *refund.HaltError
+	switch {
+	case errors.As(runErr, &inputErr):
+		warnf(env.Stderr, name, "%v", inputErr)
+		warnf(env.Stderr, name, "stopped at that line: nothing was sent for it or after it")
+		return ExitUsage
+	case errors.As(runErr, &haltErr):
+		if haltErr.Journal {
+			warnf(env.Stderr, name, "no API call was made after the failed write; free the space or fix the disk, then run again: the journal resumes where it stopped")
+			return ExitJournal
+		}
+		return ExitStripe
+	case errors.Is(runErr, context.Canceled):
+		warnf(env.Stderr, name, "interrupted: calls in flight were journaled; run again to continue")
+		return ExitInterrupted
+	case runErr != nil:
+		warnf(env.Stderr, name, "%v", runErr)
+		return ExitUsage
+	}
+	if summary.ByStatus[refund.StatusFailed] > 0 || summary.ByStatus[refund.StatusInDoubt] > 0 {
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+func loadForDryRun(path string) (*journal.State, *journal.Torn, error) {
+	state, torn, err := journal.Load(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return journal.NewState(), nil, nil
+	}
+	return state, torn, err
+}
+
+// journalExit maps an error opening a journal to its exit code.
+func journalExit(err error) int {
+	var locked *journal.LockedError
+	var corrupt *journal.CorruptError
+	var version *journal.VersionError
+	switch {
+	case errors.As(err, &locked):
+		return ExitLocked
+	case errors.As(err, &corrupt), errors.As(err, &version):
+		return ExitCorrupt
+	}
+	return ExitJournal
+}
+
+// signalContext is canceled by the first SIGINT or SIGTERM, so the run stops
+// taking new items and finishes what it sent; a second signal exits at once
+// (the journal is consistent at every instant, so that is safe too).
+func signalContext(stderr io.Writer, name string) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		warnf(stderr, name, "stopping: finishing the calls in flight (signal again to exit at once)")
+		cancel()
+		select {
+		case <-sigs:
+			warnf(stderr, name, "exiting at once")
+			os.Exit(ExitInterrupted)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
+}
+
+// resultWriter prints result lines on stdout, buffered, flushed at least
+// every 100 ms so a pipeline sees progress.
+type resultWriter struct {
+	mu      sync.Mutex
+	w       *bufio.Writer
+	dirty   bool
+	done    chan struct{}
+	stopped sync.Once
+	ticker  *time.Ticker
+}
+
+func newResultWriter(w io.Writer) *resultWriter {
+	rw := &resultWriter{w: bufio.NewWriterSize(w, 64*1024), done: make(chan struct{}), ticker: time.NewTicker(100 * time.Millisecond)}
+	go func() {
+		for {
+			select {
+			case <-rw.ticker.C:
+				rw.flush()
+			case <-rw.done:
+				return
+			}
+		}
+	}()
+	return rw
+}
+
+func (rw *resultWriter) write(r refund.Result) {
+	b, _ := json.Marshal(r) // a Result always marshals
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	rw.w.Write(b)
+	rw.w.WriteByte('\n')
+	rw.dirty = true
+}
+
+func (rw *resultWriter) flush() {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if rw.dirty {
+		rw.w.Flush()
+		rw.dirty = false
+	}
+}
+
+func (rw *resultWriter) stop() {
+	rw.stopped.Do(func() {
+		rw.ticker.Stop()
+		close(rw.done)
+		rw.flush()
+	})
+}
+
+// newProgress returns a spinner with counts on stderr, or nil when there is
+// no terminal to show it on (or it is turned off).
+func newProgress(stderr io.Writer, mode string) *progressbar.ProgressBar {
+	show := mode == "always"
+	if mode == "auto" {
+		f, ok := stderr.(*os.File)
+		show = ok && term.IsTerminal(int(f.Fd()))
+	}
+	if !show {
+		return nil
+	}
+	return progressbar.NewOptions(-1,
+		progressbar.OptionSetWriter(stderr),
+		progressbar.OptionSetDescription("refund"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("items"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+	)
+}

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// stripeFlags are the Stripe settings shared by every command that calls
+// Stripe. The key itself is never a flag: it comes from STRIPE_API_KEY only,
+// so it stays out of shell history and process listings.
+type stripeFlags struct {
+	APIBase string `name:"api-base" placeholder:"URL" help:"Stripe API base URL (default: env STRIPE_API_BASE, else https://api.stripe.com)."`
+	Live    bool   `help:"Allow a live-mode key (sk_live_/rk_live_): real money moves."`
+}
+
+// client builds the Stripe client from the flags and STRIPE_API_KEY. Its
+// errors never contain the key.
+func (f *stripeFlags) client(env Env, conns int) (*refund.Stripe, error) {
+	key := env.Getenv("STRIPE_API_KEY")
+	switch {
+	case key == "":
+		return nil, &usageError{"STRIPE_API_KEY is not set"}
+	case !strings.HasPrefix(key, "sk_") && !strings.HasPrefix(key, "rk_"):
+		return nil, &usageError{"STRIPE_API_KEY does not look like a Stripe secret or restricted key (sk_... or rk_...)"}
+	case (strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_")) && !f.Live:
+		return nil, &usageError{"STRIPE_API_KEY is a live-mode key: pass --live to move real money"}
+	}
+	if f.APIBase == "" {
+		f.APIBase = env.Getenv("STRIPE_API_BASE")
+	}
+	if f.APIBase != "" {
+		u, err := url.Parse(f.APIBase)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return nil, &usageError{fmt.Sprintf("--api-base %q: want an http(s) URL", f.APIBase)}
+		}
+		if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+			return nil, &usageError{fmt.Sprintf("--api-base %q: plain http is allowed only to a loopback address (the key would cross the network in clear)", f.APIBase)}
+		}
+	}
+	return refund.NewStripe(f.APIBase, key, conns), nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,559 @@
+package refund
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	stripe "github.com/stripe/stripe-go/v76"
+	"golang.org/x/time/rate"
+
+	"github.com/refundkit/refundkit/journal"
+)
+
+// KeyReuseWindow is how long after its intent an idempotency key is still
+// trusted to be remembered by Stripe. Stripe keeps keys at least 24 hours;
+// past this, a key may have been forgotten and would create a second refund.
+const KeyReuseWindow = 23 * time.Hour
+
+// MaxLineBytes bounds one input line.
+const MaxLineBytes = 1 << 20
+
+// Config is what a run needs. Stripe, State and OnResult are required;
+// Journal is required unless DryRun.
+type Config struct {
+	Stripe  *Stripe
+	Journal *journal.Writer
+	State   *journal.State
+	// Workers is how many items are in flight at once (default 8).
+	Workers int
+	// Limiter paces every API call; nil means unlimited.
+	Limiter *rate.Limiter
+	// DryRun reads the journal and reports what would be done: no API call,
+	// no journal write.
+	DryRun bool
+	// MaxAttempts bounds the new idempotency keys one item may use in a run
+	// (after 500s) before it is left in doubt (default 3).
+	MaxAttempts int
+	// MaxUnanswered bounds the calls in a row that get no answer at all
+	// before the run halts as unable to reach Stripe (default 8).
+	MaxUnanswered int
+	Backoff       Backoff
+	Log           *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// OnResult receives each item's result, one call at a time, after its
+	// outcome is durably journaled.
+	OnResult func(Result)
+}
+
+// Backoff spaces retries of one call: a random delay in [d/2, d] where d
+// doubles from Base up to Max. The jitter keeps workers from retrying in step.
+type Backoff struct{ Base, Max time.Duration }
+
+// DefaultBackoff suits Stripe's rate limits.
+var DefaultBackoff = Backoff{Base: 250 * time.Millisecond, Max: 16 * time.Second}
+
+func (b Backoff) delay(n int) time.Duration {
+	d := b.Max
+	if n < 30 && b.Base<<n < b.Max {
+		d = b.Base << n
+	}
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// InputError is a plan line that was not understood. Nothing was sent for
+// it, and the run stopped there.
+type InputError struct {
+	Name string
+	Line int
+	Err  error
+}
+
+func (e *InputError) Error() string { return fmt.Sprintf("%s:%d: %v", e.Name, e.Line, e.Err) }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// HaltError is a run stopped because continuing could go unrecorded
+// (the journal failed) or cannot succeed (Stripe refused the key or does not
+// answer).
+type HaltError struct {
+	Journal bool // the journal failed; else Stripe did
+	Err     error
+}
+
+func (e *HaltError) Error() string {
+	if e.Journal {
+		return fmt.Sprintf("halted: journal write failed: %v", e.Err)
+	}
+	return fmt.Sprintf("halted: %v", e.Err)
+}
+func (e *HaltError) Unwrap() error { return e.Err }
+
+// engine is the state of one run.
+type engine struct {
+	cfg     Config
+	summary Summary
+	outMu   sync.Mutex // serialises OnResult and summary
+
+	haltOnce   sync.Once
+	haltErr    atomic.Pointer[HaltError]
+	stopFeed   context.CancelFunc
+	unanswered atomic.Int64
+	creates    atomic.Int64
+	lists      atomic.Int64
+	retries    atomic.Int64
+	limited    atomic.Int64
+	reconciled atomic.Int64
+	newKeys    atomic.Int64
+}
+
+// Run refunds every plan item read from in (named name in errors). Canceling
+// ctx stops reading input; calls already sent are finished and journaled.
+// The error is an *InputError, a *HaltError, ctx's error, or a read error.
+func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 3
+	}
+	if cfg.MaxUnanswered <= 0 {
+		cfg.MaxUnanswered = 8
+	}
+	if cfg.Backoff == (Backoff{}) {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Journal == nil && !cfg.DryRun {
+		return Summary{}, errors.New("refund: no journal")
+	}
+	e := &engine{cfg: cfg}
+	e.summary = Summary{ByStatus: map[string]int{}, Refunded: map[string]int64{}}
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	defer stopFeed()
+	e.stopFeed = stopFeed
+
+	work := make(chan *Item, cfg.Workers)
+	var wg sync.WaitGroup
+	for range cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range work {
+				if e.halted() {
+					continue // never call after a halt; the item stays as the journal has it
+				}
+				e.emit(e.process(ctx, it))
+			}
+		}()
+	}
+	readErr := e.feed(feedCtx, in, name, work)
+	close(work)
+	wg.Wait()
+
+	e.summary.CreateCalls = e.creates.Load()
+	e.summary.ListCalls = e.lists.Load()
+	e.summary.Retries = e.retries.Load()
+	e.summary.RateLimited = e.limited.Load()
+	e.summary.Reconciled = e.reconciled.Load()
+	e.summary.NewKeys = e.newKeys.Load()
+	if cfg.Journal != nil {
+		st := cfg.Journal.Stats()
+		e.summary.Records, e.summary.Fsyncs = st.Records, st.Fsyncs
+	}
+	if h := e.haltErr.Load(); h != nil {
+		e.summary.HaltedReason = h.Error()
+		return e.summary, h
+	}
+	if readErr != nil {
+		return e.summary, readErr
+	}
+	return e.summary, ctx.Err()
+}
+
+// feed reads plan lines and hands out the items that need work. Items the
+// journal has settled are answered here, without a worker or an API call.
+func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<- *Item) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
+	seed := maphash.MakeSeed()
+	seen := make(map[uint64]int) // item hash -> line, to refuse an item listed twice
+	line := 0
+	for sc.Scan() {
+		line++
+		if ctx.Err() != nil || e.halted() {
+			return nil
+		}
+		b := sc.Bytes()
+		if len(trimSpace(b)) == 0 {
+			continue
+		}
+		it, err := ParseItem(b)
+		if err != nil {
+			return &InputError{Name: name, Line: line, Err: err}
+		}
+		h := maphash.String(seed, it.Batch+"\x00"+it.Item)
+		if prev, dup := seen[h]; dup {
+			return &InputError{Name: name, Line: line, Err: fmt.Errorf("item %q of batch %q is already at line %d", it.Item, it.Batch, prev)}
+		}
+		seen[h] = line
+		if r, settled := e.settled(&it); settled {
+			e.emit(r)
+			continue
+		}
+		select {
+		case work <- &it:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return &InputError{Name: name, Line: line + 1, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)}
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// settled answers items the journal has finished with.
+func (e *engine) settled(it *Item) (Result, bool) {
+	st, ok := e.cfg.State.Lookup(it.Batch, it.Item)
+	if !ok {
+		if e.cfg.DryRun {
+			return newResult(it, StatusWould), true
+		}
+		return Result{}, false
+	}
+	switch st.Status {
+	case journal.StatusRefunded:
+		r := newResult(it, StatusSkipped)
+		r.Refund, r.Amount, r.Attempt = st.Refund, st.Amount, st.Attempt
+		return r, true
+	case journal.StatusFailed:
+		r := newResult(it, StatusFailed)
+		r.Code, r.Attempt = st.Code, st.Attempt
+		r.Message = "failed for good in an earlier run (journaled); not retried"
+		return r, true
+	}
+	if e.cfg.DryRun {
+		r := newResult(it, StatusWouldRec)
+		r.Attempt = st.Attempt
+		return r, true
+	}
+	return Result{}, false
+}
+
+func (e *engine) emit(r Result) {
+	e.outMu.Lock()
+	defer e.outMu.Unlock()
+	e.summary.add(r)
+	e.cfg.OnResult(r)
+}
+
+func (e *engine) halted() bool { return e.haltErr.Load() != nil }
+
+// halt stops the run: no API call is made after it, by any worker.
+func (e *engine) halt(h *HaltError) {
+	e.haltOnce.Do(func() {
+		e.haltErr.Store(h)
+		e.stopFeed()
+		e.cfg.Log.Error(h.Error())
+	})
+}
+
+// process settles one item that needs Stripe: in doubt from an earlier run,
+// or never tried.
+func (e *engine) process(ctx context.Context, it *Item) Result {
+	st, known := e.cfg.State.Lookup(it.Batch, it.Item)
+	attempt := 1
+	if known {
+		attempt = max(st.Attempt, 1)
+		// An earlier run may have refunded it without journaling the outcome.
+		found, res, ok := e.reconcile(ctx, it)
+		if !ok {
+			return res
+		}
+		if found != nil {
+			return e.adopt(it, found, attempt)
+		}
+		if st.KeyBurned || e.cfg.Now().Sub(st.LastIntent) > KeyReuseWindow {
+			attempt++
+			e.newKeys.Add(1)
+		}
+	}
+	for keys := 1; ; keys++ {
+		if !e.append(e.intent(it, attempt)) {
+			return e.unrecorded(it, attempt, "journal write failed before the call; nothing was sent")
+		}
+		refund, replayed, err := e.call(ctx, it, attempt)
+		if err == nil {
+			return e.record(it, attempt, refund, replayed)
+		}
+		class, status, code := classify(err)
+		fail := e.failure(it, attempt, status, code, errorMessage(err), class == classFinal)
+		if !e.append(fail) {
+			return e.unrecorded(it, attempt, "answer could not be journaled")
+		}
+		switch class {
+		case classFinal:
+			r := newResult(it, StatusFailed)
+			r.Attempt, r.Code, r.Message = attempt, code, errorMessage(err)
+			return r
+		case classFatal:
+			e.halt(&HaltError{Err: fmt.Errorf("stripe refused the API key (%d %s)", status, code)})
+			return e.inDoubt(it, attempt, code, "run halted")
+		case classStopped:
+			return e.inDoubt(it, attempt, code, "interrupted before Stripe answered; a later run reconciles it")
+		case classRetry:
+			// call gave up after too many unanswered tries and halted the run.
+			return e.inDoubt(it, attempt, code, "Stripe did not answer; a later run reconciles it")
+		}
+		// Indeterminate: the 500 is saved under this key. Look before using
+		// a new one.
+		found, res, ok := e.reconcile(ctx, it)
+		if !ok {
+			return res
+		}
+		if found != nil {
+			return e.adopt(it, found, attempt)
+		}
+		if keys >= e.cfg.MaxAttempts {
+			return e.inDoubt(it, attempt, code, fmt.Sprintf("%d attempts answered %d; left for a later run", keys, status))
+		}
+		attempt++
+		e.newKeys.Add(1)
+	}
+}
+
+// call sends one refund request, repeating it with the same key while
+// Stripe asks for patience (429, 409, 503) or does not answer.
+func (e *engine) call(ctx context.Context, it *Item, attempt int) (*stripe.Refund, bool, error) {
+	for try := 0; ; try++ {
+		if err := e.wait(ctx); err != nil {
+			return nil, false, context.Canceled
+		}
+		if e.halted() {
+			return nil, false, context.Canceled
+		}
+		e.creates.Add(1)
+		// A sent request is never abandoned half-way on the first signal:
+		// its answer must be journaled.
+		r, replayed, err := e.cfg.Stripe.Create(context.WithoutCancel(ctx), it, attempt)
+		if err == nil {
+			e.unanswered.Store(0)
+			return r, replayed, nil
+		}
+		if !e.retryable(ctx, err, try) {
+			if ctx.Err() != nil {
+				return nil, false, context.Canceled
+			}
+			return nil, false, err
+		}
+	}
+}
+
+// retryable decides whether a failed call is repeated with the same key, and
+// sleeps the backoff if so.
+func (e *engine) retryable(ctx context.Context, err error, try int) bool {
+	class, status, code := classify(err)
+	if class != classRetry {
+		e.unanswered.Store(0)
+		return false
+	}
+	if status == 429 {
+		e.limited.Add(1)
+	}
+	if status == 0 {
+		if n := e.unanswered.Add(1); n >= int64(e.cfg.MaxUnanswered) {
+			e.halt(&HaltError{Err: fmt.Errorf("stripe did not answer %d calls in a row: %s", n, errorMessage(err))})
+			return false
+		}
+	} else {
+		e.unanswered.Store(0)
+	}
+	e.retries.Add(1)
+	d := e.cfg.Backoff.delay(try)
+	e.cfg.Log.Debug("retrying with the same key", "status", status, "code", code, "after", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (e *engine) wait(ctx context.Context) error {
+	if e.cfg.Limiter == nil {
+		return ctx.Err()
+	}
+	return e.cfg.Limiter.Wait(ctx)
+}
+
+// reconcile looks for a refund Stripe already holds for the item. ok is
+// false when the lookup itself failed; res then says what became of the item.
+func (e *engine) reconcile(ctx context.Context, it *Item) (found *stripe.Refund, res Result, ok bool) {
+	for try := 0; ; try++ {
+		if err := e.wait(ctx); err != nil {
+			return nil, e.inDoubt(it, 0, "interrupted", "interrupted before the reconciliation lookup"), false
+		}
+		if e.halted() {
+			return nil, e.inDoubt(it, 0, "halted", "run halted before the reconciliation lookup"), false
+		}
+		e.lists.Add(1)
+		refunds, err := e.cfg.Stripe.List(context.WithoutCancel(ctx), it)
+		if err == nil {
+			e.unanswered.Store(0)
+			e.reconciled.Add(1)
+			// Oldest first: if there are several, the first one made is the
+			// item's refund and audit reports the others.
+			for i := len(refunds) - 1; i >= 0; i-- {
+				if Matches(refunds[i], it.Batch, it.Item) && refunds[i].Status != stripe.RefundStatusCanceled && refunds[i].Status != stripe.RefundStatusFailed {
+					return refunds[i], Result{}, true
+				}
+			}
+			return nil, Result{}, true
+		}
+		class, _, code := classify(err)
+		switch class {
+		case classIndeterminate:
+			// A GET changes nothing: a 500 on it is safe to repeat.
+			if e.retryGet(ctx, try) {
+				continue
+			}
+		case classRetry:
+			if e.retryable(ctx, err, try) {
+				continue
+			}
+		case classFatal:
+			e.halt(&HaltError{Err: fmt.Errorf("stripe refused the API key (%s)", code)})
+		case classFinal:
+			// The charge is unknown or unreadable: nothing can be refunded
+			// for it either, but leave the decision to a person.
+			return nil, e.inDoubt(it, 0, code, "could not list the charge's refunds: "+errorMessage(err)), false
+		}
+		return nil, e.inDoubt(it, 0, code, "could not list the charge's refunds"), false
+	}
+}
+
+func (e *engine) retryGet(ctx context.Context, try int) bool {
+	if try >= 5 {
+		return false
+	}
+	e.retries.Add(1)
+	t := time.NewTimer(e.cfg.Backoff.delay(try))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// record journals a refund the create call answered with.
+func (e *engine) record(it *Item, attempt int, r *stripe.Refund, replayed bool) Result {
+	source := journal.SourceAPI
+	if replayed {
+		source = journal.SourceReplay
+	}
+	return e.settle(it, attempt, r, source)
+}
+
+// adopt journals a refund found by listing the charge's refunds.
+func (e *engine) adopt(it *Item, r *stripe.Refund, attempt int) Result {
+	if a, err := parseAttempt(r.Metadata[MetaAttempt]); err == nil {
+		attempt = a
+	}
+	return e.settle(it, attempt, r, journal.SourceReconciled)
+}
+
+func (e *engine) settle(it *Item, attempt int, r *stripe.Refund, source string) Result {
+	rec := e.base(journal.TypeRefunded, it, attempt)
+	rec.Refund, rec.Amount, rec.Currency, rec.Status, rec.Source = r.ID, r.Amount, string(r.Currency), string(r.Status), source
+	if !e.append(rec) {
+		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s exists but could not be journaled", r.ID))
+	}
+	res := newResult(it, StatusRefunded)
+	res.Refund, res.Amount, res.Currency, res.Attempt = r.ID, r.Amount, string(r.Currency), attempt
+	return res
+}
+
+func (e *engine) base(t journal.Type, it *Item, attempt int) *journal.Record {
+	return &journal.Record{
+		V: journal.Version, Type: t, Time: e.cfg.Now().UTC(),
+		Batch: it.Batch, Item: it.Item, Charge: it.Charge, PaymentIntent: it.PaymentIntent,
+		Attempt: attempt, Key: IdempotencyKey(it.Batch, it.Item, attempt),
+	}
+}
+
+func (e *engine) intent(it *Item, attempt int) *journal.Record {
+	rec := e.base(journal.TypeIntent, it, attempt)
+	rec.Amount, rec.Currency, rec.Reason = it.Amount, it.Currency, it.Reason
+	return rec
+}
+
+func (e *engine) failure(it *Item, attempt, status int, code, msg string, final bool) *journal.Record {
+	rec := e.base(journal.TypeFailed, it, attempt)
+	rec.HTTPStatus, rec.Code, rec.Message, rec.Final = status, code, msg, final
+	return rec
+}
+
+// append journals rec durably; a failure halts the run.
+func (e *engine) append(rec *journal.Record) bool {
+	if err := e.cfg.Journal.Append(rec); err != nil {
+		e.halt(&HaltError{Journal: true, Err: err})
+		return false
+	}
+	return true
+}
+
+func (e *engine) inDoubt(it *Item, attempt int, code, msg string) Result {
+	r := newResult(it, StatusInDoubt)
+	r.Attempt, r.Code, r.Message = attempt, code, msg
+	return r
+}
+
+// unrecorded reports an item whose outcome the journal could not take. It
+// is logged for people; the next run finds the item in doubt and reconciles.
+func (e *engine) unrecorded(it *Item, attempt int, msg string) Result {
+	e.cfg.Log.Error("item not journaled", "batch", it.Batch, "item", it.Item, "attempt", attempt, "detail", msg)
+	return e.inDoubt(it, attempt, "journal_failed", msg)
+}
+
+func parseAttempt(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err == nil && n < 1 {
+		err = errors.New("attempt below 1")
+	}
+	return n, err
+}

@@ -1,0 +1,91 @@
+package refund
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Statuses of a result line.
+const (
+	StatusRefunded = "refunded" // refunded now, or found already refunded at Stripe
+	StatusSkipped  = "skipped"  // the journal already holds its refund: no API call
+	StatusFailed   = "failed"   // Stripe refused it for good (now or in an earlier run)
+	StatusInDoubt  = "in_doubt" // not settled: a later run reconciles it first
+	StatusWould    = "would_refund"
+	StatusWouldRec = "would_reconcile"
+)
+
+// Result is the line refund prints on stdout for an item once its outcome
+// is journaled.
+type Result struct {
+	Batch         string `json:"batch"`
+	Item          string `json:"item"`
+	Charge        string `json:"charge,omitempty"`
+	PaymentIntent string `json:"payment_intent,omitempty"`
+	Status        string `json:"status"`
+	Refund        string `json:"refund,omitempty"`
+	Amount        int64  `json:"amount,omitempty"`
+	Currency      string `json:"currency,omitempty"`
+	Attempt       int    `json:"attempt,omitempty"`
+	Code          string `json:"code,omitempty"`
+	Message       string `json:"message,omitempty"`
+}
+
+func newResult(it *Item, status string) Result {
+	return Result{Batch: it.Batch, Item: it.Item, Charge: it.Charge, PaymentIntent: it.PaymentIntent, Status: status}
+}
+
+// Summary counts what a run did.
+type Summary struct {
+	Items    int
+	ByStatus map[string]int
+	// Refunded sums the amounts refunded in this run, per currency.
+	Refunded     map[string]int64
+	CreateCalls  int64
+	ListCalls    int64
+	RateLimited  int64 // 429 answers
+	Retries      int64 // calls repeated with the same key
+	Reconciled   int64 // in-doubt items settled by listing the charge's refunds
+	NewKeys      int64 // attempts that needed a new idempotency key
+	Records      int64 // journal records written
+	Fsyncs       int64
+	HaltedReason string
+}
+
+func (s *Summary) add(r Result) {
+	s.Items++
+	s.ByStatus[r.Status]++
+	if r.Status == StatusRefunded && r.Amount > 0 {
+		s.Refunded[r.Currency] += r.Amount
+	}
+}
+
+// String is the one-paragraph summary printed on stderr.
+func (s *Summary) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d items:", s.Items)
+	for i, st := range []string{StatusRefunded, StatusSkipped, StatusFailed, StatusInDoubt, StatusWould, StatusWouldRec} {
+		if n := s.ByStatus[st]; n > 0 || i < 4 {
+			fmt.Fprintf(&b, " %d %s,", n, st)
+		}
+	}
+	str := strings.TrimSuffix(b.String(), ",")
+	b.Reset()
+	b.WriteString(str)
+	var cur []string
+	for c := range s.Refunded {
+		cur = append(cur, c)
+	}
+	sort.Strings(cur)
+	for _, c := range cur {
+		name := c
+		if name == "" {
+			name = "(currency unknown)"
+		}
+		fmt.Fprintf(&b, "; refunded %d %s", s.Refunded[c], name)
+	}
+	fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
+		s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
+	return b.String()
+}

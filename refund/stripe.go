@@ -1,0 +1,150 @@
+package refund
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	stripe "github.com/stripe/stripe-go/v76"
+	striperefund "github.com/stripe/stripe-go/v76/refund"
+)
+
+// DefaultAPIBase is Stripe's API.
+const DefaultAPIBase = "https://api.stripe.com"
+
+// Stripe is the part of Stripe's API a refund run uses, through stripe-go.
+// stripe-go's own retries are off: whether a call may be repeated, and with
+// which key, is decided here, where the journal is.
+type Stripe struct {
+	refunds striperefund.Client
+}
+
+// NewStripe returns a client for the API at base (DefaultAPIBase when empty)
+// that authenticates with key. conns bounds the connections kept open.
+func NewStripe(base, key string, conns int) *Stripe {
+	if base == "" {
+		base = DefaultAPIBase
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = conns
+	backend := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
+		URL:               stripe.String(base),
+		HTTPClient:        &http.Client{Transport: transport, Timeout: 80 * time.Second},
+		MaxNetworkRetries: stripe.Int64(0),
+		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
+	})
+	return &Stripe{refunds: striperefund.Client{B: backend, Key: key}}
+}
+
+// Create sends one refund request for it under the idempotency key of
+// attempt. The refund's metadata names batch, item and attempt so the refund
+// can be found and matched later. replayed reports a saved answer.
+func (s *Stripe) Create(ctx context.Context, it *Item, attempt int) (r *stripe.Refund, replayed bool, err error) {
+	params := &stripe.RefundParams{}
+	params.Context = ctx
+	params.SetIdempotencyKey(IdempotencyKey(it.Batch, it.Item, attempt))
+	if it.Charge != "" {
+		params.Charge = stripe.String(it.Charge)
+	} else {
+		params.PaymentIntent = stripe.String(it.PaymentIntent)
+	}
+	if it.Amount > 0 {
+		params.Amount = stripe.Int64(it.Amount)
+	}
+	if it.Reason != "" {
+		params.Reason = stripe.String(it.Reason)
+	}
+	for k, v := range it.Metadata {
+		params.AddMetadata(k, v)
+	}
+	params.AddMetadata(MetaBatch, it.Batch)
+	params.AddMetadata(MetaItem, it.Item)
+	params.AddMetadata(MetaAttempt, strconv.Itoa(attempt))
+	r, err = s.refunds.New(params)
+	if err != nil {
+		return nil, false, err
+	}
+	replayed = r.LastResponse != nil && r.LastResponse.Header.Get("Idempotent-Replayed") == "true"
+	return r, replayed, nil
+}
+
+// List returns every refund of the charge or payment intent of it, newest
+// first, following pagination to the end.
+func (s *Stripe) List(ctx context.Context, it *Item) ([]*stripe.Refund, error) {
+	params := &stripe.RefundListParams{}
+	params.Context = ctx
+	params.Limit = stripe.Int64(100)
+	if it.Charge != "" {
+		params.Charge = stripe.String(it.Charge)
+	} else {
+		params.PaymentIntent = stripe.String(it.PaymentIntent)
+	}
+	var out []*stripe.Refund
+	iter := s.refunds.List(params)
+	for iter.Next() {
+		out = append(out, iter.Refund())
+	}
+	return out, iter.Err()
+}
+
+// Matches reports whether r was made by refundkit for item of batch.
+func Matches(r *stripe.Refund, batch, item string) bool {
+	return r.Metadata[MetaBatch] == batch && r.Metadata[MetaItem] == item
+}
+
+// errorClass is what a failed call means for the item and the run.
+type errorClass int
+
+const (
+	// classRetry: nothing was saved under the key (429, 409 in flight, 503,
+	// lock timeout) or no answer came back: retry with the same key.
+	classRetry errorClass = iota
+	// classIndeterminate: Stripe saved an error answer (500) under the key;
+	// a refund may or may not exist. Reconcile, then use a new key.
+	classIndeterminate
+	// classFinal: Stripe refused the refund; retrying cannot change that.
+	classFinal
+	// classFatal: the key is refused; no call of this run can succeed.
+	classFatal
+	// classStopped: the run was stopped (signal) before an answer.
+	classStopped
+)
+
+// classify sorts an error from stripe-go. It also returns the HTTP status
+// (0 when none came back) and Stripe's error code or a short cause.
+func classify(err error) (class errorClass, status int, code string) {
+	if errors.Is(err, context.Canceled) {
+		return classStopped, 0, "interrupted"
+	}
+	var se *stripe.Error
+	if !errors.As(err, &se) {
+		return classRetry, 0, "network_error"
+	}
+	status, code = se.HTTPStatusCode, string(se.Code)
+	if code == "" {
+		code = string(se.Type)
+	}
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return classFatal, status, code
+	case status == http.StatusTooManyRequests, status == http.StatusConflict,
+		status == http.StatusServiceUnavailable:
+		return classRetry, status, code
+	case status >= 500:
+		return classIndeterminate, status, code
+	case status == 0:
+		return classRetry, 0, "network_error"
+	}
+	return classFinal, status, code
+}
+
+// errorMessage is the text of a Stripe error without its JSON envelope.
+func errorMessage(err error) string {
+	var se *stripe.Error
+	if errors.As(err, &se) && se.Msg != "" {
+		return se.Msg
+	}
+	return err.Error()
+}
