@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/plan"
+)
+
+type planArgs struct {
+	Batch       string           `required:"" help:"Batch id written on every item: 1-64 of A-Z a-z 0-9 _ . - starting with a letter or digit."`
+	Format      string           `enum:"auto,csv,jsonl,ids" default:"auto" help:"Input format: csv (with a header row), jsonl, ids (one a line), or auto to detect it."`
+	KeepColumns bool             `help:"Keep unknown CSV columns and JSON fields as refund metadata instead of rejecting them."`
+	Shard       string           `placeholder:"K/N" help:"Write only shard K of N (1 <= K <= N), a fixed partition by item id, for N workers with a journal each."`
+	Version     kong.VersionFlag `help:"Print the version and exit."`
+	File        string           `arg:"" optional:"" default:"-" help:"Charges to read; - or none for standard input."`
+}
+
+const planDescription = `Turn a list of charges into the plan items of one batch, as JSON lines on stdout.
+
+The input is CSV with a header row (columns charge, payment_intent, amount, currency, reason, item, batch, metadata.<key>), JSON lines with the same fields, or bare ch_/py_/pi_ ids one a line. Amounts are whole minor units (1000 is 10.00 USD); none means the full remaining amount. Item ids come from the item column, else from the charge id, so they are the same on every run.
+
+The whole input is checked before anything is written: on any problem, each is reported as file:line and nothing is written.`
+
+// Plan is the plan command: it reads charges and writes plan items.
+func Plan(env Env) int {
+	const name = "plan"
+	var args planArgs
+	if code, done := parse(env, name, planDescription, &args); done {
+		return code
+	}
+	shardK, shardN := 0, 0
+	if args.Shard != "" {
+		var err error
+		if shardK, shardN, err = plan.ParseShard(args.Shard); err != nil {
+			warnf(env.Stderr, name, "--%v", err)
+			return ExitUsage
+		}
+	}
+	if !refund.ValidBatch(args.Batch) {
+		warnf(env.Stderr, name, "--batch %q: want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit", args.Batch)
+		return ExitUsage
+	}
+
+	in, inName := env.Stdin, "<stdin>"
+	if args.File != "-" {
+		f, err := os.Open(args.File)
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return ExitUsage
+		}
+		defer f.Close()
+		in, inName = f, args.File
+	}
+	items, err := plan.Read(in, inName, plan.Options{
+		Batch:       args.Batch,
+		Format:      plan.Format(args.Format),
+		KeepColumns: args.KeepColumns,
+	})
+	var inputErr *plan.InputError
+	if errors.As(err, &inputErr) {
+		for _, p := range inputErr.Problems {
+			fmt.Fprintln(env.Stderr, p)
+		}
+		shown := ""
+		if inputErr.Total > len(inputErr.Problems) {
+			shown = fmt.Sprintf(" (first %d shown)", len(inputErr.Problems))
+		}
+		warnf(env.Stderr, name, "%d %s%s, no plan written", inputErr.Total, plural(inputErr.Total, "problem"), shown)
+		return ExitUsage
+	}
+	if err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		return ExitUsage
+	}
+
+	summary := fmt.Sprintf("%d %s, batch %s", len(items), plural(len(items), "item"), args.Batch)
+	if shardN > 0 {
+		items = plan.Shard(items, shardK, shardN)
+		summary += fmt.Sprintf(", shard %d/%d: %d %s", shardK, shardN, len(items), plural(len(items), "item"))
+	}
+	if err := writeItems(env.Stdout, items); err != nil {
+		warnf(env.Stderr, name, "write the plan: %v", err)
+		return ExitFailed
+	}
+	warnf(env.Stderr, name, "%s", summary)
+	return ExitOK
+}
+
+// writeItems writes one JSON object a line.
+func writeItems(w io.Writer, items []refund.Item) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false) // metadata is data, not HTML
+	for i := range items {
+		if err := enc.Encode(&items[i]); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}

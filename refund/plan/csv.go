@@ -1,0 +1,211 @@
+package plan
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// What a CSV column holds. Column names are matched case-insensitively and
+// cells are trimmed of surrounding spaces, as spreadsheets add both freely.
+type colKind uint8
+
+const (
+	colUnnamed colKind = iota // a header cell left empty: its cells must be too
+	colBatch
+	colItem
+	colCharge
+	colPaymentIntent
+	colAmount
+	colCurrency
+	colReason
+	colMetadata // metadata.<key>, or an unknown column kept by KeepColumns
+)
+
+var knownColumns = map[string]colKind{
+	"batch":          colBatch,
+	"item":           colItem,
+	"charge":         colCharge,
+	"payment_intent": colPaymentIntent,
+	"amount":         colAmount,
+	"currency":       colCurrency,
+	"reason":         colReason,
+}
+
+const knownColumnsHint = "known: charge, payment_intent, amount, currency, reason, item, batch, metadata.<key>"
+
+type column struct {
+	kind colKind
+	key  string // metadata key when kind is colMetadata
+}
+
+// readCSV reads a CSV file whose first row names the columns.
+func readCSV(r io.Reader, c *collector) error {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1 // row widths are checked here, with a clearer message
+	cr.ReuseRecord = true
+	cr.TrimLeadingSpace = true
+	var columns []column
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return nil
+		}
+		var perr *csv.ParseError
+		if errors.As(err, &perr) {
+			c.problem(perr.Line, "%s", csvMessage(perr))
+			if columns == nil {
+				return nil // no header: the rows cannot be read
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", c.name, err)
+		}
+		if blank(rec) {
+			continue // spreadsheets export empty rows as ",,,,"
+		}
+		line, _ := cr.FieldPos(0)
+		if columns == nil {
+			var ok bool
+			if columns, ok = c.header(line, rec); !ok {
+				return nil
+			}
+			continue
+		}
+		c.csvRow(line, rec, columns)
+	}
+}
+
+func csvMessage(e *csv.ParseError) string {
+	if e.StartLine != e.Line {
+		// The column of a quoted field that ran on to later lines says
+		// little; where the row started says more.
+		return fmt.Sprintf("%v (in the row starting at line %d)", e.Err, e.StartLine)
+	}
+	return fmt.Sprintf("%v, column %d", e.Err, e.Column)
+}
+
+func blank(rec []string) bool {
+	for _, f := range rec {
+		if strings.TrimSpace(f) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// header maps the header row to columns, or reports why it cannot.
+func (c *collector) header(line int, rec []string) ([]column, bool) {
+	for _, f := range rec {
+		if f = strings.TrimSpace(f); isID(f) {
+			c.problem(line, "no header row: %s is an id; want a first row naming the columns, such as charge,amount", show(f))
+			return nil, false
+		}
+	}
+	columns := make([]column, len(rec))
+	named := map[string]int{} // column name or metadata key -> 1-based column
+	var unknown []string
+	ok := true
+	for i, f := range rec {
+		name := strings.TrimSpace(f)
+		lower := strings.ToLower(name)
+		col := column{kind: knownColumns[lower]}
+		switch {
+		case name == "":
+			col.kind = colUnnamed
+		case col.kind != colUnnamed:
+		case strings.HasPrefix(lower, "metadata."):
+			col = column{kind: colMetadata, key: name[len("metadata."):]}
+		case c.opts.KeepColumns:
+			col = column{kind: colMetadata, key: name}
+		default:
+			unknown = append(unknown, show(name))
+			continue
+		}
+		if name == "" {
+			columns[i] = col
+			continue
+		}
+		id := lower
+		if col.kind == colMetadata {
+			id = "metadata." + col.key
+			if err := checkMetadataKey(col.key); err != nil {
+				c.problem(line, "column %s: %v", show(name), err)
+				ok = false
+			}
+		}
+		if prev, dup := named[id]; dup {
+			if col.kind == colMetadata {
+				c.problem(line, "column %s: metadata key %s already comes from column %d", show(name), show(col.key), prev)
+			} else {
+				c.problem(line, "column %s repeats column %d", show(name), prev)
+			}
+			ok = false
+		}
+		named[id] = i + 1
+		columns[i] = col
+	}
+	if len(unknown) > 0 {
+		c.problem(line, "unknown columns %s (%s; --keep-columns keeps others as metadata)", strings.Join(unknown, ", "), knownColumnsHint)
+		ok = false
+	}
+	_, charge := named["charge"]
+	_, intent := named["payment_intent"]
+	if !charge && !intent {
+		c.problem(line, "no charge or payment_intent column (%s)", knownColumnsHint)
+		ok = false
+	}
+	return columns, ok
+}
+
+// checkMetadataKey applies refund's rules for metadata keys once, to the
+// header, instead of once per row.
+func checkMetadataKey(key string) error {
+	probe := refund.Item{Batch: "b", Item: "i", Charge: "ch_x", Metadata: map[string]string{key: ""}}
+	return probe.Validate()
+}
+
+// csvRow turns one data row into a row for the collector.
+func (c *collector) csvRow(line int, rec []string, columns []column) {
+	if len(rec) < len(columns) || !blank(rec[len(columns):]) {
+		c.problem(line, "%d fields, the header has %d", len(rec), len(columns))
+		return
+	}
+	r := row{line: line}
+	for i, col := range columns {
+		v := strings.TrimSpace(rec[i])
+		if v == "" {
+			continue
+		}
+		switch col.kind {
+		case colUnnamed:
+			c.problem(line, "value %s in column %d, which has no name in the header", show(v), i+1)
+			return
+		case colBatch:
+			r.batch = v
+		case colItem:
+			r.item = v
+		case colCharge:
+			r.charge = v
+		case colPaymentIntent:
+			r.paymentIntent = v
+		case colAmount:
+			r.amount = v
+		case colCurrency:
+			r.currency = v
+		case colReason:
+			r.reason = v
+		case colMetadata:
+			if r.metadata == nil {
+				r.metadata = make(map[string]string)
+			}
+			r.metadata[col.key] = strings.Clone(v)
+		}
+	}
+	c.add(&r)
+}

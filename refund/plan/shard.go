@@ -1,0 +1,73 @@
+package plan
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// ParseShard parses "K/N", shard K of N with 1 <= K <= N.
+func ParseShard(s string) (k, n int, err error) {
+	ks, ns, ok := strings.Cut(s, "/")
+	if ok {
+		k, err = strconv.Atoi(ks)
+		if err == nil {
+			n, err = strconv.Atoi(ns)
+		}
+	}
+	if !ok || err != nil || k < 1 || k > n {
+		return 0, 0, fmt.Errorf("shard %s: want K/N with 1 <= K <= N, such as 1/4", show(s))
+	}
+	return k, n, nil
+}
+
+// InShard reports whether an item of a batch falls in shard k of n. The
+// partition is a hash of batch and item id only: the same on every run,
+// machine and release, and independent of the input's order, so N workers
+// given the same plan and the same N take disjoint shards that together
+// make the whole plan. It panics unless 1 <= k <= n.
+//
+// The hash must never change: an item that moved to another shard would be
+// run by a worker whose journal has never seen it.
+func InShard(batch, item string, k, n int) bool {
+	if k < 1 || k > n {
+		panic(fmt.Sprintf("plan: shard %d/%d", k, n))
+	}
+	return shardOf(batch, item, n) == k
+}
+
+// shardOf is the 1-based shard of an item: FNV-1a (64-bit) of batch, a
+// zero byte and item, modulo n. The zero byte keeps ("a", "bc") and
+// ("ab", "c") apart; neither id may contain one.
+func shardOf(batch, item string, n int) int {
+	const (
+		offset64 = 14695981039346656037
+		prime64  = 1099511628211
+	)
+	h := uint64(offset64)
+	for i := 0; i < len(batch); i++ {
+		h = (h ^ uint64(batch[i])) * prime64
+	}
+	h *= prime64 // the separator: h ^ 0 is h
+	for i := 0; i < len(item); i++ {
+		h = (h ^ uint64(item[i])) * prime64
+	}
+	return int(h%uint64(n)) + 1
+}
+
+// Shard returns the items of shard k of n, in their input order, in a new
+// slice. It panics unless 1 <= k <= n.
+func Shard(items []refund.Item, k, n int) []refund.Item {
+	if k < 1 || k > n {
+		panic(fmt.Sprintf("plan: shard %d/%d", k, n))
+	}
+	var out []refund.Item
+	for _, it := range items {
+		if shardOf(it.Batch, it.Item, n) == k {
+			out = append(out, it)
+		}
+	}
+	return out
+}
