@@ -1,0 +1,207 @@
+package stripesim
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+)
+
+// Charge is a charge the simulator knows, as seeded by a test or a charges
+// file (one JSON object per line, with these field names).
+type Charge struct {
+	ID            string `json:"id"`
+	PaymentIntent string `json:"payment_intent,omitempty"`
+	// Currency is a lower-case ISO code; empty means usd.
+	Currency string `json:"currency,omitempty"`
+	// Amount is the captured amount in the currency's minor units.
+	Amount int64 `json:"amount"`
+	// Refunds already on the charge when it is added, oldest first: the
+	// traces of an earlier run that the tools must find and account for.
+	Refunds []SeedRefund `json:"refunds,omitempty"`
+}
+
+// SeedRefund is a refund that exists on a charge before the run under test,
+// for example one made by an old script that kept no checkpoint.
+type SeedRefund struct {
+	Amount int64 `json:"amount"`
+	// Status is succeeded (the default), pending or requires_action; canceled
+	// and failed refunds are kept but do not count against the charge.
+	Status   string            `json:"status,omitempty"`
+	Reason   string            `json:"reason,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Refund statuses, as Stripe names them.
+const (
+	StatusSucceeded      = "succeeded"
+	StatusPending        = "pending"
+	StatusRequiresAction = "requires_action"
+	StatusCanceled       = "canceled"
+	StatusFailed         = "failed"
+)
+
+var (
+	chargeIDRE = regexp.MustCompile(`^(ch|py)_[A-Za-z0-9]{1,250}$`)
+	intentIDRE = regexp.MustCompile(`^pi_[A-Za-z0-9]{1,250}$`)
+	currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
+)
+
+// reasons are the refund reasons Stripe accepts on create.
+var reasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
+
+func validReason(r string) bool {
+	for _, ok := range reasons {
+		if r == ok {
+			return true
+		}
+	}
+	return false
+}
+
+// countsAgainstCharge reports whether a refund in this status holds part of
+// the charge's refundable amount (Stripe releases it only when the refund is
+// canceled or fails).
+func countsAgainstCharge(status string) bool {
+	return status != StatusCanceled && status != StatusFailed
+}
+
+// Validate reports the first thing wrong with the charge, if any.
+func (c *Charge) Validate() error {
+	switch {
+	case !chargeIDRE.MatchString(c.ID):
+		return fmt.Errorf("charge id %q: want ch_ or py_ followed by letters and digits", c.ID)
+	case c.PaymentIntent != "" && !intentIDRE.MatchString(c.PaymentIntent):
+		return fmt.Errorf("payment_intent %q: want pi_ followed by letters and digits", c.PaymentIntent)
+	case c.Currency != "" && !currencyRE.MatchString(c.Currency):
+		return fmt.Errorf("currency %q: want a three-letter lower-case ISO code", c.Currency)
+	case c.Amount <= 0:
+		return fmt.Errorf("amount %d: want a positive whole number of minor units", c.Amount)
+	}
+	var held int64
+	for i, r := range c.Refunds {
+		switch r.Status {
+		case "", StatusSucceeded, StatusPending, StatusRequiresAction, StatusCanceled, StatusFailed:
+		default:
+			return fmt.Errorf("refunds[%d]: status %q: want succeeded, pending, requires_action, canceled or failed", i, r.Status)
+		}
+		if r.Amount <= 0 {
+			return fmt.Errorf("refunds[%d]: amount %d: want a positive whole number of minor units", i, r.Amount)
+		}
+		if r.Reason != "" && !validReason(r.Reason) {
+			return fmt.Errorf("refunds[%d]: reason %q: want one of %s", i, r.Reason, strings.Join(reasons, ", "))
+		}
+		if msg := checkMetadata(r.Metadata); msg != "" {
+			return fmt.Errorf("refunds[%d]: %s", i, msg)
+		}
+		if countsAgainstCharge(r.Status) {
+			held += r.Amount
+		}
+	}
+	if held > c.Amount {
+		return fmt.Errorf("refunds total %d: more than the charge amount %d", held, c.Amount)
+	}
+	return nil
+}
+
+// checkMetadata applies Stripe's metadata limits: 50 keys, keys up to 40
+// characters without square brackets, values up to 500 characters.
+func checkMetadata(md map[string]string) string {
+	if len(md) > 50 {
+		return fmt.Sprintf("metadata has %d keys: at most 50", len(md))
+	}
+	for k, v := range md {
+		if k == "" || len(k) > 40 || strings.ContainsAny(k, "[]") {
+			return fmt.Sprintf("metadata key %q: want 1-40 characters without [ or ]", k)
+		}
+		if len(v) > 500 {
+			return fmt.Sprintf("metadata %q: value longer than 500 characters", k)
+		}
+	}
+	return ""
+}
+
+// GenerateCharges makes n usd charges with ids ch_sim0000001, ... and
+// payment intents pi_sim0000001, ..., and amounts between 1.00 and 1000.00
+// drawn from seed: the same n and seed always give the same charges.
+func GenerateCharges(n int, seed int64) []Charge {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
+	charges := make([]Charge, n)
+	for i := range charges {
+		num := fmt.Sprintf("%07d", i+1)
+		charges[i] = Charge{
+			ID:            "ch_sim" + num,
+			PaymentIntent: "pi_sim" + num,
+			Currency:      "usd",
+			Amount:        100 + rng.Int64N(99901),
+		}
+	}
+	return charges
+}
+
+// maxLine bounds one line of a charges file; a charge with 50 seeded refunds
+// full of metadata still fits.
+const maxLine = 4 << 20
+
+// ReadCharges reads charges as JSON lines (blank lines are skipped). name is
+// used in errors, which read "name:line: what is wrong". Unknown fields,
+// invalid charges and an id or payment intent given twice are errors.
+func ReadCharges(r io.Reader, name string) ([]Charge, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	var charges []Charge
+	ids := map[string]int{}
+	intents := map[string]int{}
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		c, err := parseCharge(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+		if first, dup := ids[c.ID]; dup {
+			return nil, fmt.Errorf("%s:%d: charge %s: already given on line %d", name, line, c.ID, first)
+		}
+		ids[c.ID] = line
+		if c.PaymentIntent != "" {
+			if first, dup := intents[c.PaymentIntent]; dup {
+				return nil, fmt.Errorf("%s:%d: payment_intent %s: already given on line %d", name, line, c.PaymentIntent, first)
+			}
+			intents[c.PaymentIntent] = line
+		}
+		charges = append(charges, c)
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("%s:%d: line longer than %d bytes", name, line+1, maxLine)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return charges, nil
+}
+
+// parseCharge decodes and validates one line of a charges file.
+func parseCharge(line []byte) (Charge, error) {
+	var c Charge
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Charge{}, fmt.Errorf("not a charge: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if rest := bytes.TrimSpace(line[dec.InputOffset():]); len(rest) > 0 {
+		return Charge{}, errors.New("not a charge: more than one JSON value on the line")
+	}
+	if err := c.Validate(); err != nil {
+		return Charge{}, err
+	}
+	return c, nil
+}

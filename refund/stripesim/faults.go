@@ -1,0 +1,158 @@
+package stripesim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Faults are the misbehaviours the simulator injects, each as the share of
+// eligible requests (0 to 1) it hits. Draws come from Config.Seed and the
+// order requests arrive in, so a sequential client sees the same faults on
+// every run.
+type Faults struct {
+	// Latency is added to every API request; a POST holds its idempotency
+	// key for that long, so a concurrent retry with the key gets a 409.
+	Latency time.Duration
+	// LatencyJitter adds up to this much more, drawn per request.
+	LatencyJitter time.Duration
+	// RateLimitShare of API requests are answered 429 rate_limit before
+	// anything else happens; the answer is never saved under a key.
+	RateLimitShare float64
+	// ErrorBeforeCommitShare of refund creations are answered 500 api_error
+	// without creating the refund; the 500 is saved under the key.
+	ErrorBeforeCommitShare float64
+	// ErrorAfterCommitShare of refund creations create the refund, then
+	// answer 500 api_error; the 500 is saved under the key.
+	ErrorAfterCommitShare float64
+	// DropAfterCommitShare of refund creations create the refund and save the
+	// success under the key, then close the connection without answering.
+	DropAfterCommitShare float64
+	// RequiresActionShare of new refunds get status requires_action instead
+	// of succeeded (they still hold their amount until canceled).
+	RequiresActionShare float64
+}
+
+// Validate reports the first knob out of range, if any.
+func (f *Faults) Validate() error {
+	if f.Latency < 0 || f.LatencyJitter < 0 {
+		return fmt.Errorf("latency %v, jitter %v: want durations of zero or more", f.Latency, f.LatencyJitter)
+	}
+	for _, s := range []struct {
+		name  string
+		share float64
+	}{
+		{"rate_limit_share", f.RateLimitShare},
+		{"error_before_commit_share", f.ErrorBeforeCommitShare},
+		{"error_after_commit_share", f.ErrorAfterCommitShare},
+		{"drop_after_commit_share", f.DropAfterCommitShare},
+		{"requires_action_share", f.RequiresActionShare},
+	} {
+		if !(s.share >= 0 && s.share <= 1) { // also rejects NaN
+			return fmt.Errorf("%s %v: want a share between 0 and 1", s.name, s.share)
+		}
+	}
+	return nil
+}
+
+// faultsJSON is the wire form of Faults for the control endpoint: snake_case
+// names and durations as Go duration strings ("20ms").
+type faultsJSON struct {
+	Latency                jsonDuration `json:"latency"`
+	LatencyJitter          jsonDuration `json:"latency_jitter"`
+	RateLimitShare         float64      `json:"rate_limit_share"`
+	ErrorBeforeCommitShare float64      `json:"error_before_commit_share"`
+	ErrorAfterCommitShare  float64      `json:"error_after_commit_share"`
+	DropAfterCommitShare   float64      `json:"drop_after_commit_share"`
+	RequiresActionShare    float64      `json:"requires_action_share"`
+}
+
+// MarshalJSON writes the faults with snake_case names and duration strings.
+func (f Faults) MarshalJSON() ([]byte, error) {
+	return json.Marshal(faultsJSON{
+		Latency:                jsonDuration(f.Latency),
+		LatencyJitter:          jsonDuration(f.LatencyJitter),
+		RateLimitShare:         f.RateLimitShare,
+		ErrorBeforeCommitShare: f.ErrorBeforeCommitShare,
+		ErrorAfterCommitShare:  f.ErrorAfterCommitShare,
+		DropAfterCommitShare:   f.DropAfterCommitShare,
+		RequiresActionShare:    f.RequiresActionShare,
+	})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes; absent knobs are zero and
+// unknown names are an error, so a typo cannot silently disable a fault.
+func (f *Faults) UnmarshalJSON(b []byte) error {
+	var w faultsJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return err
+	}
+	*f = Faults{
+		Latency:                time.Duration(w.Latency),
+		LatencyJitter:          time.Duration(w.LatencyJitter),
+		RateLimitShare:         w.RateLimitShare,
+		ErrorBeforeCommitShare: w.ErrorBeforeCommitShare,
+		ErrorAfterCommitShare:  w.ErrorAfterCommitShare,
+		DropAfterCommitShare:   w.DropAfterCommitShare,
+		RequiresActionShare:    w.RequiresActionShare,
+	}
+	return nil
+}
+
+// jsonDuration is a duration written as "1.5s" and read from such a string
+// or from a number of nanoseconds.
+type jsonDuration time.Duration
+
+func (d jsonDuration) MarshalJSON() ([]byte, error) {
+	return strconv.AppendQuote(nil, time.Duration(d).String()), nil
+}
+
+func (d *jsonDuration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = jsonDuration(v)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("duration %s: want a string such as \"20ms\" or nanoseconds", b)
+	}
+	*d = jsonDuration(n)
+	return nil
+}
+
+// knob names one independent draw made for a request.
+type knob uint64
+
+const (
+	knobRateLimit knob = iota + 1
+	knobJitter
+	knobErrorBeforeCommit
+	knobErrorAfterCommit
+	knobDropAfterCommit
+	knobRequiresAction
+)
+
+// draw returns a number in [0, 1) that depends only on the seed, the
+// request's arrival number and the knob: no lock, no shared RNG state.
+func draw(seed, seq uint64, k knob) float64 {
+	x := seed ^ (seq * 0x9e3779b97f4a7c15) ^ (uint64(k) * 0xd1b54a32d192ed03)
+	// splitmix64 finalizer: good avalanche from structured inputs.
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / (1 << 53)
+}

@@ -1,0 +1,127 @@
+package stripesim
+
+import (
+	"sync"
+	"time"
+)
+
+// keyShards spreads idempotency keys over independent locks so concurrent
+// requests with different keys never wait for each other.
+const keyShards = 64
+
+// keyStore is Stripe's idempotency layer: per API key and idempotency key,
+// the first completed answer, replayed to every later request with the key.
+type keyStore struct {
+	shards [keyShards]keyShard
+}
+
+type keyShard struct {
+	mu sync.Mutex
+	m  map[string]*keyEntry
+}
+
+// keyEntry is one idempotency key: its first request, and once that request
+// finished, the answer saved for it.
+type keyEntry struct {
+	method, path string
+	params       string // canonical form encoding of the first request
+	created      time.Time
+	done         bool
+	status       int
+	body         []byte
+	requestID    string
+}
+
+// verdict is what the idempotency layer decides for an incoming request.
+type verdict int
+
+const (
+	keyNew              verdict = iota // first use: the request runs and holds the key
+	keyReplay                          // a saved answer exists: replay it
+	keyInUse                           // the first request is still running: 409
+	keyEndpointMismatch                // saved for another method or path: 400
+	keyParamsMismatch                  // saved for other parameters: 400
+)
+
+func newKeyStore() *keyStore {
+	k := &keyStore{}
+	for i := range k.shards {
+		k.shards[i].m = make(map[string]*keyEntry)
+	}
+	return k
+}
+
+func (k *keyStore) shard(scope string) *keyShard {
+	// FNV-1a: cheap, and the keys carry enough entropy in their tails.
+	h := uint32(2166136261)
+	for i := 0; i < len(scope); i++ {
+		h ^= uint32(scope[i])
+		h *= 16777619
+	}
+	return &k.shards[h%keyShards]
+}
+
+// begin looks the key up. For keyNew it returns the new in-flight entry the
+// caller must finish or abandon; for keyReplay and the mismatches, a copy of
+// the saved entry. ttl > 0 makes completed keys older than ttl unknown.
+func (k *keyStore) begin(scope, method, path, params string, now time.Time, ttl time.Duration) (keyEntry, *keyEntry, verdict) {
+	sh := k.shard(scope)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e, ok := sh.m[scope]; ok {
+		switch {
+		case e.done && ttl > 0 && now.Sub(e.created) >= ttl:
+			// Expired: forgotten, as Stripe forgets keys after 24 hours.
+		case e.method != method || e.path != path:
+			return *e, nil, keyEndpointMismatch
+		case e.params != params:
+			return *e, nil, keyParamsMismatch
+		case !e.done:
+			return keyEntry{}, nil, keyInUse
+		default:
+			return *e, nil, keyReplay
+		}
+	}
+	e := &keyEntry{method: method, path: path, params: params, created: now}
+	sh.m[scope] = e
+	return keyEntry{}, e, keyNew
+}
+
+// finish saves the answer of the request that holds e. If the key was
+// forgotten meanwhile the answer is simply not reachable any more.
+func (k *keyStore) finish(scope string, e *keyEntry, status int, body []byte, requestID string) {
+	sh := k.shard(scope)
+	sh.mu.Lock()
+	e.status, e.body, e.requestID, e.done = status, body, requestID, true
+	sh.mu.Unlock()
+}
+
+// abandon releases a key whose request ended without an answer worth saving
+// (a validation error): Stripe lets the key be used again.
+func (k *keyStore) abandon(scope string, e *keyEntry) {
+	sh := k.shard(scope)
+	sh.mu.Lock()
+	if sh.m[scope] == e {
+		delete(sh.m, scope)
+	}
+	sh.mu.Unlock()
+}
+
+// forget drops every completed key, as their 24-hour expiry would. Keys
+// whose first request is still running stay: no real expiry can overtake a
+// request in flight, and dropping them would let a retry run it twice.
+func (k *keyStore) forget() int {
+	n := 0
+	for i := range k.shards {
+		sh := &k.shards[i]
+		sh.mu.Lock()
+		for scope, e := range sh.m {
+			if e.done {
+				delete(sh.m, scope)
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
