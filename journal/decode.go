@@ -16,9 +16,10 @@ func (e *syntaxError) Error() string { return e.msg }
 // decodeLine parses one line (without its '\n') into r, strictly: unknown or
 // repeated fields, wrong types and records that fail Validate are errors.
 // The canonical form MarshalLine writes takes a fast path; anything else
-// goes through encoding/json, and both give the same Record.
-func decodeLine(line []byte, r *Record) error {
-	if !decodeFast(line, r) {
+// goes through encoding/json, and both give the same Record. str holds the
+// same bytes as line; the fast path takes r's strings from it.
+func decodeLine(line []byte, str string, r *Record) error {
+	if !decodeFast(line, str, r) {
 		return decodeJSON(line, r)
 	}
 	if err := r.Validate(); err != nil {

@@ -9,7 +9,9 @@ package journal
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Version is the record format this package writes and the only one it reads.
@@ -105,12 +107,112 @@ func (e *VersionError) Error() string {
 	return fmt.Sprintf("record version %d is not supported (this build reads version %d)", e.Version, Version)
 }
 
-// MarshalLine appends r as one JSON line, newline included, to dst.
+// MarshalLine appends r as one JSON line, newline included, to dst. The
+// line is byte for byte what encoding/json writes for r, so jq and
+// encoding/json read it, but it is built without reflection.
 func MarshalLine(dst []byte, r *Record) ([]byte, error) {
-	b, err := json.Marshal(r)
+	n0 := len(dst)
+	dst = append(dst, `{"v":`...)
+	dst = strconv.AppendInt(dst, int64(r.V), 10)
+	dst = append(dst, `,"type":`...)
+	dst = appendString(dst, string(r.Type))
+	dst = append(dst, `,"ts":"`...)
+	withTime, err := r.Time.AppendText(dst)
 	if err != nil {
-		return dst, err
+		// Out of RFC 3339's range: let encoding/json say so in its words.
+		_, err = json.Marshal(r)
+		return dst[:n0], err
 	}
-	dst = append(dst, b...)
-	return append(dst, '\n'), nil
+	dst = withTime
+	dst = append(dst, `","batch":`...)
+	dst = appendString(dst, r.Batch)
+	dst = append(dst, `,"item":`...)
+	dst = appendString(dst, r.Item)
+	dst = appendField(dst, `,"charge":`, r.Charge)
+	dst = appendField(dst, `,"payment_intent":`, r.PaymentIntent)
+	if r.Attempt != 0 {
+		dst = append(dst, `,"attempt":`...)
+		dst = strconv.AppendInt(dst, int64(r.Attempt), 10)
+	}
+	dst = appendField(dst, `,"key":`, r.Key)
+	if r.Amount != 0 {
+		dst = append(dst, `,"amount":`...)
+		dst = strconv.AppendInt(dst, r.Amount, 10)
+	}
+	dst = appendField(dst, `,"currency":`, r.Currency)
+	dst = appendField(dst, `,"reason":`, r.Reason)
+	dst = appendField(dst, `,"refund":`, r.Refund)
+	dst = appendField(dst, `,"status":`, r.Status)
+	dst = appendField(dst, `,"source":`, r.Source)
+	if r.HTTPStatus != 0 {
+		dst = append(dst, `,"http_status":`...)
+		dst = strconv.AppendInt(dst, int64(r.HTTPStatus), 10)
+	}
+	dst = appendField(dst, `,"code":`, r.Code)
+	dst = appendField(dst, `,"message":`, r.Message)
+	if r.Final {
+		dst = append(dst, `,"final":true`...)
+	}
+	return append(dst, '}', '\n'), nil
+}
+
+// appendField appends an omitempty string field.
+func appendField(dst []byte, key, s string) []byte {
+	if s == "" {
+		return dst
+	}
+	return appendString(append(dst, key...), s)
+}
+
+// appendString quotes s exactly as encoding/json does (HTML-safe escapes,
+// invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped).
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }

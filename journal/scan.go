@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -66,7 +67,7 @@ func (s *Scanner) Scan() bool {
 		return s.fail(s.corrupt(fmt.Sprintf("line longer than %d bytes", maxLine)))
 	}
 	rec := new(Record)
-	switch err := decodeLine(line, rec); {
+	switch err := decodeLine(line, string(line), rec); {
 	case err == nil:
 		s.rec = rec
 		return true
@@ -76,6 +77,9 @@ func (s *Scanner) Scan() bool {
 			return s.fail(ioErr)
 		}
 		if last {
+			if col := recordInside(line); col > 0 {
+				return s.fail(s.corrupt(fmt.Sprintf("a complete record starts at byte %d, after an incomplete one: the journal was appended to without repair", col+1)))
+			}
 			return s.tear(n)
 		}
 		return s.fail(s.corrupt(err.Error()))
@@ -159,4 +163,24 @@ func (s *Scanner) readLine() (line []byte, n int, newline bool, err error) {
 			return nil, n, false, err
 		}
 	}
+}
+
+// recordInside finds a whole record inside a newline-terminated last line
+// that is not JSON. A crash leaves a prefix of a write, never a complete
+// record after a partial one, so such a line is not torn: someone appended
+// to a torn journal, and cutting the line would hide a committed record.
+func recordInside(line []byte) int {
+	for i := 1; i < len(line); i++ {
+		j := bytes.Index(line[i:], []byte(`{"v":`))
+		if j < 0 {
+			return 0
+		}
+		i += j
+		var r Record
+		err := decodeLine(line[i:], string(line[i:]), &r)
+		if err == nil || errors.As(err, new(*VersionError)) {
+			return i
+		}
+	}
+	return 0
 }

@@ -1,0 +1,211 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oddRecords cover what MarshalLine and the decoders must agree with
+// encoding/json on: every field, escapes, non-ASCII, offsets, extremes.
+func oddRecords() []*Record {
+	plus2 := time.FixedZone("", 2*3600)
+	return []*Record{
+		intent("b", "i1", 1),
+		refunded("b", "i1"),
+		failed("b", "i1", 1, 500, false),
+		failed("b", "i1", 1, 0, true),
+		{V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_x", Amount: 1},
+		{V: 1, Type: TypeIntent, Time: t0.In(plus2), Batch: "b", Item: "i", PaymentIntent: "pi_1", Attempt: 7, Key: "k", Reason: "duplicate"},
+		{V: 1, Type: TypeIntent, Time: time.Date(2024, 2, 29, 23, 59, 59, 0, time.UTC), Batch: "b", Item: "i", Charge: "c", Attempt: 1, Key: "k"},
+		{V: 1, Type: TypeIntent, Time: time.Date(2024, 1, 1, 0, 0, 0, 100, time.UTC), Batch: "b", Item: "i", Charge: "c", Attempt: 1, Key: "k", Amount: -3},
+		{V: 1, Type: TypeFailed, Time: t0, Batch: "b<&>", Item: "ü\u2028\u2029é", Code: "c", Message: "tab\t nl\n cr\r bs\\ q\" \x00 \x1f \b \f \x7f bad\xff\xfe end", HTTPStatus: -1},
+		{V: 1, Type: TypeRefunded, Time: t0, Batch: "b", Item: "i", Refund: "r", Amount: 1<<63 - 1, Attempt: -1 << 40},
+		{V: 1, Type: TypeRefunded, Time: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), Batch: "b", Item: "i", Refund: "r", Amount: 999999999999999999},
+		{V: 1, Type: TypeRefunded, Time: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), Batch: "b", Item: "i", Refund: "r", Amount: 1000000000000000000},
+		{V: 1, Type: TypeFailed, Time: t0, Batch: "b", Item: "i", Code: "c", Final: true},
+		{V: 1, Type: "", Time: t0},
+	}
+}
+
+func TestMarshalLineMatchesEncodingJSON(t *testing.T) {
+	for _, r := range oddRecords() {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := MarshalLine([]byte("prefix"), r)
+		if err != nil {
+			t.Fatalf("MarshalLine(%+v): %v", r, err)
+		}
+		if string(got) != "prefix"+string(want)+"\n" {
+			t.Errorf("MarshalLine:\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+func TestMarshalLineOutOfRange(t *testing.T) {
+	r := intent("b", "i", 1)
+	r.Time = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	got, err := MarshalLine([]byte("x"), r)
+	if err == nil || string(got) != "x" {
+		t.Errorf("MarshalLine(year 10000) = %q, %v; want an error and dst unchanged", got, err)
+	}
+}
+
+// TestDecodeRoundTrip: what MarshalLine writes, decodeLine reads back, and
+// the fast path and encoding/json agree on it.
+func TestDecodeRoundTrip(t *testing.T) {
+	for _, r := range oddRecords() {
+		line, err := MarshalLine(nil, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line = line[:len(line)-1]
+		var viaJSON, viaFast Record
+		jerr := decodeJSON(line, &viaJSON)
+		fast := decodeFast(line, string(line), &viaFast)
+		if fast && !reflect.DeepEqual(viaFast, viaJSON) {
+			t.Errorf("fast and encoding/json differ on %s:\nfast %+v\njson %+v", line, viaFast, viaJSON)
+		}
+		if r.Validate() != nil {
+			continue
+		}
+		if jerr != nil {
+			t.Errorf("decodeJSON(%s): %v", line, jerr)
+		}
+		if !viaJSON.Time.Equal(r.Time) {
+			t.Errorf("time %v read back as %v", r.Time, viaJSON.Time)
+		}
+		viaJSON.Time = r.Time
+		if !bytes.Contains(line, []byte(`\ufffd`)) && !reflect.DeepEqual(&viaJSON, r) {
+			t.Errorf("read back %+v, want %+v", viaJSON, *r)
+		}
+	}
+}
+
+// TestDecodeFastTakesCanonicalLines guards the speed of loading: the lines
+// writers produce must not fall back to encoding/json.
+func TestDecodeFastTakesCanonicalLines(t *testing.T) {
+	for _, r := range []*Record{intent("b", "i1", 1), refunded("b", "i1"), failed("b", "i", 2, 500, false)} {
+		r.Message = "plain ascii message"
+		line, _ := MarshalLine(nil, r)
+		line = line[:len(line)-1]
+		var got Record
+		if !decodeFast(line, string(line), &got) {
+			t.Errorf("fast path refused %s", line)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	mod := func(r *Record, f func(*Record)) *Record { f(r); return r }
+	tests := []struct {
+		name string
+		rec  *Record
+		want string // "" valid
+	}{
+		{"intent", intent("b", "i", 1), ""},
+		{"intent payment_intent", mod(intent("b", "i", 1), func(r *Record) { r.Charge, r.PaymentIntent = "", "pi_1" }), ""},
+		{"refunded", refunded("b", "i"), ""},
+		{"failed", failed("b", "i", 1, 402, true), ""},
+		{"canceled", &Record{V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_1"}, ""},
+		{"version 2", mod(intent("b", "i", 1), func(r *Record) { r.V = 2 }), "version 2"},
+		{"no batch", mod(intent("b", "i", 1), func(r *Record) { r.Batch = "" }), "without batch or item"},
+		{"no item", mod(refunded("b", "i"), func(r *Record) { r.Item = "" }), "without batch or item"},
+		{"no ts", mod(refunded("b", "i"), func(r *Record) { r.Time = time.Time{} }), "without ts"},
+		{"intent no key", mod(intent("b", "i", 1), func(r *Record) { r.Key = "" }), "without key or attempt"},
+		{"intent attempt 0", mod(intent("b", "i", 1), func(r *Record) { r.Attempt = 0 }), "without key or attempt"},
+		{"intent no target", mod(intent("b", "i", 1), func(r *Record) { r.Charge = "" }), "without charge or payment_intent"},
+		{"refunded no id", mod(refunded("b", "i"), func(r *Record) { r.Refund = "" }), "refunded record without refund id"},
+		{"canceled no id", &Record{V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i"}, "canceled record without refund id"},
+		{"failed no code", mod(failed("b", "i", 1, 402, true), func(r *Record) { r.Code = "" }), "without code"},
+		{"unknown type", mod(refunded("b", "i"), func(r *Record) { r.Type = "deleted" }), `unknown record type "deleted"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.rec.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecodeLine covers the strict reader: what is torn-like (not JSON),
+// what is corrupt, and what is an unknown version.
+func TestDecodeLine(t *testing.T) {
+	good, _ := MarshalLine(nil, intent("b", "i", 1))
+	good = good[:len(good)-1]
+	rep := func(old, new string) string { return strings.Replace(string(good), old, new, 1) }
+	tests := []struct {
+		name    string
+		line    string
+		syntax  bool   // not JSON: torn when last
+		version int    // *VersionError
+		want    string // error text, "" valid
+	}{
+		{"canonical", string(good), false, 0, ""},
+		{"spaces", rep(`"v":1,`, ` "v" : 1 , `) + " ", false, 0, ""},
+		{"keys reordered", `{"type":"refunded","v":1,"ts":"2024-05-01T12:00:00Z","item":"i","batch":"b","refund":"r"}`, false, 0, ""},
+		{"escaped key", rep(`"v":1`, `"\u0076":1`), false, 0, ""},
+		{"half", string(good[:len(good)/2]), true, 0, "not JSON"},
+		{"nuls", "\x00\x00\x00", true, 0, "not JSON"},
+		{"empty", "", true, 0, "not JSON"},
+		{"array", `[1,2]`, true, 0, "not a JSON object"},
+		{"two objects", string(good) + string(good), true, 0, "not JSON"},
+		{"v2", rep(`"v":1`, `"v":2`), false, 2, "version 2"},
+		{"v2 with new field", `{"v":2,"type":"x","shiny":true}`, false, 2, "version 2"},
+		{"v0", rep(`"v":1`, `"v":0`), false, 0, "version 0"},
+		{"no v", rep(`"v":1,`, ``), false, 0, "record without v"},
+		{"v null", rep(`"v":1`, `"v":null`), false, 0, "record without v"},
+		{"v string", rep(`"v":1`, `"v":"1"`), false, 0, `v "1": want an integer`},
+		{"v float", rep(`"v":1`, `"v":1.0`), false, 0, `want an integer`},
+		{"unknown field", rep(`"v":1`, `"v":1,"extra":3`), false, 0, `unknown field "extra"`},
+		{"key wrong case", rep(`"batch"`, `"Batch"`), false, 0, `unknown field "Batch"`},
+		{"duplicate field", rep(`"v":1`, `"v":1,"v":1`), false, 0, `field "v" given twice`},
+		{"duplicate other field", rep(`"item":"i"`, `"item":"i","item":"j"`), false, 0, `field "item" given twice`},
+		{"wrong type", rep(`"attempt":1`, `"attempt":"1"`), false, 0, "cannot unmarshal string"},
+		{"overflow", rep(`"amount":500`, `"amount":99999999999999999999`), false, 0, "cannot unmarshal number"},
+		{"bad ts", rep(`2024-05-01`, `2024-02-30`), false, 0, "parsing time"},
+		{"invalid record", rep(`"key":"refundkit:b:i:1",`, ``), false, 0, "intent without key or attempt"},
+		{"big int fallback", rep(`"amount":500`, `"amount":1000000000000000000`), false, 0, ""},
+		{"leading zero", rep(`"amount":500`, `"amount":0500`), true, 0, "not JSON"},
+		{"crlf", string(good) + "\r", false, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Record
+			line := []byte(tt.line)
+			err := decodeLine(line, tt.line, &r)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("decodeLine(%s) = %v", tt.line, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("decodeLine(%s) = %v, want %q", tt.line, err, tt.want)
+			}
+			var se *syntaxError
+			if errors.As(err, &se) != tt.syntax {
+				t.Errorf("syntax error = %v, want %v", !tt.syntax, tt.syntax)
+			}
+			var ve *VersionError
+			wantVersion := strings.HasPrefix(tt.want, "version ")
+			if got := errors.As(err, &ve); got != wantVersion || (got && ve.Version != tt.version) {
+				t.Errorf("version error %v, want version %d", err, tt.version)
+			}
+		})
+	}
+}
