@@ -4,8 +4,6 @@
 package refund
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -114,37 +112,17 @@ func IdempotencyKey(batch, item string, attempt int) string {
 	return "refundkit:" + batch + ":" + item + ":" + strconv.Itoa(attempt)
 }
 
-// ParseItem decodes and validates one plan line. Unknown fields, a
-// non-integer or zero amount, and trailing data are errors: nothing is
+// ParseItem decodes and validates one plan line. It is stricter than
+// encoding/json: field names must match exactly and appear once, amounts
+// must be whole numbers, and nothing may follow the object. Nothing is
 // refunded for a line that was not fully understood.
 func ParseItem(line []byte) (Item, error) {
-	var raw struct {
-		Item
-		Amount json.RawMessage `json:"amount"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&raw); err != nil {
-		return Item{}, fmt.Errorf("not a plan item: %s", jsonErr(err))
-	}
-	if dec.More() {
-		return Item{}, errors.New("not a plan item: more than one JSON value on the line")
-	}
-	it := raw.Item
-	if raw.Amount != nil && string(raw.Amount) != "null" {
-		n, err := strconv.ParseInt(string(raw.Amount), 10, 64)
-		if err != nil || n <= 0 {
-			return Item{}, fmt.Errorf("amount %s: want a positive whole number of minor units", raw.Amount)
-		}
-		it.Amount = n
+	it, err := decodeItem(line)
+	if err != nil {
+		return Item{}, err
 	}
 	if err := it.Validate(); err != nil {
 		return Item{}, err
 	}
 	return it, nil
-}
-
-func jsonErr(err error) string {
-	s := err.Error()
-	return strings.TrimPrefix(s, "json: ")
 }
