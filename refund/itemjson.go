@@ -15,11 +15,20 @@ import (
 func decodeItem(b []byte) (Item, error) {
 	d := itemDecoder{b: b}
 	it, err := d.item()
-	if err != nil {
+	var v valueError
+	switch {
+	case errors.As(err, &v):
+		return Item{}, v
+	case err != nil:
 		return Item{}, fmt.Errorf("not a plan item: %w", err)
 	}
 	return it, nil
 }
+
+// valueError is a well-formed field with a value that is not allowed.
+type valueError struct{ msg string }
+
+func (e valueError) Error() string { return e.msg }
 
 type itemDecoder struct {
 	b []byte
@@ -167,7 +176,7 @@ func (d *itemDecoder) amount() (int64, error) {
 	}
 	n, err := strconv.ParseInt(tok, 10, 64)
 	if err != nil || n <= 0 || tok[0] == '0' || tok[0] == '+' {
-		return 0, fmt.Errorf("amount %s: want a positive whole number of minor units", tok)
+		return 0, valueError{fmt.Sprintf("amount %s: want a positive whole number of minor units", tok)}
 	}
 	return n, nil
 }
