@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"os"
+	"os/exec"
+	"strconv"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -23,18 +26,44 @@ func TestScripts(t *testing.T) {
 		Dir:                 "../../../testdata/script",
 		RequireExplicitExec: true,
 		Setup:               scriptSetup,
+		Cmds:                map[string]func(*testscript.TestScript, bool, []string){
+			"sim":  cmdSim,
+			"exit": cmdExitCode,
+		},
 	})
 }
 
-// scriptSetup gives every script a clean environment: no Stripe key leaks
-// in from the developer's shell.
+// scriptSetup gives every script a clean environment, no Stripe key from
+// the developer's shell, and a Stripe simulator of its own on loopback that
+// STRIPE_API_BASE and a test key point at.
 func scriptSetup(env *testscript.Env) error {
-	env.Setenv("STRIPE_API_KEY", "")
-	env.Setenv("STRIPE_API_BASE", "")
-	return nil
+	env.Setenv("STRIPE_API_KEY", scriptKey)
+	return startScriptSim(env)
 }
 
 // runAs adapts a command body to testscript's exit-by-os.Exit convention.
 func runAs(run func(Env) int) func() {
 	return func() { os.Exit(run(OSEnv())) }
+}
+
+// cmdExitCode runs a command and asserts its exact exit code, which plain
+// `exec` and `! exec` cannot: `exit 2 refund --journal j.jsonl`. Its stdout
+// and stderr are kept for the `stdout` and `stderr` checks that follow.
+func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exit CODE command [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("%s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
 }

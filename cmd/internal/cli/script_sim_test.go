@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/stripesim"
+)
+
+// scriptKey is the test-mode key every script runs with; the secrets checks
+// grep for it in outputs and journals.
+const scriptKey = "sk_test_scriptSECRET0123456789"
+
+// scriptSim is a script's simulator, with counts of the API calls made.
+type scriptSim struct {
+	*stripesim.Server
+	creates, lists atomic.Int64
+}
+
+func startScriptSim(env *testscript.Env) error {
+	srv := stripesim.New(stripesim.Config{Charges: stripesim.GenerateCharges(300, 1), Seed: 1})
+	s := &scriptSim{Server: srv}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/refunds" {
+			if r.Method == http.MethodPost {
+				s.creates.Add(1)
+			} else {
+				s.lists.Add(1)
+			}
+		}
+		srv.Handler().ServeHTTP(w, r)
+	}))
+	env.Defer(ts.Close)
+	env.Setenv("STRIPE_API_BASE", ts.URL)
+	env.Values["sim"] = s
+	return nil
+}
+
+// cmdSim drives and checks the script's simulator:
+//
+//	sim faults JSON           set the fault knobs (stripesim.Faults as JSON)
+//	sim forget-keys           forget every idempotency key (the 24-hour expiry)
+//	sim calls CREATES LISTS   assert the API calls made so far
+//	sim reset-calls           start counting calls from zero
+//	sim refunds N             assert N live refunds, none two for one item
+func cmdSim(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("sim does not take !")
+	}
+	if len(args) == 0 {
+		ts.Fatalf("usage: sim faults|forget-keys|calls|reset-calls|refunds ...")
+	}
+	s := ts.Value("sim").(*scriptSim)
+	switch args[0] {
+	case "faults":
+		var f stripesim.Faults
+		if len(args) != 2 {
+			ts.Fatalf("usage: sim faults JSON")
+		}
+		ts.Check(json.Unmarshal([]byte(args[1]), &f))
+		ts.Check(s.SetFaults(f))
+	case "forget-keys":
+		s.ForgetKeys()
+	case "reset-calls":
+		s.creates.Store(0)
+		s.lists.Store(0)
+	case "calls":
+		if len(args) != 3 {
+			ts.Fatalf("usage: sim calls CREATES LISTS")
+		}
+		c, l := s.creates.Load(), s.lists.Load()
+		if strconv.FormatInt(c, 10) != args[1] || strconv.FormatInt(l, 10) != args[2] {
+			ts.Fatalf("API calls: %d creates, %d lists; want %s and %s", c, l, args[1], args[2])
+		}
+	case "refunds":
+		if len(args) != 2 {
+			ts.Fatalf("usage: sim refunds N")
+		}
+		byItem := map[string][]string{}
+		live := 0
+		for _, r := range s.Refunds() {
+			if r.Status == "canceled" || r.Status == "failed" {
+				continue
+			}
+			live++
+			if b := r.Metadata[refund.MetaBatch]; b != "" {
+				k := b + "/" + r.Metadata[refund.MetaItem]
+				byItem[k] = append(byItem[k], r.ID)
+			}
+		}
+		var dups []string
+		for k, ids := range byItem {
+			if len(ids) > 1 {
+				dups = append(dups, fmt.Sprintf("%s: %v", k, ids))
+			}
+		}
+		sort.Strings(dups)
+		if len(dups) > 0 {
+			ts.Fatalf("items refunded more than once: %v", dups)
+		}
+		if strconv.Itoa(live) != args[1] {
+			ts.Fatalf("%d live refunds at the simulator, want %s", live, args[1])
+		}
+	default:
+		ts.Fatalf("unknown sim command %q", args[0])
+	}
+}
