@@ -21,15 +21,15 @@ import (
 )
 
 type refundCmd struct {
-	Journal       string  `required:"" placeholder:"FILE" help:"The checkpoint journal (JSON lines), created 0600 if absent. One run at a time holds it."`
-	Input         string  `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
-	Concurrency   int     `short:"j" default:"8" help:"Items in flight at once."`
-	Rate          float64 `default:"10" placeholder:"R" help:"API requests per second, all workers together (0: no limit). Stripe allows 25/s in test mode, 100/s live, and asks bulk jobs to use a part of it."`
-	DryRun        bool    `help:"Read the journal and show what would be done: no API call, no journal write."`
-	MaxAttempts   int     `default:"3" help:"Idempotency keys one item may use in a run after 500s before it is left in doubt."`
-	Progress      string  `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
-	Verbose       bool    `short:"v" help:"Log each retry on stderr."`
-	NoGroupCommit bool    `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
+	Journal       string      `required:"" placeholder:"FILE" help:"The checkpoint journal (JSON lines), created 0600 if absent. One run at a time holds it."`
+	Input         string      `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
+	Concurrency   int         `short:"j" default:"8" help:"Items in flight at once."`
+	Rate          float64     `default:"10" placeholder:"R" help:"API requests per second, all workers together (0: no limit). Stripe allows 25/s in test mode, 100/s live, and asks bulk jobs to use a part of it."`
+	DryRun        bool        `help:"Read the journal and show what would be done: no API call, no journal write."`
+	MaxAttempts   int         `default:"3" help:"Idempotency keys one item may use in a run after 500s before it is left in doubt."`
+	Progress      string      `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
+	Verbose       bool        `short:"v" help:"Log each retry on stderr."`
+	NoGroupCommit bool        `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
 	Version       versionFlag `help:"Print the version and exit."`
 	stripeFlags
 }

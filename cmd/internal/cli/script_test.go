@@ -26,7 +26,7 @@ func TestScripts(t *testing.T) {
 		Dir:                 "../../../testdata/script",
 		RequireExplicitExec: true,
 		Setup:               scriptSetup,
-		Cmds:                map[string]func(*testscript.TestScript, bool, []string){
+		Cmds: map[string]func(*testscript.TestScript, bool, []string){
 			"sim":  cmdSim,
 			"exit": cmdExitCode,
 		},
