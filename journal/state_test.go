@@ -1,0 +1,215 @@
+package journal
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStateTransitions: what each record does to an item, from each state.
+func TestStateTransitions(t *testing.T) {
+	at := func(r *Record, d time.Duration) *Record { r.Time = t0.Add(d); return r }
+	withAmount := func(r *Record, a int64) *Record { r.Amount = a; return r }
+	tests := []struct {
+		name string
+		recs []*Record
+		want ItemState
+		ok   bool
+	}{
+		{"nothing", nil, ItemState{}, false},
+		{"intent: in doubt", []*Record{at(intent("b", "i", 1), 0)},
+			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500}, true},
+		{"intent then refunded", []*Record{at(intent("b", "i", 1), 0), withAmount(refunded("b", "i"), 400)},
+			ItemState{Status: StatusRefunded, Attempt: 1, LastIntent: t0, Amount: 400, Refund: "re_i"}, true},
+		{"refunded is sticky over intent", []*Record{refunded("b", "i"), intent("b", "i", 2)},
+			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i"}, true},
+		{"refunded is sticky over final failure", []*Record{refunded("b", "i"), failed("b", "i", 1, 402, true)},
+			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i"}, true},
+		{"refunded is sticky over a second refund", []*Record{refunded("b", "i"), func() *Record { r := refunded("b", "i"); r.Refund = "re_other"; return r }()},
+			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i"}, true},
+		{"final failure: failed", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 402, true)},
+			ItemState{Status: StatusFailed, Attempt: 1, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+		{"failed then intent: in doubt again", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 402, true), at(intent("b", "i", 2), time.Hour)},
+			ItemState{Status: StatusInDoubt, Attempt: 2, LastIntent: t0.Add(time.Hour), Amount: 500, Code: "card_declined"}, true},
+		{"refunded clears the code", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 429, false), refunded("b", "i")},
+			ItemState{Status: StatusRefunded, Attempt: 1, LastIntent: t0, Amount: 500, Refund: "re_i"}, true},
+		{"500 burns the key", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 500, false)},
+			ItemState{Status: StatusInDoubt, Attempt: 1, KeyBurned: true, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+		{"502 burns the key", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 502, false)},
+			ItemState{Status: StatusInDoubt, Attempt: 1, KeyBurned: true, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+		{"503 does not burn", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 503, false)},
+			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+		{"429 does not burn", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 429, false)},
+			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+		{"no answer does not burn", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 0, false)},
+			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+		{"500 of an older attempt does not burn", []*Record{at(intent("b", "i", 2), 0), failed("b", "i", 1, 500, false)},
+			ItemState{Status: StatusInDoubt, Attempt: 2, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+		{"new attempt unburns", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 500, false), at(intent("b", "i", 2), time.Hour)},
+			ItemState{Status: StatusInDoubt, Attempt: 2, LastIntent: t0.Add(time.Hour), Amount: 500, Code: "card_declined"}, true},
+		{"same attempt again keeps the burn", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 500, false), at(intent("b", "i", 1), time.Hour)},
+			ItemState{Status: StatusInDoubt, Attempt: 1, KeyBurned: true, LastIntent: t0.Add(time.Hour), Amount: 500, Code: "card_declined"}, true},
+		{"latest intent of the attempt counts", []*Record{at(intent("b", "i", 1), time.Hour), at(intent("b", "i", 1), 0)},
+			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0.Add(time.Hour), Amount: 500}, true},
+		{"older attempt's intent leaves attempt and time", []*Record{at(intent("b", "i", 2), 0), withAmount(at(intent("b", "i", 1), time.Hour), 7)},
+			ItemState{Status: StatusInDoubt, Attempt: 2, LastIntent: t0, Amount: 7}, true},
+		{"canceled alone: nothing", []*Record{{V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_x"}}, ItemState{}, false},
+		{"canceled leaves a refund", []*Record{refunded("b", "i"), {V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_x"}},
+			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i"}, true},
+		{"canceled leaves doubt", []*Record{at(intent("b", "i", 1), 0), {V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_x"}},
+			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500}, true},
+		{"other items are apart", []*Record{refunded("b", "j"), intent("c", "i", 1), at(intent("b", "i", 1), 0)},
+			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewState()
+			for _, r := range tt.recs {
+				s.Apply(r)
+			}
+			got, ok := s.Lookup("b", "i")
+			if ok != tt.ok || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Lookup = %+v, %v\nwant     %+v, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// refState is State as the design documents it, a plain map; the compact
+// State must give the same answers.
+type refState map[[2]string]ItemState
+
+func (s refState) apply(r *Record) {
+	k := [2]string{r.Batch, r.Item}
+	st := s[k]
+	if st.Status == StatusRefunded {
+		return
+	}
+	switch r.Type {
+	case TypeIntent:
+		if r.Attempt > st.Attempt {
+			st.Attempt = r.Attempt
+			st.KeyBurned = false
+		}
+		if r.Attempt == st.Attempt && r.Time.After(st.LastIntent) {
+			st.LastIntent = r.Time
+		}
+		st.Status = StatusInDoubt
+		st.Amount = r.Amount
+	case TypeRefunded:
+		st.Status = StatusRefunded
+		st.Amount = r.Amount
+		st.Refund = r.Refund
+		st.Code = ""
+	case TypeFailed:
+		st.Code = r.Code
+		if r.Final {
+			st.Status = StatusFailed
+		} else {
+			st.Status = StatusInDoubt
+			if r.HTTPStatus >= 500 && r.HTTPStatus != 503 && r.Attempt == st.Attempt {
+				st.KeyBurned = true
+			}
+		}
+	case TypeCanceled:
+		return
+	}
+	s[k] = st
+}
+
+var (
+	longBatch = "b-" + strings.Repeat("x", 300)
+	longItem  = strings.Repeat("long", refLong/4+1) // has an arena chunk of its own
+)
+
+// randomRecord draws records over few items so they collide, with the odd
+// values the compact form must keep exactly.
+func randomRecord(rng *rand.Rand) *Record {
+	pick := func(vals ...string) string { return vals[rng.IntN(len(vals))] }
+	r := &Record{
+		V:          1,
+		Type:       Type(pick("intent", "refunded", "failed", "canceled", "bogus")),
+		Batch:      pick("b1", "b2", "", longBatch),
+		Item:       pick("i1", "i2", "i3", "i4", "", longItem),
+		Attempt:    rng.IntN(4) - 1,
+		Amount:     rng.Int64N(1000) - 1,
+		Refund:     pick("", "re_1", "re_2"),
+		Code:       pick("", "card_declined", "api_error", "rate_limit"),
+		HTTPStatus: []int{0, 400, 402, 429, 500, 502, 503}[rng.IntN(7)],
+		Final:      rng.IntN(2) == 0,
+	}
+	if rng.IntN(10) == 0 {
+		r.Attempt = 1 << 40
+	}
+	switch rng.IntN(6) {
+	case 0:
+		r.Time = time.Time{}
+	case 1:
+		r.Time = time.Now() // local zone and a monotonic reading
+	case 2:
+		r.Time = t0.In(time.FixedZone("", 3600)).Add(time.Duration(rng.IntN(5)) * time.Second)
+	case 3:
+		r.Time = time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC) // beyond UnixNano
+	default:
+		r.Time = t0.Add(time.Duration(rng.IntN(5)) * time.Second)
+	}
+	return r
+}
+
+func TestStateMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		s, ref := NewState(), refState{}
+		for range rng.IntN(60) {
+			r := randomRecord(rng)
+			s.Apply(r)
+			ref.apply(r)
+		}
+		if s.Len() != len(ref) {
+			t.Fatalf("round %d: Len = %d, want %d", round, s.Len(), len(ref))
+		}
+		seen := 0
+		s.Each(func(batch, item string, st ItemState) {
+			seen++
+			if want, ok := ref[[2]string{batch, item}]; !ok || !reflect.DeepEqual(st, want) {
+				t.Fatalf("round %d: Each(%q, %.20q) = %+v, want %+v (%v)", round, batch, item, st, want, ok)
+			}
+		})
+		if seen != len(ref) {
+			t.Fatalf("round %d: Each saw %d items, want %d", round, seen, len(ref))
+		}
+		for k, want := range ref {
+			if got, ok := s.Lookup(k[0], k[1]); !ok || !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d: Lookup(%q, %.20q) = %+v, %v; want %+v", round, k[0], k[1], got, ok, want)
+			}
+		}
+		if _, ok := s.Lookup("b1", "absent"); ok {
+			t.Fatal("Lookup found an absent item")
+		}
+	}
+}
+
+// TestStateManyItems crosses table growth and arena chunks.
+func TestStateManyItems(t *testing.T) {
+	s, ref := NewState(), refState{}
+	for i := range 70_000 { // past a slot chunk, several arena chunks and table doublings
+		r := refunded("b", strings.Repeat("x", i%7)+strconv.Itoa(i))
+		r.Refund = "re_" + strings.Repeat("y", i%50) + strconv.Itoa(i)
+		if i%3 == 0 {
+			r = intent("b2", strconv.Itoa(i), 1+i%3)
+		}
+		s.Apply(r)
+		ref.apply(r)
+	}
+	if s.Len() != len(ref) {
+		t.Fatalf("Len = %d, want %d", s.Len(), len(ref))
+	}
+	for k, want := range ref {
+		if got, ok := s.Lookup(k[0], k[1]); !ok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("Lookup(%q, %q) = %+v, %v; want %+v", k[0], k[1], got, ok, want)
+		}
+	}
+}
