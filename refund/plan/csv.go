@@ -55,16 +55,16 @@ func readCSV(r io.Reader, c *collector) error {
 		if err == io.EOF {
 			return nil
 		}
-		var perr *csv.ParseError
-		if errors.As(err, &perr) {
+		if err != nil {
+			var perr *csv.ParseError
+			if !errors.As(err, &perr) {
+				return fmt.Errorf("read %s: %w", c.name, err)
+			}
 			c.problem(perr.Line, "%s", csvMessage(perr))
 			if columns == nil {
 				return nil // no header: the rows cannot be read
 			}
 			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", c.name, err)
 		}
 		if blank(rec) {
 			continue // spreadsheets export empty rows as ",,,,"

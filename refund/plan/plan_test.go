@@ -159,10 +159,11 @@ func TestReadValid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			items, err := Read(strings.NewReader(tt.in), "in", Options{Batch: "b1", Format: tt.format, KeepColumns: tt.keep})
+			p, err := Read(strings.NewReader(tt.in), "in", Options{Batch: "b1", Format: tt.format, KeepColumns: tt.keep})
 			if err != nil {
 				t.Fatalf("Read: %v", err)
 			}
+			items := p.Items()
 			if got := encode(t, items); got != tt.want {
 				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
 			}
@@ -174,7 +175,7 @@ func TestReadValid(t *testing.T) {
 			// Reading again gives the same plan, ids included: that is what
 			// keeps idempotency keys stable across runs.
 			again, err := Read(strings.NewReader(tt.in), "in", Options{Batch: "b1", Format: tt.format, KeepColumns: tt.keep})
-			if err != nil || encode(t, again) != tt.want {
+			if err != nil || encode(t, again.Items()) != tt.want {
 				t.Errorf("second read differs: %v", err)
 			}
 		})
@@ -430,13 +431,13 @@ func TestReadProblems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			items, err := Read(strings.NewReader(tt.in), "in", Options{Batch: "b1", Format: tt.format, KeepColumns: tt.keep})
+			p, err := Read(strings.NewReader(tt.in), "in", Options{Batch: "b1", Format: tt.format, KeepColumns: tt.keep})
 			var ie *InputError
 			if !errors.As(err, &ie) {
-				t.Fatalf("Read = %d items, %v; want an *InputError", len(items), err)
+				t.Fatalf("Read = %v, %v; want an *InputError", p, err)
 			}
-			if items != nil {
-				t.Errorf("Read returned %d items beside its problems; want none", len(items))
+			if p != nil {
+				t.Errorf("Read returned a plan of %d items beside its problems", p.Len())
 			}
 			var got []string
 			for _, p := range ie.Problems {
@@ -537,9 +538,9 @@ func TestReadIOError(t *testing.T) {
 		FormatIDs:   "ch_1\n",
 	}
 	for f, in := range inputs {
-		items, err := Read(&errReader{data: []byte(in), err: broken}, "in", Options{Batch: "b1", Format: f})
-		if !errors.Is(err, broken) || items != nil {
-			t.Errorf("%s: Read = %d items, %v; want none and the read error", f, len(items), err)
+		p, err := Read(&errReader{data: []byte(in), err: broken}, "in", Options{Batch: "b1", Format: f})
+		if !errors.Is(err, broken) || p != nil {
+			t.Errorf("%s: Read = %v, %v; want no plan and the read error", f, p, err)
 		}
 	}
 }

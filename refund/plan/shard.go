@@ -58,7 +58,8 @@ func shardOf(batch, item string, n int) int {
 }
 
 // Shard returns the items of shard k of n, in their input order, in a new
-// slice. It panics unless 1 <= k <= n.
+// slice: Plan.Shard for items from elsewhere, such as a plan file read
+// back. It panics unless 1 <= k <= n.
 func Shard(items []refund.Item, k, n int) []refund.Item {
 	if k < 1 || k > n {
 		panic(fmt.Sprintf("plan: shard %d/%d", k, n))
@@ -67,6 +68,27 @@ func Shard(items []refund.Item, k, n int) []refund.Item {
 	for _, it := range items {
 		if shardOf(it.Batch, it.Item, n) == k {
 			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// Shard returns the plan of shard k of n: the items for which InShard
+// holds, in input order. It shares the items' strings with p. It panics
+// unless 1 <= k <= n.
+func (p *Plan) Shard(k, n int) *Plan {
+	if k < 1 || k > n {
+		panic(fmt.Sprintf("plan: shard %d/%d", k, n))
+	}
+	out := &Plan{batch: p.batch, currencies: p.currencies}
+	for i := 0; i < p.n; i++ {
+		e := p.at(i)
+		item := e.target
+		if !e.bare() {
+			item = e.extra.item
+		}
+		if shardOf(p.batch, item, n) == k {
+			out.add(*e)
 		}
 	}
 	return out

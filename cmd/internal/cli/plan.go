@@ -59,7 +59,7 @@ func Plan(env Env) int {
 		defer f.Close()
 		in, inName = f, args.File
 	}
-	items, err := plan.Read(in, inName, plan.Options{
+	p, err := plan.Read(in, inName, plan.Options{
 		Batch:       args.Batch,
 		Format:      plan.Format(args.Format),
 		KeepColumns: args.KeepColumns,
@@ -81,12 +81,12 @@ func Plan(env Env) int {
 		return ExitUsage
 	}
 
-	summary := fmt.Sprintf("%d %s, batch %s", len(items), plural(len(items), "item"), args.Batch)
+	summary := fmt.Sprintf("%d %s, batch %s", p.Len(), plural(p.Len(), "item"), args.Batch)
 	if shardN > 0 {
-		items = plan.Shard(items, shardK, shardN)
-		summary += fmt.Sprintf(", shard %d/%d: %d %s", shardK, shardN, len(items), plural(len(items), "item"))
+		p = p.Shard(shardK, shardN)
+		summary += fmt.Sprintf(", shard %d/%d: %d %s", shardK, shardN, p.Len(), plural(p.Len(), "item"))
 	}
-	if err := writeItems(env.Stdout, items); err != nil {
+	if err := writePlan(env.Stdout, p); err != nil {
 		warnf(env.Stderr, name, "write the plan: %v", err)
 		return ExitFailed
 	}
@@ -94,13 +94,13 @@ func Plan(env Env) int {
 	return ExitOK
 }
 
-// writeItems writes one JSON object a line.
-func writeItems(w io.Writer, items []refund.Item) error {
+// writePlan writes one JSON object an item.
+func writePlan(w io.Writer, p *plan.Plan) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false) // metadata is data, not HTML
-	for i := range items {
-		if err := enc.Encode(&items[i]); err != nil {
+	for it := range p.All() {
+		if err := enc.Encode(&it); err != nil {
 			return err
 		}
 	}

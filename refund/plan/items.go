@@ -1,0 +1,107 @@
+package plan
+
+import (
+	"iter"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// Plan is a validated list of plan items of one batch, in input order.
+// It stores each item in 40 bytes plus its id (a refund.Item takes 128),
+// moving what most rows leave empty aside, so a million-row plan fits in
+// about a hundred megabytes.
+type Plan struct {
+	batch      string
+	entries    [][]entry // chunks of chunkSize: growing never copies the plan
+	n          int
+	currencies []string // interned codes; entry.currency indexes it, 0 is none
+}
+
+// entry is one item as Plan stores it.
+type entry struct {
+	target   string // charge or payment intent id; the item id too unless extra.item is set
+	amount   int64
+	extra    *extra // nil unless the row had an item id or metadata
+	line     int32  // input line, for messages about later duplicates
+	currency uint16 // index into Plan.currencies
+	reason   uint8  // 1 + index into refund.Reasons; 0 is none
+	intent   bool   // target is a payment intent, not a charge
+}
+
+type extra struct {
+	item     string // item id given in the input
+	metadata map[string]string
+}
+
+// bare reports whether the entry's item id is its target's id.
+func (e *entry) bare() bool { return e.extra == nil || e.extra.item == "" }
+
+const (
+	chunkBits = 12
+	chunkSize = 1 << chunkBits
+)
+
+func newPlan(batch string) *Plan {
+	return &Plan{batch: batch, currencies: []string{""}}
+}
+
+func (p *Plan) add(e entry) int {
+	if p.n%chunkSize == 0 {
+		p.entries = append(p.entries, make([]entry, 0, chunkSize))
+	}
+	last := &p.entries[len(p.entries)-1]
+	*last = append(*last, e)
+	p.n++
+	return p.n - 1
+}
+
+func (p *Plan) at(i int) *entry { return &p.entries[i>>chunkBits][i&(chunkSize-1)] }
+
+// Batch is the batch of every item.
+func (p *Plan) Batch() string { return p.batch }
+
+// Len is the number of items.
+func (p *Plan) Len() int { return p.n }
+
+// Item returns item i (0 <= i < Len). Its Metadata map is shared with the
+// plan: read it, do not change it.
+func (p *Plan) Item(i int) refund.Item {
+	e := p.at(i)
+	it := refund.Item{Batch: p.batch, Item: e.target, Amount: e.amount, Currency: p.currencies[e.currency]}
+	if e.intent {
+		it.PaymentIntent = e.target
+	} else {
+		it.Charge = e.target
+	}
+	if e.reason > 0 {
+		it.Reason = refund.Reasons[e.reason-1]
+	}
+	if e.extra != nil {
+		if e.extra.item != "" {
+			it.Item = e.extra.item
+		}
+		it.Metadata = e.extra.metadata
+	}
+	return it
+}
+
+// All yields the items in input order, one at a time, so a large plan can
+// be written out without a second copy of it in memory.
+func (p *Plan) All() iter.Seq[refund.Item] {
+	return func(yield func(refund.Item) bool) {
+		for i := 0; i < p.n; i++ {
+			if !yield(p.Item(i)) {
+				return
+			}
+		}
+	}
+}
+
+// Items returns all the items in a new slice.
+func (p *Plan) Items() []refund.Item {
+	items := make([]refund.Item, p.n)
+	for i := range items {
+		items[i] = p.Item(i)
+	}
+	return items
+}
