@@ -148,7 +148,7 @@ func Start(cfg Config) (*Server, error) { return Listen(cfg, "127.0.0.1:0") }
 // Listen serves a new simulator on addr, which must be a loopback address:
 // the simulator accepts any test key and must never face a network.
 func Listen(cfg Config, addr string) (*Server, error) {
-	if err := checkLoopback(addr); err != nil {
+	if err := CheckLoopback(addr); err != nil {
 		return nil, err
 	}
 	s, err := newServer(cfg)
@@ -170,7 +170,9 @@ func Listen(cfg Config, addr string) (*Server, error) {
 	return s, nil
 }
 
-func checkLoopback(addr string) error {
+// CheckLoopback reports an error unless addr (host:port) names a loopback
+// address: 127.0.0.0/8, ::1 or localhost.
+func CheckLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("address %q: %v", addr, err)

@@ -1,0 +1,155 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/google/renameio/v2"
+
+	"github.com/refundkit/refundkit/refund/stripesim"
+)
+
+type stripeSimCmd struct {
+	Addr                   string        `default:"127.0.0.1:12111" placeholder:"HOST:PORT" help:"Loopback address to listen on; port 0 picks a free port."`
+	AddrFile               string        `name:"addr-file" placeholder:"FILE" help:"Once listening, write the base URL to FILE (atomically; into the pipe if FILE is a named pipe), so scripts wait for it instead of sleeping."`
+	Charges                int           `placeholder:"N" help:"Generate N charges ch_sim0000001... with payment intents pi_sim0000001..., amounts drawn from --seed."`
+	ChargesFile            string        `name:"charges-file" placeholder:"FILE" help:"Add the charges in FILE, JSON lines of {id, payment_intent, currency, amount, refunds:[{amount, status, reason, metadata}]}."`
+	Seed                   int64         `default:"1" help:"Seed of generated amounts and of fault draws."`
+	Latency                time.Duration `help:"Latency added to every API request (a POST holds its idempotency key meanwhile)."`
+	LatencyJitter          time.Duration `name:"latency-jitter" help:"Up to this much more latency, drawn per request."`
+	RateLimitShare         float64       `name:"rate-limit-share" placeholder:"0-1" help:"Share of API requests answered 429 rate_limit (never saved under a key)."`
+	ErrorBeforeCommitShare float64       `name:"error-before-commit-share" placeholder:"0-1" help:"Share of refund creations answered 500 without creating the refund (the 500 is saved under the key)."`
+	ErrorAfterCommitShare  float64       `name:"error-after-commit-share" placeholder:"0-1" help:"Share of refund creations that create the refund and answer 500 (saved under the key)."`
+	DropAfterCommitShare   float64       `name:"drop-after-commit-share" placeholder:"0-1" help:"Share of refund creations that create the refund, save the success under the key and close the connection unanswered."`
+	RequiresActionShare    float64       `name:"requires-action-share" placeholder:"0-1" help:"Share of new refunds that get status requires_action instead of succeeded."`
+	KeyTTL                 time.Duration `name:"key-ttl" help:"Forget idempotency keys this long after their first use (Stripe: 24h); 0 keeps them until POST /_sim/forget-keys."`
+	Version                versionFlag   `help:"Print the version and exit."`
+}
+
+// StripeSim is the stripe-sim command: a Stripe refund API simulator on
+// loopback for tests, demos, chaos runs and benchmarks. It serves until
+// SIGINT or SIGTERM, then prints its final counters as one JSON line.
+func StripeSim(env Env) int {
+	const name = "stripe-sim"
+	var c stripeSimCmd
+	if code, done := parse(env, name, "Serve a simulated Stripe refund API on loopback, with fault knobs and control endpoints under /_sim/.", &c); done {
+		return code
+	}
+	cfg, err := c.config()
+	if err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		return ExitUsage
+	}
+	if err := stripesim.CheckLoopback(c.Addr); err != nil {
+		warnf(env.Stderr, name, "--addr: %v", err)
+		return ExitUsage
+	}
+
+	// Signals are caught before the URL is published, so a script that
+	// reads the URL and then stops the server always gets a clean exit.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	s, err := stripesim.Listen(cfg, c.Addr)
+	if err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		return ExitFailed
+	}
+	defer s.Close()
+	if c.AddrFile != "" {
+		if err := publishURL(ctx, c.AddrFile, s.URL()); err != nil {
+			warnf(env.Stderr, name, "--addr-file: %v", err)
+			return ExitFailed
+		}
+	}
+	warnf(env.Stderr, name, "listening on %s", s.URL())
+
+	<-ctx.Done()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.Shutdown(shutdownCtx) // requests still running after 5s are cut by Close
+	st := s.Stats()
+	warnf(env.Stderr, name, "stopped: %d refunds created, %d replayed, %d rate limited, %d dropped", st.RefundsCreated, st.Replayed, st.RateLimited, st.Dropped)
+	if err := json.NewEncoder(env.Stdout).Encode(st); err != nil {
+		warnf(env.Stderr, name, "write the stats: %v", err)
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+// config turns the flags into a simulator configuration, reading the
+// charges file; its errors read "file:line: what is wrong".
+func (c *stripeSimCmd) config() (stripesim.Config, error) {
+	faults := stripesim.Faults{
+		Latency:                c.Latency,
+		LatencyJitter:          c.LatencyJitter,
+		RateLimitShare:         c.RateLimitShare,
+		ErrorBeforeCommitShare: c.ErrorBeforeCommitShare,
+		ErrorAfterCommitShare:  c.ErrorAfterCommitShare,
+		DropAfterCommitShare:   c.DropAfterCommitShare,
+		RequiresActionShare:    c.RequiresActionShare,
+	}
+	if err := faults.Validate(); err != nil {
+		return stripesim.Config{}, err
+	}
+	if c.Charges < 0 {
+		return stripesim.Config{}, fmt.Errorf("--charges %d: want zero or more", c.Charges)
+	}
+	if c.KeyTTL < 0 {
+		return stripesim.Config{}, fmt.Errorf("--key-ttl %v: want zero (keep keys) or more", c.KeyTTL)
+	}
+	cfg := stripesim.Config{Charges: stripesim.GenerateCharges(c.Charges, c.Seed), Faults: faults, Seed: c.Seed, KeyTTL: c.KeyTTL}
+	if c.ChargesFile == "" {
+		return cfg, nil
+	}
+	f, err := os.Open(c.ChargesFile)
+	if err != nil {
+		return stripesim.Config{}, err
+	}
+	defer f.Close()
+	fromFile, err := stripesim.ReadCharges(f, c.ChargesFile)
+	if err != nil {
+		return stripesim.Config{}, err
+	}
+	generated := make(map[string]bool, 2*len(cfg.Charges))
+	for _, ch := range cfg.Charges {
+		generated[ch.ID], generated[ch.PaymentIntent] = true, true
+	}
+	for _, ch := range fromFile {
+		for _, id := range []string{ch.ID, ch.PaymentIntent} {
+			if generated[id] {
+				return stripesim.Config{}, fmt.Errorf("%s: %s is also generated by --charges %d", c.ChargesFile, id, c.Charges)
+			}
+		}
+	}
+	cfg.Charges = append(cfg.Charges, fromFile...)
+	return cfg, nil
+}
+
+// publishURL writes the base URL to path: atomically for a regular file,
+// so a polling script never reads half a line; straight into the pipe for
+// a named pipe, so a reader blocks until the server is up. A pipe nobody
+// reads does not hold up serving or the shutdown.
+func publishURL(ctx context.Context, path, url string) error {
+	line := []byte(url + "\n")
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return renameio.WriteFile(path, line, 0o644)
+	}
+	go func() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0) // blocks until a reader opens
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		if ctx.Err() == nil {
+			f.Write(line)
+		}
+	}()
+	return nil
+}
