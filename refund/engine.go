@@ -157,8 +157,11 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 		go func() {
 			defer wg.Done()
 			for it := range work {
-				if e.halted() {
-					continue // never call after a halt; the item stays as the journal has it
+				if e.halted() || ctx.Err() != nil {
+					// Not started: after a halt nothing is called, after a
+					// signal nothing new is begun. The journal has nothing
+					// of it, and the next run takes it up.
+					continue
 				}
 				e.emit(e.process(ctx, it))
 			}
