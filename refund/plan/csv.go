@@ -82,10 +82,15 @@ func readCSV(r io.Reader, c *collector) error {
 }
 
 func csvMessage(e *csv.ParseError) string {
-	if e.StartLine != e.Line {
-		// The column of a quoted field that ran on to later lines says
-		// little; where the row started says more.
+	switch {
+	case e.StartLine != e.Line:
+		// A quoted field ran on to later lines: where its row started
+		// says more than a column.
 		return fmt.Sprintf("%v (in the row starting at line %d)", e.Err, e.StartLine)
+	case errors.Is(e.Err, csv.ErrQuote):
+		// Often an unclosed quote at the end of the input, whose column
+		// is past the end of the line.
+		return e.Err.Error()
 	}
 	return fmt.Sprintf("%v, column %d", e.Err, e.Column)
 }

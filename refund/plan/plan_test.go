@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -304,11 +306,13 @@ func TestReadProblems(t *testing.T) {
 			in: "charge,metadata.note\n" +
 				"ch_1,\"line\nbreak\"\n" +
 				"ch_2,bad\"quote\n" +
-				"ch_3,ok\n" +
-				"ch_4,\"never closed\nch_5,x\n",
+				"ch_3,\"ab\"c\n" +
+				"ch_4,ok\n" +
+				"ch_5,\"never closed\nch_6,x\n",
 			want: []string{
 				`in:4: bare " in non-quoted-field, column 9`,
-				`in:7: extraneous or missing " in quoted-field (in the row starting at line 6)`,
+				`in:5: extraneous or missing " in quoted-field`,
+				`in:8: extraneous or missing " in quoted-field (in the row starting at line 7)`,
 			},
 		},
 
@@ -542,5 +546,43 @@ func TestReadIOError(t *testing.T) {
 		if !errors.Is(err, broken) || p != nil {
 			t.Errorf("%s: Read = %v, %v; want no plan and the read error", f, p, err)
 		}
+	}
+}
+
+// TestSampleCharges keeps the demo's sample export valid: every simulator
+// charge ch_sim0000001..ch_sim0000200 once, a few refunded in two parts,
+// and no charge asked for more than 100 (1.00), the least the simulator's
+// generator charges.
+func TestSampleCharges(t *testing.T) {
+	f, err := os.Open("../../testdata/charges/charges.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := Read(f, "charges.csv", Options{Batch: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requested := make(map[string]int64)
+	rows := make(map[string]int)
+	for it := range p.All() {
+		requested[it.Charge] += it.Amount
+		rows[it.Charge]++
+	}
+	for i := 1; i <= 200; i++ {
+		ch := fmt.Sprintf("ch_sim%07d", i)
+		if rows[ch] == 0 {
+			t.Errorf("%s missing", ch)
+		}
+		if requested[ch] > 100 {
+			t.Errorf("%s: %d requested, more than the smallest simulated charge", ch, requested[ch])
+		}
+		delete(rows, ch)
+	}
+	if len(rows) > 0 {
+		t.Errorf("charges the simulator does not make: %v", rows)
+	}
+	if parts := p.Len() - 200; parts < 3 {
+		t.Errorf("%d partial refunds, want a few", parts)
 	}
 }
