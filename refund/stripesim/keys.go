@@ -12,13 +12,20 @@ const keyShards = 64
 // keyStore is Stripe's idempotency layer: per API key and idempotency key,
 // the first completed answer, replayed to every later request with the key.
 type keyStore struct {
-	shards [keyShards]keyShard
+	shards     [keyShards]keyShard
+	sweepEvery int // new keys a shard takes between sweeps of expired keys
 }
 
 type keyShard struct {
-	mu sync.Mutex
-	m  map[string]*keyEntry
+	mu      sync.Mutex
+	m       map[string]*keyEntry
+	inserts int // since the last sweep of expired keys
 }
+
+// sweepEvery is how many new keys a shard takes between sweeps of its
+// expired keys: keys never asked for again must not pile up in a long
+// benchmark, and a sweep's cost is spread over that many inserts.
+const sweepEvery = 1024
 
 // keyEntry is one idempotency key: its first request, and once that request
 // finished, the answer saved for it.
@@ -44,7 +51,7 @@ const (
 )
 
 func newKeyStore() *keyStore {
-	k := &keyStore{}
+	k := &keyStore{sweepEvery: sweepEvery}
 	for i := range k.shards {
 		k.shards[i].m = make(map[string]*keyEntry)
 	}
@@ -80,6 +87,16 @@ func (k *keyStore) begin(scope, method, path, params string, now time.Time, ttl 
 			return keyEntry{}, nil, keyInUse
 		default:
 			return *e, nil, keyReplay
+		}
+	}
+	if ttl > 0 {
+		if sh.inserts++; sh.inserts >= k.sweepEvery {
+			sh.inserts = 0
+			for sc, old := range sh.m {
+				if old.done && now.Sub(old.created) >= ttl {
+					delete(sh.m, sc)
+				}
+			}
 		}
 	}
 	e := &keyEntry{method: method, path: path, params: params, created: now}
@@ -121,6 +138,18 @@ func (k *keyStore) forget() int {
 				n++
 			}
 		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// size is how many keys are held, in flight or completed.
+func (k *keyStore) size() int {
+	n := 0
+	for i := range k.shards {
+		sh := &k.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
 		sh.mu.Unlock()
 	}
 	return n
