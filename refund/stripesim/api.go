@@ -105,6 +105,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		s.pause(f, seq)
 		a := invalid("", "", "Invalid request: the form body could not be parsed")
+		s.countInvalid(a)
 		writeAnswer(w, a.status, a.body, reqID, "", false)
 		return
 	}
@@ -421,11 +422,6 @@ func (s *Server) createRefund(form url.Values, key string, f *Faults, seq uint64
 	if f.RequiresActionShare > 0 && draw(s.seed, seq, knobRequiresAction) < f.RequiresActionShare {
 		status = StatusRequiresAction
 	}
-	md := p.metadata
-	if md == nil {
-		md = map[string]string{}
-	}
-
 	ch.mu.Lock()
 	remaining := ch.amount - ch.refunded
 	if remaining == 0 {
@@ -444,7 +440,7 @@ func (s *Server) createRefund(form url.Values, key string, f *Faults, seq uint64
 		return refused(http.StatusBadRequest, apiError{Type: typeInvalid, Code: "amount_too_large", Param: "amount",
 			Message: fmt.Sprintf("Refund amount (%s) is greater than unrefunded amount on charge (%s)", money(amount, ch.currency), money(remaining, ch.currency))})
 	}
-	re := s.addRefund(ch, amount, status, p.reason, md, key)
+	re := s.addRefund(ch, amount, status, p.reason, p.metadata, key)
 	obj := re.object(p.expandCharge)
 	ch.mu.Unlock()
 	s.stats.refundsCreated.Add(1)

@@ -28,7 +28,9 @@ type Faults struct {
 	// answer 500 api_error; the 500 is saved under the key.
 	ErrorAfterCommitShare float64
 	// DropAfterCommitShare of refund creations create the refund and save the
-	// success under the key, then close the connection without answering.
+	// success under the key, then close the connection without answering
+	// (the server must allow hijacking: HTTP/1.x, as Start and
+	// httptest.NewServer serve).
 	DropAfterCommitShare float64
 	// RequiresActionShare of new refunds get status requires_action instead
 	// of succeeded (they still hold their amount until canceled).
