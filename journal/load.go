@@ -55,17 +55,25 @@ type loadChunkWork struct {
 // decode or does not end in '\n', and returns where that line starts and
 // how many lines came before it.
 func loadClean(r io.ReaderAt, size int64, s *State) (stop int64, lines int, err error) {
-	free := make(chan *loadChunkWork, loadInFlight)
-	for range loadInFlight {
-		free <- &loadChunkWork{buf: make([]byte, loadChunk), done: make(chan struct{}, 1)}
+	if size == 0 {
+		return 0, 0, nil
 	}
-	work := make(chan *loadChunkWork, loadInFlight)
-	ordered := make(chan *loadChunkWork, loadInFlight)
+	// Small journals (tests, short runs) get buffers to their size.
+	bufSize, inFlight := loadChunk, loadInFlight
+	if size < loadChunk {
+		bufSize, inFlight = int(size), 1
+	}
+	free := make(chan *loadChunkWork, inFlight)
+	for range inFlight {
+		free <- &loadChunkWork{buf: make([]byte, bufSize), done: make(chan struct{}, 1)}
+	}
+	work := make(chan *loadChunkWork, inFlight)
+	ordered := make(chan *loadChunkWork, inFlight)
 	quit := make(chan struct{})
 	var readErr error // set before ordered closes
 
 	var wg sync.WaitGroup
-	for range max(1, runtime.GOMAXPROCS(0)) {
+	for range min(inFlight, runtime.GOMAXPROCS(0)) {
 		wg.Go(func() {
 			for c := range work {
 				c.parse()

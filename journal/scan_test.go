@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -228,6 +229,7 @@ func FuzzScanner(f *testing.F) {
 		for _, line := range bytes.Split(data, []byte("\n")) {
 			checkFastMatchesJSON(t, line)
 		}
+		checkLoadMatchesScanner(t, data)
 	})
 }
 
@@ -243,5 +245,55 @@ func checkFastMatchesJSON(t *testing.T, line []byte) {
 	}
 	if slowErr == nil && !reflect.DeepEqual(fast, slow) {
 		t.Fatalf("%q:\nfast path %#v\nencoding/json %#v", line, fast, slow)
+	}
+}
+
+// checkLoadMatchesScanner: the parallel loader ends like the Scanner and
+// builds the state the Scanner's records make.
+func checkLoadMatchesScanner(t *testing.T, data []byte) {
+	t.Helper()
+	want := NewState()
+	sc := NewScanner(bytes.NewReader(data), "j")
+	for sc.Scan() {
+		want.Apply(sc.Record())
+	}
+	got, torn, err := load(bytes.NewReader(data), "j", int64(len(data)))
+	if fmt.Sprint(err) != fmt.Sprint(sc.Err()) || !reflect.DeepEqual(torn, sc.Torn()) {
+		t.Fatalf("load ended with %v, %v; the Scanner with %v, %v", err, torn, sc.Err(), sc.Torn())
+	}
+	if err != nil {
+		return
+	}
+	if got.Len() != want.Len() {
+		t.Fatalf("load found %d items, the Scanner %d", got.Len(), want.Len())
+	}
+	want.Each(func(batch, item string, st ItemState) {
+		if g, ok := got.Lookup(batch, item); !ok || !reflect.DeepEqual(g, st) {
+			t.Fatalf("load has %q %q as %+v, the Scanner as %+v", batch, item, g, st)
+		}
+	})
+}
+
+// TestLoadMatchesScannerAcrossChunks runs journals larger than a load
+// chunk, with damage at chunk boundaries, through both readers.
+func TestLoadMatchesScannerAcrossChunks(t *testing.T) {
+	var big []byte
+	for i := 0; len(big) < 2*loadChunk+loadChunk/4; i++ {
+		big = append(big, lines(intent("b", strconv.Itoa(i), 1+i%3))...)
+		if i%2 == 0 {
+			big = append(big, lines(refunded("b", strconv.Itoa(i)))...)
+		}
+	}
+	cases := map[string][]byte{
+		"clean":            big,
+		"torn":             big[:len(big)-7],
+		"nuls at the end":  append(append([]byte(nil), big...), make([]byte, 3000)...),
+		"corrupt at chunk": append(append(append([]byte(nil), big[:loadChunk]...), "}\n"...), big[loadChunk:]...),
+		"slow path lines":  bytes.ReplaceAll(big, []byte(`"v":1,`), []byte(`"v": 1, `)),
+	}
+	nl := bytes.IndexByte(big[loadChunk:], '\n') + loadChunk + 1
+	cases["corrupt after chunk"] = append(append(append([]byte(nil), big[:nl]...), "x\n"...), big[nl:]...)
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) { checkLoadMatchesScanner(t, data) })
 	}
 }
