@@ -1,8 +1,10 @@
 package refund
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -88,4 +90,51 @@ func (s *Summary) String() string {
 	fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
 		s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
 	return b.String()
+}
+
+// AppendJSON appends r as one JSON line, newline included: the same object
+// encoding/json writes, without its reflection, for the million-line resume.
+func (r *Result) AppendJSON(b []byte) []byte {
+	b = append(b, `{"batch":`...)
+	b = appendJSONString(b, r.Batch)
+	b = append(b, `,"item":`...)
+	b = appendJSONString(b, r.Item)
+	b = appendOptString(b, `,"charge":`, r.Charge)
+	b = appendOptString(b, `,"payment_intent":`, r.PaymentIntent)
+	b = append(b, `,"status":`...)
+	b = appendJSONString(b, r.Status)
+	b = appendOptString(b, `,"refund":`, r.Refund)
+	if r.Amount != 0 {
+		b = append(b, `,"amount":`...)
+		b = strconv.AppendInt(b, r.Amount, 10)
+	}
+	b = appendOptString(b, `,"currency":`, r.Currency)
+	if r.Attempt != 0 {
+		b = append(b, `,"attempt":`...)
+		b = strconv.AppendInt(b, int64(r.Attempt), 10)
+	}
+	b = appendOptString(b, `,"code":`, r.Code)
+	b = appendOptString(b, `,"message":`, r.Message)
+	return append(b, '}', '\n')
+}
+
+func appendOptString(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendJSONString(append(b, key...), s)
+}
+
+// appendJSONString writes s as a JSON string; plain ASCII is copied as it
+// is, anything else goes through encoding/json for exactly its escaping.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -30,6 +29,7 @@ type refundCmd struct {
 	Progress      string      `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
 	Verbose       bool        `short:"v" help:"Log each retry on stderr."`
 	NoGroupCommit bool        `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
+	CPUProfile    string      `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
 	Version       versionFlag `help:"Print the version and exit."`
 	stripeFlags
 }
@@ -43,6 +43,14 @@ func Refund(env Env) int {
 		return code
 	}
 	log := newLogger(env.Stderr, name, c.Verbose)
+	if c.CPUProfile != "" {
+		stop, err := startCPUProfile(c.CPUProfile)
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return ExitUsage
+		}
+		defer stop()
+	}
 	if c.Concurrency < 1 || c.Concurrency > 256 {
 		warnf(env.Stderr, name, "--concurrency %d: want 1 to 256", c.Concurrency)
 		return ExitUsage
@@ -206,6 +214,7 @@ func signalContext(stderr io.Writer, name string) (context.Context, func()) {
 type resultWriter struct {
 	mu      sync.Mutex
 	w       *bufio.Writer
+	buf     []byte
 	dirty   bool
 	done    chan struct{}
 	stopped sync.Once
@@ -228,11 +237,10 @@ func newResultWriter(w io.Writer) *resultWriter {
 }
 
 func (rw *resultWriter) write(r refund.Result) {
-	b, _ := json.Marshal(r) // a Result always marshals
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
-	rw.w.Write(b)
-	rw.w.WriteByte('\n')
+	rw.buf = r.AppendJSON(rw.buf[:0])
+	rw.w.Write(rw.buf)
 	rw.dirty = true
 }
 
