@@ -275,17 +275,18 @@ func dropConnection(w http.ResponseWriter) {
 // createParams are the parameters of POST /v1/refunds that the simulator
 // acts on.
 type createParams struct {
-	charge, intent         string
-	hasCharge, hasIntent   bool
-	amount                 int64 // 0: the charge's remaining amount
-	amountText             string
-	hasAmount              bool
-	reason                 string
-	hasReason              bool
-	metadata               map[string]string
-	expandCharge           bool
-	badExpand, badMetadata string
-	unknown                string
+	charge, intent       string
+	hasCharge, hasIntent bool
+	amount               int64 // 0: the charge's remaining amount
+	amountText           string
+	hasAmount            bool
+	reason               string
+	hasReason            bool
+	metadata             map[string]string
+	expandCharge         bool
+	badExpand            string
+	badMetadata          bool
+	unknown              string
 }
 
 // Parameters of POST /v1/refunds that stripe-go may send and the simulator
@@ -318,9 +319,7 @@ func parseCreate(form url.Values) createParams {
 			}
 			p.metadata[k] = v
 		case name == "metadata":
-			if v != "" && (p.badMetadata == "") {
-				p.badMetadata = "Invalid object"
-			}
+			p.badMetadata = p.badMetadata || v != "" // metadata= unsets all keys
 		case isArrayParam(name, "expand"):
 			for _, e := range vals {
 				if e == "charge" {
@@ -386,7 +385,7 @@ func (p *createParams) validate() (answer, bool) {
 			return invalid("", "reason", "Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer"), false
 		}
 	}
-	if p.badMetadata != "" {
+	if p.badMetadata {
 		return invalid("", "metadata", "Invalid object"), false
 	}
 	if msg := checkMetadata(p.metadata); msg != "" {

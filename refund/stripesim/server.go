@@ -13,6 +13,7 @@ package stripesim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -278,7 +279,7 @@ func (s *Server) AddCharges(charges ...Charge) error {
 			if status == "" {
 				status = StatusSucceeded
 			}
-			s.addRefund(ch, r.Amount, status, r.Reason, maps0(r.Metadata), "")
+			s.addRefund(ch, r.Amount, status, r.Reason, copyMetadata(r.Metadata), "")
 		}
 		ch.mu.Unlock()
 		s.charges[ch.id] = ch
@@ -289,13 +290,13 @@ func (s *Server) AddCharges(charges ...Charge) error {
 	return nil
 }
 
-// maps0 copies a metadata map so the caller's map is not shared.
-func maps0(m map[string]string) map[string]string {
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[k] = v
+// copyMetadata copies a metadata map so no caller shares the simulator's;
+// an empty one becomes nil.
+func copyMetadata(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
 	}
-	return c
+	return maps.Clone(m)
 }
 
 // addRefund records a new refund on ch, which the caller has locked.
@@ -377,12 +378,9 @@ func (s *Server) Refunds() []Refund {
 			Currency:       re.ch.currency,
 			Status:         *re.status.Load(),
 			Reason:         re.reason,
-			Metadata:       maps0(re.metadata),
+			Metadata:       copyMetadata(re.metadata),
 			Created:        re.created,
 			IdempotencyKey: re.key,
-		}
-		if len(out[i].Metadata) == 0 {
-			out[i].Metadata = nil
 		}
 	}
 	return out

@@ -186,6 +186,11 @@ func TestCreateValidation(t *testing.T) {
 			p.AddExpand("balance_transaction")
 			return p
 		}(), 400, stripe.ErrorTypeInvalidRequest, "", "expand"},
+		{"metadata not an object", func() *stripe.RefundParams {
+			p := &stripe.RefundParams{Charge: stripe.String("ch_open")}
+			p.AddExtra("metadata", "x")
+			return p
+		}(), 400, stripe.ErrorTypeInvalidRequest, "", "metadata"},
 		{"unknown parameter", func() *stripe.RefundParams {
 			p := &stripe.RefundParams{Charge: stripe.String("ch_open")}
 			p.AddExtra("amout", "5")
@@ -212,6 +217,30 @@ func TestCreateValidation(t *testing.T) {
 	}
 	if n := len(s.Refunds()); n != 1 {
 		t.Errorf("%d refunds, want only the seeded one", n)
+	}
+}
+
+func TestExpandCharge(t *testing.T) {
+	s := start(t, oneCharge(1000))
+	c := newClients(s, clientOpts{keepAlive: true})
+	p := refundParams("ch_a", 250, "k")
+	p.AddExpand("charge")
+	re, err := c.refunds.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if re.Charge.ID != "ch_a" || re.Charge.AmountRefunded != 250 || re.Charge.Amount != 1000 {
+		t.Errorf("expanded charge on create = %+v", re.Charge)
+	}
+	lp := &stripe.RefundListParams{Charge: stripe.String("ch_a")}
+	lp.AddExpand("data.charge")
+	it := c.refunds.List(lp)
+	if !it.Next() || it.Refund().Charge.AmountRefunded != 250 {
+		t.Errorf("expanded charge in list: %+v, %v", it.Refund(), it.Err())
+	}
+	plain := c.refunds.List(&stripe.RefundListParams{Charge: stripe.String("ch_a")})
+	if !plain.Next() || plain.Refund().Charge.ID != "ch_a" || plain.Refund().Charge.Amount != 0 {
+		t.Errorf("unexpanded charge in list: %+v", plain.Refund().Charge)
 	}
 }
 
