@@ -16,8 +16,14 @@ import (
 // decode, or a last line without '\n', a Scanner takes over from that line
 // so that torn tails and corruption are judged by one piece of code.
 func load(r io.ReaderAt, name string, size int64) (*State, *Torn, error) {
+	return loadChunked(r, name, size, loadChunk)
+}
+
+// loadChunked is load reading chunk bytes at a time; tests make chunks
+// small to put many boundaries in small journals.
+func loadChunked(r io.ReaderAt, name string, size int64, chunk int) (*State, *Torn, error) {
 	s := NewState()
-	off, line, err := loadClean(r, size, s)
+	off, line, err := loadClean(r, size, chunk, s)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -54,13 +60,13 @@ type loadChunkWork struct {
 // loadClean applies the records of r up to its first line that does not
 // decode or does not end in '\n', and returns where that line starts and
 // how many lines came before it.
-func loadClean(r io.ReaderAt, size int64, s *State) (stop int64, lines int, err error) {
+func loadClean(r io.ReaderAt, size int64, chunk int, s *State) (stop int64, lines int, err error) {
 	if size == 0 {
 		return 0, 0, nil
 	}
 	// Small journals (tests, short runs) get buffers to their size.
-	bufSize, inFlight := loadChunk, loadInFlight
-	if size < loadChunk {
+	bufSize, inFlight := chunk, loadInFlight
+	if size < int64(chunk) {
 		bufSize, inFlight = int(size), 1
 	}
 	free := make(chan *loadChunkWork, inFlight)

@@ -252,14 +252,21 @@ func checkFastMatchesJSON(t *testing.T, line []byte) {
 // builds the state the Scanner's records make.
 func checkLoadMatchesScanner(t *testing.T, data []byte) {
 	t.Helper()
+	for _, chunk := range []int{loadChunk, 256} {
+		checkLoadChunkedMatchesScanner(t, data, chunk)
+	}
+}
+
+func checkLoadChunkedMatchesScanner(t *testing.T, data []byte, chunk int) {
+	t.Helper()
 	want := NewState()
 	sc := NewScanner(bytes.NewReader(data), "j")
 	for sc.Scan() {
 		want.Apply(sc.Record())
 	}
-	got, torn, err := load(bytes.NewReader(data), "j", int64(len(data)))
+	got, torn, err := loadChunked(bytes.NewReader(data), "j", int64(len(data)), chunk)
 	if fmt.Sprint(err) != fmt.Sprint(sc.Err()) || !reflect.DeepEqual(torn, sc.Torn()) {
-		t.Fatalf("load ended with %v, %v; the Scanner with %v, %v", err, torn, sc.Err(), sc.Torn())
+		t.Fatalf("load (%d-byte chunks) ended with %v, %v; the Scanner with %v, %v", chunk, err, torn, sc.Err(), sc.Torn())
 	}
 	if err != nil {
 		return
@@ -274,26 +281,33 @@ func checkLoadMatchesScanner(t *testing.T, data []byte) {
 	})
 }
 
-// TestLoadMatchesScannerAcrossChunks runs journals larger than a load
-// chunk, with damage at chunk boundaries, through both readers.
+// TestLoadMatchesScannerAcrossChunks runs journals of many load chunks,
+// with damage at chunk boundaries, through both readers.
 func TestLoadMatchesScannerAcrossChunks(t *testing.T) {
+	const chunk = 1024
 	var big []byte
-	for i := 0; len(big) < 2*loadChunk+loadChunk/4; i++ {
+	for i := 0; len(big) < 8*chunk; i++ {
 		big = append(big, lines(intent("b", strconv.Itoa(i), 1+i%3))...)
 		if i%2 == 0 {
 			big = append(big, lines(refunded("b", strconv.Itoa(i)))...)
 		}
 	}
+	nl := bytes.IndexByte(big[chunk:], '\n') + chunk + 1
 	cases := map[string][]byte{
-		"clean":            big,
-		"torn":             big[:len(big)-7],
-		"nuls at the end":  append(append([]byte(nil), big...), make([]byte, 3000)...),
-		"corrupt at chunk": append(append(append([]byte(nil), big[:loadChunk]...), "}\n"...), big[loadChunk:]...),
-		"slow path lines":  bytes.ReplaceAll(big, []byte(`"v":1,`), []byte(`"v": 1, `)),
+		"clean":               big,
+		"torn":                big[:len(big)-7],
+		"nuls at the end":     append(append([]byte(nil), big...), make([]byte, 3000)...),
+		"corrupt at boundary": append(append(append([]byte(nil), big[:chunk]...), "}\n"...), big[chunk:]...),
+		"corrupt after":       append(append(append([]byte(nil), big[:nl]...), "x\n"...), big[nl:]...),
+		"long line":           append(append(append([]byte(nil), big[:nl]...), lines(failed("b", "x", 1, 500, false))...), big[nl:]...),
+		"slow path lines":     bytes.ReplaceAll(big, []byte(`"v":1,`), []byte(`"v": 1, `)),
 	}
-	nl := bytes.IndexByte(big[loadChunk:], '\n') + loadChunk + 1
-	cases["corrupt after chunk"] = append(append(append([]byte(nil), big[:nl]...), "x\n"...), big[nl:]...)
+	long := bytes.Replace(cases["long line"], []byte(`the \"card\"`), bytes.Repeat([]byte("y"), 3*chunk), 1)
+	if len(long) <= len(cases["long line"]) {
+		t.Fatal("no line longer than a chunk")
+	}
+	cases["long line"] = long
 	for name, data := range cases {
-		t.Run(name, func(t *testing.T) { checkLoadMatchesScanner(t, data) })
+		t.Run(name, func(t *testing.T) { checkLoadChunkedMatchesScanner(t, data, chunk) })
 	}
 }
