@@ -13,7 +13,8 @@ import (
 // readJSONL reads one JSON object a line with the fields of a plan item:
 // batch, item, charge, payment_intent, amount, currency, reason, metadata.
 // So a plan can be read back (to re-shard it, say), and a batch it names
-// must be the batch being planned.
+// must be the batch being planned. A null or empty string is an absent
+// value, as in a CSV cell.
 func readJSONL(br *bufio.Reader, c *collector) error {
 	lr := lineReader{br: br}
 	for {

@@ -75,7 +75,7 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 
 	c := newCollector(name, opts)
 	br := bufio.NewReaderSize(r, 64<<10)
-	if ok, err := c.skipBOM(br); err != nil || !ok {
+	if ok, err := c.checkEncoding(br); err != nil || !ok {
 		return c.result(err)
 	}
 	if format == FormatAuto {
@@ -99,21 +99,25 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 	return c.result(err)
 }
 
-// skipBOM drops a UTF-8 byte order mark, which Excel writes at the start of
-// "CSV UTF-8" files, and refuses UTF-16 ("Unicode text") exports, whose
-// every other byte is zero.
-func (c *collector) skipBOM(br *bufio.Reader) (ok bool, err error) {
-	head, err := br.Peek(3)
-	if err != nil && err != io.EOF {
+// checkEncoding drops a UTF-8 byte order mark, which Excel writes at the
+// start of "CSV UTF-8" files, and refuses what would otherwise read as
+// garbage: UTF-16 ("Unicode text") exports, whose every other byte is
+// zero, and old Mac exports, whose lines end in a bare CR.
+func (c *collector) checkEncoding(br *bufio.Reader) (ok bool, err error) {
+	head, err := br.Peek(br.Size())
+	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 		return false, fmt.Errorf("read %s: %w", c.name, err)
 	}
 	switch {
-	case bytes.HasPrefix(head, []byte("\xef\xbb\xbf")):
-		_, err = br.Discard(3)
-		return true, err
 	case bytes.HasPrefix(head, []byte("\xff\xfe")), bytes.HasPrefix(head, []byte("\xfe\xff")):
 		c.problem(0, "UTF-16 text: save the file as UTF-8 (in Excel: CSV UTF-8)")
 		return false, nil
+	case bytes.IndexByte(head, '\n') < 0 && bytes.IndexByte(head, '\r') >= 0:
+		c.problem(0, "lines end in CR alone (old Mac text): save the file with LF or CRLF line ends (in Excel: CSV UTF-8)")
+		return false, nil
+	case bytes.HasPrefix(head, []byte("\xef\xbb\xbf")):
+		_, err = br.Discard(3)
+		return true, err
 	}
 	return true, nil
 }
@@ -141,9 +145,9 @@ func detect(br *bufio.Reader) (Format, error) {
 		case isID(string(line)):
 			return FormatIDs, nil
 		}
-		break
+		return FormatCSV, nil
 	}
-	return FormatCSV, nil
+	return FormatCSV, nil // blank so far: CSV reports it as empty
 }
 
 // isID reports whether s looks like a charge or payment intent id. It is

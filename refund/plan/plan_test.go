@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,14 +14,25 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// encode renders items as plan lines, the form tests compare.
+// encode renders items as plan lines, the form tests compare, and checks
+// that refund reads each line back as the same item: plan's output is
+// refund's input.
 func encode(t testing.TB, items []refund.Item) string {
 	t.Helper()
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	for i := range items {
+		start := b.Len()
 		if err := enc.Encode(&items[i]); err != nil {
 			t.Fatal(err)
+		}
+		line := b.Bytes()[start:]
+		back, err := refund.ParseItem(line)
+		if err != nil {
+			t.Fatalf("refund does not read %s: %v", line, err)
+		}
+		if !reflect.DeepEqual(back, items[i]) {
+			t.Fatalf("refund reads %s as %+v", line, back)
 		}
 	}
 	return b.String()
@@ -153,6 +165,16 @@ func TestReadValid(t *testing.T) {
 			want:   lines(`{"batch":"b1","item":"ch_1","charge":"ch_1"}`),
 		},
 		{
+			name: "csv detected, single column",
+			in:   "\n\ncharge\nch_1\n",
+			want: lines(`{"batch":"b1","item":"ch_1","charge":"ch_1"}`),
+		},
+		{
+			name: "jsonl detected after blank lines",
+			in:   "\r\n \r\n{\"charge\":\"ch_1\"}\r\n",
+			want: lines(`{"batch":"b1","item":"ch_1","charge":"ch_1"}`),
+		},
+		{
 			name:   "csv named, single column",
 			format: FormatCSV,
 			in:     "charge\nch_1\n",
@@ -197,6 +219,7 @@ func TestReadProblems(t *testing.T) {
 		{name: "blank", in: "\r\n  \n\n", want: []string{"in: no charges found"}},
 		{name: "bom only", in: "\ufeff", want: []string{"in: no charges found"}},
 		{name: "csv header only", in: "charge,amount\r\n", want: []string{"in: no charges found"}},
+		{name: "old mac line ends", in: "charge,amount\rch_1,100\r", want: []string{"in: lines end in CR alone (old Mac text): save the file with LF or CRLF line ends (in Excel: CSV UTF-8)"}},
 		{name: "utf-16", in: "\xff\xfec\x00h\x00", want: []string{"in: UTF-16 text: save the file as UTF-8 (in Excel: CSV UTF-8)"}},
 
 		// CSV headers.
