@@ -66,8 +66,8 @@ func Plan(env Env) int {
 	})
 	var inputErr *plan.InputError
 	if errors.As(err, &inputErr) {
-		for _, p := range inputErr.Problems {
-			fmt.Fprintln(env.Stderr, p)
+		for _, prob := range inputErr.Problems {
+			fmt.Fprintln(env.Stderr, prob)
 		}
 		shown := ""
 		if inputErr.Total > len(inputErr.Problems) {
