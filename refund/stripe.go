@@ -148,3 +148,14 @@ func errorMessage(err error) string {
 	}
 	return err.Error()
 }
+
+// Cancel cancels a refund. Stripe cancels only refunds that still require
+// action; it refuses the others (succeeded and pending refunds cannot be
+// reversed through the API). The key, derived from the refund id, makes a
+// repeated cancel harmless.
+func (s *Stripe) Cancel(ctx context.Context, refundID string) (*stripe.Refund, error) {
+	params := &stripe.RefundCancelParams{}
+	params.Context = ctx
+	params.SetIdempotencyKey("refundkit:cancel:" + refundID)
+	return s.refunds.Cancel(refundID, params)
+}
