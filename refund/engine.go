@@ -191,49 +191,98 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	return e.summary, ctx.Err()
 }
 
-// feed reads plan lines and hands out the items that need work. Items the
-// journal has settled are answered here, without a worker or an API call.
+// feed hands out the plan items that need work. Items the journal has
+// settled are answered here, without a worker or an API call.
 func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<- *Item) error {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
+	ctx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	batches := make(chan []parsedLine, 4)
+	go readPlan(ctx, in, name, batches)
 	seed := maphash.MakeSeed()
 	seen := make(map[uint64]int) // item hash -> line, to refuse an item listed twice
+	for batch := range batches {
+		for i := range batch {
+			p := &batch[i]
+			if ctx.Err() != nil || e.halted() {
+				return nil
+			}
+			if p.err != nil {
+				return p.err
+			}
+			it := &p.item
+			h := maphash.String(seed, it.Batch+"\x00"+it.Item)
+			if prev, dup := seen[h]; dup {
+				return &InputError{Name: name, Line: p.line, Err: fmt.Errorf("item %q of batch %q is already at line %d", it.Item, it.Batch, prev)}
+			}
+			seen[h] = p.line
+			if r, settled := e.settled(it); settled {
+				e.emit(r)
+				continue
+			}
+			select {
+			case work <- it:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// parsedLine is one plan line read, or the error that ends the plan.
+type parsedLine struct {
+	line int
+	item Item
+	err  error
+}
+
+// readPlan parses plan lines on a goroutine of its own, in batches, so that
+// parsing a large plan overlaps with the journal lookups and the output. It
+// stops at the first bad line, which ends the last batch as its error.
+func readPlan(ctx context.Context, in io.Reader, name string, out chan<- []parsedLine) {
+	defer close(out)
+	const batchSize = 256
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
+	batch := make([]parsedLine, 0, batchSize)
+	send := func() bool {
+		select {
+		case out <- batch:
+			batch = make([]parsedLine, 0, batchSize)
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	line := 0
 	for sc.Scan() {
 		line++
-		if ctx.Err() != nil || e.halted() {
-			return nil
-		}
 		b := sc.Bytes()
 		if len(trimSpace(b)) == 0 {
 			continue
 		}
 		it, err := ParseItem(b)
 		if err != nil {
-			return &InputError{Name: name, Line: line, Err: err}
+			batch = append(batch, parsedLine{line: line, err: &InputError{Name: name, Line: line, Err: err}})
+			send()
+			return
 		}
-		h := maphash.String(seed, it.Batch+"\x00"+it.Item)
-		if prev, dup := seen[h]; dup {
-			return &InputError{Name: name, Line: line, Err: fmt.Errorf("item %q of batch %q is already at line %d", it.Item, it.Batch, prev)}
-		}
-		seen[h] = line
-		if r, settled := e.settled(&it); settled {
-			e.emit(r)
-			continue
-		}
-		select {
-		case work <- &it:
-		case <-ctx.Done():
-			return nil
+		batch = append(batch, parsedLine{line: line, item: it})
+		if len(batch) == batchSize && !send() {
+			return
 		}
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return &InputError{Name: name, Line: line + 1, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)}
+			err = &InputError{Name: name, Line: line + 1, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)}
+		} else {
+			err = fmt.Errorf("%s: %w", name, err)
 		}
-		return fmt.Errorf("%s: %w", name, err)
+		batch = append(batch, parsedLine{line: line + 1, err: err})
 	}
-	return nil
+	if len(batch) > 0 {
+		send()
+	}
 }
 
 func trimSpace(b []byte) []byte {

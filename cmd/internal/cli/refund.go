@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -43,6 +44,12 @@ func Refund(env Env) int {
 		return code
 	}
 	log := newLogger(env.Stderr, name, c.Verbose)
+	if env.Getenv("GOGC") == "" {
+		// Most of refund's heap is the journal's index, alive for the whole
+		// run; garbage is little. A lower target keeps a million-item resume
+		// well under 200 MB for about 1% more CPU.
+		debug.SetGCPercent(50)
+	}
 	if c.CPUProfile != "" {
 		stop, err := startCPUProfile(c.CPUProfile)
 		if err != nil {
