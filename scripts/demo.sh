@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# demo: refund a sample batch against a local Stripe simulator, kill the run
+# with SIGKILL halfway, resume it, and prove that nothing was refunded twice.
+#
+#   make demo        (builds bin/ first, then runs this)
+#
+# Needs only bash, Go and this repository: the simulator is bin/stripe-sim,
+# the API key is a fake test key, everything lives in a temp dir that is
+# removed at the end, and every process started here is stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=bin
+CHARGES=testdata/charges/charges.csv
+BATCH=demo-$(date +%Y%m%d)
+RATE=40 # requests per second: the batch takes about five seconds
+# A fake test-mode key: the simulator accepts any sk_test_ key, and real
+# Stripe never sees this one.
+export STRIPE_API_KEY=sk_test_refundkit_demo_not_a_real_key
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/refundkit-demo.XXXXXX")
+JOURNAL=$WORK/demo.jsonl
+PLAN=$WORK/plan.jsonl
+
+started=() # pids of the processes this script started
+cleanup() {
+	local pid
+	for pid in "${started[@]}"; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+bold=$'\e[1m' green=$'\e[32m' red=$'\e[31m' plain=$'\e[0m'
+if [[ ! -t 1 ]]; then bold='' green='' red='' plain=''; fi
+step=0
+say() { step=$((step + 1)); printf '\n%s%d. %s%s\n' "$bold" "$step" "$*" "$plain"; }
+note() { printf '   %s\n' "$*"; }
+ok() { printf '   %sok%s  %s\n' "$green" "$plain" "$*"; }
+fail() {
+	printf '   %sFAIL%s  %s\n' "$red" "$plain" "$*"
+	printf '\n%sdemo: a check failed (rerun with bash -x scripts/demo.sh for detail)%s\n' "$red" "$plain" >&2
+	exit 1
+}
+check() { # check WHAT GOT WANT
+	if [[ "$2" == "$3" ]]; then ok "$1: $2"; else fail "$1: got $2, want $3"; fi
+}
+
+for b in plan refund stripe-sim; do
+	[[ -x $BIN/$b ]] || { echo "demo: $BIN/$b is missing: run make build" >&2; exit 2; }
+done
+
+# sim_get PATH prints the body of GET PATH on the simulator, through bash's
+# /dev/tcp so that curl is not needed.
+sim_get() {
+	local hostport=${SIM_URL#http://}
+	exec 5<>"/dev/tcp/${hostport%:*}/${hostport##*:}"
+	printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" "$hostport" >&5
+	sed '1,/^\r$/d' <&5
+	exec 5<&-
+}
+# json_int FIELD reads "FIELD":N from stdin (flat JSON from the simulator).
+json_int() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+
+say "Start the Stripe simulator (bin/stripe-sim) on a free loopback port, with the 200 charges testdata/charges/charges.csv refers to"
+mkfifo "$WORK/sim.url"
+exec 3<>"$WORK/sim.url" # opened read-write so the open never blocks
+$BIN/stripe-sim --addr 127.0.0.1:0 --addr-file "$WORK/sim.url" --charges 200 >"$WORK/sim.stats" 2>"$WORK/sim.log" &
+started+=($!)
+# The simulator writes its URL into the pipe once it listens: no sleep, no poll.
+read -r -t 20 SIM_URL <&3 || { cat "$WORK/sim.log" >&2; fail "the simulator did not start"; }
+exec 3<&-
+export STRIPE_API_BASE=$SIM_URL
+note "listening on $SIM_URL (fake key ${STRIPE_API_KEY:0:8}..., set inside this script)"
+
+say "Plan the batch: bin/plan turns the support team's CSV export into one JSON line per refund"
+$BIN/plan --batch "$BATCH" "$CHARGES" >"$PLAN" 2>"$WORK/plan.err"
+planned=$(wc -l <"$PLAN")
+note "$(cat "$WORK/plan.err")"
+note "first item: $(head -1 "$PLAN")"
+
+say "Refund it: bin/plan ... | bin/refund --journal demo.jsonl --rate $RATE, and kill -9 the refund process midway"
+note "each refund call is preceded by an fsynced intent in the journal and followed by its fsynced outcome"
+$BIN/plan --batch "$BATCH" "$CHARGES" 2>/dev/null |
+	$BIN/refund --journal "$JOURNAL" --rate "$RATE" >"$WORK/run1.out" 2>"$WORK/run1.err" &
+refund_pid=$! # the last process of the pipeline
+started+=($refund_pid)
+kill_after=$((planned / 3))
+while (($(wc -l <"$WORK/run1.out") < kill_after)); do
+	kill -0 "$refund_pid" 2>/dev/null || fail "refund ended before it could be killed: $(cat "$WORK/run1.err")"
+	sleep 0.05
+done
+kill -9 "$refund_pid"
+status=0
+{ wait "$refund_pid"; } 2>/dev/null || status=$? # quiet: bash would print "Killed"
+
+check "refund's exit status after SIGKILL (128+9: killed, no clean-up ran)" "$status" 137
+note "it had printed $(wc -l <"$WORK/run1.out") results when it died; its stderr has no summary: $(wc -l <"$WORK/run1.err") lines"
+
+say "Look at what the journal holds after the crash"
+intents=$(grep -c '"type":"intent"' "$JOURNAL" || true)
+done_before=$(grep -c '"type":"refunded"' "$JOURNAL" || true)
+note "$(wc -l <"$JOURNAL") records: $intents intents, $done_before refunded outcomes"
+note "an intent without its outcome is an item in doubt: its call may or may not have reached Stripe"
+note "last record: $(tail -c 400 "$JOURNAL" | tail -1)"
+note "a dry run reads the journal and says what a resume would do (no API call):"
+$BIN/plan --batch "$BATCH" "$CHARGES" 2>/dev/null |
+	$BIN/refund --journal "$JOURNAL" --dry-run >/dev/null 2>"$WORK/dry.err" || true
+note "$(grep 'items:' "$WORK/dry.err" | cut -d';' -f1)"
+
+say "Resume: run the very same pipeline again"
+before_creates=$(sim_get /_sim/stats | json_int refunds_created)
+note "the simulator holds $before_creates refunds so far"
+status=0
+$BIN/plan --batch "$BATCH" "$CHARGES" 2>/dev/null |
+	$BIN/refund --journal "$JOURNAL" --rate "$RATE" >"$WORK/run2.out" 2>"$WORK/run2.err" || status=$?
+note "$(grep 'items:' "$WORK/run2.err")"
+check "refund's exit status" "$status" 0
+summary=$(grep 'items:' "$WORK/run2.err")
+skipped=$(grep -o '[0-9]* skipped' <<<"$summary" | cut -d' ' -f1)
+refunded=$(grep -o '[0-9]* refunded,' <<<"$summary" | cut -d' ' -f1)
+reconciled=$(grep -o '[0-9]* reconciled' <<<"$summary" | cut -d' ' -f1)
+check "items skipped with zero API calls (refunded before the kill)" "$skipped" "$done_before"
+check "items refunded now (the rest)" "$refunded" "$((planned - done_before))"
+note "the $reconciled items in doubt were looked up at Stripe before any call: $((before_creates - done_before)) of them had been refunded just before the kill, and were adopted, not sent again"
+
+say "Ask the simulator what it did (GET /_sim/stats, /_sim/refunds)"
+stats=$(sim_get /_sim/stats)
+created=$(json_int refunds_created <<<"$stats")
+posts=$(grep -o '"POST /v1/refunds":[0-9]*' <<<"$stats" | cut -d: -f2)
+check "refunds created at Stripe over both runs" "$created" "$planned"
+check "refund create calls over both runs (one per planned item, not more)" "$posts" "$planned"
+sim_get /_sim/refunds >"$WORK/refunds.jsonl"
+live_items=$(grep -v '"status":"canceled"' "$WORK/refunds.jsonl" | grep -o "\"refundkit_item\":\"[^\"]*\"" | sort)
+check "planned items with a refund" "$(uniq <<<"$live_items" | wc -l)" "$planned"
+check "items with more than one refund" "$(uniq -d <<<"$live_items" | wc -l)" 0
+
+say "Audit the journal"
+if [[ -x $BIN/audit ]]; then
+	status=0
+	$BIN/audit --plan "$PLAN" "$JOURNAL" >"$WORK/audit.out" 2>"$WORK/audit.err" || status=$?
+	sed 's/^/   /' "$WORK/audit.err"
+	check "bin/audit --plan plan.jsonl demo.jsonl (offline) exit status" "$status" 0
+	status=0
+	$BIN/audit --stripe --plan "$PLAN" "$JOURNAL" >"$WORK/audit-stripe.out" 2>"$WORK/audit-stripe.err" || status=$?
+	sed 's/^/   /' "$WORK/audit-stripe.err"
+	check "bin/audit --stripe --plan plan.jsonl demo.jsonl (asks the simulator) exit status" "$status" 0
+else
+	note "bin/audit is not built in this checkout: skipped (the simulator's own records were checked above)"
+fi
+
+if grep -rqF "$STRIPE_API_KEY" "$WORK"/*.out "$WORK"/*.err "$JOURNAL"; then
+	fail "the API key appears in an output or the journal"
+fi
+ok "the API key appears in no output and not in the journal"
+
+printf '\n%sdemo: clean: %d planned items, %d refunds at Stripe, none twice; the run killed at %d refunds resumed without repeating one%s\n' \
+	"$green" "$planned" "$created" "$done_before" "$plain"
