@@ -19,7 +19,7 @@ func (e *syntaxError) Error() string { return e.msg }
 // goes through encoding/json, and both give the same Record. str holds the
 // same bytes as line; the fast path takes r's strings from it.
 func decodeLine(line []byte, str string, r *Record) error {
-	if !decodeFast(line, str, r) {
+	if ok, _ := decodeFast(line, str, r); !ok {
 		return decodeJSON(line, r)
 	}
 	if err := r.Validate(); err != nil {

@@ -3,22 +3,24 @@ package journal
 import "time"
 
 // decodeFast parses the form MarshalLine writes: keys in Record's order,
-// no white space, "v":1, strings of printable ASCII without escapes,
-// integers below 10^18 and a UTC timestamp. It returns false, leaving r in
-// any state, for anything else; decodeJSON then decides. Strings in r are
-// substrings of str, which holds the same bytes as line: the caller chooses
-// whether they share memory with line.
-func decodeFast(line []byte, str string, r *Record) bool {
+// no white space, "v":1, strings of printable ASCII without escapes or
+// <, >, &, integers below 10^18 and timestamps. It returns ok false,
+// leaving r in any state, for anything else; decodeJSON then decides.
+// canonical reports that line is byte for byte what MarshalLine writes for
+// r, so it can be copied instead of encoded again. Strings in r are
+// substrings of str, which holds the same bytes as line: the caller
+// chooses whether they share memory with line.
+func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 	*r = Record{}
 	if len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' {
-		return false
+		return false, false
 	}
+	canonical = true
 	p := 1
 	next := 0 // index in recordFields the next key must have or follow
 	for {
-		// Key.
 		if line[p] != '"' {
-			return false
+			return false, false
 		}
 		i := next
 		for ; i < len(recordFields); i++ {
@@ -27,88 +29,96 @@ func decodeFast(line []byte, str string, r *Record) bool {
 				break
 			}
 		}
-		if i == len(recordFields) {
-			return false
+		if i == len(recordFields) || (i == 0 && p != 1) {
+			return false, false
 		}
-		if i == 0 {
-			if p != 1 { // "v" must come first
-				return false
-			}
+		if i > next && next < 5 {
+			canonical = false // v, type, ts, batch and item are always written
 		}
 		next = i + 1
 		p += len(recordFields[i]) + 3
-		// Value.
-		var ok bool
+		var (
+			s    string
+			n    int64
+			good bool
+		)
 		switch i {
-		case 0: // v
-			if line[p] != '1' {
-				return false
+		case 0, 7, 9, 15: // v, attempt, amount, http_status
+			n, p, good = fastInt(line, p)
+			if good && n == 0 {
+				canonical = false // an omitempty zero, or -0 (and "v":0 is refused below)
 			}
-			r.V = 1
-			p++
-			ok = true
-		case 1:
-			var s string
-			s, p, ok = fastString(line, str, p)
-			r.Type = Type(s)
-		case 2:
-			var s string
-			s, p, ok = fastString(line, str, p)
-			if ok {
-				r.Time, ok = parseTime(s)
-			}
-		case 3:
-			r.Batch, p, ok = fastString(line, str, p)
-		case 4:
-			r.Item, p, ok = fastString(line, str, p)
-		case 5:
-			r.Charge, p, ok = fastString(line, str, p)
-		case 6:
-			r.PaymentIntent, p, ok = fastString(line, str, p)
-		case 7:
-			var n int64
-			n, p, ok = fastInt(line, p)
-			r.Attempt = int(n)
-		case 8:
-			r.Key, p, ok = fastString(line, str, p)
-		case 9:
-			r.Amount, p, ok = fastInt(line, p)
-		case 10:
-			r.Currency, p, ok = fastString(line, str, p)
-		case 11:
-			r.Reason, p, ok = fastString(line, str, p)
-		case 12:
-			r.Refund, p, ok = fastString(line, str, p)
-		case 13:
-			r.Status, p, ok = fastString(line, str, p)
-		case 14:
-			r.Source, p, ok = fastString(line, str, p)
-		case 15:
-			var n int64
-			n, p, ok = fastInt(line, p)
-			r.HTTPStatus = int(n)
-		case 16:
-			r.Code, p, ok = fastString(line, str, p)
-		case 17:
-			r.Message, p, ok = fastString(line, str, p)
-		case 18:
+		case 18: // final
 			switch {
 			case len(line)-p > 4 && string(line[p:p+4]) == "true":
-				r.Final, p, ok = true, p+4, true
+				r.Final, p, good = true, p+4, true
 			case len(line)-p > 5 && string(line[p:p+5]) == "false":
-				p, ok = p+5, true
+				p, good, canonical = p+5, true, false
+			}
+		default:
+			s, p, good = fastString(line, str, p)
+			if good && s == "" && i > 4 {
+				canonical = false // omitempty empty string
 			}
 		}
-		if !ok || p >= len(line) {
-			return false
+		if !good || p >= len(line) {
+			return false, false
+		}
+		switch i {
+		case 0:
+			if n != Version {
+				return false, false // decodeJSON reports the version
+			}
+			r.V = int(n)
+		case 1:
+			r.Type = Type(s)
+		case 2:
+			var exact bool
+			if r.Time, good, exact = parseTime(s); !good {
+				return false, false
+			}
+			canonical = canonical && exact
+		case 3:
+			r.Batch = s
+		case 4:
+			r.Item = s
+		case 5:
+			r.Charge = s
+		case 6:
+			r.PaymentIntent = s
+		case 7:
+			r.Attempt = int(n)
+		case 8:
+			r.Key = s
+		case 9:
+			r.Amount = n
+		case 10:
+			r.Currency = s
+		case 11:
+			r.Reason = s
+		case 12:
+			r.Refund = s
+		case 13:
+			r.Status = s
+		case 14:
+			r.Source = s
+		case 15:
+			r.HTTPStatus = int(n)
+		case 16:
+			r.Code = s
+		case 17:
+			r.Message = s
 		}
 		switch line[p] {
 		case '}':
-			return p == len(line)-1 && r.V == 1
+			if p != len(line)-1 || r.V != Version {
+				return false, false
+			}
+			return true, canonical && next >= 5
 		case ',':
 			p++
 		default:
-			return false
+			return false, false
 		}
 	}
 }
@@ -125,7 +135,7 @@ func fastString(line []byte, str string, p int) (s string, end int, ok bool) {
 		if c == '"' {
 			return str[start:i], i + 1, true
 		}
-		if c < 0x20 || c >= 0x7f || c == '\\' {
+		if c < 0x20 || c >= 0x7f || c == '\\' || c == '<' || c == '>' || c == '&' {
 			return "", p, false
 		}
 	}
@@ -155,8 +165,9 @@ func fastInt(line []byte, p int) (n int64, end int, ok bool) {
 
 // parseTime reads a timestamp as time.Time's UnmarshalJSON does. The form
 // MarshalLine writes for UTC, 2006-01-02T15:04:05.999999999Z, is parsed
-// here; anything else is left to the time package.
-func parseTime(s string) (time.Time, bool) {
+// here; anything else is left to the time package. canonical reports that
+// MarshalLine writes the result as s (no trailing zeros in the fraction).
+func parseTime(s string) (t time.Time, ok, canonical bool) {
 	if len(s) < len("2006-01-02T15:04:05Z") || len(s) > len("2006-01-02T15:04:05.999999999Z") ||
 		s[len(s)-1] != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
 		return slowTime(s)
@@ -184,14 +195,18 @@ func parseTime(s string) (time.Time, bool) {
 			n *= 10
 		}
 		nsec = n
+		canonical = frac[len(frac)-1] != '0'
+	} else {
+		canonical = true
 	}
-	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true, canonical
 }
 
-func slowTime(s string) (time.Time, bool) {
-	var t time.Time
+// slowTime parses what parseTime does not; the result is never taken as
+// canonical, so the merge encodes it again rather than reason about zones.
+func slowTime(s string) (t time.Time, ok, canonical bool) {
 	err := t.UnmarshalJSON([]byte(`"` + s + `"`))
-	return t, err == nil
+	return t, err == nil, false
 }
 
 func digits(s string) (int, bool) {

@@ -68,7 +68,7 @@ func TestDecodeRoundTrip(t *testing.T) {
 		line = line[:len(line)-1]
 		var viaJSON, viaFast Record
 		jerr := decodeJSON(line, &viaJSON)
-		fast := decodeFast(line, string(line), &viaFast)
+		fast, _ := decodeFast(line, string(line), &viaFast)
 		if fast && !reflect.DeepEqual(viaFast, viaJSON) {
 			t.Errorf("fast and encoding/json differ on %s:\nfast %+v\njson %+v", line, viaFast, viaJSON)
 		}
@@ -96,7 +96,7 @@ func TestDecodeFastTakesCanonicalLines(t *testing.T) {
 		line, _ := MarshalLine(nil, r)
 		line = line[:len(line)-1]
 		var got Record
-		if !decodeFast(line, string(line), &got) {
+		if ok, canonical := decodeFast(line, string(line), &got); !ok || !canonical {
 			t.Errorf("fast path refused %s", line)
 		}
 	}
@@ -207,5 +207,41 @@ func TestDecodeLine(t *testing.T) {
 				t.Errorf("version error %v, want version %d", err, tt.version)
 			}
 		})
+	}
+}
+
+// TestDecodeFastCanonical: the merge copies lines the fast path calls
+// canonical, so the flag must be exact both ways on these forms.
+func TestDecodeFastCanonical(t *testing.T) {
+	good, _ := MarshalLine(nil, intent("b", "i", 1))
+	good = good[:len(good)-1]
+	rep := func(old, new string) string { return strings.Replace(string(good), old, new, 1) }
+	tests := []struct {
+		name          string
+		line          string
+		ok, canonical bool
+	}{
+		{"as written", string(good), true, true},
+		{"zero attempt present", rep(`"attempt":1`, `"attempt":0`), true, false},
+		{"minus zero", rep(`"amount":500`, `"amount":-0`), true, false},
+		{"empty charge present", rep(`"charge":"ch_i",`, `"charge":"","payment_intent":"pi_1",`), true, false},
+		{"final false", rep(`"amount":500`, `"amount":500,"final":false`), true, false},
+		{"final true", rep(`"amount":500`, `"amount":500,"final":true`), true, true},
+		{"fraction with trailing zero", rep(`.123456789Z`, `.1234Z`), true, true},
+		{"fraction with trailing zero", rep(`.123456789Z`, `.12340Z`), true, false},
+		{"no fraction", rep(`.123456789Z`, `Z`), true, true},
+		{"zone offset", rep(`.123456789Z`, `+02:00`), true, false},
+		{"missing ts", rep(`"ts":"2024-05-01T12:00:01.123456789Z",`, ``), true, false},
+		{"html characters", rep(`"item":"i"`, `"item":"<i>"`), false, false},
+		{"escaped html", rep(`"item":"i"`, `"item":"\u003ci\u003e"`), false, false},
+		{"space", rep(`"v":1,`, `"v":1, `), false, false},
+		{"key order", rep(`"v":1,"type":"intent"`, `"type":"intent","v":1`), false, false},
+	}
+	for _, tt := range tests {
+		var r Record
+		ok, canonical := decodeFast([]byte(tt.line), tt.line, &r)
+		if ok != tt.ok || canonical != tt.canonical {
+			t.Errorf("%s: decodeFast(%s) = %v, %v; want %v, %v", tt.name, tt.line, ok, canonical, tt.ok, tt.canonical)
+		}
 	}
 }

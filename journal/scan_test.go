@@ -235,8 +235,14 @@ func FuzzScanner(f *testing.F) {
 
 func checkFastMatchesJSON(t *testing.T, line []byte) {
 	var fast, slow Record
-	if !decodeFast(line, string(line), &fast) {
+	ok, canonical := decodeFast(line, string(line), &fast)
+	if !ok {
 		return
+	}
+	if canonical {
+		if again, err := MarshalLine(nil, &fast); err != nil || string(again) != string(line)+"\n" {
+			t.Fatalf("%q taken as canonical, but MarshalLine writes %q, %v", line, again, err)
+		}
 	}
 	fastErr := fast.Validate()
 	slowErr := decodeJSON(line, &slow)
