@@ -50,11 +50,12 @@ func run(args []string) error {
 	case "csv":
 		fmt.Fprintln(out, "charge,amount,currency,reason")
 		for i := 1; i <= n; i++ {
-			fmt.Fprintf(out, "%s,%d,usd,requested_by_customer\n", charge(i), amount(i))
+			fmt.Fprintf(out, "%s,%d,usd,requested_by_customer\n", charge(i), 100)
 		}
 	case "plan":
 		for i := 1; i <= n; i++ {
-			fmt.Fprintf(out, `{"batch":%q,"item":%q,"charge":%q,"amount":%d}`+"\n", arg(2, "bench"), item(i), charge(i), amount(i))
+			// No amount: a full refund, valid whatever the simulator charged.
+			fmt.Fprintf(out, `{"batch":%q,"item":%q,"charge":%q}`+"\n", arg(2, "bench"), item(i), charge(i))
 		}
 	case "journal":
 		dups, _ := strconv.Atoi(arg(3, "0"))
