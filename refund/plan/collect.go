@@ -23,6 +23,17 @@ type row struct {
 	currency      string
 	reason        string
 	metadata      map[string]string
+	// shared: the strings point into the reader's line, so what is kept
+	// must be copied for the line to be freed.
+	shared bool
+}
+
+// own returns s, copied if it points into the reader's line.
+func (r *row) own(s string) string {
+	if r.shared {
+		return strings.Clone(s)
+	}
+	return s
 }
 
 // collector validates rows as the readers produce them, detects duplicates
@@ -34,14 +45,15 @@ type collector struct {
 	problems []Problem
 	total    int
 	// targets maps every charge and payment intent listed to the entry of
-	// its first row. Rows without an item id take their target as id, so
-	// targets also answers "is this id taken by such a row", and explicit
-	// only holds the ids given in the input.
+	// its first row. That row's item id is most often the target's own id
+	// (given or not), so explicit only needs to hold the others: in most
+	// plans, none.
 	targets  map[string]int32
-	explicit map[string]int32 // item id given in the input -> entry
+	explicit map[string]int32 // item id -> entry, for ids not found through targets
 	// currencies interns currency codes: a million rows share a few.
 	currencies map[string]uint16
-	last       struct { // the previous row's currency, the usual case
+	recurring  map[string]string // see interned
+	last       struct {          // the previous row's currency, the usual case
 		code  string
 		index uint16
 	}
@@ -55,6 +67,7 @@ func newCollector(name string, opts Options) *collector {
 		targets:    make(map[string]int32),
 		explicit:   make(map[string]int32),
 		currencies: make(map[string]uint16),
+		recurring:  make(map[string]string),
 	}
 }
 
@@ -128,7 +141,7 @@ func (c *collector) add(r *row) {
 	if c.duplicate(r.line, &it, derived) {
 		return
 	}
-	c.keep(r.line, &it, derived)
+	c.keep(r, &it, derived)
 }
 
 // duplicate reports a problem and returns true when the item's id or
@@ -141,7 +154,7 @@ func (c *collector) duplicate(line int, it *refund.Item, derived bool) bool {
 		// have item ids and amounts, so the first row tells all.
 		first := c.plan.at(int(i))
 		switch {
-		case derived || first.bare():
+		case derived || !first.explicit():
 			c.problem(line, "%s %s already listed at line %d", kind, target, first.line)
 			return true
 		case it.Amount == 0 || first.amount == 0:
@@ -149,47 +162,60 @@ func (c *collector) duplicate(line int, it *refund.Item, derived bool) bool {
 			return true
 		}
 	}
-	if i, ok := c.explicit[it.Item]; ok {
-		c.problem(line, "item %s already listed at line %d", it.Item, c.plan.at(int(i)).line)
+	if e := c.itemEntry(it.Item); e != nil {
+		c.problem(line, "item %s already listed at line %d", it.Item, e.line)
 		return true
-	}
-	if !derived {
-		// An id given here may be the id of a target listed without one.
-		if i, ok := c.targets[it.Item]; ok && c.plan.at(int(i)).bare() {
-			c.problem(line, "item %s already listed at line %d", it.Item, c.plan.at(int(i)).line)
-			return true
-		}
 	}
 	return false
 }
 
-// keep stores a valid item and remembers its ids. Strings are copied out
-// of the reader's line so the line itself can be freed.
-func (c *collector) keep(line int, it *refund.Item, derived bool) {
+// itemEntry returns the entry with item id id, if any. An entry whose id
+// is its target's, and which is that target's first, is found through
+// targets; every other is in explicit.
+func (c *collector) itemEntry(id string) *entry {
+	if i, ok := c.explicit[id]; ok {
+		return c.plan.at(int(i))
+	}
+	if i, ok := c.targets[id]; ok {
+		if e := c.plan.at(int(i)); e.item() == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// keep stores a valid item and remembers its ids.
+func (c *collector) keep(r *row, it *refund.Item, derived bool) {
 	if c.plan.Len() == math.MaxInt32 {
-		c.problem(line, "more than %d rows: split the input", math.MaxInt32)
+		c.problem(r.line, "more than %d rows: split the input", math.MaxInt32)
 		return
 	}
 	e := entry{
-		target:   strings.Clone(it.Target()),
+		target:   r.own(it.Target()),
 		amount:   it.Amount,
-		line:     int32(min(line, math.MaxInt32)),
+		line:     int32(min(r.line, math.MaxInt32)),
 		currency: c.currency(it.Currency),
 		reason:   reasonIndex(it.Reason),
-		intent:   it.PaymentIntent != "",
 	}
-	if !derived || it.Metadata != nil {
+	if it.PaymentIntent != "" {
+		e.flags |= entryIntent
+	}
+	if !derived {
+		e.flags |= entryExplicit
+	}
+	if it.Item != e.target || it.Metadata != nil {
 		e.extra = &extra{metadata: it.Metadata}
-		if !derived {
-			e.extra.item = strings.Clone(it.Item)
+		if it.Item != e.target {
+			e.extra.item = r.own(it.Item)
 		}
 	}
+	_, seen := c.targets[e.target]
 	i := int32(c.plan.add(e))
-	if !derived {
-		c.explicit[e.extra.item] = i
-	}
-	if _, ok := c.targets[e.target]; !ok {
+	if !seen {
 		c.targets[e.target] = i
+	}
+	if e.extra != nil && e.extra.item != "" || seen {
+		c.explicit[e.item()] = i
 	}
 }
 

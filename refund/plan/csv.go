@@ -181,7 +181,7 @@ func (c *collector) csvRow(line int, rec []string, columns []column) {
 		c.problem(line, "%d fields, the header has %d", len(rec), len(columns))
 		return
 	}
-	r := row{line: line}
+	r := row{line: line, shared: true}
 	for i, col := range columns {
 		v := strings.TrimSpace(rec[i])
 		if v == "" {

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 )
@@ -31,7 +32,14 @@ func FuzzRead(f *testing.F) {
 			t.Fatal("no items and no error")
 		}
 		seen := make(map[string]bool)
+		rows := make(map[string]int) // per charge or payment intent
 		for i := range items {
+			rows[items[i].Target()]++
+		}
+		for i := range items {
+			if rows[items[i].Target()] > 1 && items[i].Amount == 0 {
+				t.Fatalf("%s is refunded in parts, one of them in full", items[i].Target())
+			}
 			it := &items[i]
 			if err := it.Validate(); err != nil {
 				t.Fatalf("item %d: %v", i, err)
@@ -65,6 +73,49 @@ func FuzzRead(f *testing.F) {
 		}
 		if count != p.Len() {
 			t.Fatalf("%d shards hold %d items, the plan %d", n, count, p.Len())
+		}
+	})
+}
+
+// FuzzJSONRow checks the JSON line walker against encoding/json: a line
+// it accepts is valid JSON whose fields decode to the same values.
+func FuzzJSONRow(f *testing.F) {
+	for _, s := range []string{
+		`{"charge":"ch_1","amount":5,"currency":"usd","metadata":{"k":"v"}}`,
+		`{ "ch\u0061rge" : "ch_1" , "item" : "a\"b" , "x" : [1, {"y": "]}"}] }`,
+		`{"payment_intent":"pi_1","batch":"b1","reason":null,"amount":null}`,
+		`{"charge":"\ud83d\ude00","item":"\xff"}`,
+	} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, line []byte, keep bool) {
+		c := newCollector("fuzz", Options{Batch: "b1", KeepColumns: keep, MaxProblems: 1})
+		r, err := c.jsonRow(line)
+		if err != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("accepted %q, which encoding/json refuses: %v", line, err)
+		}
+		fields := map[string]string{
+			"batch": r.batch, "item": r.item, "charge": r.charge, "payment_intent": r.paymentIntent,
+			"currency": r.currency, "reason": r.reason,
+		}
+		for name, got := range fields {
+			var want *string
+			if raw, ok := m[name]; ok {
+				if err := json.Unmarshal(raw, &want); err != nil {
+					t.Fatalf("accepted %s %s", name, raw)
+				}
+			}
+			if want == nil && got != "" || want != nil && *want != got {
+				t.Fatalf("%s: got %q, encoding/json %q", name, got, m[name])
+			}
+		}
+		if raw, ok := m["amount"]; ok && string(raw) != "null" && r.amount != string(raw) {
+			t.Fatalf("amount: got %q, encoding/json %s", r.amount, raw)
 		}
 	})
 }

@@ -21,20 +21,32 @@ type Plan struct {
 type entry struct {
 	target   string // charge or payment intent id; the item id too unless extra.item is set
 	amount   int64
-	extra    *extra // nil unless the row had an item id or metadata
+	extra    *extra // nil unless the item id differs from the target or the row has metadata
 	line     int32  // input line, for messages about later duplicates
 	currency uint16 // index into Plan.currencies
 	reason   uint8  // 1 + index into refund.Reasons; 0 is none
-	intent   bool   // target is a payment intent, not a charge
+	flags    uint8
 }
 
+// entry flags
+const (
+	entryIntent   = 1 << iota // the target is a payment intent, not a charge
+	entryExplicit             // the input gave the item id, which may equal the target
+)
+
 type extra struct {
-	item     string // item id given in the input
+	item     string // item id, when not the target's
 	metadata map[string]string
 }
 
-// bare reports whether the entry's item id is its target's id.
-func (e *entry) bare() bool { return e.extra == nil || e.extra.item == "" }
+func (e *entry) item() string {
+	if e.extra != nil && e.extra.item != "" {
+		return e.extra.item
+	}
+	return e.target
+}
+
+func (e *entry) explicit() bool { return e.flags&entryExplicit != 0 }
 
 const (
 	chunkBits = 12
@@ -67,8 +79,8 @@ func (p *Plan) Len() int { return p.n }
 // plan: read it, do not change it.
 func (p *Plan) Item(i int) refund.Item {
 	e := p.at(i)
-	it := refund.Item{Batch: p.batch, Item: e.target, Amount: e.amount, Currency: p.currencies[e.currency]}
-	if e.intent {
+	it := refund.Item{Batch: p.batch, Item: e.item(), Amount: e.amount, Currency: p.currencies[e.currency]}
+	if e.flags&entryIntent != 0 {
 		it.PaymentIntent = e.target
 	} else {
 		it.Charge = e.target
@@ -77,9 +89,6 @@ func (p *Plan) Item(i int) refund.Item {
 		it.Reason = refund.Reasons[e.reason-1]
 	}
 	if e.extra != nil {
-		if e.extra.item != "" {
-			it.Item = e.extra.item
-		}
 		it.Metadata = e.extra.metadata
 	}
 	return it

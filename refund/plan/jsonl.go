@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // readJSONL reads one JSON object a line with the fields of a plan item:
@@ -42,40 +43,50 @@ func readJSONL(br *bufio.Reader, c *collector) error {
 	}
 }
 
-// jsonRow decodes one line. Fields are read one by one so a field given
-// twice is refused, not silently replaced by its last value.
+// maxFields bounds the fields of one JSON line: the plan fields and 40
+// metadata values leave room to spare, and the bound keeps the check for
+// repeated fields a short scan.
+const maxFields = 64
+
+// jsonRow decodes one line, a JSON object. It is checked whole with
+// json.Valid, then walked field by field: that is several times faster
+// than encoding/json's decoder, and a field given twice is refused rather
+// than silently replaced by its last value.
 func (c *collector) jsonRow(text []byte) (row, error) {
 	var r row
-	dec := json.NewDecoder(bytes.NewReader(text))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	if !json.Valid(text) {
+		return r, jsonSyntax(text)
+	}
+	w := jsonWalker{b: text}
+	if w.next() != '{' {
 		return r, errors.New("want a JSON object")
 	}
-	seen := map[string]bool{}
+	w.i++
+	var seen [maxFields]string
 	var unknown []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return r, jsonSyntax(err)
+	for n := 0; ; n++ {
+		if w.next() == '}' {
+			break
 		}
-		name := tok.(string) // object keys are always strings
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return r, jsonSyntax(err)
+		if n == maxFields {
+			return r, fmt.Errorf("more than %d fields", maxFields)
 		}
-		if seen[name] {
-			return r, fmt.Errorf("field %s appears twice", show(name))
+		name := jsonString(w.value())
+		for _, prev := range seen[:n] {
+			if prev == name {
+				return r, fmt.Errorf("field %s appears twice", show(name))
+			}
 		}
-		seen[name] = true
-		if err := c.jsonField(&r, name, value, &unknown); err != nil {
+		seen[n] = name
+		w.next() // the colon
+		w.i++
+		w.next()
+		if err := c.jsonField(&r, name, w.value(), &unknown); err != nil {
 			return r, err
 		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return r, jsonSyntax(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return r, errors.New("more than one JSON value on the line")
+		if w.next() == ',' {
+			w.i++
+		}
 	}
 	if len(unknown) > 0 {
 		return r, fmt.Errorf("unknown fields %s (known: batch, item, charge, payment_intent, amount, currency, reason, metadata; --keep-columns keeps others as metadata)", strings.Join(unknown, ", "))
@@ -83,19 +94,109 @@ func (c *collector) jsonRow(text []byte) (row, error) {
 	return r, nil
 }
 
-func jsonSyntax(err error) error {
-	if err == io.EOF {
-		return errors.New("not valid JSON: the line ends inside the object")
+// jsonSyntax describes what is wrong with a line that is not valid JSON.
+func jsonSyntax(text []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(text))
+	var first json.RawMessage
+	err := dec.Decode(&first)
+	switch {
+	case err == nil:
+		return errors.New("more than one JSON value on the line")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("not valid JSON: the line ends inside a value")
 	}
 	return fmt.Errorf("not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 }
 
+// jsonWalker steps through JSON already known to be valid, so it only
+// needs to find where each token ends.
+type jsonWalker struct {
+	b []byte
+	i int
+}
+
+// next skips white space and returns the byte there, or 0 at the end.
+func (w *jsonWalker) next() byte {
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ' ', '\t', '\r', '\n':
+			w.i++
+		default:
+			return w.b[w.i]
+		}
+	}
+	return 0
+}
+
+// value returns the value starting at w.i, as its JSON text, and moves
+// past it.
+func (w *jsonWalker) value() []byte {
+	start := w.i
+	switch w.b[w.i] {
+	case '"':
+		w.skipString()
+	case '{', '[':
+		for depth := 0; ; {
+			switch w.b[w.i] {
+			case '"':
+				w.skipString()
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+			}
+			w.i++
+			if depth == 0 {
+				break
+			}
+		}
+	default: // a number, true, false or null
+		for w.i < len(w.b) && !endsLiteral(w.b[w.i]) {
+			w.i++
+		}
+	}
+	return w.b[start:w.i]
+}
+
+func endsLiteral(b byte) bool {
+	switch b {
+	case ',', '}', ']', ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
+}
+
+// skipString moves past the string starting at w.i.
+func (w *jsonWalker) skipString() {
+	for w.i++; w.b[w.i] != '"'; w.i++ {
+		if w.b[w.i] == '\\' {
+			w.i++ // the escaped byte, which may be a quote
+		}
+	}
+	w.i++
+}
+
+// jsonString decodes a JSON string's text. Plain UTF-8 without escapes,
+// nearly every string, is copied as it is; the rest goes through
+// encoding/json, which also turns invalid UTF-8 into U+FFFD.
+func jsonString(text []byte) string {
+	body := text[1 : len(text)-1]
+	if bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+		return string(body)
+	}
+	var s string
+	_ = json.Unmarshal(text, &s) // valid: checked by json.Valid
+	return s
+}
+
 // jsonField stores one field's value in r.
-func (c *collector) jsonField(r *row, name string, value json.RawMessage, unknown *[]string) error {
+func (c *collector) jsonField(r *row, name string, value []byte, unknown *[]string) error {
 	var dst *string
+	repeats := false // the value is likely the same on every row
 	switch name {
 	case "batch":
-		dst = &r.batch
+		dst, repeats = &r.batch, true
 	case "item":
 		dst = &r.item
 	case "charge":
@@ -103,15 +204,13 @@ func (c *collector) jsonField(r *row, name string, value json.RawMessage, unknow
 	case "payment_intent":
 		dst = &r.paymentIntent
 	case "currency":
-		dst = &r.currency
+		dst, repeats = &r.currency, true
 	case "reason":
-		dst = &r.reason
+		dst, repeats = &r.reason, true
 	case "amount":
 		switch {
 		case value[0] == '"':
-			var text string
-			_ = json.Unmarshal(value, &text) // the decoder has checked it
-			return fmt.Errorf("amount %q: want a JSON number of minor units, not a string", cut(text))
+			return fmt.Errorf("amount %q: want a JSON number of minor units, not a string", cut(jsonString(value)))
 		case string(value) == "null":
 		default:
 			r.amount = string(value)
@@ -139,9 +238,7 @@ func (c *collector) jsonField(r *row, name string, value json.RawMessage, unknow
 		var text string
 		switch value[0] {
 		case '"':
-			if err := json.Unmarshal(value, &text); err != nil {
-				return jsonSyntax(err)
-			}
+			text = jsonString(value)
 		case '{', '[':
 			return fmt.Errorf("field %s: want a string, number or boolean to keep as metadata", show(name))
 		case 'n':
@@ -160,7 +257,31 @@ func (c *collector) jsonField(r *row, name string, value json.RawMessage, unknow
 	if value[0] != '"' {
 		return fmt.Errorf("%s: want a string", name)
 	}
-	return json.Unmarshal(value, dst)
+	if repeats {
+		*dst = c.interned(value)
+	} else {
+		*dst = jsonString(value)
+	}
+	return nil
+}
+
+// maxInterned bounds the strings interned, whatever the input holds.
+const maxInterned = 256
+
+// interned decodes a JSON string that recurs from row to row, such as the
+// batch or currency, returning the copy made for an earlier row when there
+// is one: a million rows then share a few strings instead of allocating a
+// million.
+func (c *collector) interned(value []byte) string {
+	body := value[1 : len(value)-1]
+	if s, ok := c.recurring[string(body)]; ok { // looking up does not allocate
+		return s
+	}
+	s := jsonString(value)
+	if s == string(body) && len(c.recurring) < maxInterned {
+		c.recurring[s] = s
+	}
+	return s
 }
 
 func setMetadata(r *row, key, value string) error {

@@ -112,6 +112,24 @@ func TestReadValid(t *testing.T) {
 			),
 		},
 		{
+			name: "csv partial refunds whose item ids include the charge's own",
+			in: "charge,item,amount\n" +
+				"ch_1,ch_1,40\n" +
+				"ch_1,p2,50\n" +
+				"ch_2,p3,10\n" +
+				"ch_3,ch_2,\n" + // no other row has item id ch_2
+				"ch_4,p5,1\n" +
+				"ch_4,ch_4,2\n",
+			want: lines(
+				`{"batch":"b1","item":"ch_1","charge":"ch_1","amount":40}`,
+				`{"batch":"b1","item":"p2","charge":"ch_1","amount":50}`,
+				`{"batch":"b1","item":"p3","charge":"ch_2","amount":10}`,
+				`{"batch":"b1","item":"ch_2","charge":"ch_3"}`,
+				`{"batch":"b1","item":"p5","charge":"ch_4","amount":1}`,
+				`{"batch":"b1","item":"ch_4","charge":"ch_4","amount":2}`,
+			),
+		},
+		{
 			name: "csv keep columns",
 			keep: true,
 			in:   "charge,Customer Email,metadata.x\nch_1,a@example.com,1\nch_2,,\n",
@@ -139,6 +157,15 @@ func TestReadValid(t *testing.T) {
 				`{"batch":"b1","item":"ch_1","charge":"ch_1","amount":1000,"currency":"usd","reason":"fraudulent","metadata":{"k":"v"}}`,
 				`{"batch":"b1","item":"i-2","payment_intent":"pi_2"}`,
 				`{"batch":"b1","item":"ch_3","charge":"ch_3"}`,
+			),
+		},
+		{
+			name: "jsonl escapes and spacing",
+			in: `{ "ch\u0061rge" : "ch_1" , "amount" : 7 , "metadata" : { "note" : "say \"hi\" {not] a brace}" , "k2":"\u00e9" } }` + "\n" +
+				`{"payment_intent":"pi_2","metadata":{},"item":"x\u002dy"}` + "\n",
+			want: lines(
+				`{"batch":"b1","item":"ch_1","charge":"ch_1","amount":7,"metadata":{"k2":"é","note":"say \"hi\" {not] a brace}"}}`,
+				`{"batch":"b1","item":"x-y","payment_intent":"pi_2"}`,
 			),
 		},
 		{
@@ -378,12 +405,24 @@ func TestReadProblems(t *testing.T) {
 				"ch_4,,\n" +
 				"ch_5,ch_4,\n" +
 				"ch_6,ch_7,\n" +
-				"ch_7,,\n",
+				"ch_7,,\n" +
+				"ch_8,ch_8,40\n" +
+				"ch_8,p8,50\n" +
+				"ch_8,ch_8,10\n" +
+				"ch_9,p9,1\n" +
+				"ch_9,ch_9,2\n" +
+				"ch_10,ch_9,\n" +
+				"ch_11,p11,1\n" +
+				"ch_12,ch_11,\n" +
+				"ch_11,ch_11,2\n",
 			want: []string{
 				"in:3: item a already listed at line 2",
 				"in:5: item b already listed at line 4",
 				"in:7: item ch_4 already listed at line 6",
 				"in:9: item ch_7 already listed at line 8",
+				"in:12: item ch_8 already listed at line 10",
+				"in:15: item ch_9 already listed at line 14",
+				"in:18: item ch_11 already listed at line 17",
 			},
 		},
 
@@ -422,8 +461,27 @@ func TestReadProblems(t *testing.T) {
 				"in:12: more than one JSON value on the line",
 				"in:13: not valid JSON: invalid character '}' looking for beginning of object key string",
 				"in:14: want a JSON object",
-				"in:15: not valid JSON: the line ends inside the object",
+				"in:15: not valid JSON: the line ends inside a value",
 				"in:17: charge ch_17 already listed at line 16",
+			},
+		},
+		{
+			name: "jsonl shapes",
+			in: "{}\n" +
+				`{"charge":"ch_2","x":[1,{"a":"]}\""}],"y":{"z":[]}}` + "\n" +
+				`{"charge":"ch_3","ch\u0061rge":"ch_3"}` + "\n" +
+				`"ch_4"` + "\n" +
+				`{"charge":"ch_5"} x` + "\n" +
+				`{"charge":"ch_6","amount":"1e3"}` + "\n" +
+				`{"charge":"ch_7","amount":true}` + "\n",
+			want: []string{
+				"in:1: needs a charge (ch_/py_) or a payment_intent (pi_)",
+				"in:2: unknown fields x, y (known: batch, item, charge, payment_intent, amount, currency, reason, metadata; --keep-columns keeps others as metadata)",
+				"in:3: field charge appears twice",
+				"in:4: want a JSON object",
+				"in:5: more than one JSON value on the line",
+				`in:6: amount "1e3": want a JSON number of minor units, not a string`,
+				"in:7: amount true: want a positive whole number of minor units",
 			},
 		},
 		{

@@ -83,11 +83,7 @@ func (p *Plan) Shard(k, n int) *Plan {
 	out := &Plan{batch: p.batch, currencies: p.currencies}
 	for i := 0; i < p.n; i++ {
 		e := p.at(i)
-		item := e.target
-		if !e.bare() {
-			item = e.extra.item
-		}
-		if shardOf(p.batch, item, n) == k {
+		if shardOf(p.batch, e.item(), n) == k {
 			out.add(*e)
 		}
 	}
