@@ -58,7 +58,7 @@ func readCSV(r io.Reader, c *collector) error {
 		if err != nil {
 			var perr *csv.ParseError
 			if !errors.As(err, &perr) {
-				return fmt.Errorf("read %s: %w", c.name, err)
+				return readError(c.name, err)
 			}
 			c.problem(perr.Line, "%s", csvMessage(perr))
 			if columns == nil {

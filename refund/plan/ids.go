@@ -2,7 +2,6 @@ package plan
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 )
 
@@ -16,7 +15,7 @@ func readIDs(br *bufio.Reader, c *collector) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", c.name, err)
+			return readError(c.name, err)
 		}
 		switch {
 		case tooLong:

@@ -24,7 +24,7 @@ func readJSONL(br *bufio.Reader, c *collector) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", c.name, err)
+			return readError(c.name, err)
 		}
 		switch {
 		case tooLong:

@@ -15,8 +15,10 @@ package plan
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"github.com/refundkit/refundkit/refund"
 )
@@ -81,7 +83,7 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 	if format == FormatAuto {
 		var err error
 		if format, err = detect(br); err != nil {
-			return nil, fmt.Errorf("read %s: %w", name, err)
+			return nil, readError(name, err)
 		}
 	}
 	var err error
@@ -106,7 +108,7 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 func (c *collector) checkEncoding(br *bufio.Reader) (ok bool, err error) {
 	head, err := br.Peek(br.Size())
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
-		return false, fmt.Errorf("read %s: %w", c.name, err)
+		return false, readError(c.name, err)
 	}
 	switch {
 	case bytes.HasPrefix(head, []byte("\xff\xfe")), bytes.HasPrefix(head, []byte("\xfe\xff")):
@@ -167,4 +169,14 @@ func isID(s string) bool {
 
 func isAlnum(b byte) bool {
 	return b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// readError names the input in an error reading it, unless the error
+// already names the file.
+func readError(name string, err error) error {
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		return err
+	}
+	return fmt.Errorf("read %s: %w", name, err)
 }

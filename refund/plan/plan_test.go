@@ -624,9 +624,19 @@ func TestReadIOError(t *testing.T) {
 	}
 	for f, in := range inputs {
 		p, err := Read(&errReader{data: []byte(in), err: broken}, "in", Options{Batch: "b1", Format: f})
-		if !errors.Is(err, broken) || p != nil {
+		if !errors.Is(err, broken) || p != nil || err.Error() != "read in: broken pipe" {
 			t.Errorf("%s: Read = %v, %v; want no plan and the read error", f, p, err)
 		}
+	}
+	// An error that names the file already is not named twice.
+	dir, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	_, err = Read(dir, dir.Name(), Options{Batch: "b1"})
+	if want := "read " + dir.Name() + ": is a directory"; err == nil || err.Error() != want {
+		t.Errorf("Read(a directory) = %v, want %s", err, want)
 	}
 }
 
