@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/refundkit/refundkit/refund/stripesim"
+)
+
+const whatRateLimit = "Half of all API requests are answered 429 rate_limit. `refund -j 8 -v` must finish every item with exit 0 in one run, " +
+	"backing off with jitter and retrying with the same key: its summary's rate-limited count must equal the simulator's count of 429 answers, every 429 must be followed by a logged retry with a delay, and no item may fail."
+
+// retryRE is the line refund -v logs before each retry.
+var retryRE = regexp.MustCompile(`retrying with the same key status=(\d+) .*after=(\S+)`)
+
+func runRateLimit(r *rig, sz sizes) {
+	charges := stripesim.GenerateCharges(sz.StormItems, int64(r.seed))
+	r.serve(charges, stripesim.Faults{RateLimitShare: 0.5})
+	p := r.makePlan("plan.jsonl", "storm", r.writeCharges("charges.csv", charges))
+	j := r.path("j.jsonl")
+
+	started := time.Now()
+	pr := r.startRefund(j, p.Path, "-v")
+	r.wait(pr)
+	took := time.Since(started)
+	r.expectExit(pr, "a run through a 429 storm", 0)
+	sum, ok := parseSummary(pr.stderr.String())
+	if !ok {
+		r.t.problemf("no summary from refund: %s", firstLines(pr.stderr.String(), 3))
+	}
+	st := r.sim.Stats()
+	var waits, longest time.Duration
+	retries429 := 0
+	for _, m := range retryRE.FindAllStringSubmatch(pr.stderr.String(), -1) {
+		d, err := time.ParseDuration(m[2])
+		if err != nil || d <= 0 {
+			r.t.problemf("a retry without a backoff: %s", m[0])
+			continue
+		}
+		if m[1] == "429" {
+			retries429++
+		}
+		waits += d
+		longest = max(longest, d)
+	}
+	switch {
+	case st.RateLimited == 0:
+		r.t.problemf("the simulator answered no 429: the storm did not happen")
+	case int64(sum.RateLimited) != st.RateLimited:
+		r.t.problemf("refund's summary counts %d rate-limited answers, the simulator gave %d", sum.RateLimited, st.RateLimited)
+	case retries429 != sum.RateLimited || sum.Retried < sum.RateLimited:
+		r.t.problemf("%d answers were 429 but %d retries were logged (%d in the summary)", sum.RateLimited, retries429, sum.Retried)
+	}
+	if sum.Failed > 0 || sum.InDoubt > 0 {
+		r.t.problemf("%d items failed and %d were left in doubt by 429s", sum.Failed, sum.InDoubt)
+	}
+	r.t.inject("429 answers", int(st.RateLimited))
+	r.t.note("seed %d: %d items, %d requests of which %d answered 429; refund's summary: %d rate-limited, %d retried; backoff %s in all, longest %s, run %s",
+		r.seed, len(p.Items), st.Requests["POST /v1/refunds"]+st.Requests["GET /v1/refunds"], st.RateLimited, sum.RateLimited, sum.Retried,
+		waits.Round(time.Millisecond), longest.Round(time.Millisecond), took.Round(time.Millisecond))
+	r.must(r.sim.SetFaults(stripesim.Faults{})) // audit asks a calm simulator
+	r.finish(p, j)
+}
+
+const whatErrors = "Refund creations are answered 500 without a refund (saved under the key), 500 after committing the refund (saved too), or committed and then left unanswered with the connection closed, each for a share of the requests; " +
+	"between runs the simulator forgets every idempotency key, as Stripe does after 24 hours, so a resumed run cannot lean on replays. " +
+	"Runs with faults on are killed with SIGKILL at a random refund call (so items are left in doubt whose keys then expire), then one runs to its end with the faults still on (exit 0, or 1 with items left in doubt), then one without faults must exit 0. " +
+	"Go's HTTP transport silently re-sends a request that carries an Idempotency-Key when a reused keep-alive connection turns out dead; that is safe, and the simulator replays the saved answer."
+
+func runErrors(r *rig, sz sizes) {
+	charges := stripesim.GenerateCharges(sz.FaultItems, int64(r.seed))
+	faults := stripesim.Faults{
+		ErrorBeforeCommitShare: 0.1,
+		ErrorAfterCommitShare:  0.1,
+		DropAfterCommitShare:   0.1,
+		LatencyJitter:          time.Millisecond,
+	}
+	r.serve(charges, faults)
+	p := r.makePlan("plan.jsonl", "errors", r.writeCharges("charges.csv", charges))
+	j := r.path("j.jsonl")
+
+	var total summary
+	expiries, forgotten, kills := 0, 0, 0
+	kill := r.newStriker(syscall.SIGKILL)
+	gap := max(2, len(p.Items)/(sz.FaultRounds+1))
+	runOnce := func(killing bool, what string, want ...int) *proc {
+		snap := takeSnapshot(j)
+		pr := r.startRefund(j, p.Path)
+		if killing {
+			kill.arm(r, pr, gap)
+		}
+		r.wait(pr)
+		kill.disarm()
+		r.checkKept(snap)
+		if pr.code == -int(syscall.SIGKILL) {
+			kills++
+			return pr
+		}
+		r.expectExit(pr, what, want...)
+		if s, ok := parseSummary(pr.stderr.String()); ok {
+			total.InDoubt += s.InDoubt
+			total.Reconciled += s.Reconciled
+			total.NewKeys += s.NewKeys
+			total.Retried += s.Retried
+		}
+		return pr
+	}
+	// Killed runs leave items in doubt whose keys then expire: the next
+	// run must find their refunds by listing, not by replay.
+	for round := 0; round < sz.FaultRounds; round++ {
+		pr := runOnce(true, "a run with 500s and dropped answers", 0, exitFailed, exitStripe)
+		if n := r.sim.ForgetKeys(); n > 0 {
+			expiries++
+			forgotten += n
+		}
+		if pr.code == 0 {
+			break
+		}
+	}
+	runOnce(false, "a run with 500s and dropped answers", 0, exitFailed, exitStripe)
+	r.sim.ForgetKeys()
+	r.must(r.sim.SetFaults(stripesim.Faults{}))
+	runOnce(false, "the run after the faults stopped", 0)
+
+	st := r.sim.Stats()
+	r.t.inject("500 before commit", int(st.ErrorsBeforeCommit))
+	r.t.inject("500 after commit", int(st.ErrorsAfterCommit))
+	r.t.inject("answers dropped after commit", int(st.Dropped))
+	r.t.inject("key expiries", expiries)
+	r.t.inject("kill -9 with a call in flight", kills)
+	r.t.note("seed %d: %d items; %d 500s before and %d after commit, %d answers dropped; %d keys forgotten in %d expiries; %d answers replayed (the transport's re-sends and saved 500s); over the runs %d items left in doubt, %d reconciled by listing, %d new keys, %d retries",
+		r.seed, len(p.Items), st.ErrorsBeforeCommit, st.ErrorsAfterCommit, st.Dropped, forgotten, expiries, st.Replayed,
+		total.InDoubt, total.Reconciled, total.NewKeys, total.Retried)
+	r.finish(p, j)
+}
+
+const whatDiskFull = "The journal lives on a small tmpfs the program mounts (root needed). `refund -j 8` runs until the tmpfs is full and must halt with exit 3, saying no space is left, " +
+	"with no API call after the failed write: every key the simulator received has a journaled intent. The tmpfs is then remounted bigger (space freed) and the same command resumes; " +
+	"this repeats until the batch is done, so each seed fills the disk many times at different records."
+
+func runDiskFull(r *rig, sz sizes) {
+	if os.Geteuid() != 0 {
+		r.t.Skipped = "mounting a tmpfs needs root"
+		return
+	}
+	charges := stripesim.GenerateCharges(sz.DiskItems, int64(r.seed))
+	r.serve(charges, stripesim.Faults{})
+	p := r.makePlan("plan.jsonl", "diskfull", r.writeCharges("charges.csv", charges))
+	mnt := r.path("small")
+	r.must(os.Mkdir(mnt, 0o700))
+	size := sz.DiskStartK
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dk", size), "tmpfs", mnt).CombinedOutput(); err != nil {
+		r.fatalf("setup: mount a tmpfs: %v: %s", err, out)
+	}
+	r.cleanup(func() { exec.Command("umount", mnt).Run() })
+	j := mnt + "/j.jsonl"
+
+	halts := 0
+	for round := 0; ; round++ {
+		if round > 4*len(p.Items) {
+			r.fatalf("not done after %d runs", round)
+		}
+		snap := takeSnapshot(j)
+		pr := r.startRefund(j, p.Path)
+		r.wait(pr)
+		r.checkKept(snap)
+		if pr.code == 0 {
+			break
+		}
+		if r.expectExit(pr, "a run on a full disk", exitJournal) {
+			halts++
+			if !strings.Contains(pr.stderr.String(), "no space left on device") {
+				r.t.problemf("the halt does not say the disk is full: %s", firstLines(pr.stderr.String(), 3))
+			}
+		}
+		r.checkIntents(j) // no call without a durable intent, even at the halt
+		size += sz.DiskStepK
+		if out, err := exec.Command("mount", "-o", fmt.Sprintf("remount,size=%dk", size), mnt).CombinedOutput(); err != nil {
+			r.fatalf("setup: remount the tmpfs: %v: %s", err, out)
+		}
+	}
+	r.t.inject("disk-full halts", halts)
+	r.t.note("seed %d: %d items; the disk filled %d times, the tmpfs grew from %d KiB to %d KiB", r.seed, len(p.Items), halts, sz.DiskStartK, size)
+	r.finish(p, j)
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// secretKey is the fake API key every process gets. It is distinctive so
+// that finding it, or its secret part, in any output or file is certain to
+// be a leak and not a coincidence.
+const secretKey = "sk_test_chaosLEAKCANARY7d1e9f0b2c4a"
+
+// secretPart is the part of secretKey after the public prefix: a redaction
+// that keeps it would still be a leak.
+const secretPart = "chaosLEAKCANARY7d1e9f0b2c4a"
+
+// sizes are the counts of one matrix: quick for CI, full for the report.
+type sizes struct {
+	Seeds int // runs of each scenario, each with its own seed and simulator
+
+	KillItems, Kills   int // kill -9: batch size and kills per seed
+	TermItems, Terms   int // SIGTERM: batch size and signals per seed
+	StormItems         int // 429 storm: batch size
+	FaultItems         int // 500s and drops: batch size
+	FaultRounds        int // runs with faults on, keys forgotten after each
+	DiskItems          int // full disk: batch size
+	DiskStartK         int // first tmpfs size, KiB
+	DiskStepK          int // growth of the tmpfs after each halt, KiB
+	TornItems          int // torn tails: batch size
+	TornRounds         int // killed runs whose journal tail is torn by hand
+	Corruptions        int // mid-file corruptions tried per seed
+	LockRounds         int // second runs started while a first holds the journal
+	ShardItems         int // two shards together
+	HostileCases       int // random mutations per seed, besides the fixed cases
+	LegacyItems        int // old uncheckpointed run: batch size
+	LegacyRefundedEach int // every n-th item was refunded by the old run
+}
+
+var quickSizes = sizes{
+	Seeds:     1,
+	KillItems: 200, Kills: 20,
+	TermItems: 80, Terms: 3,
+	StormItems: 24,
+	FaultItems: 80, FaultRounds: 3,
+	DiskItems: 120, DiskStartK: 16, DiskStepK: 16,
+	TornItems: 60, TornRounds: 4, Corruptions: 3,
+	LockRounds: 2, ShardItems: 60,
+	HostileCases: 25,
+	LegacyItems:  40, LegacyRefundedEach: 3,
+}
+
+var fullSizes = sizes{
+	Seeds:     3,
+	KillItems: 3000, Kills: 110,
+	TermItems: 1000, Terms: 10,
+	StormItems: 300,
+	FaultItems: 1000, FaultRounds: 6,
+	DiskItems: 2000, DiskStartK: 32, DiskStepK: 64,
+	TornItems: 500, TornRounds: 20, Corruptions: 12,
+	LockRounds: 10, ShardItems: 1000,
+	HostileCases: 300,
+	LegacyItems:  600, LegacyRefundedEach: 3,
+}
+
+// scenario is one row of the matrix.
+type scenario struct {
+	Name  string // for -only
+	Title string // in the table
+	// What says in a sentence what is injected and what is checked.
+	What string
+	Run  func(r *rig, sz sizes)
+}
+
+var scenarios = []scenario{
+	{"kill9", "kill -9 at random moments", whatKill9, runKill9},
+	{"sigterm", "SIGTERM mid-batch, restart", whatSigterm, runSigterm},
+	{"ratelimit", "429 storm (half the requests)", whatRateLimit, runRateLimit},
+	{"errors", "500s, dropped answers, keys expired", whatErrors, runErrors},
+	{"diskfull", "journal disk fills up", whatDiskFull, runDiskFull},
+	{"torn", "torn tail, mid-file corruption", whatTorn, runTorn},
+	{"concurrent", "second run on a journal; two shards", whatConcurrent, runConcurrent},
+	{"hostile", "hostile plan input", whatHostile, runHostile},
+	{"legacy", "old uncheckpointed run, backfilled", whatLegacy, runLegacy},
+}
+
+func scenarioByName(name string) *scenario {
+	for i := range scenarios {
+		if scenarios[i].Name == name {
+			return &scenarios[i]
+		}
+	}
+	return nil
+}
+
+func scenarioNames() []string {
+	var names []string
+	for _, s := range scenarios {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// matrix is what every scenario shares: the binaries and the log.
+type matrix struct {
+	opts options
+	bins map[string]string // name -> path; absent when not built
+	work string
+}
+
+// binaries the matrix runs; audit and journal-merge are optional (their
+// checks are reported as not run when they are missing).
+var (
+	requiredBins = []string{"plan", "refund"}
+	optionalBins = []string{"audit", "journal-merge"}
+)
+
+func runMatrix(opts options) (*report, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	m := &matrix{opts: opts, bins: map[string]string{}}
+	for _, name := range append(slices.Clone(requiredBins), optionalBins...) {
+		path, err := filepath.Abs(filepath.Join(opts.Bin, name))
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(path); err != nil {
+			if slices.Contains(requiredBins, name) {
+				return nil, fmt.Errorf("%s: %w (run make build)", path, err)
+			}
+			continue
+		}
+		m.bins[name] = path
+	}
+	work, err := os.MkdirTemp("", "refundkit-chaos-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	m.work = work
+
+	sz := fullSizes
+	if opts.Quick {
+		sz = quickSizes
+	}
+	rep := &report{
+		Quick:   opts.Quick,
+		Command: opts.Command,
+		Date:    opts.Now().UTC(),
+		CPUs:    runtime.NumCPU(),
+		Kernel:  kernelRelease(),
+		GoVer:   runtime.Version(),
+		Missing: m.missingBins(),
+	}
+	start := time.Now()
+	seed := opts.Seed
+	for i := range scenarios {
+		sc := &scenarios[i]
+		if len(opts.Only) > 0 && !slices.Contains(opts.Only, sc.Name) {
+			continue
+		}
+		t := &tally{Name: sc.Name, Title: sc.Title, What: sc.What}
+		scStart := time.Now()
+		for range sz.Seeds {
+			if t.Skipped != "" {
+				break
+			}
+			r, err := m.newRig(t, seed)
+			if err != nil {
+				return nil, err
+			}
+			m.logf("%s: seed %d", sc.Name, seed)
+			runScenario(sc, r, sz)
+			r.close()
+			t.Seeds++
+			seed++
+		}
+		t.Elapsed = time.Since(scStart)
+		m.logf("%s: %s", sc.Name, t.line())
+		rep.Rows = append(rep.Rows, t)
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+func (m *matrix) missingBins() []string {
+	var missing []string
+	for _, name := range optionalBins {
+		if m.bins[name] == "" {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
+func (m *matrix) logf(format string, args ...any) {
+	fmt.Fprintf(m.opts.Log, "chaos: "+format+"\n", args...)
+}
+
+// kernelRelease is what uname -r prints.
+func kernelRelease() string {
+	out, err := exec.Command("uname", "-r").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Exit codes of the refundkit commands (cmd/internal/cli/cli.go, which
+// this package may not import), as the binaries' callers see them.
+const (
+	exitFailed      = 1
+	exitUsage       = 2
+	exitJournal     = 3
+	exitLocked      = 4
+	exitCorrupt     = 5
+	exitStripe      = 6
+	exitInterrupted = 130
+)

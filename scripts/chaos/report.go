@@ -1,0 +1,197 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// tally is what the runs of one scenario found.
+type tally struct {
+	Name, Title, What string
+	Seeds             int // scenario runs, each with its own seed and simulator
+	Runs              int // refund processes started
+	Items             int // planned items checked at the end of the runs
+	injected          []string
+	injectedN         map[string]int
+	Dup               int // refunds beyond the first for an item
+	Missing           int // planned items with no refund
+	Lost              int // journal records gone after a later run
+	Audits            int // clean audit --stripe verdicts
+	Problems          []string
+	ProblemCount      int
+	Notes             []string
+	Skipped           string
+	Elapsed           time.Duration
+}
+
+// maxProblems bounds the problems kept for the report; all are counted.
+const maxProblems = 12
+
+func (t *tally) problemf(format string, args ...any) {
+	t.ProblemCount++
+	if len(t.Problems) < maxProblems {
+		t.Problems = append(t.Problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// inject counts n faults of a kind.
+func (t *tally) inject(kind string, n int) {
+	if t.injectedN == nil {
+		t.injectedN = map[string]int{}
+	}
+	if _, ok := t.injectedN[kind]; !ok {
+		t.injected = append(t.injected, kind)
+	}
+	t.injectedN[kind] += n
+}
+
+func (t *tally) injectedText() string {
+	var parts []string
+	for _, kind := range t.injected {
+		parts = append(parts, fmt.Sprintf("%d %s", t.injectedN[kind], kind))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (t *tally) note(format string, args ...any) {
+	t.Notes = append(t.Notes, fmt.Sprintf(format, args...))
+}
+
+func (t *tally) clean() bool {
+	return t.Dup == 0 && t.Missing == 0 && t.Lost == 0 && t.ProblemCount == 0
+}
+
+func (t *tally) verdict() string {
+	switch {
+	case t.Skipped != "" && t.Seeds == 0:
+		return "not run: " + t.Skipped
+	case !t.clean():
+		return fmt.Sprintf("**FAIL** (%d problems)", t.ProblemCount)
+	}
+	return "ok"
+}
+
+// line is the tally in one line, for the log.
+func (t *tally) line() string {
+	return fmt.Sprintf("%s; %d seeds, %d refund runs, %d items, injected %s; %d duplicates, %d missing, %d records lost, %d problems (%s)",
+		t.verdict(), t.Seeds, t.Runs, t.Items, t.injectedText(), t.Dup, t.Missing, t.Lost, t.ProblemCount, t.Elapsed.Round(time.Second))
+}
+
+// report is the whole matrix, as RELIABILITY.md shows it.
+type report struct {
+	Quick   bool
+	Command string
+	Date    time.Time
+	CPUs    int
+	Kernel  string
+	GoVer   string
+	Missing []string // optional binaries that were not built
+	Rows    []*tally
+	Elapsed time.Duration
+}
+
+func (rep *report) clean() bool {
+	for _, t := range rep.Rows {
+		if !t.clean() {
+			return false
+		}
+	}
+	return true
+}
+
+func (rep *report) writeSummary(w io.Writer) {
+	verdict := "clean: every scenario ended with exactly one refund per item and no record lost"
+	if !rep.clean() {
+		verdict = "FAILED: see the report"
+	}
+	fmt.Fprintf(w, "chaos: %s (%s)\n", verdict, rep.Elapsed.Round(time.Second))
+}
+
+func (rep *report) writeMarkdown(w io.Writer) error {
+	var b strings.Builder
+	matrixName := "full"
+	if rep.Quick {
+		matrixName = "quick"
+	}
+	fmt.Fprintf(&b, "# Reliability\n\n")
+	fmt.Fprintf(&b, "What `make chaos` measured: the real binaries (`bin/refund`, `bin/plan`, `bin/audit`, `bin/journal-merge`) run against an in-process Stripe simulator (`refund/stripesim`) while faults are injected. ")
+	fmt.Fprintf(&b, "Every scenario runs several times with a different seed and a fresh simulator, and each run ends with the simulator's own records checked: every planned item has exactly one live refund, of the right charge and amount; the journal names that refund; every idempotency key the simulator received has a journaled intent (write-ahead); and `audit --stripe` agrees.\n\n")
+	fmt.Fprintf(&b, "The only acceptable figure in the duplicates, missing and records lost columns is 0; `chaos` exits non-zero otherwise, and on any other broken promise (a wrong exit code, the API key in an output or a file, audit disagreeing, a panic).\n\n")
+	fmt.Fprintf(&b, "- Matrix: %s\n", matrixName)
+	fmt.Fprintf(&b, "- Command: `%s`\n", rep.Command)
+	fmt.Fprintf(&b, "- Date: %s\n", rep.Date.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "- Machine: %d CPUs (nproc), Linux %s (uname -r), %s\n", rep.CPUs, rep.Kernel, rep.GoVer)
+	fmt.Fprintf(&b, "- Duration: %s\n", rep.Elapsed.Round(time.Second))
+	if len(rep.Missing) > 0 {
+		fmt.Fprintf(&b, "- **Not built when this ran: %s.** The checks that need them were not made; the simulator's own records were checked instead.\n", "`bin/"+strings.Join(rep.Missing, "`, `bin/")+"`")
+	}
+	fmt.Fprintf(&b, "\n| scenario | seeds | refund runs | items | kills or faults injected | duplicates | missing | records lost | audit --stripe clean | result |\n")
+	fmt.Fprintf(&b, "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |\n")
+	for _, t := range rep.Rows {
+		audits := fmt.Sprint(t.Audits)
+		if contains(rep.Missing, "audit") {
+			audits = "n/a"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %d | %d | %d | %s | %s |\n",
+			t.Title, t.Seeds, t.Runs, t.Items, t.injectedText(), t.Dup, t.Missing, t.Lost, audits, t.verdict())
+	}
+	fmt.Fprintf(&b, "\nItems are planned items checked at the end of each run, summed over seeds. Refund runs count every `refund` process, killed or not.\n")
+
+	fmt.Fprintf(&b, "\n## Scenarios\n")
+	for _, t := range rep.Rows {
+		fmt.Fprintf(&b, "\n### %s (`-only %s`)\n\n%s\n", t.Title, t.Name, t.What)
+		if len(t.Notes) > 0 {
+			fmt.Fprintf(&b, "\nMeasured:\n\n")
+			for _, n := range t.Notes {
+				fmt.Fprintf(&b, "- %s\n", n)
+			}
+		}
+		if t.ProblemCount > 0 {
+			fmt.Fprintf(&b, "\nProblems (%d; the first %d):\n\n", t.ProblemCount, len(t.Problems))
+			for _, p := range t.Problems {
+				fmt.Fprintf(&b, "- %s\n", p)
+			}
+		}
+	}
+	b.WriteString(staticSections)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+const staticSections = `
+## Fuzzing
+
+Every parser of outside input has a ` + "`go test -fuzz`" + ` target with a seed
+corpus; ` + "`make fuzz`" + ` runs each for ` + "`FUZZTIME`" + ` (default 60s, so a few
+minutes in all; ` + "`make fuzz FUZZTIME=10m`" + ` for a longer soak):
+
+| target | parses | seed corpus |
+| --- | --- | --- |
+| ` + "`journal` FuzzScanner" + ` | journal lines (torn tails, corruption, versions) | ` + "`journal/testdata/fuzz/FuzzScanner/`" + ` |
+| ` + "`refund/plan` FuzzRead" + ` | charge lists: CSV, JSON lines, bare ids | ` + "`refund/plan/testdata/fuzz/FuzzRead/`" + ` |
+| ` + "`refund` FuzzParseItem" + ` | plan lines, checked against encoding/json | seeds in ` + "`refund/item_test.go`" + ` (` + "`f.Add`" + `) |
+
+New inputs the fuzzer finds interesting are kept in Go's cache
+(` + "`$(go env GOCACHE)/fuzz/`" + `); a failing input is written to the package's
+` + "`testdata/fuzz/<Target>/`" + ` and then runs with every ` + "`go test`" + `.
+
+## Reproducing
+
+    make chaos                                  # the full matrix, writes this file
+    go run ./scripts/chaos -quick               # the short matrix (also run by go test ./scripts/chaos)
+    go run ./scripts/chaos -only kill9 -seed 7  # one scenario, other seeds
+
+The full-disk scenario mounts a small tmpfs and needs root (CI runs as root);
+without root it is reported as not run.
+`

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/stripesim"
+)
+
+// rig is one run of one scenario: a seed, a simulator, a work directory,
+// and the tally it adds its findings to.
+type rig struct {
+	m    *matrix
+	t    *tally
+	seed uint64
+	rng  *rand.Rand
+	dir  string
+	sim  *stripesim.Server
+	// charges the simulator holds, by charge id and by payment intent.
+	charges map[string]stripesim.Charge
+
+	mu       sync.Mutex
+	keys     map[string]bool // idempotency keys the simulator reserved
+	creates  atomic.Int64    // refund creations that reserved a fresh key
+	onCreate atomic.Pointer[func(n int64, key string)]
+	cleanups []func()
+}
+
+// abort unwinds a scenario run after a setup failure it cannot go on from;
+// the failure is already counted as a problem.
+type abort struct{}
+
+func (m *matrix) newRig(t *tally, seed uint64) (*rig, error) {
+	dir, err := os.MkdirTemp(m.work, fmt.Sprintf("%s-%d-", t.Name, seed))
+	if err != nil {
+		return nil, err
+	}
+	return &rig{
+		m: m, t: t, seed: seed, dir: dir,
+		rng:     rand.New(rand.NewPCG(seed, uint64(len(t.Name)))),
+		charges: map[string]stripesim.Charge{},
+		keys:    map[string]bool{},
+	}, nil
+}
+
+// runScenario runs sc on r, turning an abort into the problem it recorded.
+func runScenario(sc *scenario, r *rig, sz sizes) {
+	defer func() {
+		if v := recover(); v != nil {
+			if _, ok := v.(abort); !ok {
+				panic(v)
+			}
+		}
+	}()
+	sc.Run(r, sz)
+}
+
+func (r *rig) fatalf(format string, args ...any) {
+	r.t.problemf(format, args...)
+	panic(abort{})
+}
+
+func (r *rig) must(err error) {
+	if err != nil {
+		r.fatalf("setup: %v", err)
+	}
+}
+
+// path names a file in the rig's directory.
+func (r *rig) path(name string) string { return filepath.Join(r.dir, name) }
+
+// serve starts the simulator with charges and faults.
+func (r *rig) serve(charges []stripesim.Charge, faults stripesim.Faults) {
+	sim, err := stripesim.Start(stripesim.Config{Charges: charges, Faults: faults, Seed: int64(r.seed)})
+	r.must(err)
+	r.sim = sim
+	for _, ch := range charges {
+		r.charges[ch.ID] = ch
+		if ch.PaymentIntent != "" {
+			r.charges[ch.PaymentIntent] = ch
+		}
+	}
+	sim.SetCreateHook(func(key string) {
+		r.mu.Lock()
+		r.keys[key] = true
+		r.mu.Unlock()
+		n := r.creates.Add(1)
+		if fn := r.onCreate.Load(); fn != nil {
+			(*fn)(n, key)
+		}
+	})
+}
+
+// setOnCreate makes fn run inside every refund creation that reserves a key,
+// with the request held in flight until fn returns; nil removes it.
+func (r *rig) setOnCreate(fn func(n int64, key string)) {
+	if fn == nil {
+		r.onCreate.Store(nil)
+		return
+	}
+	r.onCreate.Store(&fn)
+}
+
+func (r *rig) cleanup(fn func()) { r.cleanups = append(r.cleanups, fn) }
+
+// close checks every file left for the key, then undoes what the run set up.
+func (r *rig) close() {
+	r.scanFiles()
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+	if r.sim != nil {
+		r.sim.Close()
+	}
+	os.RemoveAll(r.dir)
+}
+
+// scanFiles counts a problem for every file under the rig's directory
+// (journals, torn tails set aside, plans, outputs) that holds the key.
+func (r *rig) scanFiles() {
+	filepath.WalkDir(r.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(b, []byte(secretPart)) {
+			r.t.problemf("the API key is in %s", filepath.Base(path))
+		}
+		return nil
+	})
+}
+
+// proc is one run of a binary.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	exited chan struct{}
+	// code is the exit status, or minus the signal that killed it.
+	code int
+}
+
+// start runs bin with args, stdin from in (nil: none), the fake key and
+// the simulator's URL in its environment. It does not wait.
+func (r *rig) start(in io.Reader, bin string, args ...string) *proc {
+	path := r.m.bins[bin]
+	if path == "" {
+		r.fatalf("setup: bin/%s is not built", bin)
+	}
+	p := &proc{name: bin, cmd: exec.Command(path, args...), exited: make(chan struct{})}
+	p.cmd.Dir = r.dir
+	p.cmd.Stdin = in
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	env := []string{"STRIPE_API_KEY=" + secretKey}
+	if r.sim != nil {
+		env = append(env, "STRIPE_API_BASE="+r.sim.URL())
+	}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "STRIPE_") {
+			env = append(env, kv)
+		}
+	}
+	p.cmd.Env = env
+	r.must(p.cmd.Start())
+	return p
+}
+
+// wait waits for p, then checks its output for the key.
+func (r *rig) wait(p *proc) int {
+	err := p.cmd.Wait()
+	p.code = exitCode(err)
+	close(p.exited)
+	for stream, b := range map[string][]byte{"stdout": p.stdout.Bytes(), "stderr": p.stderr.Bytes()} {
+		if bytes.Contains(b, []byte(secretPart)) {
+			r.t.problemf("the API key is in the %s of %s", stream, p.name)
+		}
+	}
+	if bytes.Contains(p.stderr.Bytes(), []byte("panic:")) || bytes.Contains(p.stderr.Bytes(), []byte("goroutine ")) {
+		r.t.problemf("%s panicked: %s", p.name, firstLines(p.stderr.String(), 3))
+	}
+	if p.name == "refund" {
+		r.t.Runs++
+	}
+	return p.code
+}
+
+// run starts bin and waits for it.
+func (r *rig) run(in io.Reader, bin string, args ...string) *proc {
+	p := r.start(in, bin, args...)
+	r.wait(p)
+	return p
+}
+
+// startRefund starts refund over a plan file at full speed, -j 8 unless
+// extra says otherwise.
+func (r *rig) startRefund(journalPath, planPath string, extra ...string) *proc {
+	args := append([]string{"--journal", journalPath, "--rate", "0", "--progress", "never", "-j", "8"}, extra...)
+	return r.start(nil, "refund", append(args, planPath)...)
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1000
+	}
+	return 0
+}
+
+// expectExit counts a problem unless p exited with one of want.
+func (r *rig) expectExit(p *proc, what string, want ...int) bool {
+	for _, w := range want {
+		if p.code == w {
+			return true
+		}
+	}
+	r.t.problemf("%s: %s exited %d, want %v: %s", what, p.name, p.code, want, firstLines(p.stderr.String(), 4))
+	return false
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(strings.TrimSpace(s), "\n", n+1)
+	if len(lines) > n {
+		lines = append(lines[:n], "...")
+	}
+	return strings.Join(lines, " | ")
+}
+
+// plan is a batch as bin/plan wrote it, with what each refund must be.
+type plan struct {
+	Path  string
+	Batch string
+	Items []plannedItem
+	index map[string]int
+}
+
+type plannedItem struct {
+	refund.Item
+	// Want is the amount the item's refund must have.
+	Want int64
+}
+
+func (p *plan) lookup(item string) (*plannedItem, bool) {
+	i, ok := p.index[item]
+	if !ok {
+		return nil, false
+	}
+	return &p.Items[i], true
+}
+
+// writeCharges writes charges as the CSV a support team would export:
+// every 5th a partial refund of half the charge, every 7th named by its
+// payment intent.
+func (r *rig) writeCharges(name string, charges []stripesim.Charge) string {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	w.Write([]string{"charge", "payment_intent", "amount", "currency", "reason"})
+	for i, ch := range charges {
+		row := []string{ch.ID, "", "", "usd", refund.Reasons[i%len(refund.Reasons)]}
+		if i%7 == 3 && ch.PaymentIntent != "" {
+			row[0], row[1] = "", ch.PaymentIntent
+		}
+		if i%5 == 0 {
+			row[2] = strconv.FormatInt(ch.Amount/2, 10)
+		}
+		w.Write(row)
+	}
+	w.Flush()
+	path := r.path(name)
+	r.must(os.WriteFile(path, b.Bytes(), 0o600))
+	return path
+}
+
+// makePlan runs bin/plan over a charges file and reads back the items.
+func (r *rig) makePlan(name, batch, chargesPath string, extra ...string) *plan {
+	p := r.run(nil, "plan", append([]string{"--batch", batch, chargesPath}, extra...)...)
+	if p.code != 0 {
+		r.fatalf("setup: plan exited %d: %s", p.code, firstLines(p.stderr.String(), 3))
+	}
+	path := r.path(name)
+	r.must(os.WriteFile(path, p.stdout.Bytes(), 0o600))
+	pl := &plan{Path: path, Batch: batch, index: map[string]int{}}
+	sc := bufio.NewScanner(bytes.NewReader(p.stdout.Bytes()))
+	for sc.Scan() {
+		var it plannedItem
+		r.must(json.Unmarshal(sc.Bytes(), &it.Item))
+		ch, ok := r.charges[it.Charge+it.PaymentIntent]
+		if !ok {
+			r.fatalf("setup: plan names %s, which the simulator does not hold", it.Charge+it.PaymentIntent)
+		}
+		it.Want = it.Amount
+		if it.Want == 0 {
+			it.Want = ch.Amount
+			for _, s := range ch.Refunds {
+				it.Want -= s.Amount
+			}
+		}
+		pl.index[it.Item.Item] = len(pl.Items)
+		pl.Items = append(pl.Items, it)
+	}
+	return pl
+}
+
+var summaryRE = regexp.MustCompile(`refund: (\d+) items: (\d+) refunded, (\d+) skipped, (\d+) failed, (\d+) in_doubt.*; (\d+) create and (\d+) list calls, (\d+) retried, (\d+) rate-limited, (\d+) reconciled, (\d+) new keys`)
+
+// summary is refund's summary line on stderr, parsed.
+type summary struct {
+	Items, Refunded, Skipped, Failed, InDoubt int
+	Creates, Lists, Retried, RateLimited      int
+	Reconciled, NewKeys                       int
+}
+
+func parseSummary(stderr string) (summary, bool) {
+	m := summaryRE.FindStringSubmatch(stderr)
+	if m == nil {
+		return summary{}, false
+	}
+	n := make([]int, len(m))
+	for i := 1; i < len(m); i++ {
+		n[i], _ = strconv.Atoi(m[i])
+	}
+	return summary{n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11]}, true
+}
+
+// striker signals the refund process under test from inside the
+// simulator's create hook, when the count of reserved keys reaches a mark:
+// the moment a refund call is in flight. With SIGKILL it waits for the
+// process to be gone before the request goes on, so the simulator commits
+// a refund whose outcome the journal can never have.
+type striker struct {
+	sig     syscall.Signal
+	current atomic.Pointer[proc]
+	mark    atomic.Int64 // 0: disarmed
+}
+
+// newStriker installs the hook; it is removed when the rig closes.
+func (r *rig) newStriker(sig syscall.Signal) *striker {
+	s := &striker{sig: sig}
+	r.setOnCreate(func(n int64, _ string) {
+		if at := s.mark.Load(); at > 0 && n >= at && s.mark.CompareAndSwap(at, 0) {
+			if pr := s.current.Load(); pr != nil {
+				pr.cmd.Process.Signal(s.sig)
+				if s.sig == syscall.SIGKILL {
+					<-pr.exited
+				}
+			}
+		}
+	})
+	r.cleanup(func() { r.setOnCreate(nil) })
+	return s
+}
+
+// arm makes the striker hit pr within the next gap keys the simulator
+// reserves, at a point drawn from the rig's seed.
+func (s *striker) arm(r *rig, pr *proc, gap int) {
+	s.current.Store(pr)
+	s.mark.Store(r.creates.Load() + 1 + r.rng.Int64N(int64(max(gap, 1))))
+}
+
+// disarm is called once the process has exited.
+func (s *striker) disarm() {
+	s.mark.Store(0)
+	s.current.Store(nil)
+}

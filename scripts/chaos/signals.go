@@ -1,0 +1,171 @@
+package main
+
+import (
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund/stripesim"
+)
+
+const whatKill9 = "`refund -j 8` over a batch of thousands of items is killed with SIGKILL again and again. " +
+	"Half the kills come from inside the simulator's create hook, with a refund call in flight: the process is gone before the simulator goes on to commit the refund, so the journal holds the intent and not the outcome. " +
+	"The other half land at a random time after start (start-up, journal load and torn-tail repair, intents, fsyncs, outcomes). " +
+	"Before each run the journal's complete records are snapshotted and the run must leave them byte for byte; a run without kills must then finish with exit 0."
+
+// runKill9 kills refund at random moments until the kill budget is spent,
+// then lets it finish.
+func runKill9(r *rig, sz sizes) {
+	charges := stripesim.GenerateCharges(sz.KillItems, int64(r.seed))
+	r.serve(charges, stripesim.Faults{})
+	p := r.makePlan("plan.jsonl", "kill9", r.writeCharges("charges.csv", charges))
+	j := r.path("j.jsonl")
+
+	kill := r.newStriker(syscall.SIGKILL)
+	// Spread the kills over the batch, leaving about half of it for the
+	// kills' budget to be spent before it is done. A timed kill waits up
+	// to as long as the last hook kill took to come, so it lands anywhere
+	// from start-up to as far in, whatever the machine's speed.
+	gap := max(2, len(p.Items)/(sz.Kills+1))
+	delay := 20 * time.Millisecond
+	inFlight, timed := 0, 0
+	for round := 0; ; round++ {
+		if round > 3*sz.Kills+20 {
+			r.fatalf("not done after %d runs", round)
+		}
+		killing := inFlight+timed < sz.Kills
+		byHook := killing && round%2 == 0
+		snap := takeSnapshot(j)
+		started := time.Now()
+		pr := r.startRefund(j, p.Path)
+		var timer *time.Timer
+		switch {
+		case byHook:
+			kill.arm(r, pr, gap)
+		case killing:
+			timer = time.AfterFunc(time.Duration(r.rng.Int64N(int64(delay)+1)), func() { pr.cmd.Process.Kill() })
+		}
+		r.wait(pr)
+		kill.disarm()
+		if timer != nil {
+			timer.Stop()
+		}
+		r.checkKept(snap)
+		if pr.code == 0 {
+			break // every item settled
+		}
+		if !r.expectExit(pr, "a run under kill -9", 0, -int(syscall.SIGKILL)) {
+			continue
+		}
+		if byHook {
+			inFlight++
+			delay = time.Since(started)
+		} else {
+			timed++
+		}
+	}
+	r.t.inject("kill -9 with a call in flight", inFlight)
+	r.t.inject("kill -9 at a random time", timed)
+	st := r.sim.Stats()
+	r.t.note("seed %d: %d kills (%d with a call in flight) over %d items: %d create calls, of which %d reserved a key and %d were cut mid-body by a kill (refused 400, nothing created); %d in-doubt lookups; %d refunds created",
+		r.seed, inFlight+timed, inFlight, len(p.Items), st.Requests["POST /v1/refunds"], r.creates.Load(), st.InvalidRequests, st.Requests["GET /v1/refunds"], st.RefundsCreated)
+	r.finish(p, j)
+}
+
+// allSettled reports whether the journal holds an outcome for every item.
+func allSettled(r *rig, path string, p *plan) bool {
+	st, _, err := journal.Load(path)
+	if err != nil {
+		return false
+	}
+	for _, it := range p.Items {
+		if s, _ := st.Lookup(p.Batch, it.Item.Item); s.Status != journal.StatusRefunded {
+			return false
+		}
+	}
+	return true
+}
+
+const whatSigterm = "A deploy: `refund -j 8` gets SIGTERM mid-batch, from inside the simulator's create hook (a call in flight) or at a random time, and must exit 130 having journaled the outcome of every call it sent: " +
+	"after each signal, every item the simulator holds a refund for must be journaled as refunded (nothing abandoned in flight). The restart goes on until a run exits 0."
+
+// runSigterm sends SIGTERM mid-batch again and again, then lets the run
+// finish.
+func runSigterm(r *rig, sz sizes) {
+	charges := stripesim.GenerateCharges(sz.TermItems, int64(r.seed))
+	r.serve(charges, stripesim.Faults{})
+	p := r.makePlan("plan.jsonl", "sigterm", r.writeCharges("charges.csv", charges))
+	j := r.path("j.jsonl")
+
+	term := r.newStriker(syscall.SIGTERM) // the call goes on: it must be journaled
+	gap := max(2, len(p.Items)/(sz.Terms+1))
+	delay := 20 * time.Millisecond
+	signals, early := 0, 0
+	for round := 0; ; round++ {
+		if round > 3*sz.Terms+20 {
+			r.fatalf("not done after %d runs", round)
+		}
+		signalling := signals+early < sz.Terms
+		byHook := signalling && round%2 == 0
+		snap := takeSnapshot(j)
+		started := time.Now()
+		pr := r.startRefund(j, p.Path)
+		var timer *time.Timer
+		switch {
+		case byHook:
+			term.arm(r, pr, gap)
+		case signalling:
+			timer = time.AfterFunc(time.Duration(r.rng.Int64N(int64(delay)+1)), func() { pr.cmd.Process.Signal(syscall.SIGTERM) })
+		}
+		r.wait(pr)
+		term.disarm()
+		if timer != nil {
+			timer.Stop()
+		}
+		r.checkKept(snap)
+		switch pr.code {
+		case 0:
+		case exitInterrupted:
+			signals++
+			if byHook {
+				delay = time.Since(started)
+			}
+			if !strings.Contains(pr.stderr.String(), "finishing the calls in flight") {
+				r.t.problemf("after SIGTERM, refund did not say it finishes the calls in flight: %s", firstLines(pr.stderr.String(), 3))
+			}
+			r.checkNothingAbandoned(p, j)
+			continue
+		case -int(syscall.SIGTERM):
+			// Signalled before its handler was installed: the process
+			// died at once, like a kill -9, and must be as safe.
+			early++
+			continue
+		default:
+			r.expectExit(pr, "a run under SIGTERM", 0, exitInterrupted)
+			continue
+		}
+		break
+	}
+	if early > 0 {
+		r.t.note("seed %d: %d of the SIGTERMs arrived during start-up, before refund installs its handler, and ended it like a kill", r.seed, early)
+	}
+	r.t.inject("SIGTERM", signals+early)
+	r.finish(p, j)
+}
+
+// checkNothingAbandoned: after a SIGTERM, every refund the simulator holds
+// for the batch is journaled: the calls in flight were finished and their
+// outcomes written before the exit.
+func (r *rig) checkNothingAbandoned(p *plan, path string) {
+	st, _, err := journal.Load(path)
+	if err != nil {
+		r.t.problemf("load the journal after SIGTERM: %v", err)
+		return
+	}
+	for item, rs := range r.liveRefunds(p.Batch) {
+		if s, _ := st.Lookup(p.Batch, item); s.Status != journal.StatusRefunded {
+			r.t.problemf("after SIGTERM, refund %s of item %s exists but the journal says %v: a call was abandoned in flight", rs[0].ID, item, s.Status)
+		}
+	}
+}
