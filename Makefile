@@ -39,7 +39,8 @@ chaos: build
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test ./journal -run '^$$' -fuzz FuzzScanner -fuzztime $(FUZZTIME)
-	$(GO) test ./refund/plan -run '^$$' -fuzz FuzzRead -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/plan -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/plan -run '^$$' -fuzz FuzzJSONRow -fuzztime $(FUZZTIME)
 	$(GO) test ./refund -run '^$$' -fuzz FuzzParseItem -fuzztime $(FUZZTIME)
 
 clean:
