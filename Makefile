@@ -42,6 +42,7 @@ fuzz:
 	$(GO) test ./refund/plan -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/plan -run '^$$' -fuzz FuzzJSONRow -fuzztime $(FUZZTIME)
 	$(GO) test ./refund -run '^$$' -fuzz FuzzParseItem -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/stripesim -run '^$$' -fuzz FuzzReadCharges -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin out
