@@ -1,6 +1,11 @@
 package journal
 
-import "time"
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"time"
+)
 
 // decodeFast parses the form MarshalLine writes: keys in Record's order,
 // no white space, "v":1, strings of printable ASCII without escapes or
@@ -12,31 +17,36 @@ import "time"
 // chooses whether they share memory with line.
 func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 	*r = Record{}
-	if len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' {
+	if len(line) < 2 || len(line) > math.MaxInt32 || line[0] != '{' || line[len(line)-1] != '}' {
+		return false, false
+	}
+	var quotes [maxQuotes]int32
+	nq, plain := scanLine(line, &quotes)
+	if !plain {
 		return false, false
 	}
 	canonical = true
-	p := 1
-	next := 0 // index in recordFields the next key must have or follow
+	p, qi := 1, 0 // the next byte, and the next quote in quotes
+	next := 0     // index in recordFields the next key must have or follow
 	for {
-		if line[p] != '"' {
+		// The key: this quote and the next; no quote in between is escaped.
+		if qi+1 >= nq || int(quotes[qi]) != p {
 			return false, false
 		}
-		i := next
-		for ; i < len(recordFields); i++ {
-			f := recordFields[i]
-			if len(line) > p+len(f)+2 && line[p+1+len(f)] == '"' && line[p+2+len(f)] == ':' && str[p+1:p+1+len(f)] == f {
-				break
-			}
+		kend := int(quotes[qi+1])
+		qi += 2
+		if kend+2 >= len(line) || line[kend+1] != ':' {
+			return false, false
 		}
-		if i == len(recordFields) || (i == 0 && p != 1) {
+		i := fastFieldIndex(str[p+1 : kend])
+		if i < next || (i == 0 && p != 1) { // unknown, out of order, repeated
 			return false, false
 		}
 		if i > next && next < 5 {
 			canonical = false // v, type, ts, batch and item are always written
 		}
 		next = i + 1
-		p += len(recordFields[i]) + 3
+		p = kend + 2
 		var (
 			s    string
 			n    int64
@@ -55,10 +65,14 @@ func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 			case len(line)-p > 5 && string(line[p:p+5]) == "false":
 				p, good, canonical = p+5, true, false
 			}
-		default:
-			s, p, good = fastString(line, str, p)
-			if good && s == "" && i > 4 {
-				canonical = false // omitempty empty string
+		default: // a string, between this quote and the next
+			if qi+1 < nq && int(quotes[qi]) == p {
+				end := int(quotes[qi+1])
+				s, p, good = str[p+1:end], end+1, true
+				qi += 2
+				if s == "" && i > 4 {
+					canonical = false // omitempty empty string
+				}
 			}
 		}
 		if !good || p >= len(line) {
@@ -123,23 +137,113 @@ func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 	}
 }
 
-// fastString reads the JSON string starting at line[p] when it has no
-// escapes and only printable ASCII; p is then past its closing quote.
-func fastString(line []byte, str string, p int) (s string, end int, ok bool) {
-	if p >= len(line) || line[p] != '"' {
-		return "", p, false
+// fastFieldIndex is the index of name in recordFields, or -1.
+func fastFieldIndex(name string) int {
+	switch name {
+	case "v":
+		return 0
+	case "type":
+		return 1
+	case "ts":
+		return 2
+	case "batch":
+		return 3
+	case "item":
+		return 4
+	case "charge":
+		return 5
+	case "payment_intent":
+		return 6
+	case "attempt":
+		return 7
+	case "key":
+		return 8
+	case "amount":
+		return 9
+	case "currency":
+		return 10
+	case "reason":
+		return 11
+	case "refund":
+		return 12
+	case "status":
+		return 13
+	case "source":
+		return 14
+	case "http_status":
+		return 15
+	case "code":
+		return 16
+	case "message":
+		return 17
+	case "final":
+		return 18
 	}
-	start := p + 1
-	for i := start; i < len(line); i++ {
-		c := line[i]
-		if c == '"' {
-			return str[start:i], i + 1, true
+	return -1
+}
+
+// maxQuotes bounds the quotes of a line the fast path takes: a record has
+// 19 keys and 14 string values.
+const maxQuotes = 2 * (19 + 14)
+
+// scanLine checks that line holds only printable ASCII without the
+// backslash and the <, > and & that encoding/json escapes (so every quote
+// is a string's start or end, and every string reads as written and is
+// written back the same), and lists where its quotes are.
+func scanLine(line []byte, quotes *[maxQuotes]int32) (n int, ok bool) {
+	const ones, lows = 0x0101010101010101, 0x7f7f7f7f7f7f7f7f
+	i := 0
+	for ; i+8 <= len(line); i += 8 {
+		x := binary.LittleEndian.Uint64(line[i:])
+		if special8(x) {
+			return 0, false
 		}
-		if c < 0x20 || c >= 0x7f || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return "", p, false
+		// The high bit of each byte that is a quote, exactly.
+		v := x ^ (ones * '"')
+		for m := ^(((v & lows) + lows) | v | lows); m != 0; m &= m - 1 {
+			if n == maxQuotes {
+				return 0, false
+			}
+			quotes[n] = int32(i + bits.TrailingZeros64(m)/8)
+			n++
 		}
 	}
-	return "", p, false
+	for ; i < len(line); i++ {
+		switch c := line[i]; {
+		case !plainByte[c]:
+			return 0, false
+		case c == '"':
+			if n == maxQuotes {
+				return 0, false
+			}
+			quotes[n] = int32(i)
+			n++
+		}
+	}
+	return n, true
+}
+
+// plainByte marks the bytes scanLine accepts.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = true
+	}
+	for _, c := range `\<>&` {
+		t[c] = false
+	}
+	return t
+}()
+
+// special8 reports whether any of the 8 bytes in x is not plain: below
+// 0x20, above 0x7e, or one of \ < > &. Each test is a bit trick from "Bit
+// Twiddling Hacks" that is exact about whether some byte matches.
+func special8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	below := (x - ones*0x20) &^ x
+	above := (x + ones*(0x7f-0x7e)) | x
+	// < (0x3c) and > (0x3e) are the bytes that become 0x3e with bit 1 set.
+	bs, ltgt, amp := x^(ones*'\\'), (x|ones*0x02)^(ones*'>'), x^(ones*'&')
+	return (below|above|(bs-ones)&^bs|(ltgt-ones)&^ltgt|(amp-ones)&^amp)&highs != 0
 }
 
 // fastInt reads a JSON integer of at most 18 digits, so it cannot overflow.
@@ -199,7 +303,32 @@ func parseTime(s string) (t time.Time, ok, canonical bool) {
 	} else {
 		canonical = true
 	}
-	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true, canonical
+	// time.Unix(...).UTC() is the very value time.Date(..., time.UTC) gives.
+	days := daysSinceEpoch(year, month, day)
+	return time.Unix(days*86400+int64(hour*3600+minute*60+sec), int64(nsec)).UTC(), true, canonical
+}
+
+// daysSinceEpoch counts days from 1970-01-01 to a proleptic Gregorian date
+// (Howard Hinnant's days_from_civil).
+func daysSinceEpoch(year, month, day int) int64 {
+	y := int64(year)
+	if month <= 2 {
+		y--
+	}
+	era := y / 400
+	if y < 0 && y%400 != 0 {
+		era--
+	}
+	yoe := y - era*400
+	m := int64(month)
+	var doy int64
+	if m > 2 {
+		doy = (153*(m-3)+2)/5 + int64(day) - 1
+	} else {
+		doy = (153*(m+9)+2)/5 + int64(day) - 1
+	}
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return era*146097 + doe - 719468
 }
 
 // slowTime parses what parseTime does not; the result is never taken as

@@ -23,15 +23,25 @@ func load(r io.ReaderAt, name string, size int64) (*State, *Torn, error) {
 // small to put many boundaries in small journals.
 func loadChunked(r io.ReaderAt, name string, size int64, chunk int) (*State, *Torn, error) {
 	s := NewState()
-	off, line, err := loadClean(r, size, chunk, s)
-	if err != nil {
+	cr := readChunks(r, size, chunk, loadInFlight, runtime.GOMAXPROCS(0))
+	defer cr.close()
+	for {
+		c := cr.next()
+		if c == nil {
+			break
+		}
+		for i := range c.parsed {
+			s.Apply(&c.recs[i])
+		}
+		cr.release(c)
+	}
+	if err := cr.err(); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if off == size {
+	if cr.stop == size {
 		return s, nil, nil
 	}
-	sc := NewScanner(io.NewSectionReader(r, off, size-off), name)
-	sc.line, sc.next = line, off
+	sc := cr.scanner(r, name, size)
 	for sc.Scan() {
 		s.Apply(sc.Record())
 	}
@@ -43,44 +53,68 @@ func loadChunked(r io.ReaderAt, name string, size int64, chunk int) (*State, *To
 
 const (
 	loadChunk    = 1 << 20 // bytes read at once; lines never span chunks
-	loadInFlight = 6       // chunks being read, parsed or applied
+	loadInFlight = 6       // chunks being read, parsed or consumed
 )
 
-// loadChunkWork is a run of whole lines and the records parsed from them.
-type loadChunkWork struct {
+// chunkWork is a run of whole lines and the records parsed from them.
+type chunkWork struct {
 	buf    []byte // whole lines, each ending in '\n'
 	n      int    // bytes of buf in use
 	recs   []Record
-	parsed int  // records decoded, from the start
-	bad    bool // decoding stopped at line parsed, starting at badAt
+	spans  []lineSpan // where each record's line is in buf
+	parsed int        // records decoded, from the start
+	bad    bool       // decoding stopped at line parsed, starting at badAt
 	badAt  int
 	done   chan struct{}
 }
 
-// loadClean applies the records of r up to its first line that does not
-// decode or does not end in '\n', and returns where that line starts and
-// how many lines came before it.
-func loadClean(r io.ReaderAt, size int64, chunk int, s *State) (stop int64, lines int, err error) {
-	if size == 0 {
-		return 0, 0, nil
-	}
-	// Small journals (tests, short runs) get buffers to their size.
-	bufSize, inFlight := chunk, loadInFlight
+// lineSpan is a line of a chunk, without its '\n'.
+type lineSpan struct {
+	start, end int32
+	canonical  bool // the line is what MarshalLine writes for its record
+}
+
+// chunkReader reads a journal in chunks of whole lines, parses them on
+// worker goroutines and hands them out in order, up to the first line that
+// does not decode or does not end in '\n'.
+type chunkReader struct {
+	ordered chan *chunkWork
+	free    chan *chunkWork
+	quit    chan struct{}
+	workers sync.WaitGroup
+	readErr error // set before ordered closes
+
+	stop    int64 // offset of the first line not handed out in full
+	lines   int   // lines handed out before stop
+	stopped bool  // a chunk ended at a bad line
+}
+
+// readChunks starts reading r with up to inFlight chunks of chunk bytes
+// and the given number of parsing workers.
+func readChunks(r io.ReaderAt, size int64, chunk, inFlight, workers int) *chunkReader {
+	// Small journals (tests, short runs) get one buffer of their size.
+	bufSize := chunk
 	if size < int64(chunk) {
 		bufSize, inFlight = int(size), 1
 	}
-	free := make(chan *loadChunkWork, inFlight)
-	for range inFlight {
-		free <- &loadChunkWork{buf: make([]byte, bufSize), done: make(chan struct{}, 1)}
+	cr := &chunkReader{
+		ordered: make(chan *chunkWork, inFlight),
+		free:    make(chan *chunkWork, inFlight),
+		quit:    make(chan struct{}),
 	}
-	work := make(chan *loadChunkWork, inFlight)
-	ordered := make(chan *loadChunkWork, inFlight)
-	quit := make(chan struct{})
-	var readErr error // set before ordered closes
-
-	var wg sync.WaitGroup
-	for range min(inFlight, runtime.GOMAXPROCS(0)) {
-		wg.Go(func() {
+	if size == 0 {
+		close(cr.ordered)
+		return cr
+	}
+	for range inFlight {
+		// A typical record is 150-250 bytes; parse grows these if needed.
+		lines := bufSize/160 + 1
+		cr.free <- &chunkWork{buf: make([]byte, bufSize), done: make(chan struct{}, 1),
+			recs: make([]Record, lines), spans: make([]lineSpan, lines)}
+	}
+	work := make(chan *chunkWork, inFlight)
+	for range max(1, min(inFlight, workers)) {
+		cr.workers.Go(func() {
 			for c := range work {
 				c.parse()
 				c.done <- struct{}{}
@@ -88,21 +122,21 @@ func loadClean(r io.ReaderAt, size int64, chunk int, s *State) (stop int64, line
 		})
 	}
 	go func() {
-		defer close(ordered)
+		defer close(cr.ordered)
 		defer close(work)
 		var carry []byte // start of a line cut by the previous read
 		for off := int64(0); off < size; {
-			var c *loadChunkWork
+			var c *chunkWork
 			select {
-			case c = <-free:
-			case <-quit:
+			case c = <-cr.free:
+			case <-cr.quit:
 				return
 			}
 			n := copy(c.buf, carry)
 			want := min(int64(len(c.buf)-n), size-off)
 			m, err := r.ReadAt(c.buf[n:n+int(want)], off)
 			if err != nil && !(err == io.EOF && int64(m) == want) {
-				readErr = err
+				cr.readErr = err
 				return
 			}
 			off += int64(m)
@@ -116,42 +150,74 @@ func loadClean(r io.ReaderAt, size int64, chunk int, s *State) (stop int64, line
 			carry = append(carry[:0], c.buf[end:n]...)
 			c.n = end
 			select {
-			case ordered <- c:
-			case <-quit:
+			case cr.ordered <- c:
+			case <-cr.quit:
 				return
 			}
 			work <- c
 		}
 	}()
+	return cr
+}
 
-	defer func() {
-		close(quit)
-		for range ordered {
-		}
-		wg.Wait()
-	}()
-	for c := range ordered {
-		<-c.done
-		for i := range c.parsed {
-			s.Apply(&c.recs[i])
-		}
-		lines += c.parsed
-		if c.bad {
-			return stop + int64(c.badAt), lines, nil
-		}
-		stop += int64(c.n)
-		free <- c
+// next returns the next parsed chunk, or nil at the end of the clean part.
+// Its records stay valid until it is released.
+func (cr *chunkReader) next() *chunkWork {
+	if cr.stopped {
+		return nil
 	}
-	if readErr != nil {
-		return stop, lines, readErr
+	c, ok := <-cr.ordered
+	if !ok {
+		return nil
 	}
-	return stop, lines, nil
+	<-c.done
+	cr.lines += c.parsed
+	if c.bad {
+		cr.stop += int64(c.badAt)
+		cr.stopped = true
+	} else {
+		cr.stop += int64(c.n)
+	}
+	return c
+}
+
+// release gives a chunk back for reuse.
+func (cr *chunkReader) release(c *chunkWork) {
+	select {
+	case cr.free <- c:
+	default:
+	}
+}
+
+// err is the read error that ended the clean part early, if any. Valid
+// once next has returned nil.
+func (cr *chunkReader) err() error {
+	if cr.stopped {
+		return nil
+	}
+	return cr.readErr
+}
+
+// scanner continues where the clean part stopped, with line numbers and
+// offsets counting from the start of the journal.
+func (cr *chunkReader) scanner(r io.ReaderAt, name string, size int64) *Scanner {
+	sc := NewScanner(io.NewSectionReader(r, cr.stop, size-cr.stop), name)
+	sc.line, sc.next = cr.lines, cr.stop
+	return sc
+}
+
+// close stops the reader and its workers.
+func (cr *chunkReader) close() {
+	close(cr.quit)
+	for range cr.ordered {
+	}
+	cr.workers.Wait()
 }
 
 // parse decodes the chunk's lines until one fails. Record strings point
-// into the chunk: State.Apply copies what it keeps before the chunk is
-// reused.
-func (c *loadChunkWork) parse() {
+// into the chunk: whoever keeps them must copy them before the chunk is
+// released (State.Apply does).
+func (c *chunkWork) parse() {
 	c.parsed, c.bad = 0, false
 	data := c.buf[:c.n]
 	for p := 0; p < len(data); {
@@ -160,12 +226,21 @@ func (c *loadChunkWork) parse() {
 		if c.parsed == len(c.recs) {
 			c.recs = append(c.recs, Record{})
 			c.recs = c.recs[:cap(c.recs)]
+			c.spans = append(c.spans, make([]lineSpan, len(c.recs)-len(c.spans))...)
 		}
+		r := &c.recs[c.parsed]
 		str := unsafe.String(unsafe.SliceData(line), len(line))
-		if len(line) == 0 || decodeLine(line, str, &c.recs[c.parsed]) != nil {
+		ok, canonical := decodeFast(line, str, r)
+		if ok {
+			ok = r.Validate() == nil
+		} else {
+			ok = len(line) > 0 && decodeJSON(line, r) == nil
+		}
+		if !ok {
 			c.bad, c.badAt = true, p
 			return
 		}
+		c.spans[c.parsed] = lineSpan{start: int32(p), end: int32(p + nl), canonical: canonical}
 		c.parsed++
 		p += nl + 1
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -242,6 +244,54 @@ func TestDecodeFastCanonical(t *testing.T) {
 		ok, canonical := decodeFast([]byte(tt.line), tt.line, &r)
 		if ok != tt.ok || canonical != tt.canonical {
 			t.Errorf("%s: decodeFast(%s) = %v, %v; want %v, %v", tt.name, tt.line, ok, canonical, tt.ok, tt.canonical)
+		}
+	}
+}
+
+// TestSpecial8 checks the bit tricks against the table, for every byte at
+// every position and for random words.
+func TestSpecial8(t *testing.T) {
+	word := []byte("abcdefgh")
+	for pos := range 8 {
+		for b := range 256 {
+			w := append([]byte(nil), word...)
+			w[pos] = byte(b)
+			x := uint64(0)
+			for i := 7; i >= 0; i-- {
+				x = x<<8 | uint64(w[i])
+			}
+			if got := special8(x); got != !plainByte[b] {
+				t.Fatalf("special8(%q) = %v", w, got)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100000 {
+		x := rng.Uint64()
+		want := false
+		for i := range 8 {
+			want = want || !plainByte[byte(x>>(8*i))]
+		}
+		if special8(x) != want {
+			t.Fatalf("special8(%#x) = %v, want %v", x, !want, want)
+		}
+	}
+}
+
+// TestParseTimeMatchesTime: the fast timestamp path gives the very value
+// time's own parser gives, across the years it accepts.
+func TestParseTimeMatchesTime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 20000 {
+		year, month := rng.IntN(10000), 1+rng.IntN(12)
+		day := 1 + rng.IntN(daysIn(month, year))
+		frac := []string{"", ".5", ".123456789", ".000000001", ".1200"}[rng.IntN(5)]
+		s := fmt.Sprintf("%04d-%02d-%02dT%02d:%02d:%02d%sZ", year, month, day, rng.IntN(24), rng.IntN(60), rng.IntN(60), frac)
+		got, ok, _ := parseTime(s)
+		var want time.Time
+		err := want.UnmarshalJSON([]byte(`"` + s + `"`))
+		if !ok || err != nil || got != want {
+			t.Fatalf("parseTime(%s) = %v, %v; time says %v, %v", s, got, ok, want, err)
 		}
 	}
 }
