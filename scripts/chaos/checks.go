@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
@@ -69,7 +70,7 @@ func (r *rig) checkOnce(p *plan, journals ...string) {
 			r.t.problemf("refund %s names item %s, which is not in the plan", rs[0].ID, item)
 		}
 	}
-	r.checkIntents(journals...)
+	r.checkIntents(p.Batch, journals...)
 }
 
 func journaled(states []*journal.State, batch, item, refundID string) bool {
@@ -81,10 +82,10 @@ func journaled(states []*journal.State, batch, item, refundID string) bool {
 	return false
 }
 
-// checkIntents checks the write-ahead rule: every idempotency key the
-// simulator reserved is named by an intent in one of the journals, so no
-// call was made that a crash could have left unrecorded.
-func (r *rig) checkIntents(journals ...string) {
+// checkIntents checks the write-ahead rule: every idempotency key of batch
+// the simulator reserved is named by an intent in one of the journals, so
+// no call was made that a crash could have left unrecorded.
+func (r *rig) checkIntents(batch string, journals ...string) {
 	intents := map[string]bool{}
 	for _, path := range journals {
 		f, err := os.Open(path)
@@ -105,8 +106,9 @@ func (r *rig) checkIntents(journals ...string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	prefix := strings.TrimSuffix(refund.IdempotencyKey(batch, "", 0), ":0") // refundkit:<batch>:
 	for key := range r.keys {
-		if !intents[key] {
+		if strings.HasPrefix(key, prefix) && !intents[key] {
 			r.t.problemf("the simulator received key %s, which no journaled intent names", key)
 		}
 	}
@@ -171,7 +173,8 @@ func (r *rig) audit(p *plan, journals ...string) {
 	}
 	offline := r.run(nil, "audit", append([]string{"--plan", p.Path}, journals...)...)
 	r.expectExit(offline, "audit --plan (offline) after the final run", 0)
-	stripe := r.run(nil, "audit", append([]string{"--stripe", "--plan", p.Path}, journals...)...)
+	// --rate 0: the simulator has no rate limit to spare.
+	stripe := r.run(nil, "audit", append([]string{"--stripe", "--rate", "0", "--plan", p.Path}, journals...)...)
 	if r.expectExit(stripe, "audit --stripe --plan after the final run", 0) && offline.code == 0 {
 		r.t.Audits++
 	}

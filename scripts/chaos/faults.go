@@ -178,7 +178,7 @@ func runDiskFull(r *rig, sz sizes) {
 				r.t.problemf("the halt does not say the disk is full: %s", firstLines(pr.stderr.String(), 3))
 			}
 		}
-		r.checkIntents(j) // no call without a durable intent, even at the halt
+		r.checkIntents(p.Batch, j) // no call without a durable intent, even at the halt
 		size += sz.DiskStepK
 		if out, err := exec.Command("mount", "-o", fmt.Sprintf("remount,size=%dk", size), mnt).CombinedOutput(); err != nil {
 			r.fatalf("setup: remount the tmpfs: %v: %s", err, out)

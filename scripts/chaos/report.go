@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 )
 
-// tally is what the runs of one scenario found.
+// tally is what the runs of one scenario found. Processes waited for in
+// other goroutines count their runs and problems under mu.
 type tally struct {
+	mu                sync.Mutex
 	Name, Title, What string
 	Seeds             int // scenario runs, each with its own seed and simulator
 	Runs              int // refund processes started
@@ -30,6 +33,8 @@ type tally struct {
 const maxProblems = 12
 
 func (t *tally) problemf(format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.ProblemCount++
 	if len(t.Problems) < maxProblems {
 		t.Problems = append(t.Problems, fmt.Sprintf(format, args...))
@@ -38,6 +43,8 @@ func (t *tally) problemf(format string, args ...any) {
 
 // inject counts n faults of a kind.
 func (t *tally) inject(kind string, n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.injectedN == nil {
 		t.injectedN = map[string]int{}
 	}
@@ -45,6 +52,13 @@ func (t *tally) inject(kind string, n int) {
 		t.injected = append(t.injected, kind)
 	}
 	t.injectedN[kind] += n
+}
+
+// countRun counts one refund process.
+func (t *tally) countRun() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.Runs++
 }
 
 func (t *tally) injectedText() string {
@@ -56,6 +70,8 @@ func (t *tally) injectedText() string {
 }
 
 func (t *tally) note(format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.Notes = append(t.Notes, fmt.Sprintf(format, args...))
 }
 

@@ -38,6 +38,7 @@ type rig struct {
 
 	mu       sync.Mutex
 	keys     map[string]bool // idempotency keys the simulator reserved
+	keyLog   []string        // the same, in the order they came
 	creates  atomic.Int64    // refund creations that reserved a fresh key
 	onCreate atomic.Pointer[func(n int64, key string)]
 	cleanups []func()
@@ -100,12 +101,27 @@ func (r *rig) serve(charges []stripesim.Charge, faults stripesim.Faults) {
 	sim.SetCreateHook(func(key string) {
 		r.mu.Lock()
 		r.keys[key] = true
+		r.keyLog = append(r.keyLog, key)
 		r.mu.Unlock()
 		n := r.creates.Add(1)
 		if fn := r.onCreate.Load(); fn != nil {
 			(*fn)(n, key)
 		}
 	})
+}
+
+// keyCount is how many keys the simulator has reserved so far.
+func (r *rig) keyCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.keyLog)
+}
+
+// keysSince returns the keys reserved after the first n.
+func (r *rig) keysSince(n int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.keyLog[n:]...)
 }
 
 // setOnCreate makes fn run inside every refund creation that reserves a key,
@@ -183,11 +199,11 @@ func (r *rig) start(in io.Reader, bin string, args ...string) *proc {
 	return p
 }
 
-// wait waits for p, then checks its output for the key.
+// wait waits for p and checks its output for the key and for panics;
+// p.exited is closed once all that is done.
 func (r *rig) wait(p *proc) int {
-	err := p.cmd.Wait()
-	p.code = exitCode(err)
-	close(p.exited)
+	defer close(p.exited)
+	p.code = exitCode(p.cmd.Wait())
 	for stream, b := range map[string][]byte{"stdout": p.stdout.Bytes(), "stderr": p.stderr.Bytes()} {
 		if bytes.Contains(b, []byte(secretPart)) {
 			r.t.problemf("the API key is in the %s of %s", stream, p.name)
@@ -197,7 +213,7 @@ func (r *rig) wait(p *proc) int {
 		r.t.problemf("%s panicked: %s", p.name, firstLines(p.stderr.String(), 3))
 	}
 	if p.name == "refund" {
-		r.t.Runs++
+		r.t.countRun()
 	}
 	return p.code
 }

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/refundkit/refundkit/refund/stripesim"
+)
+
+const whatConcurrent = "Two operators, one journal: while a first `refund` holds the journal with a refund call in flight (held in the simulator's create hook), a second `refund` on the same journal must refuse at once with exit 4, naming the journal and the lock; " +
+	"the first is then killed with SIGKILL (the lock must die with it: the next round's first run takes it), except in the last round where it goes on to finish the batch. " +
+	"Two workers, two shards: `plan --shard 1/2` and `--shard 2/2` must split the plan with no item in both or neither; the two `refund` runs go concurrently with a journal each, both killed at a random time and resumed; " +
+	"`journal-merge -o all.jsonl` merges the journals, and the merged journal must account for every item of the whole plan exactly once (and `audit --stripe --plan` on it exit 0)."
+
+// hold parks the refund call that reserves key number at in the
+// simulator until release is closed.
+type hold struct {
+	at      int64
+	held    chan struct{}
+	release chan struct{}
+}
+
+func runConcurrent(r *rig, sz sizes) {
+	lockItems := 4*sz.LockRounds + 10
+	shardCharges := stripesim.GenerateCharges(sz.ShardItems, int64(r.seed))
+	lockCharges := renamed(stripesim.GenerateCharges(lockItems, int64(r.seed)+1), "lock")
+	r.serve(append(shardCharges, lockCharges...), stripesim.Faults{LatencyJitter: time.Millisecond})
+
+	r.runLocked(sz, r.makePlan("lock-plan.jsonl", "lock", r.writeCharges("lock.csv", lockCharges)))
+	r.runShards(r.writeCharges("charges.csv", shardCharges))
+}
+
+// renamed gives generated charges ids of their own (ch_<tag>0000001...), so
+// a simulator can hold two generated sets.
+func renamed(charges []stripesim.Charge, tag string) []stripesim.Charge {
+	for i := range charges {
+		charges[i].ID = strings.Replace(charges[i].ID, "sim", tag, 1)
+		charges[i].PaymentIntent = strings.Replace(charges[i].PaymentIntent, "sim", tag, 1)
+	}
+	return charges
+}
+
+func (r *rig) runLocked(sz sizes, p *plan) {
+	j := r.path("lock.jsonl")
+	var current atomic.Pointer[hold]
+	r.setOnCreate(func(n int64, _ string) {
+		if h := current.Load(); h != nil && n >= h.at && current.CompareAndSwap(h, nil) {
+			close(h.held)
+			<-h.release
+		}
+	})
+	defer r.setOnCreate(nil)
+
+	refused, killed := 0, 0
+	for round := range sz.LockRounds {
+		h := &hold{at: r.creates.Load() + 1 + r.rng.Int64N(4), held: make(chan struct{}), release: make(chan struct{})}
+		current.Store(h)
+		snap := takeSnapshot(j)
+		first := r.startRefund(j, p.Path, "-j", "2")
+		waited := make(chan struct{})
+		go func() {
+			r.wait(first)
+			close(waited)
+		}()
+		select {
+		case <-h.held:
+			second := r.startRefund(j, p.Path)
+			r.wait(second)
+			if r.expectExit(second, "a second run on a held journal", exitLocked) {
+				refused++
+			}
+			if msg := second.stderr.String(); !strings.Contains(msg, "locked by another run") || !strings.Contains(msg, j) {
+				r.t.problemf("the second run's message does not name the journal and the lock: %s", firstLines(msg, 3))
+			}
+			if round < sz.LockRounds-1 {
+				// Killed, so later rounds have items left; the lock must
+				// die with the process.
+				first.cmd.Process.Kill()
+				killed++
+			}
+			close(h.release)
+		case <-waited: // the batch was done before the hold
+			current.Store(nil)
+		}
+		<-waited
+		r.checkKept(snap)
+		r.expectExit(first, "the run holding the journal", 0, -int(syscall.SIGKILL))
+	}
+	final := r.startRefund(j, p.Path)
+	r.wait(final)
+	r.expectExit(final, "the run after the second runs", 0)
+	r.t.inject("second runs refused", refused)
+	r.t.inject("holders killed", killed)
+	r.finish(p, j)
+}
+
+func (r *rig) runShards(chargesPath string) {
+	full := r.makePlan("plan.jsonl", "shards", chargesPath)
+	shards := []*plan{
+		r.makePlan("shard1.jsonl", "shards", chargesPath, "--shard", "1/2"),
+		r.makePlan("shard2.jsonl", "shards", chargesPath, "--shard", "2/2"),
+	}
+	for _, it := range full.Items {
+		_, in1 := shards[0].lookup(it.Item.Item)
+		_, in2 := shards[1].lookup(it.Item.Item)
+		if in1 == in2 {
+			r.t.problemf("item %s is in %s shards", it.Item.Item, map[bool]string{true: "both", false: "neither of the"}[in1])
+		}
+	}
+	if n := len(shards[0].Items) + len(shards[1].Items); n != len(full.Items) {
+		r.t.problemf("the shards hold %d items, the plan %d", n, len(full.Items))
+	}
+	journals := []string{r.path("j1.jsonl"), r.path("j2.jsonl")}
+
+	// Both workers at once; the first round kills each at a random time.
+	kills := 0
+	for round := 0; ; round++ {
+		if round > 10 {
+			r.fatalf("the shards are not done after %d rounds", round)
+		}
+		var wg sync.WaitGroup
+		procs := make([]*proc, 2)
+		snaps := make([]snapshot, 2)
+		for k := range shards {
+			snaps[k] = takeSnapshot(journals[k])
+			procs[k] = r.startRefund(journals[k], shards[k].Path)
+			var timer *time.Timer
+			if round == 0 {
+				pr := procs[k]
+				timer = time.AfterFunc(time.Duration(20+r.rng.IntN(80))*time.Millisecond, func() { pr.cmd.Process.Kill() })
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.wait(procs[k])
+				if timer != nil {
+					timer.Stop()
+				}
+			}()
+		}
+		wg.Wait()
+		done := true
+		for k, pr := range procs {
+			r.checkKept(snaps[k])
+			if pr.code == -int(syscall.SIGKILL) {
+				kills++
+			}
+			r.expectExit(pr, "a shard worker", 0, -int(syscall.SIGKILL))
+			done = done && pr.code == 0
+		}
+		if done {
+			break
+		}
+	}
+	r.t.inject("shard workers killed", kills)
+
+	if r.m.bins["journal-merge"] == "" {
+		// The merge is the missing step: check the two journals together.
+		r.t.note("seed %d: bin/journal-merge was not built: the two shard journals were checked and audited together, unmerged", r.seed)
+		r.finish(full, journals...)
+		return
+	}
+	merged := r.path("all.jsonl")
+	pr := r.run(nil, "journal-merge", append([]string{"-o", merged}, journals...)...)
+	r.expectExit(pr, "journal-merge of the shards", 0)
+	r.finish(full, merged)
+}
