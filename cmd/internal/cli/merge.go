@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/google/renameio/v2"
+
+	"github.com/refundkit/refundkit/journal"
+)
+
+type mergeArgs struct {
+	Output   string      `short:"o" placeholder:"OUT" help:"Write the merged journal to OUT (mode 0600, replaced atomically once complete) instead of stdout."`
+	Compact  bool        `help:"Keep one final record per item: its refund, else its final failure, else what keeps it in doubt (attempt, key age, burned key)."`
+	Version  versionFlag `help:"Print the version and exit."`
+	Journals []string    `arg:"" placeholder:"JOURNAL" help:"Journals to merge."`
+}
+
+const mergeDescription = `Merge refund journals (shards, or runs on several machines) into one journal.
+
+Records are written in ts order; records with the same ts keep the order of the journals as named, then their order within their journal. Identical records are written once. A torn final record is reported and left out. Corruption stops the merge (exit 5) with file:line. Conflicting outcomes for an item (two refunds, or a refund and a final failure) are all kept and reported on stderr (exit 1).`
+
+// JournalMerge is the journal-merge command: it merges journals into one.
+func JournalMerge(env Env) int {
+	const name = "journal-merge"
+	var args mergeArgs
+	if code, done := parse(env, name, mergeDescription, &args); done {
+		return code
+	}
+
+	// Output to a file goes to a temporary file beside it first, so a failed
+	// merge leaves nothing half-written and the old file whole.
+	out := env.Stdout
+	var pending *renameio.PendingFile
+	if args.Output != "" {
+		var err error
+		pending, err = renameio.NewPendingFile(args.Output,
+			renameio.WithTempDir(filepath.Dir(args.Output)), renameio.WithStaticPermissions(0o600))
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return ExitJournal
+		}
+		defer pending.Cleanup()
+		out = pending
+	}
+
+	report, err := journal.MergeWith(args.Journals, out, journal.MergeOptions{Compact: args.Compact})
+	for _, in := range report.Inputs {
+		if in.Torn != nil {
+			warnf(env.Stderr, name, "%s", in.Torn)
+		}
+	}
+	if err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		return mergeExitCode(err)
+	}
+	if pending != nil {
+		if err := pending.CloseAtomicallyReplace(); err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return ExitJournal
+		}
+		if err := syncMergeDir(filepath.Dir(args.Output)); err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return ExitJournal
+		}
+	}
+
+	for _, c := range report.Conflicts {
+		warnf(env.Stderr, name, "conflict: %s", c)
+	}
+	summary := fmt.Sprintf("%d records from %d journals", report.Records, len(report.Inputs))
+	if report.Duplicates > 0 {
+		summary += fmt.Sprintf(", %d identical records left out", report.Duplicates)
+	}
+	if report.Compacted > 0 {
+		summary += fmt.Sprintf(", %d records compacted away", report.Compacted)
+	}
+	warnf(env.Stderr, name, "%s", summary)
+	if len(report.Conflicts) > 0 {
+		warnf(env.Stderr, name, "%d items have conflicting outcomes: all their records are kept; check them at Stripe", len(report.Conflicts))
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+// mergeExitCode maps a merge error to the exit code people and scripts
+// expect: bad journals are corrupt (5), missing ones a usage error (2), and
+// anything else a failure to write the output (3).
+func mergeExitCode(err error) int {
+	var (
+		corrupt *journal.CorruptError
+		version *journal.VersionError
+		pathErr *fs.PathError
+	)
+	switch {
+	case errors.As(err, &corrupt), errors.As(err, &version):
+		return ExitCorrupt
+	case errors.As(err, &pathErr) && pathErr.Op == "open":
+		return ExitUsage
+	}
+	return ExitJournal
+}
+
+// syncMergeDir makes a rename in dir durable.
+func syncMergeDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}
