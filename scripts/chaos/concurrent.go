@@ -7,12 +7,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/stripesim"
 )
 
 const whatConcurrent = "Two operators, one journal: while a first `refund` holds the journal with a refund call in flight (held in the simulator's create hook), a second `refund` on the same journal must refuse at once with exit 4, naming the journal and the lock; " +
 	"the first is then killed with SIGKILL (the lock must die with it: the next round's first run takes it), except in the last round where it goes on to finish the batch. " +
-	"Two workers, two shards: `plan --shard 1/2` and `--shard 2/2` must split the plan with no item in both or neither; the two `refund` runs go concurrently with a journal each, both killed at a random time and resumed; " +
+	"Two workers, two shards: `plan --shard 1/2` and `--shard 2/2` must split the plan with no item in both or neither; the two `refund` runs go concurrently with a journal each, each killed with SIGKILL at one of its refund calls drawn at random, then resumed; " +
 	"`journal-merge -o all.jsonl` merges the journals, and the merged journal must account for every item of the whole plan exactly once (and `audit --stripe --plan` on it exit 0)."
 
 // hold parks the refund call that reserves key number at in the
@@ -115,35 +116,52 @@ func (r *rig) runShards(chargesPath string) {
 	}
 	journals := []string{r.path("j1.jsonl"), r.path("j2.jsonl")}
 
-	// Both workers at once; the first round kills each at a random time.
+	// Both workers at once. In the first round each is killed at one of
+	// its own refund calls, drawn at random, from the simulator's hook.
+	shardOf := map[string]int{}
+	for k, sp := range shards {
+		for _, it := range sp.Items {
+			shardOf[refund.IdempotencyKey(sp.Batch, it.Item.Item, 1)] = k
+		}
+	}
+	var procs [2]atomic.Pointer[proc]
+	var seen, marks [2]atomic.Int64
+	for k := range shards {
+		marks[k].Store(1 + r.rng.Int64N(int64(max(1, len(shards[k].Items)/2))))
+	}
+	r.setOnCreate(func(_ int64, key string) {
+		k, ok := shardOf[key]
+		if !ok {
+			return
+		}
+		if n := seen[k].Add(1); n == marks[k].Load() {
+			if pr := procs[k].Load(); pr != nil {
+				pr.cmd.Process.Kill()
+				<-pr.exited
+			}
+		}
+	})
+	defer r.setOnCreate(nil)
 	kills := 0
 	for round := 0; ; round++ {
 		if round > 10 {
 			r.fatalf("the shards are not done after %d rounds", round)
 		}
 		var wg sync.WaitGroup
-		procs := make([]*proc, 2)
-		snaps := make([]snapshot, 2)
+		var snaps [2]snapshot
+		var ran [2]*proc
 		for k := range shards {
 			snaps[k] = takeSnapshot(journals[k])
-			procs[k] = r.startRefund(journals[k], shards[k].Path)
-			var timer *time.Timer
+			ran[k] = r.startRefund(journals[k], shards[k].Path)
 			if round == 0 {
-				pr := procs[k]
-				timer = time.AfterFunc(time.Duration(20+r.rng.IntN(80))*time.Millisecond, func() { pr.cmd.Process.Kill() })
+				procs[k].Store(ran[k])
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r.wait(procs[k])
-				if timer != nil {
-					timer.Stop()
-				}
-			}()
+			wg.Go(func() { r.wait(ran[k]) })
 		}
 		wg.Wait()
 		done := true
-		for k, pr := range procs {
+		for k, pr := range ran {
+			procs[k].Store(nil)
 			r.checkKept(snaps[k])
 			if pr.code == -int(syscall.SIGKILL) {
 				kills++

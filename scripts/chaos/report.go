@@ -18,10 +18,11 @@ type tally struct {
 	Items             int // planned items checked at the end of the runs
 	injected          []string
 	injectedN         map[string]int
-	Dup               int // refunds beyond the first for an item
-	Missing           int // planned items with no refund
-	Lost              int // journal records gone after a later run
-	Audits            int // clean audit --stripe verdicts
+	Dup               int  // refunds beyond the first for an item
+	Missing           int  // planned items with no refund
+	Lost              int  // journal records gone after a later run
+	Audits            int  // clean audit --stripe verdicts
+	NoAudit           bool // the scenario has no batch to audit
 	Problems          []string
 	ProblemCount      int
 	Notes             []string
@@ -147,7 +148,10 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |\n")
 	for _, t := range rep.Rows {
 		audits := fmt.Sprint(t.Audits)
-		if contains(rep.Missing, "audit") {
+		switch {
+		case t.NoAudit:
+			audits = "–"
+		case contains(rep.Missing, "audit"):
 			audits = "n/a"
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %d | %d | %d | %s | %s |\n",

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/stripesim"
+)
+
+// testWriter sends the matrix's log to t.Log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
+}
+
+// buildBinaries builds every command of the module into a temp dir.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the binaries with")
+	}
+	bin := t.TempDir()
+	cmd := exec.Command(goBin, "build", "-o", bin+string(filepath.Separator), "./cmd/...")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/...: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestChaosQuick runs the quick fault matrix over freshly built binaries:
+// every scenario must end clean, and must have injected what it is about
+// (a matrix that injected nothing would prove nothing).
+func TestChaosQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault matrix runs the real binaries: not in -short")
+	}
+	bin := buildBinaries(t)
+	rep, err := runMatrix(options{Quick: true, Bin: bin, Seed: 1, Command: "go test ./scripts/chaos", Log: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != len(scenarios) {
+		t.Fatalf("%d scenarios ran, want %d", len(rep.Rows), len(scenarios))
+	}
+	for _, row := range rep.Rows {
+		if row.Skipped != "" {
+			t.Logf("%s: not run: %s", row.Name, row.Skipped)
+			continue
+		}
+		if !row.clean() {
+			t.Errorf("%s: %s\n%s", row.Name, row.line(), strings.Join(row.Problems, "\n"))
+		}
+		if row.Seeds == 0 || row.Items == 0 || row.Runs == 0 {
+			t.Errorf("%s: %d seeds, %d items, %d refund runs: it checked nothing", row.Name, row.Seeds, row.Items, row.Runs)
+		}
+		for _, kind := range row.injected {
+			if row.injectedN[kind] == 0 && !optionalInjection[kind] {
+				t.Errorf("%s: no %s injected", row.Name, kind)
+			}
+		}
+		if len(row.injected) == 0 {
+			t.Errorf("%s: nothing injected", row.Name)
+		}
+	}
+	var md bytes.Buffer
+	if err := rep.writeMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range scenarios {
+		if !strings.Contains(md.String(), "| "+sc.Title+" |") {
+			t.Errorf("the report has no row for %q", sc.Title)
+		}
+	}
+}
+
+// optionalInjection are faults a quick run may draw none of.
+var optionalInjection = map[string]bool{
+	"answers dropped after commit": true,
+}
+
+func TestFirstBadLine(t *testing.T) {
+	valid := func(item string) string {
+		return fmt.Sprintf(`{"batch":"b","item":%q,"charge":"ch_1"}`, item)
+	}
+	tests := []struct {
+		name     string
+		input    string
+		bad      int
+		accepted int
+	}{
+		{"all valid", valid("a") + "\n" + valid("b") + "\n", 0, 2},
+		{"blank lines are skipped", valid("a") + "\n\n \t\r\n" + valid("b"), 0, 2},
+		{"bad second line", valid("a") + "\n{\"batch\":\"b\"}\n" + valid("c") + "\n", 2, 1},
+		{"item twice", valid("a") + "\n" + valid("b") + "\n" + valid("a") + "\n", 3, 2},
+		{"newline inside a mutated line", valid("a") + "\n{\"batch\":\n\"b\"}\n", 2, 1},
+		{"line too long", valid("a") + "\n" + strings.Repeat(" ", refund.MaxLineBytes+1) + "\n", 2, 1},
+		{"negative amount", `{"batch":"b","item":"a","charge":"ch_1","amount":-1}` + "\n", 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bad, accepted := firstBadLine([]byte(tt.input))
+			if bad != tt.bad || len(accepted) != tt.accepted {
+				t.Errorf("firstBadLine = line %d, %d accepted; want line %d, %d accepted", bad, len(accepted), tt.bad, tt.accepted)
+			}
+		})
+	}
+}
+
+func TestSnapshotCountsLostRecords(t *testing.T) {
+	rec := func(item string) string {
+		return fmt.Sprintf(`{"v":1,"type":"intent","ts":"2026-11-01T00:00:00Z","batch":"b","item":%q,"charge":"ch_1","attempt":1,"key":"refundkit:b:%s:1"}`+"\n", item, item)
+	}
+	three := rec("a") + rec("b") + rec("c")
+	tests := []struct {
+		name, before, after string
+		lost                int
+	}{
+		{"records appended", three, three + rec("d"), 0},
+		{"unchanged", three, three, 0},
+		{"torn tail cut off", three + `{"v":1,"ty`, three + rec("d"), 0},
+		{"last record gone", three, rec("a") + rec("b"), 1},
+		{"middle record changed", three, rec("a") + rec("x") + rec("c"), 2},
+		{"emptied", three, "", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "j.jsonl")
+			if err := os.WriteFile(path, []byte(tt.before), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s := takeSnapshot(path)
+			if err := os.WriteFile(path, []byte(tt.after), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.lost(); got != tt.lost {
+				t.Errorf("lost = %d, want %d", got, tt.lost)
+			}
+		})
+	}
+}
+
+func TestParseSummary(t *testing.T) {
+	line := "refund: 24 items: 20 refunded, 3 skipped, 1 failed, 0 in_doubt; refunded 1500 usd; 26 create and 2 list calls, 5 retried, 4 rate-limited, 2 reconciled, 1 new keys; 48 journal records in 30 fsyncs\n"
+	got, ok := parseSummary("refund: other line\n" + line)
+	want := summary{Items: 24, Refunded: 20, Skipped: 3, Failed: 1, Creates: 26, Lists: 2, Retried: 5, RateLimited: 4, Reconciled: 2, NewKeys: 1}
+	if !ok || got != want {
+		t.Errorf("parseSummary = %+v, %v; want %+v", got, ok, want)
+	}
+	if _, ok := parseSummary("refund: interrupted\n"); ok {
+		t.Error("parseSummary found a summary in a line without one")
+	}
+}
+
+// TestCheckOnceFindsDuplicatesAndMissing: the final check counts an item
+// refunded twice, an item not refunded, a wrong amount and a refund the
+// journal does not name, so a clean matrix means something.
+func TestCheckOnceFindsDuplicatesAndMissing(t *testing.T) {
+	meta := func(item string) map[string]string {
+		return map[string]string{refund.MetaBatch: "b", refund.MetaItem: item, refund.MetaAttempt: "1"}
+	}
+	charges := []stripesim.Charge{
+		{ID: "ch_a", Amount: 1000, Refunds: []stripesim.SeedRefund{{Amount: 400, Metadata: meta("a")}, {Amount: 600, Metadata: meta("a")}}},
+		{ID: "ch_b", Amount: 1000},
+		{ID: "ch_c", Amount: 1000, Refunds: []stripesim.SeedRefund{{Amount: 999, Metadata: meta("c")}}},
+	}
+	m := &matrix{opts: options{Log: testWriter{t}}, work: t.TempDir()}
+	tl := &tally{Name: "test"}
+	r, err := m.newRig(tl, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	r.serve(charges, stripesim.Faults{})
+	p := &plan{Batch: "b", index: map[string]int{}}
+	for i, id := range []string{"a", "b", "c"} {
+		p.Items = append(p.Items, plannedItem{Item: refund.Item{Batch: "b", Item: id, Charge: "ch_" + id}, Want: 1000})
+		p.index[id] = i
+	}
+	j := filepath.Join(r.dir, "j.jsonl")
+	if err := os.WriteFile(j, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.checkOnce(p, j)
+	if tl.Dup != 1 || tl.Missing != 1 {
+		t.Errorf("checkOnce counted %d duplicates and %d missing, want 1 and 1", tl.Dup, tl.Missing)
+	}
+	for _, want := range []string{"item c: refund", "is 999", "no journal says it is refunded"} {
+		if !strings.Contains(strings.Join(tl.Problems, "\n"), want) {
+			t.Errorf("no problem mentions %q: %q", want, tl.Problems)
+		}
+	}
+}
+
+// TestCheckIntentsFindsAnUnjournaledCall: a key the simulator reserved
+// with no journaled intent is a broken write-ahead rule.
+func TestCheckIntentsFindsAnUnjournaledCall(t *testing.T) {
+	m := &matrix{opts: options{Log: testWriter{t}}, work: t.TempDir()}
+	tl := &tally{Name: "test"}
+	r, err := m.newRig(tl, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	r.keys[refund.IdempotencyKey("b", "i1", 1)] = true
+	r.keys[refund.IdempotencyKey("b", "i2", 1)] = true
+	r.keys[refund.IdempotencyKey("other", "i9", 1)] = true // another batch: not this journal's
+	rec := journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Batch: "b", Item: "i1", Charge: "ch_1", Attempt: 1, Key: refund.IdempotencyKey("b", "i1", 1)}
+	line, err := journal.MarshalLine(nil, &rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := filepath.Join(r.dir, "j.jsonl")
+	if err := os.WriteFile(j, line, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.checkIntents("b", j)
+	if tl.ProblemCount != 1 || !strings.Contains(tl.Problems[0], "refundkit:b:i2:1") {
+		t.Errorf("checkIntents found %d problems, want 1 naming refundkit:b:i2:1: %q", tl.ProblemCount, tl.Problems)
+	}
+}
