@@ -1,0 +1,246 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/time/rate"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/audit"
+)
+
+type auditCmd struct {
+	Journals     []string    `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin)."`
+	Plan         string      `placeholder:"FILE" help:"The plan (refund items as JSON lines): also report planned items without a refund (missing) and journal items it does not list (not_in_plan)."`
+	Stripe       bool        `help:"Also list at Stripe the refunds of every charge and payment intent audited (key from STRIPE_API_KEY)."`
+	AllRefunds   bool        `name:"all-refunds" help:"With --stripe: count refunds without refundkit metadata (older scripts, the dashboard) as refunds of the batch."`
+	Backfill     string      `placeholder:"FILE" help:"With --stripe: journal into FILE, one of the JOURNALs, each refund Stripe has for an item and the journals lack, so refund skips that item."`
+	CancelExtras bool        `name:"cancel-extras" help:"With --stripe: cancel the extra refunds Stripe can still cancel (requires_action), keeping one per item, and journal each cancel in the --backfill or --journal FILE."`
+	Journal      string      `placeholder:"FILE" help:"With --cancel-extras and no --backfill: the journal, one of the JOURNALs, that records the cancels."`
+	Concurrency  int         `short:"j" default:"4" help:"Stripe lists in flight at once."`
+	Rate         float64     `default:"10" placeholder:"R" help:"Stripe API requests per second, all workers together (0: no limit)."`
+	Version      versionFlag `help:"Print the version and exit."`
+	stripeFlags
+}
+
+// Audit is the audit command: it reads journals (and a plan, and Stripe's
+// refunds) and reports, as JSON lines, every item that is not refunded
+// exactly once. Exit 0: no findings; 1: findings (a final failure is one);
+// 2: usage, or input that cannot be read (a corrupt journal included);
+// 3: a backfill or cancel record could not be written; 4: the journal to
+// write is held by another run; 6: Stripe refused the key or is
+// unreachable; 130: interrupted.
+func Audit(env Env) int {
+	const name = "audit"
+	var c auditCmd
+	if code, done := parse(env, name, "Tell whether a batch was refunded exactly once: findings as JSON lines on stdout, a summary on stderr.", &c); done {
+		return code
+	}
+	if err := c.check(); err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		return ExitUsage
+	}
+	var client *refund.Stripe
+	if c.Stripe {
+		var err error
+		if client, err = c.client(env, c.Concurrency); err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return ExitUsage
+		}
+	}
+
+	a := audit.New()
+	var w *journal.Writer
+	if path := c.writeJournal(); path != "" {
+		var torn *journal.Torn
+		var err error
+		// Held for the whole audit: no refund run can write to it meanwhile.
+		w, _, torn, err = journal.Open(path, journal.Options{})
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return auditJournalExit(err)
+		}
+		defer w.Close()
+		if torn != nil {
+			warnf(env.Stderr, name, "%s", torn)
+			a.AddTorn(torn)
+		}
+	}
+
+	if c.Plan != "" {
+		if code, ok := c.readPlan(env, name, a); !ok {
+			return code
+		}
+	}
+	inputs := c.Journals
+	if len(inputs) == 0 {
+		inputs = []string{"-"}
+	}
+	for _, path := range inputs {
+		in, inName := env.Stdin, "<stdin>"
+		if path != "-" {
+			f, err := os.Open(path)
+			if err != nil {
+				warnf(env.Stderr, name, "%v", err)
+				return ExitUsage
+			}
+			defer f.Close()
+			in, inName = f, path
+		}
+		torn, err := a.AddJournal(in, inName)
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			warnf(env.Stderr, name, "the journal cannot be audited past that line: nothing was checked")
+			return ExitUsage
+		}
+		if torn != nil {
+			warnf(env.Stderr, name, "%s", torn)
+		}
+	}
+
+	ctx, stop := signalContext(env.Stderr, name)
+	defer stop()
+	opts := audit.Options{Stripe: client, AllRefunds: c.AllRefunds, Workers: c.Concurrency, CancelExtras: c.CancelExtras}
+	if c.Rate > 0 {
+		opts.Limiter = rate.NewLimiter(rate.Limit(c.Rate), max(1, int(c.Rate/10)))
+	}
+	if c.Backfill != "" {
+		opts.Backfill = w
+	}
+	opts.Actions = w
+
+	out := bufio.NewWriterSize(env.Stdout, 64*1024)
+	rep, runErr := a.Run(ctx, opts, func(f *audit.Finding) {
+		b, _ := json.Marshal(f) // a Finding always marshals
+		out.Write(b)
+		out.WriteByte('\n')
+		if c.Stripe {
+			out.Flush() // a long audit shows its findings as they come
+		}
+	})
+	out.Flush()
+	if rep != nil {
+		for _, line := range rep.Lines() {
+			warnf(env.Stderr, name, "%s", line)
+		}
+	}
+
+	var stripeErr *audit.StripeError
+	var journalErr *audit.JournalError
+	switch {
+	case errors.As(runErr, &stripeErr):
+		warnf(env.Stderr, name, "halted: %v", stripeErr)
+		warnf(env.Stderr, name, "the charges not yet listed were not checked")
+		return ExitStripe
+	case errors.As(runErr, &journalErr):
+		warnf(env.Stderr, name, "halted: %v", journalErr)
+		warnf(env.Stderr, name, "no API call was made after the failed write; fix the disk and audit again")
+		return ExitJournal
+	case errors.Is(runErr, context.Canceled):
+		warnf(env.Stderr, name, "interrupted: the charges not yet listed were not checked")
+		return ExitInterrupted
+	case runErr != nil:
+		warnf(env.Stderr, name, "%v", runErr)
+		return ExitUsage
+	}
+	if !rep.Clean() {
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+// check reports flags that do not fit together.
+func (c *auditCmd) check() error {
+	switch {
+	case c.Concurrency < 1 || c.Concurrency > 64:
+		return &usageError{"--concurrency: want 1 to 64"}
+	case c.Rate < 0:
+		return &usageError{"--rate: want 0 (no limit) or more"}
+	case !c.Stripe && (c.AllRefunds || c.Backfill != "" || c.CancelExtras):
+		return &usageError{"--all-refunds, --backfill and --cancel-extras need --stripe"}
+	case c.Journal != "" && !c.CancelExtras:
+		return &usageError{"--journal names where --cancel-extras records the cancels: give it with --cancel-extras"}
+	case c.Journal != "" && c.Backfill != "":
+		return &usageError{"--journal and --backfill both name the journal audit writes to: give one"}
+	case c.CancelExtras && c.writeJournal() == "":
+		return &usageError{"--cancel-extras journals each cancel: give --backfill FILE or --journal FILE"}
+	}
+	stdin := 0
+	for _, p := range c.Journals {
+		if p == "-" {
+			stdin++
+		}
+	}
+	if stdin > 1 || stdin == 1 && c.Plan == "-" || len(c.Journals) == 0 && c.Plan == "-" {
+		return &usageError{"stdin can be read only once"}
+	}
+	if path := c.writeJournal(); path != "" && !c.audits(path) {
+		flag := "--backfill"
+		if c.Journal != "" {
+			flag = "--journal"
+		}
+		return &usageError{flag + " " + path + ": name it as a JOURNAL to audit too, so what it already holds is not written again"}
+	}
+	return nil
+}
+
+// writeJournal is the journal audit writes to, if any.
+func (c *auditCmd) writeJournal() string {
+	if c.Backfill != "" {
+		return c.Backfill
+	}
+	return c.Journal
+}
+
+// audits reports whether path is one of the journals read.
+func (c *auditCmd) audits(path string) bool {
+	want, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	for _, p := range c.Journals {
+		if p == "-" {
+			continue
+		}
+		if got, err := filepath.Abs(p); err == nil && got == want {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *auditCmd) readPlan(env Env, name string, a *audit.Auditor) (int, bool) {
+	in, inName := env.Stdin, "<stdin>"
+	if c.Plan != "-" {
+		f, err := os.Open(c.Plan)
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return ExitUsage, false
+		}
+		defer f.Close()
+		in, inName = io.Reader(f), c.Plan
+	}
+	if err := a.AddPlan(in, inName); err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		return ExitUsage, false
+	}
+	return 0, true
+}
+
+// auditJournalExit maps an error opening the journal to write to its exit
+// code: a corrupt journal is input that cannot be read, as for any other.
+func auditJournalExit(err error) int {
+	var corrupt *journal.CorruptError
+	var version *journal.VersionError
+	if errors.As(err, &corrupt) || errors.As(err, &version) {
+		return ExitUsage
+	}
+	return journalExit(err)
+}

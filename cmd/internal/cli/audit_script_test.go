@@ -1,0 +1,3 @@
+package cli
+
+func init() { scriptCommands["audit"] = runAs(Audit) }

@@ -1,0 +1,467 @@
+// Package audit tells whether a batch was refunded exactly once. It reads
+// journals (and a plan) into compact per-item state and reports findings:
+// items refunded twice, in doubt, failed, in conflict, missing or not
+// planned, and torn journal tails. With Stripe it lists the refunds of every
+// charge and compares them with the journal; it can backfill the refunds the
+// journal lacks, so that a later refund run skips them, and cancel extra
+// refunds that Stripe can still cancel.
+package audit
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+)
+
+// Auditor gathers a plan and journals, then reports findings with Run.
+// It is not safe for concurrent use.
+type Auditor struct {
+	st       *state
+	torn     []*journal.Torn
+	journals int
+	records  int
+}
+
+// New returns an Auditor with nothing read yet.
+func New() *Auditor { return &Auditor{st: newState()} }
+
+// AddPlan reads plan items (refund.Item JSON lines, blank lines skipped)
+// from r, named name in errors. A line that is not a valid item, or an item
+// listed twice, is a *refund.InputError.
+func (a *Auditor) AddPlan(r io.Reader, name string) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), refund.MaxLineBytes)
+	line := 0
+	a.st.planned = true
+	for sc.Scan() {
+		line++
+		b := sc.Bytes()
+		if len(strings.TrimSpace(string(b))) == 0 {
+			continue
+		}
+		it, err := refund.ParseItem(b)
+		if err != nil {
+			return &refund.InputError{Name: name, Line: line, Err: err}
+		}
+		if !a.st.addPlanItem(it.Batch, it.Item, it.Charge, it.PaymentIntent, it.Amount, it.Currency, origin{name, line}) {
+			return &refund.InputError{Name: name, Line: line, Err: fmt.Errorf("item %q of batch %q is listed twice", it.Item, it.Batch)}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return &refund.InputError{Name: name, Line: line + 1, Err: fmt.Errorf("line longer than %d bytes", refund.MaxLineBytes)}
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// AddJournal reads every record of a journal from r, named name in
+// messages. Journals are folded in the order they are added. A torn final
+// line is returned and becomes a torn_tail finding; a corrupt line
+// (*journal.CorruptError) or an unknown version is an error naming the file
+// and line, and the audit cannot go on.
+func (a *Auditor) AddJournal(r io.Reader, name string) (*journal.Torn, error) {
+	a.journals++
+	if f, ok := r.(*os.File); ok {
+		if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
+			// A rough count of items: two records of 250 bytes each.
+			a.st.reserve(int(min(info.Size()/512, 1<<30)))
+		}
+	}
+	n, torn, err := scanJournal(r, name, a.st)
+	a.records += n
+	if err != nil {
+		return nil, err
+	}
+	if torn != nil {
+		a.torn = append(a.torn, torn)
+	}
+	return torn, nil
+}
+
+// AddTorn reports a torn tail that journal.Open cut off (and saved aside)
+// before the journal was read.
+func (a *Auditor) AddTorn(t *journal.Torn) { a.torn = append(a.torn, t) }
+
+// Options say how far Run goes beyond the journals.
+type Options struct {
+	// Stripe, when set, is asked for the refunds of every charge and
+	// payment intent of the plan and journals.
+	Stripe *refund.Stripe
+	// AllRefunds counts refunds without refundkit metadata (made by older
+	// scripts or by hand) as refunds of the batch.
+	AllRefunds bool
+	// Limiter paces every API call; nil means unlimited.
+	Limiter *rate.Limiter
+	// Workers is how many lists are in flight at once (default 4).
+	Workers int
+	// Backfill, when set, receives a refunded record (source backfill) for
+	// every refund Stripe has for an item and the journal lacks.
+	Backfill *journal.Writer
+	// CancelExtras cancels the extra refunds Stripe can still cancel
+	// (requires_action), keeping one refund per item, and journals each
+	// cancel in Actions.
+	CancelExtras bool
+	Actions      *journal.Writer
+	// Retry spaces retries of a call Stripe did not answer (429, 409, 5xx,
+	// network); after MaxTries tries Stripe counts as unreachable.
+	Retry    refund.Backoff
+	MaxTries int
+	// Now is the clock for journal records (default time.Now).
+	Now func() time.Time
+}
+
+// StripeError is an audit stopped because Stripe refused the key or could
+// not be reached: what Stripe holds is unknown, so nothing can be concluded.
+type StripeError struct{ Err error }
+
+func (e *StripeError) Error() string { return e.Err.Error() }
+func (e *StripeError) Unwrap() error { return e.Err }
+
+// JournalError is a backfill or cancel record that could not be written.
+// The audit stopped there: no call was made after it.
+type JournalError struct{ Err error }
+
+func (e *JournalError) Error() string { return fmt.Sprintf("journal write failed: %v", e.Err) }
+func (e *JournalError) Unwrap() error { return e.Err }
+
+// Run reports every finding to emit, in a stable order (torn tails, then
+// items in the order first read, then per charge), and returns the counts.
+// The error is a *StripeError, a *JournalError or ctx's error; the report
+// then covers what was checked before it.
+func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*Report, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.MaxTries <= 0 {
+		opts.MaxTries = 8
+	}
+	if opts.Retry == (refund.Backoff{}) {
+		opts.Retry = refund.DefaultBackoff
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.CancelExtras && opts.Actions == nil {
+		opts.Actions = opts.Backfill
+	}
+	if opts.CancelExtras && opts.Actions == nil {
+		return nil, errors.New("audit: cancel-extras needs a journal to record the cancels in")
+	}
+	rep := newReport()
+	rep.Journals, rep.Records, rep.Items = a.journals, a.records, int(a.st.n)
+	rep.Stripe = opts.Stripe != nil
+	r := &run{Auditor: a, opts: opts, rep: rep, out: func(f *Finding) {
+		rep.Findings[f.Finding]++
+		emit(f)
+	}}
+	for _, t := range a.torn {
+		r.out(tornFinding(t))
+	}
+	r.itemPass()
+	if opts.Stripe != nil || a.st.planned {
+		// Items share a charge only by plan or at Stripe: without either,
+		// every item of a charge is planned and its own checks suffice.
+		a.st.groupItems()
+	}
+	if opts.Stripe == nil {
+		r.journalPass()
+		return rep, nil
+	}
+	return rep, r.stripePass(ctx)
+}
+
+func tornFinding(t *journal.Torn) *Finding {
+	f := &Finding{Finding: KindTornTail, File: t.Path, Line: t.Line, Offset: t.Offset, Bytes: t.Bytes, Message: t.String()}
+	if t.SavedTo != "" {
+		f.Remedy = "the record a crash was writing was cut off and saved to " + t.SavedTo + "; if it was an outcome, its item is in doubt and the next refund run reconciles it with Stripe"
+	} else {
+		f.Remedy = "a crash cut the record it was writing; the next refund run over this journal saves the bytes aside and cuts them; if it was an outcome, its item is in doubt and that run reconciles it with Stripe"
+	}
+	return f
+}
+
+// run is one Run.
+type run struct {
+	*Auditor
+	opts Options
+	rep  *Report
+	out  func(*Finding)
+}
+
+// itemView is an item's state with its strings, which point into the arena.
+type itemView struct {
+	idx      uint32
+	batch    string
+	item     string
+	target   string
+	isIntent bool
+	flags    uint8
+	status   string
+}
+
+func (r *run) view(i uint32) itemView {
+	s := r.st
+	sl := s.slot(i)
+	v := itemView{idx: i, batch: s.batches.name(sl.batch), item: s.str(sl.item), target: s.str(sl.target),
+		isIntent: sl.flags&flagIntent != 0, flags: sl.flags}
+	switch {
+	case sl.flags&flagRefunded != 0:
+		v.status = "refunded"
+	case sl.status == statusFailed:
+		v.status = "failed"
+	case sl.status == statusInDoubt:
+		v.status = "in_doubt"
+	}
+	return v
+}
+
+// finding starts a finding about item v.
+func (v *itemView) finding(kind string) *Finding {
+	f := &Finding{Finding: kind, Batch: v.batch, Item: v.item, Status: v.status}
+	if v.isIntent {
+		f.PaymentIntent = v.target
+	} else {
+		f.Charge = v.target
+	}
+	return f
+}
+
+// journalRefunds are the refunds the journal holds for item i and has not
+// journaled as canceled, first journaled first.
+func (r *run) journalRefunds(i uint32) []Refund {
+	s := r.st
+	sl := s.slot(i)
+	if sl.flags&flagRefunded == 0 {
+		return nil
+	}
+	var out []Refund
+	if id := s.str(sl.refund); !s.canceled[id] {
+		out = append(out, Refund{ID: id, Amount: sl.amount, Currency: s.currencies.name(uint32(sl.currency))})
+	}
+	if sl.flags&flagExtras != 0 {
+		for _, x := range s.extras[i] {
+			if !s.canceled[x.id] {
+				out = append(out, Refund{ID: x.id, Amount: x.amount, Currency: x.currency})
+			}
+		}
+	}
+	return out
+}
+
+// liveRefundCount is len(journalRefunds(i)) without building the list.
+func (r *run) liveRefundCount(i uint32, sl *itemSlot) int {
+	if sl.flags&flagRefunded == 0 {
+		return 0
+	}
+	if sl.flags&flagExtras == 0 && len(r.st.canceled) == 0 {
+		return 1
+	}
+	return len(r.journalRefunds(i))
+}
+
+// itemPass counts every item by status and reports what needs no look at
+// other items or at Stripe: final failures, conflicts, items not planned.
+func (r *run) itemPass() {
+	s := r.st
+	rep := r.rep
+	for i := range s.n {
+		sl := s.slot(i)
+		refunded := sl.flags&flagRefunded != 0
+		switch {
+		case refunded:
+			rep.ByStatus["refunded"]++
+			if sl.flags&flagExtras == 0 && len(s.canceled) == 0 {
+				rep.add("refunded", s.currencies.name(uint32(sl.currency)), sl.amount)
+			} else {
+				for _, x := range r.journalRefunds(i) {
+					rep.add("refunded", x.Currency, x.Amount)
+				}
+			}
+		case sl.status == statusFailed:
+			rep.ByStatus["failed"]++
+			rep.add("failed", s.currencies.name(uint32(sl.reqCurrency)), sl.reqAmount)
+		case sl.status == statusInDoubt:
+			rep.ByStatus["in_doubt"]++
+			rep.add("in_doubt", s.currencies.name(uint32(sl.reqCurrency)), sl.reqAmount)
+		default:
+			rep.ByStatus["none"]++
+		}
+		if !refunded && sl.status == statusFailed {
+			v := r.view(i)
+			f := v.finding(KindFailed)
+			fl := s.failures[i]
+			f.Code, f.Message = s.codes.name(sl.code), fl.message
+			f.Amount, f.Currency = sl.reqAmount, s.currencies.name(uint32(sl.reqCurrency))
+			f.Remedy = fmt.Sprintf("Stripe refused this refund for good (%s); refund will not try it again in this batch: fix the cause, then refund it under a new batch or item id, or settle it outside refundkit", f.Code)
+			r.out(f)
+		}
+		if refunded && sl.flags&flagFinalFailure != 0 || sl.flags&flagConflict != 0 || refunded && len(s.canceled) > 0 && r.liveRefundCount(i, sl) == 0 {
+			r.out(r.conflictFinding(i, sl))
+		}
+		if s.planned && sl.flags&flagInPlan == 0 {
+			v := r.view(i)
+			f := v.finding(KindNotInPlan)
+			f.Refunds = r.journalRefunds(i)
+			for _, x := range f.Refunds {
+				f.Amount += x.Amount
+				f.Currency = x.Currency
+			}
+			f.Remedy = "the journal holds this item but the plan does not: check that the plan is the one this journal was run with"
+			if len(f.Refunds) > 0 {
+				f.Remedy += "; its refund moved money outside the plan"
+			}
+			r.out(f)
+		}
+	}
+}
+
+func (r *run) conflictFinding(i uint32, sl *itemSlot) *Finding {
+	s := r.st
+	v := r.view(i)
+	f := v.finding(KindConflict)
+	f.Refunds = r.journalRefunds(i)
+	var reasons, remedies []string
+	refunded := sl.flags&flagRefunded != 0
+	if refunded && sl.flags&flagFinalFailure != 0 {
+		f.Code = s.codes.name(sl.code)
+		reasons = append(reasons, fmt.Sprintf("journaled as refunded (%s) and as failed for good (%s: %s)", s.str(sl.refund), f.Code, s.failures[i].message))
+		remedies = append(remedies, "the refund exists, so the item is refunded and refund skips it; check it with audit --stripe")
+	}
+	if refunded && len(f.Refunds) == 0 {
+		reasons = append(reasons, "every refund journaled for it was canceled")
+		remedies = append(remedies, "refund skips it as refunded, yet no refund of it is left: check with audit --stripe and refund it under a new item id if it is still owed")
+	}
+	if sl.flags&flagConflict != 0 {
+		reasons = append(reasons, s.conflicts[i]...)
+		remedies = append(remedies, "the records disagree on what was refunded: check the charge and refunds in the dashboard before running refund again")
+	}
+	f.Message = strings.Join(reasons, "; ")
+	f.Remedy = strings.Join(remedies, "; ")
+	return f
+}
+
+// journalPass checks every group of items sharing a batch and charge by the
+// journal alone: refunds per item and per charge, items in doubt, planned
+// items never journaled.
+func (r *run) journalPass() {
+	s := r.st
+	for i := range s.n {
+		sl := s.slot(i)
+		if s.grouped && sl.target != 0 && sl.flags&flagGroupHead == 0 {
+			continue // checked with its group's first item
+		}
+		if sl.next == 0 {
+			r.journalItem(i, sl) // the common case: one item on its charge
+			continue
+		}
+		members := s.members(i)
+		for _, m := range members {
+			r.journalItem(m, s.slot(m))
+		}
+		r.journalCharge(members)
+	}
+}
+
+// journalItem reports an item's duplicate refunds, doubt or absence.
+func (r *run) journalItem(i uint32, sl *itemSlot) {
+	n := r.liveRefundCount(i, sl)
+	if n == 0 && sl.flags&flagRefunded != 0 {
+		return // all canceled: reported as a conflict
+	}
+	switch {
+	case n > 1:
+		v := r.view(i)
+		f := v.finding(KindDuplicate)
+		f.Refunds = r.journalRefunds(i)
+		for _, x := range f.Refunds[1:] {
+			f.Amount += x.Amount
+		}
+		f.Currency = f.Refunds[0].Currency
+		f.Remedy = duplicateRemedy(f, true)
+		r.noteExtras(f)
+		r.out(f)
+	case n == 0 && sl.status == statusInDoubt:
+		v := r.view(i)
+		f := v.finding(KindInDoubt)
+		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.name(uint32(sl.reqCurrency))
+		f.Remedy = "a refund call may have been made without its outcome journaled: run refund again with this journal (it looks the item up at Stripe before any new call), or audit --stripe to see now"
+		r.out(f)
+	case n == 0 && r.st.planned && sl.flags&flagInPlan != 0 && sl.flags&flagInJournal == 0:
+		v := r.view(i)
+		f := v.finding(KindMissing)
+		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.name(uint32(sl.reqCurrency))
+		f.Remedy = "nothing was journaled for this planned item: refund --journal with this journal and plan refunds it"
+		r.out(f)
+	}
+}
+
+// journalCharge reports a charge with more refunds of the batch than items
+// planned on it that the items' own duplicates do not explain: refunds of
+// items the plan does not list.
+func (r *run) journalCharge(members []uint32) {
+	planned, empty := 0, 0
+	var refunds, unplanned []Refund
+	for _, m := range members {
+		sl := r.st.slot(m)
+		rs := r.journalRefunds(m)
+		item := r.st.str(sl.item)
+		for k := range rs {
+			rs[k].Item = item
+		}
+		refunds = append(refunds, rs...)
+		if r.st.planned && sl.flags&flagInPlan == 0 {
+			unplanned = append(unplanned, rs...)
+			continue
+		}
+		planned++
+		if len(rs) == 0 {
+			empty++
+		}
+	}
+	if len(unplanned) <= empty || planned == 0 {
+		return
+	}
+	v := r.view(members[0])
+	f := v.finding(KindDuplicate)
+	f.Item, f.Status = "", ""
+	f.Planned = planned
+	f.Refunds = refunds
+	extra := map[string]int64{}
+	for _, x := range unplanned[empty:] {
+		f.Amount += x.Amount
+		f.Currency = x.Currency
+		extra[x.Currency] += x.Amount
+		r.rep.ExtraJournalAmount[x.Currency] += x.Amount
+	}
+	f.Message = fmt.Sprintf("%d refunds of the batch on a charge with %d planned items, %d of them for items the plan does not list", len(refunds), planned, len(unplanned))
+	f.Remedy = fmt.Sprintf("%s more than planned was refunded on this charge: run audit --stripe to see which refunds can still be canceled; a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it", amounts(extra))
+	r.rep.ExtraJournal += len(unplanned) - empty
+	r.out(f)
+}
+
+// noteExtras counts a journal-only duplicate's extras in the report.
+func (r *run) noteExtras(f *Finding) {
+	r.rep.ExtraJournal += len(f.Refunds) - 1
+	for _, x := range f.Refunds[1:] {
+		r.rep.ExtraJournalAmount[x.Currency] += x.Amount
+	}
+}
+
+// sortOldestFirst orders refunds by creation, keeping the given order for
+// ties (Stripe lists newest first; callers reverse it first).
+func sortOldestFirst(rs []Refund) {
+	sort.SliceStable(rs, func(a, b int) bool { return rs[a].Created < rs[b].Created })
+}

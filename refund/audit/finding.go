@@ -1,0 +1,185 @@
+package audit
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Kinds of finding. Every finding makes the audit fail (exit 1): each one
+// is an item that is not refunded exactly once, or a record that cannot be
+// trusted to say so.
+const (
+	// KindDuplicate: an item with more than one refund, or a charge with
+	// more refunds of the batch than items planned on it.
+	KindDuplicate = "duplicate"
+	// KindInDoubt: an intent with no outcome; a refund may exist at Stripe.
+	KindInDoubt = "in_doubt"
+	// KindConflict: records that cannot all be true: refunded and failed
+	// for good, one item naming two charges, one refund id with two amounts,
+	// every refund of a refunded item canceled.
+	KindConflict = "conflict"
+	// KindFailed: Stripe refused the item's refund for good.
+	KindFailed = "failed"
+	// KindTornTail: a journal's last line was cut by a crash.
+	KindTornTail = "torn_tail"
+	// KindMissing: a planned item the journal has nothing for (and, with
+	// Stripe, that Stripe has no refund for).
+	KindMissing = "missing"
+	// KindNotInPlan: a journal item the plan does not list.
+	KindNotInPlan = "not_in_plan"
+	// KindStripeOnly: a live refund at Stripe that the journal lacks.
+	KindStripeOnly = "stripe_only"
+	// KindJournalOnly: a journaled refund that Stripe does not have as a
+	// live refund (unknown, canceled or failed there).
+	KindJournalOnly = "journal_only"
+	// KindUnchecked: Stripe would not list a charge's refunds, so its items
+	// could not be checked.
+	KindUnchecked = "unchecked"
+)
+
+// Kinds lists every kind of finding in the order summaries show them.
+var Kinds = []string{KindDuplicate, KindInDoubt, KindConflict, KindFailed, KindTornTail,
+	KindMissing, KindNotInPlan, KindStripeOnly, KindJournalOnly, KindUnchecked}
+
+// Actions on a refund listed in a finding: what audit did with it or what
+// can be done.
+const (
+	ActionKeep         = "keep"         // the item's one refund; the others are extras
+	ActionCancelable   = "cancelable"   // an extra that still requires action: --cancel-extras cancels it
+	ActionCanceled     = "canceled"     // an extra canceled by this audit, and journaled
+	ActionIrreversible = "irreversible" // an extra that succeeded (or is pending): the API cannot reverse it
+	ActionBackfilled   = "backfilled"   // journaled by this audit (--backfill)
+	ActionUnattributed = "unattributed" // no item can be named for it: a person must match it
+)
+
+// Finding is one line audit writes on stdout.
+type Finding struct {
+	Finding       string `json:"finding"`
+	Batch         string `json:"batch,omitempty"`
+	Item          string `json:"item,omitempty"`
+	Charge        string `json:"charge,omitempty"`
+	PaymentIntent string `json:"payment_intent,omitempty"`
+	// Status is what the journal says of the item: refunded, failed,
+	// in_doubt, or none.
+	Status string `json:"status,omitempty"`
+	// Refunds are the refunds the finding is about, oldest first.
+	Refunds []Refund `json:"refunds,omitempty"`
+	// Amount is the sum of the extra refunds (duplicate), of the refunds
+	// listed (stripe_only, journal_only, not_in_plan), or the requested
+	// amount (failed, in_doubt, missing; 0: the full remaining amount).
+	Amount   int64  `json:"amount,omitempty"`
+	Currency string `json:"currency,omitempty"`
+	// Planned is the number of items planned on the charge (duplicate of a
+	// charge).
+	Planned int    `json:"planned,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+	// File, Line, Offset and Bytes locate a torn tail.
+	File   string `json:"file,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	Offset int64  `json:"offset,omitempty"`
+	Bytes  int    `json:"bytes,omitempty"`
+	Remedy string `json:"remedy,omitempty"`
+}
+
+// Refund is one refund named by a finding.
+type Refund struct {
+	ID string `json:"id"`
+	// Item is the item the refund is for, when it is known and differs from
+	// the finding's (the refunds of a charge).
+	Item     string `json:"item,omitempty"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency,omitempty"`
+	// Status is Stripe's status of the refund (with --stripe).
+	Status  string `json:"status,omitempty"`
+	Created int64  `json:"created,omitempty"`
+	Action  string `json:"action,omitempty"`
+	// Note says why an action could not be taken.
+	Note string `json:"note,omitempty"`
+}
+
+// amounts formats sums per currency: "1500 usd, 300 eur".
+func amounts(sums map[string]int64) string {
+	cur := make([]string, 0, len(sums))
+	for c := range sums {
+		cur = append(cur, c)
+	}
+	sort.Strings(cur)
+	parts := make([]string, 0, len(cur))
+	for _, c := range cur {
+		name := c
+		if name == "" {
+			name = "(currency unknown)"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", sums[c], name))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func refundIDs(rs []Refund) string {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	return strings.Join(ids, ", ")
+}
+
+// duplicateRemedy says what can be done about the extra refunds listed in
+// f, after any cancel was tried. journalOnly is true when Stripe was not
+// asked, so the state of the extras is not known.
+func duplicateRemedy(f *Finding, journalOnly bool) string {
+	var keep, cancelable, canceled, irreversible, unattributed []Refund
+	lost := map[string]int64{}
+	for _, r := range f.Refunds {
+		switch r.Action {
+		case ActionKeep:
+			keep = append(keep, r)
+		case ActionCancelable:
+			cancelable = append(cancelable, r)
+		case ActionCanceled:
+			canceled = append(canceled, r)
+		case ActionIrreversible:
+			irreversible = append(irreversible, r)
+			lost[r.Currency] += r.Amount
+		case ActionUnattributed:
+			unattributed = append(unattributed, r)
+		}
+	}
+	if journalOnly {
+		extra := map[string]int64{}
+		for _, r := range f.Refunds[1:] {
+			extra[r.Currency] += r.Amount
+		}
+		return fmt.Sprintf("the journal holds %d refunds here, %s more than planned; run audit --stripe to see their state: an extra Stripe can still cancel (requires_action) is canceled by --cancel-extras; a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it",
+			len(f.Refunds), amounts(extra))
+	}
+	var parts []string
+	if len(keep) > 0 {
+		parts = append(parts, "keep "+refundIDs(keep))
+	}
+	if len(canceled) > 0 {
+		parts = append(parts, "canceled "+refundIDs(canceled)+" (journaled)")
+	}
+	if len(cancelable) > 0 {
+		var noted []string
+		for _, r := range cancelable {
+			if r.Note != "" {
+				noted = append(noted, r.ID+": "+r.Note)
+			}
+		}
+		s := refundIDs(cancelable) + " still requires action and can be canceled: run audit --stripe --cancel-extras"
+		if len(noted) > 0 {
+			s += " (" + strings.Join(noted, "; ") + ")"
+		}
+		parts = append(parts, s)
+	}
+	if len(irreversible) > 0 {
+		parts = append(parts, fmt.Sprintf("%s succeeded and cannot be reversed through the API: the customer got %s more than planned, and to recover it the customer must be charged again",
+			refundIDs(irreversible), amounts(lost)))
+	}
+	if len(unattributed) > 0 {
+		parts = append(parts, refundIDs(unattributed)+" cannot be matched to an item: check them in the dashboard before running refund for this charge again")
+	}
+	return strings.Join(parts, "; ")
+}
