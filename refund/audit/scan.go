@@ -31,9 +31,9 @@ type scanBlock struct {
 	recs   []*journal.Record
 	hashes []uint64 // of each record's item, by the sink's hash
 	lines  int
-	err   error
-	torn  *journal.Torn
-	done  chan struct{}
+	err    error
+	torn   *journal.Torn
+	done   chan struct{}
 }
 
 // recordSink takes the records of a journal, a run of consecutive lines at

@@ -41,7 +41,9 @@ func (o scanOutcome) String() string {
 	return fmt.Sprintf("%d records (lines %v), torn %q, err %q", len(o.items), o.lines, o.torn, o.err)
 }
 
-func equal(a, b scanOutcome) bool { return a.String() == b.String() && strings.Join(a.items, ",") == strings.Join(b.items, ",") }
+func equal(a, b scanOutcome) bool {
+	return a.String() == b.String() && strings.Join(a.items, ",") == strings.Join(b.items, ",")
+}
 
 // sequential reads data with one journal.Scanner: the reference.
 func sequential(data []byte) scanOutcome {
