@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# bench: measure refundkit's binaries on big generated inputs, each beside a
+# baseline run alternately with it, and write the table to BENCHMARKS.md.
+#
+#   make bench        (builds bin/ first, then runs this; about 10 minutes)
+#
+# It installs what it compares against (jq) when missing, builds scripts/gen
+# and scripts/bench, generates every input into a temp dir, starts and stops
+# a simulator per run, and removes everything on exit. The measuring is done
+# by scripts/bench (see its doc comment); this script prepares for it.
+#
+# Environment:
+#   BENCH_OUT        the report (default BENCHMARKS.md)
+#   BENCH_QUICK=1    small inputs and few runs, to try the script; the report
+#                    says so (default out: $TMPDIR/BENCHMARKS-quick.md)
+#   BENCH_ONLY       rows to run, comma-separated: restart,audit,refund,rate,merge,plan
+#   BENCH_MAX_LOAD   wait until the 1-minute load is at most this (default 1.5)
+#   BENCH_LOAD_WAIT  but at most this long (default 15m), then measure anyway
+#   BENCH_BIN        the binaries to measure (default bin)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=${BENCH_BIN:-bin}
+# A fake test-mode key: the simulator accepts any sk_test_ key, and real
+# Stripe never sees this one.
+export STRIPE_API_KEY=sk_test_refundkit_bench_not_a_real_key
+
+die() { echo "bench: $*" >&2; exit 2; }
+
+for b in plan refund stripe-sim; do
+	[[ -x $BIN/$b ]] || die "$BIN/$b is missing: run make build (or make bench)"
+done
+
+# install_pkg PKG installs a Debian package, through sudo when not root.
+install_pkg() {
+	local sudo=()
+	if [[ $(id -u) != 0 ]]; then
+		command -v sudo >/dev/null || die "$1 is missing and this is not root: install the package $1"
+		sudo=(sudo)
+	fi
+	echo "bench: installing $1 (apt-get)" >&2
+	"${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq "$1" >/dev/null ||
+		die "could not install $1: install it and run again"
+}
+command -v jq >/dev/null || install_pkg jq
+for t in sort uniq wc df bash; do
+	command -v "$t" >/dev/null || die "$t is missing (coreutils)"
+done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/refundkit-bench.XXXXXX")
+pid=""
+cleanup() {
+	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true # it stops its own runs and simulators
+		wait "$pid" 2>/dev/null || true
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir "$WORK/tools" "$WORK/bin"
+go build -o "$WORK/tools/" ./scripts/gen ./scripts/bench
+# A copy of the binaries: a rebuild of bin/ during the session does not mix
+# two versions into one table.
+for f in "$BIN"/*; do
+	if [[ -f $f && -x $f ]]; then cp -p "$f" "$WORK/bin/"; fi
+done
+
+args=(-bin "$WORK/bin" -gen "$WORK/tools/gen" -work "$WORK"
+	-max-load "${BENCH_MAX_LOAD:-1.5}" -load-wait "${BENCH_LOAD_WAIT:-15m}")
+if [[ ${BENCH_QUICK:-} == 1 ]]; then
+	args+=(-quick -out "${BENCH_OUT:-${TMPDIR:-/tmp}/BENCHMARKS-quick.md}" -command "BENCH_QUICK=1 make bench")
+else
+	args+=(-out "${BENCH_OUT:-BENCHMARKS.md}")
+fi
+[[ -z ${BENCH_ONLY:-} ]] || args+=(-only "$BENCH_ONLY")
+
+# In the background, so that a signal to this script reaches the trap at
+# once and is passed on by cleanup.
+"$WORK/tools/bench" "${args[@]}" &
+pid=$!
+status=0
+wait "$pid" || status=$?
+pid=""
+exit "$status"

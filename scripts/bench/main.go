@@ -1,0 +1,137 @@
+// Command bench measures refundkit's binaries on big generated inputs, each
+// beside a baseline run alternately with it in the same session, and writes
+// the table with the machine, the commands and the date to BENCHMARKS.md.
+// `make bench` runs it through scripts/bench.sh, which installs jq, builds
+// scripts/gen and this command, and makes the temp dir.
+//
+//	bench -gen GEN -work DIR [-bin bin] [-out BENCHMARKS.md] [-quick] [-only ROW,...]
+//
+// Every figure is a median of several runs; every ratio is the median of
+// the ratios of adjacent candidate and baseline runs. Each run is checked
+// (exit status, counts, zero API calls, the same duplicates as jq, exactly
+// one refund per item at the simulator): a row whose binary is missing or
+// whose check fails is reported as failed, never given a figure.
+//
+// It exits 0 when every row ran, 1 when a row failed, 2 on a usage or
+// set-up error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/renameio/v2"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// options are the command line of bench.
+type options struct {
+	Bin, Gen, Work, Out string
+	Quick               bool
+	Only                []string
+	MaxLoad             float64
+	LoadWait            time.Duration
+	Command             string
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.Bin, "bin", "bin", "directory holding the refundkit binaries")
+	fs.StringVar(&o.Gen, "gen", "", "the scripts/gen binary (required)")
+	fs.StringVar(&o.Work, "work", "", "an empty temp dir for inputs, journals and outputs (required; its disk is the one measured)")
+	fs.StringVar(&o.Out, "out", "BENCHMARKS.md", "write the report (markdown) here; - for stdout")
+	fs.BoolVar(&o.Quick, "quick", false, "small inputs and few runs, to try the script (not for the committed figures)")
+	only := fs.String("only", "", "comma-separated rows to run (default: all): "+strings.Join(rowNames(), ","))
+	fs.Float64Var(&o.MaxLoad, "max-load", 1.5, "wait until the 1-minute load average is at most this before measuring")
+	fs.DurationVar(&o.LoadWait, "load-wait", 15*time.Minute, "wait at most this long for the load to drop, then measure anyway (and say so)")
+	fs.StringVar(&o.Command, "command", "make bench", "the command to name in the report")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 || o.Gen == "" || o.Work == "" {
+		fmt.Fprintln(stderr, "bench: usage: bench -gen GEN -work DIR [-bin bin] [-out FILE] [-quick] [-only ROW,...]")
+		return 2
+	}
+	if *only != "" {
+		o.Only = strings.Split(*only, ",")
+		for _, name := range o.Only {
+			if !slices.Contains(rowNames(), name) {
+				fmt.Fprintf(stderr, "bench: -only: no row %q (have %s)\n", name, strings.Join(rowNames(), ", "))
+				return 2
+			}
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	b, err := newBench(ctx, o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
+	rep, err := b.measure()
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		if ctx.Err() != nil {
+			return 130
+		}
+		return 2
+	}
+	text := rep.markdown()
+	if o.Out == "-" {
+		io.WriteString(os.Stdout, text)
+	} else {
+		out, err := filepath.Abs(o.Out)
+		if err == nil {
+			err = renameio.WriteFile(out, []byte(text), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: write the report: %v\n", err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "bench: wrote %s\n", o.Out)
+	}
+	io.WriteString(stderr, rep.summary())
+	if rep.failed() {
+		fmt.Fprintln(stderr, "bench: some rows failed (see above): their figures are not reported")
+		return 1
+	}
+	return 0
+}
+
+// sizes are the inputs and run counts of a session.
+type sizes struct {
+	Big       int   // items of the plan, journal, shards and CSV
+	Dups      int   // duplicate refunds in the audited journal
+	Shards    int   // shard journals merged
+	SimItems  int   // items refunded against the simulator at full speed
+	RateItems int   // items refunded at the rate limit
+	Rate      int   // the rate limit, requests per second
+	Jobs      []int // -j values tried against the simulator
+	Fast      int   // runs of each side for the fast rows
+	Slow      int   // runs of each side for the slow rows
+	Fsyncs    int   // write+fsync rounds timed for the disk's latency
+}
+
+var (
+	fullSizes  = sizes{Big: 1_000_000, Dups: 5, Shards: 8, SimItems: 20_000, RateItems: 3_000, Rate: 100, Jobs: []int{8, 16, 32, 64, 128}, Fast: 5, Slow: 3, Fsyncs: 200}
+	quickSizes = sizes{Big: 50_000, Dups: 5, Shards: 8, SimItems: 2_000, RateItems: 300, Rate: 100, Jobs: []int{8, 32}, Fast: 3, Slow: 2, Fsyncs: 50}
+)

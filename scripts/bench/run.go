@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// bench holds a session: where the binaries and inputs are, and the
+// context that a signal cancels.
+type bench struct {
+	ctx   context.Context
+	o     options
+	sz    sizes
+	bin   string // absolute
+	gen   string // absolute
+	work  string // absolute
+	log   io.Writer
+	env   []string // the environment of every command run
+	shown []string // prefixes replaced in the commands the report shows
+}
+
+func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
+	b := &bench{ctx: ctx, o: o, sz: fullSizes, log: log}
+	if o.Quick {
+		b.sz = quickSizes
+	}
+	var err error
+	for _, p := range []struct {
+		dst *string
+		src string
+	}{{&b.bin, o.Bin}, {&b.gen, o.Gen}, {&b.work, o.Work}} {
+		if *p.dst, err = filepath.Abs(p.src); err != nil {
+			return nil, err
+		}
+	}
+	if fi, err := os.Stat(b.work); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("-work %s: want an existing directory", o.Work)
+	}
+	if os.Getenv("STRIPE_API_KEY") == "" {
+		return nil, errors.New("STRIPE_API_KEY is not set (scripts/bench.sh sets a fake test key)")
+	}
+	// A pinned locale: sort and jq behave alike on every machine, and sort
+	// compares bytes as journal-merge does.
+	b.env = append(os.Environ(), "LC_ALL=C")
+	return b, nil
+}
+
+// path names a file in the work dir.
+func (b *bench) path(name string) string { return filepath.Join(b.work, name) }
+
+// tool is the path of a refundkit binary, or an error saying it is missing.
+func (b *bench) tool(name string) (string, error) {
+	p := filepath.Join(b.bin, name)
+	if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("bin/%s is missing: cmd/%s is not built in this tree (make build builds every cmd/)", name, name)
+	}
+	return p, nil
+}
+
+// logf says what the session is doing, on stderr.
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, "bench: "+format+"\n", args...)
+}
+
+// cmdSpec is one command to time.
+type cmdSpec struct {
+	argv   []string
+	env    []string // added to the session's environment
+	stdout string   // file to write stdout to; "" is /dev/null
+}
+
+// result is what one run of a command took and said.
+type result struct {
+	wall   time.Duration
+	rss    int64 // peak resident set of the process and its children, bytes
+	exit   int
+	stderr string
+}
+
+// show is the command as the report prints it: shell syntax, with the work
+// dir as $WORK and the binaries under bin/.
+func (b *bench) show(c cmdSpec) string {
+	var parts []string
+	for _, e := range c.env {
+		parts = append(parts, b.short(e))
+	}
+	for _, a := range c.argv {
+		a = b.short(a)
+		if strings.ContainsAny(a, " '\"|*$&;()<>") && !strings.HasPrefix(a, "$WORK") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	out := "/dev/null"
+	if c.stdout != "" {
+		out = b.short(c.stdout)
+	}
+	return strings.Join(parts, " ") + " > " + out
+}
+
+// short replaces the session's absolute paths by their names in the report.
+func (b *bench) short(s string) string {
+	s = strings.ReplaceAll(s, b.gen, "go run ./scripts/gen")
+	s = strings.ReplaceAll(s, b.bin+"/", "bin/")
+	return strings.ReplaceAll(s, b.work, "$WORK")
+}
+
+// run runs c once and measures it. A command that cannot start is an
+// error; a nonzero exit is in the result, for the caller to judge.
+func (b *bench) run(c cmdSpec) (result, error) {
+	if err := b.ctx.Err(); err != nil {
+		return result{}, err
+	}
+	cmd := exec.CommandContext(b.ctx, c.argv[0], c.argv[1:]...)
+	cmd.Env = append(slices.Clone(b.env), c.env...)
+	if c.stdout == "" {
+		c.stdout = os.DevNull
+	}
+	out, err := os.Create(c.stdout)
+	if err != nil {
+		return result{}, err
+	}
+	defer out.Close()
+	cmd.Stdout = out
+	var errBuf bytes.Buffer
+	cmd.Stderr = &errBuf
+	ownGroup(cmd)
+	start := time.Now()
+	err = cmd.Run()
+	wall := time.Since(start)
+	if b.ctx.Err() != nil {
+		return result{}, b.ctx.Err()
+	}
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		return result{}, fmt.Errorf("%s: %v", b.short(c.argv[0]), err)
+	}
+	if err := out.Close(); err != nil {
+		return result{}, err
+	}
+	r := result{wall: wall, exit: cmd.ProcessState.ExitCode(), stderr: errBuf.String()}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.rss = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	return r, nil
+}
+
+// ownGroup puts the command in a process group of its own, killed whole
+// when the session is canceled (a pipeline's jq and sort too) and killed
+// with this process if it dies.
+func ownGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+}
+
+// checked runs c and returns an error when check refuses the result, with
+// the command's stderr for context.
+func (b *bench) checked(c cmdSpec, check func(result) error) func() (result, error) {
+	return func() (result, error) {
+		r, err := b.run(c)
+		if err != nil {
+			return r, err
+		}
+		if err := check(r); err != nil {
+			return r, fmt.Errorf("%s: %v%s", b.show(c), err, quoteStderr(r.stderr))
+		}
+		return r, nil
+	}
+}
+
+// exitIs is a check that the command exited with code.
+func exitIs(code int) func(result) error {
+	return func(r result) error {
+		if r.exit != code {
+			return fmt.Errorf("exit status %d, want %d", r.exit, code)
+		}
+		return nil
+	}
+}
+
+func quoteStderr(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	if len(s) > 600 {
+		s = s[:600] + "..."
+	}
+	return "\n    stderr: " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+// alternate runs n rounds of the candidate and the baseline, one after the
+// other and the order flipped each round, so both see the same noise and
+// neither always runs on the cache the other warmed.
+func alternate[T any](n int, cand, base func() (T, error)) (cs, bs []T, err error) {
+	for i := range n {
+		first, second := cand, base
+		if i%2 == 1 {
+			first, second = base, cand
+		}
+		x, err := first()
+		if err != nil {
+			return cs, bs, err
+		}
+		y, err := second()
+		if err != nil {
+			return cs, bs, err
+		}
+		if i%2 == 1 {
+			x, y = y, x
+		}
+		cs, bs = append(cs, x), append(bs, y)
+	}
+	return cs, bs, nil
+}
+
+// median of xs (the mean of the middle two when there is an even count).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+// pairRatios divides a[i] by b[i]: the ratio of each side-by-side pair.
+func pairRatios(a, b []float64) []float64 {
+	r := make([]float64, min(len(a), len(b)))
+	for i := range r {
+		r[i] = a[i] / b[i]
+	}
+	return r
+}
+
+// seconds and rssMB pull one figure out of every result.
+func seconds(rs []result) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = r.wall.Seconds()
+	}
+	return out
+}
+
+func rssMB(rs []result) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = float64(r.rss) / 1e6
+	}
+	return out
+}
+
+// countLines counts the lines of a file, and those that contain sub.
+func countLines(path, sub string) (lines, matching int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines++
+		if sub != "" && bytes.Contains(sc.Bytes(), []byte(sub)) {
+			matching++
+		}
+	}
+	return lines, matching, sc.Err()
+}
+
+// generate runs gen with args, stdout to path (when path is not "").
+func (b *bench) generate(path string, args ...string) (string, error) {
+	c := cmdSpec{argv: append([]string{b.gen}, args...), stdout: path}
+	r, err := b.run(c)
+	if err == nil && r.exit != 0 {
+		err = fmt.Errorf("%s: exit status %d%s", b.show(c), r.exit, quoteStderr(r.stderr))
+	}
+	return b.show(c), err
+}
