@@ -14,8 +14,9 @@ import (
 
 // writeBigJournal writes a journal the way a run of items refunds leaves
 // it: per item an intent, then (refunded) its outcome, or only a refunded
-// record when intents is false (a backfill). It returns the record count.
-func writeBigJournal(tb testing.TB, path string, items int, intents bool) int {
+// record when intents is false (a backfill). Shards of one batch differ in
+// their items and interleave in time. It returns the record count.
+func writeBigJournal(tb testing.TB, path string, items int, intents bool, shard int) int {
 	tb.Helper()
 	f, err := os.Create(path)
 	if err != nil {
@@ -23,11 +24,11 @@ func writeBigJournal(tb testing.TB, path string, items int, intents bool) int {
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
 	var line []byte
-	ts := time.Date(2024, 5, 1, 9, 0, 0, 0, time.UTC)
+	ts := time.Date(2024, 5, 1, 9, 0, 0, 0, time.UTC).Add(time.Duration(shard) * 97 * time.Microsecond)
 	records := 0
 	for i := range items {
-		item := fmt.Sprintf("ord_%010d", i)
-		suffix := strconv.FormatInt(int64(i)*7919+1000000000000000, 36)
+		item := fmt.Sprintf("ord_%d_%09d", shard, i)
+		suffix := strconv.FormatInt(int64(i*64+shard)*7919+1000000000000000, 36)
 		ts = ts.Add(1733 * time.Microsecond)
 		if intents {
 			line, _ = MarshalLine(line[:0], &Record{V: Version, Type: TypeIntent, Time: ts, Batch: "2024-05-refunds", Item: item,
@@ -64,7 +65,7 @@ func BenchmarkLoad(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "j.jsonl")
-			records := writeBigJournal(b, path, c.items, c.intents)
+			records := writeBigJournal(b, path, c.items, c.intents, 0)
 			info, _ := os.Stat(path)
 			b.SetBytes(info.Size())
 			b.ReportAllocs()

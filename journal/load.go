@@ -23,7 +23,7 @@ func load(r io.ReaderAt, name string, size int64) (*State, *Torn, error) {
 // small to put many boundaries in small journals.
 func loadChunked(r io.ReaderAt, name string, size int64, chunk int) (*State, *Torn, error) {
 	s := NewState()
-	cr := readChunks(r, size, chunk, loadInFlight, runtime.GOMAXPROCS(0))
+	cr := readChunks(r, size, chunk, loadInFlight, runtime.GOMAXPROCS(0), true)
 	defer cr.close()
 	for {
 		c := cr.next()
@@ -56,23 +56,40 @@ const (
 	loadInFlight = 6       // chunks being read, parsed or consumed
 )
 
-// chunkWork is a run of whole lines and the records parsed from them.
+// chunkWork is a run of whole lines and what parsing them found: the
+// records (for load), or only what a merge needs of each line (spans),
+// which is far less memory to carry from the parsing core to the merging
+// one.
 type chunkWork struct {
-	buf    []byte // whole lines, each ending in '\n'
-	n      int    // bytes of buf in use
-	recs   []Record
-	spans  []lineSpan // where each record's line is in buf
-	parsed int        // records decoded, from the start
-	bad    bool       // decoding stopped at line parsed, starting at badAt
-	badAt  int
-	done   chan struct{}
+	buf     []byte // whole lines, each ending in '\n'
+	n       int    // bytes of buf in use
+	records bool   // keep whole records in recs
+	recs    []Record
+	spans   []lineSpan // where each record's line is in buf
+	parsed  int        // lines decoded, from the start
+	bad     bool       // decoding stopped at line parsed, starting at badAt
+	badAt   int
+	scratch Record // the record being decoded, when records is false
+	done    chan struct{}
 }
 
-// lineSpan is a line of a chunk, without its '\n'.
+// lineSpan is a line of a chunk, without its '\n', and what a merge needs
+// of its record when the line is canonical.
 type lineSpan struct {
+	key        tsKey // the record's ts
 	start, end int32
-	canonical  bool // the line is what MarshalLine writes for its record
+	canonical  bool  // the line is what MarshalLine writes for its record
+	outcome    uint8 // outcomeRefunded or outcomeFailed, else 0
+	// When canonical: batch, item and the refund id (or the code of a
+	// failure) as offsets and lengths in the chunk.
+	batch, item, id [2]int32
 }
+
+// Outcomes a merge checks for conflicts.
+const (
+	outcomeRefunded = 1 + iota
+	outcomeFailed   // a final failure
+)
 
 // chunkReader reads a journal in chunks of whole lines, parses them on
 // worker goroutines and hands them out in order, up to the first line that
@@ -90,8 +107,8 @@ type chunkReader struct {
 }
 
 // readChunks starts reading r with up to inFlight chunks of chunk bytes
-// and the given number of parsing workers.
-func readChunks(r io.ReaderAt, size int64, chunk, inFlight, workers int) *chunkReader {
+// and the given number of parsing workers, keeping whole records or not.
+func readChunks(r io.ReaderAt, size int64, chunk, inFlight, workers int, records bool) *chunkReader {
 	// Small journals (tests, short runs) get one buffer of their size.
 	bufSize := chunk
 	if size < int64(chunk) {
@@ -109,8 +126,11 @@ func readChunks(r io.ReaderAt, size int64, chunk, inFlight, workers int) *chunkR
 	for range inFlight {
 		// A typical record is 150-250 bytes; parse grows these if needed.
 		lines := bufSize/160 + 1
-		cr.free <- &chunkWork{buf: make([]byte, bufSize), done: make(chan struct{}, 1),
-			recs: make([]Record, lines), spans: make([]lineSpan, lines)}
+		c := &chunkWork{buf: make([]byte, bufSize), done: make(chan struct{}, 1), records: records, spans: make([]lineSpan, lines)}
+		if records {
+			c.recs = make([]Record, lines)
+		}
+		cr.free <- c
 	}
 	work := make(chan *chunkWork, inFlight)
 	for range max(1, min(inFlight, workers)) {
@@ -223,12 +243,17 @@ func (c *chunkWork) parse() {
 	for p := 0; p < len(data); {
 		nl := bytes.IndexByte(data[p:], '\n')
 		line := data[p : p+nl]
-		if c.parsed == len(c.recs) {
-			c.recs = append(c.recs, Record{})
-			c.recs = c.recs[:cap(c.recs)]
-			c.spans = append(c.spans, make([]lineSpan, len(c.recs)-len(c.spans))...)
+		if c.parsed == len(c.spans) {
+			c.spans = append(c.spans, lineSpan{})
+			c.spans = c.spans[:cap(c.spans)]
+			if c.records {
+				c.recs = append(c.recs, make([]Record, len(c.spans)-len(c.recs))...)
+			}
 		}
-		r := &c.recs[c.parsed]
+		r := &c.scratch
+		if c.records {
+			r = &c.recs[c.parsed]
+		}
 		str := unsafe.String(unsafe.SliceData(line), len(line))
 		ok, canonical := decodeFast(line, str, r)
 		if ok {
@@ -240,7 +265,26 @@ func (c *chunkWork) parse() {
 			c.bad, c.badAt = true, p
 			return
 		}
-		c.spans[c.parsed] = lineSpan{start: int32(p), end: int32(p + nl), canonical: canonical}
+		sp := lineSpan{key: keyOf(r.Time), start: int32(p), end: int32(p + nl), canonical: canonical}
+		if canonical {
+			// The fast path took the strings from line, so they are spans of it.
+			at := func(s string) [2]int32 {
+				if s == "" {
+					return [2]int32{}
+				}
+				return [2]int32{int32(uintptr(unsafe.Pointer(unsafe.StringData(s))) - uintptr(unsafe.Pointer(&c.buf[0]))), int32(len(s))}
+			}
+			switch {
+			case r.Type == TypeRefunded:
+				sp.outcome, sp.id = outcomeRefunded, at(r.Refund)
+			case r.Type == TypeFailed && r.Final:
+				sp.outcome, sp.id = outcomeFailed, at(r.Code)
+			}
+			if sp.outcome != 0 {
+				sp.batch, sp.item = at(r.Batch), at(r.Item)
+			}
+		}
+		c.spans[c.parsed] = sp
 		c.parsed++
 		p += nl + 1
 	}

@@ -152,33 +152,6 @@ func checkOrder(paths []string) ([]bool, error) {
 	return inOrder, errors.Join(errs...)
 }
 
-// quickTS finds the ts of a line without decoding the rest: where
-// MarshalLine puts it, else after the first "ts":" (in valid JSON, a quote
-// inside a string is escaped, so that is the key).
-func quickTS(line []byte) (time.Time, bool) {
-	const head = `{"v":1,"type":"`
-	i := -1
-	if len(line) > len(head) && string(line[:len(head)]) == head {
-		if q := bytes.IndexByte(line[len(head):], '"'); q >= 0 {
-			if at := len(head) + q; bytes.HasPrefix(line[at:], []byte(`","ts":"`)) {
-				i = at + len(`","ts":"`)
-			}
-		}
-	}
-	if i < 0 {
-		if i = bytes.Index(line, []byte(`"ts":"`)); i < 0 {
-			return time.Time{}, false
-		}
-		i += len(`"ts":"`)
-	}
-	j := bytes.IndexByte(line[i:], '"')
-	if j < 0 {
-		return time.Time{}, false
-	}
-	t, ok, _ := parseTime(unsafe.String(&line[i], j))
-	return t, ok
-}
-
 func inTSOrder(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -187,11 +160,13 @@ func inTSOrder(path string) (bool, error) {
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 1<<20)
 	var (
-		prev tsKey
-		r    Record
-		long []byte
+		prev     tsKey
+		prevZ    []byte // the previous ts when in UTC form, compared as text
+		havePrev bool
+		r        Record
+		long     []byte
 	)
-	for first := true; ; first = false {
+	for {
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			long = append(long[:0], line...)
@@ -205,28 +180,145 @@ func inTSOrder(path string) (bool, error) {
 			return true, nil // the end, a torn tail or an overlong line: the merge judges
 		}
 		line = line[:len(line)-1]
-		t, ok := quickTS(line)
+		ts := quickTS(line)
+		if prevZ != nil && isUTCForm(ts) {
+			if lessUTCForm(ts, prevZ) {
+				return false, nil
+			}
+			prevZ = append(prevZ[:0], ts...)
+			continue
+		}
+		// Parse the timestamp, and the previous one if it was kept as text.
+		t, ok, _ := parseTime(string(ts))
 		if !ok {
 			if decodeLine(line, string(line), &r) != nil {
 				return true, nil
 			}
 			t = r.Time
 		}
+		if prevZ != nil {
+			p, _, _ := parseTime(string(prevZ))
+			prev, prevZ = keyOf(p), nil
+		}
 		k := keyOf(t)
-		if !first && k.less(prev) {
+		if havePrev && k.less(prev) {
 			return false, nil
 		}
-		prev = k
+		prev, havePrev = k, true
+		if ok && isUTCForm(ts) {
+			prevZ = append(prevZ[:0], ts...)
+		}
 	}
+}
+
+// quickTS finds the ts of a line without decoding the rest: where
+// MarshalLine puts it, else after the first "ts":" (in valid JSON a quote
+// inside a string is escaped, so that is the key). Nil if none.
+func quickTS(line []byte) []byte {
+	const head = `{"v":1,"type":"`
+	i := -1
+	if len(line) > len(head) && string(line[:len(head)]) == head {
+		if q := bytes.IndexByte(line[len(head):], '"'); q >= 0 {
+			if at := len(head) + q; bytes.HasPrefix(line[at:], []byte(`","ts":"`)) {
+				i = at + len(`","ts":"`)
+			}
+		}
+	}
+	if i < 0 {
+		if i = bytes.Index(line, []byte(`"ts":"`)); i < 0 {
+			return nil
+		}
+		i += len(`"ts":"`)
+	}
+	j := bytes.IndexByte(line[i:], '"')
+	if j < 0 {
+		return nil
+	}
+	return line[i : i+j]
+}
+
+// isUTCForm reports whether ts has the form 2006-01-02T15:04:05[.9*]Z, in
+// which comparing the text orders the instants (see lessUTCForm).
+func isUTCForm(ts []byte) bool {
+	n := len(ts)
+	if n < 20 || n > 30 || ts[n-1] != 'Z' || (n > 20 && (ts[19] != '.' || n == 21)) {
+		return false
+	}
+	for i, c := range ts[:n-1] {
+		switch i {
+		case 4, 7:
+			if c != '-' {
+				return false
+			}
+		case 10:
+			if c != 'T' {
+				return false
+			}
+		case 13, 16:
+			if c != ':' {
+				return false
+			}
+		case 19:
+		default:
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// lessUTCForm orders two timestamps of the UTC form: date and time as text,
+// then the fractions as digits padded with zeros.
+func lessUTCForm(a, b []byte) bool {
+	if c := bytes.Compare(a[:19], b[:19]); c != 0 {
+		return c < 0
+	}
+	fa, fb := a[19:len(a)-1], b[19:len(b)-1] // "" or ".ddd"
+	for i := 1; i < 10; i++ {
+		da, db := byte('0'), byte('0')
+		if i < len(fa) {
+			da = fa[i]
+		}
+		if i < len(fb) {
+			db = fb[i]
+		}
+		if da != db {
+			return da < db
+		}
+	}
+	return false
 }
 
 // mergeRec is the head record of an input.
 type mergeRec struct {
-	rec       *Record
-	line      []byte // the line as read, when canonical
-	canonical bool
+	line      []byte // the line as read
+	canonical bool   // line is what MarshalLine writes for the record
 	lineNo    int
 	key       tsKey
+	rec       *Record   // the record when it came whole, else nil and:
+	span      *lineSpan // the outcome fields of a canonical line, in chunk
+	chunk     []byte
+}
+
+// record is the head's record, decoded again into scratch if it came as
+// a line only.
+func (h *mergeRec) record(scratch *Record) (*Record, error) {
+	if h.rec != nil {
+		return h.rec, nil
+	}
+	if err := decodeLine(h.line, unsafe.String(unsafe.SliceData(h.line), len(h.line)), scratch); err != nil {
+		return nil, err // cannot happen: the line decoded before
+	}
+	return scratch, nil
+}
+
+// spanString is a string of a chunk, by offset and length.
+func spanString(chunk []byte, sp [2]int32) string {
+	if sp[1] == 0 {
+		return ""
+	}
+	return unsafe.String(&chunk[sp[0]], int(sp[1]))
 }
 
 // mergeSource yields the records of one input in ts order.
@@ -238,10 +330,11 @@ type mergeSource struct {
 	head  mergeRec
 
 	// Streaming, for inputs in ts order.
-	cr  *chunkReader
-	ch  *chunkWork
-	pos int
-	sc  *Scanner
+	cr     *chunkReader
+	ch     *chunkWork
+	pos    int
+	sc     *Scanner
+	scLine []byte // the Scanner's record, encoded
 
 	// Sorted in memory, for the others.
 	sorted []sortedLine
@@ -271,7 +364,7 @@ func openSource(input int, path string, inOrder bool) (*mergeSource, error) {
 		return nil, err
 	}
 	s := &mergeSource{input: input, name: path, f: f, size: info.Size()}
-	s.cr = readChunks(f, s.size, loadChunk, 3, 1)
+	s.cr = readChunks(f, s.size, loadChunk, 3, 1, false)
 	if inOrder {
 		return s, nil
 	}
@@ -286,11 +379,14 @@ func openSource(input int, path string, inOrder bool) (*mergeSource, error) {
 		if !ok {
 			break
 		}
-		var line []byte
-		if s.head.canonical {
-			line = s.head.line
-		} else {
-			line, _ = MarshalLine(nil, s.head.rec)
+		line := s.head.line
+		if !s.head.canonical {
+			r, err := s.head.record(&s.spare)
+			if err != nil {
+				s.close()
+				return nil, fmt.Errorf("%s:%d: %w", s.name, s.head.lineNo, err)
+			}
+			line, _ = MarshalLine(nil, r)
 			line = line[:len(line)-1]
 		}
 		s.sorted = append(s.sorted, sortedLine{key: s.head.key, line: s.lines.add(string(line)), lineNo: s.head.lineNo, canonical: true})
@@ -339,11 +435,10 @@ func (s *mergeSource) advance() (bool, error) {
 func (s *mergeSource) stream() (bool, error) {
 	for s.sc == nil {
 		if s.ch != nil && s.pos < s.ch.parsed {
-			sp := s.ch.spans[s.pos]
-			r := &s.ch.recs[s.pos]
+			sp := &s.ch.spans[s.pos]
 			s.pos++
 			s.count++
-			s.head = mergeRec{rec: r, line: s.ch.buf[sp.start:sp.end], canonical: sp.canonical, lineNo: s.count, key: keyOf(r.Time)}
+			s.head = mergeRec{line: s.ch.buf[sp.start:sp.end], canonical: sp.canonical, lineNo: s.count, key: sp.key, span: sp, chunk: s.ch.buf}
 			return true, nil
 		}
 		if s.ch != nil {
@@ -364,7 +459,12 @@ func (s *mergeSource) stream() (bool, error) {
 	if s.sc.Scan() {
 		s.count++
 		r := s.sc.Record()
-		s.head = mergeRec{rec: r, lineNo: s.sc.Line(), key: keyOf(r.Time)}
+		line, err := MarshalLine(s.scLine[:0], r)
+		if err != nil {
+			return false, fmt.Errorf("%s:%d: %w", s.name, s.sc.Line(), err)
+		}
+		s.scLine = line
+		s.head = mergeRec{rec: r, line: line[:len(line)-1], canonical: true, lineNo: s.sc.Line(), key: keyOf(r.Time)}
 		return true, nil
 	}
 	s.torn = s.sc.Torn()
@@ -382,6 +482,7 @@ type merger struct {
 	group    dedupGroup
 	seq      int // records after deduplication, in merge order
 	scratch  []byte
+	rec      Record       // a record decoded again from its line
 	outcomes *outcomeLog  // collects outcomes to find conflicts, when set
 	plan     *compactPlan // learns item histories, when set
 	keep     *compactPlan // writes only what it keeps, when set
@@ -504,10 +605,17 @@ func (m *merger) fix(i int) {
 // take handles the head record of s.
 func (m *merger) take(s *mergeSource, w *bufio.Writer) error {
 	h := &s.head
+	var rec *Record
+	if !h.canonical || m.plan != nil || m.keep != nil {
+		var err error
+		if rec, err = h.record(&m.rec); err != nil {
+			return fmt.Errorf("%s:%d: %w", s.name, h.lineNo, err)
+		}
+	}
 	line := h.line
 	if !h.canonical {
 		var err error
-		if m.scratch, err = MarshalLine(m.scratch[:0], h.rec); err != nil {
+		if m.scratch, err = MarshalLine(m.scratch[:0], rec); err != nil {
 			return fmt.Errorf("%s:%d: %w", s.name, h.lineNo, err)
 		}
 		line = m.scratch[:len(m.scratch)-1]
@@ -518,12 +626,19 @@ func (m *merger) take(s *mergeSource, w *bufio.Writer) error {
 	}
 	m.seq++
 	if m.outcomes != nil {
-		m.outcomes.add(h.rec, m.seq, location{s.input, h.lineNo})
+		at := location{s.input, h.lineNo}
+		switch {
+		case rec != nil:
+			m.outcomes.addRecord(rec, m.seq, at)
+		case h.span != nil && h.span.outcome != 0:
+			sp := h.span
+			m.outcomes.add(sp.outcome == outcomeFailed, spanString(h.chunk, sp.batch), spanString(h.chunk, sp.item), spanString(h.chunk, sp.id), m.seq, at)
+		}
 	}
 	if m.plan != nil {
-		m.plan.learn(h.rec, m.seq)
+		m.plan.learn(rec, m.seq)
 	}
-	if m.keep != nil && !m.keep.keeps(h.rec, m.seq) {
+	if m.keep != nil && !m.keep.keeps(rec, m.seq) {
 		m.report.Compacted++
 		return nil
 	}
@@ -609,17 +724,20 @@ type outcomeRec struct {
 
 func newOutcomeLog() *outcomeLog { return &outcomeLog{seed: maphash.MakeSeed()} }
 
-func (o *outcomeLog) add(r *Record, seq int, at location) {
-	final := r.Type == TypeFailed && r.Final
-	if r.Type != TypeRefunded && !final {
-		return
+// addRecord logs r if it is an outcome.
+func (o *outcomeLog) addRecord(r *Record, seq int, at location) {
+	switch {
+	case r.Type == TypeRefunded:
+		o.add(false, r.Batch, r.Item, r.Refund, seq, at)
+	case r.Type == TypeFailed && r.Final:
+		o.add(true, r.Batch, r.Item, r.Code, seq, at)
 	}
-	o.scratch = append(append(append(o.scratch[:0], r.Batch...), 0), r.Item...)
+}
+
+// add logs an outcome: a refund id, or the code of a final failure.
+func (o *outcomeLog) add(final bool, batch, item, id string, seq int, at location) {
+	o.scratch = append(append(append(o.scratch[:0], batch...), 0), item...)
 	key := o.strs.add(unsafe.String(unsafe.SliceData(o.scratch), len(o.scratch)))
-	id := r.Refund
-	if final {
-		id = r.Code
-	}
 	if o.n%outcomeChunk == 0 {
 		o.recs = append(o.recs, make([]outcomeRec, outcomeChunk))
 	}

@@ -1,20 +1,24 @@
 package journal
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
 // BenchmarkMerge merges 8 shards of a batch, 1M records in all. Set
-// JOURNAL_MERGE_BENCH_DIR to merge existing shard*.jsonl files instead (to
-// compare with sort -m on the same files).
+// JOURNAL_MERGE_BENCH_DIR to a directory to keep the shards there (made
+// once) and compare with sort -m on the same files.
 func BenchmarkMerge(b *testing.B) {
-	paths, _ := filepath.Glob(filepath.Join(os.Getenv("JOURNAL_MERGE_BENCH_DIR"), "shard*.jsonl"))
-	if os.Getenv("JOURNAL_MERGE_BENCH_DIR") == "" {
-		paths = writeShards(b, b.TempDir(), 8, 62_500)
+	dir := os.Getenv("JOURNAL_MERGE_BENCH_DIR")
+	paths, _ := filepath.Glob(filepath.Join(dir, "shard*.jsonl"))
+	if dir == "" || len(paths) == 0 {
+		if dir == "" {
+			dir = b.TempDir()
+		}
+		paths = writeShards(b, dir, 8, 62_500)
 	}
 	var size int64
 	for _, p := range paths {
@@ -34,8 +38,8 @@ func BenchmarkMerge(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if len(rep.Conflicts) != 0 {
-					b.Fatal(rep.Conflicts)
+				if len(rep.Conflicts) != 0 || rep.Duplicates != 0 || rep.Records+rep.Compacted != 1_000_000 {
+					b.Fatalf("%d records, %d compacted, %d duplicates, %d conflicts", rep.Records, rep.Compacted, rep.Duplicates, len(rep.Conflicts))
 				}
 			}
 		})
@@ -47,8 +51,8 @@ func BenchmarkMerge(b *testing.B) {
 func writeShards(tb testing.TB, dir string, n, items int) []string {
 	var paths []string
 	for s := range n {
-		p := filepath.Join(dir, "shard"+strings.Repeat("0", 2)+string(rune('0'+s))+".jsonl")
-		writeBigJournal(tb, p, items, true)
+		p := filepath.Join(dir, fmt.Sprintf("shard%03d.jsonl", s))
+		writeBigJournal(tb, p, items, true, s)
 		paths = append(paths, p)
 	}
 	return paths

@@ -40,6 +40,19 @@ type file interface {
 
 // Writer appends records durably to a journal it holds locked. It is safe
 // for concurrent use; concurrent Appends share one write and one fsync.
+//
+// What it assumes of the disk and the system, as raft-wal states its own:
+//   - fsync returning nil means the bytes written before it survive a crash
+//     or power loss (the disk does not lie about its cache);
+//   - a crash may leave any prefix of the last write, or zeros where its
+//     data should be (delayed allocation), but never changes bytes that an
+//     earlier fsync covered: such damage is a torn tail, repaired by Open;
+//     damage anywhere else is refused as corruption, never repaired;
+//   - after a failed fsync the state of the written pages is unknown, so
+//     the writer stops for good rather than retry (the "fsyncgate" lesson);
+//   - flock(2) is honoured by every writer: a second refundkit process gets
+//     *LockedError; nothing stops a program that ignores the lock. Locks on
+//     network file systems (NFS) are not relied on.
 type Writer struct {
 	path    string
 	f       file
@@ -222,6 +235,11 @@ var linePool = sync.Pool{New: func() any { return new([]byte) }}
 // written. After a failed write or fsync the Writer is failed for good and
 // every Append returns the same *WriteError.
 func (w *Writer) Append(recs ...*Record) error {
+	if len(recs) == 0 {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.usable()
+	}
 	bp := linePool.Get().(*[]byte)
 	defer linePool.Put(bp)
 	buf := (*bp)[:0]
