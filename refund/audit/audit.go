@@ -364,19 +364,35 @@ func (r *run) journalPass() {
 			continue // checked with its group's first item
 		}
 		if sl.next == 0 {
-			r.journalItem(i, sl) // the common case: one item on its charge
+			r.journalItem(i, sl, "") // the common case: one item on its charge
 			continue
 		}
 		members := s.members(i)
+		var unplanned []string
 		for _, m := range members {
-			r.journalItem(m, s.slot(m))
+			if msl := s.slot(m); s.planned && msl.flags&flagInPlan == 0 && r.liveRefundCount(m, msl) > 0 {
+				unplanned = append(unplanned, s.str(msl.item))
+			}
+		}
+		for _, m := range members {
+			r.journalItem(m, s.slot(m), unplannedNote(unplanned))
 		}
 		r.journalCharge(members)
 	}
 }
 
-// journalItem reports an item's duplicate refunds, doubt or absence.
-func (r *run) journalItem(i uint32, sl *itemSlot) {
+// unplannedNote warns a missing item's remedy of refunds on its charge
+// that no planned item accounts for.
+func unplannedNote(items []string) string {
+	if len(items) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; but careful: this charge already holds refunds of the batch for %s, which the plan does not list: if one was meant for this item, refunding it again refunds the charge twice", strings.Join(items, ", "))
+}
+
+// journalItem reports an item's duplicate refunds, doubt or absence; note
+// is added to the remedy of a missing item.
+func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
 	n := r.liveRefundCount(i, sl)
 	if n == 0 && sl.flags&flagRefunded != 0 {
 		return // all canceled: reported as a conflict
@@ -403,7 +419,7 @@ func (r *run) journalItem(i uint32, sl *itemSlot) {
 		v := r.view(i)
 		f := v.finding(KindMissing)
 		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.name(uint32(sl.reqCurrency))
-		f.Remedy = "nothing was journaled for this planned item: refund --journal with this journal and plan refunds it"
+		f.Remedy = "nothing was journaled for this planned item: refund --journal with this journal and plan refunds it" + note
 		r.out(f)
 	}
 }

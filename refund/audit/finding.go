@@ -55,7 +55,12 @@ const (
 
 // Finding is one line audit writes on stdout.
 type Finding struct {
-	Finding       string `json:"finding"`
+	Finding string `json:"finding"`
+	// File, Line, Offset and Bytes locate a torn tail.
+	File          string `json:"file,omitempty"`
+	Line          int    `json:"line,omitempty"`
+	Offset        int64  `json:"offset,omitempty"`
+	Bytes         int    `json:"bytes,omitempty"`
 	Batch         string `json:"batch,omitempty"`
 	Item          string `json:"item,omitempty"`
 	Charge        string `json:"charge,omitempty"`
@@ -75,12 +80,7 @@ type Finding struct {
 	Planned int    `json:"planned,omitempty"`
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
-	// File, Line, Offset and Bytes locate a torn tail.
-	File   string `json:"file,omitempty"`
-	Line   int    `json:"line,omitempty"`
-	Offset int64  `json:"offset,omitempty"`
-	Bytes  int    `json:"bytes,omitempty"`
-	Remedy string `json:"remedy,omitempty"`
+	Remedy  string `json:"remedy,omitempty"`
 }
 
 // Refund is one refund named by a finding.

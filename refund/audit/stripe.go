@@ -48,7 +48,7 @@ func (r *run) stripePass(ctx context.Context) error {
 	for i := range s.n {
 		sl := s.slot(i)
 		if sl.target == 0 {
-			r.journalItem(i, sl) // nothing to look up at Stripe
+			r.journalItem(i, sl, "") // nothing to look up at Stripe
 			continue
 		}
 		if sl.flags&flagGroupHead == 0 {
@@ -130,7 +130,7 @@ func (r *run) unchecked(t *target, e *listRefused) {
 	r.out(f)
 	for _, h := range t.heads {
 		for _, m := range r.st.members(h) {
-			r.journalItem(m, r.st.slot(m))
+			r.journalItem(m, r.st.slot(m), "")
 		}
 	}
 }
@@ -347,8 +347,23 @@ func (r *run) stripeGroup(ctx context.Context, t *target, head uint32, all []*sr
 		unattributed = append(unattributed, x)
 	}
 
+	// Refunds no planned item accounts for, named in a missing item's remedy.
+	var spare []string
+	for _, x := range others {
+		spare = append(spare, x.ID+" (item "+x.item+")")
+	}
+	for _, x := range unattributed {
+		spare = append(spare, x.ID+" (no metadata)")
+	}
 	for _, m := range ms {
-		if err := r.stripeItem(ctx, m, byID); err != nil {
+		if !m.planned {
+			for _, x := range m.refunds {
+				spare = append(spare, x.ID+" (item "+m.v.item+")")
+			}
+		}
+	}
+	for _, m := range ms {
+		if err := r.stripeItem(ctx, m, byID, unplannedNote(spare)); err != nil {
 			return err
 		}
 	}
@@ -361,8 +376,9 @@ func (r *run) stripeGroup(ctx context.Context, t *target, head uint32, all []*sr
 	return r.stripeCharge(ctx, t, batch, ms, planned, others, unattributed)
 }
 
-// stripeItem checks one item against its refunds at Stripe.
-func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref) error {
+// stripeItem checks one item against its refunds at Stripe; note is added
+// to the remedy of a missing item.
+func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, note string) error {
 	journaled := r.journalRefunds(m.v.idx)
 	inJournal := make(map[string]bool, len(journaled))
 	for _, j := range journaled {
@@ -436,7 +452,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref) 
 	case r.st.planned && m.sl.flags&flagInPlan != 0 && m.sl.flags&flagInJournal == 0:
 		f := m.v.finding(KindMissing)
 		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.name(uint32(m.sl.reqCurrency))
-		f.Remedy = "nothing was journaled for this planned item and Stripe has no refund for it: refund --journal with this journal and plan refunds it"
+		f.Remedy = "nothing was journaled for this planned item and Stripe has no refund for it: refund --journal with this journal and plan refunds it" + note
 		r.out(f)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -51,12 +52,19 @@ func startScriptSim(env *testscript.Env) error {
 //	sim calls CREATES LISTS   assert the API calls made so far
 //	sim reset-calls           start counting calls from zero
 //	sim refunds N             assert N live refunds, none two for one item
+//	sim charge ID AMOUNT [REFUND...]
+//	                          add a usd charge with refunds already on it, as
+//	                          an earlier run left them; REFUND is
+//	                          AMOUNT[/STATUS[/BATCH/ITEM[/ATTEMPT]]], without
+//	                          metadata (an old script's) unless BATCH is given
+//	sim refund-status ID STATUS
+//	                          assert a refund's status
 func cmdSim(ts *testscript.TestScript, neg bool, args []string) {
 	if neg {
 		ts.Fatalf("sim does not take !")
 	}
 	if len(args) == 0 {
-		ts.Fatalf("usage: sim faults|forget-keys|calls|reset-calls|refunds ...")
+		ts.Fatalf("usage: sim faults|forget-keys|calls|reset-calls|refunds|charge|refund-status ...")
 	}
 	s := ts.Value("sim").(*scriptSim)
 	switch args[0] {
@@ -109,7 +117,53 @@ func cmdSim(ts *testscript.TestScript, neg bool, args []string) {
 		if strconv.Itoa(live) != args[1] {
 			ts.Fatalf("%d live refunds at the simulator, want %s", live, args[1])
 		}
+	case "charge":
+		if len(args) < 3 {
+			ts.Fatalf("usage: sim charge ID AMOUNT [REFUND...]")
+		}
+		amount, err := strconv.ParseInt(args[2], 10, 64)
+		ts.Check(err)
+		c := stripesim.Charge{ID: args[1], Currency: "usd", Amount: amount}
+		for _, spec := range args[3:] {
+			c.Refunds = append(c.Refunds, seedRefund(ts, spec))
+		}
+		ts.Check(s.AddCharges(c))
+	case "refund-status":
+		if len(args) != 3 {
+			ts.Fatalf("usage: sim refund-status ID STATUS")
+		}
+		for _, r := range s.Refunds() {
+			if r.ID == args[1] {
+				if r.Status != args[2] {
+					ts.Fatalf("refund %s is %s, want %s", r.ID, r.Status, args[2])
+				}
+				return
+			}
+		}
+		ts.Fatalf("no refund %s at the simulator", args[1])
 	default:
 		ts.Fatalf("unknown sim command %q", args[0])
 	}
+}
+
+// seedRefund parses AMOUNT[/STATUS[/BATCH/ITEM[/ATTEMPT]]].
+func seedRefund(ts *testscript.TestScript, spec string) stripesim.SeedRefund {
+	parts := strings.Split(spec, "/")
+	amount, err := strconv.ParseInt(parts[0], 10, 64)
+	ts.Check(err)
+	r := stripesim.SeedRefund{Amount: amount}
+	if len(parts) > 1 {
+		r.Status = parts[1]
+	}
+	switch len(parts) {
+	case 1, 2:
+	case 4, 5:
+		r.Metadata = map[string]string{refund.MetaBatch: parts[2], refund.MetaItem: parts[3]}
+		if len(parts) == 5 {
+			r.Metadata[refund.MetaAttempt] = parts[4]
+		}
+	default:
+		ts.Fatalf("refund %q: want AMOUNT[/STATUS[/BATCH/ITEM[/ATTEMPT]]]", spec)
+	}
+	return r
 }

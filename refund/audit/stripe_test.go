@@ -1,0 +1,458 @@
+package audit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/stripesim"
+)
+
+const testKey = "sk_test_audit"
+
+// sim is the Stripe simulator behind counters of the calls made to it.
+type sim struct {
+	*stripesim.Server
+	url                     string
+	creates, lists, cancels atomic.Int64
+}
+
+func newSim(t *testing.T, charges []stripesim.Charge) *sim {
+	t.Helper()
+	srv := stripesim.New(stripesim.Config{Charges: charges, Seed: 3})
+	s := &sim{Server: srv}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/refunds":
+			s.creates.Add(1)
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/refunds":
+			s.lists.Add(1)
+		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/cancel"):
+			s.cancels.Add(1)
+		}
+		srv.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	s.url = ts.URL
+	return s
+}
+
+func (s *sim) resetCalls() {
+	s.creates.Store(0)
+	s.lists.Store(0)
+	s.cancels.Store(0)
+}
+
+func (s *sim) refundByID(t *testing.T, id string) stripesim.Refund {
+	t.Helper()
+	for _, r := range s.Refunds() {
+		if r.ID == id {
+			return r
+		}
+	}
+	t.Fatalf("the simulator has no refund %s", id)
+	return stripesim.Refund{}
+}
+
+// charges makes n usd charges ch_a1... of 2000 each, with seeded refunds.
+func charges(n int, seeded map[int][]stripesim.SeedRefund) []stripesim.Charge {
+	out := make([]stripesim.Charge, n)
+	for i := range out {
+		out[i] = stripesim.Charge{ID: fmt.Sprintf("ch_a%d", i+1), PaymentIntent: fmt.Sprintf("pi_a%d", i+1), Currency: "usd", Amount: 2000, Refunds: seeded[i+1]}
+	}
+	return out
+}
+
+// plan is n items i1... of batch b1, 500 each, on charges ch_a1...
+func plan(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, `{"batch":"b1","item":"i%d","charge":"ch_a%d","amount":500,"currency":"usd"}`+"\n", i, i)
+	}
+	return b.String()
+}
+
+// refundRun runs refund over plan with the journal at path.
+func refundRun(t *testing.T, s *sim, path, plan string) map[string]refund.Result {
+	t.Helper()
+	w, state, _, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var mu sync.Mutex
+	results := map[string]refund.Result{}
+	_, err = refund.Run(context.Background(), refund.Config{
+		Stripe: refund.NewStripe(s.url, testKey, 4), Journal: w, State: state, Workers: 4,
+		Backoff:  refund.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond},
+		OnResult: func(r refund.Result) { mu.Lock(); results[r.Item] = r; mu.Unlock() },
+	}, strings.NewReader(plan), "plan.jsonl")
+	if err != nil {
+		t.Fatalf("refund run: %v", err)
+	}
+	return results
+}
+
+type stripeAudit struct {
+	plan       string
+	journal    string // path; created if absent when it is written to
+	allRefunds bool
+	backfill   bool // into the journal
+	cancel     bool // cancels journaled in the journal
+	key        string
+}
+
+// auditStripe audits the journal at o.journal against the simulator, as
+// audit --stripe does.
+func auditStripe(t *testing.T, s *sim, o stripeAudit) ([]*audit.Finding, *audit.Report, error) {
+	t.Helper()
+	a := audit.New()
+	if o.plan != "" {
+		if err := a.AddPlan(strings.NewReader(o.plan), "plan.jsonl"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := audit.Options{AllRefunds: o.allRefunds, CancelExtras: o.cancel, Workers: 3,
+		Retry: refund.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond}}
+	if o.backfill || o.cancel {
+		w, _, _, err := journal.Open(o.journal, journal.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		opts.Actions = w
+		if o.backfill {
+			opts.Backfill = w
+		}
+	}
+	if f, err := os.Open(o.journal); err == nil {
+		_, err := a.AddJournal(f, o.journal)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if o.key == "" {
+		o.key = testKey
+	}
+	opts.Stripe = refund.NewStripe(s.url, o.key, 3)
+	var got []*audit.Finding
+	rep, err := a.Run(context.Background(), opts, func(f *audit.Finding) { got = append(got, f) })
+	return got, rep, err
+}
+
+func mustAudit(t *testing.T, s *sim, o stripeAudit) ([]*audit.Finding, *audit.Report) {
+	t.Helper()
+	got, rep, err := auditStripe(t, s, o)
+	if err != nil {
+		t.Fatalf("audit: %v", err)
+	}
+	return got, rep
+}
+
+func wantFindings(t *testing.T, step string, got []*audit.Finding, want ...string) {
+	t.Helper()
+	if want == nil {
+		want = []string{}
+	}
+	if s := summary(got); !slices.Equal(s, want) {
+		t.Fatalf("%s: findings %q, want %q", step, s, want)
+	}
+}
+
+func find(fs []*audit.Finding, kind, item string) *audit.Finding {
+	for _, f := range fs {
+		if f.Finding == kind && f.Item == item {
+			return f
+		}
+	}
+	return nil
+}
+
+func actions(f *audit.Finding) string {
+	var out []string
+	for _, r := range f.Refunds {
+		out = append(out, r.Status+":"+r.Action)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestStripeAuditOfACleanRunMakesOnlyListCalls(t *testing.T) {
+	s := newSim(t, charges(5, nil))
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	refundRun(t, s, path, plan(5))
+	s.resetCalls()
+	got, rep := mustAudit(t, s, stripeAudit{plan: plan(5), journal: path, allRefunds: true})
+	wantFindings(t, "audit", got)
+	if s.lists.Load() != 5 || s.creates.Load() != 0 || s.cancels.Load() != 0 || rep.ListCalls() != 5 {
+		t.Errorf("calls: %d lists (report %d), %d creates, %d cancels; want 5 lists only", s.lists.Load(), rep.ListCalls(), s.creates.Load(), s.cancels.Load())
+	}
+	if !rep.Clean() || rep.ByStatus["refunded"] != 5 || rep.Amounts["refunded"]["usd"] != 2500 {
+		t.Errorf("report %+v", rep)
+	}
+}
+
+// TestFinishingAnUncheckpointedOldRun is the recovery of a batch an old
+// script half did without a journal or metadata: audit backfills what
+// Stripe has, refund does only the rest, and the extras are dealt with.
+func TestFinishingAnUncheckpointedOldRun(t *testing.T) {
+	old := func(status string) stripesim.SeedRefund { return stripesim.SeedRefund{Amount: 500, Status: status} }
+	s := newSim(t, charges(6, map[int][]stripesim.SeedRefund{
+		1: {old("succeeded")},
+		2: {old("succeeded")},
+		3: {old("succeeded"), old("requires_action")}, // the script refunded i3 twice
+		4: {old("succeeded"), old("succeeded")},       // and i4 twice, for good
+	}))
+	ids := map[string][]string{} // charge -> seeded refund ids, oldest first
+	for _, r := range s.Refunds() {
+		ids[r.Charge] = append(ids[r.Charge], r.ID)
+	}
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+
+	// Without --all-refunds the old refunds carry nothing of the batch.
+	got, _ := mustAudit(t, s, stripeAudit{plan: plan(6), journal: path})
+	wantFindings(t, "audit without --all-refunds", got, "missing i1", "missing i2", "missing i3", "missing i4", "missing i5", "missing i6")
+
+	got, rep := mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, allRefunds: true, backfill: true})
+	wantFindings(t, "audit --all-refunds --backfill", got,
+		"stripe_only i1", "stripe_only i2", "duplicate i3", "stripe_only i3", "duplicate i4", "stripe_only i4", "missing i5", "missing i6")
+	if rep.Backfilled != 6 || s.creates.Load() != 0 || s.cancels.Load() != 0 {
+		t.Fatalf("backfilled %d, %d creates, %d cancels; want 6 backfilled and no call but lists", rep.Backfilled, s.creates.Load(), s.cancels.Load())
+	}
+	if f := find(got, audit.KindDuplicate, "i3"); actions(f) != "succeeded:keep requires_action:cancelable" {
+		t.Errorf("i3 duplicate: %s", actions(f))
+	}
+	if f := find(got, audit.KindStripeOnly, "i1"); f.Refunds[0].ID != ids["ch_a1"][0] || f.Refunds[0].Action != audit.ActionBackfilled {
+		t.Errorf("i1 stripe_only %+v", f)
+	}
+
+	// The journal now names the old refunds: refund skips them, no call.
+	state, _, err := journal.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := state.Lookup("b1", "i3"); st.Status != journal.StatusRefunded || st.Refund != ids["ch_a3"][0] {
+		t.Errorf("i3 in the backfilled journal: %+v, want refunded with %s (the kept one)", st, ids["ch_a3"][0])
+	}
+	s.resetCalls()
+	results := refundRun(t, s, path, plan(6))
+	if s.creates.Load() != 2 || s.lists.Load() != 0 {
+		t.Fatalf("refund after backfill: %d creates, %d lists; want 2 creates (i5, i6) and no list", s.creates.Load(), s.lists.Load())
+	}
+	for item, want := range map[string]string{"i1": refund.StatusSkipped, "i4": refund.StatusSkipped, "i5": refund.StatusRefunded, "i6": refund.StatusRefunded} {
+		if results[item].Status != want {
+			t.Errorf("%s: %s, want %s", item, results[item].Status, want)
+		}
+	}
+
+	// What is left: the two items refunded twice.
+	s.resetCalls()
+	got, rep = mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, allRefunds: true})
+	wantFindings(t, "audit after refund", got, "duplicate i3", "duplicate i4")
+	dup := find(got, audit.KindDuplicate, "i4")
+	if actions(dup) != "succeeded:keep succeeded:irreversible" || dup.Amount != 500 || dup.Currency != "usd" {
+		t.Errorf("i4 duplicate %+v", dup)
+	}
+	for _, want := range []string{"cannot be reversed through the API", "customer must be charged again", "500 usd"} {
+		if !strings.Contains(dup.Remedy, want) {
+			t.Errorf("i4 remedy %q lacks %q", dup.Remedy, want)
+		}
+	}
+	if rep.Irreversible != 1 || rep.IrreversibleAmount["usd"] != 500 || rep.Cancelable != 1 {
+		t.Errorf("report: %d irreversible (%v), %d cancelable", rep.Irreversible, rep.IrreversibleAmount, rep.Cancelable)
+	}
+	if lines := strings.Join(rep.Lines(), "\n"); !strings.Contains(lines, "1 extra refunds succeeded and cannot be reversed through the API: 500 usd was refunded twice, and to recover it the customers must be charged again") {
+		t.Errorf("summary does not say what cannot be undone:\n%s", lines)
+	}
+
+	// --cancel-extras cancels what Stripe still can, and journals it.
+	got, rep = mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, allRefunds: true, backfill: true, cancel: true})
+	wantFindings(t, "audit --cancel-extras", got, "duplicate i3", "duplicate i4")
+	if f := find(got, audit.KindDuplicate, "i3"); actions(f) != "succeeded:keep canceled:canceled" {
+		t.Errorf("i3 after cancel: %s", actions(f))
+	}
+	if s.cancels.Load() != 1 || rep.Canceled != 1 || s.refundByID(t, ids["ch_a3"][1]).Status != "canceled" {
+		t.Fatalf("%d cancel calls, %d canceled, extra is %s", s.cancels.Load(), rep.Canceled, s.refundByID(t, ids["ch_a3"][1]).Status)
+	}
+	got, _ = mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, allRefunds: true})
+	wantFindings(t, "audit after cancel", got, "duplicate i4")
+	// And the journal alone says the same.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offline, _ := runOffline(t, plan(6), string(data))
+	wantFindings(t, "offline audit after cancel", offline, "duplicate i4")
+}
+
+func TestRequiresActionExtraIsCanceledAndJournaled(t *testing.T) {
+	s := newSim(t, charges(3, nil))
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	refundRun(t, s, path, plan(3))
+	// A second run with a lost journal refunded i2 again, under a new key;
+	// that refund still requires action.
+	if err := s.SetFaults(stripesim.Faults{RequiresActionShare: 1}); err != nil {
+		t.Fatal(err)
+	}
+	it := &refund.Item{Batch: "b1", Item: "i2", Charge: "ch_a2", Amount: 500}
+	extra, _, err := refund.NewStripe(s.url, testKey, 1).Create(context.Background(), it, 2)
+	if err != nil || extra.Status != "requires_action" {
+		t.Fatalf("extra refund: %v %v", extra, err)
+	}
+
+	got, rep := mustAudit(t, s, stripeAudit{plan: plan(3), journal: path})
+	wantFindings(t, "audit", got, "duplicate i2", "stripe_only i2")
+	if f := find(got, audit.KindDuplicate, "i2"); actions(f) != "succeeded:keep requires_action:cancelable" || !strings.Contains(f.Remedy, "--cancel-extras") {
+		t.Errorf("duplicate %s, remedy %q", actions(f), f.Remedy)
+	}
+	if rep.Cancelable != 1 || rep.Irreversible != 0 {
+		t.Errorf("report: %d cancelable, %d irreversible", rep.Cancelable, rep.Irreversible)
+	}
+
+	got, rep = mustAudit(t, s, stripeAudit{plan: plan(3), journal: path, cancel: true})
+	wantFindings(t, "audit --cancel-extras", got, "duplicate i2")
+	if rep.Canceled != 1 || s.refundByID(t, extra.ID).Status != "canceled" {
+		t.Fatalf("canceled %d; extra is %s", rep.Canceled, s.refundByID(t, extra.ID).Status)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`"type":"canceled",`)
+	var line string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, want) {
+			line = l
+		}
+	}
+	for _, field := range []string{`"batch":"b1"`, `"item":"i2"`, `"charge":"ch_a2"`, `"attempt":2`, `"key":"refundkit:b1:i2:2"`, `"amount":500`, `"refund":"` + extra.ID + `"`, `"status":"canceled"`} {
+		if !strings.Contains(line, field) {
+			t.Errorf("canceled record %q lacks %s", line, field)
+		}
+	}
+	got, _ = mustAudit(t, s, stripeAudit{plan: plan(3), journal: path})
+	wantFindings(t, "audit after cancel", got)
+}
+
+func TestInDoubtItemsAtStripe(t *testing.T) {
+	s := newSim(t, charges(2, nil))
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	// Both items were in flight when the run died: i1's refund was made,
+	// i2's was not.
+	if err := os.WriteFile(path, []byte(jl(t, intent("i1", "ch_a1", 1), intent("i2", "ch_a2", 1))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	made, _, err := refund.NewStripe(s.url, testKey, 1).Create(context.Background(), &refund.Item{Batch: "b1", Item: "i1", Charge: "ch_a1", Amount: 500}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := mustAudit(t, s, stripeAudit{plan: plan(2), journal: path, backfill: true})
+	wantFindings(t, "audit --backfill", got, "stripe_only i1", "in_doubt i2")
+	if f := find(got, audit.KindInDoubt, "i2"); !strings.Contains(f.Remedy, "Stripe has no refund for this item") {
+		t.Errorf("in_doubt remedy %q", f.Remedy)
+	}
+	state, _, err := journal.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := state.Lookup("b1", "i1"); st.Status != journal.StatusRefunded || st.Refund != made.ID || st.Attempt != 1 {
+		t.Errorf("i1 after backfill: %+v", st)
+	}
+	s.resetCalls()
+	refundRun(t, s, path, plan(2))
+	if s.creates.Load() != 1 || len(s.Refunds()) != 2 {
+		t.Errorf("%d creates, %d refunds; want i2 refunded once and i1 left alone", s.creates.Load(), len(s.Refunds()))
+	}
+	got, _ = mustAudit(t, s, stripeAudit{plan: plan(2), journal: path})
+	wantFindings(t, "audit after refund", got)
+}
+
+func TestJournalRefundsStripeDoesNotHave(t *testing.T) {
+	s := newSim(t, charges(2, map[int][]stripesim.SeedRefund{
+		2: {{Amount: 500, Status: "canceled", Metadata: map[string]string{refund.MetaBatch: "b1", refund.MetaItem: "i2", refund.MetaAttempt: "1"}}},
+	}))
+	gone := s.Refunds()[0].ID
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	if err := os.WriteFile(path, []byte(jl(t, cat(done("i1", "ch_a1", "re_nosuch", 500), done("i2", "ch_a2", gone, 500))...)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := mustAudit(t, s, stripeAudit{journal: path})
+	wantFindings(t, "audit", got, "journal_only i1", "journal_only i2")
+	if f := find(got, audit.KindJournalOnly, "i2"); f.Refunds[0].Status != "canceled" || !strings.Contains(f.Remedy, "refund skips the item") {
+		t.Errorf("journal_only %+v", f)
+	}
+}
+
+func TestRefundsOfOtherItemsOnACharge(t *testing.T) {
+	meta := func(item string) map[string]string {
+		return map[string]string{refund.MetaBatch: "b1", refund.MetaItem: item, refund.MetaAttempt: "1"}
+	}
+	s := newSim(t, []stripesim.Charge{
+		// i1's charge also holds a refund of the batch for an item renamed
+		// since (old-i1), and a refund of another batch, which is not ours.
+		{ID: "ch_a1", Amount: 5000, Refunds: []stripesim.SeedRefund{{Amount: 500, Metadata: meta("i1")}, {Amount: 500, Metadata: meta("old-i1")},
+			{Amount: 700, Metadata: map[string]string{refund.MetaBatch: "b0", refund.MetaItem: "x"}}}},
+		// Two planned items share a charge; a refund without metadata
+		// cannot be matched to either.
+		{ID: "ch_a2", Amount: 5000, Refunds: []stripesim.SeedRefund{{Amount: 100}}},
+	})
+	p := `{"batch":"b1","item":"i1","charge":"ch_a1","amount":500}
+{"batch":"b1","item":"a","charge":"ch_a2","amount":100}
+{"batch":"b1","item":"b","charge":"ch_a2","amount":100}
+`
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	got, rep := mustAudit(t, s, stripeAudit{plan: p, journal: path, allRefunds: true, backfill: true})
+	wantFindings(t, "audit", got, "stripe_only i1", "stripe_only old-i1", "duplicate @ch_a1", "missing a", "missing b", "stripe_only @ch_a2")
+	if f := find(got, audit.KindDuplicate, ""); f.Planned != 1 || actions(f) != "succeeded: succeeded:irreversible" || f.Refunds[1].Item != "old-i1" {
+		t.Errorf("charge duplicate %+v (%s)", f, actions(f))
+	}
+	un := got[len(got)-1]
+	if un.Refunds[0].Action != audit.ActionUnattributed || !strings.Contains(un.Remedy, "2 items are planned on this charge") {
+		t.Errorf("unattributed refund finding %+v", un)
+	}
+	if rep.Backfilled != 2 {
+		t.Errorf("backfilled %d, want i1's and old-i1's (not the unattributed one)", rep.Backfilled)
+	}
+}
+
+func TestRefusedKeyStopsTheAudit(t *testing.T) {
+	s := newSim(t, charges(3, nil))
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	refundRun(t, s, path, plan(3))
+	got, _, err := auditStripe(t, s, stripeAudit{journal: path, key: "sk_live_unknownSECRET"})
+	var se *audit.StripeError
+	if !errors.As(err, &se) || strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("error %v, want a *StripeError that does not name the key", err)
+	}
+	wantFindings(t, "audit", got)
+}
+
+func TestStripeFaultsAreRetried(t *testing.T) {
+	s := newSim(t, charges(4, nil))
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	refundRun(t, s, path, plan(4))
+	if err := s.SetFaults(stripesim.Faults{RateLimitShare: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	s.resetCalls()
+	got, rep := mustAudit(t, s, stripeAudit{plan: plan(4), journal: path})
+	wantFindings(t, "audit through 429s", got)
+	if s.lists.Load() <= 4 || rep.ListCalls() != s.lists.Load() {
+		t.Errorf("%d list calls (report %d): want retries past the 429s", s.lists.Load(), rep.ListCalls())
+	}
+}
