@@ -16,36 +16,9 @@ import (
 	"unsafe"
 )
 
-// Merging journals
-//
-// Merge writes the records of several journals (the shards of one batch, or
-// the journals of runs on several machines) as one journal:
-//
-//   - Order: records are sorted by ts; records with the same ts keep the
-//     order of the inputs as named, then their order within their input.
-//     An input written by one Writer is nearly in ts order already, and is
-//     streamed; an input whose ts ever goes backwards is sorted in memory
-//     first (its lines are kept there; MergeInput.OutOfOrder says so).
-//   - Identical records (the same line once encoded) collapse into one.
-//   - A torn tail of an input is reported (MergeInput.Torn) and left out.
-//   - Corruption or an unknown version in any input stops the merge with
-//     file:line, as Load does. Output already written to out is then
-//     incomplete: write to a temporary file and rename it only on success.
-//   - Conflicting outcomes for one item (two different refund ids, or a
-//     refund and a final failure) are all kept and reported as Conflicts.
-//
-// With MergeOptions.Compact the output keeps, per item, only what its state
-// needs: the refunded record (the first one, which State keeps); else the
-// last final failure; else (in doubt) every record from the first intent of
-// its highest attempt on, with the last failure before it if none follows,
-// which keeps the attempt, its key's age, whether the key is burned and the
-// last error code. Canceled records are all kept. An item with a conflict,
-// or whose state the rule would not reproduce, keeps all its records.
-
 // MergeOptions tune MergeWith.
 type MergeOptions struct {
-	// Compact keeps one final record per item (see the package notes on
-	// merging above).
+	// Compact keeps one final record per item (see Merge).
 	Compact bool
 }
 
@@ -80,8 +53,33 @@ func (c Conflict) String() string {
 	return fmt.Sprintf("%s: batch %s item %s: %s (first at %s)", c.Second, c.Batch, c.Item, c.Reason, c.First)
 }
 
-// Merge reads the journals at paths and writes them to out as one journal;
-// see the notes on merging above. It is MergeWith without options.
+// Merge writes the records of the journals at paths (the shards of one
+// batch, or the journals of runs on several machines) to out as one
+// journal:
+//
+//   - Order: records are sorted by ts; records with the same ts keep the
+//     order of the inputs as named, then their order within their input.
+//     An input in ts order (as one Writer nearly always leaves it) is
+//     streamed; an input whose ts ever goes backwards (concurrent appenders
+//     can stamp a record before another that is written first) is sorted
+//     in memory first, its lines kept there; MergeInput.OutOfOrder says so.
+//   - Identical records (the same line once encoded) collapse into one.
+//   - A torn tail of an input is reported (MergeInput.Torn) and left out.
+//   - Corruption or an unknown version in any input stops the merge with
+//     file:line, as Load does. Output already written to out is then
+//     incomplete: write to a temporary file and rename it only on success.
+//   - Conflicting outcomes for one item (two different refund ids, or a
+//     refund and a final failure) are all kept, and reported as Conflicts
+//     in merge order.
+//
+// With MergeOptions.Compact the output keeps, per item, only what its state
+// needs: the refunded record (the first one, which State keeps); else the
+// last final failure; else (in doubt) every record from the first intent of
+// its highest attempt on, with the last failure before it if none follows,
+// which keeps the attempt, its key's age, whether the key is burned and the
+// last error code. Canceled records are all kept. An item with a conflict,
+// or whose state the rule would not reproduce (a clock that stepped back),
+// keeps all its records.
 func Merge(paths []string, out io.Writer) (MergeReport, error) {
 	return MergeWith(paths, out, MergeOptions{})
 }
@@ -345,12 +343,12 @@ type mergeSource struct {
 	torn  *Torn
 }
 
-// sortedLine is a line of an out-of-order input, kept for sorting.
+// sortedLine is a line of an out-of-order input, kept (in its canonical
+// form) for sorting.
 type sortedLine struct {
-	key       tsKey
-	line      strRef
-	lineNo    int
-	canonical bool
+	key    tsKey
+	line   strRef
+	lineNo int
 }
 
 func openSource(input int, path string, inOrder bool) (*mergeSource, error) {
@@ -389,7 +387,7 @@ func openSource(input int, path string, inOrder bool) (*mergeSource, error) {
 			line, _ = MarshalLine(nil, r)
 			line = line[:len(line)-1]
 		}
-		s.sorted = append(s.sorted, sortedLine{key: s.head.key, line: s.lines.add(string(line)), lineNo: s.head.lineNo, canonical: true})
+		s.sorted = append(s.sorted, sortedLine{key: s.head.key, line: s.lines.add(unsafe.String(unsafe.SliceData(line), len(line))), lineNo: s.head.lineNo})
 	}
 	slices.SortStableFunc(s.sorted, func(a, b sortedLine) int {
 		switch {
