@@ -52,7 +52,7 @@ type ItemState struct {
 }
 
 // State folds records into per-item state. The zero value is not usable;
-// call NewState.
+// call NewState. A State is not safe for concurrent use.
 //
 // It holds millions of items in little memory: strings live in an
 // append-only arena, batch names and error codes are interned, and the
