@@ -101,7 +101,11 @@ type Options struct {
 	// payment intent of the plan and journals.
 	Stripe *refund.Stripe
 	// AllRefunds counts refunds without refundkit metadata (made by older
-	// scripts or by hand) as refunds of the batch.
+	// scripts or by hand) as refunds of the batch. On a charge with one
+	// planned item (and an amount that agrees with the plan's, if it names
+	// one) such a refund is that item's, and is backfilled as its; on other
+	// charges it cannot be matched to an item and is reported as such.
+	// Refunds whose metadata names another batch are never counted.
 	AllRefunds bool
 	// Limiter paces every API call; nil means unlimited.
 	Limiter *rate.Limiter

@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,9 +23,10 @@ type bigJournal struct {
 	size       int64
 }
 
-// writeBigJournal writes about records records: per item an intent and a
-// refunded record, and for every 1000th item a second refund under a new
-// attempt (a duplicate). Charge and refund ids look like Stripe's.
+// writeBigJournal writes at least records records as a run with 8 workers
+// leaves them: the intents of 8 items, then their outcomes in another
+// order, and for one item in a thousand a second refund under a new attempt
+// (a duplicate). Charge and refund ids look like Stripe's.
 func writeBigJournal(tb testing.TB, path string, records int) bigJournal {
 	tb.Helper()
 	f, err := os.Create(path)
@@ -41,22 +45,38 @@ func writeBigJournal(tb testing.TB, path string, records int) bigJournal {
 		bw.Write(line)
 		out.records++
 	}
-	for i := 0; out.records < records; i++ {
-		item := fmt.Sprintf("ord_%010d", i)
-		suffix := strconv.FormatInt(int64(i)*7919+1000000000000000, 36)
-		charge := "ch_3PabcdefGHIJ" + suffix
-		ts = ts.Add(1733 * time.Microsecond)
-		amount := int64(100 + i%5000)
-		write(&journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: ts, Batch: "2024-05-refunds", Item: item,
-			Charge: charge, Attempt: 1, Key: "refundkit:2024-05-refunds:" + item + ":1", Amount: amount, Reason: "requested_by_customer"})
-		write(&journal.Record{V: journal.Version, Type: journal.TypeRefunded, Time: ts.Add(211 * time.Millisecond), Batch: "2024-05-refunds", Item: item,
-			Charge: charge, Attempt: 1, Key: "refundkit:2024-05-refunds:" + item + ":1", Refund: "re_3PabcdefGHIJ" + suffix,
-			Amount: amount, Currency: "eur", Status: "succeeded", Source: journal.SourceAPI})
-		if i%1000 == 999 && out.records < records {
-			write(&journal.Record{V: journal.Version, Type: journal.TypeRefunded, Time: ts.Add(time.Hour), Batch: "2024-05-refunds", Item: item,
-				Charge: charge, Attempt: 2, Key: "refundkit:2024-05-refunds:" + item + ":2", Refund: "re_3PabcdefGHIX" + suffix,
-				Amount: amount, Currency: "eur", Status: "succeeded", Source: journal.SourceReconciled})
-			out.duplicates = append(out.duplicates, charge)
+	const workers = 8
+	type item struct {
+		id, charge, suffix string
+		amount             int64
+		dup                bool
+	}
+	for n := 0; out.records < records; n += workers {
+		var group []item
+		for i := n; i < n+workers; i++ {
+			suffix := strconv.FormatInt(int64(i)*7919+1000000000000000, 36)
+			group = append(group, item{id: fmt.Sprintf("ord_%010d", i), charge: "ch_3PabcdefGHIJ" + suffix, suffix: suffix,
+				amount: int64(100 + i%5000), dup: i%1000 == 999})
+		}
+		for _, it := range group {
+			ts = ts.Add(1733 * time.Microsecond)
+			write(&journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: ts, Batch: "2024-05-refunds", Item: it.id,
+				Charge: it.charge, Attempt: 1, Key: "refundkit:2024-05-refunds:" + it.id + ":1", Amount: it.amount, Reason: "requested_by_customer"})
+		}
+		for k := range group {
+			it := group[(k*3+n/workers)%workers] // outcomes come back in another order
+			ts = ts.Add(211 * time.Microsecond)
+			write(&journal.Record{V: journal.Version, Type: journal.TypeRefunded, Time: ts, Batch: "2024-05-refunds", Item: it.id,
+				Charge: it.charge, Attempt: 1, Key: "refundkit:2024-05-refunds:" + it.id + ":1", Refund: "re_3PabcdefGHIJ" + it.suffix,
+				Amount: it.amount, Currency: "eur", Status: "succeeded", Source: journal.SourceAPI})
+		}
+		for _, it := range group {
+			if it.dup {
+				write(&journal.Record{V: journal.Version, Type: journal.TypeRefunded, Time: ts.Add(time.Hour), Batch: "2024-05-refunds", Item: it.id,
+					Charge: it.charge, Attempt: 2, Key: "refundkit:2024-05-refunds:" + it.id + ":2", Refund: "re_3PabcdefGHIX" + it.suffix,
+					Amount: it.amount, Currency: "eur", Status: "succeeded", Source: journal.SourceReconciled})
+				out.duplicates = append(out.duplicates, it.charge)
+			}
 		}
 	}
 	if err := bw.Flush(); err != nil {
@@ -73,7 +93,7 @@ func writeBigJournal(tb testing.TB, path string, records int) bigJournal {
 	return out
 }
 
-// BenchmarkAuditOffline audits a 1M-record journal (333k items, one in a
+// BenchmarkAuditOffline audits a 1M-record journal (500k items, one in a
 // thousand refunded twice) from its file, as `audit j.jsonl` does.
 func BenchmarkAuditOffline(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "j.jsonl")
@@ -104,4 +124,45 @@ func BenchmarkAuditOffline(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(big.records), "records")
+}
+
+// TestDuplicatesMatchJQ checks the benchmark's claim on a smaller journal:
+// audit finds the duplicates that
+// `jq -c 'select(.type=="refunded")|.charge' j.jsonl | sort | uniq -d` finds.
+func TestDuplicatesMatchJQ(t *testing.T) {
+	jq, err := exec.LookPath("jq")
+	if err != nil {
+		t.Skip("jq is not installed")
+	}
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	big := writeBigJournal(t, path, 20_000)
+	out, err := exec.Command("sh", "-c", jq+` -c 'select(.type=="refunded")|.charge' "$1" | sort | uniq -d`, "sh", path).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, l := range strings.Fields(string(out)) {
+		want = append(want, strings.Trim(l, `"`))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a := New()
+	if _, err := a.AddJournal(f, path); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if _, err := a.Run(context.Background(), Options{}, func(f *Finding) { got = append(got, f.Finding+" "+f.Charge) }); err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		want[i] = KindDuplicate + " " + want[i]
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if len(want) != len(big.duplicates) || !slices.Equal(got, want) {
+		t.Fatalf("audit found %d findings, jq %d duplicates (%d written):\n%v\n%v", len(got), len(want), len(big.duplicates), got, want)
+	}
 }

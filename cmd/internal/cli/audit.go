@@ -16,6 +16,10 @@ import (
 	"github.com/refundkit/refundkit/refund/audit"
 )
 
+const auditHelp = `Tell whether a batch was refunded exactly once: findings as JSON lines on stdout, a summary on stderr.
+
+Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error or input that cannot be read (a corrupt journal included); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 6 Stripe refused the key or is unreachable; 130 interrupted.`
+
 type auditCmd struct {
 	Journals     []string    `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin)."`
 	Plan         string      `placeholder:"FILE" help:"The plan (refund items as JSON lines): also report planned items without a refund (missing) and journal items it does not list (not_in_plan)."`
@@ -25,7 +29,7 @@ type auditCmd struct {
 	CancelExtras bool        `name:"cancel-extras" help:"With --stripe: cancel the extra refunds Stripe can still cancel (requires_action), keeping one per item, and journal each cancel in the --backfill or --journal FILE."`
 	Journal      string      `placeholder:"FILE" help:"With --cancel-extras and no --backfill: the journal, one of the JOURNALs, that records the cancels."`
 	Concurrency  int         `short:"j" default:"4" help:"Stripe lists in flight at once."`
-	Rate         float64     `default:"10" placeholder:"R" help:"Stripe API requests per second, all workers together (0: no limit)."`
+	Rate         float64     `default:"10" placeholder:"R" help:"Stripe API requests per second, all workers together (default 10; 0: no limit)."`
 	Version      versionFlag `help:"Print the version and exit."`
 	stripeFlags
 }
@@ -40,7 +44,7 @@ type auditCmd struct {
 func Audit(env Env) int {
 	const name = "audit"
 	var c auditCmd
-	if code, done := parse(env, name, "Tell whether a batch was refunded exactly once: findings as JSON lines on stdout, a summary on stderr.", &c); done {
+	if code, done := parse(env, name, auditHelp, &c); done {
 		return code
 	}
 	if err := c.check(); err != nil {
