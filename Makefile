@@ -34,7 +34,7 @@ demo: build
 	scripts/demo.sh
 
 chaos: build
-	scripts/chaos.sh
+	scripts/chaos.sh $(CHAOSFLAGS)
 
 FUZZTIME ?= 60s
 fuzz:

@@ -13,7 +13,7 @@ import (
 
 const whatConcurrent = "Two operators, one journal: while a first `refund` holds the journal with a refund call in flight (held in the simulator's create hook), a second `refund` on the same journal must refuse at once with exit 4, naming the journal and the lock; " +
 	"the first is then killed with SIGKILL (the lock must die with it: the next round's first run takes it), except in the last round where it goes on to finish the batch. " +
-	"Two workers, two shards: `plan --shard 1/2` and `--shard 2/2` must split the plan with no item in both or neither; the two `refund` runs go concurrently with a journal each, each killed with SIGKILL at one of its refund calls drawn at random, then resumed; " +
+	"Two workers, two shards: `plan --shard 1/2` and `--shard 2/2` must split the plan with no item in both or neither; the two `refund` runs go concurrently with a journal each, each killed with SIGKILL at one of its refund calls drawn at random, three times over, then resumed; " +
 	"`journal-merge -o all.jsonl` merges the journals, and the merged journal must account for every item of the whole plan exactly once (and `audit --stripe --plan` on it exit 0)."
 
 // hold parks the refund call that reserves key number at in the
@@ -116,8 +116,10 @@ func (r *rig) runShards(chargesPath string) {
 	}
 	journals := []string{r.path("j1.jsonl"), r.path("j2.jsonl")}
 
-	// Both workers at once. In the first round each is killed at one of
-	// its own refund calls, drawn at random, from the simulator's hook.
+	// Both workers at once. In the first shardKillRounds rounds each is
+	// killed at one of its own refund calls, drawn at random, from the
+	// simulator's hook.
+	const shardKillRounds = 3
 	shardOf := map[string]int{}
 	for k, sp := range shards {
 		for _, it := range sp.Items {
@@ -126,9 +128,6 @@ func (r *rig) runShards(chargesPath string) {
 	}
 	var procs [2]atomic.Pointer[proc]
 	var seen, marks [2]atomic.Int64
-	for k := range shards {
-		marks[k].Store(1 + r.rng.Int64N(int64(max(1, len(shards[k].Items)/2))))
-	}
 	r.setOnCreate(func(_ int64, key string) {
 		k, ok := shardOf[key]
 		if !ok {
@@ -153,8 +152,9 @@ func (r *rig) runShards(chargesPath string) {
 		for k := range shards {
 			snaps[k] = takeSnapshot(journals[k])
 			ran[k] = r.startRefund(journals[k], shards[k].Path)
-			if round == 0 {
+			if round < shardKillRounds {
 				procs[k].Store(ran[k])
+				marks[k].Store(seen[k].Load() + 1 + r.rng.Int64N(int64(max(1, len(shards[k].Items)/(2*shardKillRounds)))))
 			}
 			wg.Go(func() { r.wait(ran[k]) })
 		}

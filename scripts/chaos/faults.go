@@ -69,7 +69,9 @@ func runRateLimit(r *rig, sz sizes) {
 
 const whatErrors = "Refund creations are answered 500 without a refund (saved under the key), 500 after committing the refund (saved too), or committed and then left unanswered with the connection closed, each for a share of the requests; " +
 	"between runs the simulator forgets every idempotency key, as Stripe does after 24 hours, so a resumed run cannot lean on replays. " +
-	"Runs with faults on are killed with SIGKILL at a random refund call (so items are left in doubt whose keys then expire), then one runs to its end with the faults still on (exit 0, or 1 with items left in doubt), then one without faults must exit 0. " +
+	"Runs with faults on are killed with SIGKILL at a random refund call (so items are left in doubt whose keys then expire), then one runs to its end with the faults still on (exit 0, or 1 with items left in doubt). " +
+	"After the first killed run comes a network cut: refund talks through a relay that, at a refund call drawn at random, closes every connection (the calls in flight lose their answers, the simulator commits them) and lets nothing through after; that run must halt with exit 6 (Stripe does not answer) instead of sending on. " +
+	"Last, a run without faults must exit 0. " +
 	"Go's HTTP transport silently re-sends a request that carries an Idempotency-Key when a reused keep-alive connection turns out dead; that is safe, and the simulator replays the saved answer."
 
 func runErrors(r *rig, sz sizes) {
@@ -112,6 +114,7 @@ func runErrors(r *rig, sz sizes) {
 	}
 	// Killed runs leave items in doubt whose keys then expire: the next
 	// run must find their refunds by listing, not by replay.
+	blackouts := 0
 	for round := 0; round < sz.FaultRounds; round++ {
 		pr := runOnce(true, "a run with 500s and dropped answers", 0, exitFailed, exitStripe)
 		if n := r.sim.ForgetKeys(); n > 0 {
@@ -121,9 +124,14 @@ func runErrors(r *rig, sz sizes) {
 		if pr.code == 0 {
 			break
 		}
+		if round == 0 {
+			blackouts += r.blackout(gap)
+			kill.install(r)
+		}
 	}
 	runOnce(false, "a run with 500s and dropped answers", 0, exitFailed, exitStripe)
 	r.sim.ForgetKeys()
+
 	r.must(r.sim.SetFaults(stripesim.Faults{}))
 	runOnce(false, "the run after the faults stopped", 0)
 
@@ -133,10 +141,39 @@ func runErrors(r *rig, sz sizes) {
 	r.t.inject("answers dropped after commit", int(st.Dropped))
 	r.t.inject("key expiries", expiries)
 	r.t.inject("kill -9 with a call in flight", kills)
+	r.t.inject("network cuts (halted, exit 6)", blackouts)
 	r.t.note("seed %d: %d items; %d 500s before and %d after commit, %d answers dropped; %d keys forgotten in %d expiries; %d answers replayed (the transport's re-sends and saved 500s); over the runs %d items left in doubt, %d reconciled by listing, %d new keys, %d retries",
 		r.seed, len(p.Items), st.ErrorsBeforeCommit, st.ErrorsAfterCommit, st.Dropped, forgotten, expiries, st.Replayed,
 		total.InDoubt, total.Reconciled, total.NewKeys, total.Retried)
 	r.finish(p, j)
+}
+
+// blackout runs refund through a relay that cuts the network at one of
+// its refund calls, drawn at random: the calls in flight lose their
+// answers (the simulator still commits them) and nothing gets through
+// after. The run must halt as unable to reach Stripe (exit 6) instead of
+// sending on. It returns 1 if it did.
+func (r *rig) blackout(gap int) int {
+	link := r.newPartition()
+	mark := r.creates.Load() + 1 + r.rng.Int64N(int64(max(1, gap)))
+	r.setOnCreate(func(n int64, _ string) {
+		if n == mark {
+			link.setCut(true)
+		}
+	})
+	defer r.setOnCreate(nil)
+	snap := takeSnapshot(r.path("j.jsonl"))
+	pr := r.startRefund(r.path("j.jsonl"), r.path("plan.jsonl"), "--api-base", link.URL())
+	r.wait(pr)
+	r.checkKept(snap)
+	link.setCut(false)
+	if !r.expectExit(pr, "a run cut off from Stripe", exitStripe) {
+		return 0
+	}
+	if !strings.Contains(pr.stderr.String(), "did not answer") {
+		r.t.problemf("the halt does not say Stripe did not answer: %s", firstLines(pr.stderr.String(), 3))
+	}
+	return 1
 }
 
 const whatDiskFull = "The journal lives on a small tmpfs the program mounts (root needed). `refund -j 8` runs until the tmpfs is full and must halt with exit 3, saying no space is left, " +

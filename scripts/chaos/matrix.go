@@ -56,14 +56,14 @@ var quickSizes = sizes{
 }
 
 var fullSizes = sizes{
-	Seeds:     3,
-	KillItems: 3000, Kills: 110,
-	TermItems: 1000, Terms: 10,
-	StormItems: 300,
-	FaultItems: 1000, FaultRounds: 6,
+	Seeds:     5,
+	KillItems: 4000, Kills: 150,
+	TermItems: 1000, Terms: 20,
+	StormItems: 200,
+	FaultItems: 1500, FaultRounds: 8,
 	DiskItems: 2000, DiskStartK: 32, DiskStepK: 64,
-	TornItems: 500, TornRounds: 20, Corruptions: 12,
-	LockRounds: 10, ShardItems: 1000,
+	TornItems: 800, TornRounds: 30, Corruptions: 16,
+	LockRounds: 10, ShardItems: 2000,
 	HostileCases: 300,
 	LegacyItems:  600, LegacyRefundedEach: 3,
 }
@@ -81,7 +81,7 @@ var scenarios = []scenario{
 	{"kill9", "kill -9 at random moments", whatKill9, runKill9},
 	{"sigterm", "SIGTERM mid-batch, restart", whatSigterm, runSigterm},
 	{"ratelimit", "429 storm (half the requests)", whatRateLimit, runRateLimit},
-	{"errors", "500s, dropped answers, keys expired", whatErrors, runErrors},
+	{"errors", "500s, lost answers, network cut, keys expired", whatErrors, runErrors},
 	{"diskfull", "journal disk fills up", whatDiskFull, runDiskFull},
 	{"torn", "torn tail, mid-file corruption", whatTorn, runTorn},
 	{"concurrent", "second run on a journal; two shards", whatConcurrent, runConcurrent},

@@ -193,25 +193,46 @@ const staticSections = `
 ## Fuzzing
 
 Every parser of outside input has a ` + "`go test -fuzz`" + ` target with a seed
-corpus; ` + "`make fuzz`" + ` runs each for ` + "`FUZZTIME`" + ` (default 60s, so a few
+corpus. ` + "`make fuzz`" + ` runs each for ` + "`FUZZTIME`" + ` (default 60s: five
 minutes in all; ` + "`make fuzz FUZZTIME=10m`" + ` for a longer soak):
 
 | target | parses | seed corpus |
 | --- | --- | --- |
-| ` + "`journal` FuzzScanner" + ` | journal lines (torn tails, corruption, versions) | ` + "`journal/testdata/fuzz/FuzzScanner/`" + ` |
+| ` + "`journal` FuzzScanner" + ` | journal lines: torn tails, corruption, versions | ` + "`journal/testdata/fuzz/FuzzScanner/`" + ` |
+| ` + "`refund` FuzzParseItem" + ` | plan lines, against encoding/json | ` + "`f.Add`" + ` seeds in ` + "`refund/item_test.go`" + ` |
 | ` + "`refund/plan` FuzzRead" + ` | charge lists: CSV, JSON lines, bare ids | ` + "`refund/plan/testdata/fuzz/FuzzRead/`" + ` |
-| ` + "`refund` FuzzParseItem" + ` | plan lines, checked against encoding/json | seeds in ` + "`refund/item_test.go`" + ` (` + "`f.Add`" + `) |
+| ` + "`refund/plan` FuzzJSONRow" + ` | one JSON-lines charge row | ` + "`f.Add`" + ` seeds in ` + "`refund/plan/fuzz_test.go`" + ` |
+| ` + "`refund/stripesim` FuzzReadCharges" + ` | the simulator's charges files | ` + "`f.Add`" + ` seeds in ` + "`refund/stripesim/charge_test.go`" + ` |
 
-New inputs the fuzzer finds interesting are kept in Go's cache
+Inputs the fuzzer finds interesting are kept in Go's cache
 (` + "`$(go env GOCACHE)/fuzz/`" + `); a failing input is written to the package's
-` + "`testdata/fuzz/<Target>/`" + ` and then runs with every ` + "`go test`" + `.
+` + "`testdata/fuzz/<Target>/`" + ` and from then on runs with every ` + "`go test`" + `.
+The hostile-input scenario above puts the same kind of input through the
+binary, end to end.
+
+## What this does not cover
+
+- **Power loss.** A killed process leaves the page cache behind, so the
+  matrix cannot tell a record that was written from one that was fsynced.
+  refundkit fsyncs every intent before its call and every outcome before its
+  result line, and assumes, as the README says, that fsync is honest; no
+  power was cut here.
+- **Stripe itself.** The simulator implements Stripe's documented
+  idempotency semantics (saved answers replayed, 409 while in flight, keys
+  forgotten after a time); the contract test against stripe-mock checks the
+  shape of the requests, not those semantics.
+- **Other machines.** The second-run check uses flock on one host; a
+  journal on a network filesystem is not tested.
+- **Clocks.** The 23-hour key window is exercised by the simulator
+  forgetting keys, not by moving a clock.
 
 ## Reproducing
 
-    make chaos                                  # the full matrix, writes this file
-    go run ./scripts/chaos -quick               # the short matrix (also run by go test ./scripts/chaos)
-    go run ./scripts/chaos -only kill9 -seed 7  # one scenario, other seeds
+    make chaos                                   # the full matrix, writes this file
+    make chaos CHAOSFLAGS=-quick                 # the short matrix, report on stdout
+    go test ./scripts/chaos                      # the short matrix, as CI runs it
+    go run ./scripts/chaos -only kill9 -seed 7   # one scenario, other seeds
 
-The full-disk scenario mounts a small tmpfs and needs root (CI runs as root);
-without root it is reported as not run.
+The full-disk scenario mounts a small tmpfs and needs root (CI runs as
+root); without root it is reported as not run.
 `

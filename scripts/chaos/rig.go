@@ -372,9 +372,17 @@ type striker struct {
 	mark    atomic.Int64 // 0: disarmed
 }
 
-// newStriker installs the hook; it is removed when the rig closes.
+// newStriker installs the striker's hook; it is removed when the rig
+// closes.
 func (r *rig) newStriker(sig syscall.Signal) *striker {
 	s := &striker{sig: sig}
+	s.install(r)
+	r.cleanup(func() { r.setOnCreate(nil) })
+	return s
+}
+
+// install (re)installs the striker's hook, after another took its place.
+func (s *striker) install(r *rig) {
 	r.setOnCreate(func(n int64, _ string) {
 		if at := s.mark.Load(); at > 0 && n >= at && s.mark.CompareAndSwap(at, 0) {
 			if pr := s.current.Load(); pr != nil {
@@ -385,8 +393,6 @@ func (r *rig) newStriker(sig syscall.Signal) *striker {
 			}
 		}
 	})
-	r.cleanup(func() { r.setOnCreate(nil) })
-	return s
 }
 
 // arm makes the striker hit pr within the next gap keys the simulator
