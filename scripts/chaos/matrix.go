@@ -156,6 +156,7 @@ func runMatrix(opts options) (*report, error) {
 		CPUs:    runtime.NumCPU(),
 		Kernel:  kernelRelease(),
 		GoVer:   runtime.Version(),
+		Version: binVersion(m.bins["refund"]),
 		Missing: m.missingBins(),
 	}
 	start := time.Now()
@@ -201,6 +202,16 @@ func (m *matrix) missingBins() []string {
 
 func (m *matrix) logf(format string, args ...any) {
 	fmt.Fprintf(m.opts.Log, "chaos: "+format+"\n", args...)
+}
+
+// binVersion is what a binary's --version prints: the commit it was
+// built from (with -dirty when the tree had changes).
+func binVersion(path string) string {
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // kernelRelease is what uname -r prints.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,6 +105,7 @@ type report struct {
 	CPUs    int
 	Kernel  string
 	GoVer   string
+	Version string   // what bin/refund --version says
 	Missing []string // optional binaries that were not built
 	Rows    []*tally
 	Elapsed time.Duration
@@ -140,6 +142,7 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "- Command: `%s`\n", rep.Command)
 	fmt.Fprintf(&b, "- Date: %s\n", rep.Date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- Machine: %d CPUs (nproc), Linux %s (uname -r), %s\n", rep.CPUs, rep.Kernel, rep.GoVer)
+	fmt.Fprintf(&b, "- Binaries: %s\n", rep.Version)
 	fmt.Fprintf(&b, "- Duration: %s\n", rep.Elapsed.Round(time.Second))
 	if len(rep.Missing) > 0 {
 		fmt.Fprintf(&b, "- **Not built when this ran: %s.** The checks that need them were not made; the simulator's own records were checked instead.\n", "`bin/"+strings.Join(rep.Missing, "`, `bin/")+"`")
@@ -151,7 +154,7 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 		switch {
 		case t.NoAudit:
 			audits = "–"
-		case contains(rep.Missing, "audit"):
+		case slices.Contains(rep.Missing, "audit"):
 			audits = "n/a"
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %d | %d | %d | %s | %s |\n",
@@ -178,15 +181,6 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 	b.WriteString(staticSections)
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 const staticSections = `

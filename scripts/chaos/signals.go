@@ -73,20 +73,6 @@ func runKill9(r *rig, sz sizes) {
 	r.finish(p, j)
 }
 
-// allSettled reports whether the journal holds an outcome for every item.
-func allSettled(r *rig, path string, p *plan) bool {
-	st, _, err := journal.Load(path)
-	if err != nil {
-		return false
-	}
-	for _, it := range p.Items {
-		if s, _ := st.Lookup(p.Batch, it.Item.Item); s.Status != journal.StatusRefunded {
-			return false
-		}
-	}
-	return true
-}
-
 const whatSigterm = "A deploy: `refund -j 8` gets SIGTERM mid-batch, from inside the simulator's create hook (a call in flight) or at a random time, and must exit 130 having journaled the outcome of every call it sent: " +
 	"after each signal, every item the simulator holds a refund for must be journaled as refunded (nothing abandoned in flight). The restart goes on until a run exits 0."
 
