@@ -24,7 +24,7 @@ type refundCmd struct {
 	Journal       string      `required:"" placeholder:"FILE" help:"The checkpoint journal (JSON lines), created 0600 if absent. One run at a time holds it."`
 	Input         string      `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
 	Concurrency   int         `short:"j" default:"8" help:"Items in flight at once."`
-	Rate          float64     `default:"10" placeholder:"R" help:"API requests per second, all workers together (0: no limit). Stripe allows 25/s in test mode, 100/s live, and asks bulk jobs to use a part of it."`
+	Rate          float64     `default:"10" help:"API requests per second, all workers together (0: no limit). Stripe allows 25/s in test mode, 100/s live, and asks bulk jobs to use a part of it."`
 	DryRun        bool        `help:"Read the journal and show what would be done: no API call, no journal write."`
 	MaxAttempts   int         `default:"3" help:"Idempotency keys one item may use in a run after 500s before it is left in doubt."`
 	Progress      string      `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
@@ -35,12 +35,18 @@ type refundCmd struct {
 	stripeFlags
 }
 
+const refundDescription = `Refund planned items through Stripe exactly once, journaling every step.
+
+Reads plan items (JSON lines, as plan writes them) and writes one result line per item on stdout once its outcome is journaled; a summary goes to stderr. The Stripe key is read from STRIPE_API_KEY only. Run the same command again to resume: items the journal holds are skipped with no API call, items left in doubt are looked up at Stripe before anything is sent.
+
+Exit codes: 0 all refunded or skipped; 1 some failed or in doubt; 2 usage or input error; 3 journal unwritable; 4 journal locked by another run; 5 journal corrupt; 6 Stripe refused the key or does not answer; 130 interrupted.`
+
 // Refund is the refund command: it refunds plan items from stdin exactly
 // once, journaling every step.
 func Refund(env Env) int {
 	const name = "refund"
 	var c refundCmd
-	if code, done := parse(env, name, "Refund planned items through Stripe exactly once, journaling every step.", &c); done {
+	if code, done := parse(env, name, refundDescription, &c); done {
 		return code
 	}
 	log := newLogger(env.Stderr, name, c.Verbose)
