@@ -4,7 +4,7 @@
 #
 #   make bench        (builds bin/ first, then runs this; about 10 minutes)
 #
-# It installs what it compares against (jq) when missing, builds scripts/gen
+# It installs what it compares against (jq) and GNU time when missing, builds scripts/gen
 # and scripts/bench, generates every input into a temp dir, starts and stops
 # a simulator per run, and removes everything on exit. The measuring is done
 # by scripts/bench (see its doc comment); this script prepares for it.
@@ -43,6 +43,7 @@ install_pkg() {
 		die "could not install $1: install it and run again"
 }
 command -v jq >/dev/null || install_pkg jq
+[[ -x /usr/bin/time ]] || install_pkg time # GNU time: each command's peak RSS
 for t in sort uniq wc df bash; do
 	command -v "$t" >/dev/null || die "$t is missing (coreutils)"
 done

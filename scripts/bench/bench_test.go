@@ -221,3 +221,25 @@ func TestDuplicateCharges(t *testing.T) {
 		t.Error("a line that is not JSON: no error")
 	}
 }
+
+func TestReadMaxRSS(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		want       int64
+		wantErr    bool
+	}{
+		{"exit 0", "178188\n", 178188 * 1024, false},
+		{"exit 1", "Command exited with non-zero status 1\n236228\n", 236228 * 1024, false},
+		{"empty", "", 0, true},
+		{"not a number", "Command terminated by signal 9\n", 0, true},
+	} {
+		p := filepath.Join(t.TempDir(), "time.out")
+		if err := os.WriteFile(p, []byte(c.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readMaxRSS(p)
+		if (err != nil) != c.wantErr || got != c.want {
+			t.Errorf("%s: readMaxRSS = %d, %v; want %d, error %v", c.name, got, err, c.want, c.wantErr)
+		}
+	}
+}

@@ -40,6 +40,7 @@ func main() {
 // options are the command line of bench.
 type options struct {
 	Bin, Gen, Work, Out string
+	Time                string
 	Quick               bool
 	Only                []string
 	MaxLoad             float64
@@ -54,6 +55,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.Bin, "bin", "bin", "directory holding the refundkit binaries")
 	fs.StringVar(&o.Gen, "gen", "", "the scripts/gen binary (required)")
 	fs.StringVar(&o.Work, "work", "", "an empty temp dir for inputs, journals and outputs (required; its disk is the one measured)")
+	fs.StringVar(&o.Time, "time", "/usr/bin/time", "GNU time, to measure each command's peak RSS")
 	fs.StringVar(&o.Out, "out", "BENCHMARKS.md", "write the report (markdown) here; - for stdout")
 	fs.BoolVar(&o.Quick, "quick", false, "small inputs and few runs, to try the script (not for the committed figures)")
 	only := fs.String("only", "", "comma-separated rows to run (default: all): "+strings.Join(rowNames(), ","))

@@ -145,8 +145,8 @@ func (b *bench) restart(r *row) error {
 		return fmt.Errorf("the journal grew from %d to %d bytes over runs that had nothing to do", before.Size(), after.Size())
 	}
 	wall, peak := median(seconds(cs)), slices.Max(rssMB(cs))
-	r.cand = fmt.Sprintf("%.2f s, %.0f MB RSS", wall, peak)
-	r.base = fmt.Sprintf("%.2f s, %.0f MB RSS", median(seconds(bs)), slices.Max(rssMB(bs)))
+	r.cand = fmt.Sprintf("%.2f s (CPU %.2f s), %.0f MB RSS", wall, median(cpuSeconds(cs)), peak)
+	r.base = fmt.Sprintf("%.2f s (CPU %.2f s), %.0f MB RSS", median(seconds(bs)), median(cpuSeconds(bs)), slices.Max(rssMB(bs)))
 	r.ratio = fmt.Sprintf("%.1fx faster than jq", median(pairRatios(seconds(bs), seconds(cs))))
 	r.judge(wall < 2 && peak < 200)
 	r.detailf("Zero API calls: `STRIPE_API_BASE` names a loopback port where nothing listens, so any call would fail the run; every run exited 0 with `%s skipped ... 0 create and 0 list calls ... 0 journal records`, an untimed run wrote %s result lines all `skipped`, and the journal kept its size (%s bytes).", num(n), num(n), num(int(before.Size())))
@@ -237,8 +237,8 @@ func (b *bench) audit(r *row) error {
 		return err
 	}
 	ratio := median(pairRatios(seconds(bs), seconds(cs)))
-	r.cand = fmt.Sprintf("%.2f s, %.0f MB RSS", median(seconds(cs)), slices.Max(rssMB(cs)))
-	r.base = fmt.Sprintf("%.2f s, %.0f MB RSS", median(seconds(bs)), slices.Max(rssMB(bs)))
+	r.cand = fmt.Sprintf("%.2f s (CPU %.2f s), %.0f MB RSS", median(seconds(cs)), median(cpuSeconds(cs)), slices.Max(rssMB(cs)))
+	r.base = fmt.Sprintf("%.2f s (CPU %.2f s), %.0f MB RSS", median(seconds(bs)), median(cpuSeconds(bs)), slices.Max(rssMB(bs)))
 	r.ratio = fmt.Sprintf("%.1fx faster than jq", ratio)
 	r.judge(ratio >= 10)
 	r.detailf("Both found duplicate refunds on the same %d charges in every run: %s (audit's `duplicate` findings, exit 1; jq's `uniq -d`).", dups, strings.Join(auditSet, ", "))
@@ -457,8 +457,8 @@ func (b *bench) merge(r *row) error {
 		return err
 	}
 	ratio := median(pairRatios(seconds(cs), seconds(bs)))
-	r.cand = fmt.Sprintf("%.2f s, %.0f MB RSS", median(seconds(cs)), slices.Max(rssMB(cs)))
-	r.base = fmt.Sprintf("%.2f s, %.0f MB RSS", median(seconds(bs)), slices.Max(rssMB(bs)))
+	r.cand = fmt.Sprintf("%.2f s (CPU %.2f s), %.0f MB RSS", median(seconds(cs)), median(cpuSeconds(cs)), slices.Max(rssMB(cs)))
+	r.base = fmt.Sprintf("%.2f s (CPU %.2f s), %.0f MB RSS", median(seconds(bs)), median(cpuSeconds(bs)), slices.Max(rssMB(bs)))
 	r.ratio = fmt.Sprintf("%.2fx the time of sort -m", ratio)
 	r.judge(ratio <= 2)
 	identical, err := sameFile(merged, sorted)
@@ -563,19 +563,21 @@ func (b *bench) fsyncLatency(rounds int) ([]time.Duration, error) {
 // (speed-up), or with slowdown refundkit's over the baseline's.
 func runsTable(candName string, cs []result, baseName string, bs []result, slowdown bool) []string {
 	out := []string{"", "| round | " + candName + " | " + baseName + " | ratio |", "| ---: | ---: | ---: | ---: |"}
+	cell := func(r result) string {
+		return fmt.Sprintf("%.3f s (CPU %.2f s), %.0f MB", r.wall.Seconds(), r.cpu.Seconds(), float64(r.rss)/1e6)
+	}
 	for i := range min(len(cs), len(bs)) {
 		ratio := bs[i].wall.Seconds() / cs[i].wall.Seconds()
 		if slowdown {
 			ratio = 1 / ratio
 		}
-		out = append(out, fmt.Sprintf("| %d | %.3f s, %.0f MB | %.3f s, %.0f MB | %.2f |", i+1,
-			cs[i].wall.Seconds(), float64(cs[i].rss)/1e6, bs[i].wall.Seconds(), float64(bs[i].rss)/1e6, ratio))
+		out = append(out, fmt.Sprintf("| %d | %s | %s | %.2f |", i+1, cell(cs[i]), cell(bs[i]), ratio))
 	}
 	what := "baseline time / refundkit time"
 	if slowdown {
 		what = "refundkit time / baseline time"
 	}
-	return append(out, "", "Ratio: "+what+". In odd rounds refundkit ran first, in even rounds the baseline; RSS is the peak resident set.")
+	return append(out, "", "Ratio: "+what+" (wall). In odd rounds refundkit ran first, in even rounds the baseline. CPU is user + system time (above the wall time when it runs on both cores); MB is the peak resident set (GNU time's %M).")
 }
 
 func mapRuns[T any](xs []T, f func(T) float64) []float64 {

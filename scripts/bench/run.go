@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,15 +20,17 @@ import (
 // bench holds a session: where the binaries and inputs are, and the
 // context that a signal cancels.
 type bench struct {
-	ctx   context.Context
-	o     options
-	sz    sizes
-	bin   string // absolute
-	gen   string // absolute
-	work  string // absolute
-	log   io.Writer
-	env   []string // the environment of every command run
-	shown []string // prefixes replaced in the commands the report shows
+	ctx  context.Context
+	o    options
+	sz   sizes
+	bin  string // absolute
+	gen  string // absolute
+	work string // absolute
+	log  io.Writer
+	// timeBin is GNU time, which runs every measured command.
+	timeBin string
+	env     []string // the environment of every command run
+	shown   []string // prefixes replaced in the commands the report shows
 }
 
 func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
@@ -46,6 +49,9 @@ func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
 	}
 	if fi, err := os.Stat(b.work); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("-work %s: want an existing directory", o.Work)
+	}
+	if b.timeBin, err = exec.LookPath(o.Time); err != nil {
+		return nil, fmt.Errorf("-time %s: %v (install the package time)", o.Time, err)
 	}
 	if os.Getenv("STRIPE_API_KEY") == "" {
 		return nil, errors.New("STRIPE_API_KEY is not set (scripts/bench.sh sets a fake test key)")
@@ -83,7 +89,8 @@ type cmdSpec struct {
 // result is what one run of a command took and said.
 type result struct {
 	wall   time.Duration
-	rss    int64 // peak resident set of the process and its children, bytes
+	cpu    time.Duration // user + system time of the process and its children
+	rss    int64         // peak resident set of the process and its children, bytes
 	exit   int
 	stderr string
 }
@@ -96,11 +103,7 @@ func (b *bench) show(c cmdSpec) string {
 		parts = append(parts, b.short(e))
 	}
 	for _, a := range c.argv {
-		a = b.short(a)
-		if strings.ContainsAny(a, " '\"|*$&;()<>") && !strings.HasPrefix(a, "$WORK") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		parts = append(parts, a)
+		parts = append(parts, b.short(shellQuote(a)))
 	}
 	out := "/dev/null"
 	if c.stdout != "" {
@@ -122,7 +125,12 @@ func (b *bench) run(c cmdSpec) (result, error) {
 	if err := b.ctx.Err(); err != nil {
 		return result{}, err
 	}
-	cmd := exec.CommandContext(b.ctx, c.argv[0], c.argv[1:]...)
+	// GNU time reports the peak RSS of the command alone: the rusage of a
+	// child of this process would count this process's own RSS too, since
+	// Go starts children with vfork, sharing its memory until exec.
+	timeOut := b.path("time.out")
+	argv := append([]string{b.timeBin, "-f", "%M", "-o", timeOut}, c.argv...)
+	cmd := exec.CommandContext(b.ctx, argv[0], argv[1:]...)
 	cmd.Env = append(slices.Clone(b.env), c.env...)
 	if c.stdout == "" {
 		c.stdout = os.DevNull
@@ -151,9 +159,28 @@ func (b *bench) run(c cmdSpec) (result, error) {
 	}
 	r := result{wall: wall, exit: cmd.ProcessState.ExitCode(), stderr: errBuf.String()}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.rss = ru.Maxrss * 1024 // kilobytes on Linux
+		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()) // time's own is a millisecond
+	}
+	if r.rss, err = readMaxRSS(timeOut); err != nil {
+		return result{}, fmt.Errorf("%s: %v%s", b.short(c.argv[0]), err, quoteStderr(r.stderr))
 	}
 	return r, nil
+}
+
+// readMaxRSS reads the peak RSS in kilobytes that GNU time wrote on the
+// last line of its output file (after "Command exited with non-zero
+// status N" when so), and returns it in bytes.
+func readMaxRSS(path string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	kb, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("time -f %%M wrote %q: %v", data, err)
+	}
+	return kb * 1024, nil
 }
 
 // ownGroup puts the command in a process group of its own, killed whole
@@ -249,11 +276,19 @@ func pairRatios(a, b []float64) []float64 {
 	return r
 }
 
-// seconds and rssMB pull one figure out of every result.
+// seconds, cpuSeconds and rssMB pull one figure out of every result.
 func seconds(rs []result) []float64 {
 	out := make([]float64, len(rs))
 	for i, r := range rs {
 		out[i] = r.wall.Seconds()
+	}
+	return out
+}
+
+func cpuSeconds(rs []result) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = r.cpu.Seconds()
 	}
 	return out
 }
