@@ -140,10 +140,13 @@ func (s *state) applyRun(recs []*journal.Record, hashes []uint64, name string, f
 	// Touch the table entries of the run's items before folding: the loads
 	// are independent, so the CPU overlaps their cache misses instead of
 	// stalling on each one in turn while it folds.
+	// Guessing each record's batch as the last one seen spares a lookup;
+	// a wrong guess only wastes a load.
 	mask := uint32(len(s.table) - 1)
+	batch := s.batches.last
 	var touched uint64
-	for k, r := range recs {
-		touched += s.table[mix(hashes[k], s.batches.id(r.Batch))&mask]
+	for _, h := range hashes[:len(recs)] {
+		touched += s.table[mix(h, batch)&mask]
 	}
 	s.touched = touched
 	for k, r := range recs {

@@ -624,7 +624,9 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v i
 	err := r.call(ctx, "canceling "+x.ID, func() error {
 		r.rep.cancelCalls.Add(1)
 		var err error
-		res, err = r.opts.Stripe.Cancel(ctx, x.ID)
+		// Once sent, a cancel is not abandoned on a signal: its answer
+		// must be journaled.
+		res, err = r.opts.Stripe.Cancel(context.WithoutCancel(ctx), x.ID)
 		return err
 	})
 	if err != nil {

@@ -61,6 +61,12 @@ func Audit(env Env) int {
 	}
 
 	a := audit.New()
+	if c.Plan != "" {
+		if code, ok := c.readPlan(env, name, a); !ok {
+			return code
+		}
+	}
+	// Opened once the plan is read, so a bad plan leaves no new file behind.
 	var w *journal.Writer
 	if path := c.writeJournal(); path != "" {
 		var torn *journal.Torn
@@ -78,11 +84,6 @@ func Audit(env Env) int {
 		}
 	}
 
-	if c.Plan != "" {
-		if code, ok := c.readPlan(env, name, a); !ok {
-			return code
-		}
-	}
 	inputs := c.Journals
 	if len(inputs) == 0 {
 		inputs = []string{"-"}
