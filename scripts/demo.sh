@@ -76,7 +76,7 @@ note "listening on $SIM_URL (fake key ${STRIPE_API_KEY:0:8}..., set inside this 
 
 say "Plan the batch: bin/plan turns the support team's CSV export into one JSON line per refund"
 $BIN/plan --batch "$BATCH" "$CHARGES" >"$PLAN" 2>"$WORK/plan.err"
-planned=$(wc -l <"$PLAN")
+planned=$(($(wc -l <"$PLAN")))
 note "$(cat "$WORK/plan.err")"
 note "first item: $(head -1 "$PLAN")"
 
@@ -94,7 +94,6 @@ done
 kill -9 "$refund_pid"
 status=0
 { wait "$refund_pid"; } 2>/dev/null || status=$? # quiet: bash would print "Killed"
-
 check "refund's exit status after SIGKILL (128+9: killed, no clean-up ran)" "$status" 137
 note "it had printed $(wc -l <"$WORK/run1.out") results when it died; its stderr has no summary: $(wc -l <"$WORK/run1.err") lines"
 

@@ -25,7 +25,7 @@ type hold struct {
 }
 
 func runConcurrent(r *rig, sz sizes) {
-	lockItems := 4*sz.LockRounds + 10
+	lockItems := 8*sz.LockRounds + 10 // each round refunds a few before its kill
 	shardCharges := stripesim.GenerateCharges(sz.ShardItems, int64(r.seed))
 	lockCharges := renamed(stripesim.GenerateCharges(lockItems, int64(r.seed)+1), "lock")
 	r.serve(append(shardCharges, lockCharges...), stripesim.Faults{LatencyJitter: time.Millisecond})

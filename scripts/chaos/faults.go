@@ -190,7 +190,10 @@ func runDiskFull(r *rig, sz sizes) {
 	p := r.makePlan("plan.jsonl", "diskfull", r.writeCharges("charges.csv", charges))
 	mnt := r.path("small")
 	r.must(os.Mkdir(mnt, 0o700))
-	size := sz.DiskStartK
+	// Sizes drawn from the seed, so the disk fills at other records on
+	// every seed.
+	size := sz.DiskStartK + 4*r.rng.IntN(sz.DiskStartK/4+1)
+	first := size
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dk", size), "tmpfs", mnt).CombinedOutput(); err != nil {
 		r.fatalf("setup: mount a tmpfs: %v: %s", err, out)
 	}
@@ -216,12 +219,12 @@ func runDiskFull(r *rig, sz sizes) {
 			}
 		}
 		r.checkIntents(p.Batch, j) // no call without a durable intent, even at the halt
-		size += sz.DiskStepK
+		size += sz.DiskStepK/2 + 4*r.rng.IntN(sz.DiskStepK/8+1)
 		if out, err := exec.Command("mount", "-o", fmt.Sprintf("remount,size=%dk", size), mnt).CombinedOutput(); err != nil {
 			r.fatalf("setup: remount the tmpfs: %v: %s", err, out)
 		}
 	}
 	r.t.inject("disk-full halts", halts)
-	r.t.note("seed %d: %d items; the disk filled %d times, the tmpfs grew from %d KiB to %d KiB", r.seed, len(p.Items), halts, sz.DiskStartK, size)
+	r.t.note("seed %d: %d items; the disk filled %d times, the tmpfs grew from %d KiB to %d KiB", r.seed, len(p.Items), halts, first, size)
 	r.finish(p, j)
 }

@@ -78,6 +78,7 @@ func runTorn(r *rig, sz sizes) {
 	gap := max(2, len(p.Items)/(sz.TornRounds+1))
 
 	torn, tornBefore := 0, false
+	kinds := map[string]int{}
 	for round := 0; ; round++ {
 		if round > 3*sz.TornRounds+20 {
 			r.fatalf("not done after %d runs", round)
@@ -106,9 +107,12 @@ func runTorn(r *rig, sz sizes) {
 		tr := tearings[torn%len(tearings)]
 		r.must(os.WriteFile(j, tr.tear(data, r), 0o600))
 		r.t.inject("torn tails", 1)
+		kinds[tr.name]++
 		torn++
 		tornBefore = true
 	}
+	r.t.note("seed %d: %d items; torn tails: %d record prefixes appended, %d last records cut, %d runs of NUL bytes; %d mid-file corruptions tried",
+		r.seed, len(p.Items), kinds[tearings[0].name], kinds[tearings[1].name], kinds[tearings[2].name], sz.Corruptions)
 	r.finish(p, j)
 
 	// Corrupt copies of the finished journal: each must be refused as is.

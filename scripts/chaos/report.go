@@ -160,7 +160,8 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %d | %d | %d | %s | %s |\n",
 			t.Title, t.Seeds, t.Runs, t.Items, t.injectedText(), t.Dup, t.Missing, t.Lost, audits, t.verdict())
 	}
-	fmt.Fprintf(&b, "\nItems are planned items checked at the end of each run, summed over seeds. Refund runs count every `refund` process, killed or not.\n")
+	fmt.Fprintf(&b, "\nItems are planned items checked at the end of each run, summed over seeds. Refund runs count every `refund` process, killed or not. ")
+	fmt.Fprintf(&b, "The audit column counts the final checks where both `audit --plan` (offline) and `audit --stripe --plan` exited 0.\n")
 
 	fmt.Fprintf(&b, "\n## Scenarios\n")
 	for _, t := range rep.Rows {
