@@ -1,0 +1,178 @@
+package audit
+
+// Acting on what Stripe has: keeping one refund per item and canceling or
+// owning up to the others, and backfilling the journal.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	stripe "github.com/stripe/stripe-go/v76"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+)
+
+// settleExtras fills f with refunds xs (oldest first), of which keep are
+// the item's (or charge's) own: it keeps those Stripe can no longer cancel
+// first, so that what remains extra is as reversible as it can be. The
+// extras are canceled when asked and possible, and f gets the remedy.
+func (r *run) settleExtras(ctx context.Context, f *Finding, batch, item string, xs []*sref, keep int, v itemView) error {
+	order := make([]*sref, 0, len(xs))
+	for _, x := range xs {
+		if !x.reversible() {
+			order = append(order, x)
+		}
+	}
+	for _, x := range xs {
+		if x.reversible() {
+			order = append(order, x)
+		}
+	}
+	kept := map[*sref]bool{}
+	for _, x := range order[:min(keep, len(order))] {
+		kept[x] = true
+	}
+	for _, x := range xs {
+		switch {
+		case kept[x]:
+			x.Action = ActionKeep
+		case !x.reversible():
+			x.Action = ActionIrreversible
+			r.rep.Irreversible++
+			r.rep.IrreversibleAmount[x.Currency] += x.Amount
+		default:
+			owner := item
+			if owner == "" && x.batch == batch {
+				owner = x.item
+			}
+			if err := r.cancelExtra(ctx, x, batch, owner, v); err != nil {
+				return err
+			}
+		}
+		if !kept[x] {
+			f.Amount += x.Amount
+			f.Currency = x.Currency
+		}
+		ref := x.Refund
+		if item == "" && x.batch == batch {
+			ref.Item = x.item
+		}
+		f.Refunds = append(f.Refunds, ref)
+	}
+	f.Remedy = duplicateRemedy(f, false)
+	return nil
+}
+
+// cancelExtra cancels an extra refund that still requires action when
+// CancelExtras is set, journaling the cancel; owner is the item it is for.
+func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v itemView) error {
+	x.Action = ActionCancelable
+	switch {
+	case !r.opts.CancelExtras:
+		r.rep.Cancelable++
+		return nil
+	case owner == "":
+		x.Note = "it names no item to journal the cancel under: cancel it in the dashboard once matched"
+		r.rep.Cancelable++
+		return nil
+	}
+	var res *stripe.Refund
+	err := r.call(ctx, "canceling "+x.ID, func() error {
+		r.rep.cancelCalls.Add(1)
+		var err error
+		// Once sent, a cancel is not abandoned on a signal: its answer
+		// must be journaled.
+		res, err = r.opts.Stripe.Cancel(context.WithoutCancel(ctx), x.ID)
+		return err
+	})
+	if err != nil {
+		if errors.As(err, new(*StripeError)) || ctx.Err() != nil {
+			return err
+		}
+		_, code, msg := classify(err)
+		// Stripe cancels only refunds that still require action: a refusal
+		// means the refund went on and cannot be reversed any more.
+		x.Action, x.Note = ActionIrreversible, fmt.Sprintf("Stripe refused the cancel (%s: %s)", code, msg)
+		r.rep.Irreversible++
+		r.rep.IrreversibleAmount[x.Currency] += x.Amount
+		return nil
+	}
+	if res.Status != stripe.RefundStatusCanceled {
+		x.Status = string(res.Status)
+		x.Action, x.Note = ActionIrreversible, "Stripe answered the cancel with status "+string(res.Status)
+		r.rep.Irreversible++
+		r.rep.IrreversibleAmount[x.Currency] += x.Amount
+		return nil
+	}
+	x.Status, x.Action = string(res.Status), ActionCanceled
+	r.rep.Canceled++
+	r.rep.CanceledAmount[x.Currency] += x.Amount
+	rec := r.record(journal.TypeCanceled, batch, owner, v, x)
+	if err := r.opts.Actions.Append(rec); err != nil {
+		return &JournalError{err}
+	}
+	return nil
+}
+
+// backfill fills a stripe_only finding with refunds xs and journals them
+// when Backfill is set: the one the item keeps first, so a journal that
+// had nothing for the item now names it as the item's refund.
+func (r *run) backfill(f *Finding, batch, item string, v itemView, xs []*sref) error {
+	order := make([]*sref, 0, len(xs))
+	for _, x := range xs {
+		if x.Action == ActionKeep {
+			order = append(order, x)
+		}
+	}
+	for _, x := range xs {
+		if x.Action != ActionKeep {
+			order = append(order, x)
+		}
+	}
+	var recs []*journal.Record
+	for _, x := range order {
+		ref := x.Refund
+		ref.Note = ""
+		if r.opts.Backfill != nil {
+			ref.Action = ActionBackfilled
+			recs = append(recs, r.record(journal.TypeRefunded, batch, item, v, x))
+		} else {
+			ref.Action = ""
+		}
+		f.Refunds = append(f.Refunds, ref)
+		f.Amount += x.Amount
+		f.Currency = x.Currency
+	}
+	if r.opts.Backfill == nil {
+		f.Remedy = "the journal does not know this refund, so a refund run would refund the item again: run audit --stripe with --backfill JOURNAL to journal it"
+		return nil
+	}
+	if err := r.opts.Backfill.Append(recs...); err != nil {
+		return &JournalError{err}
+	}
+	r.rep.Backfilled += len(recs)
+	f.Remedy = "journaled into " + r.opts.Backfill.Path() + " (source backfill): refund skips this item from now on"
+	return nil
+}
+
+// record is the journal record of a refund found or canceled by audit.
+func (r *run) record(typ journal.Type, batch, item string, v itemView, x *sref) *journal.Record {
+	rec := &journal.Record{
+		V: journal.Version, Type: typ, Time: r.opts.Now().UTC(), Batch: batch, Item: item,
+		Attempt: x.attempt, Amount: x.Amount, Currency: x.Currency, Refund: x.ID, Status: x.Status,
+	}
+	if v.isIntent {
+		rec.PaymentIntent = v.target
+	} else {
+		rec.Charge = v.target
+	}
+	if x.attempt > 0 {
+		rec.Key = refund.IdempotencyKey(batch, item, x.attempt)
+	}
+	if typ == journal.TypeRefunded {
+		rec.Source = journal.SourceBackfill
+	}
+	return rec
+}

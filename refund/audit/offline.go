@@ -1,0 +1,213 @@
+package audit
+
+// Checks by the journals alone: every item's own state, and the items of a
+// charge together.
+
+import (
+	"fmt"
+	"strings"
+)
+
+// itemPass counts every item by status and reports what needs no look at
+// other items or at Stripe: final failures, conflicts, items not planned.
+func (r *run) itemPass() {
+	s := r.st
+	rep := r.rep
+	for i := range s.n {
+		sl := s.slot(i)
+		refunded := sl.flags&flagRefunded != 0
+		switch {
+		case refunded:
+			rep.ByStatus["refunded"]++
+			if sl.flags&flagExtras == 0 && len(s.canceled) == 0 {
+				rep.add("refunded", s.currencies.name(uint32(sl.currency)), sl.amount)
+			} else {
+				for _, x := range r.journalRefunds(i) {
+					rep.add("refunded", x.Currency, x.Amount)
+				}
+			}
+		case sl.status == statusFailed:
+			rep.ByStatus["failed"]++
+			rep.add("failed", s.currencies.name(uint32(sl.reqCurrency)), sl.reqAmount)
+		case sl.status == statusInDoubt:
+			rep.ByStatus["in_doubt"]++
+			rep.add("in_doubt", s.currencies.name(uint32(sl.reqCurrency)), sl.reqAmount)
+		default:
+			rep.ByStatus["none"]++
+		}
+		if !refunded && sl.status == statusFailed {
+			v := r.view(i)
+			f := v.finding(KindFailed)
+			fl := s.failures[i]
+			f.Code, f.Message = s.codes.name(sl.code), fl.message
+			f.Amount, f.Currency = sl.reqAmount, s.currencies.name(uint32(sl.reqCurrency))
+			f.Remedy = fmt.Sprintf("Stripe refused this refund for good (%s); refund will not try it again in this batch: fix the cause, then refund it under a new batch or item id, or settle it outside refundkit", f.Code)
+			r.out(f)
+		}
+		if refunded && sl.flags&flagFinalFailure != 0 || sl.flags&flagConflict != 0 || refunded && len(s.canceled) > 0 && r.liveRefundCount(i, sl) == 0 {
+			r.out(r.conflictFinding(i, sl))
+		}
+		if s.planned && sl.flags&flagInPlan == 0 {
+			v := r.view(i)
+			f := v.finding(KindNotInPlan)
+			f.Refunds = r.journalRefunds(i)
+			for _, x := range f.Refunds {
+				f.Amount += x.Amount
+				f.Currency = x.Currency
+			}
+			f.Remedy = "the journal holds this item but the plan does not: check that the plan is the one this journal was run with"
+			if len(f.Refunds) > 0 {
+				f.Remedy += "; its refund moved money outside the plan"
+			}
+			r.out(f)
+		}
+	}
+}
+
+func (r *run) conflictFinding(i uint32, sl *itemSlot) *Finding {
+	s := r.st
+	v := r.view(i)
+	f := v.finding(KindConflict)
+	f.Refunds = r.journalRefunds(i)
+	var reasons, remedies []string
+	refunded := sl.flags&flagRefunded != 0
+	if refunded && sl.flags&flagFinalFailure != 0 {
+		f.Code = s.codes.name(sl.code)
+		reasons = append(reasons, fmt.Sprintf("journaled as refunded (%s) and as failed for good (%s: %s)", s.str(sl.refund), f.Code, s.failures[i].message))
+		remedies = append(remedies, "the refund exists, so the item is refunded and refund skips it; check it with audit --stripe")
+	}
+	if refunded && len(f.Refunds) == 0 {
+		reasons = append(reasons, "every refund journaled for it was canceled")
+		remedies = append(remedies, "refund skips it as refunded, yet no refund of it is left: check with audit --stripe and refund it under a new item id if it is still owed")
+	}
+	if sl.flags&flagConflict != 0 {
+		reasons = append(reasons, s.conflicts[i]...)
+		remedies = append(remedies, "the records disagree on what was refunded: check the charge and refunds in the dashboard before running refund again")
+	}
+	f.Message = strings.Join(reasons, "; ")
+	f.Remedy = strings.Join(remedies, "; ")
+	return f
+}
+
+// journalPass checks every group of items sharing a batch and charge by the
+// journal alone: refunds per item and per charge, items in doubt, planned
+// items never journaled.
+func (r *run) journalPass() {
+	s := r.st
+	for i := range s.n {
+		sl := s.slot(i)
+		if s.grouped && sl.target != 0 && sl.flags&flagGroupHead == 0 {
+			continue // checked with its group's first item
+		}
+		if sl.next == 0 {
+			r.journalItem(i, sl, "") // the common case: one item on its charge
+			continue
+		}
+		members := s.members(i)
+		var unplanned []string
+		for _, m := range members {
+			if msl := s.slot(m); s.planned && msl.flags&flagInPlan == 0 && r.liveRefundCount(m, msl) > 0 {
+				unplanned = append(unplanned, s.str(msl.item))
+			}
+		}
+		for _, m := range members {
+			r.journalItem(m, s.slot(m), unplannedNote(unplanned))
+		}
+		r.journalCharge(members)
+	}
+}
+
+// unplannedNote warns a missing item's remedy of refunds on its charge
+// that no planned item accounts for.
+func unplannedNote(items []string) string {
+	if len(items) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; but careful: this charge already holds refunds of the batch for %s, which the plan does not list: if one was meant for this item, refunding it again refunds the charge twice", strings.Join(items, ", "))
+}
+
+// journalItem reports an item's duplicate refunds, doubt or absence; note
+// is added to the remedy of a missing item.
+func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
+	n := r.liveRefundCount(i, sl)
+	if n == 0 && sl.flags&flagRefunded != 0 {
+		return // all canceled: reported as a conflict
+	}
+	switch {
+	case n > 1:
+		v := r.view(i)
+		f := v.finding(KindDuplicate)
+		f.Refunds = r.journalRefunds(i)
+		for _, x := range f.Refunds[1:] {
+			f.Amount += x.Amount
+		}
+		f.Currency = f.Refunds[0].Currency
+		f.Remedy = duplicateRemedy(f, true)
+		r.noteExtras(f)
+		r.out(f)
+	case n == 0 && sl.status == statusInDoubt:
+		v := r.view(i)
+		f := v.finding(KindInDoubt)
+		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.name(uint32(sl.reqCurrency))
+		f.Remedy = "a refund call may have been made without its outcome journaled: run refund again with this journal (it looks the item up at Stripe before any new call), or audit --stripe to see now"
+		r.out(f)
+	case n == 0 && r.st.planned && sl.flags&flagInPlan != 0 && sl.flags&flagInJournal == 0:
+		v := r.view(i)
+		f := v.finding(KindMissing)
+		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.name(uint32(sl.reqCurrency))
+		f.Remedy = "nothing was journaled for this planned item: refund --journal with this journal and plan refunds it" + note
+		r.out(f)
+	}
+}
+
+// journalCharge reports a charge with more refunds of the batch than items
+// planned on it that the items' own duplicates do not explain: refunds of
+// items the plan does not list.
+func (r *run) journalCharge(members []uint32) {
+	planned, empty := 0, 0
+	var refunds, unplanned []Refund
+	for _, m := range members {
+		sl := r.st.slot(m)
+		rs := r.journalRefunds(m)
+		item := r.st.str(sl.item)
+		for k := range rs {
+			rs[k].Item = item
+		}
+		refunds = append(refunds, rs...)
+		if r.st.planned && sl.flags&flagInPlan == 0 {
+			unplanned = append(unplanned, rs...)
+			continue
+		}
+		planned++
+		if len(rs) == 0 {
+			empty++
+		}
+	}
+	if len(unplanned) <= empty || planned == 0 {
+		return
+	}
+	v := r.view(members[0])
+	f := v.finding(KindDuplicate)
+	f.Item, f.Status = "", ""
+	f.Planned = planned
+	f.Refunds = refunds
+	extra := map[string]int64{}
+	for _, x := range unplanned[empty:] {
+		f.Amount += x.Amount
+		f.Currency = x.Currency
+		extra[x.Currency] += x.Amount
+		r.rep.ExtraJournalAmount[x.Currency] += x.Amount
+	}
+	f.Message = fmt.Sprintf("%d refunds of the batch on a charge with %d planned items, %d of them for items the plan does not list", len(refunds), planned, len(unplanned))
+	f.Remedy = fmt.Sprintf("%s more than planned was refunded on this charge: run audit --stripe to see which refunds can still be canceled; a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it", amounts(extra))
+	r.rep.ExtraJournal += len(unplanned) - empty
+	r.out(f)
+}
+
+// noteExtras counts a journal-only duplicate's extras in the report.
+func (r *run) noteExtras(f *Finding) {
+	r.rep.ExtraJournal += len(f.Refunds) - 1
+	for _, x := range f.Refunds[1:] {
+		r.rep.ExtraJournalAmount[x.Currency] += x.Amount
+	}
+}
