@@ -107,7 +107,7 @@ const plan3 = `{"batch":"b1","item":"i1","charge":"ch_1","amount":100}
 {"batch":"b1","item":"i3","charge":"ch_3","amount":300,"currency":"usd"}
 `
 
-func TestFindingsOverHandWrittenJournals(t *testing.T) {
+func TestAuditFindingsOverHandWrittenJournals(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		plan     string
@@ -172,7 +172,7 @@ func TestFindingsOverHandWrittenJournals(t *testing.T) {
 	}
 }
 
-func TestFindingDetails(t *testing.T) {
+func TestAuditFindingDetails(t *testing.T) {
 	got, rep := runOffline(t, plan3, jl(t, cat(
 		done("i1", "ch_1", "re_1", 100), one(refunded("i1", "ch_1", "re_8", 100)),
 		one(intent("i2", "ch_2", 1)), one(failed("i2", "ch_2", "charge_disputed", true)),
@@ -212,7 +212,7 @@ func TestFindingDetails(t *testing.T) {
 	}
 }
 
-func TestCorruptJournalIsAnErrorWithFileAndLine(t *testing.T) {
+func TestAuditOfACorruptJournalIsAnErrorWithFileAndLine(t *testing.T) {
 	good := jl(t, done("i1", "ch_1", "re_1", 100)...)
 	for _, c := range []struct {
 		name, journal, want string
@@ -236,7 +236,7 @@ func TestCorruptJournalIsAnErrorWithFileAndLine(t *testing.T) {
 	}
 }
 
-func TestPlanErrors(t *testing.T) {
+func TestAuditPlanErrors(t *testing.T) {
 	for _, c := range []struct{ plan, want string }{
 		{`{"batch":"b1","item":"i1","charge":"ch_1"}` + "\n" + `{"batch":"b1","item":"i1","charge":"ch_2"}`, `plan.jsonl:2: item "i1" of batch "b1" is listed twice`},
 		{"\n" + `{"batch":"b1","item":"i1","charge":"ch_1","amount":-5}`, "plan.jsonl:2: amount -5"},

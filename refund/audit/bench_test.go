@@ -126,10 +126,10 @@ func BenchmarkAuditOffline(b *testing.B) {
 	b.ReportMetric(float64(big.records), "records")
 }
 
-// TestDuplicatesMatchJQ checks the benchmark's claim on a smaller journal:
+// TestAuditDuplicatesMatchJQ checks the benchmark's claim on a smaller journal:
 // audit finds the duplicates that
 // `jq -c 'select(.type=="refunded")|.charge' j.jsonl | sort | uniq -d` finds.
-func TestDuplicatesMatchJQ(t *testing.T) {
+func TestAuditDuplicatesMatchJQ(t *testing.T) {
 	jq, err := exec.LookPath("jq")
 	if err != nil {
 		t.Skip("jq is not installed")

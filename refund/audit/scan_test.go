@@ -129,9 +129,9 @@ func scanCases() map[string][]byte {
 	return cases
 }
 
-// TestScanMatchesTheJournalScanner: cutting a journal into blocks read in
+// TestAuditScanMatchesTheJournalScanner: cutting a journal into blocks read in
 // parallel changes nothing the journal's own Scanner says about it.
-func TestScanMatchesTheJournalScanner(t *testing.T) {
+func TestAuditScanMatchesTheJournalScanner(t *testing.T) {
 	defer func(n int) { blockSize = n }(blockSize)
 	for name, data := range scanCases() {
 		want := sequential(data)
@@ -144,7 +144,7 @@ func TestScanMatchesTheJournalScanner(t *testing.T) {
 	}
 }
 
-func FuzzScanJournal(f *testing.F) {
+func FuzzAuditScan(f *testing.F) {
 	for _, data := range scanCases() {
 		f.Add(data, uint16(100))
 	}

@@ -207,10 +207,10 @@ func TestStripeAuditOfACleanRunMakesOnlyListCalls(t *testing.T) {
 	}
 }
 
-// TestFinishingAnUncheckpointedOldRun is the recovery of a batch an old
+// TestAuditFinishesAnUncheckpointedOldRun is the recovery of a batch an old
 // script half did without a journal or metadata: audit backfills what
 // Stripe has, refund does only the rest, and the extras are dealt with.
-func TestFinishingAnUncheckpointedOldRun(t *testing.T) {
+func TestAuditFinishesAnUncheckpointedOldRun(t *testing.T) {
 	old := func(status string) stripesim.SeedRefund { return stripesim.SeedRefund{Amount: 500, Status: status} }
 	s := newSim(t, charges(6, map[int][]stripesim.SeedRefund{
 		1: {old("succeeded")},
@@ -300,7 +300,7 @@ func TestFinishingAnUncheckpointedOldRun(t *testing.T) {
 	wantFindings(t, "offline audit after cancel", offline, "duplicate i4")
 }
 
-func TestRequiresActionExtraIsCanceledAndJournaled(t *testing.T) {
+func TestAuditCancelsARequiresActionExtraAndJournalsIt(t *testing.T) {
 	s := newSim(t, charges(3, nil))
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	refundRun(t, s, path, plan(3))
@@ -349,7 +349,7 @@ func TestRequiresActionExtraIsCanceledAndJournaled(t *testing.T) {
 	wantFindings(t, "audit after cancel", got)
 }
 
-func TestInDoubtItemsAtStripe(t *testing.T) {
+func TestAuditOfInDoubtItemsAtStripe(t *testing.T) {
 	s := newSim(t, charges(2, nil))
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	// Both items were in flight when the run died: i1's refund was made,
@@ -382,7 +382,7 @@ func TestInDoubtItemsAtStripe(t *testing.T) {
 	wantFindings(t, "audit after refund", got)
 }
 
-func TestJournalRefundsStripeDoesNotHave(t *testing.T) {
+func TestAuditOfJournalRefundsStripeDoesNotHave(t *testing.T) {
 	s := newSim(t, charges(2, map[int][]stripesim.SeedRefund{
 		2: {{Amount: 500, Status: "canceled", Metadata: map[string]string{refund.MetaBatch: "b1", refund.MetaItem: "i2", refund.MetaAttempt: "1"}}},
 	}))
@@ -398,7 +398,7 @@ func TestJournalRefundsStripeDoesNotHave(t *testing.T) {
 	}
 }
 
-func TestRefundsOfOtherItemsOnACharge(t *testing.T) {
+func TestAuditOfRefundsOfOtherItemsOnACharge(t *testing.T) {
 	meta := func(item string) map[string]string {
 		return map[string]string{refund.MetaBatch: "b1", refund.MetaItem: item, refund.MetaAttempt: "1"}
 	}
@@ -442,7 +442,7 @@ func TestRefusedKeyStopsTheAudit(t *testing.T) {
 	wantFindings(t, "audit", got)
 }
 
-func TestStripeFaultsAreRetried(t *testing.T) {
+func TestAuditRetriesStripeFaults(t *testing.T) {
 	s := newSim(t, charges(4, nil))
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	refundRun(t, s, path, plan(4))
