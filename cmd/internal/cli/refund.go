@@ -49,6 +49,10 @@ func Refund(env Env) int {
 	if code, done := parse(env, name, refundDescription, &c); done {
 		return code
 	}
+	// Signals are caught from the start: a deploy that stops a run while it
+	// loads its journal gets the same clean exit as one mid-batch.
+	ctx, stop := signalContext(env.Stderr, name)
+	defer stop()
 	log := newLogger(env.Stderr, name, c.Verbose)
 	if env.Getenv("GOGC") == "" {
 		// Most of refund's heap is the journal's index, alive for the whole
@@ -118,9 +122,6 @@ func Refund(env Env) int {
 	out := newResultWriter(env.Stdout)
 	defer out.stop()
 	bar := newProgress(env.Stderr, c.Progress)
-
-	ctx, stop := signalContext(env.Stderr, name)
-	defer stop()
 
 	var limiter *rate.Limiter
 	if c.Rate > 0 {
