@@ -82,6 +82,7 @@ note "first item: $(head -1 "$PLAN")"
 
 say "Refund it: bin/plan ... | bin/refund --journal demo.jsonl --rate $RATE, and kill -9 the refund process midway"
 note "each refund call is preceded by an fsynced intent in the journal and followed by its fsynced outcome"
+: >"$WORK/run1.out" # exists before the loop below counts its lines
 $BIN/plan --batch "$BATCH" "$CHARGES" 2>/dev/null |
 	$BIN/refund --journal "$JOURNAL" --rate "$RATE" >"$WORK/run1.out" 2>"$WORK/run1.err" &
 refund_pid=$! # the last process of the pipeline
