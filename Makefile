@@ -43,6 +43,7 @@ fuzz:
 	$(GO) test ./refund/plan -run '^$$' -fuzz FuzzJSONRow -fuzztime $(FUZZTIME)
 	$(GO) test ./refund -run '^$$' -fuzz FuzzParseItem -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/stripesim -run '^$$' -fuzz FuzzReadCharges -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/audit -run '^$$' -fuzz FuzzAuditScan -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin out
