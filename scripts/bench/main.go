@@ -90,11 +90,12 @@ func run(args []string, stderr io.Writer) int {
 		return 2
 	}
 	rep, err := b.measure()
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "bench: interrupted: runs stopped, no report written")
+		return 130
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
-		if ctx.Err() != nil {
-			return 130
-		}
 		return 2
 	}
 	text := rep.markdown()
