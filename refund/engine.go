@@ -198,8 +198,6 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 	defer stopReading()
 	batches := make(chan []parsedLine, 4)
 	go readPlan(ctx, in, name, batches)
-	seed := maphash.MakeSeed()
-	seen := make(map[uint64]int) // item hash -> line, to refuse an item listed twice
 	for batch := range batches {
 		for i := range batch {
 			p := &batch[i]
@@ -210,11 +208,6 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 				return p.err
 			}
 			it := &p.item
-			h := maphash.String(seed, it.Batch+"\x00"+it.Item)
-			if prev, dup := seen[h]; dup {
-				return &InputError{Name: name, Line: p.line, Err: fmt.Errorf("item %q of batch %q is already at line %d", it.Item, it.Batch, prev)}
-			}
-			seen[h] = p.line
 			if r, settled := e.settled(it); settled {
 				e.emit(r)
 				continue
@@ -238,9 +231,19 @@ type parsedLine struct {
 
 // readPlan parses plan lines on a goroutine of its own, in batches, so that
 // parsing a large plan overlaps with the journal lookups and the output. It
-// stops at the first bad line, which ends the last batch as its error.
+// refuses an item listed twice, and stops at the first bad line, which ends
+// the last batch as its error.
 func readPlan(ctx context.Context, in io.Reader, name string, out chan<- []parsedLine) {
 	defer close(out)
+	var h maphash.Hash
+	seen := make(map[uint64]int) // item hash -> line
+	itemHash := func(it *Item) uint64 {
+		h.Reset()
+		h.WriteString(it.Batch)
+		h.WriteByte(0)
+		h.WriteString(it.Item)
+		return h.Sum64()
+	}
 	const batchSize = 256
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
@@ -262,6 +265,13 @@ func readPlan(ctx context.Context, in io.Reader, name string, out chan<- []parse
 			continue
 		}
 		it, err := ParseItem(b)
+		if err == nil {
+			ih := itemHash(&it)
+			if prev, dup := seen[ih]; dup {
+				err = fmt.Errorf("item %q of batch %q is already at line %d", it.Item, it.Batch, prev)
+			}
+			seen[ih] = line
+		}
 		if err != nil {
 			batch = append(batch, parsedLine{line: line, err: &InputError{Name: name, Line: line, Err: err}})
 			send()
