@@ -28,6 +28,17 @@ func decodeLine(line []byte, str string, r *Record) error {
 	return nil
 }
 
+// DecodeLine decodes one complete line (without its '\n') into r, as
+// strictly as a Scanner does: a line a Scanner accepts decodes to the same
+// Record, and an error means a Scanner refuses it too (only a Scanner, which
+// knows what follows, can tell a torn line from a corrupt one). str must
+// hold the same bytes as line; r's strings may be taken from it, which lets
+// a caller decoding a large buffer avoid a string per line.
+func DecodeLine(line []byte, str string, r *Record) error {
+	*r = Record{}
+	return decodeLine(line, str, r)
+}
+
 // recordFields are the JSON names of Record's fields, in order.
 var recordFields = []string{
 	"v", "type", "ts", "batch", "item", "charge", "payment_intent", "attempt", "key",

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/refundkit/refundkit/journal"
 )
@@ -29,7 +30,8 @@ type scanBlock struct {
 	rest io.Reader
 
 	recs   []*journal.Record
-	hashes []uint64 // of each record's item, by the sink's hash
+	slab   []journal.Record // the records of a clean block, reused
+	hashes []uint64         // of each record's item, by the sink's hash
 	lines  int
 	err    error
 	torn   *journal.Torn
@@ -42,7 +44,9 @@ type recordSink interface {
 	// hashItem hashes an item name; workers call it concurrently.
 	hashItem(item string) uint64
 	// applyRun takes records read from consecutive lines starting at line
-	// first, with the hashes of their items.
+	// first, with the hashes of their items. The records and their strings
+	// are valid only during the call (their bytes are reused for the next
+	// block): applyRun copies whatever it keeps.
 	applyRun(recs []*journal.Record, hashes []uint64, name string, first int)
 }
 
@@ -185,6 +189,11 @@ func readBlocks(r io.Reader, free <-chan *scanBlock, quit <-chan struct{}, parse
 // parse decodes the block with the journal's own Scanner and hashes the
 // records' items, work the sink would otherwise do on its one goroutine.
 func (b *scanBlock) parse(br *bufio.Reader, name string, sink recordSink) {
+	if b.parseClean(sink) {
+		return
+	}
+	clear(b.recs)
+	b.recs, b.hashes = b.recs[:0], b.hashes[:0]
 	br.Reset(bytes.NewReader(b.data))
 	sc := journal.NewScanner(br, name)
 	for sc.Scan() {
@@ -193,6 +202,36 @@ func (b *scanBlock) parse(br *bufio.Reader, name string, sink recordSink) {
 		b.hashes = append(b.hashes, sink.hashItem(rec.Item))
 	}
 	b.lines, b.err, b.torn = sc.Line(), sc.Err(), sc.Torn()
+}
+
+// parseClean decodes a block whose lines are all good records without a
+// Scanner and without allocating: the records are decoded into a slab the
+// block keeps, their strings point into the block's own bytes, and both are
+// reused for the next block once the sink has copied what it keeps. Any
+// line that does not decode sends the block to a Scanner, which judges it.
+func (b *scanBlock) parseClean(sink recordSink) bool {
+	data := b.data
+	if len(data) == 0 || data[len(data)-1] != '\n' {
+		return false
+	}
+	n := bytes.Count(data, []byte{'\n'})
+	if cap(b.slab) < n {
+		b.slab = make([]journal.Record, n)
+	}
+	slab := b.slab[:n]
+	str := unsafe.String(unsafe.SliceData(data), len(data))
+	for i, off := 0, 0; i < n; i++ {
+		end := off + bytes.IndexByte(data[off:], '\n')
+		rec := &slab[i]
+		if journal.DecodeLine(data[off:end], str[off:end], rec) != nil {
+			return false
+		}
+		b.recs = append(b.recs, rec)
+		b.hashes = append(b.hashes, sink.hashItem(rec.Item))
+		off = end + 1
+	}
+	b.lines = n
+	return true
 }
 
 // judge turns a block's stop into what a Scanner over the whole input

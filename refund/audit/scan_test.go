@@ -25,7 +25,8 @@ func (c *collect) applyRun(recs []*journal.Record, hashes []uint64, name string,
 			panic("hash not of the record's item")
 		}
 		c.lines = append(c.lines, first+k)
-		c.items = append(c.items, r.Item)
+		// Copied, as the sink contract asks: the bytes are reused.
+		c.items = append(c.items, strings.Clone(r.Item))
 	}
 }
 
