@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/refundkit/refundkit/journal/arena"
 )
 
 // MergeOptions tune MergeWith.
@@ -336,7 +338,7 @@ type mergeSource struct {
 
 	// Sorted in memory, for the others.
 	sorted []sortedLine
-	lines  arena
+	lines  arena.Arena
 	spare  Record
 
 	count int
@@ -347,7 +349,7 @@ type mergeSource struct {
 // form) for sorting.
 type sortedLine struct {
 	key    tsKey
-	line   strRef
+	line   arena.Ref
 	lineNo int
 }
 
@@ -387,7 +389,7 @@ func openSource(input int, path string, inOrder bool) (*mergeSource, error) {
 			line, _ = MarshalLine(nil, r)
 			line = line[:len(line)-1]
 		}
-		s.sorted = append(s.sorted, sortedLine{key: s.head.key, line: s.lines.add(unsafe.String(unsafe.SliceData(line), len(line))), lineNo: s.head.lineNo})
+		s.sorted = append(s.sorted, sortedLine{key: s.head.key, line: s.lines.Add(unsafe.String(unsafe.SliceData(line), len(line))), lineNo: s.head.lineNo})
 	}
 	slices.SortStableFunc(s.sorted, func(a, b sortedLine) int {
 		switch {
@@ -420,7 +422,7 @@ func (s *mergeSource) advance() (bool, error) {
 	}
 	l := s.sorted[s.count]
 	s.count++
-	line := s.lines.get(l.line)
+	line := s.lines.Get(l.line)
 	if err := decodeLine(unsafe.Slice(unsafe.StringData(line), len(line)), line, &s.spare); err != nil {
 		return false, fmt.Errorf("%s:%d: %w", s.name, l.lineNo, err) // cannot happen: it decoded before
 	}
@@ -701,7 +703,7 @@ func (l location) String(paths []string) string { return fmt.Sprintf("%s:%d", pa
 // them per item. Appending keeps the merge loop off a large hash table.
 type outcomeLog struct {
 	seed    maphash.Seed
-	strs    arena
+	strs    arena.Arena
 	recs    [][]outcomeRec // chunks of outcomeChunk, so growing never copies
 	n       int
 	scratch []byte
@@ -712,9 +714,9 @@ const outcomeChunk = 1 << 14
 func (o *outcomeLog) rec(i uint32) *outcomeRec { return &o.recs[i/outcomeChunk][i%outcomeChunk] }
 
 type outcomeRec struct {
-	hash   uint64 // of key
-	key    strRef // batch "\x00" item
-	refund strRef // refunded: the refund id; final failure: the code
+	hash   uint64    // of key
+	key    arena.Ref // batch "\x00" item
+	refund arena.Ref // refunded: the refund id; final failure: the code
 	at     location
 	seq    int
 	final  bool // a final failure; else refunded
@@ -735,12 +737,12 @@ func (o *outcomeLog) addRecord(r *Record, seq int, at location) {
 // add logs an outcome: a refund id, or the code of a final failure.
 func (o *outcomeLog) add(final bool, batch, item, id string, seq int, at location) {
 	o.scratch = append(append(append(o.scratch[:0], batch...), 0), item...)
-	key := o.strs.add(unsafe.String(unsafe.SliceData(o.scratch), len(o.scratch)))
+	key := o.strs.Add(unsafe.String(unsafe.SliceData(o.scratch), len(o.scratch)))
 	if o.n%outcomeChunk == 0 {
 		o.recs = append(o.recs, make([]outcomeRec, outcomeChunk))
 	}
 	*o.rec(uint32(o.n)) = outcomeRec{
-		hash: maphash.String(o.seed, o.strs.get(key)), key: key, refund: o.strs.add(id),
+		hash: maphash.String(o.seed, o.strs.Get(key)), key: key, refund: o.strs.Add(id),
 		at: at, seq: seq, final: final,
 	}
 	o.n++
@@ -808,23 +810,23 @@ func (o *outcomeLog) checkGroup(group []uint64, paths []string, found []Conflict
 		if done[i] {
 			continue
 		}
-		key := o.strs.get(o.rec(uint32(group[i])).key)
+		key := o.strs.Get(o.rec(uint32(group[i])).key)
 		var refunded, failed *outcomeRec
 		for j := i; j < len(group); j++ {
 			r := o.rec(uint32(group[j]))
-			if done[j] || o.strs.get(r.key) != key {
+			if done[j] || o.strs.Get(r.key) != key {
 				continue
 			}
 			done[j] = true
 			var reason string
 			var first *outcomeRec
 			switch {
-			case !r.final && refunded != nil && o.strs.get(refunded.refund) != o.strs.get(r.refund):
-				reason, first = fmt.Sprintf("refunded as %s and as %s", o.strs.get(refunded.refund), o.strs.get(r.refund)), refunded
+			case !r.final && refunded != nil && o.strs.Get(refunded.refund) != o.strs.Get(r.refund):
+				reason, first = fmt.Sprintf("refunded as %s and as %s", o.strs.Get(refunded.refund), o.strs.Get(r.refund)), refunded
 			case !r.final && failed != nil:
-				reason, first = fmt.Sprintf("refunded as %s after failing for good (%s)", o.strs.get(r.refund), o.strs.get(failed.refund)), failed
+				reason, first = fmt.Sprintf("refunded as %s after failing for good (%s)", o.strs.Get(r.refund), o.strs.Get(failed.refund)), failed
 			case r.final && refunded != nil:
-				reason, first = fmt.Sprintf("failed for good (%s) after being refunded as %s", o.strs.get(r.refund), o.strs.get(refunded.refund)), refunded
+				reason, first = fmt.Sprintf("failed for good (%s) after being refunded as %s", o.strs.Get(r.refund), o.strs.Get(refunded.refund)), refunded
 			}
 			switch {
 			case !r.final && refunded == nil:

@@ -3,7 +3,8 @@ package journal
 import (
 	"hash/maphash"
 	"time"
-	"unsafe"
+
+	"github.com/refundkit/refundkit/journal/arena"
 )
 
 // Status is where an item stands according to a journal.
@@ -66,7 +67,7 @@ type State struct {
 	slots [][]slot // chunks of slotChunk, so growing never copies them
 	n     uint32   // slots in use
 
-	strs     arena
+	strs     arena.Arena
 	batches  []string // interned batch names by id
 	batchIDs map[string]uint32
 	codes    []string // interned error codes by id; 0 is ""
@@ -83,8 +84,8 @@ type State struct {
 type slot struct {
 	lastIntent int64 // UnixNano of a UTC LastIntent (flagTime)
 	amount     int64
-	item       strRef
-	refund     strRef
+	item       arena.Ref
+	refund     arena.Ref
 	attempt    int32
 	code       uint32
 	batch      uint32
@@ -129,7 +130,7 @@ func (s *State) Len() int { return int(s.n) }
 func (s *State) Each(fn func(batch, item string, st ItemState)) {
 	for i := range s.n {
 		sl := s.slot(i)
-		fn(s.batches[sl.batch], s.strs.get(sl.item), s.get(i))
+		fn(s.batches[sl.batch], s.strs.Get(sl.item), s.get(i))
 	}
 }
 
@@ -191,7 +192,7 @@ func (s *State) get(i uint32) ItemState {
 		Attempt:   int(sl.attempt),
 		KeyBurned: sl.flags&flagKeyBurned != 0,
 		Amount:    sl.amount,
-		Refund:    s.strs.get(sl.refund),
+		Refund:    s.strs.Get(sl.refund),
 		Code:      s.codes[sl.code],
 	}
 	if sl.flags&flagAttemptSpilled != 0 {
@@ -230,8 +231,8 @@ func (s *State) put(i uint32, st ItemState) {
 		s.attempts[i] = st.Attempt
 		sl.flags |= flagAttemptSpilled
 	}
-	if st.Refund != s.strs.get(sl.refund) {
-		sl.refund = s.strs.add(st.Refund)
+	if st.Refund != s.strs.Get(sl.refund) {
+		sl.refund = s.strs.Add(st.Refund)
 	}
 	if st.Code != s.codes[sl.code] {
 		sl.code = s.internCode(st.Code)
@@ -256,7 +257,7 @@ func (s *State) put(i uint32, st ItemState) {
 func (s *State) internCode(code string) uint32 {
 	id, ok := s.codeIDs[code]
 	if !ok {
-		code = s.strs.clone(code)
+		code = s.strs.Get(s.strs.Add(code))
 		id = uint32(len(s.codes))
 		s.codes = append(s.codes, code)
 		s.codeIDs[code] = id
@@ -297,7 +298,7 @@ func (s *State) find(batch, item string) (uint32, bool) {
 		if uint32(e>>32) == h {
 			i := uint32(e) - 1
 			sl := s.slot(i)
-			if sl.batch == b && s.strs.get(sl.item) == item {
+			if sl.batch == b && s.strs.Get(sl.item) == item {
 				return i, true
 			}
 		}
@@ -308,7 +309,7 @@ func (s *State) find(batch, item string) (uint32, bool) {
 func (s *State) insert(batch, item string) uint32 {
 	b, ok := s.batchID(batch)
 	if !ok {
-		batch = s.strs.clone(batch)
+		batch = s.strs.Get(s.strs.Add(batch))
 		b = uint32(len(s.batches))
 		s.batches = append(s.batches, batch)
 		s.batchIDs[batch] = b
@@ -321,7 +322,7 @@ func (s *State) insert(batch, item string) uint32 {
 		s.slots = append(s.slots, make([]slot, slotChunk))
 	}
 	s.n++
-	*s.slot(i) = slot{item: s.strs.add(item), batch: b}
+	*s.slot(i) = slot{item: s.strs.Add(item), batch: b}
 	s.place(s.hash(b, item), i)
 	return i
 }
@@ -345,53 +346,3 @@ func (s *State) grow() {
 		}
 	}
 }
-
-// arena holds strings end to end in large chunks that never move, so a
-// string is a 64-bit reference instead of a header and its own allocation.
-type arena struct {
-	chunks [][]byte
-	fill   int // 1 + index of the chunk being filled; 0 before the first
-}
-
-// strRef is chunk<<40 | offset<<20 | length; length refLong marks a string
-// that has a chunk of its own.
-type strRef uint64
-
-const (
-	arenaChunk = 1 << 20
-	refLong    = 1<<20 - 1
-)
-
-func (a *arena) add(str string) strRef {
-	if str == "" {
-		return 0
-	}
-	if len(str) >= refLong {
-		a.chunks = append(a.chunks, []byte(str))
-		return strRef(len(a.chunks)-1)<<40 | refLong
-	}
-	if a.fill == 0 || len(a.chunks[a.fill-1])+len(str) > arenaChunk {
-		a.chunks = append(a.chunks, make([]byte, 0, arenaChunk))
-		a.fill = len(a.chunks)
-	}
-	c := &a.chunks[a.fill-1]
-	off := len(*c)
-	*c = append(*c, str...)
-	return strRef(a.fill-1)<<40 | strRef(off)<<20 | strRef(len(str))
-}
-
-func (a *arena) get(r strRef) string {
-	if r == 0 {
-		return ""
-	}
-	c := a.chunks[r>>40]
-	n := int(r & refLong)
-	if n == refLong {
-		return unsafe.String(unsafe.SliceData(c), len(c))
-	}
-	off := int(r >> 20 & refLong)
-	return unsafe.String(&c[off], n)
-}
-
-// clone copies str into the arena, for strings kept as Go strings.
-func (a *arena) clone(str string) string { return a.get(a.add(str)) }

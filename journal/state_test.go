@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/refundkit/refundkit/journal/arena"
 )
 
 // TestStateTransitions: what each record does to an item, from each state.
@@ -122,7 +124,7 @@ func (s refState) apply(r *Record) {
 
 var (
 	longBatch = "b-" + strings.Repeat("x", 300)
-	longItem  = strings.Repeat("long", refLong/4+1) // has an arena chunk of its own
+	longItem  = strings.Repeat("long", arena.ChunkSize/4+1) // has an arena chunk of its own
 )
 
 // randomRecord draws records over few items so they collide, with the odd

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strings"
-	"unsafe"
 
 	"github.com/refundkit/refundkit/journal"
+
+	"github.com/refundkit/refundkit/journal/arena"
 )
 
 // itemStatus is where an item stands by its latest record that is not a
@@ -36,9 +37,9 @@ const (
 type itemSlot struct {
 	amount      int64 // amount of the first refund journaled
 	reqAmount   int64 // requested amount: the plan's, else the last intent's (0: full)
-	item        strRef
-	target      strRef // charge or payment intent
-	refund      strRef // first refund id journaled
+	item        arena.Ref
+	target      arena.Ref // charge or payment intent
+	refund      arena.Ref // first refund id journaled
 	batch       uint32
 	next        uint32 // 1 + index of the next item of the same group; 0: none
 	code        uint32 // interned Stripe code of the last failure
@@ -76,7 +77,7 @@ type state struct {
 	groups []uint64 // (batch, target) -> hash<<32 | index+1 of its first item
 	ngroup uint32
 
-	strs       arena
+	strs       arena.Arena
 	batches    interner
 	codes      interner
 	currencies interner
@@ -115,7 +116,7 @@ func newState() *state {
 
 func (s *state) slot(i uint32) *itemSlot { return &s.slots[i/slotChunk][i%slotChunk] }
 
-func (s *state) str(r strRef) string { return s.strs.get(r) }
+func (s *state) str(r arena.Ref) string { return s.strs.Get(r) }
 
 // addPlanItem records a planned item; false if the plan names it twice.
 func (s *state) addPlanItem(batch, item, charge, intent string, amount int64, currency string, at origin) bool {
@@ -179,7 +180,7 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 		switch {
 		case !refunded:
 			sl.flags |= flagRefunded
-			sl.refund = s.strs.add(r.Refund)
+			sl.refund = s.strs.Add(r.Refund)
 			sl.amount = r.Amount
 			sl.currency = uint16(s.currencies.id(r.Currency))
 		case s.str(sl.refund) == r.Refund:
@@ -219,7 +220,7 @@ func (s *state) setTarget(i uint32, sl *itemSlot, charge, intent string, at orig
 		return
 	}
 	if sl.target == 0 {
-		sl.target = s.strs.add(t)
+		sl.target = s.strs.Add(t)
 		if isIntent {
 			sl.flags |= flagIntent
 		}
@@ -280,7 +281,7 @@ func (s *state) upsertHashed(batch, item string, ih uint64) uint32 {
 		s.slots = append(s.slots, make([]itemSlot, slotChunk))
 	}
 	s.n++
-	*s.slot(i) = itemSlot{item: s.strs.add(item), batch: b}
+	*s.slot(i) = itemSlot{item: s.strs.Add(item), batch: b}
 	place(s.table, h, i)
 	s.last, s.lastValid = i, true
 	return i
@@ -440,50 +441,3 @@ func (in *interner) id(name string) uint32 {
 }
 
 func (in *interner) name(id uint32) string { return in.names[id] }
-
-// arena holds strings end to end in large chunks that never move, so a
-// string costs a 64-bit reference instead of a header and an allocation.
-type arena struct {
-	chunks [][]byte
-	fill   int // 1 + index of the chunk being filled; 0 before the first
-}
-
-// strRef is chunk<<40 | offset<<20 | length; length refLong marks a string
-// with a chunk of its own.
-type strRef uint64
-
-const (
-	arenaChunk = 1 << 20
-	refLong    = 1<<20 - 1
-)
-
-func (a *arena) add(str string) strRef {
-	if str == "" {
-		return 0
-	}
-	if len(str) >= refLong {
-		a.chunks = append(a.chunks, []byte(str))
-		return strRef(len(a.chunks)-1)<<40 | refLong
-	}
-	if a.fill == 0 || len(a.chunks[a.fill-1])+len(str) > arenaChunk {
-		a.chunks = append(a.chunks, make([]byte, 0, arenaChunk))
-		a.fill = len(a.chunks)
-	}
-	c := &a.chunks[a.fill-1]
-	off := len(*c)
-	*c = append(*c, str...)
-	return strRef(a.fill-1)<<40 | strRef(off)<<20 | strRef(len(str))
-}
-
-func (a *arena) get(r strRef) string {
-	if r == 0 {
-		return ""
-	}
-	c := a.chunks[r>>40]
-	n := int(r & refLong)
-	if n == refLong {
-		return unsafe.String(unsafe.SliceData(c), len(c))
-	}
-	off := int(r >> 20 & refLong)
-	return unsafe.String(&c[off], n)
-}
