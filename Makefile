@@ -36,7 +36,7 @@ demo: build
 chaos: build
 	scripts/chaos.sh $(CHAOSFLAGS)
 
-FUZZTIME ?= 60s
+FUZZTIME ?= 2m
 fuzz:
 	$(GO) test ./journal -run '^$$' -fuzz FuzzScanner -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/plan -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
