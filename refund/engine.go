@@ -498,10 +498,19 @@ func (e *engine) reconcile(ctx context.Context, it *Item) (found *stripe.Refund,
 			e.reconciled.Add(1)
 			// Oldest first: if there are several, the first one made is the
 			// item's refund and audit reports the others.
+			var dead *stripe.Refund
 			for i := len(refunds) - 1; i >= 0; i-- {
-				if Matches(refunds[i], it.Batch, it.Item) && refunds[i].Status != stripe.RefundStatusCanceled && refunds[i].Status != stripe.RefundStatusFailed {
-					return refunds[i], Result{}, true
+				r := refunds[i]
+				switch {
+				case !Matches(r, it.Batch, it.Item):
+				case r.Status != stripe.RefundStatusCanceled && r.Status != stripe.RefundStatusFailed:
+					return r, Result{}, true
+				case dead == nil:
+					dead = r
 				}
+			}
+			if dead != nil {
+				return nil, e.deadRefund(it, dead), false
 			}
 			return nil, Result{}, true
 		}
@@ -540,6 +549,31 @@ func (e *engine) retryGet(ctx context.Context, try int) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// deadRefund settles an item whose refund exists at Stripe but was canceled
+// or failed there. Its key would replay the creation as a success, and a new
+// key would send the money a second time to where it did not arrive: either
+// is a decision for a person, so the item is journaled as failed for good.
+func (e *engine) deadRefund(it *Item, r *stripe.Refund) Result {
+	attempt, err := parseAttempt(r.Metadata[MetaAttempt])
+	if err != nil {
+		attempt = 1
+	}
+	code := "refund_" + string(r.Status)
+	msg := fmt.Sprintf("refund %s for this item is %s at Stripe", r.ID, r.Status)
+	if r.FailureReason != "" {
+		msg += " (" + string(r.FailureReason) + ")"
+	}
+	msg += ": not sent again; if the money is still owed, refund it under a new item id"
+	rec := e.failure(it, attempt, 0, code, msg, true)
+	rec.Refund = r.ID
+	if !e.append(rec) {
+		return e.unrecorded(it, attempt, msg)
+	}
+	res := newResult(it, StatusFailed)
+	res.Refund, res.Attempt, res.Code, res.Message = r.ID, attempt, code, msg
+	return res
 }
 
 // record journals a refund the create call answered with.

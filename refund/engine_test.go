@@ -508,3 +508,42 @@ func TestRefundMetadataNamesTheItem(t *testing.T) {
 		t.Errorf("reason %q", rs[0].Reason)
 	}
 }
+
+// TestDeadRefundIsNotReplayedNorRepeated: the item's refund exists at Stripe
+// but failed there. Its key would replay a success, a new key would send the
+// money again: the item is journaled as failed for a person to decide.
+func TestDeadRefundIsNotReplayedNorRepeated(t *testing.T) {
+	for _, status := range []string{"failed", "canceled"} {
+		t.Run(status, func(t *testing.T) {
+			s := newSim(t, 0, stripesim.Faults{})
+			err := s.AddCharges(stripesim.Charge{ID: "ch_dead1", Amount: 1000, Refunds: []stripesim.SeedRefund{{
+				Amount: 1000, Status: status,
+				Metadata: map[string]string{refund.MetaBatch: "b1", refund.MetaItem: "i1", refund.MetaAttempt: "1"},
+			}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "j.jsonl")
+			appendIntent(t, path, "b1", "i1", "ch_dead1", 1, time.Now())
+			plan := `{"batch":"b1","item":"i1","charge":"ch_dead1"}` + "\n"
+			o := run(t, s, path, plan, runOpts{})
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			r := o.results["i1"]
+			if r.Status != refund.StatusFailed || r.Code != "refund_"+status || !strings.Contains(r.Message, "not sent again") {
+				t.Fatalf("result %+v, want failed refund_%s", r, status)
+			}
+			if got := s.creates.Load(); got != 0 {
+				t.Fatalf("%d create calls for an item whose refund %s at Stripe, want 0", got, status)
+			}
+			state, _, err := journal.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, _ := state.Lookup("b1", "i1"); st.Status != journal.StatusFailed || st.Code != "refund_"+status {
+				t.Fatalf("journal state %+v, want failed refund_%s", st, status)
+			}
+		})
+	}
+}
