@@ -10,6 +10,8 @@ import (
 	"os"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/refundkit/refundkit/journal"
 )
 
 // Exit codes, stable across releases and documented in the README.
@@ -94,4 +96,18 @@ func isUsage(err error) bool {
 // warnf prints a message for people on stderr, prefixed with the program name.
 func warnf(w io.Writer, name, format string, args ...any) {
 	fmt.Fprintf(w, name+": "+format+"\n", args...)
+}
+
+// journalExit maps an error opening a journal to its exit code.
+func journalExit(err error) int {
+	var locked *journal.LockedError
+	var corrupt *journal.CorruptError
+	var version *journal.VersionError
+	switch {
+	case errors.As(err, &locked):
+		return ExitLocked
+	case errors.As(err, &corrupt), errors.As(err, &version):
+		return ExitCorrupt
+	}
+	return ExitJournal
 }

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -177,50 +175,6 @@ func loadForDryRun(path string) (*journal.State, *journal.Torn, error) {
 		return journal.NewState(), nil, nil
 	}
 	return state, torn, err
-}
-
-// journalExit maps an error opening a journal to its exit code.
-func journalExit(err error) int {
-	var locked *journal.LockedError
-	var corrupt *journal.CorruptError
-	var version *journal.VersionError
-	switch {
-	case errors.As(err, &locked):
-		return ExitLocked
-	case errors.As(err, &corrupt), errors.As(err, &version):
-		return ExitCorrupt
-	}
-	return ExitJournal
-}
-
-// signalContext is canceled by the first SIGINT or SIGTERM, so the run stops
-// taking new items and finishes what it sent; a second signal exits at once
-// (the journal is consistent at every instant, so that is safe too).
-func signalContext(stderr io.Writer, name string) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-sigs:
-		case <-done:
-			return
-		}
-		warnf(stderr, name, "stopping: finishing the calls in flight (signal again to exit at once)")
-		cancel()
-		select {
-		case <-sigs:
-			warnf(stderr, name, "exiting at once")
-			os.Exit(ExitInterrupted)
-		case <-done:
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(sigs)
-		close(done)
-		cancel()
-	}
 }
 
 // resultWriter prints result lines on stdout, buffered, flushed at least
