@@ -75,7 +75,7 @@ func runKill9(r *rig, sz sizes) {
 
 const whatSigterm = "A deploy: `refund -j 8` gets SIGTERM mid-batch, from inside the simulator's create hook (a call in flight) or at a random time, and must exit 130 having journaled the outcome of every call it sent: " +
 	"after each signal, every item the simulator holds a refund for must be journaled as refunded (nothing abandoned in flight). The restart goes on until a run exits 0. " +
-	"A SIGTERM that lands before refund has installed its handler (during start-up: flags, journal open and load) ends the process at once, like a kill, with status 143 rather than 130; that is accepted and counted, since no call is made before the handler is in place, and the run after it must be as safe as after a kill."
+	"refund installs its handler first thing, before it opens the journal, so even a SIGTERM during start-up exits 130; one that lands in the instant before (process start) would end it like a kill, with status 143: that is accepted and counted, since no call is made before the handler is in place, and the run after it must be as safe as after a kill."
 
 // runSigterm sends SIGTERM mid-batch again and again, then lets the run
 // finish.
@@ -135,7 +135,7 @@ func runSigterm(r *rig, sz sizes) {
 		break
 	}
 	if early > 0 {
-		r.t.note("seed %d: %d of the SIGTERMs arrived during start-up, before refund installs its handler, and ended it like a kill", r.seed, early)
+		r.t.note("seed %d: %d of the SIGTERMs arrived before refund installed its handler, at process start, and ended it like a kill", r.seed, early)
 	}
 	r.t.inject("SIGTERM", signals+early)
 	r.finish(p, j)
