@@ -856,12 +856,11 @@ type compactPlan struct {
 // compactItem is what an item's history says to keep. Sequence numbers
 // are 1-based; 0 is none.
 type compactItem struct {
-	firstRefunded int       // the refunded record State keeps
-	lastFinal     int       // the last final failure
-	lastFailure   int       // the last failure of any kind
-	failureBefore int       // the last failure before attempt
-	attempt       int       // the first intent of the highest attempt
-	attemptLatest time.Time // the latest ts among that attempt's intents
+	firstRefunded int // the refunded record State keeps
+	lastFinal     int // the last final failure
+	lastFailure   int // the last failure of any kind
+	failureBefore int // the last failure before attempt
+	attempt       int // the first intent of the highest attempt
 
 	keepAll bool
 	from    int // in doubt: keep every record from here on
@@ -895,11 +894,8 @@ func (p *compactPlan) learn(r *Record, seq int) {
 			ci.lastFinal = seq
 		}
 	case TypeIntent:
-		switch {
-		case r.Attempt > prev.Attempt:
-			ci.attempt, ci.failureBefore, ci.attemptLatest = seq, ci.lastFailure, r.Time
-		case r.Attempt == prev.Attempt && r.Time.After(ci.attemptLatest):
-			ci.attemptLatest = r.Time
+		if r.Attempt > prev.Attempt {
+			ci.attempt, ci.failureBefore = seq, ci.lastFailure
 		}
 	}
 }
@@ -920,9 +916,8 @@ func (p *compactPlan) decide(conflicts map[string]bool) {
 			ci.one = ci.lastFinal
 		case StatusInDoubt:
 			// The records from the attempt's first intent on give the same
-			// state unless an older attempt's intent is later than all of
-			// this attempt's (a clock step back): then keep everything.
-			if ci.attempt == 0 || !st.LastIntent.Equal(ci.attemptLatest) {
+			// state: older attempts' intents after it change nothing.
+			if ci.attempt == 0 {
 				ci.keepAll = true
 				return
 			}

@@ -2,7 +2,6 @@ package journal
 
 import (
 	"hash/maphash"
-	"time"
 
 	"github.com/refundkit/refundkit/journal/arena"
 )
@@ -40,64 +39,72 @@ type ItemState struct {
 	// Attempt is the highest attempt journaled; its key is Record.Key of that
 	// attempt's intent.
 	Attempt int
-	// KeyBurned: Stripe saved an error answer (a 500) under the current
+	// KeyBurned: Stripe saved an error answer (its own 500) under the current
 	// attempt's key and will replay it forever, so a retry needs a new key.
 	KeyBurned bool
-	// LastIntent is when the current attempt's latest intent was written; a
-	// key older than Stripe's 24-hour replay window may be forgotten.
-	LastIntent time.Time
 	// Amount is the refunded amount (StatusRefunded) or the last requested one.
 	Amount int64
 	Refund string // refund id when StatusRefunded
 	Code   string // Stripe's error code of the last failure
+
+	// What the journal binds the item to: the charge or payment intent its
+	// first record named, and what its last intent asked for. A plan item
+	// that says otherwise was edited after the journal was written.
+	Charge, PaymentIntent string
+	Sent                  bool   // an intent was journaled: SentAmount and SentCurrency are set
+	SentAmount            int64  // requested amount of the last intent (0: the full remaining amount)
+	SentCurrency          string // currency of the last intent, "" when the plan gave none
 }
 
 // State folds records into per-item state. The zero value is not usable;
-// call NewState. A State is not safe for concurrent use.
+// call NewState. Apply must not run concurrently with anything else;
+// Lookup, Len and Each only read, and may run concurrently with each other.
 //
 // It holds millions of items in little memory: strings live in an
-// append-only arena, batch names and error codes are interned, and the
-// index is an open-addressing table of integers, so the garbage collector
-// has no pointers to chase. Values that do not fit the compact form (a
-// timestamp with a zone or a monotonic reading, an attempt beyond int32)
-// are kept exactly on the side.
+// append-only arena, batch names, error codes and currencies are interned,
+// and the index is an open-addressing table of integers, so the garbage
+// collector has no pointers to chase. Values that do not fit the compact
+// form (an attempt beyond int32, a currency id beyond uint16) are kept
+// exactly on the side.
 type State struct {
 	seed  maphash.Seed
 	table []uint64 // open addressing: hash<<32 | slot index+1; 0 is empty
 	slots [][]slot // chunks of slotChunk, so growing never copies them
 	n     uint32   // slots in use
 
-	strs     arena.Arena
-	batches  []string // interned batch names by id
-	batchIDs map[string]uint32
-	codes    []string // interned error codes by id; 0 is ""
-	codeIDs  map[string]uint32
+	strs       arena.Arena
+	batches    []string // interned batch names by id
+	batchIDs   map[string]uint32
+	codes      []string // interned error codes and currencies by id; 0 is ""
+	codeIDs    map[string]uint32
+	lastBatch  string // the batch Apply saw last, and its id: journals come in runs of one batch
+	lastBatchN uint32
 
-	lastBatch   string // the batch of the last lookup, and its id
-	lastBatchID uint32
-
-	times    map[uint32]time.Time // LastIntent of slots flagged timeSpilled
-	attempts map[uint32]int       // Attempt of slots flagged attemptSpilled
+	attempts   map[uint32]int    // Attempt of slots flagged attemptSpilled
+	currencies map[uint32]string // SentCurrency of slots flagged currencySpilled
 }
 
 // slot is one item's ItemState in compact form.
 type slot struct {
-	lastIntent int64 // UnixNano of a UTC LastIntent (flagTime)
 	amount     int64
+	sentAmount int64
 	item       arena.Ref
 	refund     arena.Ref
+	target     arena.Ref // the charge, or the payment intent (flagIntent)
 	attempt    int32
 	code       uint32
 	batch      uint32
+	currency   uint16 // id in codes, unless flagCurrencySpilled
 	status     Status
 	flags      uint8
 }
 
 const (
-	flagKeyBurned      uint8 = 1 << iota
-	flagTime                 // LastIntent is lastIntent nanoseconds, UTC
-	flagTimeSpilled          // LastIntent is in State.times
-	flagAttemptSpilled       // Attempt is in State.attempts
+	flagKeyBurned       uint8 = 1 << iota
+	flagAttemptSpilled        // Attempt is in State.attempts
+	flagIntent                // target is a payment intent, not a charge
+	flagSent                  // an intent was journaled
+	flagCurrencySpilled       // SentCurrency is in State.currencies
 )
 
 const slotChunk = 1 << 16
@@ -145,17 +152,41 @@ func (s *State) Apply(r *Record) {
 		}
 		st = s.get(i)
 	}
+	if r.Type == TypeCanceled {
+		// An extra refund canceled by audit: the item's own refund, if any,
+		// is recorded by its refunded record and unaffected.
+		return
+	}
+	st = Next(st, r)
+	if !found {
+		i = s.insert(r.Batch, r.Item)
+	}
+	s.put(i, st)
+}
+
+// Next is the state of an item after record r, given its state st before
+// (the zero ItemState for an item the journal did not hold). It is the one
+// definition of what a record means for its item; Apply stores its result.
+func Next(st ItemState, r *Record) ItemState {
+	if st.Status == StatusRefunded || r.Type == TypeCanceled {
+		return st
+	}
+	if st.Charge == "" && st.PaymentIntent == "" {
+		st.Charge, st.PaymentIntent = r.Charge, r.PaymentIntent
+	}
 	switch r.Type {
 	case TypeIntent:
 		if r.Attempt > st.Attempt {
 			st.Attempt = r.Attempt
 			st.KeyBurned = false
 		}
-		if r.Attempt == st.Attempt && r.Time.After(st.LastIntent) {
-			st.LastIntent = r.Time
-		}
 		st.Status = StatusInDoubt
-		st.Amount = r.Amount
+		if r.Attempt == st.Attempt {
+			// An older attempt's intent later in the file (merged journals,
+			// a clock stepped back) says nothing new about what is sent.
+			st.Amount = r.Amount
+			st.Sent, st.SentAmount, st.SentCurrency = true, r.Amount, r.Currency
+		}
 	case TypeRefunded:
 		st.Status = StatusRefunded
 		st.Amount = r.Amount
@@ -167,19 +198,16 @@ func (s *State) Apply(r *Record) {
 			st.Status = StatusFailed
 		} else {
 			st.Status = StatusInDoubt
-			if r.HTTPStatus >= 500 && r.HTTPStatus != 503 && r.Attempt == st.Attempt {
+			// Only Stripe's own 500 is an answer saved under the key. A
+			// gateway's 502 or 504 is no answer: the refund may still be
+			// under way, and only the same key keeps a retry from making a
+			// second one.
+			if r.HTTPStatus == 500 && r.Attempt == st.Attempt {
 				st.KeyBurned = true
 			}
 		}
-	case TypeCanceled:
-		// An extra refund canceled by audit: the item's own refund, if any,
-		// is recorded by its refunded record and unaffected.
-		return
 	}
-	if !found {
-		i = s.insert(r.Batch, r.Item)
-	}
-	s.put(i, st)
+	return st
 }
 
 func (s *State) slot(i uint32) *slot { return &s.slots[i/slotChunk][i%slotChunk] }
@@ -188,21 +216,27 @@ func (s *State) slot(i uint32) *slot { return &s.slots[i/slotChunk][i%slotChunk]
 func (s *State) get(i uint32) ItemState {
 	sl := s.slot(i)
 	st := ItemState{
-		Status:    sl.status,
-		Attempt:   int(sl.attempt),
-		KeyBurned: sl.flags&flagKeyBurned != 0,
-		Amount:    sl.amount,
-		Refund:    s.strs.Get(sl.refund),
-		Code:      s.codes[sl.code],
+		Status:     sl.status,
+		Attempt:    int(sl.attempt),
+		KeyBurned:  sl.flags&flagKeyBurned != 0,
+		Amount:     sl.amount,
+		Refund:     s.strs.Get(sl.refund),
+		Code:       s.codes[sl.code],
+		Sent:       sl.flags&flagSent != 0,
+		SentAmount: sl.sentAmount,
 	}
 	if sl.flags&flagAttemptSpilled != 0 {
 		st.Attempt = s.attempts[i]
 	}
-	switch {
-	case sl.flags&flagTime != 0:
-		st.LastIntent = time.Unix(0, sl.lastIntent).UTC()
-	case sl.flags&flagTimeSpilled != 0:
-		st.LastIntent = s.times[i]
+	if sl.flags&flagIntent != 0 {
+		st.PaymentIntent = s.strs.Get(sl.target)
+	} else {
+		st.Charge = s.strs.Get(sl.target)
+	}
+	if sl.flags&flagCurrencySpilled != 0 {
+		st.SentCurrency = s.currencies[i]
+	} else {
+		st.SentCurrency = s.codes[sl.currency]
 	}
 	return st
 }
@@ -214,14 +248,18 @@ func (s *State) put(i uint32, st ItemState) {
 	if sl.flags&flagAttemptSpilled != 0 {
 		delete(s.attempts, i)
 	}
-	if sl.flags&flagTimeSpilled != 0 {
-		delete(s.times, i)
+	if sl.flags&flagCurrencySpilled != 0 {
+		delete(s.currencies, i)
 	}
 	sl.flags = 0
 	sl.status = st.Status
 	sl.amount = st.Amount
+	sl.sentAmount = st.SentAmount
 	if st.KeyBurned {
 		sl.flags |= flagKeyBurned
+	}
+	if st.Sent {
+		sl.flags |= flagSent
 	}
 	sl.attempt = int32(st.Attempt)
 	if int(sl.attempt) != st.Attempt {
@@ -237,20 +275,25 @@ func (s *State) put(i uint32, st ItemState) {
 	if st.Code != s.codes[sl.code] {
 		sl.code = s.internCode(st.Code)
 	}
-	if st.LastIntent != (time.Time{}) {
-		// Compact only when the round trip gives back the very same value
-		// (UTC, no monotonic reading, within UnixNano's range).
-		ns := st.LastIntent.UnixNano()
-		if time.Unix(0, ns).UTC() == st.LastIntent {
-			sl.lastIntent = ns
-			sl.flags |= flagTime
-		} else {
-			if s.times == nil {
-				s.times = make(map[uint32]time.Time)
-			}
-			s.times[i] = st.LastIntent
-			sl.flags |= flagTimeSpilled
+	target := st.Charge
+	if target == "" && st.PaymentIntent != "" {
+		target = st.PaymentIntent
+		sl.flags |= flagIntent
+	}
+	if target != s.strs.Get(sl.target) {
+		sl.target = s.strs.Add(target)
+	}
+	var cur uint32
+	if st.SentCurrency != "" {
+		cur = s.internCode(st.SentCurrency)
+	}
+	sl.currency = uint16(cur)
+	if uint32(sl.currency) != cur {
+		if s.currencies == nil {
+			s.currencies = make(map[uint32]string)
 		}
+		s.currencies[i] = st.SentCurrency
+		sl.flags |= flagCurrencySpilled
 	}
 }
 
@@ -265,15 +308,13 @@ func (s *State) internCode(code string) uint32 {
 	return id
 }
 
-// batchID is the id of an interned batch name.
+// batchID is the id of an interned batch name. It only reads, so that
+// lookups may run concurrently.
 func (s *State) batchID(batch string) (uint32, bool) {
-	if batch == s.lastBatch && s.lastBatch != "" {
-		return s.lastBatchID, true
+	if batch == s.lastBatch && batch != "" {
+		return s.lastBatchN, true
 	}
 	id, ok := s.batchIDs[batch]
-	if ok {
-		s.lastBatch, s.lastBatchID = s.batches[id], id
-	}
 	return id, ok
 }
 
@@ -314,6 +355,7 @@ func (s *State) insert(batch, item string) uint32 {
 		s.batches = append(s.batches, batch)
 		s.batchIDs[batch] = b
 	}
+	s.lastBatch, s.lastBatchN = s.batches[b], b
 	if (s.n+1)*2 > uint32(len(s.table)) {
 		s.grow()
 	}

@@ -15,6 +15,13 @@ import (
 func TestStateTransitions(t *testing.T) {
 	at := func(r *Record, d time.Duration) *Record { r.Time = t0.Add(d); return r }
 	withAmount := func(r *Record, a int64) *Record { r.Amount = a; return r }
+	withCharge := func(r *Record, ch, pi string) *Record { r.Charge, r.PaymentIntent = ch, pi; return r }
+	withCurrency := func(r *Record, c string) *Record { r.Currency = c; return r }
+	// sent is the state an intent of 500 on ch_i leaves.
+	sent := func(st ItemState) ItemState {
+		st.Charge, st.Sent, st.SentAmount = "ch_i", true, 500
+		return st
+	}
 	tests := []struct {
 		name string
 		recs []*Record
@@ -23,48 +30,55 @@ func TestStateTransitions(t *testing.T) {
 	}{
 		{"nothing", nil, ItemState{}, false},
 		{"intent: in doubt", []*Record{at(intent("b", "i", 1), 0)},
-			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500}, true},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500}), true},
 		{"intent then refunded", []*Record{at(intent("b", "i", 1), 0), withAmount(refunded("b", "i"), 400)},
-			ItemState{Status: StatusRefunded, Attempt: 1, LastIntent: t0, Amount: 400, Refund: "re_i"}, true},
+			sent(ItemState{Status: StatusRefunded, Attempt: 1, Amount: 400, Refund: "re_i"}), true},
 		{"refunded is sticky over intent", []*Record{refunded("b", "i"), intent("b", "i", 2)},
-			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i"}, true},
+			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", Charge: "ch_i"}, true},
 		{"refunded is sticky over final failure", []*Record{refunded("b", "i"), failed("b", "i", 1, 402, true)},
-			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i"}, true},
+			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", Charge: "ch_i"}, true},
 		{"refunded is sticky over a second refund", []*Record{refunded("b", "i"), func() *Record { r := refunded("b", "i"); r.Refund = "re_other"; return r }()},
-			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i"}, true},
+			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", Charge: "ch_i"}, true},
 		{"final failure: failed", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 402, true)},
-			ItemState{Status: StatusFailed, Attempt: 1, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+			sent(ItemState{Status: StatusFailed, Attempt: 1, Amount: 500, Code: "card_declined"}), true},
 		{"failed then intent: in doubt again", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 402, true), at(intent("b", "i", 2), time.Hour)},
-			ItemState{Status: StatusInDoubt, Attempt: 2, LastIntent: t0.Add(time.Hour), Amount: 500, Code: "card_declined"}, true},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 2, Amount: 500, Code: "card_declined"}), true},
 		{"refunded clears the code", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 429, false), refunded("b", "i")},
-			ItemState{Status: StatusRefunded, Attempt: 1, LastIntent: t0, Amount: 500, Refund: "re_i"}, true},
-		{"500 burns the key", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 500, false)},
-			ItemState{Status: StatusInDoubt, Attempt: 1, KeyBurned: true, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
-		{"502 burns the key", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 502, false)},
-			ItemState{Status: StatusInDoubt, Attempt: 1, KeyBurned: true, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+			sent(ItemState{Status: StatusRefunded, Attempt: 1, Amount: 500, Refund: "re_i"}), true},
+		{"stripe's 500 burns the key", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 500, false)},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 1, KeyBurned: true, Amount: 500, Code: "card_declined"}), true},
+		// A gateway's answer is no answer: the refund may still be under way.
+		{"502 does not burn", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 502, false)},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500, Code: "card_declined"}), true},
+		{"504 does not burn", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 504, false)},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500, Code: "card_declined"}), true},
 		{"503 does not burn", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 503, false)},
-			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500, Code: "card_declined"}), true},
 		{"429 does not burn", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 429, false)},
-			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500, Code: "card_declined"}), true},
 		{"no answer does not burn", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 0, false)},
-			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500, Code: "card_declined"}), true},
 		{"500 of an older attempt does not burn", []*Record{at(intent("b", "i", 2), 0), failed("b", "i", 1, 500, false)},
-			ItemState{Status: StatusInDoubt, Attempt: 2, LastIntent: t0, Amount: 500, Code: "card_declined"}, true},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 2, Amount: 500, Code: "card_declined"}), true},
 		{"new attempt unburns", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 500, false), at(intent("b", "i", 2), time.Hour)},
-			ItemState{Status: StatusInDoubt, Attempt: 2, LastIntent: t0.Add(time.Hour), Amount: 500, Code: "card_declined"}, true},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 2, Amount: 500, Code: "card_declined"}), true},
 		{"same attempt again keeps the burn", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 500, false), at(intent("b", "i", 1), time.Hour)},
-			ItemState{Status: StatusInDoubt, Attempt: 1, KeyBurned: true, LastIntent: t0.Add(time.Hour), Amount: 500, Code: "card_declined"}, true},
-		{"latest intent of the attempt counts", []*Record{at(intent("b", "i", 1), time.Hour), at(intent("b", "i", 1), 0)},
-			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0.Add(time.Hour), Amount: 500}, true},
-		{"older attempt's intent leaves attempt and time", []*Record{at(intent("b", "i", 2), 0), withAmount(at(intent("b", "i", 1), time.Hour), 7)},
-			ItemState{Status: StatusInDoubt, Attempt: 2, LastIntent: t0, Amount: 7}, true},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 1, KeyBurned: true, Amount: 500, Code: "card_declined"}), true},
+		{"the attempt's last intent says what was sent", []*Record{at(intent("b", "i", 1), time.Hour), withCurrency(withAmount(at(intent("b", "i", 1), 0), 7), "jpy")},
+			ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 7, Charge: "ch_i", Sent: true, SentAmount: 7, SentCurrency: "jpy"}, true},
+		{"older attempt's intent changes nothing sent", []*Record{at(intent("b", "i", 2), 0), withAmount(at(intent("b", "i", 1), time.Hour), 7)},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 2, Amount: 500}), true},
+		{"the first record binds the charge", []*Record{at(intent("b", "i", 1), 0), withCharge(failed("b", "i", 1, 0, false), "ch_other", "")},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500, Code: "card_declined"}), true},
+		{"a payment intent binds too", []*Record{withCharge(refunded("b", "i"), "", "pi_x")},
+			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", PaymentIntent: "pi_x"}, true},
 		{"canceled alone: nothing", []*Record{{V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_x"}}, ItemState{}, false},
-		{"canceled leaves a refund", []*Record{refunded("b", "i"), {V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_x"}},
-			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i"}, true},
-		{"canceled leaves doubt", []*Record{at(intent("b", "i", 1), 0), {V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_x"}},
-			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500}, true},
+		{"canceled leaves a refund", []*Record{refunded("b", "i"), {V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_x", Charge: "ch_x"}},
+			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", Charge: "ch_i"}, true},
+		{"canceled leaves doubt and binds nothing", []*Record{{V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_x", Charge: "ch_x"}, at(intent("b", "i", 1), 0)},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500}), true},
 		{"other items are apart", []*Record{refunded("b", "j"), intent("c", "i", 1), at(intent("b", "i", 1), 0)},
-			ItemState{Status: StatusInDoubt, Attempt: 1, LastIntent: t0, Amount: 500}, true},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500}), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,46 +94,18 @@ func TestStateTransitions(t *testing.T) {
 	}
 }
 
-// refState is State as the design documents it, a plain map; the compact
-// State must give the same answers.
+// refState is State without its compact form: a plain map over Next. The
+// compact State must give the same answers; what Next means is pinned by
+// TestStateTransitions.
 type refState map[[2]string]ItemState
 
 func (s refState) apply(r *Record) {
 	k := [2]string{r.Batch, r.Item}
-	st := s[k]
-	if st.Status == StatusRefunded {
-		return
+	st, ok := s[k]
+	if !ok && r.Type == TypeCanceled {
+		return // a canceled record alone makes no item
 	}
-	switch r.Type {
-	case TypeIntent:
-		if r.Attempt > st.Attempt {
-			st.Attempt = r.Attempt
-			st.KeyBurned = false
-		}
-		if r.Attempt == st.Attempt && r.Time.After(st.LastIntent) {
-			st.LastIntent = r.Time
-		}
-		st.Status = StatusInDoubt
-		st.Amount = r.Amount
-	case TypeRefunded:
-		st.Status = StatusRefunded
-		st.Amount = r.Amount
-		st.Refund = r.Refund
-		st.Code = ""
-	case TypeFailed:
-		st.Code = r.Code
-		if r.Final {
-			st.Status = StatusFailed
-		} else {
-			st.Status = StatusInDoubt
-			if r.HTTPStatus >= 500 && r.HTTPStatus != 503 && r.Attempt == st.Attempt {
-				st.KeyBurned = true
-			}
-		}
-	case TypeCanceled:
-		return
-	}
-	s[k] = st
+	s[k] = Next(st, r)
 }
 
 var (
@@ -139,12 +125,17 @@ func randomRecord(rng *rand.Rand) *Record {
 		Attempt:    rng.IntN(4) - 1,
 		Amount:     rng.Int64N(1000) - 1,
 		Refund:     pick("", "re_1", "re_2"),
+		Charge:     pick("", "ch_1", "ch_2"),
+		Currency:   pick("", "usd", "jpy"),
 		Code:       pick("", "card_declined", "api_error", "rate_limit"),
 		HTTPStatus: []int{0, 400, 402, 429, 500, 502, 503}[rng.IntN(7)],
 		Final:      rng.IntN(2) == 0,
 	}
 	if rng.IntN(10) == 0 {
 		r.Attempt = 1 << 40
+	}
+	if r.Charge == "" && rng.IntN(2) == 0 {
+		r.PaymentIntent = "pi_1"
 	}
 	switch rng.IntN(6) {
 	case 0:

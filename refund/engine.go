@@ -20,11 +20,6 @@ import (
 	"github.com/refundkit/refundkit/journal"
 )
 
-// KeyReuseWindow is how long after its intent an idempotency key is still
-// trusted to be remembered by Stripe. Stripe keeps keys at least 24 hours;
-// past this, a key may have been forgotten and would create a second refund.
-const KeyReuseWindow = 23 * time.Hour
-
 // MaxLineBytes bounds one input line.
 const MaxLineBytes = 1 << 20
 
@@ -47,8 +42,19 @@ type Config struct {
 	// MaxUnanswered bounds the calls in a row that get no answer at all
 	// before the run halts as unable to reach Stripe (default 8).
 	MaxUnanswered int
-	Backoff       Backoff
-	Log           *slog.Logger
+	// NoLookup skips the look-up at Stripe before an item's first call and
+	// trusts the journal alone: a new batch name, a lost or restored journal
+	// or a reshard can then refund a charge twice.
+	NoLookup bool
+	// AllowRefundedCharges says more refunds on charges that already hold a
+	// refund of another refundkit batch are intended; without it such an
+	// item is held (journaled as failed, nothing sent).
+	AllowRefundedCharges bool
+	// AllRefunds holds items whose charge has refunds without refundkit
+	// metadata too (made by hand or by older scripts).
+	AllRefunds bool
+	Backoff    Backoff
+	Log        *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// OnResult receives each item's result, one call at a time, after its
@@ -117,6 +123,14 @@ type engine struct {
 	limited    atomic.Int64
 	reconciled atomic.Int64
 	newKeys    atomic.Int64
+	duplicates atomic.Int64
+}
+
+// job is an item that needs the API, with what the journal says of it.
+type job struct {
+	it    *Item
+	st    journal.ItemState
+	known bool // the journal holds records of the item
 }
 
 // Run refunds every plan item read from in (named name in errors). Canceling
@@ -150,20 +164,20 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	defer stopFeed()
 	e.stopFeed = stopFeed
 
-	work := make(chan *Item, cfg.Workers)
+	work := make(chan job, cfg.Workers)
 	var wg sync.WaitGroup
 	for range cfg.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for it := range work {
+			for j := range work {
 				if e.halted() || ctx.Err() != nil {
 					// Not started: after a halt nothing is called, after a
 					// signal nothing new is begun. The journal has nothing
 					// of it, and the next run takes it up.
 					continue
 				}
-				e.emit(e.process(ctx, it))
+				e.emit(e.process(ctx, j))
 			}
 		}()
 	}
@@ -177,6 +191,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	e.summary.RateLimited = e.limited.Load()
 	e.summary.Reconciled = e.reconciled.Load()
 	e.summary.NewKeys = e.newKeys.Load()
+	e.summary.Duplicates = e.duplicates.Load()
 	if cfg.Journal != nil {
 		st := cfg.Journal.Stats()
 		e.summary.Records, e.summary.Fsyncs = st.Records, st.Fsyncs
@@ -192,8 +207,9 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 }
 
 // feed hands out the plan items that need work. Items the journal has
-// settled are answered here, without a worker or an API call.
-func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<- *Item) error {
+// settled are answered here, without a worker or an API call. It is the
+// only reader of the journal state during a run.
+func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<- job) error {
 	ctx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
 	batches := make(chan []parsedLine, 4)
@@ -208,12 +224,18 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 				return p.err
 			}
 			it := &p.item
-			if r, settled := e.settled(it); settled {
+			st, known := e.cfg.State.Lookup(it.Batch, it.Item)
+			if known {
+				if err := checkBinding(it, st); err != nil {
+					return &InputError{Name: name, Line: p.line, Err: err}
+				}
+			}
+			if r, settled := e.settled(it, st, known); settled {
 				e.emit(r)
 				continue
 			}
 			select {
-			case work <- it:
+			case work <- job{it: it, st: st, known: known}:
 			case <-ctx.Done():
 				return nil
 			}
@@ -306,9 +328,8 @@ func trimSpace(b []byte) []byte {
 }
 
 // settled answers items the journal has finished with.
-func (e *engine) settled(it *Item) (Result, bool) {
-	st, ok := e.cfg.State.Lookup(it.Batch, it.Item)
-	if !ok {
+func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bool) {
+	if !known {
 		if e.cfg.DryRun {
 			return newResult(it, StatusWould), true
 		}
@@ -320,9 +341,15 @@ func (e *engine) settled(it *Item) (Result, bool) {
 		r.Refund, r.Amount, r.Attempt = st.Refund, st.Amount, st.Attempt
 		return r, true
 	case journal.StatusFailed:
+		if e.cfg.AllowRefundedCharges && heldCode(st.Code) {
+			break // held for a refund elsewhere on its charge: now allowed
+		}
 		r := newResult(it, StatusFailed)
 		r.Code, r.Attempt = st.Code, st.Attempt
 		r.Message = "failed for good in an earlier run (journaled); not retried"
+		if heldCode(st.Code) {
+			r.Message = "held in an earlier run: its charge has a refund made elsewhere; run again with --allow-refunded-charges if another refund is intended"
+		}
 		return r, true
 	}
 	if e.cfg.DryRun {
@@ -334,6 +361,9 @@ func (e *engine) settled(it *Item) (Result, bool) {
 }
 
 func (e *engine) emit(r Result) {
+	if r.Status == "" {
+		return // not started before a stop: nothing to say, nothing journaled
+	}
 	e.outMu.Lock()
 	defer e.outMu.Unlock()
 	e.summary.add(r)
@@ -352,21 +382,25 @@ func (e *engine) halt(h *HaltError) {
 }
 
 // process settles one item that needs Stripe: in doubt from an earlier run,
-// or never tried.
-func (e *engine) process(ctx context.Context, it *Item) Result {
-	st, known := e.cfg.State.Lookup(it.Batch, it.Item)
+// held and now allowed, or never tried.
+func (e *engine) process(ctx context.Context, j job) Result {
+	it, st := j.it, j.st
 	attempt := 1
-	if known {
+	if j.known {
 		attempt = max(st.Attempt, 1)
-		// An earlier run may have refunded it without journaling the outcome.
-		found, res, ok := e.reconcile(ctx, it)
-		if !ok {
+	}
+	// An earlier run, a run under another journal or another batch may have
+	// refunded the charge: look before the first call. Only NoLookup skips
+	// it, and only for an item the journal has never seen.
+	if j.known || !e.cfg.NoLookup {
+		if res, done := e.lookup(ctx, it, attempt, !j.known || !st.Sent); done {
 			return res
 		}
-		if found != nil {
-			return e.adopt(it, found, attempt)
-		}
-		if st.KeyBurned || e.cfg.Now().Sub(st.LastIntent) > KeyReuseWindow {
+		if st.KeyBurned {
+			// Stripe replays its saved 500 under this key forever. Once the
+			// look-up found nothing, a new key is the only way on. Never
+			// because of the key's age: an old key can still be in flight,
+			// and reusing it is never less safe than a new one.
 			attempt++
 			e.newKeys.Add(1)
 		}
@@ -398,14 +432,10 @@ func (e *engine) process(ctx context.Context, it *Item) Result {
 			// call gave up after too many unanswered tries and halted the run.
 			return e.inDoubt(it, attempt, code, "Stripe did not answer; a later run reconciles it")
 		}
-		// Indeterminate: the 500 is saved under this key. Look before using
-		// a new one.
-		found, res, ok := e.reconcile(ctx, it)
-		if !ok {
+		// Indeterminate: Stripe's 500 is saved under this key. Look before
+		// using a new one.
+		if res, done := e.lookup(ctx, it, attempt, false); done {
 			return res
-		}
-		if found != nil {
-			return e.adopt(it, found, attempt)
 		}
 		if keys >= e.cfg.MaxAttempts {
 			return e.inDoubt(it, attempt, code, fmt.Sprintf("%d attempts answered %d; left for a later run", keys, status))
@@ -481,61 +511,6 @@ func (e *engine) wait(ctx context.Context) error {
 	return e.cfg.Limiter.Wait(ctx)
 }
 
-// reconcile looks for a refund Stripe already holds for the item. ok is
-// false when the lookup itself failed; res then says what became of the item.
-func (e *engine) reconcile(ctx context.Context, it *Item) (found *stripe.Refund, res Result, ok bool) {
-	for try := 0; ; try++ {
-		if err := e.wait(ctx); err != nil {
-			return nil, e.inDoubt(it, 0, "interrupted", "interrupted before the reconciliation lookup"), false
-		}
-		if e.halted() {
-			return nil, e.inDoubt(it, 0, "halted", "run halted before the reconciliation lookup"), false
-		}
-		e.lists.Add(1)
-		refunds, err := e.cfg.Stripe.List(context.WithoutCancel(ctx), it)
-		if err == nil {
-			e.unanswered.Store(0)
-			e.reconciled.Add(1)
-			// Oldest first: if there are several, the first one made is the
-			// item's refund and audit reports the others.
-			var dead *stripe.Refund
-			for i := len(refunds) - 1; i >= 0; i-- {
-				r := refunds[i]
-				switch {
-				case !Matches(r, it.Batch, it.Item):
-				case r.Status != stripe.RefundStatusCanceled && r.Status != stripe.RefundStatusFailed:
-					return r, Result{}, true
-				case dead == nil:
-					dead = r
-				}
-			}
-			if dead != nil {
-				return nil, e.deadRefund(it, dead), false
-			}
-			return nil, Result{}, true
-		}
-		class, _, code := classify(err)
-		switch class {
-		case classIndeterminate:
-			// A GET changes nothing: a 500 on it is safe to repeat.
-			if e.retryGet(ctx, try) {
-				continue
-			}
-		case classRetry:
-			if e.retryable(ctx, err, try) {
-				continue
-			}
-		case classFatal:
-			e.halt(&HaltError{Err: fmt.Errorf("stripe refused the API key (%s)", code)})
-		case classFinal:
-			// The charge is unknown or unreadable: nothing can be refunded
-			// for it either, but leave the decision to a person.
-			return nil, e.inDoubt(it, 0, code, "could not list the charge's refunds: "+errorMessage(err)), false
-		}
-		return nil, e.inDoubt(it, 0, code, "could not list the charge's refunds"), false
-	}
-}
-
 func (e *engine) retryGet(ctx context.Context, try int) bool {
 	if try >= 5 {
 		return false
@@ -549,59 +524,6 @@ func (e *engine) retryGet(ctx context.Context, try int) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// deadRefund settles an item whose refund exists at Stripe but was canceled
-// or failed there. Its key would replay the creation as a success, and a new
-// key would send the money a second time to where it did not arrive: either
-// is a decision for a person, so the item is journaled as failed for good.
-func (e *engine) deadRefund(it *Item, r *stripe.Refund) Result {
-	attempt, err := parseAttempt(r.Metadata[MetaAttempt])
-	if err != nil {
-		attempt = 1
-	}
-	code := "refund_" + string(r.Status)
-	msg := fmt.Sprintf("refund %s for this item is %s at Stripe", r.ID, r.Status)
-	if r.FailureReason != "" {
-		msg += " (" + string(r.FailureReason) + ")"
-	}
-	msg += ": not sent again; if the money is still owed, refund it under a new item id"
-	rec := e.failure(it, attempt, 0, code, msg, true)
-	rec.Refund = r.ID
-	if !e.append(rec) {
-		return e.unrecorded(it, attempt, msg)
-	}
-	res := newResult(it, StatusFailed)
-	res.Refund, res.Attempt, res.Code, res.Message = r.ID, attempt, code, msg
-	return res
-}
-
-// record journals a refund the create call answered with.
-func (e *engine) record(it *Item, attempt int, r *stripe.Refund, replayed bool) Result {
-	source := journal.SourceAPI
-	if replayed {
-		source = journal.SourceReplay
-	}
-	return e.settle(it, attempt, r, source)
-}
-
-// adopt journals a refund found by listing the charge's refunds.
-func (e *engine) adopt(it *Item, r *stripe.Refund, attempt int) Result {
-	if a, err := parseAttempt(r.Metadata[MetaAttempt]); err == nil {
-		attempt = a
-	}
-	return e.settle(it, attempt, r, journal.SourceReconciled)
-}
-
-func (e *engine) settle(it *Item, attempt int, r *stripe.Refund, source string) Result {
-	rec := e.base(journal.TypeRefunded, it, attempt)
-	rec.Refund, rec.Amount, rec.Currency, rec.Status, rec.Source = r.ID, r.Amount, string(r.Currency), string(r.Status), source
-	if !e.append(rec) {
-		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s exists but could not be journaled", r.ID))
-	}
-	res := newResult(it, StatusRefunded)
-	res.Refund, res.Amount, res.Currency, res.Attempt = r.ID, r.Amount, string(r.Currency), attempt
-	return res
 }
 
 func (e *engine) base(t journal.Type, it *Item, attempt int) *journal.Record {

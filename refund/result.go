@@ -50,6 +50,7 @@ type Summary struct {
 	Retries      int64 // calls repeated with the same key
 	Reconciled   int64 // in-doubt items settled by listing the charge's refunds
 	NewKeys      int64 // attempts that needed a new idempotency key
+	Duplicates   int64 // items Stripe holds more than one live refund for
 	Records      int64 // journal records written
 	Fsyncs       int64
 	HaltedReason string

@@ -113,13 +113,20 @@ const (
 )
 
 // classify sorts an error from stripe-go. It also returns the HTTP status
-// (0 when none came back) and Stripe's error code or a short cause.
+// of Stripe's own answer (0 when Stripe did not answer) and Stripe's error
+// code or a short cause.
+//
+// Only Stripe's own 500 (an api_error body, with the Request-Id header
+// Stripe puts on every answer) is saved under the key. A 502 or 504 comes
+// from a gateway in front of Stripe, even with a Stripe-shaped body: the
+// refund may still be under way, so it counts as no answer and is retried
+// with the same key.
 func classify(err error) (class errorClass, status int, code string) {
 	if errors.Is(err, context.Canceled) {
 		return classStopped, 0, "interrupted"
 	}
 	var se *stripe.Error
-	if !errors.As(err, &se) {
+	if !errors.As(err, &se) || se.HTTPStatusCode == 0 {
 		return classRetry, 0, "network_error"
 	}
 	status, code = se.HTTPStatusCode, string(se.Code)
@@ -127,15 +134,15 @@ func classify(err error) (class errorClass, status int, code string) {
 		code = string(se.Type)
 	}
 	switch {
+	case status == http.StatusInternalServerError && se.Type == stripe.ErrorTypeAPI && se.RequestID != "":
+		return classIndeterminate, status, code
+	case status >= 500 && (se.RequestID == "" || status != http.StatusServiceUnavailable):
+		return classRetry, 0, "gateway_" + strconv.Itoa(status)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return classFatal, status, code
 	case status == http.StatusTooManyRequests, status == http.StatusConflict,
 		status == http.StatusServiceUnavailable:
 		return classRetry, status, code
-	case status >= 500:
-		return classIndeterminate, status, code
-	case status == 0:
-		return classRetry, 0, "network_error"
 	}
 	return classFinal, status, code
 }

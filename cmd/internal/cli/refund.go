@@ -25,6 +25,9 @@ type refundCmd struct {
 	Rate          float64     `default:"10" help:"API requests per second, all workers together (0: no limit). Stripe allows 25/s in test mode, 100/s live, and asks bulk jobs to use a part of it."`
 	DryRun        bool        `help:"Read the journal and show what would be done: no API call, no journal write."`
 	MaxAttempts   int         `default:"3" help:"Idempotency keys one item may use in a run after 500s before it is left in doubt."`
+	AllowRefunded bool        `name:"allow-refunded-charges" help:"More refunds on charges that another refundkit batch (or, with --all-refunds, anyone) already refunded are intended. Without it such items are held: journaled as failed, nothing sent."`
+	AllRefunds    bool        `help:"Hold items whose charge has refunds without refundkit metadata too (made by hand, in the dashboard or by older scripts)."`
+	NoLookup      bool        `help:"Skip the look-up at Stripe before an item's first call and trust the journal alone. Saves one request per item; a new batch name, a lost or restored journal or a changed shard count can then refund a charge twice."`
 	Progress      string      `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
 	Verbose       bool        `short:"v" help:"Log each retry on stderr."`
 	NoGroupCommit bool        `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
@@ -35,9 +38,9 @@ type refundCmd struct {
 
 const refundDescription = `Refund planned items through Stripe exactly once, journaling every step.
 
-Reads plan items (JSON lines, as plan writes them) and writes one result line per item on stdout once its outcome is journaled; a summary goes to stderr. The Stripe key is read from STRIPE_API_KEY only. Run the same command again to resume: items the journal holds are skipped with no API call, items left in doubt are looked up at Stripe before anything is sent.
+Reads plan items (JSON lines, as plan writes them) and writes one result line per item on stdout once its outcome is journaled; a summary goes to stderr. The Stripe key is read from STRIPE_API_KEY only. Run the same command again to resume: items the journal holds are skipped with no API call; before any other item's first call, and before anything is sent again for an item left in doubt, the charge's refunds are looked up at Stripe. A charge that another refundkit batch already refunded is held (failed, nothing sent) unless --allow-refunded-charges says so.
 
-Exit codes: 0 all refunded or skipped; 1 some failed or in doubt; 2 usage or input error; 3 journal unwritable; 4 journal locked by another run; 5 journal corrupt; 6 Stripe refused the key or does not answer; 130 interrupted.`
+Exit codes: 0 all refunded or skipped; 1 some failed, held, in doubt or refunded twice; 2 usage or input error (a plan item that differs from what the journal recorded for it included); 3 journal unwritable or replaced; 4 journal locked by another run; 5 journal corrupt; 6 Stripe refused the key, does not answer, or answered with a refund that is not the item's; 130 interrupted.`
 
 // Refund is the refund command: it refunds plan items from stdin exactly
 // once, journaling every step.
@@ -129,6 +132,7 @@ func Refund(env Env) int {
 		Stripe: client, Journal: w, State: state,
 		Workers: c.Concurrency, Limiter: limiter, DryRun: c.DryRun,
 		MaxAttempts: c.MaxAttempts, Log: log,
+		NoLookup: c.NoLookup, AllowRefundedCharges: c.AllowRefunded, AllRefunds: c.AllRefunds,
 		OnResult: func(r refund.Result) {
 			out.write(r)
 			if bar != nil {
@@ -163,7 +167,7 @@ func Refund(env Env) int {
 		warnf(env.Stderr, name, "%v", runErr)
 		return ExitUsage
 	}
-	if summary.ByStatus[refund.StatusFailed] > 0 || summary.ByStatus[refund.StatusInDoubt] > 0 {
+	if summary.ByStatus[refund.StatusFailed] > 0 || summary.ByStatus[refund.StatusInDoubt] > 0 || summary.Duplicates > 0 {
 		return ExitFailed
 	}
 	return ExitOK

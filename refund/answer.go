@@ -1,0 +1,185 @@
+package refund
+
+// Journaling the refunds Stripe answers with or lists, once they are shown
+// to be the item's own.
+
+import (
+	"fmt"
+	"strconv"
+
+	stripe "github.com/stripe/stripe-go/v76"
+
+	"github.com/refundkit/refundkit/journal"
+)
+
+// verify reports how r fails to be the refund of it: another charge or
+// payment intent, another amount than the one sent, or metadata naming
+// another item (or, with attempt > 0, another attempt's key).
+func verify(it *Item, r *stripe.Refund, attempt int) error {
+	switch {
+	case it.Charge != "" && (r.Charge == nil || r.Charge.ID != it.Charge):
+		return fmt.Errorf("refund %s names charge %q, not %q", r.ID, chargeID(r), it.Charge)
+	case it.PaymentIntent != "" && (r.PaymentIntent == nil || r.PaymentIntent.ID != it.PaymentIntent):
+		return fmt.Errorf("refund %s names payment intent %q, not %q", r.ID, intentID(r), it.PaymentIntent)
+	case it.Amount > 0 && r.Amount != it.Amount:
+		return fmt.Errorf("refund %s is of %d, not the %d sent", r.ID, r.Amount, it.Amount)
+	case !Matches(r, it.Batch, it.Item):
+		return fmt.Errorf("refund %s names batch %q item %q in its metadata, not %q %q",
+			r.ID, r.Metadata[MetaBatch], r.Metadata[MetaItem], it.Batch, it.Item)
+	case attempt > 0 && r.Metadata[MetaAttempt] != strconv.Itoa(attempt):
+		return fmt.Errorf("refund %s names attempt %q in its metadata, not %d", r.ID, r.Metadata[MetaAttempt], attempt)
+	}
+	return nil
+}
+
+func chargeID(r *stripe.Refund) string {
+	if r.Charge == nil {
+		return ""
+	}
+	return r.Charge.ID
+}
+
+func intentID(r *stripe.Refund) string {
+	if r.PaymentIntent == nil {
+		return ""
+	}
+	return r.PaymentIntent.ID
+}
+
+// record journals a refund the create call answered with.
+func (e *engine) record(it *Item, attempt int, r *stripe.Refund, replayed bool) Result {
+	if err := verify(it, r, attempt); err != nil {
+		return e.mismatch(it, attempt, r, err)
+	}
+	source := journal.SourceAPI
+	if replayed {
+		source = journal.SourceReplay
+	}
+	return e.settle(it, attempt, r, source)
+}
+
+// adopt journals the refunds found for the item by listing its charge's
+// refunds, oldest first: the first is the item's refund; any other is a
+// second refund, journaled too so that audit reports it.
+func (e *engine) adopt(it *Item, attempt int, own []*stripe.Refund) Result {
+	e.reconciled.Add(1)
+	r := own[0]
+	if a, err := parseAttempt(r.Metadata[MetaAttempt]); err == nil {
+		attempt = a
+	}
+	if err := verify(it, r, 0); err != nil {
+		return e.mismatch(it, attempt, r, err)
+	}
+	res := e.settle(it, attempt, r, journal.SourceReconciled)
+	if res.Status != StatusRefunded || len(own) == 1 {
+		return res
+	}
+	for _, x := range own[1:] {
+		a, err := parseAttempt(x.Metadata[MetaAttempt])
+		if err != nil {
+			a = attempt
+		}
+		rec := e.base(journal.TypeRefunded, it, a)
+		rec.Refund, rec.Amount, rec.Currency, rec.Status, rec.Source = x.ID, x.Amount, string(x.Currency), string(x.Status), journal.SourceReconciled
+		if !e.append(rec) {
+			return e.unrecorded(it, attempt, fmt.Sprintf("a second refund %s exists but could not be journaled", x.ID))
+		}
+	}
+	e.duplicates.Add(1)
+	extra := describe(own[1:])
+	e.cfg.Log.Error("item has more than one refund at Stripe", "batch", it.Batch, "item", it.Item,
+		"target", it.Target(), "kept", r.ID, "extra", extra)
+	res.Code = CodeDuplicateRefunds
+	res.Message = fmt.Sprintf("Stripe holds more than one refund for this item: kept %s, also %s; all are journaled and audit reports them (a succeeded refund cannot be reversed through the API)", r.ID, extra)
+	return res
+}
+
+func (e *engine) settle(it *Item, attempt int, r *stripe.Refund, source string) Result {
+	rec := e.base(journal.TypeRefunded, it, attempt)
+	rec.Refund, rec.Amount, rec.Currency, rec.Status, rec.Source = r.ID, r.Amount, string(r.Currency), string(r.Status), source
+	if !e.append(rec) {
+		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s exists but could not be journaled", r.ID))
+	}
+	res := newResult(it, StatusRefunded)
+	res.Refund, res.Amount, res.Currency, res.Attempt = r.ID, r.Amount, string(r.Currency), attempt
+	return res
+}
+
+// mismatch handles an answer that is not the item's refund: the API (or
+// something in front of it) is not what refund expects, so nothing more is
+// sent by this run and the item stays in doubt for a person to check.
+func (e *engine) mismatch(it *Item, attempt int, r *stripe.Refund, err error) Result {
+	status := 0
+	if r.LastResponse != nil {
+		status = r.LastResponse.StatusCode
+	}
+	msg := err.Error() + ": not this item's refund; check it at Stripe before running again"
+	if !e.append(e.failure(it, attempt, status, CodeAnswerMismatch, msg, false)) {
+		return e.unrecorded(it, attempt, msg)
+	}
+	e.halt(&HaltError{Err: fmt.Errorf("stripe answered item %s of batch %s with a refund that is not its own: %v", it.Item, it.Batch, err)})
+	return e.inDoubt(it, attempt, CodeAnswerMismatch, msg)
+}
+
+// deadRefund settles an item whose refund exists at Stripe but was canceled
+// or failed there. Its key would replay the creation as a success, and a new
+// key would send the money a second time to where it did not arrive: either
+// is a decision for a person, so the item is journaled as failed for good.
+func (e *engine) deadRefund(it *Item, r *stripe.Refund) Result {
+	attempt, err := parseAttempt(r.Metadata[MetaAttempt])
+	if err != nil {
+		attempt = 1
+	}
+	code := "refund_" + string(r.Status)
+	msg := fmt.Sprintf("refund %s for this item is %s at Stripe", r.ID, r.Status)
+	if r.FailureReason != "" {
+		msg += " (" + string(r.FailureReason) + ")"
+	}
+	msg += ": not sent again; if the money is still owed, refund it under a new item id"
+	rec := e.failure(it, attempt, 0, code, msg, true)
+	rec.Refund = r.ID
+	if !e.append(rec) {
+		return e.unrecorded(it, attempt, msg)
+	}
+	res := newResult(it, StatusFailed)
+	res.Refund, res.Attempt, res.Code, res.Message = r.ID, attempt, code, msg
+	return res
+}
+
+// checkBinding reports a plan item that says otherwise than the journal
+// about what its refund is: another charge or payment intent, or another
+// amount or currency than its intent sent. Such an item was edited after
+// the journal was written; sending it would refund what the journal
+// cannot account for.
+func checkBinding(it *Item, st journal.ItemState) error {
+	const hint = ": the journal binds an item to what was sent; plan the changed refund under a new item id"
+	switch {
+	case st.Charge != "" && it.Charge != st.Charge:
+		return fmt.Errorf("item %q of batch %q: %s, but the journal records charge %q for it%s", it.Item, it.Batch, planTarget(it), st.Charge, hint)
+	case st.PaymentIntent != "" && it.PaymentIntent != st.PaymentIntent:
+		return fmt.Errorf("item %q of batch %q: %s, but the journal records payment_intent %q for it%s", it.Item, it.Batch, planTarget(it), st.PaymentIntent, hint)
+	case st.Sent && it.Amount != st.SentAmount:
+		return fmt.Errorf("item %q of batch %q: amount %s, but the journal records %s as sent%s", it.Item, it.Batch, amountText(it.Amount), amountText(st.SentAmount), hint)
+	case st.Sent && it.Currency != "" && st.SentCurrency != "" && it.Currency != st.SentCurrency:
+		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records %q as sent%s", it.Item, it.Batch, it.Currency, st.SentCurrency, hint)
+	case !st.Sent && st.Status == journal.StatusRefunded && it.Amount > 0 && st.Amount != it.Amount:
+		// No intent (a backfilled or compacted journal): the refund's own
+		// amount is what a partial item must match.
+		return fmt.Errorf("item %q of batch %q: amount %d, but the journal records refund %s of %d for it%s", it.Item, it.Batch, it.Amount, st.Refund, st.Amount, hint)
+	}
+	return nil
+}
+
+func planTarget(it *Item) string {
+	if it.Charge != "" {
+		return fmt.Sprintf("the plan names charge %q", it.Charge)
+	}
+	return fmt.Sprintf("the plan names payment_intent %q", it.PaymentIntent)
+}
+
+func amountText(a int64) string {
+	if a == 0 {
+		return "0 (the full remaining amount)"
+	}
+	return strconv.FormatInt(a, 10)
+}

@@ -1,0 +1,199 @@
+package refund
+
+// The look-up at Stripe that stands before every call that could make a
+// second refund: before an item's first call, before reusing the key of an
+// item in doubt, and before a new key after Stripe's saved 500.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	stripe "github.com/stripe/stripe-go/v76"
+)
+
+// Codes of the results and journal records that the look-up and the checks
+// of Stripe's answers write.
+const (
+	// CodeRefundedByOtherBatch: the charge holds a live refund of another
+	// refundkit batch; the item is held, nothing is sent.
+	CodeRefundedByOtherBatch = "refunded_by_other_batch"
+	// CodeRefundedOutside: the charge holds a live refund without refundkit
+	// metadata and AllRefunds asks to hold such items.
+	CodeRefundedOutside = "refunded_outside_refundkit"
+	// CodeDuplicateRefunds: Stripe holds more than one live refund for the
+	// item; one is kept, the others are journaled and reported.
+	CodeDuplicateRefunds = "duplicate_refunds"
+	// CodeAnswerMismatch: Stripe answered with a refund that is not the
+	// item's (another charge, amount or item); the run halts.
+	CodeAnswerMismatch = "answer_mismatch"
+)
+
+// heldCode reports a failure that is a hold for a refund made elsewhere on
+// the charge, which AllowRefundedCharges lifts.
+func heldCode(code string) bool {
+	return code == CodeRefundedByOtherBatch || code == CodeRefundedOutside
+}
+
+// onCharge is what the refunds of an item's charge say about the item.
+type onCharge struct {
+	own        []*stripe.Refund // live refunds naming the item, oldest first
+	dead       *stripe.Refund   // its oldest canceled or failed refund, when none is live
+	otherBatch []*stripe.Refund // live refunds of other refundkit batches
+	outside    []*stripe.Refund // live refunds without refundkit metadata
+}
+
+func live(r *stripe.Refund) bool {
+	return r.Status != stripe.RefundStatusCanceled && r.Status != stripe.RefundStatusFailed
+}
+
+// sortRefunds sorts the charge's refunds (newest first, as Stripe lists
+// them) by what they mean for it. Refunds of the same batch for other items
+// are the plan's own business (two partial refunds of one charge).
+func sortRefunds(it *Item, refunds []*stripe.Refund) onCharge {
+	var c onCharge
+	for i := len(refunds) - 1; i >= 0; i-- {
+		r := refunds[i]
+		batch := r.Metadata[MetaBatch]
+		switch {
+		case Matches(r, it.Batch, it.Item):
+			if live(r) {
+				c.own = append(c.own, r)
+			} else if c.dead == nil {
+				c.dead = r
+			}
+		case !live(r):
+		case batch == "":
+			c.outside = append(c.outside, r)
+		case batch != it.Batch:
+			c.otherBatch = append(c.otherBatch, r)
+		}
+	}
+	if len(c.own) > 0 {
+		c.dead = nil
+	}
+	return c
+}
+
+// lookup lists the refunds of the item's charge and settles the item when
+// one of them decides it: its own refund is adopted, a dead one or a
+// refund made elsewhere holds it. done is false when nothing stands in the
+// way of a call. unsent says no intent was ever journaled for the item.
+func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool) (res Result, done bool) {
+	refunds, res, ok := e.list(ctx, it, attempt, unsent)
+	if !ok {
+		return res, true
+	}
+	c := sortRefunds(it, refunds)
+	switch {
+	case len(c.own) > 0:
+		return e.adopt(it, attempt, c.own), true
+	case c.dead != nil:
+		return e.deadRefund(it, c.dead), true
+	case len(c.otherBatch) > 0 && !e.cfg.AllowRefundedCharges:
+		return e.hold(it, attempt, CodeRefundedByOtherBatch, c.otherBatch), true
+	case len(c.outside) > 0 && e.cfg.AllRefunds && !e.cfg.AllowRefundedCharges:
+		return e.hold(it, attempt, CodeRefundedOutside, c.outside), true
+	}
+	if len(c.otherBatch) > 0 {
+		e.cfg.Log.Warn("charge already refunded by another batch; refunding again as --allow-refunded-charges says",
+			"batch", it.Batch, "item", it.Item, "target", it.Target(), "refunds", describe(c.otherBatch))
+	}
+	if len(c.outside) > 0 && !e.cfg.AllRefunds {
+		e.cfg.Log.Warn("charge has refunds without refundkit metadata; refunding anyway (--all-refunds holds such items)",
+			"batch", it.Batch, "item", it.Item, "target", it.Target(), "refunds", describe(c.outside))
+	}
+	return Result{}, false
+}
+
+// list returns the refunds of the item's charge or payment intent, newest
+// first. ok is false when the listing failed; res then says what became of
+// the item.
+func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (refunds []*stripe.Refund, res Result, ok bool) {
+	for try := 0; ; try++ {
+		if err := e.wait(ctx); err != nil {
+			return nil, e.notCalled(it, unsent, "interrupted", "interrupted before the look-up"), false
+		}
+		if e.halted() {
+			return nil, e.notCalled(it, unsent, "halted", "run halted before the look-up"), false
+		}
+		e.lists.Add(1)
+		refunds, err := e.cfg.Stripe.List(context.WithoutCancel(ctx), it)
+		if err == nil {
+			e.unanswered.Store(0)
+			return refunds, Result{}, true
+		}
+		class, status, code := classify(err)
+		switch class {
+		case classIndeterminate:
+			// A GET changes nothing: a 500 on it is safe to repeat.
+			if e.retryGet(ctx, try) {
+				continue
+			}
+		case classRetry:
+			if e.retryable(ctx, err, try) {
+				continue
+			}
+		case classFatal:
+			e.halt(&HaltError{Err: fmt.Errorf("stripe refused the API key (%s)", code)})
+		case classFinal:
+			msg := "could not list the charge's refunds: " + errorMessage(err)
+			if unsent {
+				// Nothing was ever sent, and the charge cannot be read (an
+				// unknown charge, say): nothing can be refunded on it either.
+				rec := e.failure(it, attempt, status, code, msg, true)
+				if !e.append(rec) {
+					return nil, e.unrecorded(it, attempt, msg), false
+				}
+				r := newResult(it, StatusFailed)
+				r.Attempt, r.Code, r.Message = attempt, code, msg
+				return nil, r, false
+			}
+			return nil, e.inDoubt(it, 0, code, msg), false
+		}
+		return nil, e.notCalled(it, unsent, code, "could not list the charge's refunds"), false
+	}
+}
+
+// notCalled is the result of an item stopped before any call of this run:
+// one never sent is left for the next run without a word in the journal.
+func (e *engine) notCalled(it *Item, unsent bool, code, msg string) Result {
+	if unsent {
+		return Result{} // not started: emit drops it
+	}
+	return e.inDoubt(it, 0, code, msg)
+}
+
+// hold journals an item whose charge holds refunds made elsewhere as
+// failed for good: nothing is sent until an operator says more refunds on
+// the charge are intended.
+func (e *engine) hold(it *Item, attempt int, code string, refunds []*stripe.Refund) Result {
+	var why string
+	if code == CodeRefundedByOtherBatch {
+		why = "another refundkit batch already refunded this charge"
+	} else {
+		why = "the charge already has refunds made outside refundkit"
+	}
+	msg := fmt.Sprintf("%s: %s; nothing sent. If another refund is intended, run again with --allow-refunded-charges", why, describe(refunds))
+	rec := e.failure(it, attempt, 0, code, msg, true)
+	if !e.append(rec) {
+		return e.unrecorded(it, attempt, msg)
+	}
+	e.cfg.Log.Warn("item held: "+why, "batch", it.Batch, "item", it.Item, "target", it.Target(), "refunds", describe(refunds))
+	r := newResult(it, StatusFailed)
+	r.Attempt, r.Code, r.Message = attempt, code, msg
+	return r
+}
+
+// describe names refunds for people: id, whose, how much.
+func describe(refunds []*stripe.Refund) string {
+	parts := make([]string, len(refunds))
+	for i, r := range refunds {
+		who := "no refundkit metadata"
+		if b := r.Metadata[MetaBatch]; b != "" {
+			who = "batch " + b + ", item " + r.Metadata[MetaItem]
+		}
+		parts[i] = fmt.Sprintf("%s (%s, %d %s, %s)", r.ID, who, r.Amount, r.Currency, r.Status)
+	}
+	return strings.Join(parts, "; ")
+}
