@@ -20,6 +20,8 @@ type answer struct {
 	save bool
 	// drop: close the connection instead of writing the answer.
 	drop bool
+	// gateway: a gateway's error reaches the client instead of the answer.
+	gateway bool
 }
 
 // apiError is the object inside Stripe's error envelope.
@@ -123,15 +125,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case routeGetCharge:
 		a = s.getCharge(id, r.Form)
 	default:
-		a = unrecognized(r)
+		a = unrecognized(r.Method, r.URL.Path)
 	}
 	s.countInvalid(a)
 	writeAnswer(w, a.status, a.body, reqID, "", false)
 }
 
-func unrecognized(r *http.Request) answer {
+func unrecognized(method, path string) answer {
 	return answer{status: http.StatusNotFound, body: errorBody(apiError{Type: typeInvalid,
-		Message: fmt.Sprintf("Unrecognized request URL (%s: %s).", r.Method, r.URL.Path)})}
+		Message: fmt.Sprintf("Unrecognized request URL (%s: %s).", method, path)})}
 }
 
 func (s *Server) countInvalid(a answer) {
@@ -189,33 +191,53 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request, rt route, id,
 		held = e
 	}
 	// The key is held from here: latency and the hook keep it in flight.
-	s.pause(f, seq)
-	var a answer
-	switch rt {
-	case routeCreateRefund:
-		if h := s.hook.Load(); h != nil {
-			(*h)(key)
+	// run may outlive the handler, so it takes nothing from r but values.
+	form, method, path := r.Form, r.Method, r.URL.Path
+	run := func() answer {
+		s.pause(f, seq)
+		var a answer
+		switch rt {
+		case routeCreateRefund:
+			if h := s.hook.Load(); h != nil {
+				(*h)(key)
+			}
+			a = s.createRefund(form, key, f, seq)
+		case routeCancelRefund:
+			a = s.cancelRefund(id, form)
+		default:
+			a = unrecognized(method, path)
 		}
-		a = s.createRefund(r.Form, key, f, seq)
-	case routeCancelRefund:
-		a = s.cancelRefund(id, r.Form)
-	default:
-		a = unrecognized(r)
-	}
-	s.countInvalid(a)
-	if held != nil {
-		if a.save {
-			s.keys.finish(scope, held, a.status, a.body, reqID)
-		} else {
-			s.keys.abandon(scope, held)
+		s.countInvalid(a)
+		if held != nil {
+			if a.save {
+				s.keys.finish(scope, held, a.status, a.body, reqID)
+			} else {
+				s.keys.abandon(scope, held)
+			}
 		}
+		return a
 	}
-	if a.drop {
-		s.stats.dropped.Add(1)
-		dropConnection(w)
+	if rt == routeCreateRefund && f.GatewayTimeoutShare > 0 && draw(s.seed, seq, knobGatewayTimeout) < f.GatewayTimeoutShare {
+		// The gateway gives up at once; the request goes on behind it.
+		s.stats.gatewayTimeouts.Add(1)
+		background := s.goBackground(func() { run() })
+		writeGatewayAnswer(w, f.gatewayStatus(http.StatusGatewayTimeout), f.GatewayStripeBody)
+		if !background { // the server is closing: finish it here
+			run()
+		}
 		return
 	}
-	writeAnswer(w, a.status, a.body, reqID, key, false)
+	a := run()
+	switch {
+	case a.drop:
+		s.stats.dropped.Add(1)
+		dropConnection(w)
+	case a.gateway:
+		s.stats.gatewayErrorsAfter.Add(1)
+		writeGatewayAnswer(w, f.gatewayStatus(http.StatusBadGateway), f.GatewayStripeBody)
+	default:
+		writeAnswer(w, a.status, a.body, reqID, key, false)
+	}
 }
 
 func (s *Server) writeKeyVerdict(w http.ResponseWriter, v verdict, saved keyEntry, key, path, reqID string) {
@@ -253,6 +275,28 @@ func writeAnswer(w http.ResponseWriter, status int, body []byte, reqID, key stri
 	if replayed {
 		h["Idempotent-Replayed"] = []string{"true"}
 	}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// writeGatewayAnswer writes what a gateway in front of Stripe answers on
+// its own: none of Stripe's headers (no Request-Id, no Idempotency-Key),
+// and an HTML page unless stripeBody asks for Stripe's api_error shape.
+func writeGatewayAnswer(w http.ResponseWriter, status int, stripeBody bool) {
+	text := http.StatusText(status)
+	if text == "" {
+		text = "Server Error"
+	}
+	var body []byte
+	h := w.Header()
+	if stripeBody {
+		body = errorBody(apiError{Type: typeAPI, Message: fmt.Sprintf("An error occurred at the gateway in front of the API (%d %s).", status, text)})
+		h["Content-Type"] = []string{"application/json"}
+	} else {
+		body = fmt.Appendf(nil, "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>gateway</center>\r\n</body>\r\n</html>\r\n", status, text, status, text)
+		h["Content-Type"] = []string{"text/html"}
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	w.Write(body)
 }
@@ -449,7 +493,10 @@ func (s *Server) createRefund(form url.Values, key string, f *Faults, seq uint64
 		return answer{status: http.StatusInternalServerError, body: internalErrorBody, save: true}
 	}
 	a := answer{status: http.StatusOK, body: mustJSON(obj), save: true}
-	if f.DropAfterCommitShare > 0 && draw(s.seed, seq, knobDropAfterCommit) < f.DropAfterCommitShare {
+	switch {
+	case f.GatewayErrorAfterCommitShare > 0 && draw(s.seed, seq, knobGatewayErrorAfterCommit) < f.GatewayErrorAfterCommitShare:
+		a.gateway = true
+	case f.DropAfterCommitShare > 0 && draw(s.seed, seq, knobDropAfterCommit) < f.DropAfterCommitShare:
 		a.drop = true
 	}
 	return a

@@ -19,6 +19,8 @@ const maxControlBody = 256 << 20
 //	POST /_sim/faults       replace the fault knobs (JSON Faults; absent = 0)
 //	POST /_sim/forget-keys  forget completed idempotency keys
 //	GET  /_sim/stats        counters (JSON Stats)
+//	POST /_sim/settle       wait for requests still running behind a gateway
+//	                        timeout, then answer the counters (JSON Stats)
 //	GET  /_sim/refunds      every refund, oldest first, as JSON lines
 //	POST /_sim/charges      add charges given as JSON lines
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
@@ -39,6 +41,11 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 	case "POST /_sim/forget-keys":
 		writeJSON(w, http.StatusOK, map[string]int{"forgotten": s.ForgetKeys()})
 	case "GET /_sim/stats":
+		writeJSON(w, http.StatusOK, s.Stats())
+	case "POST /_sim/settle":
+		if err := s.Settle(r.Context()); err != nil {
+			return // the client went away
+		}
 		writeJSON(w, http.StatusOK, s.Stats())
 	case "GET /_sim/refunds":
 		w.Header().Set("Content-Type", "application/x-ndjson")

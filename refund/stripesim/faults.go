@@ -35,6 +35,34 @@ type Faults struct {
 	// RequiresActionShare of new refunds get status requires_action instead
 	// of succeeded (they still hold their amount until canceled).
 	RequiresActionShare float64
+	// GatewayTimeoutShare of refund creations get a gateway's answer
+	// (GatewayStatus, else 504) at once while the request goes on behind it
+	// exactly as it would have: it holds its key for its latency, then
+	// commits and saves its answer under the key. A retry with the key
+	// meanwhile gets 409, after it the saved answer replayed. Close and
+	// Shutdown wait for such requests; Settle waits for them alone.
+	GatewayTimeoutShare float64
+	// GatewayErrorAfterCommitShare of refund creations create the refund
+	// and save the success under the key, then get a gateway's answer
+	// (GatewayStatus, else 502) instead of it.
+	GatewayErrorAfterCommitShare float64
+	// GatewayStatus is the status of the gateway's answers, 500 to 599;
+	// 0 gives 504 for timeouts and 502 for errors after commit.
+	GatewayStatus int
+	// GatewayStripeBody gives the gateway's answers a Stripe-shaped
+	// api_error JSON body, as some gateways forward or forge; otherwise
+	// they carry an HTML page. Neither carries a Request-Id header: only
+	// Stripe's own answers do, and that is how a client tells them apart.
+	GatewayStripeBody bool
+}
+
+// gatewayStatus is the status a gateway answers with, def unless
+// GatewayStatus says otherwise.
+func (f *Faults) gatewayStatus(def int) int {
+	if f.GatewayStatus != 0 {
+		return f.GatewayStatus
+	}
+	return def
 }
 
 // Validate reports the first knob out of range, if any.
@@ -51,10 +79,15 @@ func (f *Faults) Validate() error {
 		{"error_after_commit_share", f.ErrorAfterCommitShare},
 		{"drop_after_commit_share", f.DropAfterCommitShare},
 		{"requires_action_share", f.RequiresActionShare},
+		{"gateway_timeout_share", f.GatewayTimeoutShare},
+		{"gateway_error_after_commit_share", f.GatewayErrorAfterCommitShare},
 	} {
 		if !(s.share >= 0 && s.share <= 1) { // also rejects NaN
 			return fmt.Errorf("%s %v: want a share between 0 and 1", s.name, s.share)
 		}
+	}
+	if f.GatewayStatus != 0 && (f.GatewayStatus < 500 || f.GatewayStatus > 599) {
+		return fmt.Errorf("gateway_status %d: want 0 (504 for timeouts, 502 after commit) or a status from 500 to 599", f.GatewayStatus)
 	}
 	return nil
 }
@@ -69,6 +102,11 @@ type faultsJSON struct {
 	ErrorAfterCommitShare  float64      `json:"error_after_commit_share"`
 	DropAfterCommitShare   float64      `json:"drop_after_commit_share"`
 	RequiresActionShare    float64      `json:"requires_action_share"`
+
+	GatewayTimeoutShare          float64 `json:"gateway_timeout_share"`
+	GatewayErrorAfterCommitShare float64 `json:"gateway_error_after_commit_share"`
+	GatewayStatus                int     `json:"gateway_status"`
+	GatewayStripeBody            bool    `json:"gateway_stripe_body"`
 }
 
 // MarshalJSON writes the faults with snake_case names and duration strings.
@@ -81,6 +119,11 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		ErrorAfterCommitShare:  f.ErrorAfterCommitShare,
 		DropAfterCommitShare:   f.DropAfterCommitShare,
 		RequiresActionShare:    f.RequiresActionShare,
+
+		GatewayTimeoutShare:          f.GatewayTimeoutShare,
+		GatewayErrorAfterCommitShare: f.GatewayErrorAfterCommitShare,
+		GatewayStatus:                f.GatewayStatus,
+		GatewayStripeBody:            f.GatewayStripeBody,
 	})
 }
 
@@ -101,6 +144,11 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		ErrorAfterCommitShare:  w.ErrorAfterCommitShare,
 		DropAfterCommitShare:   w.DropAfterCommitShare,
 		RequiresActionShare:    w.RequiresActionShare,
+
+		GatewayTimeoutShare:          w.GatewayTimeoutShare,
+		GatewayErrorAfterCommitShare: w.GatewayErrorAfterCommitShare,
+		GatewayStatus:                w.GatewayStatus,
+		GatewayStripeBody:            w.GatewayStripeBody,
 	}
 	return nil
 }
@@ -134,7 +182,9 @@ func (d *jsonDuration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// knob names one independent draw made for a request.
+// knob names one independent draw made for a request. New knobs go at the
+// end: a knob's number is part of its draws, so renumbering one would change
+// the faults every recorded seed gives.
 type knob uint64
 
 const (
@@ -144,6 +194,8 @@ const (
 	knobErrorAfterCommit
 	knobDropAfterCommit
 	knobRequiresAction
+	knobGatewayTimeout
+	knobGatewayErrorAfterCommit
 )
 
 // draw returns a number in [0, 1) that depends only on the seed, the

@@ -3,8 +3,10 @@
 // Stripe's validation, idempotency-key semantics (replay, 400 on other
 // parameters, 409 while in flight, expiry) and list pagination, plus knobs
 // for the faults refundkit must survive: latency, 429s, 500s before and
-// after the refund is committed, connections dropped after the commit, and
-// refunds that need action.
+// after the refund is committed, connections dropped after the commit,
+// refunds that need action, and a gateway in front of the API that answers
+// 502 or 504 on its own (at once while the request goes on, or after the
+// commit).
 //
 // Tests, the demo, chaos runs and benchmarks all use it; cmd/stripe-sim
 // serves it as a process with control endpoints under /_sim/.
@@ -63,6 +65,13 @@ type Server struct {
 	url       string
 	closing   chan struct{} // closed by Close: cuts injected latency short
 	closeOnce sync.Once
+
+	// Requests still running behind a gateway timeout: Close, Shutdown and
+	// Settle wait for them; once bgClosed none start in the background.
+	bgMu     sync.Mutex
+	bgN      int
+	bgIdle   chan struct{} // closed when bgN drops to zero; nil if nobody waits
+	bgClosed bool
 }
 
 // charge is the simulator's state of one charge; mu guards refunded, the
@@ -194,22 +203,94 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // give stripe-go as its backend URL; empty for one made with New.
 func (s *Server) URL() string { return s.url }
 
-// Close stops serving at once, dropping open connections.
+// Close stops serving at once, dropping open connections, and waits for
+// requests still running behind a gateway timeout, cutting their injected
+// latency short (a create hook that blocks holds Close until it returns).
 func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.closing) })
 	if s.httpSrv != nil {
 		s.httpSrv.Close()
 	}
+	s.stopBackground()
+	s.Settle(context.Background())
 }
 
 // Shutdown stops accepting connections and waits for requests in flight,
-// cutting injected latency short, until ctx ends.
+// those behind a gateway timeout included, cutting injected latency short,
+// until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() { close(s.closing) })
-	if s.httpSrv == nil {
+	var err error
+	if s.httpSrv != nil {
+		err = s.httpSrv.Shutdown(ctx)
+	}
+	s.stopBackground()
+	if err2 := s.Settle(ctx); err == nil {
+		err = err2
+	}
+	return err
+}
+
+// Settle waits until every request that a gateway timeout answered early
+// has finished at the simulator (its refund committed and its answer saved
+// under its key), or ctx ends. Tests call it before they check what a
+// retry replays, instead of sleeping.
+func (s *Server) Settle(ctx context.Context) error {
+	s.bgMu.Lock()
+	if s.bgN == 0 {
+		s.bgMu.Unlock()
 		return nil
 	}
-	return s.httpSrv.Shutdown(ctx)
+	if s.bgIdle == nil {
+		s.bgIdle = make(chan struct{})
+	}
+	idle := s.bgIdle
+	s.bgMu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// goBackground runs fn on a goroutine of its own that Settle waits for,
+// unless the server is closing: then it reports false and runs nothing.
+func (s *Server) goBackground(fn func()) bool {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgClosed {
+		return false
+	}
+	s.bgN++
+	go func() {
+		defer s.backgroundDone()
+		fn()
+	}()
+	return true
+}
+
+func (s *Server) backgroundDone() {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgN--; s.bgN == 0 && s.bgIdle != nil {
+		close(s.bgIdle)
+		s.bgIdle = nil
+	}
+}
+
+// stopBackground makes requests that arrive from now on (a handler still
+// running after Close) finish in their handler, so Settle cannot miss one.
+func (s *Server) stopBackground() {
+	s.bgMu.Lock()
+	s.bgClosed = true
+	s.bgMu.Unlock()
+}
+
+func (s *Server) backgroundRunning() int64 {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	return int64(s.bgN)
 }
 
 // SetFaults replaces the fault knobs for requests that arrive from now on.
@@ -232,7 +313,8 @@ func (s *Server) ForgetKeys() int { return s.keys.forget() }
 // SetCreateHook makes every POST /v1/refunds call fn with its idempotency
 // key once the key is reserved and before the refund is created; the request
 // stays in flight while fn blocks. Tests use it to hold a request at a known
-// point. nil removes the hook.
+// point. nil removes the hook. Behind a gateway timeout fn runs after the
+// gateway answered, and Close waits for it to return.
 func (s *Server) SetCreateHook(fn func(idempotencyKey string)) {
 	if fn == nil {
 		s.hook.Store(nil)
@@ -471,6 +553,9 @@ type counters struct {
 	unauthorized     atomic.Int64
 	validationErrors atomic.Int64
 	refundsRefused   atomic.Int64
+
+	gatewayTimeouts    atomic.Int64
+	gatewayErrorsAfter atomic.Int64
 }
 
 // Stats counts what the simulator did since it started.
@@ -502,6 +587,14 @@ type Stats struct {
 	// RefundsRefused counts refund creations refused for the charge's state
 	// (unknown, already refunded, amount too large).
 	RefundsRefused int64 `json:"refunds_refused"`
+	// GatewayTimeouts counts gateway answers given at once while the request
+	// went on; GatewayErrorsAfterCommit, gateway answers given after the
+	// refund was committed and its success saved under the key.
+	GatewayTimeouts          int64 `json:"gateway_timeouts"`
+	GatewayErrorsAfterCommit int64 `json:"gateway_errors_after_commit"`
+	// GatewayInFlight is how many requests answered by a gateway timeout
+	// are still running (a gauge, not a count since the start).
+	GatewayInFlight int64 `json:"gateway_in_flight"`
 }
 
 // Stats returns the counters so far.
@@ -521,6 +614,10 @@ func (s *Server) Stats() Stats {
 		Unauthorized:       c.unauthorized.Load(),
 		InvalidRequests:    c.validationErrors.Load(),
 		RefundsRefused:     c.refundsRefused.Load(),
+
+		GatewayTimeouts:          c.gatewayTimeouts.Load(),
+		GatewayErrorsAfterCommit: c.gatewayErrorsAfter.Load(),
+		GatewayInFlight:          s.backgroundRunning(),
 	}
 	for r := range numRoutes {
 		st.Requests[routeNames[r]] = c.requests[r].Load()

@@ -15,20 +15,24 @@ import (
 )
 
 type stripeSimCmd struct {
-	Addr                   string        `default:"127.0.0.1:12111" placeholder:"HOST:PORT" help:"Loopback address to listen on; port 0 picks a free port."`
-	AddrFile               string        `name:"addr-file" placeholder:"FILE" help:"Once listening, write the base URL to FILE (atomically; into the pipe if FILE is a named pipe), so scripts wait for it instead of sleeping."`
-	Charges                int           `placeholder:"N" help:"Generate N charges ch_sim0000001... with payment intents pi_sim0000001..., amounts drawn from --seed."`
-	ChargesFile            string        `name:"charges-file" placeholder:"FILE" help:"Add the charges in FILE, JSON lines of {id, payment_intent, currency, amount, refunds:[{amount, status, reason, metadata}]}."`
-	Seed                   int64         `default:"1" help:"Seed of generated amounts and of fault draws."`
-	Latency                time.Duration `help:"Latency added to every API request (a POST holds its idempotency key meanwhile)."`
-	LatencyJitter          time.Duration `name:"latency-jitter" help:"Up to this much more latency, drawn per request."`
-	RateLimitShare         float64       `name:"rate-limit-share" placeholder:"0-1" help:"Share of API requests answered 429 rate_limit (never saved under a key)."`
-	ErrorBeforeCommitShare float64       `name:"error-before-commit-share" placeholder:"0-1" help:"Share of refund creations answered 500 without creating the refund (the 500 is saved under the key)."`
-	ErrorAfterCommitShare  float64       `name:"error-after-commit-share" placeholder:"0-1" help:"Share of refund creations that create the refund and answer 500 (saved under the key)."`
-	DropAfterCommitShare   float64       `name:"drop-after-commit-share" placeholder:"0-1" help:"Share of refund creations that create the refund, save the success under the key and close the connection unanswered."`
-	RequiresActionShare    float64       `name:"requires-action-share" placeholder:"0-1" help:"Share of new refunds that get status requires_action instead of succeeded."`
-	KeyTTL                 time.Duration `name:"key-ttl" help:"Forget idempotency keys this long after their first use (Stripe: 24h); 0 keeps them until POST /_sim/forget-keys."`
-	Version                versionFlag   `help:"Print the version and exit."`
+	Addr                         string        `default:"127.0.0.1:12111" placeholder:"HOST:PORT" help:"Loopback address to listen on; port 0 picks a free port."`
+	AddrFile                     string        `name:"addr-file" placeholder:"FILE" help:"Once listening, write the base URL to FILE (atomically; into the pipe if FILE is a named pipe), so scripts wait for it instead of sleeping."`
+	Charges                      int           `placeholder:"N" help:"Generate N charges ch_sim0000001... with payment intents pi_sim0000001..., amounts drawn from --seed."`
+	ChargesFile                  string        `name:"charges-file" placeholder:"FILE" help:"Add the charges in FILE, JSON lines of {id, payment_intent, currency, amount, refunds:[{amount, status, reason, metadata}]}."`
+	Seed                         int64         `default:"1" help:"Seed of generated amounts and of fault draws."`
+	Latency                      time.Duration `help:"Latency added to every API request (a POST holds its idempotency key meanwhile)."`
+	LatencyJitter                time.Duration `name:"latency-jitter" help:"Up to this much more latency, drawn per request."`
+	RateLimitShare               float64       `name:"rate-limit-share" placeholder:"0-1" help:"Share of API requests answered 429 rate_limit (never saved under a key)."`
+	ErrorBeforeCommitShare       float64       `name:"error-before-commit-share" placeholder:"0-1" help:"Share of refund creations answered 500 without creating the refund (the 500 is saved under the key)."`
+	ErrorAfterCommitShare        float64       `name:"error-after-commit-share" placeholder:"0-1" help:"Share of refund creations that create the refund and answer 500 (saved under the key)."`
+	DropAfterCommitShare         float64       `name:"drop-after-commit-share" placeholder:"0-1" help:"Share of refund creations that create the refund, save the success under the key and close the connection unanswered."`
+	RequiresActionShare          float64       `name:"requires-action-share" placeholder:"0-1" help:"Share of new refunds that get status requires_action instead of succeeded."`
+	GatewayTimeoutShare          float64       `name:"gateway-timeout-share" placeholder:"0-1" help:"Share of refund creations a gateway answers 504 at once while the request goes on (holding its key, then creating the refund and saving the success under the key)."`
+	GatewayErrorAfterCommitShare float64       `name:"gateway-error-after-commit-share" placeholder:"0-1" help:"Share of refund creations that create the refund and save the success under the key, then get a 502 from a gateway."`
+	GatewayStatus                int           `name:"gateway-status" placeholder:"500-599" help:"Status of the gateway's answers instead of 504 (timeouts) and 502 (after commit)."`
+	GatewayStripeBody            bool          `name:"gateway-stripe-body" help:"Gateway answers carry a Stripe-shaped api_error JSON body instead of an HTML page (never a Request-Id header)."`
+	KeyTTL                       time.Duration `name:"key-ttl" help:"Forget idempotency keys this long after their first use (Stripe: 24h); 0 keeps them until POST /_sim/forget-keys."`
+	Version                      versionFlag   `help:"Print the version and exit."`
 }
 
 // StripeSim is the stripe-sim command: a Stripe refund API simulator on
@@ -93,6 +97,11 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 		ErrorAfterCommitShare:  c.ErrorAfterCommitShare,
 		DropAfterCommitShare:   c.DropAfterCommitShare,
 		RequiresActionShare:    c.RequiresActionShare,
+
+		GatewayTimeoutShare:          c.GatewayTimeoutShare,
+		GatewayErrorAfterCommitShare: c.GatewayErrorAfterCommitShare,
+		GatewayStatus:                c.GatewayStatus,
+		GatewayStripeBody:            c.GatewayStripeBody,
 	}
 	if err := faults.Validate(); err != nil {
 		return stripesim.Config{}, err

@@ -63,6 +63,40 @@ stdout '"POST /v1/refunds":3'
 -- old.jsonl --
 {"id":"ch_old","payment_intent":"pi_old","currency":"usd","amount":1000,"refunds":[{"amount":300,"metadata":{"refundkit_batch":"b","refundkit_item":"old-1"}}]}
 `,
+	"gateway_faults": `
+[!exec:mkfifo] skip 'needs mkfifo'
+exec mkfifo addr
+exec stripe-sim --addr 127.0.0.1:0 --addr-file addr --charges 2 --latency 1h --gateway-timeout-share 1 &sim&
+readurl addr SIM
+
+# A gateway answers 504 at once, an HTML page without Request-Id, while the
+# refund goes on behind it, holding its key for the hour of latency.
+simhttp POST $SIM/v1/refunds charge=ch_sim0000001&amount=100 key-1
+stdout '^504 no-request-id <html>'
+simhttp POST $SIM/_sim/faults '{}'
+simhttp POST $SIM/v1/refunds charge=ch_sim0000001&amount=100 key-1
+stdout '^409 \{"error":\{"type":"idempotency_error","code":"idempotency_key_in_use"'
+simhttp GET $SIM/_sim/stats
+stdout '"refunds_created":0,'
+stdout '"gateway_timeouts":1,'
+stdout '"gateway_in_flight":1'
+
+# After the commit: a 502 with a Stripe-shaped body, still no Request-Id;
+# the key then replays the saved success.
+simhttp POST $SIM/_sim/faults '{"gateway_error_after_commit_share":1,"gateway_stripe_body":true}'
+stdout '"gateway_stripe_body":true'
+simhttp POST $SIM/v1/refunds charge=ch_sim0000002&amount=100 key-2
+stdout '^502 no-request-id \{"error":\{"type":"api_error"'
+simhttp POST $SIM/_sim/faults '{}'
+simhttp POST $SIM/v1/refunds charge=ch_sim0000002&amount=100 key-2
+stdout '^200 replayed \{"id":"re_sim0000000001"'
+
+# Stopping cuts the hour short: the held refund is committed, then counted.
+kill -INT sim
+wait sim
+stderr '^stripe-sim: stopped: 2 refunds created, 1 replayed, 0 rate limited, 0 dropped$'
+stdout '"gateway_timeouts":1,"gateway_errors_after_commit":1,"gateway_in_flight":0'
+`,
 	"usage_errors": `
 exit 2 stripe-sim --addr 0.0.0.0:0
 stderr '^stripe-sim: --addr: address "0.0.0.0:0": the simulator listens only on loopback'
@@ -76,6 +110,10 @@ exit 2 stripe-sim --addr 127.0.0.1:0 --rate-limit-share 1.5
 stderr '^stripe-sim: rate_limit_share 1.5: want a share between 0 and 1$'
 exit 2 stripe-sim --addr 127.0.0.1:0 --latency=-1s
 stderr 'want durations of zero or more'
+exit 2 stripe-sim --addr 127.0.0.1:0 --gateway-status 404
+stderr '^stripe-sim: gateway_status 404: want 0 \(504 for timeouts, 502 after commit\) or a status from 500 to 599$'
+exit 2 stripe-sim --addr 127.0.0.1:0 --gateway-timeout-share 2
+stderr '^stripe-sim: gateway_timeout_share 2: want a share between 0 and 1$'
 exit 2 stripe-sim --addr 127.0.0.1:0 --charges-file missing.jsonl
 stderr '^stripe-sim: open missing.jsonl: no such file or directory$'
 exit 2 stripe-sim --bogus
@@ -83,6 +121,10 @@ stderr '^stripe-sim: unknown flag --bogus'
 exit 0 stripe-sim --help
 stdout '--addr-file=FILE'
 stdout '--drop-after-commit-share'
+stdout '--gateway-timeout-share=0-1'
+stdout '--gateway-error-after-commit-share=0-1'
+stdout '--gateway-status=500-599'
+stdout '--gateway-stripe-body'
 
 -- bad.jsonl --
 {"id":"ch_1","amount":5}
@@ -137,7 +179,8 @@ func cmdReadURL(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdSimHTTP sends one request with a test key and prints
-// "STATUS [replayed ]BODY" on stdout:
+// "STATUS [replayed ][no-request-id ]BODY" on stdout (no-request-id: the
+// answer is not Stripe's own, as a gateway's):
 //
 //	simhttp GET URL
 //	simhttp POST URL [BODY [IDEMPOTENCY-KEY]]
@@ -174,6 +217,9 @@ func cmdSimHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	if resp.Header.Get("Idempotent-Replayed") == "true" {
 		out.WriteString("replayed ")
 	}
+	if resp.Header.Get("Request-Id") == "" && !strings.Contains(args[1], "/_sim/") {
+		out.WriteString("no-request-id ")
+	}
 	out.Write(b)
 	out.WriteByte('\n')
 	ts.Stdout().Write(out.Bytes())
@@ -187,13 +233,15 @@ func TestStripeSimConfig(t *testing.T) {
 	if err := os.WriteFile(file, []byte(`{"id":"ch_x","amount":10}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := stripeSimCmd{Charges: 2, ChargesFile: file, Seed: 5, RateLimitShare: 0.25, Latency: time.Millisecond, KeyTTL: time.Hour}
+	c := stripeSimCmd{Charges: 2, ChargesFile: file, Seed: 5, RateLimitShare: 0.25, Latency: time.Millisecond, KeyTTL: time.Hour,
+		GatewayTimeoutShare: 0.5, GatewayErrorAfterCommitShare: 0.125, GatewayStatus: 503, GatewayStripeBody: true}
 	cfg, err := c.config()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cfg.Charges) != 3 || cfg.Charges[0].ID != "ch_sim0000001" || cfg.Charges[2].ID != "ch_x" ||
-		cfg.Faults.RateLimitShare != 0.25 || cfg.Faults.Latency != time.Millisecond || cfg.Seed != 5 || cfg.KeyTTL != time.Hour {
+		cfg.Faults.RateLimitShare != 0.25 || cfg.Faults.Latency != time.Millisecond || cfg.Seed != 5 || cfg.KeyTTL != time.Hour ||
+		cfg.Faults.GatewayTimeoutShare != 0.5 || cfg.Faults.GatewayErrorAfterCommitShare != 0.125 || cfg.Faults.GatewayStatus != 503 || !cfg.Faults.GatewayStripeBody {
 		t.Errorf("config = %+v", cfg)
 	}
 }
