@@ -1,9 +1,12 @@
 package journal
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
-// LockedError is returned by Open when another writer, in this process or
-// another, holds the journal.
+// LockedError is returned by Open and TakeLock when another writer or tool,
+// in this process or another, holds the journal.
 type LockedError struct{ Path string }
 
 func (e *LockedError) Error() string {
@@ -23,7 +26,8 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("%s:%d: corrupt record: %s", e.Path, e.Line, e.Reason)
 }
 
-// WriteError is a failed write or fsync. The writer that returned it is
+// WriteError is a failed write or fsync, or a journal replaced behind the
+// writer's back (ErrReplaced). The writer that returned it is
 // failed for good: every later Append returns it too and writes nothing.
 type WriteError struct {
 	Path string
@@ -31,6 +35,9 @@ type WriteError struct {
 }
 
 func (e *WriteError) Error() string {
+	if errors.Is(e.Err, ErrReplaced) {
+		return fmt.Sprintf("journal %s: %v", e.Path, e.Err)
+	}
 	return fmt.Sprintf("journal %s: write failed: %v", e.Path, e.Err)
 }
 
@@ -66,3 +73,29 @@ type lineError struct {
 
 func (e *lineError) Error() string { return fmt.Sprintf("%s:%d: %v", e.path, e.line, e.err) }
 func (e *lineError) Unwrap() error { return e.err }
+
+// NotFileError is a journal path that names something other than a regular
+// file (a directory, a named pipe, a device, a socket) or a symbolic link
+// to nothing. It is refused at once: never waited on, written through, or
+// created at the link's target.
+type NotFileError struct {
+	Path string
+	What string // "a directory, not a file", "a symbolic link to x, which does not exist"
+}
+
+func (e *NotFileError) Error() string { return fmt.Sprintf("journal %s is %s", e.Path, e.What) }
+
+// ErrReplaced is the cause of the *WriteError of a Writer whose path stopped
+// naming the file it holds: a program that ignores the lock removed,
+// renamed or replaced the journal. The records written after that went to a
+// file nobody will read as the journal.
+var ErrReplaced = errors.New("the journal file was replaced or removed while this run held it")
+
+// replacedError says how the path changed; it is ErrReplaced to errors.Is.
+type replacedError struct{ how string }
+
+func (e *replacedError) Error() string {
+	return fmt.Sprintf("the journal file was %s while this run held it (a program that ignores the journal's lock?): records written after that are not in the journal", e.how)
+}
+
+func (e *replacedError) Is(target error) bool { return target == ErrReplaced }

@@ -861,10 +861,12 @@ type compactItem struct {
 	lastFailure   int // the last failure of any kind
 	failureBefore int // the last failure before attempt
 	attempt       int // the first intent of the highest attempt
+	sentIntent    int // the last intent of the highest attempt: what was sent
 
 	keepAll bool
 	from    int // in doubt: keep every record from here on
 	one     int // the one record kept (refunded or failed), or the failure before from
+	intent  int // kept besides one: the intent that binds a final item to what was sent
 }
 
 func (p *compactPlan) learn(r *Record, seq int) {
@@ -897,6 +899,9 @@ func (p *compactPlan) learn(r *Record, seq int) {
 		if r.Attempt > prev.Attempt {
 			ci.attempt, ci.failureBefore = seq, ci.lastFailure
 		}
+		if r.Attempt >= prev.Attempt {
+			ci.sentIntent = seq
+		}
 	}
 }
 
@@ -910,10 +915,12 @@ func (p *compactPlan) decide(conflicts map[string]bool) {
 			return
 		}
 		switch st.Status {
+		// A final item keeps its outcome and the intent that says what was
+		// sent, so a plan edited afterwards is still refused.
 		case StatusRefunded:
-			ci.one = ci.firstRefunded
+			ci.one, ci.intent = ci.firstRefunded, ci.sentIntent
 		case StatusFailed:
-			ci.one = ci.lastFinal
+			ci.one, ci.intent = ci.lastFinal, ci.sentIntent
 		case StatusInDoubt:
 			// The records from the attempt's first intent on give the same
 			// state: older attempts' intents after it change nothing.
@@ -941,5 +948,5 @@ func (p *compactPlan) keeps(r *Record, seq int) bool {
 		return true // cannot happen: the first pass saw every record
 	}
 	ci := &p.items[i]
-	return ci.keepAll || seq == ci.one || (ci.from > 0 && seq >= ci.from)
+	return ci.keepAll || seq == ci.one || (ci.intent > 0 && seq == ci.intent) || (ci.from > 0 && seq >= ci.from)
 }

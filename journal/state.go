@@ -192,10 +192,12 @@ func Next(st ItemState, r *Record) ItemState {
 		st.Amount = r.Amount
 		st.Refund = r.Refund
 		st.Code = ""
+		st.KeyBurned = false // no key is used for it again
 	case TypeFailed:
 		st.Code = r.Code
 		if r.Final {
 			st.Status = StatusFailed
+			st.KeyBurned = false
 		} else {
 			st.Status = StatusInDoubt
 			// Only Stripe's own 500 is an answer saved under the key. A

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -51,11 +52,15 @@ type file interface {
 //   - after a failed fsync the state of the written pages is unknown, so
 //     the writer stops for good rather than retry (the "fsyncgate" lesson);
 //   - flock(2) is honoured by every writer: a second refundkit process gets
-//     *LockedError; nothing stops a program that ignores the lock. Locks on
-//     network file systems (NFS) are not relied on.
+//     *LockedError; nothing stops a program that ignores the lock, but one
+//     that removes or replaces the journal is noticed at the next commit
+//     (the path is checked after every fsync) and the writer fails for
+//     good (ErrReplaced). Locks on network file systems (NFS) are not
+//     relied on.
 type Writer struct {
 	path    string
 	f       file
+	info    os.FileInfo // identity of the file Open locked
 	noGroup bool
 
 	mu      sync.Mutex
@@ -83,35 +88,19 @@ type commit struct {
 }
 
 // Open opens path for appending, creating it with mode 0600 (and fsyncing
-// its directory) if needed, and takes an exclusive lock on it: a journal held
-// by another writer gives *LockedError at once. It then loads the state of
+// its directory) if needed, and takes an exclusive lock on it (TakeLock): a
+// journal held by another writer gives *LockedError at once, a path that is
+// no regular file *NotFileError. It then loads the state of
 // every record. A torn final line is copied to <path>.torn-<unix-nanos>, cut
 // off and reported; corruption (*CorruptError) and an unknown version
 // (*VersionError) are refused.
 func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
-	f, created, err := openFile(path)
+	l, err := TakeLock(path)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, nil, nil, &LockedError{Path: path}
-		}
-		return nil, nil, nil, fmt.Errorf("journal %s: lock: %w", path, err)
-	}
-	if created {
-		if err := syncDir(path); err != nil {
-			f.Close()
-			return nil, nil, nil, err
-		}
-	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, nil, fmt.Errorf("journal %s: %w", path, err)
-	}
-	size := info.Size()
+	f := l.f
+	size := l.info.Size()
 	state, torn, err := load(io.NewSectionReader(f, 0, size), path, size)
 	if err != nil {
 		f.Close()
@@ -124,7 +113,7 @@ func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 		}
 		size = torn.Offset
 	}
-	w := &Writer{path: path, f: f, noGroup: opts.NoGroupCommit, size: size, flushed: make(chan struct{})}
+	w := &Writer{path: path, f: f, info: l.info, noGroup: opts.NoGroupCommit, size: size, flushed: make(chan struct{})}
 	w.work = sync.NewCond(&w.mu)
 	if w.noGroup {
 		close(w.flushed)
@@ -132,24 +121,6 @@ func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 		go w.flusher()
 	}
 	return w, state, torn, nil
-}
-
-func openFile(path string) (f *os.File, created bool, err error) {
-	for {
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
-		if !errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
-		if !errors.Is(err, os.ErrExist) { // lost a race with a creator: open theirs
-			created = err == nil
-			break
-		}
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("journal %s: %w", path, err)
-	}
-	return f, created, nil
 }
 
 // syncDir makes a new or renamed entry in path's directory durable.
@@ -208,7 +179,12 @@ func writeNew(path string, data []byte) error {
 // Load reads the state of a journal without locking or changing it (dry
 // runs, audits). A torn final line is reported, not repaired.
 func Load(path string) (*State, *Torn, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, unix.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if nf := danglingLink(path); nf != nil {
+			return nil, nil, nf // a link to nothing is no empty journal
+		}
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -358,6 +334,30 @@ func (w *Writer) writeSync(buf []byte) error {
 		return werr
 	}
 	w.size += int64(n)
+	if err := w.checkPath(); err != nil {
+		werr := &WriteError{Path: w.path, Err: err}
+		w.mu.Lock()
+		w.err = werr
+		w.mu.Unlock()
+		return werr
+	}
+	return nil
+}
+
+// checkPath makes sure, after a commit, that the journal's path still names
+// the file this writer holds: a program that ignores the lock may have
+// removed it or renamed another file over it, and records acknowledged from
+// a file nobody reads as the journal would be lost. One stat per commit.
+func (w *Writer) checkPath() error {
+	cur, err := os.Stat(w.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &replacedError{how: "removed or renamed"}
+	case err != nil:
+		return fmt.Errorf("cannot check that the path still names the journal: %w", err)
+	case !os.SameFile(cur, w.info):
+		return &replacedError{how: "replaced by another file"}
+	}
 	return nil
 }
 

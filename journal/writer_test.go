@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var t0 = time.Date(2024, 5, 1, 12, 0, 0, 123456789, time.UTC)
@@ -27,12 +31,12 @@ func intent(batch, item string, attempt int) *Record {
 
 func refunded(batch, item string) *Record {
 	return &Record{V: Version, Type: TypeRefunded, Time: t0.Add(time.Minute), Batch: batch, Item: item,
-		Attempt: 1, Refund: "re_" + item, Amount: 500, Currency: "eur", Status: "succeeded", Source: SourceAPI}
+		Charge: "ch_" + item, Attempt: 1, Refund: "re_" + item, Amount: 500, Currency: "eur", Status: "succeeded", Source: SourceAPI}
 }
 
 func failed(batch, item string, attempt, status int, final bool) *Record {
 	return &Record{V: Version, Type: TypeFailed, Time: t0.Add(time.Minute), Batch: batch, Item: item,
-		Attempt: attempt, HTTPStatus: status, Code: "card_declined", Message: `the "card" was declined`, Final: final}
+		Charge: "ch_" + item, Attempt: attempt, HTTPStatus: status, Code: "card_declined", Message: `the "card" was declined`, Final: final}
 }
 
 func TestOpenAppendReopen(t *testing.T) {
@@ -384,17 +388,21 @@ func TestStickyFailure(t *testing.T) {
 }
 
 // TestDiskFull writes to /dev/full, where the kernel itself answers every
-// write with ENOSPC. It covers the real error path of the real file; the
-// cut-back of a partial write is covered by TestStickyFailure.
+// write with ENOSPC: the journal's file is swapped for it once open (Open
+// refuses a device as a journal). It covers the real error path of a real
+// file; the cut-back of a partial write is covered by TestStickyFailure.
 func TestDiskFull(t *testing.T) {
-	if _, err := os.Stat("/dev/full"); err != nil {
-		t.Skip("no /dev/full")
-	}
 	for _, opts := range []Options{{}, {NoGroupCommit: true}} {
-		w, _, _, err := Open("/dev/full", opts)
+		full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 		if err != nil {
-			t.Skipf("cannot open /dev/full as a journal: %v", err)
+			t.Skipf("no /dev/full: %v", err)
 		}
+		w, _, _, err := Open(filepath.Join(t.TempDir(), "j.jsonl"), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.f.Close()
+		w.f = full
 		var we *WriteError
 		if err := w.Append(intent("b", "1", 1)); !errors.As(err, &we) || !errors.Is(err, syscall.ENOSPC) {
 			t.Errorf("%+v: Append to a full disk = %v, want *WriteError ENOSPC", opts, err)
@@ -406,5 +414,362 @@ func TestDiskFull(t *testing.T) {
 			t.Errorf("Stats after failures = %+v", s)
 		}
 		w.Close()
+	}
+}
+
+// within runs f in a goroutine and fails the test if it has not returned
+// after 10 s: some odd paths made Open spin or block for ever, and the test
+// must fail rather than hang.
+func within[T any](t *testing.T, what string, f func() (T, error)) (T, error) {
+	t.Helper()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s has not returned after 10 s", what)
+		panic("unreachable")
+	}
+}
+
+// TestOddPaths: a journal path that is not a regular file, or a symbolic
+// link to nothing, is refused at once with an error that says what it is.
+// Nothing is created, through the link or beside it.
+func TestOddPaths(t *testing.T) {
+	dir := t.TempDir()
+	in := func(name string) string { return filepath.Join(dir, name) }
+	if err := os.Mkdir(in("sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		setup func(t *testing.T) string // returns the journal path
+		want  string                    // after "journal PATH is "
+	}{
+		{"dangling symlink", func(t *testing.T) string {
+			return symlink(t, "missing/y.jsonl", in("dangling.jsonl"))
+		}, "a symbolic link to missing/y.jsonl, which does not exist"},
+		{"dangling symlink into an existing directory", func(t *testing.T) string {
+			return symlink(t, "sub/y.jsonl", in("dangling2.jsonl"))
+		}, "a symbolic link to sub/y.jsonl, which does not exist"},
+		{"directory", func(t *testing.T) string { return in("sub") }, "a directory, not a file"},
+		{"symlink to a directory", func(t *testing.T) string {
+			return symlink(t, "sub", in("dirlink.jsonl"))
+		}, "a symbolic link to sub, which is a directory, not a file"},
+		{"named pipe", func(t *testing.T) string {
+			if err := unix.Mkfifo(in("fifo.jsonl"), 0o600); err != nil {
+				t.Skipf("mkfifo: %v", err)
+			}
+			return in("fifo.jsonl")
+		}, "a named pipe (FIFO), not a file"},
+		{"device", func(t *testing.T) string {
+			if _, err := os.Stat("/dev/null"); err != nil {
+				t.Skip("no /dev/null")
+			}
+			return "/dev/null"
+		}, "a character device, not a file"},
+		{"socket", func(t *testing.T) string {
+			l, err := net.Listen("unix", in("s.jsonl"))
+			if err != nil {
+				t.Skipf("unix socket: %v", err)
+			}
+			t.Cleanup(func() { l.Close() })
+			return in("s.jsonl")
+		}, "a socket, not a file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := tt.setup(t)
+			want := "journal " + path + " is " + tt.want
+			before := listDir(t, dir)
+			for _, op := range []struct {
+				name string
+				f    func() (any, error)
+			}{
+				{"Open", func() (any, error) {
+					w, _, _, err := Open(path, Options{})
+					return w, err
+				}},
+				{"TakeLock", func() (any, error) {
+					l, err := TakeLock(path)
+					return l, err
+				}},
+				{"Load", func() (any, error) {
+					st, _, err := Load(path)
+					return st, err
+				}},
+			} {
+				v, err := within(t, op.name+"("+path+")", op.f)
+				var nf *NotFileError
+				if !errors.As(err, &nf) || nf.Path != path || err.Error() != want {
+					t.Errorf("%s = %T, %v; want the error %q", op.name, v, err, want)
+				}
+				if w, ok := v.(*Writer); ok && w != nil {
+					w.Close()
+				}
+			}
+			if after := listDir(t, dir); after != before {
+				t.Errorf("the directory changed:\n%s\nwant\n%s", after, before)
+			}
+		})
+	}
+}
+
+func symlink(t *testing.T, target, link string) string {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	return link
+}
+
+// listDir names every entry under dir with its type, to show that nothing
+// was created.
+func listDir(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %v\n", p, d.Type())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestOpenThroughSymlink: a symbolic link to a journal is that journal.
+func TestOpenThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "real.jsonl")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := symlink(t, "real.jsonl", filepath.Join(dir, "link.jsonl"))
+	for _, opts := range []Options{{}, {NoGroupCommit: true}} {
+		w, err := within(t, "Open", func() (*Writer, error) {
+			w, _, _, err := Open(link, opts)
+			return w, err
+		})
+		if err != nil {
+			t.Fatalf("Open through a symlink: %v", err)
+		}
+		if err := w.Append(intent("b", fmt.Sprint(opts.NoGroupCommit), 1)); err != nil {
+			t.Fatalf("Append through a symlink: %v", err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _, err := Load(target); err != nil || st.Len() != 2 {
+		t.Fatalf("the link's target holds %v items (%v), want 2", st, err)
+	}
+	if info, err := os.Lstat(link); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the link is no longer a link: %v %v", info, err)
+	}
+}
+
+// TestWriterHaltsWhenPathReplaced: a program that ignores the lock removes
+// or replaces the journal while a Writer holds it. The Writer's next commit
+// finds that its path no longer names its file and fails for good: records
+// written to a file nobody will read again must not be acknowledged.
+func TestWriterHaltsWhenPathReplaced(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		link    bool // the journal path is a symlink to the file
+		replace func(t *testing.T, path string)
+	}{
+		{"removed", false, func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"renamed away", false, func(t *testing.T, path string) {
+			if err := os.Rename(path, path+".old"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"replaced by a rename", false, func(t *testing.T, path string) {
+			// What an unlocked journal-merge -o did: copy, then rename over.
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(path+".tmp", path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"symlink pointed elsewhere", true, func(t *testing.T, path string) {
+			if err := os.WriteFile(path+".other", nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, filepath.Base(path)+".other", path+".newlink")
+			if err := os.Rename(path+".newlink", path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		for _, opts := range []Options{{}, {NoGroupCommit: true}} {
+			t.Run(fmt.Sprintf("%s/%+v", tt.name, opts), func(t *testing.T) {
+				dir := t.TempDir()
+				path := filepath.Join(dir, "j.jsonl")
+				if tt.link {
+					if err := os.WriteFile(filepath.Join(dir, "real.jsonl"), nil, 0o600); err != nil {
+						t.Fatal(err)
+					}
+					symlink(t, "real.jsonl", path)
+				}
+				w, _, _, err := Open(path, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Close()
+				if err := w.Append(intent("b", "before", 1)); err != nil {
+					t.Fatal(err)
+				}
+				tt.replace(t, path)
+				newFile, _ := os.ReadFile(path)
+
+				err = w.Append(intent("b", "after", 1))
+				var we *WriteError
+				if !errors.As(err, &we) || we.Path != path || !errors.Is(err, ErrReplaced) {
+					t.Fatalf("Append after the journal was %s = %v, want a *WriteError for ErrReplaced", tt.name, err)
+				}
+				if !strings.Contains(err.Error(), "journal "+path) || !strings.Contains(err.Error(), "while this run held it") {
+					t.Errorf("the error does not say what happened to which journal: %v", err)
+				}
+				held, err := w.f.(*os.File).Stat()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 2 {
+					if err := w.Append(intent("b", "later", 1)); !errors.As(err, &we) || !errors.Is(err, ErrReplaced) {
+						t.Fatalf("Append after the halt = %v, want the same *WriteError", err)
+					}
+				}
+				if again, _ := w.f.(*os.File).Stat(); again.Size() != held.Size() {
+					t.Errorf("the writer wrote %d bytes after it halted", again.Size()-held.Size())
+				}
+				if now, _ := os.ReadFile(path); !bytes.Equal(now, newFile) {
+					t.Errorf("the file now at the path changed:\n%q\nwant\n%q", now, newFile)
+				}
+				if s := w.Stats(); s.Appends != 1 {
+					t.Errorf("Stats = %+v, want only the append made before", s)
+				}
+			})
+		}
+	}
+}
+
+// TestTakeLock: TakeLock takes the lock journal.Open takes: each refuses
+// the other with *LockedError. Discard removes a file TakeLock created and
+// nothing else.
+func TestTakeLock(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.jsonl")
+	l, err := TakeLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Created() {
+		t.Error("Created() = false for a new file")
+	}
+	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 || info.Size() != 0 {
+		t.Fatalf("the new file: %v %v", info, err)
+	}
+	var locked *LockedError
+	if _, _, _, err := Open(path, Options{}); !errors.As(err, &locked) || locked.Path != path {
+		t.Errorf("Open while TakeLock holds = %v, want *LockedError", err)
+	}
+	if _, err := TakeLock(path); !errors.As(err, &locked) {
+		t.Errorf("TakeLock while TakeLock holds = %v, want *LockedError", err)
+	}
+	if err := l.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Discard left the file it created: %v", err)
+	}
+
+	w, _, _, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(intent("b", "1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := TakeLock(path); !errors.As(err, &locked) || err.Error() != "journal "+path+" is locked by another run" {
+		t.Errorf("TakeLock while Open holds = %v, want *LockedError", err)
+	}
+	w.Close()
+	l, err = TakeLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Created() {
+		t.Error("Created() = true for an existing journal")
+	}
+	if err := l.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, err := Load(path); err != nil || st.Len() != 1 {
+		t.Errorf("Discard touched a journal it did not create: %v %v", st, err)
+	}
+	if err := l.Release(); err == nil {
+		t.Error("Release after Discard: no error")
+	}
+}
+
+// TestTakeLockRechecksPath: a lock taken on a file that was replaced
+// between the open and the flock (journal-merge renames its output into
+// place, then lets go of the old file) is a lock on nothing: TakeLock must
+// lock the file the path names once it holds the lock.
+func TestTakeLockRechecksPath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "j.jsonl")
+	old, _ := MarshalLine(nil, intent("b", "old", 1))
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replaced := false
+	testHookBeforeFlock = func() {
+		if replaced {
+			return
+		}
+		replaced = true
+		if err := os.WriteFile(path+".tmp", nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { testHookBeforeFlock = nil }()
+	w, st, _, err := Open(path, Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer w.Close()
+	if !replaced || st.Len() != 0 {
+		t.Fatalf("the hook did not run (%v) or the old file was loaded (%d items)", replaced, st.Len())
+	}
+	if err := w.Append(intent("b", "1", 1)); err != nil {
+		t.Fatalf("Append to the file the path names: %v", err)
+	}
+	if st, _, err := Load(path); err != nil || st.Len() != 1 {
+		t.Errorf("the path's file: %v %v", st, err)
 	}
 }

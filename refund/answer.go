@@ -67,10 +67,14 @@ func (e *engine) adopt(it *Item, attempt int, own []*stripe.Refund) Result {
 	if a, err := parseAttempt(r.Metadata[MetaAttempt]); err == nil {
 		attempt = a
 	}
+	if it.Amount > 0 && r.Amount != it.Amount {
+		return e.amountDiffers(it, attempt, r)
+	}
 	if err := verify(it, r, 0); err != nil {
 		return e.mismatch(it, attempt, r, err)
 	}
 	res := e.settle(it, attempt, r, journal.SourceReconciled)
+	res.Found = true
 	if res.Status != StatusRefunded || len(own) == 1 {
 		return res
 	}
@@ -119,6 +123,22 @@ func (e *engine) mismatch(it *Item, attempt int, r *stripe.Refund, err error) Re
 	}
 	e.halt(&HaltError{Err: fmt.Errorf("stripe answered item %s of batch %s with a refund that is not its own: %v", it.Item, it.Batch, err)})
 	return e.inDoubt(it, attempt, CodeAnswerMismatch, msg)
+}
+
+// amountDiffers settles an item whose own refund (its metadata names the
+// item) exists at Stripe for another amount than the plan's: an earlier
+// plan made it. It is the item's refund, so nothing more is sent, and it is
+// not what the plan asks, so a person decides about the difference.
+func (e *engine) amountDiffers(it *Item, attempt int, r *stripe.Refund) Result {
+	msg := fmt.Sprintf("refund %s of this item at Stripe is of %d %s, the plan asks %d: an earlier plan made it. Nothing sent; if more is owed, plan the difference under a new item id", r.ID, r.Amount, r.Currency, it.Amount)
+	rec := e.failure(it, attempt, 0, CodeAmountDiffers, msg, true)
+	rec.Refund = r.ID
+	if !e.append(rec) {
+		return e.unrecorded(it, attempt, msg)
+	}
+	res := newResult(it, StatusFailed)
+	res.Refund, res.Attempt, res.Code, res.Message = r.ID, attempt, CodeAmountDiffers, msg
+	return res
 }
 
 // deadRefund settles an item whose refund exists at Stripe but was canceled

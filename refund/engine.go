@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -36,9 +37,11 @@ type Config struct {
 	// DryRun reads the journal and reports what would be done: no API call,
 	// no journal write.
 	DryRun bool
-	// MaxAttempts bounds the new idempotency keys one item may use in a run
-	// (after 500s) before it is left in doubt (default 3).
-	MaxAttempts int
+	// ResendAfter500 lets an item whose key Stripe's own 500 burned (in an
+	// earlier run) be sent under a new key once the look-up finds nothing.
+	// Stripe treats a 500 as indeterminate and may still complete the call
+	// while it repairs an incident, so without it such items stay in doubt.
+	ResendAfter500 bool
 	// MaxUnanswered bounds the calls in a row that get no answer at all
 	// before the run halts as unable to reach Stripe (default 8).
 	MaxUnanswered int
@@ -124,6 +127,43 @@ type engine struct {
 	reconciled atomic.Int64
 	newKeys    atomic.Int64
 	duplicates atomic.Int64
+	// indeterminate counts items Stripe's own 500 left in doubt.
+	indeterminate atomic.Int64
+	targets       targetLocks
+	plan          *planIndex
+}
+
+// targetLocks serialise the items of one charge or payment intent within a
+// run: exact, so unrelated items never wait on each other.
+type targetLocks struct {
+	mu sync.Mutex
+	m  map[string]*targetLock
+}
+
+type targetLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock takes target's lock and returns its release.
+func (l *targetLocks) lock(target string) (unlock func()) {
+	l.mu.Lock()
+	t := l.m[target]
+	if t == nil {
+		t = &targetLock{}
+		l.m[target] = t
+	}
+	t.users++
+	l.mu.Unlock()
+	t.Lock()
+	return func() {
+		t.Unlock()
+		l.mu.Lock()
+		if t.users--; t.users == 0 {
+			delete(l.m, target)
+		}
+		l.mu.Unlock()
+	}
 }
 
 // job is an item that needs the API, with what the journal says of it.
@@ -140,9 +180,6 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	if cfg.Workers <= 0 {
 		cfg.Workers = 8
 	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 3
-	}
 	if cfg.MaxUnanswered <= 0 {
 		cfg.MaxUnanswered = 8
 	}
@@ -158,8 +195,8 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	if cfg.Journal == nil && !cfg.DryRun {
 		return Summary{}, errors.New("refund: no journal")
 	}
-	e := &engine{cfg: cfg}
-	e.summary = Summary{ByStatus: map[string]int{}, Refunded: map[string]int64{}}
+	e := &engine{cfg: cfg, targets: targetLocks{m: map[string]*targetLock{}}, plan: newPlanIndex()}
+	e.summary = Summary{ByStatus: map[string]int{}, Refunded: map[string]int64{}, Found: map[string]int64{}}
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	defer stopFeed()
 	e.stopFeed = stopFeed
@@ -192,6 +229,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	e.summary.Reconciled = e.reconciled.Load()
 	e.summary.NewKeys = e.newKeys.Load()
 	e.summary.Duplicates = e.duplicates.Load()
+	e.summary.Indeterminate = e.indeterminate.Load()
 	if cfg.Journal != nil {
 		st := cfg.Journal.Stats()
 		e.summary.Records, e.summary.Fsyncs = st.Records, st.Fsyncs
@@ -213,7 +251,7 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 	ctx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
 	batches := make(chan []parsedLine, 4)
-	go readPlan(ctx, in, name, batches)
+	go readPlan(ctx, in, name, e.plan, batches)
 	for batch := range batches {
 		for i := range batch {
 			p := &batch[i]
@@ -251,26 +289,70 @@ type parsedLine struct {
 	err  error
 }
 
+// planIndex is what a run knows of its plan so far: for each (batch, item)
+// the line that lists it and its target, hashed. readPlan fills it; the
+// workers ask it whether a refund of another item of the batch on a charge
+// is the plan's own (two partial refunds of one charge).
+type planIndex struct {
+	mu   sync.RWMutex
+	seed maphash.Seed
+	m    map[uint64]plannedItem
+}
+
+type plannedItem struct {
+	line   int32
+	target uint32 // hash of the item's charge or payment intent
+}
+
+func newPlanIndex() *planIndex {
+	return &planIndex{seed: maphash.MakeSeed(), m: make(map[uint64]plannedItem)}
+}
+
+func (p *planIndex) key(batch, item string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	h.WriteString(batch)
+	h.WriteByte(0)
+	h.WriteString(item)
+	return h.Sum64()
+}
+
+func (p *planIndex) targetHash(target string) uint32 {
+	return uint32(maphash.String(p.seed, target))
+}
+
+// add records it at line, or returns the line that listed it before.
+// The caller holds p.mu.
+func (p *planIndex) add(it *Item, line int) (prev int, dup bool) {
+	k := p.key(it.Batch, it.Item)
+	if x, ok := p.m[k]; ok {
+		return int(x.line), true
+	}
+	p.m[k] = plannedItem{line: int32(line), target: p.targetHash(it.Target())}
+	return 0, false
+}
+
+// on reports whether the plan read so far lists item of batch on target.
+func (p *planIndex) on(batch, item, target string) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	x, ok := p.m[p.key(batch, item)]
+	return ok && x.target == p.targetHash(target)
+}
+
 // readPlan parses plan lines on a goroutine of its own, in batches, so that
 // parsing a large plan overlaps with the journal lookups and the output. It
 // refuses an item listed twice, and stops at the first bad line, which ends
 // the last batch as its error.
-func readPlan(ctx context.Context, in io.Reader, name string, out chan<- []parsedLine) {
+func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, out chan<- []parsedLine) {
 	defer close(out)
-	var h maphash.Hash
-	seen := make(map[uint64]int) // item hash -> line
-	itemHash := func(it *Item) uint64 {
-		h.Reset()
-		h.WriteString(it.Batch)
-		h.WriteByte(0)
-		h.WriteString(it.Item)
-		return h.Sum64()
-	}
 	const batchSize = 256
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
 	batch := make([]parsedLine, 0, batchSize)
 	send := func() bool {
+		index.mu.Unlock()
+		defer index.mu.Lock()
 		select {
 		case out <- batch:
 			batch = make([]parsedLine, 0, batchSize)
@@ -279,6 +361,9 @@ func readPlan(ctx context.Context, in io.Reader, name string, out chan<- []parse
 			return false
 		}
 	}
+	// The index is written under its lock a batch of lines at a time.
+	index.mu.Lock()
+	defer index.mu.Unlock()
 	line := 0
 	for sc.Scan() {
 		line++
@@ -287,12 +372,13 @@ func readPlan(ctx context.Context, in io.Reader, name string, out chan<- []parse
 			continue
 		}
 		it, err := ParseItem(b)
+		if err == nil && line > math.MaxInt32 {
+			err = fmt.Errorf("plan longer than %d lines: split it", math.MaxInt32)
+		}
 		if err == nil {
-			ih := itemHash(&it)
-			if prev, dup := seen[ih]; dup {
+			if prev, dup := index.add(&it, line); dup {
 				err = fmt.Errorf("item %q of batch %q is already at line %d", it.Item, it.Batch, prev)
 			}
-			seen[ih] = line
 		}
 		if err != nil {
 			batch = append(batch, parsedLine{line: line, err: &InputError{Name: name, Line: line, Err: err}})
@@ -382,78 +468,97 @@ func (e *engine) halt(h *HaltError) {
 }
 
 // process settles one item that needs Stripe: in doubt from an earlier run,
-// held and now allowed, or never tried.
+// held and now allowed, or never tried. Items on one charge or payment
+// intent are processed one at a time, so that one's look-up sees the
+// other's refund.
 func (e *engine) process(ctx context.Context, j job) Result {
 	it, st := j.it, j.st
+	defer e.targets.lock(it.Target())()
 	attempt := 1
 	if j.known {
 		attempt = max(st.Attempt, 1)
 	}
+	unsent := !j.known || !st.Sent // no intent was ever journaled for it
 	// An earlier run, a run under another journal or another batch may have
 	// refunded the charge: look before the first call. Only NoLookup skips
 	// it, and only for an item the journal has never seen.
 	if j.known || !e.cfg.NoLookup {
-		if res, done := e.lookup(ctx, it, attempt, !j.known || !st.Sent); done {
+		if res, done := e.lookup(ctx, it, attempt, unsent, st.KeyBurned); done {
 			return res
-		}
-		if st.KeyBurned {
-			// Stripe replays its saved 500 under this key forever. Once the
-			// look-up found nothing, a new key is the only way on. Never
-			// because of the key's age: an old key can still be in flight,
-			// and reusing it is never less safe than a new one.
-			attempt++
-			e.newKeys.Add(1)
 		}
 	}
-	for keys := 1; ; keys++ {
-		if !e.append(e.intent(it, attempt)) {
-			return e.unrecorded(it, attempt, "journal write failed before the call; nothing was sent")
-		}
-		refund, replayed, err := e.call(ctx, it, attempt)
-		if err == nil {
-			return e.record(it, attempt, refund, replayed)
-		}
-		class, status, code := classify(err)
-		fail := e.failure(it, attempt, status, code, errorMessage(err), class == classFinal)
-		if !e.append(fail) {
-			return e.unrecorded(it, attempt, "answer could not be journaled")
-		}
-		switch class {
-		case classFinal:
-			r := newResult(it, StatusFailed)
-			r.Attempt, r.Code, r.Message = attempt, code, errorMessage(err)
-			return r
-		case classFatal:
-			e.halt(&HaltError{Err: fmt.Errorf("stripe refused the API key (%d %s)", status, code)})
-			return e.inDoubt(it, attempt, code, "run halted")
-		case classStopped:
-			return e.inDoubt(it, attempt, code, "interrupted before Stripe answered; a later run reconciles it")
-		case classRetry:
-			// call gave up after too many unanswered tries and halted the run.
-			return e.inDoubt(it, attempt, code, "Stripe did not answer; a later run reconciles it")
-		}
-		// Indeterminate: Stripe's 500 is saved under this key. Look before
-		// using a new one.
-		if res, done := e.lookup(ctx, it, attempt, false); done {
-			return res
-		}
-		if keys >= e.cfg.MaxAttempts {
-			return e.inDoubt(it, attempt, code, fmt.Sprintf("%d attempts answered %d; left for a later run", keys, status))
-		}
+	if st.KeyBurned {
+		// Stripe replays its saved 500 under this key forever, and lookup
+		// let it through only with ResendAfter500: a new key. Never because
+		// of the key's age: an old key can still be in flight, and reusing
+		// it is never less safe than a new one.
 		attempt++
 		e.newKeys.Add(1)
 	}
+	refund, replayed, err := e.call(ctx, it, attempt)
+	switch {
+	case err == nil:
+		return e.record(it, attempt, refund, replayed)
+	case errors.Is(err, errIntentUnwritten):
+		return e.unrecorded(it, attempt, "journal write failed before the call; nothing was sent")
+	case errors.Is(err, errNotSent):
+		if unsent {
+			return Result{} // never sent: the next run starts it afresh
+		}
+		return e.inDoubt(it, attempt, "interrupted", "stopped before this call was sent, but an earlier one was: a later run looks it up first")
+	}
+	class, status, code := classify(err)
+	msg := errorMessage(err)
+	if class == classKeyReused {
+		msg = "Stripe holds another request under this item's key (another charge or amount): the plan changed after an earlier run; nothing sent. Plan the changed refund under a new item id"
+	}
+	if !e.append(e.failure(it, attempt, status, code, msg, class == classFinal || class == classKeyReused)) {
+		return e.unrecorded(it, attempt, "answer could not be journaled")
+	}
+	switch class {
+	case classFinal, classKeyReused:
+		r := newResult(it, StatusFailed)
+		r.Attempt, r.Code, r.Message = attempt, code, msg
+		return r
+	case classFatal:
+		e.halt(&HaltError{Err: fmt.Errorf("stripe refused the API key (%d %s)", status, code)})
+		return e.inDoubt(it, attempt, code, "run halted")
+	case classStopped:
+		return e.inDoubt(it, attempt, code, "interrupted while retrying a call that was sent; a later run looks it up first")
+	case classRetry:
+		// call gave up after too many unanswered tries and halted the run.
+		return e.inDoubt(it, attempt, code, "Stripe did not answer; a later run looks it up first")
+	}
+	// Stripe's own 500 is saved under the key, and its result is
+	// indeterminate: Stripe may still complete the call while it repairs an
+	// incident. No new key in this run; see ResendAfter500.
+	e.indeterminate.Add(1)
+	return e.inDoubt(it, attempt, code, "Stripe answered 500: its result is indeterminate (Stripe may still complete it). A later run looks it up; it sends under a new key only with --resend-after-500")
 }
 
+// Errors of call that say nothing was sent under the attempt's key by it.
+var (
+	// errNotSent: stopped (signal or halt) before the first request.
+	errNotSent = errors.New("stopped before the call was sent")
+	// errIntentUnwritten: the intent could not be journaled, so the call
+	// was not made.
+	errIntentUnwritten = errors.New("intent not journaled")
+)
+
 // call sends one refund request, repeating it with the same key while
-// Stripe asks for patience (429, 409, 503) or does not answer.
+// Stripe asks for patience (429, 409, 503) or does not answer. The intent
+// is journaled only once the pacer lets the first request go, so a stop
+// while waiting leaves nothing in doubt that was never sent.
 func (e *engine) call(ctx context.Context, it *Item, attempt int) (*stripe.Refund, bool, error) {
 	for try := 0; ; try++ {
-		if err := e.wait(ctx); err != nil {
+		if err := e.wait(ctx); err != nil || e.halted() {
+			if try == 0 {
+				return nil, false, errNotSent
+			}
 			return nil, false, context.Canceled
 		}
-		if e.halted() {
-			return nil, false, context.Canceled
+		if try == 0 && !e.append(e.intent(it, attempt)) {
+			return nil, false, errIntentUnwritten
 		}
 		e.creates.Add(1)
 		// A sent request is never abandoned half-way on the first signal:

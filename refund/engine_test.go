@@ -16,6 +16,7 @@ import (
 	"time"
 
 	stripe "github.com/stripe/stripe-go/v76"
+	"golang.org/x/time/rate"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
@@ -335,6 +336,7 @@ func TestFaultsNeverRefundTwice(t *testing.T) {
 		name   string
 		faults stripesim.Faults
 		check  func(t *testing.T, o outcome)
+		resend bool // reruns send items Stripe's 500 left in doubt under a new key
 	}{
 		{name: "429 storm", faults: stripesim.Faults{RateLimitShare: 0.5}, check: func(t *testing.T, o outcome) {
 			if o.summary.RateLimited == 0 {
@@ -350,7 +352,7 @@ func TestFaultsNeverRefundTwice(t *testing.T) {
 			if o.summary.NewKeys == 0 {
 				t.Error("no new key used: the fault was not injected")
 			}
-		}},
+		}, resend: true},
 		// net/http itself repeats a request with an Idempotency-Key whose
 		// reused connection closed before any answer, so the run may not
 		// see the drops: the simulator counts them, and every drop must end
@@ -365,8 +367,8 @@ func TestFaultsNeverRefundTwice(t *testing.T) {
 			o := run(t, s, path, plan, runOpts{workers: 8})
 			// A share below 1 can still hit one item on every attempt; a
 			// second run must then settle it, still exactly once.
-			for i := 0; i < 5 && o.summary.ByStatus[refund.StatusInDoubt] > 0; i++ {
-				o = run(t, s, path, plan, runOpts{workers: 8})
+			for i := 0; i < 10 && o.summary.ByStatus[refund.StatusInDoubt] > 0; i++ {
+				o = run(t, s, path, plan, runOpts{workers: 8, cfg: func(c *refund.Config) { c.ResendAfter500 = tc.resend }})
 			}
 			if o.err != nil {
 				t.Fatal(o.err)
@@ -388,7 +390,11 @@ func TestFaultsNeverRefundTwice(t *testing.T) {
 	}
 }
 
-func TestPersistent500LeavesItemInDoubtThenResumes(t *testing.T) {
+// TestStripe500LeavesItemInDoubtUntilAskedToResend: Stripe's own 500 is
+// saved under the key and its result is indeterminate (Stripe may still
+// complete the call). No new key in the same run; a later run sends under a
+// new key only when told to, and only if the look-up still finds nothing.
+func TestStripe500LeavesItemInDoubtUntilAskedToResend(t *testing.T) {
 	s := newSim(t, 1, stripesim.Faults{ErrorBeforeCommitShare: 1})
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	plan := planLines("b1", 1, 0)
@@ -397,21 +403,32 @@ func TestPersistent500LeavesItemInDoubtThenResumes(t *testing.T) {
 		t.Fatal(o.err)
 	}
 	wantStatus(t, o, 1, refund.StatusInDoubt)
-	if got := s.creates.Load(); got != 3 {
-		t.Errorf("%d creates, want 3 (one per attempt key)", got)
+	if got := s.creates.Load(); got != 1 {
+		t.Errorf("%d creates, want 1: no new key in the run that got the 500", got)
+	}
+	if o.summary.Indeterminate != 1 {
+		t.Errorf("summary counts %d indeterminate, want 1", o.summary.Indeterminate)
 	}
 	if len(s.Refunds()) != 0 {
 		t.Fatalf("refund created despite 500 before commit")
 	}
-
 	if err := s.SetFaults(stripesim.Faults{}); err != nil {
 		t.Fatal(err)
 	}
 	o = run(t, s, path, plan, runOpts{})
+	wantStatus(t, o, 1, refund.StatusInDoubt)
+	if got := s.creates.Load(); got != 1 {
+		t.Errorf("%d creates, want 1: a rerun without --resend-after-500 sends nothing", got)
+	}
+	if msg := o.results["i1"].Message; !strings.Contains(msg, "--resend-after-500") {
+		t.Errorf("message %q does not say how to go on", msg)
+	}
+
+	o = run(t, s, path, plan, runOpts{cfg: func(c *refund.Config) { c.ResendAfter500 = true }})
 	wantStatus(t, o, 1, refund.StatusRefunded)
-	// Keys 1-3 replay their 500 forever: the resume must use key 4.
-	if got := o.results["i1"].Attempt; got != 4 {
-		t.Errorf("resumed with attempt %d, want 4", got)
+	// Key 1 replays its 500 forever: the resume uses key 2.
+	if got := o.results["i1"].Attempt; got != 2 {
+		t.Errorf("resumed with attempt %d, want 2", got)
 	}
 	wantExactlyOnce(t, s, "b1", 1)
 }
@@ -590,5 +607,47 @@ func TestDeadRefundIsNotReplayedNorRepeated(t *testing.T) {
 				t.Fatalf("journal state %+v, want failed refund_%s", st, status)
 			}
 		})
+	}
+}
+
+// TestStopWhileWaitingLeavesNothingInDoubt: an item waiting on the rate
+// limiter when a stop comes was never sent. It gets no intent and no
+// in-doubt result; the next run starts it afresh.
+func TestStopWhileWaitingLeavesNothingInDoubt(t *testing.T) {
+	s := newSim(t, 2, stripesim.Faults{})
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	w, state, _, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	// The stop comes once the first create is on the wire.
+	s.SetCreateHook(func(string) { stop() })
+	var mu sync.Mutex
+	var results []refund.Result
+	// Three tokens: both items' look-ups and one create; the other create waits.
+	limiter := rate.NewLimiter(rate.Every(time.Hour), 3)
+	_, err = refund.Run(ctx, refund.Config{
+		Stripe: refund.NewStripe(s.url, testKey, 2), Journal: w, State: state, Workers: 2, Limiter: limiter,
+		OnResult: func(r refund.Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			results = append(results, r)
+		},
+	}, strings.NewReader(planLines("b1", 2, 0)), "plan.jsonl")
+	w.Close()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want canceled", err)
+	}
+	if len(results) != 1 || results[0].Status != refund.StatusRefunded {
+		t.Fatalf("results %+v, want only the one item sent, refunded", results)
+	}
+	after, _, err := journal.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Len() != 1 {
+		t.Errorf("the journal holds %d items, want only the one sent", after.Len())
 	}
 }

@@ -24,15 +24,26 @@ const (
 	// CodeDuplicateRefunds: Stripe holds more than one live refund for the
 	// item; one is kept, the others are journaled and reported.
 	CodeDuplicateRefunds = "duplicate_refunds"
-	// CodeAnswerMismatch: Stripe answered with a refund that is not the
-	// item's (another charge, amount or item); the run halts.
+	// CodeRefundedByOtherItem: the charge holds a live refund of this batch
+	// for an item that neither the plan nor the journal puts on this charge
+	// (an item renamed, or named by its payment intent instead of its
+	// charge); the item is held, nothing is sent.
+	CodeRefundedByOtherItem = "refunded_by_other_item"
+	// CodeAnswerMismatch: Stripe answered a create call with a refund that
+	// is not the item's (another charge, amount or item); the run halts.
 	CodeAnswerMismatch = "answer_mismatch"
+	// CodeAmountDiffers: the look-up found the item's own refund, of
+	// another amount than the plan's (made under an earlier plan).
+	CodeAmountDiffers = "refund_amount_differs"
+	// CodeLookupFailed: the charge's refunds could not be listed; nothing
+	// was sent and nothing journaled, so the next run tries again.
+	CodeLookupFailed = "lookup_failed"
 )
 
 // heldCode reports a failure that is a hold for a refund made elsewhere on
 // the charge, which AllowRefundedCharges lifts.
 func heldCode(code string) bool {
-	return code == CodeRefundedByOtherBatch || code == CodeRefundedOutside
+	return code == CodeRefundedByOtherBatch || code == CodeRefundedOutside || code == CodeRefundedByOtherItem
 }
 
 // onCharge is what the refunds of an item's charge say about the item.
@@ -40,6 +51,7 @@ type onCharge struct {
 	own        []*stripe.Refund // live refunds naming the item, oldest first
 	dead       *stripe.Refund   // its oldest canceled or failed refund, when none is live
 	otherBatch []*stripe.Refund // live refunds of other refundkit batches
+	otherItem  []*stripe.Refund // live refunds of this batch for items not planned on this target
 	outside    []*stripe.Refund // live refunds without refundkit metadata
 }
 
@@ -48,9 +60,10 @@ func live(r *stripe.Refund) bool {
 }
 
 // sortRefunds sorts the charge's refunds (newest first, as Stripe lists
-// them) by what they mean for it. Refunds of the same batch for other items
-// are the plan's own business (two partial refunds of one charge).
-func sortRefunds(it *Item, refunds []*stripe.Refund) onCharge {
+// them) by what they mean for it. A refund of the same batch for another
+// item is the plan's own business (two partial refunds of one charge) when
+// sibling says that item is planned or journaled on this target too.
+func sortRefunds(it *Item, refunds []*stripe.Refund, sibling func(item string) bool) onCharge {
 	var c onCharge
 	for i := len(refunds) - 1; i >= 0; i-- {
 		r := refunds[i]
@@ -67,6 +80,8 @@ func sortRefunds(it *Item, refunds []*stripe.Refund) onCharge {
 			c.outside = append(c.outside, r)
 		case batch != it.Batch:
 			c.otherBatch = append(c.otherBatch, r)
+		case !sibling(r.Metadata[MetaItem]):
+			c.otherItem = append(c.otherItem, r)
 		}
 	}
 	if len(c.own) > 0 {
@@ -78,32 +93,48 @@ func sortRefunds(it *Item, refunds []*stripe.Refund) onCharge {
 // lookup lists the refunds of the item's charge and settles the item when
 // one of them decides it: its own refund is adopted, a dead one or a
 // refund made elsewhere holds it. done is false when nothing stands in the
-// way of a call. unsent says no intent was ever journaled for the item.
-func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool) (res Result, done bool) {
+// way of a call. unsent says no intent was ever journaled for the item;
+// burned that Stripe's own 500 is saved under its current key.
+func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent, burned bool) (res Result, done bool) {
 	refunds, res, ok := e.list(ctx, it, attempt, unsent)
 	if !ok {
 		return res, true
 	}
-	c := sortRefunds(it, refunds)
+	c := sortRefunds(it, refunds, func(item string) bool { return e.sibling(it, item) })
+	allowed := e.cfg.AllowRefundedCharges
 	switch {
 	case len(c.own) > 0:
 		return e.adopt(it, attempt, c.own), true
 	case c.dead != nil:
 		return e.deadRefund(it, c.dead), true
-	case len(c.otherBatch) > 0 && !e.cfg.AllowRefundedCharges:
-		return e.hold(it, attempt, CodeRefundedByOtherBatch, c.otherBatch), true
-	case len(c.outside) > 0 && e.cfg.AllRefunds && !e.cfg.AllowRefundedCharges:
-		return e.hold(it, attempt, CodeRefundedOutside, c.outside), true
+	case len(c.otherBatch) > 0 && !allowed:
+		return e.hold(it, attempt, unsent, CodeRefundedByOtherBatch, c.otherBatch), true
+	case len(c.otherItem) > 0 && !allowed:
+		return e.hold(it, attempt, unsent, CodeRefundedByOtherItem, c.otherItem), true
+	case len(c.outside) > 0 && e.cfg.AllRefunds && !allowed:
+		return e.hold(it, attempt, unsent, CodeRefundedOutside, c.outside), true
+	case burned && !e.cfg.ResendAfter500:
+		return e.inDoubt(it, attempt, "api_error", "Stripe answered 500 to an earlier call and still has no refund for it: its result is indeterminate (Stripe may still complete it while it repairs an incident). Check the charge; to send it under a new key, run again with --resend-after-500"), true
 	}
-	if len(c.otherBatch) > 0 {
-		e.cfg.Log.Warn("charge already refunded by another batch; refunding again as --allow-refunded-charges says",
-			"batch", it.Batch, "item", it.Item, "target", it.Target(), "refunds", describe(c.otherBatch))
+	if len(c.otherBatch)+len(c.otherItem) > 0 {
+		e.cfg.Log.Warn("charge already refunded for another batch or item; refunding again as --allow-refunded-charges says",
+			"batch", it.Batch, "item", it.Item, "target", it.Target(), "refunds", describe(append(c.otherBatch, c.otherItem...)))
 	}
 	if len(c.outside) > 0 && !e.cfg.AllRefunds {
 		e.cfg.Log.Warn("charge has refunds without refundkit metadata; refunding anyway (--all-refunds holds such items)",
 			"batch", it.Batch, "item", it.Item, "target", it.Target(), "refunds", describe(c.outside))
 	}
 	return Result{}, false
+}
+
+// sibling reports whether item of it's batch is the plan's or journal's
+// on it's target: then its refund on the charge is not it's concern.
+func (e *engine) sibling(it *Item, item string) bool {
+	if e.plan.on(it.Batch, item, it.Target()) {
+		return true
+	}
+	st, ok := e.cfg.State.Lookup(it.Batch, item)
+	return ok && (st.Charge == it.Target() || st.PaymentIntent == it.Target())
 }
 
 // list returns the refunds of the item's charge or payment intent, newest
@@ -151,7 +182,18 @@ func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (
 			}
 			return nil, e.inDoubt(it, 0, code, msg), false
 		}
-		return nil, e.notCalled(it, unsent, code, "could not list the charge's refunds"), false
+		if e.halted() || ctx.Err() != nil {
+			return nil, e.notCalled(it, unsent, code, "could not list the charge's refunds"), false
+		}
+		if unsent {
+			// Nothing was sent and nothing is journaled: the next run starts
+			// it afresh. Said as a failure, so the run does not exit 0.
+			r := newResult(it, StatusFailed)
+			r.Attempt, r.Code = attempt, CodeLookupFailed
+			r.Message = fmt.Sprintf("could not list the charge's refunds (%s); nothing sent, nothing journaled: run again", code)
+			return nil, r, false
+		}
+		return nil, e.inDoubt(it, 0, code, "could not list the charge's refunds"), false
 	}
 }
 
@@ -164,22 +206,33 @@ func (e *engine) notCalled(it *Item, unsent bool, code, msg string) Result {
 	return e.inDoubt(it, 0, code, msg)
 }
 
-// hold journals an item whose charge holds refunds made elsewhere as
-// failed for good: nothing is sent until an operator says more refunds on
-// the charge are intended.
-func (e *engine) hold(it *Item, attempt int, code string, refunds []*stripe.Refund) Result {
+// hold journals an item whose charge holds refunds made elsewhere: nothing
+// is sent until an operator says more refunds on the charge are intended.
+// An item never sent is failed for good; one whose call an earlier run sent
+// stays in doubt, since that call may still have made its refund.
+func (e *engine) hold(it *Item, attempt int, unsent bool, code string, refunds []*stripe.Refund) Result {
 	var why string
-	if code == CodeRefundedByOtherBatch {
+	switch code {
+	case CodeRefundedByOtherBatch:
 		why = "another refundkit batch already refunded this charge"
-	} else {
+	case CodeRefundedByOtherItem:
+		why = "another item of this batch, which the plan does not put on this charge, already refunded it (an item renamed, or named by another id of the same payment?)"
+	default:
 		why = "the charge already has refunds made outside refundkit"
 	}
-	msg := fmt.Sprintf("%s: %s; nothing sent. If another refund is intended, run again with --allow-refunded-charges", why, describe(refunds))
-	rec := e.failure(it, attempt, 0, code, msg, true)
+	sent := "nothing sent"
+	if !unsent {
+		sent = fmt.Sprintf("nothing sent now; attempt %d was sent by an earlier run and its refund is not found", attempt)
+	}
+	msg := fmt.Sprintf("%s: %s; %s. If another refund is intended, run again with --allow-refunded-charges", why, describe(refunds), sent)
+	rec := e.failure(it, attempt, 0, code, msg, unsent)
 	if !e.append(rec) {
 		return e.unrecorded(it, attempt, msg)
 	}
 	e.cfg.Log.Warn("item held: "+why, "batch", it.Batch, "item", it.Item, "target", it.Target(), "refunds", describe(refunds))
+	if !unsent {
+		return e.inDoubt(it, attempt, code, msg)
+	}
 	r := newResult(it, StatusFailed)
 	r.Attempt, r.Code, r.Message = attempt, code, msg
 	return r

@@ -30,8 +30,11 @@ type Result struct {
 	Amount        int64  `json:"amount,omitempty"`
 	Currency      string `json:"currency,omitempty"`
 	Attempt       int    `json:"attempt,omitempty"`
-	Code          string `json:"code,omitempty"`
-	Message       string `json:"message,omitempty"`
+	// Found: the refund was found at Stripe (made by an earlier run, under
+	// another journal), not made by this run.
+	Found   bool   `json:"found,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 func newResult(it *Item, status string) Result {
@@ -43,24 +46,33 @@ type Summary struct {
 	Items    int
 	ByStatus map[string]int
 	// Refunded sums the amounts refunded in this run, per currency.
-	Refunded     map[string]int64
-	CreateCalls  int64
-	ListCalls    int64
-	RateLimited  int64 // 429 answers
-	Retries      int64 // calls repeated with the same key
-	Reconciled   int64 // in-doubt items settled by listing the charge's refunds
-	NewKeys      int64 // attempts that needed a new idempotency key
-	Duplicates   int64 // items Stripe holds more than one live refund for
-	Records      int64 // journal records written
-	Fsyncs       int64
-	HaltedReason string
+	Refunded map[string]int64
+	// Found sums the refunds found at Stripe and adopted, per currency:
+	// money an earlier run refunded.
+	Found       map[string]int64
+	CreateCalls int64
+	ListCalls   int64
+	RateLimited int64 // 429 answers
+	Retries     int64 // calls repeated with the same key
+	Reconciled  int64 // in-doubt items settled by listing the charge's refunds
+	NewKeys     int64 // attempts that needed a new idempotency key
+	Duplicates  int64 // items Stripe holds more than one live refund for
+	// Indeterminate counts items left in doubt by Stripe's own 500.
+	Indeterminate int64
+	Records       int64 // journal records written
+	Fsyncs        int64
+	HaltedReason  string
 }
 
 func (s *Summary) add(r Result) {
 	s.Items++
 	s.ByStatus[r.Status]++
 	if r.Status == StatusRefunded && r.Amount > 0 {
-		s.Refunded[r.Currency] += r.Amount
+		if r.Found {
+			s.Found[r.Currency] += r.Amount
+		} else {
+			s.Refunded[r.Currency] += r.Amount
+		}
 	}
 }
 
@@ -76,17 +88,22 @@ func (s *Summary) String() string {
 	str := strings.TrimSuffix(b.String(), ",")
 	b.Reset()
 	b.WriteString(str)
-	var cur []string
-	for c := range s.Refunded {
-		cur = append(cur, c)
-	}
-	sort.Strings(cur)
-	for _, c := range cur {
-		name := c
-		if name == "" {
-			name = "(currency unknown)"
+	for _, sum := range []struct {
+		what    string
+		amounts map[string]int64
+	}{{"refunded", s.Refunded}, {"found at Stripe (refunded earlier)", s.Found}} {
+		var cur []string
+		for c := range sum.amounts {
+			cur = append(cur, c)
 		}
-		fmt.Fprintf(&b, "; refunded %d %s", s.Refunded[c], name)
+		sort.Strings(cur)
+		for _, c := range cur {
+			name := c
+			if name == "" {
+				name = "(currency unknown)"
+			}
+			fmt.Fprintf(&b, "; %s %d %s", sum.what, sum.amounts[c], name)
+		}
 	}
 	fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
 		s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
@@ -113,6 +130,9 @@ func (r *Result) AppendJSON(b []byte) []byte {
 	if r.Attempt != 0 {
 		b = append(b, `,"attempt":`...)
 		b = strconv.AppendInt(b, int64(r.Attempt), 10)
+	}
+	if r.Found {
+		b = append(b, `,"found":true`...)
 	}
 	b = appendOptString(b, `,"code":`, r.Code)
 	b = appendOptString(b, `,"message":`, r.Message)

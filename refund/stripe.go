@@ -108,6 +108,9 @@ const (
 	classFinal
 	// classFatal: the key is refused; no call of this run can succeed.
 	classFatal
+	// classKeyReused: Stripe holds another request (other parameters)
+	// under the key: the plan changed after the key was first used.
+	classKeyReused
 	// classStopped: the run was stopped (signal) before an answer.
 	classStopped
 )
@@ -140,6 +143,8 @@ func classify(err error) (class errorClass, status int, code string) {
 		return classRetry, 0, "gateway_" + strconv.Itoa(status)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return classFatal, status, code
+	case se.Type == stripe.ErrorTypeIdempotency && status == http.StatusBadRequest:
+		return classKeyReused, status, "idempotency_key_reused"
 	case status == http.StatusTooManyRequests, status == http.StatusConflict,
 		status == http.StatusServiceUnavailable:
 		return classRetry, status, code

@@ -1,10 +1,12 @@
 // Package audit tells whether a batch was refunded exactly once. It reads
 // journals (and a plan) into compact per-item state and reports findings:
 // items refunded twice, in doubt, failed, in conflict, missing or not
-// planned, and torn journal tails. With Stripe it lists the refunds of every
-// charge and compares them with the journal; it can backfill the refunds the
-// journal lacks, so that a later refund run skips them, and cancel extra
-// refunds that Stripe can still cancel.
+// planned, charges refunded by more than one batch, and torn journal
+// tails. With Stripe it lists the refunds of every charge and compares them
+// with the journal; it can backfill the refunds the journal lacks, so that a
+// later refund run skips them, and cancel extra refunds that Stripe can
+// still cancel. A refund is an item's by its metadata; one without metadata
+// only when it is exactly what the item asked for and nothing else matches.
 package audit
 
 import (
@@ -101,12 +103,18 @@ type Options struct {
 	// payment intent of the plan and journals.
 	Stripe *refund.Stripe
 	// AllRefunds counts refunds without refundkit metadata (made by older
-	// scripts or by hand) as refunds of the batch. On a charge with one
-	// planned item (and an amount that agrees with the plan's, if it names
-	// one) such a refund is that item's, and is backfilled as its; on other
-	// charges it cannot be matched to an item and is reported as such.
-	// Refunds whose metadata names another batch are never counted.
+	// scripts or by hand) as refunds of the batch. Such a refund is an
+	// item's, and is backfilled as its, only when it is exactly what the
+	// item asked for (the planned amount; for a full refund, the charge's
+	// whole amount), the item has no refund whose metadata names it, and no
+	// other such refund or item matches either; any other is reported as
+	// unattributed. Refunds whose metadata names another batch are never
+	// an item's; they are reported as other_batch.
 	AllRefunds bool
+	// Charges fetches a charge whose amount tells whether a refund without
+	// metadata is a full refund; nil: Stripe's, if it can, else such a
+	// refund never matches a full-refund item.
+	Charges ChargeGetter
 	// Limiter paces every API call; nil means unlimited.
 	Limiter *rate.Limiter
 	// Workers is how many lists are in flight at once (default 4).
@@ -164,10 +172,15 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	if opts.CancelExtras && opts.Actions == nil {
 		return nil, errors.New("audit: cancel-extras needs a journal to record the cancels in")
 	}
+	if opts.Charges == nil {
+		if g, ok := any(opts.Stripe).(ChargeGetter); ok && opts.Stripe != nil {
+			opts.Charges = g
+		}
+	}
 	rep := newReport()
 	rep.Journals, rep.Records, rep.Items = a.journals, a.records, int(a.st.n)
 	rep.Stripe = opts.Stripe != nil
-	r := &run{Auditor: a, opts: opts, rep: rep, out: func(f *Finding) {
+	r := &run{Auditor: a, opts: opts, rep: rep, charges: map[string]chargeInfo{}, out: func(f *Finding) {
 		rep.Findings[f.Finding]++
 		emit(f)
 	}}
@@ -184,6 +197,7 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	}
 	if opts.Stripe == nil {
 		r.journalPass()
+		r.otherBatchPass()
 		return rep, nil
 	}
 	return rep, r.stripePass(ctx)
@@ -202,9 +216,10 @@ func tornFinding(t *journal.Torn) *Finding {
 // run is one Run.
 type run struct {
 	*Auditor
-	opts Options
-	rep  *Report
-	out  func(*Finding)
+	opts    Options
+	rep     *Report
+	out     func(*Finding)
+	charges map[string]chargeInfo // fetched charges, by id
 }
 
 // itemView is an item's state with its strings, which point into the arena.
@@ -214,7 +229,7 @@ type itemView struct {
 	item     string
 	target   string
 	isIntent bool
-	flags    uint8
+	flags    uint16
 	status   string
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
 )
 
@@ -245,5 +246,57 @@ func TestAuditPlanErrors(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 			t.Errorf("error %v, want it to start %q", err, c.want)
 		}
+	}
+}
+
+// What refund journals when its look-up holds an item, when an answer is
+// not the item's refund, and when Stripe holds two refunds for one item.
+func TestAuditOfHeldMismatchedAndDoublyRefundedItems(t *testing.T) {
+	held := func(code, msg string) journal.Record {
+		r := failed("i1", "ch_1", code, true)
+		r.HTTPStatus, r.Message = 0, msg
+		return r
+	}
+	mismatch := failed("i1", "ch_1", refund.CodeAnswerMismatch, false)
+	mismatch.HTTPStatus, mismatch.Message = 200, "the answer re_7 names charge ch_9, not ch_1"
+	second := refunded("i1", "ch_1", "re_9", 250)
+	second.Attempt, second.Source = 2, journal.SourceReconciled
+	for _, c := range []struct {
+		name   string
+		recs   []journal.Record
+		kind   string
+		code   string
+		msg    string
+		remedy []string
+		amount int64
+	}{
+		{"held for another batch's refund", []journal.Record{held(refund.CodeRefundedByOtherBatch, "re_1 (batch day-1, item i1, 500 usd)")},
+			audit.KindFailed, refund.CodeRefundedByOtherBatch, "re_1 (batch day-1, item i1, 500 usd)",
+			[]string{"refund held this item before any call", "another refundkit batch", "a person decides", "run refund again with --allow-refunded-charges"}, 0},
+		{"held for a refund outside refundkit", []journal.Record{held(refund.CodeRefundedOutside, "re_2 (100 usd, no refundkit metadata)")},
+			audit.KindFailed, refund.CodeRefundedOutside, "re_2 (100 usd, no refundkit metadata)",
+			[]string{"made outside refundkit", "a person decides", "run refund again with --allow-refunded-charges"}, 0},
+		{"an answer that is not the item's refund", []journal.Record{intent("i1", "ch_1", 1), mismatch},
+			audit.KindInDoubt, refund.CodeAnswerMismatch, mismatch.Message,
+			[]string{"answered this item's refund call with a refund for another charge, amount or item", "check that refund at Stripe", "before running refund again"}, 0},
+		{"two live refunds found for one item", cat(done("i1", "ch_1", "re_1", 250), one(second)),
+			audit.KindDuplicate, "", "", []string{"cannot be reversed through the API"}, 250},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, _ := runOffline(t, "", jl(t, c.recs...))
+			wantFindings(t, "audit", got, c.kind+" i1")
+			f := got[0]
+			if f.Code != c.code || f.Message != c.msg || f.Amount != c.amount {
+				t.Errorf("finding %+v: want code %q, message %q, amount %d", f, c.code, c.msg, c.amount)
+			}
+			for _, want := range c.remedy {
+				if !strings.Contains(f.Remedy, want) {
+					t.Errorf("remedy %q lacks %q", f.Remedy, want)
+				}
+			}
+			if c.kind == audit.KindDuplicate && (len(f.Refunds) != 2 || f.Refunds[1].ID != "re_9" || f.Refunds[1].Amount != 250) {
+				t.Errorf("duplicate refunds %+v", f.Refunds)
+			}
+		})
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	stripe "github.com/stripe/stripe-go/v76"
 
+	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 )
 
@@ -20,6 +22,10 @@ type sref struct {
 	batch   string
 	item    string
 	attempt int
+	charge  string // the charge refunded
+	// claimed: a refund without metadata that an item's journal names or
+	// that matched an item exactly; the others are unattributed.
+	claimed bool
 }
 
 func newSref(x *stripe.Refund) *sref {
@@ -29,6 +35,9 @@ func newSref(x *stripe.Refund) *sref {
 		batch:  x.Metadata[refund.MetaBatch],
 		item:   x.Metadata[refund.MetaItem],
 	}
+	if x.Charge != nil {
+		s.charge = x.Charge.ID
+	}
 	if n, err := strconv.Atoi(x.Metadata[refund.MetaAttempt]); err == nil && n >= 1 {
 		s.attempt = n
 	}
@@ -37,6 +46,73 @@ func newSref(x *stripe.Refund) *sref {
 
 // reversible reports a refund Stripe can still cancel.
 func (x *sref) reversible() bool { return x.Status == string(stripe.RefundStatusRequiresAction) }
+
+// describe names a refund for messages: "re_1 (500 usd, no refundkit
+// metadata)".
+func (x *sref) describe() string {
+	meta := "no refundkit metadata"
+	if x.batch != "" {
+		meta = "batch " + x.batch + ", item " + x.item
+	}
+	return fmt.Sprintf("%s (%d %s, %s)", x.ID, x.Amount, x.Currency, meta)
+}
+
+// member is one item of a group as Stripe sees it.
+type member struct {
+	v       itemView
+	sl      *itemSlot
+	planned bool
+	refunds []*sref // live refunds Stripe has for it, oldest first
+	// misnamed are live refunds its journal names that are not its own:
+	// of another item, or without metadata and not what it asked for.
+	misnamed []*sref
+	why      []string
+}
+
+// ownRefund reports a refund whose metadata names the member.
+func (m *member) ownRefund() bool {
+	for _, x := range m.refunds {
+		if x.batch != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// group is the items of one batch on a target.
+type group struct {
+	batch   string
+	ms      []*member
+	byItem  map[string]*member
+	planned []*member
+	others  []*sref // live refunds of the batch for items not in the group
+}
+
+func (r *run) newGroup(head uint32) *group {
+	s := r.st
+	ids := []uint32{head}
+	if s.slot(head).next != 0 {
+		ids = s.members(head)
+	}
+	g := &group{ms: make([]*member, len(ids)), byItem: make(map[string]*member, len(ids))}
+	for k, i := range ids {
+		sl := s.slot(i)
+		m := &member{v: r.view(i), sl: sl, planned: !s.planned || sl.flags&flagInPlan != 0}
+		g.ms[k] = m
+		g.byItem[m.v.item] = m
+		if m.planned {
+			g.planned = append(g.planned, m)
+		}
+	}
+	g.batch = g.ms[0].v.batch
+	return g
+}
+
+// unattributed is a refund without metadata that no item can be given.
+type unattributed struct {
+	x   *sref
+	why string
+}
 
 // stripeTarget checks every group on a target against its refunds.
 func (r *run) stripeTarget(ctx context.Context, t *target, list []*stripe.Refund) error {
@@ -49,99 +125,229 @@ func (r *run) stripeTarget(ctx context.Context, t *target, list []*stripe.Refund
 	for _, x := range all {
 		byID[x.ID] = x
 	}
-	for _, h := range t.heads {
-		if err := r.stripeGroup(ctx, t, h, all, byID, len(t.heads) > 1); err != nil {
+	gs := make([]*group, len(t.heads))
+	for k, h := range t.heads {
+		gs[k] = r.newGroup(h)
+	}
+	// A refund whose metadata names an item is that item's, always.
+	for _, x := range all {
+		if !x.live || x.batch == "" {
+			continue
+		}
+		for _, g := range gs {
+			if g.batch != x.batch {
+				continue
+			}
+			if m := g.byItem[x.item]; m != nil {
+				m.refunds = append(m.refunds, x)
+			} else {
+				g.others = append(g.others, x)
+			}
+		}
+	}
+	un, err := r.attribute(ctx, gs, all, byID)
+	if err != nil {
+		return err
+	}
+	for _, g := range gs {
+		if err := r.stripeGroup(ctx, t, g, byID, un); err != nil {
 			return err
 		}
+	}
+	batch := ""
+	if len(gs) == 1 {
+		batch = gs[0].batch
+	}
+	for _, u := range un {
+		r.out(r.unattributedFinding(t, batch, u))
+	}
+	r.otherBatches(t, gs, all)
+	return nil
+}
+
+// attribute gives refunds without refundkit metadata to items: one that an
+// item's journal names stays the item's if it is what the item asked for;
+// with AllRefunds, another is an item's only when it matches exactly what
+// one item without a refund asked for, and nothing else matches either of
+// them. The rest are returned, unattributed.
+func (r *run) attribute(ctx context.Context, gs []*group, all []*sref, byID map[string]*sref) ([]unattributed, error) {
+	var open []*member // planned items without a refund
+	for _, g := range gs {
+		for _, m := range g.ms {
+			if err := r.journalNamed(ctx, m, byID); err != nil {
+				return nil, err
+			}
+			if m.planned && len(m.refunds) == 0 && len(m.misnamed) == 0 {
+				open = append(open, m)
+			}
+		}
+	}
+	if !r.opts.AllRefunds {
+		return nil, nil
+	}
+	var free []*sref
+	for _, x := range all {
+		if x.live && x.batch == "" && !x.claimed {
+			free = append(free, x)
+		}
+	}
+	if len(free) == 0 {
+		return nil, nil
+	}
+	cands := make([][]*member, len(free))
+	matched := make(map[*member][]*sref, len(open))
+	for k, x := range free {
+		for _, m := range open {
+			ok, err := r.matches(ctx, m, x)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				cands[k] = append(cands[k], m)
+				matched[m] = append(matched[m], x)
+			}
+		}
+	}
+	var out []unattributed
+	for k, x := range free {
+		c := cands[k]
+		switch {
+		case len(c) == 1 && len(matched[c[0]]) == 1:
+			m := c[0]
+			m.refunds = append(m.refunds, x)
+			x.claimed = true
+			continue
+		case len(c) > 1:
+			out = append(out, unattributed{x, fmt.Sprintf("%d items planned on this charge match it", len(c))})
+		case len(c) == 1:
+			var also []*sref
+			for _, y := range matched[c[0]] {
+				if y != x {
+					also = append(also, y)
+				}
+			}
+			out = append(out, unattributed{x, fmt.Sprintf("item %s matches it and also %s, without metadata too", c[0].v.item, refundIDs(srefRefunds(also)))})
+		case len(open) == 0:
+			out = append(out, unattributed{x, "every item planned on this charge already has its refund"})
+		case r.charges[x.charge].err != "":
+			out = append(out, unattributed{x, "the charge's amount, which a full refund is matched by, could not be fetched (" + r.charges[x.charge].err + ")"})
+		default:
+			out = append(out, unattributed{x, "it is not what any item planned on this charge without a refund asked for (its amount, or the charge's whole amount for a full refund)"})
+		}
+	}
+	return out, nil
+}
+
+func srefRefunds(xs []*sref) []Refund {
+	out := make([]Refund, len(xs))
+	for k, x := range xs {
+		out[k] = x.Refund
+	}
+	return out
+}
+
+// journalNamed adds to m the live refunds without metadata that its
+// journal names and that are what it asked for; a live refund its journal
+// names that is another item's, or not what it asked for, is misnamed.
+func (r *run) journalNamed(ctx context.Context, m *member, byID map[string]*sref) error {
+	if m.sl.flags&flagRefunded == 0 {
+		return nil
+	}
+	own := m.ownRefund()
+	for _, j := range r.journalRefunds(m.v.idx) {
+		x := byID[j.ID]
+		if x == nil || !x.live || x.batch == m.v.batch && x.item == m.v.item {
+			continue // journal_only, or its own by metadata
+		}
+		var why string
+		switch {
+		case x.batch != "":
+			why = fmt.Sprintf("the journal names %s as this item's refund, but its metadata names batch %s, item %s", x.ID, x.batch, x.item)
+		case own:
+			why = fmt.Sprintf("the journal names %s, which carries no refundkit metadata, as this item's refund, but another refund carries the item's metadata", x.describe())
+		default:
+			ok, err := r.matches(ctx, m, x)
+			if err != nil {
+				return err
+			}
+			if ok || m.sl.flags&flagRequested == 0 { // nothing says what was asked: the journal's word stands
+				x.claimed = true
+				m.refunds = append(m.refunds, x)
+				sort.SliceStable(m.refunds, func(a, b int) bool { return m.refunds[a].Created < m.refunds[b].Created })
+				continue
+			}
+			why = fmt.Sprintf("the journal names %s as this item's refund, but it is not what the item asked for (%s)", x.describe(), r.asked(m, x))
+		}
+		x.claimed = true // named by this finding, not again as unattributed
+		m.misnamed = append(m.misnamed, x)
+		m.why = append(m.why, why)
 	}
 	return nil
 }
 
-// member is one item of a group as Stripe sees it.
-type member struct {
-	v       itemView
-	sl      *itemSlot
-	planned bool
-	refunds []*sref // live refunds Stripe has for it, oldest first
+// asked says what item m asked for, for a message about refund x.
+func (r *run) asked(m *member, x *sref) string {
+	cur := r.st.currencies.name(uint32(m.sl.reqCurrency))
+	if cur == "" {
+		cur = x.Currency
+	}
+	if m.sl.reqAmount > 0 {
+		return fmt.Sprintf("%d %s", m.sl.reqAmount, cur)
+	}
+	if c := r.charges[x.charge]; c.err == "" && c.fetched {
+		return fmt.Sprintf("a full refund of the %d %s charge", c.amount, cur)
+	}
+	return "a full refund of a charge whose amount could not be fetched"
+}
+
+// matches reports whether x, a refund without refundkit metadata, is
+// exactly what item m asked for: the amount it asked for, or for a full
+// refund the charge's whole amount, in its currency.
+func (r *run) matches(ctx context.Context, m *member, x *sref) (bool, error) {
+	if m.sl.flags&flagRequested == 0 {
+		return false, nil
+	}
+	if cur := r.st.currencies.name(uint32(m.sl.reqCurrency)); cur != "" && cur != x.Currency {
+		return false, nil
+	}
+	if m.sl.reqAmount > 0 {
+		return x.Amount == m.sl.reqAmount, nil
+	}
+	c, err := r.charge(ctx, x.charge)
+	if err != nil {
+		return false, err
+	}
+	return c.fetched && x.Amount == c.amount, nil
 }
 
 // stripeGroup checks the items of one batch on one target: refunds per
 // item and per charge, refunds only Stripe or only the journal has, items
 // in doubt or missing. It backfills and cancels as the options ask.
-func (r *run) stripeGroup(ctx context.Context, t *target, head uint32, all []*sref, byID map[string]*sref, shared bool) error {
-	s := r.st
-	ids := []uint32{head}
-	if s.slot(head).next != 0 {
-		ids = s.members(head)
-	}
-	ms := make([]*member, len(ids))
-	byItem := make(map[string]*member, len(ids))
-	var planned []*member
-	for k, i := range ids {
-		sl := s.slot(i)
-		m := &member{v: r.view(i), sl: sl, planned: !s.planned || sl.flags&flagInPlan != 0}
-		ms[k] = m
-		byItem[m.v.item] = m
-		if m.planned {
-			planned = append(planned, m)
-		}
-	}
-	batch := ms[0].v.batch
-
-	// Attribute live refunds: by metadata, then (AllRefunds) those without
-	// refundkit metadata to the one planned item when that is unambiguous.
-	var others, noMeta []*sref // of this batch for items not in the group; without metadata
-	for _, x := range all {
-		switch {
-		case !x.live:
-		case x.batch == batch:
-			if m := byItem[x.item]; m != nil {
-				m.refunds = append(m.refunds, x)
-			} else {
-				others = append(others, x)
-			}
-		case x.batch == "" && r.opts.AllRefunds:
-			noMeta = append(noMeta, x)
-		}
-	}
-	var unattributed []*sref
-	for _, x := range noMeta {
-		if len(planned) == 1 && !shared && (planned[0].sl.reqAmount == 0 || planned[0].sl.reqAmount == x.Amount) {
-			p := planned[0]
-			p.refunds = append(p.refunds, x)
-			sort.SliceStable(p.refunds, func(a, b int) bool { return p.refunds[a].Created < p.refunds[b].Created })
-			continue
-		}
-		unattributed = append(unattributed, x)
-	}
-
+func (r *run) stripeGroup(ctx context.Context, t *target, g *group, byID map[string]*sref, un []unattributed) error {
 	// Refunds no planned item accounts for, named in a missing item's remedy.
 	var spare []string
-	for _, x := range others {
+	for _, x := range g.others {
 		spare = append(spare, x.ID+" (item "+x.item+")")
 	}
-	for _, x := range unattributed {
-		spare = append(spare, x.ID+" (no metadata)")
+	for _, u := range un {
+		spare = append(spare, u.x.ID+" (no metadata)")
 	}
-	for _, m := range ms {
+	for _, m := range g.ms {
 		if !m.planned {
 			for _, x := range m.refunds {
 				spare = append(spare, x.ID+" (item "+m.v.item+")")
 			}
 		}
 	}
-	for _, m := range ms {
+	for _, m := range g.ms {
 		if err := r.stripeItem(ctx, m, byID, unplannedNote(spare)); err != nil {
 			return err
 		}
 	}
-	if err := r.stripeOthers(ctx, t, batch, others); err != nil {
+	if err := r.stripeOthers(ctx, t, g.batch, g.others); err != nil {
 		return err
 	}
-	for _, x := range unattributed {
-		r.out(r.unattributedFinding(t, batch, x, len(planned), shared))
-	}
-	return r.stripeCharge(ctx, t, batch, ms, planned, others, unattributed)
+	return r.stripeCharge(ctx, t, g.batch, g.ms, g.planned, g.others)
 }
 
 // stripeItem checks one item against its refunds at Stripe; note is added
@@ -180,7 +386,6 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		}
 		r.out(f)
 	}
-
 	var gone []Refund
 	for _, j := range journaled {
 		x := byID[j.ID]
@@ -208,6 +413,40 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		r.out(f)
 	}
 
+	if m.sl.flags&flagFinalFailure != 0 && m.sl.flags&flagRefunded != 0 && !r.recordConflict(m.v.idx, m.sl) {
+		// Failed for good after its refund: the failure was a later call
+		// refused. What counts is whether the refund is live.
+		switch {
+		case len(live) == 0:
+			r.out(r.conflictFinding(m.v.idx, m.sl, true, "Stripe has no live refund for this item, yet refund skips it as refunded: check the charge in the dashboard and refund the item under a new item id if it is still owed"))
+		case r.opts.Backfill != nil && len(unjournaled) == 0:
+			// Journaled again after the failure, so that the journal
+			// alone says refunded too.
+			if err := r.opts.Backfill.Append(r.record(journal.TypeRefunded, m.v.batch, m.v.item, m.v, live[0])); err != nil {
+				return &JournalError{err}
+			}
+			r.rep.Backfilled++
+		}
+	}
+
+	if m.sl.flags&flagRefunded == 0 && m.sl.status == statusFailed && len(live) == 0 {
+		// With a live refund of its own, the failure was a later call
+		// refused, and the stripe_only finding says what to do.
+		r.out(r.failedFinding(m.v.idx, m.sl))
+	}
+	if len(m.misnamed) > 0 {
+		f := m.v.finding(KindConflict)
+		f.Refunds = srefRefunds(m.misnamed)
+		f.Message = strings.Join(m.why, "; ")
+		ids := refundIDs(f.Refunds)
+		if len(live) > 0 {
+			f.Remedy = fmt.Sprintf("this item's refund is %s; the journal's record of %s is wrong, and it is counted as no item's refund: a person decides what %s refunded", refundIDs(srefRefunds(live)), ids, ids)
+		} else {
+			f.Remedy = fmt.Sprintf("refund skips this item as refunded on the strength of that record (an earlier audit --backfill may have written it): a person decides whether %s refunded this item; if it did not, refund the item under a new item id", ids)
+		}
+		r.out(f)
+	}
+
 	if len(live) > 0 || len(journaled) > 0 {
 		return nil
 	}
@@ -216,6 +455,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		f := m.v.finding(KindInDoubt)
 		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.name(uint32(m.sl.reqCurrency))
 		f.Remedy = "Stripe has no refund for this item: run refund again with this journal to finish it (it looks the item up at Stripe before any new call)"
+		r.mismatch(m.v.idx, m.sl, f, "; Stripe lists no refund for the item on its charge")
 		r.out(f)
 	case r.st.planned && m.sl.flags&flagInPlan != 0 && m.sl.flags&flagInJournal == 0:
 		f := m.v.finding(KindMissing)
@@ -255,34 +495,26 @@ func (r *run) stripeOthers(ctx context.Context, t *target, batch string, others 
 	return nil
 }
 
-func (r *run) unattributedFinding(t *target, batch string, x *sref, planned int, shared bool) *Finding {
+func (r *run) unattributedFinding(t *target, batch string, u unattributed) *Finding {
 	v := itemView{batch: batch, target: t.id, isIntent: t.intent}
 	f := v.finding(KindStripeOnly)
-	ref := x.Refund
+	ref := u.x.Refund
 	ref.Action = ActionUnattributed
 	f.Refunds = []Refund{ref}
-	f.Amount, f.Currency = x.Amount, x.Currency
-	var why string
-	switch {
-	case shared:
-		why = "items of more than one batch are on this charge"
-	case planned == 1:
-		why = "its amount differs from the planned item's"
-	default:
-		why = fmt.Sprintf("%d items are planned on this charge", planned)
-	}
-	f.Remedy = fmt.Sprintf("this refund carries no refundkit metadata and %s, so which item it refunded is not known and it was not backfilled: match it by hand before running refund for this charge again", why)
+	f.Amount, f.Currency = u.x.Amount, u.x.Currency
+	f.Remedy = fmt.Sprintf("this refund carries no refundkit metadata and %s, so it is counted as no item's refund and was not backfilled: a person decides whether it refunded an item of the batch; if it did, refunding that item again refunds the charge twice (refund --all-refunds holds an item whose charge has such a refund)", u.why)
 	return f
 }
 
 // stripeCharge reports a charge with more live refunds of the batch than
 // items planned on it, beyond what the items' own duplicates explain:
-// refunds of items not planned, and refunds matched to no item.
-func (r *run) stripeCharge(ctx context.Context, t *target, batch string, ms, planned []*member, others, unattributed []*sref) error {
+// refunds of items not planned. Refunds matched to no item are reported
+// on their own: whether they are the batch's is for a person to say.
+func (r *run) stripeCharge(ctx context.Context, t *target, batch string, ms, planned []*member, others []*sref) error {
 	if len(planned) == 0 {
 		return nil
 	}
-	spare := append(append([]*sref(nil), others...), unattributed...)
+	spare := append([]*sref(nil), others...)
 	empty := 0
 	var refunds []Refund // the planned items' own
 	for _, m := range ms {

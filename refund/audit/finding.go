@@ -13,13 +13,20 @@ const (
 	// KindDuplicate: an item with more than one refund, or a charge with
 	// more refunds of the batch than items planned on it.
 	KindDuplicate = "duplicate"
+	// KindOtherBatch: a charge (or payment intent) holding live refunds of
+	// two or more refundkit batches: refunded again by a later batch.
+	KindOtherBatch = "other_batch"
 	// KindInDoubt: an intent with no outcome; a refund may exist at Stripe.
 	KindInDoubt = "in_doubt"
-	// KindConflict: records that cannot all be true: refunded and failed
-	// for good, one item naming two charges, one refund id with two amounts,
-	// every refund of a refunded item canceled.
+	// KindConflict: records that cannot all be true: failed for good after
+	// a refund, one item naming two charges, one refund id with two amounts,
+	// every refund of a refunded item canceled, a journaled refund that
+	// Stripe has for another item or that does not match the item.
 	KindConflict = "conflict"
-	// KindFailed: Stripe refused the item's refund for good.
+	// KindFailed: Stripe refused the item's refund for good, or refund held
+	// the item before any call because its charge already holds a refund
+	// made elsewhere (codes refunded_by_other_batch,
+	// refunded_outside_refundkit).
 	KindFailed = "failed"
 	// KindTornTail: a journal's last line was cut by a crash.
 	KindTornTail = "torn_tail"
@@ -39,7 +46,7 @@ const (
 )
 
 // Kinds lists every kind of finding in the order summaries show them.
-var Kinds = []string{KindDuplicate, KindInDoubt, KindConflict, KindFailed, KindTornTail,
+var Kinds = []string{KindDuplicate, KindOtherBatch, KindInDoubt, KindConflict, KindFailed, KindTornTail,
 	KindMissing, KindNotInPlan, KindStripeOnly, KindJournalOnly, KindUnchecked}
 
 // Actions on a refund listed in a finding: what audit did with it or what
@@ -86,8 +93,9 @@ type Finding struct {
 // Refund is one refund named by a finding.
 type Refund struct {
 	ID string `json:"id"`
-	// Item is the item the refund is for, when it is known and differs from
-	// the finding's (the refunds of a charge).
+	// Batch and Item are what the refund is for, when known and different
+	// from the finding's (the refunds of a charge).
+	Batch    string `json:"batch,omitempty"`
 	Item     string `json:"item,omitempty"`
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency,omitempty"`

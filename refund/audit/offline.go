@@ -6,6 +6,8 @@ package audit
 import (
 	"fmt"
 	"strings"
+
+	"github.com/refundkit/refundkit/refund"
 )
 
 // itemPass counts every item by status and reports what needs no look at
@@ -35,17 +37,14 @@ func (r *run) itemPass() {
 		default:
 			rep.ByStatus["none"]++
 		}
-		if !refunded && sl.status == statusFailed {
-			v := r.view(i)
-			f := v.finding(KindFailed)
-			fl := s.failures[i]
-			f.Code, f.Message = s.codes.name(sl.code), fl.message
-			f.Amount, f.Currency = sl.reqAmount, s.currencies.name(uint32(sl.reqCurrency))
-			f.Remedy = fmt.Sprintf("Stripe refused this refund for good (%s); refund will not try it again in this batch: fix the cause, then refund it under a new batch or item id, or settle it outside refundkit", f.Code)
-			r.out(f)
+		// With Stripe, a final failure is judged once Stripe tells whether
+		// the item has a live refund.
+		if !refunded && sl.status == statusFailed && (r.opts.Stripe == nil || sl.target == 0) {
+			r.out(r.failedFinding(i, sl))
 		}
-		if refunded && sl.flags&flagFinalFailure != 0 || sl.flags&flagConflict != 0 || refunded && len(s.canceled) > 0 && r.liveRefundCount(i, sl) == 0 {
-			r.out(r.conflictFinding(i, sl))
+		failedAfter := refunded && sl.flags&flagFinalFailure != 0
+		if other := r.recordConflict(i, sl); other || failedAfter && (r.opts.Stripe == nil || sl.target == 0) {
+			r.out(r.conflictFinding(i, sl, failedAfter, ""))
 		}
 		if s.planned && sl.flags&flagInPlan == 0 {
 			v := r.view(i)
@@ -64,17 +63,55 @@ func (r *run) itemPass() {
 	}
 }
 
-func (r *run) conflictFinding(i uint32, sl *itemSlot) *Finding {
+// recordConflict reports the conflicts of item i that the records settle
+// without Stripe: records that disagree, or every refund canceled.
+func (r *run) recordConflict(i uint32, sl *itemSlot) bool {
+	return sl.flags&flagConflict != 0 || sl.flags&flagRefunded != 0 && len(r.st.canceled) > 0 && r.liveRefundCount(i, sl) == 0
+}
+
+// failedFinding reports an item that failed for good.
+func (r *run) failedFinding(i uint32, sl *itemSlot) *Finding {
+	s := r.st
+	v := r.view(i)
+	f := v.finding(KindFailed)
+	f.Code, f.Message = s.codes.name(sl.code), s.failures[i].message
+	f.Amount, f.Currency = sl.reqAmount, s.currencies.name(uint32(sl.reqCurrency))
+	f.Remedy = failedRemedy(f.Code)
+	return f
+}
+
+// failedRemedy is the remedy of a final failure with code.
+func failedRemedy(code string) string {
+	switch code {
+	case refund.CodeRefundedByOtherBatch, refund.CodeRefundedOutside:
+		what := "a refund of another refundkit batch"
+		if code == refund.CodeRefundedOutside {
+			what = "a refund made outside refundkit"
+		}
+		return "refund held this item before any call: its charge already holds " + what + " (named in the message), and nothing was sent; " +
+			"a person decides: if this refund is meant on top of it, run refund again with --allow-refunded-charges; if that refund already settles this item, nothing is owed, and this finding stays as the record of that decision"
+	}
+	return fmt.Sprintf("Stripe refused this refund for good (%s); refund will not try it again in this batch: fix the cause, then refund it under a new batch or item id, or settle it outside refundkit", code)
+}
+
+// conflictFinding reports the records of item i that cannot all be true;
+// failedAfter includes a final failure journaled after its refund, and
+// stripe, when set, is what Stripe says of the item.
+func (r *run) conflictFinding(i uint32, sl *itemSlot, failedAfter bool, stripe string) *Finding {
 	s := r.st
 	v := r.view(i)
 	f := v.finding(KindConflict)
 	f.Refunds = r.journalRefunds(i)
 	var reasons, remedies []string
 	refunded := sl.flags&flagRefunded != 0
-	if refunded && sl.flags&flagFinalFailure != 0 {
+	if failedAfter {
 		f.Code = s.codes.name(sl.code)
-		reasons = append(reasons, fmt.Sprintf("journaled as refunded (%s) and as failed for good (%s: %s)", s.str(sl.refund), f.Code, s.failures[i].message))
-		remedies = append(remedies, "the refund exists, so the item is refunded and refund skips it; check it with audit --stripe")
+		reasons = append(reasons, fmt.Sprintf("journaled as refunded (%s), then as failed for good (%s: %s)", s.str(sl.refund), f.Code, s.failures[i].message))
+		if stripe == "" {
+			remedies = append(remedies, "refund skips the item as refunded; run audit --stripe: if Stripe has the refund live, the item is refunded once and that audit says nothing of it, and with --backfill JOURNAL it journals the refund again after the failure so this audit agrees")
+		} else {
+			remedies = append(remedies, stripe)
+		}
 	}
 	if refunded && len(f.Refunds) == 0 {
 		reasons = append(reasons, "every refund journaled for it was canceled")
@@ -150,6 +187,7 @@ func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
 		f := v.finding(KindInDoubt)
 		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.name(uint32(sl.reqCurrency))
 		f.Remedy = "a refund call may have been made without its outcome journaled: run refund again with this journal (it looks the item up at Stripe before any new call), or audit --stripe to see now"
+		r.mismatch(i, sl, f, "")
 		r.out(f)
 	case n == 0 && r.st.planned && sl.flags&flagInPlan != 0 && sl.flags&flagInJournal == 0:
 		v := r.view(i)
@@ -202,6 +240,17 @@ func (r *run) journalCharge(members []uint32) {
 	f.Remedy = fmt.Sprintf("%s more than planned was refunded on this charge: run audit --stripe to see which refunds can still be canceled; a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it", amounts(extra))
 	r.rep.ExtraJournal += len(unplanned) - empty
 	r.out(f)
+}
+
+// mismatch fills the in_doubt finding f of an item whose last failure is
+// an answer that was not its refund; seen is what Stripe lists for it.
+func (r *run) mismatch(i uint32, sl *itemSlot, f *Finding, seen string) {
+	if r.st.codes.name(sl.code) != refund.CodeAnswerMismatch {
+		return
+	}
+	f.Code, f.Message = refund.CodeAnswerMismatch, r.st.mismatches[i]
+	f.Remedy = "the API answered this item's refund call with a refund for another charge, amount or item (named in the message), and refund halted with the item in doubt" + seen +
+		": check that refund at Stripe (dashboard) before running refund again: if it refunded this item's charge, the item may already be refunded"
 }
 
 // noteExtras counts a journal-only duplicate's extras in the report.

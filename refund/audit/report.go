@@ -34,7 +34,7 @@ type Report struct {
 	CanceledAmount     map[string]int64
 	Backfilled         int // refunded records written by --backfill
 
-	listCalls, cancelCalls atomic.Int64
+	listCalls, cancelCalls, chargeCalls atomic.Int64
 }
 
 func newReport() *Report {
@@ -60,6 +60,9 @@ func (r *Report) add(status, currency string, amount int64) {
 
 // ListCalls is the number of list requests sent to Stripe.
 func (r *Report) ListCalls() int64 { return r.listCalls.Load() }
+
+// ChargeCalls is the number of charges fetched from Stripe.
+func (r *Report) ChargeCalls() int64 { return r.chargeCalls.Load() }
 
 // CancelCalls is the number of cancel requests sent to Stripe.
 func (r *Report) CancelCalls() int64 { return r.cancelCalls.Load() }
@@ -100,7 +103,11 @@ func (r *Report) Lines() []string {
 		}
 	}
 	if r.Stripe {
-		lines = append(lines, fmt.Sprintf("stripe: %d list and %d cancel calls, %d refunds backfilled", r.ListCalls(), r.CancelCalls(), r.Backfilled))
+		calls := fmt.Sprintf("%d list and %d cancel calls", r.ListCalls(), r.CancelCalls())
+		if n := r.ChargeCalls(); n > 0 {
+			calls = fmt.Sprintf("%d list, %d charge and %d cancel calls", r.ListCalls(), n, r.CancelCalls())
+		}
+		lines = append(lines, fmt.Sprintf("stripe: %s, %d refunds backfilled", calls, r.Backfilled))
 	}
 	if r.Clean() {
 		return append(lines, "no findings: every audited item has exactly one refund")

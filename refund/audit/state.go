@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/refundkit/refundkit/journal"
-
 	"github.com/refundkit/refundkit/journal/arena"
+	"github.com/refundkit/refundkit/refund"
 )
 
 // itemStatus is where an item stands by its latest record that is not a
@@ -22,14 +22,18 @@ const (
 
 // Flags of an item slot.
 const (
-	flagInPlan       uint8 = 1 << iota
-	flagInJournal          // at least one record names the item
-	flagRefunded           // a refunded record names the item
-	flagFinalFailure       // a final failure record names the item
-	flagIntent             // the target is a payment intent, not a charge
-	flagGroupHead          // first item of its (batch, target) group
-	flagExtras             // more than one refund id: see state.extras
-	flagConflict           // see state.conflicts
+	flagInPlan       uint16 = 1 << iota
+	flagInJournal           // at least one record names the item
+	flagRefunded            // a refunded record names the item
+	flagFinalFailure        // a final failure record names the item, and no refund record follows it
+	flagIntent              // the target is a payment intent, not a charge
+	flagGroupHead           // first item of its (batch, target) group
+	flagExtras              // more than one refund id: see state.extras
+	flagConflict            // see state.conflicts
+	flagRequested           // the plan or an intent says what was asked (reqAmount: 0 is a full refund)
+	// flagAllowed: refunded after refund held it for a refund made
+	// elsewhere on its charge: a rerun with --allow-refunded-charges.
+	flagAllowed
 )
 
 // itemSlot is one item in compact form: no pointers, so a million of them
@@ -47,7 +51,7 @@ type itemSlot struct {
 	currency    uint16 // interned currency of the first refund
 	reqCurrency uint16 // interned currency of the plan or intent
 	status      itemStatus
-	flags       uint8
+	flags       uint16
 }
 
 // extraRefund is a second (or later) refund id journaled for one item.
@@ -89,8 +93,11 @@ type state struct {
 	extras    map[uint32][]extraRefund
 	conflicts map[uint32][]string
 	failures  map[uint32]failure
-	canceled  map[string]bool // refund ids journaled as canceled
-	planned   bool            // a plan was added
+	// mismatches are the messages of answer_mismatch failures: the item
+	// is in doubt, and the message names the refund Stripe answered with.
+	mismatches map[uint32]string
+	canceled   map[string]bool // refund ids journaled as canceled
+	planned    bool            // a plan was added
 	// grouped: items are linked into groups as their targets become known.
 	// Linking costs a table probe per item, and a journal read without a
 	// plan or Stripe needs no groups, so it starts with groupItems.
@@ -110,6 +117,7 @@ func newState() *state {
 		extras:     map[uint32][]extraRefund{},
 		conflicts:  map[uint32][]string{},
 		failures:   map[uint32]failure{},
+		mismatches: map[uint32]string{},
 		canceled:   map[string]bool{},
 	}
 }
@@ -125,7 +133,7 @@ func (s *state) addPlanItem(batch, item, charge, intent string, amount int64, cu
 	if sl.flags&flagInPlan != 0 {
 		return false
 	}
-	sl.flags |= flagInPlan
+	sl.flags |= flagInPlan | flagRequested
 	sl.reqAmount = amount
 	sl.reqCurrency = uint16(s.currencies.id(currency))
 	s.setTarget(i, sl, charge, intent, at)
@@ -175,8 +183,18 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 			sl.reqAmount = r.Amount
 			sl.reqCurrency = uint16(s.currencies.id(r.Currency))
 		}
+		sl.flags |= flagRequested
 		sl.status = statusInDoubt
 	case journal.TypeRefunded:
+		if sl.flags&flagFinalFailure != 0 {
+			// A refund journaled after a final failure supersedes it: the
+			// item was taken up again (--allow-refunded-charges) or its
+			// refund was found at Stripe (backfill).
+			sl.flags &^= flagFinalFailure
+			if heldCode(s.codes.name(sl.code)) {
+				sl.flags |= flagAllowed
+			}
+		}
 		switch {
 		case !refunded:
 			sl.flags |= flagRefunded
@@ -205,6 +223,9 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 			s.failures[i] = failure{message: strings.Clone(r.Message), httpStatus: r.HTTPStatus}
 		} else {
 			sl.status = statusInDoubt
+			if r.Code == refund.CodeAnswerMismatch {
+				s.mismatches[i] = strings.Clone(r.Message)
+			}
 		}
 	}
 }
@@ -232,6 +253,13 @@ func (s *state) setTarget(i uint32, sl *itemSlot, charge, intent string, at orig
 	if old := s.str(sl.target); old != t {
 		s.conflict(i, sl, fmt.Sprintf("%s: names %s, earlier lines name %s", at, t, old))
 	}
+}
+
+// heldCode reports the codes of a final failure that refund journals when
+// it holds an item, before any call, for a refund made elsewhere on its
+// charge.
+func heldCode(code string) bool {
+	return code == refund.CodeRefundedByOtherBatch || code == refund.CodeRefundedOutside
 }
 
 // origin is where a plan item or record was read, for messages.

@@ -130,7 +130,15 @@ func (r *run) unchecked(t *target, e *listRefused) {
 	r.out(f)
 	for _, h := range t.heads {
 		for _, m := range r.st.members(h) {
-			r.journalItem(m, r.st.slot(m), "")
+			sl := r.st.slot(m)
+			// Left to this pass by itemPass.
+			switch {
+			case sl.flags&flagRefunded == 0 && sl.status == statusFailed:
+				r.out(r.failedFinding(m, sl))
+			case sl.flags&flagRefunded != 0 && sl.flags&flagFinalFailure != 0 && !r.recordConflict(m, sl):
+				r.out(r.conflictFinding(m, sl, true, ""))
+			}
+			r.journalItem(m, sl, "")
 		}
 	}
 }

@@ -26,8 +26,8 @@ const testKey = "sk_test_audit"
 // sim is the Stripe simulator behind counters of the calls made to it.
 type sim struct {
 	*stripesim.Server
-	url                     string
-	creates, lists, cancels atomic.Int64
+	url                              string
+	creates, lists, cancels, charges atomic.Int64
 }
 
 func newSim(t *testing.T, charges []stripesim.Charge) *sim {
@@ -42,6 +42,8 @@ func newSim(t *testing.T, charges []stripesim.Charge) *sim {
 			s.lists.Add(1)
 		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/cancel"):
 			s.cancels.Add(1)
+		case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/charges/"):
+			s.charges.Add(1)
 		}
 		srv.Handler().ServeHTTP(w, r)
 	}))
@@ -54,6 +56,7 @@ func (s *sim) resetCalls() {
 	s.creates.Store(0)
 	s.lists.Store(0)
 	s.cancels.Store(0)
+	s.charges.Store(0)
 }
 
 func (s *sim) refundByID(t *testing.T, id string) stripesim.Refund {
@@ -151,6 +154,7 @@ func auditStripe(t *testing.T, s *sim, o stripeAudit) ([]*audit.Finding, *audit.
 		o.key = testKey
 	}
 	opts.Stripe = refund.NewStripe(s.url, o.key, 3)
+	withCharges(&opts, s)
 	var got []*audit.Finding
 	rep, err := a.Run(context.Background(), opts, func(f *audit.Finding) { got = append(got, f) })
 	return got, rep, err
@@ -208,8 +212,9 @@ func TestStripeAuditOfACleanRunMakesOnlyListCalls(t *testing.T) {
 }
 
 // TestAuditFinishesAnUncheckpointedOldRun is the recovery of a batch an old
-// script half did without a journal or metadata: audit backfills what
-// Stripe has, refund does only the rest, and the extras are dealt with.
+// script half did without a journal or metadata: audit backfills the
+// refunds that are exactly what an item asked for, leaves the others to a
+// person, and refund does only the rest.
 func TestAuditFinishesAnUncheckpointedOldRun(t *testing.T) {
 	old := func(status string) stripesim.SeedRefund { return stripesim.SeedRefund{Amount: 500, Status: status} }
 	s := newSim(t, charges(6, map[int][]stripesim.SeedRefund{
@@ -228,76 +233,61 @@ func TestAuditFinishesAnUncheckpointedOldRun(t *testing.T) {
 	got, _ := mustAudit(t, s, stripeAudit{plan: plan(6), journal: path})
 	wantFindings(t, "audit without --all-refunds", got, "missing i1", "missing i2", "missing i3", "missing i4", "missing i5", "missing i6")
 
+	// Two refunds match i3, and two i4: which one is the item's is not
+	// known, so neither is backfilled, and the missing items say so.
 	got, rep := mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, allRefunds: true, backfill: true})
 	wantFindings(t, "audit --all-refunds --backfill", got,
-		"stripe_only i1", "stripe_only i2", "duplicate i3", "stripe_only i3", "duplicate i4", "stripe_only i4", "missing i5", "missing i6")
-	if rep.Backfilled != 6 || s.creates.Load() != 0 || s.cancels.Load() != 0 {
-		t.Fatalf("backfilled %d, %d creates, %d cancels; want 6 backfilled and no call but lists", rep.Backfilled, s.creates.Load(), s.cancels.Load())
-	}
-	if f := find(got, audit.KindDuplicate, "i3"); actions(f) != "succeeded:keep requires_action:cancelable" {
-		t.Errorf("i3 duplicate: %s", actions(f))
+		"stripe_only i1", "stripe_only i2", "missing i3", "stripe_only @ch_a3", "stripe_only @ch_a3",
+		"missing i4", "stripe_only @ch_a4", "stripe_only @ch_a4", "missing i5", "missing i6")
+	if rep.Backfilled != 2 || s.creates.Load() != 0 || s.cancels.Load() != 0 {
+		t.Fatalf("backfilled %d, %d creates, %d cancels; want 2 backfilled and no call but lists", rep.Backfilled, s.creates.Load(), s.cancels.Load())
 	}
 	if f := find(got, audit.KindStripeOnly, "i1"); f.Refunds[0].ID != ids["ch_a1"][0] || f.Refunds[0].Action != audit.ActionBackfilled {
 		t.Errorf("i1 stripe_only %+v", f)
 	}
+	if f := find(got, audit.KindMissing, "i3"); !strings.Contains(f.Remedy, "but careful") || !strings.Contains(f.Remedy, ids["ch_a3"][1]+" (no metadata)") {
+		t.Errorf("i3 missing remedy %q does not warn of the refunds on its charge", f.Remedy)
+	}
+	for _, f := range got {
+		if f.Finding == audit.KindStripeOnly && f.Item == "" && !strings.Contains(f.Remedy, "matches it and also") {
+			t.Errorf("unattributed %s: remedy %q", f.Refunds[0].ID, f.Remedy)
+		}
+	}
 
-	// The journal now names the old refunds: refund skips them, no call.
-	state, _, err := journal.Load(path)
-	if err != nil {
+	// A person cancels i3's second refund in the dashboard: the one left
+	// is i3's.
+	if _, err := refund.NewStripe(s.url, testKey, 1).Cancel(context.Background(), ids["ch_a3"][1]); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := state.Lookup("b1", "i3"); st.Status != journal.StatusRefunded || st.Refund != ids["ch_a3"][0] {
-		t.Errorf("i3 in the backfilled journal: %+v, want refunded with %s (the kept one)", st, ids["ch_a3"][0])
+	got, rep = mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, allRefunds: true, backfill: true})
+	wantFindings(t, "audit after the cancel", got,
+		"stripe_only i3", "missing i4", "stripe_only @ch_a4", "stripe_only @ch_a4", "missing i5", "missing i6")
+	if f := find(got, audit.KindStripeOnly, "i3"); rep.Backfilled != 1 || f.Refunds[0].ID != ids["ch_a3"][0] {
+		t.Errorf("i3 stripe_only %+v, %d backfilled", f, rep.Backfilled)
 	}
+
+	// And decides that i4, refunded twice, is done: the plan drops it.
+	// refund does only i5 and i6.
+	var rest []string
+	for _, l := range strings.SplitAfter(plan(6), "\n") {
+		if !strings.Contains(l, `"i4"`) {
+			rest = append(rest, l)
+		}
+	}
+	plan5 := strings.Join(rest, "")
 	s.resetCalls()
-	results := refundRun(t, s, path, plan(6))
-	if s.creates.Load() != 2 || s.lists.Load() != 0 {
-		t.Fatalf("refund after backfill: %d creates, %d lists; want 2 creates (i5, i6) and no list", s.creates.Load(), s.lists.Load())
+	results := refundRun(t, s, path, plan5)
+	if s.creates.Load() != 2 {
+		t.Fatalf("refund after backfill: %d creates; want 2 (i5, i6)", s.creates.Load())
 	}
-	for item, want := range map[string]string{"i1": refund.StatusSkipped, "i4": refund.StatusSkipped, "i5": refund.StatusRefunded, "i6": refund.StatusRefunded} {
+	for item, want := range map[string]string{"i1": refund.StatusSkipped, "i3": refund.StatusSkipped, "i5": refund.StatusRefunded, "i6": refund.StatusRefunded} {
 		if results[item].Status != want {
 			t.Errorf("%s: %s, want %s", item, results[item].Status, want)
 		}
 	}
-
-	// What is left: the two items refunded twice.
-	s.resetCalls()
-	got, rep = mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, allRefunds: true})
-	wantFindings(t, "audit after refund", got, "duplicate i3", "duplicate i4")
-	dup := find(got, audit.KindDuplicate, "i4")
-	if actions(dup) != "succeeded:keep succeeded:irreversible" || dup.Amount != 500 || dup.Currency != "usd" {
-		t.Errorf("i4 duplicate %+v", dup)
-	}
-	for _, want := range []string{"cannot be reversed through the API", "customer must be charged again", "500 usd"} {
-		if !strings.Contains(dup.Remedy, want) {
-			t.Errorf("i4 remedy %q lacks %q", dup.Remedy, want)
-		}
-	}
-	if rep.Irreversible != 1 || rep.IrreversibleAmount["usd"] != 500 || rep.Cancelable != 1 {
-		t.Errorf("report: %d irreversible (%v), %d cancelable", rep.Irreversible, rep.IrreversibleAmount, rep.Cancelable)
-	}
-	if lines := strings.Join(rep.Lines(), "\n"); !strings.Contains(lines, "1 extra refunds succeeded and cannot be reversed through the API: 500 usd was refunded twice, and to recover it the customers must be charged again") {
-		t.Errorf("summary does not say what cannot be undone:\n%s", lines)
-	}
-
-	// --cancel-extras cancels what Stripe still can, and journals it.
-	got, rep = mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, allRefunds: true, backfill: true, cancel: true})
-	wantFindings(t, "audit --cancel-extras", got, "duplicate i3", "duplicate i4")
-	if f := find(got, audit.KindDuplicate, "i3"); actions(f) != "succeeded:keep canceled:canceled" {
-		t.Errorf("i3 after cancel: %s", actions(f))
-	}
-	if s.cancels.Load() != 1 || rep.Canceled != 1 || s.refundByID(t, ids["ch_a3"][1]).Status != "canceled" {
-		t.Fatalf("%d cancel calls, %d canceled, extra is %s", s.cancels.Load(), rep.Canceled, s.refundByID(t, ids["ch_a3"][1]).Status)
-	}
-	got, _ = mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, allRefunds: true})
-	wantFindings(t, "audit after cancel", got, "duplicate i4")
-	// And the journal alone says the same.
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	offline, _ := runOffline(t, plan(6), string(data))
-	wantFindings(t, "offline audit after cancel", offline, "duplicate i4")
+	got, _ = mustAudit(t, s, stripeAudit{plan: plan5, journal: path, allRefunds: true})
+	wantFindings(t, "audit after refund", got)
+	wantFindings(t, "offline audit after refund", offlineFile(t, plan5, path))
 }
 
 func TestAuditCancelsARequiresActionExtraAndJournalsIt(t *testing.T) {
@@ -354,7 +344,9 @@ func TestAuditOfInDoubtItemsAtStripe(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	// Both items were in flight when the run died: i1's refund was made,
 	// i2's was not.
-	if err := os.WriteFile(path, []byte(jl(t, intent("i1", "ch_a1", 1), intent("i2", "ch_a2", 1))), 0o600); err != nil {
+	in1, in2 := intent("i1", "ch_a1", 1), intent("i2", "ch_a2", 1)
+	in1.Amount, in2.Amount = 500, 500
+	if err := os.WriteFile(path, []byte(jl(t, in1, in2)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	made, _, err := refund.NewStripe(s.url, testKey, 1).Create(context.Background(), &refund.Item{Batch: "b1", Item: "i1", Charge: "ch_a1", Amount: 500}, 1)
@@ -404,7 +396,7 @@ func TestAuditOfRefundsOfOtherItemsOnACharge(t *testing.T) {
 	}
 	s := newSim(t, []stripesim.Charge{
 		// i1's charge also holds a refund of the batch for an item renamed
-		// since (old-i1), and a refund of another batch, which is not ours.
+		// since (old-i1), and a refund of another batch: refunded twice.
 		{ID: "ch_a1", Amount: 5000, Refunds: []stripesim.SeedRefund{{Amount: 500, Metadata: meta("i1")}, {Amount: 500, Metadata: meta("old-i1")},
 			{Amount: 700, Metadata: map[string]string{refund.MetaBatch: "b0", refund.MetaItem: "x"}}}},
 		// Two planned items share a charge; a refund without metadata
@@ -417,12 +409,12 @@ func TestAuditOfRefundsOfOtherItemsOnACharge(t *testing.T) {
 `
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	got, rep := mustAudit(t, s, stripeAudit{plan: p, journal: path, allRefunds: true, backfill: true})
-	wantFindings(t, "audit", got, "stripe_only i1", "stripe_only old-i1", "duplicate @ch_a1", "missing a", "missing b", "stripe_only @ch_a2")
+	wantFindings(t, "audit", got, "stripe_only i1", "stripe_only old-i1", "duplicate @ch_a1", "other_batch @ch_a1", "missing a", "missing b", "stripe_only @ch_a2")
 	if f := find(got, audit.KindDuplicate, ""); f.Planned != 1 || actions(f) != "succeeded: succeeded:irreversible" || f.Refunds[1].Item != "old-i1" {
 		t.Errorf("charge duplicate %+v (%s)", f, actions(f))
 	}
 	un := got[len(got)-1]
-	if un.Refunds[0].Action != audit.ActionUnattributed || !strings.Contains(un.Remedy, "2 items are planned on this charge") {
+	if un.Refunds[0].Action != audit.ActionUnattributed || !strings.Contains(un.Remedy, "2 items planned on this charge match it") {
 		t.Errorf("unattributed refund finding %+v", un)
 	}
 	if rep.Backfilled != 2 {

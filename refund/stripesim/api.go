@@ -98,11 +98,25 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeAnswer(w, http.StatusUnauthorized, body, reqID, "", false)
 		return
 	}
+	// Limits come before the idempotency layer: a 429 neither holds nor
+	// saves the key, as Stripe saves answers only once an endpoint runs.
 	if f.RateLimitShare > 0 && draw(s.seed, seq, knobRateLimit) < f.RateLimitShare {
 		s.stats.rateLimited.Add(1)
+		s.stats.rateLimitedRoutes[rt].Add(1)
 		s.pause(f, seq)
 		writeAnswer(w, http.StatusTooManyRequests, rateLimitBody, reqID, "", false)
 		return
+	}
+	if lim := s.limiter.Load(); lim != nil {
+		if reason, ok := lim.admit(rt); !ok {
+			s.stats.rateLimited.Add(1)
+			s.stats.rateLimitedRoutes[rt].Add(1)
+			s.stats.rateLimitedReasons[reason].Add(1)
+			s.pause(f, seq)
+			w.Header()["Stripe-Rate-Limited-Reason"] = []string{rateLimitedReasons[reason]}
+			writeAnswer(w, http.StatusTooManyRequests, rateLimitBody, reqID, "", false)
+			return
+		}
 	}
 	if err := r.ParseForm(); err != nil {
 		s.pause(f, seq)

@@ -16,7 +16,8 @@ const maxControlBody = 256 << 20
 // check the simulator. They need no key: the server is on loopback only.
 //
 //	GET  /_sim/faults       the fault knobs in force
-//	POST /_sim/faults       replace the fault knobs (JSON Faults; absent = 0)
+//	POST /_sim/faults       replace the fault knobs (JSON Faults; absent = 0),
+//	                        rate limits included: {"rate_limits":{"mode":"test"}}
 //	POST /_sim/forget-keys  forget completed idempotency keys
 //	GET  /_sim/stats        counters (JSON Stats)
 //	POST /_sim/settle       wait for requests still running behind a gateway

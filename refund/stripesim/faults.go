@@ -54,6 +54,13 @@ type Faults struct {
 	// they carry an HTML page. Neither carries a Request-Id header: only
 	// Stripe's own answers do, and that is how a client tells them apart.
 	GatewayStripeBody bool
+	// RateLimits enforces Stripe's documented rate limits as token buckets
+	// (off in the zero value). Unlike RateLimitShare, which refuses a share
+	// of requests at random, the buckets refuse exactly what Stripe's limits
+	// would, with the Stripe-Rate-Limited-Reason header. The buckets start
+	// full and keep their tokens across SetFaults calls that leave the
+	// limits as they are.
+	RateLimits RateLimits
 }
 
 // gatewayStatus is the status a gateway answers with, def unless
@@ -89,7 +96,7 @@ func (f *Faults) Validate() error {
 	if f.GatewayStatus != 0 && (f.GatewayStatus < 500 || f.GatewayStatus > 599) {
 		return fmt.Errorf("gateway_status %d: want 0 (504 for timeouts, 502 after commit) or a status from 500 to 599", f.GatewayStatus)
 	}
-	return nil
+	return f.RateLimits.Validate()
 }
 
 // faultsJSON is the wire form of Faults for the control endpoint: snake_case
@@ -107,6 +114,8 @@ type faultsJSON struct {
 	GatewayErrorAfterCommitShare float64 `json:"gateway_error_after_commit_share"`
 	GatewayStatus                int     `json:"gateway_status"`
 	GatewayStripeBody            bool    `json:"gateway_stripe_body"`
+
+	RateLimits RateLimits `json:"rate_limits"`
 }
 
 // MarshalJSON writes the faults with snake_case names and duration strings.
@@ -124,6 +133,8 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		GatewayErrorAfterCommitShare: f.GatewayErrorAfterCommitShare,
 		GatewayStatus:                f.GatewayStatus,
 		GatewayStripeBody:            f.GatewayStripeBody,
+
+		RateLimits: f.RateLimits,
 	})
 }
 
@@ -149,6 +160,8 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		GatewayErrorAfterCommitShare: w.GatewayErrorAfterCommitShare,
 		GatewayStatus:                w.GatewayStatus,
 		GatewayStripeBody:            w.GatewayStripeBody,
+
+		RateLimits: w.RateLimits,
 	}
 	return nil
 }

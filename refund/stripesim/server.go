@@ -4,9 +4,11 @@
 // parameters, 409 while in flight, expiry) and list pagination, plus knobs
 // for the faults refundkit must survive: latency, 429s, 500s before and
 // after the refund is committed, connections dropped after the commit,
-// refunds that need action, and a gateway in front of the API that answers
+// refunds that need action, a gateway in front of the API that answers
 // 502 or 504 on its own (at once while the request goes on, or after the
-// commit).
+// commit), and Stripe's documented rate limits as token buckets (global and
+// per endpoint, test or live mode), so a client's pacing can be measured
+// against them.
 //
 // Tests, the demo, chaos runs and benchmarks all use it; cmd/stripe-sim
 // serves it as a process with control endpoints under /_sim/.
@@ -48,6 +50,11 @@ type Server struct {
 	faults atomic.Pointer[Faults]
 	hook   atomic.Pointer[func(string)]
 	reqSeq atomic.Uint64 // arrival number of API requests, for fault draws
+
+	// limiter holds the rate-limit buckets of faults.RateLimits, nil when
+	// off; limitsMu orders SetFaults calls that replace it.
+	limiter  atomic.Pointer[rateLimiter]
+	limitsMu sync.Mutex
 
 	chargesMu sync.RWMutex
 	charges   map[string]*charge
@@ -145,6 +152,7 @@ func newServer(cfg Config) (*Server, error) {
 	}
 	f := cfg.Faults
 	s.faults.Store(&f)
+	s.limiter.Store(newRateLimiter(f.RateLimits, s.clock))
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	if err := s.AddCharges(cfg.Charges...); err != nil {
 		return nil, err
@@ -294,13 +302,24 @@ func (s *Server) backgroundRunning() int64 {
 }
 
 // SetFaults replaces the fault knobs for requests that arrive from now on.
+// Rate-limit buckets start full when the rate limits change, and keep their
+// tokens when they stay as they were.
 func (s *Server) SetFaults(f Faults) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
+	s.limitsMu.Lock()
+	defer s.limitsMu.Unlock()
+	if cur := s.limiter.Load(); cur == nil && f.RateLimits.Enabled() || cur != nil && cur.limits != f.RateLimits {
+		s.limiter.Store(newRateLimiter(f.RateLimits, s.clock))
+	}
 	s.faults.Store(&f)
 	return nil
 }
+
+// clock reads s.now when called, so a test that replaces s.now moves the
+// rate-limit buckets' time too.
+func (s *Server) clock() time.Time { return s.now() }
 
 // Faults returns the fault knobs in force.
 func (s *Server) Faults() Faults { return *s.faults.Load() }
@@ -556,6 +575,9 @@ type counters struct {
 
 	gatewayTimeouts    atomic.Int64
 	gatewayErrorsAfter atomic.Int64
+
+	rateLimitedReasons [numLimitReasons]atomic.Int64
+	rateLimitedRoutes  [numRoutes]atomic.Int64
 }
 
 // Stats counts what the simulator did since it started.
@@ -566,7 +588,8 @@ type Stats struct {
 	// RefundsCreated counts refunds created by the API (not seeded ones).
 	RefundsCreated  int64 `json:"refunds_created"`
 	RefundsCanceled int64 `json:"refunds_canceled"`
-	// RateLimited counts 429 rate_limit answers.
+	// RateLimited counts 429 rate_limit answers: RateLimitShare's and the
+	// rate limits' together.
 	RateLimited int64 `json:"rate_limited"`
 	// ErrorsBeforeCommit and ErrorsAfterCommit count injected 500s.
 	ErrorsBeforeCommit int64 `json:"errors_before_commit"`
@@ -595,6 +618,13 @@ type Stats struct {
 	// GatewayInFlight is how many requests answered by a gateway timeout
 	// are still running (a gauge, not a count since the start).
 	GatewayInFlight int64 `json:"gateway_in_flight"`
+	// RateLimitedReasons counts the rate limits' 429s by the
+	// Stripe-Rate-Limited-Reason they carried ("global-rate",
+	// "endpoint-rate"); RateLimitShare's carry none and are not in it.
+	RateLimitedReasons map[string]int64 `json:"rate_limited_reasons"`
+	// RateLimitedRoutes counts every 429 rate_limit answer by route, as
+	// Requests does.
+	RateLimitedRoutes map[string]int64 `json:"rate_limited_routes"`
 }
 
 // Stats returns the counters so far.
@@ -619,8 +649,14 @@ func (s *Server) Stats() Stats {
 		GatewayErrorsAfterCommit: c.gatewayErrorsAfter.Load(),
 		GatewayInFlight:          s.backgroundRunning(),
 	}
+	st.RateLimitedReasons = make(map[string]int64, numLimitReasons)
+	for i, reason := range rateLimitedReasons {
+		st.RateLimitedReasons[reason] = c.rateLimitedReasons[i].Load()
+	}
+	st.RateLimitedRoutes = make(map[string]int64, numRoutes)
 	for r := range numRoutes {
 		st.Requests[routeNames[r]] = c.requests[r].Load()
+		st.RateLimitedRoutes[routeNames[r]] = c.rateLimitedRoutes[r].Load()
 	}
 	return st
 }

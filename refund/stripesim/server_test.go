@@ -438,7 +438,9 @@ func TestRateLimitNotSaved(t *testing.T) {
 	if replayed(re.LastResponse) {
 		t.Error("a 429 was saved under the key and replayed")
 	}
-	if st := s.Stats(); st.RateLimited != 2 || st.RefundsCreated != 1 {
+	if st := s.Stats(); st.RateLimited != 2 || st.RefundsCreated != 1 ||
+		st.RateLimitedRoutes["POST /v1/refunds"] != 1 || st.RateLimitedRoutes["GET /v1/charges/{id}"] != 1 ||
+		st.RateLimitedReasons[ReasonGlobalRate] != 0 || st.RateLimitedReasons[ReasonEndpointRate] != 0 {
 		t.Errorf("stats = %+v", st)
 	}
 }

@@ -24,7 +24,7 @@ type auditCmd struct {
 	Journals     []string    `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin)."`
 	Plan         string      `placeholder:"FILE" help:"The plan (refund items as JSON lines): also report planned items without a refund (missing) and journal items it does not list (not_in_plan)."`
 	Stripe       bool        `help:"Also list at Stripe the refunds of every charge and payment intent audited (key from STRIPE_API_KEY)."`
-	AllRefunds   bool        `name:"all-refunds" help:"With --stripe: count refunds without refundkit metadata (older scripts, the dashboard) as refunds of the batch."`
+	AllRefunds   bool        `name:"all-refunds" help:"With --stripe: count refunds without refundkit metadata (older scripts, the dashboard) as refunds of the batch; one is an item's only when it is exactly what the item asked for (for a full refund, the charge's amount) and nothing else matches, else it is reported as unattributed."`
 	Backfill     string      `placeholder:"FILE" help:"With --stripe: journal into FILE, one of the JOURNALs, each refund Stripe has for an item and the journals lack, so refund skips that item."`
 	CancelExtras bool        `name:"cancel-extras" help:"With --stripe: cancel the extra refunds Stripe can still cancel (requires_action), keeping one per item, and journal each cancel in the --backfill or --journal FILE."`
 	Journal      string      `placeholder:"FILE" help:"With --cancel-extras and no --backfill: the journal, one of the JOURNALs, that records the cancels."`
@@ -113,6 +113,11 @@ func Audit(env Env) int {
 	ctx, stop := signalContext(env.Stderr, name)
 	defer stop()
 	opts := audit.Options{Stripe: client, AllRefunds: c.AllRefunds, Workers: c.Concurrency, CancelExtras: c.CancelExtras}
+	if client != nil {
+		// A refund without metadata is a full refund when its amount is
+		// the charge's. client checked the key and settled the base.
+		opts.Charges = audit.NewCharges(c.APIBase, env.Getenv("STRIPE_API_KEY"))
+	}
 	if c.Rate > 0 {
 		opts.Limiter = rate.NewLimiter(rate.Limit(c.Rate), max(1, int(c.Rate/10)))
 	}

@@ -103,9 +103,12 @@ func journalExit(err error) int {
 	var locked *journal.LockedError
 	var corrupt *journal.CorruptError
 	var version *journal.VersionError
+	var notFile *journal.NotFileError
 	switch {
 	case errors.As(err, &locked):
 		return ExitLocked
+	case errors.As(err, &notFile):
+		return ExitUsage // a directory, a FIFO, a dangling link: the path is wrong
 	case errors.As(err, &corrupt), errors.As(err, &version):
 		return ExitCorrupt
 	}

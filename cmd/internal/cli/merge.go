@@ -21,7 +21,11 @@ type mergeArgs struct {
 
 const mergeDescription = `Merge refund journals (shards, or runs on several machines) into one journal.
 
-Records are written in ts order; records with the same ts keep the order of the journals as named, then their order within their journal. Identical records are written once. A torn final record is reported and left out. Corruption stops the merge (exit 5) with file:line. Conflicting outcomes for an item (two refunds, or a refund and a final failure) are all kept and reported on stderr (exit 1).`
+Records are written in ts order; records with the same ts keep the order of the journals as named, then their order within their journal. Identical records are written once. A torn final record is reported and left out. Corruption stops the merge (exit 5) with file:line. Conflicting outcomes for an item (two refunds, or a refund and a final failure) are all kept and reported on stderr (exit 1).
+
+With -o, OUT is locked as refund locks its journal, from before the merge until the merged file replaces it: a journal a run is writing is refused (exit 4), and OUT may be one of the journals merged (compaction in place).
+
+Exit codes: 0 merged; 1 conflicting outcomes (all kept); 2 usage error or missing input; 3 the output could not be written; 4 OUT is locked by another run; 5 corrupt input or unknown version.`
 
 // JournalMerge is the journal-merge command: it merges journals into one.
 func JournalMerge(env Env) int {
@@ -32,11 +36,27 @@ func JournalMerge(env Env) int {
 	}
 
 	// Output to a file goes to a temporary file beside it first, so a failed
-	// merge leaves nothing half-written and the old file whole.
+	// merge leaves nothing half-written and the old file whole. OUT's lock is
+	// held from before the first write until the rename is done: a run
+	// writing OUT refuses the merge, and a run starting meanwhile is refused.
 	out := env.Stdout
-	var pending *renameio.PendingFile
+	var (
+		pending *renameio.PendingFile
+		renamed bool
+	)
 	if args.Output != "" {
-		var err error
+		lock, err := journal.TakeLock(args.Output)
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return journalExit(err)
+		}
+		defer func() {
+			if renamed {
+				lock.Release()
+			} else {
+				lock.Discard() // an OUT this merge created goes with it
+			}
+		}()
 		pending, err = renameio.NewPendingFile(args.Output,
 			renameio.WithTempDir(filepath.Dir(args.Output)), renameio.WithStaticPermissions(0o600))
 		if err != nil {
@@ -62,6 +82,7 @@ func JournalMerge(env Env) int {
 			warnf(env.Stderr, name, "%v", err)
 			return ExitJournal
 		}
+		renamed = true
 		if err := syncMergeDir(filepath.Dir(args.Output)); err != nil {
 			warnf(env.Stderr, name, "%v", err)
 			return ExitJournal
@@ -88,7 +109,8 @@ func JournalMerge(env Env) int {
 
 // mergeExitCode maps a merge error to the exit code people and scripts
 // expect: bad journals are corrupt (5), missing ones a usage error (2), and
-// anything else a failure to write the output (3).
+// anything else a failure to write the output (3). A locked OUT (4) is
+// refused before the merge starts.
 func mergeExitCode(err error) int {
 	var (
 		corrupt *journal.CorruptError

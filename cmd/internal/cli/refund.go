@@ -19,20 +19,20 @@ import (
 )
 
 type refundCmd struct {
-	Journal       string      `required:"" placeholder:"FILE" help:"The checkpoint journal (JSON lines), created 0600 if absent. One run at a time holds it."`
-	Input         string      `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
-	Concurrency   int         `short:"j" default:"8" help:"Items in flight at once."`
-	Rate          float64     `default:"10" help:"API requests per second, all workers together (0: no limit). Stripe allows 25/s in test mode, 100/s live, and asks bulk jobs to use a part of it."`
-	DryRun        bool        `help:"Read the journal and show what would be done: no API call, no journal write."`
-	MaxAttempts   int         `default:"3" help:"Idempotency keys one item may use in a run after 500s before it is left in doubt."`
-	AllowRefunded bool        `name:"allow-refunded-charges" help:"More refunds on charges that another refundkit batch (or, with --all-refunds, anyone) already refunded are intended. Without it such items are held: journaled as failed, nothing sent."`
-	AllRefunds    bool        `help:"Hold items whose charge has refunds without refundkit metadata too (made by hand, in the dashboard or by older scripts)."`
-	NoLookup      bool        `help:"Skip the look-up at Stripe before an item's first call and trust the journal alone. Saves one request per item; a new batch name, a lost or restored journal or a changed shard count can then refund a charge twice."`
-	Progress      string      `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
-	Verbose       bool        `short:"v" help:"Log each retry on stderr."`
-	NoGroupCommit bool        `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
-	CPUProfile    string      `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
-	Version       versionFlag `help:"Print the version and exit."`
+	Journal        string      `required:"" placeholder:"FILE" help:"The checkpoint journal (JSON lines), created 0600 if absent. One run at a time holds it."`
+	Input          string      `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
+	Concurrency    int         `short:"j" default:"8" help:"Items in flight at once."`
+	Rate           float64     `default:"10" help:"API requests per second, all workers together (0: no limit). Stripe allows 25/s in test mode, 100/s live, and asks bulk jobs to use a part of it."`
+	DryRun         bool        `help:"Read the journal and show what would be done: no API call, no journal write."`
+	ResendAfter500 bool        `name:"resend-after-500" help:"Send items whose earlier call Stripe answered with its own 500 under a new key, once the look-up finds no refund for them. Stripe treats a 500 as indeterminate and may still complete the call while it repairs an incident: use it once the incident is over."`
+	AllowRefunded  bool        `name:"allow-refunded-charges" help:"More refunds on charges that another refundkit batch (or, with --all-refunds, anyone) already refunded are intended. Without it such items are held: journaled as failed, nothing sent."`
+	AllRefunds     bool        `help:"Hold items whose charge has refunds without refundkit metadata too (made by hand, in the dashboard or by older scripts)."`
+	NoLookup       bool        `help:"Skip the look-up at Stripe before an item's first call and trust the journal alone. Saves one request per item; a new batch name, a lost or restored journal or a changed shard count can then refund a charge twice."`
+	Progress       string      `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
+	Verbose        bool        `short:"v" help:"Log each retry on stderr."`
+	NoGroupCommit  bool        `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
+	CPUProfile     string      `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
+	Version        versionFlag `help:"Print the version and exit."`
 	stripeFlags
 }
 
@@ -131,7 +131,7 @@ func Refund(env Env) int {
 	summary, runErr := refund.Run(ctx, refund.Config{
 		Stripe: client, Journal: w, State: state,
 		Workers: c.Concurrency, Limiter: limiter, DryRun: c.DryRun,
-		MaxAttempts: c.MaxAttempts, Log: log,
+		ResendAfter500: c.ResendAfter500, Log: log,
 		NoLookup: c.NoLookup, AllowRefundedCharges: c.AllowRefunded, AllRefunds: c.AllRefunds,
 		OnResult: func(r refund.Result) {
 			out.write(r)
@@ -156,16 +156,24 @@ func Refund(env Env) int {
 		return ExitUsage
 	case errors.As(runErr, &haltErr):
 		if haltErr.Journal {
+			if errors.Is(haltErr, journal.ErrReplaced) {
+				warnf(env.Stderr, name, "no API call was made after that; find what replaced or moved the journal (a tool that ignores its lock?), merge the file it moved (if it still exists) into the journal with journal-merge, then run again")
+				return ExitJournal
+			}
 			warnf(env.Stderr, name, "no API call was made after the failed write; free the space or fix the disk, then run again: the journal resumes where it stopped")
 			return ExitJournal
 		}
 		return ExitStripe
 	case errors.Is(runErr, context.Canceled):
-		warnf(env.Stderr, name, "interrupted: calls in flight were journaled; run again to continue")
+		n := summary.ByStatus[refund.StatusInDoubt]
+		warnf(env.Stderr, name, "interrupted: %d %s in doubt (sent, or in doubt from before), journaled; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
 		return ExitInterrupted
 	case runErr != nil:
 		warnf(env.Stderr, name, "%v", runErr)
 		return ExitUsage
+	}
+	if summary.Indeterminate > 0 {
+		warnf(env.Stderr, name, "Stripe answered %d %s with its own 500: the result is indeterminate (Stripe may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", summary.Indeterminate, plural(int(summary.Indeterminate), "call"))
 	}
 	if summary.ByStatus[refund.StatusFailed] > 0 || summary.ByStatus[refund.StatusInDoubt] > 0 || summary.Duplicates > 0 {
 		return ExitFailed

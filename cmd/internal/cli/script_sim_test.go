@@ -40,6 +40,9 @@ func startScriptSim(env *testscript.Env) error {
 		srv.Handler().ServeHTTP(w, r)
 	}))
 	env.Defer(ts.Close)
+	// After the listener: refunds still going on behind a gateway's 504
+	// end with the script.
+	env.Defer(srv.Close)
 	env.Setenv("STRIPE_API_BASE", ts.URL)
 	env.Values["sim"] = s
 	return nil

@@ -32,6 +32,11 @@ type stripeSimCmd struct {
 	GatewayStatus                int           `name:"gateway-status" placeholder:"500-599" help:"Status of the gateway's answers instead of 504 (timeouts) and 502 (after commit)."`
 	GatewayStripeBody            bool          `name:"gateway-stripe-body" help:"Gateway answers carry a Stripe-shaped api_error JSON body instead of an HTML page (never a Request-Id header)."`
 	KeyTTL                       time.Duration `name:"key-ttl" help:"Forget idempotency keys this long after their first use (Stripe: 24h); 0 keeps them until POST /_sim/forget-keys."`
+	RateLimits                   string        `name:"rate-limits" enum:"off,test,live" default:"off" placeholder:"off|test|live" help:"Stripe's documented rate limits as token buckets (default off): for the account 25 requests/s (test, what test keys get) or 100/s (live), and 25/s for each endpoint (method and route: POST /v1/refunds and GET /v1/refunds apart). A request over a bucket gets 429 rate_limit with Stripe-Rate-Limited-Reason global-rate or endpoint-rate, never saved under its key. Bursts: one second's worth."`
+	GlobalRate                   float64       `name:"global-rate" placeholder:"R" help:"With --rate-limits: the account's requests/s instead of the mode's 25 or 100."`
+	GlobalBurst                  int           `name:"global-burst" placeholder:"N" help:"With --rate-limits: the account's bucket size instead of one second's worth."`
+	EndpointRate                 float64       `name:"endpoint-rate" placeholder:"R" help:"With --rate-limits: each endpoint's requests/s instead of 25."`
+	EndpointBurst                int           `name:"endpoint-burst" placeholder:"N" help:"With --rate-limits: each endpoint's bucket size instead of one second's worth."`
 	Version                      versionFlag   `help:"Print the version and exit."`
 }
 
@@ -72,6 +77,9 @@ func StripeSim(env Env) int {
 		}
 	}
 	warnf(env.Stderr, name, "listening on %s", s.URL())
+	if l := cfg.Faults.RateLimits; l.Enabled() {
+		warnf(env.Stderr, name, "rate limits: %s", l)
+	}
 
 	<-ctx.Done()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -102,6 +110,20 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 		GatewayErrorAfterCommitShare: c.GatewayErrorAfterCommitShare,
 		GatewayStatus:                c.GatewayStatus,
 		GatewayStripeBody:            c.GatewayStripeBody,
+
+		RateLimits: stripesim.RateLimits{Mode: c.RateLimits, GlobalRate: c.GlobalRate, GlobalBurst: c.GlobalBurst,
+			EndpointRate: c.EndpointRate, EndpointBurst: c.EndpointBurst},
+	}
+	if c.RateLimits == stripesim.RateLimitsOff {
+		faults.RateLimits.Mode = ""
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"global-rate", c.GlobalRate != 0}, {"global-burst", c.GlobalBurst != 0}, {"endpoint-rate", c.EndpointRate != 0}, {"endpoint-burst", c.EndpointBurst != 0}} {
+			if f.set {
+				return stripesim.Config{}, fmt.Errorf("--%s needs --rate-limits test or live", f.name)
+			}
+		}
 	}
 	if err := faults.Validate(); err != nil {
 		return stripesim.Config{}, err

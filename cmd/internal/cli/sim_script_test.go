@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/refundkit/refundkit/refund/stripesim"
 )
 
 func init() { scriptCommands["stripe-sim"] = runAs(StripeSim) }
@@ -97,6 +99,93 @@ wait sim
 stderr '^stripe-sim: stopped: 2 refunds created, 1 replayed, 0 rate limited, 0 dropped$'
 stdout '"gateway_timeouts":1,"gateway_errors_after_commit":1,"gateway_in_flight":0'
 `,
+	"rate_limits": `
+[!exec:mkfifo] skip 'needs mkfifo'
+exec mkfifo addr
+# Live mode's limits, with buckets that refill next to never (one token in
+# 1000s), so what each admits does not depend on the machine's speed.
+exec stripe-sim --addr 127.0.0.1:0 --addr-file addr --charges 2 --rate-limits live --global-rate 0.001 --global-burst 4 --endpoint-rate 0.001 --endpoint-burst 2 &sim&
+readurl addr SIM
+
+# Each endpoint takes its burst, then 429 endpoint-rate; a refused refund
+# leaves its key free.
+simhttp POST $SIM/v1/refunds charge=ch_sim0000001&amount=10 key-1
+stdout '^200 \{"id":"re_sim0000000001"'
+simhttp POST $SIM/v1/refunds charge=ch_sim0000001&amount=10 key-2
+stdout '^200 '
+simhttp POST $SIM/v1/refunds charge=ch_sim0000001&amount=10 key-3
+stdout '^429 rate-limited:endpoint-rate \{"error":\{"type":"invalid_request_error","code":"rate_limit","message":"Request rate limit exceeded\.'
+# GET /v1/refunds is another endpoint; the account's 4th request empties
+# the global bucket, which then refuses first.
+simhttp GET $SIM/v1/refunds?charge=ch_sim0000001
+stdout '^200 \{"object":"list"'
+simhttp GET $SIM/v1/charges/ch_sim0000002
+stdout '^200 '
+simhttp GET $SIM/v1/charges/ch_sim0000002
+stdout '^429 rate-limited:global-rate '
+# Control endpoints are never limited.
+simhttp GET $SIM/_sim/stats
+stdout '"rate_limited":2,'
+stdout '"rate_limited_reasons":\{"endpoint-rate":1,"global-rate":1\}'
+stdout '"rate_limited_routes":\{"GET /v1/charges/\{id\}":1,"GET /v1/refunds":0,"GET /v1/refunds/\{id\}":0,"POST /v1/refunds":1,'
+simhttp GET $SIM/_sim/faults
+stdout '"rate_limits":\{"mode":"live","global_rate":0.001,"global_burst":4,"endpoint_rate":0.001,"endpoint_burst":2\}'
+
+# New limits through the control endpoint start full buckets: the refused
+# refund's retry with its key creates it, once, not replayed.
+simhttp POST $SIM/_sim/faults '{"rate_limits":{"mode":"test","global_rate":0.001,"global_burst":5,"endpoint_rate":0.001,"endpoint_burst":5}}'
+stdout '^200 '
+simhttp POST $SIM/v1/refunds charge=ch_sim0000001&amount=10 key-3
+stdout '^200 \{"id":"re_sim0000000003"'
+simhttp POST $SIM/v1/refunds charge=ch_sim0000001&amount=10 key-3
+stdout '^200 replayed \{"id":"re_sim0000000003"'
+simhttp GET $SIM/_sim/refunds
+stdout -count=1 '"idempotency_key":"key-3"'
+
+kill -INT sim
+wait sim
+stderr '^stripe-sim: rate limits: live mode, 0\.001 requests/s for the account \(burst 4\), 0\.001 per endpoint \(burst 2\)$'
+stderr '^stripe-sim: stopped: 3 refunds created, 1 replayed, 2 rate limited, 0 dropped$'
+`,
+	// refund against Stripe's test-mode rates with buckets of 2: 12 items
+	// at -j 8 and no pacing of refund's own send more at once than the
+	// buckets hold and refill (a token in 40ms), so 429s come, and every
+	// item is still refunded exactly once. The account's bucket holds no
+	// more than an endpoint's and refills no faster, so it is always the
+	// one that refuses.
+	"rate_limits_refund": `
+[!exec:mkfifo] skip 'needs mkfifo'
+exec mkfifo addr
+exec stripe-sim --addr 127.0.0.1:0 --addr-file addr --charges 12 --rate-limits test --global-burst 2 --endpoint-burst 2 &sim&
+readurl addr SIM
+env STRIPE_API_KEY=sk_test_ratelimits
+exec plan --batch rl charges.txt
+cp stdout plan.jsonl
+stdin plan.jsonl
+exec refund --journal j.jsonl --api-base $SIM --rate 0 -j 8
+stdout -count=12 '"status":"refunded"'
+simhttp GET $SIM/_sim/stats
+stdout '"refunds_created":12,'
+stdout '"rate_limited_reasons":\{"endpoint-rate":0,"global-rate":[1-9][0-9]*\}'
+simhttp GET $SIM/_sim/refunds
+stdout -count=12 '"refundkit_batch":"rl"'
+kill -INT sim
+wait sim
+
+-- charges.txt --
+ch_sim0000001
+ch_sim0000002
+ch_sim0000003
+ch_sim0000004
+ch_sim0000005
+ch_sim0000006
+ch_sim0000007
+ch_sim0000008
+ch_sim0000009
+ch_sim0000010
+ch_sim0000011
+ch_sim0000012
+`,
 	"usage_errors": `
 exit 2 stripe-sim --addr 0.0.0.0:0
 stderr '^stripe-sim: --addr: address "0.0.0.0:0": the simulator listens only on loopback'
@@ -116,6 +205,16 @@ exit 2 stripe-sim --addr 127.0.0.1:0 --gateway-timeout-share 2
 stderr '^stripe-sim: gateway_timeout_share 2: want a share between 0 and 1$'
 exit 2 stripe-sim --addr 127.0.0.1:0 --charges-file missing.jsonl
 stderr '^stripe-sim: open missing.jsonl: no such file or directory$'
+exit 2 stripe-sim --addr 127.0.0.1:0 --rate-limits fast
+stderr '^stripe-sim: --rate-limits must be one of "off","test","live" but got "fast"$'
+exit 2 stripe-sim --addr 127.0.0.1:0 --endpoint-burst 5
+stderr '^stripe-sim: --endpoint-burst needs --rate-limits test or live$'
+exit 2 stripe-sim --addr 127.0.0.1:0 --rate-limits off --global-rate 5
+stderr '^stripe-sim: --global-rate needs --rate-limits test or live$'
+exit 2 stripe-sim --addr 127.0.0.1:0 --rate-limits live --global-burst=-1
+stderr '^stripe-sim: rate_limits.global_burst -1: want a number of requests, or 0 for one second''s worth$'
+exit 2 stripe-sim --addr 127.0.0.1:0 --rate-limits test --endpoint-rate=-2
+stderr '^stripe-sim: rate_limits.endpoint_rate -2: want requests per second, or 0 for Stripe''s$'
 exit 2 stripe-sim --bogus
 stderr '^stripe-sim: unknown flag --bogus'
 exit 0 stripe-sim --help
@@ -125,6 +224,12 @@ stdout '--gateway-timeout-share=0-1'
 stdout '--gateway-error-after-commit-share=0-1'
 stdout '--gateway-status=500-599'
 stdout '--gateway-stripe-body'
+stdout '--rate-limits=off\|test\|live'
+stdout 'Stripe-Rate-Limited-Reason'
+stdout '--global-rate=R'
+stdout '--global-burst=N'
+stdout '--endpoint-rate=R'
+stdout '--endpoint-burst=N'
 
 -- bad.jsonl --
 {"id":"ch_1","amount":5}
@@ -179,8 +284,9 @@ func cmdReadURL(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdSimHTTP sends one request with a test key and prints
-// "STATUS [replayed ][no-request-id ]BODY" on stdout (no-request-id: the
-// answer is not Stripe's own, as a gateway's):
+// "STATUS [replayed ][no-request-id ][rate-limited:REASON ]BODY" on stdout
+// (no-request-id: the answer is not Stripe's own, as a gateway's; REASON:
+// its Stripe-Rate-Limited-Reason header):
 //
 //	simhttp GET URL
 //	simhttp POST URL [BODY [IDEMPOTENCY-KEY]]
@@ -220,6 +326,9 @@ func cmdSimHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	if resp.Header.Get("Request-Id") == "" && !strings.Contains(args[1], "/_sim/") {
 		out.WriteString("no-request-id ")
 	}
+	if reason := resp.Header.Get("Stripe-Rate-Limited-Reason"); reason != "" {
+		out.WriteString("rate-limited:" + reason + " ")
+	}
 	out.Write(b)
 	out.WriteByte('\n')
 	ts.Stdout().Write(out.Bytes())
@@ -243,6 +352,35 @@ func TestStripeSimConfig(t *testing.T) {
 		cfg.Faults.RateLimitShare != 0.25 || cfg.Faults.Latency != time.Millisecond || cfg.Seed != 5 || cfg.KeyTTL != time.Hour ||
 		cfg.Faults.GatewayTimeoutShare != 0.5 || cfg.Faults.GatewayErrorAfterCommitShare != 0.125 || cfg.Faults.GatewayStatus != 503 || !cfg.Faults.GatewayStripeBody {
 		t.Errorf("config = %+v", cfg)
+	}
+}
+
+// TestStripeSimConfigRateLimits checks the rate-limit flags: off by
+// default, a mode with its overrides passed through, overrides refused
+// without a mode.
+func TestStripeSimConfigRateLimits(t *testing.T) {
+	for _, tt := range []struct {
+		c    stripeSimCmd
+		want stripesim.RateLimits
+		err  string
+	}{
+		{c: stripeSimCmd{RateLimits: "off"}},
+		{c: stripeSimCmd{RateLimits: "test"}, want: stripesim.RateLimits{Mode: "test"}},
+		{c: stripeSimCmd{RateLimits: "live", GlobalRate: 50, GlobalBurst: 10, EndpointRate: 5, EndpointBurst: 2},
+			want: stripesim.RateLimits{Mode: "live", GlobalRate: 50, GlobalBurst: 10, EndpointRate: 5, EndpointBurst: 2}},
+		{c: stripeSimCmd{RateLimits: "off", EndpointRate: 5}, err: "--endpoint-rate needs --rate-limits test or live"},
+		{c: stripeSimCmd{RateLimits: "test", GlobalRate: -1}, err: "rate_limits.global_rate -1: want requests per second, or 0 for Stripe's"},
+	} {
+		cfg, err := tt.c.config()
+		if tt.err != "" {
+			if err == nil || err.Error() != tt.err {
+				t.Errorf("%+v: error %v, want %q", tt.c, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || cfg.Faults.RateLimits != tt.want {
+			t.Errorf("%+v: rate limits %+v (%v), want %+v", tt.c, cfg.Faults.RateLimits, err, tt.want)
+		}
 	}
 }
 

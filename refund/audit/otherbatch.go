@@ -1,0 +1,183 @@
+package audit
+
+// Charges refunded by more than one refundkit batch: a plan run again
+// under a new batch id refunds its charges again, and no item of either
+// batch is refunded twice, so only a look across batches finds it.
+
+import (
+	"fmt"
+	"strings"
+)
+
+// otherBatchPass reports every target on which the journals hold live
+// refunds of more than one batch.
+func (r *run) otherBatchPass() {
+	s := r.st
+	if len(s.batches.names) <= 2 {
+		return // one batch (names[0] is ""): nothing to look across
+	}
+	// First pass: the first item with a live refund on each target, and
+	// the targets where an item of another batch has one too.
+	size := 1024
+	for size < 2*int(s.n) {
+		size *= 2
+	}
+	table := make([]uint64, size) // hash<<32 | 1+index of the target's first item
+	mask := uint32(size - 1)
+	var overlaps []uint32 // first items of targets with two batches
+	flagged := map[uint32]bool{}
+	const span = 64
+	var hashes [span]uint32
+	var touched uint64
+	for base := uint32(0); base < s.n; base += span {
+		end := min(base+span, s.n)
+		// Hash a span of items and touch their table entries first: the
+		// loads are independent, so their cache misses overlap.
+		for i := base; i < end; i++ {
+			if sl := s.slot(i); sl.target != 0 && sl.flags&flagRefunded != 0 {
+				h := uint32(s.hashItem(s.str(sl.target)))
+				hashes[i-base] = h
+				touched += table[h&mask]
+			}
+		}
+		for i := base; i < end; i++ {
+			sl := s.slot(i)
+			if sl.target == 0 || r.liveRefundCount(i, sl) == 0 {
+				continue
+			}
+			t := s.str(sl.target)
+			h := hashes[i-base]
+			pos := h & mask
+			for ; table[pos] != 0; pos = (pos + 1) & mask {
+				e := table[pos]
+				if uint32(e>>32) != h {
+					continue
+				}
+				first := uint32(e) - 1
+				if fsl := s.slot(first); s.str(fsl.target) == t {
+					if fsl.batch != sl.batch && !flagged[first] {
+						flagged[first] = true
+						overlaps = append(overlaps, first)
+					}
+					break
+				}
+			}
+			if table[pos] == 0 {
+				table[pos] = uint64(h)<<32 | uint64(i+1)
+			}
+		}
+	}
+	s.touched = touched
+	if len(overlaps) == 0 {
+		return
+	}
+	// Second pass: the items with live refunds on those targets.
+	onTarget := make(map[string][]uint32, len(overlaps))
+	for _, first := range overlaps {
+		onTarget[s.str(s.slot(first).target)] = nil
+	}
+	for i := range s.n {
+		sl := s.slot(i)
+		if sl.target == 0 || sl.flags&flagRefunded == 0 {
+			continue
+		}
+		t := s.str(sl.target)
+		if items, ok := onTarget[t]; ok && r.liveRefundCount(i, sl) > 0 {
+			onTarget[t] = append(items, i)
+		}
+	}
+	for _, first := range overlaps {
+		fsl := s.slot(first)
+		items := onTarget[s.str(fsl.target)]
+		var refunds []Refund
+		allowed := map[string]bool{}
+		for _, i := range items {
+			v := r.view(i)
+			for _, x := range r.journalRefunds(i) {
+				x.Batch, x.Item = v.batch, v.item
+				refunds = append(refunds, x)
+			}
+			if v.flags&flagAllowed != 0 {
+				allowed[v.batch] = true
+			}
+		}
+		v := r.view(first)
+		if f := otherBatchFinding(v.target, v.isIntent, refunds, allowed); f != nil {
+			r.out(f)
+		}
+	}
+}
+
+// otherBatches reports a target on which Stripe lists live refunds of
+// more than one refundkit batch.
+func (r *run) otherBatches(t *target, gs []*group, all []*sref) {
+	var refunds []Refund
+	batches := map[string]bool{}
+	for _, x := range all {
+		if x.live && x.batch != "" {
+			ref := x.Refund
+			ref.Batch, ref.Item, ref.Action, ref.Note = x.batch, x.item, "", ""
+			refunds = append(refunds, ref)
+			batches[x.batch] = true
+		}
+	}
+	if len(batches) < 2 {
+		return
+	}
+	allowed := map[string]bool{}
+	for _, g := range gs {
+		for _, m := range g.ms {
+			if m.sl.flags&flagAllowed != 0 {
+				allowed[g.batch] = true
+			}
+		}
+	}
+	if f := otherBatchFinding(t.id, t.intent, refunds, allowed); f != nil {
+		r.out(f)
+	}
+}
+
+// otherBatchFinding reports refunds (oldest or first journaled first) of
+// several batches on one target, unless every batch but one was allowed
+// to refund on top of the others (--allow-refunded-charges after refund
+// held one of its items there): nil then.
+func otherBatchFinding(target string, intent bool, refunds []Refund, allowed map[string]bool) *Finding {
+	var batches []string
+	seen := map[string]bool{}
+	for _, x := range refunds {
+		if !seen[x.Batch] {
+			seen[x.Batch] = true
+			batches = append(batches, x.Batch)
+		}
+	}
+	unallowed := 0
+	for _, b := range batches {
+		if !allowed[b] {
+			unallowed++
+		}
+	}
+	if len(batches) < 2 || unallowed <= 1 {
+		return nil
+	}
+	f := &Finding{Finding: KindOtherBatch, Refunds: refunds}
+	if intent {
+		f.PaymentIntent = target
+	} else {
+		f.Charge = target
+	}
+	var named []string
+	later := map[string]int64{}
+	for _, x := range refunds {
+		named = append(named, fmt.Sprintf("%s (batch %s, item %s, %d %s)", x.ID, x.Batch, x.Item, x.Amount, x.Currency))
+		if x.Batch != batches[0] {
+			f.Amount += x.Amount
+			f.Currency = x.Currency
+			later[x.Currency] += x.Amount
+		}
+	}
+	f.Message = fmt.Sprintf("refunds of %d refundkit batches (%s) on one charge: %s", len(batches), strings.Join(batches, ", "), strings.Join(named, ", "))
+	f.Remedy = fmt.Sprintf("batches after %s refunded %s more on a charge that %s had refunded: a person decides whether that was intended; "+
+		"if not, a refund that still requires action can be canceled in the dashboard, but a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it; "+
+		"refund holds an item whose charge holds another batch's refund unless --allow-refunded-charges is given", batches[0], amounts(later), batches[0])
+	return f
+}
