@@ -6,7 +6,6 @@ require (
 	github.com/alecthomas/kong v1.17.0
 	github.com/google/renameio/v2 v2.0.2
 	github.com/rogpeppe/go-internal v1.16.0
-	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/stripe/stripe-go/v76 v76.25.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.44.0
@@ -14,7 +13,6 @@ require (
 )
 
 require (
-	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
-	github.com/rivo/uniseg v0.4.7 // indirect
+	github.com/stretchr/testify v1.9.0 // indirect
 	golang.org/x/tools v0.26.0 // indirect
 )

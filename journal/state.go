@@ -44,8 +44,9 @@ type ItemState struct {
 	KeyBurned bool
 	// Amount is the refunded amount (StatusRefunded) or the last requested one.
 	Amount int64
-	Refund string // refund id when StatusRefunded
-	Code   string // Stripe's error code of the last failure
+	Refund   string // refund id when StatusRefunded
+	Currency string // the refund's currency when StatusRefunded
+	Code     string // Stripe's error code of the last failure
 
 	// What the journal binds the item to: the charge or payment intent its
 	// first record named, and what its last intent asked for. A plan item
@@ -92,7 +93,7 @@ type slot struct {
 	refund     arena.Ref
 	target     arena.Ref // the charge, or the payment intent (flagIntent)
 	attempt    int32
-	code       uint32
+	code       uint32 // Code; once refunded (Code is then ""), Currency
 	batch      uint32
 	currency   uint16 // id in codes, unless flagCurrencySpilled
 	status     Status
@@ -191,6 +192,7 @@ func Next(st ItemState, r *Record) ItemState {
 		st.Status = StatusRefunded
 		st.Amount = r.Amount
 		st.Refund = r.Refund
+		st.Currency = r.Currency
 		st.Code = ""
 		st.KeyBurned = false // no key is used for it again
 	case TypeFailed:
@@ -229,6 +231,9 @@ func (s *State) get(i uint32) ItemState {
 	}
 	if sl.flags&flagAttemptSpilled != 0 {
 		st.Attempt = s.attempts[i]
+	}
+	if st.Status == StatusRefunded {
+		st.Code, st.Currency = "", st.Code
 	}
 	if sl.flags&flagIntent != 0 {
 		st.PaymentIntent = s.strs.Get(sl.target)
@@ -274,8 +279,12 @@ func (s *State) put(i uint32, st ItemState) {
 	if st.Refund != s.strs.Get(sl.refund) {
 		sl.refund = s.strs.Add(st.Refund)
 	}
-	if st.Code != s.codes[sl.code] {
-		sl.code = s.internCode(st.Code)
+	text := st.Code
+	if st.Status == StatusRefunded {
+		text = st.Currency // a refunded item has no error code
+	}
+	if text != s.codes[sl.code] {
+		sl.code = s.internCode(text)
 	}
 	target := st.Charge
 	if target == "" && st.PaymentIntent != "" {

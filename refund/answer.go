@@ -5,6 +5,7 @@ package refund
 
 import (
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	stripe "github.com/stripe/stripe-go/v76"
@@ -75,6 +76,7 @@ func (e *engine) adopt(it *Item, attempt int, own []*stripe.Refund) Result {
 	}
 	res := e.settle(it, attempt, r, journal.SourceReconciled)
 	res.Found = true
+	e.logItem(slog.LevelDebug, "found at Stripe and adopted: nothing sent", it, attempt, "refund", r.ID)
 	if res.Status != StatusRefunded || len(own) == 1 {
 		return res
 	}
@@ -91,8 +93,7 @@ func (e *engine) adopt(it *Item, attempt int, own []*stripe.Refund) Result {
 	}
 	e.duplicates.Add(1)
 	extra := describe(own[1:])
-	e.cfg.Log.Error("item has more than one refund at Stripe", "batch", it.Batch, "item", it.Item,
-		"target", it.Target(), "kept", r.ID, "extra", extra)
+	e.logItem(slog.LevelError, "item has more than one refund at Stripe", it, attempt, "kept", r.ID, "extra", extra)
 	res.Code = CodeDuplicateRefunds
 	res.Message = fmt.Sprintf("Stripe holds more than one refund for this item: kept %s, also %s; all are journaled and audit reports them (a succeeded refund cannot be reversed through the API)", r.ID, extra)
 	return res
@@ -121,6 +122,7 @@ func (e *engine) mismatch(it *Item, attempt int, r *stripe.Refund, err error) Re
 	if !e.append(e.failure(it, attempt, status, CodeAnswerMismatch, msg, false)) {
 		return e.unrecorded(it, attempt, msg)
 	}
+	e.logItem(slog.LevelError, "answer is not this item's refund", it, attempt, "refund", r.ID, "detail", err.Error())
 	e.halt(&HaltError{Err: fmt.Errorf("stripe answered item %s of batch %s with a refund that is not its own: %v", it.Item, it.Batch, err)})
 	return e.inDoubt(it, attempt, CodeAnswerMismatch, msg)
 }

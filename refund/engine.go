@@ -10,13 +10,13 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	stripe "github.com/stripe/stripe-go/v76"
-	"golang.org/x/time/rate"
 
 	"github.com/refundkit/refundkit/journal"
 )
@@ -32,8 +32,8 @@ type Config struct {
 	State   *journal.State
 	// Workers is how many items are in flight at once (default 8).
 	Workers int
-	// Limiter paces every API call; nil means unlimited.
-	Limiter *rate.Limiter
+	// Pacer paces every API call within the run's limits; nil means none.
+	Pacer *Pacer
 	// DryRun reads the journal and reports what would be done: no API call,
 	// no journal write.
 	DryRun bool
@@ -63,6 +63,9 @@ type Config struct {
 	// OnResult receives each item's result, one call at a time, after its
 	// outcome is durably journaled.
 	OnResult func(Result)
+	// OnRetry, when set, hears of an item starting (+1) or ending (-1) a
+	// wait to retry (a progress display counts them).
+	OnRetry func(delta int)
 }
 
 // Backoff spaces retries of one call: a random delay in [d/2, d] where d
@@ -424,7 +427,7 @@ func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bo
 	switch st.Status {
 	case journal.StatusRefunded:
 		r := newResult(it, StatusSkipped)
-		r.Refund, r.Amount, r.Attempt = st.Refund, st.Amount, st.Attempt
+		r.Refund, r.Amount, r.Currency, r.Attempt = st.Refund, st.Amount, st.Currency, st.Attempt
 		return r, true
 	case journal.StatusFailed:
 		if e.cfg.AllowRefundedCharges && heldCode(st.Code) {
@@ -494,6 +497,9 @@ func (e *engine) process(ctx context.Context, j job) Result {
 		// it is never less safe than a new one.
 		attempt++
 		e.newKeys.Add(1)
+		e.logItem(slog.LevelInfo, "new idempotency key: the old one replays Stripe's 500 and the look-up found no refund (--resend-after-500)", it, attempt)
+	} else if !unsent {
+		e.logItem(slog.LevelDebug, "in doubt and not found at Stripe: the same key again", it, attempt)
 	}
 	refund, replayed, err := e.call(ctx, it, attempt)
 	switch {
@@ -517,6 +523,7 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	}
 	switch class {
 	case classFinal, classKeyReused:
+		e.logItem(slog.LevelDebug, "refused for good", it, attempt, "status", status, "code", code)
 		r := newResult(it, StatusFailed)
 		r.Attempt, r.Code, r.Message = attempt, code, msg
 		return r
@@ -533,6 +540,7 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	// indeterminate: Stripe may still complete the call while it repairs an
 	// incident. No new key in this run; see ResendAfter500.
 	e.indeterminate.Add(1)
+	e.logItem(slog.LevelWarn, "stripe answered 500: in doubt, no new key in this run", it, attempt, "code", code)
 	return e.inDoubt(it, attempt, code, "Stripe answered 500: its result is indeterminate (Stripe may still complete it). A later run looks it up; it sends under a new key only with --resend-after-500")
 }
 
@@ -551,7 +559,7 @@ var (
 // while waiting leaves nothing in doubt that was never sent.
 func (e *engine) call(ctx context.Context, it *Item, attempt int) (*stripe.Refund, bool, error) {
 	for try := 0; ; try++ {
-		if err := e.wait(ctx); err != nil || e.halted() {
+		if err := e.wait(ctx, EndpointCreate); err != nil || e.halted() {
 			if try == 0 {
 				return nil, false, errNotSent
 			}
@@ -564,11 +572,12 @@ func (e *engine) call(ctx context.Context, it *Item, attempt int) (*stripe.Refun
 		// A sent request is never abandoned half-way on the first signal:
 		// its answer must be journaled.
 		r, replayed, err := e.cfg.Stripe.Create(context.WithoutCancel(ctx), it, attempt)
+		e.paced(EndpointCreate, err)
 		if err == nil {
 			e.unanswered.Store(0)
 			return r, replayed, nil
 		}
-		if !e.retryable(ctx, err, try) {
+		if !e.retryable(ctx, err, try, it, attempt, "create") {
 			if ctx.Err() != nil {
 				return nil, false, context.Canceled
 			}
@@ -579,7 +588,7 @@ func (e *engine) call(ctx context.Context, it *Item, attempt int) (*stripe.Refun
 
 // retryable decides whether a failed call is repeated with the same key, and
 // sleeps the backoff if so.
-func (e *engine) retryable(ctx context.Context, err error, try int) bool {
+func (e *engine) retryable(ctx context.Context, err error, try int, it *Item, attempt int, what string) bool {
 	class, status, code := classify(err)
 	if class != classRetry {
 		e.unanswered.Store(0)
@@ -598,7 +607,15 @@ func (e *engine) retryable(ctx context.Context, err error, try int) bool {
 	}
 	e.retries.Add(1)
 	d := e.cfg.Backoff.delay(try)
-	e.cfg.Log.Debug("retrying with the same key", "status", status, "code", code, "after", d)
+	msg := "retrying with the same key"
+	if what != "create" {
+		msg = "retrying the " + what
+	}
+	e.logItem(slog.LevelDebug, msg, it, attempt, "status", status, "code", code, "after", d)
+	if e.cfg.OnRetry != nil {
+		e.cfg.OnRetry(1)
+		defer e.cfg.OnRetry(-1)
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -609,11 +626,28 @@ func (e *engine) retryable(ctx context.Context, err error, try int) bool {
 	}
 }
 
-func (e *engine) wait(ctx context.Context) error {
-	if e.cfg.Limiter == nil {
+func (e *engine) wait(ctx context.Context, ep Endpoint) error {
+	if e.cfg.Pacer == nil {
 		return ctx.Err()
 	}
-	return e.cfg.Limiter.Wait(ctx)
+	return e.cfg.Pacer.Wait(ctx, ep)
+}
+
+// paced tells the pacer how a request to ep went: a 429 slows the budget it
+// names, any other answer wins some rate back.
+func (e *engine) paced(ep Endpoint, err error) {
+	if e.cfg.Pacer == nil {
+		return
+	}
+	_, status, _ := classify(err)
+	switch {
+	case err == nil:
+		e.cfg.Pacer.Answered(ep)
+	case status == http.StatusTooManyRequests:
+		e.cfg.Pacer.Throttled(ep, rateLimitReason(err))
+	case status != 0:
+		e.cfg.Pacer.Answered(ep)
+	}
 }
 
 func (e *engine) retryGet(ctx context.Context, try int) bool {
@@ -651,6 +685,19 @@ func (e *engine) failure(it *Item, attempt, status int, code, msg string, final 
 	return rec
 }
 
+// logItem logs a decision about an item with what names it: batch, item,
+// charge or payment intent, attempt and idempotency key (never the API key).
+func (e *engine) logItem(level slog.Level, msg string, it *Item, attempt int, args ...any) {
+	if !e.cfg.Log.Enabled(context.Background(), level) {
+		return
+	}
+	all := []any{"batch", it.Batch, "item", it.Item, "target", it.Target()}
+	if attempt > 0 {
+		all = append(all, "attempt", attempt, "key", IdempotencyKey(it.Batch, it.Item, attempt))
+	}
+	e.cfg.Log.Log(context.Background(), level, msg, append(all, args...)...)
+}
+
 // append journals rec durably; a failure halts the run.
 func (e *engine) append(rec *journal.Record) bool {
 	if err := e.cfg.Journal.Append(rec); err != nil {
@@ -669,7 +716,7 @@ func (e *engine) inDoubt(it *Item, attempt int, code, msg string) Result {
 // unrecorded reports an item whose outcome the journal could not take. It
 // is logged for people; the next run finds the item in doubt and reconciles.
 func (e *engine) unrecorded(it *Item, attempt int, msg string) Result {
-	e.cfg.Log.Error("item not journaled", "batch", it.Batch, "item", it.Item, "attempt", attempt, "detail", msg)
+	e.logItem(slog.LevelError, "item not journaled", it, attempt, "detail", msg)
 	return e.inDoubt(it, attempt, "journal_failed", msg)
 }
 

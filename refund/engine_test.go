@@ -16,7 +16,6 @@ import (
 	"time"
 
 	stripe "github.com/stripe/stripe-go/v76"
-	"golang.org/x/time/rate"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
@@ -626,10 +625,10 @@ func TestStopWhileWaitingLeavesNothingInDoubt(t *testing.T) {
 	s.SetCreateHook(func(string) { stop() })
 	var mu sync.Mutex
 	var results []refund.Result
-	// Three tokens: both items' look-ups and one create; the other create waits.
-	limiter := rate.NewLimiter(rate.Every(time.Hour), 3)
+	// Look-ups go freely; one create, then the other waits (for hours).
+	pacer := refund.NewPacer(refund.Limits{Create: 1e-6})
 	_, err = refund.Run(ctx, refund.Config{
-		Stripe: refund.NewStripe(s.url, testKey, 2), Journal: w, State: state, Workers: 2, Limiter: limiter,
+		Stripe: refund.NewStripe(s.url, testKey, 2), Journal: w, State: state, Workers: 2, Pacer: pacer,
 		OnResult: func(r refund.Result) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -7,6 +7,7 @@ package refund
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	stripe "github.com/stripe/stripe-go/v76"
@@ -117,13 +118,14 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent, burn
 		return e.inDoubt(it, attempt, "api_error", "Stripe answered 500 to an earlier call and still has no refund for it: its result is indeterminate (Stripe may still complete it while it repairs an incident). Check the charge; to send it under a new key, run again with --resend-after-500"), true
 	}
 	if len(c.otherBatch)+len(c.otherItem) > 0 {
-		e.cfg.Log.Warn("charge already refunded for another batch or item; refunding again as --allow-refunded-charges says",
-			"batch", it.Batch, "item", it.Item, "target", it.Target(), "refunds", describe(append(c.otherBatch, c.otherItem...)))
+		e.logItem(slog.LevelWarn, "charge already refunded for another batch or item; refunding again as --allow-refunded-charges says", it, 0,
+			"refunds", describe(append(c.otherBatch, c.otherItem...)))
 	}
 	if len(c.outside) > 0 && !e.cfg.AllRefunds {
-		e.cfg.Log.Warn("charge has refunds without refundkit metadata; refunding anyway (--all-refunds holds such items)",
-			"batch", it.Batch, "item", it.Item, "target", it.Target(), "refunds", describe(c.outside))
+		e.logItem(slog.LevelWarn, "charge has refunds without refundkit metadata; refunding anyway (--all-refunds holds such items)", it, 0,
+			"refunds", describe(c.outside))
 	}
+	e.logItem(slog.LevelDebug, "looked up: nothing stands in the way of a call", it, 0, "refunds_on_charge", len(refunds))
 	return Result{}, false
 }
 
@@ -142,7 +144,7 @@ func (e *engine) sibling(it *Item, item string) bool {
 // the item.
 func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (refunds []*stripe.Refund, res Result, ok bool) {
 	for try := 0; ; try++ {
-		if err := e.wait(ctx); err != nil {
+		if err := e.wait(ctx, EndpointList); err != nil {
 			return nil, e.notCalled(it, unsent, "interrupted", "interrupted before the look-up"), false
 		}
 		if e.halted() {
@@ -150,6 +152,7 @@ func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (
 		}
 		e.lists.Add(1)
 		refunds, err := e.cfg.Stripe.List(context.WithoutCancel(ctx), it)
+		e.paced(EndpointList, err)
 		if err == nil {
 			e.unanswered.Store(0)
 			return refunds, Result{}, true
@@ -162,7 +165,7 @@ func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (
 				continue
 			}
 		case classRetry:
-			if e.retryable(ctx, err, try) {
+			if e.retryable(ctx, err, try, it, 0, "look-up") {
 				continue
 			}
 		case classFatal:
@@ -229,7 +232,7 @@ func (e *engine) hold(it *Item, attempt int, unsent bool, code string, refunds [
 	if !e.append(rec) {
 		return e.unrecorded(it, attempt, msg)
 	}
-	e.cfg.Log.Warn("item held: "+why, "batch", it.Batch, "item", it.Item, "target", it.Target(), "refunds", describe(refunds))
+	e.logItem(slog.LevelWarn, "item held: "+why, it, attempt, "refunds", describe(refunds))
 	if !unsent {
 		return e.inDoubt(it, attempt, code, msg)
 	}

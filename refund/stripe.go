@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	stripe "github.com/stripe/stripe-go/v76"
@@ -31,7 +32,7 @@ func NewStripe(base, key string, conns int) *Stripe {
 	transport.MaxIdleConnsPerHost = conns
 	backend := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
 		URL:               stripe.String(base),
-		HTTPClient:        &http.Client{Transport: transport, Timeout: 80 * time.Second},
+		HTTPClient:        &http.Client{Transport: noteTransport{transport}, Timeout: 80 * time.Second},
 		MaxNetworkRetries: stripe.Int64(0),
 		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
 	})
@@ -43,7 +44,8 @@ func NewStripe(base, key string, conns int) *Stripe {
 // can be found and matched later. replayed reports a saved answer.
 func (s *Stripe) Create(ctx context.Context, it *Item, attempt int) (r *stripe.Refund, replayed bool, err error) {
 	params := &stripe.RefundParams{}
-	params.Context = ctx
+	note := new(answerNote)
+	params.Context = context.WithValue(ctx, noteKey{}, note)
 	params.SetIdempotencyKey(IdempotencyKey(it.Batch, it.Item, attempt))
 	if it.Charge != "" {
 		params.Charge = stripe.String(it.Charge)
@@ -64,7 +66,7 @@ func (s *Stripe) Create(ctx context.Context, it *Item, attempt int) (r *stripe.R
 	params.AddMetadata(MetaAttempt, strconv.Itoa(attempt))
 	r, err = s.refunds.New(params)
 	if err != nil {
-		return nil, false, err
+		return nil, false, note.wrap(err)
 	}
 	replayed = r.LastResponse != nil && r.LastResponse.Header.Get("Idempotent-Replayed") == "true"
 	return r, replayed, nil
@@ -74,7 +76,8 @@ func (s *Stripe) Create(ctx context.Context, it *Item, attempt int) (r *stripe.R
 // first, following pagination to the end.
 func (s *Stripe) List(ctx context.Context, it *Item) ([]*stripe.Refund, error) {
 	params := &stripe.RefundListParams{}
-	params.Context = ctx
+	note := new(answerNote)
+	params.Context = context.WithValue(ctx, noteKey{}, note)
 	params.Limit = stripe.Int64(100)
 	if it.Charge != "" {
 		params.Charge = stripe.String(it.Charge)
@@ -86,7 +89,62 @@ func (s *Stripe) List(ctx context.Context, it *Item) ([]*stripe.Refund, error) {
 	for iter.Next() {
 		out = append(out, iter.Refund())
 	}
-	return out, iter.Err()
+	if err := iter.Err(); err != nil {
+		return nil, note.wrap(err)
+	}
+	return out, nil
+}
+
+// noteKey carries an *answerNote in a request's context.
+type noteKey struct{}
+
+// answerNote is what the headers of a call's answer say beyond what
+// stripe-go keeps: why Stripe refused it for its rate.
+type answerNote struct {
+	mu              sync.Mutex
+	rateLimitReason string
+}
+
+// noteTransport fills the request's answerNote from the answer's headers.
+type noteTransport struct{ next http.RoundTripper }
+
+func (t noteTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := t.next.RoundTrip(req)
+	if n, ok := req.Context().Value(noteKey{}).(*answerNote); ok && res != nil {
+		n.mu.Lock()
+		n.rateLimitReason = res.Header.Get("Stripe-Rate-Limited-Reason")
+		n.mu.Unlock()
+	}
+	return res, err
+}
+
+// wrap adds what the note knows to err.
+func (n *answerNote) wrap(err error) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.rateLimitReason == "" {
+		return err
+	}
+	return &RateLimitedError{Reason: n.rateLimitReason, Err: err}
+}
+
+// RateLimitedError is a 429 with the budget Stripe named in its
+// Stripe-Rate-Limited-Reason header (global-rate, endpoint-rate...).
+type RateLimitedError struct {
+	Reason string
+	Err    error
+}
+
+func (e *RateLimitedError) Error() string { return e.Err.Error() }
+func (e *RateLimitedError) Unwrap() error { return e.Err }
+
+// rateLimitReason is the budget a 429 named, "" when it named none.
+func rateLimitReason(err error) string {
+	var rl *RateLimitedError
+	if errors.As(err, &rl) {
+		return rl.Reason
+	}
+	return ""
 }
 
 // Matches reports whether r was made by refundkit for item of batch.

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/alecthomas/kong"
 
@@ -75,12 +77,33 @@ func parse(env Env, name, description string, grammar any) (code int, done bool)
 			}
 		}
 	}()
-	if _, err := parser.Parse(env.Args); err != nil {
+	if _, err := parser.Parse(joinNegativeValues(env.Args)); err != nil {
 		fmt.Fprintf(env.Stderr, "%s: %v\n", name, err)
 		fmt.Fprintf(env.Stderr, "%s: run '%s --help' for usage\n", name, name)
 		return ExitUsage, true
 	}
 	return 0, false
+}
+
+// joinNegativeValues writes "--rate -1" as "--rate=-1": kong would take
+// "-1" for a short flag and answer with a parser's hint, where the command's
+// own check says what is wrong in a sentence. No flag of ours is a digit.
+func joinNegativeValues(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "--") && len(a) > 2 && !strings.Contains(a, "=") && i+1 < len(args) {
+			if next := args[i+1]; strings.HasPrefix(next, "-") {
+				if _, err := strconv.ParseFloat(next, 64); err == nil {
+					out = append(out, a+"="+next)
+					i++
+					continue
+				}
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // usageError is bad flags or arguments found after parsing.

@@ -12,9 +12,19 @@ import (
 // newLogger returns a logger that writes `name: message key=value` lines for
 // people on w: no timestamps or levels, the style of every other message.
 func newLogger(w io.Writer, name string, verbose bool) *slog.Logger {
+	return newLoggerAs(w, name, verbose, "text")
+}
+
+// newLoggerAs is newLogger in format "text", or JSON lines (slog's own
+// handler, with the program's name in each) in format "json", for agents and
+// log pipelines.
+func newLoggerAs(w io.Writer, name string, verbose bool, format string) *slog.Logger {
 	level := slog.LevelInfo
 	if verbose {
 		level = slog.LevelDebug
+	}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})).With("program", name)
 	}
 	return slog.New(&lineHandler{w: w, name: name, level: level, mu: new(sync.Mutex)})
 }

@@ -2,34 +2,39 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
-	"golang.org/x/time/rate"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 type refundCmd struct {
 	Journal        string      `required:"" placeholder:"FILE" help:"The checkpoint journal (JSON lines), created 0600 if absent. One run at a time holds it."`
 	Input          string      `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
 	Concurrency    int         `short:"j" default:"8" help:"Items in flight at once."`
-	Rate           float64     `default:"10" help:"API requests per second, all workers together (0: no limit). Stripe allows 25/s in test mode, 100/s live, and asks bulk jobs to use a part of it."`
+	Share          float64     `default:"0.8" help:"Share of Stripe's rate limits this run takes, 0 to 1: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic; N shard workers on one account take 0.8/N each."`
+	Rate           *float64    `placeholder:"R" help:"Requests per second for this run, all endpoints together, instead of --share of the account's limit (0: no pacing at all). Each endpoint keeps --share of its own limit."`
+	LogFormat      string      `enum:"text,json" default:"text" help:"Messages on stderr as text lines for people, or JSON lines (log/slog) for agents and log pipelines."`
 	DryRun         bool        `help:"Read the journal and show what would be done: no API call, no journal write."`
 	ResendAfter500 bool        `name:"resend-after-500" help:"Send items whose earlier call Stripe answered with its own 500 under a new key, once the look-up finds no refund for them. Stripe treats a 500 as indeterminate and may still complete the call while it repairs an incident: use it once the incident is over."`
 	AllowRefunded  bool        `name:"allow-refunded-charges" help:"More refunds on charges that another refundkit batch (or, with --all-refunds, anyone) already refunded are intended. Without it such items are held: journaled as failed, nothing sent."`
 	AllRefunds     bool        `help:"Hold items whose charge has refunds without refundkit metadata too (made by hand, in the dashboard or by older scripts)."`
 	NoLookup       bool        `help:"Skip the look-up at Stripe before an item's first call and trust the journal alone. Saves one request per item; a new batch name, a lost or restored journal or a changed shard count can then refund a charge twice."`
 	Progress       string      `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
-	Verbose        bool        `short:"v" help:"Log each retry on stderr."`
+	Verbose        bool        `short:"v" help:"Log every decision on stderr: look-ups, holds, retries, 429s, 500s, key changes, with item, charge, attempt and idempotency key."`
 	NoGroupCommit  bool        `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
 	CPUProfile     string      `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
 	Version        versionFlag `help:"Print the version and exit."`
@@ -52,9 +57,10 @@ func Refund(env Env) int {
 	}
 	// Signals are caught from the start: a deploy that stops a run while it
 	// loads its journal gets the same clean exit as one mid-batch.
-	ctx, stop := signalContext(env.Stderr, name)
+	stderr := newProgressWriter(env.Stderr)
+	ctx, stop := signalContext(stderr, name)
 	defer stop()
-	log := newLogger(env.Stderr, name, c.Verbose)
+	log := newLoggerAs(stderr, name, c.Verbose, c.LogFormat)
 	if env.Getenv("GOGC") == "" {
 		// Most of refund's heap is the journal's index, alive for the whole
 		// run; garbage is little. A lower target keeps a million-item resume
@@ -64,17 +70,21 @@ func Refund(env Env) int {
 	if c.CPUProfile != "" {
 		stop, err := startCPUProfile(c.CPUProfile)
 		if err != nil {
-			warnf(env.Stderr, name, "%v", err)
+			warnf(stderr, name, "%v", err)
 			return ExitUsage
 		}
 		defer stop()
 	}
 	if c.Concurrency < 1 || c.Concurrency > 256 {
-		warnf(env.Stderr, name, "--concurrency %d: want 1 to 256", c.Concurrency)
+		warnf(stderr, name, "--concurrency %d: want 1 to 256", c.Concurrency)
 		return ExitUsage
 	}
-	if c.Rate < 0 {
-		warnf(env.Stderr, name, "--rate %g: want 0 (no limit) or more", c.Rate)
+	if c.Rate != nil && !(*c.Rate >= 0) {
+		warnf(stderr, name, "--rate %g: want 0 (no pacing) or more requests per second", *c.Rate)
+		return ExitUsage
+	}
+	if !(c.Share > 0 && c.Share <= 1) {
+		warnf(stderr, name, "--share %g: want a share of Stripe's limits above 0 and at most 1", c.Share)
 		return ExitUsage
 	}
 
@@ -82,7 +92,7 @@ func Refund(env Env) int {
 	if !c.DryRun {
 		var err error
 		if client, err = c.client(env, c.Concurrency); err != nil {
-			warnf(env.Stderr, name, "%v", err)
+			warnf(stderr, name, "%v", err)
 			return ExitUsage
 		}
 	}
@@ -91,18 +101,32 @@ func Refund(env Env) int {
 	if c.Input != "-" {
 		f, err := os.Open(c.Input)
 		if err != nil {
-			warnf(env.Stderr, name, "%v", err)
+			warnf(stderr, name, "%v", err)
 			return ExitUsage
 		}
 		defer f.Close()
 		in, inName = f, c.Input
+	}
+	if isTerminal(in) {
+		warnf(stderr, name, "waiting for plan items on stdin (JSON lines, as plan writes them; end with Ctrl-D)")
+	}
+	// No plan items is an error before anything is opened: a failed plan
+	// before the pipe must not end in an empty journal and exit 0.
+	in, ok, err := firstItem(in)
+	if err != nil {
+		warnf(stderr, name, "%s: %v", inName, err)
+		return ExitUsage
+	}
+	if !ok {
+		warnf(stderr, name, "no plan items in %s: nothing to refund", inName)
+		warnf(stderr, name, "did the command before the pipe fail? run pipelines with set -o pipefail")
+		return ExitUsage
 	}
 
 	var (
 		w     *journal.Writer
 		state *journal.State
 		torn  *journal.Torn
-		err   error
 	)
 	if c.DryRun {
 		state, torn, err = loadForDryRun(c.Journal)
@@ -110,75 +134,163 @@ func Refund(env Env) int {
 		w, state, torn, err = journal.Open(c.Journal, journal.Options{NoGroupCommit: c.NoGroupCommit})
 	}
 	if err != nil {
-		warnf(env.Stderr, name, "%v", err)
+		warnf(stderr, name, "%v", err)
 		return journalExit(err)
 	}
 	if w != nil {
 		defer w.Close()
 	}
 	if torn != nil {
-		warnf(env.Stderr, name, "%s", torn)
+		warnf(stderr, name, "%s", torn)
 	}
 
 	out := newResultWriter(env.Stdout)
 	defer out.stop()
-	bar := newProgress(env.Stderr, c.Progress)
-
-	var limiter *rate.Limiter
-	if c.Rate > 0 {
-		limiter = rate.NewLimiter(rate.Limit(c.Rate), max(1, int(c.Rate/10)))
+	total := 0 // unknown on stdin
+	if c.Input != "-" {
+		total = countItems(c.Input)
 	}
+	bar := newProgress(stderr, c.Progress, total)
+	defer bar.stop()
+
 	summary, runErr := refund.Run(ctx, refund.Config{
 		Stripe: client, Journal: w, State: state,
-		Workers: c.Concurrency, Limiter: limiter, DryRun: c.DryRun,
+		Workers: c.Concurrency, Pacer: c.pacer(env), DryRun: c.DryRun,
 		ResendAfter500: c.ResendAfter500, Log: log,
 		NoLookup: c.NoLookup, AllowRefundedCharges: c.AllowRefunded, AllRefunds: c.AllRefunds,
+		OnRetry: bar.retrying,
 		OnResult: func(r refund.Result) {
 			out.write(r)
-			if bar != nil {
-				bar.Add(1)
-			}
+			bar.add(r)
 		},
 	}, in, inName)
 	out.stop()
-	if bar != nil {
-		bar.Finish()
-		io.WriteString(env.Stderr, "\n")
-	}
-	warnf(env.Stderr, name, "%s", summary.String())
+	bar.stop()
+	warnf(stderr, name, "%s", summaryText(&summary))
 
 	var inputErr *refund.InputError
 	var haltErr *refund.HaltError
 	switch {
 	case errors.As(runErr, &inputErr):
-		warnf(env.Stderr, name, "%v", inputErr)
-		warnf(env.Stderr, name, "stopped at that line: nothing was sent for it or after it")
+		warnf(stderr, name, "%v", inputErr)
+		warnf(stderr, name, "stopped at that line: nothing was sent for it or after it")
 		return ExitUsage
 	case errors.As(runErr, &haltErr):
 		if haltErr.Journal {
 			if errors.Is(haltErr, journal.ErrReplaced) {
-				warnf(env.Stderr, name, "no API call was made after that; find what replaced or moved the journal (a tool that ignores its lock?), merge the file it moved (if it still exists) into the journal with journal-merge, then run again")
+				warnf(stderr, name, "no API call was made after that; find what replaced or moved the journal (a tool that ignores its lock?), merge the file it moved (if it still exists) into the journal with journal-merge, then run again")
 				return ExitJournal
 			}
-			warnf(env.Stderr, name, "no API call was made after the failed write; free the space or fix the disk, then run again: the journal resumes where it stopped")
+			warnf(stderr, name, "no API call was made after the failed write; free the space or fix the disk, then run again: the journal resumes where it stopped")
 			return ExitJournal
 		}
 		return ExitStripe
 	case errors.Is(runErr, context.Canceled):
 		n := summary.ByStatus[refund.StatusInDoubt]
-		warnf(env.Stderr, name, "interrupted: %d %s in doubt (sent, or in doubt from before), journaled; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
+		warnf(stderr, name, "interrupted: %d %s in doubt (sent, or in doubt from before), journaled; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
 		return ExitInterrupted
 	case runErr != nil:
-		warnf(env.Stderr, name, "%v", runErr)
+		warnf(stderr, name, "%v", runErr)
 		return ExitUsage
 	}
 	if summary.Indeterminate > 0 {
-		warnf(env.Stderr, name, "Stripe answered %d %s with its own 500: the result is indeterminate (Stripe may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", summary.Indeterminate, plural(int(summary.Indeterminate), "call"))
+		warnf(stderr, name, "Stripe answered %d %s with its own 500: the result is indeterminate (Stripe may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", summary.Indeterminate, plural(int(summary.Indeterminate), "call"))
 	}
 	if summary.ByStatus[refund.StatusFailed] > 0 || summary.ByStatus[refund.StatusInDoubt] > 0 || summary.Duplicates > 0 {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// pacer paces the run within --share of Stripe's limits for the key's mode,
+// or --rate; nil (no pacing) for --rate 0.
+func (c *refundCmd) pacer(env Env) *refund.Pacer {
+	if c.Rate != nil && *c.Rate == 0 {
+		return nil
+	}
+	key := env.Getenv("STRIPE_API_KEY")
+	live := strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_")
+	limits := refund.StripeLimits(live, c.Share)
+	if c.Rate != nil {
+		limits.Global = *c.Rate
+	}
+	return refund.NewPacer(limits)
+}
+
+// summaryText is the run's summary for people, amounts as money.
+func summaryText(s *refund.Summary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s:", s.Items, plural(s.Items, "item"))
+	for i, st := range []string{refund.StatusRefunded, refund.StatusSkipped, refund.StatusFailed, refund.StatusInDoubt, refund.StatusWould, refund.StatusWouldRec} {
+		if n := s.ByStatus[st]; n > 0 || i < 4 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, " %d %s", n, st)
+		}
+	}
+	for _, sum := range []struct {
+		what    string
+		amounts map[string]int64
+	}{{"refunded", s.Refunded}, {"found at Stripe (refunded earlier)", s.Found}} {
+		cur := make([]string, 0, len(sum.amounts))
+		for c := range sum.amounts {
+			cur = append(cur, c)
+		}
+		sort.Strings(cur)
+		for _, c := range cur {
+			fmt.Fprintf(&b, "; %s %s", sum.what, money.Format(sum.amounts[c], c))
+		}
+	}
+	fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
+		s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
+	return b.String()
+}
+
+// firstItem reads in up to its first line that is not blank, and returns a
+// reader of all of in; ok is false when in holds no such line.
+func firstItem(in io.Reader) (io.Reader, bool, error) {
+	br := bufio.NewReaderSize(in, 64*1024)
+	var seen bytes.Buffer
+	for {
+		line, err := br.ReadSlice('\n')
+		seen.Write(line)
+		if len(bytes.TrimSpace(line)) > 0 {
+			return io.MultiReader(&seen, br), true, nil
+		}
+		switch {
+		case err == io.EOF:
+			return nil, false, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			return io.MultiReader(&seen, br), true, nil // a long line: something to read
+		case err != nil:
+			return nil, false, err
+		}
+	}
+}
+
+// countItems counts the non-blank lines of a plan file, for the progress
+// display's total; 0 when it cannot be read (the run will say why).
+func countItems(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), refund.MaxLineBytes)
+	n := 0
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func loadForDryRun(path string) (*journal.State, *journal.Torn, error) {
@@ -239,25 +351,4 @@ func (rw *resultWriter) stop() {
 		close(rw.done)
 		rw.flush()
 	})
-}
-
-// newProgress returns a spinner with counts on stderr, or nil when there is
-// no terminal to show it on (or it is turned off).
-func newProgress(stderr io.Writer, mode string) *progressbar.ProgressBar {
-	show := mode == "always"
-	if mode == "auto" {
-		f, ok := stderr.(*os.File)
-		show = ok && term.IsTerminal(int(f.Fd()))
-	}
-	if !show {
-		return nil
-	}
-	return progressbar.NewOptions(-1,
-		progressbar.OptionSetWriter(stderr),
-		progressbar.OptionSetDescription("refund"),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("items"),
-		progressbar.OptionThrottle(100*time.Millisecond),
-	)
 }

@@ -1,0 +1,165 @@
+package refund
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Endpoint names the budget a request spends: Stripe limits each endpoint
+// on its own besides the account as a whole.
+type Endpoint int
+
+const (
+	// EndpointCreate is POST /v1/refunds.
+	EndpointCreate Endpoint = iota
+	// EndpointList is GET /v1/refunds (the look-up).
+	EndpointList
+)
+
+// Stripe's documented rate limits (docs.stripe.com/rate-limits): per
+// account 100 requests/s in live mode and 25 in test mode; per endpoint 25/s
+// unless stated otherwise (refunds state nothing else).
+const (
+	StripeLiveRate     = 100
+	StripeTestRate     = 25
+	StripeEndpointRate = 25
+	// DefaultShare of those limits a run takes: the rest is headroom for the
+	// account's other traffic (its checkout, its dashboard, other jobs).
+	DefaultShare = 0.8
+)
+
+// Limits are request rates per second; 0 means no limit.
+type Limits struct{ Global, Create, List float64 }
+
+// StripeLimits is share (0 to 1] of Stripe's documented limits for the mode.
+// Shard workers that share one account divide the share among them.
+func StripeLimits(live bool, share float64) Limits {
+	global := float64(StripeTestRate)
+	if live {
+		global = StripeLiveRate
+	}
+	return Limits{Global: global * share, Create: StripeEndpointRate * share, List: StripeEndpointRate * share}
+}
+
+// Pacer paces a run's requests within its limits, the account's and each
+// endpoint's, and adapts to what Stripe says: a 429 halves the rate of the
+// budget it names, and each answered request wins back a little of it, so a
+// run settles near what it is allowed without a storm of 429s. It is safe
+// for concurrent use.
+type Pacer struct {
+	global, create, list *adaptive
+}
+
+// NewPacer returns a pacer for limits.
+func NewPacer(l Limits) *Pacer {
+	return &Pacer{global: newAdaptive(l.Global), create: newAdaptive(l.Create), list: newAdaptive(l.List)}
+}
+
+func (p *Pacer) endpoint(e Endpoint) *adaptive {
+	if e == EndpointList {
+		return p.list
+	}
+	return p.create
+}
+
+// Wait blocks until a request to e may go, or ctx ends.
+func (p *Pacer) Wait(ctx context.Context, e Endpoint) error {
+	if err := p.endpoint(e).wait(ctx); err != nil {
+		return err
+	}
+	return p.global.wait(ctx)
+}
+
+// Throttled slows the budget a 429 named: Stripe-Rate-Limited-Reason
+// global-rate (or global-concurrency) is the account's, anything else the
+// endpoint's.
+func (p *Pacer) Throttled(e Endpoint, reason string) {
+	if reason == "global-rate" || reason == "global-concurrency" {
+		p.global.cut(time.Now())
+		return
+	}
+	p.endpoint(e).cut(time.Now())
+}
+
+// Answered wins back some of the rate of the budgets a request spent.
+func (p *Pacer) Answered(e Endpoint) {
+	p.endpoint(e).grow()
+	p.global.grow()
+}
+
+// Rates reports the current rates (requests/s) of the budgets: what the
+// pacer has settled on.
+func (p *Pacer) Rates() Limits {
+	return Limits{Global: p.global.rate(), Create: p.create.rate(), List: p.list.rate()}
+}
+
+// adaptive is one budget: a token bucket whose rate moves between a floor
+// and its target. A nil *adaptive (no limit) lets everything through.
+type adaptive struct {
+	mu      sync.Mutex
+	lim     *rate.Limiter
+	target  float64
+	cur     float64
+	lastCut time.Time
+}
+
+func newAdaptive(target float64) *adaptive {
+	if target <= 0 {
+		return nil
+	}
+	// A tenth of a second's worth at once: workers start together without
+	// a burst Stripe would count against the next second.
+	return &adaptive{lim: rate.NewLimiter(rate.Limit(target), max(1, int(target/10))), target: target, cur: target}
+}
+
+func (a *adaptive) wait(ctx context.Context) error {
+	if a == nil {
+		return ctx.Err()
+	}
+	return a.lim.Wait(ctx)
+}
+
+// cutEvery bounds how often 429s cut a budget: the requests in flight when
+// the first 429 came get theirs too, and one cut answers them all.
+const cutEvery = 500 * time.Millisecond
+
+func (a *adaptive) cut(now time.Time) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now.Sub(a.lastCut) < cutEvery {
+		return
+	}
+	a.lastCut = now
+	a.cur = max(a.target/20, a.cur/2)
+	a.lim.SetLimit(rate.Limit(a.cur))
+}
+
+// grow adds a hundredth of the target per answered request: from half the
+// target back to all of it in 50 answers.
+func (a *adaptive) grow() {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cur >= a.target {
+		return
+	}
+	a.cur = min(a.target, a.cur+a.target/100)
+	a.lim.SetLimit(rate.Limit(a.cur))
+}
+
+func (a *adaptive) rate() float64 {
+	if a == nil {
+		return 0
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cur
+}

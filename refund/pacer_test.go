@@ -1,0 +1,81 @@
+package refund
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestStripeLimits(t *testing.T) {
+	for _, tc := range []struct {
+		live  bool
+		share float64
+		want  Limits
+	}{
+		{false, 0.8, Limits{Global: 20, Create: 20, List: 20}},
+		{true, 0.8, Limits{Global: 80, Create: 20, List: 20}},
+		{true, 0.2, Limits{Global: 20, Create: 5, List: 5}}, // one of four shard workers
+	} {
+		if got := StripeLimits(tc.live, tc.share); got != tc.want {
+			t.Errorf("StripeLimits(%v, %v) = %+v, want %+v", tc.live, tc.share, got, tc.want)
+		}
+	}
+}
+
+func TestPacerAdapts(t *testing.T) {
+	p := NewPacer(Limits{Global: 80, Create: 20, List: 20})
+	t0 := time.Now()
+	p.create.cut(t0)
+	if got := p.Rates(); got.Create != 10 || got.Global != 80 || got.List != 20 {
+		t.Fatalf("after an endpoint 429: %+v, want create halved only", got)
+	}
+	// The 429s of the other requests in flight then do not cut again.
+	p.create.cut(t0.Add(cutEvery / 2))
+	if got := p.Rates().Create; got != 10 {
+		t.Fatalf("a second 429 within %v cut again: %v", cutEvery, got)
+	}
+	for i := 0; i < 5; i++ {
+		p.create.cut(t0.Add(time.Duration(i+1) * cutEvery))
+	}
+	if got := p.Rates().Create; got != 1 {
+		t.Fatalf("after many 429s: %v, want the floor, a twentieth of 20", got)
+	}
+	// Answers win the rate back, a hundredth of the target each.
+	for range 10 {
+		p.Answered(EndpointCreate)
+	}
+	if got := p.Rates().Create; got < 2.99 || got > 3.01 {
+		t.Fatalf("after 10 answers: %v, want 3", got)
+	}
+	for range 1000 {
+		p.Answered(EndpointCreate)
+	}
+	if got := p.Rates().Create; got != 20 {
+		t.Fatalf("after many answers: %v, want back at the target 20 and no more", got)
+	}
+	// The reason Stripe gives says which budget to cut.
+	p.Throttled(EndpointList, "global-rate")
+	if got := p.Rates(); got.Global != 40 || got.List != 20 {
+		t.Fatalf("after a global-rate 429: %+v, want the account's budget halved", got)
+	}
+	p.Throttled(EndpointList, "endpoint-rate")
+	if got := p.Rates(); got.List != 10 {
+		t.Fatalf("after an endpoint-rate 429 on the look-ups: %+v", got)
+	}
+}
+
+func TestPacerWithoutLimits(t *testing.T) {
+	p := NewPacer(Limits{})
+	ctx, cancel := context.WithCancel(context.Background())
+	for range 1000 {
+		if err := p.Wait(ctx, EndpointCreate); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Throttled(EndpointCreate, "")
+	p.Answered(EndpointList)
+	cancel()
+	if err := p.Wait(ctx, EndpointList); err == nil {
+		t.Fatal("Wait after cancel: want the context's error")
+	}
+}
