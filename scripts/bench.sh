@@ -13,7 +13,7 @@
 #   BENCH_OUT        the report (default BENCHMARKS.md)
 #   BENCH_QUICK=1    small inputs and few runs, to try the script; the report
 #                    says so (default out: $TMPDIR/BENCHMARKS-quick.md)
-#   BENCH_ONLY       rows to run, comma-separated: restart,audit,refund,rate,lookup,merge,plan
+#   BENCH_ONLY       rows to run, comma-separated: restart,audit,refund,rate,lookup,pacing,merge,plan
 #   BENCH_MAX_LOAD   wait until the 1-minute load is at most this (default 1.5)
 #   BENCH_LOAD_WAIT  but at most this long (default 15m), then measure anyway
 #   BENCH_BIN        the binaries to measure (default bin)

@@ -129,12 +129,13 @@ type sizes struct {
 	RateItems int   // items refunded at the rate limit
 	Rate      int   // the rate limit, requests per second
 	Jobs      []int // -j values tried against the simulator
+	PaceItems int   // items refunded under the simulator's real rate limits
 	Fast      int   // runs of each side for the fast rows
 	Slow      int   // runs of each side for the slow rows
 	Fsyncs    int   // write+fsync rounds timed for the disk's latency
 }
 
 var (
-	fullSizes  = sizes{Big: 1_000_000, Dups: 5, Shards: 8, SimItems: 20_000, RateItems: 3_000, Rate: 100, Jobs: []int{8, 16, 32, 64, 128}, Fast: 5, Slow: 3, Fsyncs: 200}
-	quickSizes = sizes{Big: 50_000, Dups: 5, Shards: 8, SimItems: 2_000, RateItems: 300, Rate: 100, Jobs: []int{8, 32}, Fast: 3, Slow: 2, Fsyncs: 50}
+	fullSizes  = sizes{Big: 1_000_000, Dups: 5, Shards: 8, SimItems: 20_000, RateItems: 1_200, Rate: 40, Jobs: []int{8, 16, 32, 64, 128}, PaceItems: 400, Fast: 5, Slow: 3, Fsyncs: 200}
+	quickSizes = sizes{Big: 50_000, Dups: 5, Shards: 8, SimItems: 2_000, RateItems: 300, Rate: 40, Jobs: []int{8, 32}, PaceItems: 120, Fast: 3, Slow: 2, Fsyncs: 50}
 )

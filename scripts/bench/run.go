@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -31,6 +32,7 @@ type bench struct {
 	timeBin string
 	env     []string // the environment of every command run
 	shown   []string // prefixes replaced in the commands the report shows
+	runs    atomic.Int64
 }
 
 func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
@@ -128,7 +130,9 @@ func (b *bench) run(c cmdSpec) (result, error) {
 	// GNU time reports the peak RSS of the command alone: the rusage of a
 	// child of this process would count this process's own RSS too, since
 	// Go starts children with vfork, sharing its memory until exec.
-	timeOut := b.path("time.out")
+	// A file per run: shard workers run side by side.
+	timeOut := b.path(fmt.Sprintf("time-%d.out", b.runs.Add(1)))
+	defer os.Remove(timeOut)
 	argv := append([]string{b.timeBin, "-f", "%M", "-o", timeOut}, c.argv...)
 	cmd := exec.CommandContext(b.ctx, argv[0], argv[1:]...)
 	cmd.Env = append(slices.Clone(b.env), c.env...)

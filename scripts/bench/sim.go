@@ -205,6 +205,63 @@ func (b *bench) refundOnSim(items int, plan string, simArgs, flags []string, sam
 	return run, nil
 }
 
+// refundsOnSim starts a simulator with simArgs and runs one refund per
+// plan at once against it (shard workers), each with a journal of its own,
+// checks every item was refunded exactly once, and stops the simulator. The
+// run's wall time is the slowest worker's; its summary sums theirs.
+func (b *bench) refundsOnSim(items int, plans []string, simArgs, flags []string) (simRun, error) {
+	var run simRun
+	exe, err := b.tool("refund")
+	if err != nil {
+		return run, err
+	}
+	s, err := b.startSim(simArgs)
+	if err != nil {
+		return run, err
+	}
+	defer s.stop()
+	results := make([]result, len(plans))
+	errs := make([]error, len(plans))
+	var wg sync.WaitGroup
+	for k, plan := range plans {
+		journal := b.path(fmt.Sprintf("sim-journal-%d.jsonl", k))
+		if err := os.Remove(journal); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return run, err
+		}
+		c := cmdSpec{argv: append(append([]string{exe, "--journal", journal}, flags...), "--api-base", s.url, plan)}
+		wg.Go(func() { results[k], errs[k] = b.run(c) })
+	}
+	wg.Wait()
+	for k, res := range results {
+		if errs[k] != nil {
+			return run, errs[k]
+		}
+		if res.exit != 0 {
+			return run, fmt.Errorf("refund %d: exit status %d%s", k+1, res.exit, quoteStderr(res.stderr))
+		}
+		sum, err := parseSummary(res.stderr)
+		if err != nil {
+			return run, err
+		}
+		run.wall = max(run.wall, res.wall)
+		run.cpu += res.cpu
+		run.rss = max(run.rss, res.rss)
+		run.sum.Items += sum.Items
+		run.sum.Refunded += sum.Refunded
+		run.sum.Creates += sum.Creates
+		run.sum.Lists += sum.Lists
+		run.sum.Records += sum.Records
+		run.sum.Fsyncs += sum.Fsyncs
+	}
+	if run.stats, err = s.stats(); err != nil {
+		return run, err
+	}
+	if run.sum.Refunded != int64(items) || run.stats.RefundsCreated != int64(items) {
+		return run, fmt.Errorf("refund says %d refunded and the simulator created %d refunds, want %d of each", run.sum.Refunded, run.stats.RefundsCreated, items)
+	}
+	return run, nil
+}
+
 // rateSample is the simulator's request count at one instant.
 type rateSample struct {
 	at       time.Time
