@@ -187,7 +187,7 @@ func Refund(env Env) int {
 		return ExitStripe
 	case errors.Is(runErr, context.Canceled):
 		n := summary.ByStatus[refund.StatusInDoubt]
-		warnf(stderr, name, "interrupted: %d %s in doubt (sent, or in doubt from before), journaled; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
+		warnf(stderr, name, "interrupted: the calls in flight were finished and journaled, %d %s left in doubt; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
 		return ExitInterrupted
 	case runErr != nil:
 		warnf(stderr, name, "%v", runErr)
