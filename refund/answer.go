@@ -133,13 +133,19 @@ func (e *engine) mismatch(it *Item, attempt int, r *stripe.Refund, err error) Re
 // not what the plan asks, so a person decides about the difference.
 func (e *engine) amountDiffers(it *Item, attempt int, r *stripe.Refund) Result {
 	msg := fmt.Sprintf("refund %s of this item at Stripe is of %d %s, the plan asks %d: an earlier plan made it. Nothing sent; if more is owed, plan the difference under a new item id", r.ID, r.Amount, r.Currency, it.Amount)
-	rec := e.failure(it, attempt, 0, CodeAmountDiffers, msg, true)
-	rec.Refund = r.ID
+	return e.failedWith(it, attempt, r.ID, CodeAmountDiffers, msg)
+}
+
+// failedWith journals the item as failed for good because of its refund
+// refundID at Stripe, and says so.
+func (e *engine) failedWith(it *Item, attempt int, refundID, code, msg string) Result {
+	rec := e.failure(it, attempt, 0, code, msg, true)
+	rec.Refund = refundID
 	if !e.append(rec) {
 		return e.unrecorded(it, attempt, msg)
 	}
 	res := newResult(it, StatusFailed)
-	res.Refund, res.Attempt, res.Code, res.Message = r.ID, attempt, CodeAmountDiffers, msg
+	res.Refund, res.Attempt, res.Code, res.Message = refundID, attempt, code, msg
 	return res
 }
 
@@ -158,14 +164,7 @@ func (e *engine) deadRefund(it *Item, r *stripe.Refund) Result {
 		msg += " (" + string(r.FailureReason) + ")"
 	}
 	msg += ": not sent again; if the money is still owed, refund it under a new item id"
-	rec := e.failure(it, attempt, 0, code, msg, true)
-	rec.Refund = r.ID
-	if !e.append(rec) {
-		return e.unrecorded(it, attempt, msg)
-	}
-	res := newResult(it, StatusFailed)
-	res.Refund, res.Attempt, res.Code, res.Message = r.ID, attempt, code, msg
-	return res
+	return e.failedWith(it, attempt, r.ID, code, msg)
 }
 
 // checkBinding reports a plan item that says otherwise than the journal
