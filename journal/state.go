@@ -43,7 +43,7 @@ type ItemState struct {
 	// attempt's key and will replay it forever, so a retry needs a new key.
 	KeyBurned bool
 	// Amount is the refunded amount (StatusRefunded) or the last requested one.
-	Amount int64
+	Amount   int64
 	Refund   string // refund id when StatusRefunded
 	Currency string // the refund's currency when StatusRefunded
 	Code     string // Stripe's error code of the last failure

@@ -135,7 +135,7 @@ func TestAuditReportsAJournalCreditingAnUnrelatedRefund(t *testing.T) {
 	for _, all := range []bool{false, true} {
 		got, _ := mustAudit(t, s, stripeAudit{plan: fullPlan, journal: path, allRefunds: all})
 		wantFindings(t, "audit", got, "conflict i1")
-		if f := got[0]; f.Refunds[0].ID != goodwill || !strings.Contains(f.Message, "not what the item asked for (a full refund of the 500 usd charge)") ||
+		if f := got[0]; f.Refunds[0].ID != goodwill || !strings.Contains(f.Message, "not what the item asked for (a full refund of the 5.00 USD charge)") ||
 			!strings.Contains(f.Remedy, "a person decides whether "+goodwill+" refunded this item") {
 			t.Errorf("conflict %+v", f)
 		}

@@ -32,6 +32,7 @@ type Auditor struct {
 	torn     []*journal.Torn
 	journals int
 	records  int
+	held     []string // journals a running refund holds, as named
 }
 
 // New returns an Auditor with nothing read yet.
@@ -92,6 +93,20 @@ func (a *Auditor) AddJournal(r io.Reader, name string) (*journal.Torn, error) {
 	}
 	return torn, nil
 }
+
+// AddHeldJournal is AddJournal for a journal that a running refund holds
+// (journal.Held): its items in doubt may be in flight, not lost, and their
+// findings say so.
+func (a *Auditor) AddHeldJournal(r io.Reader, name string) (*journal.Torn, error) {
+	a.held = append(a.held, name)
+	a.st.live = true
+	defer func() { a.st.live = false }()
+	return a.AddJournal(r, name)
+}
+
+// Empty reports an Auditor with nothing to audit: no plan item, no journal
+// record, no torn tail. Its audit would find nothing and prove nothing.
+func (a *Auditor) Empty() bool { return a.st.n == 0 && a.records == 0 && len(a.torn) == 0 }
 
 // AddTorn reports a torn tail that journal.Open cut off (and saved aside)
 // before the journal was read.
@@ -198,9 +213,12 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	if opts.Stripe == nil {
 		r.journalPass()
 		r.otherBatchPass()
+		rep.Complete = true
 		return rep, nil
 	}
-	return rep, r.stripePass(ctx)
+	err := r.stripePass(ctx)
+	rep.Complete = err == nil
+	return rep, err
 }
 
 func tornFinding(t *journal.Torn) *Finding {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // sref is a refund as Stripe listed it, with its refundkit metadata.
@@ -47,14 +48,14 @@ func newSref(x *stripe.Refund) *sref {
 // reversible reports a refund Stripe can still cancel.
 func (x *sref) reversible() bool { return x.Status == string(stripe.RefundStatusRequiresAction) }
 
-// describe names a refund for messages: "re_1 (500 usd, no refundkit
+// describe names a refund for messages: "re_1 (5.00 USD, no refundkit
 // metadata)".
 func (x *sref) describe() string {
 	meta := "no refundkit metadata"
 	if x.batch != "" {
 		meta = "batch " + x.batch + ", item " + x.item
 	}
-	return fmt.Sprintf("%s (%d %s, %s)", x.ID, x.Amount, x.Currency, meta)
+	return fmt.Sprintf("%s (%s, %s)", x.ID, money.Format(x.Amount, x.Currency), meta)
 }
 
 // member is one item of a group as Stripe sees it.
@@ -292,10 +293,10 @@ func (r *run) asked(m *member, x *sref) string {
 		cur = x.Currency
 	}
 	if m.sl.reqAmount > 0 {
-		return fmt.Sprintf("%d %s", m.sl.reqAmount, cur)
+		return money.Format(m.sl.reqAmount, cur)
 	}
 	if c := r.charges[x.charge]; c.err == "" && c.fetched {
-		return fmt.Sprintf("a full refund of the %d %s charge", c.amount, cur)
+		return "a full refund of the " + money.Format(c.amount, cur) + " charge"
 	}
 	return "a full refund of a charge whose amount could not be fetched"
 }
@@ -384,6 +385,9 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		if err := r.backfill(f, m.v.batch, m.v.item, m.v, unjournaled); err != nil {
 			return err
 		}
+		if r.opts.Backfill == nil && m.sl.flags&flagRefunded == 0 && m.sl.status == statusInDoubt {
+			r.noteLive(f, m.sl)
+		}
 		r.out(f)
 	}
 	var gone []Refund
@@ -456,6 +460,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.name(uint32(m.sl.reqCurrency))
 		f.Remedy = "Stripe has no refund for this item: run refund again with this journal to finish it (it looks the item up at Stripe before any new call)"
 		r.mismatch(m.v.idx, m.sl, f, "; Stripe lists no refund for the item on its charge")
+		r.noteLive(f, m.sl)
 		r.out(f)
 	case r.st.planned && m.sl.flags&flagInPlan != 0 && m.sl.flags&flagInJournal == 0:
 		f := m.v.finding(KindMissing)
@@ -545,7 +550,7 @@ func (r *run) stripeCharge(ctx context.Context, t *target, batch string, ms, pla
 	v := itemView{batch: batch, target: t.id, isIntent: t.intent}
 	f := v.finding(KindDuplicate)
 	f.Planned = len(planned)
-	f.Message = fmt.Sprintf("%d live refunds of the batch on a charge with %d planned items", len(refunds)+len(spare), len(planned))
+	f.Message = fmt.Sprintf("%d live refunds of the batch on a charge with %s", len(refunds)+len(spare), count(len(planned), "planned item"))
 	if err := r.settleExtras(ctx, f, batch, "", spare, empty, v); err != nil {
 		return err
 	}

@@ -146,7 +146,7 @@ func (r *run) backfill(f *Finding, batch, item string, v itemView, xs []*sref) e
 		f.Currency = x.Currency
 	}
 	if r.opts.Backfill == nil {
-		f.Remedy = "the journal does not know this refund, so a refund run would refund the item again: run audit --stripe with --backfill JOURNAL to journal it"
+		f.Remedy = "the journal does not know this refund: a refund run finds it at Stripe before any call and adopts it (unless run with --no-lookup, which would refund the item again); to complete the journal now, run audit --stripe with --backfill JOURNAL"
 		return nil
 	}
 	if err := r.opts.Backfill.Append(recs...); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // Kinds of finding. Every finding makes the audit fail (exit 1): each one
@@ -107,7 +109,8 @@ type Refund struct {
 	Note string `json:"note,omitempty"`
 }
 
-// amounts formats sums per currency: "1500 usd, 300 eur".
+// amounts formats sums per currency as money, currencies in code order:
+// "3.000 KWD, 10,073.92 USD".
 func amounts(sums map[string]int64) string {
 	cur := make([]string, 0, len(sums))
 	for c := range sums {
@@ -116,11 +119,7 @@ func amounts(sums map[string]int64) string {
 	sort.Strings(cur)
 	parts := make([]string, 0, len(cur))
 	for _, c := range cur {
-		name := c
-		if name == "" {
-			name = "(currency unknown)"
-		}
-		parts = append(parts, fmt.Sprintf("%d %s", sums[c], name))
+		parts = append(parts, money.Format(sums[c], c))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -176,7 +175,7 @@ func duplicateRemedy(f *Finding, journalOnly bool) string {
 				noted = append(noted, r.ID+": "+r.Note)
 			}
 		}
-		s := refundIDs(cancelable) + " still requires action and can be canceled: run audit --stripe --cancel-extras"
+		s := refundIDs(cancelable) + " still " + verb(len(cancelable), "requires", "require") + " action and can be canceled: run audit --stripe --cancel-extras"
 		if len(noted) > 0 {
 			s += " (" + strings.Join(noted, "; ") + ")"
 		}

@@ -188,6 +188,7 @@ func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
 		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.name(uint32(sl.reqCurrency))
 		f.Remedy = "a refund call may have been made without its outcome journaled: run refund again with this journal (it looks the item up at Stripe before any new call), or audit --stripe to see now"
 		r.mismatch(i, sl, f, "")
+		r.noteLive(f, sl)
 		r.out(f)
 	case n == 0 && r.st.planned && sl.flags&flagInPlan != 0 && sl.flags&flagInJournal == 0:
 		v := r.view(i)
@@ -236,7 +237,7 @@ func (r *run) journalCharge(members []uint32) {
 		extra[x.Currency] += x.Amount
 		r.rep.ExtraJournalAmount[x.Currency] += x.Amount
 	}
-	f.Message = fmt.Sprintf("%d refunds of the batch on a charge with %d planned items, %d of them for items the plan does not list", len(refunds), planned, len(unplanned))
+	f.Message = fmt.Sprintf("%d refunds of the batch on a charge with %s, %d of them for items the plan does not list", len(refunds), count(planned, "planned item"), len(unplanned))
 	f.Remedy = fmt.Sprintf("%s more than planned was refunded on this charge: run audit --stripe to see which refunds can still be canceled; a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it", amounts(extra))
 	r.rep.ExtraJournal += len(unplanned) - empty
 	r.out(f)
@@ -251,6 +252,28 @@ func (r *run) mismatch(i uint32, sl *itemSlot, f *Finding, seen string) {
 	f.Code, f.Message = refund.CodeAnswerMismatch, r.st.mismatches[i]
 	f.Remedy = "the API answered this item's refund call with a refund for another charge, amount or item (named in the message), and refund halted with the item in doubt" + seen +
 		": check that refund at Stripe (dashboard) before running refund again: if it refunded this item's charge, the item may already be refunded"
+}
+
+// noteLive says, in the finding f about an item in doubt, that a running
+// refund holds a journal that names the item: the item may be in flight,
+// its outcome not yet journaled, rather than left in doubt by a crash. An
+// answer that was not the item's refund keeps its own message: that run
+// has halted.
+func (r *run) noteLive(f *Finding, sl *itemSlot) {
+	if sl.flags&flagLive == 0 || f.Code == refund.CodeAnswerMismatch {
+		return
+	}
+	what := "journal " + r.held[0] + " is held by a running refund"
+	if len(r.held) > 1 {
+		what = "journals " + strings.Join(r.held, ", ") + " are held by running refunds"
+	}
+	if f.Finding == KindStripeOnly {
+		f.Message = what + ": this refund may be the answer to a call in flight, not yet journaled"
+		f.Remedy = "audit again when the run has finished: it journals the outcome of each call it makes, this refund too if it answered one; if the journal still lacks it then, run audit --stripe with --backfill JOURNAL to journal it"
+		return
+	}
+	f.Message = what + ": this item may be in flight now"
+	f.Remedy = "audit again when the run has finished: it journals the outcome of each call it makes; if the item is still in doubt then, run refund again with this journal (it looks the item up at Stripe before any new call)"
 }
 
 // noteExtras counts a journal-only duplicate's extras in the report.

@@ -7,6 +7,8 @@ package audit
 import (
 	"fmt"
 	"strings"
+
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // otherBatchPass reports every target on which the journals hold live
@@ -168,7 +170,7 @@ func otherBatchFinding(target string, intent bool, refunds []Refund, allowed map
 	var named []string
 	later := map[string]int64{}
 	for _, x := range refunds {
-		named = append(named, fmt.Sprintf("%s (batch %s, item %s, %d %s)", x.ID, x.Batch, x.Item, x.Amount, x.Currency))
+		named = append(named, fmt.Sprintf("%s (batch %s, item %s, %s)", x.ID, x.Batch, x.Item, money.Format(x.Amount, x.Currency)))
 		if x.Batch != batches[0] {
 			f.Amount += x.Amount
 			f.Currency = x.Currency

@@ -47,7 +47,7 @@ func TestAuditFindsAChargeRefundedByTwoBatches(t *testing.T) {
 				f.Refunds[1].ID != "re_5" || f.Refunds[1].Batch != "day-2" || f.Amount != 500 || f.Currency != "usd" {
 				t.Fatalf("finding %+v", f)
 			}
-			for _, want := range []string{"re_1 (batch day-1, item i1, 500 usd)", "re_5 (batch day-2, item i1, 500 usd)"} {
+			for _, want := range []string{"re_1 (batch day-1, item i1, 5.00 USD)", "re_5 (batch day-2, item i1, 5.00 USD)"} {
 				if !strings.Contains(f.Message, want) {
 					t.Errorf("message %q lacks %q", f.Message, want)
 				}

@@ -33,6 +33,9 @@ type Report struct {
 	Canceled           int // extras this audit canceled
 	CanceledAmount     map[string]int64
 	Backfilled         int // refunded records written by --backfill
+	// Complete: the audit checked everything it was asked to. An audit
+	// halted (Stripe, a journal write) or interrupted has no verdict.
+	Complete bool
 
 	listCalls, cancelCalls, chargeCalls atomic.Int64
 }
@@ -76,15 +79,18 @@ func (r *Report) FindingCount() int {
 	return n
 }
 
-// Clean reports an audit without findings: every audited item has exactly
-// one refund and nothing is in doubt.
-func (r *Report) Clean() bool { return r.FindingCount() == 0 }
+// Clean reports a complete audit without findings: every audited item has
+// exactly one refund and nothing is in doubt.
+func (r *Report) Clean() bool { return r.Complete && r.FindingCount() == 0 }
 
-// Lines is the summary for people, one message per line.
+// Lines is the summary for people, one message per line: what was read,
+// the amounts as money, the calls made, then the verdict. An audit that
+// did not complete has no verdict: its lines end with the findings so far.
 func (r *Report) Lines() []string {
 	var lines []string
-	items := fmt.Sprintf("%d journals, %d records, %d items: %d refunded, %d failed, %d in doubt",
-		r.Journals, r.Records, r.Items, r.ByStatus["refunded"], r.ByStatus["failed"], r.ByStatus["in_doubt"])
+	items := fmt.Sprintf("%s, %s, %s: %d refunded, %d failed, %d in doubt",
+		count(r.Journals, "journal"), count(r.Records, "record"), count(r.Items, "item"),
+		r.ByStatus["refunded"], r.ByStatus["failed"], r.ByStatus["in_doubt"])
 	if n := r.ByStatus["none"]; n > 0 {
 		items += fmt.Sprintf(", %d not journaled", n)
 	}
@@ -95,7 +101,7 @@ func (r *Report) Lines() []string {
 			parts = append(parts, amounts(m))
 		}
 		if n := r.Full[st]; n > 0 && st != "refunded" {
-			parts = append(parts, fmt.Sprintf("%d full refunds", n))
+			parts = append(parts, count(n, "full refund"))
 		}
 		if len(parts) > 0 {
 			what := map[string]string{"refunded": "refunded", "failed": "failed (requested)", "in_doubt": "in doubt (requested)"}[st]
@@ -103,14 +109,18 @@ func (r *Report) Lines() []string {
 		}
 	}
 	if r.Stripe {
-		calls := fmt.Sprintf("%d list and %d cancel calls", r.ListCalls(), r.CancelCalls())
+		calls := []string{count(int(r.ListCalls()), "list call")}
 		if n := r.ChargeCalls(); n > 0 {
-			calls = fmt.Sprintf("%d list, %d charge and %d cancel calls", r.ListCalls(), n, r.CancelCalls())
+			calls = append(calls, count(int(n), "charge call"))
 		}
-		lines = append(lines, fmt.Sprintf("stripe: %s, %d refunds backfilled", calls, r.Backfilled))
+		calls = append(calls, count(int(r.CancelCalls()), "cancel call"), count(r.Backfilled, "refund")+" backfilled")
+		lines = append(lines, "stripe: "+strings.Join(calls, ", "))
 	}
-	if r.Clean() {
-		return append(lines, "no findings: every audited item has exactly one refund")
+	if r.FindingCount() == 0 {
+		if r.Complete {
+			lines = append(lines, "no findings: every audited item has exactly one refund")
+		}
+		return lines
 	}
 	var kinds []string
 	for _, k := range Kinds {
@@ -118,23 +128,43 @@ func (r *Report) Lines() []string {
 			kinds = append(kinds, fmt.Sprintf("%d %s", n, k))
 		}
 	}
-	lines = append(lines, "findings: "+strings.Join(kinds, ", "))
+	if r.Complete {
+		lines = append(lines, "findings: "+strings.Join(kinds, ", "))
+	} else {
+		lines = append(lines, "findings so far: "+strings.Join(kinds, ", "))
+	}
 	if r.ExtraJournal > 0 {
-		s := fmt.Sprintf("%d extra refunds in the journals", r.ExtraJournal)
+		s := count(r.ExtraJournal, "extra refund") + " in the journals"
 		if len(r.ExtraJournalAmount) > 0 {
 			s += ", " + amounts(r.ExtraJournalAmount)
 		}
 		lines = append(lines, s+": audit --stripe tells which can still be canceled")
 	}
 	if r.Canceled > 0 {
-		lines = append(lines, fmt.Sprintf("canceled %d extra refunds (%s) and journaled the cancels", r.Canceled, amounts(r.CanceledAmount)))
+		lines = append(lines, fmt.Sprintf("canceled %s (%s) and journaled the cancels", count(r.Canceled, "extra refund"), amounts(r.CanceledAmount)))
 	}
 	if r.Cancelable > 0 {
-		lines = append(lines, fmt.Sprintf("%d extra refunds still require action and can be canceled: see the findings' remedies", r.Cancelable))
+		lines = append(lines, fmt.Sprintf("%s still %s action and can be canceled: see the findings' remedies", count(r.Cancelable, "extra refund"), verb(r.Cancelable, "requires", "require")))
 	}
 	if r.Irreversible > 0 {
-		lines = append(lines, fmt.Sprintf("%d extra refunds succeeded and cannot be reversed through the API: %s was refunded twice, and to recover it the customers must be charged again",
-			r.Irreversible, amounts(r.IrreversibleAmount)))
+		lines = append(lines, fmt.Sprintf("%s succeeded and cannot be reversed through the API: %s was refunded twice, and to recover it the customers must be charged again",
+			count(r.Irreversible, "extra refund"), amounts(r.IrreversibleAmount)))
 	}
 	return lines
+}
+
+// count says n of a thing for people: "1 item", "2 items", "0 items".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// verb is the form of a verb that agrees with n things.
+func verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/journal/arena"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // itemStatus is where an item stands by its latest record that is not a
@@ -34,6 +35,9 @@ const (
 	// flagAllowed: refunded after refund held it for a refund made
 	// elsewhere on its charge: a rerun with --allow-refunded-charges.
 	flagAllowed
+	// flagLive: a journal that a running refund holds names the item, so
+	// it may be in flight (see Auditor.AddHeldJournal).
+	flagLive
 )
 
 // itemSlot is one item in compact form: no pointers, so a million of them
@@ -98,6 +102,7 @@ type state struct {
 	mismatches map[uint32]string
 	canceled   map[string]bool // refund ids journaled as canceled
 	planned    bool            // a plan was added
+	live       bool            // the records applied are of a journal a running refund holds
 	// grouped: items are linked into groups as their targets become known.
 	// Linking costs a table probe per item, and a journal read without a
 	// plan or Stripe needs no groups, so it starts with groupItems.
@@ -172,6 +177,9 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 	i := s.upsertHashed(r.Batch, r.Item, ih)
 	sl := s.slot(i)
 	sl.flags |= flagInJournal
+	if s.live {
+		sl.flags |= flagLive
+	}
 	s.setTarget(i, sl, r.Charge, r.PaymentIntent, at)
 	if int64(r.Attempt) > int64(sl.attempt) && r.Attempt <= 1<<31-1 {
 		sl.attempt = int32(r.Attempt)
@@ -203,8 +211,8 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 			sl.currency = uint16(s.currencies.id(r.Currency))
 		case s.str(sl.refund) == r.Refund:
 			if r.Amount != sl.amount || r.Currency != s.currencies.name(uint32(sl.currency)) {
-				s.conflict(i, sl, fmt.Sprintf("%s: refund %s journaled again with amount %d %s, first with %d %s",
-					at, r.Refund, r.Amount, r.Currency, sl.amount, s.currencies.name(uint32(sl.currency))))
+				s.conflict(i, sl, fmt.Sprintf("%s: refund %s journaled again with amount %s, first with %s",
+					at, r.Refund, money.Format(r.Amount, r.Currency), money.Format(sl.amount, s.currencies.name(uint32(sl.currency)))))
 			}
 		default:
 			for _, x := range s.extras[i] {

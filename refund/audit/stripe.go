@@ -95,11 +95,13 @@ func (r *run) stripePass(ctx context.Context) error {
 	defer wg.Wait()
 
 	var stop error
+	checked := 0
 	for j := range ordered {
 		<-j.done
 		if stop != nil {
 			continue
 		}
+		checked++
 		var refused *listRefused
 		switch {
 		case errors.As(j.err, &refused):
@@ -113,6 +115,11 @@ func (r *run) stripePass(ctx context.Context) error {
 				cancel()
 			}
 		}
+	}
+	if stop == nil && checked < len(targets) {
+		// Stopped (SIGINT) between lists: the targets never listed were
+		// not checked.
+		stop = ctx.Err()
 	}
 	return stop
 }

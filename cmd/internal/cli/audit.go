@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/time/rate"
 
@@ -18,7 +19,9 @@ import (
 
 const auditHelp = `Tell whether a batch was refunded exactly once: findings as JSON lines on stdout, a summary on stderr.
 
-Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error or input that cannot be read (a corrupt journal included); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 6 Stripe refused the key or is unreachable; 130 interrupted.`
+A journal that a running refund holds is audited as it stands, and audit says so: items in flight show as in doubt. Audit it again when the run has finished.
+
+Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error, input that cannot be read (a corrupt journal included), or nothing to audit (no journal records and no plan items); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 6 Stripe refused the key or is unreachable; 130 interrupted. Halted (3, 6) or interrupted, audit gives no verdict.`
 
 type auditCmd struct {
 	Journals     []string    `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin)."`
@@ -37,7 +40,8 @@ type auditCmd struct {
 // Audit is the audit command: it reads journals (and a plan, and Stripe's
 // refunds) and reports, as JSON lines, every item that is not refunded
 // exactly once. Exit 0: no findings; 1: findings (a final failure is one);
-// 2: usage, or input that cannot be read (a corrupt journal included);
+// 2: usage, input that cannot be read (a corrupt journal included), or
+// nothing to audit;
 // 3: a backfill or cancel record could not be written; 4: the journal to
 // write is held by another run; 6: Stripe refused the key or is
 // unreachable; 130: interrupted.
@@ -67,7 +71,10 @@ func Audit(env Env) int {
 		}
 	}
 	// Opened once the plan is read, so a bad plan leaves no new file behind.
-	var w *journal.Writer
+	var (
+		w     *journal.Writer
+		wInfo os.FileInfo // the journal w holds, which only this audit can hold
+	)
 	if path := c.writeJournal(); path != "" {
 		var torn *journal.Torn
 		var err error
@@ -82,14 +89,18 @@ func Audit(env Env) int {
 			warnf(env.Stderr, name, "%s", torn)
 			a.AddTorn(torn)
 		}
+		wInfo, _ = os.Stat(path)
 	}
 
 	inputs := c.Journals
 	if len(inputs) == 0 {
 		inputs = []string{"-"}
 	}
+	var inNames []string
 	for _, path := range inputs {
 		in, inName := env.Stdin, "<stdin>"
+		var file *os.File  // the file read, if it is one
+		probe := stdinPath // where journal.Held finds that file
 		if path != "-" {
 			f, err := os.Open(path)
 			if err != nil {
@@ -97,17 +108,48 @@ func Audit(env Env) int {
 				return ExitUsage
 			}
 			defer f.Close()
-			in, inName = f, path
+			in, inName, file, probe = f, path, f, path
+		} else if f, ok := env.Stdin.(*os.File); ok {
+			file = f
 		}
-		torn, err := a.AddJournal(in, inName)
+		inNames = append(inNames, inName)
+		add := a.AddJournal
+		if file != nil {
+			info, err := file.Stat()
+			if err == nil && info.IsDir() {
+				warnf(env.Stderr, name, "%v", &journal.NotFileError{Path: inName, What: "a directory, not a file"})
+				return ExitUsage
+			}
+			// A journal a refund run holds is read as it stands: say so.
+			// The one this audit writes to, it holds itself.
+			if err == nil && info.Mode().IsRegular() && (wInfo == nil || !os.SameFile(info, wInfo)) {
+				if held, _ := journal.Held(probe); held {
+					warnf(env.Stderr, name, "journal %s is held by a running refund: items in flight show as in doubt; audit again when it has finished", inName)
+					add = a.AddHeldJournal
+				}
+			}
+		}
+		torn, err := add(in, inName)
 		if err != nil {
 			warnf(env.Stderr, name, "%v", err)
-			warnf(env.Stderr, name, "the journal cannot be audited past that line: nothing was checked")
+			if lineError(err) {
+				warnf(env.Stderr, name, "the journal cannot be audited past that line: nothing was checked")
+			} else {
+				warnf(env.Stderr, name, "nothing was checked")
+			}
 			return ExitUsage
 		}
 		if torn != nil {
 			warnf(env.Stderr, name, "%s", torn)
 		}
+	}
+	if a.Empty() {
+		what := "no journal records in " + strings.Join(inNames, ", ")
+		if c.Plan != "" {
+			what = "no plan items in " + planName(c.Plan) + " and " + what
+		}
+		warnf(env.Stderr, name, "%s: nothing to audit", what)
+		return ExitUsage
 	}
 
 	ctx, stop := signalContext(env.Stderr, name)
@@ -144,17 +186,19 @@ func Audit(env Env) int {
 
 	var stripeErr *audit.StripeError
 	var journalErr *audit.JournalError
+	// Halted or interrupted, the report's lines end with the findings so
+	// far: no verdict.
 	switch {
 	case errors.As(runErr, &stripeErr):
 		warnf(env.Stderr, name, "halted: %v", stripeErr)
-		warnf(env.Stderr, name, "the charges not yet listed were not checked")
+		warnf(env.Stderr, name, "the charges not yet listed were not checked, so this audit gives no verdict")
 		return ExitStripe
 	case errors.As(runErr, &journalErr):
 		warnf(env.Stderr, name, "halted: %v", journalErr)
-		warnf(env.Stderr, name, "no API call was made after the failed write; fix the disk and audit again")
+		warnf(env.Stderr, name, "no API call was made after the failed write, and this audit gives no verdict; fix the disk and audit again")
 		return ExitJournal
 	case errors.Is(runErr, context.Canceled):
-		warnf(env.Stderr, name, "interrupted: the charges not yet listed were not checked")
+		warnf(env.Stderr, name, "interrupted: the charges not yet listed were not checked, so this audit gives no verdict")
 		return ExitInterrupted
 	case runErr != nil:
 		warnf(env.Stderr, name, "%v", runErr)
@@ -242,6 +286,28 @@ func (c *auditCmd) readPlan(env Env, name string, a *audit.Auditor) (int, bool) 
 		return ExitUsage, false
 	}
 	return 0, true
+}
+
+// stdinPath reopens stdin, so that journal.Held probes the file audit reads
+// on stdin with a descriptor of its own (Linux; elsewhere the probe fails
+// and is skipped).
+const stdinPath = "/proc/self/fd/0"
+
+// planName is how messages name the plan given as path.
+func planName(path string) string {
+	if path == "-" {
+		return "<stdin>"
+	}
+	return path
+}
+
+// lineError reports an error that names the line of a journal that cannot
+// be read, past which nothing can be audited.
+func lineError(err error) bool {
+	var corrupt *journal.CorruptError
+	var version *journal.VersionError
+	var input *refund.InputError
+	return errors.As(err, &corrupt) || errors.As(err, &version) || errors.As(err, &input)
 }
 
 // auditJournalExit maps an error opening the journal to write to its exit

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,7 +26,7 @@ Records are written in ts order; records with the same ts keep the order of the 
 
 With -o, OUT is locked as refund locks its journal, from before the merge until the merged file replaces it: a journal a run is writing is refused (exit 4), and OUT may be one of the journals merged (compaction in place).
 
-Exit codes: 0 merged; 1 conflicting outcomes (all kept); 2 usage error or missing input; 3 the output could not be written; 4 OUT is locked by another run; 5 corrupt input or unknown version.`
+Exit codes: 0 merged; 1 conflicting outcomes (all kept); 2 usage error, or an input missing or a directory; 3 the output could not be written; 4 OUT is locked by another run; 5 corrupt input or unknown version.`
 
 // JournalMerge is the journal-merge command: it merges journals into one.
 func JournalMerge(env Env) int {
@@ -33,6 +34,14 @@ func JournalMerge(env Env) int {
 	var args mergeArgs
 	if code, done := parse(env, name, mergeDescription, &args); done {
 		return code
+	}
+	// A directory named as a journal is a usage error, found before OUT
+	// is touched.
+	for _, path := range args.Journals {
+		if info, err := os.Stat(path); err == nil && info.IsDir() {
+			warnf(env.Stderr, name, "%v", &journal.NotFileError{Path: path, What: "a directory, not a file"})
+			return ExitUsage
+		}
 	}
 
 	// Output to a file goes to a temporary file beside it first, so a failed
@@ -47,8 +56,12 @@ func JournalMerge(env Env) int {
 	if args.Output != "" {
 		lock, err := journal.TakeLock(args.Output)
 		if err != nil {
-			warnf(env.Stderr, name, "%v", err)
-			return journalExit(err)
+			if code := journalExit(err); code != ExitJournal {
+				warnf(env.Stderr, name, "%v", err) // locked, or no journal file
+				return code
+			}
+			warnf(env.Stderr, name, "%v", outputError(args.Output, err))
+			return ExitJournal
 		}
 		defer func() {
 			if renamed {
@@ -60,11 +73,11 @@ func JournalMerge(env Env) int {
 		pending, err = renameio.NewPendingFile(args.Output,
 			renameio.WithTempDir(filepath.Dir(args.Output)), renameio.WithStaticPermissions(0o600))
 		if err != nil {
-			warnf(env.Stderr, name, "%v", err)
+			warnf(env.Stderr, name, "%v", outputError(args.Output, err))
 			return ExitJournal
 		}
 		defer pending.Cleanup()
-		out = pending
+		out = &outWriter{w: pending, path: args.Output}
 	}
 
 	report, err := journal.MergeWith(args.Journals, out, journal.MergeOptions{Compact: args.Compact})
@@ -79,12 +92,12 @@ func JournalMerge(env Env) int {
 	}
 	if pending != nil {
 		if err := pending.CloseAtomicallyReplace(); err != nil {
-			warnf(env.Stderr, name, "%v", err)
+			warnf(env.Stderr, name, "%v", outputError(args.Output, err))
 			return ExitJournal
 		}
 		renamed = true
 		if err := syncMergeDir(filepath.Dir(args.Output)); err != nil {
-			warnf(env.Stderr, name, "%v", err)
+			warnf(env.Stderr, name, "%v", outputError(args.Output, err))
 			return ExitJournal
 		}
 	}
@@ -92,16 +105,19 @@ func JournalMerge(env Env) int {
 	for _, c := range report.Conflicts {
 		warnf(env.Stderr, name, "conflict: %s", c)
 	}
-	summary := fmt.Sprintf("%d records from %d journals", report.Records, len(report.Inputs))
-	if report.Duplicates > 0 {
-		summary += fmt.Sprintf(", %d identical records left out", report.Duplicates)
+	summary := fmt.Sprintf("%d %s from %d %s", report.Records, plural(report.Records, "record"), len(report.Inputs), plural(len(report.Inputs), "journal"))
+	if n := report.Duplicates; n > 0 {
+		summary += fmt.Sprintf(", %d identical %s left out", n, plural(n, "record"))
 	}
-	if report.Compacted > 0 {
-		summary += fmt.Sprintf(", %d records compacted away", report.Compacted)
+	if n := report.Compacted; n > 0 {
+		summary += fmt.Sprintf(", %d %s compacted away", n, plural(n, "record"))
 	}
 	warnf(env.Stderr, name, "%s", summary)
-	if len(report.Conflicts) > 0 {
-		warnf(env.Stderr, name, "%d items have conflicting outcomes: all their records are kept; check them at Stripe", len(report.Conflicts))
+	if n := len(report.Conflicts); n == 1 {
+		warnf(env.Stderr, name, "1 item has conflicting outcomes: all its records are kept; check it at Stripe")
+		return ExitFailed
+	} else if n > 1 {
+		warnf(env.Stderr, name, "%d items have conflicting outcomes: all their records are kept; check them at Stripe", n)
 		return ExitFailed
 	}
 	return ExitOK
@@ -124,6 +140,46 @@ func mergeExitCode(err error) int {
 		return ExitUsage
 	}
 	return ExitJournal
+}
+
+// outWriter is OUT's temporary file, whose write errors name OUT: the
+// temporary file means nothing to the person who asked for OUT.
+type outWriter struct {
+	w    io.Writer
+	path string
+}
+
+func (o *outWriter) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if err != nil {
+		err = outputError(o.path, err)
+	}
+	return n, err
+}
+
+// outputError is a failure to write OUT at path, said in OUT's name: a
+// missing directory is named, and the temporary file beside OUT that the
+// merge writes first is not.
+func outputError(path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		if dir := filepath.Dir(path); !isDir(dir) {
+			return fmt.Errorf("cannot write %s: directory %s does not exist", path, dir)
+		}
+	}
+	var pathErr *fs.PathError
+	var linkErr *os.LinkError
+	switch {
+	case errors.As(err, &pathErr):
+		err = pathErr.Err
+	case errors.As(err, &linkErr):
+		err = linkErr.Err
+	}
+	return fmt.Errorf("cannot write %s: %w", path, err)
+}
+
+func isDir(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.IsDir()
 }
 
 // syncMergeDir makes a rename in dir durable.
