@@ -13,15 +13,24 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 # stripe-mock (Stripe's own mock of its API) checks that the requests refund
-# sends fit the real API spec; the contract test starts it.
+# sends fit the real API spec; the contract test starts it on free loopback
+# ports. Installing it needs the Go module proxy; offline, name one installed
+# already: make test STRIPE_MOCK_BIN=/path/to/stripe-mock
 tools: $(STRIPE_MOCK_BIN)
 $(STRIPE_MOCK_BIN):
-	GOBIN=$(TOOLS) $(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
+	GOBIN=$(TOOLS) $(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION) || { \
+	  echo "tools: installing stripe-mock $(STRIPE_MOCK_VERSION) needs the Go module proxy (GOPROXY=$$($(GO) env GOPROXY)); offline: make test STRIPE_MOCK_BIN=/path/to/stripe-mock" >&2; exit 1; }
 
 # The whole suite: unit tests, testscript end-to-end suites, the contract test
-# against stripe-mock and the short fault matrix, all with the race detector.
+# against stripe-mock and the short fault matrix, all with the race detector
+# (README, Development: how long it takes).
 test: tools lint
 	$(GO) test -race -count=1 ./...
+
+# The same without the fault matrix, which runs the real binaries for a
+# minute or more: for the edit-and-test loop.
+test-short: tools lint
+	$(GO) test -race -count=1 -short ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

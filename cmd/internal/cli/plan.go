@@ -27,7 +27,9 @@ const planDescription = `Turn a list of charges into the plan items of one batch
 
 The input is CSV with a header row (columns charge, payment_intent, amount, currency, reason, item, batch, metadata.<key>), JSON lines with the same fields, or bare ch_/py_/pi_ ids one a line. Amounts are whole minor units (1000 is 10.00 USD); none means the full remaining amount. Item ids come from the item column, else from the charge id, so they are the same on every run.
 
-The whole input is checked before anything is written: on any problem, each is reported as file:line and nothing is written.`
+The whole input is checked before anything is written: on any problem, each is reported as file:line and nothing is written.
+
+Exit codes: 0 plan written; 1 writing stdout failed (the plan may be cut short); 2 usage or input error (a bad flag, an unreadable file, any problem in the input, no charges at all), nothing written.`
 
 // Plan is the plan command: it reads charges and writes plan items.
 func Plan(env Env) int {

@@ -15,7 +15,7 @@ import (
 )
 
 type stripeSimCmd struct {
-	Addr                         string        `default:"127.0.0.1:12111" placeholder:"HOST:PORT" help:"Loopback address to listen on; port 0 picks a free port."`
+	Addr                         string        `default:"127.0.0.1:12480" placeholder:"HOST:PORT" help:"Loopback address to listen on (default ${default}, a port of its own: stripe-mock's are 12111 and 12112); port 0 picks a free port."`
 	AddrFile                     string        `name:"addr-file" placeholder:"FILE" help:"Once listening, write the base URL to FILE (atomically; into the pipe if FILE is a named pipe), so scripts wait for it instead of sleeping."`
 	Charges                      int           `placeholder:"N" help:"Generate N charges ch_sim0000001... with payment intents pi_sim0000001..., amounts drawn from --seed."`
 	ChargesFile                  string        `name:"charges-file" placeholder:"FILE" help:"Add the charges in FILE, JSON lines of {id, payment_intent, currency, amount, refunds:[{amount, status, reason, metadata}]}."`
