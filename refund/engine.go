@@ -121,7 +121,7 @@ type engine struct {
 
 	haltOnce   sync.Once
 	haltErr    atomic.Pointer[HaltError]
-	stopFeed   context.CancelFunc
+	stopRun    context.CancelFunc
 	unanswered atomic.Int64
 	creates    atomic.Int64
 	lists      atomic.Int64
@@ -200,9 +200,12 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	}
 	e := &engine{cfg: cfg, targets: targetLocks{m: map[string]*targetLock{}}, plan: newPlanIndex()}
 	e.summary = Summary{ByStatus: map[string]int{}, Refunded: map[string]int64{}, Found: map[string]int64{}}
-	feedCtx, stopFeed := context.WithCancel(ctx)
-	defer stopFeed()
-	e.stopFeed = stopFeed
+	// A halt cancels runCtx: workers waiting on the pacer or a backoff stop
+	// at once. The calls themselves never see it (WithoutCancel).
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	e.stopRun = stopRun
+	feedCtx := runCtx
 
 	work := make(chan job, cfg.Workers)
 	var wg sync.WaitGroup
@@ -217,7 +220,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 					// of it, and the next run takes it up.
 					continue
 				}
-				e.emit(e.process(ctx, j))
+				e.emit(e.process(runCtx, j))
 			}
 		}()
 	}
@@ -255,7 +258,17 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 	defer stopReading()
 	batches := make(chan []parsedLine, 4)
 	go readPlan(ctx, in, name, e.plan, batches)
-	for batch := range batches {
+	for {
+		var batch []parsedLine
+		select {
+		case b, ok := <-batches:
+			if !ok {
+				return nil
+			}
+			batch = b
+		case <-ctx.Done():
+			return nil // a signal or a halt while the plan is slow to come
+		}
 		for i := range batch {
 			p := &batch[i]
 			if ctx.Err() != nil || e.halted() {
@@ -282,7 +295,6 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 			}
 		}
 	}
-	return nil
 }
 
 // parsedLine is one plan line read, or the error that ends the plan.
@@ -325,7 +337,8 @@ func (p *planIndex) targetHash(target string) uint32 {
 }
 
 // add records it at line, or returns the line that listed it before.
-// The caller holds p.mu.
+// The caller holds p.mu for writing, only around the call: never while it
+// waits for input, so workers asking on never wait on a slow plan.
 func (p *planIndex) add(it *Item, line int) (prev int, dup bool) {
 	k := p.key(it.Batch, it.Item)
 	if x, ok := p.m[k]; ok {
@@ -350,25 +363,36 @@ func (p *planIndex) on(batch, item, target string) bool {
 func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, out chan<- []parsedLine) {
 	defer close(out)
 	const batchSize = 256
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
 	batch := make([]parsedLine, 0, batchSize)
+	stopped := false
 	send := func() bool {
-		index.mu.Unlock()
-		defer index.mu.Lock()
+		if stopped {
+			return false
+		}
 		select {
 		case out <- batch:
 			batch = make([]parsedLine, 0, batchSize)
 			return true
 		case <-ctx.Done():
+			stopped = true
 			return false
 		}
 	}
-	// The index is written under its lock a batch of lines at a time.
-	index.mu.Lock()
-	defer index.mu.Unlock()
+	// Before the scanner waits for more input, what it has read goes to the
+	// workers: a plan that streams in slowly (a producer still running, a
+	// terminal) is worked on as it comes, not 256 lines at a time.
+	sc := bufio.NewScanner(readerFunc(func(p []byte) (int, error) {
+		if len(batch) > 0 {
+			send()
+		}
+		if stopped {
+			return 0, io.EOF
+		}
+		return in.Read(p)
+	}))
+	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
 	line := 0
-	for sc.Scan() {
+	for sc.Scan() && !stopped {
 		line++
 		b := sc.Bytes()
 		if len(trimSpace(b)) == 0 {
@@ -379,7 +403,10 @@ func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, 
 			err = fmt.Errorf("plan longer than %d lines: split it", math.MaxInt32)
 		}
 		if err == nil {
-			if prev, dup := index.add(&it, line); dup {
+			index.mu.Lock()
+			prev, dup := index.add(&it, line)
+			index.mu.Unlock()
+			if dup {
 				err = fmt.Errorf("item %q of batch %q is already at line %d", it.Item, it.Batch, prev)
 			}
 		}
@@ -405,6 +432,11 @@ func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, 
 		send()
 	}
 }
+
+// readerFunc is a function as an io.Reader.
+type readerFunc func(p []byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r') {
@@ -465,7 +497,7 @@ func (e *engine) halted() bool { return e.haltErr.Load() != nil }
 func (e *engine) halt(h *HaltError) {
 	e.haltOnce.Do(func() {
 		e.haltErr.Store(h)
-		e.stopFeed()
+		e.stopRun()
 		e.cfg.Log.Error(h.Error())
 	})
 }
@@ -515,10 +547,22 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	}
 	class, status, code := classify(err)
 	msg := errorMessage(err)
+	final := class == classFinal
 	if class == classKeyReused {
-		msg = "Stripe holds another request under this item's key (another charge or amount): the plan changed after an earlier run; nothing sent. Plan the changed refund under a new item id"
+		msg = "Stripe holds another request under this item's key (other parameters: the plan changed after an earlier run); nothing sent now. Plan the changed refund under a new item id"
+		if !unsent {
+			// That earlier request is this item's own intent: it may still
+			// be making its refund. In doubt, not failed.
+			msg = "Stripe holds this item's earlier request under its key, with other parameters (the plan's reason or metadata changed since): nothing sent now, but that request may have made or still make a refund. Restore the plan as it was and run again; a later run looks it up first"
+			e.logItem(slog.LevelWarn, "key used before with other parameters", it, attempt)
+			if !e.append(e.failure(it, attempt, status, code, msg, false)) {
+				return e.unrecorded(it, attempt, "answer could not be journaled")
+			}
+			return e.inDoubt(it, attempt, code, msg)
+		}
+		final = true
 	}
-	if !e.append(e.failure(it, attempt, status, code, msg, class == classFinal || class == classKeyReused)) {
+	if !e.append(e.failure(it, attempt, status, code, msg, final)) {
 		return e.unrecorded(it, attempt, "answer could not be journaled")
 	}
 	switch class {
