@@ -73,3 +73,19 @@ func (h *lineHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 }
 
 func (h *lineHandler) WithGroup(string) slog.Handler { return h }
+
+// logWriter turns lines written to it (`name: message`) into log records, so
+// that messages printed with warnf join a JSON log as records of their own.
+type logWriter struct {
+	log    *slog.Logger
+	prefix string
+}
+
+func (w logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if line = strings.TrimPrefix(line, w.prefix); line != "" {
+			w.log.Info(line)
+		}
+	}
+	return len(p), nil
+}

@@ -58,9 +58,15 @@ func Refund(env Env) int {
 	// Signals are caught from the start: a deploy that stops a run while it
 	// loads its journal gets the same clean exit as one mid-batch.
 	stderr := newProgressWriter(env.Stderr)
-	ctx, stop := signalContext(stderr, name)
-	defer stop()
 	log := newLoggerAs(stderr, name, c.Verbose, c.LogFormat)
+	// Messages go where the log goes: with --log-format json every line on
+	// stderr is a JSON record, the summary and the stop message included.
+	msgs := io.Writer(stderr)
+	if c.LogFormat == "json" {
+		msgs = logWriter{log: log, prefix: name + ": "}
+	}
+	ctx, stop := signalContext(msgs, name)
+	defer stop()
 	if env.Getenv("GOGC") == "" {
 		// Most of refund's heap is the journal's index, alive for the whole
 		// run; garbage is little. A lower target keeps a million-item resume
@@ -70,21 +76,21 @@ func Refund(env Env) int {
 	if c.CPUProfile != "" {
 		stop, err := startCPUProfile(c.CPUProfile)
 		if err != nil {
-			warnf(stderr, name, "%v", err)
+			warnf(msgs, name, "%v", err)
 			return ExitUsage
 		}
 		defer stop()
 	}
 	if c.Concurrency < 1 || c.Concurrency > 256 {
-		warnf(stderr, name, "--concurrency %d: want 1 to 256", c.Concurrency)
+		warnf(msgs, name, "--concurrency %d: want 1 to 256", c.Concurrency)
 		return ExitUsage
 	}
 	if c.Rate != nil && !(*c.Rate >= 0) {
-		warnf(stderr, name, "--rate %g: want 0 (no pacing) or more requests per second", *c.Rate)
+		warnf(msgs, name, "--rate %g: want 0 (no pacing) or more requests per second", *c.Rate)
 		return ExitUsage
 	}
 	if !(c.Share > 0 && c.Share <= 1) {
-		warnf(stderr, name, "--share %g: want a share of Stripe's limits above 0 and at most 1", c.Share)
+		warnf(msgs, name, "--share %g: want a share of Stripe's limits above 0 and at most 1", c.Share)
 		return ExitUsage
 	}
 
@@ -92,7 +98,7 @@ func Refund(env Env) int {
 	if !c.DryRun {
 		var err error
 		if client, err = c.client(env, c.Concurrency); err != nil {
-			warnf(stderr, name, "%v", err)
+			warnf(msgs, name, "%v", err)
 			return ExitUsage
 		}
 	}
@@ -101,25 +107,25 @@ func Refund(env Env) int {
 	if c.Input != "-" {
 		f, err := os.Open(c.Input)
 		if err != nil {
-			warnf(stderr, name, "%v", err)
+			warnf(msgs, name, "%v", err)
 			return ExitUsage
 		}
 		defer f.Close()
 		in, inName = f, c.Input
 	}
 	if isTerminal(in) {
-		warnf(stderr, name, "waiting for plan items on stdin (JSON lines, as plan writes them; end with Ctrl-D)")
+		warnf(msgs, name, "waiting for plan items on stdin (JSON lines, as plan writes them; end with Ctrl-D)")
 	}
 	// No plan items is an error before anything is opened: a failed plan
 	// before the pipe must not end in an empty journal and exit 0.
 	in, ok, err := firstItem(in)
 	if err != nil {
-		warnf(stderr, name, "%s: %v", inName, err)
+		warnf(msgs, name, "%s: %v", inName, err)
 		return ExitUsage
 	}
 	if !ok {
-		warnf(stderr, name, "no plan items in %s: nothing to refund", inName)
-		warnf(stderr, name, "did the command before the pipe fail? run pipelines with set -o pipefail")
+		warnf(msgs, name, "no plan items in %s: nothing to refund", inName)
+		warnf(msgs, name, "did the command before the pipe fail? run pipelines with set -o pipefail")
 		return ExitUsage
 	}
 
@@ -134,14 +140,14 @@ func Refund(env Env) int {
 		w, state, torn, err = journal.Open(c.Journal, journal.Options{NoGroupCommit: c.NoGroupCommit})
 	}
 	if err != nil {
-		warnf(stderr, name, "%v", err)
+		warnf(msgs, name, "%v", err)
 		return journalExit(err)
 	}
 	if w != nil {
 		defer w.Close()
 	}
 	if torn != nil {
-		warnf(stderr, name, "%s", torn)
+		warnf(msgs, name, "%s", torn)
 	}
 
 	out := newResultWriter(env.Stdout)
@@ -166,35 +172,35 @@ func Refund(env Env) int {
 	}, in, inName)
 	out.stop()
 	bar.stop()
-	warnf(stderr, name, "%s", summaryText(&summary))
+	warnf(msgs, name, "%s", summaryText(&summary))
 
 	var inputErr *refund.InputError
 	var haltErr *refund.HaltError
 	switch {
 	case errors.As(runErr, &inputErr):
-		warnf(stderr, name, "%v", inputErr)
-		warnf(stderr, name, "stopped at that line: nothing was sent for it or after it")
+		warnf(msgs, name, "%v", inputErr)
+		warnf(msgs, name, "stopped at that line: nothing was sent for it or after it")
 		return ExitUsage
 	case errors.As(runErr, &haltErr):
 		if haltErr.Journal {
 			if errors.Is(haltErr, journal.ErrReplaced) {
-				warnf(stderr, name, "no API call was made after that; find what replaced or moved the journal (a tool that ignores its lock?), merge the file it moved (if it still exists) into the journal with journal-merge, then run again")
+				warnf(msgs, name, "no API call was made after that; find what replaced or moved the journal (a tool that ignores its lock?), merge the file it moved (if it still exists) into the journal with journal-merge, then run again")
 				return ExitJournal
 			}
-			warnf(stderr, name, "no API call was made after the failed write; free the space or fix the disk, then run again: the journal resumes where it stopped")
+			warnf(msgs, name, "no API call was made after the failed write; free the space or fix the disk, then run again: the journal resumes where it stopped")
 			return ExitJournal
 		}
 		return ExitStripe
 	case errors.Is(runErr, context.Canceled):
 		n := summary.ByStatus[refund.StatusInDoubt]
-		warnf(stderr, name, "interrupted: the calls in flight were finished and journaled, %d %s left in doubt; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
+		warnf(msgs, name, "interrupted: the calls in flight were finished and journaled, %d %s left in doubt; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
 		return ExitInterrupted
 	case runErr != nil:
-		warnf(stderr, name, "%v", runErr)
+		warnf(msgs, name, "%v", runErr)
 		return ExitUsage
 	}
 	if summary.Indeterminate > 0 {
-		warnf(stderr, name, "Stripe answered %d %s with its own 500: the result is indeterminate (Stripe may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", summary.Indeterminate, plural(int(summary.Indeterminate), "call"))
+		warnf(msgs, name, "Stripe answered %d %s with its own 500: the result is indeterminate (Stripe may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", summary.Indeterminate, plural(int(summary.Indeterminate), "call"))
 	}
 	if summary.ByStatus[refund.StatusFailed] > 0 || summary.ByStatus[refund.StatusInDoubt] > 0 || summary.Duplicates > 0 {
 		return ExitFailed
