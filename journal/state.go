@@ -81,14 +81,14 @@ type State struct {
 	lastBatch  string // the batch Apply saw last, and its id: journals come in runs of one batch
 	lastBatchN uint32
 
-	attempts   map[uint32]int    // Attempt of slots flagged attemptSpilled
-	currencies map[uint32]string // SentCurrency of slots flagged currencySpilled
+	attempts    map[uint32]int    // Attempt of slots flagged attemptSpilled
+	currencies  map[uint32]string // SentCurrency of slots flagged currencySpilled
+	sentAmounts map[uint32]int64  // SentAmount of slots flagged sentSpilled
 }
 
 // slot is one item's ItemState in compact form.
 type slot struct {
 	amount     int64
-	sentAmount int64
 	item       arena.Ref
 	refund     arena.Ref
 	target     arena.Ref // the charge, or the payment intent (flagIntent)
@@ -106,6 +106,8 @@ const (
 	flagIntent                // target is a payment intent, not a charge
 	flagSent                  // an intent was journaled
 	flagCurrencySpilled       // SentCurrency is in State.currencies
+	flagSentFull              // SentAmount is 0 (the full remaining amount)
+	flagSentSpilled           // SentAmount is in State.sentAmounts; else it is amount
 )
 
 const slotChunk = 1 << 16
@@ -227,7 +229,14 @@ func (s *State) get(i uint32) ItemState {
 		Refund:     s.strs.Get(sl.refund),
 		Code:       s.codes[sl.code],
 		Sent:       sl.flags&flagSent != 0,
-		SentAmount: sl.sentAmount,
+	}
+	// What an intent asked is what was refunded, or the full amount, but
+	// for the odd item: one field serves, and the odd ones go to a map.
+	switch {
+	case sl.flags&flagSentSpilled != 0:
+		st.SentAmount = s.sentAmounts[i]
+	case sl.flags&flagSentFull == 0 && st.Sent:
+		st.SentAmount = sl.amount
 	}
 	if sl.flags&flagAttemptSpilled != 0 {
 		st.Attempt = s.attempts[i]
@@ -258,10 +267,22 @@ func (s *State) put(i uint32, st ItemState) {
 	if sl.flags&flagCurrencySpilled != 0 {
 		delete(s.currencies, i)
 	}
+	if sl.flags&flagSentSpilled != 0 {
+		delete(s.sentAmounts, i)
+	}
 	sl.flags = 0
 	sl.status = st.Status
 	sl.amount = st.Amount
-	sl.sentAmount = st.SentAmount
+	switch {
+	case st.SentAmount == 0:
+		sl.flags |= flagSentFull
+	case st.SentAmount != st.Amount:
+		if s.sentAmounts == nil {
+			s.sentAmounts = make(map[uint32]int64)
+		}
+		s.sentAmounts[i] = st.SentAmount
+		sl.flags |= flagSentSpilled
+	}
 	if st.KeyBurned {
 		sl.flags |= flagKeyBurned
 	}

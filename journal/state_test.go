@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/refundkit/refundkit/journal/arena"
 )
@@ -204,5 +205,12 @@ func TestStateManyItems(t *testing.T) {
 		if got, ok := s.Lookup(k[0], k[1]); !ok || !reflect.DeepEqual(got, want) {
 			t.Fatalf("Lookup(%q, %q) = %+v, %v; want %+v", k[0], k[1], got, ok, want)
 		}
+	}
+}
+
+// TestSlotSize guards the memory of a million-item resume: one slot a item.
+func TestSlotSize(t *testing.T) {
+	if got := unsafe.Sizeof(slot{}); got != 48 {
+		t.Errorf("slot is %d bytes, want 48", got)
 	}
 }
