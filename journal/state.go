@@ -88,16 +88,16 @@ type State struct {
 
 // slot is one item's ItemState in compact form.
 type slot struct {
-	amount     int64
-	item       arena.Ref
-	refund     arena.Ref
-	target     arena.Ref // the charge, or the payment intent (flagIntent)
-	attempt    int32
-	code       uint32 // Code; once refunded (Code is then ""), Currency
-	batch      uint32
-	currency   uint16 // id in codes, unless flagCurrencySpilled
-	status     Status
-	flags      uint8
+	amount   int64
+	item     arena.Ref
+	refund   arena.Ref
+	target   arena.Ref // the charge, or the payment intent (flagIntent)
+	attempt  int32
+	code     uint32 // Code; once refunded (Code is then ""), Currency
+	batch    uint32
+	currency uint16 // id in codes, unless flagCurrencySpilled
+	status   Status
+	flags    uint8
 }
 
 const (
@@ -222,13 +222,13 @@ func (s *State) slot(i uint32) *slot { return &s.slots[i/slotChunk][i%slotChunk]
 func (s *State) get(i uint32) ItemState {
 	sl := s.slot(i)
 	st := ItemState{
-		Status:     sl.status,
-		Attempt:    int(sl.attempt),
-		KeyBurned:  sl.flags&flagKeyBurned != 0,
-		Amount:     sl.amount,
-		Refund:     s.strs.Get(sl.refund),
-		Code:       s.codes[sl.code],
-		Sent:       sl.flags&flagSent != 0,
+		Status:    sl.status,
+		Attempt:   int(sl.attempt),
+		KeyBurned: sl.flags&flagKeyBurned != 0,
+		Amount:    sl.amount,
+		Refund:    s.strs.Get(sl.refund),
+		Code:      s.codes[sl.code],
+		Sent:      sl.flags&flagSent != 0,
 	}
 	// What an intent asked is what was refunded, or the full amount, but
 	// for the odd item: one field serves, and the odd ones go to a map.
