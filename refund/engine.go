@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -148,24 +149,33 @@ type targetLock struct {
 	users int
 }
 
-// lock takes target's lock and returns its release.
-func (l *targetLocks) lock(target string) (unlock func()) {
-	l.mu.Lock()
-	t := l.m[target]
-	if t == nil {
-		t = &targetLock{}
-		l.m[target] = t
-	}
-	t.users++
-	l.mu.Unlock()
-	t.Lock()
-	return func() {
-		t.Unlock()
+// lock takes the locks of keys, in sorted order so that two items that
+// share some never wait on each other in a circle, and returns their release.
+func (l *targetLocks) lock(keys ...string) (unlock func()) {
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	held := make([]*targetLock, len(keys))
+	for i, k := range keys {
 		l.mu.Lock()
-		if t.users--; t.users == 0 {
-			delete(l.m, target)
+		t := l.m[k]
+		if t == nil {
+			t = &targetLock{}
+			l.m[k] = t
 		}
+		t.users++
 		l.mu.Unlock()
+		t.Lock()
+		held[i] = t
+	}
+	return func() {
+		for i := len(keys) - 1; i >= 0; i-- {
+			t := held[i]
+			t.Unlock()
+			l.mu.Lock()
+			if t.users--; t.users == 0 {
+				delete(l.m, keys[i])
+			}
+			l.mu.Unlock()
+		}
 	}
 }
 
@@ -508,12 +518,16 @@ func (e *engine) halt(h *HaltError) {
 // other's refund.
 func (e *engine) process(ctx context.Context, j job) Result {
 	it, st := j.it, j.st
-	defer e.targets.lock(it.Target())()
 	attempt := 1
 	if j.known {
 		attempt = max(st.Attempt, 1)
 	}
 	unsent := !j.known || !st.Sent // no intent was ever journaled for it
+	keys, res, ok := e.payment(ctx, it, attempt, unsent)
+	if !ok {
+		return res
+	}
+	defer e.targets.lock(keys...)()
 	// An earlier run, a run under another journal or another batch may have
 	// refunded the charge: look before the first call. Only NoLookup skips
 	// it, and only for an item the journal has never seen.

@@ -143,19 +143,33 @@ func (e *engine) sibling(it *Item, item string) bool {
 // first. ok is false when the listing failed; res then says what became of
 // the item.
 func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (refunds []*stripe.Refund, res Result, ok bool) {
+	res, ok = e.read(ctx, it, attempt, unsent, EndpointList, "list the charge's refunds", func(ctx context.Context) error {
+		e.lists.Add(1)
+		var err error
+		refunds, err = e.cfg.Stripe.List(ctx, it)
+		return err
+	})
+	return refunds, res, ok
+}
+
+// read makes one read call for the item at endpoint ep, repeating it while
+// it may succeed. ok is false when it failed; res then says what became of
+// the item: failed for good when Stripe cannot read the charge and nothing
+// was ever sent, lookup_failed (not journaled) when it could not be read
+// now, in doubt when an earlier call was sent.
+func (e *engine) read(ctx context.Context, it *Item, attempt int, unsent bool, ep Endpoint, what string, call func(context.Context) error) (res Result, ok bool) {
 	for try := 0; ; try++ {
-		if err := e.wait(ctx, EndpointList); err != nil {
-			return nil, e.notCalled(it, unsent, "interrupted", "interrupted before the look-up"), false
+		if err := e.wait(ctx, ep); err != nil {
+			return e.notCalled(it, unsent, "interrupted", "interrupted before the look-up"), false
 		}
 		if e.halted() {
-			return nil, e.notCalled(it, unsent, "halted", "run halted before the look-up"), false
+			return e.notCalled(it, unsent, "halted", "run halted before the look-up"), false
 		}
-		e.lists.Add(1)
-		refunds, err := e.cfg.Stripe.List(context.WithoutCancel(ctx), it)
-		e.paced(EndpointList, err)
+		err := call(context.WithoutCancel(ctx))
+		e.paced(ep, err)
 		if err == nil {
 			e.unanswered.Store(0)
-			return refunds, Result{}, true
+			return Result{}, true
 		}
 		class, status, code := classify(err)
 		switch class {
@@ -171,33 +185,49 @@ func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (
 		case classFatal:
 			e.halt(&HaltError{Err: fmt.Errorf("stripe refused the API key (%s)", code)})
 		case classFinal:
-			msg := "could not list the charge's refunds: " + errorMessage(err)
+			msg := "could not " + what + ": " + errorMessage(err)
 			if unsent {
 				// Nothing was ever sent, and the charge cannot be read (an
 				// unknown charge, say): nothing can be refunded on it either.
 				rec := e.failure(it, attempt, status, code, msg, true)
 				if !e.append(rec) {
-					return nil, e.unrecorded(it, attempt, msg), false
+					return e.unrecorded(it, attempt, msg), false
 				}
 				r := newResult(it, StatusFailed)
 				r.Attempt, r.Code, r.Message = attempt, code, msg
-				return nil, r, false
+				return r, false
 			}
-			return nil, e.inDoubt(it, 0, code, msg), false
+			return e.inDoubt(it, 0, code, msg), false
 		}
 		if e.halted() || ctx.Err() != nil {
-			return nil, e.notCalled(it, unsent, code, "could not list the charge's refunds"), false
+			return e.notCalled(it, unsent, code, "could not "+what), false
 		}
 		if unsent {
 			// Nothing was sent and nothing is journaled: the next run starts
 			// it afresh. Said as a failure, so the run does not exit 0.
 			r := newResult(it, StatusFailed)
 			r.Attempt, r.Code = attempt, CodeLookupFailed
-			r.Message = fmt.Sprintf("could not list the charge's refunds (%s); nothing sent, nothing journaled: run again", code)
-			return nil, r, false
+			r.Message = fmt.Sprintf("could not %s (%s); nothing sent, nothing journaled: run again", what, code)
+			return r, false
 		}
-		return nil, e.inDoubt(it, 0, code, "could not list the charge's refunds"), false
+		return e.inDoubt(it, 0, code, "could not "+what), false
 	}
+}
+
+// payment is what names the item's payment for the run's locks: its charge,
+// or its payment intent and the intent's charges, so that a payment named
+// by its charge on one plan line and by its intent on another is one.
+func (e *engine) payment(ctx context.Context, it *Item, attempt int, unsent bool) (keys []string, res Result, ok bool) {
+	if it.Charge != "" {
+		return []string{it.Charge}, Result{}, true
+	}
+	keys = []string{it.PaymentIntent}
+	res, ok = e.read(ctx, it, attempt, unsent, EndpointCharges, "list the payment intent's charges", func(ctx context.Context) error {
+		ids, err := e.cfg.Stripe.ChargesOf(ctx, it.PaymentIntent)
+		keys = append(keys, ids...)
+		return err
+	})
+	return keys, res, ok
 }
 
 // notCalled is the result of an item stopped before any call of this run:

@@ -17,6 +17,8 @@ const (
 	EndpointCreate Endpoint = iota
 	// EndpointList is GET /v1/refunds (the look-up).
 	EndpointList
+	// EndpointCharges is GET /v1/charges (the charges of a payment intent).
+	EndpointCharges
 )
 
 // Stripe's documented rate limits (docs.stripe.com/rate-limits): per
@@ -32,7 +34,7 @@ const (
 )
 
 // Limits are request rates per second; 0 means no limit.
-type Limits struct{ Global, Create, List float64 }
+type Limits struct{ Global, Create, List, Charges float64 }
 
 // StripeLimits is share (0 to 1] of Stripe's documented limits for the mode.
 // Shard workers that share one account divide the share among them.
@@ -41,7 +43,8 @@ func StripeLimits(live bool, share float64) Limits {
 	if live {
 		global = StripeLiveRate
 	}
-	return Limits{Global: global * share, Create: StripeEndpointRate * share, List: StripeEndpointRate * share}
+	e := StripeEndpointRate * share
+	return Limits{Global: global * share, Create: e, List: e, Charges: e}
 }
 
 // Pacer paces a run's requests within its limits, the account's and each
@@ -50,17 +53,20 @@ func StripeLimits(live bool, share float64) Limits {
 // run settles near what it is allowed without a storm of 429s. It is safe
 // for concurrent use.
 type Pacer struct {
-	global, create, list *adaptive
+	global, create, list, charges *adaptive
 }
 
 // NewPacer returns a pacer for limits.
 func NewPacer(l Limits) *Pacer {
-	return &Pacer{global: newAdaptive(l.Global), create: newAdaptive(l.Create), list: newAdaptive(l.List)}
+	return &Pacer{global: newAdaptive(l.Global), create: newAdaptive(l.Create), list: newAdaptive(l.List), charges: newAdaptive(l.Charges)}
 }
 
 func (p *Pacer) endpoint(e Endpoint) *adaptive {
-	if e == EndpointList {
+	switch e {
+	case EndpointList:
 		return p.list
+	case EndpointCharges:
+		return p.charges
 	}
 	return p.create
 }
@@ -93,7 +99,7 @@ func (p *Pacer) Answered(e Endpoint) {
 // Rates reports the current rates (requests/s) of the budgets: what the
 // pacer has settled on.
 func (p *Pacer) Rates() Limits {
-	return Limits{Global: p.global.rate(), Create: p.create.rate(), List: p.list.rate()}
+	return Limits{Global: p.global.rate(), Create: p.create.rate(), List: p.list.rate(), Charges: p.charges.rate()}
 }
 
 // adaptive is one budget: a token bucket whose rate moves between a floor

@@ -12,9 +12,9 @@ func TestStripeLimits(t *testing.T) {
 		share float64
 		want  Limits
 	}{
-		{false, 0.8, Limits{Global: 20, Create: 20, List: 20}},
-		{true, 0.8, Limits{Global: 80, Create: 20, List: 20}},
-		{true, 0.2, Limits{Global: 20, Create: 5, List: 5}}, // one of four shard workers
+		{false, 0.8, Limits{Global: 20, Create: 20, List: 20, Charges: 20}},
+		{true, 0.8, Limits{Global: 80, Create: 20, List: 20, Charges: 20}},
+		{true, 0.2, Limits{Global: 20, Create: 5, List: 5, Charges: 5}}, // one of four shard workers
 	} {
 		if got := StripeLimits(tc.live, tc.share); got != tc.want {
 			t.Errorf("StripeLimits(%v, %v) = %+v, want %+v", tc.live, tc.share, got, tc.want)

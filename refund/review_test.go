@@ -355,3 +355,46 @@ func TestReviewSummaryCountsAdoptedAsRefundedNow(t *testing.T) {
 		t.Errorf("no refund was made, yet the summary says refunded %d usd", o.summary.Refunded["usd"])
 	}
 }
+
+// One run, one payment named by its charge on one line and by its payment
+// intent on the next: the items share the payment's lock, so the second one's
+// look-up sees the first one's refund and holds it.
+func TestReviewChargeAndIntentOfOnePaymentInOneRun(t *testing.T) {
+	s := newSim(t, 1, stripesim.Faults{})
+	var answers atomic.Int64
+	bothLooked := make(chan struct{})
+	s.setOnAnswer(func(int) {
+		if answers.Add(1) == 2 {
+			close(bothLooked)
+		}
+	})
+	var first sync.Once
+	s.SetCreateHook(func(string) {
+		first.Do(func() {
+			// Give the other item every chance to look before this refund
+			// exists; with the payment's lock it cannot, and the bound only
+			// keeps a broken build from hanging.
+			select {
+			case <-bothLooked:
+			case <-time.After(3 * time.Second):
+			}
+		})
+	})
+	plan := `{"batch":"b1","item":"ch_sim0000001","charge":"ch_sim0000001","amount":100}
+{"batch":"b1","item":"pi_sim0000001","payment_intent":"pi_sim0000001","amount":100}
+`
+	o := run(t, s, filepath.Join(t.TempDir(), "j.jsonl"), plan, runOpts{workers: 2})
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	wantOneRefundPerCharge(t, s, 1)
+	held := 0
+	for _, r := range o.results {
+		if r.Code == refund.CodeRefundedByOtherItem {
+			held++
+		}
+	}
+	if held != 1 {
+		t.Errorf("results %+v, want one item held as refunded_by_other_item", o.results)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	stripe "github.com/stripe/stripe-go/v76"
+	stripecharge "github.com/stripe/stripe-go/v76/charge"
 	striperefund "github.com/stripe/stripe-go/v76/refund"
 )
 
@@ -20,6 +21,7 @@ const DefaultAPIBase = "https://api.stripe.com"
 // which key, is decided here, where the journal is.
 type Stripe struct {
 	refunds striperefund.Client
+	charges stripecharge.Client
 }
 
 // NewStripe returns a client for the API at base (DefaultAPIBase when empty)
@@ -36,7 +38,7 @@ func NewStripe(base, key string, conns int) *Stripe {
 		MaxNetworkRetries: stripe.Int64(0),
 		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
 	})
-	return &Stripe{refunds: striperefund.Client{B: backend, Key: key}}
+	return &Stripe{refunds: striperefund.Client{B: backend, Key: key}, charges: stripecharge.Client{B: backend, Key: key}}
 }
 
 // Create sends one refund request for it under the idempotency key of
@@ -93,6 +95,25 @@ func (s *Stripe) List(ctx context.Context, it *Item) ([]*stripe.Refund, error) {
 		return nil, note.wrap(err)
 	}
 	return out, nil
+}
+
+// ChargesOf returns the ids of the charges of payment intent pi: a payment
+// named by its intent in one plan line and by its charge in another is one
+// payment, and its items must not run side by side.
+func (s *Stripe) ChargesOf(ctx context.Context, pi string) ([]string, error) {
+	params := &stripe.ChargeListParams{PaymentIntent: stripe.String(pi)}
+	note := new(answerNote)
+	params.Context = context.WithValue(ctx, noteKey{}, note)
+	params.Limit = stripe.Int64(100)
+	var ids []string
+	iter := s.charges.List(params)
+	for iter.Next() {
+		ids = append(ids, iter.Charge().ID)
+	}
+	if err := iter.Err(); err != nil {
+		return nil, note.wrap(err)
+	}
+	return ids, nil
 }
 
 // noteKey carries an *answerNote in a request's context.

@@ -138,6 +138,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		a = s.getRefund(id, r.Form)
 	case routeGetCharge:
 		a = s.getCharge(id, r.Form)
+	case routeListCharges:
+		a = s.listCharges(r.Form)
 	default:
 		a = unrecognized(r.Method, r.URL.Path)
 	}
@@ -596,6 +598,36 @@ func (s *Server) getCharge(id string, form url.Values) answer {
 	obj := ch.object()
 	ch.mu.Unlock()
 	return answer{status: http.StatusOK, body: mustJSON(obj)}
+}
+
+// listCharges is GET /v1/charges filtered by payment_intent, the one filter
+// the tools use: the charges of a payment intent (here at most one).
+func (s *Server) listCharges(form url.Values) answer {
+	for name := range form {
+		switch name {
+		case "payment_intent", "limit":
+		default:
+			return invalid("parameter_unknown", name, "Received unknown parameter: %s", name)
+		}
+	}
+	pi := form.Get("payment_intent")
+	if pi == "" {
+		return invalid("parameter_missing", "payment_intent", "The simulator lists charges only by payment_intent.")
+	}
+	list := chargeList{Object: "list", Data: []chargeObject{}, URL: "/v1/charges"}
+	if ch := s.chargeByIntent(pi); ch != nil {
+		ch.mu.Lock()
+		list.Data = append(list.Data, ch.object())
+		ch.mu.Unlock()
+	}
+	return answer{status: http.StatusOK, body: mustJSON(list)}
+}
+
+type chargeList struct {
+	Object  string         `json:"object"`
+	Data    []chargeObject `json:"data"`
+	HasMore bool           `json:"has_more"`
+	URL     string         `json:"url"`
 }
 
 // listRefunds is GET /v1/refunds: newest first, paged by starting_after or

@@ -516,6 +516,7 @@ const (
 	routeGetRefund
 	routeCancelRefund
 	routeGetCharge
+	routeListCharges
 	routeOther
 	numRoutes
 )
@@ -526,6 +527,7 @@ var routeNames = [numRoutes]string{
 	routeGetRefund:    "GET /v1/refunds/{id}",
 	routeCancelRefund: "POST /v1/refunds/{id}/cancel",
 	routeGetCharge:    "GET /v1/charges/{id}",
+	routeListCharges:  "GET /v1/charges",
 	routeOther:        "other",
 }
 
@@ -551,6 +553,9 @@ func classify(method, path string) (route, string) {
 	}
 	if id, ok := strings.CutPrefix(path, "/v1/charges/"); ok && method == http.MethodGet && validPathID(id) {
 		return routeGetCharge, id
+	}
+	if path == "/v1/charges" && method == http.MethodGet {
+		return routeListCharges, ""
 	}
 	return routeOther, ""
 }
