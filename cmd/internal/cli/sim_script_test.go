@@ -127,7 +127,7 @@ stdout '^429 rate-limited:global-rate '
 simhttp GET $SIM/_sim/stats
 stdout '"rate_limited":2,'
 stdout '"rate_limited_reasons":\{"endpoint-rate":1,"global-rate":1\}'
-stdout '"rate_limited_routes":\{"GET /v1/charges/\{id\}":1,"GET /v1/refunds":0,"GET /v1/refunds/\{id\}":0,"POST /v1/refunds":1,'
+stdout '"rate_limited_routes":\{"GET /v1/charges":0,"GET /v1/charges/\{id\}":1,"GET /v1/refunds":0,"GET /v1/refunds/\{id\}":0,"POST /v1/refunds":1,'
 simhttp GET $SIM/_sim/faults
 stdout '"rate_limits":\{"mode":"live","global_rate":0.001,"global_burst":4,"endpoint_rate":0.001,"endpoint_burst":2\}'
 
