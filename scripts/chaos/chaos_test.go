@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +229,108 @@ func TestCheckIntentsFindsAnUnjournaledCall(t *testing.T) {
 	r.checkIntents("b", j)
 	if tl.ProblemCount != 1 || !strings.Contains(tl.Problems[0], "refundkit:b:i2:1") {
 		t.Errorf("checkIntents found %d problems, want 1 naming refundkit:b:i2:1: %q", tl.ProblemCount, tl.Problems)
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	tests := []struct {
+		key, batch, item string
+		attempt          int
+		ok               bool
+	}{
+		{refund.IdempotencyKey("b", "i1", 1), "b", "i1", 1, true},
+		{refund.IdempotencyKey("day-2", "a:b:c", 12), "day-2", "a:b:c", 12, true},
+		{"refundkit:cancel:re_1", "", "", 0, false},
+		{"other:b:i:1", "", "", 0, false},
+		{"refundkit:b:i:x", "", "", 0, false},
+	}
+	for _, tt := range tests {
+		batch, item, attempt, ok := parseKey(tt.key)
+		if batch != tt.batch || item != tt.item || attempt != tt.attempt || ok != tt.ok {
+			t.Errorf("parseKey(%q) = %q, %q, %d, %v; want %q, %q, %d, %v", tt.key, batch, item, attempt, ok, tt.batch, tt.item, tt.attempt, tt.ok)
+		}
+	}
+}
+
+// TestCheckChargesIsPerCharge: a second refund of a charge by another batch
+// is a duplicate unless a plan meant to run on it or the scenario says so;
+// each is counted once however often the check runs.
+func TestCheckChargesIsPerCharge(t *testing.T) {
+	meta := func(batch string) map[string]string {
+		return map[string]string{refund.MetaBatch: batch, refund.MetaItem: "i", refund.MetaAttempt: "1"}
+	}
+	charges := []stripesim.Charge{
+		{ID: "ch_a", Amount: 1000, Refunds: []stripesim.SeedRefund{{Amount: 100, Metadata: meta("day-1")}, {Amount: 100, Metadata: meta("day-2")}}},
+		{ID: "ch_b", Amount: 1000, Refunds: []stripesim.SeedRefund{{Amount: 100}}},
+		{ID: "ch_c", Amount: 1000, Refunds: []stripesim.SeedRefund{{Amount: 100, Status: stripesim.StatusCanceled}}},
+	}
+	onA := func(batch string) *plan {
+		return &plan{Batch: batch, Items: []plannedItem{{Item: refund.Item{Batch: batch, Item: "i", Charge: "ch_a"}}}}
+	}
+	tests := []struct {
+		name  string
+		plans []string
+		extra bool // the scenario put ch_b's refund there
+		dup   int
+	}{
+		{"one batch meant", []string{"day-1"}, false, 2},
+		{"one batch meant, ch_b's refund put there", []string{"day-1"}, true, 1},
+		{"both batches meant", []string{"day-1", "day-2", "day-1"}, true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &matrix{opts: options{Log: testWriter{t}}, work: t.TempDir()}
+			tl := &tally{Name: "test"}
+			r, err := m.newRig(tl, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.close()
+			r.serve(charges, stripesim.Faults{})
+			plans := map[string]*plan{}
+			for _, b := range tt.plans {
+				if plans[b] == nil {
+					plans[b] = onA(b)
+				}
+				r.mean(plans[b])
+			}
+			if tt.extra {
+				r.extra["ch_b"]++
+			}
+			r.checkCharges()
+			r.checkCharges()
+			if tl.Dup != tt.dup || tl.ProblemCount != tt.dup {
+				t.Errorf("%d duplicates in %d problems, want %d in %d: %q", tl.Dup, tl.ProblemCount, tt.dup, tt.dup, tl.Problems)
+			}
+		})
+	}
+}
+
+// TestShiftIntents: only intents move; every other byte, a torn tail too,
+// stays.
+func TestShiftIntents(t *testing.T) {
+	m := &matrix{opts: options{Log: testWriter{t}}, work: t.TempDir()}
+	r, err := m.newRig(&tally{Name: "test"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	ts := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	intent := journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: ts, Batch: "b", Item: "i1", Charge: "ch_1", Attempt: 1, Key: refund.IdempotencyKey("b", "i1", 1)}
+	done := journal.Record{V: journal.Version, Type: journal.TypeRefunded, Time: ts, Batch: "b", Item: "i1", Charge: "ch_1", Attempt: 1, Key: intent.Key, Amount: 5, Refund: "re_1", Status: "succeeded", Source: journal.SourceAPI}
+	a, _ := journal.MarshalLine(nil, &intent)
+	b, _ := journal.MarshalLine(nil, &done)
+	torn := []byte(`{"v":1,"type":"int`)
+	path := r.path("j.jsonl")
+	if err := os.WriteFile(path, slices.Concat(a, b, torn), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.shiftIntents(path, -clockJump)
+	got, _ := os.ReadFile(path)
+	shifted := intent
+	shifted.Time = ts.Add(-clockJump)
+	want, _ := journal.MarshalLine(nil, &shifted)
+	if want := slices.Concat(want, b, torn); !bytes.Equal(got, want) {
+		t.Errorf("after the shift:\n%s\nwant\n%s", got, want)
 	}
 }

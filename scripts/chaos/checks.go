@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/refundkit/refundkit/journal"
@@ -27,11 +29,13 @@ func (r *rig) liveRefunds(batch string) map[string][]stripesim.Refund {
 
 // checkOnce is the end of every scenario run: at the simulator, every
 // planned item has exactly one live refund, of the right charge and amount,
-// and no refund names an item outside the plan; the journals (one, or one a
-// shard) say each item is refunded by that very refund, and hold no torn
-// tail; and every key the simulator saw has a journaled intent.
+// and no refund names an item outside the plan; no charge holds more live
+// refunds than the plans meant to run on it intend; the journals (one, or
+// one a shard) say each item is refunded by that very refund, and hold no
+// torn tail; and every key the simulator saw has a journaled intent.
 func (r *rig) checkOnce(p *plan, journals ...string) {
 	r.t.Items += len(p.Items)
+	r.mean(p)
 	live := r.liveRefunds(p.Batch)
 	states := make([]*journal.State, 0, len(journals))
 	for _, path := range journals {
@@ -52,8 +56,7 @@ func (r *rig) checkOnce(p *plan, journals ...string) {
 			r.t.Missing++
 			r.t.problemf("item %s: no refund at Stripe", it.Item.Item)
 			continue
-		case len(rs) > 1:
-			r.t.Dup += len(rs) - 1
+		case len(rs) > 1: // counted as duplicates by checkCharges
 			r.t.problemf("item %s: %d refunds at Stripe", it.Item.Item, len(rs))
 		}
 		rf := rs[0]
@@ -66,11 +69,51 @@ func (r *rig) checkOnce(p *plan, journals ...string) {
 	}
 	for item, rs := range live {
 		if _, ok := p.lookup(item); !ok {
-			r.t.Dup += len(rs)
 			r.t.problemf("refund %s names item %s, which is not in the plan", rs[0].ID, item)
 		}
 	}
+	r.checkCharges()
 	r.checkIntents(p.Batch, journals...)
+}
+
+// mean records that p's refunds are meant to stay at the simulator.
+func (r *rig) mean(p *plan) {
+	if !slices.Contains(r.meant, p) {
+		r.meant = append(r.meant, p)
+	}
+}
+
+// chargeOf is the simulator's charge id of a plan target (a charge or
+// payment intent id), or "" when the simulator has no such charge.
+func (r *rig) chargeOf(target string) string { return r.charges[target].ID }
+
+// checkCharges is the promise per charge: no charge at the simulator holds
+// more live refunds (of any batch, with or without metadata) than the plans
+// meant to run on it intend, and the extra refunds a scenario put there.
+// Each refund beyond is a duplicate, counted once however often it is
+// checked.
+func (r *rig) checkCharges() {
+	want := maps.Clone(r.extra)
+	for _, p := range r.meant {
+		for _, it := range p.Items {
+			want[r.chargeOf(it.Charge+it.PaymentIntent)]++
+		}
+	}
+	have := map[string][]string{}
+	for _, rf := range r.sim.Refunds() {
+		if rf.Status != stripesim.StatusCanceled && rf.Status != stripesim.StatusFailed {
+			have[rf.Charge] = append(have[rf.Charge], rf.ID)
+		}
+	}
+	for ch, ids := range have {
+		excess := len(ids) - want[ch]
+		if excess <= r.dups[ch] {
+			continue
+		}
+		r.t.Dup += excess - r.dups[ch]
+		r.dups[ch] = excess
+		r.t.problemf("charge %s: %d live refunds (%s), the plans meant %d", ch, len(ids), strings.Join(ids, ", "), want[ch])
+	}
 }
 
 func journaled(states []*journal.State, batch, item, refundID string) bool {
@@ -83,11 +126,12 @@ func journaled(states []*journal.State, batch, item, refundID string) bool {
 }
 
 // checkIntents checks the write-ahead rule: every idempotency key of batch
-// the simulator reserved is named by an intent in one of the journals, so
-// no call was made that a crash could have left unrecorded.
+// the simulator reserved is named by an intent in one of the journals (or
+// of those the scenario retired), so no call was made that a crash could
+// have left unrecorded.
 func (r *rig) checkIntents(batch string, journals ...string) {
 	intents := map[string]bool{}
-	for _, path := range journals {
+	for _, path := range append(slices.Clone(r.retired), journals...) {
 		f, err := os.Open(path)
 		if err != nil {
 			r.t.problemf("write-ahead check: %v", err)

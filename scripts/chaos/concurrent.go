@@ -16,14 +16,6 @@ const whatConcurrent = "Two operators, one journal: while a first `refund` holds
 	"Two workers, two shards: `plan --shard 1/2` and `--shard 2/2` must split the plan with no item in both or neither; the two `refund` runs go concurrently with a journal each, each killed with SIGKILL at one of its refund calls drawn at random, three times over, then resumed; " +
 	"`journal-merge -o all.jsonl` merges the journals, and the merged journal must account for every item of the whole plan exactly once (and `audit --stripe --plan` on it exit 0)."
 
-// hold parks the refund call that reserves key number at in the
-// simulator until release is closed.
-type hold struct {
-	at      int64
-	held    chan struct{}
-	release chan struct{}
-}
-
 func runConcurrent(r *rig, sz sizes) {
 	lockItems := 8*sz.LockRounds + 10 // each round refunds a few before its kill
 	shardCharges := stripesim.GenerateCharges(sz.ShardItems, int64(r.seed))
@@ -47,25 +39,20 @@ func renamed(charges []stripesim.Charge, tag string) []stripesim.Charge {
 func (r *rig) runLocked(sz sizes, p *plan) {
 	j := r.path("lock.jsonl")
 	var current atomic.Pointer[hold]
-	r.setOnCreate(func(n int64, _ string) {
-		if h := current.Load(); h != nil && n >= h.at && current.CompareAndSwap(h, nil) {
-			close(h.held)
-			<-h.release
+	r.setOnCreate(func(n int64, key string) {
+		if h := current.Load(); h != nil {
+			h.park(n, key)
 		}
 	})
 	defer r.setOnCreate(nil)
 
 	refused, killed := 0, 0
 	for round := range sz.LockRounds {
-		h := &hold{at: r.creates.Load() + 1 + r.rng.Int64N(4), held: make(chan struct{}), release: make(chan struct{})}
+		h := r.newHold(r.creates.Load()+1+r.rng.Int64N(4), 1)
 		current.Store(h)
 		snap := takeSnapshot(j)
 		first := r.startRefund(j, p.Path, "-j", "2")
-		waited := make(chan struct{})
-		go func() {
-			r.wait(first)
-			close(waited)
-		}()
+		waited := r.background(first)
 		select {
 		case <-h.held:
 			second := r.startRefund(j, p.Path)
@@ -82,7 +69,7 @@ func (r *rig) runLocked(sz sizes, p *plan) {
 				first.cmd.Process.Kill()
 				killed++
 			}
-			close(h.release)
+			h.free()
 		case <-waited: // the batch was done before the hold
 			current.Store(nil)
 		}
@@ -115,19 +102,36 @@ func (r *rig) runShards(chargesPath string) {
 		r.t.problemf("the shards hold %d items, the plan %d", n, len(full.Items))
 	}
 	journals := []string{r.path("j1.jsonl"), r.path("j2.jsonl")}
+	kills := r.runWorkers(shards, journals, 3, true)
+	r.t.inject("shard workers killed", kills)
 
-	// Both workers at once. In the first shardKillRounds rounds each is
-	// killed at one of its own refund calls, drawn at random, from the
-	// simulator's hook.
-	const shardKillRounds = 3
+	if r.m.bins["journal-merge"] == "" {
+		// The merge is the missing step: check the two journals together.
+		r.t.note("seed %d: bin/journal-merge was not built: the two shard journals were checked and audited together, unmerged", r.seed)
+		r.finish(full, journals...)
+		return
+	}
+	merged := r.path("all.jsonl")
+	pr := r.run(nil, "journal-merge", append([]string{"-o", merged}, journals...)...)
+	r.expectExit(pr, "journal-merge of the shards", 0)
+	r.finish(full, merged)
+}
+
+// runWorkers runs one refund worker per shard plan, each with its journal,
+// all at once, round after round. In the first killRounds rounds each is
+// killed with SIGKILL at one of its own refund calls, drawn at random from
+// the simulator's hook; then, if untilDone, they run until every one exits
+// 0. It returns how many workers were killed.
+func (r *rig) runWorkers(shards []*plan, journals []string, killRounds int, untilDone bool) int {
 	shardOf := map[string]int{}
 	for k, sp := range shards {
 		for _, it := range sp.Items {
 			shardOf[refund.IdempotencyKey(sp.Batch, it.Item.Item, 1)] = k
 		}
 	}
-	var procs [2]atomic.Pointer[proc]
-	var seen, marks [2]atomic.Int64
+	procs := make([]atomic.Pointer[proc], len(shards))
+	seen := make([]atomic.Int64, len(shards))
+	marks := make([]atomic.Int64, len(shards))
 	r.setOnCreate(func(_ int64, key string) {
 		k, ok := shardOf[key]
 		if !ok {
@@ -142,19 +146,19 @@ func (r *rig) runShards(chargesPath string) {
 	})
 	defer r.setOnCreate(nil)
 	kills := 0
-	for round := 0; ; round++ {
-		if round > 10 {
+	for round := 0; round < killRounds || untilDone; round++ {
+		if round > killRounds+10 {
 			r.fatalf("the shards are not done after %d rounds", round)
 		}
 		var wg sync.WaitGroup
-		var snaps [2]snapshot
-		var ran [2]*proc
+		snaps := make([]snapshot, len(shards))
+		ran := make([]*proc, len(shards))
 		for k := range shards {
 			snaps[k] = takeSnapshot(journals[k])
 			ran[k] = r.startRefund(journals[k], shards[k].Path)
-			if round < shardKillRounds {
+			if round < killRounds {
 				procs[k].Store(ran[k])
-				marks[k].Store(seen[k].Load() + 1 + r.rng.Int64N(int64(max(1, len(shards[k].Items)/(2*shardKillRounds)))))
+				marks[k].Store(seen[k].Load() + 1 + r.rng.Int64N(int64(max(1, len(shards[k].Items)/(2*killRounds)))))
 			}
 			wg.Go(func() { r.wait(ran[k]) })
 		}
@@ -162,6 +166,7 @@ func (r *rig) runShards(chargesPath string) {
 		done := true
 		for k, pr := range ran {
 			procs[k].Store(nil)
+			marks[k].Store(0)
 			r.checkKept(snaps[k])
 			if pr.code == -int(syscall.SIGKILL) {
 				kills++
@@ -173,16 +178,5 @@ func (r *rig) runShards(chargesPath string) {
 			break
 		}
 	}
-	r.t.inject("shard workers killed", kills)
-
-	if r.m.bins["journal-merge"] == "" {
-		// The merge is the missing step: check the two journals together.
-		r.t.note("seed %d: bin/journal-merge was not built: the two shard journals were checked and audited together, unmerged", r.seed)
-		r.finish(full, journals...)
-		return
-	}
-	merged := r.path("all.jsonl")
-	pr := r.run(nil, "journal-merge", append([]string{"-o", merged}, journals...)...)
-	r.expectExit(pr, "journal-merge of the shards", 0)
-	r.finish(full, merged)
+	return kills
 }

@@ -13,10 +13,12 @@ import (
 )
 
 const whatRateLimit = "Half of all API requests are answered 429 rate_limit. `refund -j 8 -v` must finish every item with exit 0 in one run, " +
-	"backing off with jitter and retrying with the same key: its summary's rate-limited count must equal the simulator's count of 429 answers, every 429 must be followed by a logged retry with a delay, and no item may fail."
+	"backing off with jitter and retrying (a create with the same key, or the look-up before it): its summary's rate-limited count must equal the simulator's count of 429 answers, every 429 must be followed by a logged retry with a delay, and no item may fail. " +
+	"Each item now costs a look-up and a create, both subject to the storm, so a run takes longer than before the look-up."
 
-// retryRE is the line refund -v logs before each retry.
-var retryRE = regexp.MustCompile(`retrying with the same key status=(\d+) .*after=(\S+)`)
+// retryRE is the line refund -v logs before each retry: of a create (with
+// the same key) or of a look-up.
+var retryRE = regexp.MustCompile(`retrying (?:the look-up|(?:the create )?with the same key) .*status=(\d+) .*after=(\S+)`)
 
 func runRateLimit(r *rig, sz sizes) {
 	charges := stripesim.GenerateCharges(sz.StormItems, int64(r.seed))
@@ -71,7 +73,7 @@ const whatErrors = "Refund creations are answered 500 without a refund (saved un
 	"between runs the simulator forgets every idempotency key, as Stripe does after 24 hours, so a resumed run cannot lean on replays. " +
 	"Runs with faults on are killed with SIGKILL at a random refund call (so items are left in doubt whose keys then expire), then one runs to its end with the faults still on (exit 0, or 1 with items left in doubt). " +
 	"After the first killed run comes a network cut: refund talks through a relay that, at a refund call drawn at random, closes every connection (the calls in flight lose their answers, the simulator commits them) and lets nothing through after; that run must halt with exit 6 (Stripe does not answer) instead of sending on. " +
-	"Last, a run without faults must exit 0. " +
+	"Then a run without faults: an item Stripe answered its own 500 for (indeterminate: Stripe may still complete it) is looked up and, if still not found, left in doubt with nothing sent (exit 1); last, the same run with `--resend-after-500` must exit 0. " +
 	"Go's HTTP transport silently re-sends a request that carries an Idempotency-Key when a reused keep-alive connection turns out dead; that is safe, and the simulator replays the saved answer."
 
 func runErrors(r *rig, sz sizes) {
@@ -90,9 +92,9 @@ func runErrors(r *rig, sz sizes) {
 	expiries, forgotten, kills := 0, 0, 0
 	kill := r.newStriker(syscall.SIGKILL)
 	gap := max(2, len(p.Items)/(sz.FaultRounds+1))
-	runOnce := func(killing bool, what string, want ...int) *proc {
+	runOnce := func(killing bool, extra []string, what string, want ...int) *proc {
 		snap := takeSnapshot(j)
-		pr := r.startRefund(j, p.Path)
+		pr := r.startRefund(j, p.Path, extra...)
 		if killing {
 			kill.arm(r, pr, gap)
 		}
@@ -116,7 +118,7 @@ func runErrors(r *rig, sz sizes) {
 	// run must find their refunds by listing, not by replay.
 	blackouts := 0
 	for round := 0; round < sz.FaultRounds; round++ {
-		pr := runOnce(true, "a run with 500s and dropped answers", 0, exitFailed, exitStripe)
+		pr := runOnce(true, nil, "a run with 500s and dropped answers", 0, exitFailed, exitStripe)
 		if n := r.sim.ForgetKeys(); n > 0 {
 			expiries++
 			forgotten += n
@@ -129,11 +131,23 @@ func runErrors(r *rig, sz sizes) {
 			kill.install(r)
 		}
 	}
-	runOnce(false, "a run with 500s and dropped answers", 0, exitFailed, exitStripe)
+	runOnce(false, nil, "a run with 500s and dropped answers", 0, exitFailed, exitStripe)
 	r.sim.ForgetKeys()
 
+	// An item Stripe answered its own 500 for stays in doubt, with nothing
+	// sent, until a person says a new key may go.
 	r.must(r.sim.SetFaults(stripesim.Faults{}))
-	runOnce(false, "the run after the faults stopped", 0)
+	after := runOnce(false, nil, "the run after the faults stopped", 0, exitFailed)
+	waiting := 0
+	if s, ok := parseSummary(after.stderr.String()); ok {
+		waiting = s.InDoubt
+		if s.NewKeys > 0 {
+			r.t.problemf("the run after the faults stopped used %d new keys without --resend-after-500", s.NewKeys)
+		}
+	}
+	if after.code == exitFailed {
+		runOnce(false, []string{"--resend-after-500"}, "the run with --resend-after-500", 0)
+	}
 
 	st := r.sim.Stats()
 	r.t.inject("500 before commit", int(st.ErrorsBeforeCommit))
@@ -142,9 +156,9 @@ func runErrors(r *rig, sz sizes) {
 	r.t.inject("key expiries", expiries)
 	r.t.inject("kill -9 with a call in flight", kills)
 	r.t.inject("network cuts (halted, exit 6)", blackouts)
-	r.t.note("seed %d: %d items; %d 500s before and %d after commit, %d answers dropped; %d keys forgotten in %d expiries; %d answers replayed (the transport's re-sends and saved 500s); over the runs %d items left in doubt, %d reconciled by listing, %d new keys, %d retries",
+	r.t.note("seed %d: %d items; %d 500s before and %d after commit, %d answers dropped; %d keys forgotten in %d expiries; %d answers replayed (the transport's re-sends and saved 500s); over the runs %d items left in doubt, %d reconciled by listing, %d new keys, %d retries; %d items waited in doubt after a 500 for --resend-after-500",
 		r.seed, len(p.Items), st.ErrorsBeforeCommit, st.ErrorsAfterCommit, st.Dropped, forgotten, expiries, st.Replayed,
-		total.InDoubt, total.Reconciled, total.NewKeys, total.Retried)
+		total.InDoubt, total.Reconciled, total.NewKeys, total.Retried, waiting)
 	r.finish(p, j)
 }
 

@@ -139,18 +139,10 @@ func runHostile(r *rig, sz sizes) {
 	r.t.note("seed %d: %d fixed hostile lines, all refused; %d random mutations, %d refused and %d still valid plan items (sent as such)",
 		r.seed, len(fixedHostile), sz.HostileCases, mutantsRefused, mutantsValid)
 
-	// No item of any case has two refunds, and every line before the bad
-	// one was refunded (checked per case in checkHostileRun).
-	count := map[string]int{}
-	for _, rf := range r.sim.Refunds() {
-		count[rf.Metadata[refund.MetaBatch]+"/"+rf.Metadata[refund.MetaItem]]++
-	}
-	for item, n := range count {
-		if n > 1 {
-			r.t.Dup += n - 1
-			r.t.problemf("item %s has %d refunds", item, n)
-		}
-	}
+	// No charge has more refunds than the accepted lines naming it, and
+	// every line before the bad one was refunded (checked per case in
+	// checkHostileRun).
+	r.checkCharges()
 }
 
 // checkHostileRun feeds one hostile plan to refund and checks where it
@@ -174,6 +166,7 @@ func (r *rig) checkHostileRun(c int, input []byte, bad int, accepted []refund.It
 	allowed := map[string]bool{}
 	for _, it := range accepted {
 		allowed[refund.IdempotencyKey(it.Batch, it.Item, 1)] = true
+		r.extra[r.chargeOf(it.Charge+it.PaymentIntent)]++ // each accepted line is meant to run
 	}
 	if bad > 0 {
 		r.expectExit(pr, what, exitUsage)

@@ -40,6 +40,15 @@ type sizes struct {
 	HostileCases       int // random mutations per seed, besides the fixed cases
 	LegacyItems        int // old uncheckpointed run: batch size
 	LegacyRefundedEach int // every n-th item was refunded by the old run
+
+	// Operator rows: batch sizes and kills or rounds per seed.
+	NewBatchItems, NewBatchKills int // new batch id on refunded charges
+	StaleItems, StaleRounds      int // journal put back stale or deleted
+	ReshardItems                 int // 2 shards, then 3
+	GatewayItems, GatewayKills   int // gateway 504s, request going on
+	ClockItems, ClockRounds      int // clock jumps with calls in flight
+	MergeItems, MergeRounds      int // merge onto, rename over a live journal
+	EditItems, EditRounds        int // plan edited after a crash
 }
 
 var quickSizes = sizes{
@@ -53,6 +62,14 @@ var quickSizes = sizes{
 	LockRounds: 2, ShardItems: 60,
 	HostileCases: 25,
 	LegacyItems:  40, LegacyRefundedEach: 3,
+
+	NewBatchItems: 40, NewBatchKills: 2,
+	StaleItems: 60, StaleRounds: 3,
+	ReshardItems: 60,
+	GatewayItems: 60, GatewayKills: 1,
+	ClockItems: 40, ClockRounds: 2,
+	MergeItems: 40, MergeRounds: 3,
+	EditItems: 40, EditRounds: 2,
 }
 
 var fullSizes = sizes{
@@ -66,6 +83,14 @@ var fullSizes = sizes{
 	LockRounds: 10, ShardItems: 2000,
 	HostileCases: 300,
 	LegacyItems:  600, LegacyRefundedEach: 3,
+
+	NewBatchItems: 2000, NewBatchKills: 20,
+	StaleItems: 2000, StaleRounds: 12,
+	ReshardItems: 3000,
+	GatewayItems: 300, GatewayKills: 6,
+	ClockItems: 800, ClockRounds: 12,
+	MergeItems: 1000, MergeRounds: 10,
+	EditItems: 1200, EditRounds: 8,
 }
 
 // scenario is one row of the matrix.
@@ -87,6 +112,13 @@ var scenarios = []scenario{
 	{"concurrent", "second run on a journal; two shards", whatConcurrent, runConcurrent},
 	{"hostile", "hostile plan input", whatHostile, runHostile},
 	{"legacy", "old uncheckpointed run, backfilled", whatLegacy, runLegacy},
+	{"newbatch", "operator: new batch id on refunded charges", whatNewBatch, runNewBatch},
+	{"stale", "operator: journal restored stale or deleted, keys expired", whatStale, runStale},
+	{"reshard", "operator: 2 shards killed, rerun as 3", whatReshard, runReshard},
+	{"gateway", "operator: gateway 504s while the refund goes on", whatGateway, runGateway},
+	{"clock", "operator: clock jump with calls in flight", whatClock, runClock},
+	{"merge", "operator: merge onto a live journal, rename behind it", whatMerge, runMerge},
+	{"edited", "operator: plan edited after a crash", whatEdited, runEdited},
 }
 
 func scenarioByName(name string) *scenario {

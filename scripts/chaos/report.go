@@ -121,7 +121,7 @@ func (rep *report) clean() bool {
 }
 
 func (rep *report) writeSummary(w io.Writer) {
-	verdict := "clean: every scenario ended with exactly one refund per item and no record lost"
+	verdict := "clean: every scenario ended with exactly one refund per item, none more per charge than meant, and no record lost"
 	if !rep.clean() {
 		verdict = "FAILED: see the report"
 	}
@@ -136,8 +136,8 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "# Reliability\n\n")
 	fmt.Fprintf(&b, "What `make chaos` measured: the real binaries (`bin/refund`, `bin/plan`, `bin/audit`, `bin/journal-merge`) run against an in-process Stripe simulator (`refund/stripesim`) while faults are injected. ")
-	fmt.Fprintf(&b, "Every scenario runs several times with a different seed and a fresh simulator, and each run ends with the simulator's own records checked: every planned item has exactly one live refund, of the right charge and amount; the journal names that refund; every idempotency key the simulator received has a journaled intent (write-ahead); and `audit --stripe` agrees.\n\n")
-	fmt.Fprintf(&b, "The only acceptable figure in the duplicates, missing and records lost columns is 0; `chaos` exits non-zero otherwise, and on any other broken promise (a wrong exit code, the API key in an output or a file, audit disagreeing, a panic).\n\n")
+	fmt.Fprintf(&b, "Every scenario runs several times with a different seed and a fresh simulator, and each run ends with the simulator's own records checked: every planned item has exactly one live refund, of the right charge and amount; no charge holds more live refunds (of any batch, with or without metadata) than the plans meant to run on it intend; the journal names each item's refund; every idempotency key the simulator received has a journaled intent (write-ahead); and `audit --stripe` agrees.\n\n")
+	fmt.Fprintf(&b, "A duplicate is counted per charge: a live refund beyond what the plans meant for it. The only acceptable figure in the duplicates, missing and records lost columns is 0; `chaos` exits non-zero otherwise, and on any other broken promise (a wrong exit code, the API key in an output or a file, audit disagreeing, a panic). The operator rows plan partial refunds (a third of each charge), so Stripe's own \"already refunded\" check hides no second refund.\n\n")
 	fmt.Fprintf(&b, "- Matrix: %s\n", matrixName)
 	fmt.Fprintf(&b, "- Command: `%s`\n", rep.Command)
 	fmt.Fprintf(&b, "- Date: %s\n", rep.Date.Format("2006-01-02 15:04 MST"))
@@ -218,8 +218,13 @@ binary, end to end.
   shape of the requests, not those semantics.
 - **Other machines.** The second-run check uses flock on one host; a
   journal on a network filesystem is not tested.
-- **Clocks.** The 23-hour key window is exercised by the simulator
-  forgetting keys, not by moving a clock.
+- **Clocks.** refund no longer changes a key because of its age. Stripe's
+  24-hour key window is exercised by the simulator forgetting keys; a clock
+  that jumps is exercised by moving the journal's timestamps, not the
+  machine's clock.
+- **A real gateway.** The 502 and 504 answers come from the simulator
+  acting as one (with or without a Stripe-shaped body, never a Request-Id);
+  no proxy or load balancer stood in between.
 
 ## Reproducing
 

@@ -42,6 +42,17 @@ type rig struct {
 	creates  atomic.Int64    // refund creations that reserved a fresh key
 	onCreate atomic.Pointer[func(n int64, key string)]
 	cleanups []func()
+
+	// meant are the plans whose refunds are meant to stay at the
+	// simulator, and extra the refunds meant on charges besides theirs
+	// (an old script's): what the per-charge check allows.
+	meant []*plan
+	extra map[string]int
+	// dups are the refunds beyond what is meant, by charge, counted so far.
+	dups map[string]int
+	// retired are journals a scenario replaced or deleted on purpose: their
+	// intents still count for the write-ahead check.
+	retired []string
 }
 
 // abort unwinds a scenario run after a setup failure it cannot go on from;
@@ -58,6 +69,8 @@ func (m *matrix) newRig(t *tally, seed uint64) (*rig, error) {
 		rng:     rand.New(rand.NewPCG(seed, uint64(len(t.Name)))),
 		charges: map[string]stripesim.Charge{},
 		keys:    map[string]bool{},
+		extra:   map[string]int{},
+		dups:    map[string]int{},
 	}, nil
 }
 
@@ -291,6 +304,17 @@ func (p *plan) lookup(item string) (*plannedItem, bool) {
 // every 5th a partial refund of half the charge, every 7th named by its
 // payment intent.
 func (r *rig) writeCharges(name string, charges []stripesim.Charge) string {
+	return r.writeChargesCSV(name, charges, false)
+}
+
+// writePartialCharges is writeCharges with a third of every charge
+// refunded: a second refund of a charge would succeed, so Stripe's own
+// "already refunded" check hides no duplicate.
+func (r *rig) writePartialCharges(name string, charges []stripesim.Charge) string {
+	return r.writeChargesCSV(name, charges, true)
+}
+
+func (r *rig) writeChargesCSV(name string, charges []stripesim.Charge, partial bool) string {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	w.Write([]string{"charge", "payment_intent", "amount", "currency", "reason"})
@@ -299,7 +323,10 @@ func (r *rig) writeCharges(name string, charges []stripesim.Charge) string {
 		if i%7 == 3 && ch.PaymentIntent != "" {
 			row[0], row[1] = "", ch.PaymentIntent
 		}
-		if i%5 == 0 {
+		switch {
+		case partial:
+			row[2] = strconv.FormatInt(ch.Amount/3, 10)
+		case i%5 == 0:
 			row[2] = strconv.FormatInt(ch.Amount/2, 10)
 		}
 		w.Write(row)
@@ -382,28 +409,123 @@ func (r *rig) newStriker(sig syscall.Signal) *striker {
 }
 
 // install (re)installs the striker's hook, after another took its place.
-func (s *striker) install(r *rig) {
-	r.setOnCreate(func(n int64, _ string) {
-		if at := s.mark.Load(); at > 0 && n >= at && s.mark.CompareAndSwap(at, 0) {
-			if pr := s.current.Load(); pr != nil {
-				pr.cmd.Process.Signal(s.sig)
-				if s.sig == syscall.SIGKILL {
-					<-pr.exited
-				}
+func (s *striker) install(r *rig) { r.setOnCreate(s.hook) }
+
+// hook is the striker's part of a create hook, for hooks that do more.
+func (s *striker) hook(n int64, _ string) {
+	if at := s.mark.Load(); at > 0 && n >= at && s.mark.CompareAndSwap(at, 0) {
+		if pr := s.current.Load(); pr != nil {
+			pr.cmd.Process.Signal(s.sig)
+			if s.sig == syscall.SIGKILL {
+				<-pr.exited
 			}
 		}
-	})
+	}
 }
 
 // arm makes the striker hit pr within the next gap keys the simulator
 // reserves, at a point drawn from the rig's seed.
 func (s *striker) arm(r *rig, pr *proc, gap int) {
+	s.armAt(pr, r.creates.Load()+1+r.rng.Int64N(int64(max(gap, 1))))
+}
+
+// armAt makes the striker hit pr at the at-th key the simulator reserves.
+func (s *striker) armAt(pr *proc, at int64) {
 	s.current.Store(pr)
-	s.mark.Store(r.creates.Load() + 1 + r.rng.Int64N(int64(max(gap, 1))))
+	s.mark.Store(at)
 }
 
 // disarm is called once the process has exited.
 func (s *striker) disarm() {
 	s.mark.Store(0)
 	s.current.Store(nil)
+}
+
+// hold parks refund calls at the simulator, inside its create hook, with
+// their keys reserved and nothing committed: the n calls that reserve keys
+// from number at on wait there until free. held is closed once all n are
+// parked.
+type hold struct {
+	at, n   int64
+	mu      sync.Mutex
+	keys    []string
+	held    chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// newHold makes a hold of n calls from the at-th on; it is freed when the
+// rig closes at the latest (the simulator's Close waits for its hook).
+func (r *rig) newHold(at, n int64) *hold {
+	h := &hold{at: at, n: n, held: make(chan struct{}), release: make(chan struct{})}
+	r.cleanup(h.free)
+	return h
+}
+
+// holdNext makes a hold of 1 to most calls, starting within the next gap
+// keys the simulator reserves, in a batch that reserves total keys in all
+// (each item's key once: no faults, no keys forgotten); nil when none is
+// left to hold. It never asks for calls that will not come, so held
+// closes unless the run ends first.
+func (r *rig) holdNext(total, gap, most int) *hold {
+	at := r.creates.Load() + 1 + r.rng.Int64N(int64(max(gap, 1)))
+	n := min(1+r.rng.Int64N(int64(most)), int64(total)-at+1)
+	if n <= 0 {
+		return nil
+	}
+	return r.newHold(at, n)
+}
+
+// park is the hold's part of a create hook: a call in its range waits.
+func (h *hold) park(n int64, key string) {
+	if n < h.at || n >= h.at+h.n {
+		return
+	}
+	h.mu.Lock()
+	h.keys = append(h.keys, key)
+	if len(h.keys) == int(h.n) {
+		close(h.held)
+	}
+	h.mu.Unlock()
+	<-h.release
+}
+
+// parked are the keys of the calls parked so far.
+func (h *hold) parked() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.keys...)
+}
+
+// free lets the parked calls go on; later calls of the range pass.
+func (h *hold) free() { h.once.Do(func() { close(h.release) }) }
+
+// background waits for p on a goroutine of its own; the channel is closed
+// once it has exited and been checked.
+func (r *rig) background(p *proc) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		r.wait(p)
+		close(done)
+	}()
+	return done
+}
+
+// parseKey splits an idempotency key refundkit made into its batch, item
+// and attempt (a batch has no colon; an item may).
+func parseKey(key string) (batch, item string, attempt int, ok bool) {
+	rest, ok := strings.CutPrefix(key, "refundkit:")
+	if !ok {
+		return "", "", 0, false
+	}
+	batch, rest, ok = strings.Cut(rest, ":")
+	i := strings.LastIndexByte(rest, ':')
+	if !ok || i < 0 {
+		return "", "", 0, false
+	}
+	attempt, err := strconv.Atoi(rest[i+1:])
+	if err != nil {
+		return "", "", 0, false
+	}
+	return batch, rest[:i], attempt, true
 }

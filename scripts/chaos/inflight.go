@@ -1,0 +1,404 @@
+package main
+
+// Operator rows with a refund call still in flight at Stripe while
+// something else happens: a gateway that gave up on it, a clock that
+// jumped, a tool that replaced the journal.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/stripesim"
+)
+
+// await polls cond until it holds, stop is closed or limit passes; it
+// reports whether cond held. The simulator has no hook for the answers it
+// gives, only counters.
+func await(cond func() bool, stop <-chan struct{}, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		select {
+		case <-stop:
+			return cond()
+		case <-time.After(2 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+// gatewayLatency holds every request well beyond refund's first backoff
+// (at most 250ms), so a retry after a gateway's 504 comes while the
+// original is still running behind it: 409, then the saved answer.
+const (
+	gatewayLatency = 300 * time.Millisecond
+	gatewayJitter  = 100 * time.Millisecond
+)
+
+const whatGateway = "A gateway in front of Stripe answers a share of refund creations on its own: 504 at once while the request goes on behind it and commits (`gateway_timeout_share` 0.2), or 502 after the refund was committed (`gateway_error_after_commit_share` 0.1); " +
+	"its answers carry a Stripe-shaped `api_error` JSON body in every other run (`gateway_stripe_body` true, then false) and never Stripe's Request-Id. " +
+	"Every request takes 300-400ms, longer than refund's first backoff, so the retry with the same key comes while the original is in flight (409) and the one after gets the saved answer replayed. " +
+	"`refund -j 32` runs are killed with SIGKILL at random refund calls, then run with the gateway still there until one exits 0 (a run that sees 8 answers in a row from the gateway halts with exit 6, as refund is built to, and the next goes on); in the runs not killed, the gateway's 504s must have been followed by 409s and replays. " +
+	"No key may be burned by a gateway: every key the simulator received and every refund's metadata is attempt 1."
+
+func runGateway(r *rig, sz sizes) {
+	charges := stripesim.GenerateCharges(sz.GatewayItems, int64(r.seed))
+	faults := func(stripeBody bool) stripesim.Faults {
+		return stripesim.Faults{
+			Latency: gatewayLatency, LatencyJitter: gatewayJitter,
+			GatewayTimeoutShare: 0.2, GatewayErrorAfterCommitShare: 0.1,
+			GatewayStripeBody: stripeBody,
+		}
+	}
+	r.serve(charges, faults(true))
+	p := r.makePlan("plan.jsonl", "gateway", r.writePartialCharges("charges.csv", charges))
+	j := r.path("j.jsonl")
+
+	kill := r.newStriker(syscall.SIGKILL)
+	gap := max(2, len(p.Items)/(sz.GatewayKills+1))
+	kills, halts, newKeys := 0, 0, 0
+	bodies := map[bool]int{}
+	var whole stripesim.Stats // the runs not killed: the 504s they got, the 409s and replays after
+	for round := 0; ; round++ {
+		if round > sz.GatewayKills+20 {
+			r.fatalf("not done after %d runs", round)
+		}
+		body := (round+int(r.seed))%2 == 0
+		r.must(r.sim.SetFaults(faults(body)))
+		bodies[body]++
+		snap := takeSnapshot(j)
+		before := r.sim.Stats()
+		pr := r.startRefund(j, p.Path, "-j", "32")
+		if round < sz.GatewayKills {
+			kill.arm(r, pr, gap)
+		}
+		r.wait(pr)
+		kill.disarm()
+		r.checkKept(snap)
+		if pr.code == 0 {
+			after := r.sim.Stats()
+			whole.GatewayTimeouts += after.GatewayTimeouts - before.GatewayTimeouts
+			whole.KeyInUse += after.KeyInUse - before.KeyInUse
+			whole.Replayed += after.Replayed - before.Replayed
+		}
+		if s, ok := parseSummary(pr.stderr.String()); ok {
+			newKeys += s.NewKeys
+		}
+		switch pr.code {
+		case 0:
+		case -int(syscall.SIGKILL):
+			kills++
+			continue
+		case exitStripe:
+			halts++
+			continue
+		default:
+			r.expectExit(pr, "a run behind a gateway", 0, -int(syscall.SIGKILL), exitStripe)
+			continue
+		}
+		break
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r.must(r.sim.Settle(ctx))
+	r.must(r.sim.SetFaults(stripesim.Faults{}))
+
+	r.mu.Lock()
+	for _, key := range r.keyLog {
+		if _, _, attempt, ok := parseKey(key); !ok || attempt != 1 {
+			r.t.problemf("key %s was sent: a gateway's answer burned a key", key)
+		}
+	}
+	r.mu.Unlock()
+	for item, rs := range r.liveRefunds(p.Batch) {
+		for _, rf := range rs {
+			if rf.Metadata[refund.MetaAttempt] != "1" {
+				r.t.problemf("item %s: refund %s is of attempt %s, want 1", item, rf.ID, rf.Metadata[refund.MetaAttempt])
+			}
+		}
+	}
+	if newKeys > 0 {
+		r.t.problemf("refund's summaries count %d new keys: a gateway's answer burned a key", newKeys)
+	}
+	st := r.sim.Stats()
+	if whole.GatewayTimeouts > 0 && (whole.KeyInUse == 0 || whole.Replayed == 0) {
+		r.t.problemf("the last run got %d gateway timeouts, but %d 409s and %d replays: its retries did not meet the originals in flight", whole.GatewayTimeouts, whole.KeyInUse, whole.Replayed)
+	}
+	r.t.inject("gateway 504s while the refund went on", int(st.GatewayTimeouts))
+	r.t.inject("gateway 502s after commit", int(st.GatewayErrorsAfterCommit))
+	r.t.inject("kill -9 with a call in flight", kills)
+	r.t.note("seed %d: %d items; %d 504s with the request going on, %d 502s after commit, over %d runs with a Stripe-shaped body and %d with an HTML one; %d 409s while the original was in flight, %d answers replayed (the last run: %d 504s, %d 409s, %d replays); %d kills, %d halts after 8 gateway answers in a row; every key and refund attempt 1",
+		r.seed, len(p.Items), st.GatewayTimeouts, st.GatewayErrorsAfterCommit, bodies[true], bodies[false], st.KeyInUse, st.Replayed, whole.GatewayTimeouts, whole.KeyInUse, whole.Replayed, kills, halts)
+	r.finish(p, j)
+}
+
+const whatClock = "`refund -j 8` is killed with SIGKILL while one to four of its refund calls are held in flight at the simulator (parked in its create hook, keys reserved, nothing committed). " +
+	"Then the clock jumps: every intent in the journal is rewritten 49 hours older (the same records, `ts` shifted), so each in-doubt key looks far older than Stripe's 24 hours. " +
+	"The rerun starts while the originals are still held: it must retry their very keys (409 while they are in flight, counted at the simulator before they are let go, then the saved answer replayed), never a new key, and no key at all for those items; it is itself held and killed in turn, and the last run finishes with exit 0, every item once."
+
+// clockJump is how far back the journal's intents are moved.
+const clockJump = 49 * time.Hour
+
+func runClock(r *rig, sz sizes) {
+	charges := stripesim.GenerateCharges(sz.ClockItems, int64(r.seed))
+	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
+	p := r.makePlan("plan.jsonl", "clock", r.writePartialCharges("charges.csv", charges))
+	j := r.path("j.jsonl")
+
+	var cur atomic.Pointer[hold]
+	r.setOnCreate(func(n int64, key string) {
+		if h := cur.Load(); h != nil {
+			h.park(n, key)
+		}
+	})
+	defer r.setOnCreate(nil)
+	gap := max(2, len(p.Items)/(sz.ClockRounds+1))
+	var prev *hold // the killed run's calls, still held
+	jumps, inFlight, conflicts := 0, 0, int64(0)
+	for round := 0; ; round++ {
+		if round > sz.ClockRounds+10 {
+			r.fatalf("not done after %d runs", round)
+		}
+		snap := takeSnapshot(j)
+		since := r.keyCount()
+		base := r.sim.Stats()
+		// While the originals are held, the rerun's new calls wait at a
+		// gate: it cannot run through the batch meanwhile.
+		var gate *hold
+		if prev != nil {
+			gate = r.newHold(r.creates.Load()+1, 1<<40)
+			cur.Store(gate)
+		}
+		pr := r.startRefund(j, p.Path)
+		done := r.background(pr)
+		prevItems := map[string]string{} // item -> the key held in flight
+		if prev != nil {
+			keys := prev.parked()
+			for _, key := range keys {
+				_, item, _, _ := parseKey(key)
+				prevItems[item] = key
+			}
+			// Every held key retried (409) before the originals go on, and
+			// their saved answers replayed after.
+			if !await(func() bool { return r.sim.Stats().KeyInUse-base.KeyInUse >= int64(len(keys)) }, done, 30*time.Second) {
+				r.t.problemf("the rerun after a clock jump retried %d of the %d keys held in flight (409s)", r.sim.Stats().KeyInUse-base.KeyInUse, len(keys))
+			}
+			conflicts += r.sim.Stats().KeyInUse - base.KeyInUse
+			prev.free()
+			if !await(func() bool { return r.sim.Stats().Replayed-base.Replayed >= int64(len(keys)) }, done, 30*time.Second) {
+				r.t.problemf("the rerun after a clock jump got %d of the %d held keys' answers replayed", r.sim.Stats().Replayed-base.Replayed, len(keys))
+			}
+		}
+		// This run's own calls to hold, from here on.
+		var h *hold
+		if round < sz.ClockRounds {
+			h = r.holdNext(len(p.Items), gap, 4)
+		}
+		cur.Store(h)
+		if gate != nil {
+			gate.free()
+		}
+		killed := false
+		if h != nil {
+			select {
+			case <-h.held:
+				pr.cmd.Process.Kill()
+				killed = true
+			case <-done: // the batch was done before the hold
+			}
+		}
+		cur.Store(nil)
+		<-done
+		r.checkKept(snap)
+		for _, key := range r.keysSince(since) {
+			_, item, attempt, _ := parseKey(key)
+			switch {
+			case attempt != 1:
+				r.t.problemf("after a clock jump, key %s was sent: a new key", key)
+			case prevItems[item] != "":
+				r.t.problemf("after a clock jump, key %s was sent again for item %s while its original was in flight", key, item)
+			}
+		}
+		live := r.liveRefunds(p.Batch)
+		for item, key := range prevItems {
+			if rs := live[item]; len(rs) != 1 || rs[0].IdempotencyKey != key {
+				r.t.problemf("after a clock jump, item %s has %d refunds, want 1 made by its original key %s", item, len(rs), key)
+			}
+		}
+		if killed && pr.code == -int(syscall.SIGKILL) {
+			inFlight += int(h.n)
+			r.shiftIntents(j, -clockJump)
+			jumps++
+			prev = h
+			continue
+		}
+		if h != nil {
+			h.free()
+		}
+		if r.expectExit(pr, "the last run after the clock jumps", 0) {
+			break
+		}
+	}
+	r.t.inject("clock jumps of 49h with calls in flight", jumps)
+	r.t.note("seed %d: %d items; %d clock jumps with %d calls held in flight; the reruns answered 409 %d times for those keys, then replayed; no new key",
+		r.seed, len(p.Items), jumps, inFlight, conflicts)
+	r.finish(p, j)
+}
+
+// shiftIntents moves the ts of every intent in the journal at path by d;
+// every other byte stays as it is (a torn tail too).
+func (r *rig) shiftIntents(path string, d time.Duration) {
+	data := r.readFile(path)
+	var out []byte
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		var rec journal.Record
+		if bytes.HasSuffix(line, []byte("\n")) && json.Unmarshal(line, &rec) == nil && rec.Type == journal.TypeIntent {
+			rec.Time = rec.Time.Add(d)
+			var err error
+			line, err = journal.MarshalLine(nil, &rec)
+			r.must(err)
+		}
+		out = append(out, line...)
+	}
+	r.must(os.WriteFile(path, out, 0o600))
+}
+
+const whatMerge = "While `refund` holds journal J with one to three refund calls held in flight, `journal-merge -o J` (with another batch's journal, with J itself, or `--compact` in place) must be refused with exit 4, naming J and its lock, and leave J as it was: the same file, every record in place, no other batch's record, no file left beside it. " +
+	"Then J is replaced behind the run's back as a tool that ignores the lock would (a copy renamed over it); once the held calls go on, the run must notice at its next journal write and halt with exit 3, saying the journal was replaced. " +
+	"The next run goes on from the copy (the records the old file got after the rename are lost to it: their items are found by the look-up); the last run exits 0, every item once."
+
+func runMerge(r *rig, sz sizes) {
+	if r.m.bins["journal-merge"] == "" {
+		r.t.Skipped = "bin/journal-merge is not built"
+		return
+	}
+	charges := stripesim.GenerateCharges(sz.MergeItems, int64(r.seed))
+	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
+	p := r.makePlan("plan.jsonl", "merge", r.writePartialCharges("charges.csv", charges))
+	j := r.path("j.jsonl")
+	other := r.path("other.jsonl")
+	rec := journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: time.Now().UTC(), Batch: "other", Item: "o1",
+		Charge: "ch_other1", Attempt: 1, Key: refund.IdempotencyKey("other", "o1", 1), Amount: 500}
+	line, err := journal.MarshalLine(nil, &rec)
+	r.must(err)
+	r.must(os.WriteFile(other, line, 0o600))
+
+	var cur atomic.Pointer[hold]
+	r.setOnCreate(func(n int64, key string) {
+		if h := cur.Load(); h != nil {
+			h.park(n, key)
+		}
+	})
+	defer r.setOnCreate(nil)
+	merges := [][]string{{"-o", j, other}, {"-o", j, j, other}, {"--compact", "-o", j, j}}
+	gap := max(2, len(p.Items)/(sz.MergeRounds+1))
+	refused, replaced := 0, 0
+	for round := 0; round < sz.MergeRounds; round++ {
+		h := r.holdNext(len(p.Items), gap, 3)
+		if h == nil {
+			break // nothing left to hold: the last run finishes
+		}
+		cur.Store(h)
+		snap := takeSnapshot(j)
+		pr := r.startRefund(j, p.Path)
+		done := r.background(pr)
+		select {
+		case <-h.held:
+		case <-done: // the batch was done before the hold
+			cur.Store(nil)
+			h.free()
+			r.checkKept(snap)
+			r.expectExit(pr, "a run that finished before its hold", 0)
+			continue
+		}
+		cur.Store(nil)
+
+		args := merges[round%len(merges)]
+		if r.mergeRefused(j, args) {
+			refused++
+		}
+
+		// An unlocked tool's rewrite: a copy renamed over J. The old file
+		// keeps a name, so the intents the run gives it still count.
+		old := r.path(fmt.Sprintf("replaced-%d.jsonl", round))
+		r.must(os.Link(j, old))
+		r.retired = append(r.retired, old)
+		r.must(copyFile(j, j+".tmp"))
+		r.must(os.Rename(j+".tmp", j))
+		h.free()
+		<-done
+		if r.expectExit(pr, "a run whose journal was replaced behind its back", exitJournal) {
+			replaced++
+			if msg := pr.stderr.String(); !strings.Contains(msg, "replaced") || !strings.Contains(msg, j) {
+				r.t.problemf("the halt does not say %s was replaced: %s", j, firstLines(msg, 3))
+			}
+		}
+	}
+	snap := takeSnapshot(j)
+	pr := r.startRefund(j, p.Path)
+	r.wait(pr)
+	r.checkKept(snap)
+	r.expectExit(pr, "the run after the merges and the rewrites", 0)
+	r.t.inject("merges onto a live journal refused", refused)
+	r.t.inject("journals replaced behind a run (halted, exit 3)", replaced)
+	r.t.note("seed %d: %d items; %d merges onto the journal in use refused, %d runs halted when their journal was replaced", r.seed, len(p.Items), refused, replaced)
+	r.finish(p, j)
+}
+
+// mergeRefused runs journal-merge with args onto j, which a run holds: it
+// must exit 4 naming j and leave j as it was. It reports whether it did.
+func (r *rig) mergeRefused(j string, args []string) bool {
+	what := "journal-merge " + strings.Join(args, " ") + " onto a journal in use"
+	before := takeSnapshot(j)
+	info, err := os.Stat(j)
+	r.must(err)
+	files := r.dirNames()
+	pr := r.run(nil, "journal-merge", args...)
+	ok := r.expectExit(pr, what, exitLocked)
+	if msg := pr.stderr.String(); !strings.Contains(msg, j) || !strings.Contains(msg, "lock") {
+		r.t.problemf("%s: the message does not name the journal and its lock: %s", what, firstLines(msg, 3))
+		ok = false
+	}
+	if now, err := os.Stat(j); err != nil || !os.SameFile(info, now) {
+		r.t.Lost += bytes.Count(before.data, []byte("\n"))
+		r.t.problemf("%s: the journal is another file now", what)
+		return false
+	}
+	if n := before.lost(); n > 0 {
+		r.t.Lost += n
+		r.t.problemf("%s: %d records of the journal are gone", what, n)
+		ok = false
+	}
+	if bytes.Contains(r.readFile(j), []byte(`"batch":"other"`)) {
+		r.t.problemf("%s: the other batch's record is in the journal", what)
+		ok = false
+	}
+	if now := r.dirNames(); !slices.Equal(files, now) {
+		r.t.problemf("%s: the files beside it changed from %v to %v", what, files, now)
+		ok = false
+	}
+	return ok
+}
+
+// dirNames are the names in the rig's directory, sorted.
+func (r *rig) dirNames() []string {
+	entries, err := os.ReadDir(r.dir)
+	r.must(err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
