@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -636,8 +637,8 @@ func (e *engine) call(ctx context.Context, it *Item, attempt int) (*stripe.Refun
 			return r, replayed, nil
 		}
 		if !e.retryable(ctx, err, try, it, attempt, "create") {
-			if ctx.Err() != nil {
-				return nil, false, context.Canceled
+			if ctx.Err() != nil && !e.halted() {
+				return nil, false, context.Canceled // a signal, not a halt
 			}
 			return nil, false, err
 		}
@@ -657,7 +658,11 @@ func (e *engine) retryable(ctx context.Context, err error, try int, it *Item, at
 	}
 	if status == 0 {
 		if n := e.unanswered.Add(1); n >= int64(e.cfg.MaxUnanswered) {
-			e.halt(&HaltError{Err: fmt.Errorf("stripe did not answer %d calls in a row: %s", n, errorMessage(err))})
+			if gw, ok := strings.CutPrefix(code, "gateway_"); ok {
+				e.halt(&HaltError{Err: fmt.Errorf("stripe did not answer %d calls in a row: a gateway in front of it answered %s instead", n, gw)})
+			} else {
+				e.halt(&HaltError{Err: fmt.Errorf("stripe did not answer %d calls in a row: %s", n, errorMessage(err))})
+			}
 			return false
 		}
 	} else {

@@ -517,3 +517,45 @@ func appendRecord(t *testing.T, path string, rec *journal.Record) {
 		t.Fatal(err)
 	}
 }
+
+// TestGatewayThatNeverLetsThroughHaltsSayingSo: every call meets a gateway's
+// HTML 504. The run halts after enough of them, saying a gateway answered,
+// and journals the item as no answer (http_status 0, code gateway_504).
+func TestGatewayThatNeverLetsThroughHaltsSayingSo(t *testing.T) {
+	s := newSim(t, 1, stripesim.Faults{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			proxyTo(w, r, s.url)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusGatewayTimeout)
+		io.WriteString(w, "<html>504 Gateway Time-out</html>")
+	}))
+	t.Cleanup(ts.Close)
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	o := run(t, s, path, planLines("b1", 1, 100), runOpts{url: ts.URL, workers: 1})
+	var h *refund.HaltError
+	if !errors.As(o.err, &h) || !strings.Contains(h.Error(), "a gateway in front of it answered 504") {
+		t.Fatalf("err %v, want a halt that names the gateway's 504", o.err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte(`"code":"gateway_504"`)) || bytes.Contains(data, []byte(`"http_status":504`)) {
+		t.Errorf("journal:\n%s\nwant the failure as code gateway_504 with no http_status", data)
+	}
+	if st, _ := mustLoad(t, path).Lookup("b1", "i1"); st.KeyBurned {
+		t.Errorf("a gateway's 504 burned the key: %+v", st)
+	}
+}
+
+func mustLoad(t *testing.T, path string) *journal.State {
+	t.Helper()
+	st, _, err := journal.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}

@@ -123,6 +123,7 @@ type noteKey struct{}
 // stripe-go keeps: why Stripe refused it for its rate.
 type answerNote struct {
 	mu              sync.Mutex
+	status          int // the HTTP status of the last answer
 	rateLimitReason string
 }
 
@@ -133,21 +134,38 @@ func (t noteTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, err := t.next.RoundTrip(req)
 	if n, ok := req.Context().Value(noteKey{}).(*answerNote); ok && res != nil {
 		n.mu.Lock()
+		n.status = res.StatusCode
 		n.rateLimitReason = res.Header.Get("Stripe-Rate-Limited-Reason")
 		n.mu.Unlock()
 	}
 	return res, err
 }
 
-// wrap adds what the note knows to err.
+// wrap adds what the note knows to err: the budget a 429 named, or the
+// status of an answer stripe-go could not read as Stripe's (a gateway's
+// HTML page).
 func (n *answerNote) wrap(err error) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	var se *stripe.Error
+	if !errors.As(err, &se) && n.status != 0 {
+		return &UnreadableAnswerError{Status: n.status, Err: err}
+	}
 	if n.rateLimitReason == "" {
 		return err
 	}
 	return &RateLimitedError{Reason: n.rateLimitReason, Err: err}
 }
+
+// UnreadableAnswerError is an answer that is not Stripe's JSON: a gateway or
+// proxy in front of Stripe answered, so Stripe's own answer is unknown.
+type UnreadableAnswerError struct {
+	Status int
+	Err    error
+}
+
+func (e *UnreadableAnswerError) Error() string { return e.Err.Error() }
+func (e *UnreadableAnswerError) Unwrap() error { return e.Err }
 
 // RateLimitedError is a 429 with the budget Stripe named in its
 // Stripe-Rate-Limited-Reason header (global-rate, endpoint-rate...).
@@ -206,6 +224,11 @@ const (
 func classify(err error) (class errorClass, status int, code string) {
 	if errors.Is(err, context.Canceled) {
 		return classStopped, 0, "interrupted"
+	}
+	var ua *UnreadableAnswerError
+	if errors.As(err, &ua) {
+		// Not Stripe's answer: no answer from Stripe, whatever the status.
+		return classRetry, 0, "gateway_" + strconv.Itoa(ua.Status)
 	}
 	var se *stripe.Error
 	if !errors.As(err, &se) || se.HTTPStatusCode == 0 {
