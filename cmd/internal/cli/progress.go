@@ -72,7 +72,7 @@ type progress struct {
 
 // newProgress starts the display when mode says so: always, or auto with
 // stderr a terminal.
-func newProgress(w *progressWriter, mode string, total int) *progress {
+func newProgress(w *progressWriter, mode string, total func() int) *progress {
 	show := mode == "always"
 	if mode == "auto" {
 		f, ok := w.w.(*os.File)
@@ -81,7 +81,7 @@ func newProgress(w *progressWriter, mode string, total int) *progress {
 	if !show {
 		return nil
 	}
-	p := &progress{out: w, total: total, counts: map[string]int{}, quit: make(chan struct{}), finished: make(chan struct{})}
+	p := &progress{out: w, total: total(), counts: map[string]int{}, quit: make(chan struct{}), finished: make(chan struct{})}
 	go p.loop()
 	return p
 }

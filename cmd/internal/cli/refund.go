@@ -152,11 +152,12 @@ func Refund(env Env) int {
 
 	out := newResultWriter(env.Stdout)
 	defer out.stop()
-	total := 0 // unknown on stdin
-	if c.Input != "-" {
-		total = countItems(c.Input)
-	}
-	bar := newProgress(stderr, c.Progress, total)
+	bar := newProgress(stderr, c.Progress, func() int {
+		if c.Input == "-" {
+			return 0 // unknown on stdin
+		}
+		return countItems(c.Input) // one more pass over the plan, only for the display
+	})
 	defer bar.stop()
 
 	summary, runErr := refund.Run(ctx, refund.Config{
