@@ -65,7 +65,7 @@ func FuzzRead(f *testing.F) {
 		count := 0
 		for k := 1; k <= n; k++ {
 			for it := range p.Shard(k, n).All() {
-				if !InShard(it.Batch, it.Item, k, n) {
+				if !InShard(it.Batch, it.Target(), k, n) {
 					t.Fatalf("%s in shard %d/%d", it.Item, k, n)
 				}
 				count++

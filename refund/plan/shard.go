@@ -23,23 +23,26 @@ func ParseShard(s string) (k, n int, err error) {
 	return k, n, nil
 }
 
-// InShard reports whether an item of a batch falls in shard k of n. The
-// partition is a hash of batch and item id only: the same on every run,
-// machine and release, and independent of the input's order, so N workers
-// given the same plan and the same N take disjoint shards that together
-// make the whole plan. It panics unless 1 <= k <= n.
+// InShard reports whether the items of a batch on target (a charge or
+// payment intent id) fall in shard k of n. The partition is a hash of batch
+// and target only: the same on every run and machine, and independent of
+// the input's order, so N workers given the same plan and the same N take
+// disjoint shards that together make the whole plan, and every item of one
+// charge (two partial refunds of it) goes to the same worker, whose
+// look-ups then see each other's refunds. It panics unless 1 <= k <= n.
 //
-// The hash must never change: an item that moved to another shard would be
-// run by a worker whose journal has never seen it.
-func InShard(batch, item string, k, n int) bool {
+// Releases before it split by item id. An item that moves to another shard
+// is safe (its worker looks its charge up before any call and adopts its
+// refund), but it is best not to change the partition again.
+func InShard(batch, target string, k, n int) bool {
 	if k < 1 || k > n {
 		panic(fmt.Sprintf("plan: shard %d/%d", k, n))
 	}
-	return shardOf(batch, item, n) == k
+	return shardOf(batch, target, n) == k
 }
 
-// shardOf is the 1-based shard of an item: FNV-1a (64-bit) of batch, a
-// zero byte and item, modulo n. The zero byte keeps ("a", "bc") and
+// shardOf is the 1-based shard of a target: FNV-1a (64-bit) of batch, a
+// zero byte and target, modulo n. The zero byte keeps ("a", "bc") and
 // ("ab", "c") apart; neither id may contain one.
 func shardOf(batch, item string, n int) int {
 	const (
@@ -66,7 +69,7 @@ func Shard(items []refund.Item, k, n int) []refund.Item {
 	}
 	var out []refund.Item
 	for _, it := range items {
-		if shardOf(it.Batch, it.Item, n) == k {
+		if shardOf(it.Batch, it.Target(), n) == k {
 			out = append(out, it)
 		}
 	}
@@ -83,7 +86,7 @@ func (p *Plan) Shard(k, n int) *Plan {
 	out := &Plan{batch: p.batch, currencies: p.currencies}
 	for i := 0; i < p.n; i++ {
 		e := p.at(i)
-		if shardOf(p.batch, e.item(), n) == k {
+		if shardOf(p.batch, e.target, n) == k {
 			out.add(*e)
 		}
 	}

