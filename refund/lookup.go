@@ -223,6 +223,7 @@ func (e *engine) payment(ctx context.Context, it *Item, attempt int, unsent bool
 	}
 	keys = []string{it.PaymentIntent}
 	res, ok = e.read(ctx, it, attempt, unsent, EndpointCharges, "list the payment intent's charges", func(ctx context.Context) error {
+		e.lists.Add(1) // a list call too, of charges
 		ids, err := e.cfg.Stripe.ChargesOf(ctx, it.PaymentIntent)
 		keys = append(keys, ids...)
 		return err
