@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // Statuses of a result line.
@@ -76,38 +78,41 @@ func (s *Summary) add(r Result) {
 	}
 }
 
-// String is the one-paragraph summary printed on stderr.
+// String is the one-paragraph summary printed on stderr, amounts as money.
 func (s *Summary) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d items:", s.Items)
+	fmt.Fprintf(&b, "%d %s:", s.Items, plural(s.Items, "item"))
 	for i, st := range []string{StatusRefunded, StatusSkipped, StatusFailed, StatusInDoubt, StatusWould, StatusWouldRec} {
 		if n := s.ByStatus[st]; n > 0 || i < 4 {
-			fmt.Fprintf(&b, " %d %s,", n, st)
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, " %d %s", n, st)
 		}
 	}
-	str := strings.TrimSuffix(b.String(), ",")
-	b.Reset()
-	b.WriteString(str)
 	for _, sum := range []struct {
 		what    string
 		amounts map[string]int64
 	}{{"refunded", s.Refunded}, {"found at Stripe (refunded earlier)", s.Found}} {
-		var cur []string
+		cur := make([]string, 0, len(sum.amounts))
 		for c := range sum.amounts {
 			cur = append(cur, c)
 		}
 		sort.Strings(cur)
 		for _, c := range cur {
-			name := c
-			if name == "" {
-				name = "(currency unknown)"
-			}
-			fmt.Fprintf(&b, "; %s %d %s", sum.what, sum.amounts[c], name)
+			fmt.Fprintf(&b, "; %s %s", sum.what, money.Format(sum.amounts[c], c))
 		}
 	}
 	fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
 		s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
 	return b.String()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 // AppendJSON appends r as one JSON line, newline included: the same object

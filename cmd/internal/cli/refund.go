@@ -5,11 +5,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/money"
 )
 
 type refundCmd struct {
@@ -173,7 +170,7 @@ func Refund(env Env) int {
 	}, in, inName)
 	out.stop()
 	bar.stop()
-	warnf(msgs, name, "%s", summaryText(&summary))
+	warnf(msgs, name, "%s", summary.String())
 
 	var inputErr *refund.InputError
 	var haltErr *refund.HaltError
@@ -222,36 +219,6 @@ func (c *refundCmd) pacer(env Env) *refund.Pacer {
 		limits.Global = *c.Rate
 	}
 	return refund.NewPacer(limits)
-}
-
-// summaryText is the run's summary for people, amounts as money.
-func summaryText(s *refund.Summary) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d %s:", s.Items, plural(s.Items, "item"))
-	for i, st := range []string{refund.StatusRefunded, refund.StatusSkipped, refund.StatusFailed, refund.StatusInDoubt, refund.StatusWould, refund.StatusWouldRec} {
-		if n := s.ByStatus[st]; n > 0 || i < 4 {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, " %d %s", n, st)
-		}
-	}
-	for _, sum := range []struct {
-		what    string
-		amounts map[string]int64
-	}{{"refunded", s.Refunded}, {"found at Stripe (refunded earlier)", s.Found}} {
-		cur := make([]string, 0, len(sum.amounts))
-		for c := range sum.amounts {
-			cur = append(cur, c)
-		}
-		sort.Strings(cur)
-		for _, c := range cur {
-			fmt.Fprintf(&b, "; %s %s", sum.what, money.Format(sum.amounts[c], c))
-		}
-	}
-	fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
-		s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
-	return b.String()
 }
 
 // firstItem reads in up to its first line that is not blank, and returns a
