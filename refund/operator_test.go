@@ -309,35 +309,15 @@ func TestOldKeyIsReusedWhateverTheClock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	appendIntent(t, path, "b1", "i1", "ch_sim0000001", 1, time.Now().Add(-49*time.Hour))
 
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	held := make(chan struct{})
-	s.SetCreateHook(func(key string) {
-		if key == refund.IdempotencyKey("b1", "i1", 1) {
-			select {
-			case <-held:
-			default:
-				close(held)
-				<-release
-			}
-		}
-	})
-	// The original call, still in flight.
-	orig := make(chan error, 1)
-	go func() {
-		c := refund.NewStripe(s.url, testKey, 1)
-		_, _, err := c.Create(t.Context(), &refund.Item{Batch: "b1", Item: "i1", Charge: "ch_sim0000001"}, 1)
-		orig <- err
-	}()
-	<-held
+	release, orig := inFlight(t, s, refund.Item{Batch: "b1", Item: "i1", Charge: "ch_sim0000001"}, 1)
 	// Release the original once the resume has been told the key is in use.
 	s.setOnAnswer(func(status int) {
 		if status == http.StatusConflict {
-			releaseOnce.Do(func() { close(release) })
+			release()
 		}
 	})
 	o := run(t, s, path, planLines("b1", 1, 0), runOpts{})
-	releaseOnce.Do(func() { close(release) })
+	release()
 	if err := <-orig; err != nil {
 		t.Fatal(err)
 	}
@@ -558,4 +538,33 @@ func mustLoad(t *testing.T, path string) *journal.State {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// inFlight makes the call of item it under attempt's key, as a killed run left it:
+// sent, held at the simulator until release (idempotent) is called, its
+// error then on the channel. It returns once the call is held.
+func inFlight(t *testing.T, s *sim, it refund.Item, attempt int) (release func(), done <-chan error) {
+	t.Helper()
+	key := refund.IdempotencyKey(it.Batch, it.Item, attempt)
+	held, freed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(freed) }) }
+	s.SetCreateHook(func(k string) {
+		if k != key {
+			return
+		}
+		select {
+		case <-held: // a retry of it: not held
+		default:
+			close(held)
+			<-freed
+		}
+	})
+	errs := make(chan error, 1)
+	go func() {
+		_, _, err := refund.NewStripe(s.url, testKey, 1).Create(context.Background(), &it, attempt)
+		errs <- err
+	}()
+	<-held
+	return release, errs
 }

@@ -117,26 +117,10 @@ func TestKeyUsedWithOtherParametersByThisItemStaysInDoubt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	appendRecord(t, path, &journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: time.Now(), Batch: "B", Item: "x",
 		Charge: "ch_sim0000001", Attempt: 1, Key: refund.IdempotencyKey("B", "x", 1), Amount: 100, Reason: "duplicate"})
-	release, held := make(chan struct{}), make(chan struct{})
-	s.SetCreateHook(func(key string) {
-		if key == refund.IdempotencyKey("B", "x", 1) {
-			select {
-			case <-held:
-			default:
-				close(held)
-				<-release
-			}
-		}
-	})
-	orig := make(chan error, 1)
-	go func() { // the killed run's call, still in flight
-		c := refund.NewStripe(s.url, testKey, 1)
-		_, _, err := c.Create(context.Background(), &refund.Item{Batch: "B", Item: "x", Charge: "ch_sim0000001", Amount: 100, Reason: "duplicate"}, 1)
-		orig <- err
-	}()
-	<-held
+	// The killed run's call, still in flight.
+	release, orig := inFlight(t, s, refund.Item{Batch: "B", Item: "x", Charge: "ch_sim0000001", Amount: 100, Reason: "duplicate"}, 1)
 	o := run(t, s, path, `{"batch":"B","item":"x","charge":"ch_sim0000001","amount":100,"reason":"requested_by_customer"}`+"\n", runOpts{})
-	close(release)
+	release()
 	if err := <-orig; err != nil {
 		t.Fatal(err)
 	}

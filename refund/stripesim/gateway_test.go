@@ -444,14 +444,6 @@ func TestGatewayDrawsAreDeterministic(t *testing.T) {
 		}
 		return statuses
 	}
-	count := func(xs []int, v int) (n int) {
-		for _, x := range xs {
-			if x == v {
-				n++
-			}
-		}
-		return n
-	}
 	a, b, other := run(7), run(7), run(8)
 	if fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Error("the same seed gave other faults")
@@ -459,13 +451,13 @@ func TestGatewayDrawsAreDeterministic(t *testing.T) {
 	if fmt.Sprint(a) == fmt.Sprint(other) {
 		t.Error("another seed gave the same faults")
 	}
-	if n := count(a, 504); n < 20 || n > 60 {
+	if n := countOf(a, 504); n < 20 || n > 60 {
 		t.Errorf("%d of 200 gateway timeouts, want about 40", n)
 	}
-	if n := count(a, 502); n < 15 || n > 55 {
+	if n := countOf(a, 502); n < 15 || n > 55 {
 		t.Errorf("%d of 200 gateway errors after commit, want about 32", n)
 	}
-	if n := count(a, 0); n < 3 || n > 30 {
+	if n := countOf(a, 0); n < 3 || n > 30 {
 		t.Errorf("%d of 200 dropped, want about 13", n)
 	}
 }

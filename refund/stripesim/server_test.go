@@ -820,14 +820,6 @@ func TestFaultDrawsAreDeterministic(t *testing.T) {
 		}
 		return statuses
 	}
-	count := func(xs []int, v int) (n int) {
-		for _, x := range xs {
-			if x == v {
-				n++
-			}
-		}
-		return n
-	}
 	a, b, other := run(7), run(7), run(8)
 	if fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Error("the same seed gave other faults")
@@ -836,13 +828,13 @@ func TestFaultDrawsAreDeterministic(t *testing.T) {
 		t.Error("another seed gave the same faults")
 	}
 	// Shares land near their knobs: 200 draws, generous bounds.
-	if n := count(a, 429); n < 20 || n > 60 {
+	if n := countOf(a, 429); n < 20 || n > 60 {
 		t.Errorf("%d of 200 rate limited, want about 40", n)
 	}
-	if n := count(a, 500); n < 5 || n > 35 {
+	if n := countOf(a, 500); n < 5 || n > 35 {
 		t.Errorf("%d of 200 failed before commit, want about 16", n)
 	}
-	if n := count(a, 202); n < 20 || n > 80 {
+	if n := countOf(a, 202); n < 20 || n > 80 {
 		t.Errorf("%d of 200 require action, want about 43", n)
 	}
 }
@@ -902,4 +894,14 @@ func readAll(t *testing.T, resp *http.Response) string {
 		}
 	}
 	return sb.String()
+}
+
+// countOf counts the answers of status v among xs.
+func countOf(xs []int, v int) (n int) {
+	for _, x := range xs {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }
