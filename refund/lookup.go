@@ -56,7 +56,8 @@ type onCharge struct {
 	outside    []*stripe.Refund // live refunds without refundkit metadata
 }
 
-func live(r *stripe.Refund) bool {
+// Live reports a refund that holds or moves money: not canceled, not failed.
+func Live(r *stripe.Refund) bool {
 	return r.Status != stripe.RefundStatusCanceled && r.Status != stripe.RefundStatusFailed
 }
 
@@ -71,12 +72,12 @@ func sortRefunds(it *Item, refunds []*stripe.Refund, sibling func(item string) b
 		batch := r.Metadata[MetaBatch]
 		switch {
 		case Matches(r, it.Batch, it.Item):
-			if live(r) {
+			if Live(r) {
 				c.own = append(c.own, r)
 			} else if c.dead == nil {
 				c.dead = r
 			}
-		case !live(r):
+		case !Live(r):
 		case batch == "":
 			c.outside = append(c.outside, r)
 		case batch != it.Batch:

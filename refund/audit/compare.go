@@ -32,7 +32,7 @@ type sref struct {
 func newSref(x *stripe.Refund) *sref {
 	s := &sref{
 		Refund: Refund{ID: x.ID, Amount: x.Amount, Currency: string(x.Currency), Status: string(x.Status), Created: x.Created},
-		live:   x.Status != stripe.RefundStatusCanceled && x.Status != stripe.RefundStatusFailed,
+		live:   refund.Live(x),
 		batch:  x.Metadata[refund.MetaBatch],
 		item:   x.Metadata[refund.MetaItem],
 	}
