@@ -1,0 +1,164 @@
+package refund
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"math"
+	"sync"
+)
+
+// parsedLine is one plan line read, or the error that ends the plan.
+type parsedLine struct {
+	line int
+	item Item
+	err  error
+}
+
+// planIndex is what a run knows of its plan so far: for each (batch, item)
+// the line that lists it and its target, hashed. readPlan fills it; the
+// workers ask it whether a refund of another item of the batch on a charge
+// is the plan's own (two partial refunds of one charge).
+type planIndex struct {
+	mu   sync.RWMutex
+	seed maphash.Seed
+	m    map[uint64]plannedItem
+}
+
+type plannedItem struct {
+	line   int32
+	target uint32 // hash of the item's charge or payment intent
+}
+
+func newPlanIndex() *planIndex {
+	return &planIndex{seed: maphash.MakeSeed(), m: make(map[uint64]plannedItem)}
+}
+
+func (p *planIndex) key(batch, item string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	h.WriteString(batch)
+	h.WriteByte(0)
+	h.WriteString(item)
+	return h.Sum64()
+}
+
+func (p *planIndex) targetHash(target string) uint32 {
+	return uint32(maphash.String(p.seed, target))
+}
+
+// add records it at line, or returns the line that listed it before.
+// The caller holds p.mu for writing, only around the call: never while it
+// waits for input, so workers asking on never wait on a slow plan.
+func (p *planIndex) add(it *Item, line int) (prev int, dup bool) {
+	k := p.key(it.Batch, it.Item)
+	if x, ok := p.m[k]; ok {
+		return int(x.line), true
+	}
+	p.m[k] = plannedItem{line: int32(line), target: p.targetHash(it.Target())}
+	return 0, false
+}
+
+// on reports whether the plan read so far lists item of batch on target.
+func (p *planIndex) on(batch, item, target string) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	x, ok := p.m[p.key(batch, item)]
+	return ok && x.target == p.targetHash(target)
+}
+
+// readPlan parses plan lines on a goroutine of its own, in batches, so that
+// parsing a large plan overlaps with the journal lookups and the output. It
+// refuses an item listed twice, and stops at the first bad line, which ends
+// the last batch as its error.
+func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, out chan<- []parsedLine) {
+	defer close(out)
+	const batchSize = 256
+	batch := make([]parsedLine, 0, batchSize)
+	stopped := false
+	send := func() bool {
+		if stopped {
+			return false
+		}
+		select {
+		case out <- batch:
+			batch = make([]parsedLine, 0, batchSize)
+			return true
+		case <-ctx.Done():
+			stopped = true
+			return false
+		}
+	}
+	// Before the scanner waits for more input, what it has read goes to the
+	// workers: a plan that streams in slowly (a producer still running, a
+	// terminal) is worked on as it comes, not 256 lines at a time.
+	sc := bufio.NewScanner(readerFunc(func(p []byte) (int, error) {
+		if len(batch) > 0 {
+			send()
+		}
+		if stopped {
+			return 0, io.EOF
+		}
+		return in.Read(p)
+	}))
+	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
+	line := 0
+	for sc.Scan() && !stopped {
+		line++
+		b := sc.Bytes()
+		if len(trimSpace(b)) == 0 {
+			continue
+		}
+		it, err := ParseItem(b)
+		if err == nil && line > math.MaxInt32 {
+			err = fmt.Errorf("plan longer than %d lines: split it", math.MaxInt32)
+		}
+		if err == nil {
+			index.mu.Lock()
+			prev, dup := index.add(&it, line)
+			index.mu.Unlock()
+			if dup {
+				err = fmt.Errorf("item %q of batch %q is already at line %d", it.Item, it.Batch, prev)
+			}
+		}
+		if err != nil {
+			batch = append(batch, parsedLine{line: line, err: &InputError{Name: name, Line: line, Err: err}})
+			send()
+			return
+		}
+		batch = append(batch, parsedLine{line: line, item: it})
+		if len(batch) == batchSize && !send() {
+			return
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = &InputError{Name: name, Line: line + 1, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)}
+		} else {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+		batch = append(batch, parsedLine{line: line + 1, err: err})
+	}
+	if len(batch) > 0 {
+		send()
+	}
+}
+
+// readerFunc is a function as an io.Reader.
+type readerFunc func(p []byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
