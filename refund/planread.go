@@ -161,4 +161,3 @@ func trimSpace(b []byte) []byte {
 	}
 	return b
 }
-
