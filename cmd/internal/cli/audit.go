@@ -21,7 +21,7 @@ const auditHelp = `Tell whether a batch was refunded exactly once: findings as J
 
 A journal that a running refund holds is audited as it stands, and audit says so: items in flight show as in doubt. Audit it again when the run has finished.
 
-Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error, input that cannot be read (a corrupt journal included), or nothing to audit (no journal records and no plan items); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 6 Stripe refused the key or is unreachable; 130 interrupted. Halted (3, 6) or interrupted, audit gives no verdict.`
+Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error, input that cannot be read, or nothing to audit (no journal records and no plan items); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 5 a journal is corrupt or of an unknown version; 6 Stripe refused the key or is unreachable; 130 interrupted. Halted (3, 6) or interrupted, audit gives no verdict.`
 
 type auditCmd struct {
 	Journals     []string    `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin)."`
@@ -39,12 +39,7 @@ type auditCmd struct {
 
 // Audit is the audit command: it reads journals (and a plan, and Stripe's
 // refunds) and reports, as JSON lines, every item that is not refunded
-// exactly once. Exit 0: no findings; 1: findings (a final failure is one);
-// 2: usage, input that cannot be read (a corrupt journal included), or
-// nothing to audit;
-// 3: a backfill or cancel record could not be written; 4: the journal to
-// write is held by another run; 6: Stripe refused the key or is
-// unreachable; 130: interrupted.
+// exactly once. Exit codes: see exit.go and auditHelp.
 func Audit(env Env) int {
 	const name = "audit"
 	var c auditCmd
@@ -82,7 +77,7 @@ func Audit(env Env) int {
 		w, _, torn, err = journal.Open(path, journal.Options{})
 		if err != nil {
 			warnf(env.Stderr, name, "%v", err)
-			return auditJournalExit(err)
+			return exitCodeFor(unwritable(err))
 		}
 		defer w.Close()
 		if torn != nil {
@@ -137,7 +132,7 @@ func Audit(env Env) int {
 			} else {
 				warnf(env.Stderr, name, "nothing was checked")
 			}
-			return ExitUsage
+			return exitCodeFor(err)
 		}
 		if torn != nil {
 			warnf(env.Stderr, name, "%s", torn)
@@ -192,17 +187,16 @@ func Audit(env Env) int {
 	case errors.As(runErr, &stripeErr):
 		warnf(env.Stderr, name, "halted: %v", stripeErr)
 		warnf(env.Stderr, name, "the charges not yet listed were not checked, so this audit gives no verdict")
-		return ExitStripe
 	case errors.As(runErr, &journalErr):
 		warnf(env.Stderr, name, "halted: %v", journalErr)
 		warnf(env.Stderr, name, "no API call was made after the failed write, and this audit gives no verdict; fix the disk and audit again")
-		return ExitJournal
 	case errors.Is(runErr, context.Canceled):
 		warnf(env.Stderr, name, "interrupted: the charges not yet listed were not checked, so this audit gives no verdict")
-		return ExitInterrupted
 	case runErr != nil:
 		warnf(env.Stderr, name, "%v", runErr)
-		return ExitUsage
+	}
+	if runErr != nil {
+		return exitCodeFor(runErr)
 	}
 	if !rep.Clean() {
 		return ExitFailed
@@ -283,7 +277,7 @@ func (c *auditCmd) readPlan(env Env, name string, a *audit.Auditor) (int, bool) 
 	}
 	if err := a.AddPlan(in, inName); err != nil {
 		warnf(env.Stderr, name, "%v", err)
-		return ExitUsage, false
+		return exitCodeFor(err), false
 	}
 	return 0, true
 }
@@ -310,13 +304,3 @@ func lineError(err error) bool {
 	return errors.As(err, &corrupt) || errors.As(err, &version) || errors.As(err, &input)
 }
 
-// auditJournalExit maps an error opening the journal to write to its exit
-// code: a corrupt journal is input that cannot be read, as for any other.
-func auditJournalExit(err error) int {
-	var corrupt *journal.CorruptError
-	var version *journal.VersionError
-	if errors.As(err, &corrupt) || errors.As(err, &version) {
-		return ExitUsage
-	}
-	return journalExit(err)
-}

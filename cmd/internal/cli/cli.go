@@ -4,7 +4,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,19 +12,6 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/refundkit/refundkit/journal"
-)
-
-// Exit codes, stable across releases and documented in the README.
-const (
-	ExitOK          = 0   // everything done (refund), clean (audit), no conflict (merge)
-	ExitFailed      = 1   // items failed or left in doubt; audit findings; merge conflicts
-	ExitUsage       = 2   // usage error or an input line that was not understood
-	ExitJournal     = 3   // the journal could not be written (disk full, I/O error): halted
-	ExitLocked      = 4   // the journal is held by another run
-	ExitCorrupt     = 5   // the journal is corrupt or of an unknown version
-	ExitStripe      = 6   // Stripe refused the key or could not be reached: halted
-	ExitInterrupted = 130 // stopped by SIGINT or SIGTERM after journaling what was in flight
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
@@ -110,30 +96,9 @@ func joinNegativeValues(args []string) []string {
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
-
-func isUsage(err error) bool {
-	var u *usageError
-	return errors.As(err, &u)
-}
+func (e *usageError) ExitCode() int { return ExitUsage }
 
 // warnf prints a message for people on stderr, prefixed with the program name.
 func warnf(w io.Writer, name, format string, args ...any) {
 	fmt.Fprintf(w, name+": "+format+"\n", args...)
-}
-
-// journalExit maps an error opening a journal to its exit code.
-func journalExit(err error) int {
-	var locked *journal.LockedError
-	var corrupt *journal.CorruptError
-	var version *journal.VersionError
-	var notFile *journal.NotFileError
-	switch {
-	case errors.As(err, &locked):
-		return ExitLocked
-	case errors.As(err, &notFile):
-		return ExitUsage // a directory, a FIFO, a dangling link: the path is wrong
-	case errors.As(err, &corrupt), errors.As(err, &version):
-		return ExitCorrupt
-	}
-	return ExitJournal
 }

@@ -48,7 +48,7 @@ func JournalMerge(env Env) int {
 	// merge leaves nothing half-written and the old file whole. OUT's lock is
 	// held from before the first write until the rename is done: a run
 	// writing OUT refuses the merge, and a run starting meanwhile is refused.
-	out := env.Stdout
+	out := io.Writer(&outWriter{w: env.Stdout, path: "stdout"})
 	var (
 		pending *renameio.PendingFile
 		renamed bool
@@ -56,12 +56,11 @@ func JournalMerge(env Env) int {
 	if args.Output != "" {
 		lock, err := journal.TakeLock(args.Output)
 		if err != nil {
-			if code := journalExit(err); code != ExitJournal {
-				warnf(env.Stderr, name, "%v", err) // locked, or no journal file
-				return code
+			if _, named := knownCode(err); !named {
+				err = outputError(args.Output, err)
 			}
-			warnf(env.Stderr, name, "%v", outputError(args.Output, err))
-			return ExitJournal
+			warnf(env.Stderr, name, "%v", err) // locked, no journal file, or unwritable
+			return exitCodeFor(err)
 		}
 		defer func() {
 			if renamed {
@@ -73,8 +72,9 @@ func JournalMerge(env Env) int {
 		pending, err = renameio.NewPendingFile(args.Output,
 			renameio.WithTempDir(filepath.Dir(args.Output)), renameio.WithStaticPermissions(0o600))
 		if err != nil {
-			warnf(env.Stderr, name, "%v", outputError(args.Output, err))
-			return ExitJournal
+			err = outputError(args.Output, err)
+			warnf(env.Stderr, name, "%v", err)
+			return exitCodeFor(err)
 		}
 		defer pending.Cleanup()
 		out = &outWriter{w: pending, path: args.Output}
@@ -88,17 +88,19 @@ func JournalMerge(env Env) int {
 	}
 	if err != nil {
 		warnf(env.Stderr, name, "%v", err)
-		return mergeExitCode(err)
+		return exitCodeFor(err)
 	}
 	if pending != nil {
 		if err := pending.CloseAtomicallyReplace(); err != nil {
-			warnf(env.Stderr, name, "%v", outputError(args.Output, err))
-			return ExitJournal
+			err = outputError(args.Output, err)
+			warnf(env.Stderr, name, "%v", err)
+			return exitCodeFor(err)
 		}
 		renamed = true
 		if err := syncMergeDir(filepath.Dir(args.Output)); err != nil {
-			warnf(env.Stderr, name, "%v", outputError(args.Output, err))
-			return ExitJournal
+			err = outputError(args.Output, err)
+			warnf(env.Stderr, name, "%v", err)
+			return exitCodeFor(err)
 		}
 	}
 
@@ -123,25 +125,6 @@ func JournalMerge(env Env) int {
 	return ExitOK
 }
 
-// mergeExitCode maps a merge error to the exit code people and scripts
-// expect: bad journals are corrupt (5), missing ones a usage error (2), and
-// anything else a failure to write the output (3). A locked OUT (4) is
-// refused before the merge starts.
-func mergeExitCode(err error) int {
-	var (
-		corrupt *journal.CorruptError
-		version *journal.VersionError
-		pathErr *fs.PathError
-	)
-	switch {
-	case errors.As(err, &corrupt), errors.As(err, &version):
-		return ExitCorrupt
-	case errors.As(err, &pathErr) && pathErr.Op == "open":
-		return ExitUsage
-	}
-	return ExitJournal
-}
-
 // outWriter is OUT's temporary file, whose write errors name OUT: the
 // temporary file means nothing to the person who asked for OUT.
 type outWriter struct {
@@ -157,13 +140,13 @@ func (o *outWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// outputError is a failure to write OUT at path, said in OUT's name: a
-// missing directory is named, and the temporary file beside OUT that the
-// merge writes first is not.
+// outputError is a failure to write OUT at path (exit 3), said in OUT's
+// name: a missing directory is named, and the temporary file beside OUT
+// that the merge writes first is not.
 func outputError(path string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		if dir := filepath.Dir(path); !isDir(dir) {
-			return fmt.Errorf("cannot write %s: directory %s does not exist", path, dir)
+			return withCode(ExitJournal, fmt.Errorf("cannot write %s: directory %s does not exist", path, dir))
 		}
 	}
 	var pathErr *fs.PathError
@@ -174,7 +157,7 @@ func outputError(path string, err error) error {
 	case errors.As(err, &linkErr):
 		err = linkErr.Err
 	}
-	return fmt.Errorf("cannot write %s: %w", path, err)
+	return withCode(ExitJournal, fmt.Errorf("cannot write %s: %w", path, err))
 }
 
 func isDir(path string) bool {

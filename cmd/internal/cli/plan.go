@@ -29,7 +29,7 @@ The input is CSV with a header row (columns charge, payment_intent, amount, curr
 
 The whole input is checked before anything is written: on any problem, each is reported as file:line and nothing is written.
 
-Exit codes: 0 plan written; 1 writing stdout failed (the plan may be cut short); 2 usage or input error (a bad flag, an unreadable file, any problem in the input, no charges at all), nothing written.`
+Exit codes: 0 plan written; 2 usage or input error (a bad flag, an unreadable file, any problem in the input, no charges at all), nothing written; 3 writing stdout failed (the plan may be cut short).`
 
 // Plan is the plan command: it reads charges and writes plan items.
 func Plan(env Env) int {
@@ -90,7 +90,7 @@ func Plan(env Env) int {
 	}
 	if err := writePlan(env.Stdout, p); err != nil {
 		warnf(env.Stderr, name, "write the plan: %v", err)
-		return ExitFailed
+		return ExitJournal
 	}
 	warnf(env.Stderr, name, "%s", summary)
 	return ExitOK

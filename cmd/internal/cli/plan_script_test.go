@@ -37,7 +37,7 @@ func TestPlanExitCodes(t *testing.T) {
 		help      string // what --help says of the case
 	}{
 		{"planned", []string{"--batch", "b1"}, "ch_1\n", false, ExitOK, "0 plan written"},
-		{"write fails", []string{"--batch", "b1"}, "ch_1\n", true, ExitFailed, "1 writing stdout failed"},
+		{"write fails", []string{"--batch", "b1"}, "ch_1\n", true, ExitJournal, "3 writing stdout failed"},
 		{"bad flag", []string{"--batch", "b 1"}, "ch_1\n", false, ExitUsage, "2 usage or input error (a bad flag"},
 		{"unreadable file", []string{"--batch", "b1", "no-such-file.csv"}, "", false, ExitUsage, "an unreadable file"},
 		{"input problem", []string{"--batch", "b1"}, "ch_1\nch_1\n", false, ExitUsage, "any problem in the input"},

@@ -138,7 +138,7 @@ func Refund(env Env) int {
 	}
 	if err != nil {
 		warnf(msgs, name, "%v", err)
-		return journalExit(err)
+		return exitCodeFor(unwritable(err))
 	}
 	if w != nil {
 		defer w.Close()
@@ -178,24 +178,20 @@ func Refund(env Env) int {
 	case errors.As(runErr, &inputErr):
 		warnf(msgs, name, "%v", inputErr)
 		warnf(msgs, name, "stopped at that line: nothing was sent for it or after it")
-		return ExitUsage
+	case errors.As(runErr, &haltErr) && haltErr.Journal && errors.Is(haltErr, journal.ErrReplaced):
+		warnf(msgs, name, "no API call was made after that; find what replaced or moved the journal (a tool that ignores its lock?), merge the file it moved (if it still exists) into the journal with journal-merge, then run again")
+	case errors.As(runErr, &haltErr) && haltErr.Journal:
+		warnf(msgs, name, "no API call was made after the failed write; free the space or fix the disk, then run again: the journal resumes where it stopped")
 	case errors.As(runErr, &haltErr):
-		if haltErr.Journal {
-			if errors.Is(haltErr, journal.ErrReplaced) {
-				warnf(msgs, name, "no API call was made after that; find what replaced or moved the journal (a tool that ignores its lock?), merge the file it moved (if it still exists) into the journal with journal-merge, then run again")
-				return ExitJournal
-			}
-			warnf(msgs, name, "no API call was made after the failed write; free the space or fix the disk, then run again: the journal resumes where it stopped")
-			return ExitJournal
-		}
-		return ExitStripe
+		// The summary names what halted the run.
 	case errors.Is(runErr, context.Canceled):
 		n := summary.ByStatus[refund.StatusInDoubt]
 		warnf(msgs, name, "interrupted: the calls in flight were finished and journaled, %d %s left in doubt; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
-		return ExitInterrupted
 	case runErr != nil:
 		warnf(msgs, name, "%v", runErr)
-		return ExitUsage
+	}
+	if runErr != nil {
+		return exitCodeFor(runErr)
 	}
 	if summary.Indeterminate > 0 {
 		warnf(msgs, name, "Stripe answered %d %s with its own 500: the result is indeterminate (Stripe may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", summary.Indeterminate, plural(int(summary.Indeterminate), "call"))

@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"testing"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/audit"
+)
+
+// Each condition maps to its code however deep the library wrapped it;
+// exit_codes.txtar checks that every command ends with that code.
+func TestExitCodeFor(t *testing.T) {
+	write := &journal.WriteError{Path: "j.jsonl", Err: errors.New("no space left on device")}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"nil", nil, ExitOK},
+		{"usage", &usageError{"--rate: want 0 or more"}, ExitUsage},
+		{"input line", fmt.Errorf("reading: %w", &refund.InputError{Name: "p", Line: 3, Err: errors.New("bad")}), ExitUsage},
+		{"not a file", &journal.NotFileError{Path: "d", What: "a directory, not a file"}, ExitUsage},
+		{"unknown error", errors.New("read p: input/output error"), ExitUsage},
+		{"journal halt", &refund.HaltError{Journal: true, Err: write}, ExitJournal},
+		{"journal write", write, ExitJournal},
+		{"audit write", &audit.JournalError{Err: write}, ExitJournal},
+		{"unwritable", unwritable(&fs.PathError{Op: "open", Path: "j", Err: fs.ErrPermission}), ExitJournal},
+		{"locked", fmt.Errorf("open: %w", &journal.LockedError{Path: "j"}), ExitLocked},
+		{"locked stays locked", unwritable(&journal.LockedError{Path: "j"}), ExitLocked},
+		{"corrupt", fmt.Errorf("load: %w", &journal.CorruptError{Path: "j", Line: 2}), ExitCorrupt},
+		{"corrupt stays corrupt", unwritable(&journal.CorruptError{Path: "j", Line: 2}), ExitCorrupt},
+		{"version", &journal.VersionError{Version: 2}, ExitCorrupt},
+		{"provider halt", &refund.HaltError{Err: errors.New("key refused")}, ExitProvider},
+		{"audit provider", &audit.StripeError{Err: errors.New("key refused")}, ExitProvider},
+		{"interrupted", fmt.Errorf("run: %w", context.Canceled), ExitInterrupted},
+		{"carried", withCode(ExitJournal, errors.New("cannot write out")), ExitJournal},
+	} {
+		if got := exitCodeFor(tc.err); got != tc.want {
+			t.Errorf("%s: exitCodeFor(%v) = %d, want %d", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
