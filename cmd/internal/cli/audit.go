@@ -303,4 +303,3 @@ func lineError(err error) bool {
 	var input *refund.InputError
 	return errors.As(err, &corrupt) || errors.As(err, &version) || errors.As(err, &input)
 }
-

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
-
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
