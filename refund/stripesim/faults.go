@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 )
@@ -222,4 +223,58 @@ func draw(seed, seq uint64, k knob) float64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return float64(x>>11) / (1 << 53)
+}
+
+// pause waits out the injected latency of request seq.
+func (s *Server) pause(f *Faults, seq uint64) {
+	d := f.Latency
+	if f.LatencyJitter > 0 {
+		d += time.Duration(draw(s.seed, seq, knobJitter) * float64(f.LatencyJitter))
+	}
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-s.closing:
+		t.Stop()
+	}
+}
+
+// writeGatewayAnswer writes what a gateway in front of Stripe answers on
+// its own: none of Stripe's headers (no Request-Id, no Idempotency-Key),
+// and an HTML page unless stripeBody asks for Stripe's api_error shape.
+func writeGatewayAnswer(w http.ResponseWriter, status int, stripeBody bool) {
+	text := http.StatusText(status)
+	if text == "" {
+		text = "Server Error"
+	}
+	var body []byte
+	h := w.Header()
+	if stripeBody {
+		body = errorBody(apiError{Type: typeAPI, Message: fmt.Sprintf("An error occurred at the gateway in front of the API (%d %s).", status, text)})
+		h["Content-Type"] = []string{"application/json"}
+	} else {
+		body = fmt.Appendf(nil, "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>gateway</center>\r\n</body>\r\n</html>\r\n", status, text, status, text)
+		h["Content-Type"] = []string{"text/html"}
+	}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// dropConnection closes the connection without a byte of answer, as a
+// load balancer or a network failure would after the work was done.
+func dropConnection(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		// Not hijackable (HTTP/2, a recorder): abort the handler instead.
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	conn.Close()
 }

@@ -1,6 +1,9 @@
 package stripesim
 
 import (
+	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -153,4 +156,93 @@ func (k *keyStore) size() int {
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// servePost runs a POST through Stripe's idempotency layer into fn: a
+// request with a key holds it while it runs, and an answer of the endpoint
+// is saved under it for every later request with the key.
+func (s *Server) servePost(w http.ResponseWriter, r *http.Request, rt route, fn endpoint, c apiCall, apiKey, reqID string) {
+	f, seq := c.f, c.seq
+	key := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
+	if len(key) > 255 {
+		s.pause(f, seq)
+		a := invalid("", "", "Idempotency keys can be at most 255 characters long.")
+		s.countInvalid(a)
+		writeAnswer(w, a.status, a.body, reqID, "", false)
+		return
+	}
+	var scope string
+	var held *keyEntry
+	if key != "" {
+		scope = apiKey + "\x00" + key
+		saved, e, v := s.keys.begin(scope, r.Method, r.URL.Path, r.Form.Encode(), s.now(), s.keyTTL)
+		if v != keyNew {
+			s.pause(f, seq)
+			s.writeKeyVerdict(w, v, saved, key, r.URL.Path, reqID)
+			return
+		}
+		held = e
+	}
+	c.key = key
+	// The key is held from here: latency and the hook keep it in flight.
+	// run may outlive the handler, so it takes nothing from r.
+	run := func() answer {
+		s.pause(f, seq)
+		a := fn(c)
+		s.countInvalid(a)
+		if held != nil {
+			if a.save {
+				s.keys.finish(scope, held, a.status, a.body, reqID)
+			} else {
+				s.keys.abandon(scope, held)
+			}
+		}
+		return a
+	}
+	if rt == routeCreateRefund && f.GatewayTimeoutShare > 0 && draw(s.seed, seq, knobGatewayTimeout) < f.GatewayTimeoutShare {
+		// The gateway gives up at once; the request goes on behind it.
+		s.stats.gatewayTimeouts.Add(1)
+		background := s.goBackground(func() { run() })
+		writeGatewayAnswer(w, f.gatewayStatus(http.StatusGatewayTimeout), f.GatewayStripeBody)
+		if !background { // the server is closing: finish it here
+			run()
+		}
+		return
+	}
+	a := run()
+	switch {
+	case a.drop:
+		s.stats.dropped.Add(1)
+		dropConnection(w)
+	case a.gateway:
+		s.stats.gatewayErrorsAfter.Add(1)
+		writeGatewayAnswer(w, f.gatewayStatus(http.StatusBadGateway), f.GatewayStripeBody)
+	default:
+		writeAnswer(w, a.status, a.body, reqID, key, false)
+	}
+}
+
+// writeKeyVerdict answers a request whose key is not new: the saved answer
+// replayed, or Stripe's 409 or 400.
+func (s *Server) writeKeyVerdict(w http.ResponseWriter, v verdict, saved keyEntry, key, path, reqID string) {
+	switch v {
+	case keyReplay:
+		s.stats.replayed.Add(1)
+		writeAnswer(w, saved.status, saved.body, saved.requestID, key, true)
+	case keyInUse:
+		s.stats.keyInUse.Add(1)
+		body := errorBody(apiError{Type: typeIdempotency, Code: "idempotency_key_in_use",
+			Message: fmt.Sprintf("There is currently another in-progress request using this Idempotency Key (that probably means you submitted twice, and the other request is still going through): '%s'. Please try again later.", key)})
+		writeAnswer(w, http.StatusConflict, body, reqID, key, false)
+	case keyEndpointMismatch:
+		s.stats.keyMismatch.Add(1)
+		body := errorBody(apiError{Type: typeIdempotency,
+			Message: fmt.Sprintf("Keys for idempotent requests can only be used for the same endpoint they were first used for ('%s' vs '%s'). Try using a key other than '%s' if you meant to execute a different request.", saved.path, path, key)})
+		writeAnswer(w, http.StatusBadRequest, body, reqID, key, false)
+	case keyParamsMismatch:
+		s.stats.keyMismatch.Add(1)
+		body := errorBody(apiError{Type: typeIdempotency,
+			Message: fmt.Sprintf("Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '%s' if you meant to execute a different request.", key)})
+		writeAnswer(w, http.StatusBadRequest, body, reqID, key, false)
+	}
 }

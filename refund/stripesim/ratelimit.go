@@ -3,6 +3,7 @@ package stripesim
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -204,4 +205,36 @@ func (rl *rateLimiter) admit(rt route) (limitReason, bool) {
 		ep.AllowN(now, 1)
 	}
 	return 0, true
+}
+
+// rateLimitBody is the body of Stripe's 429s.
+var rateLimitBody = errorBody(apiError{Type: typeInvalid, Code: "rate_limit",
+	Message: "Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits."})
+
+// rateLimited answers 429 rate_limit and reports true if the request is
+// refused: by RateLimitShare's draw, or by the rate limits' buckets (then
+// with the Stripe-Rate-Limited-Reason header).
+func (s *Server) rateLimited(w http.ResponseWriter, rt route, f *Faults, seq uint64, reqID string) bool {
+	if f.RateLimitShare > 0 && draw(s.seed, seq, knobRateLimit) < f.RateLimitShare {
+		s.stats.rateLimited.Add(1)
+		s.stats.rateLimitedRoutes[rt].Add(1)
+		s.pause(f, seq)
+		writeAnswer(w, http.StatusTooManyRequests, rateLimitBody, reqID, "", false)
+		return true
+	}
+	lim := s.limiter.Load()
+	if lim == nil {
+		return false
+	}
+	reason, ok := lim.admit(rt)
+	if ok {
+		return false
+	}
+	s.stats.rateLimited.Add(1)
+	s.stats.rateLimitedRoutes[rt].Add(1)
+	s.stats.rateLimitedReasons[reason].Add(1)
+	s.pause(f, seq)
+	w.Header()["Stripe-Rate-Limited-Reason"] = []string{rateLimitedReasons[reason]}
+	writeAnswer(w, http.StatusTooManyRequests, rateLimitBody, reqID, "", false)
+	return true
 }

@@ -1,0 +1,147 @@
+package stripesim
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"sync"
+)
+
+// charge is the simulator's state of one charge; mu guards refunded, the
+// status changes of its refunds, and appends to refunds.
+type charge struct {
+	id, intent, currency string
+	amount               int64
+	created              int64
+
+	mu       sync.Mutex
+	refunded int64     // sum of refunds that hold part of the amount
+	refunds  []*refund // oldest first; entries are never removed
+}
+
+// AddCharges adds charges and their seeded refunds. Nothing is added if one
+// is invalid or reuses a charge id or payment intent already known.
+func (s *Server) AddCharges(charges ...Charge) error {
+	seen := make(map[string]bool, len(charges))
+	for i := range charges {
+		c := &charges[i]
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("charge %d: %w", i+1, err)
+		}
+		for _, id := range []string{c.ID, c.PaymentIntent} {
+			if id != "" && seen[id] {
+				return fmt.Errorf("charge %d: %s given twice", i+1, id)
+			}
+			seen[id] = true
+		}
+	}
+	s.chargesMu.Lock()
+	defer s.chargesMu.Unlock()
+	for i, c := range charges {
+		if s.charges[c.ID] != nil {
+			return fmt.Errorf("charge %d: %s already exists", i+1, c.ID)
+		}
+		if c.PaymentIntent != "" && s.byIntent[c.PaymentIntent] != nil {
+			return fmt.Errorf("charge %d: payment intent %s already has a charge", i+1, c.PaymentIntent)
+		}
+	}
+	now := s.now().Unix()
+	for _, c := range charges {
+		ch := &charge{id: c.ID, intent: c.PaymentIntent, currency: c.Currency, amount: c.Amount, created: now}
+		if ch.currency == "" {
+			ch.currency = "usd"
+		}
+		ch.mu.Lock()
+		for _, r := range c.Refunds {
+			status := r.Status
+			if status == "" {
+				status = StatusSucceeded
+			}
+			s.addRefund(ch, r.Amount, status, r.Reason, copyMetadata(r.Metadata), "")
+		}
+		ch.mu.Unlock()
+		s.charges[ch.id] = ch
+		if ch.intent != "" {
+			s.byIntent[ch.intent] = ch
+		}
+	}
+	return nil
+}
+
+// copyMetadata copies a metadata map so no caller shares the simulator's;
+// an empty one becomes nil.
+func copyMetadata(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
+}
+
+func (s *Server) chargeByID(id string) *charge {
+	s.chargesMu.RLock()
+	defer s.chargesMu.RUnlock()
+	return s.charges[id]
+}
+
+// ChargeState is a charge as the simulator holds it, for checks.
+type ChargeState struct {
+	ID             string `json:"id"`
+	PaymentIntent  string `json:"payment_intent,omitempty"`
+	Currency       string `json:"currency"`
+	Amount         int64  `json:"amount"`
+	AmountRefunded int64  `json:"amount_refunded"`
+}
+
+// Charge returns the state of one charge, and whether it exists.
+func (s *Server) Charge(id string) (ChargeState, bool) {
+	ch := s.chargeByID(id)
+	if ch == nil {
+		return ChargeState{}, false
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ChargeState{ID: ch.id, PaymentIntent: ch.intent, Currency: ch.currency, Amount: ch.amount, AmountRefunded: ch.refunded}, true
+}
+
+// getCharge is GET /v1/charges/{id}.
+func (s *Server) getCharge(c apiCall) answer {
+	if _, a, ok := parseExpandOnly(c.form, ""); !ok {
+		return a
+	}
+	ch := s.chargeByID(c.id)
+	if ch == nil {
+		return missing("charge", "id", c.id)
+	}
+	ch.mu.Lock()
+	obj := ch.object()
+	ch.mu.Unlock()
+	return answer{status: http.StatusOK, body: mustJSON(obj)}
+}
+
+// chargeObject is the part of Stripe's charge object the simulator keeps.
+type chargeObject struct {
+	ID             string            `json:"id"`
+	Object         string            `json:"object"`
+	Amount         int64             `json:"amount"`
+	AmountCaptured int64             `json:"amount_captured"`
+	AmountRefunded int64             `json:"amount_refunded"`
+	Captured       bool              `json:"captured"`
+	Created        int64             `json:"created"`
+	Currency       string            `json:"currency"`
+	Livemode       bool              `json:"livemode"`
+	Metadata       map[string]string `json:"metadata"`
+	Paid           bool              `json:"paid"`
+	PaymentIntent  *string           `json:"payment_intent"`
+	Refunded       bool              `json:"refunded"`
+	Status         string            `json:"status"`
+}
+
+// object renders the charge; the caller holds ch.mu.
+func (ch *charge) object() chargeObject {
+	return chargeObject{
+		ID: ch.id, Object: "charge", Amount: ch.amount, AmountCaptured: ch.amount,
+		AmountRefunded: ch.refunded, Captured: true, Created: ch.created, Currency: ch.currency,
+		Metadata: emptyMetadata, Paid: true, PaymentIntent: optional(ch.intent),
+		Refunded: ch.refunded == ch.amount, Status: "succeeded",
+	}
+}

@@ -1,0 +1,313 @@
+package stripesim
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+// refund is one refund. Only status changes after creation (under the
+// charge's lock); it is atomic so lists can read it without that lock.
+type refund struct {
+	id       string
+	seq      int
+	ch       *charge
+	amount   int64
+	reason   string
+	metadata map[string]string
+	created  int64
+	key      string // idempotency key of the request that created it
+	status   atomic.Pointer[string]
+}
+
+// Refund is a refund as the simulator holds it, for checks by tests and
+// scripts (GET /_sim/refunds writes these as JSON lines).
+type Refund struct {
+	ID            string            `json:"id"`
+	Charge        string            `json:"charge"`
+	PaymentIntent string            `json:"payment_intent,omitempty"`
+	Amount        int64             `json:"amount"`
+	Currency      string            `json:"currency"`
+	Status        string            `json:"status"`
+	Reason        string            `json:"reason,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	Created       int64             `json:"created"`
+	// IdempotencyKey is the key of the request that created the refund
+	// (empty for seeded refunds). Stripe does not expose it; checks may.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// addRefund records a new refund on ch, which the caller has locked.
+func (s *Server) addRefund(ch *charge, amount int64, status, reason string, md map[string]string, key string) *refund {
+	re := &refund{ch: ch, amount: amount, reason: reason, metadata: md, created: s.now().Unix(), key: key}
+	re.status.Store(&status)
+	s.refundsMu.Lock()
+	re.seq = len(s.refunds) + 1
+	re.id = refundID(re.seq)
+	s.refunds = append(s.refunds, re)
+	s.refundsMu.Unlock()
+	ch.refunds = append(ch.refunds, re)
+	if countsAgainstCharge(status) {
+		ch.refunded += amount
+	}
+	return re
+}
+
+const refundPrefix = "re_sim"
+
+func refundID(seq int) string { return padded(refundPrefix, seq) }
+
+// padded writes n with at least ten digits so ids sort like their numbers.
+func padded(prefix string, n int) string {
+	d := strconv.Itoa(n)
+	if len(d) < 10 {
+		d = "0000000000"[:10-len(d)] + d
+	}
+	return prefix + d
+}
+
+func (s *Server) refundByID(id string) *refund {
+	digits, ok := strings.CutPrefix(id, refundPrefix)
+	if !ok || digits == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n < 1 {
+		return nil
+	}
+	s.refundsMu.RLock()
+	defer s.refundsMu.RUnlock()
+	if n > len(s.refunds) || s.refunds[n-1].id != id {
+		return nil
+	}
+	return s.refunds[n-1]
+}
+
+// allRefunds is every refund so far, oldest first; the slice is shared and
+// must not be modified.
+func (s *Server) allRefunds() []*refund {
+	s.refundsMu.RLock()
+	defer s.refundsMu.RUnlock()
+	return s.refunds[:len(s.refunds):len(s.refunds)]
+}
+
+// Refunds returns every refund, oldest first, for checks.
+func (s *Server) Refunds() []Refund {
+	all := s.allRefunds()
+	out := make([]Refund, len(all))
+	for i, re := range all {
+		out[i] = Refund{
+			ID:             re.id,
+			Charge:         re.ch.id,
+			PaymentIntent:  re.ch.intent,
+			Amount:         re.amount,
+			Currency:       re.ch.currency,
+			Status:         *re.status.Load(),
+			Reason:         re.reason,
+			Metadata:       copyMetadata(re.metadata),
+			Created:        re.created,
+			IdempotencyKey: re.key,
+		}
+	}
+	return out
+}
+
+// getRefund is GET /v1/refunds/{id}.
+func (s *Server) getRefund(c apiCall) answer {
+	expand, a, ok := parseExpandOnly(c.form, "charge")
+	if !ok {
+		return a
+	}
+	re := s.refundByID(c.id)
+	if re == nil {
+		return missing("refund", "id", c.id)
+	}
+	var obj refundObject
+	if expand {
+		re.ch.mu.Lock()
+		obj = re.object(true)
+		re.ch.mu.Unlock()
+	} else {
+		obj = re.object(false)
+	}
+	return answer{status: http.StatusOK, body: mustJSON(obj)}
+}
+
+// cancelRefund is POST /v1/refunds/{id}/cancel after the idempotency layer.
+func (s *Server) cancelRefund(c apiCall) answer {
+	id := c.id
+	expand, a, ok := parseExpandOnly(c.form, "charge")
+	if !ok {
+		return a
+	}
+	re := s.refundByID(id)
+	if re == nil {
+		return missing("refund", "id", id)
+	}
+	ch := re.ch
+	ch.mu.Lock()
+	if st := *re.status.Load(); st != StatusRequiresAction {
+		ch.mu.Unlock()
+		return refused(http.StatusBadRequest, apiError{Type: typeInvalid,
+			Message: fmt.Sprintf("Only refunds with a status of requires_action can be canceled; refund %s has status %s.", id, st)})
+	}
+	canceled := StatusCanceled
+	re.status.Store(&canceled)
+	ch.refunded -= re.amount
+	obj := re.object(expand)
+	ch.mu.Unlock()
+	s.stats.refundsCanceled.Add(1)
+	return answer{status: http.StatusOK, body: mustJSON(obj), save: true}
+}
+
+// listRefunds is GET /v1/refunds: newest first, paged by starting_after or
+// ending_before, filtered by charge or payment_intent.
+func (s *Server) listRefunds(c apiCall) answer {
+	form := c.form
+	var chargeID, intentID, after, before string
+	limit := 10
+	expand := false
+	for name, vals := range form {
+		v := vals[len(vals)-1]
+		switch {
+		case name == "charge":
+			chargeID = v
+		case name == "payment_intent":
+			intentID = v
+		case name == "starting_after":
+			after = v
+		case name == "ending_before":
+			before = v
+		case name == "limit":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return invalid("parameter_invalid_integer", "limit", "Invalid integer: %s", v)
+			}
+			if n < 1 || n > 100 {
+				return invalid("parameter_invalid_integer", "limit", "This value must be between 1 and 100 (it currently is %d).", n)
+			}
+			limit = n
+		case isArrayParam(name, "expand"):
+			for _, e := range vals {
+				if e != "data.charge" {
+					return invalid("", "expand", "This property cannot be expanded (%s).", e)
+				}
+				expand = true
+			}
+		default:
+			// created filters included: the simulator does not implement
+			// them, and must not pretend to.
+			return invalid("parameter_unknown", name, "Received unknown parameter: %s", name)
+		}
+	}
+	if chargeID != "" && intentID != "" {
+		return invalid("", "payment_intent", "You cannot specify both a charge and a payment_intent. Please specify one or the other.")
+	}
+	if after != "" && before != "" {
+		return invalid("", "ending_before", "You may only specify one of these parameters: ending_before, starting_after.")
+	}
+
+	var scope []*refund
+	if chargeID == "" && intentID == "" {
+		scope = s.allRefunds()
+	} else {
+		ch, a, ok := s.target(chargeID, intentID)
+		if !ok {
+			return a
+		}
+		ch.mu.Lock()
+		scope = ch.refunds[:len(ch.refunds):len(ch.refunds)]
+		ch.mu.Unlock()
+	}
+
+	var page []*refund // oldest first
+	hasMore := false
+	switch {
+	case after != "":
+		anchor := s.refundByID(after)
+		if anchor == nil {
+			return missing("refund", "starting_after", after)
+		}
+		end := sort.Search(len(scope), func(i int) bool { return scope[i].seq >= anchor.seq })
+		start := max(0, end-limit)
+		page, hasMore = scope[start:end], start > 0
+	case before != "":
+		anchor := s.refundByID(before)
+		if anchor == nil {
+			return missing("refund", "ending_before", before)
+		}
+		start := sort.Search(len(scope), func(i int) bool { return scope[i].seq > anchor.seq })
+		end := min(len(scope), start+limit)
+		page, hasMore = scope[start:end], end < len(scope)
+	default:
+		start := max(0, len(scope)-limit)
+		page, hasMore = scope[start:], start > 0
+	}
+
+	list := refundList{Object: "list", Data: make([]refundObject, len(page)), HasMore: hasMore, URL: "/v1/refunds"}
+	for i, re := range page {
+		j := len(page) - 1 - i // newest first
+		if expand {
+			re.ch.mu.Lock()
+			list.Data[j] = re.object(true)
+			re.ch.mu.Unlock()
+		} else {
+			list.Data[j] = re.object(false)
+		}
+	}
+	return answer{status: http.StatusOK, body: mustJSON(list)}
+}
+
+// refundObject is Stripe's refund object as stripe-go v76 decodes it.
+type refundObject struct {
+	ID                     string            `json:"id"`
+	Object                 string            `json:"object"`
+	Amount                 int64             `json:"amount"`
+	BalanceTransaction     *string           `json:"balance_transaction"`
+	Charge                 any               `json:"charge"` // id, or the charge object when expanded
+	Created                int64             `json:"created"`
+	Currency               string            `json:"currency"`
+	FailureReason          string            `json:"failure_reason,omitempty"`
+	Metadata               map[string]string `json:"metadata"`
+	PaymentIntent          *string           `json:"payment_intent"`
+	Reason                 *string           `json:"reason"`
+	ReceiptNumber          *string           `json:"receipt_number"`
+	SourceTransferReversal *string           `json:"source_transfer_reversal"`
+	Status                 string            `json:"status"`
+	TransferReversal       *string           `json:"transfer_reversal"`
+}
+
+// refundList is Stripe's list object of refunds.
+type refundList struct {
+	Object  string         `json:"object"`
+	Data    []refundObject `json:"data"`
+	HasMore bool           `json:"has_more"`
+	URL     string         `json:"url"`
+}
+
+// object renders the refund; with expandCharge the caller holds re.ch.mu.
+func (re *refund) object(expandCharge bool) refundObject {
+	status := *re.status.Load()
+	o := refundObject{
+		ID: re.id, Object: "refund", Amount: re.amount, Charge: re.ch.id, Created: re.created,
+		Currency: re.ch.currency, Metadata: re.metadata, PaymentIntent: optional(re.ch.intent),
+		Reason: optional(re.reason), Status: status,
+	}
+	if o.Metadata == nil {
+		o.Metadata = emptyMetadata
+	}
+	if status != StatusRequiresAction {
+		txn := "txn_sim" + re.id[len(refundPrefix):]
+		o.BalanceTransaction = &txn
+	}
+	if status == StatusCanceled {
+		o.FailureReason = "merchant_request"
+	}
+	if expandCharge {
+		o.Charge = re.ch.object()
+	}
+	return o
+}
