@@ -44,9 +44,11 @@ func (e *WriteError) Error() string {
 // Unwrap returns the underlying I/O error (ENOSPC, EIO, ...).
 func (e *WriteError) Unwrap() error { return e.Err }
 
-// Torn is an incomplete final line, as a crash during a write leaves it: a
-// line without '\n', or a last line that is not JSON (NUL bytes included).
-// Load and Scanner only report it; Open saves the bytes aside and cuts them.
+// Torn is a tail that was never acknowledged, as a crash during a write
+// leaves it: everything from the end of the last valid commit line when
+// something after it is wrong, or (in a journal without commit lines) an
+// incomplete final line. Load and Scanner only report it; Open saves the
+// bytes aside and cuts them.
 type Torn struct {
 	Path    string
 	Line    int    // 1-based line number of the torn line

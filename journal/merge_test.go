@@ -95,7 +95,7 @@ func TestMergeShards(t *testing.T) {
 		at(intent("b", "3", 1), 2*time.Second), // a before b at the same ts
 		at(refunded("b", "2"), 2*time.Second),
 		at(refunded("b", "1"), 4*time.Second), at(refunded("b", "3"), 5*time.Second))
-	if !bytes.Equal(out.Bytes(), want) {
+	if !bytes.Equal(merged(t, &out), want) {
 		t.Errorf("merged:\n%s\nwant\n%s", out.Bytes(), want)
 	}
 	if rep.Records != 6 || rep.Duplicates != 0 || len(rep.Conflicts) != 0 || rep.Inputs[0].Records != 3 || rep.Inputs[1].Records != 3 {
@@ -114,7 +114,7 @@ func TestMergeCollapsesDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(out.Bytes(), j) {
+	if !bytes.Equal(merged(t, &out), j) {
 		t.Errorf("merged:\n%s\nwant\n%s", out.Bytes(), j)
 	}
 	if rep.Records != 4 || rep.Duplicates != 8 {
@@ -132,7 +132,7 @@ func TestMergeTornTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := lines(at(intent("b", "1", 1), 0), at(intent("b", "2", 1), 0)); !bytes.Equal(out.Bytes(), want) {
+	if want := lines(at(intent("b", "1", 1), 0), at(intent("b", "2", 1), 0)); !bytes.Equal(merged(t, &out), want) {
 		t.Errorf("merged:\n%s\nwant\n%s", out.Bytes(), want)
 	}
 	tn := rep.Inputs[0].Torn
@@ -189,7 +189,7 @@ func TestMergeConflicts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := out.Bytes(); !bytes.Equal(got, append(append([]byte(nil), a...), b...)) {
+	if got := merged(t, &out); !bytes.Equal(got, append(append([]byte(nil), a...), b...)) {
 		t.Errorf("conflicting records must all be kept; got\n%s", got)
 	}
 	want := []Conflict{
@@ -216,7 +216,7 @@ func TestMergeOutOfOrderInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := lines(at(intent("b", "1", 1), time.Second), at(intent("b", "3", 1), time.Second), at(intent("b", "2", 1), 2*time.Second), at(refunded("b", "1"), 3*time.Second))
-	if !bytes.Equal(out.Bytes(), want) {
+	if !bytes.Equal(merged(t, &out), want) {
 		t.Errorf("merged:\n%s\nwant\n%s", out.Bytes(), want)
 	}
 	if !rep.Inputs[0].OutOfOrder || rep.Inputs[1].OutOfOrder || rep.Inputs[0].Records != 3 {
@@ -266,7 +266,7 @@ func TestMergeMatchesReference(t *testing.T) {
 		if _, err := Merge(paths, &out); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		if want := referenceMerge(t, paths); !bytes.Equal(out.Bytes(), want) {
+		if want := referenceMerge(t, paths); !bytes.Equal(merged(t, &out), want) {
 			t.Fatalf("round %d: merged\n%s\nreference\n%s", round, out.Bytes(), want)
 		}
 	}
@@ -316,6 +316,7 @@ func TestMergeCompact(t *testing.T) {
 		if rep.Records+rep.Compacted+rep.Duplicates != len(recs) || !bytes.Contains(compact.Bytes(), []byte("re_extra")) {
 			t.Fatalf("round %d: %d written + %d compacted, want %d; canceled kept: %v", round, rep.Records, rep.Compacted, len(recs), bytes.Contains(compact.Bytes(), []byte("re_extra")))
 		}
+		merged(t, &compact)
 		want := stateOf(t, full.Bytes())
 		got := stateOf(t, compact.Bytes())
 		if got.Len() != want.Len() {
@@ -346,11 +347,35 @@ func countInDoubtRecords(t *testing.T, data []byte, st *State) int {
 	return n
 }
 
+// merged checks that a merge's output is a framed journal: it reads
+// cleanly, every record in it is in a commit, and it ends in a commit line
+// (unless empty). It returns the record lines.
+func merged(t *testing.T, out *bytes.Buffer) []byte {
+	t.Helper()
+	data := out.Bytes()
+	var recs []byte
+	for line := range eachLine(data) {
+		if _, _, isCommit, _ := parseCommit(line); !isCommit {
+			recs = append(recs, line...)
+		}
+	}
+	l, err := load(bytes.NewReader(data), "merged", ReadOptions{})
+	if err != nil || l.torn != nil || (len(data) > 0 && !l.framed) {
+		t.Fatalf("merge output: %v, torn %v, framed %v:\n%s", err, l.torn, l.framed, data)
+	}
+	// A commit line checks the record lines before it: one after the last
+	// commit line would be unframed.
+	if last := bytes.LastIndex(data, []byte(`{"v":1,"type":"commit",`)); len(data) > 0 && bytes.IndexByte(data[last:], '\n') != len(data)-last-1 {
+		t.Fatalf("merge output does not end in a commit line:\n%s", data)
+	}
+	return recs
+}
+
 func stateOf(t *testing.T, data []byte) *State {
 	t.Helper()
-	st, torn, err := load(bytes.NewReader(data), "merged", int64(len(data)))
-	if err != nil || torn != nil {
-		t.Fatalf("merged journal: %v %v", err, torn)
+	l, err := load(bytes.NewReader(data), "merged", ReadOptions{})
+	if err != nil || l.torn != nil {
+		t.Fatalf("merged journal: %v %v", err, l.torn)
 	}
-	return st
+	return l.state
 }

@@ -1,10 +1,6 @@
 package journal
 
-import (
-	"hash/maphash"
-
-	"github.com/refundkit/refundkit/journal/arena"
-)
+import "github.com/refundkit/refundkit/journal/arena"
 
 // Status is where an item stands according to a journal.
 type Status uint8
@@ -61,41 +57,31 @@ type ItemState struct {
 // call NewState. Apply must not run concurrently with anything else;
 // Lookup, Len and Each only read, and may run concurrently with each other.
 //
-// It holds millions of items in little memory: strings live in an
-// append-only arena, batch names, error codes and currencies are interned,
-// and the index is an open-addressing table of integers, so the garbage
-// collector has no pointers to chase. Values that do not fit the compact
-// form (an attempt beyond int32, a currency id beyond uint16) are kept
-// exactly on the side.
+// It holds millions of items in little memory: each is a 32-byte slot of
+// integers in an Index, its strings in the index's arena and its codes and
+// currencies interned, so the garbage collector has no pointers to chase. Values that do not fit the compact
+// form (an attempt beyond int16, a code or currency id beyond uint16, a
+// requested amount other than the refunded one) are kept exactly on the
+// side.
 type State struct {
-	seed  maphash.Seed
-	table []uint64 // open addressing: hash<<32 | slot index+1; 0 is empty
-	slots [][]slot // chunks of slotChunk, so growing never copies them
-	n     uint32   // slots in use
+	idx   *Index[slot]
+	codes Interner // error codes and currencies
 
-	strs       arena.Arena
-	batches    []string // interned batch names by id
-	batchIDs   map[string]uint32
-	codes      []string // interned error codes and currencies by id; 0 is ""
-	codeIDs    map[string]uint32
-	lastBatch  string // the batch Apply saw last, and its id: journals come in runs of one batch
-	lastBatchN uint32
-
-	attempts    map[uint32]int    // Attempt of slots flagged attemptSpilled
-	currencies  map[uint32]string // SentCurrency of slots flagged currencySpilled
-	sentAmounts map[uint32]int64  // SentAmount of slots flagged sentSpilled
+	// What a slot cannot hold, by item id; the slot's flags say which.
+	attempts    map[uint32]int    // Attempt (flagAttemptSpilled)
+	texts       map[uint32]string // Code, or Currency once refunded (flagCodeSpilled)
+	currencies  map[uint32]string // SentCurrency (flagCurrencySpilled)
+	sentAmounts map[uint32]int64  // SentAmount (flagSentSpilled)
 }
 
 // slot is one item's ItemState in compact form.
 type slot struct {
 	amount   int64
-	item     arena.Ref
 	refund   arena.Ref
 	target   arena.Ref // the charge, or the payment intent (flagIntent)
-	attempt  int32
-	code     uint32 // Code; once refunded (Code is then ""), Currency
-	batch    uint32
-	currency uint16 // id in codes, unless flagCurrencySpilled
+	attempt  int16
+	code     uint16 // id in codes of Code; once refunded (Code is then ""), of Currency
+	currency uint16 // id in codes of SentCurrency
 	status   Status
 	flags    uint8
 }
@@ -108,20 +94,11 @@ const (
 	flagCurrencySpilled       // SentCurrency is in State.currencies
 	flagSentFull              // SentAmount is 0 (the full remaining amount)
 	flagSentSpilled           // SentAmount is in State.sentAmounts; else it is amount
+	flagCodeSpilled           // Code (Currency once refunded) is in State.texts
 )
 
-const slotChunk = 1 << 16
-
 // NewState returns an empty state.
-func NewState() *State {
-	return &State{
-		seed:     maphash.MakeSeed(),
-		table:    make([]uint64, 1024),
-		batchIDs: make(map[string]uint32),
-		codes:    []string{""},
-		codeIDs:  map[string]uint32{"": 0},
-	}
-}
+func NewState() *State { return &State{idx: NewIndex[slot]()} }
 
 // Lookup returns the state of item in batch; ok is false if the journal
 // holds nothing for it.
@@ -134,38 +111,40 @@ func (s *State) Lookup(batch, item string) (st ItemState, ok bool) {
 }
 
 // Len is the number of items the state knows.
-func (s *State) Len() int { return int(s.n) }
+func (s *State) Len() int { return s.idx.Len() }
 
-// Each calls fn for every item, in no particular order.
+// Each calls fn for every item, in the order the journal first named them.
 func (s *State) Each(fn func(batch, item string, st ItemState)) {
-	for i := range s.n {
-		sl := s.slot(i)
-		fn(s.batches[sl.batch], s.strs.Get(sl.item), s.get(i))
+	for i := range uint32(s.idx.Len()) {
+		batch, item := s.idx.Key(i)
+		fn(batch, item, s.get(i))
 	}
 }
 
-// Apply folds one record into the state. A refunded item stays refunded
-// whatever follows: a refund cannot be taken back by a later record.
+// Apply folds one record into the state: the item's state becomes what
+// Next says. A record that changes nothing is not stored, so one that
+// leaves an item the journal holds nothing for as it is (a canceled
+// record) makes no item.
 func (s *State) Apply(r *Record) {
-	i, found := s.find(r.Batch, r.Item)
+	b := s.idx.batches.ID(r.Batch)
+	h := mix(s.idx.HashItem(r.Item), b)
+	i, found := s.idx.find(b, r.Item, h)
 	var st ItemState
 	if found {
-		if s.slot(i).status == StatusRefunded {
-			return
-		}
 		st = s.get(i)
 	}
-	if r.Type == TypeCanceled {
-		// An extra refund canceled by audit: the item's own refund, if any,
-		// is recorded by its refunded record and unaffected.
+	next := Next(st, r)
+	if next == st {
 		return
 	}
-	st = Next(st, r)
 	if !found {
-		i = s.insert(r.Batch, r.Item)
+		i = s.idx.insert(b, r.Item, h)
 	}
-	s.put(i, st)
+	s.put(i, &st, &next)
 }
+
+// find returns the id of (batch, item).
+func (s *State) find(batch, item string) (uint32, bool) { return s.idx.Find(batch, item) }
 
 // Next is the state of an item after record r, given its state st before
 // (the zero ItemState for an item the journal did not hold). It is the one
@@ -216,22 +195,23 @@ func Next(st ItemState, r *Record) ItemState {
 	return st
 }
 
-func (s *State) slot(i uint32) *slot { return &s.slots[i/slotChunk][i%slotChunk] }
+func (s *State) slot(i uint32) *slot { return s.idx.Slot(i) }
 
 // get expands slot i into an ItemState.
 func (s *State) get(i uint32) ItemState {
 	sl := s.slot(i)
+	strs := &s.idx.strs
 	st := ItemState{
 		Status:    sl.status,
 		Attempt:   int(sl.attempt),
 		KeyBurned: sl.flags&flagKeyBurned != 0,
 		Amount:    sl.amount,
-		Refund:    s.strs.Get(sl.refund),
-		Code:      s.codes[sl.code],
+		Refund:    strs.Get(sl.refund),
 		Sent:      sl.flags&flagSent != 0,
+		// What an intent asked is what was refunded, or the full amount, but
+		// for the odd item: one field serves, and the odd ones go to a map.
+		SentCurrency: s.codes.Name(uint32(sl.currency)),
 	}
-	// What an intent asked is what was refunded, or the full amount, but
-	// for the odd item: one field serves, and the odd ones go to a map.
 	switch {
 	case sl.flags&flagSentSpilled != 0:
 		st.SentAmount = s.sentAmounts[i]
@@ -241,182 +221,105 @@ func (s *State) get(i uint32) ItemState {
 	if sl.flags&flagAttemptSpilled != 0 {
 		st.Attempt = s.attempts[i]
 	}
+	text := s.codes.Name(uint32(sl.code))
+	if sl.flags&flagCodeSpilled != 0 {
+		text = s.texts[i]
+	}
 	if st.Status == StatusRefunded {
-		st.Code, st.Currency = "", st.Code
+		st.Currency = text
+	} else {
+		st.Code = text
 	}
 	if sl.flags&flagIntent != 0 {
-		st.PaymentIntent = s.strs.Get(sl.target)
+		st.PaymentIntent = strs.Get(sl.target)
 	} else {
-		st.Charge = s.strs.Get(sl.target)
+		st.Charge = strs.Get(sl.target)
 	}
 	if sl.flags&flagCurrencySpilled != 0 {
 		st.SentCurrency = s.currencies[i]
-	} else {
-		st.SentCurrency = s.codes[sl.currency]
 	}
 	return st
 }
 
-// put stores st in slot i, exactly: what the compact form cannot hold goes
-// to the side maps.
-func (s *State) put(i uint32, st ItemState) {
+// put stores st in slot i, which holds was, exactly: what the compact form
+// cannot hold goes to the side maps. Only what changed is written.
+func (s *State) put(i uint32, was, st *ItemState) {
 	sl := s.slot(i)
-	if sl.flags&flagAttemptSpilled != 0 {
-		delete(s.attempts, i)
-	}
-	if sl.flags&flagCurrencySpilled != 0 {
-		delete(s.currencies, i)
-	}
-	if sl.flags&flagSentSpilled != 0 {
-		delete(s.sentAmounts, i)
-	}
-	sl.flags = 0
-	sl.status = st.Status
-	sl.amount = st.Amount
-	switch {
-	case st.SentAmount == 0:
-		sl.flags |= flagSentFull
-	case st.SentAmount != st.Amount:
-		if s.sentAmounts == nil {
-			s.sentAmounts = make(map[uint32]int64)
-		}
-		s.sentAmounts[i] = st.SentAmount
-		sl.flags |= flagSentSpilled
-	}
+	strs := &s.idx.strs
+	old := sl.flags
+	flags := old &^ (flagKeyBurned | flagSent | flagSentFull | flagSentSpilled)
+	sl.status, sl.amount = st.Status, st.Amount
 	if st.KeyBurned {
-		sl.flags |= flagKeyBurned
+		flags |= flagKeyBurned
 	}
 	if st.Sent {
-		sl.flags |= flagSent
+		flags |= flagSent
 	}
-	sl.attempt = int32(st.Attempt)
-	if int(sl.attempt) != st.Attempt {
-		if s.attempts == nil {
-			s.attempts = make(map[uint32]int)
+	if st.SentAmount == 0 {
+		flags |= flagSentFull
+	}
+	if spill(&s.sentAmounts, i, st.SentAmount, st.SentAmount == 0 || st.SentAmount == st.Amount, old&flagSentSpilled != 0) {
+		flags |= flagSentSpilled
+	}
+	if st.Attempt != was.Attempt {
+		sl.attempt = int16(st.Attempt)
+		flags &^= flagAttemptSpilled
+		if spill(&s.attempts, i, st.Attempt, int(sl.attempt) == st.Attempt, old&flagAttemptSpilled != 0) {
+			flags |= flagAttemptSpilled
 		}
-		s.attempts[i] = st.Attempt
-		sl.flags |= flagAttemptSpilled
 	}
-	if st.Refund != s.strs.Get(sl.refund) {
-		sl.refund = s.strs.Add(st.Refund)
+	if st.Refund != was.Refund {
+		sl.refund = strs.Add(st.Refund)
 	}
-	text := st.Code
+	// A refunded item has no error code: the field holds its currency.
+	if text, before := codeOf(st), codeOf(was); text != before {
+		code := s.codes.ID(text)
+		sl.code = uint16(code)
+		flags &^= flagCodeSpilled
+		if spill(&s.texts, i, text, uint32(sl.code) == code, old&flagCodeSpilled != 0) {
+			flags |= flagCodeSpilled
+		}
+	}
+	if st.SentCurrency != was.SentCurrency {
+		cur := s.codes.ID(st.SentCurrency)
+		sl.currency = uint16(cur)
+		flags &^= flagCurrencySpilled
+		if spill(&s.currencies, i, st.SentCurrency, uint32(sl.currency) == cur, old&flagCurrencySpilled != 0) {
+			flags |= flagCurrencySpilled
+		}
+	}
+	if st.Charge != was.Charge || st.PaymentIntent != was.PaymentIntent {
+		target := st.Charge
+		flags &^= flagIntent
+		if target == "" && st.PaymentIntent != "" {
+			target = st.PaymentIntent
+			flags |= flagIntent
+		}
+		sl.target = strs.Add(target)
+	}
+	sl.flags = flags
+}
+
+// codeOf is what a slot's code field holds for st.
+func codeOf(st *ItemState) string {
 	if st.Status == StatusRefunded {
-		text = st.Currency // a refunded item has no error code
+		return st.Currency
 	}
-	if text != s.codes[sl.code] {
-		sl.code = s.internCode(text)
-	}
-	target := st.Charge
-	if target == "" && st.PaymentIntent != "" {
-		target = st.PaymentIntent
-		sl.flags |= flagIntent
-	}
-	if target != s.strs.Get(sl.target) {
-		sl.target = s.strs.Add(target)
-	}
-	var cur uint32
-	if st.SentCurrency != "" {
-		cur = s.internCode(st.SentCurrency)
-	}
-	sl.currency = uint16(cur)
-	if uint32(sl.currency) != cur {
-		if s.currencies == nil {
-			s.currencies = make(map[uint32]string)
+	return st.Code
+}
+
+// spill keeps v in m under i when the slot's field cannot hold it (fits is
+// false), drops what an earlier put kept there (was), and reports whether
+// v is in m.
+func spill[V any](m *map[uint32]V, i uint32, v V, fits, was bool) bool {
+	switch {
+	case !fits:
+		if *m == nil {
+			*m = make(map[uint32]V)
 		}
-		s.currencies[i] = st.SentCurrency
-		sl.flags |= flagCurrencySpilled
+		(*m)[i] = v
+	case was:
+		delete(*m, i)
 	}
-}
-
-func (s *State) internCode(code string) uint32 {
-	id, ok := s.codeIDs[code]
-	if !ok {
-		code = s.strs.Get(s.strs.Add(code))
-		id = uint32(len(s.codes))
-		s.codes = append(s.codes, code)
-		s.codeIDs[code] = id
-	}
-	return id
-}
-
-// batchID is the id of an interned batch name. It only reads, so that
-// lookups may run concurrently.
-func (s *State) batchID(batch string) (uint32, bool) {
-	if batch == s.lastBatch && batch != "" {
-		return s.lastBatchN, true
-	}
-	id, ok := s.batchIDs[batch]
-	return id, ok
-}
-
-func (s *State) hash(batchID uint32, item string) uint32 {
-	h := maphash.String(s.seed, item) ^ (uint64(batchID) * 0x9e3779b97f4a7c15)
-	return uint32(h ^ h>>32)
-}
-
-// find returns the slot of (batch, item).
-func (s *State) find(batch, item string) (uint32, bool) {
-	b, ok := s.batchID(batch)
-	if !ok {
-		return 0, false
-	}
-	h := s.hash(b, item)
-	mask := uint32(len(s.table) - 1)
-	for pos := h & mask; ; pos = (pos + 1) & mask {
-		e := s.table[pos]
-		if e == 0 {
-			return 0, false
-		}
-		if uint32(e>>32) == h {
-			i := uint32(e) - 1
-			sl := s.slot(i)
-			if sl.batch == b && s.strs.Get(sl.item) == item {
-				return i, true
-			}
-		}
-	}
-}
-
-// insert adds a zero slot for (batch, item), which must not exist yet.
-func (s *State) insert(batch, item string) uint32 {
-	b, ok := s.batchID(batch)
-	if !ok {
-		batch = s.strs.Get(s.strs.Add(batch))
-		b = uint32(len(s.batches))
-		s.batches = append(s.batches, batch)
-		s.batchIDs[batch] = b
-	}
-	s.lastBatch, s.lastBatchN = s.batches[b], b
-	if (s.n+1)*2 > uint32(len(s.table)) {
-		s.grow()
-	}
-	i := s.n
-	if i%slotChunk == 0 {
-		s.slots = append(s.slots, make([]slot, slotChunk))
-	}
-	s.n++
-	*s.slot(i) = slot{item: s.strs.Add(item), batch: b}
-	s.place(s.hash(b, item), i)
-	return i
-}
-
-func (s *State) place(h, i uint32) {
-	mask := uint32(len(s.table) - 1)
-	pos := h & mask
-	for s.table[pos] != 0 {
-		pos = (pos + 1) & mask
-	}
-	s.table[pos] = uint64(h)<<32 | uint64(i+1)
-}
-
-// grow doubles the table; the stored hashes spare rehashing the keys.
-func (s *State) grow() {
-	old := s.table
-	s.table = make([]uint64, 2*len(old))
-	for _, e := range old {
-		if e != 0 {
-			s.place(uint32(e>>32), uint32(e)-1)
-		}
-	}
+	return !fits
 }

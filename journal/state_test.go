@@ -102,11 +102,10 @@ type refState map[[2]string]ItemState
 
 func (s refState) apply(r *Record) {
 	k := [2]string{r.Batch, r.Item}
-	st, ok := s[k]
-	if !ok && r.Type == TypeCanceled {
-		return // a canceled record alone makes no item
+	st := s[k]
+	if next := Next(st, r); next != st { // a record that changes nothing makes no item
+		s[k] = next
 	}
-	s[k] = Next(st, r)
 }
 
 var (
@@ -208,9 +207,40 @@ func TestStateManyItems(t *testing.T) {
 	}
 }
 
-// TestSlotSize guards the memory of a million-item resume: one slot a item.
+// TestStateManyCodes: past 65,535 distinct codes and currencies, the ones
+// a 16-bit slot field cannot number are kept exactly on the side.
+func TestStateManyCodes(t *testing.T) {
+	s, ref := NewState(), refState{}
+	apply := func(r *Record) { s.Apply(r); ref.apply(r) }
+	for i := range 1<<16 + 100 {
+		item := strconv.Itoa(i)
+		in := intent("b", item, 1)
+		in.Currency = "c" + item
+		apply(in)
+		f := failed("b", item, 1, 500, false)
+		f.Code = "code_" + item
+		apply(f)
+		if i%3 == 0 {
+			r := refunded("b", item)
+			r.Currency = "r" + item
+			apply(r)
+			f := failed("b", item, 2, 402, true) // a refunded item stays as it is
+			f.Code = "late_" + item
+			apply(f)
+		}
+	}
+	for k, want := range ref {
+		if got, ok := s.Lookup(k[0], k[1]); !ok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("Lookup(%q, %q) = %+v, %v; want %+v", k[0], k[1], got, ok, want)
+		}
+	}
+}
+
+// TestSlotSize guards the memory of a million-item resume: an item is a
+// 32-byte slot beside its 8-byte key in the index, besides its strings and
+// the table (TestStateMemory counts all).
 func TestSlotSize(t *testing.T) {
-	if got := unsafe.Sizeof(slot{}); got != 48 {
-		t.Errorf("slot is %d bytes, want 48", got)
+	if got := unsafe.Sizeof(entry[slot]{}); got != 40 {
+		t.Errorf("an item's entry is %d bytes, want 40", got)
 	}
 }

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Options tune a Writer.
@@ -65,11 +64,12 @@ type Writer struct {
 
 	mu      sync.Mutex
 	work    *sync.Cond // signals the flusher: pending work or close
-	pending *commit    // records waiting for the next write, nil if none
+	pending []*commit  // commits waiting for their write, oldest first
 	spare   []byte     // buffer of the last commit, reused
 	err     error      // sticky *WriteError
 	closed  bool
 	size    int64 // bytes written and fsynced
+	framed  bool  // the file ends in a commit line; only the I/O path changes it
 	flushed chan struct{}
 
 	ioMu sync.Mutex // NoGroupCommit: one Append at a time does I/O
@@ -77,11 +77,11 @@ type Writer struct {
 	appends, records, fsyncs atomic.Int64
 }
 
-// commit is the records of one or more Appends written with one write and
-// made durable with one fsync.
+// commit is the records of one or more Appends written, with their commit
+// line, in one write and made durable with one fsync.
 type commit struct {
-	buf     []byte
-	appends int64
+	buf     []byte // record lines; the commit line is added when written
+	appends int64  // Appends whose last records are in it
 	records int64
 	done    chan struct{}
 	err     error
@@ -101,11 +101,12 @@ func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 	}
 	f := l.f
 	size := l.info.Size()
-	state, torn, err := load(io.NewSectionReader(f, 0, size), path, size)
+	ld, err := load(io.NewSectionReader(f, 0, size), path, ReadOptions{})
 	if err != nil {
 		f.Close()
 		return nil, nil, nil, err
 	}
+	state, torn := ld.state, ld.torn
 	if torn != nil {
 		if err := repairTorn(f, torn, size); err != nil {
 			f.Close()
@@ -113,7 +114,7 @@ func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 		}
 		size = torn.Offset
 	}
-	w := &Writer{path: path, f: f, info: l.info, noGroup: opts.NoGroupCommit, size: size, flushed: make(chan struct{})}
+	w := &Writer{path: path, f: f, info: l.info, noGroup: opts.NoGroupCommit, size: size, framed: ld.framed, flushed: make(chan struct{})}
 	w.work = sync.NewCond(&w.mu)
 	if w.noGroup {
 		close(w.flushed)
@@ -176,26 +177,6 @@ func writeNew(path string, data []byte) error {
 	return f.Close()
 }
 
-// Load reads the state of a journal without locking or changing it (dry
-// runs, audits). A torn final line is reported, not repaired.
-func Load(path string) (*State, *Torn, error) {
-	f, err := openRegular(path, unix.O_RDONLY, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		if nf := danglingLink(path); nf != nil {
-			return nil, nil, nf // a link to nothing is no empty journal
-		}
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	return load(f, path, info.Size())
-}
-
 // Path is the journal's path as given to Open.
 func (w *Writer) Path() string { return w.path }
 
@@ -208,8 +189,10 @@ var linePool = sync.Pool{New: func() any { return new([]byte) }}
 
 // Append writes recs and returns once they are on disk (written and
 // fsynced). Every record is validated first: if one is invalid, nothing is
-// written. After a failed write or fsync the Writer is failed for good and
-// every Append returns the same *WriteError.
+// written. Records of concurrent Appends share a commit, up to maxCommit
+// bytes; more records than that make several commits in a row. After a
+// failed write or fsync the Writer is failed for good and every Append
+// returns the same *WriteError.
 func (w *Writer) Append(recs ...*Record) error {
 	if len(recs) == 0 {
 		w.mu.Lock()
@@ -223,14 +206,18 @@ func (w *Writer) Append(recs ...*Record) error {
 		if err := r.Validate(); err != nil {
 			return fmt.Errorf("journal %s: invalid record: %w", w.path, err)
 		}
+		start := len(buf)
 		var err error
 		if buf, err = MarshalLine(buf, r); err != nil {
 			return fmt.Errorf("journal %s: %w", w.path, err)
 		}
+		if n := len(buf) - start - 1; n > maxLine {
+			return fmt.Errorf("journal %s: invalid record: its line is %d bytes, more than a journal line holds (%d)", w.path, n, maxLine)
+		}
 	}
 	*bp = buf
 	if w.noGroup {
-		return w.appendAlone(buf, int64(len(recs)))
+		return w.appendAlone(buf)
 	}
 
 	w.mu.Lock()
@@ -238,19 +225,36 @@ func (w *Writer) Append(recs ...*Record) error {
 		w.mu.Unlock()
 		return err
 	}
-	c := w.pending
-	if c == nil {
-		c = &commit{buf: w.spare[:0], done: make(chan struct{})}
-		w.spare = nil
-		w.pending = c
-		w.work.Signal()
+	var c *commit
+	for line := range eachLine(buf) {
+		if n := len(w.pending); n > 0 && len(w.pending[n-1].buf)+len(line) <= maxCommit {
+			c = w.pending[n-1]
+		} else {
+			c = &commit{buf: w.spare[:0], done: make(chan struct{})}
+			w.spare = nil
+			w.pending = append(w.pending, c)
+		}
+		c.buf = append(c.buf, line...)
+		c.records++
 	}
-	c.buf = append(c.buf, buf...)
 	c.appends++
-	c.records += int64(len(recs))
+	w.work.Signal()
 	w.mu.Unlock()
 	<-c.done
 	return c.err
+}
+
+// eachLine yields the lines of buf, '\n' included.
+func eachLine(buf []byte) func(yield func([]byte) bool) {
+	return func(yield func([]byte) bool) {
+		for len(buf) > 0 {
+			n := bytes.IndexByte(buf, '\n') + 1
+			if !yield(buf[:n]) {
+				return
+			}
+			buf = buf[n:]
+		}
+	}
 }
 
 // usable is the error that stops an Append before it writes; w.mu held.
@@ -264,7 +268,8 @@ func (w *Writer) usable() error {
 	return nil
 }
 
-func (w *Writer) appendAlone(buf []byte, records int64) error {
+// appendAlone writes the record lines in buf as commits of their own.
+func (w *Writer) appendAlone(buf []byte) error {
 	w.ioMu.Lock()
 	defer w.ioMu.Unlock()
 	w.mu.Lock()
@@ -273,44 +278,74 @@ func (w *Writer) appendAlone(buf []byte, records int64) error {
 	if err != nil {
 		return err
 	}
-	if err := w.writeSync(buf); err != nil {
-		return err
+	var c commit
+	for line := range eachLine(buf) {
+		if len(c.buf)+len(line) > maxCommit && c.records > 0 {
+			if err := w.writeCommit(&c); err != nil {
+				return err
+			}
+			c.buf, c.records = c.buf[:0], 0
+		}
+		c.buf = append(c.buf, line...)
+		c.records++
 	}
-	w.appends.Add(1)
-	w.records.Add(records)
-	return nil
+	c.appends = 1
+	return w.writeCommit(&c)
 }
 
-// flusher writes the pending commit, fsyncs, wakes its appenders, and
-// repeats; Appends arriving meanwhile gather in the next commit.
+// flusher writes the oldest pending commit, fsyncs, wakes its appenders,
+// and repeats; Appends arriving meanwhile gather in the next commit.
 func (w *Writer) flusher() {
 	defer close(w.flushed)
 	for {
 		w.mu.Lock()
-		for w.pending == nil && !w.closed {
+		for len(w.pending) == 0 && !w.closed {
 			w.work.Wait()
 		}
-		c := w.pending
-		w.pending = nil
-		failed := w.err
-		w.mu.Unlock()
-		if c == nil {
+		if len(w.pending) == 0 {
+			w.mu.Unlock()
 			return // closed and drained
 		}
+		c := w.pending[0]
+		w.pending = w.pending[1:]
+		failed := w.err
+		w.mu.Unlock()
 		if failed != nil {
 			c.err = failed
-		} else if c.err = w.writeSync(c.buf); c.err == nil {
-			w.appends.Add(c.appends)
-			w.records.Add(c.records)
+		} else {
+			c.err = w.writeCommit(c)
 		}
 		buf := c.buf
 		close(c.done)
 		w.mu.Lock()
-		if cap(buf) <= 4<<20 {
+		if cap(buf) <= maxCommit+4096 {
 			w.spare = buf
 		}
 		w.mu.Unlock()
 	}
+}
+
+// writeCommit writes c's records and their commit line at the end of the
+// journal, in one write, and fsyncs. A file that does not end in a commit
+// line gets an empty commit of its own first, written and fsynced alone:
+// whatever damage the next write suffers, what the file held stays before
+// a valid commit line, and is never taken for a torn tail.
+func (w *Writer) writeCommit(c *commit) error {
+	if !w.framed {
+		if err := w.writeSync(emptyCommit); err != nil {
+			return err
+		}
+		w.framed = true
+	}
+	n := len(c.buf)
+	c.buf = AppendCommit(c.buf, c.buf[:n], int(c.records))
+	if err := w.writeSync(c.buf); err != nil {
+		return err
+	}
+	w.fsyncs.Add(1)
+	w.appends.Add(c.appends)
+	w.records.Add(c.records)
+	return nil
 }
 
 // writeSync writes buf at the end of the journal and fsyncs. On failure it
@@ -320,7 +355,6 @@ func (w *Writer) writeSync(buf []byte) error {
 	n, err := w.f.Write(buf)
 	if err == nil {
 		err = w.f.Sync()
-		w.fsyncs.Add(1)
 	}
 	if err != nil {
 		werr := &WriteError{Path: w.path, Err: err}

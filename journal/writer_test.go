@@ -773,3 +773,77 @@ func TestTakeLockRechecksPath(t *testing.T) {
 		t.Errorf("the path's file: %v %v", st, err)
 	}
 }
+
+// TestCommitCap: one Append of more than maxCommit bytes of records is
+// written as several commits, none over the cap, each with its commit
+// line; the journal reads back whole.
+func TestCommitCap(t *testing.T) {
+	for _, opts := range []Options{{}, {NoGroupCommit: true}} {
+		t.Run(fmt.Sprintf("%+v", opts), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "j.jsonl")
+			w, _, _, err := Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var recs []*Record
+			size := 0
+			for i := 0; size <= 2*maxCommit; i++ {
+				r := failed("b", strconv.Itoa(i), 1, 402, true)
+				r.Message = strings.Repeat("m", 4000)
+				line, _ := MarshalLine(nil, r)
+				size += len(line)
+				recs = append(recs, r)
+			}
+			if err := w.Append(recs...); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			data, _ := os.ReadFile(path)
+			commits, records := 0, 0
+			for line := range eachLine(data) {
+				n, _, isCommit, ok := parseCommit(line[:len(line)-1])
+				switch {
+				case isCommit && !ok:
+					t.Fatalf("bad commit line %q", line)
+				case isCommit:
+					if n > 0 {
+						commits++
+					}
+					records = 0
+				default:
+					if records += len(line); records > maxCommit {
+						t.Fatalf("a commit holds more than %d bytes of records", maxCommit)
+					}
+				}
+			}
+			if commits < 3 {
+				t.Errorf("%d commits for %d bytes of records, want 3 or more", commits, size)
+			}
+			st, torn, err := Load(path)
+			if err != nil || torn != nil || st.Len() != len(recs) {
+				t.Fatalf("Load: %v, %v, %d items, want %d", err, torn, lenOf(st), len(recs))
+			}
+		})
+	}
+}
+
+// TestAppendRefusesLongLine: a record whose line no reader would take is
+// refused before anything is written.
+func TestAppendRefusesLongLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	w, _, _, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r := failed("b", "1", 1, 402, true)
+	r.Message = strings.Repeat("m", maxLine)
+	if err := w.Append(r); err == nil || !strings.Contains(err.Error(), "invalid record") {
+		t.Fatalf("Append(long line) = %v", err)
+	}
+	if data, _ := os.ReadFile(path); len(data) != 0 {
+		t.Fatalf("refused Append wrote %d bytes", len(data))
+	}
+}

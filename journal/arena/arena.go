@@ -1,11 +1,15 @@
 // Package arena keeps many small strings end to end in large chunks that
 // never move, so a string costs a 64-bit reference instead of a string
-// header and an allocation of its own. The per-item state of a journal of a
-// million items (journal.State, the merge's outcome log, audit's state)
-// stays small and holds no pointers for the garbage collector to follow.
+// header and an allocation of its own. The item index (journal.Index) keeps
+// its keys and its users' strings here, so that the state of a journal of
+// a million items stays small and holds no pointers for the garbage
+// collector to follow.
 package arena
 
-import "unsafe"
+import (
+	"errors"
+	"unsafe"
+)
 
 // ChunkSize is the size of the chunks strings are packed into; a string of
 // ChunkSize-1 bytes or more gets a chunk of its own.
@@ -13,6 +17,13 @@ const ChunkSize = 1 << 20
 
 // long marks a Ref to a string with a chunk of its own.
 const long = ChunkSize - 1
+
+// maxChunks is how many chunks a Ref can name: 24 bits, 16 TiB of strings.
+const maxChunks = 1 << 24
+
+// ErrFull is the panic of an Arena asked for more chunks than a Ref names,
+// instead of a Ref that wraps around to another string.
+var ErrFull = errors.New("arena: more than 2^24 chunks of strings")
 
 // Ref is a string in an Arena: chunk<<40 | offset<<20 | length. The zero
 // Ref is the empty string.
@@ -32,7 +43,7 @@ func (a *Arena) Add(s string) Ref {
 	}
 	if len(s) >= long {
 		a.chunks = append(a.chunks, []byte(s))
-		return Ref(len(a.chunks)-1)<<40 | long
+		return refTo(len(a.chunks)-1, 0, long)
 	}
 	if a.fill == 0 || len(a.chunks[a.fill-1])+len(s) > ChunkSize {
 		a.chunks = append(a.chunks, make([]byte, 0, ChunkSize))
@@ -41,7 +52,15 @@ func (a *Arena) Add(s string) Ref {
 	c := &a.chunks[a.fill-1]
 	off := len(*c)
 	*c = append(*c, s...)
-	return Ref(a.fill-1)<<40 | Ref(off)<<20 | Ref(len(s))
+	return refTo(a.fill-1, off, len(s))
+}
+
+// refTo is the Ref of the n bytes at off in chunk c.
+func refTo(c, off, n int) Ref {
+	if c >= maxChunks {
+		panic(ErrFull)
+	}
+	return Ref(c)<<40 | Ref(off)<<20 | Ref(n)
 }
 
 // Get returns the string r refers to. It shares the arena's memory, which

@@ -1,6 +1,7 @@
 package arena
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -42,4 +43,18 @@ func TestStringsSurviveLaterAdds(t *testing.T) {
 	if s != "kept" {
 		t.Fatalf("a string from Get changed to %q after more Adds", s)
 	}
+}
+
+// TestRefBeyondChunks: a chunk a Ref cannot name panics with ErrFull
+// rather than wrapping around to chunk 0.
+func TestRefBeyondChunks(t *testing.T) {
+	if r := refTo(maxChunks-1, 5, 3); r>>40 != maxChunks-1 || r>>20&long != 5 || r&long != 3 {
+		t.Fatalf("refTo(last chunk) = %#x", r)
+	}
+	defer func() {
+		if err, _ := recover().(error); !errors.Is(err, ErrFull) {
+			t.Fatalf("recovered %v, want ErrFull", err)
+		}
+	}()
+	refTo(maxChunks, 0, 1)
 }

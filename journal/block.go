@@ -1,0 +1,226 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"unsafe"
+)
+
+// block is a run of whole lines of a journal and what parsing them found.
+// Workers parse blocks in parallel; the Reader judges them in order.
+type block struct {
+	data  []byte
+	start int64 // offset of data in the input
+	size  int64 // input bytes the block covers: len(data), or a long line's length
+	long  bool  // the block is one line longer than maxLine, not kept in data
+	// newline: a long line ended with '\n' (every other line's end is in data)
+	newline bool
+
+	ends  []int32 // per line: the offset just past it in data
+	marks []mark  // the lines that are not records, in order
+	parsed
+
+	firstLine int // 1-based number of line 0, set when the Reader judges it
+	done      chan struct{}
+}
+
+// parsed is the records of a block: the most memory a block takes, given
+// back when only the block's bytes are still needed.
+type parsed struct {
+	recs   []Record   // the record lines, in order; strings point into data
+	canon  []bool     // per record: its line is what MarshalLine writes
+	hashes []uint64   // per record: the hash of its item, when asked for
+	heads  []lineHead // per record, instead of recs: what a merge reads of it
+	nrec   int
+	// scratch is where records are decoded when only heads are kept.
+	scratch Record
+}
+
+// lineKind says what a line that is not a record is.
+type lineKind uint8
+
+const (
+	lineCommit  lineKind = iota + 1 // a commit line in the exact form
+	lineBad                         // not a valid record or commit line: err says why
+	lineVersion                     // a record of another format version (err)
+	lineLong                        // longer than maxLine
+	lineUnended                     // the input's last bytes, without '\n'
+)
+
+// verdict is what checking a commit line against its records found.
+type verdict uint8
+
+const (
+	commitValid verdict = iota + 1
+	commitInvalid
+	// commitLookBack: its records start in an earlier block, so only the
+	// Reader, which holds the blocks before, can check it.
+	commitLookBack
+)
+
+// mark is a line that is not a record; records lie in the runs between.
+type mark struct {
+	line    int32 // index in the block
+	recs    int32 // records of the block before it
+	kind    lineKind
+	verdict verdict // of a commit line
+	records int32   // a commit line's N
+	crc     uint32  // a commit line's crc32c
+	err     error   // why the line is wrong: decoding, or checking a commit
+}
+
+// lineStart is where line i of the block starts in data.
+func (b *block) lineStart(i int) int {
+	if i == 0 {
+		return 0
+	}
+	return int(b.ends[i-1])
+}
+
+// lineBytes is line i without its '\n'.
+func (b *block) lineBytes(i int) []byte {
+	s, e := b.lineStart(i), int(b.ends[i])
+	if e > s && b.data[e-1] == '\n' {
+		e--
+	}
+	return b.data[s:e]
+}
+
+// recordLine is line i, a record's, without its '\n'.
+func (b *block) recordLine(i int) []byte { return b.data[b.lineStart(i) : b.ends[i]-1] }
+
+// endOffset is the input offset just past line i.
+func (b *block) endOffset(i int) int64 {
+	if b.long {
+		return b.start + b.size
+	}
+	return b.start + int64(b.ends[i])
+}
+
+// parse decodes every line of the block and checks every commit line
+// whose records all lie in the block. Record strings point into data.
+func (b *block) parse(opts *ReadOptions) {
+	b.ends, b.recs, b.canon, b.hashes, b.heads, b.marks = b.ends[:0], b.recs[:0], b.canon[:0], b.hashes[:0], b.heads[:0], b.marks[:0]
+	b.nrec = 0
+	if b.long {
+		b.ends = append(b.ends, 0)
+		b.marks = append(b.marks, mark{kind: lineLong, err: fmt.Errorf("line longer than %d bytes", maxLine)})
+		return
+	}
+	data := b.data
+	if cap(b.recs) == 0 && !opts.heads { // a record line takes 160 bytes and more
+		b.recs = make([]Record, 0, len(data)/160+1)
+	}
+	run, fromStart := 0, true // the first line of the run of records before this line; the run began the block
+	for p, i := 0, 0; p < len(data); i++ {
+		nl := bytes.IndexByte(data[p:], '\n')
+		line, end := data[p:p+max(nl, 0)], p+nl+1
+		if nl < 0 {
+			line, end = data[p:], len(data)
+		}
+		b.ends = append(b.ends, int32(end))
+		p = end
+		var err error
+		// Where a commit line has the c of "commit", a record has its type.
+		if nl >= 0 && (len(line) <= len(commitType) || line[len(commitType)] != 'c') {
+			if err = b.decode(line, opts); err == nil {
+				continue
+			}
+		}
+		m := mark{line: int32(i), recs: int32(b.nrec)}
+		switch n, crc, isCommit, ok := parseCommit(line); {
+		case nl < 0:
+			m.kind, m.err = lineUnended, errors.New("line without a newline at the end of the journal")
+		case ok:
+			m.kind, m.records, m.crc = lineCommit, int32(n), crc
+			m.verdict, m.err = b.checkCommit(run, fromStart, i, n, crc)
+		case isCommit:
+			m.kind, m.err = lineBad, errors.New("commit line not understood"+snippet(line))
+		default:
+			if err == nil { // not tried yet: a canceled record, say
+				if err = b.decode(line, opts); err == nil {
+					continue
+				}
+			}
+			m.kind, m.err = lineBad, err
+			if errors.As(err, new(*VersionError)) {
+				m.kind = lineVersion
+			}
+		}
+		b.marks = append(b.marks, m)
+		run, fromStart = i+1, false
+	}
+}
+
+// decode adds line to the block's records, or says why it is not a valid
+// record.
+func (b *block) decode(line []byte, opts *ReadOptions) error {
+	r := &b.scratch // heads alone: the record is decoded again if needed
+	if !opts.heads {
+		k := len(b.recs)
+		if k < cap(b.recs) {
+			b.recs = b.recs[:k+1]
+		} else {
+			b.recs = append(b.recs, Record{})
+		}
+		r = &b.recs[k]
+	}
+	ok, canonical := decodeFast(line, unsafe.String(unsafe.SliceData(line), len(line)), r)
+	var err error
+	if ok {
+		err = r.Validate()
+	} else {
+		err = decodeJSON(line, r)
+	}
+	if err != nil {
+		if !opts.heads {
+			b.recs = b.recs[:len(b.recs)-1]
+		}
+		return err
+	}
+	b.nrec++
+	b.canon = append(b.canon, ok && canonical)
+	if opts.ItemHash != nil {
+		b.hashes = append(b.hashes, opts.ItemHash(r.Item))
+	}
+	if opts.heads {
+		b.heads = append(b.heads, headOf(r, b.data, ok && canonical))
+	}
+	return nil
+}
+
+// checkCommit checks the commit line at line i, naming n records and crc,
+// against the run of record lines before it, which starts at line run
+// (fromStart: the run may go on in earlier blocks).
+func (b *block) checkCommit(run int, fromStart bool, i, n int, crc uint32) (verdict, error) {
+	if i-run < n {
+		if fromStart {
+			return commitLookBack, nil
+		}
+		return commitInvalid, tooFewRecords(n, i-run)
+	}
+	from, to := b.lineStart(i-n), b.lineStart(i)
+	if to-from > maxCommit {
+		return commitInvalid, tooLarge()
+	}
+	if have := crc32.Checksum(b.data[from:to], castagnoli); have != crc {
+		return commitInvalid, crcMismatch(n, crc, have)
+	}
+	return commitValid, nil
+}
+
+// Why a commit line is not valid.
+
+func tooFewRecords(n, have int) error {
+	return fmt.Errorf("commit line names %d records, but %d record lines come before it", n, have)
+}
+
+func tooLarge() error {
+	return fmt.Errorf("commit line covers more bytes of records than a commit holds (%d)", maxCommit)
+}
+
+func crcMismatch(n int, want, have uint32) error {
+	return fmt.Errorf("commit line says crc32c %08x, but its %d records have %08x", want, n, have)
+}

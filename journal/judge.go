@@ -1,0 +1,258 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// judge walks the lines of a journal in order, block by block: it checks
+// commit lines that need bytes of earlier blocks, finds the first line
+// that is wrong, gathers the facts decide needs about what follows it, and
+// says which records are kept (safe).
+type judge struct {
+	name     string
+	nextLine int   // number of the next block's first line
+	end      int64 // input offset past the last block judged
+
+	// The run of record lines since the last line that is not a record:
+	// only they can be a later commit's records.
+	windowStart int
+	windowOff   int64
+
+	last         commitPos // the last valid commit line, if haveLast
+	haveLast     bool
+	lastIsCommit bool // the last line judged is a valid commit line
+	safe         int  // lines before this one are kept for sure
+
+	problem *problem // the first line that is wrong
+	facts   facts    // what is known of the lines after it
+
+	done bool
+	err  error
+	torn *Torn
+}
+
+// commitPos is a valid commit line.
+type commitPos struct {
+	line int
+	end  int64 // offset just past it: where a torn tail is cut
+}
+
+// problem is the first line of a journal that is wrong.
+type problem struct {
+	line   int
+	offset int64
+	kind   lineKind
+	err    error
+	inside int // a syntax error: where a whole record starts inside it (recordInside), else 0
+}
+
+// facts are what is known of the lines after a problem.
+type facts struct {
+	following bool  // some line follows it
+	later     bool  // a valid commit line follows it
+	eof       bool  // the whole input has been read
+	size      int64 // the input's size, once eof
+}
+
+// decide is the one place that tells a torn tail from corruption, for the
+// first line p that is wrong, given the last valid commit line before it
+// (nil if none) and what is known of what follows. known is false while
+// the facts cannot settle it yet.
+//
+//   - A record of another version is refused wherever it is.
+//   - A valid commit line after p means a writer acknowledged records
+//     after p: p is corruption.
+//   - After a valid commit line, anything wrong is a torn tail from the end
+//     of that commit on: those records were never acknowledged.
+//   - A journal with no valid commit line before p (one written before
+//     commit lines, or by hand) is judged as it always was: only its last
+//     line may be torn, when a crash explains it (no '\n', not JSON, too
+//     long); anything else is corruption. A last line that hides a whole
+//     record behind a torn one was appended to without repair.
+func decide(name string, p *problem, c *commitPos, f facts) (torn *Torn, err error, known bool) {
+	corrupt := func(reason string) (*Torn, error, bool) {
+		return nil, &CorruptError{Path: name, Line: p.line, Offset: p.offset, Reason: reason}, true
+	}
+	switch {
+	case p.kind == lineVersion:
+		return nil, &lineError{path: name, line: p.line, err: p.err}, true
+	case f.later:
+		return corrupt(p.err.Error())
+	case c != nil && f.eof:
+		return &Torn{Path: name, Line: c.line + 1, Offset: c.end, Bytes: int(f.size - c.end)}, nil, true
+	case c != nil:
+		return nil, nil, false
+	case f.following:
+		return corrupt(p.err.Error())
+	case !f.eof:
+		return nil, nil, false
+	}
+	tear := &Torn{Path: name, Line: p.line, Offset: p.offset, Bytes: int(f.size - p.offset)}
+	switch {
+	case p.kind == lineUnended || p.kind == lineLong:
+		return tear, nil, true
+	case p.kind == lineBad && errors.As(p.err, new(*syntaxError)):
+		if p.inside > 0 {
+			return corrupt(fmt.Sprintf("a complete record starts at byte %d, after an incomplete one: the journal was appended to without repair", p.inside+1))
+		}
+		return tear, nil, true
+	}
+	return corrupt(p.err.Error())
+}
+
+// block judges the lines of b, the newest of the retained blocks.
+func (j *judge) block(b *block, retained []*block) {
+	b.firstLine = j.nextLine
+	j.nextLine += len(b.ends)
+	j.end = b.start + b.size
+	for i := range b.marks {
+		m := &b.marks[i]
+		line := b.firstLine + int(m.line)
+		if j.problem != nil {
+			j.facts.following = true
+			if m.kind == lineCommit && j.commitValid(b, m, line, retained) {
+				j.facts.later = true
+			}
+			if j.settle() {
+				return
+			}
+		} else {
+			if !j.haveLast {
+				j.safe = line // no commit yet: records stream as they come
+			}
+			if m.kind == lineCommit && j.commitValid(b, m, line, retained) {
+				j.last, j.haveLast = commitPos{line: line, end: b.endOffset(int(m.line))}, true
+				j.safe = line + 1
+			} else {
+				j.found(b, m, line)
+				if j.settle() {
+					return
+				}
+			}
+		}
+		j.windowStart, j.windowOff = line+1, b.endOffset(int(m.line))
+	}
+	lastLine := len(b.ends) - 1
+	if n := len(b.marks); n > 0 && int(b.marks[n-1].line) == lastLine {
+		j.lastIsCommit = j.problem == nil && b.marks[n-1].kind == lineCommit
+	} else if lastLine >= 0 {
+		j.lastIsCommit = false
+		if j.problem != nil && !j.facts.following {
+			j.facts.following = true
+			j.settle()
+		}
+	}
+	if j.problem == nil && !j.haveLast {
+		j.safe = j.nextLine
+	}
+}
+
+// found records the first line that is wrong.
+func (j *judge) found(b *block, m *mark, line int) {
+	p := &problem{line: line, offset: b.start + int64(b.lineStart(int(m.line))), kind: m.kind, err: m.err}
+	if m.kind == lineBad && errors.As(m.err, new(*syntaxError)) {
+		p.inside = recordInside(b.lineBytes(int(m.line)))
+	}
+	j.problem = p
+	if int(m.line) < len(b.ends)-1 {
+		j.facts.following = true
+	}
+}
+
+// settle asks decide and ends the reading if it knows.
+func (j *judge) settle() bool {
+	var c *commitPos
+	if j.haveLast {
+		c = &j.last
+	}
+	torn, err, known := decide(j.name, j.problem, c, j.facts)
+	if known {
+		j.done, j.torn, j.err = true, torn, err
+	}
+	return known
+}
+
+// finish is the end of the input.
+func (j *judge) finish() {
+	if j.problem == nil {
+		j.safe = j.nextLine // records after the last commit line, nothing wrong after them
+		j.done = true
+		return
+	}
+	j.facts.eof, j.facts.size = true, j.end
+	j.settle()
+}
+
+// fail ends the reading at an I/O error.
+func (j *judge) fail(err error) { j.done, j.err = true, err }
+
+// needs reports that the judge may still read b's bytes: the records of
+// a later commit line start at most maxCommit back, after the last line
+// that is not a record.
+func (j *judge) needs(b *block) bool {
+	end := b.start + b.size
+	return end > j.windowOff && end > j.end-maxCommit
+}
+
+// commitValid checks the commit line m (line number line) of b. A commit
+// whose records start in earlier blocks is checked here, against them.
+func (j *judge) commitValid(b *block, m *mark, line int, retained []*block) bool {
+	if m.verdict != commitLookBack {
+		return m.verdict == commitValid
+	}
+	n := int(m.records)
+	first := line - n
+	if first < j.windowStart {
+		m.verdict, m.err = commitInvalid, tooFewRecords(n, line-j.windowStart)
+		return false
+	}
+	to := b.start + int64(b.lineStart(int(m.line)))
+	k := len(retained) - 1 // retained[k] holds line first
+	for k > 0 && retained[k].firstLine > first {
+		k--
+	}
+	if retained[k].firstLine > first { // released: more than maxCommit back
+		m.verdict, m.err = commitInvalid, tooLarge()
+		return false
+	}
+	from := retained[k].start + int64(retained[k].lineStart(first-retained[k].firstLine))
+	if to-from > maxCommit {
+		m.verdict, m.err = commitInvalid, tooLarge()
+		return false
+	}
+	var crc uint32
+	for ; k < len(retained); k++ {
+		r := retained[k]
+		lo, hi := max(from-r.start, 0), min(to-r.start, int64(len(r.data)))
+		crc = crc32.Update(crc, castagnoli, r.data[lo:hi])
+	}
+	if crc != m.crc {
+		m.verdict, m.err = commitInvalid, crcMismatch(n, m.crc, crc)
+		return false
+	}
+	m.verdict = commitValid
+	return true
+}
+
+// recordInside finds a whole record inside a newline-terminated line that
+// is not JSON. A crash leaves a prefix of a write, never a complete record
+// after a partial one, so such a last line is not torn: someone appended
+// to a torn journal, and cutting the line would hide their record.
+func recordInside(line []byte) int {
+	for i := 1; i < len(line); i++ {
+		j := bytes.Index(line[i:], []byte(`{"v":`))
+		if j < 0 {
+			return 0
+		}
+		i += j
+		var r Record
+		err := decodeLine(line[i:], string(line[i:]), &r)
+		if err == nil || errors.As(err, new(*VersionError)) {
+			return i
+		}
+	}
+	return 0
+}

@@ -1,0 +1,183 @@
+package journal
+
+import (
+	"fmt"
+	"io"
+)
+
+// merger is one pass over the inputs in merge order.
+type merger struct {
+	paths   []string
+	inOrder []bool
+	sources []*mergeSource
+	heap    []*mergeSource
+	report  MergeReport
+
+	group    dedupGroup
+	seq      int // records after deduplication, in merge order
+	scratch  []byte
+	rec      Record       // a record decoded again from its line
+	outcomes *outcomeLog  // collects outcomes to find conflicts, when set
+	plan     *compactPlan // learns item histories, when set
+	keep     *compactPlan // writes only what it keeps, when set
+}
+
+func newMerger(paths []string, inOrder []bool) *merger {
+	return &merger{paths: paths, inOrder: inOrder}
+}
+
+// run merges the inputs, writing to out when it is not nil.
+func (m *merger) run(out io.Writer) (MergeReport, error) {
+	m.report.Inputs = make([]MergeInput, len(m.paths))
+	defer func() {
+		for _, s := range m.sources {
+			s.close()
+		}
+	}()
+	for i, p := range m.paths {
+		s, err := openSource(i, p, m.inOrder[i])
+		if err != nil {
+			return m.report, err
+		}
+		m.sources = append(m.sources, s)
+		m.report.Inputs[i] = MergeInput{Path: p, OutOfOrder: !m.inOrder[i]}
+		if err := m.push(s); err != nil {
+			return m.report, err
+		}
+	}
+	var w *framer
+	if out != nil {
+		w = newFramer(out)
+	}
+	for len(m.heap) > 0 {
+		s := m.heap[0]
+		if err := m.take(s, w); err != nil {
+			return m.report, err
+		}
+		was := s.head.key
+		ok, err := s.advance()
+		if err != nil {
+			return m.report, err
+		}
+		if ok && s.head.key.less(was) {
+			// The order check passed this input, so this is a bug, not bad
+			// input: stop rather than write records out of order.
+			return m.report, fmt.Errorf("%s:%d: ts goes backwards in an input checked to be in order", s.name, s.head.lineNo)
+		}
+		if ok {
+			m.fix(0)
+		} else {
+			m.finish(s)
+			last := len(m.heap) - 1
+			m.heap[0] = m.heap[last]
+			m.heap = m.heap[:last]
+			if last > 0 {
+				m.fix(0)
+			}
+		}
+	}
+	if w != nil {
+		if err := w.close(); err != nil {
+			return m.report, err
+		}
+	}
+	return m.report, nil
+}
+
+func (m *merger) push(s *mergeSource) error {
+	ok, err := s.advance()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		m.finish(s)
+		return nil
+	}
+	m.heap = append(m.heap, s)
+	for i := len(m.heap) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !m.before(m.heap[i], m.heap[parent]) {
+			break
+		}
+		m.heap[i], m.heap[parent] = m.heap[parent], m.heap[i]
+		i = parent
+	}
+	return nil
+}
+
+func (m *merger) finish(s *mergeSource) {
+	m.report.Inputs[s.input].Records = s.count
+	m.report.Inputs[s.input].Torn = s.torn
+}
+
+// before orders heads by ts, then by input.
+func (m *merger) before(a, b *mergeSource) bool {
+	if a.head.key != b.head.key {
+		return a.head.key.less(b.head.key)
+	}
+	return a.input < b.input
+}
+
+func (m *merger) fix(i int) {
+	h := m.heap
+	for {
+		least := i
+		if l := 2*i + 1; l < len(h) && m.before(h[l], h[least]) {
+			least = l
+		}
+		if r := 2*i + 2; r < len(h) && m.before(h[r], h[least]) {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+}
+
+// take handles the head record of s.
+func (m *merger) take(s *mergeSource, w *framer) error {
+	h := &s.head
+	rec := h.rec // sorted in memory; streamed: decoded again only if needed
+	if rec == nil && (!h.canonical || m.plan != nil || m.keep != nil) {
+		var err error
+		if rec, err = h.record(&m.rec); err != nil {
+			return fmt.Errorf("%s:%d: %w", s.name, h.lineNo, err)
+		}
+	}
+	line := h.line
+	if !h.canonical {
+		var err error
+		if m.scratch, err = MarshalLine(m.scratch[:0], rec); err != nil {
+			return fmt.Errorf("%s:%d: %w", s.name, h.lineNo, err)
+		}
+		line = m.scratch[:len(m.scratch)-1]
+	}
+	if m.group.seen(h.key, line) {
+		m.report.Duplicates++
+		return nil
+	}
+	m.seq++
+	if m.outcomes != nil {
+		at := location{s.input, h.lineNo}
+		switch hd := h.head; {
+		case rec != nil:
+			m.outcomes.addRecord(rec, m.seq, at)
+		case hd.outcome != 0: // streamed and canonical: the strings are in data
+			m.outcomes.add(hd.outcome == outcomeFailed, headString(h.data, hd.batch), headString(h.data, hd.item), headString(h.data, hd.id), m.seq, at)
+		}
+	}
+	if m.plan != nil {
+		m.plan.learn(rec, m.seq)
+	}
+	if m.keep != nil && !m.keep.keeps(rec, m.seq) {
+		m.report.Compacted++
+		return nil
+	}
+	m.report.Records++
+	if w != nil {
+		w.record(line)
+	}
+	return nil
+}

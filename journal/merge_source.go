@@ -1,0 +1,208 @@
+package journal
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"unsafe"
+
+	"github.com/refundkit/refundkit/journal/arena"
+)
+
+// mergeRec is the head record of an input.
+type mergeRec struct {
+	line      []byte // the line as read
+	canonical bool   // line is what MarshalLine writes for the record
+	lineNo    int
+	key       tsKey
+	rec       *Record   // sorted in memory: the record, valid until the source advances
+	head      *lineHead // streamed: what the worker took of it
+	data      []byte    // the block head's offsets point into
+}
+
+// record is the head's record: decoded again into scratch when streamed.
+func (h *mergeRec) record(scratch *Record) (*Record, error) {
+	if h.rec != nil {
+		return h.rec, nil
+	}
+	if err := decodeLine(h.line, unsafe.String(unsafe.SliceData(h.line), len(h.line)), scratch); err != nil {
+		return nil, err // cannot happen: the line decoded before
+	}
+	return scratch, nil
+}
+
+// lineHead is what a merge reads of every record, taken on the parsing
+// worker: the merging goroutine then reads a few bytes a record, not the
+// whole Record.
+type lineHead struct {
+	key     tsKey
+	outcome uint8 // outcomeRefunded or outcomeFailed, else 0
+	// batch, item and the refund id (or the code of a final failure) as
+	// offset and length in the block's data, when the line is canonical.
+	batch, item, id [2]int32
+}
+
+// Outcomes a merge checks for conflicts.
+const (
+	outcomeRefunded = 1 + iota
+	outcomeFailed   // a final failure
+)
+
+// headOf is the head of r, decoded from a line of data; canonical: the
+// fast path took r's strings from data.
+func headOf(r *Record, data []byte, canonical bool) lineHead {
+	h := lineHead{key: keyOf(r.Time)}
+	switch {
+	case r.Type == TypeRefunded:
+		h.outcome = outcomeRefunded
+	case r.Type == TypeFailed && r.Final:
+		h.outcome = outcomeFailed
+	}
+	if h.outcome != 0 && canonical {
+		at := func(s string) [2]int32 {
+			if s == "" {
+				return [2]int32{}
+			}
+			return [2]int32{int32(uintptr(unsafe.Pointer(unsafe.StringData(s))) - uintptr(unsafe.Pointer(unsafe.SliceData(data)))), int32(len(s))}
+		}
+		id := r.Refund
+		if h.outcome == outcomeFailed {
+			id = r.Code
+		}
+		h.batch, h.item, h.id = at(r.Batch), at(r.Item), at(id)
+	}
+	return h
+}
+
+// headString is a string of the data a head points into.
+func headString(data []byte, at [2]int32) string {
+	if at[1] == 0 {
+		return ""
+	}
+	return unsafe.String(&data[at[0]], int(at[1]))
+}
+
+// mergeSource yields the records of one input in ts order: streamed from
+// a Reader for inputs in ts order, sorted in memory for the others.
+type mergeSource struct {
+	input int
+	name  string
+	f     *os.File
+	head  mergeRec
+
+	// Streaming: record k of the Reader's current run is next.
+	rd *Reader
+	k  int
+
+	// Sorted in memory.
+	sorted []sortedLine
+	lines  arena.Arena
+	spare  Record
+
+	count int
+	torn  *Torn
+}
+
+// sortedLine is a line of an out-of-order input, kept (in its canonical
+// form) for sorting.
+type sortedLine struct {
+	key    tsKey
+	line   arena.Ref
+	lineNo int
+}
+
+func openSource(input int, path string, inOrder bool) (*mergeSource, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	// One worker an input: the merge runs several inputs at once.
+	s := &mergeSource{input: input, name: path, f: f}
+	s.rd = NewReader(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{Workers: 1, InFlight: 3, heads: true})
+	if inOrder {
+		return s, nil
+	}
+	// Read it all, keep the lines, sort them; records are decoded again
+	// when served.
+	var scratch []byte
+	for {
+		ok, err := s.stream()
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		line := s.head.line
+		if !s.head.canonical {
+			r, err := s.head.record(&s.spare)
+			if err != nil {
+				s.close()
+				return nil, fmt.Errorf("%s:%d: %w", s.name, s.head.lineNo, err)
+			}
+			scratch, _ = MarshalLine(scratch[:0], r)
+			line = scratch[:len(scratch)-1]
+		}
+		s.sorted = append(s.sorted, sortedLine{key: s.head.key, line: s.lines.Add(unsafe.String(unsafe.SliceData(line), len(line))), lineNo: s.head.lineNo})
+	}
+	slices.SortStableFunc(s.sorted, func(a, b sortedLine) int {
+		switch {
+		case a.key.less(b.key):
+			return -1
+		case b.key.less(a.key):
+			return 1
+		}
+		return 0
+	})
+	s.count = 0
+	return s, nil
+}
+
+func (s *mergeSource) close() {
+	if s.rd != nil {
+		s.rd.Close()
+		s.rd = nil
+	}
+	s.f.Close()
+}
+
+// advance makes the next record the head; false at the end of the input.
+func (s *mergeSource) advance() (bool, error) {
+	if s.sorted == nil {
+		return s.stream()
+	}
+	if s.count == len(s.sorted) {
+		return false, nil
+	}
+	l := s.sorted[s.count]
+	s.count++
+	line := s.lines.Get(l.line)
+	if err := decodeLine(unsafe.Slice(unsafe.StringData(line), len(line)), line, &s.spare); err != nil {
+		return false, fmt.Errorf("%s:%d: %w", s.name, l.lineNo, err) // cannot happen: it decoded before
+	}
+	s.head = mergeRec{rec: &s.spare, line: unsafe.Slice(unsafe.StringData(line), len(line)), canonical: true, lineNo: l.lineNo, key: l.key}
+	return true, nil
+}
+
+// stream reads the next record from the file.
+func (s *mergeSource) stream() (bool, error) {
+	for s.k >= s.rd.spanLen() {
+		if !s.rd.Next() {
+			s.torn = s.rd.Torn()
+			return false, s.rd.Err()
+		}
+		s.k = 0
+	}
+	h, line, lineNo, canonical := s.rd.head(s.k)
+	s.head = mergeRec{line: line, canonical: canonical, lineNo: lineNo, key: h.key, head: h, data: s.rd.cur.b.data}
+	s.k++
+	s.count++
+	return true, nil
+}

@@ -1,0 +1,351 @@
+package journal
+
+import (
+	"fmt"
+	"io"
+	"sync"
+)
+
+// ReadOptions tune a Reader.
+type ReadOptions struct {
+	// Workers parse blocks in parallel. 0 parses them on the goroutine
+	// that calls Next, and the Reader starts no goroutine (Close is then
+	// optional).
+	Workers int
+	// BlockSize is how many bytes a block holds, whole lines (default
+	// 1 MiB). A line longer than a block makes its block larger.
+	BlockSize int
+	// InFlight is how many blocks are read ahead (default 2*Workers+2).
+	InFlight int
+	// ItemHash, when set, hashes every record's item on the workers
+	// (Hashes): work the consumer would otherwise do on its one goroutine.
+	ItemHash func(item string) uint64
+	// heads: keep, instead of the records, what a merge reads of each on
+	// the workers (Records is then empty): far less memory to carry.
+	heads bool
+}
+
+// Reader streams the records of a journal from an io.Reader: blocks of
+// whole lines (source) are parsed on worker goroutines (block.parse) and
+// judged in order (judge), and the records of a block are handed out, a
+// span at a time, as soon as they are known to be kept. Commit lines are
+// framing and never handed out; RunEnd splits a span into runs of
+// consecutive lines.
+//
+// Records after the last valid commit line are held back until what
+// follows them is known: a torn tail cuts them off (see decide). It never
+// changes the input.
+type Reader struct {
+	name string
+	opts ReadOptions
+	src  source
+
+	// The pipeline, when Workers > 0.
+	ordered chan *block
+	work    chan *block
+	tokens  chan struct{} // one per block read and not yet judged
+	quit    chan struct{}
+	workers sync.WaitGroup
+	readErr error // set before ordered is closed
+	closed  bool
+	poolMu  sync.Mutex
+	pool    []*block
+	parsed  []parsed // what parsing fills, taken from blocks kept for their bytes alone
+
+	judge    judge
+	retained []*block // the blocks from the oldest one still needed on
+
+	// The next line to hand out: block retained[outB], its line outLine,
+	// whose marks before it number outMark.
+	outB, outLine, outMark int
+	cur                    span
+}
+
+// span is the records of one block handed out at once: consecutive
+// records, whose lines may have commit lines between them (marks m0 to m1).
+type span struct {
+	b      *block
+	line   int // the first record's line index in b
+	rec, n int // the first record's index in b.recs, and how many
+	m0, m1 int // the marks between the span's records
+	// A cursor: record k has the first before of those marks before it.
+	k, before int
+}
+
+// NewReader reads the journal r, named name in errors and Torn.
+func NewReader(r io.Reader, name string, opts ReadOptions) *Reader {
+	if opts.BlockSize <= 0 {
+		opts.BlockSize = 1 << 20
+	}
+	if opts.InFlight <= 0 {
+		opts.InFlight = 2*opts.Workers + 2
+	}
+	rd := &Reader{name: name, opts: opts, src: source{r: r, blockSize: opts.BlockSize}}
+	rd.judge = judge{name: name, nextLine: 1, windowStart: 1}
+	if opts.Workers > 0 {
+		rd.start()
+	}
+	return rd
+}
+
+// start runs the reading goroutine and the parsing workers.
+func (rd *Reader) start() {
+	n := rd.opts.InFlight
+	rd.ordered = make(chan *block, n)
+	rd.work = make(chan *block, n)
+	rd.tokens = make(chan struct{}, n)
+	rd.quit = make(chan struct{})
+	for range rd.opts.Workers {
+		rd.workers.Go(func() {
+			for b := range rd.work {
+				b.parse(&rd.opts)
+				b.done <- struct{}{}
+			}
+		})
+	}
+	go func() {
+		defer close(rd.work)
+		defer close(rd.ordered)
+		for {
+			select {
+			case rd.tokens <- struct{}{}:
+			case <-rd.quit:
+				return
+			}
+			b := rd.getBlock()
+			more, err := rd.src.fill(b)
+			if err != nil || !more {
+				rd.readErr = err
+				return
+			}
+			select {
+			case rd.ordered <- b:
+			case <-rd.quit:
+				return
+			}
+			rd.work <- b // never blocks: tokens bound the blocks in flight
+		}
+	}()
+}
+
+// fetch returns the next parsed block, or nil at the end of the input.
+func (rd *Reader) fetch() (*block, error) {
+	if rd.opts.Workers == 0 {
+		b := rd.getBlock()
+		more, err := rd.src.fill(b)
+		if err != nil || !more {
+			return nil, err
+		}
+		b.parse(&rd.opts)
+		return b, nil
+	}
+	b, ok := <-rd.ordered
+	if !ok {
+		return nil, rd.readErr
+	}
+	<-b.done
+	<-rd.tokens
+	return b, nil
+}
+
+func (rd *Reader) getBlock() *block {
+	rd.poolMu.Lock()
+	defer rd.poolMu.Unlock()
+	var b *block
+	if n := len(rd.pool); n > 0 {
+		b = rd.pool[n-1]
+		rd.pool = rd.pool[:n-1]
+	} else {
+		b = &block{done: make(chan struct{}, 1)}
+	}
+	if n := len(rd.parsed); b.canon == nil && n > 0 {
+		b.parsed = rd.parsed[n-1]
+		rd.parsed = rd.parsed[:n-1]
+	}
+	return b
+}
+
+func (rd *Reader) putBlock(b *block) {
+	rd.poolMu.Lock()
+	rd.pool = append(rd.pool, b)
+	rd.poolMu.Unlock()
+}
+
+// Close stops the reading goroutines. The Reader is done with after it.
+func (rd *Reader) Close() {
+	if rd.closed || rd.opts.Workers == 0 {
+		return
+	}
+	rd.closed = true
+	close(rd.quit)
+	for b := range rd.ordered {
+		<-b.done
+	}
+	rd.workers.Wait()
+}
+
+// Next advances to the next span of records; false at the end of what is
+// kept, or at an error (see Err and Torn). The records of the previous span
+// are not valid after it.
+func (rd *Reader) Next() bool {
+	for {
+		rd.release()
+		if rd.serve() {
+			return true
+		}
+		if rd.judge.done {
+			rd.cur = span{}
+			return false
+		}
+		b, err := rd.fetch()
+		if err != nil {
+			rd.judge.fail(fmt.Errorf("%s: %w", rd.name, err))
+			continue
+		}
+		if b == nil {
+			rd.judge.finish()
+			continue
+		}
+		rd.retained = append(rd.retained, b)
+		rd.judge.block(b, rd.retained)
+	}
+}
+
+// Records are the records of the current span, in order. They and their
+// strings are valid until the next call to Next.
+func (rd *Reader) Records() []Record {
+	if rd.cur.b == nil || rd.opts.heads {
+		return nil
+	}
+	return rd.cur.b.recs[rd.cur.rec : rd.cur.rec+rd.cur.n]
+}
+
+// Hashes are the hashes of the current span's items (ReadOptions.ItemHash).
+func (rd *Reader) Hashes() []uint64 {
+	if rd.cur.b == nil || rd.opts.ItemHash == nil {
+		return nil
+	}
+	return rd.cur.b.hashes[rd.cur.rec : rd.cur.rec+rd.cur.n]
+}
+
+// Line is the 1-based line number of record k of the current span.
+func (rd *Reader) Line(k int) int {
+	c := &rd.cur
+	return c.b.firstLine + c.line + k + c.marksBefore(k)
+}
+
+// RunEnd is where the run of records of consecutive lines that record k
+// of the current span starts ends: the index of the first record after a
+// commit line, or the span's length.
+func (rd *Reader) RunEnd(k int) int {
+	c := &rd.cur
+	if i := c.m0 + c.marksBefore(k); i < c.m1 {
+		return int(c.b.marks[i].recs) - c.rec
+	}
+	return c.n
+}
+
+// marksBefore counts the span's marks before record k. Records are mostly
+// asked for in order: a cursor makes that cheap.
+func (c *span) marksBefore(k int) int {
+	marks := c.b.marks[c.m0:c.m1]
+	if k < c.k {
+		c.k, c.before = 0, 0
+	}
+	for c.before < len(marks) && int(marks[c.before].recs) <= c.rec+k {
+		c.before++
+	}
+	c.k = k
+	return c.before
+}
+
+// Err is what stopped the Reader: an I/O error, a *CorruptError, or a
+// *VersionError wrapped with file:line. A torn tail is not an error.
+func (rd *Reader) Err() error { return rd.judge.err }
+
+// Torn is the torn tail found once Next has returned false; nil if none.
+func (rd *Reader) Torn() *Torn { return rd.judge.torn }
+
+// endsInCommit reports, once Next has returned false without error, that
+// what is kept ends in a commit line: a writer may append commits at once.
+func (rd *Reader) endsInCommit() bool { return rd.judge.lastIsCommit }
+
+// at is record k of the current span with its line (without '\n'), its
+// line number, where the line starts and whether it is what MarshalLine
+// writes for the record.
+func (rd *Reader) at(k int) (r *Record, line []byte, lineNo int, off int64, canonical bool) {
+	c := &rd.cur
+	i := c.line + k + c.marksBefore(k)
+	b := c.b
+	return &b.recs[c.rec+k], b.recordLine(i), b.firstLine + i, b.start + int64(b.lineStart(i)), b.canon[c.rec+k]
+}
+
+// head is what a merge reads of record k of the current span (heads).
+func (rd *Reader) head(k int) (h *lineHead, line []byte, lineNo int, canonical bool) {
+	c := &rd.cur
+	i := c.line + k + c.marksBefore(k)
+	b := c.b
+	return &b.heads[c.rec+k], b.recordLine(i), b.firstLine + i, b.canon[c.rec+k]
+}
+
+// spanLen is how many records the current span holds.
+func (rd *Reader) spanLen() int { return rd.cur.n }
+
+// serve makes the next span of records the judge has kept current: from
+// the next line on, to the end of the block or of what is kept.
+func (rd *Reader) serve() bool {
+	for rd.outB < len(rd.retained) {
+		b := rd.retained[rd.outB]
+		if rd.outLine >= len(b.ends) {
+			rd.outB, rd.outLine, rd.outMark = rd.outB+1, 0, 0
+			continue
+		}
+		if b.firstLine+rd.outLine >= rd.judge.safe {
+			if rd.judge.problem != nil {
+				// Nothing past safe will be handed out: let the blocks go.
+				rd.outB, rd.outLine, rd.outMark = len(rd.retained), 0, 0
+			}
+			return false
+		}
+		if rd.outMark < len(b.marks) && int(b.marks[rd.outMark].line) == rd.outLine {
+			rd.outLine++ // a commit line the judge kept: framing
+			rd.outMark++
+			continue
+		}
+		end := min(len(b.ends), rd.judge.safe-b.firstLine)
+		m1 := rd.outMark // the judge kept every mark before safe: commit lines
+		for m1 < len(b.marks) && int(b.marks[m1].line) < end {
+			m1++
+		}
+		rec := rd.outLine - rd.outMark
+		rd.cur = span{b: b, line: rd.outLine, rec: rec, n: end - rd.outLine - (m1 - rd.outMark), m0: rd.outMark, m1: m1}
+		rd.outLine, rd.outMark = end, m1
+		return true
+	}
+	return false
+}
+
+// release gives back the blocks at the front that nothing needs any more:
+// no record of theirs is still to be handed out, and the judge cannot need
+// their bytes to check a later commit line.
+func (rd *Reader) release() {
+	k := 0
+	for k < rd.outB && k < len(rd.retained)-1 && !rd.judge.needs(rd.retained[k]) {
+		rd.putBlock(rd.retained[k])
+		k++
+	}
+	if k > 0 {
+		rd.retained = append(rd.retained[:0], rd.retained[k:]...)
+		rd.outB -= k
+	}
+	// The judge reads only the bytes of the blocks before outB: their
+	// records, the most memory, serve another block.
+	for _, b := range rd.retained[:rd.outB] {
+		if b.canon != nil {
+			rd.poolMu.Lock()
+			rd.parsed = append(rd.parsed, b.parsed)
+			rd.poolMu.Unlock()
+			b.parsed = parsed{}
+		}
+	}
+}
