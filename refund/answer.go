@@ -1,14 +1,13 @@
 package refund
 
-// Journaling the refunds Stripe answers with or lists, once they are shown
-// to be the item's own.
+// Journaling the refunds the provider answers with or lists, once they are
+// shown to be the item's own.
 
 import (
 	"fmt"
 	"log/slog"
 	"strconv"
-
-	stripe "github.com/stripe/stripe-go/v76"
+	"strings"
 
 	"github.com/refundkit/refundkit/journal"
 )
@@ -16,12 +15,12 @@ import (
 // verify reports how r fails to be the refund of it: another charge or
 // payment intent, another amount than the one sent, or metadata naming
 // another item (or, with attempt > 0, another attempt's key).
-func verify(it *Item, r *stripe.Refund, attempt int) error {
+func verify(it *Item, r *Refund, attempt int) error {
 	switch {
-	case it.Charge != "" && (r.Charge == nil || r.Charge.ID != it.Charge):
-		return fmt.Errorf("refund %s names charge %q, not %q", r.ID, chargeID(r), it.Charge)
-	case it.PaymentIntent != "" && (r.PaymentIntent == nil || r.PaymentIntent.ID != it.PaymentIntent):
-		return fmt.Errorf("refund %s names payment intent %q, not %q", r.ID, intentID(r), it.PaymentIntent)
+	case it.Charge != "" && r.Charge != it.Charge:
+		return fmt.Errorf("refund %s names charge %q, not %q", r.ID, r.Charge, it.Charge)
+	case it.PaymentIntent != "" && r.PaymentIntent != it.PaymentIntent:
+		return fmt.Errorf("refund %s names payment intent %q, not %q", r.ID, r.PaymentIntent, it.PaymentIntent)
 	case it.Amount > 0 && r.Amount != it.Amount:
 		return fmt.Errorf("refund %s is of %d, not the %d sent", r.ID, r.Amount, it.Amount)
 	case !Matches(r, it.Batch, it.Item):
@@ -33,36 +32,22 @@ func verify(it *Item, r *stripe.Refund, attempt int) error {
 	return nil
 }
 
-func chargeID(r *stripe.Refund) string {
-	if r.Charge == nil {
-		return ""
-	}
-	return r.Charge.ID
-}
-
-func intentID(r *stripe.Refund) string {
-	if r.PaymentIntent == nil {
-		return ""
-	}
-	return r.PaymentIntent.ID
-}
-
 // record journals a refund the create call answered with.
-func (e *engine) record(it *Item, attempt int, r *stripe.Refund, replayed bool) Result {
-	if err := verify(it, r, attempt); err != nil {
-		return e.mismatch(it, attempt, r, err)
+func (e *engine) record(it *Item, attempt int, a Answer) Result {
+	if err := verify(it, &a.Refund, attempt); err != nil {
+		return e.mismatch(it, attempt, &a.Refund, a.HTTPStatus, err)
 	}
 	source := journal.SourceAPI
-	if replayed {
+	if a.Replayed {
 		source = journal.SourceReplay
 	}
-	return e.settle(it, attempt, r, source)
+	return e.settle(it, attempt, &a.Refund, source)
 }
 
 // adopt journals the refunds found for the item by listing its charge's
 // refunds, oldest first: the first is the item's refund; any other is a
 // second refund, journaled too so that audit reports it.
-func (e *engine) adopt(it *Item, attempt int, own []*stripe.Refund) Result {
+func (e *engine) adopt(it *Item, attempt int, own []*Refund) Result {
 	e.reconciled.Add(1)
 	r := own[0]
 	if a, err := parseAttempt(r.Metadata[MetaAttempt]); err == nil {
@@ -72,11 +57,11 @@ func (e *engine) adopt(it *Item, attempt int, own []*stripe.Refund) Result {
 		return e.amountDiffers(it, attempt, r)
 	}
 	if err := verify(it, r, 0); err != nil {
-		return e.mismatch(it, attempt, r, err)
+		return e.mismatch(it, attempt, r, 0, err)
 	}
 	res := e.settle(it, attempt, r, journal.SourceReconciled)
 	res.Found = true
-	e.logItem(slog.LevelDebug, "found at Stripe and adopted: nothing sent", it, attempt, "refund", r.ID)
+	e.logItem(slog.LevelDebug, "found at "+e.name+" and adopted: nothing sent", it, attempt, "refund", r.ID)
 	if res.Status != StatusRefunded || len(own) == 1 {
 		return res
 	}
@@ -85,45 +70,38 @@ func (e *engine) adopt(it *Item, attempt int, own []*stripe.Refund) Result {
 		if err != nil {
 			a = attempt
 		}
-		rec := e.base(journal.TypeRefunded, it, a)
-		rec.Refund, rec.Amount, rec.Currency, rec.Status, rec.Source = x.ID, x.Amount, string(x.Currency), string(x.Status), journal.SourceReconciled
-		if !e.append(rec) {
+		if !e.append(e.refunded(it, a, x, journal.SourceReconciled)) {
 			return e.unrecorded(it, attempt, fmt.Sprintf("a second refund %s exists but could not be journaled", x.ID))
 		}
 	}
 	e.duplicates.Add(1)
 	extra := describe(own[1:])
-	e.logItem(slog.LevelError, "item has more than one refund at Stripe", it, attempt, "kept", r.ID, "extra", extra)
+	e.logItem(slog.LevelError, "item has more than one refund at "+e.name, it, attempt, "kept", r.ID, "extra", extra)
 	res.Code = CodeDuplicateRefunds
-	res.Message = fmt.Sprintf("Stripe holds more than one refund for this item: kept %s, also %s; all are journaled and audit reports them (a succeeded refund cannot be reversed through the API)", r.ID, extra)
+	res.Message = fmt.Sprintf("%s holds more than one refund for this item: kept %s, also %s; all are journaled and audit reports them (a succeeded refund cannot be reversed through the API)", e.name, r.ID, extra)
 	return res
 }
 
-func (e *engine) settle(it *Item, attempt int, r *stripe.Refund, source string) Result {
-	rec := e.base(journal.TypeRefunded, it, attempt)
-	rec.Refund, rec.Amount, rec.Currency, rec.Status, rec.Source = r.ID, r.Amount, string(r.Currency), string(r.Status), source
-	if !e.append(rec) {
+func (e *engine) settle(it *Item, attempt int, r *Refund, source string) Result {
+	if !e.append(e.refunded(it, attempt, r, source)) {
 		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s exists but could not be journaled", r.ID))
 	}
 	res := newResult(it, StatusRefunded)
-	res.Refund, res.Amount, res.Currency, res.Attempt = r.ID, r.Amount, string(r.Currency), attempt
+	res.Refund, res.Amount, res.Currency, res.Attempt = r.ID, r.Amount, r.Currency, attempt
 	return res
 }
 
 // mismatch handles an answer that is not the item's refund: the API (or
 // something in front of it) is not what refund expects, so nothing more is
 // sent by this run and the item stays in doubt for a person to check.
-func (e *engine) mismatch(it *Item, attempt int, r *stripe.Refund, err error) Result {
-	status := 0
-	if r.LastResponse != nil {
-		status = r.LastResponse.StatusCode
-	}
-	msg := err.Error() + ": not this item's refund; check it at Stripe before running again"
+// status is the answer's HTTP status (0 for a refund found by a look-up).
+func (e *engine) mismatch(it *Item, attempt int, r *Refund, status int, err error) Result {
+	msg := err.Error() + ": not this item's refund; check it at " + e.name + " before running again"
 	if !e.append(e.failure(it, attempt, status, CodeAnswerMismatch, msg, false)) {
 		return e.unrecorded(it, attempt, msg)
 	}
 	e.logItem(slog.LevelError, "answer is not this item's refund", it, attempt, "refund", r.ID, "detail", err.Error())
-	e.halt(&HaltError{Err: fmt.Errorf("stripe answered item %s of batch %s with a refund that is not its own: %v", it.Item, it.Batch, err)})
+	e.halt(&HaltError{Err: fmt.Errorf("%s answered item %s of batch %s with a refund that is not its own: %v", strings.ToLower(e.name), it.Item, it.Batch, err)})
 	return e.inDoubt(it, attempt, CodeAnswerMismatch, msg)
 }
 
@@ -131,8 +109,8 @@ func (e *engine) mismatch(it *Item, attempt int, r *stripe.Refund, err error) Re
 // item) exists at Stripe for another amount than the plan's: an earlier
 // plan made it. It is the item's refund, so nothing more is sent, and it is
 // not what the plan asks, so a person decides about the difference.
-func (e *engine) amountDiffers(it *Item, attempt int, r *stripe.Refund) Result {
-	msg := fmt.Sprintf("refund %s of this item at Stripe is of %d %s, the plan asks %d: an earlier plan made it. Nothing sent; if more is owed, plan the difference under a new item id", r.ID, r.Amount, r.Currency, it.Amount)
+func (e *engine) amountDiffers(it *Item, attempt int, r *Refund) Result {
+	msg := fmt.Sprintf("refund %s of this item at %s is of %d %s, the plan asks %d: an earlier plan made it. Nothing sent; if more is owed, plan the difference under a new item id", r.ID, e.name, r.Amount, r.Currency, it.Amount)
 	return e.failedWith(it, attempt, r.ID, CodeAmountDiffers, msg)
 }
 
@@ -144,8 +122,8 @@ func (e *engine) failedWith(it *Item, attempt int, refundID, code, msg string) R
 	if !e.append(rec) {
 		return e.unrecorded(it, attempt, msg)
 	}
-	res := newResult(it, StatusFailed)
-	res.Refund, res.Attempt, res.Code, res.Message = refundID, attempt, code, msg
+	res := e.failed(it, attempt, code, msg)
+	res.Refund = refundID
 	return res
 }
 
@@ -153,15 +131,15 @@ func (e *engine) failedWith(it *Item, attempt int, refundID, code, msg string) R
 // or failed there. Its key would replay the creation as a success, and a new
 // key would send the money a second time to where it did not arrive: either
 // is a decision for a person, so the item is journaled as failed for good.
-func (e *engine) deadRefund(it *Item, r *stripe.Refund) Result {
+func (e *engine) deadRefund(it *Item, r *Refund) Result {
 	attempt, err := parseAttempt(r.Metadata[MetaAttempt])
 	if err != nil {
 		attempt = 1
 	}
-	code := "refund_" + string(r.Status)
-	msg := fmt.Sprintf("refund %s for this item is %s at Stripe", r.ID, r.Status)
+	code := "refund_" + r.Status
+	msg := fmt.Sprintf("refund %s for this item is %s at %s", r.ID, r.Status, e.name)
 	if r.FailureReason != "" {
-		msg += " (" + string(r.FailureReason) + ")"
+		msg += " (" + r.FailureReason + ")"
 	}
 	msg += ": not sent again; if the money is still owed, refund it under a new item id"
 	return e.failedWith(it, attempt, r.ID, code, msg)

@@ -1,81 +1,35 @@
 package refund_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	stripe "github.com/stripe/stripe-go/v76"
-
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/stripe"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/stripesim/simtest"
 )
 
 const testKey = "sk_test_engine"
 
-// sim is the Stripe simulator behind a request counter, so a test can
-// assert how many calls a run made of each kind.
-type sim struct {
-	*stripesim.Server
-	url     string
-	creates atomic.Int64
-	lists   atomic.Int64
-	// onAnswer, when set, sees the status of every answer the simulator gives.
-	onAnswer atomic.Pointer[func(status int)]
-}
-
-func (s *sim) setOnAnswer(fn func(status int)) { s.onAnswer.Store(&fn) }
-
-// statusRecorder passes an answer through, noting its status.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(status int) {
-	r.status = status
-	r.ResponseWriter.WriteHeader(status)
-}
-
-// Hijack lets the simulator drop connections through the recorder.
-func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return r.ResponseWriter.(http.Hijacker).Hijack()
-}
+// sim is the Stripe simulator for a test; its calls are counted by the
+// simulator's own Stats.
+type sim struct{ *simtest.Sim }
 
 func newSim(t *testing.T, charges int, faults stripesim.Faults) *sim {
 	t.Helper()
-	srv := stripesim.New(stripesim.Config{Charges: stripesim.GenerateCharges(charges, 1), Faults: faults, Seed: 7})
-	s := &sim{Server: srv}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method == http.MethodPost && r.URL.Path == "/v1/refunds":
-			s.creates.Add(1)
-		case r.Method == http.MethodGet && r.URL.Path == "/v1/refunds":
-			s.lists.Add(1)
-		}
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		srv.Handler().ServeHTTP(rec, r)
-		if fn := s.onAnswer.Load(); fn != nil {
-			(*fn)(rec.status)
-		}
-	}))
-	t.Cleanup(ts.Close)
-	s.url = ts.URL
-	return s
+	return &sim{simtest.Start(t, stripesim.Config{Charges: stripesim.GenerateCharges(charges, 1), Faults: faults, Seed: 7})}
 }
 
-func (s *sim) calls() int64 { return s.creates.Load() + s.lists.Load() }
+// calls counts the refund creations and lists made so far.
+func (s *sim) calls() int64 { return s.Calls(simtest.Create, simtest.List) }
 
 // refundsByItem counts the live refunds at the simulator per batch/item.
 func (s *sim) refundsByItem() map[string]int {
@@ -143,13 +97,13 @@ func run(t *testing.T, s *sim, path, plan string, o runOpts) outcome {
 		o.key = testKey
 	}
 	if o.url == "" {
-		o.url = s.url
+		o.url = s.URL
 	}
 	var mu sync.Mutex
 	out := outcome{results: map[string]refund.Result{}}
 	cfg := refund.Config{
-		Stripe:  refund.NewStripe(o.url, o.key, o.workers),
-		Journal: w, State: state, Workers: o.workers, DryRun: o.dryRun,
+		Provider:   stripe.New(o.url, o.key, o.workers),
+		Checkpoint: refund.Journal(w, state), Workers: o.workers, DryRun: o.dryRun,
 		Backoff: refund.Backoff{Base: time.Millisecond, Max: 4 * time.Millisecond},
 		Now:     o.now,
 		OnResult: func(r refund.Result) {
@@ -204,7 +158,7 @@ func TestRunRefundsEveryItemOnceAndRestartMakesNoCalls(t *testing.T) {
 	}
 	wantStatus(t, first, 50, refund.StatusRefunded)
 	wantExactlyOnce(t, s, "b1", 50)
-	if got := s.creates.Load(); got != 50 {
+	if got := s.Creates(); got != 50 {
 		t.Errorf("%d create calls, want 50", got)
 	}
 	for _, r := range first.results {
@@ -249,8 +203,8 @@ func appendIntent(t *testing.T, path, batch, item, charge string, attempt int, a
 // metadata, straight at the simulator.
 func refundDirect(t *testing.T, s *sim, batch, item, charge string, attempt int) string {
 	t.Helper()
-	c := refund.NewStripe(s.url, testKey, 1)
-	r, _, err := c.Create(context.Background(), &refund.Item{Batch: batch, Item: item, Charge: charge}, attempt)
+	c := stripe.New(s.URL, testKey, 1)
+	r, err := c.Create(context.Background(), &refund.Item{Batch: batch, Item: item, Charge: charge}, attempt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +239,7 @@ func TestInDoubtItemIsReconciledNotRefundedAgain(t *testing.T) {
 			if o.results["i1"].Refund != id {
 				t.Errorf("adopted refund %s, want %s", o.results["i1"].Refund, id)
 			}
-			if got := s.creates.Load(); got != 1 { // the direct one only
+			if got := s.Creates(); got != 1 { // the direct one only
 				t.Errorf("%d create calls, want only the killed run's 1", got)
 			}
 			wantExactlyOnce(t, s, "b1", 1)
@@ -321,8 +275,8 @@ func TestInDoubtItemWithoutRefundIsRetried(t *testing.T) {
 			if got := o.results["i1"].Attempt; got != tc.wantAttempt {
 				t.Errorf("attempt %d, want %d", got, tc.wantAttempt)
 			}
-			if s.lists.Load() != 1 || s.creates.Load() != 1 {
-				t.Errorf("%d lists and %d creates, want 1 and 1", s.lists.Load(), s.creates.Load())
+			if s.Lists() != 1 || s.Creates() != 1 {
+				t.Errorf("%d lists and %d creates, want 1 and 1", s.Lists(), s.Creates())
 			}
 			wantExactlyOnce(t, s, "b1", 1)
 		})
@@ -402,7 +356,7 @@ func TestStripe500LeavesItemInDoubtUntilAskedToResend(t *testing.T) {
 		t.Fatal(o.err)
 	}
 	wantStatus(t, o, 1, refund.StatusInDoubt)
-	if got := s.creates.Load(); got != 1 {
+	if got := s.Creates(); got != 1 {
 		t.Errorf("%d creates, want 1: no new key in the run that got the 500", got)
 	}
 	if o.summary.Indeterminate != 1 {
@@ -416,7 +370,7 @@ func TestStripe500LeavesItemInDoubtUntilAskedToResend(t *testing.T) {
 	}
 	o = run(t, s, path, plan, runOpts{})
 	wantStatus(t, o, 1, refund.StatusInDoubt)
-	if got := s.creates.Load(); got != 1 {
+	if got := s.Creates(); got != 1 {
 		t.Errorf("%d creates, want 1: a rerun without --resend-after-500 sends nothing", got)
 	}
 	if msg := o.results["i1"].Message; !strings.Contains(msg, "--resend-after-500") {
@@ -468,8 +422,8 @@ func TestBadInputLineStopsTheRunThere(t *testing.T) {
 	lines[4] = `{"batch":"b1","item":"i5","charge":"ch_sim0000005","amount":-3}`
 	o := run(t, s, path, strings.Join(lines, "\n"), runOpts{workers: 1})
 	var ie *refund.InputError
-	if !errors.As(o.err, &ie) || ie.Line != 5 || !strings.Contains(ie.Error(), "plan.jsonl:5: amount -3") {
-		t.Fatalf("error %v, want plan.jsonl:5: amount -3 ...", o.err)
+	if !errors.As(o.err, &ie) || ie.Line != 5 || !strings.Contains(ie.Error(), "plan.jsonl:5: amount: -3") {
+		t.Fatalf("error %v, want plan.jsonl:5: amount: -3 ...", o.err)
 	}
 	got := s.refundsByItem()
 	for i := 5; i <= 10; i++ {
@@ -503,10 +457,10 @@ func TestRefusedKeyHaltsTheRun(t *testing.T) {
 		t.Fatalf("error %v, want a Stripe halt", o.err)
 	}
 	// The look-up before the first call meets the refusal: nothing is sent.
-	if got := s.creates.Load(); got != 0 {
+	if got := s.Creates(); got != 0 {
 		t.Errorf("%d create calls with a refused key, want 0", got)
 	}
-	if got := s.lists.Load(); got != 1 {
+	if got := s.Lists(); got != 1 {
 		t.Errorf("%d look-ups after the key was refused, want 1", got)
 	}
 	if strings.Contains(o.err.Error(), "sk_live_wrong") {
@@ -565,7 +519,7 @@ func TestRefundMetadataNamesTheItem(t *testing.T) {
 	if rs[0].IdempotencyKey != refund.IdempotencyKey("b1", "i1", 1) {
 		t.Errorf("idempotency key %q", rs[0].IdempotencyKey)
 	}
-	if rs[0].Reason != string(stripe.RefundReasonDuplicate) {
+	if rs[0].Reason != "duplicate" {
 		t.Errorf("reason %q", rs[0].Reason)
 	}
 }
@@ -595,7 +549,7 @@ func TestDeadRefundIsNotReplayedNorRepeated(t *testing.T) {
 			if r.Status != refund.StatusFailed || r.Code != "refund_"+status || !strings.Contains(r.Message, "not sent again") {
 				t.Fatalf("result %+v, want failed refund_%s", r, status)
 			}
-			if got := s.creates.Load(); got != 0 {
+			if got := s.Creates(); got != 0 {
 				t.Fatalf("%d create calls for an item whose refund %s at Stripe, want 0", got, status)
 			}
 			state, _, err := journal.Load(path)
@@ -628,7 +582,7 @@ func TestStopWhileWaitingLeavesNothingInDoubt(t *testing.T) {
 	// Look-ups go freely; one create, then the other waits (for hours).
 	pacer := refund.NewPacer(refund.Limits{Create: 1e-6})
 	_, err = refund.Run(ctx, refund.Config{
-		Stripe: refund.NewStripe(s.url, testKey, 2), Journal: w, State: state, Workers: 2, Pacer: pacer,
+		Provider: stripe.New(s.URL, testKey, 2), Checkpoint: refund.Journal(w, state), Workers: 2, Pacer: pacer,
 		OnResult: func(r refund.Result) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -6,6 +6,7 @@ package refund
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -35,6 +36,71 @@ const (
 	MetaItem    = "refundkit_item"
 	MetaAttempt = "refundkit_attempt"
 )
+
+// InputError is an input line that was not understood, or a whole input
+// (Line 0). refund sent nothing for the line nor after it; audit and plan
+// stopped short of a result.
+type InputError struct {
+	Name  string // the input: a file name, or <stdin>
+	Line  int    // 1-based; 0 for the whole input
+	Field string // the field at fault; "" when no one field is
+	Err   error  // what is wrong
+}
+
+// Error is name:line: field: what is wrong, without the parts left empty.
+func (e *InputError) Error() string {
+	var b strings.Builder
+	if e.Name != "" {
+		b.WriteString(e.Name)
+		if e.Line > 0 {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(e.Line))
+		}
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap is what is wrong, for errors.Is and errors.As.
+func (e *InputError) Unwrap() error { return e.Err }
+
+// fieldError is what is wrong with one field, its input and line unknown.
+func fieldError(field, format string, args ...any) *InputError {
+	return &InputError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+// Show renders an input value inside a message: bare when it is plain
+// printable ASCII, else quoted, and cut short so that one wild value
+// cannot make a megabyte of error text.
+func Show(s string) string {
+	plain := s != ""
+	for i := 0; i < len(s) && plain; i++ {
+		plain = s[i] > ' ' && s[i] < 0x7f && s[i] != '"' && s[i] != '\\'
+	}
+	if !plain {
+		return quote(s)
+	}
+	return cut(s)
+}
+
+// quote renders a value quoted, cut short.
+func quote(s string) string { return strconv.Quote(cut(s)) }
+
+// cut shortens s to 64 bytes, marking the cut.
+func cut(s string) string {
+	const max = 64
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
+}
 
 // Id alphabets. Hand-written checks instead of regular expressions: they
 // run for every line of a million-item plan.
@@ -78,56 +144,97 @@ func validCurrency(s string) bool {
 	return len(s) == 3 && s[0] >= 'a' && s[0] <= 'z' && s[1] >= 'a' && s[1] <= 'z' && s[2] >= 'a' && s[2] <= 'z'
 }
 
+// What each field must be, as messages say it.
+const (
+	batchRule  = "want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit"
+	itemRule   = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
+	targetRule = "want a charge (ch_/py_) or a payment_intent (pi_)"
+	amountRule = "want a positive whole number of minor units"
+)
+
 // ValidBatch reports whether id may name a batch: 1-64 of [A-Za-z0-9_.-],
 // starting with a letter or digit.
 func ValidBatch(id string) bool { return validID(id, 64, "_.-") }
 
-// Validate reports the first thing wrong with the item, if any.
+// Validate reports the first thing wrong with the item, if any, as an
+// *InputError naming the field at fault (its Name and Line left empty).
 func (it *Item) Validate() error {
 	switch {
 	case !ValidBatch(it.Batch):
-		return fmt.Errorf("batch %q: want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit", it.Batch)
+		return fieldError("batch", "%s: %s", quote(it.Batch), batchRule)
 	case !validID(it.Item, 128, "_.:-"):
-		return fmt.Errorf("item %q: want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit", it.Item)
+		return fieldError("item", "%s: %s", quote(it.Item), itemRule)
 	case it.Charge == "" && it.PaymentIntent == "":
-		return errors.New("needs a charge (ch_/py_) or a payment_intent (pi_)")
+		return &InputError{Err: errors.New("needs a charge (ch_/py_) or a payment_intent (pi_)")}
 	case it.Charge != "" && it.PaymentIntent != "":
-		return errors.New("names both a charge and a payment_intent: give one")
+		return &InputError{Err: errors.New("names both a charge and a payment_intent: give one")}
 	case it.Charge != "" && !validStripeID(it.Charge, "ch_", "py_"):
-		return fmt.Errorf("charge %q: want an id starting ch_ or py_", it.Charge)
+		return fieldError("charge", "%s: want an id starting ch_ or py_", quote(it.Charge))
 	case it.PaymentIntent != "" && !validStripeID(it.PaymentIntent, "pi_"):
-		return fmt.Errorf("payment_intent %q: want an id starting pi_", it.PaymentIntent)
+		return fieldError("payment_intent", "%s: want an id starting pi_", quote(it.PaymentIntent))
 	case it.Amount < 0:
-		return fmt.Errorf("amount %d: want a positive whole number of minor units", it.Amount)
+		return fieldError("amount", "%d: %s", it.Amount, amountRule)
 	case it.Currency != "" && !validCurrency(it.Currency):
-		return fmt.Errorf("currency %q: want a three-letter lower-case ISO code", it.Currency)
-	case it.Reason != "" && !validReason(it.Reason):
-		return fmt.Errorf("reason %q: want one of %s", it.Reason, strings.Join(Reasons, ", "))
+		return fieldError("currency", "%s: want a three-letter lower-case ISO code", quote(it.Currency))
+	case it.Reason != "" && !slices.Contains(Reasons, it.Reason):
+		return fieldError("reason", "%s: want one of %s", quote(it.Reason), strings.Join(Reasons, ", "))
 	}
 	if len(it.Metadata) > 40 {
-		return fmt.Errorf("metadata has %d keys: at most 40 (Stripe allows 50, refund sets 3)", len(it.Metadata))
+		return fieldError("metadata", "%d keys: at most 40 (Stripe allows 50, refund sets 3)", len(it.Metadata))
 	}
-	for k, v := range it.Metadata {
-		if strings.HasPrefix(k, "refundkit_") {
-			return fmt.Errorf("metadata key %q: the refundkit_ prefix is reserved", k)
+	if len(it.Metadata) == 0 {
+		return nil
+	}
+	// In key order, so that the first of two bad keys is always the one named.
+	keys := make([]string, 0, len(it.Metadata))
+	for k := range it.Metadata {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if err := MetadataKeyError(k); err != nil {
+			return fieldError(MetadataField(k), "%v", err)
 		}
-		if k == "" || len(k) > 40 || strings.ContainsAny(k, "[]") {
-			return fmt.Errorf("metadata key %q: want 1-40 characters without [ or ]", k)
-		}
-		if len(v) > 500 {
-			return fmt.Errorf("metadata %q: value longer than 500 characters", k)
+		if len(it.Metadata[k]) > 500 {
+			return fieldError(MetadataField(k), "value longer than 500 characters")
 		}
 	}
 	return nil
 }
 
-func validReason(r string) bool {
-	for _, ok := range Reasons {
-		if r == ok {
-			return true
+// MetadataKeyError says what is wrong with a metadata key, if anything.
+func MetadataKeyError(k string) error {
+	switch {
+	case strings.HasPrefix(k, "refundkit_"):
+		return errors.New("the refundkit_ prefix is reserved")
+	case k == "" || len(k) > 40 || strings.ContainsAny(k, "[]"):
+		return errors.New("want a key of 1-40 characters without [ or ]")
+	}
+	return nil
+}
+
+// MetadataField names metadata key k in messages, as CSV headers name its
+// column: metadata.<key>.
+func MetadataField(k string) string { return "metadata." + Show(k) }
+
+// ParseAmount parses an amount of minor units: decimal digits only, so
+// 10.00, -5, +5, 1e3 and 1,000 are refused rather than guessed at, above 0
+// (an absent amount, not 0, is the full remaining amount). Its errors name
+// the field amount.
+func ParseAmount(s string) (int64, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, fieldError("amount", "%s: %s", Show(s), amountRule)
 		}
 	}
-	return false
+	n, err := strconv.ParseInt(s, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fieldError("amount", "%s: too large", Show(s))
+	}
+	if err != nil || n == 0 {
+		return 0, fieldError("amount", "%s: %s", Show(s), amountRule)
+	}
+	return n, nil
 }
 
 // Target is the id the refund is made against: the charge or payment intent.
@@ -145,17 +252,10 @@ func IdempotencyKey(batch, item string, attempt int) string {
 	return "refundkit:" + batch + ":" + item + ":" + strconv.Itoa(attempt)
 }
 
-// ParseItem decodes and validates one plan line. It is stricter than
-// encoding/json: field names must match exactly and appear once, amounts
-// must be whole numbers, and nothing may follow the object. Nothing is
-// refunded for a line that was not fully understood.
+// ParseItem decodes and validates one plan line, in the one grammar of
+// plan items (README, Records: Plan item). Nothing is refunded for a line
+// that was not fully understood.
 func ParseItem(line []byte) (Item, error) {
-	it, err := decodeItem(line)
-	if err != nil {
-		return Item{}, err
-	}
-	if err := it.Validate(); err != nil {
-		return Item{}, err
-	}
-	return it, nil
+	var d ItemDecoder
+	return d.Decode(line)
 }

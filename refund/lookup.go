@@ -1,20 +1,20 @@
 package refund
 
-// The look-up at Stripe that stands before every call that could make a
-// second refund: before an item's first call, before reusing the key of an
-// item in doubt, and before a new key after Stripe's saved 500.
+// The look-up at the provider that stands before every call that could
+// make a second refund: before an item's first call, before reusing the key
+// of an item in doubt, and before a new key after a saved indeterminate
+// answer. It reconciles the checkpoint with the provider's own records.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-
-	stripe "github.com/stripe/stripe-go/v76"
 )
 
 // Codes of the results and journal records that the look-up and the checks
-// of Stripe's answers write.
+// of the provider's answers write.
 const (
 	// CodeRefundedByOtherBatch: the charge holds a live refund of another
 	// refundkit batch; the item is held, nothing is sent.
@@ -22,16 +22,17 @@ const (
 	// CodeRefundedOutside: the charge holds a live refund without refundkit
 	// metadata and AllRefunds asks to hold such items.
 	CodeRefundedOutside = "refunded_outside_refundkit"
-	// CodeDuplicateRefunds: Stripe holds more than one live refund for the
-	// item; one is kept, the others are journaled and reported.
+	// CodeDuplicateRefunds: the provider holds more than one live refund
+	// for the item; one is kept, the others are journaled and reported.
 	CodeDuplicateRefunds = "duplicate_refunds"
 	// CodeRefundedByOtherItem: the charge holds a live refund of this batch
 	// for an item that neither the plan nor the journal puts on this charge
 	// (an item renamed, or named by its payment intent instead of its
 	// charge); the item is held, nothing is sent.
 	CodeRefundedByOtherItem = "refunded_by_other_item"
-	// CodeAnswerMismatch: Stripe answered a create call with a refund that
-	// is not the item's (another charge, amount or item); the run halts.
+	// CodeAnswerMismatch: the provider answered a create call with a refund
+	// that is not the item's (another charge, amount or item); the run
+	// halts.
 	CodeAnswerMismatch = "answer_mismatch"
 	// CodeAmountDiffers: the look-up found the item's own refund, of
 	// another amount than the plan's (made under an earlier plan).
@@ -39,6 +40,9 @@ const (
 	// CodeLookupFailed: the charge's refunds could not be listed; nothing
 	// was sent and nothing journaled, so the next run tries again.
 	CodeLookupFailed = "lookup_failed"
+	// CodeNoLookup: an item in doubt that the provider cannot look up and
+	// whose key it may have forgotten; nothing is sent, a person checks.
+	CodeNoLookup = "no_lookup"
 )
 
 // heldCode reports a failure that is a hold for a refund made elsewhere on
@@ -49,26 +53,21 @@ func heldCode(code string) bool {
 
 // onCharge is what the refunds of an item's charge say about the item.
 type onCharge struct {
-	own        []*stripe.Refund // live refunds naming the item, oldest first
-	dead       *stripe.Refund   // its oldest canceled or failed refund, when none is live
-	otherBatch []*stripe.Refund // live refunds of other refundkit batches
-	otherItem  []*stripe.Refund // live refunds of this batch for items not planned on this target
-	outside    []*stripe.Refund // live refunds without refundkit metadata
+	own        []*Refund // live refunds naming the item, oldest first
+	dead       *Refund   // its oldest canceled or failed refund, when none is live
+	otherBatch []*Refund // live refunds of other refundkit batches
+	otherItem  []*Refund // live refunds of this batch for items not planned on this target
+	outside    []*Refund // live refunds without refundkit metadata
 }
 
-// Live reports a refund that holds or moves money: not canceled, not failed.
-func Live(r *stripe.Refund) bool {
-	return r.Status != stripe.RefundStatusCanceled && r.Status != stripe.RefundStatusFailed
-}
-
-// sortRefunds sorts the charge's refunds (newest first, as Stripe lists
+// sortRefunds sorts the charge's refunds (newest first, as providers list
 // them) by what they mean for it. A refund of the same batch for another
 // item is the plan's own business (two partial refunds of one charge) when
 // sibling says that item is planned or journaled on this target too.
-func sortRefunds(it *Item, refunds []*stripe.Refund, sibling func(item string) bool) onCharge {
+func sortRefunds(it *Item, refunds []Refund, sibling func(item string) bool) onCharge {
 	var c onCharge
 	for i := len(refunds) - 1; i >= 0; i-- {
-		r := refunds[i]
+		r := &refunds[i]
 		batch := r.Metadata[MetaBatch]
 		switch {
 		case Matches(r, it.Batch, it.Item):
@@ -96,11 +95,15 @@ func sortRefunds(it *Item, refunds []*stripe.Refund, sibling func(item string) b
 // one of them decides it: its own refund is adopted, a dead one or a
 // refund made elsewhere holds it. done is false when nothing stands in the
 // way of a call. unsent says no intent was ever journaled for the item;
-// burned that Stripe's own 500 is saved under its current key.
+// burned that an indeterminate answer (Stripe's 500) is saved under its
+// current key.
 func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent, burned bool) (res Result, done bool) {
 	refunds, res, ok := e.list(ctx, it, attempt, unsent)
 	if !ok {
 		return res, true
+	}
+	if e.noLookup.Load() {
+		return e.unlooked(it, attempt, unsent, burned)
 	}
 	c := sortRefunds(it, refunds, func(item string) bool { return e.sibling(it, item) })
 	allowed := e.cfg.AllowRefundedCharges
@@ -115,8 +118,8 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent, burn
 		return e.hold(it, attempt, unsent, CodeRefundedByOtherItem, c.otherItem), true
 	case len(c.outside) > 0 && e.cfg.AllRefunds && !allowed:
 		return e.hold(it, attempt, unsent, CodeRefundedOutside, c.outside), true
-	case burned && !e.cfg.ResendAfter500:
-		return e.inDoubt(it, attempt, "api_error", "Stripe answered 500 to an earlier call and still has no refund for it: its result is indeterminate (Stripe may still complete it while it repairs an incident). Check the charge; to send it under a new key, run again with --resend-after-500"), true
+	case burned && !e.cfg.ResendAfter500 && e.facts.LateOutcomes:
+		return e.inDoubt(it, attempt, "api_error", fmt.Sprintf("%s answered 500 to an earlier call and still has no refund for it: its result is indeterminate (%[1]s may still complete it while it repairs an incident). Check the charge; to send it under a new key, run again with --resend-after-500", e.name)), true
 	}
 	if len(c.otherBatch)+len(c.otherItem) > 0 {
 		e.logItem(slog.LevelWarn, "charge already refunded for another batch or item; refunding again as --allow-refunded-charges says", it, 0,
@@ -130,24 +133,51 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent, burn
 	return Result{}, false
 }
 
+// unlooked decides for an item whose refunds the provider cannot look up
+// (ErrNoLookup), by the checkpoint alone. One never sent is sent. One in
+// doubt is sent again under its key only while the provider still keeps
+// it, for ever (Facts.KeyTTL 0), so that it replays the earlier answer;
+// otherwise it stays in doubt for a person, as does one whose key holds a
+// saved indeterminate answer.
+func (e *engine) unlooked(it *Item, attempt int, unsent, burned bool) (Result, bool) {
+	switch {
+	case unsent:
+		return Result{}, false
+	case burned:
+		return e.inDoubt(it, attempt, CodeNoLookup, e.name+" gave an indeterminate answer to an earlier call and cannot look its refunds up: check the payment there before planning it again"), true
+	case e.facts.KeyTTL > 0:
+		return e.inDoubt(it, attempt, CodeNoLookup, fmt.Sprintf("an earlier call was sent, %s cannot look its refunds up and keeps keys only %v: check the payment there before planning it again", e.name, e.facts.KeyTTL)), true
+	}
+	e.logItem(slog.LevelDebug, "in doubt, no look-up, keys kept for ever: the same key again", it, attempt)
+	return Result{}, false
+}
+
 // sibling reports whether item of it's batch is the plan's or journal's
 // on it's target: then its refund on the charge is not it's concern.
 func (e *engine) sibling(it *Item, item string) bool {
 	if e.plan.on(it.Batch, item, it.Target()) {
 		return true
 	}
-	st, ok := e.cfg.State.Lookup(it.Batch, item)
+	st, ok := e.lookupState(it.Batch, item)
 	return ok && (st.Charge == it.Target() || st.PaymentIntent == it.Target())
 }
 
 // list returns the refunds of the item's charge or payment intent, newest
 // first. ok is false when the listing failed; res then says what became of
-// the item.
-func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (refunds []*stripe.Refund, res Result, ok bool) {
+// the item. A provider that cannot look up is asked once a run
+// (noLookup).
+func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (refunds []Refund, res Result, ok bool) {
+	if e.noLookup.Load() {
+		return nil, Result{}, true
+	}
 	res, ok = e.read(ctx, it, attempt, unsent, EndpointList, "list the charge's refunds", func(ctx context.Context) error {
-		e.lists.Add(1)
 		var err error
-		refunds, err = e.cfg.Stripe.List(ctx, it)
+		refunds, err = e.cfg.Provider.Find(ctx, paymentOf(it))
+		if errors.Is(err, ErrNoLookup) {
+			e.noLookup.Store(true)
+			return nil
+		}
+		e.lists.Add(1)
 		return err
 	})
 	return refunds, res, ok
@@ -155,48 +185,47 @@ func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (
 
 // read makes one read call for the item at endpoint ep, repeating it while
 // it may succeed. ok is false when it failed; res then says what became of
-// the item: failed for good when Stripe cannot read the charge and nothing
-// was ever sent, lookup_failed (not journaled) when it could not be read
-// now, in doubt when an earlier call was sent.
+// the item: failed for good when the provider cannot read the charge and
+// nothing was ever sent, lookup_failed (not journaled) when it could not be
+// read now, in doubt when an earlier call was sent.
 func (e *engine) read(ctx context.Context, it *Item, attempt int, unsent bool, ep Endpoint, what string, call func(context.Context) error) (res Result, ok bool) {
 	for try := 0; ; try++ {
-		if err := e.wait(ctx, ep); err != nil {
+		if err := e.cfg.Pacer.Wait(ctx, ep); err != nil {
 			return e.notCalled(it, unsent, "interrupted", "interrupted before the look-up"), false
 		}
 		if e.halted() {
 			return e.notCalled(it, unsent, "halted", "run halted before the look-up"), false
 		}
 		err := call(context.WithoutCancel(ctx))
-		e.paced(ep, err)
+		e.cfg.Pacer.Done(ep, err)
 		if err == nil {
 			e.unanswered.Store(0)
 			return Result{}, true
 		}
-		class, status, code := classify(err)
-		switch class {
-		case classIndeterminate:
+		f := Classify(err)
+		code := f.Code
+		switch f.Class {
+		case ClassIndeterminate:
 			// A GET changes nothing: a 500 on it is safe to repeat.
 			if e.retryGet(ctx, try) {
 				continue
 			}
-		case classRetry:
+		case ClassRetry:
 			if e.retryable(ctx, err, try, it, 0, "look-up") {
 				continue
 			}
-		case classFatal:
-			e.halt(&HaltError{Err: fmt.Errorf("stripe refused the API key (%s)", code)})
-		case classFinal:
-			msg := "could not " + what + ": " + errorMessage(err)
+		case ClassFatal:
+			e.halt(&HaltError{Err: fmt.Errorf("%s refused the API key (%s)", strings.ToLower(e.name), code)})
+		case ClassFinal:
+			msg := "could not " + what + ": " + f.Message
 			if unsent {
 				// Nothing was ever sent, and the charge cannot be read (an
 				// unknown charge, say): nothing can be refunded on it either.
-				rec := e.failure(it, attempt, status, code, msg, true)
+				rec := e.failure(it, attempt, f.Status, code, msg, true)
 				if !e.append(rec) {
 					return e.unrecorded(it, attempt, msg), false
 				}
-				r := newResult(it, StatusFailed)
-				r.Attempt, r.Code, r.Message = attempt, code, msg
-				return r, false
+				return e.failed(it, attempt, code, msg), false
 			}
 			return e.inDoubt(it, 0, code, msg), false
 		}
@@ -206,30 +235,10 @@ func (e *engine) read(ctx context.Context, it *Item, attempt int, unsent bool, e
 		if unsent {
 			// Nothing was sent and nothing is journaled: the next run starts
 			// it afresh. Said as a failure, so the run does not exit 0.
-			r := newResult(it, StatusFailed)
-			r.Attempt, r.Code = attempt, CodeLookupFailed
-			r.Message = fmt.Sprintf("could not %s (%s); nothing sent, nothing journaled: run again", what, code)
-			return r, false
+			return e.failed(it, attempt, CodeLookupFailed, fmt.Sprintf("could not %s (%s); nothing sent, nothing journaled: run again", what, code)), false
 		}
 		return e.inDoubt(it, 0, code, "could not "+what), false
 	}
-}
-
-// payment is what names the item's payment for the run's locks: its charge,
-// or its payment intent and the intent's charges, so that a payment named
-// by its charge on one plan line and by its intent on another is one.
-func (e *engine) payment(ctx context.Context, it *Item, attempt int, unsent bool) (keys []string, res Result, ok bool) {
-	if it.Charge != "" {
-		return []string{it.Charge}, Result{}, true
-	}
-	keys = []string{it.PaymentIntent}
-	res, ok = e.read(ctx, it, attempt, unsent, EndpointCharges, "list the payment intent's charges", func(ctx context.Context) error {
-		e.lists.Add(1) // a list call too, of charges
-		ids, err := e.cfg.Stripe.ChargesOf(ctx, it.PaymentIntent)
-		keys = append(keys, ids...)
-		return err
-	})
-	return keys, res, ok
 }
 
 // notCalled is the result of an item stopped before any call of this run:
@@ -245,7 +254,7 @@ func (e *engine) notCalled(it *Item, unsent bool, code, msg string) Result {
 // is sent until an operator says more refunds on the charge are intended.
 // An item never sent is failed for good; one whose call an earlier run sent
 // stays in doubt, since that call may still have made its refund.
-func (e *engine) hold(it *Item, attempt int, unsent bool, code string, refunds []*stripe.Refund) Result {
+func (e *engine) hold(it *Item, attempt int, unsent bool, code string, refunds []*Refund) Result {
 	var why string
 	switch code {
 	case CodeRefundedByOtherBatch:
@@ -268,13 +277,11 @@ func (e *engine) hold(it *Item, attempt int, unsent bool, code string, refunds [
 	if !unsent {
 		return e.inDoubt(it, attempt, code, msg)
 	}
-	r := newResult(it, StatusFailed)
-	r.Attempt, r.Code, r.Message = attempt, code, msg
-	return r
+	return e.failed(it, attempt, code, msg)
 }
 
 // describe names refunds for people: id, whose, how much.
-func describe(refunds []*stripe.Refund) string {
+func describe(refunds []*Refund) string {
 	parts := make([]string, len(refunds))
 	for i, r := range refunds {
 		who := "no refundkit metadata"

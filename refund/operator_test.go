@@ -24,6 +24,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/stripe"
 	"github.com/refundkit/refundkit/refund/stripesim"
 )
 
@@ -59,7 +60,7 @@ func TestNewBatchIDOnRefundedChargesIsHeld(t *testing.T) {
 	for _, journalName := range []string{"day1.jsonl", "day2.jsonl"} { // the same journal or a new one
 		t.Run(journalName, func(t *testing.T) {
 			path := filepath.Join(dir, journalName)
-			creates := s.creates.Load()
+			creates := s.Creates()
 			o := run(t, s, path, planLines("day-2", n, 100), runOpts{})
 			if o.err != nil {
 				t.Fatal(o.err)
@@ -70,7 +71,7 @@ func TestNewBatchIDOnRefundedChargesIsHeld(t *testing.T) {
 					t.Errorf("item %s: code %q message %q, want %s naming batch day-1", r.Item, r.Code, r.Message, refund.CodeRefundedByOtherBatch)
 				}
 			}
-			if got := s.creates.Load() - creates; got != 0 {
+			if got := s.Creates() - creates; got != 0 {
 				t.Errorf("%d create calls for charges another batch refunded, want 0", got)
 			}
 			wantOneRefundPerCharge(t, s, n)
@@ -121,8 +122,8 @@ func TestRefundsWithoutMetadataHoldOnlyWhenAsked(t *testing.T) {
 	if r := o.results["i1"]; r.Status != refund.StatusFailed || r.Code != refund.CodeRefundedOutside {
 		t.Fatalf("result %+v, want failed %s", r, refund.CodeRefundedOutside)
 	}
-	if s.creates.Load() != 0 {
-		t.Fatalf("%d creates, want 0", s.creates.Load())
+	if s.Creates() != 0 {
+		t.Fatalf("%d creates, want 0", s.Creates())
 	}
 	o = run(t, s, filepath.Join(dir, "lenient.jsonl"), plan, runOpts{})
 	if o.err != nil {
@@ -145,7 +146,7 @@ func TestLostOrReshardedJournalAfterKeysForgotten(t *testing.T) {
 		t.Fatal(o.err)
 	}
 	s.ForgetKeys()
-	creates := s.creates.Load()
+	creates := s.Creates()
 	for _, name := range []string{"restored-empty.jsonl", "shard-1-of-3.jsonl"} {
 		o := run(t, s, filepath.Join(dir, name), planLines("b1", n, 100), runOpts{})
 		if o.err != nil {
@@ -153,7 +154,7 @@ func TestLostOrReshardedJournalAfterKeysForgotten(t *testing.T) {
 		}
 		wantStatus(t, o, n, refund.StatusRefunded)
 	}
-	if got := s.creates.Load() - creates; got != 0 {
+	if got := s.Creates() - creates; got != 0 {
 		t.Errorf("%d create calls for items refunded under journals the run did not have, want 0", got)
 	}
 	wantExactlyOnce(t, s, "b1", n)
@@ -179,7 +180,7 @@ func gateway(t *testing.T, s *sim, status int, body string, release <-chan struc
 		seen[key] = true
 		mu.Unlock()
 		if !first {
-			proxyTo(w, r, s.url)
+			proxyTo(w, r, s.URL)
 			return
 		}
 		hits.Add(1)
@@ -189,7 +190,7 @@ func gateway(t *testing.T, s *sim, status int, body string, release <-chan struc
 		inFlight.Add(1)
 		go func() {
 			defer inFlight.Done()
-			proxyRecord(httptest.NewRecorder(), req, s.url)
+			proxyRecord(httptest.NewRecorder(), req, s.URL)
 		}()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
@@ -253,7 +254,7 @@ func TestGatewayErrorsNeverBurnTheKey(t *testing.T) {
 			var once sync.Once
 			free := func() { once.Do(func() { close(release) }) }
 			// The originals finish once a retry was told their key is in use.
-			s.setOnAnswer(func(status int) {
+			s.OnAnswer(func(status int) {
 				if status == http.StatusConflict {
 					free()
 				}
@@ -311,7 +312,7 @@ func TestOldKeyIsReusedWhateverTheClock(t *testing.T) {
 
 	release, orig := inFlight(t, s, refund.Item{Batch: "b1", Item: "i1", Charge: "ch_sim0000001"}, 1)
 	// Release the original once the resume has been told the key is in use.
-	s.setOnAnswer(func(status int) {
+	s.OnAnswer(func(status int) {
 		if status == http.StatusConflict {
 			release()
 		}
@@ -394,8 +395,8 @@ func TestTwoLiveRefundsForOneItemAreReported(t *testing.T) {
 	if o.summary.Duplicates != 1 {
 		t.Errorf("summary counts %d duplicates, want 1", o.summary.Duplicates)
 	}
-	if s.creates.Load() != 2 {
-		t.Errorf("%d creates, want only the 2 made before the run", s.creates.Load())
+	if s.Creates() != 2 {
+		t.Errorf("%d creates, want only the 2 made before the run", s.Creates())
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -420,11 +421,11 @@ func TestAnswersAreVerified(t *testing.T) {
 			s := newSim(t, 2, stripesim.Faults{})
 			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.Method != http.MethodPost {
-					proxyTo(w, r, s.url)
+					proxyTo(w, r, s.URL)
 					return
 				}
 				rec := httptest.NewRecorder()
-				proxyRecord(rec, r, s.url)
+				proxyRecord(rec, r, s.URL)
 				for k, v := range rec.Header() {
 					w.Header()[k] = v
 				}
@@ -478,8 +479,8 @@ func TestTwoBatchesInPlanAndJournal(t *testing.T) {
 // straight at the simulator, as a run whose outcome was lost.
 func refundPartial(t *testing.T, s *sim, batch, item, charge string, attempt int, amount int64) string {
 	t.Helper()
-	c := refund.NewStripe(s.url, testKey, 1)
-	r, _, err := c.Create(t.Context(), &refund.Item{Batch: batch, Item: item, Charge: charge, Amount: amount}, attempt)
+	c := stripe.New(s.URL, testKey, 1)
+	r, err := c.Create(t.Context(), &refund.Item{Batch: batch, Item: item, Charge: charge, Amount: amount}, attempt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +506,7 @@ func TestGatewayThatNeverLetsThroughHaltsSayingSo(t *testing.T) {
 	s := newSim(t, 1, stripesim.Faults{})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
-			proxyTo(w, r, s.url)
+			proxyTo(w, r, s.URL)
 			return
 		}
 		w.Header().Set("Content-Type", "text/html")
@@ -562,7 +563,7 @@ func inFlight(t *testing.T, s *sim, it refund.Item, attempt int) (release func()
 	})
 	errs := make(chan error, 1)
 	go func() {
-		_, _, err := refund.NewStripe(s.url, testKey, 1).Create(context.Background(), &it, attempt)
+		_, err := stripe.New(s.URL, testKey, 1).Create(context.Background(), &it, attempt)
 		errs <- err
 	}()
 	<-held

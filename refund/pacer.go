@@ -8,50 +8,33 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Endpoint names the budget a request spends: Stripe limits each endpoint
-// on its own besides the account as a whole.
+// Endpoint names the budget a request spends: providers limit each
+// endpoint on its own besides the account as a whole.
 type Endpoint int
 
 const (
-	// EndpointCreate is POST /v1/refunds.
+	// EndpointCreate is Provider.Create (Stripe: POST /v1/refunds).
 	EndpointCreate Endpoint = iota
-	// EndpointList is GET /v1/refunds (the look-up).
+	// EndpointList is Provider.Find, the look-up (GET /v1/refunds).
 	EndpointList
-	// EndpointCharges is GET /v1/charges (the charges of a payment intent).
+	// EndpointCharges is Provider.Charges (GET /v1/charges).
 	EndpointCharges
 )
 
-// Stripe's documented rate limits (docs.stripe.com/rate-limits): per
-// account 100 requests/s in live mode and 25 in test mode; per endpoint 25/s
-// unless stated otherwise (refunds state nothing else).
-const (
-	StripeLiveRate     = 100
-	StripeTestRate     = 25
-	StripeEndpointRate = 25
-	// DefaultShare of those limits a run takes: the rest is headroom for the
-	// account's other traffic (its checkout, its dashboard, other jobs).
-	DefaultShare = 0.8
-)
+// DefaultShare of a provider's limits a run takes: the rest is headroom
+// for the account's other traffic (its checkout, its dashboard, other jobs).
+const DefaultShare = 0.8
 
-// Limits are request rates per second; 0 means no limit.
+// Limits are request rates per second; 0 means no limit. A provider's
+// package says what its own are (stripe.Limits).
 type Limits struct{ Global, Create, List, Charges float64 }
 
-// StripeLimits is share (0 to 1] of Stripe's documented limits for the mode.
-// Shard workers that share one account divide the share among them.
-func StripeLimits(live bool, share float64) Limits {
-	global := float64(StripeTestRate)
-	if live {
-		global = StripeLiveRate
-	}
-	e := StripeEndpointRate * share
-	return Limits{Global: global * share, Create: e, List: e, Charges: e}
-}
-
 // Pacer paces a run's requests within its limits, the account's and each
-// endpoint's, and adapts to what Stripe says: a 429 halves the rate of the
-// budget it names, and each answered request wins back a little of it, so a
-// run settles near what it is allowed without a storm of 429s. It is safe
-// for concurrent use.
+// endpoint's, and adapts to what the provider says: a refusal for the rate
+// (a 429) halves the rate of the budget it names, and each answered request
+// wins back a little of it, so a run settles near what it is allowed
+// without a storm of 429s. It is safe for concurrent use; a nil *Pacer
+// lets everything through.
 type Pacer struct {
 	global, create, list, charges *adaptive
 }
@@ -73,21 +56,42 @@ func (p *Pacer) endpoint(e Endpoint) *adaptive {
 
 // Wait blocks until a request to e may go, or ctx ends.
 func (p *Pacer) Wait(ctx context.Context, e Endpoint) error {
+	if p == nil {
+		return ctx.Err()
+	}
 	if err := p.endpoint(e).wait(ctx); err != nil {
 		return err
 	}
 	return p.global.wait(ctx)
 }
 
-// Throttled slows the budget a 429 named: Stripe-Rate-Limited-Reason
-// global-rate (or global-concurrency) is the account's, anything else the
-// endpoint's.
-func (p *Pacer) Throttled(e Endpoint, reason string) {
-	if reason == "global-rate" || reason == "global-concurrency" {
+// Throttled slows the budget a refusal for the rate named
+// (Failure.AccountLimit): the account's, else the endpoint's.
+func (p *Pacer) Throttled(e Endpoint, account bool) {
+	if account {
 		p.global.cut(time.Now())
 		return
 	}
 	p.endpoint(e).cut(time.Now())
+}
+
+// Done tells the pacer how a request to e went (err from a Provider): a
+// refusal for the rate slows the budget it names, any other answer wins
+// some rate back, and no answer changes nothing.
+func (p *Pacer) Done(e Endpoint, err error) {
+	if p == nil {
+		return
+	}
+	if err == nil {
+		p.Answered(e)
+		return
+	}
+	switch f := Classify(err); {
+	case f.RateLimited:
+		p.Throttled(e, f.AccountLimit)
+	case f.Status != 0:
+		p.Answered(e)
+	}
 }
 
 // Answered wins back some of the rate of the budgets a request spent.

@@ -6,22 +6,6 @@ import (
 	"time"
 )
 
-func TestStripeLimits(t *testing.T) {
-	for _, tc := range []struct {
-		live  bool
-		share float64
-		want  Limits
-	}{
-		{false, 0.8, Limits{Global: 20, Create: 20, List: 20, Charges: 20}},
-		{true, 0.8, Limits{Global: 80, Create: 20, List: 20, Charges: 20}},
-		{true, 0.2, Limits{Global: 20, Create: 5, List: 5, Charges: 5}}, // one of four shard workers
-	} {
-		if got := StripeLimits(tc.live, tc.share); got != tc.want {
-			t.Errorf("StripeLimits(%v, %v) = %+v, want %+v", tc.live, tc.share, got, tc.want)
-		}
-	}
-}
-
 func TestPacerAdapts(t *testing.T) {
 	p := NewPacer(Limits{Global: 80, Create: 20, List: 20})
 	t0 := time.Now()
@@ -53,12 +37,12 @@ func TestPacerAdapts(t *testing.T) {
 	if got := p.Rates().Create; got != 20 {
 		t.Fatalf("after many answers: %v, want back at the target 20 and no more", got)
 	}
-	// The reason Stripe gives says which budget to cut.
-	p.Throttled(EndpointList, "global-rate")
+	// The budget the refusal names is the one cut.
+	p.Throttled(EndpointList, true)
 	if got := p.Rates(); got.Global != 40 || got.List != 20 {
 		t.Fatalf("after a global-rate 429: %+v, want the account's budget halved", got)
 	}
-	p.Throttled(EndpointList, "endpoint-rate")
+	p.Throttled(EndpointList, false)
 	if got := p.Rates(); got.List != 10 {
 		t.Fatalf("after an endpoint-rate 429 on the look-ups: %+v", got)
 	}
@@ -72,7 +56,7 @@ func TestPacerWithoutLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.Throttled(EndpointCreate, "")
+	p.Throttled(EndpointCreate, false)
 	p.Answered(EndpointList)
 	cancel()
 	if err := p.Wait(ctx, EndpointList); err == nil {

@@ -1,9 +1,7 @@
 package refund
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
@@ -92,10 +90,10 @@ func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, 
 			return false
 		}
 	}
-	// Before the scanner waits for more input, what it has read goes to the
+	// Before the reader waits for more input, what it has read goes to the
 	// workers: a plan that streams in slowly (a producer still running, a
 	// terminal) is worked on as it comes, not 256 lines at a time.
-	sc := bufio.NewScanner(readerFunc(func(p []byte) (int, error) {
+	items := NewItemReader(readerFunc(func(p []byte) (int, error) {
 		if len(batch) > 0 {
 			send()
 		}
@@ -103,29 +101,28 @@ func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, 
 			return 0, io.EOF
 		}
 		return in.Read(p)
-	}))
-	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
-	line := 0
-	for sc.Scan() && !stopped {
-		line++
-		b := sc.Bytes()
-		if len(trimSpace(b)) == 0 {
-			continue
+	}), name)
+	for !stopped {
+		it, line, err := items.Next()
+		if err == io.EOF {
+			break
 		}
-		it, err := ParseItem(b)
 		if err == nil && line > math.MaxInt32 {
-			err = fmt.Errorf("plan longer than %d lines: split it", math.MaxInt32)
+			err = &InputError{Name: name, Line: line, Err: fmt.Errorf("plan longer than %d lines: split it", math.MaxInt32)}
 		}
 		if err == nil {
 			index.mu.Lock()
 			prev, dup := index.add(&it, line)
 			index.mu.Unlock()
 			if dup {
-				err = fmt.Errorf("item %q of batch %q is already at line %d", it.Item, it.Batch, prev)
+				err = &InputError{Name: name, Line: line, Err: fmt.Errorf("item %q of batch %q is already at line %d", it.Item, it.Batch, prev)}
 			}
 		}
 		if err != nil {
-			batch = append(batch, parsedLine{line: line, err: &InputError{Name: name, Line: line, Err: err}})
+			if _, ok := err.(*InputError); !ok {
+				err = fmt.Errorf("%s: %w", name, err)
+			}
+			batch = append(batch, parsedLine{line: line, err: err})
 			send()
 			return
 		}
@@ -133,14 +130,6 @@ func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, 
 		if len(batch) == batchSize && !send() {
 			return
 		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			err = &InputError{Name: name, Line: line + 1, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)}
-		} else {
-			err = fmt.Errorf("%s: %w", name, err)
-		}
-		batch = append(batch, parsedLine{line: line + 1, err: err})
 	}
 	if len(batch) > 0 {
 		send()
@@ -151,13 +140,3 @@ func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, 
 type readerFunc func(p []byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
-}

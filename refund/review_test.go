@@ -20,6 +20,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/stripe"
 	"github.com/refundkit/refundkit/refund/stripesim"
 )
 
@@ -71,7 +72,7 @@ func TestReviewTwoBatchesOneChargeSameRun(t *testing.T) {
 	s := newSim(t, 1, stripesim.Faults{})
 	var answers atomic.Int64
 	bothListed := make(chan struct{})
-	s.setOnAnswer(func(int) {
+	s.OnAnswer(func(int) {
 		if answers.Add(1) == 2 {
 			close(bothListed)
 		}
@@ -106,7 +107,7 @@ func stripe500OnList(t *testing.T, s *sim, charge string) string {
 			io.WriteString(w, `{"error":{"type":"api_error","message":"An unknown error occurred"}}`)
 			return
 		}
-		proxyTo(w, r, s.url)
+		proxyTo(w, r, s.URL)
 	}))
 	t.Cleanup(ts.Close)
 	return ts.URL
@@ -172,7 +173,7 @@ func TestReviewSignalAfterLookupReportsUnsentInDoubt(t *testing.T) {
 		if r.Method == http.MethodGet {
 			cancel() // SIGINT lands while the list is on the wire
 		}
-		proxyTo(w, r, s.url)
+		proxyTo(w, r, s.URL)
 	}))
 	t.Cleanup(ts.Close)
 	path := filepath.Join(t.TempDir(), "j.jsonl")
@@ -182,17 +183,17 @@ func TestReviewSignalAfterLookupReportsUnsentInDoubt(t *testing.T) {
 	}
 	var res []refund.Result
 	_, runErr := refund.Run(ctx, refund.Config{
-		Stripe: refund.NewStripe(ts.URL, testKey, 1), Journal: w, State: state, Workers: 1,
+		Provider: stripe.New(ts.URL, testKey, 1), Checkpoint: refund.Journal(w, state), Workers: 1,
 		Backoff:  refund.Backoff{Base: time.Millisecond, Max: 4 * time.Millisecond},
 		OnResult: func(r refund.Result) { res = append(res, r) },
 	}, strings.NewReader(planLines("b1", 1, 100)), "plan.jsonl")
 	w.Close()
 	data, _ := os.ReadFile(path)
-	t.Logf("err=%v results=%+v creates=%d\njournal:\n%s", runErr, res, s.creates.Load(), data)
-	if s.creates.Load() == 0 && len(res) == 1 && res[0].Status == refund.StatusInDoubt {
+	t.Logf("err=%v results=%+v creates=%d\njournal:\n%s", runErr, res, s.Creates(), data)
+	if s.Creates() == 0 && len(res) == 1 && res[0].Status == refund.StatusInDoubt {
 		t.Errorf("item reported in doubt (%q) but no refund call was ever made", res[0].Message)
 	}
-	if s.creates.Load() == 0 && bytes.Contains(data, []byte(`"type":"intent"`)) {
+	if s.Creates() == 0 && bytes.Contains(data, []byte(`"type":"intent"`)) {
 		t.Errorf("journal holds an intent for a call that was never made")
 	}
 }
@@ -252,8 +253,8 @@ func TestReviewHoldOfInDoubtItemSaysNothingSent(t *testing.T) {
 	})
 	orig := make(chan error, 1)
 	go func() { // the killed run's call, still in flight
-		c := refund.NewStripe(s.url, testKey, 1)
-		_, _, err := c.Create(context.Background(), &refund.Item{Batch: "day-2", Item: "i1", Charge: "ch_sim0000001", Amount: 100}, 1)
+		c := stripe.New(s.URL, testKey, 1)
+		_, err := c.Create(context.Background(), &refund.Item{Batch: "day-2", Item: "i1", Charge: "ch_sim0000001", Amount: 100}, 1)
 		orig <- err
 	}()
 	<-held
@@ -311,14 +312,14 @@ func TestReviewStripe500ThenLateCommit(t *testing.T) {
 			body, _ := io.ReadAll(r.Body)
 			req.Body = io.NopCloser(bytes.NewReader(body))
 			inFlight.Add(1)
-			go func() { defer inFlight.Done(); proxyRecord(httptest.NewRecorder(), req, s.url) }()
+			go func() { defer inFlight.Done(); proxyRecord(httptest.NewRecorder(), req, s.URL) }()
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Request-Id", "req_stripe500")
 			w.WriteHeader(http.StatusInternalServerError)
 			io.WriteString(w, `{"error":{"type":"api_error","message":"An unknown error occurred"}}`)
 			return
 		}
-		proxyTo(w, r, s.url)
+		proxyTo(w, r, s.URL)
 	}))
 	t.Cleanup(ts.Close)
 	path := filepath.Join(t.TempDir(), "j.jsonl")
@@ -345,9 +346,9 @@ func TestReviewSummaryCountsAdoptedAsRefundedNow(t *testing.T) {
 	if o := run(t, s, filepath.Join(dir, "j.jsonl"), planLines("b1", 6, 100), runOpts{}); o.err != nil {
 		t.Fatal(o.err)
 	}
-	creates := s.creates.Load()
+	creates := s.Creates()
 	o := run(t, s, filepath.Join(dir, "lost.jsonl"), planLines("b1", 6, 100), runOpts{})
-	if s.creates.Load() != creates {
+	if s.Creates() != creates {
 		t.Fatal("the rerun sent refunds")
 	}
 	t.Logf("summary: %s", o.summary.String())
@@ -363,7 +364,7 @@ func TestReviewChargeAndIntentOfOnePaymentInOneRun(t *testing.T) {
 	s := newSim(t, 1, stripesim.Faults{})
 	var answers atomic.Int64
 	bothLooked := make(chan struct{})
-	s.setOnAnswer(func(int) {
+	s.OnAnswer(func(int) {
 		if answers.Add(1) == 2 {
 			close(bothLooked)
 		}

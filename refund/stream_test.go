@@ -18,6 +18,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/stripe"
 	"github.com/refundkit/refundkit/refund/stripesim"
 )
 
@@ -53,7 +54,7 @@ func TestStreamingPlanIsWorkedOnAsItComes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := refund.Run(ctx, refund.Config{
-			Stripe: refund.NewStripe(s.url, testKey, 2), Journal: w, State: state, Workers: 2,
+			Provider: stripe.New(s.URL, testKey, 2), Checkpoint: refund.Journal(w, state), Workers: 2,
 			OnResult: func(r refund.Result) { results <- r },
 		}, pr, "<stdin>")
 		done <- err
@@ -89,7 +90,7 @@ func TestHaltStopsWorkersWaitingOnThePacer(t *testing.T) {
 			io.WriteString(w, `{"error":{"type":"invalid_request_error","code":"api_key_expired","message":"Expired API Key provided"}}`)
 			return
 		}
-		proxyTo(w, r, s.url)
+		proxyTo(w, r, s.URL)
 	}))
 	t.Cleanup(ts.Close)
 	done := make(chan outcome, 1)

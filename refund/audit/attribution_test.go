@@ -10,6 +10,7 @@ import (
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/stripesim/simtest"
 )
 
 // Which refund is an item's: the one whose metadata names it, always; one
@@ -49,9 +50,9 @@ func TestAuditDoesNotCreditAnUnrelatedRefundToAFullRefundItem(t *testing.T) {
 	}
 
 	// refund then refunds the item: the rest of the charge.
-	s.resetCalls()
-	if res := refundRun(t, s, path, fullPlan); res["i1"].Status != refund.StatusRefunded || s.creates.Load() != 1 {
-		t.Fatalf("refund after audit: %+v, %d creates; want i1 refunded by one call", res["i1"], s.creates.Load())
+	s.Reset()
+	if res := refundRun(t, s, path, fullPlan); res["i1"].Status != refund.StatusRefunded || s.Creates() != 1 {
+		t.Fatalf("refund after audit: %+v, %d creates; want i1 refunded by one call", res["i1"], s.Creates())
 	}
 	got, _ = mustAudit(t, s, stripeAudit{plan: fullPlan, journal: path, allRefunds: true, backfill: true})
 	wantFindings(t, "audit --all-refunds after refund", got, "stripe_only @ch_a1")
@@ -70,8 +71,8 @@ func TestAuditCreditsAnExactFullRefundWithoutMetadata(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	got, rep := mustAudit(t, s, stripeAudit{plan: fullPlan, journal: path, allRefunds: true, backfill: true})
 	wantFindings(t, "audit --all-refunds --backfill", got, "stripe_only i1")
-	if rep.Backfilled != 1 || s.charges.Load() != 1 || rep.ChargeCalls() != 1 {
-		t.Fatalf("backfilled %d, %d charge calls (report %d); want 1 and 1", rep.Backfilled, s.charges.Load(), rep.ChargeCalls())
+	if rep.Backfilled != 1 || s.Calls(simtest.GetCharge) != 1 || rep.ChargeCalls() != 1 {
+		t.Fatalf("backfilled %d, %d charge calls (report %d); want 1 and 1", rep.Backfilled, s.Calls(simtest.GetCharge), rep.ChargeCalls())
 	}
 	got, _ = mustAudit(t, s, stripeAudit{plan: fullPlan, journal: path, allRefunds: true})
 	wantFindings(t, "audit after backfill", got)
@@ -94,8 +95,8 @@ func TestCancelExtrasKeepsTheRefundWhoseMetadataNamesTheItem(t *testing.T) {
 			if f := find(got, audit.KindStripeOnly, "i1"); f.Refunds[0].ID != own || f.Refunds[0].Action != audit.ActionBackfilled {
 				t.Errorf("i1: %+v, want its own refund %s backfilled", f, own)
 			}
-			if s.cancels.Load() != 0 || s.refundByID(t, own).Status != status || rep.Irreversible != 0 || rep.Canceled != 0 {
-				t.Fatalf("%d cancels, own refund %s, %d irreversible: want the own refund kept as it was", s.cancels.Load(), s.refundByID(t, own).Status, rep.Irreversible)
+			if s.Calls(simtest.Cancel) != 0 || s.refundByID(t, own).Status != status || rep.Irreversible != 0 || rep.Canceled != 0 {
+				t.Fatalf("%d cancels, own refund %s, %d irreversible: want the own refund kept as it was", s.Calls(simtest.Cancel), s.refundByID(t, own).Status, rep.Irreversible)
 			}
 			state, _, err := journal.Load(path)
 			if err != nil {
@@ -115,9 +116,9 @@ func TestAuditLeavesTwoMatchingRefundsWithoutMetadataToAPerson(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	got, rep := mustAudit(t, s, stripeAudit{plan: plan(1), journal: path, allRefunds: true, backfill: true, cancel: true})
 	wantFindings(t, "audit", got, "missing i1", "stripe_only @ch_a1", "stripe_only @ch_a1")
-	if rep.Backfilled != 0 || s.cancels.Load() != 0 || !strings.Contains(got[1].Remedy, "item i1 matches it and also") ||
+	if rep.Backfilled != 0 || s.Calls(simtest.Cancel) != 0 || !strings.Contains(got[1].Remedy, "item i1 matches it and also") ||
 		!strings.Contains(got[0].Remedy, "but careful") {
-		t.Fatalf("backfilled %d, %d cancels; findings %+v %+v", rep.Backfilled, s.cancels.Load(), got[0], got[1])
+		t.Fatalf("backfilled %d, %d cancels; findings %+v %+v", rep.Backfilled, s.Calls(simtest.Cancel), got[0], got[1])
 	}
 }
 

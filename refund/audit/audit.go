@@ -10,16 +10,13 @@
 package audit
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
@@ -39,34 +36,26 @@ type Auditor struct {
 func New() *Auditor { return &Auditor{st: newState()} }
 
 // AddPlan reads plan items (refund.Item JSON lines, blank lines skipped)
-// from r, named name in errors. A line that is not a valid item, or an item
-// listed twice, is a *refund.InputError.
+// from r, named name in errors, with refund's own reader. A line that is
+// not a valid item, or an item listed twice, is a *refund.InputError.
 func (a *Auditor) AddPlan(r io.Reader, name string) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), refund.MaxLineBytes)
-	line := 0
 	a.st.planned = true
-	for sc.Scan() {
-		line++
-		b := sc.Bytes()
-		if len(strings.TrimSpace(string(b))) == 0 {
-			continue
-		}
-		it, err := refund.ParseItem(b)
-		if err != nil {
-			return &refund.InputError{Name: name, Line: line, Err: err}
+	items := refund.NewItemReader(r, name)
+	for {
+		it, line, err := items.Next()
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			if _, ok := err.(*refund.InputError); ok {
+				return err
+			}
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		if !a.st.addPlanItem(it.Batch, it.Item, it.Charge, it.PaymentIntent, it.Amount, it.Currency, origin{name, line}) {
 			return &refund.InputError{Name: name, Line: line, Err: fmt.Errorf("item %q of batch %q is listed twice", it.Item, it.Batch)}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return &refund.InputError{Name: name, Line: line + 1, Err: fmt.Errorf("line longer than %d bytes", refund.MaxLineBytes)}
-		}
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	return nil
 }
 
 // AddJournal reads every record of a journal from r, named name in
@@ -114,9 +103,9 @@ func (a *Auditor) AddTorn(t *journal.Torn) { a.torn = append(a.torn, t) }
 
 // Options say how far Run goes beyond the journals.
 type Options struct {
-	// Stripe, when set, is asked for the refunds of every charge and
-	// payment intent of the plan and journals.
-	Stripe *refund.Stripe
+	// Provider, when set, is asked for the refunds of every charge and
+	// payment intent of the plan and journals (refund/stripe).
+	Provider refund.Provider
 	// AllRefunds counts refunds without refundkit metadata (made by older
 	// scripts or by hand) as refunds of the batch. Such a refund is an
 	// item's, and is backfilled as its, only when it is exactly what the
@@ -127,11 +116,11 @@ type Options struct {
 	// an item's; they are reported as other_batch.
 	AllRefunds bool
 	// Charges fetches a charge whose amount tells whether a refund without
-	// metadata is a full refund; nil: Stripe's, if it can, else such a
+	// metadata is a full refund; nil: the Provider, if it can, else such a
 	// refund never matches a full-refund item.
 	Charges ChargeGetter
-	// Limiter paces every API call; nil means unlimited.
-	Limiter *rate.Limiter
+	// Pacer paces every API call; nil means unlimited.
+	Pacer *refund.Pacer
 	// Workers is how many lists are in flight at once (default 4).
 	Workers int
 	// Backfill, when set, receives a refunded record (source backfill) for
@@ -142,8 +131,9 @@ type Options struct {
 	// cancel in Actions.
 	CancelExtras bool
 	Actions      *journal.Writer
-	// Retry spaces retries of a call Stripe did not answer (429, 409, 5xx,
-	// network); after MaxTries tries Stripe counts as unreachable.
+	// Retry spaces retries of a call the provider did not answer (429, 409,
+	// 5xx, network; default: its Facts.Backoff); after MaxTries tries it
+	// counts as unreachable.
 	Retry    refund.Backoff
 	MaxTries int
 	// Now is the clock for journal records (default time.Now).
@@ -175,8 +165,8 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	if opts.MaxTries <= 0 {
 		opts.MaxTries = 8
 	}
-	if opts.Retry == (refund.Backoff{}) {
-		opts.Retry = refund.DefaultBackoff
+	if opts.Retry == (refund.Backoff{}) && opts.Provider != nil {
+		opts.Retry = opts.Provider.Facts().Backoff
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -188,13 +178,13 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 		return nil, errors.New("audit: cancel-extras needs a journal to record the cancels in")
 	}
 	if opts.Charges == nil {
-		if g, ok := any(opts.Stripe).(ChargeGetter); ok && opts.Stripe != nil {
+		if g, ok := opts.Provider.(ChargeGetter); ok {
 			opts.Charges = g
 		}
 	}
 	rep := newReport()
 	rep.Journals, rep.Records, rep.Items = a.journals, a.records, int(a.st.n)
-	rep.Stripe = opts.Stripe != nil
+	rep.Stripe = opts.Provider != nil
 	r := &run{Auditor: a, opts: opts, rep: rep, charges: map[string]chargeInfo{}, out: func(f *Finding) {
 		rep.Findings[f.Finding]++
 		emit(f)
@@ -203,14 +193,14 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 		r.out(tornFinding(t))
 	}
 	r.itemPass()
-	if opts.Stripe != nil || a.st.planned {
+	if opts.Provider != nil || a.st.planned {
 		// Groups of items on one charge matter with a plan (items it does not
 		// list may hold a planned charge's refunds) and with Stripe (refunds
 		// are listed per charge); without either, each item's own checks
 		// find every duplicate, and grouping a million items is spared.
 		a.st.groupItems()
 	}
-	if opts.Stripe == nil {
+	if opts.Provider == nil {
 		r.journalPass()
 		r.otherBatchPass()
 		rep.Complete = true
@@ -238,6 +228,9 @@ type run struct {
 	rep     *Report
 	out     func(*Finding)
 	charges map[string]chargeInfo // fetched charges, by id
+	// halt is what made the provider unusable (stripe.go): no call begins
+	// after it.
+	halt atomic.Pointer[StripeError]
 }
 
 // itemView is an item's state with its strings, which point into the arena.
@@ -254,7 +247,8 @@ type itemView struct {
 func (r *run) view(i uint32) itemView {
 	s := r.st
 	sl := s.slot(i)
-	v := itemView{idx: i, batch: s.batches.name(sl.batch), item: s.str(sl.item), target: s.str(sl.target),
+	batch, item := s.idx.Key(i)
+	v := itemView{idx: i, batch: batch, item: item, target: s.str(sl.target),
 		isIntent: sl.flags&flagIntent != 0, flags: sl.flags}
 	switch {
 	case sl.flags&flagRefunded != 0:
@@ -288,7 +282,7 @@ func (r *run) journalRefunds(i uint32) []Refund {
 	}
 	var out []Refund
 	if id := s.str(sl.refund); !s.canceled[id] {
-		out = append(out, Refund{ID: id, Amount: sl.amount, Currency: s.currencies.name(uint32(sl.currency))})
+		out = append(out, Refund{ID: id, Amount: sl.amount, Currency: s.currencies.Name(sl.currency)})
 	}
 	if sl.flags&flagExtras != 0 {
 		for _, x := range s.extras[i] {

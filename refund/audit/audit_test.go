@@ -237,10 +237,21 @@ func TestAuditOfACorruptJournalIsAnErrorWithFileAndLine(t *testing.T) {
 	}
 }
 
+// TestAuditPlanReadsNullAsAbsent: audit reads a plan as refund does, an
+// optional field given as null included.
+func TestAuditPlanReadsNullAsAbsent(t *testing.T) {
+	got, _ := runOffline(t, `{"batch":"b1","item":"i1","charge":"ch_1","reason":null,"amount":null,"currency":null}`+"\n")
+	if s := summary(got); len(s) != 1 || s[0] != "missing i1" || got[0].Amount != 0 || got[0].Currency != "" {
+		t.Fatalf("findings %v, want one missing i1 of the full amount", s)
+	}
+}
+
 func TestAuditPlanErrors(t *testing.T) {
 	for _, c := range []struct{ plan, want string }{
 		{`{"batch":"b1","item":"i1","charge":"ch_1"}` + "\n" + `{"batch":"b1","item":"i1","charge":"ch_2"}`, `plan.jsonl:2: item "i1" of batch "b1" is listed twice`},
-		{"\n" + `{"batch":"b1","item":"i1","charge":"ch_1","amount":-5}`, "plan.jsonl:2: amount -5"},
+		{"\n" + `{"batch":"b1","item":"i1","charge":"ch_1","amount":-5}`, "plan.jsonl:2: amount: -5: want a positive whole number of minor units"},
+		{`{"batch":null,"item":"i1","charge":"ch_1"}`, "plan.jsonl:1: batch: null: want 1-64 characters"},
+		{`{"batch":"b1","item":"i1","charge":"ch_1"}` + "\n" + strings.Repeat(" ", refund.MaxLineBytes+1), "plan.jsonl:2: line longer than 1048576 bytes"},
 	} {
 		err := audit.New().AddPlan(strings.NewReader(c.plan), "plan.jsonl")
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {

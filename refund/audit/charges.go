@@ -6,42 +6,14 @@ package audit
 import (
 	"context"
 	"errors"
-	"net/http"
-	"time"
-
-	stripe "github.com/stripe/stripe-go/v76"
-	stripecharge "github.com/stripe/stripe-go/v76/charge"
 
 	"github.com/refundkit/refundkit/refund"
 )
 
-// ChargeGetter fetches one charge.
+// ChargeGetter fetches the amount of one charge. A Provider that can
+// (refund/stripe's) is one.
 type ChargeGetter interface {
-	Charge(ctx context.Context, id string) (*stripe.Charge, error)
-}
-
-// NewCharges returns a ChargeGetter for the API at base
-// (refund.DefaultAPIBase when empty) that authenticates with key.
-// stripe-go's own retries are off: Run paces and retries every call.
-func NewCharges(base, key string) ChargeGetter {
-	if base == "" {
-		base = refund.DefaultAPIBase
-	}
-	backend := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
-		URL:               stripe.String(base),
-		HTTPClient:        &http.Client{Timeout: 80 * time.Second},
-		MaxNetworkRetries: stripe.Int64(0),
-		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
-	})
-	return chargeClient{stripecharge.Client{B: backend, Key: key}}
-}
-
-type chargeClient struct{ c stripecharge.Client }
-
-func (c chargeClient) Charge(ctx context.Context, id string) (*stripe.Charge, error) {
-	params := &stripe.ChargeParams{}
-	params.Context = ctx
-	return c.c.Get(id, params)
+	ChargeAmount(ctx context.Context, id string) (int64, error)
 }
 
 // chargeInfo is what a run learned of a charge.
@@ -65,11 +37,11 @@ func (r *run) charge(ctx context.Context, id string) (chargeInfo, error) {
 	case r.opts.Charges == nil:
 		c.err = "no charge look-up was given"
 	default:
-		var ch *stripe.Charge
-		err := r.call(ctx, "fetching charge "+id, func() error {
+		var amount int64
+		err := r.call(ctx, refund.EndpointCharges, "fetching charge "+id, func() error {
 			r.rep.chargeCalls.Add(1)
 			var err error
-			ch, err = r.opts.Charges.Charge(ctx, id)
+			amount, err = r.opts.Charges.ChargeAmount(ctx, id)
 			return err
 		})
 		switch {
@@ -79,7 +51,7 @@ func (r *run) charge(ctx context.Context, id string) (chargeInfo, error) {
 			_, code, msg := classify(err)
 			c.err = code + ": " + msg
 		default:
-			c.fetched, c.amount = true, ch.Amount
+			c.fetched, c.amount = true, amount
 		}
 	}
 	r.charges[id] = c

@@ -9,14 +9,12 @@ import (
 	"strconv"
 	"strings"
 
-	stripe "github.com/stripe/stripe-go/v76"
-
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/money"
 )
 
-// sref is a refund as Stripe listed it, with its refundkit metadata.
+// sref is a refund as the provider listed it, with its refundkit metadata.
 type sref struct {
 	Refund
 	live    bool
@@ -29,15 +27,13 @@ type sref struct {
 	claimed bool
 }
 
-func newSref(x *stripe.Refund) *sref {
+func newSref(x *refund.Refund) *sref {
 	s := &sref{
-		Refund: Refund{ID: x.ID, Amount: x.Amount, Currency: string(x.Currency), Status: string(x.Status), Created: x.Created},
+		Refund: Refund{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created},
 		live:   refund.Live(x),
 		batch:  x.Metadata[refund.MetaBatch],
 		item:   x.Metadata[refund.MetaItem],
-	}
-	if x.Charge != nil {
-		s.charge = x.Charge.ID
+		charge: x.Charge,
 	}
 	if n, err := strconv.Atoi(x.Metadata[refund.MetaAttempt]); err == nil && n >= 1 {
 		s.attempt = n
@@ -46,7 +42,7 @@ func newSref(x *stripe.Refund) *sref {
 }
 
 // reversible reports a refund Stripe can still cancel.
-func (x *sref) reversible() bool { return x.Status == string(stripe.RefundStatusRequiresAction) }
+func (x *sref) reversible() bool { return x.Status == refund.RefundRequiresAction }
 
 // describe names a refund for messages: "re_1 (5.00 USD, no refundkit
 // metadata)".
@@ -116,10 +112,10 @@ type unattributed struct {
 }
 
 // stripeTarget checks every group on a target against its refunds.
-func (r *run) stripeTarget(ctx context.Context, t *target, list []*stripe.Refund) error {
+func (r *run) stripeTarget(ctx context.Context, t *target, list []refund.Refund) error {
 	all := make([]*sref, len(list))
-	for k, x := range list {
-		all[len(list)-1-k] = newSref(x) // Stripe lists newest first
+	for k := range list {
+		all[len(list)-1-k] = newSref(&list[k]) // providers list newest first
 	}
 	sort.SliceStable(all, func(a, b int) bool { return all[a].Created < all[b].Created })
 	byID := make(map[string]*sref, len(all))
@@ -288,7 +284,7 @@ func (r *run) journalNamed(ctx context.Context, m *member, byID map[string]*sref
 
 // asked says what item m asked for, for a message about refund x.
 func (r *run) asked(m *member, x *sref) string {
-	cur := r.st.currencies.name(uint32(m.sl.reqCurrency))
+	cur := r.st.currencies.Name(m.sl.reqCurrency)
 	if cur == "" {
 		cur = x.Currency
 	}
@@ -308,7 +304,7 @@ func (r *run) matches(ctx context.Context, m *member, x *sref) (bool, error) {
 	if m.sl.flags&flagRequested == 0 {
 		return false, nil
 	}
-	if cur := r.st.currencies.name(uint32(m.sl.reqCurrency)); cur != "" && cur != x.Currency {
+	if cur := r.st.currencies.Name(m.sl.reqCurrency); cur != "" && cur != x.Currency {
 		return false, nil
 	}
 	if m.sl.reqAmount > 0 {
@@ -457,14 +453,14 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 	switch {
 	case m.sl.flags&flagRefunded == 0 && m.sl.status == statusInDoubt:
 		f := m.v.finding(KindInDoubt)
-		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.name(uint32(m.sl.reqCurrency))
+		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.Name(m.sl.reqCurrency)
 		f.Remedy = "Stripe has no refund for this item: run refund again with this journal to finish it (it looks the item up at Stripe before any new call)"
 		r.mismatch(m.v.idx, m.sl, f, "; Stripe lists no refund for the item on its charge")
 		r.noteLive(f, m.sl)
 		r.out(f)
 	case r.st.planned && m.sl.flags&flagInPlan != 0 && m.sl.flags&flagInJournal == 0:
 		f := m.v.finding(KindMissing)
-		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.name(uint32(m.sl.reqCurrency))
+		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.Name(m.sl.reqCurrency)
 		f.Remedy = "nothing was journaled for this planned item and Stripe has no refund for it: refund --journal with this journal and plan refunds it" + note
 		r.out(f)
 	}

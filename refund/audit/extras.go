@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 
-	stripe "github.com/stripe/stripe-go/v76"
-
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 )
@@ -78,13 +76,13 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v i
 		r.rep.Cancelable++
 		return nil
 	}
-	var res *stripe.Refund
-	err := r.call(ctx, "canceling "+x.ID, func() error {
+	var res refund.Refund
+	err := r.call(ctx, refund.EndpointCreate, "canceling "+x.ID, func() error {
 		r.rep.cancelCalls.Add(1)
 		var err error
 		// Once sent, a cancel is not abandoned on a signal: its answer
 		// must be journaled.
-		res, err = r.opts.Stripe.Cancel(context.WithoutCancel(ctx), x.ID)
+		res, err = r.opts.Provider.Cancel(context.WithoutCancel(ctx), x.ID)
 		return err
 	})
 	if err != nil {
@@ -99,14 +97,14 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v i
 		r.rep.IrreversibleAmount[x.Currency] += x.Amount
 		return nil
 	}
-	if res.Status != stripe.RefundStatusCanceled {
-		x.Status = string(res.Status)
-		x.Action, x.Note = ActionIrreversible, "Stripe answered the cancel with status "+string(res.Status)
+	if res.Status != refund.RefundCanceled {
+		x.Status = res.Status
+		x.Action, x.Note = ActionIrreversible, r.opts.Provider.Facts().Name+" answered the cancel with status "+res.Status
 		r.rep.Irreversible++
 		r.rep.IrreversibleAmount[x.Currency] += x.Amount
 		return nil
 	}
-	x.Status, x.Action = string(res.Status), ActionCanceled
+	x.Status, x.Action = res.Status, ActionCanceled
 	r.rep.Canceled++
 	r.rep.CanceledAmount[x.Currency] += x.Amount
 	rec := r.record(journal.TypeCanceled, batch, owner, v, x)

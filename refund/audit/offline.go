@@ -22,7 +22,7 @@ func (r *run) itemPass() {
 		case refunded:
 			rep.ByStatus["refunded"]++
 			if sl.flags&flagExtras == 0 && len(s.canceled) == 0 {
-				rep.add("refunded", s.currencies.name(uint32(sl.currency)), sl.amount)
+				rep.add("refunded", s.currencies.Name(sl.currency), sl.amount)
 			} else {
 				for _, x := range r.journalRefunds(i) {
 					rep.add("refunded", x.Currency, x.Amount)
@@ -30,20 +30,20 @@ func (r *run) itemPass() {
 			}
 		case sl.status == statusFailed:
 			rep.ByStatus["failed"]++
-			rep.add("failed", s.currencies.name(uint32(sl.reqCurrency)), sl.reqAmount)
+			rep.add("failed", s.currencies.Name(sl.reqCurrency), sl.reqAmount)
 		case sl.status == statusInDoubt:
 			rep.ByStatus["in_doubt"]++
-			rep.add("in_doubt", s.currencies.name(uint32(sl.reqCurrency)), sl.reqAmount)
+			rep.add("in_doubt", s.currencies.Name(sl.reqCurrency), sl.reqAmount)
 		default:
 			rep.ByStatus["none"]++
 		}
 		// With Stripe, a final failure is judged once Stripe tells whether
 		// the item has a live refund.
-		if !refunded && sl.status == statusFailed && (r.opts.Stripe == nil || sl.target == 0) {
+		if !refunded && sl.status == statusFailed && (r.opts.Provider == nil || sl.target == 0) {
 			r.out(r.failedFinding(i, sl))
 		}
 		failedAfter := refunded && sl.flags&flagFinalFailure != 0
-		if other := r.recordConflict(i, sl); other || failedAfter && (r.opts.Stripe == nil || sl.target == 0) {
+		if other := r.recordConflict(i, sl); other || failedAfter && (r.opts.Provider == nil || sl.target == 0) {
 			r.out(r.conflictFinding(i, sl, failedAfter, ""))
 		}
 		if s.planned && sl.flags&flagInPlan == 0 {
@@ -74,8 +74,8 @@ func (r *run) failedFinding(i uint32, sl *itemSlot) *Finding {
 	s := r.st
 	v := r.view(i)
 	f := v.finding(KindFailed)
-	f.Code, f.Message = s.codes.name(sl.code), s.failures[i].message
-	f.Amount, f.Currency = sl.reqAmount, s.currencies.name(uint32(sl.reqCurrency))
+	f.Code, f.Message = s.codes.Name(sl.code), s.failures[i].message
+	f.Amount, f.Currency = sl.reqAmount, s.currencies.Name(sl.reqCurrency)
 	f.Remedy = failedRemedy(f.Code)
 	return f
 }
@@ -105,7 +105,7 @@ func (r *run) conflictFinding(i uint32, sl *itemSlot, failedAfter bool, stripe s
 	var reasons, remedies []string
 	refunded := sl.flags&flagRefunded != 0
 	if failedAfter {
-		f.Code = s.codes.name(sl.code)
+		f.Code = s.codes.Name(sl.code)
 		reasons = append(reasons, fmt.Sprintf("journaled as refunded (%s), then as failed for good (%s: %s)", s.str(sl.refund), f.Code, s.failures[i].message))
 		if stripe == "" {
 			remedies = append(remedies, "refund skips the item as refunded; run audit --stripe: if Stripe has the refund live, the item is refunded once and that audit says nothing of it, and with --backfill JOURNAL it journals the refund again after the failure so this audit agrees")
@@ -144,7 +144,7 @@ func (r *run) journalPass() {
 		var unplanned []string
 		for _, m := range members {
 			if msl := s.slot(m); s.planned && msl.flags&flagInPlan == 0 && r.liveRefundCount(m, msl) > 0 {
-				unplanned = append(unplanned, s.str(msl.item))
+				unplanned = append(unplanned, s.item(m))
 			}
 		}
 		for _, m := range members {
@@ -185,7 +185,7 @@ func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
 	case n == 0 && sl.status == statusInDoubt:
 		v := r.view(i)
 		f := v.finding(KindInDoubt)
-		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.name(uint32(sl.reqCurrency))
+		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.Name(sl.reqCurrency)
 		f.Remedy = "a refund call may have been made without its outcome journaled: run refund again with this journal (it looks the item up at Stripe before any new call), or audit --stripe to see now"
 		r.mismatch(i, sl, f, "")
 		r.noteLive(f, sl)
@@ -193,7 +193,7 @@ func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
 	case n == 0 && r.st.planned && sl.flags&flagInPlan != 0 && sl.flags&flagInJournal == 0:
 		v := r.view(i)
 		f := v.finding(KindMissing)
-		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.name(uint32(sl.reqCurrency))
+		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.Name(sl.reqCurrency)
 		f.Remedy = "nothing was journaled for this planned item: refund --journal with this journal and plan refunds it" + note
 		r.out(f)
 	}
@@ -208,7 +208,7 @@ func (r *run) journalCharge(members []uint32) {
 	for _, m := range members {
 		sl := r.st.slot(m)
 		rs := r.journalRefunds(m)
-		item := r.st.str(sl.item)
+		item := r.st.item(m)
 		for k := range rs {
 			rs[k].Item = item
 		}
@@ -246,7 +246,7 @@ func (r *run) journalCharge(members []uint32) {
 // mismatch fills the in_doubt finding f of an item whose last failure is
 // an answer that was not its refund; seen is what Stripe lists for it.
 func (r *run) mismatch(i uint32, sl *itemSlot, f *Finding, seen string) {
-	if r.st.codes.name(sl.code) != refund.CodeAnswerMismatch {
+	if r.st.codes.Name(sl.code) != refund.CodeAnswerMismatch {
 		return
 	}
 	f.Code, f.Message = refund.CodeAnswerMismatch, r.st.mismatches[i]

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund/money"
 )
 
@@ -15,31 +16,30 @@ import (
 // refunds of more than one batch.
 func (r *run) otherBatchPass() {
 	s := r.st
-	if len(s.batches.names) <= 2 {
-		return // one batch (names[0] is ""): nothing to look across
+	if s.idx.Batches().Len() <= 2 {
+		return // one batch (id 0 is ""): nothing to look across
 	}
 	// First pass: the first item with a live refund on each target, and
 	// the targets where an item of another batch has one too.
-	size := 1024
-	for size < 2*int(s.n) {
-		size *= 2
-	}
-	table := make([]uint64, size) // hash<<32 | 1+index of the target's first item
-	mask := uint32(size - 1)
+	var (
+		targets journal.IDTable // target -> its number in firsts
+		firsts  []uint32        // by target number: its first item with a live refund
+	)
+	firstHash := func(k uint32) uint64 { return s.hashItem(s.str(s.slot(firsts[k]).target)) }
+	targets.Reserve(int(s.n), firstHash)
 	var overlaps []uint32 // first items of targets with two batches
 	flagged := map[uint32]bool{}
 	const span = 64
-	var hashes [span]uint32
+	var hashes [span]uint64
 	var touched uint64
 	for base := uint32(0); base < s.n; base += span {
 		end := min(base+span, s.n)
-		// Hash a span of items and touch their table entries first: the
+		// Hash a span of items and touch their table slots first: the
 		// loads are independent, so their cache misses overlap.
 		for i := base; i < end; i++ {
 			if sl := s.slot(i); sl.target != 0 && sl.flags&flagRefunded != 0 {
-				h := uint32(s.hashItem(s.str(sl.target)))
-				hashes[i-base] = h
-				touched += table[h&mask]
+				hashes[i-base] = s.hashItem(s.str(sl.target))
+				touched += uint64(targets.Touch(hashes[i-base]))
 			}
 		}
 		for i := base; i < end; i++ {
@@ -47,25 +47,12 @@ func (r *run) otherBatchPass() {
 			if sl.target == 0 || r.liveRefundCount(i, sl) == 0 {
 				continue
 			}
-			t := s.str(sl.target)
-			h := hashes[i-base]
-			pos := h & mask
-			for ; table[pos] != 0; pos = (pos + 1) & mask {
-				e := table[pos]
-				if uint32(e>>32) != h {
-					continue
-				}
-				first := uint32(e) - 1
-				if fsl := s.slot(first); s.str(fsl.target) == t {
-					if fsl.batch != sl.batch && !flagged[first] {
-						flagged[first] = true
-						overlaps = append(overlaps, first)
-					}
-					break
-				}
-			}
-			if table[pos] == 0 {
-				table[pos] = uint64(h)<<32 | uint64(i+1)
+			if first, ok := s.firstOn(&targets, firsts, hashes[i-base], s.str(sl.target)); !ok {
+				targets.Add(hashes[i-base], firstHash)
+				firsts = append(firsts, i)
+			} else if s.idx.BatchOf(first) != s.idx.BatchOf(i) && !flagged[first] {
+				flagged[first] = true
+				overlaps = append(overlaps, first)
 			}
 		}
 	}
@@ -108,6 +95,16 @@ func (r *run) otherBatchPass() {
 			r.out(f)
 		}
 	}
+}
+
+// firstOn returns the first item on target t, of hash h, in targets.
+func (s *state) firstOn(targets *journal.IDTable, firsts []uint32, h uint64, t string) (uint32, bool) {
+	for k := range targets.Candidates(h) {
+		if first := firsts[k]; s.str(s.slot(first).target) == t {
+			return first, true
+		}
+	}
+	return 0, false
 }
 
 // otherBatches reports a target on which Stripe lists live refunds of

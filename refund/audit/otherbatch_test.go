@@ -10,6 +10,7 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/stripe"
 	"github.com/refundkit/refundkit/refund/stripesim"
 )
 
@@ -99,7 +100,7 @@ func TestStripeAuditFindsAChargeRefundedByTwoBatches(t *testing.T) {
 	var recs []journal.Record
 	for _, item := range []string{"i1", "i2"} {
 		charge := "ch_a" + item[1:]
-		made, _, err := refund.NewStripe(s.url, testKey, 1).Create(context.Background(), &refund.Item{Batch: "day-2", Item: item, Charge: charge, Amount: 500}, 1)
+		made, err := stripe.New(s.URL, testKey, 1).Create(context.Background(), &refund.Item{Batch: "day-2", Item: item, Charge: charge, Amount: 500}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -123,6 +123,21 @@ func scanCases() map[string][]byte {
 		"version 2 in the middle":    at(17, `{"v":2,"type":"intent"}`+"\n"),
 		"no newline at all":          []byte(strings.Repeat("z", 5000)),
 	}
+	// Framed as journal.Writer writes it: commits of 5 records each.
+	var framed []byte
+	for k := 0; k+5 <= 40; k += 5 {
+		group := bytes.Join(lines[k:k+5], nil)
+		framed = journal.AppendCommit(append(framed, group...), group, 5)
+	}
+	cases["framed"] = framed
+	garbled := func(from int) []byte {
+		b := bytes.Clone(framed)
+		clear(b[from : from+30])
+		return b
+	}
+	cases["framed, final commit garbled"] = garbled(len(framed) - 400)
+	cases["framed, earlier commit garbled"] = garbled(len(framed) / 2)
+	cases["framed, torn last line"] = framed[:len(framed)-10]
 	for k := 1; k < len(lines); k += 3 {
 		cases[fmt.Sprintf("garbage after line %d", k)] = at(k, "garbage\n")
 		cases[fmt.Sprintf("torn line then more after line %d", k)] = at(k, `{"v":1,"ty`+"\n")
@@ -142,6 +157,26 @@ func TestAuditScanMatchesTheJournalScanner(t *testing.T) {
 				t.Errorf("%s, blocks of %d: %v\nwant %v", name, size, got, want)
 			}
 		}
+	}
+}
+
+// TestAuditScanSkipsCommitLines: the commit lines of a framed journal are
+// framing: the sink gets the 40 records, at their own line numbers.
+func TestAuditScanSkipsCommitLines(t *testing.T) {
+	o := parallel(scanCases()["framed"])
+	if len(o.items) != 40 || o.err != "" || o.torn != "" {
+		t.Fatalf("%v", o)
+	}
+	for k, item := range o.items {
+		if !strings.HasPrefix(item, "item-") || o.lines[k] != k+1+k/5 {
+			t.Fatalf("record %d: item %q at line %d", k, item, o.lines[k])
+		}
+	}
+	if o := parallel(scanCases()["framed, final commit garbled"]); len(o.items) != 35 || o.torn == "" || o.err != "" {
+		t.Errorf("garbled final commit: %v, want its records cut as a torn tail", o)
+	}
+	if o := parallel(scanCases()["framed, earlier commit garbled"]); !strings.Contains(o.err, "corrupt record") {
+		t.Errorf("garbled earlier commit: %v, want corruption", o)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/stripe"
 	"github.com/refundkit/refundkit/refund/stripesim"
 )
 
@@ -129,7 +130,7 @@ func TestHeldJournalsItemsInDoubtMayBeInFlight(t *testing.T) {
 		}
 		opts := audit.Options{}
 		if withStripe {
-			opts.Stripe = refund.NewStripe(s.url, testKey, 2)
+			opts.Provider = stripe.New(s.URL, testKey, 2)
 		}
 		var got []*audit.Finding
 		rep, err := a.Run(context.Background(), opts, func(f *audit.Finding) { got = append(got, f) })
@@ -175,7 +176,7 @@ func TestStoppedAuditHasNoVerdict(t *testing.T) {
 		if _, err := a.AddJournal(strings.NewReader(journalText.String()), "j.jsonl"); err != nil {
 			t.Fatal(err)
 		}
-		opts := audit.Options{Stripe: refund.NewStripe(s.url, key, 4), Workers: 4, MaxTries: 1,
+		opts := audit.Options{Provider: stripe.New(s.URL, key, 4), Workers: 4, MaxTries: 1,
 			Retry: refund.Backoff{Base: time.Millisecond, Max: time.Millisecond}}
 		return a.Run(ctx, opts, func(*audit.Finding) {})
 	}

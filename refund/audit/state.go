@@ -2,7 +2,6 @@ package audit
 
 import (
 	"fmt"
-	"hash/maphash"
 	"strings"
 
 	"github.com/refundkit/refundkit/journal"
@@ -41,19 +40,17 @@ const (
 )
 
 // itemSlot is one item in compact form: no pointers, so a million of them
-// cost the garbage collector nothing to scan.
+// cost the garbage collector nothing to scan. It is the item's slot in the
+// index, beside its batch and name.
 type itemSlot struct {
-	amount      int64 // amount of the first refund journaled
-	reqAmount   int64 // requested amount: the plan's, else the last intent's (0: full)
-	item        arena.Ref
+	amount      int64     // amount of the first refund journaled
+	reqAmount   int64     // requested amount: the plan's, else the last intent's (0: full)
 	target      arena.Ref // charge or payment intent
 	refund      arena.Ref // first refund id journaled
-	batch       uint32
-	next        uint32 // 1 + index of the next item of the same group; 0: none
-	code        uint32 // interned Stripe code of the last failure
-	attempt     int32
-	currency    uint16 // interned currency of the first refund
-	reqCurrency uint16 // interned currency of the plan or intent
+	next        uint32    // 1 + id of the next item of the same group; 0: none
+	code        uint32    // interned Stripe code of the last failure
+	currency    uint32    // interned currency of the first refund
+	reqCurrency uint32    // interned currency of the plan or intent
 	status      itemStatus
 	flags       uint16
 }
@@ -77,22 +74,16 @@ type failure struct {
 // item, whether a final failure and a refund were both journaled, and which
 // items share a charge.
 type state struct {
-	seed  maphash.Seed
-	table []uint64 // open addressing: hash<<32 | slot index+1; 0 is empty
-	slots [][]itemSlot
-	n     uint32
+	idx *journal.Index[itemSlot] // the items and their slots; its arena holds their strings
+	n   uint32                   // items: idx.Len()
 
-	groups []uint64 // (batch, target) -> hash<<32 | index+1 of its first item
-	ngroup uint32
+	groups journal.IDTable // (batch, target) -> group id
+	heads  []uint32        // by group id: the group's first item
 
-	strs       arena.Arena
-	batches    interner
-	codes      interner
-	currencies interner
+	codes      journal.Interner
+	currencies journal.Interner
 
-	last      uint32 // slot of the last record applied, a cache for runs of records of one item
-	lastValid bool
-	touched   uint64 // keeps applyRun's loads from being optimized away
+	touched uint64 // keeps applyRun's loads from being optimized away
 
 	extras    map[uint32][]extraRefund
 	conflicts map[uint32][]string
@@ -109,16 +100,9 @@ type state struct {
 	grouped bool
 }
 
-const slotChunk = 1 << 16
-
 func newState() *state {
 	return &state{
-		seed:       maphash.MakeSeed(),
-		table:      make([]uint64, 1024),
-		groups:     make([]uint64, 1024),
-		batches:    newInterner(),
-		codes:      newInterner(),
-		currencies: newInterner(),
+		idx:        journal.NewIndex[itemSlot](),
 		extras:     map[uint32][]extraRefund{},
 		conflicts:  map[uint32][]string{},
 		failures:   map[uint32]failure{},
@@ -127,40 +111,42 @@ func newState() *state {
 	}
 }
 
-func (s *state) slot(i uint32) *itemSlot { return &s.slots[i/slotChunk][i%slotChunk] }
+func (s *state) slot(i uint32) *itemSlot { return s.idx.Slot(i) }
 
-func (s *state) str(r arena.Ref) string { return s.strs.Get(r) }
+func (s *state) str(r arena.Ref) string { return s.idx.Arena().Get(r) }
+
+// item is the name of item i.
+func (s *state) item(i uint32) string {
+	_, item := s.idx.Key(i)
+	return item
+}
 
 // addPlanItem records a planned item; false if the plan names it twice.
 func (s *state) addPlanItem(batch, item, charge, intent string, amount int64, currency string, at origin) bool {
-	i := s.upsertHashed(batch, item, s.hashItem(item))
+	i := s.upsert(batch, item, s.hashItem(item))
 	sl := s.slot(i)
 	if sl.flags&flagInPlan != 0 {
 		return false
 	}
 	sl.flags |= flagInPlan | flagRequested
 	sl.reqAmount = amount
-	sl.reqCurrency = uint16(s.currencies.id(currency))
+	sl.reqCurrency = s.currencies.ID(currency)
 	s.setTarget(i, sl, charge, intent, at)
 	return true
 }
 
 // hashItem hashes an item name; it only reads the seed, so the scan's
 // workers call it concurrently.
-func (s *state) hashItem(item string) uint64 { return maphash.String(s.seed, item) }
+func (s *state) hashItem(item string) uint64 { return s.idx.HashItem(item) }
 
 // applyRun folds records read from consecutive lines into the state.
 func (s *state) applyRun(recs []*journal.Record, hashes []uint64, name string, first int) {
-	// Touch the table entries of the run's items before folding: the loads
+	// Touch the table slots of the run's items before folding: the loads
 	// are independent, so the CPU overlaps their cache misses instead of
 	// stalling on each one in turn while it folds.
-	// Guessing each record's batch as the last one seen spares a lookup;
-	// a wrong guess only wastes a load.
-	mask := uint32(len(s.table) - 1)
-	batch := s.batches.last
 	var touched uint64
 	for _, h := range hashes[:len(recs)] {
-		touched += s.table[mix(h, batch)&mask]
+		touched += uint64(s.idx.Touch(h))
 	}
 	s.touched = touched
 	for k, r := range recs {
@@ -174,22 +160,19 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 		s.canceled[strings.Clone(r.Refund)] = true
 		return
 	}
-	i := s.upsertHashed(r.Batch, r.Item, ih)
+	i := s.upsert(r.Batch, r.Item, ih)
 	sl := s.slot(i)
 	sl.flags |= flagInJournal
 	if s.live {
 		sl.flags |= flagLive
 	}
 	s.setTarget(i, sl, r.Charge, r.PaymentIntent, at)
-	if int64(r.Attempt) > int64(sl.attempt) && r.Attempt <= 1<<31-1 {
-		sl.attempt = int32(r.Attempt)
-	}
 	refunded := sl.flags&flagRefunded != 0
 	switch r.Type {
 	case journal.TypeIntent:
 		if sl.flags&flagInPlan == 0 {
 			sl.reqAmount = r.Amount
-			sl.reqCurrency = uint16(s.currencies.id(r.Currency))
+			sl.reqCurrency = s.currencies.ID(r.Currency)
 		}
 		sl.flags |= flagRequested
 		sl.status = statusInDoubt
@@ -199,20 +182,20 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 			// item was taken up again (--allow-refunded-charges) or its
 			// refund was found at Stripe (backfill).
 			sl.flags &^= flagFinalFailure
-			if heldCode(s.codes.name(sl.code)) {
+			if heldCode(s.codes.Name(sl.code)) {
 				sl.flags |= flagAllowed
 			}
 		}
 		switch {
 		case !refunded:
 			sl.flags |= flagRefunded
-			sl.refund = s.strs.Add(r.Refund)
+			sl.refund = s.idx.Arena().Add(r.Refund)
 			sl.amount = r.Amount
-			sl.currency = uint16(s.currencies.id(r.Currency))
+			sl.currency = s.currencies.ID(r.Currency)
 		case s.str(sl.refund) == r.Refund:
-			if r.Amount != sl.amount || r.Currency != s.currencies.name(uint32(sl.currency)) {
+			if first := s.currencies.Name(sl.currency); r.Amount != sl.amount || r.Currency != first {
 				s.conflict(i, sl, fmt.Sprintf("%s: refund %s journaled again with amount %s, first with %s",
-					at, r.Refund, money.Format(r.Amount, r.Currency), money.Format(sl.amount, s.currencies.name(uint32(sl.currency)))))
+					at, r.Refund, money.Format(r.Amount, r.Currency), money.Format(sl.amount, first)))
 			}
 		default:
 			for _, x := range s.extras[i] {
@@ -224,7 +207,7 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 			s.extras[i] = append(s.extras[i], extraRefund{id: strings.Clone(r.Refund), amount: r.Amount, currency: strings.Clone(r.Currency), attempt: r.Attempt})
 		}
 	case journal.TypeFailed:
-		sl.code = s.codes.id(r.Code)
+		sl.code = s.codes.ID(r.Code)
 		if r.Final {
 			sl.flags |= flagFinalFailure
 			sl.status = statusFailed
@@ -249,7 +232,7 @@ func (s *state) setTarget(i uint32, sl *itemSlot, charge, intent string, at orig
 		return
 	}
 	if sl.target == 0 {
-		sl.target = s.strs.Add(t)
+		sl.target = s.idx.Arena().Add(t)
 		if isIntent {
 			sl.flags |= flagIntent
 		}
@@ -283,67 +266,19 @@ func (s *state) conflict(i uint32, sl *itemSlot, reason string) {
 	s.conflicts[i] = append(s.conflicts[i], reason)
 }
 
-// upsertHashed returns the slot of (batch, item), adding it if new; ih is
+// upsert returns the id of (batch, item), adding it if it is new; ih is
 // hashItem(item).
-func (s *state) upsertHashed(batch, item string, ih uint64) uint32 {
-	if s.lastValid {
-		sl := s.slot(s.last)
-		if s.str(sl.item) == item && s.batches.name(sl.batch) == batch {
-			return s.last
-		}
+func (s *state) upsert(batch, item string, ih uint64) uint32 {
+	i, added := s.idx.AddHashed(batch, item, ih)
+	if added {
+		s.n++
 	}
-	b := s.batches.id(batch)
-	h := mix(ih, b)
-	mask := uint32(len(s.table) - 1)
-	for pos := h & mask; ; pos = (pos + 1) & mask {
-		e := s.table[pos]
-		if e == 0 {
-			break
-		}
-		if uint32(e>>32) == h {
-			i := uint32(e) - 1
-			sl := s.slot(i)
-			if sl.batch == b && s.str(sl.item) == item {
-				s.last, s.lastValid = i, true
-				return i
-			}
-		}
-	}
-	if (s.n+1)*2 > uint32(len(s.table)) {
-		s.table = grow(s.table)
-	}
-	i := s.n
-	if i%slotChunk == 0 {
-		s.slots = append(s.slots, make([]itemSlot, slotChunk))
-	}
-	s.n++
-	*s.slot(i) = itemSlot{item: s.strs.Add(item), batch: b}
-	place(s.table, h, i)
-	s.last, s.lastValid = i, true
 	return i
 }
 
 // reserve sizes the item table for about n more items, sparing the rehashes
 // of growing it one doubling at a time.
-func (s *state) reserve(n int) {
-	want := uint64(s.n) + uint64(n)
-	if want > 1<<30 {
-		want = 1 << 30
-	}
-	size := uint64(len(s.table))
-	for size < 2*want {
-		size *= 2
-	}
-	if size > uint64(len(s.table)) {
-		table := make([]uint64, size)
-		for _, e := range s.table {
-			if e != 0 {
-				place(table, uint32(e>>32), uint32(e)-1)
-			}
-		}
-		s.table = table
-	}
-}
+func (s *state) reserve(n int) { s.idx.Reserve(n) }
 
 // groupItems links every item with a target into its group, and every item
 // added from now on as its target becomes known.
@@ -359,52 +294,29 @@ func (s *state) groupItems() {
 	}
 }
 
-// find returns the slot of (batch, item) without adding it.
-func (s *state) find(batch, item string) (uint32, bool) {
-	b, ok := s.batches.ids[batch]
-	if !ok {
-		return 0, false
-	}
-	h := s.hash(b, item)
-	mask := uint32(len(s.table) - 1)
-	for pos := h & mask; ; pos = (pos + 1) & mask {
-		e := s.table[pos]
-		if e == 0 {
-			return 0, false
-		}
-		if uint32(e>>32) == h {
-			i := uint32(e) - 1
-			if sl := s.slot(i); sl.batch == b && s.str(sl.item) == item {
-				return i, true
-			}
-		}
-	}
-}
+// find returns the id of (batch, item) without adding it.
+func (s *state) find(batch, item string) (uint32, bool) { return s.idx.Find(batch, item) }
 
 // link adds item i to the group of its batch and target.
 func (s *state) link(i uint32, sl *itemSlot) {
-	t := s.str(sl.target)
-	h := s.hash(sl.batch, t)
-	mask := uint32(len(s.groups) - 1)
-	for pos := h & mask; ; pos = (pos + 1) & mask {
-		e := s.groups[pos]
-		if e == 0 {
-			break
-		}
-		if uint32(e>>32) == h {
-			head := s.slot(uint32(e) - 1)
-			if head.batch == sl.batch && s.str(head.target) == t {
-				sl.next, head.next = head.next, i+1
-				return
-			}
+	b, t := s.idx.BatchOf(i), s.str(sl.target)
+	h := s.idx.HashIn(b, t)
+	for g := range s.groups.Candidates(h) {
+		head := s.heads[g]
+		if hsl := s.slot(head); s.idx.BatchOf(head) == b && s.str(hsl.target) == t {
+			sl.next, hsl.next = hsl.next, i+1
+			return
 		}
 	}
-	if (s.ngroup+1)*2 > uint32(len(s.groups)) {
-		s.groups = grow(s.groups)
-	}
-	s.ngroup++
+	s.groups.Add(h, s.groupHash)
+	s.heads = append(s.heads, i)
 	sl.flags |= flagGroupHead
-	place(s.groups, h, i)
+}
+
+// groupHash is the table hash of group g, for the table to move it.
+func (s *state) groupHash(g uint32) uint64 {
+	head := s.heads[g]
+	return s.idx.HashIn(s.idx.BatchOf(head), s.str(s.slot(head).target))
 }
 
 // members returns the items of the group headed by head, in the order they
@@ -420,60 +332,3 @@ func (s *state) members(head uint32) []uint32 {
 	}
 	return out
 }
-
-func (s *state) hash(batch uint32, str string) uint32 { return mix(s.hashItem(str), batch) }
-
-// mix combines a string's hash with a batch id into a table hash.
-func mix(h uint64, batch uint32) uint32 {
-	h ^= uint64(batch) * 0x9e3779b97f4a7c15
-	return uint32(h ^ h>>32)
-}
-
-func place(table []uint64, h, i uint32) {
-	mask := uint32(len(table) - 1)
-	pos := h & mask
-	for table[pos] != 0 {
-		pos = (pos + 1) & mask
-	}
-	table[pos] = uint64(h)<<32 | uint64(i+1)
-}
-
-// grow doubles a table; the stored hashes spare rehashing the keys.
-func grow(old []uint64) []uint64 {
-	table := make([]uint64, 2*len(old))
-	for _, e := range old {
-		if e != 0 {
-			place(table, uint32(e>>32), uint32(e)-1)
-		}
-	}
-	return table
-}
-
-// interner numbers the few distinct batch names, codes and currencies; id 0
-// is the empty string.
-type interner struct {
-	names []string
-	ids   map[string]uint32
-	last  uint32
-}
-
-func newInterner() interner {
-	return interner{names: []string{""}, ids: map[string]uint32{"": 0}}
-}
-
-func (in *interner) id(name string) uint32 {
-	if in.names[in.last] == name {
-		return in.last
-	}
-	id, ok := in.ids[name]
-	if !ok {
-		name = strings.Clone(name)
-		id = uint32(len(in.names))
-		in.names = append(in.names, name)
-		in.ids[name] = id
-	}
-	in.last = id
-	return id
-}
-
-func (in *interner) name(id uint32) string { return in.names[id] }

@@ -1,18 +1,15 @@
 package audit
 
-// Asking Stripe: the refunds of every charge, listed in parallel, paced
-// and retried, and checked in order.
+// Asking the provider (Stripe): the refunds of every charge, listed in
+// parallel, paced and retried, and checked in order.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
-	"time"
-
-	stripe "github.com/stripe/stripe-go/v76"
 
 	"github.com/refundkit/refundkit/refund"
 )
@@ -28,12 +25,12 @@ type target struct {
 // listJob is the listing of one target.
 type listJob struct {
 	t       *target
-	refunds []*stripe.Refund
+	refunds []refund.Refund
 	err     error
 	done    chan struct{}
 }
 
-// listRefused is a list Stripe refused for a reason other than the key:
+// listRefused is a list the provider refused for a reason other than the key:
 // the target's items cannot be checked.
 type listRefused struct{ code, msg string }
 
@@ -160,39 +157,41 @@ const (
 	classRefused                 // any other refusal
 )
 
+// classify sorts a provider's error (refund.Classify) for the audit. A
+// read or a cancel under its own key is safe to repeat, so an
+// indeterminate answer is tried again too.
 func classify(err error) (errClass, string, string) {
-	var se *stripe.Error
-	if !errors.As(err, &se) {
-		return classRetry, "network_error", "no answer from Stripe"
+	switch f := refund.Classify(err); {
+	case f.Class == refund.ClassFatal:
+		return classFatal, f.Code, ""
+	case f.Class == refund.ClassRetry || f.Class == refund.ClassIndeterminate || f.Class == refund.ClassStopped:
+		return classRetry, f.Code, f.Message
+	case f.Status == http.StatusNotFound:
+		return classMissing, f.Code, f.Message
+	default:
+		return classRefused, f.Code, f.Message
 	}
-	code := string(se.Code)
-	if code == "" {
-		code = string(se.Type)
-	}
-	switch st := se.HTTPStatusCode; {
-	case st == http.StatusUnauthorized || st == http.StatusForbidden:
-		return classFatal, code, ""
-	case st == 0 || st == http.StatusTooManyRequests || st == http.StatusConflict || st >= 500:
-		return classRetry, code, se.Msg
-	case st == http.StatusNotFound:
-		return classMissing, code, se.Msg
-	}
-	return classRefused, code, se.Msg
 }
 
-// call makes one API call with pacing and retries. The key never appears
-// in its errors: on a refused key only the status is named.
-func (r *run) call(ctx context.Context, what string, fn func() error) error {
+// call makes one API call to ep with pacing and retries. The key never
+// appears in its errors: on a refused key only the status is named.
+func (r *run) call(ctx context.Context, ep refund.Endpoint, what string, fn func() error) error {
+	name := "the provider"
+	if r.opts.Provider != nil {
+		name = strings.ToLower(r.opts.Provider.Facts().Name)
+	}
 	for try := 1; ; try++ {
-		if r.opts.Limiter != nil {
-			if err := r.opts.Limiter.Wait(ctx); err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return err
+		if err := r.opts.Pacer.Wait(ctx, ep); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
+			return err
+		}
+		if h := r.halt.Load(); h != nil {
+			return h // another call found the provider unusable
 		}
 		err := fn()
+		r.opts.Pacer.Done(ep, err)
 		if err == nil {
 			return nil
 		}
@@ -202,16 +201,12 @@ func (r *run) call(ctx context.Context, what string, fn func() error) error {
 		class, code, _ := classify(err)
 		switch class {
 		case classFatal:
-			return &StripeError{fmt.Errorf("stripe refused the API key (%s)", code)}
+			return r.halted(&StripeError{fmt.Errorf("%s refused the API key (%s)", name, code)})
 		case classRetry:
 			if try >= r.opts.MaxTries {
-				return &StripeError{fmt.Errorf("stripe did not answer %s after %d tries (%s)", what, try, code)}
+				return r.halted(&StripeError{fmt.Errorf("%s did not answer %s after %d tries (%s)", name, what, try, code)})
 			}
-			t := time.NewTimer(backoff(r.opts.Retry, try))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if !r.opts.Retry.Sleep(ctx, try-1) {
 				return ctx.Err()
 			}
 			continue
@@ -220,30 +215,25 @@ func (r *run) call(ctx context.Context, what string, fn func() error) error {
 	}
 }
 
-// backoff is a random delay in [d/2, d], d doubling from Base up to Max.
-func backoff(b refund.Backoff, try int) time.Duration {
-	d := b.Max
-	if try < 30 && b.Base<<(try-1) < b.Max {
-		d = b.Base << (try - 1)
-	}
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2+1)
+// halted records e as what stops the audit, unless a call found another
+// reason first, and returns the one recorded.
+func (r *run) halted(e *StripeError) *StripeError {
+	r.halt.CompareAndSwap(nil, e)
+	return r.halt.Load()
 }
 
-// list returns every refund of a target; a charge Stripe does not know has
-// none.
-func (r *run) list(ctx context.Context, t *target) ([]*stripe.Refund, error) {
-	it := &refund.Item{Charge: t.id}
+// list returns every refund of a target; a charge the provider does not
+// know has none.
+func (r *run) list(ctx context.Context, t *target) ([]refund.Refund, error) {
+	p := refund.Payment{Charge: t.id}
 	if t.intent {
-		it = &refund.Item{PaymentIntent: t.id}
+		p = refund.Payment{PaymentIntent: t.id}
 	}
-	var out []*stripe.Refund
-	err := r.call(ctx, "listing the refunds of "+t.id, func() error {
+	var out []refund.Refund
+	err := r.call(ctx, refund.EndpointList, "listing the refunds of "+t.id, func() error {
 		r.rep.listCalls.Add(1)
 		var err error
-		out, err = r.opts.Stripe.List(ctx, it)
+		out, err = r.opts.Provider.Find(ctx, p)
 		return err
 	})
 	if err == nil {

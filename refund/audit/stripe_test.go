@@ -4,59 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/stripe"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/stripesim/simtest"
 )
 
 const testKey = "sk_test_audit"
 
-// sim is the Stripe simulator behind counters of the calls made to it.
-type sim struct {
-	*stripesim.Server
-	url                              string
-	creates, lists, cancels, charges atomic.Int64
-}
+// sim is the Stripe simulator for a test; its calls are counted by the
+// simulator's own Stats.
+type sim struct{ *simtest.Sim }
 
 func newSim(t *testing.T, charges []stripesim.Charge) *sim {
 	t.Helper()
-	srv := stripesim.New(stripesim.Config{Charges: charges, Seed: 3})
-	s := &sim{Server: srv}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method == http.MethodPost && r.URL.Path == "/v1/refunds":
-			s.creates.Add(1)
-		case r.Method == http.MethodGet && r.URL.Path == "/v1/refunds":
-			s.lists.Add(1)
-		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/cancel"):
-			s.cancels.Add(1)
-		case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/charges/"):
-			s.charges.Add(1)
-		}
-		srv.Handler().ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
-	s.url = ts.URL
-	return s
-}
-
-func (s *sim) resetCalls() {
-	s.creates.Store(0)
-	s.lists.Store(0)
-	s.cancels.Store(0)
-	s.charges.Store(0)
+	return &sim{simtest.Start(t, stripesim.Config{Charges: charges, Seed: 3})}
 }
 
 func (s *sim) refundByID(t *testing.T, id string) stripesim.Refund {
@@ -99,7 +71,7 @@ func refundRun(t *testing.T, s *sim, path, plan string) map[string]refund.Result
 	var mu sync.Mutex
 	results := map[string]refund.Result{}
 	_, err = refund.Run(context.Background(), refund.Config{
-		Stripe: refund.NewStripe(s.url, testKey, 4), Journal: w, State: state, Workers: 4,
+		Provider: stripe.New(s.URL, testKey, 4), Checkpoint: refund.Journal(w, state), Workers: 4,
 		Backoff:  refund.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond},
 		OnResult: func(r refund.Result) { mu.Lock(); results[r.Item] = r; mu.Unlock() },
 	}, strings.NewReader(plan), "plan.jsonl")
@@ -153,8 +125,7 @@ func auditStripe(t *testing.T, s *sim, o stripeAudit) ([]*audit.Finding, *audit.
 	if o.key == "" {
 		o.key = testKey
 	}
-	opts.Stripe = refund.NewStripe(s.url, o.key, 3)
-	withCharges(&opts, s)
+	opts.Provider = stripe.New(s.URL, o.key, 3)
 	var got []*audit.Finding
 	rep, err := a.Run(context.Background(), opts, func(f *audit.Finding) { got = append(got, f) })
 	return got, rep, err
@@ -200,11 +171,11 @@ func TestStripeAuditOfACleanRunMakesOnlyListCalls(t *testing.T) {
 	s := newSim(t, charges(5, nil))
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	refundRun(t, s, path, plan(5))
-	s.resetCalls()
+	s.Reset()
 	got, rep := mustAudit(t, s, stripeAudit{plan: plan(5), journal: path, allRefunds: true})
 	wantFindings(t, "audit", got)
-	if s.lists.Load() != 5 || s.creates.Load() != 0 || s.cancels.Load() != 0 || rep.ListCalls() != 5 {
-		t.Errorf("calls: %d lists (report %d), %d creates, %d cancels; want 5 lists only", s.lists.Load(), rep.ListCalls(), s.creates.Load(), s.cancels.Load())
+	if s.Lists() != 5 || s.Creates() != 0 || s.Calls(simtest.Cancel) != 0 || rep.ListCalls() != 5 {
+		t.Errorf("calls: %d lists (report %d), %d creates, %d cancels; want 5 lists only", s.Lists(), rep.ListCalls(), s.Creates(), s.Calls(simtest.Cancel))
 	}
 	if !rep.Clean() || rep.ByStatus["refunded"] != 5 || rep.Amounts["refunded"]["usd"] != 2500 {
 		t.Errorf("report %+v", rep)
@@ -239,8 +210,8 @@ func TestAuditFinishesAnUncheckpointedOldRun(t *testing.T) {
 	wantFindings(t, "audit --all-refunds --backfill", got,
 		"stripe_only i1", "stripe_only i2", "missing i3", "stripe_only @ch_a3", "stripe_only @ch_a3",
 		"missing i4", "stripe_only @ch_a4", "stripe_only @ch_a4", "missing i5", "missing i6")
-	if rep.Backfilled != 2 || s.creates.Load() != 0 || s.cancels.Load() != 0 {
-		t.Fatalf("backfilled %d, %d creates, %d cancels; want 2 backfilled and no call but lists", rep.Backfilled, s.creates.Load(), s.cancels.Load())
+	if rep.Backfilled != 2 || s.Creates() != 0 || s.Calls(simtest.Cancel) != 0 {
+		t.Fatalf("backfilled %d, %d creates, %d cancels; want 2 backfilled and no call but lists", rep.Backfilled, s.Creates(), s.Calls(simtest.Cancel))
 	}
 	if f := find(got, audit.KindStripeOnly, "i1"); f.Refunds[0].ID != ids["ch_a1"][0] || f.Refunds[0].Action != audit.ActionBackfilled {
 		t.Errorf("i1 stripe_only %+v", f)
@@ -256,7 +227,7 @@ func TestAuditFinishesAnUncheckpointedOldRun(t *testing.T) {
 
 	// A person cancels i3's second refund in the dashboard: the one left
 	// is i3's.
-	if _, err := refund.NewStripe(s.url, testKey, 1).Cancel(context.Background(), ids["ch_a3"][1]); err != nil {
+	if _, err := stripe.New(s.URL, testKey, 1).Cancel(context.Background(), ids["ch_a3"][1]); err != nil {
 		t.Fatal(err)
 	}
 	got, rep = mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, allRefunds: true, backfill: true})
@@ -275,10 +246,10 @@ func TestAuditFinishesAnUncheckpointedOldRun(t *testing.T) {
 		}
 	}
 	plan5 := strings.Join(rest, "")
-	s.resetCalls()
+	s.Reset()
 	results := refundRun(t, s, path, plan5)
-	if s.creates.Load() != 2 {
-		t.Fatalf("refund after backfill: %d creates; want 2 (i5, i6)", s.creates.Load())
+	if s.Creates() != 2 {
+		t.Fatalf("refund after backfill: %d creates; want 2 (i5, i6)", s.Creates())
 	}
 	for item, want := range map[string]string{"i1": refund.StatusSkipped, "i3": refund.StatusSkipped, "i5": refund.StatusRefunded, "i6": refund.StatusRefunded} {
 		if results[item].Status != want {
@@ -300,7 +271,7 @@ func TestAuditCancelsARequiresActionExtraAndJournalsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	it := &refund.Item{Batch: "b1", Item: "i2", Charge: "ch_a2", Amount: 500}
-	extra, _, err := refund.NewStripe(s.url, testKey, 1).Create(context.Background(), it, 2)
+	extra, err := stripe.New(s.URL, testKey, 1).Create(context.Background(), it, 2)
 	if err != nil || extra.Status != "requires_action" {
 		t.Fatalf("extra refund: %v %v", extra, err)
 	}
@@ -349,7 +320,7 @@ func TestAuditOfInDoubtItemsAtStripe(t *testing.T) {
 	if err := os.WriteFile(path, []byte(jl(t, in1, in2)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	made, _, err := refund.NewStripe(s.url, testKey, 1).Create(context.Background(), &refund.Item{Batch: "b1", Item: "i1", Charge: "ch_a1", Amount: 500}, 1)
+	made, err := stripe.New(s.URL, testKey, 1).Create(context.Background(), &refund.Item{Batch: "b1", Item: "i1", Charge: "ch_a1", Amount: 500}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,10 +336,10 @@ func TestAuditOfInDoubtItemsAtStripe(t *testing.T) {
 	if st, _ := state.Lookup("b1", "i1"); st.Status != journal.StatusRefunded || st.Refund != made.ID || st.Attempt != 1 {
 		t.Errorf("i1 after backfill: %+v", st)
 	}
-	s.resetCalls()
+	s.Reset()
 	refundRun(t, s, path, plan(2))
-	if s.creates.Load() != 1 || len(s.Refunds()) != 2 {
-		t.Errorf("%d creates, %d refunds; want i2 refunded once and i1 left alone", s.creates.Load(), len(s.Refunds()))
+	if s.Creates() != 1 || len(s.Refunds()) != 2 {
+		t.Errorf("%d creates, %d refunds; want i2 refunded once and i1 left alone", s.Creates(), len(s.Refunds()))
 	}
 	got, _ = mustAudit(t, s, stripeAudit{plan: plan(2), journal: path})
 	wantFindings(t, "audit after refund", got)
@@ -441,10 +412,36 @@ func TestAuditRetriesStripeFaults(t *testing.T) {
 	if err := s.SetFaults(stripesim.Faults{RateLimitShare: 0.5}); err != nil {
 		t.Fatal(err)
 	}
-	s.resetCalls()
+	s.Reset()
 	got, rep := mustAudit(t, s, stripeAudit{plan: plan(4), journal: path})
 	wantFindings(t, "audit through 429s", got)
-	if s.lists.Load() <= 4 || rep.ListCalls() != s.lists.Load() {
-		t.Errorf("%d list calls (report %d): want retries past the 429s", s.lists.Load(), rep.ListCalls())
+	if s.Lists() <= 4 || rep.ListCalls() != s.Lists() {
+		t.Errorf("%d list calls (report %d): want retries past the 429s", s.Lists(), rep.ListCalls())
+	}
+}
+
+// TestNoListBeginsAfterARefusedKey: with one worker, a halted audit counted
+// a second list (audit_basic.txtar, flaky under load) when the worker went
+// on to its next charge before the refusal was seen. Once the key is
+// refused no call begins, whatever the timing.
+func TestNoListBeginsAfterARefusedKey(t *testing.T) {
+	s := newSim(t, charges(3, nil))
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	refundRun(t, s, path, plan(3))
+	for range 20 {
+		a := audit.New()
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = a.AddJournal(f, path)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := a.Run(context.Background(), audit.Options{Provider: stripe.New(s.URL, "sk_live_unknown", 1), Workers: 1}, func(*audit.Finding) {})
+		if !errors.As(err, new(*audit.StripeError)) || rep.ListCalls() != 1 {
+			t.Fatalf("error %v after %d list calls, want a *StripeError after 1", err, rep.ListCalls())
+		}
 	}
 }

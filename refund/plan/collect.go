@@ -4,37 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/refundkit/refundkit/refund"
 )
-
-// row is one input row as read, before validation: empty strings are
-// absent values.
-type row struct {
-	line          int
-	batch         string
-	item          string
-	charge        string
-	paymentIntent string
-	amount        string // decimal digits of minor units; "" is the full remaining amount
-	currency      string
-	reason        string
-	metadata      map[string]string
-	// shared: the strings point into the reader's line, so what is kept
-	// must be copied for the line to be freed.
-	shared bool
-}
-
-// own returns s, copied if it points into the reader's line.
-func (r *row) own(s string) string {
-	if r.shared {
-		return strings.Clone(s)
-	}
-	return s
-}
 
 // collector validates rows as the readers produce them, detects duplicates
 // over the whole input and gathers problems.
@@ -42,7 +16,7 @@ type collector struct {
 	name     string
 	opts     Options
 	plan     *Plan
-	problems []Problem
+	problems []*refund.InputError
 	total    int
 	// targets maps every charge and payment intent listed to the entry of
 	// its first row. That row's item id is most often the target's own id
@@ -52,8 +26,7 @@ type collector struct {
 	explicit map[string]int32 // item id -> entry, for ids not found through targets
 	// currencies interns currency codes: a million rows share a few.
 	currencies map[string]uint16
-	recurring  map[string]string // see interned
-	last       struct {          // the previous row's currency, the usual case
+	last       struct { // the previous row's currency, the usual case
 		code  string
 		index uint16
 	}
@@ -67,15 +40,26 @@ func newCollector(name string, opts Options) *collector {
 		targets:    make(map[string]int32),
 		explicit:   make(map[string]int32),
 		currencies: make(map[string]uint16),
-		recurring:  make(map[string]string),
 	}
 }
 
-// problem records a problem at line (0: the whole input).
+// problem records a problem at line (0: the whole input) that no one
+// field is at fault for.
 func (c *collector) problem(line int, format string, args ...any) {
+	c.fail(line, &refund.InputError{Err: fmt.Errorf(format, args...)})
+}
+
+// fail records err, found at line: an *refund.InputError keeps its field.
+func (c *collector) fail(line int, err error) {
 	c.total++
 	if len(c.problems) < c.opts.MaxProblems {
-		c.problems = append(c.problems, Problem{Name: c.name, Line: line, Msg: fmt.Sprintf(format, args...)})
+		ie := &refund.InputError{Err: err}
+		if e, ok := err.(*refund.InputError); ok {
+			copied := *e
+			ie = &copied
+		}
+		ie.Name, ie.Line = c.name, line
+		c.problems = append(c.problems, ie)
 	}
 }
 
@@ -86,40 +70,26 @@ func (c *collector) result(ioErr error) (*Plan, error) {
 	case ioErr != nil:
 		return nil, ioErr
 	case c.total > 0:
-		return nil, &InputError{Problems: c.problems, Total: c.total}
+		return nil, &Rejection{Problems: c.problems, Total: c.total}
 	}
 	return c.plan, nil
 }
 
-// add validates one row and keeps its item, or records why it cannot.
-func (c *collector) add(r *row) {
-	if r.batch != "" && r.batch != c.opts.Batch {
-		c.problem(r.line, "batch %s: the plan is for batch %s", show(r.batch), c.opts.Batch)
+// add completes one item as plan's input may leave it (batch and item id
+// left out, currency in capitals), validates it and keeps it, or records
+// why it cannot. shared: its strings point into the reader's line.
+func (c *collector) add(line int, it *refund.Item, shared bool) {
+	if c.otherBatch(line, it.Batch) {
 		return
 	}
-	amount, err := parseAmount(r.amount)
-	if err != nil {
-		c.problem(r.line, "%v", err)
-		return
-	}
-	for k, v := range r.metadata {
+	it.Batch = c.opts.Batch
+	if k, bad := notUTF8(it.Metadata); bad {
 		// Excel's plain "CSV" export is Windows-1252: catch it here rather
 		// than let JSON encoding turn accented letters into U+FFFD.
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			c.problem(r.line, "metadata %s: not UTF-8 text (in Excel, save as CSV UTF-8)", show(k))
-			return
-		}
+		c.fail(line, &refund.InputError{Field: refund.MetadataField(k), Err: errors.New("not UTF-8 text (in Excel, save as CSV UTF-8)")})
+		return
 	}
-	it := refund.Item{
-		Batch:         c.opts.Batch,
-		Item:          r.item,
-		Charge:        r.charge,
-		PaymentIntent: r.paymentIntent,
-		Amount:        amount,
-		Currency:      lowerASCII(r.currency),
-		Reason:        r.reason,
-		Metadata:      r.metadata,
-	}
+	it.Currency = lowerASCII(it.Currency)
 	derived := it.Item == ""
 	if derived {
 		it.Item = it.Target()
@@ -127,21 +97,41 @@ func (c *collector) add(r *row) {
 	if err := it.Validate(); err != nil {
 		if derived {
 			// Name the bad charge, not the item id made from it.
-			probe := it
+			probe := *it
 			probe.Item = "x"
 			if perr := probe.Validate(); perr != nil {
 				err = perr
 			} else {
-				err = fmt.Errorf("%s %s: longer than 128 characters: give the row an item id", targetKind(&it), show(it.Target()))
+				err = &refund.InputError{Field: targetKind(it), Err: fmt.Errorf("%s: longer than 128 characters: give the row an item id", refund.Show(it.Target()))}
 			}
 		}
-		c.problem(r.line, "%v", err)
+		c.fail(line, err)
 		return
 	}
-	if c.duplicate(r.line, &it, derived) {
+	if c.duplicate(line, it, derived) {
 		return
 	}
-	c.keep(r, &it, derived)
+	c.keep(line, it, derived, shared)
+}
+
+// otherBatch reports a row naming a batch that is not the plan's.
+func (c *collector) otherBatch(line int, batch string) bool {
+	if batch == "" || batch == c.opts.Batch {
+		return false
+	}
+	c.fail(line, &refund.InputError{Field: "batch", Err: fmt.Errorf("%s: the plan is for batch %s", refund.Show(batch), c.opts.Batch)})
+	return true
+}
+
+// notUTF8 returns the first metadata key, in key order, whose key or value
+// is not UTF-8.
+func notUTF8(md map[string]string) (key string, bad bool) {
+	for k, v := range md {
+		if (!utf8.ValidString(k) || !utf8.ValidString(v)) && (!bad || k < key) {
+			key, bad = k, true
+		}
+	}
+	return key, bad
 }
 
 // duplicate reports a problem and returns true when the item's id or
@@ -184,16 +174,23 @@ func (c *collector) itemEntry(id string) *entry {
 	return nil
 }
 
-// keep stores a valid item and remembers its ids.
-func (c *collector) keep(r *row, it *refund.Item, derived bool) {
+// keep stores a valid item and remembers its ids. shared: its strings
+// point into the reader's line and must be copied to be kept.
+func (c *collector) keep(line int, it *refund.Item, derived, shared bool) {
 	if c.plan.Len() == math.MaxInt32 {
-		c.problem(r.line, "more than %d rows: split the input", math.MaxInt32)
+		c.problem(line, "more than %d rows: split the input", math.MaxInt32)
 		return
 	}
+	own := func(s string) string {
+		if shared {
+			return strings.Clone(s)
+		}
+		return s
+	}
 	e := entry{
-		target:   r.own(it.Target()),
+		target:   own(it.Target()),
 		amount:   it.Amount,
-		line:     int32(min(r.line, math.MaxInt32)),
+		line:     int32(min(line, math.MaxInt32)),
 		currency: c.currency(it.Currency),
 		reason:   reasonIndex(it.Reason),
 	}
@@ -206,7 +203,7 @@ func (c *collector) keep(r *row, it *refund.Item, derived bool) {
 	if it.Item != e.target || it.Metadata != nil {
 		e.extra = &extra{metadata: it.Metadata}
 		if it.Item != e.target {
-			e.extra.item = r.own(it.Item)
+			e.extra.item = own(it.Item)
 		}
 	}
 	_, seen := c.targets[e.target]
@@ -263,30 +260,4 @@ func lowerASCII(s string) string {
 		}
 	}
 	return s
-}
-
-// errAmount is the message for every amount that is not a positive whole
-// number of minor units.
-const errAmount = "amount %s: want a positive whole number of minor units"
-
-// parseAmount parses minor units: decimal digits only, so 10.00, -5, +5,
-// 1e3 and 1,000 are refused rather than guessed at. "" is 0, the full
-// remaining amount.
-func parseAmount(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf(errAmount, show(s))
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if errors.Is(err, strconv.ErrRange) {
-		return 0, fmt.Errorf("amount %s: too large", show(s))
-	}
-	if err != nil || n == 0 {
-		return 0, fmt.Errorf(errAmount, show(s))
-	}
-	return n, nil
 }

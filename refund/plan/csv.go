@@ -108,7 +108,7 @@ func blank(rec []string) bool {
 func (c *collector) header(line int, rec []string) ([]column, bool) {
 	for _, f := range rec {
 		if f = strings.TrimSpace(f); isID(f) {
-			c.problem(line, "no header row: %s is an id; want a first row naming the columns, such as charge,amount", show(f))
+			c.problem(line, "no header row: %s is an id; want a first row naming the columns, such as charge,amount", refund.Show(f))
 			return nil, false
 		}
 	}
@@ -129,7 +129,7 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 		case c.opts.KeepColumns:
 			col = column{kind: colMetadata, key: name}
 		default:
-			unknown = append(unknown, show(name))
+			unknown = append(unknown, refund.Show(name))
 			continue
 		}
 		if name == "" {
@@ -140,15 +140,15 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 		if col.kind == colMetadata {
 			id = "metadata." + col.key
 			if err := checkMetadataKey(col.key); err != nil {
-				c.problem(line, "column %s: %v", show(name), err)
+				c.problem(line, "column %s: %v", refund.Show(name), err)
 				ok = false
 			}
 		}
 		if prev, dup := named[id]; dup {
 			if col.kind == colMetadata {
-				c.problem(line, "column %s: metadata key %s already comes from column %d", show(name), show(col.key), prev)
+				c.problem(line, "column %s: metadata key %s already comes from column %d", refund.Show(name), refund.Show(col.key), prev)
 			} else {
-				c.problem(line, "column %s repeats column %d", show(name), prev)
+				c.problem(line, "column %s repeats column %d", refund.Show(name), prev)
 			}
 			ok = false
 		}
@@ -170,18 +170,16 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 
 // checkMetadataKey applies refund's rules for metadata keys once, to the
 // header, instead of once per row.
-func checkMetadataKey(key string) error {
-	probe := refund.Item{Batch: "b", Item: "i", Charge: "ch_x", Metadata: map[string]string{key: ""}}
-	return probe.Validate()
-}
+func checkMetadataKey(key string) error { return refund.MetadataKeyError(key) }
 
-// csvRow turns one data row into a row for the collector.
+// csvRow turns one data row into an item for the collector.
 func (c *collector) csvRow(line int, rec []string, columns []column) {
 	if len(rec) < len(columns) || !blank(rec[len(columns):]) {
 		c.problem(line, "%d fields, the header has %d", len(rec), len(columns))
 		return
 	}
-	r := row{line: line, shared: true}
+	var it refund.Item
+	amount := ""
 	for i, col := range columns {
 		v := strings.TrimSpace(rec[i])
 		if v == "" {
@@ -189,28 +187,37 @@ func (c *collector) csvRow(line int, rec []string, columns []column) {
 		}
 		switch col.kind {
 		case colUnnamed:
-			c.problem(line, "value %s in column %d, which has no name in the header", show(v), i+1)
+			c.problem(line, "value %s in column %d, which has no name in the header", refund.Show(v), i+1)
 			return
 		case colBatch:
-			r.batch = v
+			it.Batch = v
 		case colItem:
-			r.item = v
+			it.Item = v
 		case colCharge:
-			r.charge = v
+			it.Charge = v
 		case colPaymentIntent:
-			r.paymentIntent = v
+			it.PaymentIntent = v
 		case colAmount:
-			r.amount = v
+			amount = v
 		case colCurrency:
-			r.currency = v
+			it.Currency = v
 		case colReason:
-			r.reason = v
+			it.Reason = v
 		case colMetadata:
-			if r.metadata == nil {
-				r.metadata = make(map[string]string)
+			if it.Metadata == nil {
+				it.Metadata = make(map[string]string)
 			}
-			r.metadata[col.key] = strings.Clone(v)
+			it.Metadata[col.key] = strings.Clone(v)
 		}
 	}
-	c.add(&r)
+	if amount != "" {
+		var err error
+		if it.Amount, err = refund.ParseAmount(amount); err != nil {
+			if !c.otherBatch(line, it.Batch) { // the batch is named first, as for any row
+				c.fail(line, err)
+			}
+			return
+		}
+	}
+	c.add(line, &it, true)
 }

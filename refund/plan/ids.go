@@ -2,39 +2,44 @@ package plan
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"io"
+
+	"github.com/refundkit/refundkit/refund"
 )
 
 // readIDs reads one charge (ch_, py_) or payment intent (pi_) id a line:
 // each is a refund of the full remaining amount, its id the item id.
 func readIDs(br *bufio.Reader, c *collector) error {
-	lr := lineReader{br: br}
+	lines := refund.NewLineReader(br, c.name)
 	for {
-		text, tooLong, err := lr.next()
-		if err == io.EOF {
+		text, line, err := lines.Next()
+		var ie *refund.InputError
+		switch {
+		case err == io.EOF:
 			return nil
-		}
-		if err != nil {
+		case errors.As(err, &ie):
+			c.fail(line, ie)
+			continue
+		case err != nil:
 			return readError(c.name, err)
 		}
-		switch {
-		case tooLong:
-			c.problem(lr.line, "line longer than %d bytes", maxLine)
-			continue
-		case len(text) == 0:
+		text = bytes.TrimSpace(text)
+		if len(text) == 0 {
 			continue
 		}
 		s := string(text)
-		r := row{line: lr.line}
+		var it refund.Item
 		switch {
 		case !isID(s):
-			c.problem(lr.line, "%s: want one charge (ch_, py_) or payment intent (pi_) id a line", show(s))
+			c.problem(line, "%s: want one charge (ch_, py_) or payment intent (pi_) id a line", refund.Show(s))
 			continue
 		case s[:3] == "pi_":
-			r.paymentIntent = s
+			it.PaymentIntent = s
 		default:
-			r.charge = s
+			it.Charge = s
 		}
-		c.add(&r)
+		c.add(line, &it, false)
 	}
 }

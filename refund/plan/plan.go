@@ -45,22 +45,19 @@ type Options struct {
 	// KeepColumns keeps unknown CSV columns and JSON fields as refund
 	// metadata (under their own name) instead of rejecting them.
 	KeepColumns bool
-	// MaxProblems bounds the problems an InputError keeps (all are counted);
+	// MaxProblems bounds the problems a Rejection keeps (all are counted);
 	// 0 means DefaultMaxProblems.
 	MaxProblems int
 }
 
-// maxLine bounds one line of JSON lines or ids input. Metadata allows 40
-// values of 500 bytes, so real lines are far shorter.
-const maxLine = 1 << 20
-
 // Read reads every row of r, named name in messages (a file name or
 // <stdin>), and returns the plan. Whatever is wrong with the input is
-// returned as an *InputError listing each problem with its line; then no
+// returned as a *Rejection listing each problem (a *refund.InputError
+// naming its line and field, as refund and audit name it); then no
 // plan is returned. Other errors are I/O errors reading r or invalid opts.
 func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 	if !refund.ValidBatch(opts.Batch) {
-		return nil, fmt.Errorf("batch %s: want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit", show(opts.Batch))
+		return nil, fmt.Errorf("batch %s: want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit", refund.Show(opts.Batch))
 	}
 	if opts.MaxProblems <= 0 {
 		opts.MaxProblems = DefaultMaxProblems
@@ -72,7 +69,7 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 	switch format {
 	case FormatAuto, FormatCSV, FormatJSONL, FormatIDs:
 	default:
-		return nil, fmt.Errorf("format %s: want csv, jsonl, ids or auto", show(string(format)))
+		return nil, fmt.Errorf("format %s: want csv, jsonl, ids or auto", refund.Show(string(format)))
 	}
 
 	c := newCollector(name, opts)

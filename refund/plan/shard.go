@@ -18,7 +18,7 @@ func ParseShard(s string) (k, n int, err error) {
 		}
 	}
 	if !ok || err != nil || k < 1 || k > n {
-		return 0, 0, fmt.Errorf("shard %s: want K/N with 1 <= K <= N, such as 1/4", show(s))
+		return 0, 0, fmt.Errorf("shard %s: want K/N with 1 <= K <= N, such as 1/4", refund.Show(s))
 	}
 	return k, n, nil
 }

@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 // testWriter sends the matrix's log to t.Log.
@@ -24,22 +21,6 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// buildBinaries builds every command of the module into a temp dir.
-func buildBinaries(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the binaries with")
-	}
-	bin := t.TempDir()
-	cmd := exec.Command(goBin, "build", "-o", bin+string(filepath.Separator), "./cmd/...")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/...: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestChaosQuick runs the quick fault matrix over freshly built binaries:
 // every scenario must end clean, and must have injected what it is about
 // (a matrix that injected nothing would prove nothing).
@@ -47,7 +28,10 @@ func TestChaosQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fault matrix runs the real binaries: not in -short")
 	}
-	bin := buildBinaries(t)
+	bin := t.TempDir()
+	if _, err := crashrig.Build(bin); err != nil {
+		t.Fatal(err)
+	}
 	rep, err := runMatrix(options{Quick: true, Bin: bin, Seed: 1, Command: "go test ./scripts/chaos", Log: testWriter{t}})
 	if err != nil {
 		t.Fatal(err)
@@ -119,39 +103,6 @@ func TestFirstBadLine(t *testing.T) {
 	}
 }
 
-func TestSnapshotCountsLostRecords(t *testing.T) {
-	rec := func(item string) string {
-		return fmt.Sprintf(`{"v":1,"type":"intent","ts":"2026-11-01T00:00:00Z","batch":"b","item":%q,"charge":"ch_1","attempt":1,"key":"refundkit:b:%s:1"}`+"\n", item, item)
-	}
-	three := rec("a") + rec("b") + rec("c")
-	tests := []struct {
-		name, before, after string
-		lost                int
-	}{
-		{"records appended", three, three + rec("d"), 0},
-		{"unchanged", three, three, 0},
-		{"torn tail cut off", three + `{"v":1,"ty`, three + rec("d"), 0},
-		{"last record gone", three, rec("a") + rec("b"), 1},
-		{"middle record changed", three, rec("a") + rec("x") + rec("c"), 2},
-		{"emptied", three, "", 3},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "j.jsonl")
-			if err := os.WriteFile(path, []byte(tt.before), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			s := takeSnapshot(path)
-			if err := os.WriteFile(path, []byte(tt.after), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if got := s.lost(); got != tt.lost {
-				t.Errorf("lost = %d, want %d", got, tt.lost)
-			}
-		})
-	}
-}
-
 func TestParseSummary(t *testing.T) {
 	line := "refund: 24 items: 20 refunded, 3 skipped, 1 failed, 0 in_doubt; refunded 1500 usd; 26 create and 2 list calls, 5 retried, 4 rate-limited, 2 reconciled, 1 new keys; 48 journal records in 30 fsyncs\n"
 	got, ok := parseSummary("refund: other line\n" + line)
@@ -201,34 +152,6 @@ func TestCheckOnceFindsDuplicatesAndMissing(t *testing.T) {
 		if !strings.Contains(strings.Join(tl.Problems, "\n"), want) {
 			t.Errorf("no problem mentions %q: %q", want, tl.Problems)
 		}
-	}
-}
-
-// TestCheckIntentsFindsAnUnjournaledCall: a key the simulator reserved
-// with no journaled intent is a broken write-ahead rule.
-func TestCheckIntentsFindsAnUnjournaledCall(t *testing.T) {
-	m := &matrix{opts: options{Log: testWriter{t}}, work: t.TempDir()}
-	tl := &tally{Name: "test"}
-	r, err := m.newRig(tl, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
-	r.keys[refund.IdempotencyKey("b", "i1", 1)] = true
-	r.keys[refund.IdempotencyKey("b", "i2", 1)] = true
-	r.keys[refund.IdempotencyKey("other", "i9", 1)] = true // another batch: not this journal's
-	rec := journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Batch: "b", Item: "i1", Charge: "ch_1", Attempt: 1, Key: refund.IdempotencyKey("b", "i1", 1)}
-	line, err := journal.MarshalLine(nil, &rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := filepath.Join(r.dir, "j.jsonl")
-	if err := os.WriteFile(j, line, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r.checkIntents("b", j)
-	if tl.ProblemCount != 1 || !strings.Contains(tl.Problems[0], "refundkit:b:i2:1") {
-		t.Errorf("checkIntents found %d problems, want 1 naming refundkit:b:i2:1: %q", tl.ProblemCount, tl.Problems)
 	}
 }
 
@@ -303,34 +226,5 @@ func TestCheckChargesIsPerCharge(t *testing.T) {
 				t.Errorf("%d duplicates in %d problems, want %d in %d: %q", tl.Dup, tl.ProblemCount, tt.dup, tt.dup, tl.Problems)
 			}
 		})
-	}
-}
-
-// TestShiftIntents: only intents move; every other byte, a torn tail too,
-// stays.
-func TestShiftIntents(t *testing.T) {
-	m := &matrix{opts: options{Log: testWriter{t}}, work: t.TempDir()}
-	r, err := m.newRig(&tally{Name: "test"}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close()
-	ts := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	intent := journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: ts, Batch: "b", Item: "i1", Charge: "ch_1", Attempt: 1, Key: refund.IdempotencyKey("b", "i1", 1)}
-	done := journal.Record{V: journal.Version, Type: journal.TypeRefunded, Time: ts, Batch: "b", Item: "i1", Charge: "ch_1", Attempt: 1, Key: intent.Key, Amount: 5, Refund: "re_1", Status: "succeeded", Source: journal.SourceAPI}
-	a, _ := journal.MarshalLine(nil, &intent)
-	b, _ := journal.MarshalLine(nil, &done)
-	torn := []byte(`{"v":1,"type":"int`)
-	path := r.path("j.jsonl")
-	if err := os.WriteFile(path, slices.Concat(a, b, torn), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r.shiftIntents(path, -clockJump)
-	got, _ := os.ReadFile(path)
-	shifted := intent
-	shifted.Time = ts.Add(-clockJump)
-	want, _ := journal.MarshalLine(nil, &shifted)
-	if want := slices.Concat(want, b, torn); !bytes.Equal(got, want) {
-		t.Errorf("after the shift:\n%s\nwant\n%s", got, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 const whatConcurrent = "Two operators, one journal: while a first `refund` holds the journal with a refund call in flight (held in the simulator's create hook), a second `refund` on the same journal must refuse at once with exit 4, naming the journal and the lock; " +
@@ -38,38 +39,38 @@ func renamed(charges []stripesim.Charge, tag string) []stripesim.Charge {
 
 func (r *rig) runLocked(sz sizes, p *plan) {
 	j := r.path("lock.jsonl")
-	var current atomic.Pointer[hold]
-	r.setOnCreate(func(n int64, key string) {
+	var current atomic.Pointer[crashrig.Hold]
+	r.sim.OnCreate(func(n int64, key string) {
 		if h := current.Load(); h != nil {
-			h.park(n, key)
+			h.Park(n, key)
 		}
 	})
-	defer r.setOnCreate(nil)
+	defer r.sim.OnCreate(nil)
 
 	refused, killed := 0, 0
 	for round := range sz.LockRounds {
-		h := r.newHold(r.creates.Load()+1+r.rng.Int64N(4), 1)
+		h := r.newHold(r.sim.Creates()+1+r.rng.Int64N(4), 1)
 		current.Store(h)
-		snap := takeSnapshot(j)
+		snap := crashrig.TakeSnapshot(j)
 		first := r.startRefund(j, p.Path, "-j", "2")
 		waited := r.background(first)
 		select {
-		case <-h.held:
+		case <-h.Held():
 			second := r.startRefund(j, p.Path)
 			r.wait(second)
 			if r.expectExit(second, "a second run on a held journal", exitLocked) {
 				refused++
 			}
-			if msg := second.stderr.String(); !strings.Contains(msg, "locked by another run") || !strings.Contains(msg, j) {
-				r.t.problemf("the second run's message does not name the journal and the lock: %s", firstLines(msg, 3))
+			if msg := second.Stderr.String(); !strings.Contains(msg, "locked by another run") || !strings.Contains(msg, j) {
+				r.t.Errorf("the second run's message does not name the journal and the lock: %s", firstLines(msg, 3))
 			}
 			if round < sz.LockRounds-1 {
 				// Killed, so later rounds have items left; the lock must
 				// die with the process.
-				first.cmd.Process.Kill()
+				first.Cmd.Process.Kill()
 				killed++
 			}
-			h.free()
+			h.Free()
 		case <-waited: // the batch was done before the hold
 			current.Store(nil)
 		}
@@ -95,11 +96,11 @@ func (r *rig) runShards(chargesPath string) {
 		_, in1 := shards[0].lookup(it.Item.Item)
 		_, in2 := shards[1].lookup(it.Item.Item)
 		if in1 == in2 {
-			r.t.problemf("item %s is in %s shards", it.Item.Item, map[bool]string{true: "both", false: "neither of the"}[in1])
+			r.t.Errorf("item %s is in %s shards", it.Item.Item, map[bool]string{true: "both", false: "neither of the"}[in1])
 		}
 	}
 	if n := len(shards[0].Items) + len(shards[1].Items); n != len(full.Items) {
-		r.t.problemf("the shards hold %d items, the plan %d", n, len(full.Items))
+		r.t.Errorf("the shards hold %d items, the plan %d", n, len(full.Items))
 	}
 	journals := []string{r.path("j1.jsonl"), r.path("j2.jsonl")}
 	kills := r.runWorkers(shards, journals, 3, true)
@@ -132,29 +133,29 @@ func (r *rig) runWorkers(shards []*plan, journals []string, killRounds int, unti
 	procs := make([]atomic.Pointer[proc], len(shards))
 	seen := make([]atomic.Int64, len(shards))
 	marks := make([]atomic.Int64, len(shards))
-	r.setOnCreate(func(_ int64, key string) {
+	r.sim.OnCreate(func(_ int64, key string) {
 		k, ok := shardOf[key]
 		if !ok {
 			return
 		}
 		if n := seen[k].Add(1); n == marks[k].Load() {
 			if pr := procs[k].Load(); pr != nil {
-				pr.cmd.Process.Kill()
-				<-pr.exited
+				pr.Cmd.Process.Kill()
+				<-pr.Exited()
 			}
 		}
 	})
-	defer r.setOnCreate(nil)
+	defer r.sim.OnCreate(nil)
 	kills := 0
 	for round := 0; round < killRounds || untilDone; round++ {
 		if round > killRounds+10 {
 			r.fatalf("the shards are not done after %d rounds", round)
 		}
 		var wg sync.WaitGroup
-		snaps := make([]snapshot, len(shards))
+		snaps := make([]crashrig.Snapshot, len(shards))
 		ran := make([]*proc, len(shards))
 		for k := range shards {
-			snaps[k] = takeSnapshot(journals[k])
+			snaps[k] = crashrig.TakeSnapshot(journals[k])
 			ran[k] = r.startRefund(journals[k], shards[k].Path)
 			if round < killRounds {
 				procs[k].Store(ran[k])
@@ -168,11 +169,11 @@ func (r *rig) runWorkers(shards []*plan, journals []string, killRounds int, unti
 			procs[k].Store(nil)
 			marks[k].Store(0)
 			r.checkKept(snaps[k])
-			if pr.code == -int(syscall.SIGKILL) {
+			if pr.Code == -int(syscall.SIGKILL) {
 				kills++
 			}
 			r.expectExit(pr, "a shard worker", 0, -int(syscall.SIGKILL))
-			done = done && pr.code == 0
+			done = done && pr.Code == 0
 		}
 		if done {
 			break

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 const whatRateLimit = "Half of all API requests are answered 429 rate_limit. `refund -j 8 -v` must finish every item with exit 0 in one run, " +
@@ -31,17 +32,17 @@ func runRateLimit(r *rig, sz sizes) {
 	r.wait(pr)
 	took := time.Since(started)
 	r.expectExit(pr, "a run through a 429 storm", 0)
-	sum, ok := parseSummary(pr.stderr.String())
+	sum, ok := parseSummary(pr.Stderr.String())
 	if !ok {
-		r.t.problemf("no summary from refund: %s", firstLines(pr.stderr.String(), 3))
+		r.t.Errorf("no summary from refund: %s", firstLines(pr.Stderr.String(), 3))
 	}
 	st := r.sim.Stats()
 	var waits, longest time.Duration
 	retries429 := 0
-	for _, m := range retryRE.FindAllStringSubmatch(pr.stderr.String(), -1) {
+	for _, m := range retryRE.FindAllStringSubmatch(pr.Stderr.String(), -1) {
 		d, err := time.ParseDuration(m[2])
 		if err != nil || d <= 0 {
-			r.t.problemf("a retry without a backoff: %s", m[0])
+			r.t.Errorf("a retry without a backoff: %s", m[0])
 			continue
 		}
 		if m[1] == "429" {
@@ -52,14 +53,14 @@ func runRateLimit(r *rig, sz sizes) {
 	}
 	switch {
 	case st.RateLimited == 0:
-		r.t.problemf("the simulator answered no 429: the storm did not happen")
+		r.t.Errorf("the simulator answered no 429: the storm did not happen")
 	case int64(sum.RateLimited) != st.RateLimited:
-		r.t.problemf("refund's summary counts %d rate-limited answers, the simulator gave %d", sum.RateLimited, st.RateLimited)
+		r.t.Errorf("refund's summary counts %d rate-limited answers, the simulator gave %d", sum.RateLimited, st.RateLimited)
 	case retries429 != sum.RateLimited || sum.Retried < sum.RateLimited:
-		r.t.problemf("%d answers were 429 but %d retries were logged (%d in the summary)", sum.RateLimited, retries429, sum.Retried)
+		r.t.Errorf("%d answers were 429 but %d retries were logged (%d in the summary)", sum.RateLimited, retries429, sum.Retried)
 	}
 	if sum.Failed > 0 || sum.InDoubt > 0 {
-		r.t.problemf("%d items failed and %d were left in doubt by 429s", sum.Failed, sum.InDoubt)
+		r.t.Errorf("%d items failed and %d were left in doubt by 429s", sum.Failed, sum.InDoubt)
 	}
 	r.t.inject("429 answers", int(st.RateLimited))
 	r.t.note("seed %d: %d items, %d requests of which %d answered 429; refund's summary: %d rate-limited, %d retried; backoff %s in all, longest %s, run %s",
@@ -93,20 +94,20 @@ func runErrors(r *rig, sz sizes) {
 	kill := r.newStriker(syscall.SIGKILL)
 	gap := max(2, len(p.Items)/(sz.FaultRounds+1))
 	runOnce := func(killing bool, extra []string, what string, want ...int) *proc {
-		snap := takeSnapshot(j)
+		snap := crashrig.TakeSnapshot(j)
 		pr := r.startRefund(j, p.Path, extra...)
 		if killing {
-			kill.arm(r, pr, gap)
+			kill.Arm(r.sim, pr.Proc, r.rng, gap)
 		}
 		r.wait(pr)
-		kill.disarm()
+		kill.Disarm()
 		r.checkKept(snap)
-		if pr.code == -int(syscall.SIGKILL) {
+		if pr.Code == -int(syscall.SIGKILL) {
 			kills++
 			return pr
 		}
 		r.expectExit(pr, what, want...)
-		if s, ok := parseSummary(pr.stderr.String()); ok {
+		if s, ok := parseSummary(pr.Stderr.String()); ok {
 			total.InDoubt += s.InDoubt
 			total.Reconciled += s.Reconciled
 			total.NewKeys += s.NewKeys
@@ -123,12 +124,12 @@ func runErrors(r *rig, sz sizes) {
 			expiries++
 			forgotten += n
 		}
-		if pr.code == 0 {
+		if pr.Code == 0 {
 			break
 		}
 		if round == 0 {
 			blackouts += r.blackout(gap)
-			kill.install(r)
+			r.sim.OnCreate(kill.Hook)
 		}
 	}
 	runOnce(false, nil, "a run with 500s and dropped answers", 0, exitFailed, exitStripe)
@@ -139,13 +140,13 @@ func runErrors(r *rig, sz sizes) {
 	r.must(r.sim.SetFaults(stripesim.Faults{}))
 	after := runOnce(false, nil, "the run after the faults stopped", 0, exitFailed)
 	waiting := 0
-	if s, ok := parseSummary(after.stderr.String()); ok {
+	if s, ok := parseSummary(after.Stderr.String()); ok {
 		waiting = s.InDoubt
 		if s.NewKeys > 0 {
-			r.t.problemf("the run after the faults stopped used %d new keys without --resend-after-500", s.NewKeys)
+			r.t.Errorf("the run after the faults stopped used %d new keys without --resend-after-500", s.NewKeys)
 		}
 	}
-	if after.code == exitFailed {
+	if after.Code == exitFailed {
 		runOnce(false, []string{"--resend-after-500"}, "the run with --resend-after-500", 0)
 	}
 
@@ -169,14 +170,14 @@ func runErrors(r *rig, sz sizes) {
 // sending on. It returns 1 if it did.
 func (r *rig) blackout(gap int) int {
 	link := r.newPartition()
-	mark := r.creates.Load() + 1 + r.rng.Int64N(int64(max(1, gap)))
-	r.setOnCreate(func(n int64, _ string) {
+	mark := r.sim.Creates() + 1 + r.rng.Int64N(int64(max(1, gap)))
+	r.sim.OnCreate(func(n int64, _ string) {
 		if n == mark {
 			link.setCut(true)
 		}
 	})
-	defer r.setOnCreate(nil)
-	snap := takeSnapshot(r.path("j.jsonl"))
+	defer r.sim.OnCreate(nil)
+	snap := crashrig.TakeSnapshot(r.path("j.jsonl"))
 	pr := r.startRefund(r.path("j.jsonl"), r.path("plan.jsonl"), "--api-base", link.URL())
 	r.wait(pr)
 	r.checkKept(snap)
@@ -184,8 +185,8 @@ func (r *rig) blackout(gap int) int {
 	if !r.expectExit(pr, "a run cut off from Stripe", exitStripe) {
 		return 0
 	}
-	if !strings.Contains(pr.stderr.String(), "did not answer") {
-		r.t.problemf("the halt does not say Stripe did not answer: %s", firstLines(pr.stderr.String(), 3))
+	if !strings.Contains(pr.Stderr.String(), "did not answer") {
+		r.t.Errorf("the halt does not say Stripe did not answer: %s", firstLines(pr.Stderr.String(), 3))
 	}
 	return 1
 }
@@ -219,17 +220,17 @@ func runDiskFull(r *rig, sz sizes) {
 		if round > 4*len(p.Items) {
 			r.fatalf("not done after %d runs", round)
 		}
-		snap := takeSnapshot(j)
+		snap := crashrig.TakeSnapshot(j)
 		pr := r.startRefund(j, p.Path)
 		r.wait(pr)
 		r.checkKept(snap)
-		if pr.code == 0 {
+		if pr.Code == 0 {
 			break
 		}
 		if r.expectExit(pr, "a run on a full disk", exitJournal) {
 			halts++
-			if !strings.Contains(pr.stderr.String(), "no space left on device") {
-				r.t.problemf("the halt does not say the disk is full: %s", firstLines(pr.stderr.String(), 3))
+			if !strings.Contains(pr.Stderr.String(), "no space left on device") {
+				r.t.Errorf("the halt does not say the disk is full: %s", firstLines(pr.Stderr.String(), 3))
 			}
 		}
 		r.checkIntents(p.Batch, j) // no call without a durable intent, even at the halt

@@ -5,9 +5,7 @@ package main
 // jumped, a tool that replaced the journal.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -19,6 +17,7 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 // await polls cond until it holds, stop is closed or limit passes; it
@@ -78,25 +77,25 @@ func runGateway(r *rig, sz sizes) {
 		body := (round+int(r.seed))%2 == 0
 		r.must(r.sim.SetFaults(faults(body)))
 		bodies[body]++
-		snap := takeSnapshot(j)
+		snap := crashrig.TakeSnapshot(j)
 		before := r.sim.Stats()
 		pr := r.startRefund(j, p.Path, "-j", "32")
 		if round < sz.GatewayKills {
-			kill.arm(r, pr, gap)
+			kill.Arm(r.sim, pr.Proc, r.rng, gap)
 		}
 		r.wait(pr)
-		kill.disarm()
+		kill.Disarm()
 		r.checkKept(snap)
-		if pr.code == 0 {
+		if pr.Code == 0 {
 			after := r.sim.Stats()
 			whole.GatewayTimeouts += after.GatewayTimeouts - before.GatewayTimeouts
 			whole.KeyInUse += after.KeyInUse - before.KeyInUse
 			whole.Replayed += after.Replayed - before.Replayed
 		}
-		if s, ok := parseSummary(pr.stderr.String()); ok {
+		if s, ok := parseSummary(pr.Stderr.String()); ok {
 			newKeys += s.NewKeys
 		}
-		switch pr.code {
+		switch pr.Code {
 		case 0:
 		case -int(syscall.SIGKILL):
 			kills++
@@ -115,26 +114,24 @@ func runGateway(r *rig, sz sizes) {
 	r.must(r.sim.Settle(ctx))
 	r.must(r.sim.SetFaults(stripesim.Faults{}))
 
-	r.mu.Lock()
-	for _, key := range r.keyLog {
+	for _, key := range r.sim.Keys() {
 		if _, _, attempt, ok := parseKey(key); !ok || attempt != 1 {
-			r.t.problemf("key %s was sent: a gateway's answer burned a key", key)
+			r.t.Errorf("key %s was sent: a gateway's answer burned a key", key)
 		}
 	}
-	r.mu.Unlock()
-	for item, rs := range r.liveRefunds(p.Batch) {
+	for item, rs := range r.sim.LiveRefunds(p.Batch) {
 		for _, rf := range rs {
 			if rf.Metadata[refund.MetaAttempt] != "1" {
-				r.t.problemf("item %s: refund %s is of attempt %s, want 1", item, rf.ID, rf.Metadata[refund.MetaAttempt])
+				r.t.Errorf("item %s: refund %s is of attempt %s, want 1", item, rf.ID, rf.Metadata[refund.MetaAttempt])
 			}
 		}
 	}
 	if newKeys > 0 {
-		r.t.problemf("refund's summaries count %d new keys: a gateway's answer burned a key", newKeys)
+		r.t.Errorf("refund's summaries count %d new keys: a gateway's answer burned a key", newKeys)
 	}
 	st := r.sim.Stats()
 	if whole.GatewayTimeouts > 0 && (whole.KeyInUse == 0 || whole.Replayed == 0) {
-		r.t.problemf("the last run got %d gateway timeouts, but %d 409s and %d replays: its retries did not meet the originals in flight", whole.GatewayTimeouts, whole.KeyInUse, whole.Replayed)
+		r.t.Errorf("the last run got %d gateway timeouts, but %d 409s and %d replays: its retries did not meet the originals in flight", whole.GatewayTimeouts, whole.KeyInUse, whole.Replayed)
 	}
 	r.t.inject("gateway 504s while the refund went on", int(st.GatewayTimeouts))
 	r.t.inject("gateway 502s after commit", int(st.GatewayErrorsAfterCommit))
@@ -145,7 +142,7 @@ func runGateway(r *rig, sz sizes) {
 }
 
 const whatClock = "`refund -j 8` is killed with SIGKILL while one to four of its refund calls are held in flight at the simulator (parked in its create hook, keys reserved, nothing committed). " +
-	"Then the clock jumps: every intent in the journal is rewritten 49 hours older (the same records, `ts` shifted), so each in-doubt key looks far older than Stripe's 24 hours. " +
+	"Then the clock jumps: every intent in the journal is rewritten 49 hours older (the same records, `ts` shifted, each group commit framed anew), so each in-doubt key looks far older than Stripe's 24 hours. " +
 	"The rerun starts while the originals are still held: it must retry their very keys (409 while they are in flight, counted at the simulator before they are let go, then the saved answer replayed), never a new key, and no key at all for those items; it is itself held and killed in turn, and the last run finishes with exit 0, every item once."
 
 // clockJump is how far back the journal's intents are moved.
@@ -157,35 +154,35 @@ func runClock(r *rig, sz sizes) {
 	p := r.makePlan("plan.jsonl", "clock", r.writePartialCharges("charges.csv", charges))
 	j := r.path("j.jsonl")
 
-	var cur atomic.Pointer[hold]
-	r.setOnCreate(func(n int64, key string) {
+	var cur atomic.Pointer[crashrig.Hold]
+	r.sim.OnCreate(func(n int64, key string) {
 		if h := cur.Load(); h != nil {
-			h.park(n, key)
+			h.Park(n, key)
 		}
 	})
-	defer r.setOnCreate(nil)
+	defer r.sim.OnCreate(nil)
 	gap := max(2, len(p.Items)/(sz.ClockRounds+1))
-	var prev *hold // the killed run's calls, still held
+	var prev *crashrig.Hold // the killed run's calls, still held
 	jumps, inFlight, conflicts := 0, 0, int64(0)
 	for round := 0; ; round++ {
 		if round > sz.ClockRounds+10 {
 			r.fatalf("not done after %d runs", round)
 		}
-		snap := takeSnapshot(j)
-		since := r.keyCount()
+		snap := crashrig.TakeSnapshot(j)
+		since := r.sim.Creates()
 		base := r.sim.Stats()
 		// While the originals are held, the rerun's new calls wait at a
 		// gate: it cannot run through the batch meanwhile.
-		var gate *hold
+		var gate *crashrig.Hold
 		if prev != nil {
-			gate = r.newHold(r.creates.Load()+1, 1<<40)
+			gate = r.newHold(r.sim.Creates()+1, 1<<40)
 			cur.Store(gate)
 		}
 		pr := r.startRefund(j, p.Path)
 		done := r.background(pr)
 		prevItems := map[string]string{} // item -> the key held in flight
 		if prev != nil {
-			keys := prev.parked()
+			keys := prev.Parked()
 			for _, key := range keys {
 				_, item, _, _ := parseKey(key)
 				prevItems[item] = key
@@ -193,28 +190,28 @@ func runClock(r *rig, sz sizes) {
 			// Every held key retried (409) before the originals go on, and
 			// their saved answers replayed after.
 			if !await(func() bool { return r.sim.Stats().KeyInUse-base.KeyInUse >= int64(len(keys)) }, done, 30*time.Second) {
-				r.t.problemf("the rerun after a clock jump retried %d of the %d keys held in flight (409s)", r.sim.Stats().KeyInUse-base.KeyInUse, len(keys))
+				r.t.Errorf("the rerun after a clock jump retried %d of the %d keys held in flight (409s)", r.sim.Stats().KeyInUse-base.KeyInUse, len(keys))
 			}
 			conflicts += r.sim.Stats().KeyInUse - base.KeyInUse
-			prev.free()
+			prev.Free()
 			if !await(func() bool { return r.sim.Stats().Replayed-base.Replayed >= int64(len(keys)) }, done, 30*time.Second) {
-				r.t.problemf("the rerun after a clock jump got %d of the %d held keys' answers replayed", r.sim.Stats().Replayed-base.Replayed, len(keys))
+				r.t.Errorf("the rerun after a clock jump got %d of the %d held keys' answers replayed", r.sim.Stats().Replayed-base.Replayed, len(keys))
 			}
 		}
 		// This run's own calls to hold, from here on.
-		var h *hold
+		var h *crashrig.Hold
 		if round < sz.ClockRounds {
 			h = r.holdNext(len(p.Items), gap, 4)
 		}
 		cur.Store(h)
 		if gate != nil {
-			gate.free()
+			gate.Free()
 		}
 		killed := false
 		if h != nil {
 			select {
-			case <-h.held:
-				pr.cmd.Process.Kill()
+			case <-h.Held():
+				pr.Cmd.Process.Kill()
 				killed = true
 			case <-done: // the batch was done before the hold
 			}
@@ -222,30 +219,30 @@ func runClock(r *rig, sz sizes) {
 		cur.Store(nil)
 		<-done
 		r.checkKept(snap)
-		for _, key := range r.keysSince(since) {
+		for _, key := range r.sim.KeysSince(since) {
 			_, item, attempt, _ := parseKey(key)
 			switch {
 			case attempt != 1:
-				r.t.problemf("after a clock jump, key %s was sent: a new key", key)
+				r.t.Errorf("after a clock jump, key %s was sent: a new key", key)
 			case prevItems[item] != "":
-				r.t.problemf("after a clock jump, key %s was sent again for item %s while its original was in flight", key, item)
+				r.t.Errorf("after a clock jump, key %s was sent again for item %s while its original was in flight", key, item)
 			}
 		}
-		live := r.liveRefunds(p.Batch)
+		live := r.sim.LiveRefunds(p.Batch)
 		for item, key := range prevItems {
 			if rs := live[item]; len(rs) != 1 || rs[0].IdempotencyKey != key {
-				r.t.problemf("after a clock jump, item %s has %d refunds, want 1 made by its original key %s", item, len(rs), key)
+				r.t.Errorf("after a clock jump, item %s has %d refunds, want 1 made by its original key %s", item, len(rs), key)
 			}
 		}
-		if killed && pr.code == -int(syscall.SIGKILL) {
-			inFlight += int(h.n)
+		if killed && pr.Code == -int(syscall.SIGKILL) {
+			inFlight += int(h.N)
 			r.shiftIntents(j, -clockJump)
 			jumps++
 			prev = h
 			continue
 		}
 		if h != nil {
-			h.free()
+			h.Free()
 		}
 		if r.expectExit(pr, "the last run after the clock jumps", 0) {
 			break
@@ -258,21 +255,15 @@ func runClock(r *rig, sz sizes) {
 }
 
 // shiftIntents moves the ts of every intent in the journal at path by d;
-// every other byte stays as it is (a torn tail too).
+// every other record stays as it is (a torn tail too).
 func (r *rig) shiftIntents(path string, d time.Duration) {
-	data := r.readFile(path)
-	var out []byte
-	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
-		var rec journal.Record
-		if bytes.HasSuffix(line, []byte("\n")) && json.Unmarshal(line, &rec) == nil && rec.Type == journal.TypeIntent {
-			rec.Time = rec.Time.Add(d)
-			var err error
-			line, err = journal.MarshalLine(nil, &rec)
-			r.must(err)
+	r.must(crashrig.RewriteRecords(path, func(rec *journal.Record) bool {
+		if rec.Type != journal.TypeIntent {
+			return false
 		}
-		out = append(out, line...)
-	}
-	r.must(os.WriteFile(path, out, 0o600))
+		rec.Time = rec.Time.Add(d)
+		return true
+	}))
 }
 
 const whatMerge = "While `refund` holds journal J with one to three refund calls held in flight, `journal-merge -o J` (with another batch's journal, with J itself, or `--compact` in place) must be refused with exit 4, naming J and its lock, and leave J as it was: the same file, every record in place, no other batch's record, no file left beside it. " +
@@ -295,13 +286,13 @@ func runMerge(r *rig, sz sizes) {
 	r.must(err)
 	r.must(os.WriteFile(other, line, 0o600))
 
-	var cur atomic.Pointer[hold]
-	r.setOnCreate(func(n int64, key string) {
+	var cur atomic.Pointer[crashrig.Hold]
+	r.sim.OnCreate(func(n int64, key string) {
 		if h := cur.Load(); h != nil {
-			h.park(n, key)
+			h.Park(n, key)
 		}
 	})
-	defer r.setOnCreate(nil)
+	defer r.sim.OnCreate(nil)
 	merges := [][]string{{"-o", j, other}, {"-o", j, j, other}, {"--compact", "-o", j, j}}
 	gap := max(2, len(p.Items)/(sz.MergeRounds+1))
 	refused, replaced := 0, 0
@@ -311,14 +302,14 @@ func runMerge(r *rig, sz sizes) {
 			break // nothing left to hold: the last run finishes
 		}
 		cur.Store(h)
-		snap := takeSnapshot(j)
+		snap := crashrig.TakeSnapshot(j)
 		pr := r.startRefund(j, p.Path)
 		done := r.background(pr)
 		select {
-		case <-h.held:
+		case <-h.Held():
 		case <-done: // the batch was done before the hold
 			cur.Store(nil)
-			h.free()
+			h.Free()
 			r.checkKept(snap)
 			r.expectExit(pr, "a run that finished before its hold", 0)
 			continue
@@ -337,16 +328,16 @@ func runMerge(r *rig, sz sizes) {
 		r.retired = append(r.retired, old)
 		r.must(copyFile(j, j+".tmp"))
 		r.must(os.Rename(j+".tmp", j))
-		h.free()
+		h.Free()
 		<-done
 		if r.expectExit(pr, "a run whose journal was replaced behind its back", exitJournal) {
 			replaced++
-			if msg := pr.stderr.String(); !strings.Contains(msg, "replaced") || !strings.Contains(msg, j) {
-				r.t.problemf("the halt does not say %s was replaced: %s", j, firstLines(msg, 3))
+			if msg := pr.Stderr.String(); !strings.Contains(msg, "replaced") || !strings.Contains(msg, j) {
+				r.t.Errorf("the halt does not say %s was replaced: %s", j, firstLines(msg, 3))
 			}
 		}
 	}
-	snap := takeSnapshot(j)
+	snap := crashrig.TakeSnapshot(j)
 	pr := r.startRefund(j, p.Path)
 	r.wait(pr)
 	r.checkKept(snap)
@@ -361,32 +352,34 @@ func runMerge(r *rig, sz sizes) {
 // must exit 4 naming j and leave j as it was. It reports whether it did.
 func (r *rig) mergeRefused(j string, args []string) bool {
 	what := "journal-merge " + strings.Join(args, " ") + " onto a journal in use"
-	before := takeSnapshot(j)
+	before := crashrig.TakeSnapshot(j)
 	info, err := os.Stat(j)
 	r.must(err)
 	files := r.dirNames()
 	pr := r.run(nil, "journal-merge", args...)
 	ok := r.expectExit(pr, what, exitLocked)
-	if msg := pr.stderr.String(); !strings.Contains(msg, j) || !strings.Contains(msg, "lock") {
-		r.t.problemf("%s: the message does not name the journal and its lock: %s", what, firstLines(msg, 3))
+	if msg := pr.Stderr.String(); !strings.Contains(msg, j) || !strings.Contains(msg, "lock") {
+		r.t.Errorf("%s: the message does not name the journal and its lock: %s", what, firstLines(msg, 3))
 		ok = false
 	}
 	if now, err := os.Stat(j); err != nil || !os.SameFile(info, now) {
-		r.t.Lost += bytes.Count(before.data, []byte("\n"))
-		r.t.problemf("%s: the journal is another file now", what)
+		r.t.Lost += before.Records()
+		r.t.Errorf("%s: the journal is another file now", what)
 		return false
 	}
-	if n := before.lost(); n > 0 {
+	if n := before.Lost(); n > 0 {
 		r.t.Lost += n
-		r.t.problemf("%s: %d records of the journal are gone", what, n)
+		r.t.Errorf("%s: %d records of the journal are gone", what, n)
 		ok = false
 	}
-	if bytes.Contains(r.readFile(j), []byte(`"batch":"other"`)) {
-		r.t.problemf("%s: the other batch's record is in the journal", what)
+	now, err := crashrig.ReadJournal(j)
+	r.must(err)
+	if slices.ContainsFunc(now.Lines, func(l crashrig.Line) bool { return l.Record.Batch == "other" }) {
+		r.t.Errorf("%s: the other batch's record is in the journal", what)
 		ok = false
 	}
 	if now := r.dirNames(); !slices.Equal(files, now) {
-		r.t.problemf("%s: the files beside it changed from %v to %v", what, files, now)
+		r.t.Errorf("%s: the files beside it changed from %v to %v", what, files, now)
 		ok = false
 	}
 	return ok

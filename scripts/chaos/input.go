@@ -123,7 +123,7 @@ func runHostile(r *rig, sz sizes) {
 		input := append(bytes.Join(lines, []byte("\n")), '\n')
 		bad, accepted := firstBadLine(input)
 		if mustBeBad && bad == 0 {
-			r.t.problemf("hostile line %q (%s) is accepted by refund.ParseItem", truncate(lines[at], 120), name)
+			r.t.Errorf("hostile line %q (%s) is accepted by refund.ParseItem", truncate(lines[at], 120), name)
 		}
 		hostile++
 		if !mustBeBad {
@@ -149,7 +149,7 @@ func runHostile(r *rig, sz sizes) {
 // stopped and what reached the simulator.
 func (r *rig) checkHostileRun(c int, input []byte, bad int, accepted []refund.Item, name string, line []byte) {
 	j := r.path(fmt.Sprintf("hostile-%d.jsonl", c))
-	keysBefore := r.keyCount()
+	keysBefore := r.sim.Creates()
 	var pr *proc
 	inName := "<stdin>"
 	args := []string{"--journal", j, "--rate", "0", "--progress", "never", "-j", "2"}
@@ -170,21 +170,21 @@ func (r *rig) checkHostileRun(c int, input []byte, bad int, accepted []refund.It
 	}
 	if bad > 0 {
 		r.expectExit(pr, what, exitUsage)
-		if want := fmt.Sprintf("%s:%d:", inName, bad); !strings.Contains(pr.stderr.String(), want) {
-			r.t.problemf("%s: the message does not name %s: %s", what, want, firstLines(pr.stderr.String(), 2))
+		if want := fmt.Sprintf("%s:%d:", inName, bad); !strings.Contains(pr.Stderr.String(), want) {
+			r.t.Errorf("%s: the message does not name %s: %s", what, want, firstLines(pr.Stderr.String(), 2))
 		}
 	} else {
 		r.expectExit(pr, what, 0, exitFailed)
 	}
-	for _, key := range r.keysSince(keysBefore) {
+	for _, key := range r.sim.KeysSince(keysBefore) {
 		if !allowed[key] {
-			r.t.problemf("%s: key %s reached the simulator for a line at or after the bad one", what, key)
+			r.t.Errorf("%s: key %s reached the simulator for a line at or after the bad one", what, key)
 		}
 	}
 	// The lines before the bad one as they were written must each have
 	// their refund, unless a mutated line names the same charge (then
 	// either may be the one Stripe refused as already refunded).
-	live := r.liveRefunds(fmt.Sprintf("hostile-%d", c))
+	live := r.sim.LiveRefunds(fmt.Sprintf("hostile-%d", c))
 	named := map[string]int{}
 	for _, it := range accepted {
 		named[it.Charge]++
@@ -192,7 +192,7 @@ func (r *rig) checkHostileRun(c int, input []byte, bad int, accepted []refund.It
 	for _, it := range accepted {
 		if validOriginal(it, c) && named[it.Charge] == 1 && len(live[it.Item]) == 0 {
 			r.t.Missing++
-			r.t.problemf("%s: line for item %s was valid but nothing was refunded", what, it.Item)
+			r.t.Errorf("%s: line for item %s was valid but nothing was refunded", what, it.Item)
 		}
 	}
 }

@@ -4,52 +4,60 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 const whatTorn = "A crash mid-write leaves a torn final line. Runs of `refund -j 8` are killed with SIGKILL at a random refund call, then the journal's tail is torn by hand in turn: " +
-	"a random prefix of a record appended without its newline, the last record cut at a random byte, or a run of NUL bytes (a file extended but never written). " +
-	"The next run must report the torn tail, set it aside and resume, keeping every complete record before it; the last run must exit 0. " +
-	"Then the finished journal is corrupted in the middle (a NUL byte inside a record, a record cut short with its newline kept, a record of version 2, a line of garbage): " +
+	"a random prefix of a record appended without its newline, the last record cut at a random byte (its group commit's line with it), or a run of NUL bytes (a file extended but never written). " +
+	"The next run must report the torn tail, set it aside and resume, keeping every record of a complete group commit before it; the last run must exit 0. " +
+	"Then the finished journal is corrupted in the middle, at a record from before the last run, so that a complete group commit follows it (a NUL byte inside a record, a record cut short with its newline kept, a record of version 2, a line of garbage): " +
 	"`refund` must refuse it with exit 5 and `file:line` naming the corrupt line, leave the file byte for byte as it was, and call nothing."
 
-// tearings are the ways a crash leaves a journal's tail.
+// tearings are the ways a crash leaves a journal's tail. Each gets the
+// journal as its reader sees it, whose last record is the last complete
+// one.
 var tearings = []struct {
 	name string
-	tear func(data []byte, r *rig) []byte
+	tear func(j *crashrig.Journal, r *rig) []byte
 }{
-	{"record prefix appended", func(data []byte, r *rig) []byte {
-		last := lastLine(data)
+	{"record prefix appended", func(j *crashrig.Journal, r *rig) []byte {
+		last := lastRecord(j)
 		if len(last) < 2 {
-			return append(data, `{"v":1,"ty`...)
+			return append(j.Data, `{"v":1,"ty`...)
 		}
-		return append(data, last[:1+r.rng.IntN(len(last)-1)]...)
+		return append(j.Data, last[:1+r.rng.IntN(len(last)-1)]...)
 	}},
-	{"last record cut", func(data []byte, r *rig) []byte {
-		last := lastLine(data)
+	{"last record cut", func(j *crashrig.Journal, r *rig) []byte {
+		last := lastRecord(j)
 		if len(last) < 2 {
-			return append(data, `{"v":1`...)
+			return append(j.Data, `{"v":1`...)
 		}
-		start := len(data) - len(last) - 1
-		return data[:start+1+r.rng.IntN(len(last)-1)]
+		start := j.Lines[len(j.Lines)-1].Start
+		return j.Data[:start+1+int64(r.rng.IntN(len(last)-1))]
 	}},
-	{"NUL bytes appended", func(data []byte, r *rig) []byte {
-		return append(data, make([]byte, 1+r.rng.IntN(4096))...)
+	{"NUL bytes appended", func(j *crashrig.Journal, r *rig) []byte {
+		return append(j.Data, make([]byte, 1+r.rng.IntN(4096))...)
 	}},
 }
 
-// lastLine is the last complete line of data, without its newline.
-func lastLine(data []byte) []byte {
-	data = bytes.TrimSuffix(data, []byte("\n"))
-	return data[bytes.LastIndexByte(data, '\n')+1:]
+// lastRecord is the line of the journal's last record, without its
+// newline; nil if it has none.
+func lastRecord(j *crashrig.Journal) []byte {
+	if len(j.Lines) == 0 {
+		return nil
+	}
+	l := j.Lines[len(j.Lines)-1]
+	return j.Data[l.Start : l.End-1]
 }
 
-// corruptions break one line in the middle of a journal; the line stays a
-// line (its newline is kept) so that no crash can explain it. Each gets a
-// copy of the line, without its newline, to change as it likes.
+// corruptions break one record in the middle of a journal; the line stays
+// a line (its newline is kept) so that no crash can explain it. Each gets
+// a copy of the line, without its newline, to change as it likes.
 var corruptions = []struct {
 	name    string
 	corrupt func(line []byte, r *rig) []byte
@@ -79,30 +87,32 @@ func runTorn(r *rig, sz sizes) {
 
 	torn, tornBefore := 0, false
 	kinds := map[string]int{}
+	var last crashrig.Snapshot // the journal before the run that finished
 	for round := 0; ; round++ {
 		if round > 3*sz.TornRounds+20 {
 			r.fatalf("not done after %d runs", round)
 		}
 		tearing := torn < sz.TornRounds
-		snap := takeSnapshot(j)
+		snap := crashrig.TakeSnapshot(j)
 		pr := r.startRefund(j, p.Path)
 		if tearing {
-			kill.arm(r, pr, gap)
+			kill.Arm(r.sim, pr.Proc, r.rng, gap)
 		}
 		r.wait(pr)
-		kill.disarm()
+		kill.Disarm()
 		r.checkKept(snap)
-		if tornBefore && !strings.Contains(pr.stderr.String(), "torn final record") {
-			r.t.problemf("the run after a torn tail did not report it: %s", firstLines(pr.stderr.String(), 3))
+		if tornBefore && !strings.Contains(pr.Stderr.String(), "torn final record") {
+			r.t.Errorf("the run after a torn tail did not report it: %s", firstLines(pr.Stderr.String(), 3))
 		}
 		tornBefore = false
-		if pr.code == 0 {
+		if pr.Code == 0 {
+			last = snap
 			break
 		}
 		if !r.expectExit(pr, "a run killed for a torn tail", 0, -int(syscall.SIGKILL)) {
 			continue
 		}
-		data, err := os.ReadFile(j)
+		jr, err := crashrig.ReadJournal(j)
 		r.must(err)
 		// A tear may cut the intent of a call the simulator goes on to
 		// commit, which no crash can do (the intent was fsynced before the
@@ -110,10 +120,10 @@ func runTorn(r *rig, sz sizes) {
 		// key. The journal before the tear keeps the intent for the
 		// write-ahead check.
 		whole := r.path(fmt.Sprintf("before-tear-%d.jsonl", torn))
-		r.must(os.WriteFile(whole, data, 0o600))
+		r.must(os.WriteFile(whole, jr.Data, 0o600))
 		r.retired = append(r.retired, whole)
 		tr := tearings[torn%len(tearings)]
-		r.must(os.WriteFile(j, tr.tear(data, r), 0o600))
+		r.must(os.WriteFile(j, tr.tear(jr, r), 0o600))
 		r.t.inject("torn tails", 1)
 		kinds[tr.name]++
 		torn++
@@ -124,36 +134,41 @@ func runTorn(r *rig, sz sizes) {
 	r.finish(p, j)
 
 	// Corrupt copies of the finished journal: each must be refused as is.
-	good, err := os.ReadFile(j)
+	// Only records the last run found are broken: that run's group commits
+	// follow them, so the damage is before the last commit, never a torn
+	// tail.
+	good, err := crashrig.ReadJournal(j)
 	r.must(err)
-	lines := bytes.SplitAfter(good, []byte("\n"))
-	lines = lines[:len(lines)-1] // the empty string after the last newline
+	before := good.Lines[:0:0]
+	for _, l := range good.Lines {
+		if l.End <= last.Len() {
+			before = append(before, l)
+		}
+	}
+	if len(before) == 0 || len(before) == len(good.Lines) {
+		r.fatalf("setup: %d of the journal's %d records were there before the last run: nothing to corrupt before its commits", len(before), len(good.Lines))
+	}
 	for c := range sz.Corruptions {
 		kind := corruptions[c%len(corruptions)]
-		at := r.rng.IntN(len(lines) - 1) // never the last line: that would be a torn tail
-		var bad bytes.Buffer
-		for i, line := range lines {
-			if i == at {
-				line = append(kind.corrupt(bytes.Clone(bytes.TrimSuffix(line, []byte("\n"))), r), '\n')
-			}
-			bad.Write(line)
-		}
+		l := before[r.rng.IntN(len(before))]
+		at := l.Line
+		bad := slices.Concat(good.Data[:l.Start], kind.corrupt(bytes.Clone(good.Data[l.Start:l.End-1]), r), good.Data[l.End-1:])
 		path := r.path(fmt.Sprintf("corrupt-%d.jsonl", c))
-		r.must(os.WriteFile(path, bad.Bytes(), 0o600))
-		before := r.sim.Stats()
+		r.must(os.WriteFile(path, bad, 0o600))
+		calls := r.sim.Stats()
 		pr := r.startRefund(path, p.Path)
 		r.wait(pr)
 		r.t.inject("mid-file corruptions", 1)
 		r.expectExit(pr, "a run on a journal with "+kind.name, exitCorrupt)
-		if want := fmt.Sprintf("%s:%d:", path, at+1); !strings.Contains(pr.stderr.String(), want) {
-			r.t.problemf("%s at line %d: refund's message does not name %s: %s", kind.name, at+1, want, firstLines(pr.stderr.String(), 3))
+		if want := fmt.Sprintf("%s:%d:", path, at); !strings.Contains(pr.Stderr.String(), want) {
+			r.t.Errorf("%s at line %d: refund's message does not name %s: %s", kind.name, at, want, firstLines(pr.Stderr.String(), 3))
 		}
-		if now, err := os.ReadFile(path); err != nil || !bytes.Equal(now, bad.Bytes()) {
-			r.t.Lost += len(lines)
-			r.t.problemf("a refused corrupt journal was changed (%s at line %d)", kind.name, at+1)
+		if now, err := os.ReadFile(path); err != nil || !bytes.Equal(now, bad) {
+			r.t.Lost += len(good.Lines)
+			r.t.Errorf("a refused corrupt journal was changed (%s at line %d)", kind.name, at)
 		}
-		if after := r.sim.Stats(); after.Requests["POST /v1/refunds"] != before.Requests["POST /v1/refunds"] || after.Requests["GET /v1/refunds"] != before.Requests["GET /v1/refunds"] {
-			r.t.problemf("refund called Stripe with a corrupt journal (%s at line %d)", kind.name, at+1)
+		if after := r.sim.Stats(); after.Requests["POST /v1/refunds"] != calls.Requests["POST /v1/refunds"] || after.Requests["GET /v1/refunds"] != calls.Requests["GET /v1/refunds"] {
+			r.t.Errorf("refund called Stripe with a corrupt journal (%s at line %d)", kind.name, at)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 const whatLegacy = "An old script without a checkpoint refunded part of the batch (every third charge, for the amount the plan asks: full or partial) with no refundkit metadata, then died. " +
@@ -53,31 +54,31 @@ func runLegacy(r *rig, sz sizes) {
 	// Find them.
 	find := r.run(nil, "audit", "--stripe", "--all-refunds", "--rate", "0", "--plan", p.Path, j)
 	r.expectExit(find, "audit --all-refunds after the old run", exitFailed)
-	named := r.chargesNamed(find.stdout.Bytes())
+	named := r.chargesNamed(find.Stdout.Bytes())
 	found := 0
 	for ch := range affected {
 		if named[ch] {
 			found++
 		} else {
-			r.t.problemf("audit --all-refunds does not name charge %s, refunded by the old run", ch)
+			r.t.Errorf("audit --all-refunds does not name charge %s, refunded by the old run", ch)
 		}
 	}
 	for ch := range named {
 		if !affected[ch] {
-			r.t.problemf("audit --all-refunds names charge %s, which the old run did not touch", ch)
+			r.t.Errorf("audit --all-refunds names charge %s, which the old run did not touch", ch)
 		}
 	}
 
 	// Backfill them, then finish the batch.
 	fill := r.run(nil, "audit", "--stripe", "--all-refunds", "--rate", "0", "--plan", p.Path, "--backfill", j, j)
 	r.expectExit(fill, "audit --backfill", 0, exitFailed)
-	snap := takeSnapshot(j)
+	snap := crashrig.TakeSnapshot(j)
 	pr := r.startRefund(j, p.Path)
 	r.wait(pr)
 	r.checkKept(snap)
 	r.expectExit(pr, "refund after the backfill", 0)
-	if s, ok := parseSummary(pr.stderr.String()); !ok || s.Skipped != len(affected) {
-		r.t.problemf("refund after the backfill skipped %d items, want the %d the old run refunded", s.Skipped, len(affected))
+	if s, ok := parseSummary(pr.Stderr.String()); !ok || s.Skipped != len(affected) {
+		r.t.Errorf("refund after the backfill skipped %d items, want the %d the old run refunded", s.Skipped, len(affected))
 	}
 	r.t.inject("refunds by an old uncheckpointed run", len(affected))
 	r.t.note("seed %d: %d items, %d refunded by the old run; audit --all-refunds named %d of them", r.seed, len(p.Items), len(affected), found)
@@ -97,7 +98,7 @@ func runLegacy(r *rig, sz sizes) {
 		}
 		r.extra[ch]++
 		if s, _ := st.Lookup(p.Batch, it.Item.Item); s.Status != journal.StatusRefunded || s.Refund != seeded[ch] {
-			r.t.problemf("item %s: the journal says %v by %q, want the old run's refund %s", it.Item.Item, s.Status, s.Refund, seeded[ch])
+			r.t.Errorf("item %s: the journal says %v by %q, want the old run's refund %s", it.Item.Item, s.Status, s.Refund, seeded[ch])
 		}
 	}
 	r.t.Items += len(p.Items) - len(rest.Items) // checkOnce counts the rest
@@ -119,7 +120,7 @@ func (r *rig) chargesNamed(findings []byte) map[string]bool {
 			PaymentIntent string `json:"payment_intent"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
-			r.t.problemf("audit wrote a line that is not JSON: %q", truncate(sc.Bytes(), 120))
+			r.t.Errorf("audit wrote a line that is not JSON: %q", truncate(sc.Bytes(), 120))
 			continue
 		}
 		if f.Finding == "missing" {

@@ -34,7 +34,7 @@ type tally struct {
 // maxProblems bounds the problems kept for the report; all are counted.
 const maxProblems = 12
 
-func (t *tally) problemf(format string, args ...any) {
+func (t *tally) Errorf(format string, args ...any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.ProblemCount++

@@ -5,23 +5,20 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 // rig is one run of one scenario: a seed, a simulator, a work directory,
@@ -32,15 +29,10 @@ type rig struct {
 	seed uint64
 	rng  *rand.Rand
 	dir  string
-	sim  *stripesim.Server
+	sim  *crashrig.Sim
 	// charges the simulator holds, by charge id and by payment intent.
 	charges map[string]stripesim.Charge
 
-	mu       sync.Mutex
-	keys     map[string]bool // idempotency keys the simulator reserved
-	keyLog   []string        // the same, in the order they came
-	creates  atomic.Int64    // refund creations that reserved a fresh key
-	onCreate atomic.Pointer[func(n int64, key string)]
 	cleanups []func()
 
 	// meant are the plans whose refunds are meant to stay at the
@@ -68,7 +60,6 @@ func (m *matrix) newRig(t *tally, seed uint64) (*rig, error) {
 		m: m, t: t, seed: seed, dir: dir,
 		rng:     rand.New(rand.NewPCG(seed, uint64(len(t.Name)))),
 		charges: map[string]stripesim.Charge{},
-		keys:    map[string]bool{},
 		extra:   map[string]int{},
 		dups:    map[string]int{},
 	}, nil
@@ -87,7 +78,7 @@ func runScenario(sc *scenario, r *rig, sz sizes) {
 }
 
 func (r *rig) fatalf(format string, args ...any) {
-	r.t.problemf(format, args...)
+	r.t.Errorf(format, args...)
 	panic(abort{})
 }
 
@@ -102,7 +93,7 @@ func (r *rig) path(name string) string { return filepath.Join(r.dir, name) }
 
 // serve starts the simulator with charges and faults.
 func (r *rig) serve(charges []stripesim.Charge, faults stripesim.Faults) {
-	sim, err := stripesim.Start(stripesim.Config{Charges: charges, Faults: faults, Seed: int64(r.seed)})
+	sim, err := crashrig.StartSim(stripesim.Config{Charges: charges, Faults: faults, Seed: int64(r.seed)})
 	r.must(err)
 	r.sim = sim
 	for _, ch := range charges {
@@ -111,40 +102,6 @@ func (r *rig) serve(charges []stripesim.Charge, faults stripesim.Faults) {
 			r.charges[ch.PaymentIntent] = ch
 		}
 	}
-	sim.SetCreateHook(func(key string) {
-		r.mu.Lock()
-		r.keys[key] = true
-		r.keyLog = append(r.keyLog, key)
-		r.mu.Unlock()
-		n := r.creates.Add(1)
-		if fn := r.onCreate.Load(); fn != nil {
-			(*fn)(n, key)
-		}
-	})
-}
-
-// keyCount is how many keys the simulator has reserved so far.
-func (r *rig) keyCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.keyLog)
-}
-
-// keysSince returns the keys reserved after the first n.
-func (r *rig) keysSince(n int) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.keyLog[n:]...)
-}
-
-// setOnCreate makes fn run inside every refund creation that reserves a key,
-// with the request held in flight until fn returns; nil removes it.
-func (r *rig) setOnCreate(fn func(n int64, key string)) {
-	if fn == nil {
-		r.onCreate.Store(nil)
-		return
-	}
-	r.onCreate.Store(&fn)
 }
 
 func (r *rig) cleanup(fn func()) { r.cleanups = append(r.cleanups, fn) }
@@ -170,65 +127,50 @@ func (r *rig) scanFiles() {
 		}
 		b, err := os.ReadFile(path)
 		if err == nil && bytes.Contains(b, []byte(secretPart)) {
-			r.t.problemf("the API key is in %s", filepath.Base(path))
+			r.t.Errorf("the API key is in %s", filepath.Base(path))
 		}
 		return nil
 	})
 }
 
-// proc is one run of a binary.
+// proc is one run of a binary, named for the messages.
 type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	stdout bytes.Buffer
-	stderr bytes.Buffer
-	exited chan struct{}
-	// code is the exit status, or minus the signal that killed it.
-	code int
+	*crashrig.Proc
+	name string
 }
 
-// start runs bin with args, stdin from in (nil: none), the fake key and
-// the simulator's URL in its environment. It does not wait.
+// start runs bin with args in the rig's directory, stdin from in (nil:
+// none), the fake key and the simulator's URL in its environment. It does
+// not wait.
 func (r *rig) start(in io.Reader, bin string, args ...string) *proc {
 	path := r.m.bins[bin]
 	if path == "" {
 		r.fatalf("setup: bin/%s is not built", bin)
 	}
-	p := &proc{name: bin, cmd: exec.Command(path, args...), exited: make(chan struct{})}
-	p.cmd.Dir = r.dir
-	p.cmd.Stdin = in
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	env := []string{"STRIPE_API_KEY=" + secretKey}
+	base := ""
 	if r.sim != nil {
-		env = append(env, "STRIPE_API_BASE="+r.sim.URL())
+		base = r.sim.URL()
 	}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "STRIPE_") {
-			env = append(env, kv)
-		}
-	}
-	p.cmd.Env = env
-	r.must(p.cmd.Start())
-	return p
+	p, err := crashrig.Start(crashrig.Cmd{Bin: path, Args: args, Dir: r.dir, Stdin: in, Env: crashrig.Env(secretKey, base)})
+	r.must(err)
+	return &proc{Proc: p, name: bin}
 }
 
-// wait waits for p and checks its output for the key and for panics;
-// p.exited is closed once all that is done.
+// wait waits for p and checks its output for the key and for panics.
 func (r *rig) wait(p *proc) int {
-	defer close(p.exited)
-	p.code = exitCode(p.cmd.Wait())
-	for stream, b := range map[string][]byte{"stdout": p.stdout.Bytes(), "stderr": p.stderr.Bytes()} {
+	p.Wait()
+	for stream, b := range map[string][]byte{"stdout": p.Stdout.Bytes(), "stderr": p.Stderr.Bytes()} {
 		if bytes.Contains(b, []byte(secretPart)) {
-			r.t.problemf("the API key is in the %s of %s", stream, p.name)
+			r.t.Errorf("the API key is in the %s of %s", stream, p.name)
 		}
 	}
-	if bytes.Contains(p.stderr.Bytes(), []byte("panic:")) || bytes.Contains(p.stderr.Bytes(), []byte("goroutine ")) {
-		r.t.problemf("%s panicked: %s", p.name, firstLines(p.stderr.String(), 3))
+	if bytes.Contains(p.Stderr.Bytes(), []byte("panic:")) || bytes.Contains(p.Stderr.Bytes(), []byte("goroutine ")) {
+		r.t.Errorf("%s panicked: %s", p.name, firstLines(p.Stderr.String(), 3))
 	}
 	if p.name == "refund" {
 		r.t.countRun()
 	}
-	return p.code
+	return p.Code
 }
 
 // run starts bin and waits for it.
@@ -245,28 +187,14 @@ func (r *rig) startRefund(journalPath, planPath string, extra ...string) *proc {
 	return r.start(nil, "refund", append(args, planPath)...)
 }
 
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return -int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1000
-	}
-	return 0
-}
-
 // expectExit counts a problem unless p exited with one of want.
 func (r *rig) expectExit(p *proc, what string, want ...int) bool {
 	for _, w := range want {
-		if p.code == w {
+		if p.Code == w {
 			return true
 		}
 	}
-	r.t.problemf("%s: %s exited %d, want %v: %s", what, p.name, p.code, want, firstLines(p.stderr.String(), 4))
+	r.t.Errorf("%s: %s exited %d, want %v: %s", what, p.name, p.Code, want, firstLines(p.Stderr.String(), 4))
 	return false
 }
 
@@ -340,13 +268,13 @@ func (r *rig) writeChargesCSV(name string, charges []stripesim.Charge, partial b
 // makePlan runs bin/plan over a charges file and reads back the items.
 func (r *rig) makePlan(name, batch, chargesPath string, extra ...string) *plan {
 	p := r.run(nil, "plan", append([]string{"--batch", batch, chargesPath}, extra...)...)
-	if p.code != 0 {
-		r.fatalf("setup: plan exited %d: %s", p.code, firstLines(p.stderr.String(), 3))
+	if p.Code != 0 {
+		r.fatalf("setup: plan exited %d: %s", p.Code, firstLines(p.Stderr.String(), 3))
 	}
 	path := r.path(name)
-	r.must(os.WriteFile(path, p.stdout.Bytes(), 0o600))
+	r.must(os.WriteFile(path, p.Stdout.Bytes(), 0o600))
 	pl := &plan{Path: path, Batch: batch, index: map[string]int{}}
-	sc := bufio.NewScanner(bytes.NewReader(p.stdout.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader(p.Stdout.Bytes()))
 	for sc.Scan() {
 		var it plannedItem
 		r.must(json.Unmarshal(sc.Bytes(), &it.Item))
@@ -388,117 +316,36 @@ func parseSummary(stderr string) (summary, bool) {
 	return summary{n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11]}, true
 }
 
-// striker signals the refund process under test from inside the
-// simulator's create hook, when the count of reserved keys reaches a mark:
-// the moment a refund call is in flight. With SIGKILL it waits for the
-// process to be gone before the request goes on, so the simulator commits
-// a refund whose outcome the journal can never have.
-type striker struct {
-	sig     syscall.Signal
-	current atomic.Pointer[proc]
-	mark    atomic.Int64 // 0: disarmed
-}
-
-// newStriker installs the striker's hook; it is removed when the rig
-// closes.
-func (r *rig) newStriker(sig syscall.Signal) *striker {
-	s := &striker{sig: sig}
-	s.install(r)
-	r.cleanup(func() { r.setOnCreate(nil) })
+// newStriker makes a striker that sends sig and installs its hook; it is
+// removed when the rig closes.
+func (r *rig) newStriker(sig syscall.Signal) *crashrig.Striker {
+	s := crashrig.NewStriker(sig)
+	r.sim.OnCreate(s.Hook)
+	r.cleanup(func() { r.sim.OnCreate(nil) })
 	return s
-}
-
-// install (re)installs the striker's hook, after another took its place.
-func (s *striker) install(r *rig) { r.setOnCreate(s.hook) }
-
-// hook is the striker's part of a create hook, for hooks that do more.
-func (s *striker) hook(n int64, _ string) {
-	if at := s.mark.Load(); at > 0 && n >= at && s.mark.CompareAndSwap(at, 0) {
-		if pr := s.current.Load(); pr != nil {
-			pr.cmd.Process.Signal(s.sig)
-			if s.sig == syscall.SIGKILL {
-				<-pr.exited
-			}
-		}
-	}
-}
-
-// arm makes the striker hit pr within the next gap keys the simulator
-// reserves, at a point drawn from the rig's seed.
-func (s *striker) arm(r *rig, pr *proc, gap int) {
-	s.armAt(pr, r.creates.Load()+1+r.rng.Int64N(int64(max(gap, 1))))
-}
-
-// armAt makes the striker hit pr at the at-th key the simulator reserves.
-func (s *striker) armAt(pr *proc, at int64) {
-	s.current.Store(pr)
-	s.mark.Store(at)
-}
-
-// disarm is called once the process has exited.
-func (s *striker) disarm() {
-	s.mark.Store(0)
-	s.current.Store(nil)
-}
-
-// hold parks refund calls at the simulator, inside its create hook, with
-// their keys reserved and nothing committed: the n calls that reserve keys
-// from number at on wait there until free. held is closed once all n are
-// parked.
-type hold struct {
-	at, n   int64
-	mu      sync.Mutex
-	keys    []string
-	held    chan struct{}
-	release chan struct{}
-	once    sync.Once
 }
 
 // newHold makes a hold of n calls from the at-th on; it is freed when the
 // rig closes at the latest (the simulator's Close waits for its hook).
-func (r *rig) newHold(at, n int64) *hold {
-	h := &hold{at: at, n: n, held: make(chan struct{}), release: make(chan struct{})}
-	r.cleanup(h.free)
+func (r *rig) newHold(at, n int64) *crashrig.Hold {
+	h := crashrig.NewHold(at, n)
+	r.cleanup(h.Free)
 	return h
 }
 
 // holdNext makes a hold of 1 to most calls, starting within the next gap
 // keys the simulator reserves, in a batch that reserves total keys in all
 // (each item's key once: no faults, no keys forgotten); nil when none is
-// left to hold. It never asks for calls that will not come, so held
+// left to hold. It never asks for calls that will not come, so Held
 // closes unless the run ends first.
-func (r *rig) holdNext(total, gap, most int) *hold {
-	at := r.creates.Load() + 1 + r.rng.Int64N(int64(max(gap, 1)))
+func (r *rig) holdNext(total, gap, most int) *crashrig.Hold {
+	at := r.sim.Creates() + 1 + r.rng.Int64N(int64(max(gap, 1)))
 	n := min(1+r.rng.Int64N(int64(most)), int64(total)-at+1)
 	if n <= 0 {
 		return nil
 	}
 	return r.newHold(at, n)
 }
-
-// park is the hold's part of a create hook: a call in its range waits.
-func (h *hold) park(n int64, key string) {
-	if n < h.at || n >= h.at+h.n {
-		return
-	}
-	h.mu.Lock()
-	h.keys = append(h.keys, key)
-	if len(h.keys) == int(h.n) {
-		close(h.held)
-	}
-	h.mu.Unlock()
-	<-h.release
-}
-
-// parked are the keys of the calls parked so far.
-func (h *hold) parked() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.keys...)
-}
-
-// free lets the parked calls go on; later calls of the range pass.
-func (h *hold) free() { h.once.Do(func() { close(h.release) }) }
 
 // background waits for p on a goroutine of its own; the channel is closed
 // once it has exited and been checked.

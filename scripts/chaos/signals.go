@@ -7,6 +7,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 const whatKill9 = "`refund -j 8` over a batch of thousands of items is killed with SIGKILL again and again. " +
@@ -36,23 +37,23 @@ func runKill9(r *rig, sz sizes) {
 		}
 		killing := inFlight+timed < sz.Kills
 		byHook := killing && round%2 == 0
-		snap := takeSnapshot(j)
+		snap := crashrig.TakeSnapshot(j)
 		started := time.Now()
 		pr := r.startRefund(j, p.Path)
 		var timer *time.Timer
 		switch {
 		case byHook:
-			kill.arm(r, pr, gap)
+			kill.Arm(r.sim, pr.Proc, r.rng, gap)
 		case killing:
-			timer = time.AfterFunc(time.Duration(r.rng.Int64N(int64(delay)+1)), func() { pr.cmd.Process.Kill() })
+			timer = time.AfterFunc(time.Duration(r.rng.Int64N(int64(delay)+1)), func() { pr.Cmd.Process.Kill() })
 		}
 		r.wait(pr)
-		kill.disarm()
+		kill.Disarm()
 		if timer != nil {
 			timer.Stop()
 		}
 		r.checkKept(snap)
-		if pr.code == 0 {
+		if pr.Code == 0 {
 			break // every item settled
 		}
 		if !r.expectExit(pr, "a run under kill -9", 0, -int(syscall.SIGKILL)) {
@@ -69,7 +70,7 @@ func runKill9(r *rig, sz sizes) {
 	r.t.inject("kill -9 at a random time", timed)
 	st := r.sim.Stats()
 	r.t.note("seed %d: %d kills (%d with a call in flight) over %d items: %d create calls, of which %d reserved a key and %d were cut mid-body by a kill (refused 400, nothing created); %d in-doubt lookups; %d refunds created",
-		r.seed, inFlight+timed, inFlight, len(p.Items), st.Requests["POST /v1/refunds"], r.creates.Load(), st.InvalidRequests, st.Requests["GET /v1/refunds"], st.RefundsCreated)
+		r.seed, inFlight+timed, inFlight, len(p.Items), st.Requests["POST /v1/refunds"], r.sim.Creates(), st.InvalidRequests, st.Requests["GET /v1/refunds"], st.RefundsCreated)
 	r.finish(p, j)
 }
 
@@ -95,31 +96,31 @@ func runSigterm(r *rig, sz sizes) {
 		}
 		signalling := signals+early < sz.Terms
 		byHook := signalling && round%2 == 0
-		snap := takeSnapshot(j)
+		snap := crashrig.TakeSnapshot(j)
 		started := time.Now()
 		pr := r.startRefund(j, p.Path)
 		var timer *time.Timer
 		switch {
 		case byHook:
-			term.arm(r, pr, gap)
+			term.Arm(r.sim, pr.Proc, r.rng, gap)
 		case signalling:
-			timer = time.AfterFunc(time.Duration(r.rng.Int64N(int64(delay)+1)), func() { pr.cmd.Process.Signal(syscall.SIGTERM) })
+			timer = time.AfterFunc(time.Duration(r.rng.Int64N(int64(delay)+1)), func() { pr.Cmd.Process.Signal(syscall.SIGTERM) })
 		}
 		r.wait(pr)
-		term.disarm()
+		term.Disarm()
 		if timer != nil {
 			timer.Stop()
 		}
 		r.checkKept(snap)
-		switch pr.code {
+		switch pr.Code {
 		case 0:
 		case exitInterrupted:
 			signals++
 			if byHook {
 				delay = time.Since(started)
 			}
-			if !strings.Contains(pr.stderr.String(), "finishing the calls in flight") {
-				r.t.problemf("after SIGTERM, refund did not say it finishes the calls in flight: %s", firstLines(pr.stderr.String(), 3))
+			if !strings.Contains(pr.Stderr.String(), "finishing the calls in flight") {
+				r.t.Errorf("after SIGTERM, refund did not say it finishes the calls in flight: %s", firstLines(pr.Stderr.String(), 3))
 			}
 			r.checkNothingAbandoned(p, j)
 			continue
@@ -147,12 +148,12 @@ func runSigterm(r *rig, sz sizes) {
 func (r *rig) checkNothingAbandoned(p *plan, path string) {
 	st, _, err := journal.Load(path)
 	if err != nil {
-		r.t.problemf("load the journal after SIGTERM: %v", err)
+		r.t.Errorf("load the journal after SIGTERM: %v", err)
 		return
 	}
-	for item, rs := range r.liveRefunds(p.Batch) {
+	for item, rs := range r.sim.LiveRefunds(p.Batch) {
 		if s, _ := st.Lookup(p.Batch, item); s.Status != journal.StatusRefunded {
-			r.t.problemf("after SIGTERM, refund %s of item %s exists but the journal says %v: a call was abandoned in flight", rs[0].ID, item, s.Status)
+			r.t.Errorf("after SIGTERM, refund %s of item %s exists but the journal says %v: a call was abandoned in flight", rs[0].ID, item, s.Status)
 		}
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/time/rate"
-
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
@@ -50,7 +48,7 @@ func Audit(env Env) int {
 		warnf(env.Stderr, name, "%v", err)
 		return ExitUsage
 	}
-	var client *refund.Stripe
+	var client refund.Provider
 	if c.Stripe {
 		var err error
 		if client, err = c.client(env, c.Concurrency); err != nil {
@@ -149,14 +147,11 @@ func Audit(env Env) int {
 
 	ctx, stop := signalContext(env.Stderr, name)
 	defer stop()
-	opts := audit.Options{Stripe: client, AllRefunds: c.AllRefunds, Workers: c.Concurrency, CancelExtras: c.CancelExtras}
-	if client != nil {
-		// A refund without metadata is a full refund when its amount is
-		// the charge's. client checked the key and settled the base.
-		opts.Charges = audit.NewCharges(c.APIBase, env.Getenv("STRIPE_API_KEY"))
-	}
+	// A refund without metadata is a full refund when its amount is the
+	// charge's: the provider fetches charges too (Options.Charges).
+	opts := audit.Options{Provider: client, AllRefunds: c.AllRefunds, Workers: c.Concurrency, CancelExtras: c.CancelExtras}
 	if c.Rate > 0 {
-		opts.Limiter = rate.NewLimiter(rate.Limit(c.Rate), max(1, int(c.Rate/10)))
+		opts.Pacer = refund.NewPacer(refund.Limits{Global: c.Rate})
 	}
 	if c.Backfill != "" {
 		opts.Backfill = w

@@ -12,6 +12,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 func init() { scriptCommands["audit"] = runAs(Audit) }
@@ -72,7 +73,7 @@ func TestAuditOfALiveRunSaysSo(t *testing.T) {
 		}
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
-		return exitCode(cmd.Run()), out.String(), errOut.String()
+		return crashrig.ExitCode(cmd.Run()), out.String(), errOut.String()
 	}
 
 	before := snapshot(t, path)

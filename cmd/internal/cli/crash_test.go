@@ -2,57 +2,55 @@ package cli
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
-	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 // These tests run the real refund command as a separate process (this test
-// binary re-executed as `refund`, see TestMain) and kill, interrupt or
-// starve it at the moments that matter: with a refund call in flight at the
-// simulator, which holds the request in a hook until the process is gone.
+// binary re-executed as `refund`, see TestMain) on the shared crash rig
+// (internal/crashrig) and kill, interrupt or starve it at the moments that
+// matter: with a refund call in flight at the simulator, which holds the
+// request in its create hook until the process is gone.
+
+const crashBatch = "crash"
 
 type crashRig struct {
-	t       *testing.T
-	sim     *stripesim.Server
-	url     string
-	dir     string
-	plan    string
-	creates atomic.Int64
-	keys    sync.Map // idempotency keys the simulator received
+	t    *testing.T
+	sim  *crashrig.Sim
+	bin  string
+	dir  string
+	plan string
+	want []crashrig.Want
 }
 
 func newCrashRig(t *testing.T, items int, faults stripesim.Faults) *crashRig {
 	t.Helper()
-	r := &crashRig{t: t, dir: t.TempDir()}
-	r.sim = stripesim.New(stripesim.Config{Charges: stripesim.GenerateCharges(items, 3), Faults: faults, Seed: 3})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method == http.MethodPost && req.URL.Path == "/v1/refunds" {
-			r.creates.Add(1)
-			r.keys.Store(req.Header.Get("Idempotency-Key"), true)
-		}
-		r.sim.Handler().ServeHTTP(w, req)
-	}))
-	t.Cleanup(ts.Close)
-	r.url = ts.URL
+	bin, err := exec.LookPath("refund")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := crashrig.StartSim(stripesim.Config{Charges: stripesim.GenerateCharges(items, 3), Faults: faults, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	r := &crashRig{t: t, sim: sim, bin: bin, dir: t.TempDir()}
 	var b strings.Builder
 	for i := 1; i <= items; i++ {
-		fmt.Fprintf(&b, `{"batch":"crash","item":"i%d","charge":"ch_sim%07d"}`+"\n", i, i)
+		w := crashrig.Want{Item: fmt.Sprintf("i%d", i), Charge: fmt.Sprintf("ch_sim%07d", i)}
+		fmt.Fprintf(&b, `{"batch":%q,"item":%q,"charge":%q}`+"\n", crashBatch, w.Item, w.Charge)
+		r.want = append(r.want, w)
 	}
 	r.plan = filepath.Join(r.dir, "plan.jsonl")
 	if err := os.WriteFile(r.plan, []byte(b.String()), 0o600); err != nil {
@@ -61,176 +59,90 @@ func newCrashRig(t *testing.T, items int, faults stripesim.Faults) *crashRig {
 	return r
 }
 
-// start launches `refund` over the plan; it does not wait.
-func (r *crashRig) start(journalPath string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+// start launches `refund` over the plan; it does not wait. It returns the
+// run and its stderr.
+func (r *crashRig) start(journalPath string, args ...string) (*crashrig.Proc, *bytes.Buffer) {
 	r.t.Helper()
-	bin, err := exec.LookPath("refund")
+	p, err := crashrig.Start(crashrig.Cmd{
+		Bin:  r.bin,
+		Args: append([]string{"--journal", journalPath, "--rate", "0", r.plan}, args...),
+		Env:  crashrig.Env(scriptKey, r.sim.URL()),
+	})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	cmd := exec.Command(bin, append([]string{"--journal", journalPath, "--rate", "0", r.plan}, args...)...)
-	cmd.Env = append(os.Environ(), "STRIPE_API_KEY="+scriptKey, "STRIPE_API_BASE="+r.url)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	return cmd, &stderr
+	return p, &p.Stderr
 }
 
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return -int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1000
-	}
-	return 0
-}
-
-// checkExactlyOnce asserts that every planned item has exactly one live
-// refund at the simulator and that the journal says so too.
+// checkExactlyOnce asserts that each of the first items of the plan has
+// exactly one live refund at the simulator, that no other item has one,
+// and that the journal says so too.
 func (r *crashRig) checkExactlyOnce(journalPath string, items int) {
 	r.t.Helper()
-	count := map[string]int{}
-	for _, rf := range r.sim.Refunds() {
-		if rf.Status == "canceled" || rf.Status == "failed" {
-			continue
-		}
-		count[rf.Metadata[refund.MetaItem]]++
-	}
-	state, torn, err := journal.Load(journalPath)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if torn != nil {
-		r.t.Errorf("journal left with a torn tail after a clean final run: %v", torn)
-	}
-	for i := 1; i <= items; i++ {
-		item := fmt.Sprintf("i%d", i)
-		if count[item] != 1 {
-			r.t.Errorf("item %s: %d refunds at Stripe, want exactly 1", item, count[item])
-		}
-		if st, _ := state.Lookup("crash", item); st.Status != journal.StatusRefunded {
-			r.t.Errorf("item %s: journal says %v, want refunded", item, st.Status)
-		}
-	}
-	if len(count) != items {
-		r.t.Errorf("%d items refunded at Stripe, want %d", len(count), items)
-	}
+	r.sim.CheckOnce(r.t, crashBatch, r.want[:items], journalPath)
 }
 
 // checkIntentsCoverCalls asserts the write-ahead rule: every key the
 // simulator received has an intent that reached the journal's disk first.
 func (r *crashRig) checkIntentsCoverCalls(journalPath string) {
 	r.t.Helper()
-	f, err := os.Open(journalPath)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	defer f.Close()
-	intents := map[string]bool{}
-	sc := journal.NewScanner(f, journalPath)
-	for sc.Scan() {
-		if rec := sc.Record(); rec.Type == journal.TypeIntent {
-			intents[rec.Key] = true
-		}
-	}
-	if err := sc.Err(); err != nil {
-		r.t.Fatal(err)
-	}
-	r.keys.Range(func(k, _ any) bool {
-		if !intents[k.(string)] {
-			r.t.Errorf("the simulator received key %s that no journaled intent names", k)
-		}
-		return true
-	})
+	r.sim.CheckIntents(r.t, crashBatch, journalPath)
 }
 
-func TestKill9AtRandomMomentsNeverRefundsTwice(t *testing.T) {
+func TestCrashKill9AtRandomMomentsNeverRefundsTwice(t *testing.T) {
 	const items, kills = 150, 30
 	r := newCrashRig(t, items, stripesim.Faults{LatencyJitter: time.Millisecond})
 	path := filepath.Join(r.dir, "j.jsonl")
 	rng := rand.New(rand.NewPCG(1, 2))
-
-	type proc struct {
-		cmd    *exec.Cmd
-		exited chan struct{}
-	}
-	var current atomic.Pointer[proc]
-	var armed atomic.Int64 // kill when the create count reaches this; 0: never
-	var killedInFlight atomic.Int64
-	r.sim.SetCreateHook(func(string) {
-		if at := armed.Load(); at > 0 && r.creates.Load() >= at && armed.CompareAndSwap(at, 0) {
-			if p := current.Load(); p != nil {
-				p.cmd.Process.Kill()
-				<-p.exited // the process is gone before this request goes on
-				killedInFlight.Add(1)
-			}
-		}
-	})
+	kill := crashrig.NewStriker(syscall.SIGKILL)
+	r.sim.OnCreate(kill.Hook)
 
 	for round := 0; ; round++ {
 		if round > kills+20 {
 			t.Fatalf("not done after %d runs", round)
 		}
-		cmd, stderr := r.start(path, "-j", "8")
+		p, stderr := r.start(path, "-j", "8")
 		if round < kills {
-			armed.Store(r.creates.Load() + 1 + rng.Int64N(8))
-		} else {
-			armed.Store(0)
+			kill.Arm(r.sim, p, rng, 8)
 		}
-		p := &proc{cmd: cmd, exited: make(chan struct{})}
-		current.Store(p)
-		err := cmd.Wait()
-		current.Store(nil)
-		close(p.exited)
-		switch code := exitCode(err); code {
+		p.Wait()
+		kill.Disarm()
+		switch p.Code {
 		case 0:
 			if round < kills {
 				continue // finished before the kill point; keep killing later runs
 			}
-			if killedInFlight.Load() == 0 {
+			if kill.Struck() == 0 {
 				t.Fatal("no run was killed with a call in flight: the test proved nothing")
 			}
 			r.checkExactlyOnce(path, items)
 			r.checkIntentsCoverCalls(path)
-			t.Logf("%d runs, %d killed with a refund call in flight, %d create calls for %d items",
-				round+1, killedInFlight.Load(), r.creates.Load(), items)
+			t.Logf("%d runs, %d killed with a refund call in flight, %d keys for %d items",
+				round+1, kill.Struck(), r.sim.Creates(), items)
 			return
-		case -9:
+		case -int(syscall.SIGKILL):
 		default:
-			t.Fatalf("run %d exited %d: %s", round, code, stderr)
+			t.Fatalf("run %d exited %d: %s", round, p.Code, stderr)
 		}
 	}
 }
 
-func TestSigtermFinishesCallsInFlightThenResumes(t *testing.T) {
+func TestCrashSigtermFinishesCallsInFlightThenResumes(t *testing.T) {
 	const items = 60
 	r := newCrashRig(t, items, stripesim.Faults{})
 	path := filepath.Join(r.dir, "j.jsonl")
-	hold := make(chan struct{})
-	var current atomic.Pointer[exec.Cmd]
-	var once sync.Once
-	r.sim.SetCreateHook(func(string) {
-		if r.creates.Load() == 10 {
-			once.Do(func() {
-				// A deploy: SIGTERM with a refund call in flight.
-				current.Load().Process.Signal(syscall.SIGTERM)
-				close(hold)
-			})
-		}
-	})
-	cmd, stderr := r.start(path, "-j", "1")
-	current.Store(cmd)
-	err := cmd.Wait()
-	<-hold
-	if code := exitCode(err); code != ExitInterrupted {
-		t.Fatalf("exit %d after SIGTERM, want %d: %s", code, ExitInterrupted, stderr)
+	// A deploy: SIGTERM with a refund call in flight.
+	term := crashrig.NewStriker(syscall.SIGTERM)
+	r.sim.OnCreate(term.Hook)
+	p, stderr := r.start(path, "-j", "1")
+	term.ArmAt(p, 10)
+	p.Wait()
+	term.Disarm()
+	if term.Struck() != 1 {
+		t.Fatalf("the run ended (exit %d) before its 10th call: no SIGTERM was sent: %s", p.Code, stderr)
+	}
+	if p.Code != ExitInterrupted {
+		t.Fatalf("exit %d after SIGTERM, want %d: %s", p.Code, ExitInterrupted, stderr)
 	}
 	if !strings.Contains(stderr.String(), "finishing the calls in flight") {
 		t.Errorf("stderr does not say it is finishing calls in flight: %s", stderr)
@@ -249,49 +161,53 @@ func TestSigtermFinishesCallsInFlightThenResumes(t *testing.T) {
 		}
 	})
 	// The call in flight at the signal was finished and journaled.
-	if refunded != int(r.creates.Load()) || inDoubt != 0 {
-		t.Errorf("after SIGTERM: %d refunded and %d in doubt in the journal, %d calls made", refunded, inDoubt, r.creates.Load())
+	if refunded != int(r.sim.Creates()) || inDoubt != 0 {
+		t.Errorf("after SIGTERM: %d refunded and %d in doubt in the journal, %d calls made", refunded, inDoubt, r.sim.Creates())
 	}
 	if refunded >= items {
 		t.Fatalf("the run did not stop early (%d refunded)", refunded)
 	}
-	r.sim.SetCreateHook(nil)
-	cmd, stderr = r.start(path, "-j", "4")
-	if err := cmd.Wait(); err != nil {
+	r.sim.OnCreate(nil)
+	p, stderr = r.start(path, "-j", "4")
+	if err := p.Wait(); err != nil {
 		t.Fatalf("resume: %v: %s", err, stderr)
 	}
 	r.checkExactlyOnce(path, items)
+	r.checkIntentsCoverCalls(path)
 }
 
-func TestSecondRunOnTheSameJournalIsRefused(t *testing.T) {
+func TestCrashSecondRunOnTheSameJournalIsRefused(t *testing.T) {
 	r := newCrashRig(t, 5, stripesim.Faults{})
 	path := filepath.Join(r.dir, "j.jsonl")
-	inFlight, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	r.sim.SetCreateHook(func(string) {
-		once.Do(func() { close(inFlight) })
-		<-release
-	})
+	hold := crashrig.NewHold(1, 1)
+	t.Cleanup(hold.Free) // before the simulator closes: it waits for its hook
+	r.sim.OnCreate(hold.Park)
 	first, firstErr := r.start(path, "-j", "1")
-	<-inFlight // the first run holds the journal and has a call in flight
+	go first.Wait()
+	select {
+	case <-hold.Held(): // the first run holds the journal and has a call in flight
+	case <-first.Exited():
+		t.Fatalf("the first run exited %d before its call was held: %s", first.Code, firstErr)
+	}
 	second, secondErr := r.start(path)
-	err := second.Wait()
-	close(release)
-	if code := exitCode(err); code != ExitLocked {
-		t.Fatalf("second run exited %d, want %d: %s", code, ExitLocked, secondErr)
+	second.Wait()
+	hold.Free()
+	if second.Code != ExitLocked {
+		t.Fatalf("second run exited %d, want %d: %s", second.Code, ExitLocked, secondErr)
 	}
-	if !strings.Contains(secondErr.String(), "locked by another run") || !strings.Contains(secondErr.String(), path) {
-		t.Errorf("second run's message does not name the journal and the lock: %s", secondErr)
+	if msg := secondErr.String(); !strings.Contains(msg, "locked by another run") || !strings.Contains(msg, path) {
+		t.Errorf("second run's message does not name the journal and the lock: %s", msg)
 	}
-	if err := first.Wait(); err != nil {
-		t.Fatalf("first run: %v: %s", err, firstErr)
+	if <-first.Exited(); first.Code != 0 {
+		t.Fatalf("first run exited %d: %s", first.Code, firstErr)
 	}
 	r.checkExactlyOnce(path, 5)
+	r.checkIntentsCoverCalls(path)
 }
 
-// TestFullDiskHaltsWithoutCallingAgain puts the journal on a tiny tmpfs,
+// TestCrashFullDiskHaltsWithoutCallingAgain puts the journal on a tiny tmpfs,
 // which needs root (CI runs as root).
-func TestFullDiskHaltsWithoutCallingAgain(t *testing.T) {
+func TestCrashFullDiskHaltsWithoutCallingAgain(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small tmpfs needs root; CI runs this as root")
 	}
@@ -307,26 +223,24 @@ func TestFullDiskHaltsWithoutCallingAgain(t *testing.T) {
 	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
 	path := filepath.Join(mnt, "j.jsonl")
 
-	cmd, stderr := r.start(path, "-j", "4")
-	err := cmd.Wait()
-	if code := exitCode(err); code != ExitJournal {
-		t.Fatalf("exit %d on a full disk, want %d: %s", code, ExitJournal, stderr)
+	p, stderr := r.start(path, "-j", "4")
+	if p.Wait(); p.Code != ExitJournal {
+		t.Fatalf("exit %d on a full disk, want %d: %s", p.Code, ExitJournal, stderr)
 	}
 	if !strings.Contains(stderr.String(), "no space left on device") {
 		t.Errorf("stderr does not say the disk is full: %s", stderr)
 	}
-	r.checkIntentsCoverCalls(path)
-	callsAtHalt := r.creates.Load()
-	if callsAtHalt >= items {
-		t.Fatalf("%d calls: the disk never filled", callsAtHalt)
+	r.checkIntentsCoverCalls(path) // no call without a durable intent, even at the halt
+	if calls := r.sim.Creates(); calls >= items {
+		t.Fatalf("%d calls: the disk never filled", calls)
 	}
 
 	// Free space, resume: it finishes without a duplicate.
 	if out, err := exec.Command("mount", "-o", "remount,size=4m", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("remount: %v: %s", err, out)
 	}
-	cmd, stderr = r.start(path, "-j", "4")
-	if err := cmd.Wait(); err != nil {
+	p, stderr = r.start(path, "-j", "4")
+	if err := p.Wait(); err != nil {
 		t.Fatalf("resume after freeing space: %v: %s", err, stderr)
 	}
 	r.checkExactlyOnce(path, items)

@@ -7,7 +7,6 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
-	"github.com/refundkit/refundkit/refund/plan"
 )
 
 // Exit codes, stable across releases, the same condition the same code in
@@ -56,17 +55,16 @@ func exitCodeFor(err error) int {
 // knownCode maps the errors that name a condition.
 func knownCode(err error) (int, bool) {
 	var (
-		coded        interface{ ExitCode() int }
-		halt         *refund.HaltError
-		locked       *journal.LockedError
-		notFile      *journal.NotFileError
-		corrupt      *journal.CorruptError
-		version      *journal.VersionError
-		write        *journal.WriteError
-		auditWrite   *audit.JournalError
-		auditHalt    *audit.StripeError
-		refundInput  *refund.InputError
-		planProblems *plan.InputError
+		coded       interface{ ExitCode() int }
+		halt        *refund.HaltError
+		locked      *journal.LockedError
+		notFile     *journal.NotFileError
+		corrupt     *journal.CorruptError
+		version     *journal.VersionError
+		write       *journal.WriteError
+		auditWrite  *audit.JournalError
+		auditHalt   *audit.StripeError
+		refundInput *refund.InputError
 	)
 	switch {
 	case err == nil:
@@ -88,7 +86,7 @@ func knownCode(err error) (int, bool) {
 		return ExitJournal, true
 	case errors.As(err, &auditHalt):
 		return ExitProvider, true
-	case errors.As(err, &notFile), errors.As(err, &refundInput), errors.As(err, &planProblems):
+	case errors.As(err, &notFile), errors.As(err, &refundInput): // a *plan.Rejection holds *refund.InputErrors
 		return ExitUsage, true
 	}
 	return 0, false

@@ -12,6 +12,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 // One writer per journal, whatever the tool: journal-merge -o takes its
@@ -118,7 +119,7 @@ func TestMergeOntoLiveRunIsRefused(t *testing.T) {
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
-		if code := exitCode(err); code != ExitLocked {
+		if code := crashrig.ExitCode(err); code != ExitLocked {
 			t.Errorf("journal-merge %q during the run exited %d, want %d: %s", args, code, ExitLocked, &stderr)
 		}
 		if want := "journal " + path + " is locked by another run"; !strings.Contains(stderr.String(), want) {
@@ -160,13 +161,13 @@ func TestJournalReplacedUnderRunHalts(t *testing.T) {
 	}
 	release()
 	err = run.Wait()
-	if code := exitCode(err); code != ExitJournal {
+	if code := crashrig.ExitCode(err); code != ExitJournal {
 		t.Fatalf("the run exited %d after its journal was replaced, want %d: %s", code, ExitJournal, runErr)
 	}
 	if !strings.Contains(runErr.String(), "replaced by another file while this run held it") {
 		t.Errorf("stderr does not say the journal was replaced: %s", runErr)
 	}
-	if calls := r.creates.Load(); calls != workers {
+	if calls := r.sim.Creates(); calls != workers {
 		t.Errorf("%d create calls, want the %d in flight at the replacement and no more", calls, workers)
 	}
 	r.checkIntentsCoverCalls(path)
@@ -180,37 +181,20 @@ func TestJournalReplacedUnderRunHalts(t *testing.T) {
 	r.checkIntentsCoverCalls(path)
 }
 
-// holdCreates holds every refund create at the simulator until release is
-// called; held waits until n are held at once (or fails after 30 s).
+// holdCreates holds the first n refund creates at the simulator until
+// release is called; held waits until all n are held (or fails after 30 s).
 func holdCreates(t *testing.T, r *crashRig, n int) (held, release func()) {
 	t.Helper()
-	arrived := make(chan struct{}, 1024)
-	gate := make(chan struct{})
-	r.sim.SetCreateHook(func(string) {
-		select {
-		case arrived <- struct{}{}:
-		default:
-		}
-		<-gate
-	})
-	var released bool
-	release = func() {
-		if !released {
-			released = true
-			close(gate)
-		}
-	}
-	t.Cleanup(release)
+	h := crashrig.NewHold(1, int64(n))
+	t.Cleanup(h.Free) // before the simulator closes: it waits for its hook
+	r.sim.OnCreate(h.Park)
 	held = func() {
 		t.Helper()
-		timeout := time.After(30 * time.Second)
-		for range n {
-			select {
-			case <-arrived:
-			case <-timeout:
-				t.Fatalf("fewer than %d refund calls in flight after 30 s", n)
-			}
+		select {
+		case <-h.Held():
+		case <-time.After(30 * time.Second):
+			t.Fatalf("fewer than %d refund calls in flight after 30 s", n)
 		}
 	}
-	return held, release
+	return held, h.Free
 }

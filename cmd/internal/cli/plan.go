@@ -66,7 +66,7 @@ func Plan(env Env) int {
 		Format:      plan.Format(args.Format),
 		KeepColumns: args.KeepColumns,
 	})
-	var inputErr *plan.InputError
+	var inputErr *plan.Rejection
 	if errors.As(err, &inputErr) {
 		for _, prob := range inputErr.Problems {
 			fmt.Fprintln(env.Stderr, prob)

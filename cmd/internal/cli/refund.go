@@ -16,6 +16,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/stripe"
 )
 
 type refundCmd struct {
@@ -91,7 +92,7 @@ func Refund(env Env) int {
 		return ExitUsage
 	}
 
-	var client *refund.Stripe
+	var client refund.Provider
 	if !c.DryRun {
 		var err error
 		if client, err = c.client(env, c.Concurrency); err != nil {
@@ -158,7 +159,7 @@ func Refund(env Env) int {
 	defer bar.stop()
 
 	summary, runErr := refund.Run(ctx, refund.Config{
-		Stripe: client, Journal: w, State: state,
+		Provider: client, Checkpoint: refund.Journal(w, state),
 		Workers: c.Concurrency, Pacer: c.pacer(env), DryRun: c.DryRun,
 		ResendAfter500: c.ResendAfter500, Log: log,
 		NoLookup: c.NoLookup, AllowRefundedCharges: c.AllowRefunded, AllRefunds: c.AllRefunds,
@@ -210,7 +211,7 @@ func (c *refundCmd) pacer(env Env) *refund.Pacer {
 	}
 	key := env.Getenv("STRIPE_API_KEY")
 	live := strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_")
-	limits := refund.StripeLimits(live, c.Share)
+	limits := stripe.Limits(live, c.Share)
 	if c.Rate != nil {
 		limits.Global = *c.Rate
 	}

@@ -3,17 +3,15 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/stripesim/simtest"
 )
 
 // scriptKey is the test-mode key every script runs with; the secrets checks
@@ -21,29 +19,12 @@ import (
 const scriptKey = "sk_test_scriptSECRET0123456789"
 
 // scriptSim is a script's simulator, with counts of the API calls made.
-type scriptSim struct {
-	*stripesim.Server
-	creates, lists atomic.Int64
-}
+type scriptSim = simtest.Sim
 
 func startScriptSim(env *testscript.Env) error {
-	srv := stripesim.New(stripesim.Config{Charges: stripesim.GenerateCharges(300, 1), Seed: 1})
-	s := &scriptSim{Server: srv}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/refunds" {
-			if r.Method == http.MethodPost {
-				s.creates.Add(1)
-			} else {
-				s.lists.Add(1)
-			}
-		}
-		srv.Handler().ServeHTTP(w, r)
-	}))
-	env.Defer(ts.Close)
-	// After the listener: refunds still going on behind a gateway's 504
-	// end with the script.
-	env.Defer(srv.Close)
-	env.Setenv("STRIPE_API_BASE", ts.URL)
+	s := simtest.Serve(stripesim.Config{Charges: stripesim.GenerateCharges(300, 1), Seed: 1})
+	env.Defer(s.Close)
+	env.Setenv("STRIPE_API_BASE", s.URL)
 	env.Values["sim"] = s
 	return nil
 }
@@ -81,13 +62,12 @@ func cmdSim(ts *testscript.TestScript, neg bool, args []string) {
 	case "forget-keys":
 		s.ForgetKeys()
 	case "reset-calls":
-		s.creates.Store(0)
-		s.lists.Store(0)
+		s.Reset()
 	case "calls":
 		if len(args) != 3 {
 			ts.Fatalf("usage: sim calls CREATES LISTS")
 		}
-		c, l := s.creates.Load(), s.lists.Load()
+		c, l := s.Creates(), s.Lists()
 		if strconv.FormatInt(c, 10) != args[1] || strconv.FormatInt(l, 10) != args[2] {
 			ts.Fatalf("API calls: %d creates, %d lists; want %s and %s", c, l, args[1], args[2])
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/stripe"
 )
 
 // stripeFlags are the Stripe settings shared by every command that calls
@@ -19,7 +20,7 @@ type stripeFlags struct {
 
 // client builds the Stripe client from the flags and STRIPE_API_KEY. Its
 // errors never contain the key.
-func (f *stripeFlags) client(env Env, conns int) (*refund.Stripe, error) {
+func (f *stripeFlags) client(env Env, conns int) (refund.Provider, error) {
 	key := env.Getenv("STRIPE_API_KEY")
 	switch {
 	case key == "":
@@ -41,7 +42,7 @@ func (f *stripeFlags) client(env Env, conns int) (*refund.Stripe, error) {
 			return nil, &usageError{fmt.Sprintf("--api-base %q: plain http is allowed only to a loopback address (the key would cross the network in clear)", f.APIBase)}
 		}
 	}
-	return refund.NewStripe(f.APIBase, key, conns), nil
+	return stripe.New(f.APIBase, key, conns), nil
 }
 
 func isLoopback(host string) bool {

@@ -1,0 +1,58 @@
+package refund
+
+import (
+	"errors"
+
+	"github.com/refundkit/refundkit/journal"
+)
+
+// Checkpoint is where a run records what it does: an intent before every
+// call, an outcome after it. The JSONL journal is one (Journal); a
+// database table can be another. A checkpoint is held by one run from the
+// moment it is opened: journal.Open locks the file, and a second run gets
+// a *journal.LockedError at once.
+type Checkpoint interface {
+	// Lookup returns what the checkpoint held of item of batch when the
+	// run took it; ok is false when it holds no record of the item. A
+	// checkpoint may load a batch's state on its first Lookup. An error
+	// halts the run.
+	Lookup(batch, item string) (st journal.ItemState, ok bool, err error)
+	// Append makes recs durable, in order and in one commit, before it
+	// returns. An error halts the run: no call is made after it.
+	Append(recs ...*journal.Record) error
+	// Stats counts the records made durable and the syncs that did it.
+	Stats() journal.WriterStats
+}
+
+// Journal is the Checkpoint of a journal file: w, opened (and locked) by
+// journal.Open, and the state it loaded. With w nil (a dry run) it only
+// reads state.
+func Journal(w *journal.Writer, state *journal.State) Checkpoint {
+	return journalCheckpoint{w: w, state: state}
+}
+
+type journalCheckpoint struct {
+	w     *journal.Writer
+	state *journal.State
+}
+
+func (j journalCheckpoint) Lookup(batch, item string) (journal.ItemState, bool, error) {
+	st, ok := j.state.Lookup(batch, item)
+	return st, ok, nil
+}
+
+var errReadOnly = errors.New("the journal was opened for reading only")
+
+func (j journalCheckpoint) Append(recs ...*journal.Record) error {
+	if j.w == nil {
+		return errReadOnly
+	}
+	return j.w.Append(recs...)
+}
+
+func (j journalCheckpoint) Stats() journal.WriterStats {
+	if j.w == nil {
+		return journal.WriterStats{}
+	}
+	return j.w.Stats()
+}

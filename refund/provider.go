@@ -1,0 +1,166 @@
+package refund
+
+// The provider interface: what the engine and audit ask of a payment
+// provider's refund API, in refundkit's own terms. Each provider is a
+// package of its own beside this one (refund/stripe), as litestream keeps
+// each ReplicaClient in a sibling package: nothing here names its types.
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Provider is a payment provider's refund API. Its methods return errors
+// that are, or wrap, a *Failure saying what the error means for the item
+// and the run; any other error counts as no answer.
+type Provider interface {
+	// Facts are what the engine decides by.
+	Facts() Facts
+	// Create asks for the refund of it under the idempotency key of
+	// attempt (IdempotencyKey), with metadata naming its batch, item and
+	// attempt (MetaBatch, MetaItem, MetaAttempt) so that Find can tell it.
+	Create(ctx context.Context, it *Item, attempt int) (Answer, error)
+	// Find returns every refund of the payment, newest first, whoever made
+	// it: an earlier run's, another batch's, one made by hand. A provider
+	// that cannot list them returns ErrNoLookup.
+	Find(ctx context.Context, p Payment) ([]Refund, error)
+	// Charges returns the ids of the charges of payment intent pi, so that
+	// a payment named by its intent on one plan line and by its charge on
+	// another is one; none (nil, nil) where the provider has no such notion.
+	Charges(ctx context.Context, pi string) ([]string, error)
+	// Cancel cancels refund id, if the provider still can.
+	Cancel(ctx context.Context, id string) (Refund, error)
+}
+
+// ErrNoLookup is Find's answer from a provider that cannot list a payment's
+// refunds: the engine then trusts the checkpoint alone (see Facts.KeyTTL).
+var ErrNoLookup = errors.New("the provider cannot look refunds up")
+
+// Facts are what a provider promises, which the engine decides by.
+type Facts struct {
+	// Name names the provider in messages ("Stripe").
+	Name string
+	// KeyTTL is how long the provider keeps an idempotency key and replays
+	// its answer; 0 is for ever. Without a look-up (ErrNoLookup) an item in
+	// doubt is sent again under its key only when keys are kept for ever:
+	// once a key may be gone, a second call could refund twice.
+	KeyTTL time.Duration
+	// LateOutcomes: a call answered as indeterminate may still complete
+	// later (Stripe may finish a call it answered 500 while it repairs an
+	// incident). Its item then gets a new key only in a later run, after a
+	// look-up, and only with Config.ResendAfter500; without LateOutcomes,
+	// that look-up is enough.
+	LateOutcomes bool
+	// Backoff spaces the retries of a call the provider asks to repeat.
+	Backoff Backoff
+}
+
+// Payment is what a refund is made on: a charge or a payment intent.
+type Payment struct{ Charge, PaymentIntent string }
+
+// ID is the payment's id, the charge's when both are named.
+func (p Payment) ID() string {
+	if p.Charge != "" {
+		return p.Charge
+	}
+	return p.PaymentIntent
+}
+
+func paymentOf(it *Item) Payment { return Payment{Charge: it.Charge, PaymentIntent: it.PaymentIntent} }
+
+// Refund statuses, in Stripe's words, which refundkit's journals and
+// findings use; a provider maps its own onto them.
+const (
+	RefundSucceeded      = "succeeded"
+	RefundPending        = "pending"
+	RefundRequiresAction = "requires_action" // can still be canceled
+	RefundCanceled       = "canceled"
+	RefundFailed         = "failed"
+)
+
+// Refund is a refund as a provider holds it.
+type Refund struct {
+	ID            string
+	Charge        string // the charge refunded, "" when not said
+	PaymentIntent string // its payment intent, "" when not said
+	Amount        int64  // minor units
+	Currency      string // lower-case ISO code
+	Status        string // RefundSucceeded...
+	FailureReason string // why a failed refund failed, when said
+	Created       int64  // Unix seconds
+	// Metadata holds refundkit's keys (MetaBatch, MetaItem, MetaAttempt)
+	// and the plan item's own.
+	Metadata map[string]string
+}
+
+// Answer is a create call's answer.
+type Answer struct {
+	Refund
+	Replayed   bool // the provider replayed the answer saved under the key
+	HTTPStatus int  // the answer's status, 0 when not known
+}
+
+// Live reports a refund that holds or moves money: not canceled, not failed.
+func Live(r *Refund) bool { return r.Status != RefundCanceled && r.Status != RefundFailed }
+
+// Matches reports whether r was made by refundkit for item of batch.
+func Matches(r *Refund, batch, item string) bool {
+	return r.Metadata[MetaBatch] == batch && r.Metadata[MetaItem] == item
+}
+
+// Class is what a failed call means for the item and the run.
+type Class int
+
+const (
+	// ClassRetry: nothing was saved under the key (rate limited, a request
+	// in flight, unavailable) or no answer came back: the same call again.
+	ClassRetry Class = iota
+	// ClassIndeterminate: the provider saved an error answer under the key
+	// and a refund may or may not exist: the item stays in doubt.
+	ClassIndeterminate
+	// ClassFinal: the provider refused the refund; retrying cannot change it.
+	ClassFinal
+	// ClassFatal: the credentials are refused: no call of the run can
+	// succeed, and it halts.
+	ClassFatal
+	// ClassKeyReused: the provider holds another request, with other
+	// parameters, under the key.
+	ClassKeyReused
+	// ClassStopped: the run was stopped (a signal) before an answer.
+	ClassStopped
+)
+
+// Failure is a provider's error with its meaning. Providers build it; the
+// engine and audit only read it.
+type Failure struct {
+	Class Class
+	// Status is the HTTP status of the provider's own answer; 0 when it
+	// gave none (a network error, a gateway in front of it answered).
+	Status int
+	// Code is the provider's error code, or a short cause
+	// ("network_error", "gateway_502").
+	Code string
+	// Message is the provider's own words, for people.
+	Message string
+	// RateLimited: the provider refused the call for its rate; the pacer
+	// slows the account's budget when AccountLimit, else the endpoint's.
+	RateLimited, AccountLimit bool
+	Err                       error
+}
+
+func (f *Failure) Error() string { return f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
+// Classify says what err, from a Provider, means. A stop (context.Canceled)
+// is ClassStopped; an error that carries no *Failure counts as no answer.
+func Classify(err error) Failure {
+	if errors.Is(err, context.Canceled) {
+		return Failure{Class: ClassStopped, Code: "interrupted", Message: err.Error(), Err: err}
+	}
+	var f *Failure
+	if errors.As(err, &f) {
+		return *f
+	}
+	return Failure{Class: ClassRetry, Code: "network_error", Message: err.Error(), Err: err}
+}

@@ -1,0 +1,187 @@
+package refund_test
+
+// A provider held in memory, run end to end through the engine, the JSONL
+// journal and audit: adding a provider is a type with Provider's methods,
+// and nothing in journal/, the engine or audit changes for it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/audit"
+)
+
+// memProvider keeps refunds and the answers saved under idempotency keys.
+type memProvider struct {
+	noLookup bool          // Find says ErrNoLookup
+	keyTTL   time.Duration // Facts.KeyTTL
+
+	mu      sync.Mutex
+	refunds []refund.Refund          // oldest first
+	saved   map[string]refund.Answer // by idempotency key
+	creates int
+}
+
+func (p *memProvider) Facts() refund.Facts {
+	return refund.Facts{Name: "Mem", KeyTTL: p.keyTTL, Backoff: refund.Backoff{Base: time.Millisecond, Max: time.Millisecond}}
+}
+
+func (p *memProvider) Create(_ context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.creates++
+	key := refund.IdempotencyKey(it.Batch, it.Item, attempt)
+	if a, ok := p.saved[key]; ok {
+		a.Replayed = true
+		return a, nil
+	}
+	r := p.add(it.Charge, it.Amount, map[string]string{refund.MetaBatch: it.Batch, refund.MetaItem: it.Item, refund.MetaAttempt: strconv.Itoa(attempt)})
+	if p.saved == nil {
+		p.saved = map[string]refund.Answer{}
+	}
+	p.saved[key] = refund.Answer{Refund: r, HTTPStatus: 200}
+	return p.saved[key], nil
+}
+
+// add makes a refund on charge, as a run or a person would (full: 1000).
+func (p *memProvider) add(charge string, amount int64, meta map[string]string) refund.Refund {
+	if amount == 0 {
+		amount = 1000
+	}
+	r := refund.Refund{ID: fmt.Sprintf("mre_%d", len(p.refunds)+1), Charge: charge, Amount: amount, Currency: "eur",
+		Status: refund.RefundSucceeded, Created: int64(len(p.refunds)), Metadata: meta}
+	p.refunds = append(p.refunds, r)
+	return r
+}
+
+func (p *memProvider) Find(_ context.Context, pay refund.Payment) ([]refund.Refund, error) {
+	if p.noLookup {
+		return nil, refund.ErrNoLookup
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []refund.Refund
+	for i := len(p.refunds) - 1; i >= 0; i-- {
+		if p.refunds[i].Charge == pay.Charge {
+			out = append(out, p.refunds[i])
+		}
+	}
+	return out, nil
+}
+
+func (p *memProvider) Charges(context.Context, string) ([]string, error) { return nil, nil }
+
+func (p *memProvider) Cancel(_ context.Context, id string) (refund.Refund, error) {
+	return refund.Refund{}, &refund.Failure{Class: refund.ClassFinal, Status: 400, Code: "not_cancelable", Err: errors.New("refunds here cannot be canceled")}
+}
+
+// loseOutcomes is a checkpoint that loses every outcome, as a crash between
+// a call and the fsync of its answer does.
+type loseOutcomes struct{ refund.Checkpoint }
+
+func (l loseOutcomes) Append(recs ...*journal.Record) error {
+	if recs[0].Type != journal.TypeIntent {
+		return errors.New("crashed")
+	}
+	return l.Checkpoint.Append(recs...)
+}
+
+// memRun runs the plan lines against p with the journal at path.
+func memRun(t *testing.T, p *memProvider, path, plan string, lose bool) map[string]refund.Result {
+	t.Helper()
+	w, state, _, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	cp := refund.Journal(w, state)
+	if lose {
+		cp = loseOutcomes{cp}
+	}
+	res := map[string]refund.Result{}
+	_, err = refund.Run(context.Background(), refund.Config{Provider: p, Checkpoint: cp, Workers: 2,
+		OnResult: func(r refund.Result) { res[r.Item] = r }}, strings.NewReader(plan), "plan.jsonl")
+	var h *refund.HaltError
+	if err != nil && !(lose && errors.As(err, &h) && h.Journal) {
+		t.Fatalf("run: %v", err)
+	}
+	return res
+}
+
+func TestAProviderInMemoryRunsTheEngineEndToEnd(t *testing.T) {
+	plan := `{"batch":"b1","item":"crash","charge":"ch_1","amount":500}` + "\n"
+	t.Run("crash and rerun: one refund", func(t *testing.T) {
+		for _, p := range []*memProvider{{}, {noLookup: true}} {
+			path := filepath.Join(t.TempDir(), "j.jsonl")
+			memRun(t, p, path, plan, true)
+			res := memRun(t, p, path, plan, false)
+			if r := res["crash"]; r.Status != refund.StatusRefunded || r.Refund != "mre_1" || len(p.refunds) != 1 {
+				t.Errorf("no look-up %v: rerun %+v, %d refunds at the provider; want mre_1 only", p.noLookup, r, len(p.refunds))
+			}
+			if want := map[bool]int{false: 1, true: 2}[p.noLookup]; p.creates != want { // adopted, or replayed under its key
+				t.Errorf("no look-up %v: %d creates, want %d", p.noLookup, p.creates, want)
+			}
+		}
+	})
+	t.Run("no look-up and keys forgotten: in doubt, nothing sent", func(t *testing.T) {
+		p := &memProvider{noLookup: true, keyTTL: time.Hour}
+		path := filepath.Join(t.TempDir(), "j.jsonl")
+		memRun(t, p, path, plan, true)
+		if r := memRun(t, p, path, plan, false)["crash"]; r.Status != refund.StatusInDoubt || r.Code != refund.CodeNoLookup || p.creates != 1 {
+			t.Errorf("rerun %+v after %d creates, want in doubt (%s) after 1", r, p.creates, refund.CodeNoLookup)
+		}
+	})
+
+	p := &memProvider{}
+	p.add("ch_2", 700, map[string]string{refund.MetaBatch: "b1", refund.MetaItem: "adopt", refund.MetaAttempt: "1"})
+	p.add("ch_3", 300, map[string]string{refund.MetaBatch: "b0", refund.MetaItem: "x"})
+	plan = `{"batch":"b1","item":"adopt","charge":"ch_2","amount":700}
+{"batch":"b1","item":"held","charge":"ch_3","amount":300}
+`
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	res := memRun(t, p, path, plan, false)
+	if r := res["adopt"]; r.Status != refund.StatusRefunded || !r.Found || r.Refund != "mre_1" {
+		t.Errorf("look-up: %+v, want mre_1 adopted", r)
+	}
+	if r := res["held"]; r.Status != refund.StatusFailed || r.Code != refund.CodeRefundedByOtherBatch {
+		t.Errorf("held: %+v, want failed %s", r, refund.CodeRefundedByOtherBatch)
+	}
+	if p.creates != 0 {
+		t.Errorf("%d creates, want none", p.creates)
+	}
+
+	// Audit asks the same provider: the adopted refund is the item's, and
+	// the held item is reported for a person to decide.
+	a := audit.New()
+	if err := a.AddPlan(strings.NewReader(plan), "plan.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := a.AddJournal(f, path); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if _, err := a.Run(context.Background(), audit.Options{Provider: p}, func(f *audit.Finding) {
+		got = append(got, f.Finding+" "+f.Item+" "+f.Code)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"failed held " + refund.CodeRefundedByOtherBatch}; !slices.Equal(got, want) {
+		t.Errorf("audit findings %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,172 @@
+// Package stripe is refundkit's Stripe provider: refund.Provider over
+// stripe-go. It is the only code that knows Stripe's API: its parameters
+// and metadata, how its errors classify, its rate limits and backoff.
+package stripe
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v76"
+	stripecharge "github.com/stripe/stripe-go/v76/charge"
+	striperefund "github.com/stripe/stripe-go/v76/refund"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// DefaultAPIBase is Stripe's API.
+const DefaultAPIBase = "https://api.stripe.com"
+
+// Client is the part of Stripe's API refundkit uses, through stripe-go.
+// stripe-go's own retries are off: whether a call may be repeated, and with
+// which key, is decided by the engine, where the checkpoint is.
+type Client struct {
+	refunds striperefund.Client
+	charges stripecharge.Client
+}
+
+var _ refund.Provider = (*Client)(nil)
+
+// New returns a client for the API at base (DefaultAPIBase when empty)
+// that authenticates with key. conns bounds the connections kept open.
+func New(base, key string, conns int) *Client {
+	if base == "" {
+		base = DefaultAPIBase
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = conns
+	backend := stripego.GetBackendWithConfig(stripego.APIBackend, &stripego.BackendConfig{
+		URL:               stripego.String(base),
+		HTTPClient:        &http.Client{Transport: noteTransport{transport}, Timeout: 80 * time.Second},
+		MaxNetworkRetries: stripego.Int64(0),
+		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
+	})
+	return &Client{refunds: striperefund.Client{B: backend, Key: key}, charges: stripecharge.Client{B: backend, Key: key}}
+}
+
+// Facts are Stripe's: keys are kept at least 24 hours, and a call answered
+// with Stripe's own 500 may still complete while Stripe repairs an
+// incident. They depend on no client: a nil *Client has them too.
+func (*Client) Facts() refund.Facts {
+	return refund.Facts{Name: "Stripe", KeyTTL: 24 * time.Hour, LateOutcomes: true, Backoff: Backoff}
+}
+
+// Create sends one refund request for it under the idempotency key of
+// attempt. The refund's metadata names batch, item and attempt so the
+// refund can be found and matched later.
+func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
+	params := &stripego.RefundParams{}
+	ctx, note := noted(ctx)
+	params.Context = ctx
+	params.SetIdempotencyKey(refund.IdempotencyKey(it.Batch, it.Item, attempt))
+	if it.Charge != "" {
+		params.Charge = stripego.String(it.Charge)
+	} else {
+		params.PaymentIntent = stripego.String(it.PaymentIntent)
+	}
+	if it.Amount > 0 {
+		params.Amount = stripego.Int64(it.Amount)
+	}
+	if it.Reason != "" {
+		params.Reason = stripego.String(it.Reason)
+	}
+	for k, v := range it.Metadata {
+		params.AddMetadata(k, v)
+	}
+	params.AddMetadata(refund.MetaBatch, it.Batch)
+	params.AddMetadata(refund.MetaItem, it.Item)
+	params.AddMetadata(refund.MetaAttempt, strconv.Itoa(attempt))
+	r, err := c.refunds.New(params)
+	if err != nil {
+		return refund.Answer{}, note.failure(err)
+	}
+	a := refund.Answer{Refund: toRefund(r)}
+	if r.LastResponse != nil {
+		a.HTTPStatus = r.LastResponse.StatusCode
+		a.Replayed = r.LastResponse.Header.Get("Idempotent-Replayed") == "true"
+	}
+	return a, nil
+}
+
+// Find returns every refund of the charge or payment intent, newest first,
+// following pagination to the end.
+func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, error) {
+	params := &stripego.RefundListParams{}
+	ctx, note := noted(ctx)
+	params.Context = ctx
+	params.Limit = stripego.Int64(100)
+	if p.Charge != "" {
+		params.Charge = stripego.String(p.Charge)
+	} else {
+		params.PaymentIntent = stripego.String(p.PaymentIntent)
+	}
+	var out []refund.Refund
+	iter := c.refunds.List(params)
+	for iter.Next() {
+		out = append(out, toRefund(iter.Refund()))
+	}
+	if err := iter.Err(); err != nil {
+		return nil, note.failure(err)
+	}
+	return out, nil
+}
+
+// Charges returns the ids of the charges of payment intent pi.
+func (c *Client) Charges(ctx context.Context, pi string) ([]string, error) {
+	params := &stripego.ChargeListParams{PaymentIntent: stripego.String(pi)}
+	ctx, note := noted(ctx)
+	params.Context = ctx
+	params.Limit = stripego.Int64(100)
+	var ids []string
+	iter := c.charges.List(params)
+	for iter.Next() {
+		ids = append(ids, iter.Charge().ID)
+	}
+	if err := iter.Err(); err != nil {
+		return nil, note.failure(err)
+	}
+	return ids, nil
+}
+
+// ChargeAmount returns the amount of charge id: audit tells a full refund
+// without refundkit metadata by it.
+func (c *Client) ChargeAmount(ctx context.Context, id string) (int64, error) {
+	params := &stripego.ChargeParams{}
+	ctx, note := noted(ctx)
+	params.Context = ctx
+	ch, err := c.charges.Get(id, params)
+	if err != nil {
+		return 0, note.failure(err)
+	}
+	return ch.Amount, nil
+}
+
+// Cancel cancels a refund. Stripe cancels only refunds that still require
+// action; it refuses the others (succeeded and pending refunds cannot be
+// reversed through the API). The key, derived from the refund id, makes a
+// repeated cancel harmless.
+func (c *Client) Cancel(ctx context.Context, id string) (refund.Refund, error) {
+	params := &stripego.RefundCancelParams{}
+	ctx, note := noted(ctx)
+	params.Context = ctx
+	params.SetIdempotencyKey("refundkit:cancel:" + id)
+	r, err := c.refunds.Cancel(id, params)
+	if err != nil {
+		return refund.Refund{}, note.failure(err)
+	}
+	return toRefund(r), nil
+}
+
+func toRefund(r *stripego.Refund) refund.Refund {
+	out := refund.Refund{ID: r.ID, Amount: r.Amount, Currency: string(r.Currency), Status: string(r.Status),
+		FailureReason: string(r.FailureReason), Created: r.Created, Metadata: r.Metadata}
+	if r.Charge != nil {
+		out.Charge = r.Charge.ID
+	}
+	if r.PaymentIntent != nil {
+		out.PaymentIntent = r.PaymentIntent.ID
+	}
+	return out
+}
