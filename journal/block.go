@@ -106,7 +106,11 @@ func (b *block) parse(opts *ReadOptions) {
 	b.nrec = 0
 	if b.long {
 		b.ends = append(b.ends, 0)
-		b.marks = append(b.marks, mark{kind: lineLong, err: fmt.Errorf("line longer than %d bytes", maxLine)})
+		m := mark{kind: lineLong, err: errLong}
+		if !b.newline {
+			m.kind, m.err = lineUnended, errUnended
+		}
+		b.marks = append(b.marks, m)
 		return
 	}
 	data := b.data
@@ -124,7 +128,7 @@ func (b *block) parse(opts *ReadOptions) {
 		p = end
 		var err error
 		// Where a commit line has the c of "commit", a record has its type.
-		if nl >= 0 && (len(line) <= len(commitType) || line[len(commitType)] != 'c') {
+		if nl >= 0 && len(line) <= maxLine && (len(line) <= len(commitType) || line[len(commitType)] != 'c') {
 			if err = b.decode(line, opts); err == nil {
 				continue
 			}
@@ -132,7 +136,9 @@ func (b *block) parse(opts *ReadOptions) {
 		m := mark{line: int32(i), recs: int32(b.nrec)}
 		switch n, crc, isCommit, ok := parseCommit(line); {
 		case nl < 0:
-			m.kind, m.err = lineUnended, errors.New("line without a newline at the end of the journal")
+			m.kind, m.err = lineUnended, errUnended
+		case len(line) > maxLine: // blocks larger than maxLine hold it whole
+			m.kind, m.err = lineLong, errLong
 		case ok:
 			m.kind, m.records, m.crc = lineCommit, int32(n), crc
 			m.verdict, m.err = b.checkCommit(run, fromStart, i, n, crc)
@@ -210,6 +216,12 @@ func (b *block) checkCommit(run int, fromStart bool, i, n int, crc uint32) (verd
 	}
 	return commitValid, nil
 }
+
+// Why a line that is no record is wrong, whatever the block holding it.
+var (
+	errUnended = errors.New("line without a newline at the end of the journal")
+	errLong    = fmt.Errorf("line longer than %d bytes", maxLine)
+)
 
 // Why a commit line is not valid.
 

@@ -22,6 +22,10 @@ import (
 // commit line, and a commit line claiming more is not valid.
 const maxCommit = 4 << 20
 
+// maxCommitLine is the longest commit line: N has at most the digits of
+// maxCommit. One write is at most maxCommit+maxCommitLine bytes.
+const maxCommitLine = len(commitHead) + len("4194304") + len(commitMid) + 8 + len(commitTail)
+
 // castagnoli is CRC-32C, computed with the CPU's instruction where there
 // is one.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -23,7 +23,9 @@ type judge struct {
 
 	last         commitPos // the last valid commit line, if haveLast
 	haveLast     bool
-	lastIsCommit bool // the last line judged is a valid commit line
+	marksAfter   int  // lines that are not records after it
+	lastIsCommit bool // what is kept ends in a valid commit line
+	endN         int  // the last line judged is a commit line in the exact form naming endN records; else -1
 	safe         int  // lines before this one are kept for sure
 
 	problem *problem // the first line that is wrong
@@ -55,6 +57,10 @@ type facts struct {
 	later     bool  // a valid commit line follows it
 	eof       bool  // the whole input has been read
 	size      int64 // the input's size, once eof
+	// Once eof, of the lines after the last valid commit line:
+	records  int // how many are records
+	lastLine int // the number of the last one
+	endN     int // it is a commit line in the exact form naming endN records; else -1
 }
 
 // decide is the one place that tells a torn tail from corruption, for the
@@ -66,7 +72,11 @@ type facts struct {
 //   - A valid commit line after p means a writer acknowledged records
 //     after p: p is corruption.
 //   - After a valid commit line, anything wrong is a torn tail from the end
-//     of that commit on: those records were never acknowledged.
+//     of that commit on: those records were never acknowledged. Unless the
+//     tail is more than the one write a crash tears (see Writer): longer
+//     than a commit and its line, or ending in a commit line that names
+//     fewer records than the tail holds. Then the damage reaches records
+//     acknowledged before: corruption.
 //   - A journal with no valid commit line before p (one written before
 //     commit lines, or by hand) is judged as it always was: only its last
 //     line may be torn, when a crash explains it (no '\n', not JSON, too
@@ -82,6 +92,12 @@ func decide(name string, p *problem, c *commitPos, f facts) (torn *Torn, err err
 	case f.later:
 		return corrupt(p.err.Error())
 	case c != nil && f.eof:
+		switch tail := f.size - c.end; {
+		case tail > int64(maxCommit+maxCommitLine):
+			return corrupt(tailTooLong(p.err, tail, c.line))
+		case f.endN >= 0 && f.records > f.endN:
+			return corrupt(tailTooManyRecords(p.err, f.lastLine, f.endN, f.records, c.line))
+		}
 		return &Torn{Path: name, Line: c.line + 1, Offset: c.end, Bytes: int(f.size - c.end)}, nil, true
 	case c != nil:
 		return nil, nil, false
@@ -112,6 +128,7 @@ func (j *judge) block(b *block, retained []*block) {
 		m := &b.marks[i]
 		line := b.firstLine + int(m.line)
 		if j.problem != nil {
+			j.marksAfter++
 			j.facts.following = true
 			if m.kind == lineCommit && j.commitValid(b, m, line, retained) {
 				j.facts.later = true
@@ -125,8 +142,9 @@ func (j *judge) block(b *block, retained []*block) {
 			}
 			if m.kind == lineCommit && j.commitValid(b, m, line, retained) {
 				j.last, j.haveLast = commitPos{line: line, end: b.endOffset(int(m.line))}, true
-				j.safe = line + 1
+				j.safe, j.marksAfter = line+1, 0
 			} else {
+				j.marksAfter++
 				j.found(b, m, line)
 				if j.settle() {
 					return
@@ -137,9 +155,13 @@ func (j *judge) block(b *block, retained []*block) {
 	}
 	lastLine := len(b.ends) - 1
 	if n := len(b.marks); n > 0 && int(b.marks[n-1].line) == lastLine {
-		j.lastIsCommit = j.problem == nil && b.marks[n-1].kind == lineCommit
+		j.endN = -1
+		if m := &b.marks[n-1]; m.kind == lineCommit {
+			j.endN = int(m.records)
+		}
+		j.lastIsCommit = j.problem == nil && j.endN >= 0
 	} else if lastLine >= 0 {
-		j.lastIsCommit = false
+		j.lastIsCommit, j.endN = false, -1
 		if j.problem != nil && !j.facts.following {
 			j.facts.following = true
 			j.settle()
@@ -171,6 +193,10 @@ func (j *judge) settle() bool {
 	torn, err, known := decide(j.name, j.problem, c, j.facts)
 	if known {
 		j.done, j.torn, j.err = true, torn, err
+		if torn != nil {
+			// Once the tail is cut, the input ends where it started.
+			j.lastIsCommit = c != nil && torn.Offset == c.end
+		}
 	}
 	return known
 }
@@ -183,6 +209,10 @@ func (j *judge) finish() {
 		return
 	}
 	j.facts.eof, j.facts.size = true, j.end
+	j.facts.lastLine, j.facts.endN = j.nextLine-1, j.endN
+	if j.haveLast {
+		j.facts.records = j.nextLine - 1 - j.last.line - j.marksAfter
+	}
 	j.settle()
 }
 
@@ -235,6 +265,17 @@ func (j *judge) commitValid(b *block, m *mark, line int, retained []*block) bool
 	}
 	m.verdict = commitValid
 	return true
+}
+
+// Why a tail after a valid commit line is not torn, after the error of
+// its first bad line.
+
+func tailTooLong(err error, tail int64, commit int) string {
+	return fmt.Sprintf("%v; the %d bytes after the last valid commit line (line %d) are more than one commit: the damage reaches acknowledged records", err, tail, commit)
+}
+
+func tailTooManyRecords(err error, line, n, records, commit int) string {
+	return fmt.Sprintf("%v; the commit line at line %d names %d records, but %d record lines follow the last valid commit line (line %d): the damage reaches acknowledged records", err, line, n, records, commit)
 }
 
 // recordInside finds a whole record inside a newline-terminated line that

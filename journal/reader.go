@@ -81,7 +81,7 @@ func NewReader(r io.Reader, name string, opts ReadOptions) *Reader {
 		opts.InFlight = 2*opts.Workers + 2
 	}
 	rd := &Reader{name: name, opts: opts, src: source{r: r, blockSize: opts.BlockSize}}
-	rd.judge = judge{name: name, nextLine: 1, windowStart: 1}
+	rd.judge = judge{name: name, nextLine: 1, windowStart: 1, endN: -1}
 	if opts.Workers > 0 {
 		rd.start()
 	}

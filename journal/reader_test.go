@@ -161,6 +161,21 @@ func referenceRead(data []byte) readOutcome {
 	case later:
 		return corrupt(ls[p].err.Error())
 	case c >= 0:
+		// One write tears: not more than a commit, nor more records
+		// than the commit line that ends it names.
+		records := 0
+		for _, l := range ls[c+1:] {
+			if l.kind == 0 {
+				records++
+			}
+		}
+		last := ls[len(ls)-1]
+		switch tail := size - ls[c].end; {
+		case tail > int64(maxCommit+maxCommitLine):
+			return corrupt(tailTooLong(ls[p].err, tail, c+1))
+		case last.kind == lineCommit && records > last.n:
+			return corrupt(tailTooManyRecords(ls[p].err, len(ls), last.n, records, c+1))
+		}
 		return tear(c+2, ls[c].end)
 	case p < len(ls)-1:
 		return corrupt(ls[p].err.Error())

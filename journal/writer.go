@@ -91,9 +91,9 @@ type commit struct {
 // its directory) if needed, and takes an exclusive lock on it (TakeLock): a
 // journal held by another writer gives *LockedError at once, a path that is
 // no regular file *NotFileError. It then loads the state of
-// every record. A torn final line is copied to <path>.torn-<unix-nanos>, cut
-// off and reported; corruption (*CorruptError) and an unknown version
-// (*VersionError) are refused.
+// every record. A torn tail (see decide) is copied to
+// <path>.torn-<unix-nanos>, cut off and reported; corruption (*CorruptError)
+// and an unknown version (*VersionError) are refused.
 func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 	l, err := TakeLock(path)
 	if err != nil {
