@@ -101,8 +101,6 @@ type engine struct {
 	duplicates atomic.Int64
 	// indeterminate counts items an indeterminate answer left in doubt.
 	indeterminate atomic.Int64
-	// noLookup: the provider said it cannot look refunds up (ErrNoLookup).
-	noLookup atomic.Bool
 	targets  targetLocks
 	plan     *planIndex
 }

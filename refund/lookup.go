@@ -98,14 +98,19 @@ func sortRefunds(it *Item, refunds []Refund, sibling func(item string) bool) onC
 // burned that an indeterminate answer (Stripe's 500) is saved under its
 // current key.
 func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent, burned bool) (res Result, done bool) {
-	refunds, res, ok := e.list(ctx, it, attempt, unsent)
+	refunds, looked, res, ok := e.list(ctx, it, attempt, unsent)
 	if !ok {
 		return res, true
 	}
-	if e.noLookup.Load() {
+	if !looked {
 		return e.unlooked(it, attempt, unsent, burned)
 	}
 	c := sortRefunds(it, refunds, func(item string) bool { return e.sibling(it, item) })
+	if e.halted() {
+		// A sibling's state could not be read (the checkpoint failed): the
+		// sort above cannot be trusted, and nothing may be journaled.
+		return e.notCalled(it, unsent, "halted", "run halted during the look-up"), true
+	}
 	allowed := e.cfg.AllowRefundedCharges
 	switch {
 	case len(c.own) > 0:
@@ -163,24 +168,23 @@ func (e *engine) sibling(it *Item, item string) bool {
 }
 
 // list returns the refunds of the item's charge or payment intent, newest
-// first. ok is false when the listing failed; res then says what became of
-// the item. A provider that cannot look up is asked once a run
-// (noLookup).
-func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (refunds []Refund, res Result, ok bool) {
-	if e.noLookup.Load() {
-		return nil, Result{}, true
-	}
+// first. looked is false when the provider cannot look this payment's
+// refunds up (ErrNoLookup): that is said per payment, never for the run,
+// since a provider may list by charge and not by payment intent. ok is
+// false when the listing failed; res then says what became of the item.
+func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (refunds []Refund, looked bool, res Result, ok bool) {
+	looked = true
 	res, ok = e.read(ctx, it, attempt, unsent, EndpointList, "list the charge's refunds", func(ctx context.Context) error {
 		var err error
 		refunds, err = e.cfg.Provider.Find(ctx, paymentOf(it))
 		if errors.Is(err, ErrNoLookup) {
-			e.noLookup.Store(true)
+			looked = false
 			return nil
 		}
 		e.lists.Add(1)
 		return err
 	})
-	return refunds, res, ok
+	return refunds, looked, res, ok
 }
 
 // read makes one read call for the item at endpoint ep, repeating it while

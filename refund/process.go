@@ -83,7 +83,14 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 		}
 		final = true
 	}
-	if !e.append(e.failure(it, attempt, status, code, msg, final)) {
+	journaled := status
+	if f.Class == ClassIndeterminate {
+		// http_status 500 is the journal's (v1) mark of an answer saved
+		// under the key, which burns it (journal.Next), whatever status
+		// the provider gave that answer.
+		journaled = savedAnswerStatus
+	}
+	if !e.append(e.failure(it, attempt, journaled, code, msg, final)) {
 		return e.unrecorded(it, attempt, "answer could not be journaled")
 	}
 	switch f.Class {
@@ -109,6 +116,10 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 	}
 	return e.inDoubt(it, attempt, code, fmt.Sprintf("%s answered %d: its result is indeterminate (%s may still complete it). A later run looks it up; it sends under a new key only with --resend-after-500", e.name, status, e.name))
 }
+
+// savedAnswerStatus is the http_status a failed record carries for an
+// indeterminate answer saved under its key.
+const savedAnswerStatus = 500
 
 // Errors of call that say nothing was sent under the attempt's key by it.
 var (

@@ -117,7 +117,8 @@ const (
 	// in flight, unavailable) or no answer came back: the same call again.
 	ClassRetry Class = iota
 	// ClassIndeterminate: the provider saved an error answer under the key
-	// and a refund may or may not exist: the item stays in doubt.
+	// and a refund may or may not exist: the item stays in doubt, and its
+	// key is burned (journaled as http_status 500, whatever Status says).
 	ClassIndeterminate
 	// ClassFinal: the provider refused the refund; retrying cannot change it.
 	ClassFinal
