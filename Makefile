@@ -37,7 +37,7 @@ lint:
 	$(GO) vet ./...
 
 # The new core (bin/) beside the old one (BENCH_BASE, default 87c9614) and
-# the best baselines, on the shape a real run writes: about 25 minutes.
+# the best baselines, on the shape a real run writes: about 35 minutes.
 # Quicker, for development: make bench BENCH_ITEMS=100000 (see scripts/bench.sh).
 bench: build
 	scripts/bench.sh

@@ -167,15 +167,19 @@ func TestShellQuote(t *testing.T) {
 	}
 }
 
+// writeTemp writes text to the file name in dir and returns its path.
+func writeTemp(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestSameFileAndLineSet(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return writeTemp(t, dir, name, text) }
 	a := write("a", "x\ny\nz\n")
 	for _, c := range []struct {
 		name, text          string
@@ -186,6 +190,7 @@ func TestSameFileAndLineSet(t *testing.T) {
 		{"shorter", "x\ny\n", false, false},
 		{"longer", "x\ny\nz\nw\n", false, false},
 		{"other line", "x\ny\nq\n", false, false},
+		{"commit lines", "x\ny\n{\"v\":1,\"type\":\"commit\",\"records\":2,\"crc32c\":\"0a1b2c3d\"}\nz\n", false, true},
 	} {
 		b := write(c.name, c.text)
 		if got, err := sameFile(a, b); err != nil || got != c.sameFile {

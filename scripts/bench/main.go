@@ -1,16 +1,24 @@
 // Command bench measures refundkit's binaries on big generated inputs, each
-// beside a baseline run alternately with it in the same session, and writes
+// beside its baselines run in turn with it in the same session, and writes
 // the table with the machine, the commands and the date to BENCHMARKS.md.
 // `make bench` runs it through scripts/bench.sh, which installs jq, builds
-// scripts/gen and this command, and makes the temp dir.
+// scripts/gen, this command and the old core's binaries, and makes the
+// temp dir.
 //
-//	bench -gen GEN -work DIR [-bin bin] [-out BENCHMARKS.md] [-quick] [-only ROW,...]
+//	bench -gen GEN -work DIR [-bin bin] [-base-bin DIR -base-rev REV] [-out BENCHMARKS.md]
+//	      [-quick] [-items N] [-rounds N] [-only ROW,...]
+//
+// The restart and audit rows run the new core (-bin), the old core
+// (-base-bin, built from an earlier revision) and the baselines (coreutils
+// pipelines and jq) in turn, on the journal a real run writes and on a
+// compacted one, and judge issue 11's targets on them.
 //
 // Every figure is a median of several runs; every ratio is the median of
-// the ratios of adjacent candidate and baseline runs. Each run is checked
-// (exit status, counts, zero API calls, the same duplicates as jq, exactly
-// one refund per item at the simulator): a row whose binary is missing or
-// whose check fails is reported as failed, never given a figure.
+// the ratios of the runs of one round. Each run is checked (exit status,
+// counts, zero API calls, the same answer from refundkit and every
+// baseline, exactly one refund per item at the simulator): a row whose
+// binary is missing or whose check fails is reported as failed, never
+// given a figure.
 //
 // It exits 0 when every row ran, 1 when a row failed, 2 on a usage or
 // set-up error.
@@ -40,6 +48,8 @@ func main() {
 // options are the command line of bench.
 type options struct {
 	Bin, Gen, Work, Out string
+	BaseBin, BaseRev    string
+	Items, Rounds       int
 	Time                string
 	Quick               bool
 	Only                []string
@@ -53,6 +63,10 @@ func run(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.Bin, "bin", "bin", "directory holding the refundkit binaries")
+	fs.StringVar(&o.BaseBin, "base-bin", "", "directory holding the old core's binaries, to run beside the new ones (default: none)")
+	fs.StringVar(&o.BaseRev, "base-rev", "base", "the revision the old core was built from, for the report")
+	fs.IntVar(&o.Items, "items", 0, "items of the big inputs (default 1,000,000; with -quick 50,000)")
+	fs.IntVar(&o.Rounds, "rounds", 0, "rounds of each side for the fast rows (default 5; with -quick 3)")
 	fs.StringVar(&o.Gen, "gen", "", "the scripts/gen binary (required)")
 	fs.StringVar(&o.Work, "work", "", "an empty temp dir for inputs, journals and outputs (required; its disk is the one measured)")
 	fs.StringVar(&o.Time, "time", "/usr/bin/time", "GNU time, to measure each command's peak RSS")
@@ -68,8 +82,8 @@ func run(args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if fs.NArg() > 0 || o.Gen == "" || o.Work == "" {
-		fmt.Fprintln(stderr, "bench: usage: bench -gen GEN -work DIR [-bin bin] [-out FILE] [-quick] [-only ROW,...]")
+	if fs.NArg() > 0 || o.Gen == "" || o.Work == "" || o.Items < 0 || o.Rounds < 0 {
+		fmt.Fprintln(stderr, "bench: usage: bench -gen GEN -work DIR [-bin bin] [-base-bin DIR -base-rev REV] [-out FILE] [-quick] [-items N] [-rounds N] [-only ROW,...]")
 		return 2
 	}
 	if *only != "" {
@@ -123,7 +137,7 @@ func run(args []string, stderr io.Writer) int {
 // sizes are the inputs and run counts of a session.
 type sizes struct {
 	Big       int   // items of the plan, journal, shards and CSV
-	Dups      int   // duplicate refunds in the audited journal
+	Dups      int   // items refunded twice in the audited journal
 	Shards    int   // shard journals merged
 	SimItems  int   // items refunded against the simulator at full speed
 	RateItems int   // items refunded at the rate limit

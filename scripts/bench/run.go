@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,18 +21,24 @@ import (
 // bench holds a session: where the binaries and inputs are, and the
 // context that a signal cancels.
 type bench struct {
-	ctx  context.Context
-	o    options
-	sz   sizes
-	bin  string // absolute
-	gen  string // absolute
-	work string // absolute
-	log  io.Writer
+	ctx     context.Context
+	o       options
+	sz      sizes
+	bin     string // absolute
+	baseBin string // absolute; "" when there is no old core
+	gen     string // absolute
+	work    string // absolute
+	log     io.Writer
 	// timeBin is GNU time, which runs every measured command.
 	timeBin string
 	env     []string // the environment of every command run
-	shown   []string // prefixes replaced in the commands the report shows
 	runs    atomic.Int64
+	// sortFlags make sort use every core and a buffer that holds a
+	// million ids, where this sort takes them.
+	sortFlags string
+	// The real shape is checked against a real run once a session.
+	shapeChecked bool
+	shapeErr     error
 }
 
 func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
@@ -40,11 +46,20 @@ func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
 	if o.Quick {
 		b.sz = quickSizes
 	}
+	if o.Items > 0 {
+		b.sz.Big = o.Items
+	}
+	if o.Rounds > 0 {
+		b.sz.Fast = o.Rounds
+	}
 	var err error
 	for _, p := range []struct {
 		dst *string
 		src string
-	}{{&b.bin, o.Bin}, {&b.gen, o.Gen}, {&b.work, o.Work}} {
+	}{{&b.bin, o.Bin}, {&b.baseBin, o.BaseBin}, {&b.gen, o.Gen}, {&b.work, o.Work}} {
+		if p.src == "" {
+			continue
+		}
 		if *p.dst, err = filepath.Abs(p.src); err != nil {
 			return nil, err
 		}
@@ -61,6 +76,10 @@ func newBench(ctx context.Context, o options, log io.Writer) (*bench, error) {
 	// A pinned locale: sort and jq behave alike on every machine, and sort
 	// compares bytes as journal-merge does.
 	b.env = append(os.Environ(), "LC_ALL=C")
+	flags := fmt.Sprintf("-S 1G --parallel=%d", runtime.NumCPU())
+	if exec.Command("sh", "-c", "sort "+flags+" </dev/null").Run() == nil {
+		b.sortFlags = flags
+	}
 	return b, nil
 }
 
@@ -70,10 +89,24 @@ func (b *bench) path(name string) string { return filepath.Join(b.work, name) }
 // tool is the path of a refundkit binary, or an error saying it is missing.
 func (b *bench) tool(name string) (string, error) {
 	p := filepath.Join(b.bin, name)
-	if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+	if !executable(p) {
 		return "", fmt.Errorf("bin/%s is missing: cmd/%s is not built in this tree (make build builds every cmd/)", name, name)
 	}
 	return p, nil
+}
+
+// baseTool is the path of the old core's binary.
+func (b *bench) baseTool(name string) (string, error) {
+	p := filepath.Join(b.baseBin, name)
+	if !executable(p) {
+		return "", fmt.Errorf("%s is missing: cmd/%s was not built at %s", b.short(p), name, b.o.BaseRev)
+	}
+	return p, nil
+}
+
+func executable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
 // logf says what the session is doing, on stderr.
@@ -118,6 +151,9 @@ func (b *bench) show(c cmdSpec) string {
 func (b *bench) short(s string) string {
 	s = strings.ReplaceAll(s, b.gen, "go run ./scripts/gen")
 	s = strings.ReplaceAll(s, b.bin+"/", "bin/")
+	if b.baseBin != "" {
+		s = strings.ReplaceAll(s, b.baseBin+"/", "base-bin/")
+	}
 	return strings.ReplaceAll(s, b.work, "$WORK")
 }
 
@@ -236,25 +272,26 @@ func quoteStderr(s string) string {
 // other and the order flipped each round, so both see the same noise and
 // neither always runs on the cache the other warmed.
 func alternate[T any](n int, cand, base func() (T, error)) (cs, bs []T, err error) {
-	for i := range n {
-		first, second := cand, base
-		if i%2 == 1 {
-			first, second = base, cand
+	runs, err := rotate(n, []func() (T, error){cand, base})
+	return runs[0], runs[1], err
+}
+
+// rotate runs n rounds of every side, each round starting one side later,
+// so every side runs first as often as the others and none always runs on
+// the cache another warmed. runs[i] are side i's results, by round.
+func rotate[T any](n int, sides []func() (T, error)) (runs [][]T, err error) {
+	runs = make([][]T, len(sides))
+	for round := range n {
+		for k := range sides {
+			i := (k + round) % len(sides)
+			x, err := sides[i]()
+			if err != nil {
+				return runs, err
+			}
+			runs[i] = append(runs[i], x)
 		}
-		x, err := first()
-		if err != nil {
-			return cs, bs, err
-		}
-		y, err := second()
-		if err != nil {
-			return cs, bs, err
-		}
-		if i%2 == 1 {
-			x, y = y, x
-		}
-		cs, bs = append(cs, x), append(bs, y)
 	}
-	return cs, bs, nil
+	return runs, nil
 }
 
 // median of xs (the mean of the middle two when there is an even count).
@@ -303,24 +340,6 @@ func rssMB(rs []result) []float64 {
 		out[i] = float64(r.rss) / 1e6
 	}
 	return out
-}
-
-// countLines counts the lines of a file, and those that contain sub.
-func countLines(path, sub string) (lines, matching int, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		lines++
-		if sub != "" && bytes.Contains(sc.Bytes(), []byte(sub)) {
-			matching++
-		}
-	}
-	return lines, matching, sc.Err()
 }
 
 // generate runs gen with args, stdout to path (when path is not "").
