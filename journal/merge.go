@@ -3,6 +3,7 @@ package journal
 import (
 	"fmt"
 	"io"
+	"os"
 )
 
 // MergeOptions tune MergeWith.
@@ -79,29 +80,43 @@ func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, e
 	if err != nil {
 		return MergeReport{}, err
 	}
+	found := &conflicts{paths: paths, found: []Conflict{}}
 	if !opts.Compact {
 		m := newMerger(paths, inOrder)
-		m.outcomes = newOutcomeLog()
+		m.outcomes = newOutcomeChecker(found, expectedItems(paths))
 		report, err := m.run(out)
+		m.outcomes.close()
 		if err == nil {
-			report.Conflicts, _ = m.outcomes.conflicts(paths)
+			report.Conflicts = found.found
 		}
 		return report, err
 	}
 	// Compact: a first pass learns every item's history, a second writes
 	// what it must keep.
-	plan := &compactPlan{state: NewState()}
+	items := NewIndex[compactItem]()
+	items.Reserve(expectedItems(paths))
 	m := newMerger(paths, inOrder)
-	m.outcomes = newOutcomeLog()
-	m.plan = plan
+	m.learn, m.conflicts = items, found
 	if _, err := m.run(nil); err != nil {
 		return MergeReport{}, err
 	}
-	conflicts, items := m.outcomes.conflicts(paths)
-	plan.decide(items)
 	second := newMerger(paths, inOrder)
-	second.keep = plan
+	second.keep = items
 	report, err := second.run(out)
-	report.Conflicts = conflicts
+	report.Conflicts = found.found
 	return report, err
+}
+
+// expectedItems guesses how many items the journals at paths hold, so that
+// an item index is sized once instead of growing by doubling: a real run
+// writes an intent and an outcome per item, about 500 bytes. A guess too
+// low only lets the index grow.
+func expectedItems(paths []string) int {
+	var size int64
+	for _, p := range paths {
+		if info, err := os.Stat(p); err == nil {
+			size += info.Size()
+		}
+	}
+	return int(size / 500)
 }

@@ -1,107 +1,69 @@
 package journal
 
-// compactPlan learns, in a first pass, which records each item needs, and
-// answers for each record in the second pass (same merge order, same
-// sequence numbers).
-type compactPlan struct {
-	state *State
-	items []compactItem // by State slot
-}
-
-// compactItem is what an item's history says to keep. Sequence numbers
-// are 1-based; 0 is none.
+// compactItem is what compaction learns of an item in a first pass, in the
+// slot the merge's item index gives it, and answers from for each of its
+// records in the second pass (same merge order, same sequence numbers).
 type compactItem struct {
-	firstRefunded int // the refunded record State keeps
+	outcomes firstOutcomes
+	conflict bool // it keeps all its records
+
+	// Its status and attempt as Next makes them: all compaction reads of
+	// its state.
+	status  Status
+	attempt int
+
+	// Records by sequence number, 1-based; 0 is none.
+	firstRefunded int // the refunded record that settled it
 	lastFinal     int // the last final failure
 	lastFailure   int // the last failure of any kind
-	failureBefore int // the last failure before attempt
-	attempt       int // the first intent of the highest attempt
-	sentIntent    int // the last intent of the highest attempt: what was sent
-
-	keepAll bool
-	from    int // in doubt: keep every record from here on
-	one     int // the one record kept (refunded or failed), or the failure before from
-	intent  int // kept besides one: the intent that binds a final item to what was sent
+	failureBefore int // the last failure before attemptFrom
+	attemptFrom   int // the first intent of the highest attempt
+	sentIntent    int // the last intent Next took as what was sent
 }
 
-func (p *compactPlan) learn(r *Record, seq int) {
-	if r.Type == TypeCanceled {
-		return
-	}
-	i, found := p.state.find(r.Batch, r.Item)
-	var prev ItemState
-	if found {
-		prev = p.state.get(i)
-	}
-	p.state.Apply(r)
-	if !found {
-		i, _ = p.state.find(r.Batch, r.Item)
-		p.items = append(p.items, compactItem{})
-	}
-	ci := &p.items[i]
-	if prev.Status == StatusRefunded {
-		return // State ignores it; so does the compacted journal
-	}
-	switch r.Type {
-	case TypeRefunded:
-		ci.firstRefunded = seq
-	case TypeFailed:
+// learn follows the item through record r, numbered seq: what r changes,
+// Next says.
+func (ci *compactItem) learn(r *Record, seq int) {
+	// Sent starts false, so next.Sent says Next took r as what was sent.
+	prev := ItemState{Status: ci.status, Attempt: ci.attempt}
+	next := Next(prev, r)
+	ci.status, ci.attempt = next.Status, next.Attempt
+	switch {
+	case next.Status == StatusRefunded:
+		if prev.Status != StatusRefunded {
+			ci.firstRefunded = seq
+		}
+	case r.Type == TypeFailed:
 		ci.lastFailure = seq
-		if r.Final {
+		if next.Status == StatusFailed {
 			ci.lastFinal = seq
 		}
-	case TypeIntent:
-		if r.Attempt > prev.Attempt {
-			ci.attempt, ci.failureBefore = seq, ci.lastFailure
-		}
-		if r.Attempt >= prev.Attempt {
-			ci.sentIntent = seq
-		}
+	}
+	if next.Attempt > prev.Attempt {
+		ci.attemptFrom, ci.failureBefore = seq, ci.lastFailure
+	}
+	if next.Sent {
+		ci.sentIntent = seq
 	}
 }
 
-// decide settles what each item keeps, from its final state.
-func (p *compactPlan) decide(conflicts map[string]bool) {
-	p.state.Each(func(batch, item string, st ItemState) {
-		i, _ := p.state.find(batch, item)
-		ci := &p.items[i]
-		if conflicts[batch+"\x00"+item] {
-			ci.keepAll = true
-			return
-		}
-		switch st.Status {
-		// A final item keeps its outcome and the intent that says what was
-		// sent, so a plan edited afterwards is still refused.
-		case StatusRefunded:
-			ci.one, ci.intent = ci.firstRefunded, ci.sentIntent
-		case StatusFailed:
-			ci.one, ci.intent = ci.lastFinal, ci.sentIntent
-		case StatusInDoubt:
-			// The records from the attempt's first intent on give the same
-			// state: older attempts' intents after it change nothing.
-			if ci.attempt == 0 {
-				ci.keepAll = true
-				return
-			}
-			ci.from = ci.attempt
-			if ci.lastFailure < ci.attempt {
-				ci.one = ci.failureBefore
-			}
-		default:
-			ci.keepAll = true
-		}
-	})
-}
-
-// keeps says whether the record numbered seq stays in the compacted output.
-func (p *compactPlan) keeps(r *Record, seq int) bool {
-	if r.Type == TypeCanceled {
+// keeps says whether the item's record numbered seq stays in the compacted
+// output, given all the item's records were learned.
+func (ci *compactItem) keeps(seq int) bool {
+	switch {
+	case ci.conflict:
 		return true
+	// A final item keeps its outcome and the intent that says what was
+	// sent, so a plan edited afterwards is still refused.
+	case ci.status == StatusRefunded:
+		return seq == ci.firstRefunded || seq == ci.sentIntent
+	case ci.status == StatusFailed:
+		return seq == ci.lastFinal || seq == ci.sentIntent
+	// In doubt: the records from the attempt's first intent on give the
+	// same state (older attempts' intents after it change nothing), with
+	// the last failure before it if none follows.
+	case ci.status == StatusInDoubt && ci.attemptFrom > 0:
+		return seq >= ci.attemptFrom || (ci.lastFailure < ci.attemptFrom && seq == ci.failureBefore)
 	}
-	i, ok := p.state.find(r.Batch, r.Item)
-	if !ok {
-		return true // cannot happen: the first pass saw every record
-	}
-	ci := &p.items[i]
-	return ci.keepAll || seq == ci.one || (ci.intent > 0 && seq == ci.intent) || (ci.from > 0 && seq >= ci.from)
+	return true
 }

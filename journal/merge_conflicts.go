@@ -2,10 +2,7 @@ package journal
 
 import (
 	"fmt"
-	"hash/maphash"
-	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/refundkit/refundkit/journal/arena"
 )
@@ -15,149 +12,72 @@ type location struct{ input, line int }
 
 func (l location) String(paths []string) string { return fmt.Sprintf("%s:%d", paths[l.input], l.line) }
 
-// outcomeLog keeps every outcome record (refunded, final failure) in the
-// order written, compactly; conflicts are found at the end by grouping
-// them per item. Appending keeps the merge loop off a large hash table.
-type outcomeLog struct {
-	seed    maphash.Seed
-	strs    arena.Arena
-	recs    [][]outcomeRec // chunks of outcomeChunk, so growing never copies
-	n       int
-	scratch []byte
+// outcome is a record that settles an item: a refund, or a final failure.
+type outcome struct {
+	final             bool   // a final failure; else a refund
+	batch, item, name string // name: the refund id, or the failure's code
 }
 
-const outcomeChunk = 1 << 14
-
-func (o *outcomeLog) rec(i uint32) *outcomeRec { return &o.recs[i/outcomeChunk][i%outcomeChunk] }
-
-type outcomeRec struct {
-	hash   uint64    // of key
-	key    arena.Ref // batch "\x00" item
-	refund arena.Ref // refunded: the refund id; final failure: the code
-	at     location
-	seq    int
-	final  bool // a final failure; else refunded
-}
-
-func newOutcomeLog() *outcomeLog { return &outcomeLog{seed: maphash.MakeSeed()} }
-
-// addRecord logs r if it is an outcome.
-func (o *outcomeLog) addRecord(r *Record, seq int, at location) {
+// outcomeOf is the outcome r records; false if it records none.
+func outcomeOf(r *Record) (outcome, bool) {
 	switch {
 	case r.Type == TypeRefunded:
-		o.add(false, r.Batch, r.Item, r.Refund, seq, at)
+		return outcome{batch: r.Batch, item: r.Item, name: r.Refund}, true
 	case r.Type == TypeFailed && r.Final:
-		o.add(true, r.Batch, r.Item, r.Code, seq, at)
+		return outcome{final: true, batch: r.Batch, item: r.Item, name: r.Code}, true
 	}
+	return outcome{}, false
 }
 
-// add logs an outcome: a refund id, or the code of a final failure.
-func (o *outcomeLog) add(final bool, batch, item, id string, seq int, at location) {
-	o.scratch = append(append(append(o.scratch[:0], batch...), 0), item...)
-	key := o.strs.Add(unsafe.String(unsafe.SliceData(o.scratch), len(o.scratch)))
-	if o.n%outcomeChunk == 0 {
-		o.recs = append(o.recs, make([]outcomeRec, outcomeChunk))
-	}
-	*o.rec(uint32(o.n)) = outcomeRec{
-		hash: maphash.String(o.seed, o.strs.Get(key)), key: key, refund: o.strs.Add(id),
-		at: at, seq: seq, final: final,
-	}
-	o.n++
+// firstOutcomes is what finding conflicts keeps of an item, in the slot
+// the merge's item index gives it: its first refund and its first final
+// failure, in merge order.
+type firstOutcomes struct {
+	refund, failure firstOutcome
 }
 
-// conflicts finds, per item, the outcomes that disagree with the item's
-// first refund or first final failure, in merge order, and the items they
-// concern.
-func (o *outcomeLog) conflicts(paths []string) ([]Conflict, map[string]bool) {
-	// Group by hash with a stable radix sort on its top 32 bits: outcomes
-	// of one item end up together, in merge order.
-	idx := make([]uint64, o.n)
-	for i := range idx {
-		idx[i] = o.rec(uint32(i)).hash&^(1<<32-1) | uint64(i)
-	}
-	tmp := make([]uint64, len(idx))
-	for shift := 32; shift < 64; shift += 16 {
-		var count [1 << 16]int
-		for _, v := range idx {
-			count[v>>shift&0xffff]++
-		}
-		sum := 0
-		for i, c := range count {
-			count[i], sum = sum, sum+c
-		}
-		for _, v := range idx {
-			d := v >> shift & 0xffff
-			tmp[count[d]] = v
-			count[d]++
-		}
-		idx, tmp = tmp, idx
-	}
+type firstOutcome struct {
+	name arena.Ref // the refund id, or the failure's code, in the index's arena
+	at   location  // line 0: none yet
+}
+
+// conflicts collects the outcomes that disagree with their item's first
+// refund or first final failure, in merge order: each is checked as the
+// merge brings it.
+type conflicts struct {
+	paths []string
+	found []Conflict
+}
+
+// check checks o, read at at, against its item's first outcomes f (their
+// names in strs), and keeps o in f if it is the first of its kind. It
+// reports whether o conflicts.
+func (c *conflicts) check(f *firstOutcomes, strs *arena.Arena, o outcome, at location) bool {
+	refunded, failed := f.refund.at.line > 0, f.failure.at.line > 0
 	var (
-		found []Conflict
-		seqs  []int
-		items = map[string]bool{}
+		reason string
+		first  location
 	)
-	for start := 0; start < len(idx); {
-		end := start + 1
-		for end < len(idx) && idx[end]>>32 == idx[start]>>32 {
-			end++
-		}
-		if end-start > 1 {
-			found, seqs = o.checkGroup(idx[start:end], paths, found, seqs, items)
-		}
-		start = end
+	switch {
+	case !o.final && refunded && strs.Get(f.refund.name) != o.name:
+		reason, first = fmt.Sprintf("refunded as %s and as %s", strs.Get(f.refund.name), o.name), f.refund.at
+	case !o.final && failed:
+		reason, first = fmt.Sprintf("refunded as %s after failing for good (%s)", o.name, strs.Get(f.failure.name)), f.failure.at
+	case o.final && refunded:
+		reason, first = fmt.Sprintf("failed for good (%s) after being refunded as %s", o.name, strs.Get(f.refund.name)), f.refund.at
 	}
-	order := make([]int, len(found))
-	for i := range order {
-		order[i] = i
+	switch {
+	case !o.final && !refunded:
+		f.refund = firstOutcome{strs.Add(o.name), at}
+	case o.final && !failed:
+		f.failure = firstOutcome{strs.Add(o.name), at}
 	}
-	slices.SortFunc(order, func(a, b int) int { return seqs[a] - seqs[b] })
-	sorted := make([]Conflict, len(found))
-	for i, j := range order {
-		sorted[i] = found[j]
+	if reason == "" {
+		return false
 	}
-	return sorted, items
-}
-
-// checkGroup runs the outcomes of one hash group, item by item, in merge
-// order.
-func (o *outcomeLog) checkGroup(group []uint64, paths []string, found []Conflict, seqs []int, items map[string]bool) ([]Conflict, []int) {
-	done := make([]bool, len(group))
-	for i := range group {
-		if done[i] {
-			continue
-		}
-		key := o.strs.Get(o.rec(uint32(group[i])).key)
-		var refunded, failed *outcomeRec
-		for j := i; j < len(group); j++ {
-			r := o.rec(uint32(group[j]))
-			if done[j] || o.strs.Get(r.key) != key {
-				continue
-			}
-			done[j] = true
-			var reason string
-			var first *outcomeRec
-			switch {
-			case !r.final && refunded != nil && o.strs.Get(refunded.refund) != o.strs.Get(r.refund):
-				reason, first = fmt.Sprintf("refunded as %s and as %s", o.strs.Get(refunded.refund), o.strs.Get(r.refund)), refunded
-			case !r.final && failed != nil:
-				reason, first = fmt.Sprintf("refunded as %s after failing for good (%s)", o.strs.Get(r.refund), o.strs.Get(failed.refund)), failed
-			case r.final && refunded != nil:
-				reason, first = fmt.Sprintf("failed for good (%s) after being refunded as %s", o.strs.Get(r.refund), o.strs.Get(refunded.refund)), refunded
-			}
-			switch {
-			case !r.final && refunded == nil:
-				refunded = r
-			case r.final && failed == nil:
-				failed = r
-			}
-			if reason != "" {
-				batch, item, _ := strings.Cut(key, "\x00")
-				found = append(found, Conflict{Batch: batch, Item: item, Reason: reason, First: first.at.String(paths), Second: r.at.String(paths)})
-				seqs = append(seqs, r.seq)
-				items[key] = true
-			}
-		}
-	}
-	return found, seqs
+	c.found = append(c.found, Conflict{
+		Batch: strings.Clone(o.batch), Item: strings.Clone(o.item), Reason: reason,
+		First: first.String(c.paths), Second: at.String(c.paths),
+	})
+	return true
 }

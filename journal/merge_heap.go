@@ -13,13 +13,19 @@ type merger struct {
 	heap    []*mergeSource
 	report  MergeReport
 
-	group    dedupGroup
-	seq      int // records after deduplication, in merge order
-	scratch  []byte
-	rec      Record       // a record decoded again from its line
-	outcomes *outcomeLog  // collects outcomes to find conflicts, when set
-	plan     *compactPlan // learns item histories, when set
-	keep     *compactPlan // writes only what it keeps, when set
+	group   dedupGroup
+	seq     int // records after deduplication, in merge order
+	scratch []byte
+	rec     Record // a record decoded again from its line
+
+	// At most one of these is set, each on an item index of merge's own:
+	// outcomes checks the items' outcomes for conflicts; learn follows
+	// every record's item for compaction, and keep writes what it keeps.
+	outcomes  *outcomeChecker
+	learn     *Index[compactItem]
+	keep      *Index[compactItem]
+	conflicts *conflicts          // what learn finds
+	hashItem  func(string) uint64 // the index's, set by run
 }
 
 func newMerger(paths []string, inOrder []bool) *merger {
@@ -29,16 +35,18 @@ func newMerger(paths []string, inOrder []bool) *merger {
 // run merges the inputs, writing to out when it is not nil.
 func (m *merger) run(out io.Writer) (MergeReport, error) {
 	m.report.Inputs = make([]MergeInput, len(m.paths))
+	m.hashItem = m.itemHash()
 	defer func() {
 		for _, s := range m.sources {
 			s.close()
 		}
 	}()
 	for i, p := range m.paths {
-		s, err := openSource(i, p, m.inOrder[i])
+		s, err := openSource(i, p, m.inOrder[i], m.hashItem)
 		if err != nil {
 			return m.report, err
 		}
+		s.letGo = m.group.release
 		m.sources = append(m.sources, s)
 		m.report.Inputs[i] = MergeInput{Path: p, OutOfOrder: !m.inOrder[i]}
 		if err := m.push(s); err != nil {
@@ -140,7 +148,7 @@ func (m *merger) fix(i int) {
 func (m *merger) take(s *mergeSource, w *framer) error {
 	h := &s.head
 	rec := h.rec // sorted in memory; streamed: decoded again only if needed
-	if rec == nil && (!h.canonical || m.plan != nil || m.keep != nil) {
+	if rec == nil && (!h.canonical || m.learn != nil || m.keep != nil) {
 		var err error
 		if rec, err = h.record(&m.rec); err != nil {
 			return fmt.Errorf("%s:%d: %w", s.name, h.lineNo, err)
@@ -154,30 +162,69 @@ func (m *merger) take(s *mergeSource, w *framer) error {
 		}
 		line = m.scratch[:len(m.scratch)-1]
 	}
-	if m.group.seen(h.key, line) {
+	// A line decoded and encoded again is in scratch, overwritten next.
+	if m.group.seen(h.key, line, s, h.canonical) {
 		m.report.Duplicates++
 		return nil
 	}
 	m.seq++
-	if m.outcomes != nil {
-		at := location{s.input, h.lineNo}
-		switch hd := h.head; {
-		case rec != nil:
-			m.outcomes.addRecord(rec, m.seq, at)
-		case hd.outcome != 0: // streamed and canonical: the strings are in data
-			m.outcomes.add(hd.outcome == outcomeFailed, headString(h.data, hd.batch), headString(h.data, hd.item), headString(h.data, hd.id), m.seq, at)
+	at := location{s.input, h.lineNo}
+	switch {
+	case m.outcomes != nil:
+		if o, ok := h.outcome(rec); ok {
+			m.outcomes.add(o, at)
 		}
-	}
-	if m.plan != nil {
-		m.plan.learn(rec, m.seq)
-	}
-	if m.keep != nil && !m.keep.keeps(rec, m.seq) {
-		m.report.Compacted++
-		return nil
+	case m.learn != nil && rec.Type != TypeCanceled: // canceled records are all kept
+		id, added := m.learn.AddHashed(rec.Batch, rec.Item, m.hash(s, rec.Item))
+		ci := slotOf(m.learn, id, added)
+		if o, ok := outcomeOf(rec); ok && m.conflicts.check(&ci.outcomes, m.learn.Arena(), o, at) {
+			ci.conflict = true
+		}
+		ci.learn(rec, m.seq)
+	case m.keep != nil && rec.Type != TypeCanceled:
+		// Not found cannot happen: the first pass saw every record.
+		if id, ok := m.keep.FindHashed(rec.Batch, rec.Item, m.hash(s, rec.Item)); ok && !m.keep.Slot(id).keeps(m.seq) {
+			m.report.Compacted++
+			return nil
+		}
 	}
 	m.report.Records++
 	if w != nil {
 		w.record(line)
 	}
 	return nil
+}
+
+// itemHash is what hashes items for the merge's item index when it looks
+// up every record's item: on the parsing workers, for streamed inputs.
+// (Outcomes are hashed beside the merge.)
+func (m *merger) itemHash() func(string) uint64 {
+	switch {
+	case m.learn != nil:
+		return m.learn.HashItem
+	case m.keep != nil:
+		return m.keep.HashItem
+	}
+	return nil
+}
+
+// hash is the hash of item, the item of s's head: hashed on the parsing
+// worker when streamed.
+func (m *merger) hash(s *mergeSource, item string) uint64 {
+	if h, ok := s.headHash(); ok {
+		return h
+	}
+	return m.hashItem(item)
+}
+
+// slotOf is the slot of item id in x; added: x has just added it. A new
+// slot is written before it is read: it is zero already, but reading
+// memory fresh from the system maps the shared zero page, and the write
+// after it then takes a second fault and a TLB flush on every core.
+func slotOf[S any](x *Index[S], id uint32, added bool) *S {
+	s := x.Slot(id)
+	if added {
+		*s = *new(S)
+	}
+	return s
 }

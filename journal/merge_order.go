@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"runtime"
 	"sync"
@@ -13,16 +14,16 @@ import (
 // tsKey orders records by their instant.
 type tsKey struct {
 	sec  int64
-	nsec int32
+	nsec int
 }
 
-func keyOf(t time.Time) tsKey { return tsKey{t.Unix(), int32(t.Nanosecond())} }
+func keyOf(t time.Time) tsKey { return tsKey{t.Unix(), t.Nanosecond()} }
 
 func (a tsKey) less(b tsKey) bool { return a.sec < b.sec || (a.sec == b.sec && a.nsec < b.nsec) }
 
-// checkOrder reports, per input, whether its records are in ts order. It
-// reads only the timestamps, on all cores; lines it cannot read end its
-// check, and the merge reports them.
+// checkOrder reports, per input, whether the records a Reader keeps of it
+// are in ts order. It reads only the timestamps, on all cores; lines it
+// cannot read end its check, and the merge reports them.
 func checkOrder(paths []string) ([]bool, error) {
 	inOrder := make([]bool, len(paths))
 	errs := make([]error, len(paths))
@@ -43,10 +44,50 @@ func checkOrder(paths []string) ([]bool, error) {
 	return inOrder, errors.Join(errs...)
 }
 
+// inTSOrder finds the first record stamped before the one above it; that
+// counts only if the Reader keeps it: a torn tail, left out of the merge,
+// may go back in time.
 func inTSOrder(path string) (bool, error) {
+	back, err := firstStepBack(path)
+	if err != nil {
+		return false, err
+	}
+	if back == 0 {
+		return true, nil
+	}
+	kept, err := keepsLine(path, back)
+	return !kept, err
+}
+
+// keepsLine reports whether a Reader of the journal at path hands on the
+// record at line n. It reads up to the commit that holds it.
+func keepsLine(path string, n int) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return false, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	rd := NewReader(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{Workers: 1, heads: true})
+	defer rd.Close()
+	for rd.Next() {
+		if rd.Line(rd.spanLen()-1) >= n {
+			return true, nil
+		}
+	}
+	return false, nil // the end of what is kept: a torn tail, or an error the merge reports
+}
+
+// firstStepBack is the line of the first record whose ts is before the
+// previous record's, reading only timestamps; 0 if none before the end or
+// a line it cannot read.
+func firstStepBack(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 1<<20)
@@ -56,8 +97,10 @@ func inTSOrder(path string) (bool, error) {
 		havePrev bool
 		r        Record
 		long     []byte
+		n        int // lines read
 	)
 	for {
+		n++
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			long = append(long[:0], line...)
@@ -68,7 +111,7 @@ func inTSOrder(path string) (bool, error) {
 			line = long
 		}
 		if err != nil {
-			return true, nil // the end, a torn tail or an overlong line: the merge judges
+			return 0, nil // the end, a torn tail or an overlong line: the merge judges
 		}
 		line = line[:len(line)-1]
 		if _, _, isCommit, _ := parseCommit(line); isCommit {
@@ -77,7 +120,7 @@ func inTSOrder(path string) (bool, error) {
 		ts := quickTS(line)
 		if prevZ != nil && isUTCForm(ts) {
 			if lessUTCForm(ts, prevZ) {
-				return false, nil
+				return n, nil
 			}
 			prevZ = append(prevZ[:0], ts...)
 			continue
@@ -86,7 +129,7 @@ func inTSOrder(path string) (bool, error) {
 		t, ok, _ := parseTime(string(ts))
 		if !ok {
 			if decodeLine(line, string(line), &r) != nil {
-				return true, nil
+				return 0, nil
 			}
 			t = r.Time
 		}
@@ -96,7 +139,7 @@ func inTSOrder(path string) (bool, error) {
 		}
 		k := keyOf(t)
 		if havePrev && k.less(prev) {
-			return false, nil
+			return n, nil
 		}
 		prev, havePrev = k, true
 		if ok && isUTCForm(ts) {

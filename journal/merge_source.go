@@ -3,6 +3,7 @@ package journal
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"unsafe"
@@ -32,12 +33,29 @@ func (h *mergeRec) record(scratch *Record) (*Record, error) {
 	return scratch, nil
 }
 
+// outcome is the outcome h's record records, from rec if it was decoded;
+// false if it records none.
+func (h *mergeRec) outcome(rec *Record) (outcome, bool) {
+	if rec != nil {
+		return outcomeOf(rec)
+	}
+	hd := h.head
+	if hd.outcome == 0 {
+		return outcome{}, false
+	}
+	// Streamed and canonical: the strings are in data.
+	return outcome{final: hd.outcome == outcomeFailed, batch: headString(h.data, hd.batch), item: headString(h.data, hd.item), name: headString(h.data, hd.id)}, true
+}
+
 // lineHead is what a merge reads of every record, taken on the parsing
 // worker: the merging goroutine then reads a few bytes a record, not the
 // whole Record.
 type lineHead struct {
 	key     tsKey
 	outcome uint8 // outcomeRefunded or outcomeFailed, else 0
+	// far: an outcome's strings lie beyond 32-bit offsets in data, so the
+	// merge takes the line as not canonical and decodes it again.
+	far bool
 	// batch, item and the refund id (or the code of a final failure) as
 	// offset and length in the block's data, when the line is canonical.
 	batch, item, id [2]int32
@@ -64,7 +82,9 @@ func headOf(r *Record, data []byte, canonical bool) lineHead {
 			if s == "" {
 				return [2]int32{}
 			}
-			return [2]int32{int32(uintptr(unsafe.Pointer(unsafe.StringData(s))) - uintptr(unsafe.Pointer(unsafe.SliceData(data)))), int32(len(s))}
+			at, ok := span32(int(uintptr(unsafe.Pointer(unsafe.StringData(s)))-uintptr(unsafe.Pointer(unsafe.SliceData(data)))), len(s))
+			h.far = h.far || !ok
+			return at
 		}
 		id := r.Refund
 		if h.outcome == outcomeFailed {
@@ -73,6 +93,15 @@ func headOf(r *Record, data []byte, canonical bool) lineHead {
 		h.batch, h.item, h.id = at(r.Batch), at(r.Item), at(id)
 	}
 	return h
+}
+
+// span32 is the offset and length of n bytes at off in 32 bits; false if
+// they do not fit (a block is a few MiB: it cannot happen).
+func span32(off, n int) ([2]int32, bool) {
+	if off < 0 || n < 0 || off > math.MaxInt32-n {
+		return [2]int32{}, false
+	}
+	return [2]int32{int32(off), int32(n)}, true
 }
 
 // headString is a string of the data a head points into.
@@ -102,6 +131,10 @@ type mergeSource struct {
 
 	count int
 	torn  *Torn
+
+	// letGo, if set, is called before a streamed input lets the lines of
+	// its span go (an input sorted in memory keeps its lines to the end).
+	letGo func(*mergeSource)
 }
 
 // sortedLine is a line of an out-of-order input, kept (in its canonical
@@ -112,7 +145,9 @@ type sortedLine struct {
 	lineNo int
 }
 
-func openSource(input int, path string, inOrder bool) (*mergeSource, error) {
+// openSource opens input number input; hashItem, if set, hashes the items
+// of a streamed input on the parsing worker.
+func openSource(input int, path string, inOrder bool, hashItem func(string) uint64) (*mergeSource, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -124,7 +159,11 @@ func openSource(input int, path string, inOrder bool) (*mergeSource, error) {
 	}
 	// One worker an input: the merge runs several inputs at once.
 	s := &mergeSource{input: input, name: path, f: f}
-	s.rd = NewReader(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{Workers: 1, InFlight: 3, heads: true})
+	opts := ReadOptions{Workers: 1, InFlight: 3, heads: true}
+	if inOrder {
+		opts.ItemHash = hashItem
+	}
+	s.rd = NewReader(io.NewSectionReader(f, 0, info.Size()), path, opts)
 	if inOrder {
 		return s, nil
 	}
@@ -173,6 +212,15 @@ func (s *mergeSource) close() {
 	s.f.Close()
 }
 
+// headHash is the hash of the head's item, if the parsing worker hashed it
+// (ReadOptions.ItemHash).
+func (s *mergeSource) headHash() (uint64, bool) {
+	if hashes := s.rd.Hashes(); s.sorted == nil && hashes != nil {
+		return hashes[s.k-1], true
+	}
+	return 0, false
+}
+
 // advance makes the next record the head; false at the end of the input.
 func (s *mergeSource) advance() (bool, error) {
 	if s.sorted == nil {
@@ -194,6 +242,9 @@ func (s *mergeSource) advance() (bool, error) {
 // stream reads the next record from the file.
 func (s *mergeSource) stream() (bool, error) {
 	for s.k >= s.rd.spanLen() {
+		if s.letGo != nil {
+			s.letGo(s)
+		}
 		if !s.rd.Next() {
 			s.torn = s.rd.Torn()
 			return false, s.rd.Err()
@@ -201,7 +252,7 @@ func (s *mergeSource) stream() (bool, error) {
 		s.k = 0
 	}
 	h, line, lineNo, canonical := s.rd.head(s.k)
-	s.head = mergeRec{line: line, canonical: canonical, lineNo: lineNo, key: h.key, head: h, data: s.rd.cur.b.data}
+	s.head = mergeRec{line: line, canonical: canonical && !h.far, lineNo: lineNo, key: h.key, head: h, data: s.rd.cur.b.data}
 	s.k++
 	s.count++
 	return true, nil

@@ -1,0 +1,111 @@
+package journal
+
+import "unsafe"
+
+// outcomeChecker finds the conflicts of a merge's outcomes beside the
+// merge: the merge queues each outcome (a copy of its strings, read from a
+// block it soon lets go), a goroutine checks them a batch at a time
+// against the item index, in the order they came. Touching a batch's table
+// slots first lets the CPU overlap the cache misses that one lookup at a
+// time stalls on.
+type outcomeChecker struct {
+	items *Index[firstOutcomes]
+	found *conflicts
+	cur   *outcomeBatch
+	full  chan *outcomeBatch // to the checking goroutine
+	free  chan *outcomeBatch // back from it
+	done  chan struct{}
+	open  bool
+}
+
+type outcomeBatch struct {
+	strs    []byte // the outcomes' strings, end to end
+	pending []pendingOutcome
+
+	// Filled by check.
+	outs    []outcome
+	hashes  []uint64
+	touched uint32 // keeps the touches from being optimized away
+}
+
+type pendingOutcome struct {
+	final bool
+	ends  [3]int // where its batch, item and name end in strs
+	at    location
+}
+
+const (
+	outcomeBatchSize = 1024
+	outcomeBatches   = 3 // one filling, one being checked, one waiting
+)
+
+// newOutcomeChecker starts a checker for about expect items with outcomes.
+func newOutcomeChecker(found *conflicts, expect int) *outcomeChecker {
+	c := &outcomeChecker{
+		items: NewIndex[firstOutcomes](), found: found, cur: &outcomeBatch{},
+		full: make(chan *outcomeBatch, outcomeBatches), free: make(chan *outcomeBatch, outcomeBatches),
+		done: make(chan struct{}), open: true,
+	}
+	for range outcomeBatches - 1 {
+		c.free <- &outcomeBatch{}
+	}
+	go func() {
+		defer close(c.done)
+		c.items.Reserve(expect)
+		for b := range c.full {
+			b.check(c.items, c.found)
+			c.free <- b
+		}
+	}()
+	return c
+}
+
+// add queues o, read at at.
+func (c *outcomeChecker) add(o outcome, at location) {
+	b := c.cur
+	p := pendingOutcome{final: o.final, at: at}
+	for k, s := range [3]string{o.batch, o.item, o.name} {
+		b.strs = append(b.strs, s...)
+		p.ends[k] = len(b.strs)
+	}
+	b.pending = append(b.pending, p)
+	if len(b.pending) == outcomeBatchSize {
+		c.full <- b
+		c.cur = <-c.free
+	}
+}
+
+// close checks what is queued and stops the goroutine; found is complete
+// after it. It may be called more than once.
+func (c *outcomeChecker) close() {
+	if !c.open {
+		return
+	}
+	c.open = false
+	c.full <- c.cur
+	close(c.full)
+	<-c.done
+}
+
+// check checks b's outcomes, in order, and empties b.
+func (b *outcomeBatch) check(items *Index[firstOutcomes], found *conflicts) {
+	strs := unsafe.String(unsafe.SliceData(b.strs), len(b.strs))
+	b.outs, b.hashes = b.outs[:0], b.hashes[:0]
+	start := 0
+	for _, p := range b.pending {
+		o := outcome{final: p.final, batch: strs[start:p.ends[0]], item: strs[p.ends[0]:p.ends[1]], name: strs[p.ends[1]:p.ends[2]]}
+		start = p.ends[2]
+		b.outs, b.hashes = append(b.outs, o), append(b.hashes, items.HashItem(o.item))
+	}
+	// A loop of loads alone, so that many are in flight at once.
+	var touched uint32
+	for _, h := range b.hashes {
+		touched += items.Touch(h)
+	}
+	b.touched += touched
+	for k, o := range b.outs {
+		id, added := items.AddHashed(o.batch, o.item, b.hashes[k])
+		found.check(slotOf(items, id, added), items.Arena(), o, b.pending[k].at)
+	}
+	b.strs, b.pending = b.strs[:0], b.pending[:0]
+}
