@@ -101,8 +101,8 @@ type engine struct {
 	duplicates atomic.Int64
 	// indeterminate counts items an indeterminate answer left in doubt.
 	indeterminate atomic.Int64
-	targets  targetLocks
-	plan     *planIndex
+	targets       targetLocks
+	plan          *planIndex
 }
 
 // job is an item that needs the API, with what the journal says of it.

@@ -172,9 +172,9 @@ func (d *ItemDecoder) value(s *scanner, it *Item, f int) (null bool, err error) 
 	case fItem:
 		it.Item = string(body)
 	case fCharge:
-		it.Charge = string(body)
+		it.Charge = same(it.Item, body)
 	case fPaymentIntent:
-		it.PaymentIntent = string(body)
+		it.PaymentIntent = same(it.Item, body)
 	case fCurrency:
 		it.Currency = recurring(&d.currency, body)
 	case fReason:
@@ -190,6 +190,15 @@ func known(names []string, body []byte) string {
 		if string(body) == name {
 			return name
 		}
+	}
+	return string(body)
+}
+
+// same returns body as a string, item when it is the same: plan names an
+// item by its charge when the CSV gives no item id, and one copy serves.
+func same(item string, body []byte) string {
+	if string(body) == item {
+		return item
 	}
 	return string(body)
 }

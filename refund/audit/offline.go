@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 )
 
@@ -15,27 +16,31 @@ import (
 func (r *run) itemPass() {
 	s := r.st
 	rep := r.rep
+	var sums [len(passStatuses)]tally
+	defer func() {
+		for k := range sums {
+			sums[k].addTo(rep, passStatuses[k], &s.currencies)
+		}
+	}()
 	for i := range s.n {
 		sl := s.slot(i)
 		refunded := sl.flags&flagRefunded != 0
 		switch {
 		case refunded:
-			rep.ByStatus["refunded"]++
 			if sl.flags&flagExtras == 0 && len(s.canceled) == 0 {
-				rep.add("refunded", s.currencies.Name(sl.currency), sl.amount)
+				sums[0].add(sl.currency, sl.amount)
 			} else {
+				sums[0].items++
 				for _, x := range r.journalRefunds(i) {
 					rep.add("refunded", x.Currency, x.Amount)
 				}
 			}
 		case sl.status == statusFailed:
-			rep.ByStatus["failed"]++
-			rep.add("failed", s.currencies.Name(sl.reqCurrency), sl.reqAmount)
+			sums[1].add(sl.reqCurrency, sl.reqAmount)
 		case sl.status == statusInDoubt:
-			rep.ByStatus["in_doubt"]++
-			rep.add("in_doubt", s.currencies.Name(sl.reqCurrency), sl.reqAmount)
+			sums[2].add(sl.reqCurrency, sl.reqAmount)
 		default:
-			rep.ByStatus["none"]++
+			sums[3].items++
 		}
 		// With Stripe, a final failure is judged once Stripe tells whether
 		// the item has a live refund.
@@ -60,6 +65,54 @@ func (r *run) itemPass() {
 			}
 			r.out(f)
 		}
+	}
+}
+
+// passStatuses are the statuses itemPass counts, in the order of its tallies.
+var passStatuses = [...]string{"refunded", "failed", "in_doubt", "none"}
+
+// tally is what itemPass adds to the report for one status, by interned
+// currency: a million items cost a million additions, not map writes.
+type tally struct {
+	items  int
+	full   int     // amounts of 0 (Report.Full)
+	sums   []int64 // by currency id
+	summed []bool  // by currency id: some amount other than 0 was added
+}
+
+func (t *tally) add(currency uint32, amount int64) {
+	t.items++
+	if amount == 0 {
+		t.full++
+		return
+	}
+	if int(currency) >= len(t.sums) {
+		t.sums = append(t.sums, make([]int64, int(currency)+1-len(t.sums))...)
+		t.summed = append(t.summed, make([]bool, int(currency)+1-len(t.summed))...)
+	}
+	t.sums[currency] += amount
+	t.summed[currency] = true
+}
+
+// addTo adds the tally of status to rep as Report.add would have, one
+// item at a time.
+func (t *tally) addTo(rep *Report, status string, currencies *journal.Interner) {
+	if t.items > 0 {
+		rep.ByStatus[status] += t.items
+	}
+	if t.full > 0 {
+		rep.Full[status] += t.full
+	}
+	for c, ok := range t.summed {
+		if !ok {
+			continue
+		}
+		m := rep.Amounts[status]
+		if m == nil {
+			m = map[string]int64{}
+			rep.Amounts[status] = m
+		}
+		m[currencies.Name(uint32(c))] += t.sums[c] // summing to 0 still names the currency
 	}
 }
 

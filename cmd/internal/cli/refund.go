@@ -277,7 +277,6 @@ func loadForDryRun(path string) (*journal.State, *journal.Torn, error) {
 type resultWriter struct {
 	mu      sync.Mutex
 	w       *bufio.Writer
-	buf     []byte
 	dirty   bool
 	done    chan struct{}
 	stopped sync.Once
@@ -302,8 +301,8 @@ func newResultWriter(w io.Writer) *resultWriter {
 func (rw *resultWriter) write(r refund.Result) {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
-	rw.buf = r.AppendJSON(rw.buf[:0])
-	rw.w.Write(rw.buf)
+	// Encoded straight into the writer's free space: no copy when it fits.
+	rw.w.Write(r.AppendJSON(rw.w.AvailableBuffer()))
 	rw.dirty = true
 }
 
