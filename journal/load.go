@@ -49,6 +49,12 @@ func load(r io.Reader, name string, opts ReadOptions) (loaded, error) {
 	rd := NewReader(r, name, opts)
 	defer rd.Close()
 	s := NewState()
+	if sr, ok := r.(*io.SectionReader); ok {
+		// A run writes an intent and an outcome of about 250 bytes each
+		// an item: sized once, the index does not grow (and rehash) while
+		// it loads. More items only cost one doubling.
+		s.idx.Reserve(int(min(sr.Size()/512, 1<<30)))
+	}
 	for rd.Next() {
 		recs := rd.Records()
 		for i := range recs {
