@@ -50,10 +50,8 @@ func load(r io.Reader, name string, opts ReadOptions) (loaded, error) {
 	defer rd.Close()
 	s := NewState()
 	if sr, ok := r.(*io.SectionReader); ok {
-		// A run writes an intent and an outcome of about 250 bytes each
-		// an item: sized once, the index does not grow (and rehash) while
-		// it loads. More items only cost one doubling.
-		s.idx.Reserve(int(min(sr.Size()/512, 1<<30)))
+		// Sized once, the index does not grow (and rehash) while it loads.
+		s.idx.Reserve(ItemsIn(sr.Size()))
 	}
 	for rd.Next() {
 		recs := rd.Records()
@@ -66,3 +64,8 @@ func load(r io.Reader, name string, opts ReadOptions) (loaded, error) {
 	}
 	return loaded{state: s, torn: rd.Torn(), framed: rd.endsInCommit()}, nil
 }
+
+// ItemsIn estimates the items of a journal of size bytes, to size an index
+// before reading it: a run writes an intent and an outcome of about 250
+// bytes each an item. More items only cost one doubling.
+func ItemsIn(size int64) int { return int(min(size/512, 1<<30)) }

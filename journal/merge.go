@@ -107,10 +107,9 @@ func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, e
 	return report, err
 }
 
-// expectedItems guesses how many items the journals at paths hold, so that
-// an item index is sized once instead of growing by doubling: a real run
-// writes an intent and an outcome per item, about 500 bytes. A guess too
-// low only lets the index grow.
+// expectedItems guesses how many items the journals at paths hold
+// (ItemsIn), so that an item index is sized once instead of growing by
+// doubling. A guess too low only lets the index grow.
 func expectedItems(paths []string) int {
 	var size int64
 	for _, p := range paths {
@@ -118,5 +117,5 @@ func expectedItems(paths []string) int {
 			size += info.Size()
 		}
 	}
-	return int(size / 500)
+	return ItemsIn(size)
 }

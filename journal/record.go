@@ -39,6 +39,12 @@ const (
 	SourceBackfill   = "backfill"   // written by audit --backfill
 )
 
+// HTTPStatusSaved is the http_status of a non-final failed record whose
+// answer the provider saved under the attempt's key (Stripe's own 500): it
+// burns the key (Next). A gateway's 502 or 504 is no answer and is
+// journaled as 0.
+const HTTPStatusSaved = 500
+
 // Record is one line of a journal. Field order here is the order on disk.
 type Record struct {
 	V             int       `json:"v"`

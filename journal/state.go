@@ -187,7 +187,7 @@ func Next(st ItemState, r *Record) ItemState {
 			// gateway's 502 or 504 is no answer: the refund may still be
 			// under way, and only the same key keeps a retry from making a
 			// second one.
-			if r.HTTPStatus == 500 && r.Attempt == st.Attempt {
+			if r.HTTPStatus == HTTPStatusSaved && r.Attempt == st.Attempt {
 				st.KeyBurned = true
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+
+	"github.com/refundkit/refundkit/journal"
 )
 
 // process settles one item that needs the provider: in doubt from an
@@ -85,10 +87,9 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 	}
 	journaled := status
 	if f.Class == ClassIndeterminate {
-		// http_status 500 is the journal's (v1) mark of an answer saved
-		// under the key, which burns it (journal.Next), whatever status
-		// the provider gave that answer.
-		journaled = savedAnswerStatus
+		// The journal's mark of an answer saved under the key, which
+		// burns it, whatever status the provider gave that answer.
+		journaled = journal.HTTPStatusSaved
 	}
 	if !e.append(e.failure(it, attempt, journaled, code, msg, final)) {
 		return e.unrecorded(it, attempt, "answer could not be journaled")
@@ -116,10 +117,6 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 	}
 	return e.inDoubt(it, attempt, code, fmt.Sprintf("%s answered %d: its result is indeterminate (%s may still complete it). A later run looks it up; it sends under a new key only with --resend-after-500", e.name, status, e.name))
 }
-
-// savedAnswerStatus is the http_status a failed record carries for an
-// indeterminate answer saved under its key.
-const savedAnswerStatus = 500
 
 // Errors of call that say nothing was sent under the attempt's key by it.
 var (

@@ -67,9 +67,7 @@ func (a *Auditor) AddJournal(r io.Reader, name string) (*journal.Torn, error) {
 	a.journals++
 	if f, ok := r.(*os.File); ok {
 		if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
-			// About two records of 250 bytes an item (an intent and its
-			// outcome); more cost one doubling.
-			a.st.reserve(int(min(info.Size()/512, 1<<30)))
+			a.st.reserve(journal.ItemsIn(info.Size()))
 		}
 	}
 	n, torn, err := scanJournal(r, name, a.st)
