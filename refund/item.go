@@ -18,6 +18,7 @@ type Item struct {
 	Item          string `json:"item"`
 	Charge        string `json:"charge,omitempty"`
 	PaymentIntent string `json:"payment_intent,omitempty"`
+	Capture       string `json:"capture,omitempty"` // a PayPal capture
 	// Amount in the currency's minor units; 0 means the full remaining amount.
 	Amount int64 `json:"amount,omitempty"`
 	// Currency is informational: Stripe refunds in the charge's currency.
@@ -237,13 +238,9 @@ func ParseAmount(s string) (int64, error) {
 	return n, nil
 }
 
-// Target is the id the refund is made against: the charge or payment intent.
-func (it *Item) Target() string {
-	if it.Charge != "" {
-		return it.Charge
-	}
-	return it.PaymentIntent
-}
+// Target is the id the refund is made against: the charge, payment intent
+// or capture.
+func (it *Item) Target() string { return paymentOf(it).ID() }
 
 // IdempotencyKey is the key of one attempt at an item. It depends only on
 // batch, item and attempt, so every run, machine and operator that sends the

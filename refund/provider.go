@@ -31,6 +31,9 @@ type Provider interface {
 	Charges(ctx context.Context, pi string) ([]string, error)
 	// Cancel cancels refund id, if the provider still can.
 	Cancel(ctx context.Context, id string) (Refund, error)
+	// Get returns refund id as the provider holds it now: a pending
+	// refund is settled by asking again.
+	Get(ctx context.Context, id string) (Refund, error)
 }
 
 // ErrNoLookup is Find's answer from a provider that cannot list a payment's
@@ -56,18 +59,24 @@ type Facts struct {
 	Backoff Backoff
 }
 
-// Payment is what a refund is made on: a charge or a payment intent.
-type Payment struct{ Charge, PaymentIntent string }
+// Payment is what a refund is made on: a charge or a payment intent
+// (Stripe), or a capture (PayPal).
+type Payment struct{ Charge, PaymentIntent, Capture string }
 
 // ID is the payment's id, the charge's when both are named.
 func (p Payment) ID() string {
-	if p.Charge != "" {
+	switch {
+	case p.Charge != "":
 		return p.Charge
+	case p.PaymentIntent != "":
+		return p.PaymentIntent
 	}
-	return p.PaymentIntent
+	return p.Capture
 }
 
-func paymentOf(it *Item) Payment { return Payment{Charge: it.Charge, PaymentIntent: it.PaymentIntent} }
+func paymentOf(it *Item) Payment {
+	return Payment{Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture}
+}
 
 // Refund statuses, in Stripe's words, which refundkit's journals and
 // findings use; a provider maps its own onto them.
@@ -84,6 +93,7 @@ type Refund struct {
 	ID            string
 	Charge        string // the charge refunded, "" when not said
 	PaymentIntent string // its payment intent, "" when not said
+	Capture       string // the capture refunded (PayPal), "" when not said
 	Amount        int64  // minor units
 	Currency      string // lower-case ISO code
 	Status        string // RefundSucceeded...

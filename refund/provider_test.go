@@ -86,6 +86,17 @@ func (p *memProvider) Cancel(_ context.Context, id string) (refund.Refund, error
 	return refund.Refund{}, &refund.Failure{Class: refund.ClassFinal, Status: 400, Code: "not_cancelable", Err: errors.New("refunds here cannot be canceled")}
 }
 
+func (p *memProvider) Get(_ context.Context, id string) (refund.Refund, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.refunds {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return refund.Refund{}, &refund.Failure{Class: refund.ClassFinal, Status: 404, Code: "resource_missing", Err: fmt.Errorf("no refund %s", id)}
+}
+
 // loseOutcomes is a checkpoint that loses every outcome, as a crash between
 // a call and the fsync of its answer does.
 type loseOutcomes struct{ refund.Checkpoint }

@@ -159,6 +159,18 @@ func (c *Client) Cancel(ctx context.Context, id string) (refund.Refund, error) {
 	return toRefund(r), nil
 }
 
+// Get reads refund id as Stripe holds it now.
+func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
+	params := &stripego.RefundParams{}
+	ctx, note := noted(ctx)
+	params.Context = ctx
+	r, err := c.refunds.Get(id, params)
+	if err != nil {
+		return refund.Refund{}, note.failure(err)
+	}
+	return toRefund(r), nil
+}
+
 func toRefund(r *stripego.Refund) refund.Refund {
 	out := refund.Refund{ID: r.ID, Amount: r.Amount, Currency: string(r.Currency), Status: string(r.Status),
 		FailureReason: string(r.FailureReason), Created: r.Created, Metadata: r.Metadata}
