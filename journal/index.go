@@ -78,6 +78,21 @@ func (x *Index[S]) FindHashed(batch, item string, ih uint64) (uint32, bool) {
 	return x.find(b, item, mix(ih, b))
 }
 
+// FindNear is Find for a caller that walks the items in about the order
+// they were added (a plan against the journal of its own run): the item
+// numbered hint is tried first, and a hit costs no hash and no probe of the
+// table, only the look at a key that is likely in cache already.
+func (x *Index[S]) FindNear(batch, item string, hint uint32) (uint32, bool) {
+	b, ok := x.batches.Lookup(batch)
+	if !ok {
+		return 0, false
+	}
+	if hint < uint32(x.ids.Len()) && x.is(hint, b, item) {
+		return hint, true
+	}
+	return x.find(b, item, mix(x.HashItem(item), b))
+}
+
 // Add returns the id of (batch, item), numbering it if it is new; added
 // says it was.
 func (x *Index[S]) Add(batch, item string) (id uint32, added bool) {
@@ -153,6 +168,16 @@ func (x *Index[S]) is(id, b uint32, item string) bool {
 func keyIs(k string, b uint32, item string) bool {
 	kb, kitem := splitKey(k)
 	return kb == b && kitem == item
+}
+
+// itemRef refers to id's item name in the arena, without a copy: users
+// whose strings often equal the item (a charge named as its own item)
+// keep this instead of a copy.
+func (x *Index[S]) itemRef(id uint32) (arena.Ref, bool) {
+	ref := x.entries[id/entryChunk][id%entryChunk].key
+	k := x.strs.Get(ref)
+	_, item := splitKey(k)
+	return arena.Suffix(ref, len(k)-len(item))
 }
 
 // key splits the key of id into its batch number and item.

@@ -46,18 +46,16 @@ func load(r io.Reader, name string, opts ReadOptions) (loaded, error) {
 	if opts.Workers == 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)
 	}
+	s := NewState()
+	opts.ItemHash = s.idx.HashItem
 	rd := NewReader(r, name, opts)
 	defer rd.Close()
-	s := NewState()
 	if sr, ok := r.(*io.SectionReader); ok {
 		// Sized once, the index does not grow (and rehash) while it loads.
 		s.idx.Reserve(ItemsIn(sr.Size()))
 	}
 	for rd.Next() {
-		recs := rd.Records()
-		for i := range recs {
-			s.Apply(&recs[i])
-		}
+		s.applyRun(rd.Records(), rd.Hashes())
 	}
 	if err := rd.Err(); err != nil {
 		return loaded{}, err

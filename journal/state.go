@@ -1,6 +1,10 @@
 package journal
 
-import "github.com/refundkit/refundkit/journal/arena"
+import (
+	"sync/atomic"
+
+	"github.com/refundkit/refundkit/journal/arena"
+)
 
 // Status is where an item stands according to a journal.
 type Status uint8
@@ -72,6 +76,9 @@ type State struct {
 	texts       map[uint32]string // Code, or Currency once refunded (flagCodeSpilled)
 	currencies  map[uint32]string // SentCurrency (flagCurrencySpilled)
 	sentAmounts map[uint32]int64  // SentAmount (flagSentSpilled)
+
+	near    atomic.Uint32 // the id after the one Lookup found last: its guess
+	touched uint32        // keeps applyRun's loads from being optimized away
 }
 
 // slot is one item's ItemState in compact form.
@@ -103,10 +110,13 @@ func NewState() *State { return &State{idx: NewIndex[slot]()} }
 // Lookup returns the state of item in batch; ok is false if the journal
 // holds nothing for it.
 func (s *State) Lookup(batch, item string) (st ItemState, ok bool) {
-	i, ok := s.find(batch, item)
+	// A resumed run asks in plan order, which is the order its journal
+	// first named the items: the item after the last one found comes first.
+	i, ok := s.idx.FindNear(batch, item, s.near.Load())
 	if !ok {
 		return ItemState{}, false
 	}
+	s.near.Store(i + 1)
 	return s.get(i), true
 }
 
@@ -125,9 +135,31 @@ func (s *State) Each(fn func(batch, item string, st ItemState)) {
 // Next says. A record that changes nothing is not stored, so one that
 // leaves an item the journal holds nothing for as it is (a canceled
 // record) makes no item.
-func (s *State) Apply(r *Record) {
+func (s *State) Apply(r *Record) { s.applyHashed(r, s.idx.HashItem(r.Item)) }
+
+// applyRun applies recs, whose items hash to hashes (Index.HashItem, done
+// on the reader's workers), a span at a time: the table slots of a span are
+// touched before any record is folded, so that their cache misses overlap
+// instead of stalling one fold after another.
+func (s *State) applyRun(recs []Record, hashes []uint64) {
+	const span = 256
+	for from := 0; from < len(recs); from += span {
+		to := min(from+span, len(recs))
+		var t uint32
+		for _, h := range hashes[from:to] {
+			t += s.idx.Touch(h)
+		}
+		s.touched += t
+		for i := from; i < to; i++ {
+			s.applyHashed(&recs[i], hashes[i])
+		}
+	}
+}
+
+// applyHashed is Apply for a record whose item hashes to ih.
+func (s *State) applyHashed(r *Record, ih uint64) {
 	b := s.idx.batches.ID(r.Batch)
-	h := mix(s.idx.HashItem(r.Item), b)
+	h := mix(ih, b)
 	i, found := s.idx.find(b, r.Item, h)
 	var st ItemState
 	if found {
@@ -295,7 +327,7 @@ func (s *State) put(i uint32, was, st *ItemState) {
 			target = st.PaymentIntent
 			flags |= flagIntent
 		}
-		sl.target = strs.Add(target)
+		sl.target = s.addTarget(i, target)
 	}
 	sl.flags = flags
 }
@@ -322,4 +354,16 @@ func spill[V any](m *map[uint32]V, i uint32, v V, fits, was bool) bool {
 		delete(*m, i)
 	}
 	return !fits
+}
+
+// addTarget keeps target, the charge or payment intent of item i: as a
+// reference to the item's own name when they are the same (plan names an
+// item by its charge unless told otherwise), so the name is kept once.
+func (s *State) addTarget(i uint32, target string) arena.Ref {
+	if _, item := s.idx.key(i); item == target {
+		if ref, ok := s.idx.itemRef(i); ok {
+			return ref
+		}
+	}
+	return s.idx.strs.Add(target)
 }

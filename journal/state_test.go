@@ -125,7 +125,7 @@ func randomRecord(rng *rand.Rand) *Record {
 		Attempt:    rng.IntN(4) - 1,
 		Amount:     rng.Int64N(1000) - 1,
 		Refund:     pick("", "re_1", "re_2"),
-		Charge:     pick("", "ch_1", "ch_2"),
+		Charge:     pick("", "ch_1", "ch_2", "i1", "i4", longItem), // an item named by its charge, too
 		Currency:   pick("", "usd", "jpy"),
 		Code:       pick("", "card_declined", "api_error", "rate_limit"),
 		HTTPStatus: []int{0, 400, 402, 429, 500, 502, 503}[rng.IntN(7)],
@@ -135,7 +135,7 @@ func randomRecord(rng *rand.Rand) *Record {
 		r.Attempt = 1 << 40
 	}
 	if r.Charge == "" && rng.IntN(2) == 0 {
-		r.PaymentIntent = "pi_1"
+		r.PaymentIntent = pick("pi_1", "i2")
 	}
 	switch rng.IntN(6) {
 	case 0:
@@ -182,6 +182,13 @@ func TestStateMatchesReference(t *testing.T) {
 		if _, ok := s.Lookup("b1", "absent"); ok {
 			t.Fatal("Lookup found an absent item")
 		}
+		// In the order the state numbered them, as a resumed run asks:
+		// Lookup's guess of the next item is right each time.
+		s.Each(func(batch, item string, want ItemState) {
+			if got, ok := s.Lookup(batch, item); !ok || !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d: in order, Lookup(%q, %.20q) = %+v, %v; want %+v", round, batch, item, got, ok, want)
+			}
+		})
 	}
 }
 

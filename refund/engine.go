@@ -197,8 +197,8 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<- job) error {
 	ctx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
-	batches := make(chan []parsedLine, 4)
-	go readPlan(ctx, in, name, e.plan, batches)
+	batches, free := make(chan []parsedLine, 4), make(chan []parsedLine, 4)
+	go readPlan(ctx, in, name, e.plan, batches, free)
 	for {
 		var batch []parsedLine
 		select {
@@ -210,6 +210,7 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 		case <-ctx.Done():
 			return nil // a signal or a halt while the plan is slow to come
 		}
+		held := false // a worker holds one of the batch's items
 		for i := range batch {
 			p := &batch[i]
 			if ctx.Err() != nil || e.halted() {
@@ -235,8 +236,16 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 			}
 			select {
 			case work <- job{it: it, st: st, known: known}:
+				held = true
 			case <-ctx.Done():
 				return nil
+			}
+		}
+		if !held {
+			clear(batch)
+			select {
+			case free <- batch:
+			default:
 			}
 		}
 	}

@@ -10,7 +10,7 @@ import (
 // refund_test that hold it against the other readers of plan items.
 func ReadPlan(in io.Reader, name string) ([]Item, error) {
 	out := make(chan []parsedLine)
-	go readPlan(context.Background(), in, name, newPlanIndex(), out)
+	go readPlan(context.Background(), in, name, newPlanIndex(), out, nil)
 	var items []Item
 	var err error
 	for batch := range out {

@@ -99,11 +99,22 @@ func (p *planIndex) on(batch, item, target string) bool {
 // readPlan parses plan lines on a goroutine of its own, in batches, so that
 // parsing a large plan overlaps with the journal lookups and the output. It
 // refuses an item listed twice, and stops at the first bad line, which ends
-// the last batch as its error.
-func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, out chan<- []parsedLine) {
+// the last batch as its error. Batches the consumer is done with may come
+// back on free (nil: none do), to be filled again: a resumed run over a
+// large plan would otherwise make a batch's worth of garbage every 256
+// lines.
+func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, out chan<- []parsedLine, free <-chan []parsedLine) {
 	defer close(out)
 	const batchSize = 256
-	batch := make([]parsedLine, 0, batchSize)
+	fresh := func() []parsedLine {
+		select {
+		case b := <-free:
+			return b[:0]
+		default:
+			return make([]parsedLine, 0, batchSize)
+		}
+	}
+	batch := fresh()
 	stopped := false
 	send := func() bool {
 		if stopped {
@@ -111,7 +122,7 @@ func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, 
 		}
 		select {
 		case out <- batch:
-			batch = make([]parsedLine, 0, batchSize)
+			batch = fresh()
 			return true
 		case <-ctx.Done():
 			stopped = true

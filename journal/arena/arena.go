@@ -55,6 +55,19 @@ func (a *Arena) Add(s string) Ref {
 	return refTo(a.fill-1, off, len(s))
 }
 
+// Suffix refers to the bytes of r's string from byte from on, sharing
+// them rather than copying: false for a string with a chunk of its own.
+func Suffix(r Ref, from int) (Ref, bool) {
+	n := int(r & long)
+	switch {
+	case from == n:
+		return 0, true
+	case r == 0 || n == long || from < 0 || from > n:
+		return 0, false
+	}
+	return r + Ref(from)<<20 - Ref(from), true
+}
+
 // refTo is the Ref of the n bytes at off in chunk c.
 func refTo(c, off, n int) Ref {
 	if c >= maxChunks {

@@ -58,3 +58,29 @@ func TestRefBeyondChunks(t *testing.T) {
 	}()
 	refTo(maxChunks, 0, 1)
 }
+
+func TestSuffix(t *testing.T) {
+	var a Arena
+	big := strings.Repeat("z", ChunkSize)
+	for _, s := range []string{"\x03ch_1", "x", "ab", strings.Repeat("q", ChunkSize-2), big} {
+		r := a.Add(s)
+		for from := 0; from <= len(s); from++ {
+			got, ok := Suffix(r, from)
+			if len(s) >= ChunkSize-1 && from < len(s) {
+				if ok {
+					t.Fatalf("Suffix of a string with a chunk of its own: ok, want false")
+				}
+				break
+			}
+			if !ok || a.Get(got) != s[from:] {
+				t.Fatalf("Suffix(%.10q, %d) = %.10q, %v; want %.10q", s, from, a.Get(got), ok, s[from:])
+			}
+			if from > 3 && from < len(s)-3 {
+				from = len(s) - 3 // the middle of a long string teaches nothing more
+			}
+		}
+	}
+	if _, ok := Suffix(a.Add("abc"), 4); ok {
+		t.Fatal("Suffix past the end: ok, want false")
+	}
+}

@@ -32,6 +32,7 @@ type auditCmd struct {
 	Concurrency  int         `short:"j" default:"4" help:"Stripe lists in flight at once."`
 	Rate         float64     `default:"10" placeholder:"R" help:"Stripe API requests per second, all workers together (default 10; 0: no limit)."`
 	Version      versionFlag `help:"Print the version and exit."`
+	CPUProfile   string      `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
 	stripeFlags
 }
 
@@ -47,6 +48,14 @@ func Audit(env Env) int {
 	if err := c.check(); err != nil {
 		warnf(env.Stderr, name, "%v", err)
 		return ExitUsage
+	}
+	if c.CPUProfile != "" {
+		stop, err := startCPUProfile(c.CPUProfile)
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return ExitUsage
+		}
+		defer stop()
 	}
 	var client refund.Provider
 	if c.Stripe {
