@@ -134,6 +134,20 @@ func (x *Index[S]) Reserve(n int) { x.ids.Reserve(n, x.rehash) }
 // up many items overlaps their cache misses by touching them first.
 func (x *Index[S]) Touch(ih uint64) uint32 { return x.ids.Touch(mix(ih, x.batches.last)) }
 
+// TouchSpan is how many items a caller touches (Touch) before it folds
+// them: enough for their cache misses to overlap, few enough that the
+// slots are still in cache when their turn comes.
+const TouchSpan = 256
+
+// TouchAll touches the slots of items hashing to ihs, at most TouchSpan.
+func (x *Index[S]) TouchAll(ihs []uint64) uint32 {
+	var t uint32
+	for _, ih := range ihs[:min(len(ihs), TouchSpan)] {
+		t += x.Touch(ih)
+	}
+	return t
+}
+
 func (x *Index[S]) find(b uint32, item string, h uint64) (uint32, bool) {
 	for id := range x.ids.Candidates(h) {
 		if x.is(id, b, item) {

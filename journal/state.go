@@ -142,14 +142,9 @@ func (s *State) Apply(r *Record) { s.applyHashed(r, s.idx.HashItem(r.Item)) }
 // touched before any record is folded, so that their cache misses overlap
 // instead of stalling one fold after another.
 func (s *State) applyRun(recs []Record, hashes []uint64) {
-	const span = 256
-	for from := 0; from < len(recs); from += span {
-		to := min(from+span, len(recs))
-		var t uint32
-		for _, h := range hashes[from:to] {
-			t += s.idx.Touch(h)
-		}
-		s.touched += t
+	for from := 0; from < len(recs); from += TouchSpan {
+		to := min(from+TouchSpan, len(recs))
+		s.touched += s.idx.TouchAll(hashes[from:to])
 		for i := from; i < to; i++ {
 			s.applyHashed(&recs[i], hashes[i])
 		}

@@ -144,13 +144,12 @@ func (s *state) applyRun(recs []*journal.Record, hashes []uint64, name string, f
 	// Touch the table slots of the run's items before folding: the loads
 	// are independent, so the CPU overlaps their cache misses instead of
 	// stalling on each one in turn while it folds.
-	var touched uint64
-	for _, h := range hashes[:len(recs)] {
-		touched += uint64(s.idx.Touch(h))
-	}
-	s.touched = touched
-	for k, r := range recs {
-		s.apply(r, hashes[k], origin{name, first + k})
+	for from := 0; from < len(recs); from += journal.TouchSpan {
+		to := min(from+journal.TouchSpan, len(recs))
+		s.touched += uint64(s.idx.TouchAll(hashes[from:to]))
+		for k := from; k < to; k++ {
+			s.apply(recs[k], hashes[k], origin{name, first + k})
+		}
 	}
 }
 
