@@ -53,12 +53,12 @@ func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 			good bool
 		)
 		switch i {
-		case 0, 7, 9, 15: // v, attempt, amount, http_status
+		case 0, 8, 10, 16: // v, attempt, amount, http_status
 			n, p, good = fastInt(line, p)
 			if good && n == 0 {
 				canonical = false // an omitempty zero, or -0 (and "v":0 is refused below)
 			}
-		case 18: // final
+		case 19: // final
 			switch {
 			case len(line)-p > 4 && string(line[p:p+4]) == "true":
 				r.Final, p, good = true, p+4, true
@@ -101,26 +101,28 @@ func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 		case 6:
 			r.PaymentIntent = s
 		case 7:
-			r.Attempt = int(n)
+			r.Capture = s
 		case 8:
-			r.Key = s
+			r.Attempt = int(n)
 		case 9:
-			r.Amount = n
+			r.Key = s
 		case 10:
-			r.Currency = s
+			r.Amount = n
 		case 11:
-			r.Reason = s
+			r.Currency = s
 		case 12:
-			r.Refund = s
+			r.Reason = s
 		case 13:
-			r.Status = s
+			r.Refund = s
 		case 14:
-			r.Source = s
+			r.Status = s
 		case 15:
-			r.HTTPStatus = int(n)
+			r.Source = s
 		case 16:
-			r.Code = s
+			r.HTTPStatus = int(n)
 		case 17:
+			r.Code = s
+		case 18:
 			r.Message = s
 		}
 		switch line[p] {
@@ -154,37 +156,39 @@ func fastFieldIndex(name string) int {
 		return 5
 	case "payment_intent":
 		return 6
-	case "attempt":
+	case "capture":
 		return 7
-	case "key":
+	case "attempt":
 		return 8
-	case "amount":
+	case "key":
 		return 9
-	case "currency":
+	case "amount":
 		return 10
-	case "reason":
+	case "currency":
 		return 11
-	case "refund":
+	case "reason":
 		return 12
-	case "status":
+	case "refund":
 		return 13
-	case "source":
+	case "status":
 		return 14
-	case "http_status":
+	case "source":
 		return 15
-	case "code":
+	case "http_status":
 		return 16
-	case "message":
+	case "code":
 		return 17
-	case "final":
+	case "message":
 		return 18
+	case "final":
+		return 19
 	}
 	return -1
 }
 
 // maxQuotes bounds the quotes of a line the fast path takes: a record has
-// 19 keys and 14 string values.
-const maxQuotes = 2 * (19 + 14)
+// 20 keys and 15 string values.
+const maxQuotes = 2 * (20 + 15)
 
 // scanLine checks that line holds only printable ASCII without the
 // backslash and the <, > and & that encoding/json escapes (so every quote

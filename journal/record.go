@@ -37,7 +37,13 @@ const (
 	SourceReplay     = "replay"     // Stripe replayed a saved answer for the key
 	SourceReconciled = "reconciled" // found by listing the charge's refunds
 	SourceBackfill   = "backfill"   // written by audit --backfill
+	SourceSettled    = "settled"    // a pending refund's end, asked for by a later run
 )
+
+// PendingStatus is the Status of a refunded record whose refund the
+// provider accepted and has not finished (Stripe's and PayPal's pending):
+// the item is StatusPending until a later record settles it.
+const PendingStatus = "pending"
 
 // HTTPStatusSaved is the http_status of a non-final failed record whose
 // answer the provider saved under the attempt's key (Stripe's own 500): it
@@ -54,6 +60,7 @@ type Record struct {
 	Item          string    `json:"item"`
 	Charge        string    `json:"charge,omitempty"`
 	PaymentIntent string    `json:"payment_intent,omitempty"`
+	Capture       string    `json:"capture,omitempty"` // a PayPal capture
 	// Attempt numbers the idempotency keys of an item: a new key is used only
 	// after the previous one is known to replay an error forever.
 	Attempt int    `json:"attempt,omitempty"`
@@ -64,8 +71,10 @@ type Record struct {
 	Currency string `json:"currency,omitempty"`
 	Reason   string `json:"reason,omitempty"`
 	Refund   string `json:"refund,omitempty"`
-	Status   string `json:"status,omitempty"` // Stripe's refund status
-	Source   string `json:"source,omitempty"`
+	// Status is the provider's refund status on a refunded record:
+	// PendingStatus while the provider has not finished the refund.
+	Status string `json:"status,omitempty"`
+	Source string `json:"source,omitempty"`
 	// HTTPStatus is Stripe's answer on a failed record; 0 when none came back.
 	HTTPStatus int    `json:"http_status,omitempty"`
 	Code       string `json:"code,omitempty"`
@@ -89,8 +98,8 @@ func (r *Record) Validate() error {
 		if r.Key == "" || r.Attempt < 1 {
 			return fmt.Errorf("intent without key or attempt")
 		}
-		if r.Charge == "" && r.PaymentIntent == "" {
-			return fmt.Errorf("intent without charge or payment_intent")
+		if r.Charge == "" && r.PaymentIntent == "" && r.Capture == "" {
+			return fmt.Errorf("intent without charge, payment_intent or capture")
 		}
 	case TypeRefunded, TypeCanceled:
 		if r.Refund == "" {
@@ -136,6 +145,7 @@ func MarshalLine(dst []byte, r *Record) ([]byte, error) {
 	dst = appendString(dst, r.Item)
 	dst = appendField(dst, `,"charge":`, r.Charge)
 	dst = appendField(dst, `,"payment_intent":`, r.PaymentIntent)
+	dst = appendField(dst, `,"capture":`, r.Capture)
 	if r.Attempt != 0 {
 		dst = append(dst, `,"attempt":`...)
 		dst = strconv.AppendInt(dst, int64(r.Attempt), 10)

@@ -19,6 +19,10 @@ const (
 	StatusRefunded
 	// StatusFailed: Stripe refused the refund for good (Final failure).
 	StatusFailed
+	// StatusPending: the provider accepted a refund (Refund) and has not
+	// finished it. Nothing more is sent; a later run asks the provider how
+	// it ended.
+	StatusPending
 )
 
 func (s Status) String() string {
@@ -29,6 +33,8 @@ func (s Status) String() string {
 		return "refunded"
 	case StatusFailed:
 		return "failed"
+	case StatusPending:
+		return "pending"
 	}
 	return "unknown"
 }
@@ -44,27 +50,33 @@ type ItemState struct {
 	KeyBurned bool
 	// Amount is the refunded amount (StatusRefunded) or the last requested one.
 	Amount   int64
-	Refund   string // refund id when StatusRefunded
+	Refund   string // refund id when StatusRefunded or StatusPending
 	Currency string // the refund's currency when StatusRefunded
 	Code     string // Stripe's error code of the last failure
 
-	// What the journal binds the item to: the charge or payment intent its
-	// first record named, and what its last intent asked for. A plan item
-	// that says otherwise was edited after the journal was written.
-	Charge, PaymentIntent string
-	Sent                  bool   // an intent was journaled: SentAmount and SentCurrency are set
-	SentAmount            int64  // requested amount of the last intent (0: the full remaining amount)
-	SentCurrency          string // currency of the last intent, "" when the plan gave none
+	// What the journal binds the item to: the charge, payment intent or
+	// capture its first record named, and what its last intent asked for.
+	// A plan item that says otherwise was edited after the journal was
+	// written.
+	Charge, PaymentIntent, Capture string
+	Sent                           bool   // an intent was journaled: SentAmount and SentCurrency are set
+	SentAmount                     int64  // requested amount of the last intent (0: the full remaining amount)
+	SentCurrency                   string // currency of the last intent, "" when the plan gave none
+	// SentAt is when the current attempt's first intent was journaled, for
+	// an item in doubt (Unix seconds, by the writer's clock; 0 otherwise):
+	// how old its key is, for a provider that keeps keys for a time and
+	// cannot look refunds up.
+	SentAt int64
 }
 
 // State folds records into per-item state. The zero value is not usable;
 // call NewState. Apply must not run concurrently with anything else;
 // Lookup, Len and Each only read, and may run concurrently with each other.
 //
-// It holds millions of items in little memory: each is a 32-byte slot of
+// It holds millions of items in little memory: each is a 40-byte slot of
 // integers in an Index, its strings in the index's arena and its codes and
 // currencies interned, so the garbage collector has no pointers to chase. Values that do not fit the compact
-// form (an attempt beyond int16, a code or currency id beyond uint16, a
+// form (an attempt beyond int8, a code or currency id beyond uint16, a
 // requested amount other than the refunded one) are kept exactly on the
 // side.
 type State struct {
@@ -85,8 +97,10 @@ type State struct {
 type slot struct {
 	amount   int64
 	refund   arena.Ref
-	target   arena.Ref // the charge, or the payment intent (flagIntent)
-	attempt  int16
+	target   arena.Ref // the charge, payment intent or capture (kind)
+	sentAt   int64
+	attempt  int8
+	kind     targetKind
 	code     uint16 // id in codes of Code; once refunded (Code is then ""), of Currency
 	currency uint16 // id in codes of SentCurrency
 	status   Status
@@ -96,12 +110,21 @@ type slot struct {
 const (
 	flagKeyBurned       uint8 = 1 << iota
 	flagAttemptSpilled        // Attempt is in State.attempts
-	flagIntent                // target is a payment intent, not a charge
 	flagSent                  // an intent was journaled
 	flagCurrencySpilled       // SentCurrency is in State.currencies
 	flagSentFull              // SentAmount is 0 (the full remaining amount)
 	flagSentSpilled           // SentAmount is in State.sentAmounts; else it is amount
 	flagCodeSpilled           // Code (Currency once refunded) is in State.texts
+)
+
+// targetKind says which of Charge, PaymentIntent and Capture a slot's
+// target is.
+type targetKind uint8
+
+const (
+	targetCharge targetKind = iota
+	targetIntent
+	targetCapture
 )
 
 // NewState returns an empty state.
@@ -180,14 +203,23 @@ func Next(st ItemState, r *Record) ItemState {
 	if st.Status == StatusRefunded || r.Type == TypeCanceled {
 		return st
 	}
-	if st.Charge == "" && st.PaymentIntent == "" {
-		st.Charge, st.PaymentIntent = r.Charge, r.PaymentIntent
+	if st.Status == StatusPending && !settles(r) {
+		// The provider holds a refund under way: no intent or retry of
+		// another run changes that, only how that refund ended.
+		return st
+	}
+	if st.Charge == "" && st.PaymentIntent == "" && st.Capture == "" {
+		st.Charge, st.PaymentIntent, st.Capture = r.Charge, r.PaymentIntent, r.Capture
 	}
 	switch r.Type {
 	case TypeIntent:
 		if r.Attempt > st.Attempt {
 			st.Attempt = r.Attempt
 			st.KeyBurned = false
+			st.SentAt = 0
+		}
+		if r.Attempt == st.Attempt && st.SentAt == 0 {
+			st.SentAt = r.Time.Unix()
 		}
 		st.Status = StatusInDoubt
 		if r.Attempt == st.Attempt {
@@ -198,16 +230,22 @@ func Next(st ItemState, r *Record) ItemState {
 		}
 	case TypeRefunded:
 		st.Status = StatusRefunded
+		if r.Status == PendingStatus {
+			st.Status = StatusPending
+		}
 		st.Amount = r.Amount
 		st.Refund = r.Refund
 		st.Currency = r.Currency
 		st.Code = ""
 		st.KeyBurned = false // no key is used for it again
+		st.SentAt = 0
 	case TypeFailed:
 		st.Code = r.Code
+		st.Currency = "" // a pending refund's, which failed
 		if r.Final {
 			st.Status = StatusFailed
 			st.KeyBurned = false
+			st.SentAt = 0
 		} else {
 			st.Status = StatusInDoubt
 			// Only Stripe's own 500 is an answer saved under the key. A
@@ -220,6 +258,16 @@ func Next(st ItemState, r *Record) ItemState {
 		}
 	}
 	return st
+}
+
+// hasRefund reports the statuses of an item with a live refund, whose
+// Currency is set and Code is not.
+func hasRefund(s Status) bool { return s == StatusRefunded || s == StatusPending }
+
+// settles reports whether r ends a pending refund: a finished refund, or
+// a final failure (the refund failed or was canceled at the provider).
+func settles(r *Record) bool {
+	return r.Type == TypeRefunded && r.Status != PendingStatus || r.Type == TypeFailed && r.Final
 }
 
 func (s *State) slot(i uint32) *slot { return s.idx.Slot(i) }
@@ -235,6 +283,7 @@ func (s *State) get(i uint32) ItemState {
 		Amount:    sl.amount,
 		Refund:    strs.Get(sl.refund),
 		Sent:      sl.flags&flagSent != 0,
+		SentAt:    sl.sentAt,
 		// What an intent asked is what was refunded, or the full amount, but
 		// for the odd item: one field serves, and the odd ones go to a map.
 		SentCurrency: s.codes.Name(uint32(sl.currency)),
@@ -252,14 +301,17 @@ func (s *State) get(i uint32) ItemState {
 	if sl.flags&flagCodeSpilled != 0 {
 		text = s.texts[i]
 	}
-	if st.Status == StatusRefunded {
+	if hasRefund(st.Status) {
 		st.Currency = text
 	} else {
 		st.Code = text
 	}
-	if sl.flags&flagIntent != 0 {
+	switch sl.kind {
+	case targetIntent:
 		st.PaymentIntent = strs.Get(sl.target)
-	} else {
+	case targetCapture:
+		st.Capture = strs.Get(sl.target)
+	default:
 		st.Charge = strs.Get(sl.target)
 	}
 	if sl.flags&flagCurrencySpilled != 0 {
@@ -275,7 +327,7 @@ func (s *State) put(i uint32, was, st *ItemState) {
 	strs := &s.idx.strs
 	old := sl.flags
 	flags := old &^ (flagKeyBurned | flagSent | flagSentFull | flagSentSpilled)
-	sl.status, sl.amount = st.Status, st.Amount
+	sl.status, sl.amount, sl.sentAt = st.Status, st.Amount, st.SentAt
 	if st.KeyBurned {
 		flags |= flagKeyBurned
 	}
@@ -289,7 +341,7 @@ func (s *State) put(i uint32, was, st *ItemState) {
 		flags |= flagSentSpilled
 	}
 	if st.Attempt != was.Attempt {
-		sl.attempt = int16(st.Attempt)
+		sl.attempt = int8(st.Attempt)
 		flags &^= flagAttemptSpilled
 		if spill(&s.attempts, i, st.Attempt, int(sl.attempt) == st.Attempt, old&flagAttemptSpilled != 0) {
 			flags |= flagAttemptSpilled
@@ -298,7 +350,8 @@ func (s *State) put(i uint32, was, st *ItemState) {
 	if st.Refund != was.Refund {
 		sl.refund = strs.Add(st.Refund)
 	}
-	// A refunded item has no error code: the field holds its currency.
+	// An item with a refund (refunded, pending) has no error code: the field
+	// holds its currency.
 	if text, before := codeOf(st), codeOf(was); text != before {
 		code := s.codes.ID(text)
 		sl.code = uint16(code)
@@ -315,21 +368,23 @@ func (s *State) put(i uint32, was, st *ItemState) {
 			flags |= flagCurrencySpilled
 		}
 	}
-	if st.Charge != was.Charge || st.PaymentIntent != was.PaymentIntent {
-		target := st.Charge
-		flags &^= flagIntent
-		if target == "" && st.PaymentIntent != "" {
-			target = st.PaymentIntent
-			flags |= flagIntent
+	if st.Charge != was.Charge || st.PaymentIntent != was.PaymentIntent || st.Capture != was.Capture {
+		target, kind := st.Charge, targetCharge
+		switch {
+		case target != "":
+		case st.PaymentIntent != "":
+			target, kind = st.PaymentIntent, targetIntent
+		case st.Capture != "":
+			target, kind = st.Capture, targetCapture
 		}
-		sl.target = s.addTarget(i, target)
+		sl.target, sl.kind = s.addTarget(i, target), kind
 	}
 	sl.flags = flags
 }
 
 // codeOf is what a slot's code field holds for st.
 func codeOf(st *ItemState) string {
-	if st.Status == StatusRefunded {
+	if hasRefund(st.Status) {
 		return st.Currency
 	}
 	return st.Code

@@ -21,6 +21,9 @@ func TestStateTransitions(t *testing.T) {
 	// sent is the state an intent of 500 on ch_i leaves.
 	sent := func(st ItemState) ItemState {
 		st.Charge, st.Sent, st.SentAmount = "ch_i", true, 500
+		if st.Status == StatusInDoubt && st.SentAt == 0 {
+			st.SentAt = t0.Unix() // when the attempt's first intent was journaled
+		}
 		return st
 	}
 	tests := []struct {
@@ -40,10 +43,26 @@ func TestStateTransitions(t *testing.T) {
 			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", Currency: "eur", Charge: "ch_i"}, true},
 		{"refunded is sticky over a second refund", []*Record{refunded("b", "i"), func() *Record { r := refunded("b", "i"); r.Refund = "re_other"; return r }()},
 			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", Currency: "eur", Charge: "ch_i"}, true},
+		// A refund the provider accepted and has not finished: nothing of
+		// another run's but its end changes the item.
+		{"pending", []*Record{at(intent("b", "i", 1), 0), pendingRefund("b", "i")},
+			sent(ItemState{Status: StatusPending, Attempt: 1, Amount: 500, Refund: "re_i", Currency: "eur"}), true},
+		{"pending is sticky over intent and retry", []*Record{at(intent("b", "i", 1), 0), pendingRefund("b", "i"), at(intent("b", "i", 2), time.Hour), failed("b", "i", 2, 500, false)},
+			sent(ItemState{Status: StatusPending, Attempt: 1, Amount: 500, Refund: "re_i", Currency: "eur"}), true},
+		{"pending then succeeded", []*Record{at(intent("b", "i", 1), 0), pendingRefund("b", "i"), withAmount(refunded("b", "i"), 500)},
+			sent(ItemState{Status: StatusRefunded, Attempt: 1, Amount: 500, Refund: "re_i", Currency: "eur"}), true},
+		{"pending then failed at the provider", []*Record{at(intent("b", "i", 1), 0), pendingRefund("b", "i"), failed("b", "i", 1, 0, true)},
+			sent(ItemState{Status: StatusFailed, Attempt: 1, Amount: 500, Refund: "re_i", Code: "card_declined"}), true},
+		{"a capture binds the item", []*Record{func() *Record {
+			r := at(intent("b", "i", 1), 0)
+			r.Charge, r.Capture = "", "2GG279541U471931P"
+			return r
+		}()},
+			ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500, Capture: "2GG279541U471931P", Sent: true, SentAmount: 500, SentAt: t0.Unix()}, true},
 		{"final failure: failed", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 402, true)},
 			sent(ItemState{Status: StatusFailed, Attempt: 1, Amount: 500, Code: "card_declined"}), true},
 		{"failed then intent: in doubt again", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 402, true), at(intent("b", "i", 2), time.Hour)},
-			sent(ItemState{Status: StatusInDoubt, Attempt: 2, Amount: 500, Code: "card_declined"}), true},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 2, Amount: 500, Code: "card_declined", SentAt: t0.Add(time.Hour).Unix()}), true},
 		{"refunded clears the code", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 429, false), refunded("b", "i")},
 			sent(ItemState{Status: StatusRefunded, Attempt: 1, Amount: 500, Refund: "re_i", Currency: "eur"}), true},
 		{"stripe's 500 burns the key", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 500, false)},
@@ -62,11 +81,11 @@ func TestStateTransitions(t *testing.T) {
 		{"500 of an older attempt does not burn", []*Record{at(intent("b", "i", 2), 0), failed("b", "i", 1, 500, false)},
 			sent(ItemState{Status: StatusInDoubt, Attempt: 2, Amount: 500, Code: "card_declined"}), true},
 		{"new attempt unburns", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 500, false), at(intent("b", "i", 2), time.Hour)},
-			sent(ItemState{Status: StatusInDoubt, Attempt: 2, Amount: 500, Code: "card_declined"}), true},
+			sent(ItemState{Status: StatusInDoubt, Attempt: 2, Amount: 500, Code: "card_declined", SentAt: t0.Add(time.Hour).Unix()}), true},
 		{"same attempt again keeps the burn", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 500, false), at(intent("b", "i", 1), time.Hour)},
 			sent(ItemState{Status: StatusInDoubt, Attempt: 1, KeyBurned: true, Amount: 500, Code: "card_declined"}), true},
 		{"the attempt's last intent says what was sent", []*Record{at(intent("b", "i", 1), time.Hour), withCurrency(withAmount(at(intent("b", "i", 1), 0), 7), "jpy")},
-			ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 7, Charge: "ch_i", Sent: true, SentAmount: 7, SentCurrency: "jpy"}, true},
+			ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 7, Charge: "ch_i", Sent: true, SentAmount: 7, SentCurrency: "jpy", SentAt: t0.Add(time.Hour).Unix()}, true},
 		{"older attempt's intent changes nothing sent", []*Record{at(intent("b", "i", 2), 0), withAmount(at(intent("b", "i", 1), time.Hour), 7)},
 			sent(ItemState{Status: StatusInDoubt, Attempt: 2, Amount: 500}), true},
 		{"the first record binds the charge", []*Record{at(intent("b", "i", 1), 0), withCharge(failed("b", "i", 1, 0, false), "ch_other", "")},
@@ -134,8 +153,15 @@ func randomRecord(rng *rand.Rand) *Record {
 	if rng.IntN(10) == 0 {
 		r.Attempt = 1 << 40
 	}
-	if r.Charge == "" && rng.IntN(2) == 0 {
+	switch {
+	case r.Charge != "":
+	case rng.IntN(3) == 0:
 		r.PaymentIntent = pick("pi_1", "i2")
+	case rng.IntN(2) == 0:
+		r.Capture = pick("2GG279541U471931P", "i3")
+	}
+	if r.Type == TypeRefunded {
+		r.Status = pick("", "succeeded", PendingStatus, PendingStatus)
 	}
 	switch rng.IntN(6) {
 	case 0:
@@ -244,10 +270,18 @@ func TestStateManyCodes(t *testing.T) {
 }
 
 // TestSlotSize guards the memory of a million-item resume: an item is a
-// 32-byte slot beside its 8-byte key in the index, besides its strings and
+// 40-byte slot beside its 8-byte key in the index, besides its strings and
 // the table (TestStateMemory counts all).
 func TestSlotSize(t *testing.T) {
-	if got := unsafe.Sizeof(entry[slot]{}); got != 40 {
-		t.Errorf("an item's entry is %d bytes, want 40", got)
+	if got := unsafe.Sizeof(entry[slot]{}); got != 48 {
+		t.Errorf("an item's entry is %d bytes, want 48", got)
 	}
+}
+
+// pendingRefund is the refunded record of a refund the provider accepted
+// and has not finished.
+func pendingRefund(batch, item string) *Record {
+	r := refunded(batch, item)
+	r.Status = PendingStatus
+	return r
 }

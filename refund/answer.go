@@ -21,6 +21,8 @@ func verify(it *Item, r *Refund, attempt int) error {
 		return fmt.Errorf("refund %s names charge %q, not %q", r.ID, r.Charge, it.Charge)
 	case it.PaymentIntent != "" && r.PaymentIntent != it.PaymentIntent:
 		return fmt.Errorf("refund %s names payment intent %q, not %q", r.ID, r.PaymentIntent, it.PaymentIntent)
+	case it.Capture != "" && r.Capture != it.Capture:
+		return fmt.Errorf("refund %s names capture %q, not %q", r.ID, r.Capture, it.Capture)
 	case it.Amount > 0 && r.Amount != it.Amount:
 		return fmt.Errorf("refund %s is of %d, not the %d sent", r.ID, r.Amount, it.Amount)
 	case !Matches(r, it.Batch, it.Item):
@@ -62,7 +64,7 @@ func (e *engine) adopt(it *Item, attempt int, own []*Refund) Result {
 	res := e.settle(it, attempt, r, journal.SourceReconciled)
 	res.Found = true
 	e.logItem(slog.LevelDebug, "found at "+e.name+" and adopted: nothing sent", it, attempt, "refund", r.ID)
-	if res.Status != StatusRefunded || len(own) == 1 {
+	if res.Status != StatusRefunded && res.Status != StatusPending || len(own) == 1 {
 		return res
 	}
 	for _, x := range own[1:] {
@@ -86,7 +88,11 @@ func (e *engine) settle(it *Item, attempt int, r *Refund, source string) Result 
 	if !e.append(e.refunded(it, attempt, r, source)) {
 		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s exists but could not be journaled", r.ID))
 	}
-	res := newResult(it, StatusRefunded)
+	status := StatusRefunded
+	if r.Status == RefundPending {
+		status = StatusPending
+	}
+	res := newResult(it, status)
 	res.Refund, res.Amount, res.Currency, res.Attempt = r.ID, r.Amount, r.Currency, attempt
 	return res
 }
@@ -157,11 +163,13 @@ func checkBinding(it *Item, st journal.ItemState) error {
 		return fmt.Errorf("item %q of batch %q: %s, but the journal records charge %q for it%s", it.Item, it.Batch, planTarget(it), st.Charge, hint)
 	case st.PaymentIntent != "" && it.PaymentIntent != st.PaymentIntent:
 		return fmt.Errorf("item %q of batch %q: %s, but the journal records payment_intent %q for it%s", it.Item, it.Batch, planTarget(it), st.PaymentIntent, hint)
+	case st.Capture != "" && it.Capture != st.Capture:
+		return fmt.Errorf("item %q of batch %q: %s, but the journal records capture %q for it%s", it.Item, it.Batch, planTarget(it), st.Capture, hint)
 	case st.Sent && it.Amount != st.SentAmount:
 		return fmt.Errorf("item %q of batch %q: amount %s, but the journal records %s as sent%s", it.Item, it.Batch, amountText(it.Amount), amountText(st.SentAmount), hint)
 	case st.Sent && it.Currency != "" && st.SentCurrency != "" && it.Currency != st.SentCurrency:
 		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records %q as sent%s", it.Item, it.Batch, it.Currency, st.SentCurrency, hint)
-	case !st.Sent && st.Status == journal.StatusRefunded && it.Amount > 0 && st.Amount != it.Amount:
+	case !st.Sent && (st.Status == journal.StatusRefunded || st.Status == journal.StatusPending) && it.Amount > 0 && st.Amount != it.Amount:
 		// No intent (a backfilled or compacted journal): the refund's own
 		// amount is what a partial item must match.
 		return fmt.Errorf("item %q of batch %q: amount %d, but the journal records refund %s of %d for it%s", it.Item, it.Batch, it.Amount, st.Refund, st.Amount, hint)
@@ -170,10 +178,13 @@ func checkBinding(it *Item, st journal.ItemState) error {
 }
 
 func planTarget(it *Item) string {
-	if it.Charge != "" {
+	switch {
+	case it.Charge != "":
 		return fmt.Sprintf("the plan names charge %q", it.Charge)
+	case it.PaymentIntent != "":
+		return fmt.Sprintf("the plan names payment_intent %q", it.PaymentIntent)
 	}
-	return fmt.Sprintf("the plan names payment_intent %q", it.PaymentIntent)
+	return fmt.Sprintf("the plan names capture %q", it.Capture)
 }
 
 func amountText(a int64) string {

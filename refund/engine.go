@@ -220,6 +220,10 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 				return p.err
 			}
 			it := &p.item
+			if err := e.facts.accepts(it); err != nil {
+				err.Name, err.Line = name, p.line
+				return err
+			}
 			st, known, err := e.cfg.Checkpoint.Lookup(it.Batch, it.Item)
 			if err != nil {
 				e.halt(&HaltError{Journal: true, Err: err})
@@ -275,6 +279,9 @@ func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bo
 			r.Message = "held in an earlier run: its charge has a refund made elsewhere; run again with --allow-refunded-charges if another refund is intended"
 		}
 		return r, true
+	}
+	if st.Status == journal.StatusPending && e.cfg.DryRun {
+		return e.stillPending(it, st, "", "its refund was pending when journaled: a run asks the provider how it ended"), true
 	}
 	if e.cfg.DryRun {
 		r := newResult(it, StatusWouldRec)

@@ -149,9 +149,28 @@ func validCurrency(s string) bool {
 const (
 	batchRule  = "want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit"
 	itemRule   = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
-	targetRule = "want a charge (ch_/py_) or a payment_intent (pi_)"
+	targetRule = "want a charge (ch_/py_), a payment_intent (pi_) or a capture"
 	amountRule = "want a positive whole number of minor units"
 )
+
+// ValidCapture reports whether id may name a capture: a PayPal capture id
+// (17 upper-case letters and digits), or the payment id of the API an exec
+// command calls, so any 1-128 of [A-Za-z0-9_.:-] starting with a letter or
+// digit.
+func ValidCapture(id string) bool { return validID(id, 128, "_.:-") }
+
+const captureRule = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
+
+// targets counts the payments the item names: one is right.
+func targets(it *Item) int {
+	n := 0
+	for _, id := range []string{it.Charge, it.PaymentIntent, it.Capture} {
+		if id != "" {
+			n++
+		}
+	}
+	return n
+}
 
 // ValidBatch reports whether id may name a batch: 1-64 of [A-Za-z0-9_.-],
 // starting with a letter or digit.
@@ -165,14 +184,16 @@ func (it *Item) Validate() error {
 		return fieldError("batch", "%s: %s", quote(it.Batch), batchRule)
 	case !validID(it.Item, 128, "_.:-"):
 		return fieldError("item", "%s: %s", quote(it.Item), itemRule)
-	case it.Charge == "" && it.PaymentIntent == "":
-		return &InputError{Err: errors.New("needs a charge (ch_/py_) or a payment_intent (pi_)")}
-	case it.Charge != "" && it.PaymentIntent != "":
-		return &InputError{Err: errors.New("names both a charge and a payment_intent: give one")}
+	case it.Charge == "" && it.PaymentIntent == "" && it.Capture == "":
+		return &InputError{Err: errors.New("needs a charge (ch_/py_), a payment_intent (pi_) or a capture")}
+	case targets(it) > 1:
+		return &InputError{Err: errors.New("names more than one of charge, payment_intent and capture: give one")}
 	case it.Charge != "" && !validStripeID(it.Charge, "ch_", "py_"):
 		return fieldError("charge", "%s: want an id starting ch_ or py_", quote(it.Charge))
 	case it.PaymentIntent != "" && !validStripeID(it.PaymentIntent, "pi_"):
 		return fieldError("payment_intent", "%s: want an id starting pi_", quote(it.PaymentIntent))
+	case it.Capture != "" && !ValidCapture(it.Capture):
+		return fieldError("capture", "%s: %s", quote(it.Capture), captureRule)
 	case it.Amount < 0:
 		return fieldError("amount", "%d: %s", it.Amount, amountRule)
 	case it.Currency != "" && !validCurrency(it.Currency):

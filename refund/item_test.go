@@ -43,7 +43,7 @@ func TestParseItem(t *testing.T) {
 		{line: `{"batch":"b1","item":"i1","charge":"ch_1"} {}`, wantErr: "more than one JSON value"},
 		{line: `{"batch":"b1","item":"i1","charge":"re_1"}`, wantErr: "want an id starting ch_ or py_"},
 		{line: `{"batch":"b1","item":"i1","payment_intent":"ch_1"}`, wantErr: "want an id starting pi_"},
-		{line: `{"batch":"b1","item":"i1","charge":"ch_1","payment_intent":"pi_1"}`, wantErr: "names both"},
+		{line: `{"batch":"b1","item":"i1","charge":"ch_1","payment_intent":"pi_1"}`, wantErr: "names more than one"},
 		{line: `{"batch":"b1","item":"i1"}`, wantErr: "needs a charge"},
 		{line: `{"batch":"b 1","item":"i1","charge":"ch_1"}`, wantErr: `batch: "b 1": want`},
 		{line: `{"batch":"b1","item":"","charge":"ch_1"}`, wantErr: `item: "": want`},

@@ -39,6 +39,7 @@ const (
 	fItem
 	fCharge
 	fPaymentIntent
+	fCapture
 	fAmount
 	fCurrency
 	fReason
@@ -46,7 +47,7 @@ const (
 	nFields
 )
 
-var fieldNames = [nFields]string{"batch", "item", "charge", "payment_intent", "amount", "currency", "reason", "metadata"}
+var fieldNames = [nFields]string{"batch", "item", "charge", "payment_intent", "capture", "amount", "currency", "reason", "metadata"}
 
 // Decode decodes one line and, unless d.Input, validates the item. A line
 // that is not a valid item is an *InputError whose Field names the field
@@ -58,8 +59,8 @@ func (d *ItemDecoder) Decode(line []byte) (Item, error) {
 	if err != nil {
 		return Item{}, err
 	}
-	if it.Charge == "" && it.PaymentIntent == "" {
-		for _, f := range []int{fCharge, fPaymentIntent} {
+	if it.Charge == "" && it.PaymentIntent == "" && it.Capture == "" {
+		for _, f := range []int{fCharge, fPaymentIntent, fCapture} {
 			if nulls&(1<<f) != 0 {
 				return Item{}, fieldError(fieldNames[f], "null: %s", targetRule)
 			}
@@ -175,6 +176,8 @@ func (d *ItemDecoder) value(s *scanner, it *Item, f int) (null bool, err error) 
 		it.Charge = same(it.Item, body)
 	case fPaymentIntent:
 		it.PaymentIntent = same(it.Item, body)
+	case fCapture:
+		it.Capture = same(it.Item, body)
 	case fCurrency:
 		it.Currency = recurring(&d.currency, body)
 	case fReason:

@@ -11,6 +11,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
+
+	"github.com/refundkit/refundkit/journal"
 )
 
 // Codes of the results and journal records that the look-up and the checks
@@ -95,15 +98,16 @@ func sortRefunds(it *Item, refunds []Refund, sibling func(item string) bool) onC
 // one of them decides it: its own refund is adopted, a dead one or a
 // refund made elsewhere holds it. done is false when nothing stands in the
 // way of a call. unsent says no intent was ever journaled for the item;
-// burned that an indeterminate answer (Stripe's 500) is saved under its
-// current key.
-func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent, burned bool) (res Result, done bool) {
+// st is what the checkpoint holds of it (KeyBurned: an indeterminate
+// answer, Stripe's 500, is saved under its current key).
+func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool, st journal.ItemState) (res Result, done bool) {
+	burned := st.KeyBurned
 	refunds, looked, res, ok := e.list(ctx, it, attempt, unsent)
 	if !ok {
 		return res, true
 	}
 	if !looked {
-		return e.unlooked(it, attempt, unsent, burned)
+		return e.unlooked(it, attempt, unsent, st)
 	}
 	c := sortRefunds(it, refunds, func(item string) bool { return e.sibling(it, item) })
 	if e.halted() {
@@ -140,21 +144,42 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent, burn
 
 // unlooked decides for an item whose refunds the provider cannot look up
 // (ErrNoLookup), by the checkpoint alone. One never sent is sent. One in
-// doubt is sent again under its key only while the provider still keeps
-// it, for ever (Facts.KeyTTL 0), so that it replays the earlier answer;
-// otherwise it stays in doubt for a person, as does one whose key holds a
-// saved indeterminate answer.
-func (e *engine) unlooked(it *Item, attempt int, unsent, burned bool) (Result, bool) {
+// doubt is sent again under its key only while the provider surely still
+// keeps it (keyKept), so that it answers for the earlier call instead of
+// making a second refund; otherwise it stays in doubt for a person, as
+// does one whose key holds a saved indeterminate answer.
+func (e *engine) unlooked(it *Item, attempt int, unsent bool, st journal.ItemState) (Result, bool) {
 	switch {
 	case unsent:
 		return Result{}, false
-	case burned:
+	case st.KeyBurned:
 		return e.inDoubt(it, attempt, CodeNoLookup, e.name+" gave an indeterminate answer to an earlier call and cannot look its refunds up: check the payment there before planning it again"), true
-	case e.facts.KeyTTL > 0:
-		return e.inDoubt(it, attempt, CodeNoLookup, fmt.Sprintf("an earlier call was sent, %s cannot look its refunds up and keeps keys only %v: check the payment there before planning it again", e.name, e.facts.KeyTTL)), true
+	case !keyKept(st.SentAt, e.facts.KeyTTL, e.cfg.Now()):
+		return e.inDoubt(it, attempt, CodeNoLookup, fmt.Sprintf("an earlier call was sent (%s), %s cannot look its refunds up and keeps keys only %v: check the payment there before planning it again", sentWhen(st.SentAt), e.name, e.facts.KeyTTL)), true
 	}
-	e.logItem(slog.LevelDebug, "in doubt, no look-up, keys kept for ever: the same key again", it, attempt)
+	e.logItem(slog.LevelDebug, "in doubt, no look-up, the key is still kept: the same key again", it, attempt)
 	return Result{}, false
+}
+
+// keyKept reports whether a provider that keeps keys for ttl (0: for
+// ever) surely still keeps one first sent at sentAt (Unix seconds). Only
+// within half its time: clocks step, a journal restored from a backup
+// carries another host's clock, and a key sent again after the provider
+// forgot it makes a second refund. A time ahead of now means the clock
+// went back: how old the key is cannot be known.
+func keyKept(sentAt int64, ttl time.Duration, now time.Time) bool {
+	if ttl == 0 {
+		return true
+	}
+	age := now.Sub(time.Unix(sentAt, 0))
+	return sentAt > 0 && age > -time.Minute && age < ttl/2
+}
+
+func sentWhen(sentAt int64) string {
+	if sentAt == 0 {
+		return "when is not journaled"
+	}
+	return "at " + time.Unix(sentAt, 0).UTC().Format(time.RFC3339)
 }
 
 // sibling reports whether item of it's batch is the plan's or journal's
@@ -164,7 +189,7 @@ func (e *engine) sibling(it *Item, item string) bool {
 		return true
 	}
 	st, ok := e.lookupState(it.Batch, item)
-	return ok && (st.Charge == it.Target() || st.PaymentIntent == it.Target())
+	return ok && (st.Charge == it.Target() || st.PaymentIntent == it.Target() || st.Capture == it.Target())
 }
 
 // list returns the refunds of the item's charge or payment intent, newest

@@ -19,6 +19,8 @@ const (
 	EndpointList
 	// EndpointCharges is Provider.Charges (GET /v1/charges).
 	EndpointCharges
+	// EndpointGet is Provider.Get (GET /v1/refunds/{id}).
+	EndpointGet
 )
 
 // DefaultShare of a provider's limits a run takes: the rest is headroom
@@ -27,7 +29,7 @@ const DefaultShare = 0.8
 
 // Limits are request rates per second; 0 means no limit. A provider's
 // package says what its own are (stripe.Limits).
-type Limits struct{ Global, Create, List, Charges float64 }
+type Limits struct{ Global, Create, List, Charges, Get float64 }
 
 // Pacer paces a run's requests within its limits, the account's and each
 // endpoint's, and adapts to what the provider says: a refusal for the rate
@@ -36,12 +38,13 @@ type Limits struct{ Global, Create, List, Charges float64 }
 // without a storm of 429s. It is safe for concurrent use; a nil *Pacer
 // lets everything through.
 type Pacer struct {
-	global, create, list, charges *adaptive
+	global, create, list, charges, get *adaptive
 }
 
 // NewPacer returns a pacer for limits.
 func NewPacer(l Limits) *Pacer {
-	return &Pacer{global: newAdaptive(l.Global), create: newAdaptive(l.Create), list: newAdaptive(l.List), charges: newAdaptive(l.Charges)}
+	return &Pacer{global: newAdaptive(l.Global), create: newAdaptive(l.Create), list: newAdaptive(l.List),
+		charges: newAdaptive(l.Charges), get: newAdaptive(l.Get)}
 }
 
 func (p *Pacer) endpoint(e Endpoint) *adaptive {
@@ -50,6 +53,8 @@ func (p *Pacer) endpoint(e Endpoint) *adaptive {
 		return p.list
 	case EndpointCharges:
 		return p.charges
+	case EndpointGet:
+		return p.get
 	}
 	return p.create
 }

@@ -19,6 +19,9 @@ import (
 // the other's refund.
 func (e *engine) process(ctx context.Context, j job) Result {
 	it, st := j.it, j.st
+	if j.known && st.Status == journal.StatusPending {
+		return e.settlePending(ctx, it, st)
+	}
 	attempt := 1
 	if j.known {
 		attempt = max(st.Attempt, 1)
@@ -33,7 +36,7 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	// refunded the charge: look before the first call. Only NoLookup skips
 	// it, and only for an item the journal has never seen.
 	if j.known || !e.cfg.NoLookup {
-		if res, done := e.lookup(ctx, it, attempt, unsent, st.KeyBurned); done {
+		if res, done := e.lookup(ctx, it, attempt, unsent, st); done {
 			return res
 		}
 	}

@@ -8,7 +8,11 @@ package refund
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/refundkit/refundkit/journal"
 )
 
 // Provider is a payment provider's refund API. Its methods return errors
@@ -57,6 +61,10 @@ type Facts struct {
 	LateOutcomes bool
 	// Backoff spaces the retries of a call the provider asks to repeat.
 	Backoff Backoff
+	// Payments are the plan item fields naming what this provider refunds
+	// ("charge", "payment_intent", "capture"); none is any. An item naming
+	// another is refused as bad input, before anything is sent for it.
+	Payments []string
 }
 
 // Payment is what a refund is made on: a charge or a payment intent
@@ -74,6 +82,26 @@ func (p Payment) ID() string {
 	return p.Capture
 }
 
+// paymentField names the field of the plan item that names its payment.
+func paymentField(it *Item) string {
+	switch {
+	case it.Charge != "":
+		return "charge"
+	case it.PaymentIntent != "":
+		return "payment_intent"
+	}
+	return "capture"
+}
+
+// accepts says why the provider cannot refund the item's payment, if so.
+func (f *Facts) accepts(it *Item) *InputError {
+	field := paymentField(it)
+	if len(f.Payments) == 0 || slices.Contains(f.Payments, field) {
+		return nil
+	}
+	return fieldError(field, "%s refunds a %s, not a %s: is this the plan for another provider (--provider)?", f.Name, strings.Join(f.Payments, " or "), field)
+}
+
 func paymentOf(it *Item) Payment {
 	return Payment{Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture}
 }
@@ -82,7 +110,7 @@ func paymentOf(it *Item) Payment {
 // findings use; a provider maps its own onto them.
 const (
 	RefundSucceeded      = "succeeded"
-	RefundPending        = "pending"
+	RefundPending        = journal.PendingStatus
 	RefundRequiresAction = "requires_action" // can still be canceled
 	RefundCanceled       = "canceled"
 	RefundFailed         = "failed"

@@ -24,8 +24,10 @@ import (
 
 // memProvider keeps refunds and the answers saved under idempotency keys.
 type memProvider struct {
-	noLookup bool          // Find says ErrNoLookup
-	keyTTL   time.Duration // Facts.KeyTTL
+	noLookup bool             // Find says ErrNoLookup
+	keyTTL   time.Duration    // Facts.KeyTTL
+	now      func() time.Time // the run's clock; nil is time.Now
+	pending  bool             // new refunds are pending until settle
 
 	mu      sync.Mutex
 	refunds []refund.Refund          // oldest first
@@ -61,6 +63,9 @@ func (p *memProvider) add(charge string, amount int64, meta map[string]string) r
 	}
 	r := refund.Refund{ID: fmt.Sprintf("mre_%d", len(p.refunds)+1), Charge: charge, Amount: amount, Currency: "eur",
 		Status: refund.RefundSucceeded, Created: int64(len(p.refunds)), Metadata: meta}
+	if p.pending {
+		r.Status = refund.RefundPending
+	}
 	p.refunds = append(p.refunds, r)
 	return r
 }
@@ -121,7 +126,7 @@ func memRun(t *testing.T, p *memProvider, path, plan string, lose bool) map[stri
 		cp = loseOutcomes{cp}
 	}
 	res := map[string]refund.Result{}
-	_, err = refund.Run(context.Background(), refund.Config{Provider: p, Checkpoint: cp, Workers: 2,
+	_, err = refund.Run(context.Background(), refund.Config{Provider: p, Checkpoint: cp, Workers: 2, Now: p.now,
 		OnResult: func(r refund.Result) { res[r.Item] = r }}, strings.NewReader(plan), "plan.jsonl")
 	var h *refund.HaltError
 	if err != nil && !(lose && errors.As(err, &h) && h.Journal) {
@@ -145,14 +150,33 @@ func TestAProviderInMemoryRunsTheEngineEndToEnd(t *testing.T) {
 			}
 		}
 	})
-	t.Run("no look-up and keys forgotten: in doubt, nothing sent", func(t *testing.T) {
-		p := &memProvider{noLookup: true, keyTTL: time.Hour}
-		path := filepath.Join(t.TempDir(), "j.jsonl")
-		memRun(t, p, path, plan, true)
-		if r := memRun(t, p, path, plan, false)["crash"]; r.Status != refund.StatusInDoubt || r.Code != refund.CodeNoLookup || p.creates != 1 {
-			t.Errorf("rerun %+v after %d creates, want in doubt (%s) after 1", r, p.creates, refund.CodeNoLookup)
-		}
-	})
+	// A provider that keeps keys for a time (PayPal: 45 days) and cannot
+	// look up: the same key again only while it surely keeps it.
+	for _, tc := range []struct {
+		name  string
+		later time.Duration // from the crashed run to the rerun, by the clock
+		sent  bool
+	}{
+		{"key kept: the same key again, one refund", 10 * time.Minute, true},
+		{"key maybe forgotten: in doubt, nothing sent", 40 * time.Minute, false},
+		{"clock went back: in doubt, nothing sent", -2 * time.Hour, false},
+	} {
+		t.Run("no look-up, "+tc.name, func(t *testing.T) {
+			p := &memProvider{noLookup: true, keyTTL: time.Hour}
+			path := filepath.Join(t.TempDir(), "j.jsonl")
+			start := time.Now()
+			p.now = func() time.Time { return start }
+			memRun(t, p, path, plan, true)
+			p.now = func() time.Time { return start.Add(tc.later) }
+			r := memRun(t, p, path, plan, false)["crash"]
+			switch {
+			case tc.sent && (r.Status != refund.StatusRefunded || p.creates != 2 || len(p.refunds) != 1):
+				t.Errorf("rerun %+v after %d creates, %d refunds; want refunded by the same key, 1 refund", r, p.creates, len(p.refunds))
+			case !tc.sent && (r.Status != refund.StatusInDoubt || r.Code != refund.CodeNoLookup || p.creates != 1):
+				t.Errorf("rerun %+v after %d creates, want in doubt (%s) after 1", r, p.creates, refund.CodeNoLookup)
+			}
+		})
+	}
 
 	p := &memProvider{}
 	p.add("ch_2", 700, map[string]string{refund.MetaBatch: "b1", refund.MetaItem: "adopt", refund.MetaAttempt: "1"})
@@ -194,5 +218,58 @@ func TestAProviderInMemoryRunsTheEngineEndToEnd(t *testing.T) {
 	}
 	if want := []string{"failed held " + refund.CodeRefundedByOtherBatch}; !slices.Equal(got, want) {
 		t.Errorf("audit findings %q, want %q", got, want)
+	}
+}
+
+// settle ends refund id as status, as the provider does for a pending one.
+func (p *memProvider) settle(id, status string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range p.refunds {
+		if p.refunds[i].ID == id {
+			p.refunds[i].Status = status
+		}
+	}
+}
+
+// A pending refund is journaled pending and settled by later runs, which
+// ask how it ended and never send a second one.
+func TestPendingRefundsSettleOnRerun(t *testing.T) {
+	plan := `{"batch":"b1","item":"ok","charge":"ch_1","amount":500}
+{"batch":"b1","item":"bad","charge":"ch_2","amount":300}
+`
+	for _, noLookup := range []bool{false, true} {
+		p := &memProvider{pending: true, noLookup: noLookup}
+		path := filepath.Join(t.TempDir(), "j.jsonl")
+		res := memRun(t, p, path, plan, false)
+		for _, item := range []string{"ok", "bad"} {
+			if r := res[item]; r.Status != refund.StatusPending || r.Refund == "" {
+				t.Fatalf("first run: %s %+v, want pending with its refund", item, r)
+			}
+		}
+		ok, bad := res["ok"].Refund, res["bad"].Refund
+
+		// Still pending at the provider: still pending, nothing sent.
+		res = memRun(t, p, path, plan, false)
+		if r := res["ok"]; r.Status != refund.StatusPending || r.Refund != ok {
+			t.Errorf("second run: %+v, want still pending %s", r, ok)
+		}
+		p.settle(ok, refund.RefundSucceeded)
+		p.settle(bad, refund.RefundFailed)
+		res = memRun(t, p, path, plan, false)
+		if r := res["ok"]; r.Status != refund.StatusRefunded || r.Refund != ok {
+			t.Errorf("settled: %+v, want refunded %s", r, ok)
+		}
+		if r := res["bad"]; r.Status != refund.StatusFailed || r.Code != "refund_failed" || r.Refund != bad {
+			t.Errorf("failed at the provider: %+v, want failed refund_failed with %s", r, bad)
+		}
+		// Settled for good: a fourth run skips both without a call.
+		res = memRun(t, p, path, plan, false)
+		if res["ok"].Status != refund.StatusSkipped || res["bad"].Status != refund.StatusFailed {
+			t.Errorf("fourth run: %+v %+v, want skipped and failed", res["ok"], res["bad"])
+		}
+		if p.creates != 2 || len(p.refunds) != 2 {
+			t.Errorf("no look-up %v: %d creates, %d refunds; want 2 and 2 (none sent again)", noLookup, p.creates, len(p.refunds))
+		}
 	}
 }

@@ -16,6 +16,7 @@ const (
 	StatusSkipped  = "skipped"  // the journal already holds its refund: no API call
 	StatusFailed   = "failed"   // Stripe refused it for good (now or in an earlier run)
 	StatusInDoubt  = "in_doubt" // not settled: a later run reconciles it first
+	StatusPending  = "pending"  // the provider accepted its refund and has not finished it
 	StatusWould    = "would_refund"
 	StatusWouldRec = "would_reconcile"
 )
@@ -27,6 +28,7 @@ type Result struct {
 	Item          string `json:"item"`
 	Charge        string `json:"charge,omitempty"`
 	PaymentIntent string `json:"payment_intent,omitempty"`
+	Capture       string `json:"capture,omitempty"`
 	Status        string `json:"status"`
 	Refund        string `json:"refund,omitempty"`
 	Amount        int64  `json:"amount,omitempty"`
@@ -40,7 +42,7 @@ type Result struct {
 }
 
 func newResult(it *Item, status string) Result {
-	return Result{Batch: it.Batch, Item: it.Item, Charge: it.Charge, PaymentIntent: it.PaymentIntent, Status: status}
+	return Result{Batch: it.Batch, Item: it.Item, Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture, Status: status}
 }
 
 // Summary counts what a run did.
@@ -82,7 +84,7 @@ func (s *Summary) add(r Result) {
 func (s *Summary) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %s:", s.Items, plural(s.Items, "item"))
-	for i, st := range []string{StatusRefunded, StatusSkipped, StatusFailed, StatusInDoubt, StatusWould, StatusWouldRec} {
+	for i, st := range []string{StatusRefunded, StatusSkipped, StatusFailed, StatusInDoubt, StatusPending, StatusWould, StatusWouldRec} {
 		if n := s.ByStatus[st]; n > 0 || i < 4 {
 			if i > 0 {
 				b.WriteByte(',')
@@ -124,6 +126,7 @@ func (r *Result) AppendJSON(b []byte) []byte {
 	b = appendJSONString(b, r.Item)
 	b = appendOptString(b, `,"charge":`, r.Charge)
 	b = appendOptString(b, `,"payment_intent":`, r.PaymentIntent)
+	b = appendOptString(b, `,"capture":`, r.Capture)
 	b = append(b, `,"status":`...)
 	b = appendJSONString(b, r.Status)
 	b = appendOptString(b, `,"refund":`, r.Refund)

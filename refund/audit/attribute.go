@@ -174,7 +174,7 @@ func (r *run) matches(ctx context.Context, m *member, x *sref) (bool, error) {
 
 // unattributedFinding reports a refund no item can be given.
 func (r *run) unattributedFinding(t *target, batch string, u unattributed) *Finding {
-	v := itemView{batch: batch, target: t.id, isIntent: t.intent}
+	v := itemView{batch: batch, target: t.id, pay: t.pay}
 	f := v.finding(KindStripeOnly)
 	ref := u.x.Refund
 	ref.Action = ActionUnattributed

@@ -52,7 +52,7 @@ func (a *Auditor) AddPlan(r io.Reader, name string) error {
 			}
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if !a.st.addPlanItem(it.Batch, it.Item, it.Charge, it.PaymentIntent, it.Amount, it.Currency, origin{name, line}) {
+		if !a.st.addPlanItem(it.Batch, it.Item, it.Charge, it.PaymentIntent, it.Capture, it.Amount, it.Currency, origin{name, line}) {
 			return &refund.InputError{Name: name, Line: line, Err: fmt.Errorf("item %q of batch %q is listed twice", it.Item, it.Batch)}
 		}
 	}
@@ -134,9 +134,17 @@ type Options struct {
 	// counts as unreachable.
 	Retry    refund.Backoff
 	MaxTries int
-	// Now is the clock for journal records (default time.Now).
+	// Now is the clock for journal records and the age of pending refunds
+	// (default time.Now).
 	Now func() time.Time
+	// PendingAfter is how long a refund may stay pending before it is a
+	// finding (KindPending); 0 is DefaultPendingAfter.
+	PendingAfter time.Duration
 }
+
+// DefaultPendingAfter is how long a refund may stay pending unreported:
+// PayPal's eCheck refunds take up to about a week to clear.
+const DefaultPendingAfter = 7 * 24 * time.Hour
 
 // StripeError is an audit stopped because Stripe refused the key or could
 // not be reached: what Stripe holds is unknown, so nothing can be concluded.
@@ -168,6 +176,9 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.PendingAfter <= 0 {
+		opts.PendingAfter = DefaultPendingAfter
 	}
 	if opts.CancelExtras && opts.Actions == nil {
 		opts.Actions = opts.Backfill
@@ -233,21 +244,21 @@ type run struct {
 
 // itemView is an item's state with its strings, which point into the arena.
 type itemView struct {
-	idx      uint32
-	batch    string
-	item     string
-	target   string
-	isIntent bool
-	flags    uint16
-	status   string
+	idx    uint32
+	batch  string
+	item   string
+	target string
+	pay    refund.Payment
+	flags  uint16
+	status string
 }
 
 func (r *run) view(i uint32) itemView {
 	s := r.st
 	sl := s.slot(i)
 	batch, item := s.idx.Key(i)
-	v := itemView{idx: i, batch: batch, item: item, target: s.str(sl.target),
-		isIntent: sl.flags&flagIntent != 0, flags: sl.flags}
+	v := itemView{idx: i, batch: batch, item: item, target: s.str(sl.target), flags: sl.flags}
+	v.pay = paymentOf(v.target, sl.flags)
 	switch {
 	case sl.flags&flagRefunded != 0:
 		v.status = "refunded"
@@ -262,11 +273,7 @@ func (r *run) view(i uint32) itemView {
 // finding starts a finding about item v.
 func (v *itemView) finding(kind string) *Finding {
 	f := &Finding{Finding: kind, Batch: v.batch, Item: v.item, Status: v.status}
-	if v.isIntent {
-		f.PaymentIntent = v.target
-	} else {
-		f.Charge = v.target
-	}
+	f.on(v.pay)
 	return f
 }
 

@@ -322,7 +322,7 @@ func (r *run) stripeOthers(ctx context.Context, t *target, batch string, others 
 		byItem[x.item] = append(byItem[x.item], x)
 	}
 	for _, item := range order {
-		v := itemView{batch: batch, item: item, target: t.id, isIntent: t.intent}
+		v := itemView{batch: batch, item: item, target: t.id, pay: t.pay}
 		f := v.finding(KindStripeOnly)
 		if err := r.backfill(f, batch, item, v, byItem[item]); err != nil {
 			return err
@@ -371,7 +371,7 @@ func (r *run) stripeCharge(ctx context.Context, t *target, batch string, ms, pla
 		return nil
 	}
 	sort.SliceStable(spare, func(a, b int) bool { return spare[a].Created < spare[b].Created })
-	v := itemView{batch: batch, target: t.id, isIntent: t.intent}
+	v := itemView{batch: batch, target: t.id, pay: t.pay}
 	f := v.finding(KindDuplicate)
 	f.Planned = len(planned)
 	f.Message = fmt.Sprintf("%d live refunds of the batch on a charge with %s", len(refunds)+len(spare), count(len(planned), "planned item"))

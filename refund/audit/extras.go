@@ -161,11 +161,7 @@ func (r *run) record(typ journal.Type, batch, item string, v itemView, x *sref) 
 		V: journal.Version, Type: typ, Time: r.opts.Now().UTC(), Batch: batch, Item: item,
 		Attempt: x.attempt, Amount: x.Amount, Currency: x.Currency, Refund: x.ID, Status: x.Status,
 	}
-	if v.isIntent {
-		rec.PaymentIntent = v.target
-	} else {
-		rec.Charge = v.target
-	}
+	rec.Charge, rec.PaymentIntent, rec.Capture = v.pay.Charge, v.pay.PaymentIntent, v.pay.Capture
 	if x.attempt > 0 {
 		rec.Key = refund.IdempotencyKey(batch, item, x.attempt)
 	}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/money"
 )
 
@@ -30,6 +31,9 @@ const (
 	// made elsewhere (codes refunded_by_other_batch,
 	// refunded_outside_refundkit).
 	KindFailed = "failed"
+	// KindPending: a refund the provider accepted, journaled pending longer
+	// ago than Options.PendingAfter, and not settled since.
+	KindPending = "pending"
 	// KindTornTail: a journal's last line was cut by a crash.
 	KindTornTail = "torn_tail"
 	// KindMissing: a planned item the journal has nothing for (and, with
@@ -48,7 +52,7 @@ const (
 )
 
 // Kinds lists every kind of finding in the order summaries show them.
-var Kinds = []string{KindDuplicate, KindOtherBatch, KindInDoubt, KindConflict, KindFailed, KindTornTail,
+var Kinds = []string{KindDuplicate, KindOtherBatch, KindInDoubt, KindConflict, KindFailed, KindPending, KindTornTail,
 	KindMissing, KindNotInPlan, KindStripeOnly, KindJournalOnly, KindUnchecked}
 
 // Actions on a refund listed in a finding: what audit did with it or what
@@ -74,6 +78,7 @@ type Finding struct {
 	Item          string `json:"item,omitempty"`
 	Charge        string `json:"charge,omitempty"`
 	PaymentIntent string `json:"payment_intent,omitempty"`
+	Capture       string `json:"capture,omitempty"`
 	// Status is what the journal says of the item: refunded, failed,
 	// in_doubt, or none.
 	Status string `json:"status,omitempty"`
@@ -189,4 +194,9 @@ func duplicateRemedy(f *Finding, journalOnly bool) string {
 		parts = append(parts, refundIDs(unattributed)+" cannot be matched to an item: check them in the dashboard before running refund for this charge again")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// on names the payment p the finding is about.
+func (f *Finding) on(p refund.Payment) {
+	f.Charge, f.PaymentIntent, f.Capture = p.Charge, p.PaymentIntent, p.Capture
 }

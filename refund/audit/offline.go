@@ -6,6 +6,7 @@ package audit
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
@@ -26,6 +27,11 @@ func (r *run) itemPass() {
 		sl := s.slot(i)
 		refunded := sl.flags&flagRefunded != 0
 		switch {
+		case refunded && sl.flags&flagPending != 0:
+			sums[4].add(sl.currency, sl.amount)
+			if f := r.stalePending(i); f != nil {
+				r.out(f)
+			}
 		case refunded:
 			if sl.flags&flagExtras == 0 && len(s.canceled) == 0 {
 				sums[0].add(sl.currency, sl.amount)
@@ -69,7 +75,7 @@ func (r *run) itemPass() {
 }
 
 // passStatuses are the statuses itemPass counts, in the order of its tallies.
-var passStatuses = [...]string{"refunded", "failed", "in_doubt", "none"}
+var passStatuses = [...]string{"refunded", "failed", "in_doubt", "none", "pending"}
 
 // tally is what itemPass adds to the report for one status, by interned
 // currency: a million items cost a million additions, not map writes.
@@ -335,4 +341,25 @@ func (r *run) noteExtras(f *Finding) {
 	for _, x := range f.Refunds[1:] {
 		r.rep.ExtraJournalAmount[x.Currency] += x.Amount
 	}
+}
+
+// stalePending reports item i, whose refund was journaled pending, when
+// it has been for longer than Options.PendingAfter: a refund the provider
+// accepted and has not finished is news to a person after a while.
+func (r *run) stalePending(i uint32) *Finding {
+	since := time.Unix(r.st.pendingSince[i], 0)
+	age := r.opts.Now().Sub(since)
+	if age <= r.opts.PendingAfter {
+		return nil
+	}
+	v := r.view(i)
+	f := v.finding(KindPending)
+	f.Refunds = r.journalRefunds(i)
+	for _, x := range f.Refunds {
+		f.Amount += x.Amount
+		f.Currency = x.Currency
+	}
+	f.Message = fmt.Sprintf("journaled pending at %s, %s ago, and not settled since", since.UTC().Format(time.RFC3339), age.Round(time.Minute))
+	f.Remedy = "run refund again with the same plan and journal: it asks the provider how the refund ended and journals it, sending nothing"
+	return f
 }

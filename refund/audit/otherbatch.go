@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/money"
 )
 
@@ -91,7 +92,7 @@ func (r *run) otherBatchPass() {
 			}
 		}
 		v := r.view(first)
-		if f := otherBatchFinding(v.target, v.isIntent, refunds, allowed); f != nil {
+		if f := otherBatchFinding(v.pay, refunds, allowed); f != nil {
 			r.out(f)
 		}
 	}
@@ -131,7 +132,7 @@ func (r *run) otherBatches(t *target, gs []*group, all []*sref) {
 			}
 		}
 	}
-	if f := otherBatchFinding(t.id, t.intent, refunds, allowed); f != nil {
+	if f := otherBatchFinding(t.pay, refunds, allowed); f != nil {
 		r.out(f)
 	}
 }
@@ -140,7 +141,7 @@ func (r *run) otherBatches(t *target, gs []*group, all []*sref) {
 // several batches on one target, unless every batch but one was allowed
 // to refund on top of the others (--allow-refunded-charges after refund
 // held one of its items there): nil then.
-func otherBatchFinding(target string, intent bool, refunds []Refund, allowed map[string]bool) *Finding {
+func otherBatchFinding(pay refund.Payment, refunds []Refund, allowed map[string]bool) *Finding {
 	var batches []string
 	seen := map[string]bool{}
 	for _, x := range refunds {
@@ -159,11 +160,7 @@ func otherBatchFinding(target string, intent bool, refunds []Refund, allowed map
 		return nil
 	}
 	f := &Finding{Finding: KindOtherBatch, Refunds: refunds}
-	if intent {
-		f.PaymentIntent = target
-	} else {
-		f.Charge = target
-	}
+	f.on(pay)
 	var named []string
 	later := map[string]int64{}
 	for _, x := range refunds {

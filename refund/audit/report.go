@@ -12,8 +12,8 @@ type Report struct {
 	Records  int // records read
 	Items    int // items of the plan and journals
 	Stripe   bool
-	// ByStatus counts items by what the journal says: refunded, failed,
-	// in_doubt, or none (planned, never journaled).
+	// ByStatus counts items by what the journal says: refunded, pending,
+	// failed, in_doubt, or none (planned, never journaled).
 	ByStatus map[string]int
 	// Amounts sums per status and currency: the refunds journaled
 	// (refunded), the requested amounts (failed, in_doubt; a request for the
@@ -91,20 +91,23 @@ func (r *Report) Lines() []string {
 	items := fmt.Sprintf("%s, %s, %s: %d refunded, %d failed, %d in doubt",
 		count(r.Journals, "journal"), count(r.Records, "record"), count(r.Items, "item"),
 		r.ByStatus["refunded"], r.ByStatus["failed"], r.ByStatus["in_doubt"])
+	if n := r.ByStatus["pending"]; n > 0 {
+		items += fmt.Sprintf(", %d pending", n)
+	}
 	if n := r.ByStatus["none"]; n > 0 {
 		items += fmt.Sprintf(", %d not journaled", n)
 	}
 	lines = append(lines, items)
-	for _, st := range []string{"refunded", "failed", "in_doubt"} {
+	for _, st := range []string{"refunded", "pending", "failed", "in_doubt"} {
 		var parts []string
 		if m := r.Amounts[st]; len(m) > 0 {
 			parts = append(parts, amounts(m))
 		}
-		if n := r.Full[st]; n > 0 && st != "refunded" {
+		if n := r.Full[st]; n > 0 && st != "refunded" && st != "pending" {
 			parts = append(parts, count(n, "full refund"))
 		}
 		if len(parts) > 0 {
-			what := map[string]string{"refunded": "refunded", "failed": "failed (requested)", "in_doubt": "in doubt (requested)"}[st]
+			what := map[string]string{"refunded": "refunded", "pending": "pending (accepted, not finished)", "failed": "failed (requested)", "in_doubt": "in doubt (requested)"}[st]
 			lines = append(lines, what+": "+strings.Join(parts, " + "))
 		}
 	}

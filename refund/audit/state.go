@@ -27,6 +27,8 @@ const (
 	flagRefunded            // a refunded record names the item
 	flagFinalFailure        // a final failure record names the item, and no refund record follows it
 	flagIntent              // the target is a payment intent, not a charge
+	flagCapture             // the target is a capture (PayPal), not a charge
+	flagPending             // its refund was journaled pending and no end of it since: see state.pendingSince
 	flagGroupHead           // first item of its (batch, target) group
 	flagExtras              // more than one refund id: see state.extras
 	flagConflict            // see state.conflicts
@@ -91,9 +93,12 @@ type state struct {
 	// mismatches are the messages of answer_mismatch failures: the item
 	// is in doubt, and the message names the refund Stripe answered with.
 	mismatches map[uint32]string
-	canceled   map[string]bool // refund ids journaled as canceled
-	planned    bool            // a plan was added
-	live       bool            // the records applied are of a journal a running refund holds
+	// pendingSince is when an item's refund was journaled pending (Unix
+	// seconds), while no end of it is journaled (flagPending).
+	pendingSince map[uint32]int64
+	canceled     map[string]bool // refund ids journaled as canceled
+	planned      bool            // a plan was added
+	live         bool            // the records applied are of a journal a running refund holds
 	// grouped: items are linked into groups as their targets become known.
 	// Linking costs a table probe per item, and a journal read without a
 	// plan or Stripe needs no groups, so it starts with groupItems.
@@ -108,6 +113,8 @@ func newState() *state {
 		failures:   map[uint32]failure{},
 		mismatches: map[uint32]string{},
 		canceled:   map[string]bool{},
+
+		pendingSince: map[uint32]int64{},
 	}
 }
 
@@ -122,7 +129,7 @@ func (s *state) item(i uint32) string {
 }
 
 // addPlanItem records a planned item; false if the plan names it twice.
-func (s *state) addPlanItem(batch, item, charge, intent string, amount int64, currency string, at origin) bool {
+func (s *state) addPlanItem(batch, item, charge, intent, capture string, amount int64, currency string, at origin) bool {
 	i := s.upsert(batch, item, s.hashItem(item))
 	sl := s.slot(i)
 	if sl.flags&flagInPlan != 0 {
@@ -131,7 +138,7 @@ func (s *state) addPlanItem(batch, item, charge, intent string, amount int64, cu
 	sl.flags |= flagInPlan | flagRequested
 	sl.reqAmount = amount
 	sl.reqCurrency = s.currencies.ID(currency)
-	s.setTarget(i, sl, charge, intent, at)
+	s.setTarget(i, sl, refund.Payment{Charge: charge, PaymentIntent: intent, Capture: capture}, at)
 	return true
 }
 
@@ -165,7 +172,7 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 	if s.live {
 		sl.flags |= flagLive
 	}
-	s.setTarget(i, sl, r.Charge, r.PaymentIntent, at)
+	s.setTarget(i, sl, refund.Payment{Charge: r.Charge, PaymentIntent: r.PaymentIntent, Capture: r.Capture}, at)
 	refunded := sl.flags&flagRefunded != 0
 	switch r.Type {
 	case journal.TypeIntent:
@@ -191,7 +198,15 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 			sl.refund = s.idx.Arena().Add(r.Refund)
 			sl.amount = r.Amount
 			sl.currency = s.currencies.ID(r.Currency)
+			if r.Status == journal.PendingStatus {
+				sl.flags |= flagPending
+				s.pendingSince[i] = r.Time.Unix()
+			}
 		case s.str(sl.refund) == r.Refund:
+			if sl.flags&flagPending != 0 && r.Status != journal.PendingStatus {
+				sl.flags &^= flagPending // settled by a later run
+				delete(s.pendingSince, i)
+			}
 			if first := s.currencies.Name(sl.currency); r.Amount != sl.amount || r.Currency != first {
 				s.conflict(i, sl, fmt.Sprintf("%s: refund %s journaled again with amount %s, first with %s",
 					at, r.Refund, money.Format(r.Amount, r.Currency), money.Format(sl.amount, first)))
@@ -207,6 +222,12 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 		}
 	case journal.TypeFailed:
 		sl.code = s.codes.ID(r.Code)
+		if r.Final && sl.flags&flagPending != 0 && r.Refund == s.str(sl.refund) {
+			// The pending refund ended failed or canceled: no money moved,
+			// and the item is failed, not refunded.
+			sl.flags &^= flagPending | flagRefunded
+			delete(s.pendingSince, i)
+		}
 		if r.Final {
 			sl.flags |= flagFinalFailure
 			sl.status = statusFailed
@@ -222,18 +243,19 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 
 // setTarget records the charge or payment intent of an item and links the
 // item into its group; a different target than before is a conflict.
-func (s *state) setTarget(i uint32, sl *itemSlot, charge, intent string, at origin) {
-	t, isIntent := charge, false
-	if t == "" {
-		t, isIntent = intent, intent != ""
-	}
+func (s *state) setTarget(i uint32, sl *itemSlot, p refund.Payment, at origin) {
+	t := p.ID()
 	if t == "" {
 		return
 	}
 	if sl.target == 0 {
 		sl.target = s.idx.Arena().Add(t)
-		if isIntent {
+		switch {
+		case p.Charge != "":
+		case p.PaymentIntent != "":
 			sl.flags |= flagIntent
+		default:
+			sl.flags |= flagCapture
 		}
 		if s.grouped {
 			s.link(i, sl)
@@ -243,6 +265,17 @@ func (s *state) setTarget(i uint32, sl *itemSlot, charge, intent string, at orig
 	if old := s.str(sl.target); old != t {
 		s.conflict(i, sl, fmt.Sprintf("%s: names %s, earlier lines name %s", at, t, old))
 	}
+}
+
+// paymentOf is target id as the payment of the kind flags say.
+func paymentOf(id string, flags uint16) refund.Payment {
+	switch {
+	case flags&flagIntent != 0:
+		return refund.Payment{PaymentIntent: id}
+	case flags&flagCapture != 0:
+		return refund.Payment{Capture: id}
+	}
+	return refund.Payment{Charge: id}
 }
 
 // heldCode reports the codes of a final failure that refund journals when

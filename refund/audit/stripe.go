@@ -17,9 +17,9 @@ import (
 // target is a charge or payment intent whose refunds are listed once for
 // every group (batch) of items on it.
 type target struct {
-	id     string
-	intent bool
-	heads  []uint32 // first item of each group on it
+	id    string
+	pay   refund.Payment
+	heads []uint32 // first item of each group on it
 }
 
 // listJob is the listing of one target.
@@ -56,7 +56,7 @@ func (r *run) stripePass(ctx context.Context) error {
 		if !ok {
 			k = len(targets)
 			index[id] = k
-			targets = append(targets, &target{id: id, intent: sl.flags&flagIntent != 0})
+			targets = append(targets, &target{id: id, pay: paymentOf(id, sl.flags)})
 		}
 		targets[k].heads = append(targets[k].heads, i)
 	}
@@ -126,11 +126,7 @@ func (r *run) stripePass(ctx context.Context) error {
 func (r *run) unchecked(t *target, e *listRefused) {
 	f := &Finding{Finding: KindUnchecked, Code: e.code, Message: e.msg,
 		Remedy: "Stripe would not list this charge's refunds, so its items were checked against the journal only: look at the charge in the dashboard"}
-	if t.intent {
-		f.PaymentIntent = t.id
-	} else {
-		f.Charge = t.id
-	}
+	f.on(t.pay)
 	r.out(f)
 	for _, h := range t.heads {
 		for _, m := range r.st.members(h) {
@@ -225,10 +221,7 @@ func (r *run) halted(e *StripeError) *StripeError {
 // list returns every refund of a target; a charge the provider does not
 // know has none.
 func (r *run) list(ctx context.Context, t *target) ([]refund.Refund, error) {
-	p := refund.Payment{Charge: t.id}
-	if t.intent {
-		p = refund.Payment{PaymentIntent: t.id}
-	}
+	p := t.pay
 	var out []refund.Refund
 	err := r.call(ctx, refund.EndpointList, "listing the refunds of "+t.id, func() error {
 		r.rep.listCalls.Add(1)

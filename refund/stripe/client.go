@@ -50,7 +50,8 @@ func New(base, key string, conns int) *Client {
 // with Stripe's own 500 may still complete while Stripe repairs an
 // incident. They depend on no client: a nil *Client has them too.
 func (*Client) Facts() refund.Facts {
-	return refund.Facts{Name: "Stripe", KeyTTL: 24 * time.Hour, LateOutcomes: true, Backoff: Backoff}
+	return refund.Facts{Name: "Stripe", KeyTTL: 24 * time.Hour, LateOutcomes: true, Backoff: Backoff,
+		Payments: []string{"charge", "payment_intent"}}
 }
 
 // Create sends one refund request for it under the idempotency key of

@@ -24,7 +24,7 @@ func Limits(live bool, share float64) refund.Limits {
 		global = LiveRate
 	}
 	e := EndpointRate * share
-	return refund.Limits{Global: global * share, Create: e, List: e, Charges: e}
+	return refund.Limits{Global: global * share, Create: e, List: e, Charges: e, Get: e}
 }
 
 // Backoff spaces retries within Stripe's rate limits.

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/refundkit/refundkit/refund/sim"
 )
 
 // endpoint is what one route does once a request got through the layers in
@@ -66,14 +68,13 @@ var (
 // GET (or an unknown request) to its endpoint after its latency.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn endpoint, id string) {
 	s.stats.requests[rt].Add(1)
-	seq := s.reqSeq.Add(1)
-	f := s.faults.Load()
-	reqID := padded("req_sim", int(seq))
+	seq, f := s.core.Arrive()
+	reqID := sim.Padded("req_sim", 10, int(seq))
 
 	apiKey, ok := bearerKey(r)
 	if !ok {
-		s.stats.unauthorized.Add(1)
-		s.pause(f, seq)
+		s.core.Count.Unauthorized.Add(1)
+		s.core.Pause(f, seq)
 		body := badKeyBody
 		if r.Header.Get("Authorization") == "" {
 			body = noKeyBody
@@ -87,7 +88,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn e
 		return
 	}
 	if err := r.ParseForm(); err != nil {
-		s.pause(f, seq)
+		s.core.Pause(f, seq)
 		a := invalid("", "", "Invalid request: the form body could not be parsed")
 		s.countInvalid(a)
 		writeAnswer(w, a.status, a.body, reqID, "", false)
@@ -98,7 +99,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn e
 		s.servePost(w, r, rt, fn, c, apiKey, reqID)
 		return
 	}
-	s.pause(f, seq)
+	s.core.Pause(f, seq)
 	a := fn(c)
 	s.countInvalid(a)
 	writeAnswer(w, a.status, a.body, reqID, "", false)

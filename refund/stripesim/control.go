@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+
+	"github.com/refundkit/refundkit/refund/paypalsim"
 )
 
 // maxControlBody bounds what a control request may upload (charges files
@@ -55,6 +57,11 @@ func (s *Server) listAllRefunds(w http.ResponseWriter, r *http.Request) {
 			return // the client went away
 		}
 	}
+	for _, re := range s.paypal.Refunds() {
+		if err := enc.Encode(re); err != nil {
+			return
+		}
+	}
 	bw.Flush()
 }
 
@@ -69,6 +76,19 @@ func (s *Server) addCharges(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"added": len(charges)})
+}
+
+func (s *Server) addCaptures(w http.ResponseWriter, r *http.Request) {
+	captures, err := paypalsim.ReadCaptures(io.LimitReader(r.Body, maxControlBody), "<body>")
+	if err != nil {
+		controlError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := s.paypal.AddCaptures(captures...); err != nil {
+		controlError(w, http.StatusConflict, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"added": len(captures)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/refundkit/refundkit/refund/sim"
 )
 
 // createParams are the parameters of POST /v1/refunds that the simulator
@@ -132,22 +134,21 @@ func (s *Server) createRefund(c apiCall) answer {
 	}
 	ch, a, ok := s.target(p.charge, p.intent)
 	if !ok {
-		s.stats.refundsRefused.Add(1)
+		s.core.Count.RefundsRefused.Add(1)
 		return a
 	}
-	if f.ErrorBeforeCommitShare > 0 && draw(s.seed, seq, knobErrorBeforeCommit) < f.ErrorBeforeCommitShare {
-		s.stats.errorsBefore.Add(1)
+	if s.core.FailBeforeCommit(f, seq) {
 		return answer{status: http.StatusInternalServerError, body: internalErrorBody, save: true}
 	}
 	status := StatusSucceeded
-	if f.RequiresActionShare > 0 && draw(s.seed, seq, knobRequiresAction) < f.RequiresActionShare {
+	if s.core.Hit(f.RequiresActionShare, seq, sim.KnobRequiresAction) {
 		status = StatusRequiresAction
 	}
 	ch.mu.Lock()
 	remaining := ch.amount - ch.refunded
 	if remaining == 0 {
 		ch.mu.Unlock()
-		s.stats.refundsRefused.Add(1)
+		s.core.Count.RefundsRefused.Add(1)
 		return refused(http.StatusBadRequest, apiError{Type: typeInvalid, Code: "charge_already_refunded", Charge: ch.id,
 			Message: fmt.Sprintf("Charge %s has already been refunded.", ch.id)})
 	}
@@ -157,24 +158,22 @@ func (s *Server) createRefund(c apiCall) answer {
 	}
 	if amount > remaining {
 		ch.mu.Unlock()
-		s.stats.refundsRefused.Add(1)
+		s.core.Count.RefundsRefused.Add(1)
 		return refused(http.StatusBadRequest, apiError{Type: typeInvalid, Code: "amount_too_large", Param: "amount",
 			Message: fmt.Sprintf("Refund amount (%s) is greater than unrefunded amount on charge (%s)", money(amount, ch.currency), money(remaining, ch.currency))})
 	}
 	re := s.addRefund(ch, amount, status, p.reason, p.metadata, c.key)
 	obj := re.object(p.expandCharge)
 	ch.mu.Unlock()
-	s.stats.refundsCreated.Add(1)
+	s.core.Count.RefundsCreated.Add(1)
 
-	if f.ErrorAfterCommitShare > 0 && draw(s.seed, seq, knobErrorAfterCommit) < f.ErrorAfterCommitShare {
-		s.stats.errorsAfter.Add(1)
-		return answer{status: http.StatusInternalServerError, body: internalErrorBody, save: true}
-	}
 	a = answer{status: http.StatusOK, body: mustJSON(obj), save: true}
-	switch {
-	case f.GatewayErrorAfterCommitShare > 0 && draw(s.seed, seq, knobGatewayErrorAfterCommit) < f.GatewayErrorAfterCommitShare:
+	switch s.core.AfterCommitFate(f, seq) {
+	case sim.Error500:
+		return answer{status: http.StatusInternalServerError, body: internalErrorBody, save: true}
+	case sim.GatewayError:
 		a.gateway = true
-	case f.DropAfterCommitShare > 0 && draw(s.seed, seq, knobDropAfterCommit) < f.DropAfterCommitShare:
+	case sim.Dropped:
 		a.drop = true
 	}
 	return a

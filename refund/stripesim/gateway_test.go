@@ -462,22 +462,6 @@ func TestGatewayDrawsAreDeterministic(t *testing.T) {
 	}
 }
 
-// TestKnobNumbers pins the knob numbers: each is part of its draws, so a
-// knob inserted before another would change what every recorded seed gives.
-func TestKnobNumbers(t *testing.T) {
-	got := []knob{knobRateLimit, knobJitter, knobErrorBeforeCommit, knobErrorAfterCommit, knobDropAfterCommit,
-		knobRequiresAction, knobGatewayTimeout, knobGatewayErrorAfterCommit}
-	for i, k := range got {
-		if k != knob(i+1) {
-			t.Errorf("knob %d has number %d, want %d: add new knobs at the end", i, k, i+1)
-		}
-	}
-	// And the draw itself: a change to draw changes every seed's faults.
-	if d := draw(7, 1, knobRateLimit); fmt.Sprintf("%.12f", d) != "0.384962275758" {
-		t.Errorf("draw(7, 1, rate limit) = %.12f, want 0.384962275758", d)
-	}
-}
-
 func TestGatewayFaultsValidateAndJSON(t *testing.T) {
 	for _, tt := range []struct {
 		f   Faults

@@ -259,7 +259,7 @@ func TestRateLimitAnswer(t *testing.T) {
 	if ids[0] == ids[1] {
 		t.Errorf("two answers with Request-Id %s", ids[0])
 	}
-	if n := s.keys.size(); n != 0 {
+	if n := s.core.Keys.Size(); n != 0 {
 		t.Errorf("%d idempotency keys held after 429s, want 0", n)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 	"sync/atomic"
 )
 
@@ -42,13 +41,11 @@ type Refund struct {
 
 // addRefund records a new refund on ch, which the caller has locked.
 func (s *Server) addRefund(ch *charge, amount int64, status, reason string, md map[string]string, key string) *refund {
-	re := &refund{ch: ch, amount: amount, reason: reason, metadata: md, created: s.now().Unix(), key: key}
-	re.status.Store(&status)
-	s.refundsMu.Lock()
-	re.seq = len(s.refunds) + 1
-	re.id = refundID(re.seq)
-	s.refunds = append(s.refunds, re)
-	s.refundsMu.Unlock()
+	re := s.refunds.Add(func(n int, id string) *refund {
+		re := &refund{id: id, seq: n, ch: ch, amount: amount, reason: reason, metadata: md, created: s.now().Unix(), key: key}
+		re.status.Store(&status)
+		return re
+	})
 	ch.refunds = append(ch.refunds, re)
 	if countsAgainstCharge(status) {
 		ch.refunded += amount
@@ -56,43 +53,17 @@ func (s *Server) addRefund(ch *charge, amount int64, status, reason string, md m
 	return re
 }
 
+// refundPrefix and the number in ten digits or more make a refund's id.
 const refundPrefix = "re_sim"
 
-func refundID(seq int) string { return padded(refundPrefix, seq) }
-
-// padded writes n with at least ten digits so ids sort like their numbers.
-func padded(prefix string, n int) string {
-	d := strconv.Itoa(n)
-	if len(d) < 10 {
-		d = "0000000000"[:10-len(d)] + d
-	}
-	return prefix + d
-}
-
 func (s *Server) refundByID(id string) *refund {
-	digits, ok := strings.CutPrefix(id, refundPrefix)
-	if !ok || digits == "" {
-		return nil
-	}
-	n, err := strconv.Atoi(digits)
-	if err != nil || n < 1 {
-		return nil
-	}
-	s.refundsMu.RLock()
-	defer s.refundsMu.RUnlock()
-	if n > len(s.refunds) || s.refunds[n-1].id != id {
-		return nil
-	}
-	return s.refunds[n-1]
+	re, _ := s.refunds.Get(id)
+	return re
 }
 
 // allRefunds is every refund so far, oldest first; the slice is shared and
 // must not be modified.
-func (s *Server) allRefunds() []*refund {
-	s.refundsMu.RLock()
-	defer s.refundsMu.RUnlock()
-	return s.refunds[:len(s.refunds):len(s.refunds)]
-}
+func (s *Server) allRefunds() []*refund { return s.refunds.All() }
 
 // Refunds returns every refund, oldest first, for checks.
 func (s *Server) Refunds() []Refund {

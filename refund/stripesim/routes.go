@@ -34,7 +34,8 @@ var routeNames = [numRoutes]string{
 	routeOther:        "other",
 }
 
-// routes is the simulator's route table: the API's endpoints, then the
+// routes is the simulator's route table: Stripe's endpoints, PayPal's
+// (paypalsim.Server.Register documents them and their knobs), then the
 // control endpoints that scripts use to steer and check the simulator. The
 // control endpoints need no key (the server is on loopback only), take no
 // fault and count in no statistic.
@@ -42,12 +43,17 @@ var routeNames = [numRoutes]string{
 //	GET  /_sim/faults       the fault knobs in force
 //	POST /_sim/faults       replace the fault knobs (JSON Faults; absent = 0),
 //	                        rate limits included: {"rate_limits":{"mode":"test"}}
-//	POST /_sim/forget-keys  forget completed idempotency keys
-//	GET  /_sim/stats        counters (JSON Stats)
+//	POST /_sim/forget-keys  forget completed idempotency keys and
+//	                        PayPal-Request-Ids
+//	GET  /_sim/stats        counters (JSON Stats; PayPal's routes among the
+//	                        requests, PayPal's own counts under "paypal")
 //	POST /_sim/settle       wait for requests still running behind a gateway
 //	                        timeout, then answer the counters (JSON Stats)
-//	GET  /_sim/refunds      every refund, oldest first, as JSON lines
+//	GET  /_sim/refunds      every refund, oldest first, as JSON lines:
+//	                        Stripe's, then PayPal's (paypalsim.Refund, with
+//	                        "capture" where Stripe's have "charge")
 //	POST /_sim/charges      add charges given as JSON lines
+//	POST /_sim/captures     add PayPal captures given as JSON lines
 //
 // Every other request is serveUnknown's.
 func (s *Server) routes() *http.ServeMux {
@@ -59,6 +65,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle(routeCancelRefund, s.cancelRefund)
 	handle(routeGetCharge, s.getCharge)
 	handle(routeListCharges, s.listCharges)
+	s.paypal.Register(mux)
 
 	mux.HandleFunc("GET /_sim/faults", s.getFaults)
 	mux.HandleFunc("POST /_sim/faults", s.setFaults)
@@ -67,6 +74,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST /_sim/settle", s.settle)
 	mux.HandleFunc("GET /_sim/refunds", s.listAllRefunds)
 	mux.HandleFunc("POST /_sim/charges", s.addCharges)
+	mux.HandleFunc("POST /_sim/captures", s.addCaptures)
 
 	// Any method on any path, so ServeMux never answers a plain-text 404
 	// or 405; no "/_sim/" beside it, or ServeMux would redirect /_sim.

@@ -1,15 +1,13 @@
 package stripesim
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"regexp"
 	"strings"
+
+	"github.com/refundkit/refundkit/refund/sim"
 )
 
 // Charge is a charge the simulator knows, as seeded by a test or a charges
@@ -152,56 +150,32 @@ const maxLine = 4 << 20
 // used in errors, which read "name:line: what is wrong". Unknown fields,
 // invalid charges and an id or payment intent given twice are errors.
 func ReadCharges(r io.Reader, name string) ([]Charge, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	var charges []Charge
 	ids := map[string]int{}
 	intents := map[string]int{}
-	line := 0
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
+	err := sim.ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
+		var c Charge
+		if err := sim.DecodeLine(b, &c, "charge"); err != nil {
+			return err
 		}
-		c, err := parseCharge(b)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+		if err := c.Validate(); err != nil {
+			return err
 		}
 		if first, dup := ids[c.ID]; dup {
-			return nil, fmt.Errorf("%s:%d: charge %s: already given on line %d", name, line, c.ID, first)
+			return fmt.Errorf("charge %s: already given on line %d", c.ID, first)
 		}
 		ids[c.ID] = line
 		if c.PaymentIntent != "" {
 			if first, dup := intents[c.PaymentIntent]; dup {
-				return nil, fmt.Errorf("%s:%d: payment_intent %s: already given on line %d", name, line, c.PaymentIntent, first)
+				return fmt.Errorf("payment_intent %s: already given on line %d", c.PaymentIntent, first)
 			}
 			intents[c.PaymentIntent] = line
 		}
 		charges = append(charges, c)
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("%s:%d: line longer than %d bytes", name, line+1, maxLine)
-		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return charges, nil
-}
-
-// parseCharge decodes and validates one line of a charges file.
-func parseCharge(line []byte) (Charge, error) {
-	var c Charge
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return Charge{}, fmt.Errorf("not a charge: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if rest := bytes.TrimSpace(line[dec.InputOffset():]); len(rest) > 0 {
-		return Charge{}, errors.New("not a charge: more than one JSON value on the line")
-	}
-	if err := c.Validate(); err != nil {
-		return Charge{}, err
-	}
-	return c, nil
 }

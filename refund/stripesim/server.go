@@ -10,6 +10,11 @@
 // per endpoint, test or live mode), so a client's pacing can be measured
 // against them.
 //
+// The same server serves PayPal's refund API on the same port
+// (refund/paypalsim: OAuth2 tokens, refunds under PayPal-Request-Id,
+// PENDING refunds that settle), with the same fault knobs: the knobs, their
+// draws, the idempotency keys and the shared counters live in refund/sim.
+//
 // Tests, the demo, chaos runs and benchmarks all use it; cmd/stripe-sim
 // serves it as a process with control endpoints under /_sim/.
 package stripesim
@@ -22,6 +27,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/refundkit/refundkit/refund/paypalsim"
+	"github.com/refundkit/refundkit/refund/sim"
 )
 
 // Config is what a simulator starts with.
@@ -33,21 +41,23 @@ type Config struct {
 	// Seed makes fault draws deterministic for a given request order.
 	Seed int64
 	// KeyTTL forgets completed idempotency keys this long after their first
-	// request (Stripe: 24 hours); 0 keeps them until ForgetKeys.
+	// request (Stripe: 24 hours); 0 keeps them until ForgetKeys. PayPal's
+	// request ids are kept 45 days (paypalsim.RequestIDTTL).
 	KeyTTL time.Duration
+	// PayPal configures PayPal's routes, served on the same port.
+	PayPal paypalsim.Config
 }
 
 // Server is one simulated Stripe account. It is safe for concurrent use.
 type Server struct {
-	seed    uint64
+	core    *sim.Core         // knobs, draws, keys, counters shared with PayPal's routes
+	paypal  *paypalsim.Server // PayPal's routes (paypalsim)
 	keyTTL  time.Duration
 	now     func() time.Time // replaced by tests that move time
 	mux     *http.ServeMux   // the route table (routes.go)
 	handler http.Handler
 
-	faults atomic.Pointer[Faults]
-	hook   atomic.Pointer[func(string)]
-	reqSeq atomic.Uint64 // arrival number of API requests, for fault draws
+	hook atomic.Pointer[func(string)]
 
 	// limiter holds the rate-limit buckets of faults.RateLimits, nil when
 	// off; limitsMu orders SetFaults calls that replace it.
@@ -58,25 +68,14 @@ type Server struct {
 	charges   map[string]*charge
 	byIntent  map[string]*charge
 
-	// refunds holds every refund in creation order; refund n has id
-	// re_sim%010d(n) and sits at index n-1, so lookups need no map.
-	refundsMu sync.RWMutex
-	refunds   []*refund
+	// refunds holds every refund in creation order, refund n with id
+	// re_sim%010d(n).
+	refunds sim.Numbered[*refund]
 
-	keys  *keyStore
 	stats counters
 
-	httpSrv   *http.Server
-	url       string
-	closing   chan struct{} // closed by Close: cuts injected latency short
-	closeOnce sync.Once
-
-	// Requests still running behind a gateway timeout: Close, Shutdown and
-	// Settle wait for them; once bgClosed none start in the background.
-	bgMu     sync.Mutex
-	bgN      int
-	bgIdle   chan struct{} // closed when bgN drops to zero; nil if nobody waits
-	bgClosed bool
+	httpSrv *http.Server
+	url     string
 }
 
 // New makes a simulator to serve through Handler. It panics if a seeded
@@ -97,17 +96,19 @@ func newServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("key ttl %v: want zero (keep) or more", cfg.KeyTTL)
 	}
 	s := &Server{
-		seed:     uint64(cfg.Seed),
+		core:     sim.NewCore(cfg.Seed, cfg.Faults),
 		keyTTL:   cfg.KeyTTL,
 		now:      time.Now,
 		charges:  make(map[string]*charge),
 		byIntent: make(map[string]*charge),
-		keys:     newKeyStore(),
-		closing:  make(chan struct{}),
+		refunds:  sim.Numbered[*refund]{Prefix: refundPrefix, Width: 10},
 	}
-	f := cfg.Faults
-	s.faults.Store(&f)
-	s.limiter.Store(newRateLimiter(f.RateLimits, s.clock))
+	s.limiter.Store(newRateLimiter(cfg.Faults.RateLimits, s.clock))
+	pp, err := paypalsim.New(s.core, cfg.PayPal, s.clock)
+	if err != nil {
+		return nil, err
+	}
+	s.paypal = pp
 	s.mux = s.routes()
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	if err := s.AddCharges(cfg.Charges...); err != nil {
@@ -171,11 +172,11 @@ func (s *Server) URL() string { return s.url }
 // requests still running behind a gateway timeout, cutting their injected
 // latency short (a create hook that blocks holds Close until it returns).
 func (s *Server) Close() {
-	s.closeOnce.Do(func() { close(s.closing) })
+	s.core.CutLatency()
 	if s.httpSrv != nil {
 		s.httpSrv.Close()
 	}
-	s.stopBackground()
+	s.core.StopBackground()
 	s.Settle(context.Background())
 }
 
@@ -183,12 +184,12 @@ func (s *Server) Close() {
 // those behind a gateway timeout included, cutting injected latency short,
 // until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.closeOnce.Do(func() { close(s.closing) })
+	s.core.CutLatency()
 	var err error
 	if s.httpSrv != nil {
 		err = s.httpSrv.Shutdown(ctx)
 	}
-	s.stopBackground()
+	s.core.StopBackground()
 	if err2 := s.Settle(ctx); err == nil {
 		err = err2
 	}
@@ -199,63 +200,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // has finished at the simulator (its refund committed and its answer saved
 // under its key), or ctx ends. Tests call it before they check what a
 // retry replays, instead of sleeping.
-func (s *Server) Settle(ctx context.Context) error {
-	s.bgMu.Lock()
-	if s.bgN == 0 {
-		s.bgMu.Unlock()
-		return nil
-	}
-	if s.bgIdle == nil {
-		s.bgIdle = make(chan struct{})
-	}
-	idle := s.bgIdle
-	s.bgMu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *Server) Settle(ctx context.Context) error { return s.core.Settle(ctx) }
 
-// goBackground runs fn on a goroutine of its own that Settle waits for,
-// unless the server is closing: then it reports false and runs nothing.
-func (s *Server) goBackground(fn func()) bool {
-	s.bgMu.Lock()
-	defer s.bgMu.Unlock()
-	if s.bgClosed {
-		return false
-	}
-	s.bgN++
-	go func() {
-		defer s.backgroundDone()
-		fn()
-	}()
-	return true
-}
-
-func (s *Server) backgroundDone() {
-	s.bgMu.Lock()
-	defer s.bgMu.Unlock()
-	if s.bgN--; s.bgN == 0 && s.bgIdle != nil {
-		close(s.bgIdle)
-		s.bgIdle = nil
-	}
-}
-
-// stopBackground makes requests that arrive from now on (a handler still
-// running after Close) finish in their handler, so Settle cannot miss one.
-func (s *Server) stopBackground() {
-	s.bgMu.Lock()
-	s.bgClosed = true
-	s.bgMu.Unlock()
-}
-
-func (s *Server) backgroundRunning() int64 {
-	s.bgMu.Lock()
-	defer s.bgMu.Unlock()
-	return int64(s.bgN)
-}
+// PayPal is PayPal's side of the simulator: its captures, refunds and
+// create hook.
+func (s *Server) PayPal() *paypalsim.Server { return s.paypal }
 
 // SetFaults replaces the fault knobs for requests that arrive from now on.
 // Rate-limit buckets start full when the rate limits change, and keep their
@@ -269,7 +218,7 @@ func (s *Server) SetFaults(f Faults) error {
 	if cur := s.limiter.Load(); cur == nil && f.RateLimits.Enabled() || cur != nil && cur.limits != f.RateLimits {
 		s.limiter.Store(newRateLimiter(f.RateLimits, s.clock))
 	}
-	s.faults.Store(&f)
+	s.core.StoreFaults(f)
 	return nil
 }
 
@@ -278,12 +227,13 @@ func (s *Server) SetFaults(f Faults) error {
 func (s *Server) clock() time.Time { return s.now() }
 
 // Faults returns the fault knobs in force.
-func (s *Server) Faults() Faults { return *s.faults.Load() }
+func (s *Server) Faults() Faults { return *s.core.Faults() }
 
 // ForgetKeys forgets every completed idempotency key, as Stripe does after
-// 24 hours, and returns how many it forgot. Keys whose first request is
+// 24 hours, and every PayPal-Request-Id, as PayPal does after 45 days, and
+// returns how many it forgot. Keys whose first request is
 // still in flight are kept.
-func (s *Server) ForgetKeys() int { return s.keys.forget() }
+func (s *Server) ForgetKeys() int { return s.core.Keys.Forget() }
 
 // SetCreateHook makes every POST /v1/refunds call fn with its idempotency
 // key once the key is reserved and before the refund is created; the request

@@ -3,26 +3,16 @@ package stripesim
 import (
 	"net/http"
 	"sync/atomic"
+
+	"github.com/refundkit/refundkit/refund/paypalsim"
 )
 
-// counters are the simulator's statistics, updated without locks.
+// counters are the Stripe routes' own statistics, updated without locks;
+// the counters shared with PayPal's routes are the core's (sim.Counters).
 type counters struct {
-	requests         [numRoutes]atomic.Int64
-	refundsCreated   atomic.Int64
-	refundsCanceled  atomic.Int64
-	rateLimited      atomic.Int64
-	errorsBefore     atomic.Int64
-	errorsAfter      atomic.Int64
-	dropped          atomic.Int64
-	replayed         atomic.Int64
-	keyInUse         atomic.Int64
-	keyMismatch      atomic.Int64
-	unauthorized     atomic.Int64
-	validationErrors atomic.Int64
-	refundsRefused   atomic.Int64
-
-	gatewayTimeouts    atomic.Int64
-	gatewayErrorsAfter atomic.Int64
+	requests        [numRoutes]atomic.Int64
+	refundsCanceled atomic.Int64
+	keyMismatch     atomic.Int64
 
 	rateLimitedReasons [numLimitReasons]atomic.Int64
 	rateLimitedRoutes  [numRoutes]atomic.Int64
@@ -31,7 +21,8 @@ type counters struct {
 // Stats counts what the simulator did since it started.
 type Stats struct {
 	// Requests counts API requests by route ("POST /v1/refunds", ...,
-	// "other"), whatever their answer.
+	// "other", and PayPal's: "POST /v2/payments/captures/{id}/refund",
+	// ...), whatever their answer. The counters after it count both APIs.
 	Requests map[string]int64 `json:"requests"`
 	// RefundsCreated counts refunds created by the API (not seeded ones).
 	RefundsCreated  int64 `json:"refunds_created"`
@@ -71,31 +62,34 @@ type Stats struct {
 	// "endpoint-rate"); RateLimitShare's carry none and are not in it.
 	RateLimitedReasons map[string]int64 `json:"rate_limited_reasons"`
 	// RateLimitedRoutes counts every 429 rate_limit answer by route, as
-	// Requests does.
+	// Requests does (Stripe's routes).
 	RateLimitedRoutes map[string]int64 `json:"rate_limited_routes"`
+	// PayPal is what PayPal's routes alone counted; their requests are in
+	// Requests, and the counters above count both APIs.
+	PayPal paypalsim.Stats `json:"paypal"`
 }
 
 // Stats returns the counters so far.
 func (s *Server) Stats() Stats {
-	c := &s.stats
+	c, k := &s.stats, &s.core.Count
 	st := Stats{
 		Requests:           make(map[string]int64, numRoutes),
-		RefundsCreated:     c.refundsCreated.Load(),
+		RefundsCreated:     k.RefundsCreated.Load(),
 		RefundsCanceled:    c.refundsCanceled.Load(),
-		RateLimited:        c.rateLimited.Load(),
-		ErrorsBeforeCommit: c.errorsBefore.Load(),
-		ErrorsAfterCommit:  c.errorsAfter.Load(),
-		Dropped:            c.dropped.Load(),
-		Replayed:           c.replayed.Load(),
-		KeyInUse:           c.keyInUse.Load(),
+		RateLimited:        k.RateLimited.Load(),
+		ErrorsBeforeCommit: k.ErrorsBefore.Load(),
+		ErrorsAfterCommit:  k.ErrorsAfter.Load(),
+		Dropped:            k.Dropped.Load(),
+		Replayed:           k.Replayed.Load(),
+		KeyInUse:           k.KeyInUse.Load(),
 		KeyMismatch:        c.keyMismatch.Load(),
-		Unauthorized:       c.unauthorized.Load(),
-		InvalidRequests:    c.validationErrors.Load(),
-		RefundsRefused:     c.refundsRefused.Load(),
+		Unauthorized:       k.Unauthorized.Load(),
+		InvalidRequests:    k.InvalidRequests.Load(),
+		RefundsRefused:     k.RefundsRefused.Load(),
 
-		GatewayTimeouts:          c.gatewayTimeouts.Load(),
-		GatewayErrorsAfterCommit: c.gatewayErrorsAfter.Load(),
-		GatewayInFlight:          s.backgroundRunning(),
+		GatewayTimeouts:          k.GatewayTimeouts.Load(),
+		GatewayErrorsAfterCommit: k.GatewayErrorsAfter.Load(),
+		GatewayInFlight:          s.core.BackgroundRunning(),
 	}
 	st.RateLimitedReasons = make(map[string]int64, numLimitReasons)
 	for i, reason := range rateLimitedReasons {
@@ -106,12 +100,16 @@ func (s *Server) Stats() Stats {
 		st.Requests[routeNames[r]] = c.requests[r].Load()
 		st.RateLimitedRoutes[routeNames[r]] = c.rateLimitedRoutes[r].Load()
 	}
+	for name, n := range s.paypal.Requests() {
+		st.Requests[name] = n
+	}
+	st.PayPal = s.paypal.Stats()
 	return st
 }
 
 // countInvalid counts a validation error: a 400 the key does not keep.
 func (s *Server) countInvalid(a answer) {
 	if a.status == http.StatusBadRequest && !a.save {
-		s.stats.validationErrors.Add(1)
+		s.core.Count.InvalidRequests.Add(1)
 	}
 }

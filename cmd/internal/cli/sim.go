@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/refundkit/refundkit/refund/paypalsim"
 	"github.com/refundkit/refundkit/refund/stripesim"
 )
 
@@ -19,6 +20,8 @@ type stripeSimCmd struct {
 	AddrFile                     string        `name:"addr-file" placeholder:"FILE" help:"Once listening, write the base URL to FILE (atomically; into the pipe if FILE is a named pipe), so scripts wait for it instead of sleeping."`
 	Charges                      int           `placeholder:"N" help:"Generate N charges ch_sim0000001... with payment intents pi_sim0000001..., amounts drawn from --seed."`
 	ChargesFile                  string        `name:"charges-file" placeholder:"FILE" help:"Add the charges in FILE, JSON lines of {id, payment_intent, currency, amount, refunds:[{amount, status, reason, metadata}]}."`
+	Captures                     int           `placeholder:"N" help:"Generate N PayPal captures CAPSIM00000000001... in USD, amounts drawn from --seed."`
+	CapturesFile                 string        `name:"captures-file" placeholder:"FILE" help:"Add the PayPal captures in FILE, JSON lines of {id, currency, amount, refunds:[{amount, status, custom_id}]}."`
 	Seed                         int64         `default:"1" help:"Seed of generated amounts and of fault draws."`
 	Latency                      time.Duration `help:"Latency added to every API request (a POST holds its idempotency key meanwhile)."`
 	LatencyJitter                time.Duration `name:"latency-jitter" help:"Up to this much more latency, drawn per request."`
@@ -31,7 +34,11 @@ type stripeSimCmd struct {
 	GatewayErrorAfterCommitShare float64       `name:"gateway-error-after-commit-share" placeholder:"0-1" help:"Share of refund creations that create the refund and save the success under the key, then get a 502 from a gateway."`
 	GatewayStatus                int           `name:"gateway-status" placeholder:"500-599" help:"Status of the gateway's answers instead of 504 (timeouts) and 502 (after commit)."`
 	GatewayStripeBody            bool          `name:"gateway-stripe-body" help:"Gateway answers carry a Stripe-shaped api_error JSON body instead of an HTML page (never a Request-Id header)."`
-	KeyTTL                       time.Duration `name:"key-ttl" help:"Forget idempotency keys this long after their first use (Stripe: 24h); 0 keeps them until POST /_sim/forget-keys."`
+	PayPalPendingShare           float64       `name:"paypal-pending-share" placeholder:"0-1" help:"Share of new PayPal refunds that are PENDING (status_details.reason ECHECK) instead of COMPLETED."`
+	PayPalPendingFor             time.Duration `name:"paypal-pending-for" help:"How long a PENDING PayPal refund stays so before it settles; 0 keeps it PENDING."`
+	PayPalFailedShare            float64       `name:"paypal-failed-share" placeholder:"0-1" help:"Share of PENDING PayPal refunds that settle FAILED instead of COMPLETED."`
+	PayPalTokenTTL               time.Duration `name:"paypal-token-ttl" help:"Lifetime of PayPal access tokens (default 9h): a short one makes clients renew them; an expired token gets 401 invalid_token."`
+	KeyTTL                       time.Duration `name:"key-ttl" help:"Forget Stripe idempotency keys this long after their first use (Stripe: 24h); 0 keeps them until POST /_sim/forget-keys. PayPal-Request-Ids are kept 45 days."`
 	RateLimits                   string        `name:"rate-limits" enum:"off,test,live" default:"off" placeholder:"off|test|live" help:"Stripe's documented rate limits as token buckets (default off): for the account 25 requests/s (test, what test keys get) or 100/s (live), and 25/s for each endpoint (method and route: POST /v1/refunds and GET /v1/refunds apart). A request over a bucket gets 429 rate_limit with Stripe-Rate-Limited-Reason global-rate or endpoint-rate, never saved under its key. Bursts: one second's worth."`
 	GlobalRate                   float64       `name:"global-rate" placeholder:"R" help:"With --rate-limits: the account's requests/s instead of the mode's 25 or 100."`
 	GlobalBurst                  int           `name:"global-burst" placeholder:"N" help:"With --rate-limits: the account's bucket size instead of one second's worth."`
@@ -40,13 +47,14 @@ type stripeSimCmd struct {
 	Version                      versionFlag   `help:"Print the version and exit."`
 }
 
-// StripeSim is the stripe-sim command: a Stripe refund API simulator on
-// loopback for tests, demos, chaos runs and benchmarks. It serves until
+// StripeSim is the stripe-sim command: a Stripe refund API simulator, with
+// PayPal's refund API on the same port, on loopback for tests, demos,
+// chaos runs and benchmarks. It serves until
 // SIGINT or SIGTERM, then prints its final counters as one JSON line.
 func StripeSim(env Env) int {
 	const name = "stripe-sim"
 	var c stripeSimCmd
-	if code, done := parse(env, name, "Serve a simulated Stripe refund API on loopback, with fault knobs and control endpoints under /_sim/.", &c); done {
+	if code, done := parse(env, name, "Serve a simulated Stripe refund API, and PayPal's on the same port, on loopback, with fault knobs and control endpoints under /_sim/.", &c); done {
 		return code
 	}
 	cfg, err := c.config()
@@ -113,6 +121,11 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 
 		RateLimits: stripesim.RateLimits{Mode: c.RateLimits, GlobalRate: c.GlobalRate, GlobalBurst: c.GlobalBurst,
 			EndpointRate: c.EndpointRate, EndpointBurst: c.EndpointBurst},
+
+		PayPalPendingShare: c.PayPalPendingShare,
+		PayPalPendingFor:   c.PayPalPendingFor,
+		PayPalFailedShare:  c.PayPalFailedShare,
+		PayPalTokenTTL:     c.PayPalTokenTTL,
 	}
 	if c.RateLimits == stripesim.RateLimitsOff {
 		faults.RateLimits.Mode = ""
@@ -131,10 +144,18 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 	if c.Charges < 0 {
 		return stripesim.Config{}, fmt.Errorf("--charges %d: want zero or more", c.Charges)
 	}
+	if c.Captures < 0 {
+		return stripesim.Config{}, fmt.Errorf("--captures %d: want zero or more", c.Captures)
+	}
 	if c.KeyTTL < 0 {
 		return stripesim.Config{}, fmt.Errorf("--key-ttl %v: want zero (keep keys) or more", c.KeyTTL)
 	}
 	cfg := stripesim.Config{Charges: stripesim.GenerateCharges(c.Charges, c.Seed), Faults: faults, Seed: c.Seed, KeyTTL: c.KeyTTL}
+	captures, err := c.captures()
+	if err != nil {
+		return stripesim.Config{}, err
+	}
+	cfg.PayPal.Captures = captures
 	if c.ChargesFile == "" {
 		return cfg, nil
 	}
@@ -160,6 +181,33 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 	}
 	cfg.Charges = append(cfg.Charges, fromFile...)
 	return cfg, nil
+}
+
+// captures are the generated PayPal captures and those of --captures-file.
+func (c *stripeSimCmd) captures() ([]paypalsim.Capture, error) {
+	out := paypalsim.GenerateCaptures(c.Captures, c.Seed)
+	if c.CapturesFile == "" {
+		return out, nil
+	}
+	f, err := os.Open(c.CapturesFile)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fromFile, err := paypalsim.ReadCaptures(f, c.CapturesFile)
+	if err != nil {
+		return nil, err
+	}
+	generated := make(map[string]bool, len(out))
+	for _, cp := range out {
+		generated[cp.ID] = true
+	}
+	for _, cp := range fromFile {
+		if generated[cp.ID] {
+			return nil, fmt.Errorf("%s: %s is also generated by --captures %d", c.CapturesFile, cp.ID, c.Captures)
+		}
+	}
+	return append(out, fromFile...), nil
 }
 
 // publishURL writes the base URL to path: atomically for a regular file,

@@ -1,6 +1,7 @@
-// Package simtest serves the Stripe simulator (refund/stripesim) to a unit
-// test, as net/http/httptest serves a handler, and counts the calls made to
-// it from the simulator's own Stats, so that no test counts requests by hand.
+// Package simtest serves the simulator (refund/stripesim, with PayPal's
+// routes of refund/paypalsim on the same URL) to a unit test, as
+// net/http/httptest serves a handler, and counts the calls made to it from
+// the simulator's own Stats, so that no test counts requests by hand.
 package simtest
 
 import (
@@ -22,6 +23,12 @@ const (
 	Cancel      = "POST /v1/refunds/{id}/cancel"
 	GetCharge   = "GET /v1/charges/{id}"
 	ListCharges = "GET /v1/charges"
+
+	// PayPal's routes (paypalsim.RouteNames).
+	PayPalToken      = "POST /v1/oauth2/token"
+	PayPalRefund     = "POST /v2/payments/captures/{id}/refund"
+	PayPalGetRefund  = "GET /v2/payments/refunds/{id}"
+	PayPalGetCapture = "GET /v2/payments/captures/{id}"
 )
 
 // Sim is a simulator served on loopback for one test.
@@ -83,6 +90,13 @@ func (s *Sim) Creates() int64 { return s.Calls(Create) }
 
 // Lists counts refund lists (GET /v1/refunds) since the last Reset.
 func (s *Sim) Lists() int64 { return s.Calls(List) }
+
+// PayPalCreates counts PayPal refund requests since the last Reset.
+func (s *Sim) PayPalCreates() int64 { return s.Calls(PayPalRefund) }
+
+// PayPalLookups counts PayPal refund and capture look-ups since the last
+// Reset.
+func (s *Sim) PayPalLookups() int64 { return s.Calls(PayPalGetRefund, PayPalGetCapture) }
 
 // Reset starts the counts of Calls again from zero.
 func (s *Sim) Reset() {

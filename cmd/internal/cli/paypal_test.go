@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/refundkit/refundkit/refund/paypal"
+)
+
+// TestPayPalProvider: the environment's rules for PayPal, as for Stripe's
+// key: credentials from the environment only and never in a message, the
+// sandbox unless --live, plain http only to loopback.
+func TestPayPalProvider(t *testing.T) {
+	const secret = "EL-secret-value"
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		flag  string
+		live  bool
+		fails string // part of the usage error; "" for none
+		base  string // the API called, when it is not the one named
+	}{
+		{"sandbox by default", nil, "", false, "", paypal.SandboxAPIBase},
+		{"live base with --live", nil, "", true, "", paypal.LiveAPIBase},
+		{"no client id", map[string]string{"PAYPAL_CLIENT_ID": ""}, "", false, "PAYPAL_CLIENT_ID is not set", ""},
+		{"no secret", map[string]string{"PAYPAL_CLIENT_SECRET": ""}, "", false, "PAYPAL_CLIENT_SECRET is not set", ""},
+		{"simulator over http", map[string]string{"PAYPAL_API_BASE": "http://127.0.0.1:12480"}, "", false, "", ""},
+		{"localhost", nil, "http://localhost:9", false, "", ""},
+		{"http elsewhere", map[string]string{"PAYPAL_API_BASE": "http://paypal.example.com"}, "", false, "plain http is allowed only to a loopback address", ""},
+		{"live without --live", map[string]string{"PAYPAL_API_BASE": "https://api-m.paypal.com"}, "", false, "pass --live", ""},
+		{"old live name without --live", nil, "https://api.paypal.com/", false, "pass --live", ""},
+		{"live with --live", map[string]string{"PAYPAL_API_BASE": "https://api-m.paypal.com"}, "", true, "", ""},
+		{"sandbox named", map[string]string{"PAYPAL_API_BASE": paypal.SandboxAPIBase}, "", false, "", ""},
+		{"not a url", nil, "api-m.paypal.com", false, "want an http(s) URL", ""},
+		{"the flag wins", map[string]string{"PAYPAL_API_BASE": "http://evil.example"}, "http://127.0.0.1:1", false, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vars := map[string]string{"PAYPAL_CLIENT_ID": "AX-id", "PAYPAL_CLIENT_SECRET": secret}
+			for k, v := range tc.env {
+				vars[k] = v
+			}
+			f := paypalFlags{PayPalAPIBase: tc.flag}
+			p, err := f.provider(Env{Getenv: func(k string) string { return vars[k] }}, tc.live, 4)
+			if tc.fails == "" {
+				if err != nil || p == nil {
+					t.Fatalf("provider: %v", err)
+				}
+				want := tc.base
+				if want == "" {
+					want = strings.TrimSuffix(vars["PAYPAL_API_BASE"], "/")
+					if tc.flag != "" {
+						want = tc.flag
+					}
+				}
+				if got := p.(*paypal.Client).APIBase(); got != want {
+					t.Errorf("calls %q, want %q", got, want)
+				}
+				return
+			}
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.fails) {
+				t.Fatalf("err %v, want a usage error saying %q", err, tc.fails)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("the secret in %q", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,21 @@
+package paypal
+
+import (
+	"testing"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+func TestLimits(t *testing.T) {
+	for _, tc := range []struct {
+		share float64
+		want  refund.Limits
+	}{
+		{0.8, refund.Limits{Global: 8, Create: 8, List: 8, Charges: 8, Get: 8}},
+		{0.2, refund.Limits{Global: 2, Create: 2, List: 2, Charges: 2, Get: 2}}, // one of four shard workers
+	} {
+		if got := Limits(tc.share); got != tc.want {
+			t.Errorf("Limits(%v) = %+v, want %+v", tc.share, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package paypalsim
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The wire objects of PayPal's Payments v2 API, as far as the simulator
+// keeps them (developer.paypal.com/docs/api/payments/v2).
+
+type moneyJSON struct {
+	CurrencyCode string `json:"currency_code"`
+	Value        string `json:"value"`
+}
+
+type linkJSON struct {
+	Href   string `json:"href"`
+	Rel    string `json:"rel"`
+	Method string `json:"method"`
+}
+
+type statusDetailsJSON struct {
+	Reason string `json:"reason"`
+}
+
+// refundJSON is a refund, as refund and show-refund answer it.
+type refundJSON struct {
+	ID            string             `json:"id"`
+	Amount        moneyJSON          `json:"amount"`
+	Status        string             `json:"status"`
+	StatusDetails *statusDetailsJSON `json:"status_details,omitempty"`
+	CustomID      string             `json:"custom_id,omitempty"`
+	InvoiceID     string             `json:"invoice_id,omitempty"`
+	NoteToPayer   string             `json:"note_to_payer,omitempty"`
+	// SellerPayableBreakdown.TotalRefundedAmount is "the total amount
+	// refunded from the original capture to date": how a client sees what
+	// the capture has given back.
+	SellerPayableBreakdown payableJSON `json:"seller_payable_breakdown"`
+	CreateTime             string      `json:"create_time"`
+	UpdateTime             string      `json:"update_time"`
+	Links                  []linkJSON  `json:"links"`
+}
+
+type payableJSON struct {
+	GrossAmount         moneyJSON `json:"gross_amount"`
+	PayPalFee           moneyJSON `json:"paypal_fee"`
+	NetAmount           moneyJSON `json:"net_amount"`
+	TotalRefundedAmount moneyJSON `json:"total_refunded_amount"`
+}
+
+// captureJSON is a captured payment, as show-capture answers it.
+type captureJSON struct {
+	ID                        string         `json:"id"`
+	Status                    string         `json:"status"`
+	Amount                    moneyJSON      `json:"amount"`
+	FinalCapture              bool           `json:"final_capture"`
+	SellerReceivableBreakdown receivableJSON `json:"seller_receivable_breakdown"`
+	CreateTime                string         `json:"create_time"`
+	UpdateTime                string         `json:"update_time"`
+	Links                     []linkJSON     `json:"links"`
+}
+
+type receivableJSON struct {
+	GrossAmount moneyJSON `json:"gross_amount"`
+	PayPalFee   moneyJSON `json:"paypal_fee"`
+	NetAmount   moneyJSON `json:"net_amount"`
+}
+
+func moneyOf(minor int64, currency string) moneyJSON {
+	return moneyJSON{CurrencyCode: currency, Value: formatValue(minor, currency)}
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// object renders r as seen at now; base is the API's URL for links. The
+// caller holds r.cp.mu (the capture's total refunded is part of it).
+func (r *refund) object(base string, now time.Time) refundJSON {
+	cur := r.cp.currency
+	st := r.statusAt(now)
+	o := refundJSON{
+		ID: r.id, Amount: moneyOf(r.amount, cur), Status: st,
+		CustomID: r.fields.customID, InvoiceID: r.fields.invoiceID, NoteToPayer: r.fields.noteToPayer,
+		SellerPayableBreakdown: payableJSON{GrossAmount: moneyOf(r.amount, cur), PayPalFee: moneyOf(0, cur),
+			NetAmount: moneyOf(r.amount, cur), TotalRefundedAmount: moneyOf(r.cp.held(now), cur)},
+		CreateTime: stamp(r.created), UpdateTime: stamp(r.updatedAt(now)),
+		Links: []linkJSON{
+			{Href: base + "/v2/payments/refunds/" + r.id, Rel: "self", Method: "GET"},
+			{Href: base + "/v2/payments/captures/" + r.cp.id, Rel: "up", Method: "GET"},
+		},
+	}
+	if reason := reasonOf(st); reason != "" {
+		o.StatusDetails = &statusDetailsJSON{Reason: reason}
+	}
+	return o
+}
+
+// render is r's JSON as seen at now, under its capture's lock.
+func (r *refund) render(base string, now time.Time) []byte {
+	r.cp.mu.Lock()
+	defer r.cp.mu.Unlock()
+	return mustJSON(r.object(base, now))
+}
+
+// object renders the capture as seen at now; the caller holds cp.mu.
+func (cp *capture) object(base string, now time.Time) captureJSON {
+	held := cp.held(now)
+	updated := time.Unix(cp.created, 0)
+	for _, r := range cp.refunds {
+		if u := r.updatedAt(now); u.After(updated) && !u.After(now) {
+			updated = u
+		}
+	}
+	return captureJSON{
+		ID: cp.id, Status: cp.status(held), Amount: moneyOf(cp.amount, cp.currency), FinalCapture: true,
+		SellerReceivableBreakdown: receivableJSON{GrossAmount: moneyOf(cp.amount, cp.currency),
+			PayPalFee: moneyOf(0, cp.currency), NetAmount: moneyOf(cp.amount, cp.currency)},
+		CreateTime: stamp(time.Unix(cp.created, 0)), UpdateTime: stamp(updated),
+		Links: []linkJSON{
+			{Href: base + "/v2/payments/captures/" + cp.id, Rel: "self", Method: "GET"},
+			{Href: base + "/v2/payments/captures/" + cp.id + "/refund", Rel: "refund", Method: "POST"},
+		},
+	}
+}
+
+// mustJSON encodes an object of the API: plain structs, cannot fail.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

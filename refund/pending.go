@@ -1,0 +1,52 @@
+package refund
+
+// Refunds the provider accepted and has not finished (Stripe's and
+// PayPal's pending): journaled as pending, counted apart, and settled by a
+// later run that asks the provider how each ended. Nothing is sent for
+// them again: the refund exists, only its outcome is news.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/refundkit/refundkit/journal"
+)
+
+// settlePending asks the provider how the item's pending refund ended, and
+// journals the end if it came.
+func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemState) Result {
+	var r Refund
+	res, ok := e.read(ctx, it, st.Attempt, false, EndpointGet, "read pending refund "+st.Refund, func(ctx context.Context) error {
+		var err error
+		r, err = e.cfg.Provider.Get(ctx, st.Refund)
+		return err
+	})
+	if !ok {
+		return e.stillPending(it, st, res.Code, res.Message+"; a later run asks again")
+	}
+	if r.ID != st.Refund {
+		return e.mismatch(it, st.Attempt, &r, 0, fmt.Errorf("asked for refund %s, %s answered with %s", st.Refund, e.name, r.ID))
+	}
+	switch r.Status {
+	case RefundSucceeded:
+		e.logItem(slog.LevelDebug, "pending refund settled", it, st.Attempt, "refund", r.ID)
+		return e.settle(it, st.Attempt, &r, journal.SourceSettled)
+	case RefundFailed, RefundCanceled:
+		code := "refund_" + r.Status
+		msg := fmt.Sprintf("pending refund %s ended %s at %s", r.ID, r.Status, e.name)
+		if r.FailureReason != "" {
+			msg += " (" + r.FailureReason + ")"
+		}
+		msg += ": no money moved and nothing is sent again; if it is still owed, refund it under a new item id"
+		return e.failedWith(it, st.Attempt, r.ID, code, msg)
+	}
+	return e.stillPending(it, st, "", fmt.Sprintf("refund %s is still %s at %s: run again later to settle it", r.ID, r.Status, e.name))
+}
+
+// stillPending is the result of an item whose refund has not finished.
+func (e *engine) stillPending(it *Item, st journal.ItemState, code, msg string) Result {
+	r := newResult(it, StatusPending)
+	r.Refund, r.Amount, r.Currency, r.Attempt, r.Code, r.Message = st.Refund, st.Amount, st.Currency, st.Attempt, code, msg
+	return r
+}

@@ -1,0 +1,52 @@
+package sim
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ReadJSONLines calls each with every non-blank line of r (trimmed, and
+// numbered from 1) of the seed files both APIs read: Stripe's charges,
+// PayPal's captures. An error, each's or the reader's, reads
+// "name:line: what is wrong".
+func ReadJSONLines(r io.Reader, name string, maxLine int, each func(line int, b []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		if err := each(line, b); err != nil {
+			return fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("%s:%d: line longer than %d bytes", name, line+1, maxLine)
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// DecodeLine decodes the one JSON object of a line into v: an unknown
+// field or anything after the object is an error, "not a <what>: ...".
+func DecodeLine(b []byte, v any, what string) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("not a %s: %s", what, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if rest := bytes.TrimSpace(b[dec.InputOffset():]); len(rest) > 0 {
+		return fmt.Errorf("not a %s: more than one JSON value on the line", what)
+	}
+	return nil
+}

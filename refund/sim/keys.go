@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"sync"
+	"time"
+)
+
+// keyShards spreads idempotency keys over independent locks so concurrent
+// requests with different keys never wait for each other.
+const keyShards = 64
+
+// KeyStore is the idempotency layer of both APIs: per scope (Stripe: API
+// key and Idempotency-Key; PayPal: client id and PayPal-Request-Id), the
+// first request and, once it completed, its answer. Each entry keeps its
+// own time to live (Stripe 24 hours, PayPal 45 days).
+type KeyStore struct {
+	shards     [keyShards]keyShard
+	sweepEvery int // new keys a shard takes between sweeps of expired keys
+}
+
+type keyShard struct {
+	mu       sync.Mutex
+	m        map[string]*KeyEntry
+	inserts  int  // since the last sweep of expired keys
+	expiring bool // a key with a ttl was ever held: sweeps are worth it
+}
+
+// sweepEvery is how many new keys a shard takes between sweeps of its
+// expired keys: keys never asked for again must not pile up in a long
+// benchmark, and a sweep's cost is spread over that many inserts.
+const sweepEvery = 1024
+
+// KeyEntry is one idempotency key: its first request, and once that request
+// finished, the answer saved for it.
+type KeyEntry struct {
+	Method, Path string
+	params       string // canonical encoding of the first request
+	created      time.Time
+	ttl          time.Duration // 0: kept until Forget
+	done         bool
+	// The saved answer: status, body and the request id header it went
+	// out with; Ref names what the request made (PayPal's refund id), for
+	// an API whose replay renders that thing's latest status.
+	Status    int
+	Body      []byte
+	RequestID string
+	Ref       string
+}
+
+// Verdict is what the idempotency layer decides for an incoming request.
+type Verdict int
+
+const (
+	KeyNew              Verdict = iota // first use: the request runs and holds the key
+	KeyReplay                          // a saved answer exists: replay it
+	KeyInUse                           // the first request is still running: 409
+	KeyEndpointMismatch                // saved for another method or path: 400
+	KeyParamsMismatch                  // saved for other parameters: 400
+)
+
+// NewKeyStore makes an empty store.
+func NewKeyStore() *KeyStore {
+	k := &KeyStore{sweepEvery: sweepEvery}
+	for i := range k.shards {
+		k.shards[i].m = make(map[string]*KeyEntry)
+	}
+	return k
+}
+
+func (k *KeyStore) shard(scope string) *keyShard {
+	// FNV-1a: cheap, and the keys carry enough entropy in their tails.
+	h := uint32(2166136261)
+	for i := 0; i < len(scope); i++ {
+		h ^= uint32(scope[i])
+		h *= 16777619
+	}
+	return &k.shards[h%keyShards]
+}
+
+// Begin looks the key up. For KeyNew it returns the new in-flight entry the
+// caller must finish or abandon; for KeyReplay and the mismatches, a copy of
+// the saved entry. ttl > 0 makes the key, once completed, unknown ttl after
+// its first request.
+func (k *KeyStore) Begin(scope, method, path, params string, now time.Time, ttl time.Duration) (KeyEntry, *KeyEntry, Verdict) {
+	sh := k.shard(scope)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e, ok := sh.m[scope]; ok {
+		switch {
+		case e.expired(now):
+			// Expired: forgotten, as Stripe forgets keys after 24 hours.
+		case e.Method != method || e.Path != path:
+			return *e, nil, KeyEndpointMismatch
+		case e.params != params:
+			return *e, nil, KeyParamsMismatch
+		case !e.done:
+			return KeyEntry{}, nil, KeyInUse
+		default:
+			return *e, nil, KeyReplay
+		}
+	}
+	sh.expiring = sh.expiring || ttl > 0
+	if sh.inserts++; sh.expiring && sh.inserts >= k.sweepEvery {
+		sh.inserts = 0
+		for sc, old := range sh.m {
+			if old.expired(now) {
+				delete(sh.m, sc)
+			}
+		}
+	}
+	e := &KeyEntry{Method: method, Path: path, params: params, created: now, ttl: ttl}
+	sh.m[scope] = e
+	return KeyEntry{}, e, KeyNew
+}
+
+// Done reports whether the key's first request has finished: a mismatch
+// verdict may come for a key still in flight.
+func (e KeyEntry) Done() bool { return e.done }
+
+// expired reports whether a completed key has outlived its ttl.
+func (e *KeyEntry) expired(now time.Time) bool {
+	return e.done && e.ttl > 0 && now.Sub(e.created) >= e.ttl
+}
+
+// Finish saves the answer of the request that holds e, and ref, what it
+// made. If the key was forgotten meanwhile the answer is simply not
+// reachable any more.
+func (k *KeyStore) Finish(scope string, e *KeyEntry, status int, body []byte, requestID, ref string) {
+	sh := k.shard(scope)
+	sh.mu.Lock()
+	e.Status, e.Body, e.RequestID, e.Ref, e.done = status, body, requestID, ref, true
+	sh.mu.Unlock()
+}
+
+// Abandon releases a key whose request ended without an answer worth saving
+// (a validation error): Stripe lets the key be used again.
+func (k *KeyStore) Abandon(scope string, e *KeyEntry) {
+	sh := k.shard(scope)
+	sh.mu.Lock()
+	if sh.m[scope] == e {
+		delete(sh.m, scope)
+	}
+	sh.mu.Unlock()
+}
+
+// Forget drops every completed key, as their expiry would. Keys
+// whose first request is still running stay: no real expiry can overtake a
+// request in flight, and dropping them would let a retry run it twice.
+func (k *KeyStore) Forget() int {
+	n := 0
+	for i := range k.shards {
+		sh := &k.shards[i]
+		sh.mu.Lock()
+		for scope, e := range sh.m {
+			if e.done {
+				delete(sh.m, scope)
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Size is how many keys are held, in flight or completed.
+func (k *KeyStore) Size() int {
+	n := 0
+	for i := range k.shards {
+		sh := &k.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}

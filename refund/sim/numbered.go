@@ -1,0 +1,68 @@
+package sim
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Numbered holds things numbered from 1 in creation order, whose ids are
+// Prefix and the number in at least Width digits (re_sim0000000001,
+// REFSIM00000000001): an id is found by its number, without a map, and ids
+// sort like their numbers. It is safe for concurrent use.
+type Numbered[T any] struct {
+	Prefix string
+	Width  int
+
+	mu    sync.RWMutex
+	items []T
+}
+
+// ID is the id of number n.
+func (l *Numbered[T]) ID(n int) string { return Padded(l.Prefix, l.Width, n) }
+
+// Padded writes prefix and n with at least width digits.
+func Padded(prefix string, width, n int) string {
+	d := strconv.Itoa(n)
+	if len(d) < width {
+		d = strings.Repeat("0", width-len(d)) + d
+	}
+	return prefix + d
+}
+
+// Add numbers a new thing: mk gets its number and id and returns it.
+func (l *Numbered[T]) Add(mk func(n int, id string) T) T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.items) + 1
+	t := mk(n, l.ID(n))
+	l.items = append(l.items, t)
+	return t
+}
+
+// Get finds the thing of id, which must be written as ID writes it.
+func (l *Numbered[T]) Get(id string) (T, bool) {
+	var zero T
+	digits, ok := strings.CutPrefix(id, l.Prefix)
+	if !ok || digits == "" {
+		return zero, false
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n < 1 || l.ID(n) != id {
+		return zero, false
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if n > len(l.items) {
+		return zero, false
+	}
+	return l.items[n-1], true
+}
+
+// All is every thing so far, oldest first; the slice is shared and must
+// not be modified.
+func (l *Numbered[T]) All() []T {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.items[:len(l.items):len(l.items)]
+}
