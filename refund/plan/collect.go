@@ -18,10 +18,10 @@ type collector struct {
 	plan     *Plan
 	problems []*refund.InputError
 	total    int
-	// targets maps every charge and payment intent listed to the entry of
-	// its first row. That row's item id is most often the target's own id
-	// (given or not), so explicit only needs to hold the others: in most
-	// plans, none.
+	// targets maps every charge, payment intent and capture listed to the
+	// entry of its first row. That row's item id is most often the target's
+	// own id (given or not), so explicit only needs to hold the others: in
+	// most plans, none.
 	targets  map[string]int32
 	explicit map[string]int32 // item id -> entry, for ids not found through targets
 	// currencies interns currency codes: a million rows share a few.
@@ -96,7 +96,7 @@ func (c *collector) add(line int, it *refund.Item, shared bool) {
 	}
 	if err := it.Validate(); err != nil {
 		if derived {
-			// Name the bad charge, not the item id made from it.
+			// Name the bad charge or capture, not the item id made from it.
 			probe := *it
 			probe.Item = "x"
 			if perr := probe.Validate(); perr != nil {
@@ -144,6 +144,11 @@ func (c *collector) duplicate(line int, it *refund.Item, derived bool) bool {
 		// have item ids and amounts, so the first row tells all.
 		first := c.plan.at(int(i))
 		switch {
+		case first.flags&kindFlags != kindFlag(it):
+			// One id, two kinds of payment: a capture column holding a
+			// Stripe id, most likely. Never two payments of one id.
+			c.problem(line, "%s %s already listed at line %d, as a %s", kind, target, first.line, kindName(first.flags))
+			return true
 		case derived || !first.explicit():
 			c.problem(line, "%s %s already listed at line %d", kind, target, first.line)
 			return true
@@ -194,9 +199,7 @@ func (c *collector) keep(line int, it *refund.Item, derived, shared bool) {
 		currency: c.currency(it.Currency),
 		reason:   reasonIndex(it.Reason),
 	}
-	if it.PaymentIntent != "" {
-		e.flags |= entryIntent
-	}
+	e.flags |= kindFlag(it)
 	if !derived {
 		e.flags |= entryExplicit
 	}
@@ -243,11 +246,29 @@ func reasonIndex(r string) uint8 {
 	return 0
 }
 
-func targetKind(it *refund.Item) string {
-	if it.Charge != "" {
-		return "charge"
+// targetKind names the field of the item's target, as messages say it.
+func targetKind(it *refund.Item) string { return kindName(kindFlag(it)) }
+
+// kindFlag is the entry flag of the item's target.
+func kindFlag(it *refund.Item) uint8 {
+	switch {
+	case it.Charge != "":
+		return 0
+	case it.PaymentIntent != "":
+		return entryIntent
 	}
-	return "payment_intent"
+	return entryCapture
+}
+
+// kindName names the target of an entry with flags.
+func kindName(flags uint8) string {
+	switch flags & kindFlags {
+	case entryIntent:
+		return "payment_intent"
+	case entryCapture:
+		return "capture"
+	}
+	return "charge"
 }
 
 // lowerASCII lower-cases ASCII letters: currency codes are written USD as

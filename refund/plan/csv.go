@@ -20,6 +20,7 @@ const (
 	colItem
 	colCharge
 	colPaymentIntent
+	colCapture
 	colAmount
 	colCurrency
 	colReason
@@ -31,12 +32,21 @@ var knownColumns = map[string]colKind{
 	"item":           colItem,
 	"charge":         colCharge,
 	"payment_intent": colPaymentIntent,
+	"capture":        colCapture,
 	"amount":         colAmount,
 	"currency":       colCurrency,
 	"reason":         colReason,
 }
 
-const knownColumnsHint = "known: charge, payment_intent, amount, currency, reason, item, batch, metadata.<key>"
+const knownColumnsHint = "known: charge, payment_intent, capture, amount, currency, reason, item, batch, metadata.<key>"
+
+// isColumn reports whether s, a whole line, names a known column or a
+// metadata one: a CSV header of one column, not an id.
+func isColumn(s string) bool {
+	s = strings.ToLower(s)
+	_, known := knownColumns[s]
+	return known || strings.HasPrefix(s, "metadata.")
+}
 
 type column struct {
 	kind colKind
@@ -107,8 +117,16 @@ func blank(rec []string) bool {
 // header maps the header row to columns, or reports why it cannot.
 func (c *collector) header(line int, rec []string) ([]column, bool) {
 	for _, f := range rec {
-		if f = strings.TrimSpace(f); isID(f) {
+		switch f = strings.TrimSpace(f); {
+		case isID(f):
 			c.problem(line, "no header row: %s is an id; want a first row naming the columns, such as charge,amount", refund.Show(f))
+			return nil, false
+		case isPayPalID(f):
+			hint := ""
+			if c.opts.IDs != IDsCapture {
+				hint = ", or --ids capture for capture ids one a line"
+			}
+			c.problem(line, "no header row: %s looks like a PayPal id; want a first row naming the columns, such as capture,amount%s", refund.Show(f), hint)
 			return nil, false
 		}
 	}
@@ -161,8 +179,9 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 	}
 	_, charge := named["charge"]
 	_, intent := named["payment_intent"]
-	if !charge && !intent {
-		c.problem(line, "no charge or payment_intent column (%s)", knownColumnsHint)
+	_, capture := named["capture"]
+	if !charge && !intent && !capture {
+		c.problem(line, "no charge, payment_intent or capture column (%s)", knownColumnsHint)
 		ok = false
 	}
 	return columns, ok
@@ -197,6 +216,8 @@ func (c *collector) csvRow(line int, rec []string, columns []column) {
 			it.Charge = v
 		case colPaymentIntent:
 			it.PaymentIntent = v
+		case colCapture:
+			it.Capture = v
 		case colAmount:
 			amount = v
 		case colCurrency:

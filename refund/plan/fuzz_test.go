@@ -11,10 +11,14 @@ var fuzzFormats = []Format{FormatAuto, FormatCSV, FormatJSONL, FormatIDs}
 // FuzzRead: Read never panics; it returns either valid items of the batch
 // with distinct ids, or a *Rejection with at least one problem; and a
 // plan it writes reads back as the same plan. The seed corpus is in
-// testdata/fuzz/FuzzRead.
+// testdata/fuzz/FuzzRead. format picks the format (its low two bits) and
+// whether bare ids are captures (bit 3).
 func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, format uint8, keep bool) {
 		opts := Options{Batch: "b1", Format: fuzzFormats[int(format)%len(fuzzFormats)], KeepColumns: keep}
+		if format&8 != 0 {
+			opts.IDs = IDsCapture
+		}
 		p, err := Read(bytes.NewReader(data), "fuzz", opts)
 		if err != nil {
 			var ie *Rejection
@@ -31,7 +35,7 @@ func FuzzRead(f *testing.F) {
 			t.Fatal("no items and no error")
 		}
 		seen := make(map[string]bool)
-		rows := make(map[string]int) // per charge or payment intent
+		rows := make(map[string]int) // per charge, payment intent or capture
 		for i := range items {
 			rows[items[i].Target()]++
 		}

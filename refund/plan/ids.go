@@ -9,8 +9,21 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// readIDs reads one charge (ch_, py_) or payment intent (pi_) id a line:
-// each is a refund of the full remaining amount, its id the item id.
+// IDs says what the bare ids of an input name.
+type IDs string
+
+// What bare ids name. A capture id has no prefix to tell it by (PayPal's
+// are 17 capitals and digits, as are its order, authorization and refund
+// ids; another API's may be anything), so captures are read only when the
+// caller says so: a guess could plan refunds of the wrong payments.
+const (
+	IDsStripe  IDs = "stripe"  // ch_/py_ a charge, pi_ a payment intent
+	IDsCapture IDs = "capture" // every id a capture
+)
+
+// readIDs reads one id a line: a charge (ch_, py_) or payment intent (pi_)
+// id, or with IDsCapture a capture id. Each is a refund of the full
+// remaining amount, its id the item id.
 func readIDs(br *bufio.Reader, c *collector) error {
 	lines := refund.NewLineReader(br, c.name)
 	for {
@@ -32,8 +45,18 @@ func readIDs(br *bufio.Reader, c *collector) error {
 		s := string(text)
 		var it refund.Item
 		switch {
+		case c.opts.IDs == IDsCapture:
+			if !refund.ValidCapture(s) {
+				c.problem(line, "%s: want one capture id a line (1-128 of A-Z a-z 0-9 _ . : - starting with a letter or digit)", refund.Show(s))
+				continue
+			}
+			it.Capture = s
 		case !isID(s):
-			c.problem(line, "%s: want one charge (ch_, py_) or payment intent (pi_) id a line", refund.Show(s))
+			hint := ""
+			if refund.ValidCapture(s) && !stripePrefix(s) {
+				hint = "; for capture ids, give --ids capture"
+			}
+			c.problem(line, "%s: want one charge (ch_, py_) or payment intent (pi_) id a line%s", refund.Show(s), hint)
 			continue
 		case s[:3] == "pi_":
 			it.PaymentIntent = s
@@ -42,4 +65,23 @@ func readIDs(br *bufio.Reader, c *collector) error {
 		}
 		c.add(line, &it, false)
 	}
+}
+
+// isPayPalID reports whether s has the shape of a PayPal id (capture,
+// order, refund...): 17 capitals and digits, with a digit. It only picks
+// a hint for a message.
+func isPayPalID(s string) bool {
+	if len(s) != 17 {
+		return false
+	}
+	digit := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digit = true
+		case c < 'A' || c > 'Z':
+			return false
+		}
+	}
+	return digit
 }

@@ -19,7 +19,7 @@ type Plan struct {
 
 // entry is one item as Plan stores it.
 type entry struct {
-	target   string // charge or payment intent id; the item id too unless extra.item is set
+	target   string // charge, payment intent or capture id; the item id too unless extra.item is set
 	amount   int64
 	extra    *extra // nil unless the item id differs from the target or the row has metadata
 	line     int32  // input line, for messages about later duplicates
@@ -30,9 +30,13 @@ type entry struct {
 
 // entry flags
 const (
-	entryIntent   = 1 << iota // the target is a payment intent, not a charge
+	entryIntent   = 1 << iota // the target is a payment intent
+	entryCapture              // the target is a capture; neither flag: a charge
 	entryExplicit             // the input gave the item id, which may equal the target
 )
+
+// kindFlags are the flags that say what the target is.
+const kindFlags = entryIntent | entryCapture
 
 type extra struct {
 	item     string // item id, when not the target's
@@ -80,9 +84,12 @@ func (p *Plan) Len() int { return p.n }
 func (p *Plan) Item(i int) refund.Item {
 	e := p.at(i)
 	it := refund.Item{Batch: p.batch, Item: e.item(), Amount: e.amount, Currency: p.currencies[e.currency]}
-	if e.flags&entryIntent != 0 {
+	switch e.flags & kindFlags {
+	case entryIntent:
 		it.PaymentIntent = e.target
-	} else {
+	case entryCapture:
+		it.Capture = e.target
+	default:
 		it.Charge = e.target
 	}
 	if e.reason > 0 {

@@ -1,15 +1,15 @@
-// Package plan reads lists of charges to refund (CSV, JSON lines or bare
-// ids) into validated plan items of one batch, and splits a plan into
-// shards that workers run independently.
+// Package plan reads lists of charges, payment intents or captures to
+// refund (CSV, JSON lines or bare ids) into validated plan items of one
+// batch, and splits a plan into shards that workers run independently.
 //
 // Read takes the whole input before it returns anything: a plan is either
 // complete and valid or not produced at all, so a bad line near the end of a
 // file cannot leave half a batch planned.
 //
 // Item ids are stable: taken from the input's item column when given, else
-// the charge or payment intent id itself. The same input therefore yields
-// the same ids, and so the same idempotency keys, on every run and machine,
-// and editing one row does not renumber the others.
+// the charge, payment intent or capture id itself. The same input
+// therefore yields the same ids, and so the same idempotency keys, on every
+// run and machine, and editing one row does not renumber the others.
 package plan
 
 import (
@@ -27,8 +27,9 @@ import (
 type Format string
 
 // Input formats. FormatAuto (or "") detects the format from the first
-// non-blank line: "{" starts JSON lines, a bare ch_/py_/pi_ id starts a list
-// of ids, anything else is a CSV header row.
+// non-blank line: "{" starts JSON lines, a bare ch_/py_/pi_ id (with
+// IDsCapture, a bare capture id) starts a list of ids, anything else is a
+// CSV header row.
 const (
 	FormatAuto  Format = "auto"
 	FormatCSV   Format = "csv"
@@ -42,6 +43,8 @@ type Options struct {
 	Batch string
 	// Format of the input; FormatAuto or "" detects it.
 	Format Format
+	// IDs says what bare ids name; IDsStripe or "" reads them by prefix.
+	IDs IDs
 	// KeepColumns keeps unknown CSV columns and JSON fields as refund
 	// metadata (under their own name) instead of rejecting them.
 	KeepColumns bool
@@ -71,6 +74,13 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 	default:
 		return nil, fmt.Errorf("format %s: want csv, jsonl, ids or auto", refund.Show(string(format)))
 	}
+	switch opts.IDs {
+	case "":
+		opts.IDs = IDsStripe
+	case IDsStripe, IDsCapture:
+	default:
+		return nil, fmt.Errorf("ids %s: want stripe or capture", refund.Show(string(opts.IDs)))
+	}
 
 	c := newCollector(name, opts)
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -79,7 +89,7 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 	}
 	if format == FormatAuto {
 		var err error
-		if format, err = detect(br); err != nil {
+		if format, err = detect(br, opts.IDs); err != nil {
 			return nil, readError(name, err)
 		}
 	}
@@ -93,7 +103,7 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 		err = readIDs(br, c)
 	}
 	if err == nil && c.total == 0 && c.plan.Len() == 0 {
-		c.problem(0, "no charges found")
+		c.problem(0, "no charges or captures found")
 	}
 	return c.result(err)
 }
@@ -122,8 +132,10 @@ func (c *collector) checkEncoding(br *bufio.Reader) (ok bool, err error) {
 }
 
 // detect picks the format from the first non-blank line, as far as it fits
-// in the reader's buffer. Nothing is consumed.
-func detect(br *bufio.Reader) (Format, error) {
+// in the reader's buffer. Nothing is consumed. Capture ids have no prefix
+// to tell them by: with IDsCapture, a line that is one valid id and no
+// column name starts a list of ids.
+func detect(br *bufio.Reader, ids IDs) (Format, error) {
 	head, err := br.Peek(br.Size())
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 		return "", err
@@ -141,7 +153,8 @@ func detect(br *bufio.Reader) (Format, error) {
 			continue
 		case line[0] == '{':
 			return FormatJSONL, nil
-		case isID(string(line)):
+		case ids == IDsStripe && isID(string(line)),
+			ids == IDsCapture && refund.ValidCapture(string(line)) && !isColumn(string(line)):
 			return FormatIDs, nil
 		}
 		return FormatCSV, nil
@@ -153,7 +166,7 @@ func detect(br *bufio.Reader) (Format, error) {
 // looser than refund's validation on purpose: it only decides the format,
 // and the row is validated later with a precise message.
 func isID(s string) bool {
-	if len(s) < 4 || s[2] != '_' || !(s[:2] == "ch" || s[:2] == "py" || s[:2] == "pi") {
+	if len(s) < 4 || !stripePrefix(s) {
 		return false
 	}
 	for i := 3; i < len(s); i++ {
@@ -162,6 +175,11 @@ func isID(s string) bool {
 		}
 	}
 	return true
+}
+
+// stripePrefix reports whether s starts ch_, py_ or pi_.
+func stripePrefix(s string) bool {
+	return len(s) >= 3 && s[2] == '_' && (s[:2] == "ch" || s[:2] == "py" || s[:2] == "pi")
 }
 
 func isAlnum(b byte) bool {

@@ -210,26 +210,33 @@ func TestReadValid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Read(strings.NewReader(tt.in), "in", Options{Batch: "b1", Format: tt.format, KeepColumns: tt.keep})
-			if err != nil {
-				t.Fatalf("Read: %v", err)
-			}
-			items := p.Items()
-			if got := encode(t, items); got != tt.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
-			}
-			for i := range items {
-				if err := items[i].Validate(); err != nil {
-					t.Errorf("item %d: %v", i, err)
-				}
-			}
-			// Reading again gives the same plan, ids included: that is what
-			// keeps idempotency keys stable across runs.
-			again, err := Read(strings.NewReader(tt.in), "in", Options{Batch: "b1", Format: tt.format, KeepColumns: tt.keep})
-			if err != nil || encode(t, again.Items()) != tt.want {
-				t.Errorf("second read differs: %v", err)
-			}
+			checkValid(t, tt.in, Options{Batch: "b1", Format: tt.format, KeepColumns: tt.keep}, tt.want)
 		})
+	}
+}
+
+// checkValid reads in with opts and checks that the plan is want, valid,
+// and the same when read again.
+func checkValid(t *testing.T, in string, opts Options, want string) {
+	t.Helper()
+	p, err := Read(strings.NewReader(in), "in", opts)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	items := p.Items()
+	if got := encode(t, items); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	for i := range items {
+		if err := items[i].Validate(); err != nil {
+			t.Errorf("item %d: %v", i, err)
+		}
+	}
+	// Reading again gives the same plan, ids included: that is what
+	// keeps idempotency keys stable across runs.
+	again, err := Read(strings.NewReader(in), "in", opts)
+	if err != nil || encode(t, again.Items()) != want {
+		t.Errorf("second read differs: %v", err)
 	}
 }
 
@@ -242,10 +249,10 @@ func TestReadProblems(t *testing.T) {
 		want   []string // problems, as printed
 	}{
 		// The whole input.
-		{name: "empty", in: "", want: []string{"in: no charges found"}},
-		{name: "blank", in: "\r\n  \n\n", want: []string{"in: no charges found"}},
-		{name: "bom only", in: "\ufeff", want: []string{"in: no charges found"}},
-		{name: "csv header only", in: "charge,amount\r\n", want: []string{"in: no charges found"}},
+		{name: "empty", in: "", want: []string{"in: no charges or captures found"}},
+		{name: "blank", in: "\r\n  \n\n", want: []string{"in: no charges or captures found"}},
+		{name: "bom only", in: "\ufeff", want: []string{"in: no charges or captures found"}},
+		{name: "csv header only", in: "charge,amount\r\n", want: []string{"in: no charges or captures found"}},
 		{name: "old mac line ends", in: "charge,amount\rch_1,100\r", want: []string{"in: lines end in CR alone (old Mac text): save the file with LF or CRLF line ends (in Excel: CSV UTF-8)"}},
 		{name: "utf-16", in: "\xff\xfec\x00h\x00", want: []string{"in: UTF-16 text: save the file as UTF-8 (in Excel: CSV UTF-8)"}},
 
@@ -253,12 +260,12 @@ func TestReadProblems(t *testing.T) {
 		{
 			name: "csv unknown columns",
 			in:   "charge,Amount,email,refund amount\nch_1,1,x,2\n",
-			want: []string{`in:1: unknown columns email, "refund amount" (known: charge, payment_intent, amount, currency, reason, item, batch, metadata.<key>; --keep-columns keeps others as metadata)`},
+			want: []string{`in:1: unknown columns email, "refund amount" (known: charge, payment_intent, capture, amount, currency, reason, item, batch, metadata.<key>; --keep-columns keeps others as metadata)`},
 		},
 		{
 			name: "csv no target column",
 			in:   "\n\namount\n1\n",
-			want: []string{"in:3: no charge or payment_intent column (known: charge, payment_intent, amount, currency, reason, item, batch, metadata.<key>)"},
+			want: []string{"in:3: no charge, payment_intent or capture column (known: charge, payment_intent, capture, amount, currency, reason, item, batch, metadata.<key>)"},
 		},
 		{
 			name: "csv repeated column",
@@ -531,25 +538,32 @@ func TestReadProblems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Read(strings.NewReader(tt.in), "in", Options{Batch: "b1", Format: tt.format, KeepColumns: tt.keep})
-			var ie *Rejection
-			if !errors.As(err, &ie) {
-				t.Fatalf("Read = %v, %v; want a *Rejection", p, err)
-			}
-			if p != nil {
-				t.Errorf("Read returned a plan of %d items beside its problems", p.Len())
-			}
-			var got []string
-			for _, p := range ie.Problems {
-				got = append(got, p.Error())
-			}
-			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
-				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
-			if ie.Total != len(tt.want) {
-				t.Errorf("Total = %d, want %d", ie.Total, len(tt.want))
-			}
+			checkProblems(t, tt.in, Options{Batch: "b1", Format: tt.format, KeepColumns: tt.keep}, tt.want)
 		})
+	}
+}
+
+// checkProblems reads in with opts and checks that it is refused with the
+// problems want, as printed, and no plan.
+func checkProblems(t *testing.T, in string, opts Options, want []string) {
+	t.Helper()
+	p, err := Read(strings.NewReader(in), "in", opts)
+	var ie *Rejection
+	if !errors.As(err, &ie) {
+		t.Fatalf("Read = %v, %v; want a *Rejection", p, err)
+	}
+	if p != nil {
+		t.Errorf("Read returned a plan of %d items beside its problems", p.Len())
+	}
+	var got []string
+	for _, p := range ie.Problems {
+		got = append(got, p.Error())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if ie.Total != len(want) {
+		t.Errorf("Total = %d, want %d", ie.Total, len(want))
 	}
 }
 
@@ -601,6 +615,7 @@ func TestReadOptions(t *testing.T) {
 		{"bad batch", Options{Batch: "b 1"}, `batch "b 1": want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit`},
 		{"no batch", Options{}, `batch "": want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit`},
 		{"bad format", Options{Batch: "b1", Format: "xlsx"}, "format xlsx: want csv, jsonl, ids or auto"},
+		{"bad ids", Options{Batch: "b1", IDs: "paypal"}, "ids paypal: want stripe or capture"},
 	}
 	for _, tt := range tests {
 		_, err := Read(strings.NewReader("ch_1\n"), "in", tt.opts)

@@ -23,13 +23,14 @@ func ParseShard(s string) (k, n int, err error) {
 	return k, n, nil
 }
 
-// InShard reports whether the items of a batch on target (a charge or
-// payment intent id) fall in shard k of n. The partition is a hash of batch
-// and target only: the same on every run and machine, and independent of
-// the input's order, so N workers given the same plan and the same N take
-// disjoint shards that together make the whole plan, and every item of one
-// charge (two partial refunds of it) goes to the same worker, whose
-// look-ups then see each other's refunds. It panics unless 1 <= k <= n.
+// InShard reports whether the items of a batch on target (a charge,
+// payment intent or capture id) fall in shard k of n. The partition is a
+// hash of batch and target only: the same on every run and machine, and
+// independent of the input's order, so N workers given the same plan and
+// the same N take disjoint shards that together make the whole plan, and
+// every item of one payment (two partial refunds of a charge or capture)
+// goes to the same worker, whose look-ups then see each other's refunds.
+// It panics unless 1 <= k <= n.
 //
 // Releases before it split by item id. An item that moves to another shard
 // is safe (its worker looks its charge up before any call and adopts its

@@ -41,7 +41,7 @@ func TestPlanExitCodes(t *testing.T) {
 		{"bad flag", []string{"--batch", "b 1"}, "ch_1\n", false, ExitUsage, "2 usage or input error (a bad flag"},
 		{"unreadable file", []string{"--batch", "b1", "no-such-file.csv"}, "", false, ExitUsage, "an unreadable file"},
 		{"input problem", []string{"--batch", "b1"}, "ch_1\nch_1\n", false, ExitUsage, "any problem in the input"},
-		{"no charges", []string{"--batch", "b1"}, "", false, ExitUsage, "no charges at all"},
+		{"no charges", []string{"--batch", "b1"}, "", false, ExitUsage, "no charges or captures at all"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout io.Writer = new(bytes.Buffer)
