@@ -57,6 +57,8 @@ fuzz:
 	$(GO) test ./refund -run '^$$' -fuzz FuzzParseItem -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/stripesim -run '^$$' -fuzz FuzzReadCharges -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/audit -run '^$$' -fuzz FuzzAuditScan -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/money -run '^$$' -fuzz FuzzParseValue -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/paypalsim -run '^$$' -fuzz FuzzReadCaptures -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin out

@@ -16,6 +16,9 @@ func (l location) String(paths []string) string { return fmt.Sprintf("%s:%d", pa
 type outcome struct {
 	final             bool   // a final failure; else a refund
 	batch, item, name string // name: the refund id, or the failure's code
+	// refund is the refund a final failure names, if any: a pending
+	// refund that ended failed, or one found dead or for another amount.
+	refund string
 }
 
 // outcomeOf is the outcome r records; false if it records none.
@@ -24,7 +27,7 @@ func outcomeOf(r *Record) (outcome, bool) {
 	case r.Type == TypeRefunded:
 		return outcome{batch: r.Batch, item: r.Item, name: r.Refund}, true
 	case r.Type == TypeFailed && r.Final:
-		return outcome{final: true, batch: r.Batch, item: r.Item, name: r.Code}, true
+		return outcome{final: true, batch: r.Batch, item: r.Item, name: r.Code, refund: r.Refund}, true
 	}
 	return outcome{}, false
 }
@@ -63,7 +66,9 @@ func (c *conflicts) check(f *firstOutcomes, strs *arena.Arena, o outcome, at loc
 		reason, first = fmt.Sprintf("refunded as %s and as %s", strs.Get(f.refund.name), o.name), f.refund.at
 	case !o.final && failed:
 		reason, first = fmt.Sprintf("refunded as %s after failing for good (%s)", o.name, strs.Get(f.failure.name)), f.failure.at
-	case o.final && refunded:
+	case o.final && refunded && o.refund != strs.Get(f.refund.name):
+		// A failure that names the item's refund is that refund's end (a
+		// pending refund that failed at the provider), not a contradiction.
 		reason, first = fmt.Sprintf("failed for good (%s) after being refunded as %s", o.name, strs.Get(f.refund.name)), f.refund.at
 	}
 	switch {

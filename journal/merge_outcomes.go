@@ -30,7 +30,7 @@ type outcomeBatch struct {
 
 type pendingOutcome struct {
 	final bool
-	ends  [3]int // where its batch, item and name end in strs
+	ends  [4]int // where its batch, item, name and refund end in strs
 	at    location
 }
 
@@ -64,7 +64,7 @@ func newOutcomeChecker(found *conflicts, expect int) *outcomeChecker {
 func (c *outcomeChecker) add(o outcome, at location) {
 	b := c.cur
 	p := pendingOutcome{final: o.final, at: at}
-	for k, s := range [3]string{o.batch, o.item, o.name} {
+	for k, s := range [4]string{o.batch, o.item, o.name, o.refund} {
 		b.strs = append(b.strs, s...)
 		p.ends[k] = len(b.strs)
 	}
@@ -93,8 +93,9 @@ func (b *outcomeBatch) check(items *Index[firstOutcomes], found *conflicts) {
 	b.outs, b.hashes = b.outs[:0], b.hashes[:0]
 	start := 0
 	for _, p := range b.pending {
-		o := outcome{final: p.final, batch: strs[start:p.ends[0]], item: strs[p.ends[0]:p.ends[1]], name: strs[p.ends[1]:p.ends[2]]}
-		start = p.ends[2]
+		o := outcome{final: p.final, batch: strs[start:p.ends[0]], item: strs[p.ends[0]:p.ends[1]], name: strs[p.ends[1]:p.ends[2]],
+			refund: strs[p.ends[2]:p.ends[3]]}
+		start = p.ends[3]
 		b.outs, b.hashes = append(b.outs, o), append(b.hashes, items.HashItem(o.item))
 	}
 	// A loop of loads alone, so that many are in flight at once.

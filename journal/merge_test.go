@@ -176,12 +176,15 @@ func TestMergeRefusesCorruption(t *testing.T) {
 func TestMergeConflicts(t *testing.T) {
 	other := func(r *Record, id string) *Record { r.Refund = id; return r }
 	replay := func(r *Record) *Record { r.Source = SourceReplay; return r }
-	a := lines(at(refunded("b", "1"), 0), at(failed("b", "2", 1, 402, true), 0), at(refunded("b", "3"), 0), at(refunded("b", "4"), 0))
+	ended := func(r *Record) *Record { r.Refund = "re_5"; r.Code = "refund_failed"; return r }
+	a := lines(at(refunded("b", "1"), 0), at(failed("b", "2", 1, 402, true), 0), at(refunded("b", "3"), 0), at(refunded("b", "4"), 0),
+		at(pendingRefund("b", "5"), 0))
 	b := lines(
 		at(other(refunded("b", "1"), "re_other"), time.Second), // two refunds
 		at(refunded("b", "2"), time.Second),                    // refunded after failing for good
 		at(failed("b", "3", 1, 402, true), time.Second),        // failed after refunded
 		at(replay(refunded("b", "4")), time.Second),            // the same refund again: fine
+		at(ended(failed("b", "5", 1, 0, true)), time.Second),   // the pending refund failed at the provider: fine
 	)
 	paths := writeFiles(t, map[string][]byte{"a.jsonl": a, "b.jsonl": b})
 	var out bytes.Buffer

@@ -7,6 +7,7 @@ package refund
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -20,6 +21,13 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 	res, ok := e.read(ctx, it, st.Attempt, false, EndpointGet, "read pending refund "+st.Refund, func(ctx context.Context) error {
 		var err error
 		r, err = e.cfg.Provider.Get(ctx, st.Refund)
+		if errors.Is(err, ErrNoLookup) {
+			// A provider that reads refunds only by listing a payment's
+			// (exec with --exec-find): the refund is among the item's.
+			if found, ferr := e.findRefund(ctx, it, st.Refund); !errors.Is(ferr, ErrNoLookup) {
+				r, err = found, ferr
+			}
+		}
 		return err
 	})
 	if !ok {
@@ -49,4 +57,22 @@ func (e *engine) stillPending(it *Item, st journal.ItemState, code, msg string) 
 	r := newResult(it, StatusPending)
 	r.Refund, r.Amount, r.Currency, r.Attempt, r.Code, r.Message = st.Refund, st.Amount, st.Currency, st.Attempt, code, msg
 	return r
+}
+
+// findRefund returns refund id from the refunds of it's payment.
+func (e *engine) findRefund(ctx context.Context, it *Item, id string) (Refund, error) {
+	refunds, err := e.cfg.Provider.Find(ctx, paymentOf(it))
+	if !errors.Is(err, ErrNoLookup) {
+		e.lists.Add(1)
+	}
+	if err != nil {
+		return Refund{}, err
+	}
+	for _, r := range refunds {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	err = fmt.Errorf("refund %s is not among the refunds %s lists for %s", id, e.name, it.Target())
+	return Refund{}, &Failure{Class: ClassFinal, Code: "refund_not_found", Message: err.Error(), Err: err}
 }

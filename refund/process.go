@@ -106,6 +106,9 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 		return e.inDoubt(it, attempt, code, "run halted")
 	case ClassStopped:
 		return e.inDoubt(it, attempt, code, "interrupted while retrying a call that was sent; a later run looks it up first")
+	case ClassInDoubt:
+		e.logItem(slog.LevelWarn, "no answer: in doubt, not sent again in this run", it, attempt, "code", code)
+		return e.inDoubt(it, attempt, code, msg+"; a later run looks it up first and sends nothing new until it knows")
 	case ClassRetry:
 		// call gave up after too many unanswered tries and halted the run.
 		return e.inDoubt(it, attempt, code, e.name+" did not answer; a later run looks it up first")

@@ -168,6 +168,13 @@ const (
 	ClassKeyReused
 	// ClassStopped: the run was stopped (a signal) before an answer.
 	ClassStopped
+	// ClassInDoubt: no answer to stand by, and the call may have been
+	// made (a command that exited abnormally, was killed or timed out):
+	// it is not repeated in this run, and the item stays in doubt under
+	// its key, not burned; a later run looks it up first, and sends it
+	// under the same key if the look-up finds nothing (or, without one,
+	// while the provider keeps keys: Facts.KeyTTL).
+	ClassInDoubt
 )
 
 // Failure is a provider's error with its meaning. Providers build it; the

@@ -193,7 +193,9 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	}
 	rep := newReport()
 	rep.Journals, rep.Records, rep.Items = a.journals, a.records, int(a.st.n)
-	rep.Stripe = opts.Provider != nil
+	if opts.Provider != nil {
+		rep.Provider = opts.Provider.Facts().Name
+	}
 	r := &run{Auditor: a, opts: opts, rep: rep, charges: map[string]chargeInfo{}, out: func(f *Finding) {
 		rep.Findings[f.Finding]++
 		emit(f)

@@ -8,10 +8,10 @@ import (
 
 // Report counts what an audit saw and did.
 type Report struct {
-	Journals int // journals read
-	Records  int // records read
-	Items    int // items of the plan and journals
-	Stripe   bool
+	Journals int    // journals read
+	Records  int    // records read
+	Items    int    // items of the plan and journals
+	Provider string // the provider asked, by name; "" for none
 	// ByStatus counts items by what the journal says: refunded, pending,
 	// failed, in_doubt, or none (planned, never journaled).
 	ByStatus map[string]int
@@ -111,13 +111,13 @@ func (r *Report) Lines() []string {
 			lines = append(lines, what+": "+strings.Join(parts, " + "))
 		}
 	}
-	if r.Stripe {
+	if r.Provider != "" {
 		calls := []string{count(int(r.ListCalls()), "list call")}
 		if n := r.ChargeCalls(); n > 0 {
 			calls = append(calls, count(int(n), "charge call"))
 		}
 		calls = append(calls, count(int(r.CancelCalls()), "cancel call"), count(r.Backfilled, "refund")+" backfilled")
-		lines = append(lines, "stripe: "+strings.Join(calls, ", "))
+		lines = append(lines, strings.ToLower(r.Provider)+": "+strings.Join(calls, ", "))
 	}
 	if r.FindingCount() == 0 {
 		if r.Complete {

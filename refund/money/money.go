@@ -1,5 +1,6 @@
-// Package money turns amounts in minor units into text for people: the one
-// place that knows how many decimals each currency has.
+// Package money is the one place that knows how many decimals each
+// currency has: it writes minor units as money for people (Format) and
+// converts them exactly to and from decimal strings (Value, ParseValue).
 package money
 
 import (
@@ -39,24 +40,17 @@ func Format(minor int64, currency string) string {
 		return strconv.FormatInt(minor, 10) + " (minor units, currency unknown)"
 	}
 	var b strings.Builder
-	u := uint64(minor)
-	if minor < 0 {
+	neg, whole, frac := split(minor, Decimals(currency))
+	if neg {
 		b.WriteByte('-')
-		u = uint64(-(minor + 1)) + 1 // also right for the smallest int64
 	}
-	digits := strconv.FormatUint(u, 10)
-	d := Decimals(currency)
-	if len(digits) <= d {
-		digits = strings.Repeat("0", d-len(digits)+1) + digits
-	}
-	whole, frac := digits[:len(digits)-d], digits[len(digits)-d:]
 	for i, c := range whole {
 		if i > 0 && (len(whole)-i)%3 == 0 {
 			b.WriteByte(',')
 		}
 		b.WriteRune(c)
 	}
-	if d > 0 {
+	if frac != "" {
 		b.WriteByte('.')
 		b.WriteString(frac)
 	}

@@ -1,22 +1,21 @@
 // Package paypal is refundkit's PayPal provider: refund.Provider over
 // PayPal's REST API (Payments v2), hand-written on net/http. It is the only
-// code that knows PayPal's API: its token, request ids, amounts, where a
-// refund says whose it is, how its errors classify, and its limits.
+// code that knows PayPal's API: its token, request ids, where a refund says
+// whose it is, how its errors classify, and its limits; what the simulator
+// must read alike (headers, amounts) is in refund/paypal/wire.
 package paypal
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/paypal/wire"
 )
 
 // PayPal's APIs: the sandbox, refundkit's default, and the live one, which
@@ -26,12 +25,8 @@ const (
 	LiveAPIBase    = "https://api-m.paypal.com"
 )
 
-// KeyTTL is how long PayPal keeps a PayPal-Request-Id: "The server stores
-// keys for 45 days" (Payments v2, captures.refund).
-const KeyTTL = 45 * 24 * time.Hour
-
-// maxAnswer bounds the body of an answer that is read.
-const maxAnswer = 1 << 20
+// KeyTTL is how long PayPal keeps a PayPal-Request-Id (45 days).
+const KeyTTL = wire.RequestIDTTL
 
 // Client is the part of PayPal's API refundkit uses. It repeats no call of
 // its own accord but one: a call PayPal refused for its access token is
@@ -98,7 +93,7 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 		if it.Currency == "" {
 			return refund.Answer{}, refusedHere("currency_required", errNoCurrency)
 		}
-		v, err := formatValue(it.Amount, it.Currency)
+		v, err := wire.Value(it.Amount, it.Currency)
 		if err != nil {
 			return refund.Answer{}, refusedHere("DECIMALS_NOT_SUPPORTED", err)
 		}
@@ -118,9 +113,11 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 	if err != nil {
 		return refund.Answer{}, unreadable(status, err)
 	}
-	// 201: the refund was made now; 200: the answer of an earlier request
-	// under this id, in its latest status.
-	return refund.Answer{Refund: out, HTTPStatus: status, Replayed: status == http.StatusOK}, nil
+	// Replayed stays false: PayPal answers a request id seen before with
+	// the request's latest status, and its docs show that answer as 201
+	// Created (idempotency guide) or 200 OK (refunds guide); captures.refund
+	// lists both for any success. Nothing in the answer says which it was.
+	return refund.Answer{Refund: out, HTTPStatus: status}, nil
 }
 
 // Find cannot be answered reliably: Payments v2 shows a capture without
@@ -155,145 +152,9 @@ func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	return out, nil
 }
 
-// do sends one request with the current access token and decodes a
-// success into out; its error is a *refund.Failure. A 401 from PayPal
-// (an expired or revoked token) renews the token and sends the same
-// request again once, with the same body and the same requestID.
-func (c *Client) do(ctx context.Context, method, path string, body []byte, requestID string, out any) (int, error) {
-	stale := ""
-	for try := 0; ; try++ {
-		token, err := c.accessToken(ctx, stale)
-		if err != nil {
-			return 0, err
-		}
-		status, debugID, data, err := c.send(ctx, method, path, body, requestID, token)
-		if err != nil {
-			return 0, noAnswer(err)
-		}
-		if status >= 200 && status < 300 { // 200 or 201; any other has no refund to read
-			if err := json.Unmarshal(data, out); err != nil {
-				return status, unreadable(status, err)
-			}
-			return status, nil
-		}
-		if status == http.StatusUnauthorized && debugID != "" && try == 0 {
-			stale = token
-			continue
-		}
-		return status, classify(status, debugID, data, false)
-	}
-}
-
-// send makes one HTTP request and reads its answer.
-func (c *Client) send(ctx context.Context, method, path string, body []byte, requestID, token string) (status int, debugID string, data []byte, err error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-		// The whole refund in the answer, custom_id and amount included
-		// (the default, return=minimal, gives only id and status).
-		req.Header.Set("Prefer", "return=representation")
-	}
-	if requestID != "" {
-		req.Header.Set("PayPal-Request-Id", requestID)
-	}
-	res, err := c.http.Do(req)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	defer res.Body.Close()
-	data, err = io.ReadAll(io.LimitReader(res.Body, maxAnswer))
-	if err != nil {
-		return 0, "", nil, err
-	}
-	return res.StatusCode, res.Header.Get(DebugIDHeader), data, nil
-}
-
-// statusOf maps PayPal's refund statuses onto refundkit's.
-var statusOf = map[string]string{
-	"COMPLETED": refund.RefundSucceeded,
-	"PENDING":   refund.RefundPending,
-	"FAILED":    refund.RefundFailed,
-	"CANCELLED": refund.RefundCanceled,
-}
-
-// paypalRefund is a refund as PayPal shows it.
-type paypalRefund struct {
-	ID            string `json:"id"`
-	Status        string `json:"status"`
-	StatusDetails struct {
-		Reason string `json:"reason"`
-	} `json:"status_details"`
-	Amount     *amountJSON `json:"amount"`
-	CustomID   string      `json:"custom_id"`
-	CreateTime string      `json:"create_time"`
-	Links      []struct {
-		Rel  string `json:"rel"`
-		Href string `json:"href"`
-	} `json:"links"`
-}
-
-// refund is r in refundkit's terms; meta reads its custom_id.
-func (r *paypalRefund) refund(meta func(custom string) map[string]string) (refund.Refund, error) {
-	status, ok := statusOf[r.Status]
-	switch {
-	case r.ID == "":
-		return refund.Refund{}, errNoID
-	case !ok:
-		return refund.Refund{}, &statusError{r.Status}
-	case r.Amount == nil:
-		return refund.Refund{}, errNoAmount
-	}
-	amount, err := parseValue(r.Amount.Value, r.Amount.CurrencyCode)
-	if err != nil {
-		return refund.Refund{}, err
-	}
-	out := refund.Refund{ID: r.ID, Status: status, Amount: amount, Currency: strings.ToLower(r.Amount.CurrencyCode),
-		Capture: r.capture(), Metadata: meta(r.CustomID)}
-	if status == refund.RefundFailed || status == refund.RefundPending {
-		out.FailureReason = r.StatusDetails.Reason
-	}
-	if t, err := time.Parse(time.RFC3339, r.CreateTime); err == nil {
-		out.Created = t.Unix()
-	}
-	return out, nil
-}
-
-// capture is the id of the capture the refund refunds, from its "up" link
-// (.../v2/payments/captures/{id}); "" when it has none.
-func (r *paypalRefund) capture() string {
-	for _, l := range r.Links {
-		if l.Rel != "up" {
-			continue
-		}
-		u, err := url.Parse(l.Href)
-		if err != nil {
-			return ""
-		}
-		if id, ok := strings.CutPrefix(u.Path, "/v2/payments/captures/"); ok && !strings.Contains(id, "/") {
-			return id
-		}
-	}
-	return ""
-}
-
-// Why a request was not sent, or an answer not understood.
+// Why a request is not sent.
 var (
 	errNoCapture  = errors.New("paypal: the item names no capture")
 	errNoCurrency = errors.New("paypal: a partial refund needs the item's currency")
 	errNoCancel   = errors.New("paypal: a refund cannot be canceled through PayPal's API")
-	errNoID       = errors.New("refund without an id")
-	errNoAmount   = errors.New("refund without an amount")
 )
-
-type statusError struct{ status string }
-
-func (e *statusError) Error() string { return "refund status " + strconv.Quote(e.status) + " unknown" }

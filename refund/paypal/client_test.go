@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/paypal/wire"
 )
 
 func item(amount int64, currency string) *refund.Item {
@@ -18,8 +19,9 @@ func item(amount int64, currency string) *refund.Item {
 }
 
 // TestCreate is the request a refund sends (request id, body, headers)
-// and the refund it reads back, for a partial and a full refund, made now
-// (201) or replayed under its request id (200).
+// and the refund it reads back, for a partial and a full refund. Neither
+// 201 nor 200 says whether PayPal replayed an earlier request's answer:
+// Replayed is never claimed.
 func TestCreate(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -31,8 +33,9 @@ func TestCreate(t *testing.T) {
 		{"partial usd", item(1050, "usd"), 201, `{"amount":{"currency_code":"USD","value":"10.50"},"custom_id":"refundkit,b1,order,42,1"}`, "10.50"},
 		{"partial jpy", item(500, "jpy"), 201, `{"amount":{"currency_code":"JPY","value":"500"},"custom_id":"refundkit,b1,order,42,1"}`, "500"},
 		{"partial kwd", item(1500, "kwd"), 201, `{"amount":{"currency_code":"KWD","value":"1.500"},"custom_id":"refundkit,b1,order,42,1"}`, "1.500"},
+		{"partial huf, whole at paypal", item(150000, "huf"), 201, `{"amount":{"currency_code":"HUF","value":"1500"},"custom_id":"refundkit,b1,order,42,1"}`, "1500"},
 		{"full", item(0, ""), 201, `{"custom_id":"refundkit,b1,order,42,1"}`, "25.00"},
-		{"replayed", item(1050, "usd"), 200, `{"amount":{"currency_code":"USD","value":"10.50"},"custom_id":"refundkit,b1,order,42,1"}`, "10.50"},
+		{"200", item(1050, "usd"), 200, `{"amount":{"currency_code":"USD","value":"10.50"},"custom_id":"refundkit,b1,order,42,1"}`, "10.50"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)
@@ -68,7 +71,7 @@ func TestCreate(t *testing.T) {
 			got := a.Refund
 			meta := got.Metadata
 			got.Metadata = nil
-			if !reflect.DeepEqual(got, want) || a.HTTPStatus != tc.status || a.Replayed != (tc.status == 200) {
+			if !reflect.DeepEqual(got, want) || a.HTTPStatus != tc.status || a.Replayed {
 				t.Errorf("answer %+v (status %d, replayed %v)\nwant %+v", got, a.HTTPStatus, a.Replayed, want)
 			}
 			if !refund.Matches(&a.Refund, "b1", "order:42") || meta[refund.MetaAttempt] != "1" {
@@ -236,12 +239,16 @@ func TestErrorClasses(t *testing.T) {
 			refund.Failure{Class: refund.ClassRetry, Code: "unreadable_answer"}},
 		{"an unknown status", 201, true, `{"id":"R1","status":"WEIRD","amount":{"value":"1.00","currency_code":"USD"}}`,
 			refund.Failure{Class: refund.ClassRetry, Code: "unreadable_answer"}},
+		{"an amount that is not exact", 201, true, `{"id":"R1","status":"COMPLETED","amount":{"value":"1.005","currency_code":"USD"}}`,
+			refund.Failure{Class: refund.ClassRetry, Code: "unreadable_answer"}},
+		{"a zero amount", 201, true, `{"id":"R1","status":"COMPLETED","amount":{"value":"0.00","currency_code":"USD"}}`,
+			refund.Failure{Class: refund.ClassRetry, Code: "unreadable_answer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)
 			f.api = func(w http.ResponseWriter, r *http.Request, body []byte, n int) {
 				if tc.debug {
-					w.Header().Set(DebugIDHeader, "dbg-1")
+					w.Header().Set(wire.DebugIDHeader, "dbg-1")
 				}
 				w.WriteHeader(tc.status)
 				fmt.Fprint(w, tc.body)

@@ -11,11 +11,8 @@ import (
 	"strings"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/paypal/wire"
 )
-
-// DebugIDHeader is on every answer of PayPal's own (PayPal's support asks
-// for it); an answer without it came from something in front of PayPal.
-const DebugIDHeader = "Paypal-Debug-Id"
 
 // apiError is PayPal's error body: the REST shape (name, message, details
 // with an issue each) and the OAuth2 shape (error, error_description).
@@ -57,7 +54,7 @@ func classify(status int, debugID string, body []byte, token bool) *refund.Failu
 	switch {
 	case debugID == "":
 		f.Class, f.Status, f.Code = refund.ClassRetry, 0, "gateway_"+strconv.Itoa(status)
-		f.Message = fmt.Sprintf("%d from something in front of PayPal (no %s)", status, DebugIDHeader)
+		f.Message = fmt.Sprintf("%d from something in front of PayPal (no %s)", status, wire.DebugIDHeader)
 	case status >= 500:
 		f.Class, f.Status = refund.ClassRetry, 0
 	case status == http.StatusTooManyRequests:

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/refundkit/refundkit/refund/paypal/wire"
 )
 
 const (
@@ -50,7 +52,7 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	if r.URL.Path == "/v1/oauth2/token" {
 		id, secret, ok := r.BasicAuth()
-		w.Header().Set(DebugIDHeader, "dbg-token")
+		w.Header().Set(wire.DebugIDHeader, "dbg-token")
 		if !ok || id != testID || secret != testSecret || string(body) != "grant_type=client_credentials" || (f.tokenFail != nil && f.tokenFail()) {
 			f.mu.Unlock()
 			w.WriteHeader(http.StatusUnauthorized)
@@ -84,7 +86,7 @@ func (f *fake) tokensIssued() int {
 
 // answer writes a PayPal answer: its status, a debug id, and body.
 func answer(w http.ResponseWriter, status int, body string) {
-	w.Header().Set(DebugIDHeader, "dbg-1")
+	w.Header().Set(wire.DebugIDHeader, "dbg-1")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	fmt.Fprint(w, body)

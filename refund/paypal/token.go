@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/refundkit/refundkit/refund/paypal/wire"
 )
 
 // renewBefore is how long before its expiry a token is renewed: a call
@@ -36,9 +38,9 @@ type tokenAnswer struct {
 
 // accessToken returns a token that is good for at least renewBefore (or
 // half its life, for a short-lived one), fetching one when there is none
-// or it is about to expire. stale is
-// a token PayPal refused: it is dropped, unless another call has renewed
-// it already. Calls wait for one fetch rather than each fetching.
+// or it is about to expire. stale is a token PayPal refused: it is
+// dropped, unless another call has renewed it already. Calls wait for one
+// fetch rather than each fetching.
 func (c *Client) accessToken(ctx context.Context, stale string) (string, error) {
 	t := &c.tokens
 	t.mu.Lock()
@@ -81,7 +83,7 @@ func (c *Client) fetchToken(ctx context.Context) (tokenAnswer, error) {
 		return tokenAnswer{}, noAnswer(err)
 	}
 	if res.StatusCode != http.StatusOK {
-		return tokenAnswer{}, classify(res.StatusCode, res.Header.Get(DebugIDHeader), data, true)
+		return tokenAnswer{}, classify(res.StatusCode, res.Header.Get(wire.DebugIDHeader), data, true)
 	}
 	var a tokenAnswer
 	if err := json.Unmarshal(data, &a); err != nil || a.AccessToken == "" || a.ExpiresIn <= 0 {

@@ -58,11 +58,11 @@ func TestTokens(t *testing.T) {
 }
 
 // TestRefundAmounts: an empty body refunds the rest, an amount part of it,
-// converted exactly for currencies with 2, 0 and 3 decimals; the capture
-// shows what was refunded.
+// converted exactly for currencies with 2, 0 and 3 decimals and for HUF,
+// which PayPal writes whole; the capture shows what was refunded.
 func TestRefundAmounts(t *testing.T) {
 	h := start(t, sim.Faults{}, usd("CAPUSD", 2500), Capture{ID: "CAPJPY", Currency: "JPY", Amount: 1000},
-		Capture{ID: "CAPKWD", Currency: "KWD", Amount: 2000})
+		Capture{ID: "CAPKWD", Currency: "KWD", Amount: 2000}, Capture{ID: "CAPHUF", Currency: "HUF", Amount: 500000})
 	for _, tt := range []struct {
 		capture, body, value, currency, total, captureStatus string
 		minor                                                int64
@@ -72,6 +72,8 @@ func TestRefundAmounts(t *testing.T) {
 		{"CAPJPY", `{"amount":{"value":"500","currency_code":"JPY"}}`, "500", "JPY", "500", "PARTIALLY_REFUNDED", 500},
 		{"CAPKWD", `{"amount":{"value":"1.5","currency_code":"KWD"}}`, "1.500", "KWD", "1.500", "PARTIALLY_REFUNDED", 1500},
 		{"CAPKWD", `{}`, "0.500", "KWD", "2.000", "REFUNDED", 500},
+		{"CAPHUF", `{"amount":{"value":"1500","currency_code":"HUF"}}`, "1500", "HUF", "1500", "PARTIALLY_REFUNDED", 150000},
+		{"CAPHUF", ``, "3500", "HUF", "5000", "REFUNDED", 350000},
 	} {
 		a := h.refund(tt.capture, "", tt.body)
 		if a.status != 201 || a.str("status") != "COMPLETED" || a.str("amount.value") != tt.value || a.str("amount.currency_code") != tt.currency ||
@@ -88,12 +90,15 @@ func TestRefundAmounts(t *testing.T) {
 		}
 	}
 	refunds := h.s.Refunds()
-	if len(refunds) != 5 || refunds[0].Amount != 1050 || refunds[0].CustomID != "refundkit,b,i,1" || refunds[0].InvoiceID != "INV-1" ||
+	if len(refunds) != 7 || refunds[0].Amount != 1050 || refunds[0].CustomID != "refundkit,b,i,1" || refunds[0].InvoiceID != "INV-1" ||
 		refunds[0].NoteToPayer != "sorry" || refunds[4].Amount != 500 || refunds[4].Currency != "KWD" {
 		t.Errorf("refunds: %+v", refunds)
 	}
 	if c, _ := h.s.Capture("CAPJPY"); c.Refunded != 500 || c.Status != "PARTIALLY_REFUNDED" {
 		t.Errorf("capture state %+v", c)
+	}
+	if c, _ := h.s.Capture("CAPHUF"); c.Refunded != 500000 || refunds[5].Amount != 150000 {
+		t.Errorf("HUF: capture %+v, refund %+v", c, refunds[5])
 	}
 }
 
@@ -194,7 +199,8 @@ func TestPendingSettles(t *testing.T) {
 // (the same id again gets them again), its 400s are not (the id is free
 // for the corrected request).
 func TestRefusals(t *testing.T) {
-	h := start(t, sim.Faults{}, usd("CAP1", 1000), Capture{ID: "CAPJPY", Currency: "JPY", Amount: 100})
+	h := start(t, sim.Faults{}, usd("CAP1", 1000), Capture{ID: "CAPJPY", Currency: "JPY", Amount: 100},
+		Capture{ID: "CAPHUF", Currency: "HUF", Amount: 100000}, Capture{ID: "CAPTWD", Currency: "TWD", Amount: 100000})
 	for _, tt := range []struct {
 		capture, body string
 		status        int
@@ -203,6 +209,9 @@ func TestRefusals(t *testing.T) {
 		{"CAP1", `{"amount":{"value":"10.01","currency_code":"USD"}}`, 422, "UNPROCESSABLE_ENTITY", "REFUND_AMOUNT_EXCEEDED"},
 		{"CAP1", `{"amount":{"value":"1.00","currency_code":"EUR"}}`, 422, "UNPROCESSABLE_ENTITY", "REFUND_CAPTURE_CURRENCY_MISMATCH"},
 		{"CAPJPY", `{"amount":{"value":"1.5","currency_code":"JPY"}}`, 422, "UNPROCESSABLE_ENTITY", "DECIMALS_NOT_SUPPORTED"},
+		{"CAPHUF", `{"amount":{"value":"10.50","currency_code":"HUF"}}`, 422, "UNPROCESSABLE_ENTITY", "DECIMALS_NOT_SUPPORTED"},
+		{"CAPHUF", `{"amount":{"value":"10.00","currency_code":"HUF"}}`, 422, "UNPROCESSABLE_ENTITY", "DECIMALS_NOT_SUPPORTED"},
+		{"CAPTWD", `{"amount":{"value":"1.5","currency_code":"TWD"}}`, 422, "UNPROCESSABLE_ENTITY", "DECIMALS_NOT_SUPPORTED"},
 		{"CAP1", `{"amount":{"value":"0.00","currency_code":"USD"}}`, 422, "UNPROCESSABLE_ENTITY", "CANNOT_BE_ZERO_OR_NEGATIVE"},
 		{"CAP1", `{"amount":{"value":"-1","currency_code":"USD"}}`, 422, "UNPROCESSABLE_ENTITY", "CANNOT_BE_ZERO_OR_NEGATIVE"},
 		{"CAP1", `{"amount":{"value":"1.001","currency_code":"USD"}}`, 422, "UNPROCESSABLE_ENTITY", "DECIMAL_PRECISION"},

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/refundkit/refundkit/refund/paypal/wire"
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
@@ -64,6 +65,9 @@ func (c *Capture) Validate() error {
 	case c.Amount <= 0:
 		return fmt.Errorf("amount %d: want a positive whole number of minor units", c.Amount)
 	}
+	if _, err := wire.Value(c.Amount, c.Currency); err != nil {
+		return fmt.Errorf("amount: %w", err) // PayPal holds no such capture
+	}
 	var held int64
 	for i, r := range c.Refunds {
 		switch r.Status {
@@ -73,6 +77,9 @@ func (c *Capture) Validate() error {
 		}
 		if r.Amount <= 0 {
 			return fmt.Errorf("refunds[%d]: amount %d: want a positive whole number of minor units", i, r.Amount)
+		}
+		if _, err := wire.Value(r.Amount, c.Currency); err != nil {
+			return fmt.Errorf("refunds[%d]: amount: %w", i, err)
 		}
 		if r.CustomID != "" && !customIDRE.MatchString(r.CustomID) {
 			return fmt.Errorf("refunds[%d]: custom_id %q: want 1-127 of A-Z a-z 0-9 - _ . ,", i, r.CustomID)

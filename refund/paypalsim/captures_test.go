@@ -3,6 +3,7 @@ package paypalsim
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/refundkit/refundkit/refund/sim"
 )
@@ -22,6 +23,9 @@ func TestReadCaptures(t *testing.T) {
 		{`{"id":"CAP1","amount":100,"refunds":[{"amount":60},{"amount":50,"status":"PENDING"}]}`, "c.jsonl:1: refunds total 110: more than the capture amount 100"},
 		{`{"id":"CAP1","amount":100,"refunds":[{"amount":60,"status":"DONE"}]}`, `c.jsonl:1: refunds[0]: status "DONE"`},
 		{`{"id":"CAP1","amount":100,"refunds":[{"amount":60,"custom_id":"a:b"}]}`, `c.jsonl:1: refunds[0]: custom_id "a:b"`},
+		// PayPal holds HUF and TWD in whole units only.
+		{`{"id":"CAP1","currency":"HUF","amount":150050}`, "c.jsonl:1: amount: 150050 minor units of HUF: currency does not support decimals"},
+		{`{"id":"CAP1","currency":"TWD","amount":1000,"refunds":[{"amount":150}]}`, "c.jsonl:1: refunds[0]: amount: 150 minor units of TWD"},
 	} {
 		if _, err := ReadCaptures(strings.NewReader(tt.in), "c.jsonl"); err == nil || !strings.HasPrefix(err.Error(), tt.err) {
 			t.Errorf("%s: %v, want %q", tt.in, err, tt.err)
@@ -32,4 +36,43 @@ func TestReadCaptures(t *testing.T) {
 	if c, _ := h.s.Capture("CAP2"); c.Refunded != 600 || c.Status != "PARTIALLY_REFUNDED" || c.Currency != "USD" {
 		t.Errorf("seeded: %+v", c)
 	}
+}
+
+// FuzzReadCaptures: whatever a captures file parses to, a simulator takes
+// as it is and can show, amounts written as PayPal writes them.
+func FuzzReadCaptures(f *testing.F) {
+	for _, seed := range []string{
+		`{"id":"CAP1","currency":"USD","amount":500}`,
+		`{"id":"CAPJPY","currency":"JPY","amount":300,"refunds":[{"amount":100,"status":"PENDING","custom_id":"refundkit,b,i,1"}]}`,
+		`{"id":"CAPHUF","currency":"huf","amount":150000,"refunds":[{"amount":100}]}`,
+		`{"id":"CAPHUF","currency":"HUF","amount":150050}`,
+		"{\"id\":\"CAP1\",\"amount\":5}\n{\"id\":\"CAP1\",\"amount\":5}",
+		`{"id":"CAP1","amount":-1}`,
+		"",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, input string) {
+		cs, err := ReadCaptures(strings.NewReader(input), "fuzz")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz:") {
+				t.Errorf("error without the input's name: %v", err)
+			}
+			return
+		}
+		now := time.Unix(1e9, 0)
+		s, err := New(sim.NewCore(1, sim.Faults{}), Config{Captures: cs}, func() time.Time { return now })
+		if err != nil {
+			t.Fatalf("read captures the simulator refuses: %v", err)
+		}
+		for _, c := range cs {
+			cp := s.captureByID(c.ID)
+			cp.mu.Lock()
+			cp.object("http://sim", now)
+			for _, r := range cp.refunds {
+				r.object("http://sim", now)
+			}
+			cp.mu.Unlock()
+		}
+	})
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/refundkit/refundkit/refund/money"
+	"github.com/refundkit/refundkit/refund/paypal/wire"
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
@@ -97,7 +97,7 @@ func (s *Server) serveRefund(w http.ResponseWriter, c call) {
 		writeAnswer(w, a.Status, a.Body, c.debugID)
 		return
 	}
-	requestID := strings.TrimSpace(c.r.Header.Get("PayPal-Request-Id"))
+	requestID := strings.TrimSpace(c.r.Header.Get(wire.RequestIDHeader))
 	p := sim.Post{Method: c.r.Method, Path: c.r.URL.Path, Params: string(body), TTL: RequestIDTTL, Now: s.now(),
 		Seq: c.seq, F: c.f, MayTimeOut: true}
 	if requestID != "" {
@@ -161,10 +161,10 @@ func (s *Server) refuseAmount(problem valueProblem, currency, captureCurrency, d
 	switch {
 	case problem == valueNotPositive:
 		issue, description = "CANNOT_BE_ZERO_OR_NEGATIVE", "Must be greater than zero."
-	case problem == valuePrecision && money.Decimals(currency) == 0:
+	case problem == valueDecimals:
 		issue, description = "DECIMALS_NOT_SUPPORTED", "Currency does not support decimals."
 	case problem == valuePrecision:
-		issue, description = "DECIMAL_PRECISION", fmt.Sprintf("%s takes at most %d decimal places.", currency, money.Decimals(currency))
+		issue, description = "DECIMAL_PRECISION", fmt.Sprintf("%s takes at most %d decimal places.", currency, wire.Decimals(currency))
 	case currency != captureCurrency:
 		issue, description = "REFUND_CAPTURE_CURRENCY_MISMATCH", "Refund must be in the same currency as the capture."
 	default:

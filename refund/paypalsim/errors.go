@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/refundkit/refundkit/refund/paypal/wire"
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
@@ -85,7 +86,7 @@ func internal(debugID string) sim.Answer {
 }
 
 // DebugIDHeader names every answer of PayPal's own (never a gateway's).
-const DebugIDHeader = "Paypal-Debug-Id"
+const DebugIDHeader = wire.DebugIDHeader
 
 // writeAnswer writes an answer with PayPal's headers.
 func writeAnswer(w http.ResponseWriter, status int, body []byte, debugID string) {

@@ -1,74 +1,57 @@
 package paypalsim
 
 import (
-	"strconv"
-	"strings"
+	"errors"
 
 	"github.com/refundkit/refundkit/refund/money"
+	"github.com/refundkit/refundkit/refund/paypal/wire"
 )
 
-// PayPal's money is {"currency_code":"USD","value":"10.50"}: a decimal
-// string with the currency's own decimals (none for JPY, three for KWD).
+// PayPal's money is {"currency_code":"USD","value":"10.50"}; refund/paypal/wire
+// converts it, exactly and with PayPal's whole-only currencies, for the
+// client and the simulator alike. This file sorts what it refuses into
+// PayPal's answers.
 
-// formatValue writes minor units of currency as PayPal's value string.
-func formatValue(minor int64, currency string) string {
-	d := money.Decimals(currency)
-	s := strconv.FormatInt(minor, 10)
-	if d == 0 {
-		return s
-	}
-	for len(s) <= d {
-		s = "0" + s
-	}
-	return s[:len(s)-d] + "." + s[len(s)-d:]
-}
+// maxValue is the longest value PayPal's money schema takes.
+const maxValue = 32
 
 // valueProblem is why a value string is refused.
 type valueProblem int
 
 const (
 	valueOK          valueProblem = iota
-	valueSyntax                   // not PayPal's decimal pattern: 400
-	valuePrecision                // more decimals than the currency has: 422
-	valueNotPositive              // zero or negative: 422
+	valueSyntax                   // not a decimal number: 400 INVALID_PARAMETER_SYNTAX
+	valuePrecision                // more decimals than the currency has: 422 DECIMAL_PRECISION
+	valueDecimals                 // decimals in a whole-only currency: 422 DECIMALS_NOT_SUPPORTED
+	valueNotPositive              // zero or negative: 422 CANNOT_BE_ZERO_OR_NEGATIVE
 )
 
-// parseValue turns a value string into exact minor units of currency,
-// without floating point: "10.5" USD is 1050, "500" JPY 500, "1.5" KWD
-// 1500. Fewer decimals than the currency's are allowed, more are not.
+// parseValue turns a refund's value string into minor units of currency.
 func parseValue(value, currency string) (int64, valueProblem) {
-	if len(value) == 0 || len(value) > 32 {
+	if len(value) > maxValue {
 		return 0, valueSyntax
 	}
-	neg := strings.HasPrefix(value, "-")
-	v := strings.TrimPrefix(value, "-")
-	whole, frac, hasDot := strings.Cut(v, ".")
-	if !digits(whole) && !(hasDot && whole == "") || hasDot && (frac == "" || !digits(frac)) {
-		return 0, valueSyntax
-	}
-	d := money.Decimals(currency)
-	if len(frac) > d {
+	n, err := wire.ParseValue(value, currency)
+	switch {
+	case errors.Is(err, wire.ErrDecimalsNotSupported):
+		return 0, valueDecimals
+	case errors.Is(err, money.ErrPrecision):
 		return 0, valuePrecision
-	}
-	frac += strings.Repeat("0", d-len(frac))
-	n, err := strconv.ParseInt(whole+frac, 10, 64)
-	if whole+frac == "" || err != nil {
+	case err != nil:
 		return 0, valueSyntax
-	}
-	if neg || n == 0 {
+	case n <= 0:
 		return 0, valueNotPositive
 	}
 	return n, valueOK
 }
 
-func digits(s string) bool {
-	if s == "" {
-		return false
+// moneyOf is an amount as the API writes it. Captures are whole in
+// PayPal's whole-only currencies (Capture.Validate), and so is every part
+// of them a refund can take, so wire.Value cannot refuse one.
+func moneyOf(minor int64, currency string) moneyJSON {
+	v, err := wire.Value(minor, currency)
+	if err != nil {
+		panic(err)
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return moneyJSON{CurrencyCode: currency, Value: v}
 }

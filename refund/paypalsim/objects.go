@@ -66,10 +66,6 @@ type receivableJSON struct {
 	NetAmount   moneyJSON `json:"net_amount"`
 }
 
-func moneyOf(minor int64, currency string) moneyJSON {
-	return moneyJSON{CurrencyCode: currency, Value: formatValue(minor, currency)}
-}
-
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // object renders r as seen at now; base is the API's URL for links. The

@@ -16,12 +16,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/refundkit/refundkit/refund/paypal/wire"
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// RequestIDTTL is how long PayPal keeps a PayPal-Request-Id: "The server
-// stores keys for 45 days" (refund a captured payment, Payments v2).
-const RequestIDTTL = 45 * 24 * time.Hour
+// RequestIDTTL is how long PayPal keeps a PayPal-Request-Id (45 days).
+const RequestIDTTL = wire.RequestIDTTL
 
 // Config is what PayPal's routes start with.
 type Config struct {

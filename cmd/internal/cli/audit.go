@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
@@ -19,21 +21,24 @@ const auditHelp = `Tell whether a batch was refunded exactly once: findings as J
 
 A journal that a running refund holds is audited as it stands, and audit says so: items in flight show as in doubt. Audit it again when the run has finished.
 
-Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error, input that cannot be read, or nothing to audit (no journal records and no plan items); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 5 a journal is corrupt or of an unknown version; 6 Stripe refused the key or is unreachable; 130 interrupted. Halted (3, 6) or interrupted, audit gives no verdict.`
+Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error, input that cannot be read, or nothing to audit (no journal records and no plan items); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 5 a journal is corrupt or of an unknown version; 6 the provider refused the key or is unreachable; 130 interrupted. Halted (3, 6) or interrupted, audit gives no verdict.`
 
 type auditCmd struct {
-	Journals     []string    `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin)."`
-	Plan         string      `placeholder:"FILE" help:"The plan (refund items as JSON lines): also report planned items without a refund (missing) and journal items it does not list (not_in_plan)."`
-	Stripe       bool        `help:"Also list at Stripe the refunds of every charge and payment intent audited (key from STRIPE_API_KEY)."`
-	AllRefunds   bool        `name:"all-refunds" help:"With --stripe: count refunds without refundkit metadata (older scripts, the dashboard) as refunds of the batch; one is an item's only when it is exactly what the item asked for (for a full refund, the charge's amount) and nothing else matches, else it is reported as unattributed."`
-	Backfill     string      `placeholder:"FILE" help:"With --stripe: journal into FILE, one of the JOURNALs, each refund Stripe has for an item and the journals lack, so refund skips that item."`
-	CancelExtras bool        `name:"cancel-extras" help:"With --stripe: cancel the extra refunds Stripe can still cancel (requires_action), keeping one per item, and journal each cancel in the --backfill or --journal FILE."`
-	Journal      string      `placeholder:"FILE" help:"With --cancel-extras and no --backfill: the journal, one of the JOURNALs, that records the cancels."`
-	Concurrency  int         `short:"j" default:"4" help:"Stripe lists in flight at once."`
-	Rate         float64     `default:"10" placeholder:"R" help:"Stripe API requests per second, all workers together (default 10; 0: no limit)."`
-	Version      versionFlag `help:"Print the version and exit."`
-	CPUProfile   string      `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
+	Journals     []string      `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin)."`
+	Plan         string        `placeholder:"FILE" help:"The plan (refund items as JSON lines): also report planned items without a refund (missing) and journal items it does not list (not_in_plan)."`
+	Provider     string        `enum:",stripe,exec,paypal" default:"" help:"Also list at the provider the refunds of every payment audited: stripe (STRIPE_API_KEY) or exec (--exec-find). PayPal lists no capture's refunds: its journals are audited offline."`
+	Stripe       bool          `help:"The same as --provider stripe."`
+	PendingAfter time.Duration `name:"pending-after" default:"168h" placeholder:"D" help:"Report a refund journaled pending longer ago than this (default 7 days)."`
+	AllRefunds   bool          `name:"all-refunds" help:"With --provider: count refunds without refundkit metadata (older scripts, the dashboard) as refunds of the batch; one is an item's only when it is exactly what the item asked for (for a full refund, the charge's amount) and nothing else matches, else it is reported as unattributed."`
+	Backfill     string        `placeholder:"FILE" help:"With --provider: journal into FILE, one of the JOURNALs, each refund the provider has for an item and the journals lack, so refund skips that item."`
+	CancelExtras bool          `name:"cancel-extras" help:"With --provider: cancel the extra refunds the provider can still cancel (requires_action), keeping one per item, and journal each cancel in the --backfill or --journal FILE."`
+	Journal      string        `placeholder:"FILE" help:"With --cancel-extras and no --backfill: the journal, one of the JOURNALs, that records the cancels."`
+	Concurrency  int           `short:"j" default:"4" help:"Provider lists in flight at once."`
+	Rate         float64       `default:"10" placeholder:"R" help:"Provider API requests per second, all workers together (default 10; 0: no limit)."`
+	Version      versionFlag   `help:"Print the version and exit."`
+	CPUProfile   string        `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
 	stripeFlags
+	execFlags
 }
 
 // Audit is the audit command: it reads journals (and a plan, and Stripe's
@@ -58,9 +63,10 @@ func Audit(env Env) int {
 		defer stop()
 	}
 	var client refund.Provider
-	if c.Stripe {
+	if c.Provider != "" {
+		pf := providerFlags{Provider: c.Provider, stripeFlags: c.stripeFlags, execFlags: c.execFlags}
 		var err error
-		if client, err = c.client(env, c.Concurrency); err != nil {
+		if client, err = pf.lister(env, env.Stderr, name, c.Concurrency); err != nil {
 			warnf(env.Stderr, name, "%v", err)
 			return ExitUsage
 		}
@@ -158,7 +164,8 @@ func Audit(env Env) int {
 	defer stop()
 	// A refund without metadata is a full refund when its amount is the
 	// charge's: the provider fetches charges too (Options.Charges).
-	opts := audit.Options{Provider: client, AllRefunds: c.AllRefunds, Workers: c.Concurrency, CancelExtras: c.CancelExtras}
+	opts := audit.Options{Provider: client, AllRefunds: c.AllRefunds, Workers: c.Concurrency, CancelExtras: c.CancelExtras,
+		PendingAfter: c.PendingAfter}
 	if c.Rate > 0 {
 		opts.Pacer = refund.NewPacer(refund.Limits{Global: c.Rate})
 	}
@@ -172,7 +179,7 @@ func Audit(env Env) int {
 		b, _ := json.Marshal(f) // a Finding always marshals
 		out.Write(b)
 		out.WriteByte('\n')
-		if c.Stripe {
+		if client != nil {
 			out.Flush() // a long audit shows its findings as they come
 		}
 	})
@@ -210,13 +217,23 @@ func Audit(env Env) int {
 
 // check reports flags that do not fit together.
 func (c *auditCmd) check() error {
+	if c.Stripe && c.Provider != "" && c.Provider != providerStripe {
+		return &usageError{fmt.Sprintf("--stripe and --provider %s: give one", c.Provider)}
+	}
+	if c.Stripe {
+		c.Provider = providerStripe
+	}
 	switch {
 	case c.Concurrency < 1 || c.Concurrency > 64:
 		return &usageError{"--concurrency: want 1 to 64"}
 	case c.Rate < 0:
 		return &usageError{"--rate: want 0 (no limit) or more"}
-	case !c.Stripe && (c.AllRefunds || c.Backfill != "" || c.CancelExtras):
-		return &usageError{"--all-refunds, --backfill and --cancel-extras need --stripe"}
+	case c.Provider == providerPayPal:
+		return &usageError{"--provider paypal: PayPal lists no capture's refunds, so there is nothing to compare; audit PayPal journals without --provider (pending refunds are settled by running refund again)"}
+	case c.Provider == "" && (c.AllRefunds || c.Backfill != "" || c.CancelExtras):
+		return &usageError{"--all-refunds, --backfill and --cancel-extras need --provider (or --stripe)"}
+	case c.PendingAfter <= 0:
+		return &usageError{fmt.Sprintf("--pending-after %v: want a duration above 0", c.PendingAfter)}
 	case c.Journal != "" && !c.CancelExtras:
 		return &usageError{"--journal names where --cancel-extras records the cancels: give it with --cancel-extras"}
 	case c.Journal != "" && c.Backfill != "":

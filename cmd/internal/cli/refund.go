@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,34 +15,33 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/stripe"
 )
 
 type refundCmd struct {
 	Journal        string      `required:"" placeholder:"FILE" help:"The checkpoint journal (JSON lines), created 0600 if absent. One run at a time holds it."`
 	Input          string      `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
 	Concurrency    int         `short:"j" default:"8" help:"Items in flight at once."`
-	Share          float64     `default:"0.8" help:"Share of Stripe's rate limits this run takes, 0 to 1: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic; N shard workers on one account take 0.8/N each."`
+	Share          float64     `default:"0.8" help:"Share of the provider's rate limits this run takes (stripe, paypal), 0 to 1; Stripe's: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic; N shard workers on one account take 0.8/N each."`
 	Rate           *float64    `placeholder:"R" help:"Requests per second for this run, all endpoints together, instead of --share of the account's limit (0: no pacing at all). Each endpoint keeps --share of its own limit."`
 	LogFormat      string      `enum:"text,json" default:"text" help:"Messages on stderr as text lines for people, or JSON lines (log/slog) for agents and log pipelines."`
 	DryRun         bool        `help:"Read the journal and show what would be done: no API call, no journal write."`
-	ResendAfter500 bool        `name:"resend-after-500" help:"Send items whose earlier call Stripe answered with its own 500 under a new key, once the look-up finds no refund for them. Stripe treats a 500 as indeterminate and may still complete the call while it repairs an incident: use it once the incident is over."`
+	ResendAfter500 bool        `name:"resend-after-500" help:"Send items whose earlier call the provider answered with its own 500 (an indeterminate answer saved under the key) under a new key, once the look-up finds no refund for them. Stripe treats a 500 as indeterminate and may still complete the call while it repairs an incident: use it once the incident is over."`
 	AllowRefunded  bool        `name:"allow-refunded-charges" help:"More refunds on charges that another refundkit batch (or, with --all-refunds, anyone) already refunded are intended. Without it such items are held: journaled as failed, nothing sent."`
 	AllRefunds     bool        `help:"Hold items whose charge has refunds without refundkit metadata too (made by hand, in the dashboard or by older scripts)."`
-	NoLookup       bool        `help:"Skip the look-up at Stripe before an item's first call and trust the journal alone. Saves one request per item; a new batch name, a lost or restored journal or a changed shard count can then refund a charge twice."`
+	NoLookup       bool        `help:"Skip the look-up at the provider before an item's first call and trust the journal alone. Saves one request per item; a new batch name, a lost or restored journal or a changed shard count can then refund a charge twice."`
 	Progress       string      `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
 	Verbose        bool        `short:"v" help:"Log every decision on stderr: look-ups, holds, retries, 429s, 500s, key changes, with item, charge, attempt and idempotency key."`
 	NoGroupCommit  bool        `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
 	CPUProfile     string      `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
 	Version        versionFlag `help:"Print the version and exit."`
-	stripeFlags
+	providerFlags
 }
 
-const refundDescription = `Refund planned items through Stripe exactly once, journaling every step.
+const refundDescription = `Refund planned items exactly once through Stripe (or --provider paypal, or any refund API with --provider exec), journaling every step.
 
-Reads plan items (JSON lines, as plan writes them) and writes one result line per item on stdout once its outcome is journaled; a summary goes to stderr. The Stripe key is read from STRIPE_API_KEY only. Run the same command again to resume: items the journal holds are skipped with no API call; before any other item's first call, and before anything is sent again for an item left in doubt, the charge's refunds are looked up at Stripe. A charge that another refundkit batch already refunded is held (failed, nothing sent) unless --allow-refunded-charges says so.
+Reads plan items (JSON lines, as plan writes them) and writes one result line per item on stdout once its outcome is journaled; a summary goes to stderr. Credentials come from the environment only: STRIPE_API_KEY, or PAYPAL_CLIENT_ID and PAYPAL_CLIENT_SECRET (an exec command inherits the environment). Run the same command again to resume: items the journal holds are skipped with no API call; before any other item's first call, and before anything is sent again for an item left in doubt, the payment's refunds are looked up at the provider. A charge that another refundkit batch already refunded is held (failed, nothing sent) unless --allow-refunded-charges says so.
 
-Exit codes: 0 all refunded or skipped; 1 some failed, held, in doubt or refunded twice; 2 usage or input error (a plan item that differs from what the journal recorded for it included); 3 journal unwritable or replaced; 4 journal locked by another run; 5 journal corrupt; 6 Stripe refused the key, does not answer, or answered with a refund that is not the item's; 130 interrupted.`
+Exit codes: 0 all refunded or skipped; 1 some failed, held, in doubt or refunded twice; 2 usage or input error (a plan item that differs from what the journal recorded for it included); 3 journal unwritable or replaced; 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 interrupted.`
 
 // Refund is the refund command: it refunds plan items from stdin exactly
 // once, journaling every step.
@@ -95,7 +93,7 @@ func Refund(env Env) int {
 	var client refund.Provider
 	if !c.DryRun {
 		var err error
-		if client, err = c.client(env, c.Concurrency); err != nil {
+		if client, err = c.provider(env, msgs, name, c.Concurrency); err != nil {
 			warnf(msgs, name, "%v", err)
 			return ExitUsage
 		}
@@ -195,27 +193,13 @@ func Refund(env Env) int {
 		return exitCodeFor(runErr)
 	}
 	if summary.Indeterminate > 0 {
-		warnf(msgs, name, "Stripe answered %d %s with its own 500: the result is indeterminate (Stripe may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", summary.Indeterminate, plural(int(summary.Indeterminate), "call"))
+		p := client.Facts().Name
+		warnf(msgs, name, "%s answered %d %s with its own 500: the result is indeterminate (%[1]s may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", p, summary.Indeterminate, plural(int(summary.Indeterminate), "call"))
 	}
 	if summary.ByStatus[refund.StatusFailed] > 0 || summary.ByStatus[refund.StatusInDoubt] > 0 || summary.Duplicates > 0 {
 		return ExitFailed
 	}
 	return ExitOK
-}
-
-// pacer paces the run within --share of Stripe's limits for the key's mode,
-// or --rate; nil (no pacing) for --rate 0.
-func (c *refundCmd) pacer(env Env) *refund.Pacer {
-	if c.Rate != nil && *c.Rate == 0 {
-		return nil
-	}
-	key := env.Getenv("STRIPE_API_KEY")
-	live := strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_")
-	limits := stripe.Limits(live, c.Share)
-	if c.Rate != nil {
-		limits.Global = *c.Rate
-	}
-	return refund.NewPacer(limits)
 }
 
 // firstItem reads in up to its first line that is not blank, and returns a

@@ -1,0 +1,117 @@
+package cli
+
+// Choosing the refund API a run calls (--provider), with each provider's
+// settings and the pace it is called at.
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/exec"
+	"github.com/refundkit/refundkit/refund/paypal"
+	"github.com/refundkit/refundkit/refund/stripe"
+)
+
+// The providers --provider names.
+const (
+	providerStripe = "stripe"
+	providerPayPal = "paypal"
+	providerExec   = "exec"
+)
+
+// providerFlags choose the provider and carry the settings of those that
+// take flags.
+type providerFlags struct {
+	Provider string `enum:"stripe,paypal,exec" default:"stripe" help:"The refund API: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET) or exec (any API, through the commands of --exec-create and --exec-find: README, \"Any refund API\")."`
+	stripeFlags
+	paypalFlags
+	execFlags
+}
+
+// execFlags are the settings of --provider exec. Commands are run with
+// /bin/sh -c and inherit refund's environment, which refund never prints.
+type execFlags struct {
+	ExecCreate  string        `name:"exec-create" placeholder:"CMD" help:"--provider exec: the command run once per refund attempt, the plan item as JSON on stdin, REFUNDKIT_IDEMPOTENCY_KEY and the rest in its environment; it prints one JSON answer. Exit 0 answered, 75 retry later with the same key, anything else leaves the item in doubt."`
+	ExecFind    string        `name:"exec-find" placeholder:"CMD" help:"--provider exec: the command that prints the refunds the API holds for a payment (JSON lines), so that an item in doubt is looked up before anything is sent again. Without it, an item in doubt is sent again only under the same key."`
+	ExecTimeout time.Duration `name:"exec-timeout" default:"30s" placeholder:"D" help:"--provider exec: how long one run of a command may take; then its process group is killed (a create call in doubt)."`
+	ExecKeyTTL  time.Duration `name:"exec-key-ttl" default:"0s" placeholder:"D" help:"--provider exec: how long the API keeps an idempotency key (0: for ever). Without --exec-find, an item in doubt is sent again under its key while the key is surely kept (for ever, or within half this TTL of its first call); later it is left for a person."`
+}
+
+// provider builds the provider the flags name; stderr receives what its
+// commands print there (exec). Its errors never contain a secret.
+func (f *providerFlags) provider(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
+	if f.Provider == providerExec && f.ExecCreate == "" {
+		return nil, &usageError{"--provider exec needs --exec-create CMD"}
+	}
+	return f.build(env, stderr, name, conns)
+}
+
+// lister builds the provider for a run that only lists refunds (audit):
+// with exec, the find command is what it needs, and create is never run.
+func (f *providerFlags) lister(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
+	if f.Provider == providerExec && f.ExecFind == "" {
+		return nil, &usageError{"--provider exec lists refunds with --exec-find CMD: give it"}
+	}
+	return f.build(env, stderr, name, conns)
+}
+
+func (f *providerFlags) build(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
+	switch {
+	case f.Provider != providerExec && (f.ExecCreate != "" || f.ExecFind != "" || f.ExecKeyTTL != 0):
+		return nil, &usageError{"--exec-create, --exec-find and --exec-key-ttl are for --provider exec"}
+	case f.Provider != providerStripe && f.APIBase != "":
+		return nil, &usageError{"--api-base is for --provider stripe"}
+	case f.Provider != providerPayPal && f.PayPalAPIBase != "":
+		return nil, &usageError{"--paypal-api-base is for --provider paypal"}
+	}
+	switch f.Provider {
+	case providerExec:
+		return f.exec(stderr, name)
+	case providerPayPal:
+		return f.paypalFlags.provider(env, f.Live, conns)
+	}
+	return f.client(env, conns)
+}
+
+func (f *providerFlags) exec(stderr io.Writer, name string) (refund.Provider, error) {
+	switch {
+	case f.ExecTimeout <= 0:
+		return nil, &usageError{fmt.Sprintf("--exec-timeout %v: want a duration above 0", f.ExecTimeout)}
+	case f.ExecKeyTTL < 0:
+		return nil, &usageError{fmt.Sprintf("--exec-key-ttl %v: want 0 (kept for ever) or more", f.ExecKeyTTL)}
+	case f.Live:
+		return nil, &usageError{"--live is for --provider stripe or paypal: an exec command chooses its own API and account"}
+	}
+	return exec.New(exec.Config{Create: f.ExecCreate, Find: f.ExecFind, Timeout: f.ExecTimeout, KeyTTL: f.ExecKeyTTL,
+		Stderr: stderr, Prefix: name + ": "})
+}
+
+// pacer paces the run: --rate for all endpoints together when given (0:
+// no pacing at all), and each provider's own limits as it knows them.
+// Stripe's and PayPal's (--share of them) are their packages'; an exec
+// command's API is unknown to refund, so it gets no limit but --rate, and
+// its exit 75 halves that rate as a 429 would.
+func (c *refundCmd) pacer(env Env) *refund.Pacer {
+	if c.Rate != nil && *c.Rate == 0 {
+		return nil
+	}
+	var limits refund.Limits
+	switch c.Provider {
+	case providerStripe:
+		key := env.Getenv("STRIPE_API_KEY")
+		live := strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_")
+		limits = stripe.Limits(live, c.Share)
+	case providerPayPal:
+		limits = paypal.Limits(c.Share)
+	}
+	if c.Rate != nil {
+		limits.Global = *c.Rate
+	}
+	if limits == (refund.Limits{}) {
+		return nil
+	}
+	return refund.NewPacer(limits)
+}

@@ -1,0 +1,134 @@
+// Package exec is refundkit's provider for any refund API: refund.Provider
+// over commands the user supplies. refundkit keeps the exactly-once
+// machinery (intent, lock, halt, resume, reconcile, audit); the commands
+// make one refund call, or list a payment's refunds, and say what came of
+// it by their exit status and one JSON answer on stdout (README, "Any
+// refund API"). This package is the only code that knows that contract.
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// Name names the provider in messages.
+const Name = "exec"
+
+// DefaultTimeout bounds one run of a command.
+const DefaultTimeout = 30 * time.Second
+
+// Backoff spaces the runs of a create command that exited 75 (retry later).
+var Backoff = refund.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second}
+
+// Config is what the provider runs.
+type Config struct {
+	// Create is the shell command run once per attempt (required).
+	Create string
+	// Find is the shell command that lists a payment's refunds; "" when
+	// the API cannot list them (Find then returns refund.ErrNoLookup).
+	Find string
+	// Timeout bounds each run; the command's process group is killed
+	// when it is over (default DefaultTimeout).
+	Timeout time.Duration
+	// KeyTTL is how long the API keeps an idempotency key (0: for ever);
+	// see refund.Facts.KeyTTL.
+	KeyTTL time.Duration
+	// Stderr receives the commands' stderr, each line prefixed with Prefix
+	// and the command and payment ("refund: exec-create ch_1: ...").
+	Stderr io.Writer
+	Prefix string
+}
+
+// Provider runs the commands of a Config. It is safe for concurrent use.
+type Provider struct {
+	cfg   Config
+	errMu sync.Mutex // one line at a time on Stderr
+}
+
+var _ refund.Provider = (*Provider)(nil)
+
+// New returns the provider of cfg.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Create == "" && cfg.Find == "" {
+		return nil, errors.New("no create or find command")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.KeyTTL < 0 {
+		return nil, fmt.Errorf("key TTL %v: want 0 (kept for ever) or more", cfg.KeyTTL)
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
+	}
+	return &Provider{cfg: cfg}, nil
+}
+
+// Facts: keys are kept as long as the user says (for ever by default, the
+// promise that lets an item in doubt be sent again under its key when no
+// find command can look it up), and an unknown API may complete a call
+// after any failure it gave.
+func (p *Provider) Facts() refund.Facts {
+	return refund.Facts{Name: Name, KeyTTL: p.cfg.KeyTTL, LateOutcomes: true, Backoff: Backoff}
+}
+
+// Create runs the create command once for attempt of it.
+func (p *Provider) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
+	if p.cfg.Create == "" {
+		return refund.Answer{}, failure(refund.ClassFatal, 0, "exec_no_create", "no create command: this provider only lists refunds")
+	}
+	in, err := itemJSON(it)
+	if err != nil {
+		return refund.Answer{}, err
+	}
+	env := []string{
+		"REFUNDKIT_IDEMPOTENCY_KEY=" + refund.IdempotencyKey(it.Batch, it.Item, attempt),
+		"REFUNDKIT_BATCH=" + it.Batch,
+		"REFUNDKIT_ITEM=" + it.Item,
+		fmt.Sprintf("REFUNDKIT_ATTEMPT=%d", attempt),
+		"REFUNDKIT_TARGET=" + it.Target(),
+		fmt.Sprintf("REFUNDKIT_AMOUNT=%d", it.Amount),
+		"REFUNDKIT_CURRENCY=" + it.Currency,
+	}
+	out := p.run(ctx, "exec-create", p.cfg.Create, it.Target(), in, env, maxCreateOutput)
+	return createAnswer(it, attempt, out)
+}
+
+// Find runs the find command for payment pay; refund.ErrNoLookup without
+// one.
+func (p *Provider) Find(ctx context.Context, pay refund.Payment) ([]refund.Refund, error) {
+	if p.cfg.Find == "" {
+		return nil, refund.ErrNoLookup
+	}
+	in, err := paymentJSON(pay)
+	if err != nil {
+		return nil, err
+	}
+	out := p.run(ctx, "exec-find", p.cfg.Find, pay.ID(), in, []string{"REFUNDKIT_TARGET=" + pay.ID()}, maxFindOutput)
+	return findAnswer(pay, out)
+}
+
+// Charges: the contract has no notion of a payment's charges.
+func (p *Provider) Charges(context.Context, string) ([]string, error) { return nil, nil }
+
+// Cancel: the contract has no cancel command; audit reports the refund
+// instead of canceling it.
+func (p *Provider) Cancel(_ context.Context, id string) (refund.Refund, error) {
+	err := fmt.Errorf("refund %s: the exec provider has no cancel command", id)
+	return refund.Refund{}, &refund.Failure{Class: refund.ClassFinal, Code: "unsupported", Message: err.Error(), Err: err}
+}
+
+// Get: the contract has no command that reads one refund by its id. The
+// error is final, so that a pending item stays pending for a later run
+// instead of being asked again and again, and it wraps ErrNoLookup, so
+// that the engine can tell it and settle the item by Find instead.
+func (p *Provider) Get(_ context.Context, id string) (refund.Refund, error) {
+	err := fmt.Errorf("refund %s: %w (the exec provider reads refunds only through --exec-find)", id, refund.ErrNoLookup)
+	return refund.Refund{}, &refund.Failure{Class: refund.ClassFinal, Code: "no_get", Message: err.Error(), Err: err}
+}
