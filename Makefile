@@ -42,8 +42,10 @@ lint:
 bench: build
 	scripts/bench.sh
 
+# PROVIDER=paypal runs the same demo with PayPal captures.
+PROVIDER ?= stripe
 demo: build
-	scripts/demo.sh
+	PROVIDER=$(PROVIDER) scripts/demo.sh
 
 chaos: build
 	scripts/chaos.sh $(CHAOSFLAGS)

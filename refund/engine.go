@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 		cfg.Now = time.Now
 	}
 	e := &engine{cfg: cfg, facts: facts, name: facts.Name, targets: targetLocks{m: map[string]*targetLock{}}, plan: newPlanIndex()}
-	e.summary = Summary{ByStatus: map[string]int{}, Refunded: map[string]int64{}, Found: map[string]int64{}}
+	e.summary = Summary{Provider: facts.Name, ByStatus: map[string]int{}, Refunded: map[string]int64{}, Found: map[string]int64{}}
 	// A halt cancels runCtx: workers waiting on the pacer or a backoff stop
 	// at once. The calls themselves never see it (WithoutCancel).
 	runCtx, stopRun := context.WithCancel(ctx)

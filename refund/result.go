@@ -1,6 +1,7 @@
 package refund
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -47,6 +48,9 @@ func newResult(it *Item, status string) Result {
 
 // Summary counts what a run did.
 type Summary struct {
+	// Provider names the provider in the summary ("Stripe"); "" is "the
+	// provider".
+	Provider string
 	Items    int
 	ByStatus map[string]int
 	// Refunded sums the amounts refunded in this run, per currency.
@@ -95,7 +99,7 @@ func (s *Summary) String() string {
 	for _, sum := range []struct {
 		what    string
 		amounts map[string]int64
-	}{{"refunded", s.Refunded}, {"found at Stripe (refunded earlier)", s.Found}} {
+	}{{"refunded", s.Refunded}, {"found at " + cmp.Or(s.Provider, "the provider") + " (refunded earlier)", s.Found}} {
 		cur := make([]string, 0, len(sum.amounts))
 		for c := range sum.amounts {
 			cur = append(cur, c)

@@ -23,7 +23,7 @@ func TestResultAppendJSONMatchesEncodingJSON(t *testing.T) {
 }
 
 func TestSummaryString(t *testing.T) {
-	s := Summary{Items: 1, ByStatus: map[string]int{StatusRefunded: 1},
+	s := Summary{Provider: "Stripe", Items: 1, ByStatus: map[string]int{StatusRefunded: 1},
 		Refunded: map[string]int64{"usd": 1007392, "jpy": 500}, Found: map[string]int64{"kwd": 1500},
 		CreateCalls: 1, ListCalls: 1, Records: 2, Fsyncs: 2}
 	want := "1 item: 1 refunded, 0 skipped, 0 failed, 0 in_doubt; refunded 500 JPY; refunded 10,073.92 USD; found at Stripe (refunded earlier) 1.500 KWD; " +

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# demo: refund a sample batch against a local Stripe simulator, kill the run
-# with SIGKILL halfway, resume it, and prove that nothing was refunded twice.
+# demo: refund a sample batch against a local simulator of the provider's
+# API, kill the run with SIGKILL halfway, resume it, and prove that nothing
+# was refunded twice.
 #
-#   make demo        (builds bin/ first, then runs this)
+#   make demo                    (builds bin/ first, then runs this: Stripe)
+#   make demo PROVIDER=paypal    (the same with PayPal captures)
 #
 # Needs only bash, Go and this repository: the simulator is bin/stripe-sim,
 # the API key is a fake test key, everything lives in a temp dir that is
@@ -11,12 +13,33 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN=bin
-CHARGES=testdata/charges/charges.csv
+PROVIDER=${PROVIDER:-stripe}
 BATCH=demo-$(date +%Y%m%d)
 RATE=40 # requests per second: the batch takes about five seconds
-# A fake test-mode key: the simulator accepts any sk_test_ key, and real
-# Stripe never sees this one.
-export STRIPE_API_KEY=sk_test_refundkit_demo_not_a_real_key
+case $PROVIDER in
+stripe)
+	CHARGES=testdata/charges/charges.csv
+	SEED=(--charges 200)
+	NAME=Stripe
+	CREATE_ROUTE='POST /v1/refunds'
+	ITEM_FIELD=refundkit_item
+	# A fake test-mode key: the simulator accepts any sk_test_ key, and
+	# real Stripe never sees this one.
+	export STRIPE_API_KEY=sk_test_refundkit_demo_not_a_real_key
+	SECRET=$STRIPE_API_KEY
+	;;
+paypal)
+	CHARGES=testdata/captures/captures.csv
+	SEED=(--captures 200)
+	NAME=PayPal
+	CREATE_ROUTE='POST /v2/payments/captures/{id}/refund'
+	ITEM_FIELD=custom_id
+	# Fake app credentials: the simulator takes any, PayPal never sees these.
+	export PAYPAL_CLIENT_ID=refundkit-demo-client PAYPAL_CLIENT_SECRET=refundkit_demo_secret_not_real
+	SECRET=$PAYPAL_CLIENT_SECRET
+	;;
+*) echo "demo: PROVIDER=$PROVIDER: want stripe or paypal" >&2; exit 2 ;;
+esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/refundkit-demo.XXXXXX")
 JOURNAL=$WORK/demo.jsonl
 PLAN=$WORK/plan.jsonl
@@ -63,16 +86,16 @@ sim_get() {
 # json_int FIELD reads "FIELD":N from stdin (flat JSON from the simulator).
 json_int() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
 
-say "Start the Stripe simulator (bin/stripe-sim) on a free loopback port, with the 200 charges testdata/charges/charges.csv refers to"
+say "Start the $NAME simulator (bin/stripe-sim) on a free loopback port, with the 200 payments $CHARGES refers to"
 mkfifo "$WORK/sim.url"
 exec 3<>"$WORK/sim.url" # opened read-write so the open never blocks
-$BIN/stripe-sim --addr 127.0.0.1:0 --addr-file "$WORK/sim.url" --charges 200 >"$WORK/sim.stats" 2>"$WORK/sim.log" &
+$BIN/stripe-sim --addr 127.0.0.1:0 --addr-file "$WORK/sim.url" "${SEED[@]}" >"$WORK/sim.stats" 2>"$WORK/sim.log" &
 started+=($!)
 # The simulator writes its URL into the pipe once it listens: no sleep, no poll.
 read -r -t 20 SIM_URL <&3 || { cat "$WORK/sim.log" >&2; fail "the simulator did not start"; }
 exec 3<&-
-export STRIPE_API_BASE=$SIM_URL
-note "listening on $SIM_URL (fake key ${STRIPE_API_KEY:0:8}..., set inside this script)"
+export STRIPE_API_BASE=$SIM_URL PAYPAL_API_BASE=$SIM_URL
+note "listening on $SIM_URL (fake credentials ${SECRET:0:8}..., set inside this script)"
 
 say "Plan the batch: bin/plan turns the support team's CSV export into one JSON line per refund"
 $BIN/plan --batch "$BATCH" "$CHARGES" >"$PLAN" 2>"$WORK/plan.err"
@@ -80,11 +103,11 @@ planned=$(($(wc -l <"$PLAN")))
 note "$(cat "$WORK/plan.err")"
 note "first item: $(head -1 "$PLAN")"
 
-say "Refund it: bin/plan ... | bin/refund --journal demo.jsonl --rate $RATE, and kill -9 the refund process midway"
+say "Refund it: bin/plan ... | bin/refund --provider $PROVIDER --journal demo.jsonl --rate $RATE, and kill -9 the refund process midway"
 note "each refund call is preceded by an fsynced intent in the journal and followed by its fsynced outcome"
 : >"$WORK/run1.out" # exists before the loop below counts its lines
 $BIN/plan --batch "$BATCH" "$CHARGES" 2>/dev/null |
-	$BIN/refund --journal "$JOURNAL" --rate "$RATE" >"$WORK/run1.out" 2>"$WORK/run1.err" &
+	$BIN/refund --provider "$PROVIDER" --journal "$JOURNAL" --rate "$RATE" >"$WORK/run1.out" 2>"$WORK/run1.err" &
 refund_pid=$! # the last process of the pipeline
 started+=($refund_pid)
 kill_after=$((planned / 3))
@@ -102,11 +125,11 @@ say "Look at what the journal holds after the crash"
 intents=$(grep -c '"type":"intent"' "$JOURNAL" || true)
 done_before=$(grep -c '"type":"refunded"' "$JOURNAL" || true)
 note "$(wc -l <"$JOURNAL") records: $intents intents, $done_before refunded outcomes"
-note "an intent without its outcome is an item in doubt: its call may or may not have reached Stripe"
+note "an intent without its outcome is an item in doubt: its call may or may not have reached $NAME"
 note "last record: $(tail -c 400 "$JOURNAL" | tail -1)"
 note "a dry run reads the journal and says what a resume would do (no API call):"
 $BIN/plan --batch "$BATCH" "$CHARGES" 2>/dev/null |
-	$BIN/refund --journal "$JOURNAL" --dry-run >/dev/null 2>"$WORK/dry.err" || true
+	$BIN/refund --provider "$PROVIDER" --journal "$JOURNAL" --dry-run >/dev/null 2>"$WORK/dry.err" || true
 note "$(grep 'items:' "$WORK/dry.err" | cut -d';' -f1)"
 
 say "Resume: run the very same pipeline again"
@@ -114,7 +137,7 @@ before_creates=$(sim_get /_sim/stats | json_int refunds_created)
 note "the simulator holds $before_creates refunds so far"
 status=0
 $BIN/plan --batch "$BATCH" "$CHARGES" 2>/dev/null |
-	$BIN/refund --journal "$JOURNAL" --rate "$RATE" >"$WORK/run2.out" 2>"$WORK/run2.err" || status=$?
+	$BIN/refund --provider "$PROVIDER" --journal "$JOURNAL" --rate "$RATE" >"$WORK/run2.out" 2>"$WORK/run2.err" || status=$?
 note "$(grep 'items:' "$WORK/run2.err")"
 check "refund's exit status" "$status" 0
 summary=$(grep 'items:' "$WORK/run2.err")
@@ -123,17 +146,26 @@ refunded=$(grep -o '[0-9]* refunded,' <<<"$summary" | cut -d' ' -f1)
 reconciled=$(grep -o '[0-9]* reconciled' <<<"$summary" | cut -d' ' -f1)
 check "items skipped with zero API calls (refunded before the kill)" "$skipped" "$done_before"
 check "items refunded now (the rest)" "$refunded" "$((planned - done_before))"
-note "the $reconciled items in doubt were looked up at Stripe before any call: $((before_creates - done_before)) of them had been refunded just before the kill, and were adopted, not sent again"
+in_doubt=$((intents - done_before))
+if [[ $PROVIDER == stripe ]]; then
+	note "the $reconciled items in doubt were looked up at Stripe before any call: $((before_creates - done_before)) of them had been refunded just before the kill, and were adopted, not sent again"
+else
+	note "the $in_doubt items in doubt were sent again under their own PayPal-Request-Id: $((before_creates - done_before)) of them had been refunded just before the kill, and PayPal answered with that refund instead of making another"
+fi
 
 say "Ask the simulator what it did (GET /_sim/stats, /_sim/refunds)"
 stats=$(sim_get /_sim/stats)
 created=$(json_int refunds_created <<<"$stats")
 # (the request counts come first; later maps name the same routes)
-posts=$(sed 's/"refunds_created".*//' <<<"$stats" | grep -o '"POST /v1/refunds":[0-9]*' | cut -d: -f2)
-check "refunds created at Stripe over both runs" "$created" "$planned"
-check "refund create calls over both runs (one per planned item, not more)" "$posts" "$planned"
+posts=$(sed 's/"refunds_created".*//' <<<"$stats" | grep -o "\"$CREATE_ROUTE\":[0-9]*" | head -1 | cut -d: -f2)
+check "refunds created at $NAME over both runs" "$created" "$planned"
+if [[ $PROVIDER == stripe ]]; then
+	check "refund create calls over both runs (one per planned item, not more)" "$posts" "$planned"
+else
+	check "refund create calls over both runs (one per item, and one more per item in doubt, under its same request id)" "$posts" "$((planned + in_doubt))"
+fi
 sim_get /_sim/refunds >"$WORK/refunds.jsonl"
-live_items=$(grep -v '"status":"canceled"' "$WORK/refunds.jsonl" | grep -o "\"refundkit_item\":\"[^\"]*\"" | sort)
+live_items=$(grep -v '"status":"canceled"' "$WORK/refunds.jsonl" | grep -o "\"$ITEM_FIELD\":\"[^\"]*\"" | sort)
 check "planned items with a refund" "$(uniq <<<"$live_items" | wc -l)" "$planned"
 check "items with more than one refund" "$(uniq -d <<<"$live_items" | wc -l)" 0
 
@@ -143,19 +175,21 @@ if [[ -x $BIN/audit ]]; then
 	$BIN/audit --plan "$PLAN" "$JOURNAL" >"$WORK/audit.out" 2>"$WORK/audit.err" || status=$?
 	sed 's/^/   /' "$WORK/audit.err"
 	check "bin/audit --plan plan.jsonl demo.jsonl (offline) exit status" "$status" 0
-	status=0
-	note "--stripe lists every charge's refunds at Stripe (here the simulator, so --rate 0: no need to spare a rate limit)"
-	$BIN/audit --stripe --rate 0 --plan "$PLAN" "$JOURNAL" >"$WORK/audit-stripe.out" 2>"$WORK/audit-stripe.err" || status=$?
-	sed 's/^/   /' "$WORK/audit-stripe.err"
-	check "bin/audit --stripe --plan plan.jsonl demo.jsonl exit status" "$status" 0
+	if [[ $PROVIDER == stripe ]]; then
+		status=0
+		note "--stripe lists every charge's refunds at Stripe (here the simulator, so --rate 0: no need to spare a rate limit)"
+		$BIN/audit --stripe --rate 0 --plan "$PLAN" "$JOURNAL" >"$WORK/audit-stripe.out" 2>"$WORK/audit-stripe.err" || status=$?
+		sed 's/^/   /' "$WORK/audit-stripe.err"
+		check "bin/audit --stripe --plan plan.jsonl demo.jsonl exit status" "$status" 0
+	fi
 else
 	note "bin/audit is not built in this checkout: skipped (the simulator's own records were checked above)"
 fi
 
-if grep -rqF "$STRIPE_API_KEY" "$WORK"/*.out "$WORK"/*.err "$JOURNAL"; then
-	fail "the API key appears in an output or the journal"
+if grep -rqF "$SECRET" "$WORK"/*.out "$WORK"/*.err "$JOURNAL"; then
+	fail "the API secret appears in an output or the journal"
 fi
-ok "the API key appears in no output and not in the journal"
+ok "the API secret appears in no output and not in the journal"
 
-printf '\n%sdemo: clean: %d planned items, %d refunds at Stripe, none twice; the run killed at %d refunds resumed without repeating one%s\n' \
-	"$green" "$planned" "$created" "$done_before" "$plain"
+printf '\n%sdemo: clean: %d planned items, %d refunds at %s, none twice; the run killed at %d refunds resumed without repeating one%s\n' \
+	"$green" "$planned" "$created" "$NAME" "$done_before" "$plain"

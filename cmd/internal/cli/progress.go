@@ -155,6 +155,9 @@ func (p *progress) line(now time.Time) string {
 	}
 	fmt.Fprintf(&b, " · %d refunded, %d skipped, %d failed, %d in doubt, %d retrying",
 		p.counts[refund.StatusRefunded], p.counts[refund.StatusSkipped], p.counts[refund.StatusFailed], p.counts[refund.StatusInDoubt], p.waiting)
+	if n := p.counts[refund.StatusPending]; n > 0 {
+		fmt.Fprintf(&b, ", %d pending", n)
+	}
 	elapsed := now.Sub(p.firstAPI)
 	if p.api < 2 || elapsed < time.Second {
 		return b.String()
