@@ -58,13 +58,7 @@ func (r *run) itemPass() {
 			r.out(r.conflictFinding(i, sl, failedAfter, ""))
 		}
 		if s.planned && sl.flags&flagInPlan == 0 {
-			v := r.view(i)
-			f := v.finding(KindNotInPlan)
-			f.Refunds = r.journalRefunds(i)
-			for _, x := range f.Refunds {
-				f.Amount += x.Amount
-				f.Currency = x.Currency
-			}
+			f := r.withJournalRefunds(i, KindNotInPlan)
 			f.Remedy = "the journal holds this item but the plan does not: check that the plan is the one this journal was run with"
 			if len(f.Refunds) > 0 {
 				f.Remedy += "; its refund moved money outside the plan"
@@ -352,14 +346,21 @@ func (r *run) stalePending(i uint32) *Finding {
 	if age <= r.opts.PendingAfter {
 		return nil
 	}
+	f := r.withJournalRefunds(i, KindPending)
+	f.Message = fmt.Sprintf("journaled pending at %s, %s ago, and not settled since", since.UTC().Format(time.RFC3339), age.Round(time.Minute))
+	f.Remedy = "run refund again with the same plan and journal: it asks the provider how the refund ended and journals it, sending nothing"
+	return f
+}
+
+// withJournalRefunds starts a finding of kind about item i with the
+// refunds the journals hold for it, and their sum.
+func (r *run) withJournalRefunds(i uint32, kind string) *Finding {
 	v := r.view(i)
-	f := v.finding(KindPending)
+	f := v.finding(kind)
 	f.Refunds = r.journalRefunds(i)
 	for _, x := range f.Refunds {
 		f.Amount += x.Amount
 		f.Currency = x.Currency
 	}
-	f.Message = fmt.Sprintf("journaled pending at %s, %s ago, and not settled since", since.UTC().Format(time.RFC3339), age.Round(time.Minute))
-	f.Remedy = "run refund again with the same plan and journal: it asks the provider how the refund ended and journals it, sending nothing"
 	return f
 }
