@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,10 @@ const (
 	// CodeRefundedOutside: the charge holds a live refund without refundkit
 	// metadata and AllRefunds asks to hold such items.
 	CodeRefundedOutside = "refunded_outside_refundkit"
+	// CodeRefundedUnattributed: the charge holds a live refund the provider
+	// cannot say whose it is (Refund.Unattributed); it may be refundkit's
+	// own, so the item is held, nothing is sent.
+	CodeRefundedUnattributed = "refunded_unattributed"
 	// CodeDuplicateRefunds: the provider holds more than one live refund
 	// for the item; one is kept, the others are journaled and reported.
 	CodeDuplicateRefunds = "duplicate_refunds"
@@ -51,7 +56,8 @@ const (
 // heldCode reports a failure that is a hold for a refund made elsewhere on
 // the charge, which AllowRefundedCharges lifts.
 func heldCode(code string) bool {
-	return code == CodeRefundedByOtherBatch || code == CodeRefundedOutside || code == CodeRefundedByOtherItem
+	return code == CodeRefundedByOtherBatch || code == CodeRefundedOutside || code == CodeRefundedByOtherItem ||
+		code == CodeRefundedUnattributed
 }
 
 // onCharge is what the refunds of an item's charge say about the item.
@@ -61,6 +67,7 @@ type onCharge struct {
 	otherBatch []*Refund // live refunds of other refundkit batches
 	otherItem  []*Refund // live refunds of this batch for items not planned on this target
 	outside    []*Refund // live refunds without refundkit metadata
+	unknown    []*Refund // live refunds whose maker cannot be told (Unattributed)
 }
 
 // sortRefunds sorts the charge's refunds (newest first, as providers list
@@ -80,6 +87,8 @@ func sortRefunds(it *Item, refunds []Refund, sibling func(item string) bool) onC
 				c.dead = r
 			}
 		case !Live(r):
+		case r.Unattributed:
+			c.unknown = append(c.unknown, r)
 		case batch == "":
 			c.outside = append(c.outside, r)
 		case batch != it.Batch:
@@ -125,14 +134,16 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool,
 		return e.hold(it, attempt, unsent, CodeRefundedByOtherBatch, c.otherBatch), true
 	case len(c.otherItem) > 0 && !allowed:
 		return e.hold(it, attempt, unsent, CodeRefundedByOtherItem, c.otherItem), true
+	case len(c.unknown) > 0 && !allowed:
+		return e.hold(it, attempt, unsent, CodeRefundedUnattributed, c.unknown), true
 	case len(c.outside) > 0 && e.cfg.AllRefunds && !allowed:
 		return e.hold(it, attempt, unsent, CodeRefundedOutside, c.outside), true
 	case burned && !e.cfg.ResendAfter500 && e.facts.LateOutcomes:
 		return e.inDoubt(it, attempt, "api_error", fmt.Sprintf("%s answered 500 to an earlier call and still has no refund for it: its result is indeterminate (%[1]s may still complete it while it repairs an incident). Check the charge; to send it under a new key, run again with --resend-after-500", e.name)), true
 	}
-	if len(c.otherBatch)+len(c.otherItem) > 0 {
-		e.logItem(slog.LevelWarn, "charge already refunded for another batch or item; refunding again as --allow-refunded-charges says", it, 0,
-			"refunds", describe(append(c.otherBatch, c.otherItem...)))
+	if len(c.otherBatch)+len(c.otherItem)+len(c.unknown) > 0 {
+		e.logItem(slog.LevelWarn, "charge already refunded for another batch or item, or by whom cannot be told; refunding again as --allow-refunded-charges says", it, 0,
+			"refunds", describe(slices.Concat(c.otherBatch, c.otherItem, c.unknown)))
 	}
 	if len(c.outside) > 0 && !e.cfg.AllRefunds {
 		e.logItem(slog.LevelWarn, "charge has refunds without refundkit metadata; refunding anyway (--all-refunds holds such items)", it, 0,
@@ -290,6 +301,8 @@ func (e *engine) hold(it *Item, attempt int, unsent bool, code string, refunds [
 		why = "another refundkit batch already refunded this charge"
 	case CodeRefundedByOtherItem:
 		why = "another item of this batch, which the plan does not put on this charge, already refunded it (an item renamed, or named by another id of the same payment?)"
+	case CodeRefundedUnattributed:
+		why = "the charge holds refunds the provider cannot say whose they are (one may be refundkit's own, from a journal that was lost)"
 	default:
 		why = "the charge already has refunds made outside refundkit"
 	}
@@ -314,7 +327,13 @@ func describe(refunds []*Refund) string {
 	parts := make([]string, len(refunds))
 	for i, r := range refunds {
 		who := "no refundkit metadata"
-		if b := r.Metadata[MetaBatch]; b != "" {
+		switch b := r.Metadata[MetaBatch]; {
+		case r.Unattributed:
+			who = "whose cannot be told"
+			if r.FailureReason != "" {
+				who += ": " + r.FailureReason
+			}
+		case b != "":
 			who = "batch " + b + ", item " + r.Metadata[MetaItem]
 		}
 		parts[i] = fmt.Sprintf("%s (%s, %d %s, %s)", r.ID, who, r.Amount, r.Currency, r.Status)

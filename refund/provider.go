@@ -125,8 +125,14 @@ type Refund struct {
 	Amount        int64  // minor units
 	Currency      string // lower-case ISO code
 	Status        string // RefundSucceeded...
-	FailureReason string // why a failed refund failed, when said
+	FailureReason string // why a failed refund failed, or whose an Unattributed one cannot be told, when said
 	Created       int64  // Unix seconds
+	// Unattributed: the provider shows this refund, or says one exists,
+	// but cannot say whose it is (PayPal: a capture whose refunds cannot
+	// be listed, a custom_id that only Create can read back). It may be
+	// refundkit's own, from a journal that was lost, so it holds the item
+	// as another batch's refund does.
+	Unattributed bool
 	// Metadata holds refundkit's keys (MetaBatch, MetaItem, MetaAttempt)
 	// and the plan item's own.
 	Metadata map[string]string

@@ -125,7 +125,7 @@ func (r *run) stripePass(ctx context.Context) error {
 // the journal alone.
 func (r *run) unchecked(t *target, e *listRefused) {
 	f := &Finding{Finding: KindUnchecked, Code: e.code, Message: e.msg,
-		Remedy: "Stripe would not list this charge's refunds, so its items were checked against the journal only: look at the charge in the dashboard"}
+		Remedy: "the provider would not list this payment's refunds, or could not say whose they are, so its items were checked against the journal only: look at the payment in the provider's dashboard"}
 	f.on(t.pay)
 	r.out(f)
 	for _, h := range t.heads {
@@ -230,6 +230,18 @@ func (r *run) list(ctx context.Context, t *target) ([]refund.Refund, error) {
 		return err
 	})
 	if err == nil {
+		for _, x := range out {
+			if x.Unattributed {
+				// The provider says refunds exist that it cannot show
+				// whose they are: the journal cannot be compared with
+				// them, so its items are checked by the journal alone.
+				msg := "the provider cannot say whose some of its refunds are"
+				if x.FailureReason != "" {
+					msg += ": " + x.FailureReason
+				}
+				return nil, &listRefused{code: refund.CodeRefundedUnattributed, msg: msg}
+			}
+		}
 		return out, nil
 	}
 	switch class, code, msg := classify(err); {

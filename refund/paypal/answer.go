@@ -28,9 +28,14 @@ type paypalRefund struct {
 	StatusDetails struct {
 		Reason string `json:"reason"`
 	} `json:"status_details"`
-	Amount     *amountJSON `json:"amount"`
-	CustomID   string      `json:"custom_id"`
-	CreateTime string      `json:"create_time"`
+	Amount    *amountJSON `json:"amount"`
+	CustomID  string      `json:"custom_id"`
+	Breakdown struct {
+		// TotalRefunded is "the total amount refunded from the original
+		// capture to date" (Find checks its list against it).
+		TotalRefunded *amountJSON `json:"total_refunded_amount"`
+	} `json:"seller_payable_breakdown"`
+	CreateTime string `json:"create_time"`
 	Links      []struct {
 		Rel  string `json:"rel"`
 		Href string `json:"href"`

@@ -60,8 +60,9 @@ func (c *Client) APIBase() string { return c.base }
 // Facts are PayPal's. Request ids are kept 45 days. No answer is saved
 // under a request id that a retry would not update (a retry gets the
 // request's latest status), so no call is indeterminate and none completes
-// late behind a saved error. PayPal has no API that lists a capture's
-// refunds with what refundkit wrote on them (see Find).
+// late behind a saved error. A capture's refunds are looked up through its
+// order (Find), so an item in doubt is looked up before anything is sent
+// again, as Stripe's are; KeyTTL still bounds a resend under the same key.
 func (*Client) Facts() refund.Facts {
 	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"capture"}}
 }
@@ -118,15 +119,6 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 	// Created (idempotency guide) or 200 OK (refunds guide); captures.refund
 	// lists both for any success. Nothing in the answer says which it was.
 	return refund.Answer{Refund: out, HTTPStatus: status}, nil
-}
-
-// Find cannot be answered reliably: Payments v2 shows a capture without
-// its refunds; transaction search shows a transaction up to three hours
-// after it happened; an order (Orders v2) lists its refunds, but an item
-// names a capture, not its order. refundkit trusts its checkpoint and
-// PayPal's request ids instead (Facts.KeyTTL).
-func (*Client) Find(context.Context, refund.Payment) ([]refund.Refund, error) {
-	return nil, refund.ErrNoLookup
 }
 
 // Charges: a capture is one payment; PayPal has no payment intents.

@@ -320,12 +320,9 @@ func TestStatuses(t *testing.T) {
 	}
 }
 
-// TestNoLookupNoCancel: what PayPal's API cannot do is said, not faked.
-func TestNoLookupNoCancel(t *testing.T) {
+// TestNoCancel: what PayPal's API cannot do is said, not faked.
+func TestNoCancel(t *testing.T) {
 	c := New("", testID, testSecret, 1)
-	if _, err := c.Find(context.Background(), refund.Payment{Capture: "C"}); !errors.Is(err, refund.ErrNoLookup) {
-		t.Errorf("Find: %v, want ErrNoLookup", err)
-	}
 	if ids, err := c.Charges(context.Background(), "x"); ids != nil || err != nil {
 		t.Errorf("Charges: %v %v", ids, err)
 	}

@@ -2,9 +2,9 @@ package paypal
 
 // refund.Run with this client against the simulator's PayPal routes, over
 // the real journal: the engine's exactly-once promise kept PayPal's way.
-// PayPal cannot list a capture's refunds, so an item in doubt is sent
-// again under its same PayPal-Request-Id, and only within half of the 45
-// days PayPal keeps it; pending refunds are settled by Get, never resent.
+// A capture's refunds are looked up through its order before a first call
+// and before an item in doubt is sent again; pending refunds are settled
+// by Get, never resent.
 
 import (
 	"context"
@@ -50,10 +50,12 @@ func (l loseOutcomes) Append(recs ...*journal.Record) error {
 	return l.Checkpoint.Append(recs...)
 }
 
-// runOpts vary a run: lose its outcomes, or run it at another time.
+// runOpts vary a run: lose its outcomes, run it at another time, hold
+// items whose capture has refunds without refundkit's metadata.
 type runOpts struct {
-	lose bool
-	now  func() time.Time
+	lose       bool
+	now        func() time.Time
+	allRefunds bool
 }
 
 // run runs the plan through the engine with the journal and returns each
@@ -71,7 +73,7 @@ func (e *e2e) run(plan string, o runOpts) (map[string]refund.Result, error) {
 	}
 	var mu sync.Mutex
 	res := map[string]refund.Result{}
-	_, err = refund.Run(context.Background(), refund.Config{Provider: e.c, Checkpoint: cp, Workers: 2, Now: o.now,
+	_, err = refund.Run(context.Background(), refund.Config{Provider: e.c, Checkpoint: cp, Workers: 2, Now: o.now, AllRefunds: o.allRefunds,
 		Backoff: refund.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond}, MaxUnanswered: 1000,
 		OnResult: func(r refund.Result) { mu.Lock(); res[r.Item] = r; mu.Unlock() }}, strings.NewReader(plan), "plan.jsonl")
 	return res, err
@@ -106,10 +108,13 @@ type planItem struct {
 	currency      string
 }
 
-func planOf(items ...planItem) string {
+func planOf(items ...planItem) string { return planIn(e2eBatch, items...) }
+
+// planIn is the plan of items in batch.
+func planIn(batch string, items ...planItem) string {
 	var b strings.Builder
 	for _, it := range items {
-		fmt.Fprintf(&b, `{"batch":%q,"item":%q,"capture":%q`, e2eBatch, it.item, it.capture)
+		fmt.Fprintf(&b, `{"batch":%q,"item":%q,"capture":%q`, batch, it.item, it.capture)
 		if it.amount > 0 {
 			fmt.Fprintf(&b, `,"amount":%d,"currency":%q`, it.amount, it.currency)
 		}
@@ -201,13 +206,12 @@ func TestEngineRefundsEachCaptureOnce(t *testing.T) {
 	}
 }
 
-// TestEngineLostOutcomesResendSameRequestID: a run whose outcomes are lost
-// leaves its items in doubt. PayPal cannot be asked for them, so a rerun
-// past half of PayPal's 45 days (the request id may be forgotten) sends
-// nothing for them; a rerun within it sends each under its same
-// PayPal-Request-Id, which PayPal answers with the refund it made: one
-// refund per capture.
-func TestEngineLostOutcomesResendSameRequestID(t *testing.T) {
+// TestEngineLostOutcomesLookedUp: a run whose outcomes are lost leaves
+// its items in doubt. A rerun 23 days on, past half of the 45 days PayPal
+// keeps a request id, looks each capture up through its order: the lost
+// run's refunds are adopted (found), nothing is sent for them, and only the
+// items it did not refund are sent: one refund per capture.
+func TestEngineLostOutcomesLookedUp(t *testing.T) {
 	cs, items := usdCaptures(8)
 	e := newE2E(t, stripesim.Faults{}, cs...)
 	plan := planOf(items...)
@@ -223,44 +227,28 @@ func TestEngineLostOutcomesResendSameRequestID(t *testing.T) {
 	if len(sent) == 0 {
 		t.Fatal("the lost run made no refund: nothing is in doubt")
 	}
-
-	// 23 days on: past half of 45, the request id may be gone.
 	e.sim.Reset()
 	late := func() time.Time { return time.Now().Add(23 * 24 * time.Hour) }
 	res, err := e.run(plan, runOpts{now: late})
 	if err != nil {
 		t.Fatal(err)
 	}
-	doubt := 0 // sent by the lost run, with or without a refund made
-	for _, it := range items {
-		r := res[it.item]
-		if r.Status == refund.StatusInDoubt {
-			doubt++
-		}
-		if _, made := sent[it.capture]; made && (r.Status != refund.StatusInDoubt || r.Code != refund.CodeNoLookup) {
-			t.Errorf("23 days on, %s (sent, outcome lost): %+v, want in doubt, %s", it.item, r, refund.CodeNoLookup)
-		}
-	}
-	for c, rs := range e.refunds() {
-		if len(rs) != 1 {
-			t.Errorf("%s: %d refunds, want 1", c, len(rs))
-		}
-	}
-
-	// Within the key's time: the same request id again.
-	e.sim.Reset()
-	replayed := e.sim.Stats().Replayed
-	res = e.mustRun(plan)
 	e.exactlyOnce(items, res, nil)
 	for _, it := range items {
-		if id, made := sent[it.capture]; made {
-			if r := res[it.item]; r.Status != refund.StatusRefunded || r.Refund != id || r.Attempt != 1 {
-				t.Errorf("%s: %+v, want %s, the lost run's refund, at attempt 1", it.item, r, id)
-			}
+		r := res[it.item]
+		id, made := sent[it.capture]
+		switch {
+		case made && (r.Status != refund.StatusRefunded || !r.Found || r.Refund != id || r.Attempt != 1):
+			t.Errorf("%s: %+v, want %s, the lost run's refund, found", it.item, r, id)
+		case !made && (r.Status != refund.StatusRefunded || r.Found):
+			t.Errorf("%s: %+v, want refunded now", it.item, r)
 		}
 	}
-	if got := e.sim.Stats().Replayed - replayed; got != int64(len(sent)) || e.sim.PayPalCreates() != int64(doubt) {
-		t.Errorf("rerun: %d requests, %d answered from their request id; want %d and %d", e.sim.PayPalCreates(), got, doubt, len(sent))
+	if c, l := e.sim.PayPalCreates(), e.sim.Calls(simtest.PayPalGetCapture, simtest.PayPalGetOrder); c != int64(len(items)-len(sent)) || l != 2*int64(len(items)) {
+		t.Errorf("rerun: %d refund requests, %d look-up requests; want %d and %d", c, l, len(items)-len(sent), 2*len(items))
+	}
+	if n := e.sim.Stats().Replayed; n != 0 {
+		t.Errorf("%d answers replayed from a request id, want none: the look-up found the refunds", n)
 	}
 }
 
@@ -383,7 +371,10 @@ func TestEngineTokenExpiresMidRun(t *testing.T) {
 	if st.TokensExpired == 0 || st.TokensIssued < 2 {
 		t.Errorf("tokens: %+v; want some expired at PayPal and renewed", st)
 	}
-	if n := e.sim.PayPalCreates(); n != int64(len(items))+st.TokensExpired {
-		t.Errorf("%d refund requests, want %d: one each and one more per expired token", n, int64(len(items))+st.TokensExpired)
+	// Each item is a look-up (the capture, its order) and a refund request;
+	// each expired token refuses one of them, sent again with a new token.
+	want := 3*int64(len(items)) + st.TokensExpired
+	if n := e.sim.Calls(simtest.PayPalRefund, simtest.PayPalGetCapture, simtest.PayPalGetOrder); n != want {
+		t.Errorf("%d requests, want %d: three per item and one more per expired token", n, want)
 	}
 }

@@ -15,11 +15,12 @@ import (
 const Rate = 10
 
 // Limits is share (0 to 1] of Rate for refund.NewPacer: PayPal names no
-// per-endpoint limit, so each endpoint may take the whole share. Shard
-// workers that share one app divide the share among them.
+// per-endpoint limit, so each endpoint may take the whole share, but for
+// the look-up, which is two requests (the capture, then its order: Find).
+// Shard workers that share one app divide the share among them.
 func Limits(share float64) refund.Limits {
 	r := Rate * share
-	return refund.Limits{Global: r, Create: r, List: r, Charges: r, Get: r}
+	return refund.Limits{Global: r, Create: r, List: r / 2, Charges: r, Get: r}
 }
 
 // Backoff spaces retries. PayPal's rate limiting is judged over a minute,

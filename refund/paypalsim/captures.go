@@ -25,6 +25,14 @@ type Capture struct {
 	Amount int64 `json:"amount"`
 	// Refunds already on the capture when it is added, oldest first.
 	Refunds []SeedRefund `json:"refunds,omitempty"`
+	// OrderID is the Orders v2 order the capture was made through
+	// (upper-case letters and digits, at most 20, as related_ids.order_id):
+	// captures that name the same order are its captures, in one purchase
+	// unit. Empty gives the capture an order of its own (ORDSIM...).
+	OrderID string `json:"order_id,omitempty"`
+	// NoOrder: the capture was not made through Orders v2 (an older API,
+	// an invoice), so it names no order and no order lists its refunds.
+	NoOrder bool `json:"no_order,omitempty"`
 }
 
 // SeedRefund is a refund made before the run under test.
@@ -46,7 +54,9 @@ const (
 
 var (
 	captureIDRE = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
-	currencyRE  = regexp.MustCompile(`^[A-Za-z]{3}$`)
+	// orderIDRE is related_ids.order_id: 1-20 of these.
+	orderIDRE  = regexp.MustCompile(`^[A-Z0-9]{1,20}$`)
+	currencyRE = regexp.MustCompile(`^[A-Za-z]{3}$`)
 	// customIDRE is the refund schema's custom_id: 1-127 of these.
 	customIDRE = regexp.MustCompile(`^[A-Za-z0-9\-_.,]{1,127}$`)
 )
@@ -64,6 +74,10 @@ func (c *Capture) Validate() error {
 		return fmt.Errorf("currency %q: want a three-letter ISO code", c.Currency)
 	case c.Amount <= 0:
 		return fmt.Errorf("amount %d: want a positive whole number of minor units", c.Amount)
+	case c.OrderID != "" && !orderIDRE.MatchString(c.OrderID):
+		return fmt.Errorf("order_id %q: want 1-20 upper-case letters and digits", c.OrderID)
+	case c.OrderID != "" && c.NoOrder:
+		return fmt.Errorf("order_id %q and no_order: a capture made through an order, or without one", c.OrderID)
 	}
 	if _, err := wire.Value(c.Amount, c.Currency); err != nil {
 		return fmt.Errorf("amount: %w", err) // PayPal holds no such capture
@@ -114,6 +128,7 @@ const maxLine = 1 << 20
 func ReadCaptures(r io.Reader, name string) ([]Capture, error) {
 	var out []Capture
 	seen := map[string]int{}
+	orders := map[string]string{} // order id: currency
 	err := sim.ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
 		var c Capture
 		if err := sim.DecodeLine(b, &c, "capture"); err != nil {
@@ -124,6 +139,9 @@ func ReadCaptures(r io.Reader, name string) ([]Capture, error) {
 		}
 		if first, dup := seen[c.ID]; dup {
 			return fmt.Errorf("capture %s: already given on line %d", c.ID, first)
+		}
+		if err := inOneCurrency(orders, &c); err != nil {
+			return err
 		}
 		seen[c.ID] = line
 		out = append(out, c)
@@ -140,6 +158,8 @@ type capture struct {
 	id, currency string // currency upper case, as PayPal writes it
 	amount       int64
 	created      int64 // unix seconds
+
+	order *order // nil: not made through Orders v2
 
 	mu      sync.Mutex
 	refunds []*refund // oldest first; never removed
@@ -165,11 +185,14 @@ func (s *Server) AddCaptures(cs ...Capture) error {
 			return fmt.Errorf("capture %d: %s already exists", i+1, c.ID)
 		}
 	}
+	if err := s.checkOrders(cs); err != nil {
+		return err
+	}
 	now := s.now()
 	for _, c := range cs {
-		cp := &capture{id: c.ID, currency: strings.ToUpper(c.Currency), amount: c.Amount, created: now.Unix()}
-		if cp.currency == "" {
-			cp.currency = "USD"
+		cp := &capture{id: c.ID, currency: currencyOf(c.Currency), amount: c.Amount, created: now.Unix()}
+		if !c.NoOrder {
+			s.placeInOrder(cp, c.OrderID, now)
 		}
 		for _, r := range c.Refunds {
 			st := r.Status
@@ -181,6 +204,15 @@ func (s *Server) AddCaptures(cs ...Capture) error {
 		s.captures[c.ID] = cp
 	}
 	return nil
+}
+
+// currencyOf is a capture's currency as PayPal writes it: upper case,
+// USD when not given.
+func currencyOf(c string) string {
+	if c == "" {
+		return "USD"
+	}
+	return strings.ToUpper(c)
 }
 
 func (s *Server) captureByID(id string) *capture {
@@ -197,6 +229,8 @@ type CaptureState struct {
 	// Refunded is the amount COMPLETED and PENDING refunds hold.
 	Refunded int64  `json:"refunded"`
 	Status   string `json:"status"`
+	// OrderID is the order the capture was made through, "" for none.
+	OrderID string `json:"order_id,omitempty"`
 }
 
 // Capture returns the state of one capture, and whether it exists.
@@ -209,7 +243,7 @@ func (s *Server) Capture(id string) (CaptureState, bool) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	held := cp.held(now)
-	return CaptureState{ID: cp.id, Currency: cp.currency, Amount: cp.amount, Refunded: held, Status: cp.status(held)}, true
+	return CaptureState{ID: cp.id, Currency: cp.currency, Amount: cp.amount, Refunded: held, Status: cp.status(held), OrderID: cp.orderID()}, true
 }
 
 // held is what the capture's refunds hold at now; the caller holds cp.mu.

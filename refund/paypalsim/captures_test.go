@@ -26,6 +26,8 @@ func TestReadCaptures(t *testing.T) {
 		// PayPal holds HUF and TWD in whole units only.
 		{`{"id":"CAP1","currency":"HUF","amount":150050}`, "c.jsonl:1: amount: 150050 minor units of HUF: currency does not support decimals"},
 		{`{"id":"CAP1","currency":"TWD","amount":1000,"refunds":[{"amount":150}]}`, "c.jsonl:1: refunds[0]: amount: 150 minor units of TWD"},
+		{`{"id":"CAP1","amount":1,"order_id":"o1"}`, `c.jsonl:1: order_id "o1": want 1-20 upper-case letters and digits`},
+		{"{\"id\":\"CAP1\",\"amount\":1,\"order_id\":\"O1\"}\n{\"id\":\"CAP2\",\"currency\":\"EUR\",\"amount\":1,\"order_id\":\"O1\"}", "c.jsonl:2: CAP2 in EUR, its order O1 is in USD"},
 	} {
 		if _, err := ReadCaptures(strings.NewReader(tt.in), "c.jsonl"); err == nil || !strings.HasPrefix(err.Error(), tt.err) {
 			t.Errorf("%s: %v, want %q", tt.in, err, tt.err)
@@ -48,6 +50,7 @@ func FuzzReadCaptures(f *testing.F) {
 		`{"id":"CAPHUF","currency":"HUF","amount":150050}`,
 		"{\"id\":\"CAP1\",\"amount\":5}\n{\"id\":\"CAP1\",\"amount\":5}",
 		`{"id":"CAP1","amount":-1}`,
+		"{\"id\":\"CAP1\",\"amount\":5,\"order_id\":\"O1\"}\n{\"id\":\"CAP2\",\"currency\":\"usd\",\"amount\":5,\"order_id\":\"O1\"}\n{\"id\":\"CAP3\",\"amount\":5,\"no_order\":true}",
 		"",
 	} {
 		f.Add(seed)

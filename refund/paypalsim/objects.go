@@ -55,9 +55,18 @@ type captureJSON struct {
 	Amount                    moneyJSON      `json:"amount"`
 	FinalCapture              bool           `json:"final_capture"`
 	SellerReceivableBreakdown receivableJSON `json:"seller_receivable_breakdown"`
-	CreateTime                string         `json:"create_time"`
-	UpdateTime                string         `json:"update_time"`
-	Links                     []linkJSON     `json:"links"`
+	// SupplementaryData.RelatedIDs.OrderID names the order the capture
+	// was made through (Payments v2, captured payment); none without one.
+	SupplementaryData *supplementaryJSON `json:"supplementary_data,omitempty"`
+	CreateTime        string             `json:"create_time"`
+	UpdateTime        string             `json:"update_time"`
+	Links             []linkJSON         `json:"links"`
+}
+
+type supplementaryJSON struct {
+	RelatedIDs struct {
+		OrderID string `json:"order_id,omitempty"`
+	} `json:"related_ids"`
 }
 
 type receivableJSON struct {
@@ -106,7 +115,7 @@ func (cp *capture) object(base string, now time.Time) captureJSON {
 			updated = u
 		}
 	}
-	return captureJSON{
+	o := captureJSON{
 		ID: cp.id, Status: cp.status(held), Amount: moneyOf(cp.amount, cp.currency), FinalCapture: true,
 		SellerReceivableBreakdown: receivableJSON{GrossAmount: moneyOf(cp.amount, cp.currency),
 			PayPalFee: moneyOf(0, cp.currency), NetAmount: moneyOf(cp.amount, cp.currency)},
@@ -116,6 +125,13 @@ func (cp *capture) object(base string, now time.Time) captureJSON {
 			{Href: base + "/v2/payments/captures/" + cp.id + "/refund", Rel: "refund", Method: "POST"},
 		},
 	}
+	if id := cp.orderID(); id != "" {
+		o.SupplementaryData = &supplementaryJSON{}
+		o.SupplementaryData.RelatedIDs.OrderID = id
+		// PayPal's captures link "up" to their order.
+		o.Links = append(o.Links, linkJSON{Href: base + "/v2/checkout/orders/" + id, Rel: "up", Method: "GET"})
+	}
+	return o
 }
 
 // mustJSON encodes an object of the API: plain structs, cannot fail.

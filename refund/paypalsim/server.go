@@ -1,6 +1,6 @@
 // Package paypalsim is PayPal's refund API in the simulator: the OAuth2
-// token endpoint and the Payments v2 refund, show-refund and show-capture
-// endpoints, with PayPal's semantics (PayPal-Request-Id replays the
+// token endpoint, the Payments v2 refund, show-refund and show-capture
+// endpoints and Orders v2's show-order, with PayPal's semantics (PayPal-Request-Id replays the
 // request's latest status, 409 while the first request runs, 422 issues
 // for business refusals, PENDING refunds that settle later, tokens that
 // expire) and the same fault knobs as Stripe's routes (refund/sim).
@@ -39,6 +39,8 @@ type Server struct {
 
 	capturesMu sync.RWMutex
 	captures   map[string]*capture
+	orders     map[string]*order // Orders v2 orders, by id; under capturesMu
+	ordersMade int               // ORDSIM ids handed out
 
 	// refunds holds every refund in creation order, refund n with id
 	// refundID(n).
@@ -50,7 +52,7 @@ type Server struct {
 
 // New makes PayPal's routes over core; now is the simulator's clock.
 func New(core *sim.Core, cfg Config, now func() time.Time) (*Server, error) {
-	s := &Server{core: core, now: now, captures: make(map[string]*capture), tokens: tokens{m: make(map[string]tokenInfo)},
+	s := &Server{core: core, now: now, captures: make(map[string]*capture), orders: make(map[string]*order), tokens: tokens{m: make(map[string]tokenInfo)},
 		refunds: sim.Numbered[*refund]{Prefix: refundPrefix, Width: 11}}
 	if err := s.AddCaptures(cfg.Captures...); err != nil {
 		return nil, err
@@ -66,6 +68,7 @@ const (
 	routeRefund
 	routeGetRefund
 	routeGetCapture
+	routeGetOrder
 	numRoutes
 )
 
@@ -76,6 +79,7 @@ var RouteNames = [numRoutes]string{
 	routeRefund:     "POST /v2/payments/captures/{id}/refund",
 	routeGetRefund:  "GET /v2/payments/refunds/{id}",
 	routeGetCapture: "GET /v2/payments/captures/{id}",
+	routeGetOrder:   "GET /v2/checkout/orders/{id}",
 }
 
 // Register adds PayPal's routes to the simulator's route table:
@@ -89,7 +93,11 @@ var RouteNames = [numRoutes]string{
 //	GET  /v2/payments/refunds/{id}           a refund's current status
 //	GET  /v2/payments/captures/{id}          a capture: amount, status
 //	                                         (COMPLETED, PARTIALLY_REFUNDED,
-//	                                         REFUNDED)
+//	                                         REFUNDED), its order's id
+//	                                         (supplementary_data.related_ids)
+//	GET  /v2/checkout/orders/{id}            an order (Orders v2): its
+//	                                         captures and their refunds,
+//	                                         custom_id included
 //
 // Every API route but the token's needs a bearer token from the token
 // endpoint: none is 401 AUTHENTICATION_FAILURE, an unknown or expired one
@@ -111,6 +119,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	s.api(mux, routeRefund, s.serveRefund)
 	s.api(mux, routeGetRefund, s.getRefund)
 	s.api(mux, routeGetCapture, s.getCapture)
+	s.api(mux, routeGetOrder, s.getOrder)
 }
 
 // call is an API request once past its bearer token and the rate limit.

@@ -26,7 +26,7 @@ Exit status: 0 no findings (every audited item has exactly one refund, nothing i
 type auditCmd struct {
 	Journals     []string      `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin)."`
 	Plan         string        `placeholder:"FILE" help:"The plan (refund items as JSON lines): also report planned items without a refund (missing) and journal items it does not list (not_in_plan)."`
-	Provider     string        `enum:",stripe,exec,paypal" default:"" help:"Also list at the provider the refunds of every payment audited: stripe (STRIPE_API_KEY) or exec (--exec-find). PayPal lists no capture's refunds: its journals are audited offline."`
+	Provider     string        `enum:",stripe,exec,paypal" default:"" help:"Also list at the provider the refunds of every payment audited: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET: each capture's refunds through its order) or exec (--exec-find)."`
 	Stripe       bool          `help:"The same as --provider stripe."`
 	PendingAfter time.Duration `name:"pending-after" default:"168h" placeholder:"D" help:"Report a refund journaled pending longer ago than this (default 7 days)."`
 	AllRefunds   bool          `name:"all-refunds" help:"With --provider: count refunds without refundkit metadata (older scripts, the dashboard) as refunds of the batch; one is an item's only when it is exactly what the item asked for (for a full refund, the charge's amount) and nothing else matches, else it is reported as unattributed."`
@@ -38,6 +38,7 @@ type auditCmd struct {
 	Version      versionFlag   `help:"Print the version and exit."`
 	CPUProfile   string        `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
 	stripeFlags
+	paypalFlags
 	execFlags
 }
 
@@ -64,7 +65,7 @@ func Audit(env Env) int {
 	}
 	var client refund.Provider
 	if c.Provider != "" {
-		pf := providerFlags{Provider: c.Provider, stripeFlags: c.stripeFlags, execFlags: c.execFlags}
+		pf := providerFlags{Provider: c.Provider, stripeFlags: c.stripeFlags, paypalFlags: c.paypalFlags, execFlags: c.execFlags}
 		var err error
 		if client, err = pf.lister(env, env.Stderr, name, c.Concurrency); err != nil {
 			warnf(env.Stderr, name, "%v", err)
@@ -228,8 +229,6 @@ func (c *auditCmd) check() error {
 		return &usageError{"--concurrency: want 1 to 64"}
 	case c.Rate < 0:
 		return &usageError{"--rate: want 0 (no limit) or more"}
-	case c.Provider == providerPayPal:
-		return &usageError{"--provider paypal: PayPal lists no capture's refunds, so there is nothing to compare; audit PayPal journals without --provider (pending refunds are settled by running refund again)"}
 	case c.Provider == "" && (c.AllRefunds || c.Backfill != "" || c.CancelExtras):
 		return &usageError{"--all-refunds, --backfill and --cancel-extras need --provider (or --stripe)"}
 	case c.PendingAfter <= 0:

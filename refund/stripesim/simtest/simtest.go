@@ -29,6 +29,7 @@ const (
 	PayPalRefund     = "POST /v2/payments/captures/{id}/refund"
 	PayPalGetRefund  = "GET /v2/payments/refunds/{id}"
 	PayPalGetCapture = "GET /v2/payments/captures/{id}"
+	PayPalGetOrder   = "GET /v2/checkout/orders/{id}"
 )
 
 // Sim is a simulator served on loopback for one test.
@@ -94,9 +95,11 @@ func (s *Sim) Lists() int64 { return s.Calls(List) }
 // PayPalCreates counts PayPal refund requests since the last Reset.
 func (s *Sim) PayPalCreates() int64 { return s.Calls(PayPalRefund) }
 
-// PayPalLookups counts PayPal refund and capture look-ups since the last
-// Reset.
-func (s *Sim) PayPalLookups() int64 { return s.Calls(PayPalGetRefund, PayPalGetCapture) }
+// PayPalLookups counts PayPal refund, capture and order look-ups since
+// the last Reset.
+func (s *Sim) PayPalLookups() int64 {
+	return s.Calls(PayPalGetRefund, PayPalGetCapture, PayPalGetOrder)
+}
 
 // Reset starts the counts of Calls again from zero.
 func (s *Sim) Reset() {

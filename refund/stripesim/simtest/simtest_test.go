@@ -44,7 +44,7 @@ func TestPayPalOnTheSameURL(t *testing.T) {
 	s := simtest.Start(t, stripesim.Config{Charges: stripesim.GenerateCharges(1, 1),
 		PayPal: paypalsim.Config{Captures: paypalsim.GenerateCaptures(2, 1)}})
 	for i, name := range paypalsim.RouteNames {
-		if want := []string{simtest.PayPalToken, simtest.PayPalRefund, simtest.PayPalGetRefund, simtest.PayPalGetCapture}[i]; name != want {
+		if want := []string{simtest.PayPalToken, simtest.PayPalRefund, simtest.PayPalGetRefund, simtest.PayPalGetCapture, simtest.PayPalGetOrder}[i]; name != want {
 			t.Errorf("route %d: %q, simtest names it %q", i, name, want)
 		}
 	}
@@ -62,7 +62,8 @@ func TestPayPalOnTheSameURL(t *testing.T) {
 	}
 	do(t, "POST", s.URL+"/v2/payments/captures/CAPSIM00000000001/refund", bearer, "rid-1", "")
 	do(t, "GET", s.URL+"/v2/payments/captures/CAPSIM00000000002", bearer, "", "")
-	if s.PayPalCreates() != 2 || s.PayPalLookups() != 1 || s.Calls(simtest.PayPalToken) != 1 || s.Creates() != 0 {
+	do(t, "GET", s.URL+"/v2/checkout/orders/ORDSIM00000000002", bearer, "", "")
+	if s.PayPalCreates() != 2 || s.PayPalLookups() != 2 || s.Calls(simtest.PayPalToken) != 1 || s.Creates() != 0 {
 		t.Errorf("calls: %d creates, %d look-ups, stats %+v", s.PayPalCreates(), s.PayPalLookups(), s.Stats())
 	}
 	st := s.Stats()

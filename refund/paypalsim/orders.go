@@ -1,0 +1,153 @@
+package paypalsim
+
+// Orders v2: the order a capture was made through. Its captures name it
+// (supplementary_data.related_ids.order_id, and an "up" link), and
+// GET /v2/checkout/orders/{id} lists its payments: the captures and the
+// refunds of each purchase unit, which is where PayPal shows a capture's
+// refunds with their custom_id (developer.paypal.com, Orders v2
+// payment_collection: "refunds: An array of refunds for a purchase unit").
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/refundkit/refundkit/refund/sim"
+)
+
+// order is an order and its captures, in one purchase unit. Its captures
+// never change once added; each guards its own refunds.
+type order struct {
+	id       string
+	currency string
+	created  time.Time
+	captures []*capture // in the order they were added
+}
+
+// orderPrefix and eleven digits make the id of an order the simulator
+// gives a capture seeded without one: 17 characters, as PayPal's.
+const orderPrefix = "ORDSIM"
+
+// checkOrders refuses captures that would put two currencies in one
+// order's purchase unit. The caller holds capturesMu.
+func (s *Server) checkOrders(cs []Capture) error {
+	currency := map[string]string{}
+	for id, o := range s.orders {
+		currency[id] = o.currency
+	}
+	for i := range cs {
+		if err := inOneCurrency(currency, &cs[i]); err != nil {
+			return fmt.Errorf("capture %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// inOneCurrency checks that c's order, if named, is in c's currency as far
+// as currency (order id: currency) knows, and notes it there.
+func inOneCurrency(currency map[string]string, c *Capture) error {
+	if c.OrderID == "" {
+		return nil
+	}
+	cur := currencyOf(c.Currency)
+	if was, ok := currency[c.OrderID]; ok && was != cur {
+		return fmt.Errorf("%s in %s, its order %s is in %s", c.ID, cur, c.OrderID, was)
+	}
+	currency[c.OrderID] = cur
+	return nil
+}
+
+// placeInOrder adds cp to order id, made if new; "" makes an order of its
+// own with the next free ORDSIM id. The caller holds capturesMu.
+func (s *Server) placeInOrder(cp *capture, id string, now time.Time) {
+	if id == "" {
+		for id == "" || s.orders[id] != nil {
+			s.ordersMade++
+			id = sim.Padded(orderPrefix, 11, s.ordersMade)
+		}
+	}
+	o := s.orders[id]
+	if o == nil {
+		o = &order{id: id, currency: cp.currency, created: now}
+		s.orders[id] = o
+	}
+	o.captures = append(o.captures, cp)
+	cp.order = o
+}
+
+// orderID is the id of the capture's order, "" when it has none.
+func (cp *capture) orderID() string {
+	if cp.order == nil {
+		return ""
+	}
+	return cp.order.id
+}
+
+func (s *Server) orderByID(id string) *order {
+	s.capturesMu.RLock()
+	defer s.capturesMu.RUnlock()
+	return s.orders[id]
+}
+
+// getOrder is GET /v2/checkout/orders/{id}: the order with its payments
+// as they are now, with the latency and rate limit of every look-up.
+func (s *Server) getOrder(w http.ResponseWriter, c call) {
+	s.show(w, c, func() ([]byte, bool) {
+		o := s.orderByID(c.id)
+		if o == nil {
+			return nil, false
+		}
+		return mustJSON(o.object(c.base, s.now())), true
+	})
+}
+
+// orderJSON is an order, as show-order answers it (the fields refundkit
+// and a checkout would read).
+type orderJSON struct {
+	ID            string             `json:"id"`
+	Intent        string             `json:"intent"`
+	Status        string             `json:"status"`
+	PurchaseUnits []purchaseUnitJSON `json:"purchase_units"`
+	CreateTime    string             `json:"create_time"`
+	UpdateTime    string             `json:"update_time"`
+	Links         []linkJSON         `json:"links"`
+}
+
+type purchaseUnitJSON struct {
+	ReferenceID string       `json:"reference_id"`
+	Amount      moneyJSON    `json:"amount"`
+	Payments    paymentsJSON `json:"payments"`
+}
+
+// paymentsJSON is Orders v2's payment_collection.
+type paymentsJSON struct {
+	Captures []captureJSON `json:"captures"`
+	Refunds  []refundJSON  `json:"refunds,omitempty"`
+}
+
+// object renders the order at now. Each capture is rendered under its own
+// lock, one at a time, as every other path takes them.
+func (o *order) object(base string, now time.Time) orderJSON {
+	var total int64
+	pay := paymentsJSON{Captures: make([]captureJSON, 0, len(o.captures))}
+	updated := o.created
+	for _, cp := range o.captures {
+		total += cp.amount
+		cp.mu.Lock()
+		c := cp.object(base, now)
+		for _, r := range cp.refunds {
+			pay.Refunds = append(pay.Refunds, r.object(base, now))
+		}
+		cp.mu.Unlock()
+		if t, err := time.Parse(time.RFC3339, c.UpdateTime); err == nil && t.After(updated) {
+			updated = t
+		}
+		pay.Captures = append(pay.Captures, c)
+	}
+	return orderJSON{
+		ID: o.id, Intent: "CAPTURE", Status: "COMPLETED",
+		PurchaseUnits: []purchaseUnitJSON{{ReferenceID: "default", Amount: moneyOf(total, o.currency), Payments: pay}},
+		CreateTime:    stamp(o.created), UpdateTime: stamp(updated),
+		Links: []linkJSON{{Href: base + "/v2/checkout/orders/" + o.id, Rel: "self", Method: "GET"}},
+	}
+}
