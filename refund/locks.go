@@ -52,12 +52,16 @@ func (l *targetLocks) lock(keys ...string) (unlock func()) {
 	}
 }
 
-// payment is what names the item's payment for the run's locks: its charge,
-// or its payment intent and the intent's charges, so that a payment named
-// by its charge on one plan line and by its intent on another is one.
+// payment is what names the item's payment for the run's locks: its charge
+// or capture, or its payment intent and the intent's charges, so that a
+// payment named by its charge on one plan line and by its intent on
+// another is one.
 func (e *engine) payment(ctx context.Context, it *Item, attempt int, unsent bool) (keys []string, res Result, ok bool) {
-	if it.Charge != "" {
+	switch {
+	case it.Charge != "":
 		return []string{it.Charge}, Result{}, true
+	case it.Capture != "":
+		return []string{it.Capture}, Result{}, true
 	}
 	keys = []string{it.PaymentIntent}
 	res, ok = e.read(ctx, it, attempt, unsent, EndpointCharges, "list the payment intent's charges", func(ctx context.Context) error {

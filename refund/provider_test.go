@@ -49,6 +49,10 @@ func (p *memProvider) Create(_ context.Context, it *refund.Item, attempt int) (r
 		return a, nil
 	}
 	r := p.add(it.Charge, it.Amount, map[string]string{refund.MetaBatch: it.Batch, refund.MetaItem: it.Item, refund.MetaAttempt: strconv.Itoa(attempt)})
+	if it.Capture != "" {
+		r.Charge, r.Capture = "", it.Capture
+		p.refunds[len(p.refunds)-1] = r
+	}
 	if p.saved == nil {
 		p.saved = map[string]refund.Answer{}
 	}
@@ -271,5 +275,29 @@ func TestPendingRefundsSettleOnRerun(t *testing.T) {
 		if p.creates != 2 || len(p.refunds) != 2 {
 			t.Errorf("no look-up %v: %d creates, %d refunds; want 2 and 2 (none sent again)", noLookup, p.creates, len(p.refunds))
 		}
+	}
+}
+
+// Items of different captures are locked apart, and no charges of a
+// payment intent are asked for them: every capture item once took the
+// lock of the payment intent "" and a list of its charges.
+func TestCaptureItemsLockTheirOwnCapture(t *testing.T) {
+	p := &memProvider{noLookup: true}
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	w, state, _, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	plan := `{"batch":"b","item":"c1","capture":"CAP1"}
+{"batch":"b","item":"c2","capture":"CAP2"}
+`
+	sum, err := refund.Run(context.Background(), refund.Config{Provider: p, Checkpoint: refund.Journal(w, state), Workers: 2,
+		OnResult: func(refund.Result) {}}, strings.NewReader(plan), "plan.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.ByStatus[refund.StatusRefunded] != 2 || sum.ListCalls != 0 {
+		t.Errorf("summary %+v: want 2 refunded and no list call", sum)
 	}
 }
