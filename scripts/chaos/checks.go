@@ -5,23 +5,29 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/refundkit/refundkit/refund/stripesim"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 // checkOnce is the end of every scenario run: exactly once per planned
 // item at the simulator and in the journals (crashrig's CheckOnce), no
-// charge holding more live refunds than the plans meant to run on it
+// payment holding more live refunds than the plans meant to run on it
 // intend, and every key the simulator saw journaled as an intent first.
+// Items of forPerson are meant to be left for a person (in doubt or
+// held): at most one live refund, counted apart, not as missing.
 func (r *rig) checkOnce(p *plan, journals ...string) {
+	r.checkOnceForPerson(p, nil, journals...)
+}
+
+func (r *rig) checkOnceForPerson(p *plan, forPerson map[string]bool, journals ...string) {
 	r.t.Items += len(p.Items)
 	r.mean(p)
 	want := make([]crashrig.Want, len(p.Items))
 	for i, it := range p.Items {
-		want[i] = crashrig.Want{Item: it.Item.Item, Charge: it.Charge, PaymentIntent: it.PaymentIntent, Amount: it.Want}
+		want[i] = crashrig.Want{Item: it.Item.Item, Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture,
+			Amount: it.Want, ForPerson: forPerson[it.Item.Item]}
 	}
 	r.t.Missing += r.sim.CheckOnce(r.t, p.Batch, want, journals...)
-	r.checkCharges()
+	r.checkPayments()
 	r.checkIntents(p.Batch, journals...)
 }
 
@@ -32,36 +38,32 @@ func (r *rig) mean(p *plan) {
 	}
 }
 
-// chargeOf is the simulator's charge id of a plan target (a charge or
-// payment intent id), or "" when the simulator has no such charge.
-func (r *rig) chargeOf(target string) string { return r.charges[target].ID }
-
-// checkCharges is the promise per charge: no charge at the simulator holds
-// more live refunds (of any batch, with or without metadata) than the plans
-// meant to run on it intend, and the extra refunds a scenario put there.
-// Each refund beyond is a duplicate, counted once however often it is
-// checked.
-func (r *rig) checkCharges() {
+// checkPayments is the promise per payment (charge or capture): none at
+// the simulator holds more live refunds (of any batch, with or without
+// metadata) than the plans meant to run on it intend, and the extra
+// refunds a scenario put there. Each refund beyond is a duplicate, counted
+// once however often it is checked.
+func (r *rig) checkPayments() {
 	want := maps.Clone(r.extra)
 	for _, p := range r.meant {
 		for _, it := range p.Items {
-			want[r.chargeOf(it.Charge+it.PaymentIntent)]++
+			want[r.paymentOf(it.Target())]++
 		}
 	}
 	have := map[string][]string{}
-	for _, rf := range r.sim.Refunds() {
-		if rf.Status != stripesim.StatusCanceled && rf.Status != stripesim.StatusFailed {
-			have[rf.Charge] = append(have[rf.Charge], rf.ID)
+	for _, rf := range r.sim.AllRefunds() {
+		if rf.Live {
+			have[rf.Payment] = append(have[rf.Payment], rf.ID)
 		}
 	}
-	for ch, ids := range have {
-		excess := len(ids) - want[ch]
-		if excess <= r.dups[ch] {
+	for pay, ids := range have {
+		excess := len(ids) - want[pay]
+		if excess <= r.dups[pay] {
 			continue
 		}
-		r.t.Dup += excess - r.dups[ch]
-		r.dups[ch] = excess
-		r.t.Errorf("charge %s: %d live refunds (%s), the plans meant %d", ch, len(ids), strings.Join(ids, ", "), want[ch])
+		r.t.Dup += excess - r.dups[pay]
+		r.dups[pay] = excess
+		r.t.Errorf("%s %s: %d live refunds (%s), the plans meant %d", r.prov.paymentWord(), pay, len(ids), strings.Join(ids, ", "), want[pay])
 	}
 }
 
@@ -81,7 +83,10 @@ func (r *rig) checkKept(s crashrig.Snapshot) {
 
 // audit asks bin/audit, offline and then against the simulator, whether the
 // journals are clean: both must exit 0. Without bin/audit the simulator's
-// own records (checkOnce) are the only check, and the report says so.
+// own records (checkOnce) are the only check, and the report says so. The
+// exec rows' commands make Stripe refunds, which audit --stripe lists;
+// PayPal's are listed through each capture's order (audit --provider
+// paypal).
 func (r *rig) audit(p *plan, journals ...string) {
 	if r.m.bins["audit"] == "" {
 		return
@@ -89,8 +94,13 @@ func (r *rig) audit(p *plan, journals ...string) {
 	offline := r.run(nil, "audit", append([]string{"--plan", p.Path}, journals...)...)
 	r.expectExit(offline, "audit --plan (offline) after the final run", 0)
 	// --rate 0: the simulator has no rate limit to spare.
-	stripe := r.run(nil, "audit", append([]string{"--stripe", "--rate", "0", "--plan", p.Path}, journals...)...)
-	if r.expectExit(stripe, "audit --stripe --plan after the final run", 0) && offline.Code == 0 {
+	online := []string{"--stripe"}
+	if r.prov.name() == provPayPal {
+		online = []string{"--provider", "paypal"}
+	}
+	what := "audit " + strings.Join(online, " ") + " --plan after the final run"
+	stripe := r.run(nil, "audit", append(append(online, "--rate", "0", "--plan", p.Path), journals...)...)
+	if r.expectExit(stripe, what, 0) && offline.Code == 0 {
 		r.t.Audits++
 	}
 }

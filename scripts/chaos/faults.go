@@ -22,9 +22,14 @@ const whatRateLimit = "Half of all API requests are answered 429 rate_limit. `re
 var retryRE = regexp.MustCompile(`retrying (?:the look-up|(?:the create )?with the same key) .*status=(\d+) .*after=(\S+)`)
 
 func runRateLimit(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.StormItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{RateLimitShare: 0.5})
-	p := r.makePlan("plan.jsonl", "storm", r.writeCharges("charges.csv", charges))
+	n, share := sz.StormItems, 0.5
+	if r.prov.name() == provPayPal {
+		// PayPal's backoff starts at 500ms and goes to 30s, and an item
+		// costs four requests (the capture, its order, the refund, a
+		// token's share): a storm of half would take minutes.
+		n, share = sz.PayPalStormItems, paypalStormShare
+	}
+	p := r.newBatch(n, stripesim.Faults{RateLimitShare: share}, "storm")
 	j := r.path("j.jsonl")
 
 	started := time.Now()
@@ -64,7 +69,7 @@ func runRateLimit(r *rig, sz sizes) {
 	}
 	r.t.inject("429 answers", int(st.RateLimited))
 	r.t.note("seed %d: %d items, %d requests of which %d answered 429; refund's summary: %d rate-limited, %d retried; backoff %s in all, longest %s, run %s",
-		r.seed, len(p.Items), st.Requests["POST /v1/refunds"]+st.Requests["GET /v1/refunds"], st.RateLimited, sum.RateLimited, sum.Retried,
+		r.seed, len(p.Items), r.prov.requests(st), st.RateLimited, sum.RateLimited, sum.Retried,
 		waits.Round(time.Millisecond), longest.Round(time.Millisecond), took.Round(time.Millisecond))
 	r.must(r.sim.SetFaults(stripesim.Faults{})) // audit asks a calm simulator
 	r.finish(p, j)

@@ -5,7 +5,6 @@ package main
 // jumped, a tool that replaced the journal.
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -67,7 +66,7 @@ func runGateway(r *rig, sz sizes) {
 
 	kill := r.newStriker(syscall.SIGKILL)
 	gap := max(2, len(p.Items)/(sz.GatewayKills+1))
-	kills, halts, newKeys := 0, 0, 0
+	ends, newKeys := map[int]int{}, 0 // how the runs ended, by exit code
 	bodies := map[bool]int{}
 	var whole stripesim.Stats // the runs not killed: the 504s they got, the 409s and replays after
 	for round := 0; ; round++ {
@@ -77,15 +76,8 @@ func runGateway(r *rig, sz sizes) {
 		body := (round+int(r.seed))%2 == 0
 		r.must(r.sim.SetFaults(faults(body)))
 		bodies[body]++
-		snap := crashrig.TakeSnapshot(j)
 		before := r.sim.Stats()
-		pr := r.startRefund(j, p.Path, "-j", "32")
-		if round < sz.GatewayKills {
-			kill.Arm(r.sim, pr.Proc, r.rng, gap)
-		}
-		r.wait(pr)
-		kill.Disarm()
-		r.checkKept(snap)
+		pr := r.runStruck(kill, round < sz.GatewayKills, gap, j, p.Path, "-j", "32")
 		if pr.Code == 0 {
 			after := r.sim.Stats()
 			whole.GatewayTimeouts += after.GatewayTimeouts - before.GatewayTimeouts
@@ -95,40 +87,14 @@ func runGateway(r *rig, sz sizes) {
 		if s, ok := parseSummary(pr.Stderr.String()); ok {
 			newKeys += s.NewKeys
 		}
-		switch pr.Code {
-		case 0:
-		case -int(syscall.SIGKILL):
-			kills++
-			continue
-		case exitStripe:
-			halts++
-			continue
-		default:
-			r.expectExit(pr, "a run behind a gateway", 0, -int(syscall.SIGKILL), exitStripe)
-			continue
+		if r.finished(pr, ends, "a run behind a gateway", -int(syscall.SIGKILL), exitStripe) {
+			break
 		}
-		break
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r.must(r.sim.Settle(ctx))
-	r.must(r.sim.SetFaults(stripesim.Faults{}))
+	kills, halts := ends[-int(syscall.SIGKILL)], ends[exitStripe]
+	r.calm()
 
-	for _, key := range r.sim.Keys() {
-		if _, _, attempt, ok := parseKey(key); !ok || attempt != 1 {
-			r.t.Errorf("key %s was sent: a gateway's answer burned a key", key)
-		}
-	}
-	for item, rs := range r.sim.LiveRefunds(p.Batch) {
-		for _, rf := range rs {
-			if rf.Metadata[refund.MetaAttempt] != "1" {
-				r.t.Errorf("item %s: refund %s is of attempt %s, want 1", item, rf.ID, rf.Metadata[refund.MetaAttempt])
-			}
-		}
-	}
-	if newKeys > 0 {
-		r.t.Errorf("refund's summaries count %d new keys: a gateway's answer burned a key", newKeys)
-	}
+	r.checkAttemptOne(p.Batch, newKeys, "a gateway's answer")
 	st := r.sim.Stats()
 	if whole.GatewayTimeouts > 0 && (whole.KeyInUse == 0 || whole.Replayed == 0) {
 		r.t.Errorf("the last run got %d gateway timeouts, but %d 409s and %d replays: its retries did not meet the originals in flight", whole.GatewayTimeouts, whole.KeyInUse, whole.Replayed)
@@ -230,7 +196,7 @@ func runClock(r *rig, sz sizes) {
 		}
 		live := r.sim.LiveRefunds(p.Batch)
 		for item, key := range prevItems {
-			if rs := live[item]; len(rs) != 1 || rs[0].IdempotencyKey != key {
+			if rs := live[item]; len(rs) != 1 || rs[0].Key != key {
 				r.t.Errorf("after a clock jump, item %s has %d refunds, want 1 made by its original key %s", item, len(rs), key)
 			}
 		}

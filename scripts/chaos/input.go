@@ -142,7 +142,7 @@ func runHostile(r *rig, sz sizes) {
 	// No charge has more refunds than the accepted lines naming it, and
 	// every line before the bad one was refunded (checked per case in
 	// checkHostileRun).
-	r.checkCharges()
+	r.checkPayments()
 }
 
 // checkHostileRun feeds one hostile plan to refund and checks where it
@@ -166,7 +166,7 @@ func (r *rig) checkHostileRun(c int, input []byte, bad int, accepted []refund.It
 	allowed := map[string]bool{}
 	for _, it := range accepted {
 		allowed[refund.IdempotencyKey(it.Batch, it.Item, 1)] = true
-		r.extra[r.chargeOf(it.Charge+it.PaymentIntent)]++ // each accepted line is meant to run
+		r.extra[r.paymentOf(it.Target())]++ // each accepted line is meant to run
 	}
 	if bad > 0 {
 		r.expectExit(pr, what, exitUsage)

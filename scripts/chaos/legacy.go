@@ -40,7 +40,7 @@ func runLegacy(r *rig, sz sizes) {
 	r.serve(charges, stripesim.Faults{})
 	p := r.makePlan("plan.jsonl", "legacy", csvPath)
 	for i := range p.Items {
-		if affected[r.charges[p.Items[i].Charge+p.Items[i].PaymentIntent].ID] {
+		if affected[r.paymentOf(p.Items[i].Target())] {
 			p.Items[i].Want = 0 // nothing more is to be refunded
 		}
 	}
@@ -90,7 +90,7 @@ func runLegacy(r *rig, sz sizes) {
 	var rest plan
 	rest.Path, rest.Batch, rest.index = p.Path, p.Batch, map[string]int{}
 	for _, it := range p.Items {
-		ch := r.chargeOf(it.Charge + it.PaymentIntent)
+		ch := r.paymentOf(it.Target())
 		if !affected[ch] {
 			rest.index[it.Item.Item] = len(rest.Items)
 			rest.Items = append(rest.Items, it)
@@ -126,8 +126,8 @@ func (r *rig) chargesNamed(findings []byte) map[string]bool {
 		if f.Finding == "missing" {
 			continue
 		}
-		if ch, ok := r.charges[f.Charge+f.PaymentIntent]; ok {
-			named[ch.ID] = true
+		if pay, ok := r.payments[f.Charge+f.PaymentIntent]; ok {
+			named[pay.ID] = true
 		}
 	}
 	return named

@@ -1,6 +1,7 @@
 // Command chaos runs refundkit's real binaries (bin/refund, bin/plan,
 // bin/audit, bin/journal-merge) through a matrix of faults against an
-// in-process Stripe simulator, checks after every scenario that each planned
+// in-process simulator (Stripe's API and PayPal's; the exec provider's curl
+// commands call Stripe's), checks after every scenario that each planned
 // item has exactly one live refund at the simulator and that no journal
 // record was lost, and writes the figures to RELIABILITY.md.
 //
@@ -35,6 +36,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.Uint64Var(&opts.Seed, "seed", 1, "first seed; each scenario run uses the next one")
 	only := fs.String("only", "", "comma-separated scenario names to run (default: all)")
 	fs.StringVar(&opts.Command, "command", "", "the command to name in the report (default: this one)")
+	fs.StringVar(&opts.ExecDir, "exec-dir", "testdata/exec", "directory of the exec provider's example commands (stripe-create.sh, stripe-find.sh)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -93,6 +95,7 @@ type options struct {
 	Seed    uint64
 	Only    []string
 	Command string
+	ExecDir string // testdata/exec, for the exec rows
 	Log     io.Writer
 	// Now is the clock of the report's date (default time.Now).
 	Now func() time.Time

@@ -11,15 +11,6 @@ import (
 	"time"
 )
 
-// secretKey is the fake API key every process gets. It is distinctive so
-// that finding it, or its secret part, in any output or file is certain to
-// be a leak and not a coincidence.
-const secretKey = "sk_test_chaosLEAKCANARY7d1e9f0b2c4a"
-
-// secretPart is the part of secretKey after the public prefix: a redaction
-// that keeps it would still be a leak.
-const secretPart = "chaosLEAKCANARY7d1e9f0b2c4a"
-
 // sizes are the counts of one matrix: quick for CI, full for the report.
 type sizes struct {
 	Seeds int // runs of each scenario, each with its own seed and simulator
@@ -49,6 +40,15 @@ type sizes struct {
 	ClockItems, ClockRounds      int // clock jumps with calls in flight
 	MergeItems, MergeRounds      int // merge onto, rename over a live journal
 	EditItems, EditRounds        int // plan edited after a crash
+
+	// Provider rows: PayPal's kill -9 row takes the Stripe row's sizes;
+	// these are their own.
+	PayPalFaultItems           int // PayPal 500s, drops, gateway, kills (FaultRounds kills)
+	PayPalStormItems           int // PayPal 429 storm
+	PendingItems, PendingKills int // PayPal PENDING refunds settled by reruns
+	KeyAgeItems, KeyAgeRounds  int // in doubt past half PayPal's id memory
+	ExecItems, ExecKills       int // exec: kill -9 with commands in flight
+	ExecDoubtItems             int // exec: exit 75, exit 1, timeouts
 }
 
 var quickSizes = sizes{
@@ -70,6 +70,12 @@ var quickSizes = sizes{
 	ClockItems: 40, ClockRounds: 2,
 	MergeItems: 40, MergeRounds: 3,
 	EditItems: 40, EditRounds: 2,
+
+	PayPalFaultItems: 24, PayPalStormItems: 8,
+	PendingItems: 30, PendingKills: 2,
+	KeyAgeItems: 40, KeyAgeRounds: 2,
+	ExecItems: 30, ExecKills: 4,
+	ExecDoubtItems: 16,
 }
 
 var fullSizes = sizes{
@@ -91,6 +97,12 @@ var fullSizes = sizes{
 	ClockItems: 800, ClockRounds: 12,
 	MergeItems: 1000, MergeRounds: 10,
 	EditItems: 1200, EditRounds: 8,
+
+	PayPalFaultItems: 300, PayPalStormItems: 200,
+	PendingItems: 1500, PendingKills: 10,
+	KeyAgeItems: 800, KeyAgeRounds: 12,
+	ExecItems: 1000, ExecKills: 60,
+	ExecDoubtItems: 300,
 }
 
 // scenario is one row of the matrix.
@@ -119,6 +131,15 @@ var scenarios = []scenario{
 	{"clock", "operator: clock jump with calls in flight", whatClock, runClock},
 	{"merge", "operator: merge onto a live journal, rename behind it", whatMerge, runMerge},
 	{"edited", "operator: plan edited after a crash", whatEdited, runEdited},
+
+	{"paypal-kill9", "PayPal: kill -9 at random moments", whatKill9, onPayPal(runKill9)},
+	{"paypal-faults", "PayPal: 500s, lost answers, gateway 502/504, kill -9", whatPayPalFaults, onPayPal(runPayPalFaults)},
+	{"paypal-ratelimit", "PayPal: 429 storm (a third of the requests)", whatPayPalRateLimit, onPayPal(runRateLimit)},
+	{"paypal-pending", "PayPal: PENDING settled by reruns, some FAILED; tokens expire", whatPayPalPending, onPayPal(runPayPalPending)},
+	{"paypal-keyage", "PayPal: in doubt past half the request-id memory", whatPayPalKeyAge, onPayPal(runPayPalKeyAge)},
+	{"exec-kill9", "exec (curl): kill -9 with commands in flight", whatExecKill9, onExec(true, execKillSizes(runKill9))},
+	{"exec-kill9-nofind", "exec (curl), no --exec-find: kill -9 with commands in flight", whatExecKill9NoFind, onExec(false, execKillSizes(runKill9))},
+	{"exec-doubt", "exec (curl): exit 75, exit 1, timeouts; reconciled", whatExecDoubt, onExec(true, runExecDoubt)},
 }
 
 func scenarioByName(name string) *scenario {

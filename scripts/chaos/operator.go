@@ -177,7 +177,7 @@ func (r *rig) checkHeld(p *plan, path, other string) int64 {
 			r.t.Errorf("%s: the journal says item %s is %v %q, want failed %s", what, it.Item.Item, s.Status, s.Code, refund.CodeRefundedByOtherBatch)
 		}
 	}
-	r.checkCharges()
+	r.checkPayments()
 	return lists2 - lists
 }
 

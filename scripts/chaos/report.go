@@ -24,11 +24,13 @@ type tally struct {
 	Lost              int  // journal records gone after a later run
 	Audits            int  // clean audit --stripe verdicts
 	NoAudit           bool // the scenario has no batch to audit
-	Problems          []string
-	ProblemCount      int
-	Notes             []string
-	Skipped           string
-	Elapsed           time.Duration
+	// AuditOffline says why only the offline audit could run, if so.
+	AuditOffline string
+	Problems     []string
+	ProblemCount int
+	Notes        []string
+	Skipped      string
+	Elapsed      time.Duration
 }
 
 // maxProblems bounds the problems kept for the report; all are counted.
@@ -75,6 +77,13 @@ func (t *tally) note(format string, args ...any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.Notes = append(t.Notes, fmt.Sprintf(format, args...))
+}
+
+// auditOffline records that only the offline audit ran, and why.
+func (t *tally) auditOffline(why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.AuditOffline = why
 }
 
 func (t *tally) clean() bool {
@@ -135,7 +144,7 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 		matrixName = "quick"
 	}
 	fmt.Fprintf(&b, "# Reliability\n\n")
-	fmt.Fprintf(&b, "What `make chaos` measured: the real binaries (`bin/refund`, `bin/plan`, `bin/audit`, `bin/journal-merge`) run against an in-process Stripe simulator (`refund/stripesim`) while faults are injected. ")
+	fmt.Fprintf(&b, "What `make chaos` measured: the real binaries (`bin/refund`, `bin/plan`, `bin/audit`, `bin/journal-merge`) run against an in-process simulator (`refund/stripesim`, which serves Stripe's API and PayPal's on one port) while faults are injected: the rows named PayPal run `refund --provider paypal`, the rows named exec run `refund --provider exec` with the curl commands of `testdata/exec` (which call Stripe's API), the others Stripe's provider. ")
 	fmt.Fprintf(&b, "Every scenario runs several times with a different seed and a fresh simulator, and each run ends with the simulator's own records checked: every planned item has exactly one live refund, of the right charge and amount; no charge holds more live refunds (of any batch, with or without metadata) than the plans meant to run on it intend; the journal names each item's refund; every idempotency key the simulator received has a journaled intent (write-ahead); and `audit --stripe` agrees.\n\n")
 	fmt.Fprintf(&b, "A duplicate is counted per charge: a live refund beyond what the plans meant for it. The only acceptable figure in the duplicates, missing and records lost columns is 0; `chaos` exits non-zero otherwise, and on any other broken promise (a wrong exit code, the API key in an output or a file, audit disagreeing, a panic). The operator rows plan partial refunds (a third of each charge), so Stripe's own \"already refunded\" check hides no second refund.\n\n")
 	fmt.Fprintf(&b, "- Matrix: %s\n", matrixName)
@@ -154,6 +163,8 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 		switch {
 		case t.NoAudit:
 			audits = "–"
+		case t.AuditOffline != "":
+			audits = "offline"
 		case slices.Contains(rep.Missing, "audit"):
 			audits = "n/a"
 		}
@@ -161,11 +172,14 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 			t.Title, t.Seeds, t.Runs, t.Items, t.injectedText(), t.Dup, t.Missing, t.Lost, audits, t.verdict())
 	}
 	fmt.Fprintf(&b, "\nItems are planned items checked at the end of each run, summed over seeds. Refund runs count every `refund` process, killed or not. ")
-	fmt.Fprintf(&b, "The audit column counts the final checks where both `audit --plan` (offline) and `audit --stripe --plan` exited 0.\n")
+	fmt.Fprintf(&b, "The audit column counts the final checks where both `audit --plan` (offline) and `audit --stripe --plan` exited 0; \"offline\": only the offline audit could judge the row (a row that ends with items failed or left for a person, which the offline audit must report).\n")
 
 	fmt.Fprintf(&b, "\n## Scenarios\n")
 	for _, t := range rep.Rows {
 		fmt.Fprintf(&b, "\n### %s (`-only %s`)\n\n%s\n", t.Title, t.Name, t.What)
+		if t.AuditOffline != "" {
+			fmt.Fprintf(&b, "\nAudit: %s.\n", t.AuditOffline)
+		}
 		if len(t.Notes) > 0 {
 			fmt.Fprintf(&b, "\nMeasured:\n\n")
 			for _, n := range t.Notes {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/stripesim"
@@ -30,17 +32,20 @@ type rig struct {
 	rng  *rand.Rand
 	dir  string
 	sim  *crashrig.Sim
-	// charges the simulator holds, by charge id and by payment intent.
-	charges map[string]stripesim.Charge
+	// prov is the refund API the scenario runs refund against.
+	prov provider
+	// payments the simulator holds, by every id a plan may name them by:
+	// charge, payment intent, capture.
+	payments map[string]payment
 
 	cleanups []func()
 
 	// meant are the plans whose refunds are meant to stay at the
-	// simulator, and extra the refunds meant on charges besides theirs
-	// (an old script's): what the per-charge check allows.
+	// simulator, and extra the refunds meant on payments besides theirs
+	// (an old script's), by payment id: what the per-payment check allows.
 	meant []*plan
 	extra map[string]int
-	// dups are the refunds beyond what is meant, by charge, counted so far.
+	// dups are the refunds beyond what is meant, by payment, counted so far.
 	dups map[string]int
 	// retired are journals a scenario replaced or deleted on purpose: their
 	// intents still count for the write-ahead check.
@@ -58,10 +63,10 @@ func (m *matrix) newRig(t *tally, seed uint64) (*rig, error) {
 	}
 	return &rig{
 		m: m, t: t, seed: seed, dir: dir,
-		rng:     rand.New(rand.NewPCG(seed, uint64(len(t.Name)))),
-		charges: map[string]stripesim.Charge{},
-		extra:   map[string]int{},
-		dups:    map[string]int{},
+		rng:      rand.New(rand.NewPCG(seed, uint64(len(t.Name)))),
+		payments: map[string]payment{},
+		extra:    map[string]int{},
+		dups:     map[string]int{},
 	}, nil
 }
 
@@ -93,14 +98,23 @@ func (r *rig) path(name string) string { return filepath.Join(r.dir, name) }
 
 // serve starts the simulator with charges and faults.
 func (r *rig) serve(charges []stripesim.Charge, faults stripesim.Faults) {
-	sim, err := crashrig.StartSim(stripesim.Config{Charges: charges, Faults: faults, Seed: int64(r.seed)})
+	r.serveConfig(stripesim.Config{Charges: charges, Faults: faults})
+}
+
+// serveConfig starts the simulator with cfg, seeded with the rig's seed.
+func (r *rig) serveConfig(cfg stripesim.Config) {
+	cfg.Seed = int64(r.seed)
+	sim, err := crashrig.StartSim(cfg)
 	r.must(err)
 	r.sim = sim
-	for _, ch := range charges {
-		r.charges[ch.ID] = ch
+	for _, ch := range cfg.Charges {
+		r.payments[ch.ID] = chargePayment(ch)
 		if ch.PaymentIntent != "" {
-			r.charges[ch.PaymentIntent] = ch
+			r.payments[ch.PaymentIntent] = chargePayment(ch)
 		}
+	}
+	for _, cp := range cfg.PayPal.Captures {
+		r.payments[cp.ID] = capturePayment(cp)
 	}
 }
 
@@ -126,8 +140,13 @@ func (r *rig) scanFiles() {
 			return nil
 		}
 		b, err := os.ReadFile(path)
-		if err == nil && bytes.Contains(b, []byte(secretPart)) {
-			r.t.Errorf("the API key is in %s", filepath.Base(path))
+		if err != nil {
+			return nil
+		}
+		for _, sec := range secrets {
+			if bytes.Contains(b, []byte(sec.part)) {
+				r.t.Errorf("the %s is in %s", sec.name, filepath.Base(path))
+			}
 		}
 		return nil
 	})
@@ -140,8 +159,8 @@ type proc struct {
 }
 
 // start runs bin with args in the rig's directory, stdin from in (nil:
-// none), the fake key and the simulator's URL in its environment. It does
-// not wait.
+// none), the fake credentials of both APIs and the simulator's URL in its
+// environment. It does not wait.
 func (r *rig) start(in io.Reader, bin string, args ...string) *proc {
 	path := r.m.bins[bin]
 	if path == "" {
@@ -151,7 +170,7 @@ func (r *rig) start(in io.Reader, bin string, args ...string) *proc {
 	if r.sim != nil {
 		base = r.sim.URL()
 	}
-	p, err := crashrig.Start(crashrig.Cmd{Bin: path, Args: args, Dir: r.dir, Stdin: in, Env: crashrig.Env(secretKey, base)})
+	p, err := crashrig.Start(crashrig.Cmd{Bin: path, Args: args, Dir: r.dir, Stdin: in, Env: simEnv(base)})
 	r.must(err)
 	return &proc{Proc: p, name: bin}
 }
@@ -160,8 +179,10 @@ func (r *rig) start(in io.Reader, bin string, args ...string) *proc {
 func (r *rig) wait(p *proc) int {
 	p.Wait()
 	for stream, b := range map[string][]byte{"stdout": p.Stdout.Bytes(), "stderr": p.Stderr.Bytes()} {
-		if bytes.Contains(b, []byte(secretPart)) {
-			r.t.Errorf("the API key is in the %s of %s", stream, p.name)
+		for _, sec := range secrets {
+			if bytes.Contains(b, []byte(sec.part)) {
+				r.t.Errorf("the %s is in the %s of %s", sec.name, stream, p.name)
+			}
 		}
 	}
 	if bytes.Contains(p.Stderr.Bytes(), []byte("panic:")) || bytes.Contains(p.Stderr.Bytes(), []byte("goroutine ")) {
@@ -180,11 +201,50 @@ func (r *rig) run(in io.Reader, bin string, args ...string) *proc {
 	return p
 }
 
-// startRefund starts refund over a plan file at full speed, -j 8 unless
-// extra says otherwise.
+// startRefund starts refund over a plan file at full speed through the
+// rig's provider, -j 8 unless extra says otherwise.
 func (r *rig) startRefund(journalPath, planPath string, extra ...string) *proc {
-	args := append([]string{"--journal", journalPath, "--rate", "0", "--progress", "never", "-j", "8"}, extra...)
+	args := append([]string{"--journal", journalPath, "--rate", "0", "--progress", "never", "-j", "8"}, r.prov.args()...)
+	args = append(args, extra...)
 	return r.start(nil, "refund", append(args, planPath)...)
+}
+
+// runStruck runs refund over planPath to its end, struck by kill within
+// the next gap keys the simulator reserves when strike says so, and checks
+// that the run kept every record the journal held before it.
+func (r *rig) runStruck(kill *crashrig.Striker, strike bool, gap int, journalPath, planPath string, extra ...string) *proc {
+	snap := crashrig.TakeSnapshot(journalPath)
+	pr := r.startRefund(journalPath, planPath, extra...)
+	if strike {
+		kill.Arm(r.sim, pr.Proc, r.rng, gap)
+	}
+	r.wait(pr)
+	kill.Disarm()
+	r.checkKept(snap)
+	return pr
+}
+
+// calm waits (a minute at most) for the requests still running at the
+// simulator behind a gateway's timeout, then turns every fault off: what
+// the checks and audit ask then is answered as it stands.
+func (r *rig) calm() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r.must(r.sim.Settle(ctx))
+	r.must(r.sim.SetFaults(stripesim.Faults{}))
+}
+
+// finished reports whether p, one of the runs of a loop that goes on until
+// one exits 0, was that one. Any other exit must be one of again (each
+// counted in ends, by code), or it is a problem; the loop goes on.
+func (r *rig) finished(p *proc, ends map[int]int, what string, again ...int) bool {
+	if p.Code == 0 {
+		return true
+	}
+	if r.expectExit(p, what, append([]int{0}, again...)...) {
+		ends[p.Code]++
+	}
+	return false
 }
 
 // expectExit counts a problem unless p exited with one of want.
@@ -243,23 +303,35 @@ func (r *rig) writePartialCharges(name string, charges []stripesim.Charge) strin
 }
 
 func (r *rig) writeChargesCSV(name string, charges []stripesim.Charge, partial bool) string {
-	var b bytes.Buffer
-	w := csv.NewWriter(&b)
-	w.Write([]string{"charge", "payment_intent", "amount", "currency", "reason"})
+	rows := [][]string{{"charge", "payment_intent", "amount", "currency", "reason"}}
 	for i, ch := range charges {
-		row := []string{ch.ID, "", "", "usd", refund.Reasons[i%len(refund.Reasons)]}
+		row := []string{ch.ID, "", exportAmount(i, ch.Amount, partial), "usd", refund.Reasons[i%len(refund.Reasons)]}
 		if i%7 == 3 && ch.PaymentIntent != "" {
 			row[0], row[1] = "", ch.PaymentIntent
 		}
-		switch {
-		case partial:
-			row[2] = strconv.FormatInt(ch.Amount/3, 10)
-		case i%5 == 0:
-			row[2] = strconv.FormatInt(ch.Amount/2, 10)
-		}
-		w.Write(row)
+		rows = append(rows, row)
 	}
-	w.Flush()
+	return r.writeCSV(name, rows)
+}
+
+// exportAmount is the amount column of the i-th payment of an export: a
+// third of every payment when partial, else half of every 5th and the
+// rest ("") of the others.
+func exportAmount(i int, amount int64, partial bool) string {
+	switch {
+	case partial:
+		return strconv.FormatInt(amount/3, 10)
+	case i%5 == 0:
+		return strconv.FormatInt(amount/2, 10)
+	}
+	return ""
+}
+
+// writeCSV writes rows as a CSV file in the rig's directory.
+func (r *rig) writeCSV(name string, rows [][]string) string {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	r.must(w.WriteAll(rows))
 	path := r.path(name)
 	r.must(os.WriteFile(path, b.Bytes(), 0o600))
 	return path
@@ -278,16 +350,13 @@ func (r *rig) makePlan(name, batch, chargesPath string, extra ...string) *plan {
 	for sc.Scan() {
 		var it plannedItem
 		r.must(json.Unmarshal(sc.Bytes(), &it.Item))
-		ch, ok := r.charges[it.Charge+it.PaymentIntent]
+		pay, ok := r.payments[it.Target()]
 		if !ok {
-			r.fatalf("setup: plan names %s, which the simulator does not hold", it.Charge+it.PaymentIntent)
+			r.fatalf("setup: plan names %s, which the simulator does not hold", it.Target())
 		}
 		it.Want = it.Amount
 		if it.Want == 0 {
-			it.Want = ch.Amount
-			for _, s := range ch.Refunds {
-				it.Want -= s.Amount
-			}
+			it.Want = pay.Amount - pay.Refunded
 		}
 		pl.index[it.Item.Item] = len(pl.Items)
 		pl.Items = append(pl.Items, it)
@@ -358,21 +427,12 @@ func (r *rig) background(p *proc) <-chan struct{} {
 	return done
 }
 
-// parseKey splits an idempotency key refundkit made into its batch, item
-// and attempt (a batch has no colon; an item may).
+// parseKey is crashrig.ParseKey with the attempt as a number.
 func parseKey(key string) (batch, item string, attempt int, ok bool) {
-	rest, ok := strings.CutPrefix(key, "refundkit:")
+	batch, item, n, ok := crashrig.ParseKey(key)
 	if !ok {
 		return "", "", 0, false
 	}
-	batch, rest, ok = strings.Cut(rest, ":")
-	i := strings.LastIndexByte(rest, ':')
-	if !ok || i < 0 {
-		return "", "", 0, false
-	}
-	attempt, err := strconv.Atoi(rest[i+1:])
-	if err != nil {
-		return "", "", 0, false
-	}
-	return batch, rest[:i], attempt, true
+	attempt, _ = strconv.Atoi(n)
+	return batch, item, attempt, true
 }

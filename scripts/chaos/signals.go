@@ -18,9 +18,7 @@ const whatKill9 = "`refund -j 8` over a batch of thousands of items is killed wi
 // runKill9 kills refund at random moments until the kill budget is spent,
 // then lets it finish.
 func runKill9(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.KillItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{})
-	p := r.makePlan("plan.jsonl", "kill9", r.writeCharges("charges.csv", charges))
+	p := r.newBatch(sz.KillItems, stripesim.Faults{}, "kill9")
 	j := r.path("j.jsonl")
 
 	kill := r.newStriker(syscall.SIGKILL)
@@ -69,8 +67,13 @@ func runKill9(r *rig, sz sizes) {
 	r.t.inject("kill -9 with a call in flight", inFlight)
 	r.t.inject("kill -9 at a random time", timed)
 	st := r.sim.Stats()
-	r.t.note("seed %d: %d kills (%d with a call in flight) over %d items: %d create calls, of which %d reserved a key and %d were cut mid-body by a kill (refused 400, nothing created); %d in-doubt lookups; %d refunds created",
-		r.seed, inFlight+timed, inFlight, len(p.Items), st.Requests["POST /v1/refunds"], r.sim.Creates(), st.InvalidRequests, st.Requests["GET /v1/refunds"], st.RefundsCreated)
+	if r.prov.name() == provPayPal {
+		r.t.note("seed %d: %d kills (%d with a call in flight) over %d items: %d refund calls, of which %d held a request id; %d answers replayed to a request id sent again, %d 409s while the first was in flight; %d refunds created; %d access tokens",
+			r.seed, inFlight+timed, inFlight, len(p.Items), st.Requests[r.prov.createRoute()], r.sim.Creates(), st.Replayed, st.KeyInUse, st.RefundsCreated, st.PayPal.TokensIssued)
+	} else {
+		r.t.note("seed %d: %d kills (%d with a call in flight) over %d items: %d create calls, of which %d reserved a key and %d were cut mid-body by a kill (refused 400, nothing created); %d in-doubt lookups; %d refunds created",
+			r.seed, inFlight+timed, inFlight, len(p.Items), st.Requests[r.prov.createRoute()], r.sim.Creates(), st.InvalidRequests, st.Requests[r.prov.lookupRoute()], st.RefundsCreated)
+	}
 	r.finish(p, j)
 }
 

@@ -11,18 +11,26 @@ import (
 // Want is a planned item that must end with exactly one live refund.
 type Want struct {
 	Item string
-	// Charge or PaymentIntent is what the plan names; "" is not checked.
-	Charge, PaymentIntent string
+	// Charge, PaymentIntent or Capture is what the plan names; "" is not
+	// checked.
+	Charge, PaymentIntent, Capture string
 	// Amount is what the refund must be; 0 is not checked.
 	Amount int64
+	// ForPerson: the item is meant to be left for a person (its call may
+	// or may not have made a refund, and nothing may be sent again): at
+	// most one live refund, and the journal says in doubt, or failed (held:
+	// a refund stands on the payment that refund cannot tell its own).
+	ForPerson bool
 }
 
 // CheckOnce is the end of a crash run: at the simulator every wanted item
-// of batch has exactly one live refund, of its charge and amount, and no
+// of batch has exactly one live refund, of its payment and amount, and no
 // live refund of batch names an item outside want; the journals (one, or
 // one a shard) load with no torn tail, and one says each item is refunded
-// by that very refund. It reports each problem to rep and returns how many
-// items have no refund at all.
+// by that very refund. An item whose one refund ended failed at the
+// provider (a PENDING refund that FAILED) must have no other refund and be
+// journaled failed: it was never refunded twice. It reports each problem
+// to rep and returns how many items have no refund at all.
 func (s *Sim) CheckOnce(rep Reporter, batch string, want []Want, journals ...string) (missing int) {
 	states := make([]*journal.State, 0, len(journals))
 	for _, path := range journals {
@@ -36,36 +44,75 @@ func (s *Sim) CheckOnce(rep Reporter, batch string, want []Want, journals ...str
 		}
 		states = append(states, st)
 	}
-	live := s.LiveRefunds(batch)
+	journaled := func(item string, ok func(journal.ItemState) bool) bool {
+		return slices.ContainsFunc(states, func(st *journal.State) bool {
+			is, found := st.Lookup(batch, item)
+			return found && ok(is)
+		})
+	}
+	all := s.BatchRefunds(batch)
 	planned := make(map[string]bool, len(want))
 	for _, w := range want {
 		planned[w.Item] = true
-		rs := live[w.Item]
+		var live, failed []Refund
+		for _, rf := range all[w.Item] {
+			switch {
+			case rf.Live:
+				live = append(live, rf)
+			case rf.Failed:
+				failed = append(failed, rf)
+			}
+		}
 		switch {
-		case len(rs) == 0:
-			missing++
-			rep.Errorf("item %s: no refund at Stripe", w.Item)
+		case len(failed) > 0:
+			if n := len(all[w.Item]); n > 1 {
+				rep.Errorf("item %s: %d refunds (%s), one of which failed: want that one alone", w.Item, n, ids(all[w.Item]))
+			}
+			if !journaled(w.Item, func(is journal.ItemState) bool { return is.Status == journal.StatusFailed }) {
+				rep.Errorf("item %s: refund %s failed at the provider, but no journal says the item failed", w.Item, failed[0].ID)
+			}
 			continue
-		case len(rs) > 1:
-			rep.Errorf("item %s: %d refunds at Stripe, want exactly 1", w.Item, len(rs))
+		case w.ForPerson:
+			if len(live) > 1 {
+				rep.Errorf("item %s (left for a person): %d live refunds (%s), want at most 1", w.Item, len(live), ids(live))
+			}
+			if !journaled(w.Item, func(is journal.ItemState) bool {
+				return is.Status == journal.StatusInDoubt || is.Status == journal.StatusFailed
+			}) {
+				rep.Errorf("item %s: meant to be left for a person, but no journal says it is in doubt or held", w.Item)
+			}
+			continue
+		case len(live) == 0:
+			missing++
+			rep.Errorf("item %s: no refund at the simulator", w.Item)
+			continue
+		case len(live) > 1:
+			rep.Errorf("item %s: %d live refunds at the simulator (%s), want exactly 1", w.Item, len(live), ids(live))
 		}
-		rf := rs[0]
-		if (w.Amount != 0 && rf.Amount != w.Amount) || (w.Charge != "" && rf.Charge != w.Charge) || (w.PaymentIntent != "" && rf.PaymentIntent != w.PaymentIntent) {
-			rep.Errorf("item %s: refund %s is %d on %s/%s, want %d on %s%s", w.Item, rf.ID, rf.Amount, rf.Charge, rf.PaymentIntent, w.Amount, w.Charge, w.PaymentIntent)
+		rf := live[0]
+		if (w.Amount != 0 && rf.Amount != w.Amount) || (w.Charge != "" && rf.Payment != w.Charge) ||
+			(w.PaymentIntent != "" && rf.PaymentIntent != w.PaymentIntent) || (w.Capture != "" && rf.Payment != w.Capture) {
+			rep.Errorf("item %s: refund %s is %d on %s/%s, want %d on %s%s%s", w.Item, rf.ID, rf.Amount, rf.Payment, rf.PaymentIntent, w.Amount, w.Charge, w.PaymentIntent, w.Capture)
 		}
-		if !slices.ContainsFunc(states, func(st *journal.State) bool {
-			is, ok := st.Lookup(batch, w.Item)
-			return ok && is.Status == journal.StatusRefunded && is.Refund == rf.ID
-		}) {
+		if !journaled(w.Item, func(is journal.ItemState) bool { return is.Status == journal.StatusRefunded && is.Refund == rf.ID }) {
 			rep.Errorf("item %s: no journal says it is refunded by %s", w.Item, rf.ID)
 		}
 	}
-	for item, rs := range live {
-		if !planned[item] {
+	for item, rs := range all {
+		if !planned[item] && slices.ContainsFunc(rs, func(rf Refund) bool { return rf.Live }) {
 			rep.Errorf("refund %s names item %s, which is not in the plan", rs[0].ID, item)
 		}
 	}
 	return missing
+}
+
+// ids lists the refunds' ids, for messages.
+func ids(rs []Refund) string {
+	out := make([]string, len(rs))
+	for i, rf := range rs {
+		out[i] = rf.ID
+	}
+	return strings.Join(out, ", ")
 }
 
 // CheckIntents checks the write-ahead rule: every idempotency key of batch

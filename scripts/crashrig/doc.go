@@ -1,9 +1,9 @@
 // Package crashrig is the one crash rig of refundkit's tests: it builds the
-// real binaries, runs them against the Stripe simulator (refund/stripesim),
-// signals them at chosen moments (a refund call held in flight, the n-th
-// key reserved), and checks what is left: exactly one live refund per
-// planned item, an intent journaled before every call, no journal record
-// lost. The crash tests of cmd/internal/cli and the fault matrix of
+// real binaries, runs them against the simulator (refund/stripesim: Stripe's
+// API and PayPal's), signals them at chosen moments (a refund call held in
+// flight, the n-th key reserved), and checks what is left: exactly one live
+// refund per planned item, an intent journaled before every call, no
+// journal record lost. The crash tests of cmd/internal/cli and the fault matrix of
 // scripts/chaos both use it.
 //
 // It lives under scripts/, beside chaos, because both the cli's tests and

@@ -29,15 +29,17 @@ type Proc struct {
 }
 
 // Env is the environment a binary under test gets: the API key, apiBase
-// as STRIPE_API_BASE ("" for none), and the caller's environment without
-// its own STRIPE_ variables.
-func Env(key, apiBase string) []string {
+// as STRIPE_API_BASE ("" for none), more (KEY=VALUE: PayPal's
+// credentials and base, say), and the caller's environment without its
+// own STRIPE_ and PAYPAL_ variables.
+func Env(key, apiBase string, more ...string) []string {
 	env := []string{"STRIPE_API_KEY=" + key}
 	if apiBase != "" {
 		env = append(env, "STRIPE_API_BASE="+apiBase)
 	}
+	env = append(env, more...)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "STRIPE_") {
+		if !strings.HasPrefix(kv, "STRIPE_") && !strings.HasPrefix(kv, "PAYPAL_") {
 			env = append(env, kv)
 		}
 	}

@@ -5,15 +5,16 @@ import (
 	"sync/atomic"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/paypalsim"
 	"github.com/refundkit/refundkit/refund/stripesim"
 )
 
-// Sim is the Stripe simulator on loopback, with a log of the idempotency
-// keys its refund creations reserved, in order, and a hook run inside each
-// such creation while the request is held in flight.
+// Sim is the simulator on loopback (Stripe's API and PayPal's on one
+// port), with a log of the idempotency keys its refund creations reserved
+// (Stripe's Idempotency-Key, PayPal's PayPal-Request-Id), in order, and a
+// hook run inside each such creation while the request is held in flight.
 type Sim struct {
 	*stripesim.Server
-
 	mu       sync.Mutex
 	keyLog   []string
 	creates  atomic.Int64
@@ -28,6 +29,7 @@ func StartSim(cfg stripesim.Config) (*Sim, error) {
 	}
 	s := &Sim{Server: srv}
 	srv.SetCreateHook(s.created)
+	srv.PayPal().SetCreateHook(s.created)
 	return s, nil
 }
 
@@ -42,8 +44,9 @@ func (s *Sim) created(key string) {
 }
 
 // OnCreate makes fn run inside every refund creation that reserves a key,
-// with n the count of keys reserved so far (this one included); the
-// request is held in flight until fn returns. nil removes it.
+// of either API, with n the count of keys reserved so far (this one
+// included); the request is held in flight until fn returns. nil removes
+// it.
 func (s *Sim) OnCreate(fn func(n int64, key string)) {
 	if fn == nil {
 		s.onCreate.Store(nil)
@@ -75,16 +78,75 @@ func (s *Sim) KeysSince(n int64) []string {
 	return append([]string(nil), s.keyLog[n:]...)
 }
 
-// LiveRefunds are the refunds of batch that hold money (not canceled, not
-// failed), by item.
-func (s *Sim) LiveRefunds(batch string) map[string][]stripesim.Refund {
-	live := map[string][]stripesim.Refund{}
+// Refund is a refund of either API as the checks see it: what it refunds,
+// whether it holds money, and whose it is.
+type Refund struct {
+	ID string
+	// Payment is the charge (Stripe) or capture (PayPal) it refunds;
+	// PaymentIntent is the charge's payment intent, if any.
+	Payment, PaymentIntent string
+	Amount                 int64
+	Status                 string // the API's own
+	// Live: it holds money (Stripe: not canceled or failed; PayPal:
+	// COMPLETED or PENDING).
+	Live bool
+	// Failed: it ended without moving money for good (Stripe failed,
+	// PayPal FAILED): its item is failed, never to be refunded again.
+	Failed bool
+	// Key is the idempotency key (request id) of the request that made it.
+	Key string
+	// Batch, Item and Attempt are refundkit's, "" when the refund says
+	// none: Stripe's metadata; PayPal shows no metadata the simulator
+	// keeps apart, so its request id, refundkit's key, says them.
+	Batch, Item, Attempt string
+}
+
+// AllRefunds are the refunds of both APIs, Stripe's first, each API's
+// oldest first.
+func (s *Sim) AllRefunds() []Refund {
+	var out []Refund
 	for _, rf := range s.Refunds() {
-		if rf.Metadata[refund.MetaBatch] != batch || rf.Status == stripesim.StatusCanceled || rf.Status == stripesim.StatusFailed {
-			continue
+		out = append(out, Refund{ID: rf.ID, Payment: rf.Charge, PaymentIntent: rf.PaymentIntent, Amount: rf.Amount,
+			Status: rf.Status, Live: rf.Status != stripesim.StatusCanceled && rf.Status != stripesim.StatusFailed,
+			Failed: rf.Status == stripesim.StatusFailed, Key: rf.IdempotencyKey,
+			Batch: rf.Metadata[refund.MetaBatch], Item: rf.Metadata[refund.MetaItem], Attempt: rf.Metadata[refund.MetaAttempt]})
+	}
+	for _, rf := range s.PayPal().Refunds() {
+		out = append(out, paypalRefund(rf))
+	}
+	return out
+}
+
+func paypalRefund(rf paypalsim.Refund) Refund {
+	out := Refund{ID: rf.ID, Payment: rf.Capture, Amount: rf.Amount, Status: rf.Status,
+		Live:   rf.Status == paypalsim.StatusCompleted || rf.Status == paypalsim.StatusPending,
+		Failed: rf.Status == paypalsim.StatusFailed, Key: rf.RequestID}
+	if batch, item, attempt, ok := ParseKey(rf.RequestID); ok {
+		out.Batch, out.Item, out.Attempt = batch, item, attempt
+	}
+	return out
+}
+
+// BatchRefunds are the refunds of batch, live or not, by item.
+func (s *Sim) BatchRefunds(batch string) map[string][]Refund {
+	by := map[string][]Refund{}
+	for _, rf := range s.AllRefunds() {
+		if rf.Batch == batch {
+			by[rf.Item] = append(by[rf.Item], rf)
 		}
-		item := rf.Metadata[refund.MetaItem]
-		live[item] = append(live[item], rf)
+	}
+	return by
+}
+
+// LiveRefunds are the refunds of batch that hold money, by item.
+func (s *Sim) LiveRefunds(batch string) map[string][]Refund {
+	live := map[string][]Refund{}
+	for item, rs := range s.BatchRefunds(batch) {
+		for _, rf := range rs {
+			if rf.Live {
+				live[item] = append(live[item], rf)
+			}
+		}
 	}
 	return live
 }
