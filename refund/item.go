@@ -1,6 +1,6 @@
 // Package refund issues the refunds of a plan exactly once: every call is
 // preceded by a durable journal intent and followed by a durable outcome, and
-// items in doubt are reconciled with Stripe before anything is sent again.
+// items in doubt are reconciled with the provider before anything is sent again.
 package refund
 
 import (
