@@ -151,23 +151,37 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	feedCtx := runCtx
 
 	work := make(chan job, cfg.Workers)
+	// With a shared checkpoint, free holds a token per idle worker: items
+	// are claimed only as workers can take them.
+	claims, shared := cfg.Checkpoint.(Claims)
+	shared = shared && !cfg.DryRun
+	free := make(chan struct{}, cfg.Workers)
 	var wg sync.WaitGroup
 	for range cfg.Workers {
+		free <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range work {
-				if e.halted() || ctx.Err() != nil {
-					// Not started: after a halt nothing is called, after a
-					// signal nothing new is begun. The journal has nothing
-					// of it, and the next run takes it up.
-					continue
+				if !e.halted() && ctx.Err() == nil {
+					e.emit(e.process(runCtx, j))
 				}
-				e.emit(e.process(runCtx, j))
+				// Else not started: after a halt nothing is called, after
+				// a signal nothing new is begun. The journal has nothing
+				// of it, and the next run takes it up.
+				if shared {
+					e.release(claims, j.it)
+					free <- struct{}{}
+				}
 			}
 		}()
 	}
-	readErr := e.feed(feedCtx, in, name, work)
+	var readErr error
+	if shared {
+		readErr = e.feedClaims(feedCtx, claims, in, name, work, free)
+	} else {
+		readErr = e.feed(feedCtx, in, name, work)
+	}
 	close(work)
 	wg.Wait()
 

@@ -139,7 +139,7 @@ var (
 // while waiting leaves nothing in doubt that was never sent.
 func (e *engine) call(ctx context.Context, it *Item, attempt int) (Answer, error) {
 	for try := 0; ; try++ {
-		if err := e.cfg.Pacer.Wait(ctx, EndpointCreate); err != nil || e.halted() {
+		if err := e.cfg.Pacer.Wait(ctx, EndpointCreate); err != nil || e.halted() || !e.holds(ctx, it) {
 			if try == 0 {
 				return Answer{}, errNotSent
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 // Exit codes, stable across releases, the same condition the same code in
@@ -65,6 +66,9 @@ func knownCode(err error) (int, bool) {
 		auditWrite  *audit.JournalError
 		auditHalt   *audit.StripeError
 		refundInput *refund.InputError
+		pgFailed    *postgres.Error
+		pgCorrupt   *postgres.CorruptError
+		pgBusy      *postgres.BusyError
 	)
 	switch {
 	case err == nil:
@@ -78,11 +82,11 @@ func knownCode(err error) (int, bool) {
 			return ExitJournal, true
 		}
 		return ExitProvider, true
-	case errors.As(err, &locked):
+	case errors.As(err, &locked), errors.As(err, &pgBusy):
 		return ExitLocked, true
-	case errors.As(err, &corrupt), errors.As(err, &version):
+	case errors.As(err, &corrupt), errors.As(err, &version), errors.As(err, &pgCorrupt):
 		return ExitCorrupt, true
-	case errors.As(err, &write), errors.As(err, &auditWrite):
+	case errors.As(err, &write), errors.As(err, &auditWrite), errors.As(err, &pgFailed):
 		return ExitJournal, true
 	case errors.As(err, &auditHalt):
 		return ExitProvider, true

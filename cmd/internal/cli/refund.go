@@ -16,25 +16,28 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 type refundCmd struct {
-	Journal        string      `required:"" placeholder:"FILE" help:"The checkpoint journal (JSON lines), created 0600 if absent. One run at a time holds it."`
-	Input          string      `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
-	Concurrency    int         `short:"j" default:"8" help:"Items in flight at once."`
-	Share          float64     `default:"0.8" help:"Share of the provider's rate limits this run takes (stripe, paypal), 0 to 1; Stripe's: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic; N shard workers on one account take 0.8/N each."`
-	Rate           *float64    `placeholder:"R" help:"Requests per second for this run, all endpoints together, instead of --share of the account's limit (0: no pacing at all). Each endpoint keeps --share of its own limit."`
-	LogFormat      string      `enum:"text,json" default:"text" help:"Messages on stderr as text lines for people, or JSON lines (log/slog) for agents and log pipelines."`
-	DryRun         bool        `help:"Read the journal and show what would be done: no API call, no journal write."`
-	ResendAfter500 bool        `name:"resend-after-500" help:"Send items whose earlier call the provider answered with its own 500 (an indeterminate answer saved under the key) under a new key, once the look-up finds no refund for them. Stripe treats a 500 as indeterminate and may still complete the call while it repairs an incident: use it once the incident is over."`
-	AllowRefunded  bool        `name:"allow-refunded-charges" help:"More refunds on charges that another refundkit batch (or, with --all-refunds, anyone) already refunded are intended. Without it such items are held: journaled as failed, nothing sent."`
-	AllRefunds     bool        `help:"Hold items whose charge has refunds without refundkit metadata too (made by hand, in the dashboard or by older scripts)."`
-	NoLookup       bool        `help:"Skip the look-up at the provider before an item's first call and trust the journal alone. Saves one request per item; a new batch name, a lost or restored journal or a changed shard count can then refund a charge twice."`
-	Progress       string      `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
-	Verbose        bool        `short:"v" help:"Log every decision on stderr: look-ups, holds, retries, 429s, 500s, key changes, with item, charge, attempt and idempotency key."`
-	NoGroupCommit  bool        `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
-	CPUProfile     string      `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
-	Version        versionFlag `help:"Print the version and exit."`
+	Journal        string        `required:"" placeholder:"FILE|URL" help:"The checkpoint: a journal file (JSON lines), created 0600 if absent, that one run at a time holds; or a PostgreSQL URL (postgres://..., PG* environment variables fill in the rest) that many runs on many hosts share, each fed the same plan."`
+	Lease          time.Duration `default:"30s" help:"With a PostgreSQL checkpoint: how long a claim of an item stays this run's without renewal (renewed every third of it). A run that dies loses its claims after it; another run then looks the items up before anything is sent."`
+	Worker         string        `placeholder:"NAME" help:"With a PostgreSQL checkpoint: the name this run claims items under, shown by audit (default host:pid:random)."`
+	Input          string        `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
+	Concurrency    int           `short:"j" default:"8" help:"Items in flight at once."`
+	Share          float64       `default:"0.8" help:"Share of the provider's rate limits this run takes (stripe, paypal), 0 to 1; Stripe's: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic; N shard workers on one account take 0.8/N each."`
+	Rate           *float64      `placeholder:"R" help:"Requests per second for this run, all endpoints together, instead of --share of the account's limit (0: no pacing at all). Each endpoint keeps --share of its own limit."`
+	LogFormat      string        `enum:"text,json" default:"text" help:"Messages on stderr as text lines for people, or JSON lines (log/slog) for agents and log pipelines."`
+	DryRun         bool          `help:"Read the journal and show what would be done: no API call, no journal write."`
+	ResendAfter500 bool          `name:"resend-after-500" help:"Send items whose earlier call the provider answered with its own 500 (an indeterminate answer saved under the key) under a new key, once the look-up finds no refund for them. Stripe treats a 500 as indeterminate and may still complete the call while it repairs an incident: use it once the incident is over."`
+	AllowRefunded  bool          `name:"allow-refunded-charges" help:"More refunds on charges that another refundkit batch (or, with --all-refunds, anyone) already refunded are intended. Without it such items are held: journaled as failed, nothing sent."`
+	AllRefunds     bool          `help:"Hold items whose charge has refunds without refundkit metadata too (made by hand, in the dashboard or by older scripts)."`
+	NoLookup       bool          `help:"Skip the look-up at the provider before an item's first call and trust the journal alone. Saves one request per item; a new batch name, a lost or restored journal or a changed shard count can then refund a charge twice."`
+	Progress       string        `enum:"auto,always,never" default:"auto" help:"Progress display on stderr (auto: when stderr is a terminal)."`
+	Verbose        bool          `short:"v" help:"Log every decision on stderr: look-ups, holds, retries, 429s, 500s, key changes, with item, charge, attempt and idempotency key."`
+	NoGroupCommit  bool          `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
+	CPUProfile     string        `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
+	Version        versionFlag   `help:"Print the version and exit."`
 	providerFlags
 }
 
@@ -126,26 +129,12 @@ func Refund(env Env) int {
 		return ExitUsage
 	}
 
-	var (
-		w     *journal.Writer
-		state *journal.State
-		torn  *journal.Torn
-	)
-	if c.DryRun {
-		state, torn, err = loadForDryRun(c.Journal)
-	} else {
-		w, state, torn, err = journal.Open(c.Journal, journal.Options{NoGroupCommit: c.NoGroupCommit})
-	}
+	checkpoint, closeCheckpoint, err := c.openCheckpoint(ctx, msgs, name)
 	if err != nil {
 		warnf(msgs, name, "%v", err)
 		return exitCodeFor(unwritable(err))
 	}
-	if w != nil {
-		defer w.Close()
-	}
-	if torn != nil {
-		warnf(msgs, name, "%s", torn)
-	}
+	defer closeCheckpoint()
 
 	out := newResultWriter(env.Stdout)
 	defer out.stop()
@@ -158,7 +147,7 @@ func Refund(env Env) int {
 	defer bar.stop()
 
 	summary, runErr := refund.Run(ctx, refund.Config{
-		Provider: client, Checkpoint: refund.Journal(w, state),
+		Provider: client, Checkpoint: checkpoint,
 		Workers: c.Concurrency, Pacer: c.pacer(env), DryRun: c.DryRun,
 		ResendAfter500: c.ResendAfter500, Log: log,
 		NoLookup: c.NoLookup, AllowRefundedCharges: c.AllowRefunded, AllRefunds: c.AllRefunds,
@@ -180,6 +169,10 @@ func Refund(env Env) int {
 		warnf(msgs, name, "stopped at that line: nothing was sent for it or after it")
 	case errors.As(runErr, &haltErr) && haltErr.Journal && errors.Is(haltErr, journal.ErrReplaced):
 		warnf(msgs, name, "no API call was made after that; find what replaced or moved the journal (a tool that ignores its lock?), merge the file it moved (if it still exists) into the journal with journal-merge, then run again")
+	case errors.As(runErr, &haltErr) && haltErr.Journal && errors.As(runErr, new(*postgres.LostClaimError)):
+		warnf(msgs, name, "no API call was made for that item after its claim was lost; run again: the item's new holder looks it up before anything is sent")
+	case errors.As(runErr, &haltErr) && haltErr.Journal && postgres.IsURL(c.Journal):
+		warnf(msgs, name, "no API call was made after the failed write; once the database answers again, run again: the checkpoint resumes where it stopped")
 	case errors.As(runErr, &haltErr) && haltErr.Journal:
 		warnf(msgs, name, "no API call was made after the failed write; free the space or fix the disk, then run again: the journal resumes where it stopped")
 	case errors.As(runErr, &haltErr):

@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/postgres"
+)
+
+// openCheckpoint opens refund's checkpoint: the journal file, locked (read
+// only in a dry run), or the PostgreSQL checkpoint at a postgres:// URL.
+// close gives it up.
+func (c *refundCmd) openCheckpoint(ctx context.Context, msgs io.Writer, name string) (refund.Checkpoint, func(), error) {
+	if postgres.IsURL(c.Journal) {
+		if c.Lease < time.Second {
+			return nil, nil, withCode(ExitUsage, fmt.Errorf("--lease %s: want 1s or more", c.Lease))
+		}
+		cp, err := postgres.Open(ctx, c.Journal, postgres.Options{Lease: c.Lease, Worker: c.Worker}, c.DryRun)
+		if err != nil {
+			return nil, nil, err
+		}
+		return cp, func() { cp.Close() }, nil
+	}
+	var (
+		w     *journal.Writer
+		state *journal.State
+		torn  *journal.Torn
+		err   error
+	)
+	if c.DryRun {
+		state, torn, err = loadForDryRun(c.Journal)
+	} else {
+		w, state, torn, err = journal.Open(c.Journal, journal.Options{NoGroupCommit: c.NoGroupCommit})
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if torn != nil {
+		warnf(msgs, name, "%s", torn)
+	}
+	return refund.Journal(w, state), func() {
+		if w != nil {
+			w.Close()
+		}
+	}, nil
+}

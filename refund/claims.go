@@ -1,0 +1,225 @@
+package refund
+
+// A checkpoint many runs share: each is fed the same plan and works on the
+// items it claims, one run per item at a time.
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/refundkit/refundkit/journal"
+)
+
+// Claims is a Checkpoint that many runs, on many hosts, share (a database
+// table: refund/postgres). Every run is fed the same plan; an item is
+// worked on only by the run that claimed it. A claim is a lease the holder
+// renews while it works: a run that dies loses its claims when their
+// leases run out, and the next run to claim such an item finds its intent
+// and looks it up before any call, as a rerun does. Every write for an item
+// is fenced by its claim: once another run took it, the old holder's writes
+// fail, and a failed write halts a run before its next call.
+type Claims interface {
+	Checkpoint
+	// Load binds the plan to the checkpoint. The first run to load a batch
+	// stores its items; the same items again change nothing; other items
+	// under a batch already loaded are refused with an *InputError that
+	// names the first item that differs.
+	Load(ctx context.Context, plan []PlanLine) error
+	// Claim takes up to n items of the loaded plan that are not settled,
+	// not held by a live claim and not already released by this run, with
+	// what the checkpoint holds of each. retryHeld claims failed items held
+	// for a refund elsewhere on their charge too (AllowRefundedCharges).
+	// When it takes none, wait > 0 says other runs hold live claims (one of
+	// them may die: ask again after wait), and wait == 0 that nothing is
+	// left for this run.
+	Claim(ctx context.Context, n int, retryHeld bool) (claimed []Claimed, wait time.Duration, err error)
+	// Holds returns nil while this run's claim of the item is certainly
+	// live, and an error once another run may have taken it. It is asked
+	// before every request sent for the item.
+	Holds(ctx context.Context, batch, item string) error
+	// Release ends this run's claim of an item it is done with.
+	Release(ctx context.Context, batch, item string) error
+}
+
+// PlanLine is a plan item and the line of the plan that holds it.
+type PlanLine struct {
+	Item *Item
+	Line int
+}
+
+// Claimed is an item a run claimed, with what the checkpoint holds of it.
+type Claimed struct {
+	Batch, Item string
+	State       journal.ItemState
+	Known       bool // the checkpoint holds records of the item
+}
+
+// IsHold reports a failure code that holds an item for a refund made
+// elsewhere on its payment: AllowRefundedCharges lifts it.
+func IsHold(code string) bool { return heldCode(code) }
+
+// feedClaims reads the whole plan, loads it into the shared checkpoint and
+// hands the workers the items this run claims, as slots free up, until no
+// item is left for it. Items whose claim shows them settled are answered
+// here.
+func (e *engine) feedClaims(ctx context.Context, c Claims, in io.Reader, name string, work chan<- job, free chan struct{}) error {
+	lines, err := e.readWhole(ctx, in, name)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	if err := c.Load(ctx, lines); err != nil {
+		if ie, ok := err.(*InputError); ok {
+			if ie.Name == "" {
+				ie.Name = name
+			}
+			return ie
+		}
+		e.halt(&HaltError{Journal: true, Err: err})
+		return nil
+	}
+	items := make(map[planKey]*Item, len(lines))
+	for _, pl := range lines {
+		items[planKey{pl.Item.Batch, pl.Item.Item}] = pl.Item
+	}
+	for {
+		// One free slot at least, then as many as are free: a claim is a
+		// lease, so no item is claimed before a worker can start on it.
+		select {
+		case <-free:
+		case <-ctx.Done():
+			return nil
+		}
+		n := 1
+	more:
+		for n < e.cfg.Workers {
+			select {
+			case <-free:
+				n++
+			default:
+				break more
+			}
+		}
+		if e.halted() {
+			return nil
+		}
+		claimed, wait, err := c.Claim(ctx, n, e.cfg.AllowRefundedCharges)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			e.halt(&HaltError{Journal: true, Err: err})
+			return nil
+		}
+		for range n - len(claimed) {
+			free <- struct{}{} // slots not used
+		}
+		if len(claimed) == 0 {
+			if wait == 0 {
+				return nil
+			}
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		for i, cl := range claimed {
+			it := items[planKey{cl.Batch, cl.Item}]
+			if it == nil {
+				// Load bound the checkpoint to this very plan: a claim of
+				// another item is a checkpoint that broke its word.
+				e.halt(&HaltError{Journal: true, Err: &unplannedClaimError{batch: cl.Batch, item: cl.Item}})
+				e.releaseAll(c, claimed[i:])
+				return nil
+			}
+			if cl.Known {
+				if err := checkBinding(it, cl.State); err != nil {
+					e.releaseAll(c, claimed[i:])
+					return &InputError{Name: name, Line: lineOf(lines, it), Err: err}
+				}
+			}
+			if r, settled := e.settled(it, cl.State, cl.Known); settled {
+				e.emit(r)
+				e.release(c, it)
+				free <- struct{}{}
+				continue
+			}
+			work <- job{it: it, st: cl.State, known: cl.Known}
+		}
+	}
+}
+
+type planKey struct{ batch, item string }
+
+// lineOf is the plan line of it, for an error message.
+func lineOf(lines []PlanLine, it *Item) int {
+	for _, pl := range lines {
+		if pl.Item == it {
+			return pl.Line
+		}
+	}
+	return 0
+}
+
+type unplannedClaimError struct{ batch, item string }
+
+func (e *unplannedClaimError) Error() string {
+	return "the checkpoint handed out item " + quote(e.item) + " of batch " + quote(e.batch) + ", which is not in this run's plan"
+}
+
+// release ends the run's claim of it; a failure is only logged: the claim's
+// lease runs out by itself.
+func (e *engine) release(c Claims, it *Item) {
+	if err := c.Release(context.Background(), it.Batch, it.Item); err != nil {
+		e.logItem(slog.LevelWarn, "claim not released (its lease runs out by itself)", it, 0, "err", err)
+	}
+}
+
+func (e *engine) releaseAll(c Claims, claimed []Claimed) {
+	for _, cl := range claimed {
+		if err := c.Release(context.Background(), cl.Batch, cl.Item); err != nil {
+			e.cfg.Log.Warn("claim not released (its lease runs out by itself)", "batch", cl.Batch, "item", cl.Item, "err", err)
+		}
+	}
+}
+
+// holds halts the run when its claim of it may have passed to another run:
+// nothing more may be sent for it.
+func (e *engine) holds(ctx context.Context, it *Item) bool {
+	c, ok := e.cfg.Checkpoint.(Claims)
+	if !ok {
+		return true
+	}
+	if err := c.Holds(ctx, it.Batch, it.Item); err != nil {
+		e.halt(&HaltError{Journal: true, Err: err})
+		return false
+	}
+	return true
+}
+
+// readWhole reads and checks every line of the plan: a shared checkpoint
+// binds the whole plan before any item is claimed.
+func (e *engine) readWhole(ctx context.Context, in io.Reader, name string) ([]PlanLine, error) {
+	ctx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	batches := make(chan []parsedLine, 4)
+	go readPlan(ctx, in, name, e.plan, batches, nil)
+	var lines []PlanLine
+	for batch := range batches {
+		for i := range batch {
+			p := &batch[i]
+			if p.err != nil {
+				return nil, p.err
+			}
+			if err := e.facts.accepts(&p.item); err != nil {
+				err.Name, err.Line = name, p.line
+				return nil, err
+			}
+			lines = append(lines, PlanLine{Item: &p.item, Line: p.line})
+		}
+	}
+	return lines, nil
+}

@@ -1,0 +1,287 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// Claim takes up to n items of the batches this run loaded that are open
+// (neither refunded nor failed for good; with retryHeld, held ones too),
+// not under another run's live lease and not released by this run before,
+// in plan order. FOR UPDATE SKIP LOCKED lets many runs claim at once
+// without waiting on each other; each claim bumps the item's generation,
+// which fences every later write of an earlier holder. An item whose lease
+// ran out is taken like any other: its records say it is in doubt, and the
+// engine looks it up before any call.
+func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund.Claimed, time.Duration, error) {
+	c.mu.Lock()
+	if c.lost != nil {
+		err := c.lost
+		c.mu.Unlock()
+		return nil, 0, err
+	}
+	batches := c.batches
+	var doneB, doneI []string
+	for k := range c.done {
+		doneB, doneI = append(doneB, k.batch), append(doneI, k.item)
+	}
+	c.mu.Unlock()
+
+	start := time.Now()
+	rows, err := c.pool.Query(ctx, `WITH picked AS (
+		SELECT batch, item FROM refundkit.items
+		WHERE batch = ANY($1) AND (status NOT IN ('refunded', 'failed') OR held)
+		  AND ($2 OR NOT held)
+		  AND (claimed_by IS NULL OR lease_until < clock_timestamp())
+		  AND (batch, item) NOT IN (SELECT * FROM unnest($3::text[], $4::text[]))
+		ORDER BY batch, line
+		LIMIT $5
+		FOR UPDATE SKIP LOCKED
+	)
+	UPDATE refundkit.items i SET claimed_by = $6, claim_gen = i.claim_gen + 1,
+		lease_until = clock_timestamp() + $7::interval
+	FROM picked WHERE i.batch = picked.batch AND i.item = picked.item
+	RETURNING i.batch, i.item, i.claim_gen`,
+		batches, retryHeld, doneB, doneI, n, c.worker, c.lease.String())
+	if err != nil {
+		return nil, 0, c.wrap("claim", err)
+	}
+	type got struct {
+		k   key
+		gen int64
+	}
+	var claimed []got
+	for rows.Next() {
+		var g got
+		if err := rows.Scan(&g.k.batch, &g.k.item, &g.gen); err != nil {
+			rows.Close()
+			return nil, 0, c.wrap("claim", err)
+		}
+		claimed = append(claimed, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, c.wrap("claim", err)
+	}
+	deadline := start.Add(c.margin())
+	if len(claimed) == 0 {
+		wait, err := c.waitForOthers(ctx, batches, retryHeld, doneB, doneI)
+		return nil, wait, err
+	}
+	c.mu.Lock()
+	for _, g := range claimed {
+		c.held[g.k] = &claim{gen: g.gen, deadline: deadline}
+	}
+	c.mu.Unlock()
+
+	keys := make([]key, len(claimed))
+	for i, g := range claimed {
+		keys[i] = g.k
+	}
+	states, err := c.fold(ctx, keys)
+	if err != nil {
+		return nil, 0, c.wrap("claim", err)
+	}
+	out := make([]refund.Claimed, len(claimed))
+	c.mu.Lock()
+	for i, g := range claimed {
+		st, known := states[g.k]
+		c.held[g.k].state, c.held[g.k].known = st, known
+		out[i] = refund.Claimed{Batch: g.k.batch, Item: g.k.item, State: st, Known: known}
+	}
+	c.mu.Unlock()
+	return out, 0, nil
+}
+
+// waitForOthers says how long to wait before claiming again when nothing
+// was claimable: 0 when no other run holds a live claim of an open item of
+// these batches (this run is done), else until the soonest lease ends,
+// 100 ms to a second: its holder may die, and must not be waited on alone.
+func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryHeld bool, doneB, doneI []string) (time.Duration, error) {
+	var soonest *float64
+	err := c.pool.QueryRow(ctx, `SELECT extract(epoch FROM min(lease_until) - clock_timestamp())::float8 FROM refundkit.items
+		WHERE batch = ANY($1) AND (status NOT IN ('refunded', 'failed') OR held) AND ($2 OR NOT held)
+		  AND claimed_by IS NOT NULL AND claimed_by <> $3
+		  AND (batch, item) NOT IN (SELECT * FROM unnest($4::text[], $5::text[]))`,
+		batches, retryHeld, c.worker, doneB, doneI).Scan(&soonest)
+	if err != nil {
+		return 0, c.wrap("claim", err)
+	}
+	if soonest == nil {
+		return 0, nil
+	}
+	// Holders usually release their items long before their leases end:
+	// look again soon.
+	wait := time.Duration(*soonest * float64(time.Second))
+	return min(max(wait, 100*time.Millisecond), time.Second, c.lease/10), nil
+}
+
+// margin is how long after a claim or renewal was sent the lease is surely
+// still this run's by its own clock: the lease less a tenth for the two
+// clocks' drift. The database sets the lease from its own clock when the
+// statement runs, which is after it was sent.
+func (c *Checkpoint) margin() time.Duration { return c.lease - c.lease/10 }
+
+// Holds returns nil while this run's claim of an item is live by its own
+// monotonic clock. Past its deadline (a renewal failed, or the run was
+// paused), it renews that claim in the database, fenced by its generation:
+// if another run took it, the claim is lost and nothing more may be sent.
+func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
+	k := key{batch, item}
+	c.mu.Lock()
+	cl := c.held[k]
+	if cl == nil {
+		c.mu.Unlock()
+		return &LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
+	}
+	if time.Now().Before(cl.deadline) {
+		c.mu.Unlock()
+		return nil
+	}
+	gen := cl.gen
+	c.mu.Unlock()
+	start := time.Now()
+	tag, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET lease_until = clock_timestamp() + $5::interval
+		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.worker, gen, c.lease.String())
+	if err != nil {
+		return c.wrap("renew claim", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return &LostClaimError{Batch: batch, Item: item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
+	}
+	c.mu.Lock()
+	if cl := c.held[k]; cl != nil && cl.gen == gen {
+		cl.deadline = start.Add(c.margin())
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// Release ends this run's claim of an item, fenced by its generation, and
+// keeps the item's status as its records say. This run does not claim the
+// item again.
+func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
+	k := key{batch, item}
+	c.mu.Lock()
+	cl := c.held[k]
+	delete(c.held, k)
+	c.done[k] = true
+	c.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	status, held := statusOf(cl.state)
+	_, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET claimed_by = NULL, lease_until = NULL, status = $5, held = $6
+		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.worker, cl.gen, status, held)
+	return c.wrap("release claim", err)
+}
+
+// renewLoop renews this run's claims every third of a lease, and says the
+// worker is alive, until Close.
+func (c *Checkpoint) renewLoop() {
+	defer close(c.renewDone)
+	t := time.NewTicker(c.lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stopRenew:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), c.lease/3)
+			c.renew(ctx)
+			cancel()
+		}
+	}
+}
+
+// renew extends the leases of every claim this run holds, in one
+// statement. A claim the database no longer gives this run (its lease ran
+// out and another took it) is dropped: Holds and Append fail for it. A
+// failed renewal changes nothing: the claims' deadlines pass, and Holds
+// then asks the database itself.
+func (c *Checkpoint) renew(ctx context.Context) {
+	c.mu.Lock()
+	var batches, items []string
+	var gens []int64
+	for k, cl := range c.held {
+		batches, items, gens = append(batches, k.batch), append(items, k.item), append(gens, cl.gen)
+	}
+	c.mu.Unlock()
+	start := time.Now()
+	rows, err := c.pool.Query(ctx, `WITH alive AS (
+		UPDATE refundkit.workers SET last_seen = clock_timestamp() WHERE worker = $1
+	)
+	UPDATE refundkit.items i SET lease_until = clock_timestamp() + $5::interval
+	FROM unnest($2::text[], $3::text[], $4::bigint[]) AS h(batch, item, gen)
+	WHERE i.batch = h.batch AND i.item = h.item AND i.claimed_by = $1 AND i.claim_gen = h.gen
+	RETURNING i.batch, i.item, i.claim_gen`, c.worker, batches, items, gens, c.lease.String())
+	if err != nil {
+		return
+	}
+	renewed := map[key]int64{}
+	for rows.Next() {
+		var k key
+		var gen int64
+		if rows.Scan(&k.batch, &k.item, &gen) == nil {
+			renewed[k] = gen
+		}
+	}
+	if rows.Err() != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range items {
+		k := key{batches[i], items[i]}
+		cl := c.held[k]
+		if cl == nil || cl.gen != gens[i] {
+			continue // released meanwhile
+		}
+		if gen, ok := renewed[k]; ok && gen == cl.gen {
+			cl.deadline = start.Add(c.margin())
+		} else {
+			cl.deadline = time.Time{} // lost: Holds asks the database, and fails
+		}
+	}
+}
+
+// Load binds the plan to the checkpoint, batch by batch, under a lock per
+// batch so that workers starting together load it once. A batch's plan is
+// its items' canonical JSON, digested in item order; the same digest is the
+// same plan, whatever the order of the lines. Another plan is refused with
+// the first item (in this plan's order) that differs, is missing or is new.
+func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
+	byBatch := map[string][]refund.PlanLine{}
+	var order []string
+	for _, pl := range plan {
+		if _, ok := byBatch[pl.Item.Batch]; !ok {
+			order = append(order, pl.Item.Batch)
+		}
+		byBatch[pl.Item.Batch] = append(byBatch[pl.Item.Batch], pl)
+	}
+	for _, b := range order {
+		if err := c.loadBatch(ctx, b, byBatch[b]); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	c.batches = order
+	c.mu.Unlock()
+	return nil
+}
+
+// loadedPlan is what the checkpoint says of a batch's plan.
+type loadedPlan struct {
+	digest   []byte
+	items    int64
+	loadedAt time.Time
+	loadedBy string
+}
+
+func (lp loadedPlan) String() string {
+	return fmt.Sprintf("loaded %s by %s, %d items", lp.loadedAt.UTC().Format(time.RFC3339), lp.loadedBy, lp.items)
+}
+
+var _ refund.Claims = (*Checkpoint)(nil)

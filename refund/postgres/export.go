@@ -1,0 +1,286 @@
+package postgres
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/refundkit/refundkit/journal"
+)
+
+// Export writes the records of batches (all batches when none are named)
+// as a file journal holds them: the same record lines, in the order they
+// were written, each commit's lines followed by its commit line. It returns
+// how many records it wrote and the highest sequence number among them,
+// for Import's check that nothing was written since.
+func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
+	rows, err := c.pool.Query(ctx, `SELECT seq, commit_id, rec FROM refundkit.records
+		WHERE cardinality($1::text[]) = 0 OR batch = ANY($1) ORDER BY seq`, batches)
+	if err != nil {
+		return 0, 0, c.wrap("export", err)
+	}
+	defer rows.Close()
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var group []byte // the lines of the commit being read
+	n, commit := 0, int64(-1)
+	flush := func() error {
+		if n == 0 {
+			return nil
+		}
+		group = journal.AppendCommit(group, group, n)
+		_, err := bw.Write(group)
+		group, n = group[:0], 0
+		return err
+	}
+	for rows.Next() {
+		var id int64
+		var line string
+		if err := rows.Scan(&last, &id, &line); err != nil {
+			return records, last, c.wrap("export", err)
+		}
+		if id != commit {
+			if err := flush(); err != nil {
+				return records, last, err
+			}
+			commit = id
+		}
+		group = append(append(group, line...), '\n')
+		n++
+		records++
+	}
+	if err := rows.Err(); err != nil {
+		return records, last, c.wrap("export", err)
+	}
+	if err := flush(); err != nil {
+		return records, last, err
+	}
+	return records, last, bw.Flush()
+}
+
+// BusyError is an import refused because workers hold live claims in the
+// batches it would change, or wrote records since they were exported.
+type BusyError struct{ Why string }
+
+func (e *BusyError) Error() string { return "postgres checkpoint busy: " + e.Why }
+
+// Import replaces the records of every batch that r (a journal, named name
+// in errors) holds records of with r's records, in one transaction. It is
+// journal-merge's way into the checkpoint: r is the merge of what Export
+// wrote (up to sequence number last) and the journals merged in, so nothing
+// the checkpoint held is lost. It is refused with a *BusyError while a
+// worker holds a live claim in those batches, or when records were written
+// there after last. The items of those batches get their status anew.
+func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last int64) (records int, batches []string, err error) {
+	sc := journal.NewScanner(r, name)
+	type row struct {
+		batch, item, line string
+	}
+	var rows []row
+	seen := map[string]bool{}
+	for sc.Scan() {
+		rec := sc.Record()
+		line, err := journal.MarshalLine(nil, rec)
+		if err != nil {
+			return 0, nil, err
+		}
+		rows = append(rows, row{rec.Batch, rec.Item, string(line[:len(line)-1])})
+		if !seen[rec.Batch] {
+			seen[rec.Batch] = true
+			batches = append(batches, rec.Batch)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, nil, err
+	}
+	if t := sc.Torn(); t != nil {
+		return 0, nil, fmt.Errorf("%s", t)
+	}
+	err = c.inTx(ctx, func(tx pgx.Tx) error {
+		for _, b := range batches {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "refundkit.batch:"+b); err != nil {
+				return err
+			}
+		}
+		// Locking the batches' items keeps claims off them (SKIP LOCKED)
+		// and makes appends wait until the import is done.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM refundkit.items WHERE batch = ANY($1) FOR UPDATE`, batches); err != nil {
+			return err
+		}
+		var live int
+		var holder *string
+		if err := tx.QueryRow(ctx, `SELECT count(*), min(claimed_by) FROM refundkit.items
+			WHERE batch = ANY($1) AND claimed_by IS NOT NULL AND lease_until > clock_timestamp()`, batches).Scan(&live, &holder); err != nil {
+			return err
+		}
+		if live > 0 {
+			return &BusyError{Why: fmt.Sprintf("%d items of the batches imported are claimed by live workers (%s among them): import once they have stopped", live, *holder)}
+		}
+		var newer int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM refundkit.records WHERE batch = ANY($1)`, batches).Scan(&newer); err != nil {
+			return err
+		}
+		if newer > last {
+			return &BusyError{Why: "records were written to the batches imported while the merge ran: run the merge again"}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM refundkit.records WHERE batch = ANY($1)`, batches); err != nil {
+			return err
+		}
+		var commit int64
+		if err := tx.QueryRow(ctx, `SELECT nextval('refundkit.commits')`).Scan(&commit); err != nil {
+			return err
+		}
+		worker := "import:" + c.worker
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"refundkit", "records"}, []string{"commit_id", "batch", "item", "claim_gen", "worker", "rec"},
+			pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+				return []any{commit, rows[i].batch, rows[i].item, int64(0), worker, rows[i].line}, nil
+			})); err != nil {
+			return err
+		}
+		for _, b := range batches {
+			if err := c.restatus(ctx, tx, b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if _, ok := err.(*BusyError); ok {
+		return 0, nil, err
+	}
+	if err != nil {
+		return 0, nil, c.wrap("import", err)
+	}
+	return len(rows), batches, nil
+}
+
+// restatus sets the status of every item of batch from its records.
+func (c *Checkpoint) restatus(ctx context.Context, tx pgx.Tx, batch string) error {
+	rows, err := tx.Query(ctx, `SELECT item, rec FROM refundkit.records WHERE batch = $1 ORDER BY seq`, batch)
+	if err != nil {
+		return err
+	}
+	states := map[string]journal.ItemState{}
+	var rec journal.Record
+	for rows.Next() {
+		var item, line string
+		if err := rows.Scan(&item, &line); err != nil {
+			rows.Close()
+			return err
+		}
+		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
+			rows.Close()
+			return &CorruptError{Batch: batch, Item: item, Err: err}
+		}
+		states[item] = journal.Next(states[item], &rec)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	items, statuses, held := make([]string, 0, len(states)), make([]string, 0, len(states)), make([]bool, 0, len(states))
+	for item, st := range states {
+		s, h := statusOf(st)
+		items, statuses, held = append(items, item), append(statuses, s), append(held, h)
+	}
+	_, err = tx.Exec(ctx, `UPDATE refundkit.items i SET status = s.status, held = s.held
+		FROM unnest($2::text[], $3::text[], $4::bool[]) AS s(item, status, held)
+		WHERE i.batch = $1 AND i.item = s.item`, batch, items, statuses, held)
+	return err
+}
+
+// WorkerInfo is a worker as the checkpoint knows it.
+type WorkerInfo struct {
+	Worker    string     `json:"worker"`
+	Host      string     `json:"host"`
+	PID       int        `json:"pid"`
+	Started   time.Time  `json:"started_at"`
+	LastSeen  time.Time  `json:"last_seen"`
+	Stopped   *time.Time `json:"stopped_at,omitempty"`
+	Claims    int        `json:"claims"`      // items it holds claims of
+	LiveLease int        `json:"live_leases"` // of which the lease has not run out
+}
+
+// ClaimInfo is an item claimed by a worker.
+type ClaimInfo struct {
+	Batch      string    `json:"batch"`
+	Item       string    `json:"item"`
+	Worker     string    `json:"claimed_by"`
+	Generation int64     `json:"claim_gen"`
+	LeaseUntil time.Time `json:"lease_until"`
+	Expired    bool      `json:"expired"`
+	Status     string    `json:"status"`
+}
+
+// BatchInfo is a batch whose plan the checkpoint holds, with its items
+// counted by status.
+type BatchInfo struct {
+	Batch    string         `json:"batch"`
+	Items    int64          `json:"items"`
+	LoadedAt time.Time      `json:"loaded_at"`
+	LoadedBy string         `json:"loaded_by"`
+	ByStatus map[string]int `json:"by_status"`
+}
+
+// Holders says who holds what: the batches (all when none are named), the
+// items claimed in them, and every worker with its last sign of life.
+func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo, []ClaimInfo, []WorkerInfo, error) {
+	var bs []BatchInfo
+	rows, err := c.pool.Query(ctx, `SELECT b.batch, b.items, b.loaded_at, b.loaded_by, i.status, count(i.item)
+		FROM refundkit.batches b LEFT JOIN refundkit.items i USING (batch)
+		WHERE cardinality($1::text[]) = 0 OR b.batch = ANY($1)
+		GROUP BY b.batch, i.status ORDER BY b.batch, i.status`, batches)
+	if err != nil {
+		return nil, nil, nil, c.wrap("holders", err)
+	}
+	for rows.Next() {
+		var b BatchInfo
+		var status *string
+		var n int
+		if err := rows.Scan(&b.Batch, &b.Items, &b.LoadedAt, &b.LoadedBy, &status, &n); err != nil {
+			rows.Close()
+			return nil, nil, nil, c.wrap("holders", err)
+		}
+		if len(bs) == 0 || bs[len(bs)-1].Batch != b.Batch {
+			b.ByStatus = map[string]int{}
+			bs = append(bs, b)
+		}
+		if status != nil {
+			bs[len(bs)-1].ByStatus[*status] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, c.wrap("holders", err)
+	}
+	rows, err = c.pool.Query(ctx, `SELECT batch, item, claimed_by, claim_gen, lease_until, lease_until <= clock_timestamp(), status
+		FROM refundkit.items WHERE claimed_by IS NOT NULL AND (cardinality($1::text[]) = 0 OR batch = ANY($1))
+		ORDER BY batch, line`, batches)
+	if err != nil {
+		return nil, nil, nil, c.wrap("holders", err)
+	}
+	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ClaimInfo, error) {
+		var ci ClaimInfo
+		err := r.Scan(&ci.Batch, &ci.Item, &ci.Worker, &ci.Generation, &ci.LeaseUntil, &ci.Expired, &ci.Status)
+		return ci, err
+	})
+	if err != nil {
+		return nil, nil, nil, c.wrap("holders", err)
+	}
+	rows, err = c.pool.Query(ctx, `SELECT w.worker, w.host, w.pid, w.started_at, w.last_seen, w.stopped_at,
+			count(i.item), count(i.item) FILTER (WHERE i.lease_until > clock_timestamp())
+		FROM refundkit.workers w LEFT JOIN refundkit.items i ON i.claimed_by = w.worker
+		GROUP BY w.worker ORDER BY w.started_at, w.worker`)
+	if err != nil {
+		return nil, nil, nil, c.wrap("holders", err)
+	}
+	workers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WorkerInfo, error) {
+		var wi WorkerInfo
+		err := r.Scan(&wi.Worker, &wi.Host, &wi.PID, &wi.Started, &wi.LastSeen, &wi.Stopped, &wi.Claims, &wi.LiveLease)
+		return wi, err
+	})
+	if err != nil {
+		return nil, nil, nil, c.wrap("holders", err)
+	}
+	return bs, claims, workers, nil
+}

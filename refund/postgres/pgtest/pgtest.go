@@ -1,0 +1,404 @@
+// Package pgtest runs throwaway PostgreSQL servers for tests, the chaos rig
+// and scripts: each Server is a fresh cluster (initdb) in its own directory
+// under os.TempDir(), reachable over a unix socket in that directory (as
+// the superuser postgres, no password) and over TCP on 127.0.0.1 at a free
+// port (password auth, SCRAM), and gone again after Stop.
+//
+// The server binaries are found without PATH (see Start). As root they run
+// as the postgres user, since initdb and postgres refuse to run as root;
+// otherwise they run as the calling user.
+//
+// A package's tests share one server through Main and Shared, and take a
+// fresh database each with NewDB.
+//
+// Leftovers: if the process that started a server dies without calling
+// Stop (a crash, a test timeout, SIGKILL), a watchdog process started with
+// the server notices at once (its stdin pipe from this process closes) and
+// stops the server and removes its directory. The next Start in any
+// process also removes the directories of servers whose process is gone,
+// in case the watchdog was killed too.
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Options tune a server. The zero value is what tests want.
+type Options struct {
+	// Fsync keeps fsync on, for runs that measure durable writes (the
+	// bench). Off by default: it only speeds tests up. synchronous_commit
+	// stays on either way, so a commit's round trips are the real ones.
+	Fsync bool
+	// MaxConnections is the server's max_connections; 0 means 200.
+	MaxConnections int
+}
+
+// Server is a running throwaway cluster. Its methods are safe for
+// concurrent use.
+type Server struct {
+	bin      string   // directory of initdb, pg_ctl, postgres
+	owner    *account // the user the server runs as; nil: this process's user
+	dir      string   // the temp dir: data/, server.log, the unix socket
+	port     int      // TCP port on 127.0.0.1, also the socket's number
+	opts     Options
+	watchdog *watchdog
+
+	mu      sync.Mutex
+	running bool
+	stopped bool // Stop was called: the directory is gone
+}
+
+const (
+	// dirPrefix names every server's directory, followed by the pid of
+	// the process that owns it (for the sweep of leftovers).
+	dirPrefix = "refundkit-pg-"
+	// portTries is how many free ports Start tries: another process can
+	// take the one picked between picking it and the server binding it.
+	portTries = 5
+)
+
+// Start creates and starts a fresh cluster. The binaries come from
+// $REFUNDKIT_PG_BIN if set, else `pg_config --bindir` if it holds a server,
+// else the highest /usr/lib/postgresql/*/bin; none found is
+// ErrNoServerBinary. A start that fails includes the server log's tail.
+func Start(opts Options) (*Server, error) {
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = 200
+	}
+	bin, err := findBinDir()
+	if err != nil {
+		return nil, err
+	}
+	owner, err := serverAccount()
+	if err != nil {
+		return nil, err
+	}
+	sweepOrphans(bin, owner)
+
+	dir, err := os.MkdirTemp("", dirPrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	// The socket's path must fit in a sockaddr_un (108 bytes with the NUL).
+	if sock := filepath.Join(dir, ".s.PGSQL.65535.lock"); len(sock) > 107 {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: socket path %s is too long for a unix socket: set TMPDIR to a shorter directory", sock)
+	}
+	s := &Server{bin: bin, owner: owner, dir: dir, opts: opts}
+	if err := s.create(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// create makes the cluster and starts it on a free port.
+func (s *Server) create() error {
+	// MkdirTemp's 0700 dir must belong to the server's user, who writes
+	// the data dir, the log and the socket in it.
+	if err := s.owner.chown(s.dir); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	if err := s.owner.canReach(s.dir); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	wd, err := startWatchdog(s)
+	if err != nil {
+		return err
+	}
+	s.watchdog = wd
+	out, err := s.command("initdb", "-D", s.dataDir(), "-U", "postgres",
+		"--auth-local=trust", "--auth-host=scram-sha-256",
+		"-E", "UTF8", "--locale=C", "--no-instructions", "--no-sync").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgtest: initdb: %w\n%s", err, bytes.TrimSpace(out))
+	}
+	// Our settings live in their own file, rewritten for each port tried.
+	if err := s.appendFile(filepath.Join(s.dataDir(), "postgresql.conf"), "\ninclude 'pgtest.conf'\n"); err != nil {
+		return err
+	}
+	for try := 1; ; try++ {
+		if s.port, err = freePort(); err != nil {
+			return err
+		}
+		if err = s.writeConfig(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		err = s.startLocked()
+		s.mu.Unlock()
+		if err == nil || try == portTries || !strings.Contains(s.logTail(), "could not bind") {
+			return err
+		}
+	}
+}
+
+func (s *Server) writeConfig() error {
+	fsync := "off"
+	if s.opts.Fsync {
+		fsync = "on"
+	}
+	conf := fmt.Sprintf(`# written by refundkit's pgtest
+listen_addresses = '127.0.0.1'
+port = %d
+unix_socket_directories = %s
+max_connections = %d
+fsync = %s
+`, s.port, confQuote(s.dir), s.opts.MaxConnections, fsync)
+	path := filepath.Join(s.dataDir(), "pgtest.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	return s.owner.chown(path)
+}
+
+func (s *Server) appendFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	return nil
+}
+
+// confQuote quotes a postgresql.conf string value.
+func confQuote(v string) string {
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) dataDir() string { return filepath.Join(s.dir, "data") }
+func (s *Server) logPath() string { return filepath.Join(s.dir, "server.log") }
+
+// command runs a server binary as the server's user, in the server's dir
+// (root's working directory may be closed to that user), without the
+// caller's PG* variables (PGPORT, PGDATA... would change what it does).
+func (s *Server) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(s.bin, name), args...)
+	cmd.Dir = s.dir
+	cmd.Env = serverEnv()
+	cmd.SysProcAttr = s.owner.sysProcAttr()
+	return cmd
+}
+
+func serverEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, "LC_") || strings.HasPrefix(kv, "LANG=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "LC_ALL=C")
+}
+
+func (s *Server) startLocked() error {
+	out, err := s.command("pg_ctl", "start", "-w", "-t", "60", "-D", s.dataDir(), "-l", s.logPath()).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgtest: pg_ctl start: %w\n%s\nserver log (%s), last lines:\n%s",
+			err, bytes.TrimSpace(out), s.logPath(), s.logTail())
+	}
+	s.running = true
+	return nil
+}
+
+// stopLocked stops the server; mode is pg_ctl's: fast (roll back open
+// transactions, checkpoint) or immediate (a crash: recovery on next start).
+func (s *Server) stopLocked(mode string) error {
+	if !s.running {
+		return nil
+	}
+	out, err := s.command("pg_ctl", "stop", "-w", "-t", "60", "-m", mode, "-D", s.dataDir()).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgtest: pg_ctl stop -m %s: %w\n%s", mode, err, bytes.TrimSpace(out))
+	}
+	s.running = false
+	return nil
+}
+
+// logTail is the end of the server log, for errors.
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(s.logPath())
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Dir is the server's directory: its data dir, log (server.log) and unix
+// socket live there.
+func (s *Server) Dir() string { return s.dir }
+
+// Port is the server's TCP port on 127.0.0.1 (and its unix socket's number).
+func (s *Server) Port() int { return s.port }
+
+// URL is a libpq URL for database db over the unix socket, as the
+// superuser postgres with no password (local connections are trusted).
+func (s *Server) URL(db string) string {
+	host := strings.ReplaceAll(url.QueryEscape(s.dir), "%2F", "/")
+	return fmt.Sprintf("postgres://postgres@/%s?host=%s&port=%d&sslmode=disable", url.PathEscape(db), host, s.port)
+}
+
+// TCPURL is a URL for database db over TCP on 127.0.0.1 as user with
+// password; the server asks for it (SCRAM), so a wrong one fails.
+func (s *Server) TCPURL(db, user, password string) string {
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword(user, password),
+		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
+		Path:     "/" + db,
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
+
+// exec runs one statement as the superuser in the postgres database.
+func (s *Server) exec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// CreateDB creates an empty database and returns its URL (see URL).
+func (s *Server) CreateDB(ctx context.Context, name string) (string, error) {
+	if name == "" {
+		return "", errors.New("pgtest: CreateDB: empty database name")
+	}
+	if err := s.exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("pgtest: create database %q: %w", name, err)
+	}
+	return s.URL(name), nil
+}
+
+// DropDB drops a database, closing its open connections.
+func (s *Server) DropDB(ctx context.Context, name string) error {
+	if err := s.exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("pgtest: drop database %q: %w", name, err)
+	}
+	return nil
+}
+
+// CreateRole creates a login role with a password (printable ASCII), for
+// TCPURL. The password never reaches the server, its log or an error: the
+// role gets a SCRAM verifier computed here.
+func (s *Server) CreateRole(ctx context.Context, name, password string) error {
+	verifier, err := scramVerifier(password)
+	if err != nil {
+		return fmt.Errorf("pgtest: create role %q: %w", name, err)
+	}
+	sql := "CREATE ROLE " + pgx.Identifier{name}.Sanitize() + " LOGIN PASSWORD '" + verifier + "'"
+	if err := s.exec(ctx, sql); err != nil {
+		return fmt.Errorf("pgtest: create role %q: %w", name, err)
+	}
+	return nil
+}
+
+// Restart stops the server (fast: open transactions roll back, clients are
+// disconnected) and starts it again on the same data, socket and port: the
+// "database restarted mid-batch" case.
+func (s *Server) Restart() error {
+	if err := s.Down(); err != nil {
+		return err
+	}
+	return s.Up()
+}
+
+// Down stops the server (fast shutdown) but keeps its data, socket
+// directory and port, so a test can see the database unreachable for as
+// long as it likes; Up brings it back. Down on a stopped server does
+// nothing.
+func (s *Server) Down() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errors.New("pgtest: Down after Stop")
+	}
+	return s.stopLocked("fast")
+}
+
+// Crash stops the server the way a crash would (immediate shutdown: no
+// checkpoint; committed work survives through WAL recovery on Up).
+func (s *Server) Crash() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errors.New("pgtest: Crash after Stop")
+	}
+	return s.stopLocked("immediate")
+}
+
+// Up starts a server stopped by Down or Crash on the same data, socket and
+// port (if another process took the port meanwhile, Up fails). Up on a
+// running server does nothing.
+func (s *Server) Up() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errors.New("pgtest: Up after Stop")
+	}
+	if s.running {
+		return nil
+	}
+	return s.startLocked()
+}
+
+// Stop stops the server (fast shutdown) and removes its directory. It is
+// idempotent: later calls do nothing and return nil, so it is safe in both
+// a defer and a cleanup. If the process dies before Stop, the watchdog
+// does the same (see the package comment).
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	err := s.stopLocked("fast")
+	if err != nil {
+		// Removing the data under a live server would leave it running
+		// until the watchdog's immediate stop: do that now.
+		err = errors.Join(err, s.stopLocked("immediate"))
+	}
+	if rerr := os.RemoveAll(s.dir); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("pgtest: %w", rerr))
+	}
+	if s.watchdog != nil {
+		s.watchdog.release()
+	}
+	return err
+}

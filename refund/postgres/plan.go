@@ -1,0 +1,152 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// loadBatch stores the plan of one batch, or checks it against the one
+// stored.
+func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund.PlanLine) error {
+	docs := make([]string, len(lines))
+	for i, pl := range lines {
+		b, err := json.Marshal(pl.Item) // canonical: fields in order, metadata keys sorted
+		if err != nil {
+			return err
+		}
+		docs[i] = string(b)
+	}
+	digest := planDigest(lines, docs)
+	err := c.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "refundkit.batch:"+batch); err != nil {
+			return err
+		}
+		var lp loadedPlan
+		err := tx.QueryRow(ctx, `SELECT plan_digest, items, loaded_at, loaded_by FROM refundkit.batches WHERE batch = $1`, batch).
+			Scan(&lp.digest, &lp.items, &lp.loadedAt, &lp.loadedBy)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, err := tx.Exec(ctx, `INSERT INTO refundkit.batches (batch, plan_digest, items, loaded_by) VALUES ($1, $2, $3, $4)`,
+				batch, digest, len(lines), c.worker); err != nil {
+				return err
+			}
+			_, err := tx.CopyFrom(ctx, pgx.Identifier{"refundkit", "items"}, []string{"batch", "item", "line", "plan"},
+				pgx.CopyFromSlice(len(lines), func(i int) ([]any, error) {
+					return []any{batch, lines[i].Item.Item, int64(lines[i].Line), docs[i]}, nil
+				}))
+			if err != nil {
+				return err
+			}
+			// Records imported before the plan (journal-merge -o) give
+			// their items a status now.
+			return c.restatus(ctx, tx, batch)
+		}
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(lp.digest, digest) {
+			return nil // the same plan: loaded already
+		}
+		return planDiffers(ctx, tx, batch, lines, docs, lp)
+	})
+	if _, ok := err.(*refund.InputError); ok {
+		return err
+	}
+	return c.wrap("load plan of batch "+batch, err)
+}
+
+// planDigest digests a batch's items in item order.
+func planDigest(lines []refund.PlanLine, docs []string) []byte {
+	order := make([]int, len(lines))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(lines[a].Item.Item, lines[b].Item.Item) })
+	h := sha256.New()
+	for _, i := range order {
+		h.Write([]byte(docs[i]))
+		h.Write([]byte{'\n'})
+	}
+	return h.Sum(nil)
+}
+
+// planDiffers finds what differs between lines and the plan stored for
+// batch, and says so as an *InputError at the line of the item.
+func planDiffers(ctx context.Context, tx pgx.Tx, batch string, lines []refund.PlanLine, docs []string, lp loadedPlan) error {
+	rows, err := tx.Query(ctx, `SELECT item, line, plan FROM refundkit.items WHERE batch = $1`, batch)
+	if err != nil {
+		return err
+	}
+	type stored struct {
+		line int64
+		plan string
+	}
+	have := map[string]stored{}
+	for rows.Next() {
+		var item string
+		var s stored
+		if err := rows.Scan(&item, &s.line, &s.plan); err != nil {
+			rows.Close()
+			return err
+		}
+		have[item] = s
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	const hint = "; the checkpoint holds one plan per batch: feed every worker the same plan, or plan the change under a new batch name"
+	for i, pl := range lines {
+		s, ok := have[pl.Item.Item]
+		if !ok {
+			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q is not in the plan of batch %q in the checkpoint (%s)%s", pl.Item.Item, batch, lp, hint)}
+		}
+		if s.plan != docs[i] {
+			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q of batch %q differs from the plan in the checkpoint (%s): %s%s", pl.Item.Item, batch, lp, fieldsDiffer(pl.Item, s.plan), hint)}
+		}
+		delete(have, pl.Item.Item)
+	}
+	missing := slices.SortedFunc(maps.Keys(have), func(a, b string) int { return int(have[a].line - have[b].line) })
+	if len(missing) > 0 {
+		return &refund.InputError{Err: fmt.Errorf("item %q of batch %q (line %d of the plan in the checkpoint, %s) is missing from this plan, and %d more%s", missing[0], batch, have[missing[0]].line, lp, len(missing)-1, hint)}
+	}
+	return fmt.Errorf("plan of batch %q: the digest differs but every item is the same (a checkpoint written by another build?)", batch)
+}
+
+// fieldsDiffer names the fields of it that differ from the stored item doc.
+func fieldsDiffer(it *refund.Item, doc string) string {
+	var was refund.Item
+	if err := json.Unmarshal([]byte(doc), &was); err != nil {
+		return "the stored item does not decode: " + err.Error()
+	}
+	var diffs []string
+	add := func(field, now, then string) {
+		if now != then {
+			diffs = append(diffs, fmt.Sprintf("%s %q here, %q in the checkpoint", field, now, then))
+		}
+	}
+	add("charge", it.Charge, was.Charge)
+	add("payment_intent", it.PaymentIntent, was.PaymentIntent)
+	add("capture", it.Capture, was.Capture)
+	if it.Amount != was.Amount {
+		diffs = append(diffs, fmt.Sprintf("amount %d here, %d in the checkpoint", it.Amount, was.Amount))
+	}
+	add("currency", it.Currency, was.Currency)
+	add("reason", it.Reason, was.Reason)
+	if !maps.Equal(it.Metadata, was.Metadata) {
+		diffs = append(diffs, "metadata differs")
+	}
+	if len(diffs) == 0 {
+		return "the same fields, encoded otherwise"
+	}
+	return strings.Join(diffs, ", ")
+}

@@ -1,0 +1,183 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+)
+
+// Append writes recs, each of an item this run holds a claim of, in one
+// transaction: the journal lines a file journal would hold, each fenced by
+// its claim's generation. A claim another run took fails the whole append
+// with a *LostClaimError, and nothing of it is written. PostgreSQL's commit
+// (synchronous_commit on, its default) makes it durable before Append
+// returns.
+func (c *Checkpoint) Append(recs ...*journal.Record) error {
+	if c.stopRenew == nil {
+		return &Error{Op: "append", Err: fmt.Errorf("the checkpoint was opened for reading only")}
+	}
+	type write struct {
+		k     key
+		gen   int64
+		lines []string
+		next  journal.ItemState
+	}
+	var writes []*write
+	c.mu.Lock()
+	for _, r := range recs {
+		k := key{r.Batch, r.Item}
+		cl := c.held[k]
+		if cl == nil {
+			c.mu.Unlock()
+			return &LostClaimError{Batch: r.Batch, Item: r.Item, Why: "this run holds no claim of it"}
+		}
+		line, err := journal.MarshalLine(nil, r)
+		if err != nil {
+			c.mu.Unlock()
+			return &Error{Op: "append", Err: err}
+		}
+		var w *write
+		for _, x := range writes {
+			if x.k == k {
+				w = x
+			}
+		}
+		if w == nil {
+			w = &write{k: k, gen: cl.gen, next: cl.state}
+			writes = append(writes, w)
+		}
+		w.lines = append(w.lines, string(line[:len(line)-1]))
+		w.next = journal.Next(w.next, r)
+	}
+	c.mu.Unlock()
+
+	// One statement per item: the fence (the claim still this run's, by
+	// worker and generation) and the insert together, so a lost claim
+	// writes nothing.
+	const stmt = `WITH fence AS (
+		UPDATE refundkit.items SET status = $5, held = $6, lease_until = clock_timestamp() + $7::interval
+		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4
+		RETURNING 1
+	), c AS (SELECT nextval('refundkit.commits') AS id FROM fence)
+	INSERT INTO refundkit.records (commit_id, batch, item, claim_gen, worker, rec)
+	SELECT c.id, $1, $2, $4, $3, r.line FROM c, unnest($8::text[]) WITH ORDINALITY AS r(line, n) ORDER BY r.n`
+	ctx := context.Background()
+	apply := func(tx pgx.Tx) error {
+		for _, w := range writes {
+			status, held := statusOf(w.next)
+			tag, err := tx.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() != int64(len(w.lines)) {
+				return &LostClaimError{Batch: w.k.batch, Item: w.k.item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
+			}
+		}
+		return nil
+	}
+	var err error
+	if len(writes) == 1 {
+		// One statement commits by itself: one round trip.
+		w := writes[0]
+		status, held := statusOf(w.next)
+		var tag pgconn.CommandTag
+		tag, err = c.pool.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines)
+		if err == nil && tag.RowsAffected() != int64(len(w.lines)) {
+			err = &LostClaimError{Batch: w.k.batch, Item: w.k.item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
+		}
+	} else {
+		err = c.inTx(ctx, apply)
+	}
+	if err != nil {
+		return c.wrap("append", err)
+	}
+	c.mu.Lock()
+	for _, w := range writes {
+		if cl := c.held[w.k]; cl != nil && cl.gen == w.gen {
+			cl.state, cl.known = w.next, true
+		}
+	}
+	c.stats.Records += int64(len(recs))
+	c.stats.Fsyncs++
+	c.mu.Unlock()
+	return nil
+}
+
+// statusOf is what the items table keeps of an item's state: its status,
+// and whether a failure is a hold that --allow-refunded-charges lifts.
+func statusOf(st journal.ItemState) (string, bool) {
+	return st.Status.String(), st.Status == journal.StatusFailed && refund.IsHold(st.Code)
+}
+
+// Stats counts the records this run wrote and the commits that made them
+// durable.
+func (c *Checkpoint) Stats() journal.WriterStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Lookup returns what the checkpoint holds of an item: its claim's state
+// when this run holds it, else what its records say now.
+func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error) {
+	c.mu.Lock()
+	if cl := c.held[key{batch, item}]; cl != nil {
+		st, known := cl.state, cl.known
+		c.mu.Unlock()
+		return st, known, nil
+	}
+	c.mu.Unlock()
+	states, err := c.fold(context.Background(), []key{{batch, item}})
+	if err != nil {
+		return journal.ItemState{}, false, c.wrap("lookup", err)
+	}
+	st, ok := states[key{batch, item}]
+	return st, ok, nil
+}
+
+// fold reads the records of items and folds each item's into its state;
+// items without records are absent.
+func (c *Checkpoint) fold(ctx context.Context, items []key) (map[key]journal.ItemState, error) {
+	batches, names := make([]string, len(items)), make([]string, len(items))
+	for i, k := range items {
+		batches[i], names[i] = k.batch, k.item
+	}
+	rows, err := c.pool.Query(ctx, `SELECT r.batch, r.item, r.rec FROM refundkit.records r
+		JOIN unnest($1::text[], $2::text[]) AS k(batch, item) ON r.batch = k.batch AND r.item = k.item
+		ORDER BY r.seq`, batches, names)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	states := map[key]journal.ItemState{}
+	var rec journal.Record
+	for rows.Next() {
+		var b, it, line string
+		if err := rows.Scan(&b, &it, &line); err != nil {
+			return nil, err
+		}
+		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
+			return nil, &CorruptError{Batch: b, Item: it, Err: err}
+		}
+		k := key{b, it}
+		states[k] = journal.Next(states[k], &rec)
+	}
+	return states, rows.Err()
+}
+
+// CorruptError is a record in the checkpoint that is not a valid journal
+// line: something other than refundkit wrote it.
+type CorruptError struct {
+	Batch, Item string
+	Err         error
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("postgres checkpoint: a record of item %q of batch %q is corrupt: %v", e.Item, e.Batch, e.Err)
+}
+func (e *CorruptError) Unwrap() error { return e.Err }

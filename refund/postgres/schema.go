@@ -1,0 +1,103 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migrations are the schema's versions, in order: migration i brings the
+// schema to version i+1. A released migration is never edited; a change is
+// a new one at the end. README ("The PostgreSQL checkpoint") describes the
+// tables.
+var migrations = []string{
+	// 1: batches, their plans' items with claims, records, workers.
+	`CREATE TABLE refundkit.batches (
+		batch       text PRIMARY KEY,
+		plan_digest bytea NOT NULL,
+		items       bigint NOT NULL,
+		loaded_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+		loaded_by   text NOT NULL
+	);
+	CREATE TABLE refundkit.items (
+		batch       text NOT NULL REFERENCES refundkit.batches,
+		item        text NOT NULL,
+		line        bigint NOT NULL,
+		plan        text NOT NULL,
+		status      text NOT NULL DEFAULT 'unknown',
+		held        boolean NOT NULL DEFAULT false,
+		claimed_by  text,
+		claim_gen   bigint NOT NULL DEFAULT 0,
+		lease_until timestamptz,
+		PRIMARY KEY (batch, item)
+	);
+	CREATE INDEX items_open ON refundkit.items (batch, line) WHERE status NOT IN ('refunded', 'failed') OR held;
+	CREATE INDEX items_claimed ON refundkit.items (claimed_by) WHERE claimed_by IS NOT NULL;
+	CREATE SEQUENCE refundkit.commits;
+	CREATE TABLE refundkit.records (
+		seq       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		commit_id bigint NOT NULL,
+		batch     text NOT NULL,
+		item      text NOT NULL,
+		claim_gen bigint NOT NULL,
+		worker    text NOT NULL,
+		rec       text NOT NULL
+	);
+	CREATE INDEX records_item ON refundkit.records (batch, item, seq);
+	CREATE TABLE refundkit.workers (
+		worker     text PRIMARY KEY,
+		host       text NOT NULL,
+		pid        integer NOT NULL,
+		started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+		last_seen  timestamptz NOT NULL DEFAULT clock_timestamp(),
+		stopped_at timestamptz
+	);`,
+}
+
+// SchemaVersion is the schema this build writes and reads.
+var SchemaVersion = len(migrations)
+
+// migrate brings the schema to SchemaVersion, one transaction per
+// migration, under an advisory lock: many workers starting at once migrate
+// it once. A schema newer than this build is refused.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	const lockKey = 0x7266_6b69_7400_0001 // "rfkit", 1: the schema's lock
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(lockKey)); err != nil {
+		return err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(lockKey))
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS refundkit;
+		CREATE TABLE IF NOT EXISTS refundkit.schema_migrations (
+			version    integer PRIMARY KEY,
+			applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+		)`); err != nil {
+		return err
+	}
+	var have int
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM refundkit.schema_migrations`).Scan(&have); err != nil {
+		return err
+	}
+	if have > SchemaVersion {
+		return fmt.Errorf("the checkpoint's schema is version %d, newer than this build's %d: use a newer refundkit", have, SchemaVersion)
+	}
+	for v := have + 1; v <= SchemaVersion; v++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO refundkit.schema_migrations (version) VALUES ($1)`, v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("schema migration %d: %w", v, err)
+		}
+	}
+	return nil
+}
