@@ -24,8 +24,13 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		return nil, 0, err
 	}
 	batches := c.batches
+	// Not claimed again: what this run released, and what it holds (a
+	// lease of its own that ran out is renewed by Holds, never retaken).
 	var doneB, doneI []string
 	for k := range c.done {
+		doneB, doneI = append(doneB, k.batch), append(doneI, k.item)
+	}
+	for k := range c.held {
 		doneB, doneI = append(doneB, k.batch), append(doneI, k.item)
 	}
 	c.mu.Unlock()
@@ -149,6 +154,7 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 		return c.wrap("renew claim", err)
 	}
 	if tag.RowsAffected() == 0 {
+		c.drop(k)
 		return &LostClaimError{Batch: batch, Item: item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
 	}
 	c.mu.Lock()
@@ -285,3 +291,12 @@ func (lp loadedPlan) String() string {
 }
 
 var _ refund.Claims = (*Checkpoint)(nil)
+
+// drop forgets a claim another run took: this run neither writes for the
+// item nor claims it again.
+func (c *Checkpoint) drop(k key) {
+	c.mu.Lock()
+	delete(c.held, k)
+	c.done[k] = true
+	c.mu.Unlock()
+}

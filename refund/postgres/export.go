@@ -19,7 +19,7 @@ import (
 // for Import's check that nothing was written since.
 func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
 	rows, err := c.pool.Query(ctx, `SELECT seq, commit_id, rec FROM refundkit.records
-		WHERE cardinality($1::text[]) = 0 OR batch = ANY($1) ORDER BY seq`, batches)
+		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR batch = ANY($1) ORDER BY seq`, batches)
 	if err != nil {
 		return 0, 0, c.wrap("export", err)
 	}
@@ -229,7 +229,7 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo
 	var bs []BatchInfo
 	rows, err := c.pool.Query(ctx, `SELECT b.batch, b.items, b.loaded_at, b.loaded_by, i.status, count(i.item)
 		FROM refundkit.batches b LEFT JOIN refundkit.items i USING (batch)
-		WHERE cardinality($1::text[]) = 0 OR b.batch = ANY($1)
+		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR b.batch = ANY($1)
 		GROUP BY b.batch, i.status ORDER BY b.batch, i.status`, batches)
 	if err != nil {
 		return nil, nil, nil, c.wrap("holders", err)
@@ -254,7 +254,7 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo
 		return nil, nil, nil, c.wrap("holders", err)
 	}
 	rows, err = c.pool.Query(ctx, `SELECT batch, item, claimed_by, claim_gen, lease_until, lease_until <= clock_timestamp(), status
-		FROM refundkit.items WHERE claimed_by IS NOT NULL AND (cardinality($1::text[]) = 0 OR batch = ANY($1))
+		FROM refundkit.items WHERE claimed_by IS NOT NULL AND (coalesce(cardinality($1::text[]), 0) = 0 OR batch = ANY($1))
 		ORDER BY batch, line`, batches)
 	if err != nil {
 		return nil, nil, nil, c.wrap("holders", err)

@@ -62,6 +62,7 @@ type Checkpoint struct {
 
 	stopRenew chan struct{}
 	renewDone chan struct{}
+	closeOnce sync.Once
 }
 
 type key struct{ batch, item string }
@@ -129,6 +130,11 @@ func (c *Checkpoint) Worker() string { return c.worker }
 // the next run at once, not after their lease) and marks the worker
 // stopped.
 func (c *Checkpoint) Close() error {
+	c.closeOnce.Do(c.close)
+	return nil
+}
+
+func (c *Checkpoint) close() {
 	if c.stopRenew != nil {
 		close(c.stopRenew)
 		<-c.renewDone
@@ -151,7 +157,6 @@ func (c *Checkpoint) Close() error {
 		c.pool.Exec(ctx, `UPDATE refundkit.workers SET stopped_at = clock_timestamp(), last_seen = clock_timestamp() WHERE worker = $1`, c.worker)
 	}
 	c.pool.Close()
-	return nil
 }
 
 func defaultWorker() string {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -92,6 +93,10 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		}
 	} else {
 		err = c.inTx(ctx, apply)
+	}
+	var lost *LostClaimError
+	if errors.As(err, &lost) {
+		c.drop(key{lost.Batch, lost.Item})
 	}
 	if err != nil {
 		return c.wrap("append", err)

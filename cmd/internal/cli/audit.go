@@ -9,12 +9,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 const auditHelp = `Tell whether a batch was refunded exactly once: findings as JSON lines on stdout, a summary on stderr.
@@ -24,7 +26,8 @@ A journal that a running refund holds is audited as it stands, and audit says so
 Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error, input that cannot be read, or nothing to audit (no journal records and no plan items); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 5 a journal is corrupt or of an unknown version; 6 the provider refused the key or is unreachable; 130 interrupted. Halted (3, 6) or interrupted, audit gives no verdict.`
 
 type auditCmd struct {
-	Journals     []string      `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin)."`
+	Journals     []string      `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin); a postgres:// URL reads a PostgreSQL checkpoint, and says who holds what in it."`
+	Batch        []string      `placeholder:"BATCH" help:"With a PostgreSQL checkpoint: audit these batches only (default: all it holds)."`
 	Plan         string        `placeholder:"FILE" help:"The plan (refund items as JSON lines): also report planned items without a refund (missing) and journal items it does not list (not_in_plan)."`
 	Provider     string        `enum:",stripe,exec,paypal" default:"" help:"Also list at the provider the refunds of every payment audited: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET: each capture's refunds through its order) or exec (--exec-find)."`
 	Stripe       bool          `help:"The same as --provider stripe."`
@@ -101,15 +104,60 @@ func Audit(env Env) int {
 		wInfo, _ = os.Stat(path)
 	}
 
-	inputs := c.Journals
+	inputs := slices.Clone(c.Journals)
 	if len(inputs) == 0 {
 		inputs = []string{"-"}
+	}
+	// A PostgreSQL checkpoint is read as the journal it exports.
+	exported := map[string]*pgExport{}
+	for i, path := range inputs {
+		if !postgres.IsURL(path) {
+			continue
+		}
+		x, err := exportCheckpoint(context.Background(), path, "audit", c.Batch)
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			if _, ok := err.(*postgres.CorruptError); ok {
+				return ExitCorrupt
+			}
+			return ExitUsage // the checkpoint could not be read
+		}
+		defer x.close()
+		inputs[i], exported[x.path] = x.path, x
 	}
 	var inNames []string
 	for _, path := range inputs {
 		in, inName := env.Stdin, "<stdin>"
 		var file *os.File  // the file read, if it is one
 		probe := stdinPath // where journal.Held finds that file
+		if x := exported[path]; x != nil {
+			f, err := os.Open(path)
+			if err != nil {
+				warnf(env.Stderr, name, "%v", err)
+				return ExitUsage
+			}
+			defer f.Close()
+			live, err := describeHolders(context.Background(), env.Stderr, name, x, c.Batch)
+			if err != nil {
+				warnf(env.Stderr, name, "%v", err)
+				return ExitUsage
+			}
+			add := a.AddJournal
+			if live > 0 {
+				warnf(env.Stderr, name, "%s: %d %s claimed by live workers: items in flight show as in doubt; audit again when the workers have finished", x.name, live, plural(live, "item"))
+				add = a.AddHeldJournal
+			}
+			inNames = append(inNames, x.name)
+			torn, err := add(f, x.name)
+			if err != nil {
+				warnf(env.Stderr, name, "%v", err)
+				return exitCodeFor(err)
+			}
+			if torn != nil {
+				warnf(env.Stderr, name, "%s", torn) // cannot happen: exported whole
+			}
+			continue
+		}
 		if path != "-" {
 			f, err := os.Open(path)
 			if err != nil {
@@ -237,6 +285,8 @@ func (c *auditCmd) check() error {
 		return &usageError{"--journal names where --cancel-extras records the cancels: give it with --cancel-extras"}
 	case c.Journal != "" && c.Backfill != "":
 		return &usageError{"--journal and --backfill both name the journal audit writes to: give one"}
+	case postgres.IsURL(c.writeJournal()):
+		return &usageError{"audit writes backfill and cancel records to a journal file only: write them to a file, then merge it into the PostgreSQL checkpoint with journal-merge -o " + postgres.Redact(c.writeJournal()) + " FILE"}
 	case c.CancelExtras && c.writeJournal() == "":
 		return &usageError{"--cancel-extras journals each cancel: give --backfill FILE or --journal FILE"}
 	}

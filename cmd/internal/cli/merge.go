@@ -11,13 +11,15 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 type mergeArgs struct {
-	Output   string      `short:"o" placeholder:"OUT" help:"Write the merged journal to OUT (mode 0600, replaced atomically once complete) instead of stdout."`
+	Output   string      `short:"o" placeholder:"OUT" help:"Write the merged journal to OUT (mode 0600, replaced atomically once complete) instead of stdout. A postgres:// URL imports the merge into that PostgreSQL checkpoint, in one transaction, with what it held merged in first."`
+	Batch    []string    `placeholder:"BATCH" help:"Read only these batches of a PostgreSQL checkpoint named as a JOURNAL (default: all it holds)."`
 	Compact  bool        `help:"Keep one final record per item: its refund, else its final failure, else what keeps it in doubt (attempt, key age, burned key)."`
 	Version  versionFlag `help:"Print the version and exit."`
-	Journals []string    `arg:"" placeholder:"JOURNAL" help:"Journals to merge."`
+	Journals []string    `arg:"" placeholder:"JOURNAL" help:"Journals to merge; a postgres:// URL reads a PostgreSQL checkpoint as the journal lines it holds."`
 }
 
 const mergeDescription = `Merge refund journals (shards, or runs on several machines) into one journal.
@@ -43,6 +45,16 @@ func JournalMerge(env Env) int {
 			return ExitUsage
 		}
 	}
+
+	if postgres.IsURL(args.Output) {
+		return mergeIntoCheckpoint(env, name, args)
+	}
+	inputs, done, err := exportInputs(env, name, args.Journals, args.Batch)
+	if err != nil {
+		return exitCodeFor(err)
+	}
+	defer done()
+	args.Journals = inputs
 
 	// Output to a file goes to a temporary file beside it first, so a failed
 	// merge leaves nothing half-written and the old file whole. OUT's lock is
@@ -104,6 +116,12 @@ func JournalMerge(env Env) int {
 		}
 	}
 
+	return reportMerge(env, name, report)
+}
+
+// reportMerge says what a merge did and ends it: exit 1 when items have
+// conflicting outcomes.
+func reportMerge(env Env, name string, report journal.MergeReport) int {
 	for _, c := range report.Conflicts {
 		warnf(env.Stderr, name, "conflict: %s", c)
 	}

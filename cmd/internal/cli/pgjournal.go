@@ -1,0 +1,196 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund/postgres"
+)
+
+// pgExport is a PostgreSQL checkpoint exported as a file journal, for the
+// tools that read journals (audit, journal-merge): the same record lines,
+// in the order they were written, framed in commits.
+type pgExport struct {
+	name    string // the checkpoint's URL, password redacted
+	path    string // the temporary journal (0600), removed by close
+	records int
+	last    int64 // the highest sequence number exported
+	cp      *postgres.Checkpoint
+}
+
+// exportCheckpoint opens the checkpoint at connString read-only and
+// exports the records of batches (all when none) to a temporary file.
+func exportCheckpoint(ctx context.Context, connString, worker string, batches []string) (*pgExport, error) {
+	cp, err := postgres.Open(ctx, connString, postgres.Options{Worker: worker}, true)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "refundkit-export-")
+	if err != nil {
+		cp.Close()
+		return nil, err
+	}
+	x := &pgExport{name: postgres.Redact(connString), path: filepath.Join(dir, "checkpoint.jsonl"), cp: cp}
+	f, err := os.OpenFile(x.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err == nil {
+		x.records, x.last, err = cp.Export(ctx, f, batches)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		x.close()
+		return nil, err
+	}
+	return x, nil
+}
+
+func (x *pgExport) close() {
+	os.RemoveAll(filepath.Dir(x.path))
+	x.cp.Close()
+}
+
+// describeHolders writes who holds what in the checkpoint's batches (all
+// when none): each batch's items by status, every claim with its lease,
+// every worker with its last sign of life. It returns how many claims are
+// live: items in flight, which read as in doubt.
+func describeHolders(ctx context.Context, w io.Writer, name string, x *pgExport, batches []string) (int, error) {
+	bs, claims, workers, err := x.cp.Holders(ctx, batches)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	for _, b := range bs {
+		warnf(w, name, "%s: batch %s: %d items (%s), plan loaded %s by %s", x.name, b.Batch, b.Items, countsText(b.ByStatus), b.LoadedAt.UTC().Format(time.RFC3339), b.LoadedBy)
+	}
+	live := 0
+	for _, cl := range claims {
+		state := "live"
+		if cl.Expired {
+			state = "expired: the next worker to claim it looks it up first"
+		} else {
+			live++
+		}
+		warnf(w, name, "%s: claim: item %s of batch %s by %s (generation %d), lease until %s (%s)", x.name, cl.Item, cl.Batch, cl.Worker, cl.Generation, cl.LeaseUntil.UTC().Format(time.RFC3339), state)
+	}
+	for _, wk := range workers {
+		state := fmt.Sprintf("last seen %s ago", now.Sub(wk.LastSeen).Round(time.Second))
+		if wk.Stopped != nil {
+			state = "stopped " + wk.Stopped.UTC().Format(time.RFC3339)
+		}
+		warnf(w, name, "%s: worker %s (host %s, pid %d): %s, %d claims (%d live)", x.name, wk.Worker, wk.Host, wk.PID, state, wk.Claims, wk.LiveLease)
+	}
+	return live, nil
+}
+
+// countsText is "3 refunded, 1 in_doubt" in a fixed order.
+func countsText(by map[string]int) string {
+	s := ""
+	for _, k := range []string{"refunded", "failed", "pending", "in_doubt", "unknown"} {
+		if n := by[k]; n > 0 {
+			if s != "" {
+				s += ", "
+			}
+			label := k
+			if k == "unknown" {
+				label = "not started"
+			}
+			s += fmt.Sprintf("%d %s", n, label)
+		}
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// exportInputs exports the PostgreSQL checkpoints among journals (their
+// batches, or all) to temporary files, and returns journals with each
+// replaced by its file; done removes them.
+func exportInputs(env Env, name string, journals, batches []string) (inputs []string, done func(), err error) {
+	var xs []*pgExport
+	done = func() {
+		for _, x := range xs {
+			x.close()
+		}
+	}
+	inputs = slices.Clone(journals)
+	for i, path := range journals {
+		if !postgres.IsURL(path) {
+			continue
+		}
+		x, err := exportCheckpoint(context.Background(), path, name, batches)
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			done()
+			if _, ok := err.(*postgres.CorruptError); ok {
+				return nil, nil, err
+			}
+			return nil, nil, withCode(ExitUsage, err) // an input that cannot be read
+		}
+		xs = append(xs, x)
+		inputs[i] = x.path
+		warnf(env.Stderr, name, "%s: %d records, read as %s", x.name, x.records, x.path)
+	}
+	return inputs, done, nil
+}
+
+// mergeIntoCheckpoint is journal-merge -o postgres://...: the checkpoint's
+// records and the journals merged, as a file merge does, then imported in
+// one transaction that replaces the records of every batch the merge
+// holds. It is refused (exit 4) while workers hold live claims in those
+// batches, or when they wrote records while the merge ran.
+func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
+	if len(args.Batch) > 0 {
+		warnf(env.Stderr, name, "--batch: an import merges the journals with all the checkpoint holds; drop --batch")
+		return ExitUsage
+	}
+	ctx := context.Background()
+	x, err := exportCheckpoint(ctx, args.Output, name, nil)
+	if err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		return exitCodeFor(unwritable(err))
+	}
+	defer x.close()
+	inputs, done, err := exportInputs(env, name, args.Journals, nil)
+	if err != nil {
+		return exitCodeFor(err)
+	}
+	defer done()
+	merged := filepath.Join(filepath.Dir(x.path), "merged.jsonl")
+	f, err := os.OpenFile(merged, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		return ExitJournal
+	}
+	defer f.Close()
+	report, err := journal.MergeWith(append([]string{x.path}, inputs...), f, journal.MergeOptions{Compact: args.Compact})
+	for _, in := range report.Inputs {
+		if in.Torn != nil {
+			warnf(env.Stderr, name, "%s", in.Torn)
+		}
+	}
+	if err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		return exitCodeFor(err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		return ExitJournal
+	}
+	n, batches, err := x.cp.Import(ctx, f, merged, x.last)
+	if err != nil {
+		warnf(env.Stderr, name, "%s: %v", x.name, err)
+		warnf(env.Stderr, name, "nothing was imported: the checkpoint is as it was")
+		return exitCodeFor(unwritable(err))
+	}
+	warnf(env.Stderr, name, "%s: imported %d %s of %d %s (%s)", x.name, n, plural(n, "record"), len(batches), map[bool]string{true: "batch", false: "batches"}[len(batches) == 1], strings.Join(batches, ", "))
+	return reportMerge(env, name, report)
+}
