@@ -173,12 +173,20 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	c.mu.Lock()
 	cl := c.held[k]
 	delete(c.held, k)
-	c.done[k] = true
+	var status string
+	var held bool
+	if cl != nil {
+		status, held = statusOf(cl.state)
+	}
+	if cl == nil || !settled(status, held) {
+		// Settled items are no one's to claim; the rest only this run
+		// leaves alone, so the list every claim sends stays short.
+		c.done[k] = true
+	}
 	c.mu.Unlock()
 	if cl == nil {
 		return nil
 	}
-	status, held := statusOf(cl.state)
 	_, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET claimed_by = NULL, lease_until = NULL, status = $5, held = $6
 		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.worker, cl.gen, status, held)
 	return c.wrap("release claim", err)
@@ -299,4 +307,10 @@ func (c *Checkpoint) drop(k key) {
 	delete(c.held, k)
 	c.done[k] = true
 	c.mu.Unlock()
+}
+
+// settled reports a status the claim query passes over: an item refunded,
+// or failed for good and not held.
+func settled(status string, held bool) bool {
+	return status == "refunded" || status == "failed" && !held
 }

@@ -226,34 +226,11 @@ type BatchInfo struct {
 // Holders says who holds what: the batches (all when none are named), the
 // items claimed in them, and every worker with its last sign of life.
 func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo, []ClaimInfo, []WorkerInfo, error) {
-	var bs []BatchInfo
-	rows, err := c.pool.Query(ctx, `SELECT b.batch, b.items, b.loaded_at, b.loaded_by, i.status, count(i.item)
-		FROM refundkit.batches b LEFT JOIN refundkit.items i USING (batch)
-		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR b.batch = ANY($1)
-		GROUP BY b.batch, i.status ORDER BY b.batch, i.status`, batches)
+	bs, err := c.batchInfo(ctx, batches)
 	if err != nil {
-		return nil, nil, nil, c.wrap("holders", err)
+		return nil, nil, nil, err
 	}
-	for rows.Next() {
-		var b BatchInfo
-		var status *string
-		var n int
-		if err := rows.Scan(&b.Batch, &b.Items, &b.LoadedAt, &b.LoadedBy, &status, &n); err != nil {
-			rows.Close()
-			return nil, nil, nil, c.wrap("holders", err)
-		}
-		if len(bs) == 0 || bs[len(bs)-1].Batch != b.Batch {
-			b.ByStatus = map[string]int{}
-			bs = append(bs, b)
-		}
-		if status != nil {
-			bs[len(bs)-1].ByStatus[*status] = n
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, nil, c.wrap("holders", err)
-	}
-	rows, err = c.pool.Query(ctx, `SELECT batch, item, claimed_by, claim_gen, lease_until, lease_until <= clock_timestamp(), status
+	rows, err := c.pool.Query(ctx, `SELECT batch, item, claimed_by, claim_gen, lease_until, lease_until <= clock_timestamp(), status
 		FROM refundkit.items WHERE claimed_by IS NOT NULL AND (coalesce(cardinality($1::text[]), 0) = 0 OR batch = ANY($1))
 		ORDER BY batch, line`, batches)
 	if err != nil {
@@ -283,4 +260,48 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo
 		return nil, nil, nil, c.wrap("holders", err)
 	}
 	return bs, claims, workers, nil
+}
+
+// Progress is the batches of the plan this run loaded, their items counted
+// by status.
+func (c *Checkpoint) Progress(ctx context.Context) ([]BatchInfo, error) {
+	c.mu.Lock()
+	batches := c.batches
+	c.mu.Unlock()
+	if len(batches) == 0 {
+		return nil, nil
+	}
+	return c.batchInfo(ctx, batches)
+}
+
+// batchInfo is batches (all when none), their items counted by status.
+func (c *Checkpoint) batchInfo(ctx context.Context, batches []string) ([]BatchInfo, error) {
+	var bs []BatchInfo
+	rows, err := c.pool.Query(ctx, `SELECT b.batch, b.items, b.loaded_at, b.loaded_by, i.status, count(i.item)
+		FROM refundkit.batches b LEFT JOIN refundkit.items i USING (batch)
+		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR b.batch = ANY($1)
+		GROUP BY b.batch, i.status ORDER BY b.batch, i.status`, batches)
+	if err != nil {
+		return nil, c.wrap("holders", err)
+	}
+	for rows.Next() {
+		var b BatchInfo
+		var status *string
+		var n int
+		if err := rows.Scan(&b.Batch, &b.Items, &b.LoadedAt, &b.LoadedBy, &status, &n); err != nil {
+			rows.Close()
+			return nil, c.wrap("holders", err)
+		}
+		if len(bs) == 0 || bs[len(bs)-1].Batch != b.Batch {
+			b.ByStatus = map[string]int{}
+			bs = append(bs, b)
+		}
+		if status != nil {
+			bs[len(bs)-1].ByStatus[*status] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap("holders", err)
+	}
+	return bs, nil
 }

@@ -45,7 +45,7 @@ const refundDescription = `Refund planned items exactly once through Stripe (or 
 
 Reads plan items (JSON lines, as plan writes them) and writes one result line per item on stdout once its outcome is journaled; a summary goes to stderr. Credentials come from the environment only: STRIPE_API_KEY, or PAYPAL_CLIENT_ID and PAYPAL_CLIENT_SECRET (an exec command inherits the environment). Run the same command again to resume: items the journal holds are skipped with no API call; before any other item's first call, and before anything is sent again for an item left in doubt, the payment's refunds are looked up at the provider. A charge that another refundkit batch already refunded is held (failed, nothing sent) unless --allow-refunded-charges says so.
 
-Exit codes: 0 all refunded or skipped; 1 some failed, held, in doubt or refunded twice; 2 usage or input error (a plan item that differs from what the journal recorded for it included); 3 journal unwritable or replaced; 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 interrupted.`
+Exit codes: 0 all refunded or skipped; 1 some failed, held, in doubt or refunded twice; 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a PostgreSQL checkpoint holds for the batch, included); 3 journal unwritable or replaced (with postgres://: the checkpoint unreachable or unwritable, or a claim lost to another worker); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 interrupted.`
 
 // Refund is the refund command: it refunds plan items from stdin exactly
 // once, journaling every step.
@@ -160,6 +160,14 @@ func Refund(env Env) int {
 	out.stop()
 	bar.stop()
 	warnf(msgs, name, "%s", summary.String())
+	if cp, ok := checkpoint.(*postgres.Checkpoint); ok {
+		// The summary counts this run's items; the batch is everyone's.
+		if bs, err := cp.Progress(context.WithoutCancel(ctx)); err == nil {
+			for _, b := range bs {
+				warnf(msgs, name, "checkpoint: batch %s: %d items (%s), by all workers", b.Batch, b.Items, countsText(b.ByStatus))
+			}
+		}
+	}
 
 	var inputErr *refund.InputError
 	var haltErr *refund.HaltError
