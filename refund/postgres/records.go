@@ -136,13 +136,51 @@ func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error)
 		c.mu.Unlock()
 		return st, known, nil
 	}
+	if c.stopRenew == nil {
+		// Read only (a dry run): the batch as it stands, loaded once.
+		defer c.mu.Unlock()
+		state := c.states[batch]
+		if state == nil {
+			var err error
+			if state, err = c.loadBatchState(context.Background(), batch); err != nil {
+				return journal.ItemState{}, false, c.wrap("lookup", err)
+			}
+			c.states[batch] = state
+		}
+		st, ok := state.Lookup(batch, item)
+		return st, ok, nil
+	}
 	c.mu.Unlock()
+	// A worker asks of an item it does not hold (a sibling on its charge):
+	// what the records say now.
 	states, err := c.fold(context.Background(), []key{{batch, item}})
 	if err != nil {
 		return journal.ItemState{}, false, c.wrap("lookup", err)
 	}
 	st, ok := states[key{batch, item}]
 	return st, ok, nil
+}
+
+// loadBatchState folds every record of batch into a journal.State.
+func (c *Checkpoint) loadBatchState(ctx context.Context, batch string) (*journal.State, error) {
+	rows, err := c.pool.Query(ctx, `SELECT item, rec FROM refundkit.records WHERE batch = $1 ORDER BY seq`, batch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	state := journal.NewState()
+	for rows.Next() {
+		var item, line string
+		if err := rows.Scan(&item, &line); err != nil {
+			return nil, err
+		}
+		rec := new(journal.Record)
+		if err := journal.DecodeLine([]byte(line), line, rec); err != nil {
+			return nil, &CorruptError{Batch: batch, Item: item, Err: err}
+		}
+		state.Apply(rec)
+	}
+	return state, rows.Err()
 }
 
 // fold reads the records of items and folds each item's into its state;
