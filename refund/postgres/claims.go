@@ -103,7 +103,8 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 // waitForOthers says how long to wait before claiming again when nothing
 // was claimable: 0 when no other run holds a live claim of an open item of
 // these batches (this run is done), else until the soonest lease ends,
-// 100 ms to a second: its holder may die, and must not be waited on alone.
+// 50 to 250 ms: its holder may die, and must not be waited on alone, and
+// when it finishes, this run should end soon after it.
 func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryHeld bool, doneB, doneI []string) (time.Duration, error) {
 	var soonest *float64
 	err := c.pool.QueryRow(ctx, `SELECT extract(epoch FROM min(lease_until) - clock_timestamp())::float8 FROM refundkit.items
@@ -120,7 +121,7 @@ func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryH
 	// Holders usually release their items long before their leases end:
 	// look again soon.
 	wait := time.Duration(*soonest * float64(time.Second))
-	return min(max(wait, 100*time.Millisecond), time.Second, c.lease/10), nil
+	return min(max(wait, 50*time.Millisecond), 250*time.Millisecond, c.lease/10), nil
 }
 
 // margin is how long after a claim or renewal was sent the lease is surely
@@ -184,8 +185,8 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 		c.done[k] = true
 	}
 	c.mu.Unlock()
-	if cl == nil {
-		return nil
+	if cl == nil || cl.wrote && settled(status, held) {
+		return nil // its settling record ended the claim
 	}
 	_, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET claimed_by = NULL, lease_until = NULL, status = $5, held = $6
 		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.worker, cl.gen, status, held)

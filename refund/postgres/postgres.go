@@ -73,6 +73,7 @@ type claim struct {
 	deadline time.Time // by this host's monotonic clock: the lease is surely ours until then
 	state    journal.ItemState
 	known    bool // the checkpoint holds records of the item
+	wrote    bool // this run appended records of it (the last ended the claim if it settled it)
 }
 
 // Open connects to the checkpoint at connString (a libpq URL; PG* environment

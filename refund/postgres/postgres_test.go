@@ -403,3 +403,34 @@ func TestWorkersShareABatchExactlyOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestSettlingRecordEndsTheClaim: a refunded item's claim ends with its
+// record (a holder killed before Release leaves no claim behind), and the
+// holder may still journal a second refund it found for the item.
+func TestSettlingRecordEndsTheClaim(t *testing.T) {
+	url := pgtest.NewDB(t)
+	ctx := context.Background()
+	a := open(t, url, "a", time.Minute)
+	plan := planOf("b1", 1, 0)
+	a.Load(ctx, plan)
+	if got, _, err := a.Claim(ctx, 1, false); err != nil || len(got) != 1 {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if err := a.Append(refunded(plan[0].Item, "re_1")); err != nil {
+		t.Fatal(err)
+	}
+	_, claims, _, err := a.Holders(ctx, nil)
+	if err != nil || len(claims) != 0 {
+		t.Fatalf("claims after the item was refunded: %+v %v", claims, err)
+	}
+	if err := a.Append(refunded(plan[0].Item, "re_2")); err != nil {
+		t.Fatalf("a second refund found, after the first: %v", err)
+	}
+	// Another worker claiming meanwhile would have fenced it: the
+	// generation moves only with a claim.
+	var n int
+	a.pool.QueryRow(ctx, `SELECT count(*) FROM refundkit.records`).Scan(&n)
+	if n != 2 {
+		t.Fatalf("%d records, want 2", n)
+	}
+}

@@ -61,8 +61,15 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	// worker and generation) and the insert together, so a lost claim
 	// writes nothing.
 	const stmt = `WITH fence AS (
-		UPDATE refundkit.items SET status = $5, held = $6, lease_until = clock_timestamp() + $7::interval
-		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4
+		UPDATE refundkit.items SET status = $5, held = $6,
+			-- A settled item is no one's to claim: its claim ends with
+			-- the record that settles it, whatever becomes of its holder.
+			claimed_by = CASE WHEN $9 THEN NULL ELSE claimed_by END,
+			lease_until = CASE WHEN $9 THEN NULL ELSE clock_timestamp() + $7::interval END
+		-- The generation is the fence: no one else claimed the item since
+		-- (a record that settled it may have ended the claim: more records
+		-- of it, a second refund found, may follow).
+		WHERE batch = $1 AND item = $2 AND claim_gen = $4 AND (claimed_by = $3 OR claimed_by IS NULL)
 		RETURNING 1
 	), c AS (SELECT nextval('refundkit.commits') AS id FROM fence)
 	INSERT INTO refundkit.records (commit_id, batch, item, claim_gen, worker, rec)
@@ -71,7 +78,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	apply := func(tx pgx.Tx) error {
 		for _, w := range writes {
 			status, held := statusOf(w.next)
-			tag, err := tx.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines)
+			tag, err := tx.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held))
 			if err != nil {
 				return err
 			}
@@ -87,7 +94,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		w := writes[0]
 		status, held := statusOf(w.next)
 		var tag pgconn.CommandTag
-		tag, err = c.pool.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines)
+		tag, err = c.pool.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held))
 		if err == nil && tag.RowsAffected() != int64(len(w.lines)) {
 			err = &LostClaimError{Batch: w.k.batch, Item: w.k.item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
 		}
@@ -104,7 +111,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	c.mu.Lock()
 	for _, w := range writes {
 		if cl := c.held[w.k]; cl != nil && cl.gen == w.gen {
-			cl.state, cl.known = w.next, true
+			cl.state, cl.known, cl.wrote = w.next, true, true
 		}
 	}
 	c.stats.Records += int64(len(recs))
