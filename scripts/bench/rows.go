@@ -68,6 +68,8 @@ var rows = []struct {
 	{"pacing", (*bench).pacing},
 	{"merge", (*bench).merge},
 	{"plan", (*bench).plan},
+	{"pg-workers", (*bench).pgWorkers},
+	{"pg-claim", (*bench).pgClaimCost},
 }
 
 func rowNames() []string {

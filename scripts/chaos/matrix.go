@@ -49,6 +49,14 @@ type sizes struct {
 	KeyAgeItems, KeyAgeRounds  int // in doubt past half PayPal's id memory
 	ExecItems, ExecKills       int // exec: kill -9 with commands in flight
 	ExecDoubtItems             int // exec: exit 75, exit 1, timeouts
+
+	// PostgreSQL rows: batch sizes, and kills, stops or database restarts
+	// per seed (the faults row runs up to FaultRounds rounds).
+	PGKillItems, PGKills       int // 4 workers under kill -9
+	PGStopItems, PGStops       int // a worker stopped past its lease
+	PGRestartItems, PGRestarts int // the database crashed or shut down
+	PGFaultItems               int // 500s, drops, 504s, 429s, 4 workers
+	PGReshardItems             int // 1 worker, then 4, then 2
 }
 
 var quickSizes = sizes{
@@ -76,6 +84,12 @@ var quickSizes = sizes{
 	KeyAgeItems: 40, KeyAgeRounds: 2,
 	ExecItems: 30, ExecKills: 4,
 	ExecDoubtItems: 16,
+
+	PGKillItems: 120, PGKills: 6,
+	PGStopItems: 60, PGStops: 1,
+	PGRestartItems: 80, PGRestarts: 2,
+	PGFaultItems:   80,
+	PGReshardItems: 100,
 }
 
 var fullSizes = sizes{
@@ -106,6 +120,14 @@ var fullSizes = sizes{
 	KeyAgeItems: 800, KeyAgeRounds: 12,
 	ExecItems: 300, ExecKills: 20,
 	ExecDoubtItems: 96,
+
+	// The PostgreSQL rows wait out leases (2-3 s) after every kill, stop
+	// and database restart: sized for minutes, not an hour.
+	PGKillItems: 2000, PGKills: 40,
+	PGStopItems: 600, PGStops: 6,
+	PGRestartItems: 1000, PGRestarts: 8,
+	PGFaultItems:   600,
+	PGReshardItems: 1500,
 }
 
 // scenario is one row of the matrix.
@@ -143,6 +165,12 @@ var scenarios = []scenario{
 	{"exec-kill9", "exec (curl): kill -9 with commands in flight", whatExecKill9, onExec(true, execKillSizes(runKill9))},
 	{"exec-kill9-nofind", "exec (curl), no --exec-find: kill -9 with commands in flight", whatExecKill9NoFind, onExec(false, execKillSizes(runKill9))},
 	{"exec-doubt", "exec (curl): exit 75, exit 1, timeouts; reconciled", whatExecDoubt, onExec(true, runExecDoubt)},
+
+	{"pg-kill9", "PostgreSQL: 4 workers, kill -9 at random moments", whatPGKill9, runPGKill9},
+	{"pg-sigstop", "PostgreSQL: a worker SIGSTOPped past its lease, resumed", whatPGSigstop, runPGSigstop},
+	{"pg-dbrestart", "PostgreSQL: the database crashes or restarts mid-batch", whatPGDBRestart, runPGDBRestart},
+	{"pg-faults", "PostgreSQL: 4 workers, 500s, lost answers, gateway 504s, 429s", whatPGFaults, runPGFaults},
+	{"pg-reshard", "PostgreSQL: workers added and removed mid-batch (1, 4, 2)", whatPGReshard, runPGReshard},
 }
 
 func scenarioByName(name string) *scenario {
@@ -167,6 +195,7 @@ type matrix struct {
 	opts options
 	bins map[string]string // name -> path; absent when not built
 	work string
+	pg   pgCluster // the PostgreSQL server of the pg- rows
 }
 
 // binaries the matrix runs; audit and journal-merge are optional (their
@@ -200,6 +229,7 @@ func runMatrix(opts options) (*report, error) {
 	}
 	defer os.RemoveAll(work)
 	m.work = work
+	defer m.pg.stop()
 
 	sz := fullSizes
 	if opts.Quick {
