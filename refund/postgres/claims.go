@@ -81,6 +81,11 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	}
 	c.mu.Unlock()
 
+	// The records are read by a second statement, after the claim
+	// committed: its snapshot holds every record of an earlier holder,
+	// whose later writes the new generation fences. The claim's own
+	// snapshot may predate a holder's last commit (FOR UPDATE reads the
+	// newest row, not the newest records).
 	keys := make([]key, len(claimed))
 	for i, g := range claimed {
 		keys[i] = g.k
