@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/audit"
 	"github.com/refundkit/refundkit/refund/postgres/pgtest"
 	"github.com/refundkit/refundkit/refund/stripe"
 	"github.com/refundkit/refundkit/refund/stripesim"
@@ -433,4 +435,100 @@ func TestSettlingRecordEndsTheClaim(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("%d records, want 2", n)
 	}
+}
+
+// TestExportMeansWhatAFileJournalOfTheBatchMeans runs one batch twice, on
+// twin simulators (the same charges, the same faults): once with a file
+// journal, once with three workers on the checkpoint. The export must say
+// of every item what the file says, and audit (with the plan, and the
+// simulator itself) must find both clean.
+func TestExportMeansWhatAFileJournalOfTheBatchMeans(t *testing.T) {
+	url := pgtest.NewDB(t)
+	const items = 40
+	cfg := stripesim.Config{Charges: stripesim.GenerateCharges(items, 1), Seed: 5}
+	var plan strings.Builder
+	for i := 1; i <= items; i++ {
+		fmt.Fprintf(&plan, `{"batch":"b1","item":"i%d","charge":"ch_sim%07d","amount":%d}`+"\n", i, i, 100+i)
+	}
+	run := func(sim *simtest.Sim, cp refund.Checkpoint) {
+		t.Helper()
+		if _, err := refund.Run(context.Background(), refund.Config{
+			Provider: stripe.New(sim.URL, "sk_test_x", 4), Checkpoint: cp, Workers: 4, OnResult: func(refund.Result) {},
+		}, strings.NewReader(plan.String()), "plan"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fileSim, pgSim := simtest.Start(t, cfg), simtest.Start(t, cfg)
+	path := t.TempDir() + "/file.jsonl"
+	w, state, _, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(fileSim, refund.Journal(w, state))
+	w.Close()
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run(pgSim, open(t, url, fmt.Sprintf("w%d", i), time.Minute))
+		}()
+	}
+	wg.Wait()
+
+	var export bytes.Buffer
+	if _, _, err := open(t, url, "reader", time.Minute).Export(context.Background(), &export, []string{"b1"}); err != nil {
+		t.Fatal(err)
+	}
+	fromFile, _, err := journal.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := t.TempDir() + "/export.jsonl"
+	if err := os.WriteFile(exported, export.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fromDB, torn, err := journal.Load(exported)
+	if err != nil || torn != nil {
+		t.Fatalf("the export as a journal: %v, torn %v", err, torn)
+	}
+	if fromFile.Len() != items || fromDB.Len() != items {
+		t.Fatalf("items: file %d, export %d, want %d", fromFile.Len(), fromDB.Len(), items)
+	}
+	fromFile.Each(func(batch, item string, f journal.ItemState) {
+		d, ok := fromDB.Lookup(batch, item)
+		// Refund ids are the simulators' own; everything else must agree.
+		f.Refund, d.Refund, f.SentAt, d.SentAt = "", "", 0, 0
+		if !ok || f != d {
+			t.Errorf("item %s: file %+v, export %+v", item, f, d)
+		}
+	})
+	for name, j := range map[string][]byte{"file": mustRead(t, path), "export": export.Bytes()} {
+		a := audit.New()
+		if err := a.AddPlan(strings.NewReader(plan.String()), "plan"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.AddJournal(bytes.NewReader(j), name); err != nil {
+			t.Fatal(err)
+		}
+		sim := fileSim
+		if name == "export" {
+			sim = pgSim
+		}
+		rep, err := a.Run(context.Background(), audit.Options{Provider: stripe.New(sim.URL, "sk_test_x", 4), Workers: 4}, func(f *audit.Finding) {
+			t.Errorf("%s: finding %+v", name, f)
+		})
+		if err != nil || !rep.Clean() {
+			t.Fatalf("%s: audit not clean: %v %v", name, err, rep.Lines())
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
