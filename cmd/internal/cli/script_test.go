@@ -17,7 +17,7 @@ import (
 var scriptCommands = map[string]func(){}
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, scriptCommands)
+	testscript.Main(stopPostgresAfter{m}, scriptCommands)
 }
 
 // TestScripts runs the end-to-end suites in testdata/script at the repo root.
