@@ -5,6 +5,7 @@ package refund
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"time"
@@ -41,7 +42,17 @@ type Claims interface {
 	Holds(ctx context.Context, batch, item string) error
 	// Release ends this run's claim of an item it is done with.
 	Release(ctx context.Context, batch, item string) error
+	// LockPayments takes, for an item this run holds, the locks of its
+	// payment's keys (payment() names them) across every run sharing the
+	// checkpoint, waiting while another item holds one, so that one item's
+	// look-up sees the other's refund, as a run's own payment locks do
+	// within it. unlock gives them up once the item's outcome is written;
+	// they are renewed and fenced with the item's claim.
+	LockPayments(ctx context.Context, batch, item string, keys []string) (unlock func(), err error)
 }
+
+// ErrClaimLost is what the error of a claim another run took is (errors.Is).
+var ErrClaimLost = errors.New("claim lost")
 
 // PlanLine is a plan item and the line of the plan that holds it.
 type PlanLine struct {
@@ -54,6 +65,9 @@ type Claimed struct {
 	Batch, Item string
 	State       journal.ItemState
 	Known       bool // the checkpoint holds records of the item
+	// BurnedInRun: State.KeyBurned by a record written since this run
+	// started (opened the checkpoint).
+	BurnedInRun bool
 }
 
 // IsHold reports a failure code that holds an item for a refund made
@@ -147,7 +161,7 @@ func (e *engine) feedClaims(ctx context.Context, c Claims, in io.Reader, name st
 				free <- struct{}{}
 				continue
 			}
-			work <- job{it: it, st: cl.State, known: cl.Known}
+			work <- job{it: it, st: cl.State, known: cl.Known, burnedInRun: cl.BurnedInRun}
 		}
 	}
 }
@@ -222,4 +236,59 @@ func (e *engine) readWhole(ctx context.Context, in io.Reader, name string) ([]Pl
 		}
 	}
 	return lines, nil
+}
+
+// feedDryClaims is a dry run over a shared checkpoint: the plan is checked
+// against the one the checkpoint holds (a read-only checkpoint only
+// compares), then each item answered from its records.
+func (e *engine) feedDryClaims(ctx context.Context, c Claims, in io.Reader, name string) error {
+	lines, err := e.readWhole(ctx, in, name)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	if err := c.Load(ctx, lines); err != nil {
+		if ie, ok := err.(*InputError); ok {
+			if ie.Name == "" {
+				ie.Name = name
+			}
+			return ie
+		}
+		e.halt(&HaltError{Journal: true, Err: err})
+		return nil
+	}
+	for _, pl := range lines {
+		if ctx.Err() != nil {
+			return nil
+		}
+		st, known, err := c.Lookup(pl.Item.Batch, pl.Item.Item)
+		if err != nil {
+			e.halt(&HaltError{Journal: true, Err: err})
+			return nil
+		}
+		if known {
+			if err := checkBinding(pl.Item, st); err != nil {
+				return &InputError{Name: name, Line: pl.Line, Err: err}
+			}
+		}
+		r, _ := e.settled(pl.Item, st, known)
+		e.emit(r)
+	}
+	return nil
+}
+
+// lockPayments takes the shared checkpoint's locks of the item's payment;
+// ok is false when the run halted or stopped meanwhile (nothing sent).
+func (e *engine) lockPayments(ctx context.Context, it *Item, keys []string) (unlock func(), ok bool) {
+	c, shared := e.cfg.Checkpoint.(Claims)
+	if !shared || e.cfg.DryRun {
+		return func() {}, true
+	}
+	unlock, err := c.LockPayments(ctx, it.Batch, it.Item, keys)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.halt(&HaltError{Journal: true, Err: err})
+		}
+		return nil, false
+	}
+	return unlock, true
 }

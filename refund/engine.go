@@ -73,7 +73,7 @@ type HaltError struct {
 }
 
 func (e *HaltError) Error() string {
-	if e.Journal {
+	if e.Journal && !errors.Is(e.Err, ErrClaimLost) {
 		return fmt.Sprintf("halted: journal write failed: %v", e.Err)
 	}
 	return fmt.Sprintf("halted: %v", e.Err)
@@ -110,6 +110,10 @@ type job struct {
 	it    *Item
 	st    journal.ItemState
 	known bool // the journal holds records of the item
+	// burnedInRun: the provider's indeterminate answer that burned its key
+	// came during this run (another worker's call, in a shared
+	// checkpoint): no new key for it in this run, as for the run's own.
+	burnedInRun bool
 }
 
 // Run refunds every plan item read from in (named name in errors). Canceling
@@ -154,6 +158,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	// With a shared checkpoint, free holds a token per idle worker: items
 	// are claimed only as workers can take them.
 	claims, shared := cfg.Checkpoint.(Claims)
+	dryClaims := shared && cfg.DryRun
 	shared = shared && !cfg.DryRun
 	free := make(chan struct{}, cfg.Workers)
 	var wg sync.WaitGroup
@@ -177,9 +182,12 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 		}()
 	}
 	var readErr error
-	if shared {
+	switch {
+	case shared:
 		readErr = e.feedClaims(feedCtx, claims, in, name, work, free)
-	} else {
+	case dryClaims:
+		readErr = e.feedDryClaims(feedCtx, claims, in, name)
+	default:
 		readErr = e.feed(feedCtx, in, name, work)
 	}
 	close(work)

@@ -109,7 +109,11 @@ func sortRefunds(it *Item, refunds []Refund, sibling func(item string) bool) onC
 // way of a call. unsent says no intent was ever journaled for the item;
 // st is what the checkpoint holds of it (KeyBurned: an indeterminate
 // answer, Stripe's 500, is saved under its current key).
-func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool, st journal.ItemState) (res Result, done bool) {
+//
+// burnedInRun says the key was burned during this run, by another run
+// sharing the checkpoint: no new key for it in this run, even with
+// ResendAfter500, which speaks of incidents before the run.
+func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool, st journal.ItemState, burnedInRun bool) (res Result, done bool) {
 	burned := st.KeyBurned
 	refunds, looked, res, ok := e.list(ctx, it, attempt, unsent)
 	if !ok {
@@ -138,6 +142,8 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool,
 		return e.hold(it, attempt, unsent, CodeRefundedUnattributed, c.unknown), true
 	case len(c.outside) > 0 && e.cfg.AllRefunds && !allowed:
 		return e.hold(it, attempt, unsent, CodeRefundedOutside, c.outside), true
+	case burned && burnedInRun && e.facts.LateOutcomes:
+		return e.inDoubt(it, attempt, "api_error", fmt.Sprintf("%s answered 500 to a call of another worker during this run and has no refund for it yet: its result is indeterminate (%[1]s may still complete it). No new key in this run; a later run looks it up again", e.name)), true
 	case burned && !e.cfg.ResendAfter500 && e.facts.LateOutcomes:
 		return e.inDoubt(it, attempt, "api_error", fmt.Sprintf("%s answered 500 to an earlier call and still has no refund for it: its result is indeterminate (%[1]s may still complete it while it repairs an incident). Check the charge; to send it under a new key, run again with --resend-after-500", e.name)), true
 	}

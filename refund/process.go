@@ -32,11 +32,16 @@ func (e *engine) process(ctx context.Context, j job) Result {
 		return res
 	}
 	defer e.targets.lock(keys...)()
+	unlock, ok := e.lockPayments(ctx, it, keys)
+	if !ok {
+		return e.notCalled(it, unsent, "interrupted", "stopped while another run held the payment's lock; a later run looks it up first")
+	}
+	defer unlock()
 	// An earlier run, a run under another journal or another batch may have
 	// refunded the charge: look before the first call. Only NoLookup skips
 	// it, and only for an item the journal has never seen.
 	if j.known || !e.cfg.NoLookup {
-		if res, done := e.lookup(ctx, it, attempt, unsent, st); done {
+		if res, done := e.lookup(ctx, it, attempt, unsent, st, j.burnedInRun); done {
 			return res
 		}
 	}

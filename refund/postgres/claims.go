@@ -2,8 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/refundkit/refundkit/refund"
 )
@@ -18,11 +23,6 @@ import (
 // engine looks it up before any call.
 func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund.Claimed, time.Duration, error) {
 	c.mu.Lock()
-	if c.lost != nil {
-		err := c.lost
-		c.mu.Unlock()
-		return nil, 0, err
-	}
 	batches := c.batches
 	// Not claimed again: what this run released, and what it holds (a
 	// lease of its own that ran out is renewed by Holds, never retaken).
@@ -90,7 +90,7 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	for i, g := range claimed {
 		keys[i] = g.k
 	}
-	states, err := c.fold(ctx, keys)
+	states, burned, err := c.fold(ctx, keys)
 	if err != nil {
 		return nil, 0, c.wrap("claim", err)
 	}
@@ -99,34 +99,38 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	for i, g := range claimed {
 		st, known := states[g.k]
 		c.held[g.k].state, c.held[g.k].known = st, known
-		out[i] = refund.Claimed{Batch: g.k.batch, Item: g.k.item, State: st, Known: known}
+		out[i] = refund.Claimed{Batch: g.k.batch, Item: g.k.item, State: st, Known: known,
+			BurnedInRun: st.KeyBurned && burned[g.k] > c.startSeq}
 	}
 	c.mu.Unlock()
 	return out, 0, nil
 }
 
 // waitForOthers says how long to wait before claiming again when nothing
-// was claimable: 0 when no other run holds a live claim of an open item of
-// these batches (this run is done), else until the soonest lease ends,
-// 50 to 250 ms: its holder may die, and must not be waited on alone, and
-// when it finishes, this run should end soon after it.
+// was claimable: 0 when no open item of these batches is left for this run
+// (outside the ones it released), else 50 to 250 ms: the items left are
+// claimed by others, whose holders may die and must not be waited on
+// alone, or locked a moment (another run's claim not yet committed, an
+// import), and this run should end soon after the last of them.
 func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryHeld bool, doneB, doneI []string) (time.Duration, error) {
-	var soonest *float64
-	err := c.pool.QueryRow(ctx, `SELECT extract(epoch FROM min(lease_until) - clock_timestamp())::float8 FROM refundkit.items
+	var left bool
+	err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refundkit.items
 		WHERE batch = ANY($1) AND (status NOT IN ('refunded', 'failed') OR held) AND ($2 OR NOT held)
-		  AND claimed_by IS NOT NULL AND claimed_by <> $3
-		  AND (batch, item) NOT IN (SELECT * FROM unnest($4::text[], $5::text[]))`,
-		batches, retryHeld, c.worker, doneB, doneI).Scan(&soonest)
+		  AND (batch, item) NOT IN (SELECT * FROM unnest($3::text[], $4::text[])))`,
+		batches, retryHeld, doneB, doneI).Scan(&left)
 	if err != nil {
 		return 0, c.wrap("claim", err)
 	}
-	if soonest == nil {
+	if !left {
 		return 0, nil
 	}
-	// Holders usually release their items long before their leases end:
-	// look again soon.
-	wait := time.Duration(*soonest * float64(time.Second))
-	return min(max(wait, 50*time.Millisecond), 250*time.Millisecond, c.lease/10), nil
+	return c.pollWait(), nil
+}
+
+// pollWait is how long to wait before asking again for what another run
+// holds.
+func (c *Checkpoint) pollWait() time.Duration {
+	return min(max(c.lease/10, 50*time.Millisecond), 250*time.Millisecond)
 }
 
 // margin is how long after a claim or renewal was sent the lease is surely
@@ -151,17 +155,28 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 		c.mu.Unlock()
 		return nil
 	}
-	gen := cl.gen
+	gen, payments := cl.gen, cl.payments
 	c.mu.Unlock()
 	start := time.Now()
-	tag, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET lease_until = clock_timestamp() + $5::interval
-		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.worker, gen, c.lease.String())
+	var claims, locks int
+	err := c.pool.QueryRow(ctx, `WITH locks AS (
+		UPDATE refundkit.payment_locks SET lease_until = clock_timestamp() + $5::interval
+		WHERE batch = $1 AND item = $2 AND worker = $3 RETURNING 1
+	), claim AS (
+		UPDATE refundkit.items SET lease_until = clock_timestamp() + $5::interval
+		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4 RETURNING 1
+	)
+	SELECT (SELECT count(*) FROM claim), (SELECT count(*) FROM locks)`, batch, item, c.worker, gen, c.lease.String()).Scan(&claims, &locks)
 	if err != nil {
 		return c.wrap("renew claim", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if claims == 0 || locks < payments {
 		c.drop(k)
-		return &LostClaimError{Batch: batch, Item: item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
+		why := "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"
+		if claims > 0 {
+			why = "the lease of its payment's lock ran out and another item of the payment took it (was this worker paused, or cut off from the database?)"
+		}
+		return &LostClaimError{Batch: batch, Item: item, Why: why}
 	}
 	c.mu.Lock()
 	if cl := c.held[k]; cl != nil && cl.gen == gen {
@@ -170,6 +185,80 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 	c.mu.Unlock()
 	return nil
 }
+
+// LockPayments takes the locks of an item's payment keys, all or none in
+// one transaction, and waits while another item (of this run or another)
+// holds one; a lock whose lease ran out, or that an earlier holder of the
+// same item left, is taken over. The wait ends with the run's claim of the
+// item (Holds) or ctx.
+func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	k := key{batch, item}
+	for {
+		if err := c.Holds(ctx, batch, item); err != nil {
+			return nil, err
+		}
+		got, err := c.tryPayments(ctx, k, keys)
+		if err != nil {
+			return nil, c.wrap("lock payment", err)
+		}
+		if got {
+			break
+		}
+		select {
+		case <-time.After(c.pollWait()):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	c.mu.Lock()
+	if cl := c.held[k]; cl != nil {
+		cl.payments = len(keys)
+	}
+	c.mu.Unlock()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.lease)
+		defer cancel()
+		// A failure only leaves the locks to run out with their lease.
+		c.pool.Exec(ctx, `DELETE FROM refundkit.payment_locks WHERE payment = ANY($1) AND batch = $2 AND item = $3 AND worker = $4`,
+			keys, batch, item, c.worker)
+		c.mu.Lock()
+		if cl := c.held[k]; cl != nil {
+			cl.payments = 0
+		}
+		c.mu.Unlock()
+	}, nil
+}
+
+// tryPayments takes every lock of keys for k, or none.
+func (c *Checkpoint) tryPayments(ctx context.Context, k key, keys []string) (bool, error) {
+	got := false
+	err := c.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO refundkit.payment_locks AS l (payment, batch, item, worker, lease_until)
+			SELECT p, $2, $3, $4, clock_timestamp() + $5::interval FROM unnest($1::text[]) AS p
+			ON CONFLICT (payment) DO UPDATE SET batch = EXCLUDED.batch, item = EXCLUDED.item,
+				worker = EXCLUDED.worker, lease_until = EXCLUDED.lease_until
+			WHERE l.lease_until < clock_timestamp() OR (l.batch = EXCLUDED.batch AND l.item = EXCLUDED.item)`,
+			keys, k.batch, k.item, c.worker, c.lease.String())
+		if err != nil {
+			return err
+		}
+		if got = tag.RowsAffected() == int64(len(keys)); !got {
+			return errNotAll // rolls back the ones taken
+		}
+		return nil
+	})
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, errNotAll):
+		return false, nil
+	case errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "55P03"):
+		return false, nil // a deadlock with another taker, or a lock wait too long: try again
+	}
+	return got, err
+}
+
+var errNotAll = errors.New("not every payment lock was free")
 
 // Release ends this run's claim of an item, fenced by its generation, and
 // keeps the item's status as its records say. This run does not claim the
@@ -193,6 +282,8 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	if cl == nil || cl.wrote && settled(status, held) {
 		return nil // its settling record ended the claim
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.lease)
+	defer cancel()
 	_, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET claimed_by = NULL, lease_until = NULL, status = $5, held = $6
 		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.worker, cl.gen, status, held)
 	return c.wrap("release claim", err)
@@ -232,20 +323,30 @@ func (c *Checkpoint) renew(ctx context.Context) {
 	start := time.Now()
 	rows, err := c.pool.Query(ctx, `WITH alive AS (
 		UPDATE refundkit.workers SET last_seen = clock_timestamp() WHERE worker = $1
+	), locks AS (
+		UPDATE refundkit.payment_locks SET lease_until = clock_timestamp() + $5::interval
+		WHERE worker = $1 RETURNING batch, item
+	), claims AS (
+		UPDATE refundkit.items i SET lease_until = clock_timestamp() + $5::interval
+		FROM unnest($2::text[], $3::text[], $4::bigint[]) AS h(batch, item, gen)
+		WHERE i.batch = h.batch AND i.item = h.item AND i.claimed_by = $1 AND i.claim_gen = h.gen
+		RETURNING i.batch, i.item, i.claim_gen
 	)
-	UPDATE refundkit.items i SET lease_until = clock_timestamp() + $5::interval
-	FROM unnest($2::text[], $3::text[], $4::bigint[]) AS h(batch, item, gen)
-	WHERE i.batch = h.batch AND i.item = h.item AND i.claimed_by = $1 AND i.claim_gen = h.gen
-	RETURNING i.batch, i.item, i.claim_gen`, c.worker, batches, items, gens, c.lease.String())
+	SELECT c.batch, c.item, c.claim_gen, (SELECT count(*) FROM locks l WHERE l.batch = c.batch AND l.item = c.item)
+	FROM claims c`, c.worker, batches, items, gens, c.lease.String())
 	if err != nil {
 		return
 	}
-	renewed := map[key]int64{}
+	type renewal struct {
+		gen   int64
+		locks int
+	}
+	renewed := map[key]renewal{}
 	for rows.Next() {
 		var k key
-		var gen int64
-		if rows.Scan(&k.batch, &k.item, &gen) == nil {
-			renewed[k] = gen
+		var r renewal
+		if rows.Scan(&k.batch, &k.item, &r.gen, &r.locks) == nil {
+			renewed[k] = r
 		}
 	}
 	if rows.Err() != nil {
@@ -259,7 +360,7 @@ func (c *Checkpoint) renew(ctx context.Context) {
 		if cl == nil || cl.gen != gens[i] {
 			continue // released meanwhile
 		}
-		if gen, ok := renewed[k]; ok && gen == cl.gen {
+		if r, ok := renewed[k]; ok && r.gen == cl.gen && r.locks >= cl.payments {
 			cl.deadline = start.Add(c.margin())
 		} else {
 			cl.deadline = time.Time{} // lost: Holds asks the database, and fails

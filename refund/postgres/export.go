@@ -18,6 +18,9 @@ import (
 // how many records it wrote and the highest sequence number among them,
 // for Import's check that nothing was written since.
 func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
+	if c.empty {
+		return 0, 0, nil
+	}
 	rows, err := c.pool.Query(ctx, `SELECT seq, commit_id, rec FROM refundkit.records
 		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR batch = ANY($1) ORDER BY seq`, batches)
 	if err != nil {
@@ -226,6 +229,9 @@ type BatchInfo struct {
 // Holders says who holds what: the batches (all when none are named), the
 // items claimed in them, and every worker with its last sign of life.
 func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo, []ClaimInfo, []WorkerInfo, error) {
+	if c.empty {
+		return nil, nil, nil, nil
+	}
 	bs, err := c.batchInfo(ctx, batches)
 	if err != nil {
 		return nil, nil, nil, err

@@ -28,6 +28,28 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 		docs[i] = string(b)
 	}
 	digest := planDigest(lines, docs)
+	if c.stopRenew == nil {
+		// Read only (a dry run): compare with the plan stored, if any.
+		if c.empty {
+			return nil
+		}
+		var lp loadedPlan
+		err := c.pool.QueryRow(ctx, `SELECT plan_digest, items, loaded_at, loaded_by FROM refundkit.batches WHERE batch = $1`, batch).
+			Scan(&lp.digest, &lp.items, &lp.loadedAt, &lp.loadedBy)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case err != nil:
+			return c.wrap("check plan of batch "+batch, err)
+		case bytes.Equal(lp.digest, digest):
+			return nil
+		}
+		err = planDiffers(ctx, c.pool, batch, lines, docs, lp)
+		if _, ok := err.(*refund.InputError); ok {
+			return err
+		}
+		return c.wrap("check plan of batch "+batch, err)
+	}
 	err := c.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "refundkit.batch:"+batch); err != nil {
 			return err
@@ -82,7 +104,7 @@ func planDigest(lines []refund.PlanLine, docs []string) []byte {
 
 // planDiffers finds what differs between lines and the plan stored for
 // batch, and says so as an *InputError at the line of the item.
-func planDiffers(ctx context.Context, tx pgx.Tx, batch string, lines []refund.PlanLine, docs []string, lp loadedPlan) error {
+func planDiffers(ctx context.Context, tx querier, batch string, lines []refund.PlanLine, docs []string, lp loadedPlan) error {
 	rows, err := tx.Query(ctx, `SELECT item, line, plan FROM refundkit.items WHERE batch = $1`, batch)
 	if err != nil {
 		return err
@@ -149,4 +171,9 @@ func fieldsDiffer(it *refund.Item, doc string) string {
 		return "the same fields, encoded otherwise"
 	}
 	return strings.Join(diffs, ", ")
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
 )
 
 // IsURL reports whether a --journal argument names a PostgreSQL
@@ -46,17 +48,18 @@ type Options struct {
 // Checkpoint is a refund.Claims in PostgreSQL. Open makes one; Close ends
 // it.
 type Checkpoint struct {
-	pool   *pgxpool.Pool
-	secret string // the password, scrubbed from every error
-	worker string
-	lease  time.Duration
+	pool    *pgxpool.Pool
+	secrets []string // the password and passphrases, scrubbed from every error
+	worker  string
+	lease   time.Duration
 
-	mu      sync.Mutex
-	held    map[key]*claim // this run's live claims
-	done    map[key]bool   // items this run released: not claimed again by it
-	batches []string       // the batches of the plan this run loaded
-	stats   journal.WriterStats
-	lost    error // set once a renewal found claims taken: Holds fails
+	mu       sync.Mutex
+	held     map[key]*claim // this run's live claims
+	done     map[key]bool   // items this run released: not claimed again by it
+	batches  []string       // the batches of the plan this run loaded
+	stats    journal.WriterStats
+	empty    bool  // read only, and the database holds no checkpoint
+	startSeq int64 // the last record's sequence number when this run opened the checkpoint
 
 	states map[string]*journal.State // Lookup's: batches loaded, for reading
 
@@ -74,6 +77,7 @@ type claim struct {
 	state    journal.ItemState
 	known    bool // the checkpoint holds records of the item
 	wrote    bool // this run appended records of it (the last ended the claim if it settled it)
+	payments int  // payment locks held for it (LockPayments)
 }
 
 // Open connects to the checkpoint at connString (a libpq URL; PG* environment
@@ -86,17 +90,21 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 		for _, pw := range passwordsIn(connString) {
 			err = scrub(err, pw)
 		}
-		return nil, &Error{Op: "parse " + Redact(connString), Err: err}
+		return nil, &ConfigError{URL: Redact(connString), Err: err}
 	}
-	secret := cfg.ConnConfig.Password
+	secrets := append([]string{cfg.ConnConfig.Password, os.Getenv("PGSSLPASSWORD")}, passwordsIn(connString)...)
 	cfg.MaxConns = 16
 	if opts.Lease <= 0 {
 		opts.Lease = 30 * time.Second
 	}
+	// A row locked elsewhere (a psql session left open, an import) fails
+	// a statement within half a lease instead of stalling the worker.
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(max(opts.Lease/2, time.Second).Milliseconds(), 10)
+	cfg.ConnConfig.RuntimeParams["application_name"] = "refundkit"
 	if opts.Worker == "" {
 		opts.Worker = defaultWorker()
 	}
-	c := &Checkpoint{secret: secret, worker: opts.Worker, lease: opts.Lease, held: map[key]*claim{}, done: map[key]bool{}, states: map[string]*journal.State{}}
+	c := &Checkpoint{secrets: secrets, worker: opts.Worker, lease: opts.Lease, held: map[key]*claim{}, done: map[key]bool{}, states: map[string]*journal.State{}}
 	c.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, c.wrap("connect", err)
@@ -105,19 +113,47 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 		c.pool.Close()
 		return nil, c.wrap("connect", err)
 	}
+	if readOnly {
+		// A reader writes nothing, not even the schema: a database without
+		// one is an empty checkpoint.
+		v, err := schemaVersion(ctx, c.pool)
+		switch {
+		case err != nil:
+			c.pool.Close()
+			return nil, c.wrap("schema", err)
+		case v > SchemaVersion:
+			c.pool.Close()
+			return nil, c.wrap("schema", fmt.Errorf("the checkpoint's schema is version %d, newer than this build's %d: use a newer refundkit", v, SchemaVersion))
+		}
+		c.empty = v == 0
+		return c, nil
+	}
 	if err := migrate(ctx, c.pool); err != nil {
 		c.pool.Close()
 		return nil, c.wrap("schema", err)
 	}
-	if readOnly {
-		return c, nil
-	}
 	host, _ := os.Hostname()
-	if _, err := c.pool.Exec(ctx, `INSERT INTO refundkit.workers (worker, host, pid) VALUES ($1, $2, $3)
-		ON CONFLICT (worker) DO UPDATE SET last_seen = clock_timestamp(), stopped_at = NULL`,
-		c.worker, host, os.Getpid()); err != nil {
+	// A name is one live worker's: a second would read the first's claims
+	// as its own and mark it stopped when it ends.
+	var registered bool
+	err = c.pool.QueryRow(ctx, `INSERT INTO refundkit.workers AS w (worker, host, pid) VALUES ($1, $2, $3)
+		ON CONFLICT (worker) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
+			started_at = clock_timestamp(), last_seen = clock_timestamp(), stopped_at = NULL
+		WHERE w.stopped_at IS NOT NULL OR w.last_seen < clock_timestamp() - $4::interval
+		RETURNING true`, c.worker, host, os.Getpid(), opts.Lease.String()).Scan(&registered)
+	if errors.Is(err, pgx.ErrNoRows) {
+		c.pool.Close()
+		return nil, &WorkerNameError{Worker: c.worker}
+	}
+	if err != nil {
 		c.pool.Close()
 		return nil, c.wrap("register worker", err)
+	}
+	// Records written from now on are this run's time: a key another
+	// worker burns from now on is not sent under a new key by this run.
+	if err := c.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM refundkit.records`).Scan(&c.startSeq); err != nil {
+		c.pool.Close()
+		return nil, c.wrap("open", err)
 	}
 	c.stopRenew, c.renewDone = make(chan struct{}), make(chan struct{})
 	go c.renewLoop()
@@ -155,6 +191,7 @@ func (c *Checkpoint) close() {
 				WHERE i.batch = h.batch AND i.item = h.item AND i.claimed_by = $1 AND i.claim_gen = h.gen`,
 				c.worker, batches, items, gens)
 		}
+		c.pool.Exec(ctx, `DELETE FROM refundkit.payment_locks WHERE worker = $1`, c.worker)
 		c.pool.Exec(ctx, `UPDATE refundkit.workers SET stopped_at = clock_timestamp(), last_seen = clock_timestamp() WHERE worker = $1`, c.worker)
 	}
 	c.pool.Close()
@@ -190,7 +227,26 @@ func (c *Checkpoint) wrap(op string, err error) error {
 	if errors.As(err, &lost) {
 		return err
 	}
-	return &Error{Op: op, Err: scrub(err, c.secret)}
+	for _, secret := range c.secrets {
+		err = scrub(err, secret)
+	}
+	return &Error{Op: op, Err: err}
+}
+
+// ConfigError is a connection string that does not parse: a usage error.
+type ConfigError struct {
+	URL string // redacted
+	Err error
+}
+
+func (e *ConfigError) Error() string { return "postgres checkpoint " + e.URL + ": " + e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// WorkerNameError is a --worker name a live worker holds.
+type WorkerNameError struct{ Worker string }
+
+func (e *WorkerNameError) Error() string {
+	return fmt.Sprintf("worker name %q is held by a live worker (seen within a lease, not stopped): give each worker a name of its own, or none", e.Worker)
 }
 
 // LostClaimError is a write or a call for an item whose claim this run no
@@ -201,6 +257,9 @@ type LostClaimError struct {
 	Batch, Item string
 	Why         string
 }
+
+// Is makes a lost claim refund.ErrClaimLost.
+func (e *LostClaimError) Is(target error) bool { return target == refund.ErrClaimLost }
 
 func (e *LostClaimError) Error() string {
 	return fmt.Sprintf("claim of item %q of batch %q lost: %s; another worker may hold it now, and this one sends nothing more", e.Item, e.Batch, e.Why)
@@ -232,10 +291,13 @@ func Redact(s string) string {
 	if _, ok := u.User.Password(); ok {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
+	q := u.Query()
+	for _, p := range secretParams {
+		if q.Has(p) {
+			q.Set(p, "xxxxx")
+		}
 	}
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 
@@ -250,11 +312,17 @@ func passwordsIn(s string) []string {
 	if pw, ok := u.User.Password(); ok && pw != "" {
 		pws = append(pws, pw, url.PathEscape(pw), url.QueryEscape(pw))
 	}
-	if pw := u.Query().Get("password"); pw != "" {
-		pws = append(pws, pw, url.QueryEscape(pw))
+	for _, p := range secretParams {
+		if pw := u.Query().Get(p); pw != "" {
+			pws = append(pws, pw, url.QueryEscape(pw))
+		}
 	}
 	return pws
 }
+
+// secretParams are the connection parameters that hold secrets: the
+// password, and the passphrase of the client's key.
+var secretParams = []string{"password", "sslpassword"}
 
 // inTx runs fn in a transaction.
 func (c *Checkpoint) inTx(ctx context.Context, fn func(pgx.Tx) error) error {

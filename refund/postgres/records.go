@@ -23,10 +23,11 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		return &Error{Op: "append", Err: fmt.Errorf("the checkpoint was opened for reading only")}
 	}
 	type write struct {
-		k     key
-		gen   int64
-		lines []string
-		next  journal.ItemState
+		k        key
+		gen      int64
+		lines    []string
+		next     journal.ItemState
+		payments int
 	}
 	var writes []*write
 	c.mu.Lock()
@@ -49,7 +50,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 			}
 		}
 		if w == nil {
-			w = &write{k: k, gen: cl.gen, next: cl.state}
+			w = &write{k: k, gen: cl.gen, next: cl.state, payments: cl.payments}
 			writes = append(writes, w)
 		}
 		w.lines = append(w.lines, string(line[:len(line)-1]))
@@ -70,15 +71,20 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		-- (a record that settled it may have ended the claim: more records
 		-- of it, a second refund found, may follow).
 		WHERE batch = $1 AND item = $2 AND claim_gen = $4 AND (claimed_by = $3 OR claimed_by IS NULL)
+		  -- and the locks of its payment are still the writer's
+		  AND $10 <= (SELECT count(*) FROM refundkit.payment_locks WHERE worker = $3 AND batch = $1 AND item = $2)
 		RETURNING 1
 	), c AS (SELECT nextval('refundkit.commits') AS id FROM fence)
 	INSERT INTO refundkit.records (commit_id, batch, item, claim_gen, worker, rec)
 	SELECT c.id, $1, $2, $4, $3, r.line FROM c, unnest($8::text[]) WITH ORDINALITY AS r(line, n) ORDER BY r.n`
-	ctx := context.Background()
+	// A write that cannot commit within a lease (a lock held elsewhere,
+	// a database that stopped answering) halts the run, the item in doubt.
+	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
+	defer cancel()
 	apply := func(tx pgx.Tx) error {
 		for _, w := range writes {
 			status, held := statusOf(w.next)
-			tag, err := tx.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held))
+			tag, err := tx.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held), w.payments)
 			if err != nil {
 				return err
 			}
@@ -94,7 +100,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		w := writes[0]
 		status, held := statusOf(w.next)
 		var tag pgconn.CommandTag
-		tag, err = c.pool.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held))
+		tag, err = c.pool.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held), w.payments)
 		if err == nil && tag.RowsAffected() != int64(len(w.lines)) {
 			err = &LostClaimError{Batch: w.k.batch, Item: w.k.item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
 		}
@@ -143,6 +149,10 @@ func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error)
 		c.mu.Unlock()
 		return st, known, nil
 	}
+	if c.empty {
+		c.mu.Unlock()
+		return journal.ItemState{}, false, nil
+	}
 	if c.stopRenew == nil {
 		// Read only (a dry run): the batch as it stands, loaded once.
 		defer c.mu.Unlock()
@@ -160,7 +170,9 @@ func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error)
 	c.mu.Unlock()
 	// A worker asks of an item it does not hold (a sibling on its charge):
 	// what the records say now.
-	states, err := c.fold(context.Background(), []key{{batch, item}})
+	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
+	defer cancel()
+	states, _, err := c.fold(ctx, []key{{batch, item}})
 	if err != nil {
 		return journal.ItemState{}, false, c.wrap("lookup", err)
 	}
@@ -191,33 +203,39 @@ func (c *Checkpoint) loadBatchState(ctx context.Context, batch string) (*journal
 }
 
 // fold reads the records of items and folds each item's into its state;
-// items without records are absent.
-func (c *Checkpoint) fold(ctx context.Context, items []key) (map[key]journal.ItemState, error) {
+// items without records are absent. burned is, for an item whose key is
+// burned, the sequence number of the record that burned it.
+func (c *Checkpoint) fold(ctx context.Context, items []key) (states map[key]journal.ItemState, burned map[key]int64, err error) {
 	batches, names := make([]string, len(items)), make([]string, len(items))
 	for i, k := range items {
 		batches[i], names[i] = k.batch, k.item
 	}
-	rows, err := c.pool.Query(ctx, `SELECT r.batch, r.item, r.rec FROM refundkit.records r
+	rows, err := c.pool.Query(ctx, `SELECT r.seq, r.batch, r.item, r.rec FROM refundkit.records r
 		JOIN unnest($1::text[], $2::text[]) AS k(batch, item) ON r.batch = k.batch AND r.item = k.item
 		ORDER BY r.seq`, batches, names)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
-	states := map[key]journal.ItemState{}
+	states, burned = map[key]journal.ItemState{}, map[key]int64{}
 	var rec journal.Record
 	for rows.Next() {
+		var seq int64
 		var b, it, line string
-		if err := rows.Scan(&b, &it, &line); err != nil {
-			return nil, err
+		if err := rows.Scan(&seq, &b, &it, &line); err != nil {
+			return nil, nil, err
 		}
 		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
-			return nil, &CorruptError{Batch: b, Item: it, Err: err}
+			return nil, nil, &CorruptError{Batch: b, Item: it, Err: err}
 		}
 		k := key{b, it}
-		states[k] = journal.Next(states[k], &rec)
+		was := states[k]
+		states[k] = journal.Next(was, &rec)
+		if states[k].KeyBurned && !was.KeyBurned {
+			burned[k] = seq
+		}
 	}
-	return states, rows.Err()
+	return states, burned, rows.Err()
 }
 
 // CorruptError is a record in the checkpoint that is not a valid journal

@@ -54,10 +54,33 @@ var migrations = []string{
 		last_seen  timestamptz NOT NULL DEFAULT clock_timestamp(),
 		stopped_at timestamptz
 	);`,
+	// 2: the payment locks, so that two items of one payment are never
+	// looked up and sent at once by two runs.
+	`CREATE TABLE refundkit.payment_locks (
+		payment     text PRIMARY KEY,
+		batch       text NOT NULL,
+		item        text NOT NULL,
+		worker      text NOT NULL,
+		lease_until timestamptz NOT NULL
+	);
+	CREATE INDEX payment_locks_worker ON refundkit.payment_locks (worker);`,
 }
 
 // SchemaVersion is the schema this build writes and reads.
 var SchemaVersion = len(migrations)
+
+// schemaVersion is the version of the checkpoint's schema; 0 when the
+// database holds none. It writes nothing: a reader (audit, a dry run)
+// pointed at the wrong database must not leave a schema there.
+func schemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('refundkit.schema_migrations') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		return 0, err
+	}
+	var v int
+	err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM refundkit.schema_migrations`).Scan(&v)
+	return v, err
+}
 
 // migrate brings the schema to SchemaVersion, one transaction per
 // migration, under an advisory lock: many workers starting at once migrate

@@ -69,6 +69,8 @@ func knownCode(err error) (int, bool) {
 		pgFailed    *postgres.Error
 		pgCorrupt   *postgres.CorruptError
 		pgBusy      *postgres.BusyError
+		pgConfig    *postgres.ConfigError
+		pgName      *postgres.WorkerNameError
 	)
 	switch {
 	case err == nil:
@@ -90,7 +92,8 @@ func knownCode(err error) (int, bool) {
 		return ExitJournal, true
 	case errors.As(err, &auditHalt):
 		return ExitProvider, true
-	case errors.As(err, &notFile), errors.As(err, &refundInput): // a *plan.Rejection holds *refund.InputErrors
+	case errors.As(err, &notFile), errors.As(err, &refundInput), // a *plan.Rejection holds *refund.InputErrors
+		errors.As(err, &pgConfig), errors.As(err, &pgName):
 		return ExitUsage, true
 	}
 	return 0, false

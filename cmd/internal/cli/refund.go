@@ -160,12 +160,18 @@ func Refund(env Env) int {
 	out.stop()
 	bar.stop()
 	warnf(msgs, name, "%s", summary.String())
-	if cp, ok := checkpoint.(*postgres.Checkpoint); ok {
-		// The summary counts this run's items; the batch is everyone's.
+	// The summary counts this run's items; the batch is everyone's, and
+	// refund's exit says whether it is done (audit names the items).
+	unfinished := 0
+	if cp, ok := checkpoint.(*postgres.Checkpoint); ok && !c.DryRun {
 		if bs, err := cp.Progress(context.WithoutCancel(ctx)); err == nil {
 			for _, b := range bs {
 				warnf(msgs, name, "checkpoint: batch %s: %d items (%s), by all workers", b.Batch, b.Items, countsText(b.ByStatus))
+				unfinished += b.ByStatus["failed"] + b.ByStatus["in_doubt"] + b.ByStatus["unknown"]
 			}
+		}
+		if unfinished > 0 && runErr == nil {
+			warnf(msgs, name, "the batch is not done: %d %s failed, held, in doubt or not started (other workers may still be on some); audit %s names them", unfinished, plural(unfinished, "item"), postgres.Redact(c.Journal))
 		}
 	}
 
@@ -201,7 +207,7 @@ func Refund(env Env) int {
 	if n := summary.ByStatus[refund.StatusPending]; n > 0 {
 		warnf(msgs, name, "%d %s accepted and not finished at %s (pending): nothing more is sent for them; run again later to settle them", n, plural(n, "refund"), cmp.Or(summary.Provider, "the provider"))
 	}
-	if summary.ByStatus[refund.StatusFailed] > 0 || summary.ByStatus[refund.StatusInDoubt] > 0 || summary.Duplicates > 0 {
+	if summary.ByStatus[refund.StatusFailed] > 0 || summary.ByStatus[refund.StatusInDoubt] > 0 || summary.Duplicates > 0 || unfinished > 0 {
 		return ExitFailed
 	}
 	return ExitOK
