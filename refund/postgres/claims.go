@@ -157,18 +157,26 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 	}
 	gen, payments := cl.gen, cl.payments
 	c.mu.Unlock()
-	start := time.Now()
+	var start time.Time
 	var claims, locks int
-	err := c.pool.QueryRow(ctx, `WITH locks AS (
-		UPDATE refundkit.payment_locks SET lease_until = clock_timestamp() + $5::interval
-		WHERE batch = $1 AND item = $2 AND worker = $3 RETURNING 1
-	), claim AS (
-		UPDATE refundkit.items SET lease_until = clock_timestamp() + $5::interval
-		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4 RETURNING 1
-	)
-	SELECT (SELECT count(*) FROM claim), (SELECT count(*) FROM locks)`, batch, item, c.worker, gen, c.lease.String()).Scan(&claims, &locks)
-	if err != nil {
-		return c.wrap("renew claim", err)
+	for try := 0; ; try++ {
+		start = time.Now()
+		err := c.pool.QueryRow(ctx, `WITH locks AS (
+			UPDATE refundkit.payment_locks SET lease_until = clock_timestamp() + $5::interval
+			WHERE batch = $1 AND item = $2 AND worker = $3 AND claim_gen = $4 RETURNING 1
+		), claim AS (
+			UPDATE refundkit.items SET lease_until = clock_timestamp() + $5::interval
+			WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4 RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM claim), (SELECT count(*) FROM locks)`, batch, item, c.worker, gen, c.lease.String()).Scan(&claims, &locks)
+		if err == nil {
+			break
+		}
+		// A deadlock with another worker taking payment locks, or a lock
+		// held a moment: ask again, a few times, before halting.
+		if !transient(err) || try == 2 {
+			return c.wrap("renew claim", err)
+		}
 	}
 	if claims == 0 || locks < payments {
 		c.drop(k)
@@ -198,7 +206,13 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 		if err := c.Holds(ctx, batch, item); err != nil {
 			return nil, err
 		}
-		got, err := c.tryPayments(ctx, k, keys)
+		c.mu.Lock()
+		var gen int64
+		if cl := c.held[k]; cl != nil {
+			gen = cl.gen
+		}
+		c.mu.Unlock()
+		got, err := c.tryPayments(ctx, k, gen, keys)
 		if err != nil {
 			return nil, c.wrap("lock payment", err)
 		}
@@ -212,16 +226,17 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 		}
 	}
 	c.mu.Lock()
+	var gen int64
 	if cl := c.held[k]; cl != nil {
-		cl.payments = len(keys)
+		cl.payments, gen = len(keys), cl.gen
 	}
 	c.mu.Unlock()
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.lease)
 		defer cancel()
 		// A failure only leaves the locks to run out with their lease.
-		c.pool.Exec(ctx, `DELETE FROM refundkit.payment_locks WHERE payment = ANY($1) AND batch = $2 AND item = $3 AND worker = $4`,
-			keys, batch, item, c.worker)
+		c.pool.Exec(ctx, `DELETE FROM refundkit.payment_locks WHERE payment = ANY($1) AND batch = $2 AND item = $3 AND worker = $4 AND claim_gen = $5`,
+			keys, batch, item, c.worker, gen)
 		c.mu.Lock()
 		if cl := c.held[k]; cl != nil {
 			cl.payments = 0
@@ -231,15 +246,18 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 }
 
 // tryPayments takes every lock of keys for k, or none.
-func (c *Checkpoint) tryPayments(ctx context.Context, k key, keys []string) (bool, error) {
+// A lock is its item's claim's (worker and generation): renewed and
+// given up with it, and taken over by a later claim of the same item.
+func (c *Checkpoint) tryPayments(ctx context.Context, k key, gen int64, keys []string) (bool, error) {
 	got := false
 	err := c.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO refundkit.payment_locks AS l (payment, batch, item, worker, lease_until)
-			SELECT p, $2, $3, $4, clock_timestamp() + $5::interval FROM unnest($1::text[]) AS p
+		tag, err := tx.Exec(ctx, `INSERT INTO refundkit.payment_locks AS l (payment, batch, item, worker, claim_gen, lease_until)
+			SELECT p, $2, $3, $4, $6, clock_timestamp() + $5::interval FROM unnest($1::text[]) AS p
 			ON CONFLICT (payment) DO UPDATE SET batch = EXCLUDED.batch, item = EXCLUDED.item,
-				worker = EXCLUDED.worker, lease_until = EXCLUDED.lease_until
-			WHERE l.lease_until < clock_timestamp() OR (l.batch = EXCLUDED.batch AND l.item = EXCLUDED.item)`,
-			keys, k.batch, k.item, c.worker, c.lease.String())
+				worker = EXCLUDED.worker, claim_gen = EXCLUDED.claim_gen, lease_until = EXCLUDED.lease_until
+			WHERE l.lease_until < clock_timestamp()
+			   OR (l.batch = EXCLUDED.batch AND l.item = EXCLUDED.item AND l.claim_gen <= EXCLUDED.claim_gen)`,
+			keys, k.batch, k.item, c.worker, c.lease.String(), gen)
 		if err != nil {
 			return err
 		}
@@ -248,14 +266,20 @@ func (c *Checkpoint) tryPayments(ctx context.Context, k key, keys []string) (boo
 		}
 		return nil
 	})
-	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, errNotAll):
 		return false, nil
-	case errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "55P03"):
+	case transient(err):
 		return false, nil // a deadlock with another taker, or a lock wait too long: try again
 	}
 	return got, err
+}
+
+// transient reports a deadlock (40P01) or a lock wait past lock_timeout
+// (55P03): the statement may well succeed if asked again.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "55P03")
 }
 
 var errNotAll = errors.New("not every payment lock was free")
@@ -321,11 +345,16 @@ func (c *Checkpoint) renew(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	start := time.Now()
+	// Only the claims this run holds, and their payments' locks: a lock
+	// whose unlock failed, or a process of the same name's, is not kept
+	// alive by this one.
 	rows, err := c.pool.Query(ctx, `WITH alive AS (
-		UPDATE refundkit.workers SET last_seen = clock_timestamp() WHERE worker = $1
+		UPDATE refundkit.workers SET last_seen = clock_timestamp() WHERE worker = $1 AND started_at = $6
 	), locks AS (
-		UPDATE refundkit.payment_locks SET lease_until = clock_timestamp() + $5::interval
-		WHERE worker = $1 RETURNING batch, item
+		UPDATE refundkit.payment_locks l SET lease_until = clock_timestamp() + $5::interval
+		FROM unnest($2::text[], $3::text[], $4::bigint[]) AS h(batch, item, gen)
+		WHERE l.batch = h.batch AND l.item = h.item AND l.worker = $1 AND l.claim_gen = h.gen
+		RETURNING l.batch, l.item
 	), claims AS (
 		UPDATE refundkit.items i SET lease_until = clock_timestamp() + $5::interval
 		FROM unnest($2::text[], $3::text[], $4::bigint[]) AS h(batch, item, gen)
@@ -333,7 +362,7 @@ func (c *Checkpoint) renew(ctx context.Context) {
 		RETURNING i.batch, i.item, i.claim_gen
 	)
 	SELECT c.batch, c.item, c.claim_gen, (SELECT count(*) FROM locks l WHERE l.batch = c.batch AND l.item = c.item)
-	FROM claims c`, c.worker, batches, items, gens, c.lease.String())
+	FROM claims c`, c.worker, batches, items, gens, c.lease.String(), c.started)
 	if err != nil {
 		return
 	}

@@ -58,8 +58,9 @@ type Checkpoint struct {
 	done     map[key]bool   // items this run released: not claimed again by it
 	batches  []string       // the batches of the plan this run loaded
 	stats    journal.WriterStats
-	empty    bool  // read only, and the database holds no checkpoint
-	startSeq int64 // the last record's sequence number when this run opened the checkpoint
+	empty    bool      // read only, and the database holds no checkpoint
+	startSeq int64     // the last record's sequence number when this run opened the checkpoint
+	started  time.Time // when this process registered its worker name
 
 	states map[string]*journal.State // Lookup's: batches loaded, for reading
 
@@ -135,12 +136,12 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	host, _ := os.Hostname()
 	// A name is one live worker's: a second would read the first's claims
 	// as its own and mark it stopped when it ends.
-	var registered bool
+	// started_at tells this process from an earlier one of its name.
 	err = c.pool.QueryRow(ctx, `INSERT INTO refundkit.workers AS w (worker, host, pid) VALUES ($1, $2, $3)
 		ON CONFLICT (worker) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
 			started_at = clock_timestamp(), last_seen = clock_timestamp(), stopped_at = NULL
 		WHERE w.stopped_at IS NOT NULL OR w.last_seen < clock_timestamp() - $4::interval
-		RETURNING true`, c.worker, host, os.Getpid(), opts.Lease.String()).Scan(&registered)
+		RETURNING started_at`, c.worker, host, os.Getpid(), opts.Lease.String()).Scan(&c.started)
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.pool.Close()
 		return nil, &WorkerNameError{Worker: c.worker}
@@ -158,6 +159,28 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	c.stopRenew, c.renewDone = make(chan struct{}), make(chan struct{})
 	go c.renewLoop()
 	return c, nil
+}
+
+// Migrate creates or migrates the checkpoint's schema at connString and
+// does nothing else: for a rig, or a role allowed DDL preparing a database
+// that workers without it use.
+func Migrate(ctx context.Context, connString string) error {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		for _, pw := range passwordsIn(connString) {
+			err = scrub(err, pw)
+		}
+		return &ConfigError{URL: Redact(connString), Err: err}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return &Error{Op: "connect", Err: scrub(err, cfg.ConnConfig.Password)}
+	}
+	defer pool.Close()
+	if err := migrate(ctx, pool); err != nil {
+		return &Error{Op: "schema", Err: scrub(err, cfg.ConnConfig.Password)}
+	}
+	return nil
 }
 
 // Worker is the name this run claims items under.
@@ -186,13 +209,17 @@ func (c *Checkpoint) close() {
 		c.held = map[key]*claim{}
 		c.mu.Unlock()
 		if len(items) > 0 {
-			c.pool.Exec(ctx, `UPDATE refundkit.items i SET claimed_by = NULL, lease_until = NULL
+			c.pool.Exec(ctx, `WITH unlocked AS (
+				DELETE FROM refundkit.payment_locks l USING unnest($2::text[], $3::text[], $4::bigint[]) AS h(batch, item, gen)
+				WHERE l.batch = h.batch AND l.item = h.item AND l.worker = $1 AND l.claim_gen = h.gen
+			)
+			UPDATE refundkit.items i SET claimed_by = NULL, lease_until = NULL
 				FROM unnest($2::text[], $3::text[], $4::bigint[]) AS h(batch, item, gen)
 				WHERE i.batch = h.batch AND i.item = h.item AND i.claimed_by = $1 AND i.claim_gen = h.gen`,
 				c.worker, batches, items, gens)
 		}
-		c.pool.Exec(ctx, `DELETE FROM refundkit.payment_locks WHERE worker = $1`, c.worker)
-		c.pool.Exec(ctx, `UPDATE refundkit.workers SET stopped_at = clock_timestamp(), last_seen = clock_timestamp() WHERE worker = $1`, c.worker)
+		c.pool.Exec(ctx, `UPDATE refundkit.workers SET stopped_at = clock_timestamp(), last_seen = clock_timestamp()
+			WHERE worker = $1 AND started_at = $2`, c.worker, c.started)
 	}
 	c.pool.Close()
 }

@@ -72,7 +72,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		-- of it, a second refund found, may follow).
 		WHERE batch = $1 AND item = $2 AND claim_gen = $4 AND (claimed_by = $3 OR claimed_by IS NULL)
 		  -- and the locks of its payment are still the writer's
-		  AND $10 <= (SELECT count(*) FROM refundkit.payment_locks WHERE worker = $3 AND batch = $1 AND item = $2)
+		  AND $10 <= (SELECT count(*) FROM refundkit.payment_locks WHERE batch = $1 AND item = $2 AND worker = $3 AND claim_gen = $4)
 		RETURNING 1
 	), c AS (SELECT nextval('refundkit.commits') AS id FROM fence)
 	INSERT INTO refundkit.records (commit_id, batch, item, claim_gen, worker, rec)

@@ -61,9 +61,10 @@ var migrations = []string{
 		batch       text NOT NULL,
 		item        text NOT NULL,
 		worker      text NOT NULL,
+		claim_gen   bigint NOT NULL,
 		lease_until timestamptz NOT NULL
 	);
-	CREATE INDEX payment_locks_worker ON refundkit.payment_locks (worker);`,
+	CREATE INDEX payment_locks_item ON refundkit.payment_locks (batch, item);`,
 }
 
 // SchemaVersion is the schema this build writes and reads.

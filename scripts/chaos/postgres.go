@@ -90,11 +90,9 @@ func (r *rig) newPGBatch(n int, faults stripesim.Faults, batch string, lease tim
 	url, err := srv.CreateDB(ctx, name)
 	r.must(err)
 	r.cleanup(func() { srv.DropDB(context.Background(), name) })
-	// Open makes the schema, so the rig can read the tables before any
-	// worker has run.
-	cp, err := postgres.Open(ctx, url, postgres.Options{}, true)
-	r.must(err)
-	cp.Close()
+	// The schema, so the rig can read the tables before any worker has
+	// run (readers make none).
+	r.must(postgres.Migrate(ctx, url))
 	pool, err := pgxpool.New(ctx, url)
 	r.must(err)
 	r.cleanup(pool.Close)

@@ -26,11 +26,9 @@ func TestPGCheckKeptCountsLostRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := postgres.Open(ctx, url, postgres.Options{}, true) // makes the schema
-	if err != nil {
+	if err := postgres.Migrate(ctx, url); err != nil {
 		t.Fatal(err)
 	}
-	cp.Close()
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatal(err)
