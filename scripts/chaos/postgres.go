@@ -269,7 +269,8 @@ func isOneOf(code int, codes []int) bool {
 
 // finish is the end of a PostgreSQL row: the database exported as the
 // journal lines it holds, checked as a file journal is (exactly once at
-// the simulator, an intent before every key, audit clean); every refund
+// the simulator, an intent before every key, audit clean, of the export and
+// of postgres:// itself); every refund
 // at the simulator recorded as refunded; every item's status in the items
 // table refunded.
 func (b *pgBatch) finish(forPerson map[string]bool) {
@@ -292,8 +293,8 @@ func (b *pgBatch) finish(forPerson map[string]bool) {
 		r.t.addLost(lost)
 		r.t.Errorf("%d refunds at the simulator have no refunded record in the database", lost)
 	}
-	// A killed worker's claim of an item it settled stays in the table
-	// (nothing claims a settled item again): claims are not checked here.
+	// The record that settles an item ends its claim; a killed worker's
+	// claims of items still open run out with their lease.
 	var open int
 	r.must(b.pool.QueryRow(context.Background(), `SELECT count(*) FROM refundkit.items WHERE batch = $1 AND status <> 'refunded'`, b.p.Batch).Scan(&open))
 	if open > len(forPerson) {
@@ -301,7 +302,8 @@ func (b *pgBatch) finish(forPerson map[string]bool) {
 	}
 	r.checkOnceForPerson(b.p, forPerson, path)
 	if len(forPerson) == 0 {
-		r.audit(b.p, path)
+		r.audit(b.p, path)  // the export, as a file journal
+		r.audit(b.p, b.url) // the checkpoint itself: audit postgres://...
 	}
 }
 
