@@ -405,6 +405,9 @@ func runPGSigstop(r *rig, sz sizes) {
 	}
 	stops := make(chan stop, sz.PGStops)
 	var stopped atomic.Int64
+	// One worker stopped at a time: the others must be left to take its
+	// items over (all three stopped would wait on each other).
+	var stoppedNow atomic.Bool
 	rng := rand.New(rand.NewPCG(r.seed, 11))
 	gap := int64(max(2, len(b.p.Items)*2/3/(sz.PGStops+1)))
 	var mu sync.Mutex
@@ -412,7 +415,7 @@ func runPGSigstop(r *rig, sz sizes) {
 	r.sim.OnCreate(func(n int64, key string) {
 		mu.Lock()
 		defer mu.Unlock()
-		if over || n < mark || stopped.Load() >= int64(sz.PGStops) {
+		if over || n < mark || stopped.Load() >= int64(sz.PGStops) || stoppedNow.Load() {
 			return
 		}
 		mark = n + 1 + rng.Int64N(gap)
@@ -420,6 +423,7 @@ func runPGSigstop(r *rig, sz sizes) {
 		if w == nil || w.Cmd.Process.Signal(syscall.SIGSTOP) != nil {
 			return
 		}
+		stoppedNow.Store(true)
 		batch, item, _, _ := parseKey(key)
 		stopped.Add(1)
 		stops <- stop{w: w, batch: batch, item: item, key: key}
@@ -443,6 +447,7 @@ func runPGSigstop(r *rig, sz sizes) {
 			}
 			s.w.Cmd.Process.Signal(syscall.SIGCONT)
 			<-s.w.done
+			stoppedNow.Store(false)
 			if r.expectExit(s.w.proc, "a worker resumed after its lease ran out", exitJournal) {
 				halted.Add(1)
 				if !strings.Contains(s.w.Stderr.String(), "lost") {
