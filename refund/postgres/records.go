@@ -107,6 +107,11 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	} else {
 		err = c.inTx(ctx, apply)
 	}
+	if errors.Is(err, context.DeadlineExceeded) && len(writes) == 1 {
+		// A lease went by with the write unfinished (a worker paused
+		// mid-write, a lock held elsewhere): the claim may be another's.
+		err = &LostClaimError{Batch: writes[0].k.batch, Item: writes[0].k.item, Why: "a write of it did not finish within a lease (was this worker paused, or cut off from the database?)"}
+	}
 	var lost *LostClaimError
 	if errors.As(err, &lost) {
 		c.drop(key{lost.Batch, lost.Item})
