@@ -249,15 +249,25 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 // A lock is its item's claim's (worker and generation): renewed and
 // given up with it, and taken over by a later claim of the same item.
 func (c *Checkpoint) tryPayments(ctx context.Context, k key, gen int64, keys []string) (bool, error) {
+	const take = `INSERT INTO refundkit.payment_locks AS l (payment, batch, item, worker, claim_gen, lease_until)
+		SELECT p, $2, $3, $4, $6, clock_timestamp() + $5::interval FROM unnest($1::text[]) AS p
+		ON CONFLICT (payment) DO UPDATE SET batch = EXCLUDED.batch, item = EXCLUDED.item,
+			worker = EXCLUDED.worker, claim_gen = EXCLUDED.claim_gen, lease_until = EXCLUDED.lease_until
+		WHERE l.lease_until < clock_timestamp()
+		   OR (l.batch = EXCLUDED.batch AND l.item = EXCLUDED.item AND l.claim_gen <= EXCLUDED.claim_gen)`
+	args := []any{keys, k.batch, k.item, c.worker, c.lease.String(), gen}
+	if len(keys) == 1 {
+		// One lock (a charge, a capture): one statement is all or none,
+		// in one round trip.
+		tag, err := c.pool.Exec(ctx, take, args...)
+		if transient(err) {
+			return false, nil
+		}
+		return err == nil && tag.RowsAffected() == 1, err
+	}
 	got := false
 	err := c.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO refundkit.payment_locks AS l (payment, batch, item, worker, claim_gen, lease_until)
-			SELECT p, $2, $3, $4, $6, clock_timestamp() + $5::interval FROM unnest($1::text[]) AS p
-			ON CONFLICT (payment) DO UPDATE SET batch = EXCLUDED.batch, item = EXCLUDED.item,
-				worker = EXCLUDED.worker, claim_gen = EXCLUDED.claim_gen, lease_until = EXCLUDED.lease_until
-			WHERE l.lease_until < clock_timestamp()
-			   OR (l.batch = EXCLUDED.batch AND l.item = EXCLUDED.item AND l.claim_gen <= EXCLUDED.claim_gen)`,
-			keys, k.batch, k.item, c.worker, c.lease.String(), gen)
+		tag, err := tx.Exec(ctx, take, args...)
 		if err != nil {
 			return err
 		}

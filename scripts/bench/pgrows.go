@@ -152,7 +152,7 @@ func (b *bench) pgWorkers(r *row) error {
 		}
 	}
 	r.detailf("")
-	r.detailf("Every run refunded every item exactly once (the processes' summaries and the simulator's `refunds_created`; with PostgreSQL, every item refunded in the items table). A PostgreSQL worker writes each record in its own commit (fenced by its claim's generation); commits per item counts the records written over the items. A PostgreSQL worker that finds nothing left to claim while others still hold claims looks again after up to a second (in case one of them dies), so a run's end can lag its last refund by that much: it weighs on small batches.")
+	r.detailf("Every run refunded every item exactly once (the processes' summaries and the simulator's `refunds_created`; with PostgreSQL, every item refunded in the items table). A PostgreSQL worker writes each record in its own commit (fenced by its claim's generation); commits per item counts the records written over the items. A PostgreSQL worker that finds nothing left to claim while others still hold claims looks again after up to a quarter second (in case one of them dies), so a run's end can lag its last refund by that much. Each item also takes and gives up its payment's lock (one statement each), so that two items of one payment are never worked on at once by two workers.")
 	byN := func(si, side int) string { return strings.Join(medians[si][side], " / ") }
 	var ns []string
 	for _, n := range pgWorkerCounts {
@@ -404,7 +404,7 @@ func (b *bench) pgClaimCost(r *row) error {
 		r.detailf("| %s | %.3f ms | %.3f ms | %.3f ms | %d |", op.name, median(op.ms), percentile(op.ms, 90), slices.Min(op.ms), len(op.ms))
 	}
 	r.detailf("")
-	r.detailf("Load of the %d-item plan took %.1f ms. Each item a worker refunds costs a share of a Claim (it claims as many items as it has free slots), two fenced Appends (intent, outcome) and a Release: about %.1f ms of database round trips at these medians, spread over the worker's -j slots.",
-		items, float64(load.Microseconds())/1000, median(ms(claimRelease))+2*median(ms(appends)))
+	r.detailf("Load of the %d-item plan took %.1f ms. Each item a worker refunds costs a share of a Claim (it claims as many items as it has free slots), two fenced Appends (intent, outcome; the outcome that settles the item ends its claim, so no Release follows) and its payment's lock taken and given up (one statement each, not timed here): about %.1f ms of database round trips at these medians before the lock's, spread over the worker's -j slots.",
+		items, float64(load.Microseconds())/1000, median(ms(claimOnly))+2*median(ms(appends)))
 	return nil
 }
