@@ -402,6 +402,7 @@ func runPGSigstop(r *rig, sz sizes) {
 		w          *pgWorker
 		item       string
 		batch, key string
+		gen        int64 // the item's claim generation when its holder was stopped
 	}
 	stops := make(chan stop, sz.PGStops)
 	var stopped atomic.Int64
@@ -425,8 +426,10 @@ func runPGSigstop(r *rig, sz sizes) {
 		}
 		stoppedNow.Store(true)
 		batch, item, _, _ := parseKey(key)
+		var gen int64
+		b.pool.QueryRow(context.Background(), `SELECT claim_gen FROM refundkit.items WHERE batch = $1 AND item = $2`, batch, item).Scan(&gen)
 		stopped.Add(1)
-		stops <- stop{w: w, batch: batch, item: item, key: key}
+		stops <- stop{w: w, batch: batch, item: item, key: key, gen: gen}
 	})
 	defer r.sim.OnCreate(nil)
 
@@ -435,19 +438,32 @@ func runPGSigstop(r *rig, sz sizes) {
 	go func() {
 		defer close(resumer)
 		for s := range stops {
+			// Taken over: another claim of the item (its generation moved
+			// on). Settled with the generation unchanged: the stopped
+			// worker wrote its outcome before the stop landed (the answer
+			// was already on its way), so it has lost nothing.
+			var settledFirst bool
 			taken := await(func() bool {
 				var holder *string
-				err := b.pool.QueryRow(context.Background(), `SELECT claimed_by FROM refundkit.items WHERE batch = $1 AND item = $2`, s.batch, s.item).Scan(&holder)
-				return err == nil && (holder == nil || *holder != s.w.name)
+				var gen int64
+				err := b.pool.QueryRow(context.Background(), `SELECT claimed_by, claim_gen FROM refundkit.items WHERE batch = $1 AND item = $2`, s.batch, s.item).Scan(&holder, &gen)
+				settledFirst = err == nil && holder == nil && gen == s.gen
+				return err == nil && (gen > s.gen || settledFirst)
 			}, nil, 10*b.lease+10*time.Second)
-			if taken {
+			switch {
+			case settledFirst:
+				stopped.Add(-1) // not a stop past the lease with the call in flight
+			case taken:
 				tookOver.Add(1)
-			} else {
+			default:
 				r.t.Errorf("item %s, whose worker %s was stopped, was not taken over by another worker within %s", s.item, s.w.name, 10*b.lease+10*time.Second)
 			}
 			s.w.Cmd.Process.Signal(syscall.SIGCONT)
 			<-s.w.done
 			stoppedNow.Store(false)
+			if settledFirst {
+				continue // it goes on with its other items; the crew judges its exit
+			}
 			if r.expectExit(s.w.proc, "a worker resumed after its lease ran out", exitJournal) {
 				halted.Add(1)
 				if !strings.Contains(s.w.Stderr.String(), "lost") {
