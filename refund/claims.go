@@ -79,19 +79,9 @@ func IsHold(code string) bool { return heldCode(code) }
 // item is left for it. Items whose claim shows them settled are answered
 // here.
 func (e *engine) feedClaims(ctx context.Context, c Claims, in io.Reader, name string, work chan<- job, free chan struct{}) error {
-	lines, err := e.readWhole(ctx, in, name)
-	if err != nil || ctx.Err() != nil {
+	lines, err := e.bindPlan(ctx, c, in, name)
+	if lines == nil {
 		return err
-	}
-	if err := c.Load(ctx, lines); err != nil {
-		if ie, ok := err.(*InputError); ok {
-			if ie.Name == "" {
-				ie.Name = name
-			}
-			return ie
-		}
-		e.halt(&HaltError{Journal: true, Err: err})
-		return nil
 	}
 	items := make(map[planKey]*Item, len(lines))
 	for _, pl := range lines {
@@ -242,19 +232,9 @@ func (e *engine) readWhole(ctx context.Context, in io.Reader, name string) ([]Pl
 // against the one the checkpoint holds (a read-only checkpoint only
 // compares), then each item answered from its records.
 func (e *engine) feedDryClaims(ctx context.Context, c Claims, in io.Reader, name string) error {
-	lines, err := e.readWhole(ctx, in, name)
-	if err != nil || ctx.Err() != nil {
+	lines, err := e.bindPlan(ctx, c, in, name)
+	if lines == nil {
 		return err
-	}
-	if err := c.Load(ctx, lines); err != nil {
-		if ie, ok := err.(*InputError); ok {
-			if ie.Name == "" {
-				ie.Name = name
-			}
-			return ie
-		}
-		e.halt(&HaltError{Journal: true, Err: err})
-		return nil
 	}
 	for _, pl := range lines {
 		if ctx.Err() != nil {
@@ -291,4 +271,25 @@ func (e *engine) lockPayments(ctx context.Context, it *Item, keys []string) (unl
 		return nil, false
 	}
 	return unlock, true
+}
+
+// bindPlan reads the whole plan and loads it into c (which only compares
+// it when read-only). lines is nil when the run is to end: with the input
+// error to return, or nil after a halt or a stop.
+func (e *engine) bindPlan(ctx context.Context, c Claims, in io.Reader, name string) ([]PlanLine, error) {
+	lines, err := e.readWhole(ctx, in, name)
+	if err != nil || ctx.Err() != nil || len(lines) == 0 {
+		return nil, err
+	}
+	if err := c.Load(ctx, lines); err != nil {
+		if ie, ok := err.(*InputError); ok {
+			if ie.Name == "" {
+				ie.Name = name
+			}
+			return nil, ie
+		}
+		e.halt(&HaltError{Journal: true, Err: err})
+		return nil, nil
+	}
+	return lines, nil
 }
