@@ -426,6 +426,9 @@ func TestPGWorkerPausedPastItsLeaseSendsNothingMore(t *testing.T) {
 			if err := a.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
+			// kill returns before every thread has stopped: the answer
+			// must not reach a thread still running.
+			waitStopped(t, a.Cmd.Process.Pid)
 			creates := r.sim.Creates()
 			release() // answered; the answer waits in A's socket
 
@@ -630,5 +633,38 @@ func TestPGDatabaseRestartedMidBatch(t *testing.T) {
 			}
 			r.checkExactlyOnce()
 		})
+	}
+}
+
+// waitStopped waits until every thread of pid is stopped (state T in
+// /proc/PID/task/*/stat): a group stop completes after kill returns.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(tasks) == 0 {
+			t.Fatalf("threads of %d: %v", pid, err)
+		}
+		all := true
+		for _, task := range tasks {
+			b, err := os.ReadFile(task)
+			if err != nil {
+				continue // a thread gone
+			}
+			// "pid (comm) S ...": the state follows the last ')'.
+			i := bytes.LastIndexByte(b, ')')
+			if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				all = false
+				break
+			}
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not stop within 10s", pid)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
