@@ -164,13 +164,16 @@ func Refund(env Env) int {
 	// refund's exit says whether it is done (audit names the items).
 	unfinished := 0
 	if cp, ok := checkpoint.(*postgres.Checkpoint); ok && !c.DryRun {
-		if bs, err := cp.Progress(context.WithoutCancel(ctx)); err == nil {
-			for _, b := range bs {
-				warnf(msgs, name, "checkpoint: batch %s: %d items (%s), by all workers", b.Batch, b.Items, countsText(b.ByStatus))
-				unfinished += b.ByStatus["failed"] + b.ByStatus["in_doubt"] + b.ByStatus["unknown"]
-			}
+		bs, err := cp.Progress(context.WithoutCancel(ctx))
+		for _, b := range bs {
+			warnf(msgs, name, "checkpoint: batch %s: %d items (%s), by all workers", b.Batch, b.Items, countsText(b.ByStatus))
+			unfinished += b.ByStatus["failed"] + b.ByStatus["in_doubt"] + b.ByStatus["unknown"]
 		}
-		if unfinished > 0 && runErr == nil {
+		if err != nil && runErr == nil {
+			// Done cannot be said without the tally.
+			unfinished = 1
+			warnf(msgs, name, "the batch's tally could not be read (%v): audit %s says whether it is done", err, postgres.Redact(c.Journal))
+		} else if unfinished > 0 && runErr == nil {
 			warnf(msgs, name, "the batch is not done: %d %s failed, held, in doubt or not started (other workers may still be on some); audit %s names them", unfinished, plural(unfinished, "item"), postgres.Redact(c.Journal))
 		}
 	}
