@@ -83,9 +83,9 @@ func (e *engine) feedClaims(ctx context.Context, c Claims, in io.Reader, name st
 	if lines == nil {
 		return err
 	}
-	items := make(map[planKey]*Item, len(lines))
+	items := make(map[planKey]PlanLine, len(lines))
 	for _, pl := range lines {
-		items[planKey{pl.Item.Batch, pl.Item.Item}] = pl.Item
+		items[planKey{pl.Item.Batch, pl.Item.Item}] = pl
 	}
 	for {
 		// One free slot at least, then as many as are free: a claim is a
@@ -131,8 +131,9 @@ func (e *engine) feedClaims(ctx context.Context, c Claims, in io.Reader, name st
 			continue
 		}
 		for i, cl := range claimed {
-			it := items[planKey{cl.Batch, cl.Item}]
-			if it == nil {
+			pl, planned := items[planKey{cl.Batch, cl.Item}]
+			it := pl.Item
+			if !planned {
 				// Load bound the checkpoint to this very plan: a claim of
 				// another item is a checkpoint that broke its word.
 				e.halt(&HaltError{Journal: true, Err: &unplannedClaimError{batch: cl.Batch, item: cl.Item}})
@@ -142,7 +143,7 @@ func (e *engine) feedClaims(ctx context.Context, c Claims, in io.Reader, name st
 			if cl.Known {
 				if err := checkBinding(it, cl.State); err != nil {
 					e.releaseAll(c, claimed[i:])
-					return &InputError{Name: name, Line: lineOf(lines, it), Err: err}
+					return &InputError{Name: name, Line: pl.Line, Err: err}
 				}
 			}
 			if r, settled := e.settled(it, cl.State, cl.Known); settled {
@@ -157,16 +158,6 @@ func (e *engine) feedClaims(ctx context.Context, c Claims, in io.Reader, name st
 }
 
 type planKey struct{ batch, item string }
-
-// lineOf is the plan line of it, for an error message.
-func lineOf(lines []PlanLine, it *Item) int {
-	for _, pl := range lines {
-		if pl.Item == it {
-			return pl.Line
-		}
-	}
-	return 0
-}
 
 type unplannedClaimError struct{ batch, item string }
 

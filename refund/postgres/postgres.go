@@ -183,9 +183,6 @@ func Migrate(ctx context.Context, connString string) error {
 	return nil
 }
 
-// Worker is the name this run claims items under.
-func (c *Checkpoint) Worker() string { return c.worker }
-
 // Close stops renewing, gives up the claims still held (their items go to
 // the next run at once, not after their lease) and marks the worker
 // stopped.
