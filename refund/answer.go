@@ -151,12 +151,13 @@ func (e *engine) deadRefund(it *Item, r *Refund) Result {
 	return e.failedWith(it, attempt, r.ID, code, msg)
 }
 
-// checkBinding reports a plan item that says otherwise than the journal
-// about what its refund is: another charge or payment intent, or another
+// CheckBinding reports a plan item that says otherwise than the journal
+// (or checkpoint) about what its refund is: another charge or payment intent, or another
 // amount or currency than its intent sent. Such an item was edited after
 // the journal was written; sending it would refund what the journal
-// cannot account for.
-func checkBinding(it *Item, st journal.ItemState) error {
+// cannot account for. It is the one check of a plan item against its
+// records, whichever way they arrived (a run, a merge, an import).
+func CheckBinding(it *Item, st journal.ItemState) error {
 	const hint = ": the journal binds an item to what was sent; plan the changed refund under a new item id"
 	switch {
 	case st.Charge != "" && it.Charge != st.Charge:

@@ -141,7 +141,7 @@ func (e *engine) feedClaims(ctx context.Context, c Claims, in io.Reader, name st
 				return nil
 			}
 			if cl.Known {
-				if err := checkBinding(it, cl.State); err != nil {
+				if err := CheckBinding(it, cl.State); err != nil {
 					e.releaseAll(c, claimed[i:])
 					return &InputError{Name: name, Line: pl.Line, Err: err}
 				}
@@ -237,7 +237,7 @@ func (e *engine) feedDryClaims(ctx context.Context, c Claims, in io.Reader, name
 			return nil
 		}
 		if known {
-			if err := checkBinding(pl.Item, st); err != nil {
+			if err := CheckBinding(pl.Item, st); err != nil {
 				return &InputError{Name: name, Line: pl.Line, Err: err}
 			}
 		}

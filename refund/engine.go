@@ -252,7 +252,7 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 				return nil
 			}
 			if known {
-				if err := checkBinding(it, st); err != nil {
+				if err := CheckBinding(it, st); err != nil {
 					return &InputError{Name: name, Line: p.line, Err: err}
 				}
 			}
