@@ -152,6 +152,7 @@ func (e *engine) feedClaims(ctx context.Context, c Claims, in io.Reader, name st
 				free <- struct{}{}
 				continue
 			}
+			e.inFlight.Add(1)
 			work <- job{it: it, st: cl.State, known: cl.Known, burnedInRun: cl.BurnedInRun}
 		}
 	}
@@ -272,6 +273,7 @@ func (e *engine) bindPlan(ctx context.Context, c Claims, in io.Reader, name stri
 	if err != nil || ctx.Err() != nil || len(lines) == 0 {
 		return nil, err
 	}
+	e.plan.whole.Store(true)
 	if err := c.Load(ctx, lines); err != nil {
 		if ie, ok := err.(*InputError); ok {
 			if ie.Name == "" {

@@ -103,6 +103,11 @@ type engine struct {
 	indeterminate atomic.Int64
 	targets       targetLocks
 	plan          *planIndex
+	// inFlight counts the jobs handed to workers and not finished; deferred
+	// holds those a worker gave back until the plan is read to the end.
+	inFlight sync.WaitGroup
+	deferMu  sync.Mutex
+	deferred []job
 }
 
 // job is an item that needs the API, with what the journal says of it.
@@ -169,8 +174,15 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 			defer wg.Done()
 			for j := range work {
 				if !e.halted() && ctx.Err() == nil {
-					e.emit(e.process(runCtx, j))
+					if r := e.process(runCtx, j); r.Status == statusDeferred {
+						e.deferMu.Lock()
+						e.deferred = append(e.deferred, j)
+						e.deferMu.Unlock()
+					} else {
+						e.emit(r)
+					}
 				}
+				e.inFlight.Done()
 				// Else not started: after a halt nothing is called, after
 				// a signal nothing new is begun. The journal has nothing
 				// of it, and the next run takes it up.
@@ -226,7 +238,7 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 		select {
 		case b, ok := <-batches:
 			if !ok {
-				return nil
+				return e.feedDeferred(ctx, work)
 			}
 			batch = b
 		case <-ctx.Done():
@@ -260,12 +272,10 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 				e.emit(r)
 				continue
 			}
-			select {
-			case work <- job{it: it, st: st, known: known}:
-				held = true
-			case <-ctx.Done():
+			if !e.dispatch(ctx, work, job{it: it, st: st, known: known}) {
 				return nil
 			}
+			held = true
 		}
 		if !held {
 			clear(batch)
@@ -275,6 +285,42 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 			}
 		}
 	}
+}
+
+// dispatch hands j to a worker; false when the run stopped first.
+func (e *engine) dispatch(ctx context.Context, work chan<- job, j job) bool {
+	e.inFlight.Add(1)
+	select {
+	case work <- j:
+		return true
+	case <-ctx.Done():
+		e.inFlight.Done()
+		return false
+	}
+}
+
+// statusDeferred is the result of an item whose look-up found a refund of
+// its batch for an item the plan read so far does not list: whether the
+// plan owns that refund is known only once the plan is read to the end.
+// Nothing was journaled or sent for it; the feed hands it out again then.
+const statusDeferred = "deferred"
+
+// feedDeferred hands out again, once the plan is read to the end, the
+// items the workers deferred: it waits for every job in flight, since any
+// of them may yet defer, and none can once the plan is whole.
+func (e *engine) feedDeferred(ctx context.Context, work chan<- job) error {
+	e.plan.whole.Store(true)
+	e.inFlight.Wait()
+	e.deferMu.Lock()
+	jobs := e.deferred
+	e.deferred = nil
+	e.deferMu.Unlock()
+	for _, j := range jobs {
+		if e.halted() || !e.dispatch(ctx, work, j) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // settled answers items the journal has finished with.

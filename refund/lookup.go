@@ -34,9 +34,9 @@ const (
 	// for the item; one is kept, the others are journaled and reported.
 	CodeDuplicateRefunds = "duplicate_refunds"
 	// CodeRefundedByOtherItem: the charge holds a live refund of this batch
-	// for an item that neither the plan nor the journal puts on this charge
-	// (an item renamed, or named by its payment intent instead of its
-	// charge); the item is held, nothing is sent.
+	// for an item that the plan does not put on this payment (an item
+	// renamed, dropped or moved), whatever a journal says of that item; the
+	// item is held, nothing is sent.
 	CodeRefundedByOtherItem = "refunded_by_other_item"
 	// CodeAnswerMismatch: the provider answered a create call with a refund
 	// that is not the item's (another charge, amount or item); the run
@@ -65,16 +65,27 @@ type onCharge struct {
 	own        []*Refund // live refunds naming the item, oldest first
 	dead       *Refund   // its oldest canceled or failed refund, when none is live
 	otherBatch []*Refund // live refunds of other refundkit batches
-	otherItem  []*Refund // live refunds of this batch for items not planned on this target
-	outside    []*Refund // live refunds without refundkit metadata
-	unknown    []*Refund // live refunds whose maker cannot be told (Unattributed)
+	otherItem  []*Refund // live refunds of this batch for items the plan does not put on this payment
+	// unread are live refunds of this batch for items the plan does not
+	// list, while the plan is still being read: a later line may list them.
+	unread  []*Refund
+	outside []*Refund // live refunds without refundkit metadata
+	unknown []*Refund // live refunds whose maker cannot be told (Unattributed)
 }
 
-// sortRefunds sorts the charge's refunds (newest first, as providers list
+// Whose a refund of the item's batch for another item is (owner).
+const (
+	ownedByPlan   = iota // the plan lists that item on the same payment: two partial refunds of one payment
+	ownedByNobody        // the plan does not list that item on this payment (renamed, dropped, or moved)
+	ownedUnread          // the plan read so far does not list that item; a later line may
+)
+
+// sortRefunds sorts the payment's refunds (newest first, as providers list
 // them) by what they mean for it. A refund of the same batch for another
-// item is the plan's own business (two partial refunds of one charge) when
-// sibling says that item is planned or journaled on this target too.
-func sortRefunds(it *Item, refunds []Refund, sibling func(item string) bool) onCharge {
+// item is the plan's own business only when owner says the plan lists that
+// item on this payment: what a journal says of an item the plan no longer
+// lists is no licence for another refund.
+func sortRefunds(it *Item, refunds []Refund, owner func(r *Refund) int) onCharge {
 	var c onCharge
 	for i := len(refunds) - 1; i >= 0; i-- {
 		r := &refunds[i]
@@ -93,8 +104,13 @@ func sortRefunds(it *Item, refunds []Refund, sibling func(item string) bool) onC
 			c.outside = append(c.outside, r)
 		case batch != it.Batch:
 			c.otherBatch = append(c.otherBatch, r)
-		case !sibling(r.Metadata[MetaItem]):
-			c.otherItem = append(c.otherItem, r)
+		default:
+			switch owner(r) {
+			case ownedByNobody:
+				c.otherItem = append(c.otherItem, r)
+			case ownedUnread:
+				c.unread = append(c.unread, r)
+			}
 		}
 	}
 	if len(c.own) > 0 {
@@ -113,7 +129,10 @@ func sortRefunds(it *Item, refunds []Refund, sibling func(item string) bool) onC
 // burnedInRun says the key was burned during this run, by another run
 // sharing the checkpoint: no new key for it in this run, even with
 // ResendAfter500, which speaks of incidents before the run.
-func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool, st journal.ItemState, burnedInRun bool) (res Result, done bool) {
+//
+// keys name the item's payment (payment()): a sibling planned by another
+// of its names is a sibling too.
+func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool, st journal.ItemState, burnedInRun bool, keys []string) (res Result, done bool) {
 	burned := st.KeyBurned
 	refunds, looked, res, ok := e.list(ctx, it, attempt, unsent)
 	if !ok {
@@ -122,12 +141,7 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool,
 	if !looked {
 		return e.unlooked(it, attempt, unsent, st)
 	}
-	c := sortRefunds(it, refunds, func(item string) bool { return e.sibling(it, item) })
-	if e.halted() {
-		// A sibling's state could not be read (the checkpoint failed): the
-		// sort above cannot be trusted, and nothing may be journaled.
-		return e.notCalled(it, unsent, "halted", "run halted during the look-up"), true
-	}
+	c := sortRefunds(it, refunds, func(r *Refund) int { return e.owner(it, r, keys) })
 	allowed := e.cfg.AllowRefundedCharges
 	switch {
 	case len(c.own) > 0:
@@ -136,6 +150,9 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool,
 		return e.deadRefund(it, c.dead), true
 	case len(c.otherBatch) > 0 && !allowed:
 		return e.hold(it, attempt, unsent, CodeRefundedByOtherBatch, c.otherBatch), true
+	case len(c.unread) > 0 && !allowed:
+		// Whether the plan owns them is known once it is read to the end.
+		return Result{Status: statusDeferred}, true
 	case len(c.otherItem) > 0 && !allowed:
 		return e.hold(it, attempt, unsent, CodeRefundedByOtherItem, c.otherItem), true
 	case len(c.unknown) > 0 && !allowed:
@@ -147,9 +164,9 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool,
 	case burned && !e.cfg.ResendAfter500 && e.facts.LateOutcomes:
 		return e.inDoubt(it, attempt, "api_error", fmt.Sprintf("%s answered 500 to an earlier call and still has no refund for it: its result is indeterminate (%[1]s may still complete it while it repairs an incident). Check the charge; to send it under a new key, run again with --resend-after-500", e.name)), true
 	}
-	if len(c.otherBatch)+len(c.otherItem)+len(c.unknown) > 0 {
+	if len(c.otherBatch)+len(c.otherItem)+len(c.unread)+len(c.unknown) > 0 {
 		e.logItem(slog.LevelWarn, "charge already refunded for another batch or item, or by whom cannot be told; refunding again as --allow-refunded-charges says", it, 0,
-			"refunds", describe(slices.Concat(c.otherBatch, c.otherItem, c.unknown)))
+			"refunds", describe(slices.Concat(c.otherBatch, c.otherItem, c.unread, c.unknown)))
 	}
 	if len(c.outside) > 0 && !e.cfg.AllRefunds {
 		e.logItem(slog.LevelWarn, "charge has refunds without refundkit metadata; refunding anyway (--all-refunds holds such items)", it, 0,
@@ -199,14 +216,19 @@ func sentWhen(sentAt int64) string {
 	return "at " + time.Unix(sentAt, 0).UTC().Format(time.RFC3339)
 }
 
-// sibling reports whether item of it's batch is the plan's or journal's
-// on it's target: then its refund on the charge is not it's concern.
-func (e *engine) sibling(it *Item, item string) bool {
-	if e.plan.on(it.Batch, item, it.Target()) {
-		return true
+// owner says whose refund r, of another item of it's batch, is: the
+// plan's when the plan lists that item on the payment r was made on (r
+// names its charge and payment intent; keys are it's payment's names).
+func (e *engine) owner(it *Item, r *Refund, keys []string) int {
+	names := append([]string{r.Charge, r.PaymentIntent, r.Capture, it.Target()}, keys...)
+	on, listed := e.plan.on(it.Batch, r.Metadata[MetaItem], names...)
+	switch {
+	case on:
+		return ownedByPlan
+	case !listed && !e.plan.whole.Load():
+		return ownedUnread
 	}
-	st, ok := e.lookupState(it.Batch, item)
-	return ok && (st.Charge == it.Target() || st.PaymentIntent == it.Target() || st.Capture == it.Target())
+	return ownedByNobody
 }
 
 // list returns the refunds of the item's charge or payment intent, newest
@@ -306,7 +328,7 @@ func (e *engine) hold(it *Item, attempt int, unsent bool, code string, refunds [
 	case CodeRefundedByOtherBatch:
 		why = "another refundkit batch already refunded this charge"
 	case CodeRefundedByOtherItem:
-		why = "another item of this batch, which the plan does not put on this charge, already refunded it (an item renamed, or named by another id of the same payment?)"
+		why = "the charge holds a refund of this batch for an item the plan does not put on this payment (an item renamed, dropped or moved to another payment?)"
 	case CodeRefundedUnattributed:
 		why = "the charge holds refunds the provider cannot say whose they are (one may be refundkit's own, from a journal that was lost)"
 	default:

@@ -22,11 +22,14 @@ func TestPlanIndexGrows(t *testing.T) {
 		if prev, dup := p.add(&it, n+1+i); !dup || prev != i+1 {
 			t.Fatalf("item %d again: prev %d dup %v, want line %d", i, prev, dup, i+1)
 		}
-		if !p.on("b", it.Item, fmt.Sprintf("ch_%d", i)) || p.on("b", it.Item, "ch_other") || p.on("c", it.Item, fmt.Sprintf("ch_%d", i)) {
-			t.Fatalf("item %d: on is wrong", i)
+		own, _ := p.on("b", it.Item, "pi_x", fmt.Sprintf("ch_%d", i))
+		other, listed := p.on("b", it.Item, "ch_other")
+		batch, inBatch := p.on("c", it.Item, fmt.Sprintf("ch_%d", i))
+		if !own || other || !listed || batch || inBatch {
+			t.Fatalf("item %d: on is wrong: own %v, other %v (listed %v), other batch %v (listed %v)", i, own, other, listed, batch, inBatch)
 		}
 	}
-	if p.on("b", "missing", "ch_0") {
+	if on, listed := p.on("b", "missing", "ch_0"); on || listed {
 		t.Fatal("on holds an item never listed")
 	}
 }

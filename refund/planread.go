@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/refundkit/refundkit/journal"
 )
@@ -31,12 +32,15 @@ type planIndex struct {
 	seed  maphash.Seed
 	ids   journal.IDTable
 	items [][]plannedItem // by id, in chunks of planChunk so growing never copies
+	// whole: every line of the plan has been read, so an item it does not
+	// list is not in it (until then, such an item may be on a later line).
+	whole atomic.Bool
 }
 
 type plannedItem struct {
 	key    uint64 // the item's (batch, item), hashed
 	line   int32
-	target uint32 // hash of the item's charge or payment intent
+	target uint64 // hash of the item's charge, payment intent or capture
 }
 
 const planChunk = 1 << 16
@@ -56,8 +60,10 @@ func (p *planIndex) key(batch, item string) uint64 {
 	return h.Sum64()
 }
 
-func (p *planIndex) targetHash(target string) uint32 {
-	return uint32(maphash.String(p.seed, target))
+// targetHash hashes a payment id: 64 bits, so that another payment's id
+// never passes for an item's own but once in 2^64.
+func (p *planIndex) targetHash(target string) uint64 {
+	return maphash.String(p.seed, "t\x00"+target)
 }
 
 // find returns the id of the item whose key is k.
@@ -88,12 +94,22 @@ func (p *planIndex) add(it *Item, line int) (prev int, dup bool) {
 	return 0, false
 }
 
-// on reports whether the plan read so far lists item of batch on target.
-func (p *planIndex) on(batch, item, target string) bool {
+// on says whether the plan read so far lists item of batch on one of
+// targets (the names of one payment), and whether it lists the item at all.
+func (p *planIndex) on(batch, item string, targets ...string) (on, listed bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	id, ok := p.find(p.key(batch, item))
-	return ok && p.item(id).target == p.targetHash(target)
+	if !ok {
+		return false, false
+	}
+	h := p.item(id).target
+	for _, t := range targets {
+		if t != "" && h == p.targetHash(t) {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 // readPlan parses plan lines on a goroutine of its own, in batches, so that

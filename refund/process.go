@@ -41,7 +41,7 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	// refunded the charge: look before the first call. Only NoLookup skips
 	// it, and only for an item the journal has never seen.
 	if j.known || !e.cfg.NoLookup {
-		if res, done := e.lookup(ctx, it, attempt, unsent, st, j.burnedInRun); done {
+		if res, done := e.lookup(ctx, it, attempt, unsent, st, j.burnedInRun, keys); done {
 			return res
 		}
 	}

@@ -85,60 +85,26 @@ func (p piBlind) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 	return a, err
 }
 
-// failLookup is a checkpoint (a database table, say) whose Lookup of one
-// item fails once: Checkpoint says "An error halts the run".
-type failLookup struct {
-	refund.Checkpoint
-	batch, item string
-	appends     []*journal.Record
-}
-
-func (f *failLookup) Lookup(batch, item string) (journal.ItemState, bool, error) {
-	if batch == f.batch && item == f.item {
-		return journal.ItemState{}, false, errors.New("checkpoint: connection reset")
-	}
-	return f.Checkpoint.Lookup(batch, item)
-}
-
-func (f *failLookup) Append(recs ...*journal.Record) error {
-	f.appends = append(f.appends, recs...)
-	return f.Checkpoint.Append(recs...)
-}
-
-// TestCheckpointErrorLeavesNoHold: a sibling's Lookup that fails
-// halts the run, but the worker goes on as if the sibling were not on the
-// charge: it holds the item and journals a final failure
-// (refunded_by_other_item) after the halt. The next, healthy run then
-// skips the item as held for good, though nothing but a transient
-// checkpoint error stood in its way.
-func TestCheckpointErrorLeavesNoHold(t *testing.T) {
+// TestJournalIsNoLicenceForARefundThePlanDoesNotOwn: a refund of the
+// batch for an item the journal puts on the charge but the plan no longer
+// lists (renamed, dropped) holds the item, as it does with the journal
+// lost; the plan listing that item on the charge lets it through.
+func TestJournalIsNoLicenceForARefundThePlanDoesNotOwn(t *testing.T) {
 	p := &memProvider{}
 	path := filepath.Join(t.TempDir(), "j.jsonl")
-	// Run 1: item i1, a partial refund of ch_1.
 	if r := memRun(t, p, path, `{"batch":"B","item":"i1","charge":"ch_1","amount":100}`+"\n", false); r["i1"].Status != refund.StatusRefunded {
 		t.Fatalf("run 1: %+v", r["i1"])
 	}
-	// Run 2: a second partial refund of ch_1, item i2; looking i1 up fails.
-	w, state, _, err := journal.Open(path, journal.Options{})
-	if err != nil {
-		t.Fatal(err)
+	r := memRun(t, p, path, `{"batch":"B","item":"i2","charge":"ch_1","amount":200}`+"\n", false)
+	if r["i2"].Status != refund.StatusFailed || r["i2"].Code != refund.CodeRefundedByOtherItem {
+		t.Errorf("i2 beside a refund of i1, which its plan does not list: %s (%s), want held as %s", r["i2"].Status, r["i2"].Code, refund.CodeRefundedByOtherItem)
 	}
-	cp := &failLookup{Checkpoint: refund.Journal(w, state), batch: "B", item: "i1"}
-	res := map[string]refund.Result{}
-	_, runErr := refund.Run(context.Background(), refund.Config{Provider: p, Checkpoint: cp, Workers: 1,
-		OnResult: func(r refund.Result) { res[r.Item] = r }},
-		strings.NewReader(`{"batch":"B","item":"i2","charge":"ch_1","amount":200}`+"\n"), "plan.jsonl")
-	w.Close()
-	var h *refund.HaltError
-	if !errors.As(runErr, &h) || !h.Journal {
-		t.Fatalf("run 2: want a checkpoint halt, got %v", runErr)
+	both := `{"batch":"B","item":"i1","charge":"ch_1","amount":100}` + "\n" + `{"batch":"B","item":"i3","charge":"ch_1","amount":200}` + "\n"
+	if r := memRun(t, p, path, both, false); r["i3"].Status != refund.StatusRefunded || r["i1"].Status != refund.StatusSkipped {
+		t.Errorf("i3 with i1 planned beside it: i3 %s (%s), i1 %s; want refunded and skipped", r["i3"].Status, r["i3"].Code, r["i1"].Status)
 	}
-	for _, rec := range cp.appends {
-		t.Errorf("run 2 journaled after its checkpoint failed: %s %s code=%s final=%v", rec.Type, rec.Item, rec.Code, rec.Final)
-	}
-	// Run 3, healthy: i2 must be refunded, not skipped as held.
-	if r := memRun(t, p, path, `{"batch":"B","item":"i2","charge":"ch_1","amount":200}`+"\n", false); r["i2"].Status != refund.StatusRefunded {
-		t.Errorf("run 3: i2 %s (%s): a transient checkpoint error left a hold for good", r["i2"].Status, r["i2"].Code)
+	if p.creates != 2 {
+		t.Errorf("%d creates, want 2 (i1, i3)", p.creates)
 	}
 }
 
