@@ -48,16 +48,6 @@ func (e *engine) append(rec *journal.Record) bool {
 	return true
 }
 
-// lookupState is what the checkpoint holds of item of batch; an error
-// halts the run.
-func (e *engine) lookupState(batch, item string) (journal.ItemState, bool) {
-	st, ok, err := e.cfg.Checkpoint.Lookup(batch, item)
-	if err != nil {
-		e.halt(&HaltError{Journal: true, Err: err})
-	}
-	return st, ok
-}
-
 // logItem logs a decision about an item with what names it: batch, item,
 // charge or payment intent, attempt and idempotency key (never the API key).
 func (e *engine) logItem(level slog.Level, msg string, it *Item, attempt int, args ...any) {
