@@ -91,6 +91,7 @@ type State struct {
 
 	near    atomic.Uint32 // the id after the one Lookup found last: its guess
 	touched uint32        // keeps applyRun's loads from being optimized away
+	holders holders       // items by refund id, built by the first Holder
 }
 
 // slot is one item's ItemState in compact form.
@@ -349,6 +350,9 @@ func (s *State) put(i uint32, was, st *ItemState) {
 	}
 	if st.Refund != was.Refund {
 		sl.refund = strs.Add(st.Refund)
+		if hasRefund(st.Status) {
+			s.indexHolder(i, st.Refund)
+		}
 	}
 	// An item with a refund (refunded, pending) has no error code: the field
 	// holds its currency.

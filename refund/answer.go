@@ -72,6 +72,9 @@ func (e *engine) adopt(it *Item, attempt int, own []*Refund) Result {
 		if err != nil {
 			a = attempt
 		}
+		if res, ok := e.credit(it, a, x); !ok {
+			return res
+		}
 		if !e.append(e.refunded(it, a, x, journal.SourceReconciled)) {
 			return e.unrecorded(it, attempt, fmt.Sprintf("a second refund %s exists but could not be journaled", x.ID))
 		}
@@ -85,6 +88,9 @@ func (e *engine) adopt(it *Item, attempt int, own []*Refund) Result {
 }
 
 func (e *engine) settle(it *Item, attempt int, r *Refund, source string) Result {
+	if res, ok := e.credit(it, attempt, r); !ok {
+		return res
+	}
 	if !e.append(e.refunded(it, attempt, r, source)) {
 		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s exists but could not be journaled", r.ID))
 	}
@@ -95,6 +101,35 @@ func (e *engine) settle(it *Item, attempt int, r *Refund, source string) Result 
 	res := newResult(it, status)
 	res.Refund, res.Amount, res.Currency, res.Attempt = r.ID, r.Amount, r.Currency, attempt
 	return res
+}
+
+// credit reserves refund r for it before it is journaled as it's: a
+// refund is credited to one item, ever, in this run and in the checkpoint.
+// A refund another item holds is not it's, whatever answered with it: ok
+// is false, and res is the mismatch.
+func (e *engine) credit(it *Item, attempt int, r *Refund) (res Result, ok bool) {
+	batch, item, held, err := e.cfg.Checkpoint.Holder(r.ID)
+	if err != nil {
+		e.halt(&HaltError{Journal: true, Err: err})
+		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s exists but whether another item holds it could not be read", r.ID)), false
+	}
+	if held && (batch != it.Batch || item != it.Item) {
+		return e.mismatch(it, attempt, r, 0, fmt.Errorf("refund %s is credited to item %q of batch %q already", r.ID, item, batch)), false
+	}
+	// This run's credits, by hashes (16 bytes a refund): two refund ids
+	// whose hashes collide would stop the run, never pass for one.
+	mine := e.plan.key(it.Batch, it.Item)
+	id := e.plan.targetHash(r.ID)
+	e.creditMu.Lock()
+	was, taken := e.credits[id]
+	if !taken {
+		e.credits[id] = mine
+	}
+	e.creditMu.Unlock()
+	if taken && was != mine {
+		return e.mismatch(it, attempt, r, 0, fmt.Errorf("refund %s is credited already, in this run, to the item on line %d of the plan", r.ID, e.plan.lineOf(was))), false
+	}
+	return Result{}, true
 }
 
 // mismatch handles an answer that is not the item's refund: the API (or

@@ -17,6 +17,10 @@ type Checkpoint interface {
 	// checkpoint may load a batch's state on its first Lookup. An error
 	// halts the run.
 	Lookup(batch, item string) (st journal.ItemState, ok bool, err error)
+	// Holder returns the item the checkpoint credits with refund id
+	// (refunded or pending), if any: a refund is credited to one item,
+	// ever. An error halts the run.
+	Holder(id string) (batch, item string, ok bool, err error)
 	// Append makes recs durable, in order and in one commit, before it
 	// returns. An error halts the run: no call is made after it.
 	Append(recs ...*journal.Record) error
@@ -39,6 +43,11 @@ type journalCheckpoint struct {
 func (j journalCheckpoint) Lookup(batch, item string) (journal.ItemState, bool, error) {
 	st, ok := j.state.Lookup(batch, item)
 	return st, ok, nil
+}
+
+func (j journalCheckpoint) Holder(id string) (string, string, bool, error) {
+	batch, item, ok := j.state.Holder(id)
+	return batch, item, ok, nil
 }
 
 var errReadOnly = errors.New("the journal was opened for reading only")

@@ -106,6 +106,11 @@ type engine struct {
 	// inFlight counts the jobs handed to workers and not finished; deferred
 	// holds those a worker gave back until the plan is read to the end.
 	inFlight sync.WaitGroup
+	// credits are the refunds this run credited (hashed id -> hashed
+	// batch and item): with the checkpoint's (Checkpoint.Holder), one item
+	// each.
+	creditMu sync.Mutex
+	credits  map[uint64]uint64
 	deferMu  sync.Mutex
 	deferred []job
 }
@@ -150,7 +155,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	e := &engine{cfg: cfg, facts: facts, name: facts.Name, targets: targetLocks{m: map[string]*targetLock{}}, plan: newPlanIndex()}
+	e := &engine{cfg: cfg, facts: facts, name: facts.Name, targets: targetLocks{m: map[string]*targetLock{}}, plan: newPlanIndex(), credits: map[uint64]uint64{}}
 	e.summary = Summary{Provider: facts.Name, ByStatus: map[string]int{}, Refunded: map[string]int64{}, Found: map[string]int64{}}
 	// A halt cancels runCtx: workers waiting on the pacer or a backoff stop
 	// at once. The calls themselves never see it (WithoutCancel).

@@ -78,6 +78,16 @@ func (p *planIndex) find(k uint64) (uint32, bool) {
 
 func (p *planIndex) keyOf(id uint32) uint64 { return p.item(id).key }
 
+// lineOf returns the plan line of the item whose key is k, 0 if none.
+func (p *planIndex) lineOf(k uint64) int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if id, ok := p.find(k); ok {
+		return int(p.item(id).line)
+	}
+	return 0
+}
+
 // add records it at line, or returns the line that listed it before.
 // The caller holds p.mu for writing, only around the call: never while it
 // waits for input, so workers asking on never wait on a slow plan.

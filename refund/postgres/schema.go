@@ -65,6 +65,9 @@ var migrations = []string{
 		lease_until timestamptz NOT NULL
 	);
 	CREATE INDEX payment_locks_item ON refundkit.payment_locks (batch, item);`,
+	// 3: records by the refund they credit, so that a refund is never
+	// credited to two items (Checkpoint.Holder).
+	`CREATE INDEX records_refund ON refundkit.records ((rec::jsonb->>'refund')) WHERE rec::jsonb->>'type' = 'refunded';`,
 }
 
 // SchemaVersion is the schema this build writes and reads.

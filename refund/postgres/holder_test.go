@@ -1,0 +1,46 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/refundkit/refundkit/refund/postgres/pgtest"
+)
+
+// A refund one worker credited is found by another: refundkit never
+// credits it to a second item (refund.Checkpoint.Holder).
+func TestHolderFindsTheItemAnotherWorkerCredited(t *testing.T) {
+	url := pgtest.NewDB(t)
+	ctx := context.Background()
+	a, b := open(t, url, "a", time.Minute), open(t, url, "b", time.Minute)
+	plan := planOf("b1", 2, 100)
+	for _, c := range []*Checkpoint{a, b} {
+		if err := c.Load(ctx, plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _, err := a.Claim(ctx, 1, false)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("a's claim: %+v, %v", got, err)
+	}
+	if _, _, held, err := b.Holder("re_1"); err != nil || held {
+		t.Fatalf("before any refund: held %v, %v", held, err)
+	}
+	if err := a.Append(intent(plan[0].Item, 1), refunded(plan[0].Item, "re_1")); err != nil {
+		t.Fatal(err)
+	}
+	batch, item, held, err := b.Holder("re_1")
+	if err != nil || !held || batch != "b1" || item != "i1" {
+		t.Fatalf("b asks who holds re_1: %q %q %v %v; want b1 i1", batch, item, held, err)
+	}
+	if _, _, held, err := b.Holder("re_2"); err != nil || held {
+		t.Fatalf("another refund: held %v, %v", held, err)
+	}
+	// The index the look-up uses exists, so that the question costs one
+	// index probe, not a scan of every record.
+	var def string
+	if err := b.pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = 'refundkit' AND indexname = 'records_refund'`).Scan(&def); err != nil {
+		t.Fatalf("records_refund index: %v", err)
+	}
+}
