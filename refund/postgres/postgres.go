@@ -93,7 +93,7 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 		}
 		return nil, &ConfigError{URL: Redact(connString), Err: err}
 	}
-	secrets := append([]string{cfg.ConnConfig.Password, os.Getenv("PGSSLPASSWORD")}, passwordsIn(connString)...)
+	secrets := secretsOf(cfg, connString)
 	cfg.MaxConns = 16
 	if opts.Lease <= 0 {
 		opts.Lease = 30 * time.Second
@@ -172,15 +172,23 @@ func Migrate(ctx context.Context, connString string) error {
 		}
 		return &ConfigError{URL: Redact(connString), Err: err}
 	}
+	c := &Checkpoint{secrets: secretsOf(cfg, connString)} // for wrap's scrubbing
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return &Error{Op: "connect", Err: scrub(err, cfg.ConnConfig.Password)}
+		return c.wrap("connect", err)
 	}
 	defer pool.Close()
-	if err := migrate(ctx, pool); err != nil {
-		return &Error{Op: "schema", Err: scrub(err, cfg.ConnConfig.Password)}
+	if err := pool.Ping(ctx); err != nil {
+		return c.wrap("connect", err)
 	}
-	return nil
+	return c.wrap("schema", migrate(ctx, pool))
+}
+
+// secretsOf are the secrets of a connection, scrubbed from every error:
+// its password, as the config and the URL hold it, and the passphrase of
+// its key.
+func secretsOf(cfg *pgxpool.Config, connString string) []string {
+	return append([]string{cfg.ConnConfig.Password, os.Getenv("PGSSLPASSWORD")}, passwordsIn(connString)...)
 }
 
 // Close stops renewing, gives up the claims still held (their items go to

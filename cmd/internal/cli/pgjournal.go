@@ -153,6 +153,13 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 		return ExitUsage
 	}
 	ctx := context.Background()
+	// An import is a writer: it creates and migrates the schema as a
+	// worker does (the readers, audit and the export, write nothing).
+	if err := postgres.Migrate(ctx, args.Output); err != nil {
+		warnf(env.Stderr, name, "%v", err)
+		warnf(env.Stderr, name, "nothing was imported: the checkpoint is as it was")
+		return exitCodeFor(unwritable(err))
+	}
 	x, err := exportCheckpoint(ctx, args.Output, name, nil)
 	if err != nil {
 		warnf(env.Stderr, name, "%v", err)
