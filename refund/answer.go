@@ -4,6 +4,7 @@ package refund
 // shown to be the item's own.
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -13,8 +14,9 @@ import (
 )
 
 // verify reports how r fails to be the refund of it: another charge or
-// payment intent, another amount than the one sent, or metadata naming
-// another item (or, with attempt > 0, another attempt's key).
+// payment intent, another amount than the one sent, another currency than
+// the plan's, or metadata naming another item (or, with attempt > 0,
+// another attempt's key).
 func verify(it *Item, r *Refund, attempt int) error {
 	switch {
 	case it.Charge != "" && r.Charge != it.Charge:
@@ -25,6 +27,8 @@ func verify(it *Item, r *Refund, attempt int) error {
 		return fmt.Errorf("refund %s names capture %q, not %q", r.ID, r.Capture, it.Capture)
 	case it.Amount > 0 && r.Amount != it.Amount:
 		return fmt.Errorf("refund %s is of %d, not the %d sent", r.ID, r.Amount, it.Amount)
+	case it.Currency != "" && r.Currency != it.Currency:
+		return fmt.Errorf("refund %s is in %q, not the plan's %q", r.ID, r.Currency, it.Currency)
 	case !Matches(r, it.Batch, it.Item):
 		return fmt.Errorf("refund %s names batch %q item %q in its metadata, not %q %q",
 			r.ID, r.Metadata[MetaBatch], r.Metadata[MetaItem], it.Batch, it.Item)
@@ -46,10 +50,14 @@ func (e *engine) record(it *Item, attempt int, a Answer) Result {
 	return e.settle(it, attempt, &a.Refund, source)
 }
 
-// adopt journals the refunds found for the item by listing its charge's
-// refunds, oldest first: the first is the item's refund; any other is a
-// second refund, journaled too so that audit reports it.
-func (e *engine) adopt(it *Item, attempt int, own []*Refund) Result {
+// adopt journals the refunds found for the item by listing its payment's
+// refunds (all, newest first), its own oldest first: the first is the
+// item's refund; any other is a second refund, journaled too so that audit
+// reports it. An own refund that is not what the plan asks (another amount
+// or currency, or, for a full refund, refunds that do not add up to the
+// payment's amount) is the item's, made under an earlier plan: nothing is
+// sent, and a person decides about the difference.
+func (e *engine) adopt(ctx context.Context, it *Item, attempt int, unsent bool, own []*Refund, all []Refund, pay *payment) Result {
 	e.reconciled.Add(1)
 	r := own[0]
 	if a, err := parseAttempt(r.Metadata[MetaAttempt]); err == nil {
@@ -57,6 +65,19 @@ func (e *engine) adopt(it *Item, attempt int, own []*Refund) Result {
 	}
 	if it.Amount > 0 && r.Amount != it.Amount {
 		return e.amountDiffers(it, attempt, r)
+	}
+	if it.Currency != "" && r.Currency != it.Currency {
+		msg := fmt.Sprintf("refund %s of this item at %s is in %s, the plan says %s: an earlier plan made it. Nothing sent; if more is owed, plan it under a new item id", r.ID, e.name, r.Currency, it.Currency)
+		return e.failedWith(it, attempt, r.ID, CodeCurrencyDiffers, msg)
+	}
+	if it.Amount == 0 {
+		if res, ok := e.readPayment(ctx, it, attempt, unsent, pay); !ok {
+			return res
+		}
+		if live := liveSum(all); pay.known && live != pay.info.Amount {
+			msg := fmt.Sprintf("the plan asks for the whole of the payment (%d %s), but its live refunds at %s add up to %d, this item's own %s of %d among them: an earlier plan made it. Nothing sent; if more is owed, plan the difference under a new item id", pay.info.Amount, pay.info.Currency, e.name, live, r.ID, r.Amount)
+			return e.failedWith(it, attempt, r.ID, CodeAmountDiffers, msg)
+		}
 	}
 	if err := verify(it, r, 0); err != nil {
 		return e.mismatch(it, attempt, r, 0, err)
@@ -144,6 +165,47 @@ func (e *engine) mismatch(it *Item, attempt int, r *Refund, status int, err erro
 	e.logItem(slog.LevelError, "answer is not this item's refund", it, attempt, "refund", r.ID, "detail", err.Error())
 	e.halt(&HaltError{Err: fmt.Errorf("%s answered item %s of batch %s with a refund that is not its own: %v", strings.ToLower(e.name), it.Item, it.Batch, err)})
 	return e.inDoubt(it, attempt, CodeAnswerMismatch, msg)
+}
+
+// liveSum adds up the live refunds of refunds.
+func liveSum(refunds []Refund) int64 {
+	var n int64
+	for i := range refunds {
+		if Live(&refunds[i]) {
+			n += refunds[i].Amount
+		}
+	}
+	return n
+}
+
+// checkPayment checks, before a call, that the provider holds the payment
+// in the plan's currency: a refund is made in the payment's currency
+// whatever the plan says, so 50000 "usd" on a JPY charge would refund
+// 50,000 JPY. done is true when the item was settled here (nothing sent).
+// A provider that cannot read payments (ErrNoLookup) is taken on the
+// plan's word, and its answer's currency is checked (verify).
+func (e *engine) checkPayment(ctx context.Context, it *Item, attempt int, unsent bool, pay *payment) (res Result, done bool) {
+	if it.Currency == "" {
+		return Result{}, false
+	}
+	if res, ok := e.readPayment(ctx, it, attempt, unsent, pay); !ok {
+		return res, true
+	}
+	if !pay.known || pay.info.Currency == it.Currency {
+		return Result{}, false
+	}
+	msg := fmt.Sprintf("the plan says %s, but %s holds the payment in %s: nothing sent. Plan it in the payment's currency under a new item id", it.Currency, e.name, pay.info.Currency)
+	if !unsent {
+		msg += "; an earlier call for it was sent, and its refund is not found"
+	}
+	if !e.append(e.failure(it, attempt, 0, CodeCurrencyDiffers, msg, unsent)) {
+		return e.unrecorded(it, attempt, msg), true
+	}
+	e.logItem(slog.LevelWarn, "currency differs from the payment's", it, attempt, "plan", it.Currency, "payment", pay.info.Currency)
+	if !unsent {
+		return e.inDoubt(it, attempt, CodeCurrencyDiffers, msg), true
+	}
+	return e.failed(it, attempt, CodeCurrencyDiffers, msg), true
 }
 
 // amountDiffers settles an item whose own refund (its metadata names the

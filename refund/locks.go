@@ -6,6 +6,7 @@ package refund
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 )
@@ -52,23 +53,50 @@ func (l *targetLocks) lock(keys ...string) (unlock func()) {
 	}
 }
 
-// payment is what names the item's payment for the run's locks: its charge
-// or capture, or its payment intent and the intent's charges, so that a
-// payment named by its charge on one plan line and by its intent on
-// another is one.
-func (e *engine) payment(ctx context.Context, it *Item, attempt int, unsent bool) (keys []string, res Result, ok bool) {
+// payment is what the engine knows of an item's payment while it works on
+// the item: the names its locks take, and what the provider holds of it,
+// read at most once and only when a check needs it.
+type payment struct {
+	keys  []string // its charge or capture, or its payment intent and the intent's charges
+	info  PaymentInfo
+	read  bool // info was asked for
+	known bool // and the provider told (not ErrNoLookup)
+}
+
+// payment names the item's payment for the run's locks: its charge or
+// capture, or its payment intent and the intent's charges (read at the
+// provider), so that a payment named by its charge on one plan line and by
+// its intent on another is one.
+func (e *engine) payment(ctx context.Context, it *Item, attempt int, unsent bool) (p *payment, res Result, ok bool) {
+	p = &payment{}
 	switch {
 	case it.Charge != "":
-		return []string{it.Charge}, Result{}, true
+		p.keys = []string{it.Charge}
+		return p, Result{}, true
 	case it.Capture != "":
-		return []string{it.Capture}, Result{}, true
+		p.keys = []string{it.Capture}
+		return p, Result{}, true
 	}
-	keys = []string{it.PaymentIntent}
-	res, ok = e.read(ctx, it, attempt, unsent, EndpointCharges, "list the payment intent's charges", func(ctx context.Context) error {
-		e.lists.Add(1) // a list call too, of charges
-		ids, err := e.cfg.Provider.Charges(ctx, it.PaymentIntent)
-		keys = append(keys, ids...)
+	res, ok = e.readPayment(ctx, it, attempt, unsent, p)
+	p.keys = append([]string{it.PaymentIntent}, p.info.Charges...)
+	return p, res, ok
+}
+
+// readPayment asks the provider for the item's payment, once. ok is false
+// when the read failed; res then says what became of the item.
+func (e *engine) readPayment(ctx context.Context, it *Item, attempt int, unsent bool, p *payment) (res Result, ok bool) {
+	if p.read {
+		return Result{}, true
+	}
+	res, ok = e.read(ctx, it, attempt, unsent, EndpointCharges, "read the payment", func(ctx context.Context) error {
+		e.lists.Add(1) // a read of the payment, counted with the look-ups
+		info, err := e.cfg.Provider.Payment(ctx, paymentOf(it))
+		if errors.Is(err, ErrNoLookup) {
+			return nil
+		}
+		p.info, p.known = info, err == nil
 		return err
 	})
-	return keys, res, ok
+	p.read = ok
+	return res, ok
 }

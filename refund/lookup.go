@@ -43,8 +43,12 @@ const (
 	// halts.
 	CodeAnswerMismatch = "answer_mismatch"
 	// CodeAmountDiffers: the look-up found the item's own refund, of
-	// another amount than the plan's (made under an earlier plan).
+	// another amount than the plan's (made under an earlier plan), or, for
+	// a full refund, the payment's refunds do not add up to its amount.
 	CodeAmountDiffers = "refund_amount_differs"
+	// CodeCurrencyDiffers: the payment, or the item's own refund, is in
+	// another currency than the plan says; nothing is sent.
+	CodeCurrencyDiffers = "currency_differs"
 	// CodeLookupFailed: the charge's refunds could not be listed; nothing
 	// was sent and nothing journaled, so the next run tries again.
 	CodeLookupFailed = "lookup_failed"
@@ -130,9 +134,9 @@ func sortRefunds(it *Item, refunds []Refund, owner func(r *Refund) int) onCharge
 // sharing the checkpoint: no new key for it in this run, even with
 // ResendAfter500, which speaks of incidents before the run.
 //
-// keys name the item's payment (payment()): a sibling planned by another
-// of its names is a sibling too.
-func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool, st journal.ItemState, burnedInRun bool, keys []string) (res Result, done bool) {
+// pay is the item's payment (payment()): a sibling planned by another of
+// its names is a sibling too, and an adopted refund must fit it.
+func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool, st journal.ItemState, burnedInRun bool, pay *payment) (res Result, done bool) {
 	burned := st.KeyBurned
 	refunds, looked, res, ok := e.list(ctx, it, attempt, unsent)
 	if !ok {
@@ -141,11 +145,11 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool,
 	if !looked {
 		return e.unlooked(it, attempt, unsent, st)
 	}
-	c := sortRefunds(it, refunds, func(r *Refund) int { return e.owner(it, r, keys) })
+	c := sortRefunds(it, refunds, func(r *Refund) int { return e.owner(it, r, pay.keys) })
 	allowed := e.cfg.AllowRefundedCharges
 	switch {
 	case len(c.own) > 0:
-		return e.adopt(it, attempt, c.own), true
+		return e.adopt(ctx, it, attempt, unsent, c.own, refunds, pay), true
 	case c.dead != nil:
 		return e.deadRefund(it, c.dead), true
 	case len(c.otherBatch) > 0 && !allowed:

@@ -27,12 +27,12 @@ func (e *engine) process(ctx context.Context, j job) Result {
 		attempt = max(st.Attempt, 1)
 	}
 	unsent := !j.known || !st.Sent // no intent was ever journaled for it
-	keys, res, ok := e.payment(ctx, it, attempt, unsent)
+	pay, res, ok := e.payment(ctx, it, attempt, unsent)
 	if !ok {
 		return res
 	}
-	defer e.targets.lock(keys...)()
-	unlock, ok := e.lockPayments(ctx, it, keys)
+	defer e.targets.lock(pay.keys...)()
+	unlock, ok := e.lockPayments(ctx, it, pay.keys)
 	if !ok {
 		return e.notCalled(it, unsent, "interrupted", "stopped while another run held the payment's lock; a later run looks it up first")
 	}
@@ -41,9 +41,12 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	// refunded the charge: look before the first call. Only NoLookup skips
 	// it, and only for an item the journal has never seen.
 	if j.known || !e.cfg.NoLookup {
-		if res, done := e.lookup(ctx, it, attempt, unsent, st, j.burnedInRun, keys); done {
+		if res, done := e.lookup(ctx, it, attempt, unsent, st, j.burnedInRun, pay); done {
 			return res
 		}
+	}
+	if res, done := e.checkPayment(ctx, it, attempt, unsent, pay); done {
+		return res
 	}
 	if st.KeyBurned {
 		// The provider replays its saved answer under this key forever, and

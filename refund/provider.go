@@ -29,10 +29,12 @@ type Provider interface {
 	// it: an earlier run's, another batch's, one made by hand. A provider
 	// that cannot list them returns ErrNoLookup.
 	Find(ctx context.Context, p Payment) ([]Refund, error)
-	// Charges returns the ids of the charges of payment intent pi, so that
-	// a payment named by its intent on one plan line and by its charge on
-	// another is one; none (nil, nil) where the provider has no such notion.
-	Charges(ctx context.Context, pi string) ([]string, error)
+	// Payment returns what the provider holds of payment p: its amount and
+	// currency, which an item's plan must agree with, and for a payment
+	// intent the ids of its charges, so that a payment named by its intent
+	// on one plan line and by its charge on another is one. A provider
+	// that cannot read payments returns ErrNoLookup.
+	Payment(ctx context.Context, p Payment) (PaymentInfo, error)
 	// Cancel cancels refund id, if the provider still can.
 	Cancel(ctx context.Context, id string) (Refund, error)
 	// Get returns refund id as the provider holds it now: a pending
@@ -40,8 +42,17 @@ type Provider interface {
 	Get(ctx context.Context, id string) (Refund, error)
 }
 
+// PaymentInfo is a payment as the provider holds it.
+type PaymentInfo struct {
+	Amount   int64    // what was captured, in minor units: what refunds can add up to
+	Currency string   // lower-case ISO code
+	Charges  []string // a payment intent's charges; none for a charge or capture
+}
+
 // ErrNoLookup is Find's answer from a provider that cannot list a payment's
-// refunds: the engine then trusts the checkpoint alone (see Facts.KeyTTL).
+// refunds: the engine then trusts the checkpoint alone (see Facts.KeyTTL);
+// and Payment's from one that cannot read a payment: its currency and
+// amount are then taken on the plan's word.
 var ErrNoLookup = errors.New("the provider cannot look refunds up")
 
 // Facts are what a provider promises, which the engine decides by.

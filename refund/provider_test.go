@@ -89,7 +89,9 @@ func (p *memProvider) Find(_ context.Context, pay refund.Payment) ([]refund.Refu
 	return out, nil
 }
 
-func (p *memProvider) Charges(context.Context, string) ([]string, error) { return nil, nil }
+func (p *memProvider) Payment(context.Context, refund.Payment) (refund.PaymentInfo, error) {
+	return refund.PaymentInfo{}, refund.ErrNoLookup
+}
 
 func (p *memProvider) Cancel(_ context.Context, id string) (refund.Refund, error) {
 	return refund.Refund{}, &refund.Failure{Class: refund.ClassFinal, Status: 400, Code: "not_cancelable", Err: errors.New("refunds here cannot be canceled")}

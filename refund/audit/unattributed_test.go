@@ -21,7 +21,9 @@ func (unlisted) Find(_ context.Context, p refund.Payment) ([]refund.Refund, erro
 		Status: refund.RefundSucceeded, Unattributed: true, FailureReason: "the capture is REFUNDED and its order lists no refunds"}}, nil
 }
 
-func (unlisted) Charges(context.Context, string) ([]string, error) { return nil, nil }
+func (unlisted) Payment(context.Context, refund.Payment) (refund.PaymentInfo, error) {
+	return refund.PaymentInfo{}, refund.ErrNoLookup
+}
 
 // A payment whose refunds the provider cannot attribute is unchecked, its
 // items checked by the journal alone: never a stand-in matched to an item,

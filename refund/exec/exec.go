@@ -114,8 +114,10 @@ func (p *Provider) Find(ctx context.Context, pay refund.Payment) ([]refund.Refun
 	return findAnswer(pay, out)
 }
 
-// Charges: the contract has no notion of a payment's charges.
-func (p *Provider) Charges(context.Context, string) ([]string, error) { return nil, nil }
+// Payment: the contract has no command that reads a payment.
+func (p *Provider) Payment(context.Context, refund.Payment) (refund.PaymentInfo, error) {
+	return refund.PaymentInfo{}, refund.ErrNoLookup
+}
 
 // Cancel: the contract has no cancel command; audit reports the refund
 // instead of canceling it.

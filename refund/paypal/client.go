@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -36,6 +37,7 @@ type Client struct {
 	http             *http.Client
 	now              func() time.Time
 	tokens           tokens
+	captured         capturedAmounts
 }
 
 var _ refund.Provider = (*Client)(nil)
@@ -121,8 +123,28 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 	return refund.Answer{Refund: out, HTTPStatus: status}, nil
 }
 
-// Charges: a capture is one payment; PayPal has no payment intents.
-func (*Client) Charges(context.Context, string) ([]string, error) { return nil, nil }
+// Payment reads capture p: what it captured and in which currency (a
+// capture is one payment; PayPal has no payment intents).
+func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {
+	if p.Capture == "" {
+		return refund.PaymentInfo{}, refusedHere("capture_required", errNoCapture)
+	}
+	if info, ok := c.captured.get(p.Capture); ok {
+		return info, nil // read by the look-up just before: it never changes
+	}
+	cp, status, err := c.capture(ctx, p.Capture)
+	if err != nil {
+		return refund.PaymentInfo{}, err
+	}
+	if cp.Amount == nil {
+		return refund.PaymentInfo{}, unreadable(status, fmt.Errorf("capture %s: no amount", p.Capture))
+	}
+	amount, err := wire.ParseValue(cp.Amount.Value, cp.Amount.CurrencyCode)
+	if err != nil {
+		return refund.PaymentInfo{}, unreadable(status, fmt.Errorf("capture %s: amount: %w", p.Capture, err))
+	}
+	return refund.PaymentInfo{Amount: amount, Currency: strings.ToLower(cp.Amount.CurrencyCode)}, nil
+}
 
 // Cancel: PayPal's API cannot cancel a refund.
 func (*Client) Cancel(context.Context, string) (refund.Refund, error) {

@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/paypal/wire"
@@ -66,13 +67,9 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	if p.Capture == "" {
 		return nil, refusedHere("capture_required", errNoCapture)
 	}
-	var cp captureJSON
-	status, err := c.do(ctx, http.MethodGet, "/v2/payments/captures/"+url.PathEscape(p.Capture), nil, "", &cp)
+	cp, status, err := c.capture(ctx, p.Capture)
 	if err != nil {
 		return nil, err
-	}
-	if cp.ID != p.Capture {
-		return nil, unreadable(status, fmt.Errorf("asked for capture %s, got %q", p.Capture, cp.ID))
 	}
 	orderID := cp.SupplementaryData.RelatedIDs.OrderID
 	if orderID == "" {
@@ -98,6 +95,45 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 		return nil, unreadable(status, err)
 	}
 	return cp.unlisted(refunds, total, fmt.Sprintf("its order %s does not list them all", orderID)), nil
+}
+
+// capture reads capture id, checking the answer is of it.
+func (c *Client) capture(ctx context.Context, id string) (captureJSON, int, error) {
+	var cp captureJSON
+	status, err := c.do(ctx, http.MethodGet, "/v2/payments/captures/"+url.PathEscape(id), nil, "", &cp)
+	if err == nil && cp.ID != id {
+		err = unreadable(status, fmt.Errorf("asked for capture %s, got %q", id, cp.ID))
+	}
+	if err == nil && cp.Amount != nil {
+		if amount, perr := wire.ParseValue(cp.Amount.Value, cp.Amount.CurrencyCode); perr == nil {
+			c.captured.put(id, refund.PaymentInfo{Amount: amount, Currency: strings.ToLower(cp.Amount.CurrencyCode)})
+		}
+	}
+	return cp, status, err
+}
+
+// capturedAmounts keeps what captures read lately captured, and in which
+// currency, which never changes: the check of an item's currency before
+// its call asks again for the capture its look-up has just read.
+type capturedAmounts struct {
+	mu sync.Mutex
+	m  map[string]refund.PaymentInfo
+}
+
+func (c *capturedAmounts) get(id string) (refund.PaymentInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info, ok := c.m[id]
+	return info, ok
+}
+
+func (c *capturedAmounts) put(id string, info refund.PaymentInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= 4096 { // the items in flight, many times over
+		c.m = make(map[string]refund.PaymentInfo)
+	}
+	c.m[id] = info
 }
 
 var errNotInOrder = errors.New("the order does not list the capture")

@@ -114,21 +114,43 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	return out, nil
 }
 
-// Charges returns the ids of the charges of payment intent pi.
-func (c *Client) Charges(ctx context.Context, pi string) ([]string, error) {
-	params := &stripego.ChargeListParams{PaymentIntent: stripego.String(pi)}
+// Payment reads a charge (GET /v1/charges/{id}), or the charges of a
+// payment intent (GET /v1/charges?payment_intent=), in one request: what
+// was captured, in which currency, and by which charges.
+func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {
 	ctx, note := noted(ctx)
+	var info refund.PaymentInfo
+	add := func(ch *stripego.Charge) {
+		if ch.Status == stripego.ChargeStatusSucceeded {
+			info.Amount += ch.AmountCaptured
+		}
+		if info.Currency == "" || ch.Status == stripego.ChargeStatusSucceeded {
+			info.Currency = string(ch.Currency)
+		}
+	}
+	if p.Charge != "" {
+		params := &stripego.ChargeParams{}
+		params.Context = ctx
+		ch, err := c.charges.Get(p.Charge, params)
+		if err != nil {
+			return refund.PaymentInfo{}, note.failure(err)
+		}
+		add(ch)
+		return info, nil
+	}
+	params := &stripego.ChargeListParams{PaymentIntent: stripego.String(p.PaymentIntent)}
 	params.Context = ctx
 	params.Limit = stripego.Int64(100)
-	var ids []string
 	iter := c.charges.List(params)
 	for iter.Next() {
-		ids = append(ids, iter.Charge().ID)
+		ch := iter.Charge()
+		info.Charges = append(info.Charges, ch.ID)
+		add(ch)
 	}
 	if err := iter.Err(); err != nil {
-		return nil, note.failure(err)
+		return refund.PaymentInfo{}, note.failure(err)
 	}
-	return ids, nil
+	return info, nil
 }
 
 // ChargeAmount returns the amount of charge id: audit tells a full refund

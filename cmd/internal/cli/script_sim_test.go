@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -36,9 +37,9 @@ func startScriptSim(env *testscript.Env) error {
 //	sim calls CREATES LISTS   assert the API calls made so far
 //	sim reset-calls           start counting calls from zero
 //	sim refunds N             assert N live refunds, none two for one item
-//	sim charge ID AMOUNT [REFUND...]
-//	                          add a usd charge with refunds already on it, as
-//	                          an earlier run left them; REFUND is
+//	sim charge ID AMOUNT[/CURRENCY] [REFUND...]
+//	                          add a charge (usd unless CURRENCY) with refunds
+//	                          already on it, as an earlier run left them; REFUND is
 //	                          AMOUNT[/STATUS[/BATCH/ITEM[/ATTEMPT]]], without
 //	                          metadata (an old script's) unless BATCH is given
 //	sim refund-status ID STATUS
@@ -104,9 +105,10 @@ func cmdSim(ts *testscript.TestScript, neg bool, args []string) {
 		if len(args) < 3 {
 			ts.Fatalf("usage: sim charge ID AMOUNT [REFUND...]")
 		}
-		amount, err := strconv.ParseInt(args[2], 10, 64)
+		value, currency, _ := strings.Cut(args[2], "/")
+		amount, err := strconv.ParseInt(value, 10, 64)
 		ts.Check(err)
-		c := stripesim.Charge{ID: args[1], Currency: "usd", Amount: amount}
+		c := stripesim.Charge{ID: args[1], Currency: cmp.Or(currency, "usd"), Amount: amount}
 		for _, spec := range args[3:] {
 			c.Refunds = append(c.Refunds, seedRefund(ts, spec))
 		}
