@@ -31,6 +31,21 @@ const DefaultShare = 0.8
 // package says what its own are (stripe.Limits).
 type Limits struct{ Global, Create, List, Charges, Get float64 }
 
+// Slowest is the lowest of the rates l limits (requests/s), 0 when it
+// limits none: a request of that budget may wait one over it for its
+// turn. A run whose slowest budget cannot send one request in the time it
+// can wait is refused by its command (a pace of 1e-300 requests/s is a run
+// that never sends, not a careful one).
+func (l Limits) Slowest() float64 {
+	slowest := 0.0
+	for _, r := range []float64{l.Global, l.Create, l.List, l.Charges, l.Get} {
+		if r > 0 && (slowest == 0 || r < slowest) {
+			slowest = r
+		}
+	}
+	return slowest
+}
+
 // Pacer paces a run's requests within its limits, the account's and each
 // endpoint's, and adapts to what the provider says: a refusal for the rate
 // (a 429) halves the rate of the budget it names, and each answered request

@@ -6,12 +6,15 @@ package cli
 import (
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/exec"
 	"github.com/refundkit/refundkit/refund/paypal"
+	"github.com/refundkit/refundkit/refund/postgres"
 	"github.com/refundkit/refundkit/refund/stripe"
 )
 
@@ -36,9 +39,13 @@ type providerFlags struct {
 type execFlags struct {
 	ExecCreate  string        `name:"exec-create" placeholder:"CMD" help:"--provider exec: the command run once per refund attempt, the plan item as JSON on stdin, REFUNDKIT_IDEMPOTENCY_KEY and the rest in its environment; it prints one JSON answer. Exit 0 answered, 75 retry later with the same key, anything else leaves the item in doubt."`
 	ExecFind    string        `name:"exec-find" placeholder:"CMD" help:"--provider exec: the command that prints the refunds the API holds for a payment (JSON lines), so that an item in doubt is looked up before anything is sent again. Without it, an item in doubt is sent again only under the same key."`
-	ExecTimeout time.Duration `name:"exec-timeout" default:"30s" placeholder:"D" help:"--provider exec: how long one run of a command may take; then its process group is killed (a create call in doubt)."`
+	ExecTimeout time.Duration `name:"exec-timeout" default:"30s" placeholder:"D" help:"--provider exec: how long one run of a command may take (100ms or more); then its process group is killed (a create call in doubt)."`
 	ExecKeyTTL  time.Duration `name:"exec-key-ttl" default:"0s" placeholder:"D" help:"--provider exec: how long the API keeps an idempotency key (0: for ever). Without --exec-find, an item in doubt is sent again under its key while the key is surely kept (for ever, or within half this TTL of its first call); later it is left for a person."`
 }
+
+// minExecTimeout is the shortest --exec-timeout: /bin/sh alone takes
+// milliseconds to start.
+const minExecTimeout = 100 * time.Millisecond
 
 // provider builds the provider the flags name; stderr receives what its
 // commands print there (exec). Its errors never contain a secret.
@@ -80,6 +87,10 @@ func (f *providerFlags) exec(stderr io.Writer, name string) (refund.Provider, er
 	switch {
 	case f.ExecTimeout <= 0:
 		return nil, &usageError{fmt.Sprintf("--exec-timeout %v: want a duration above 0", f.ExecTimeout)}
+	case f.ExecTimeout < minExecTimeout:
+		// Every command would be killed as it starts: each item in
+		// doubt, none ever refunded.
+		return nil, &usageError{fmt.Sprintf("--exec-timeout %v: want %v or more (a command cannot start and answer sooner)", f.ExecTimeout, minExecTimeout)}
 	case f.ExecKeyTTL < 0:
 		return nil, &usageError{fmt.Sprintf("--exec-key-ttl %v: want 0 (kept for ever) or more", f.ExecKeyTTL)}
 	case f.Live:
@@ -94,24 +105,70 @@ func (f *providerFlags) exec(stderr io.Writer, name string) (refund.Provider, er
 // Stripe's and PayPal's (--share of them) are their packages'; an exec
 // command's API is unknown to refund, so it gets no limit but --rate, and
 // its exit 75 halves that rate as a 429 would.
-func (c *refundCmd) pacer(env Env) *refund.Pacer {
+//
+// A pace that cannot send one request within paceBound is refused, naming
+// the flag that set it: such a run never sends (--rate 1e-300 waited
+// 1e300 seconds for its second request) while it holds the journal, or
+// the claims of a shared checkpoint.
+func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 	if c.Rate != nil && *c.Rate == 0 {
-		return nil
+		return nil, nil
 	}
-	var limits refund.Limits
+	bound, per := c.paceBound()
+	if c.Rate != nil {
+		switch r := *c.Rate; {
+		case math.IsInf(r, 0):
+			return nil, &usageError{fmt.Sprintf("--rate %g: want 0 (no pacing) or a finite number of requests per second", r)}
+		case !paces(r, bound):
+			return nil, &usageError{fmt.Sprintf("--rate %g: want 0 (no pacing) or at least %s requests per second (one %s)", r, ceilDigits(1/bound.Seconds()), per)}
+		}
+	}
+	var limits, whole refund.Limits
+	whose := ""
 	switch c.Provider {
 	case providerStripe:
 		key := env.Getenv("STRIPE_API_KEY")
 		live := strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_")
-		limits = stripe.Limits(live, c.Share)
+		limits, whole, whose = stripe.Limits(live, c.Share), stripe.Limits(live, 1), "Stripe's"
 	case providerPayPal:
-		limits = paypal.Limits(c.Share)
+		limits, whole, whose = paypal.Limits(c.Share), paypal.Limits(1), "PayPal's"
 	}
 	if c.Rate != nil {
-		limits.Global = *c.Rate
+		// --rate is the run's total instead of the account's share; each
+		// endpoint keeps its share.
+		limits.Global, whole.Global = *c.Rate, 0
 	}
 	if limits == (refund.Limits{}) {
-		return nil
+		return nil, nil
 	}
-	return refund.NewPacer(limits)
+	if s := whole.Slowest(); s > 0 && !paces(limits.Slowest(), bound) {
+		return nil, &usageError{fmt.Sprintf("--share %g: want at least %s of %s limits (one request %s on each of its endpoints), and at most 1", c.Share, ceilDigits(1/(bound.Seconds()*s)), whose, per)}
+	}
+	return refund.NewPacer(limits), nil
+}
+
+// paceBound is the longest a run's request may wait for its turn at the
+// pace it starts at, and how to say it: a minute; with a PostgreSQL
+// checkpoint, a lease when that is shorter. A claimed item waits for its
+// requests under a lease that this run renews, out of every other worker's
+// reach: a pace slower than one request a lease keeps items from workers
+// that could send them.
+func (c *refundCmd) paceBound() (time.Duration, string) {
+	if postgres.IsURL(c.Journal) && c.Lease < time.Minute {
+		return c.Lease, "in a --lease of " + c.Lease.String()
+	}
+	return time.Minute, "a minute"
+}
+
+// paces reports whether rate (requests/s) sends one request within bound;
+// a hair of slack keeps the floor printed by ceilDigits accepted.
+func paces(rate float64, bound time.Duration) bool {
+	return rate*bound.Seconds() >= 1-1e-9
+}
+
+// ceilDigits is x rounded up to three significant digits, so that the
+// floor a message names is itself accepted: 1/60 is 0.0167, 1/300 0.00334.
+func ceilDigits(x float64) string {
+	p := math.Pow(10, math.Floor(math.Log10(x))-2)
+	return strconv.FormatFloat(math.Ceil(x/p-1e-6)*p, 'g', 3, 64)
 }

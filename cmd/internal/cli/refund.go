@@ -21,12 +21,12 @@ import (
 
 type refundCmd struct {
 	Journal        string        `required:"" placeholder:"FILE|URL" help:"The checkpoint: a journal file (JSON lines), created 0600 if absent, that one run at a time holds; or a PostgreSQL URL (postgres://..., PG* environment variables fill in the rest) that many runs on many hosts share, each fed the same plan."`
-	Lease          time.Duration `default:"30s" help:"With a PostgreSQL checkpoint: how long a claim of an item stays this run's without renewal (renewed every third of it). A run that dies loses its claims after it; another run then looks the items up before anything is sent."`
+	Lease          time.Duration `default:"30s" help:"With a PostgreSQL checkpoint: how long a claim of an item stays this run's without renewal (renewed every third of it), 1s to 24h. A run that dies loses its claims after it; another run then looks the items up before anything is sent."`
 	Worker         string        `placeholder:"NAME" help:"With a PostgreSQL checkpoint: the name this run claims items under, shown by audit (default host:pid:random)."`
 	Input          string        `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
 	Concurrency    int           `short:"j" default:"8" help:"Items in flight at once."`
-	Share          float64       `default:"0.8" help:"Share of the provider's rate limits this run takes (stripe, paypal), 0 to 1; Stripe's: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic; N shard workers on one account take 0.8/N each."`
-	Rate           *float64      `placeholder:"R" help:"Requests per second for this run, all endpoints together, instead of --share of the account's limit (0: no pacing at all). Each endpoint keeps --share of its own limit."`
+	Share          float64       `default:"0.8" help:"Share of the provider's rate limits this run takes (stripe, paypal), 0 to 1; Stripe's: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic; N shard workers on one account take 0.8/N each. Each endpoint's share must send one request a minute (a lease when that is shorter)."`
+	Rate           *float64      `placeholder:"R" help:"Requests per second for this run, all endpoints together, instead of --share of the account's limit (0: no pacing at all), at least one a minute (with a PostgreSQL checkpoint, one a lease when that is shorter). Each endpoint keeps --share of its own limit."`
 	LogFormat      string        `enum:"text,json" default:"text" help:"Messages on stderr as text lines for people, or JSON lines (log/slog) for agents and log pipelines."`
 	DryRun         bool          `help:"Read the journal and show what would be done: no API call, no journal write."`
 	ResendAfter500 bool          `name:"resend-after-500" help:"Send items whose earlier call the provider answered with its own 500 (an indeterminate answer saved under the key) under a new key, once the look-up finds no refund for them. Stripe treats a 500 as indeterminate and may still complete the call while it repairs an incident: use it once the incident is over."`
@@ -40,6 +40,12 @@ type refundCmd struct {
 	Version        versionFlag   `help:"Print the version and exit."`
 	providerFlags
 }
+
+// The leases --lease may give a PostgreSQL checkpoint's claims.
+const (
+	minLease = time.Second
+	maxLease = 24 * time.Hour
+)
 
 const refundDescription = `Refund planned items exactly once through Stripe (or --provider paypal, or any refund API with --provider exec), journaling every step.
 
@@ -93,10 +99,19 @@ func Refund(env Env) int {
 		warnf(msgs, name, "--share %g: want a share of Stripe's limits above 0 and at most 1", c.Share)
 		return ExitUsage
 	}
+	if postgres.IsURL(c.Journal) && (c.Lease < minLease || c.Lease > maxLease) {
+		// Far longer, its half (the lock timeout) overflows PostgreSQL's.
+		warnf(msgs, name, "--lease %s: want 1s to 24h", c.Lease)
+		return ExitUsage
+	}
+	pacer, err := c.pacer(env)
+	if err != nil {
+		warnf(msgs, name, "%v", err)
+		return ExitUsage
+	}
 
 	var client refund.Provider
 	if !c.DryRun {
-		var err error
 		if client, err = c.provider(env, msgs, name, c.Concurrency); err != nil {
 			warnf(msgs, name, "%v", err)
 			return ExitUsage
@@ -148,7 +163,7 @@ func Refund(env Env) int {
 
 	summary, runErr := refund.Run(ctx, refund.Config{
 		Provider: client, Checkpoint: checkpoint,
-		Workers: c.Concurrency, Pacer: c.pacer(env), DryRun: c.DryRun,
+		Workers: c.Concurrency, Pacer: pacer, DryRun: c.DryRun,
 		ResendAfter500: c.ResendAfter500, Log: log,
 		NoLookup: c.NoLookup, AllowRefundedCharges: c.AllowRefunded, AllRefunds: c.AllRefunds,
 		OnRetry: bar.retrying,
