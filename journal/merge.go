@@ -29,8 +29,9 @@ type MergeInput struct {
 	Torn       *Torn // a torn tail, left out of the output
 }
 
-// Conflict is two records of one item that cannot both be true: two
-// different refunds, or a refund and a final failure. Both stay in the
+// Conflict is two records that cannot both be true: two different refunds
+// of one item, a refund and a final failure of one item, or one refund id
+// credited to two items (Batch and Item name the second). Both stay in the
 // output; people decide.
 type Conflict struct {
 	Batch, Item string
@@ -59,8 +60,8 @@ func (c Conflict) String() string {
 //     file:line, as Load does. Output already written to out is then
 //     incomplete: write to a temporary file and rename it only on success.
 //   - Conflicting outcomes for one item (two different refund ids, or a
-//     refund and a final failure) are all kept, and reported as Conflicts
-//     in merge order.
+//     refund and a final failure), and a refund id credited to a second
+//     item, are all kept, and reported as Conflicts in merge order.
 //
 // With MergeOptions.Compact the output keeps, per item, only what its state
 // needs: the refunded record (the first one, which State keeps); else the
@@ -94,7 +95,9 @@ func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, e
 	// Compact: a first pass learns every item's history, a second writes
 	// what it must keep.
 	items := NewIndex[compactItem]()
-	items.Reserve(expectedItems(paths))
+	expect := expectedItems(paths)
+	items.Reserve(expect)
+	found.refunds.reserve(expect)
 	m := newMerger(paths, inOrder)
 	m.learn, m.conflicts = items, found
 	if _, err := m.run(nil); err != nil {

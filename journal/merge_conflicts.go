@@ -48,8 +48,9 @@ type firstOutcome struct {
 // refund or first final failure, in merge order: each is checked as the
 // merge brings it.
 type conflicts struct {
-	paths []string
-	found []Conflict
+	paths   []string
+	found   []Conflict
+	refunds refundOwners // every refund id, with the item first credited with it
 }
 
 // check checks o, read at at, against its item's first outcomes f (their
@@ -80,9 +81,14 @@ func (c *conflicts) check(f *firstOutcomes, strs *arena.Arena, o outcome, at loc
 	if reason == "" {
 		return false
 	}
+	c.add(o, reason, first, at)
+	return true
+}
+
+// add reports o, read at at, in conflict with the record read at first.
+func (c *conflicts) add(o outcome, reason string, first, at location) {
 	c.found = append(c.found, Conflict{
 		Batch: strings.Clone(o.batch), Item: strings.Clone(o.item), Reason: reason,
 		First: first.String(c.paths), Second: at.String(c.paths),
 	})
-	return true
 }

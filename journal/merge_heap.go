@@ -177,8 +177,14 @@ func (m *merger) take(s *mergeSource, w *framer) error {
 	case m.learn != nil && rec.Type != TypeCanceled: // canceled records are all kept
 		id, added := m.learn.AddHashed(rec.Batch, rec.Item, m.hash(s, rec.Item))
 		ci := slotOf(m.learn, id, added)
-		if o, ok := outcomeOf(rec); ok && m.conflicts.check(&ci.outcomes, m.learn.Arena(), o, at) {
-			ci.conflict = true
+		if o, ok := outcomeOf(rec); ok {
+			var rh uint64
+			if !o.final {
+				rh = m.learn.HashItem(o.name)
+			}
+			if m.conflicts.checkItem(compactItems{m.learn}, id, o, rh, at) {
+				ci.conflict = true
+			}
 		}
 		ci.learn(rec, m.seq)
 	case m.keep != nil && rec.Type != TypeCanceled:

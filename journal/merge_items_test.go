@@ -130,8 +130,8 @@ func TestMergeConflictsAcrossBatches(t *testing.T) {
 		a = append(a, at(refunded("b", item), time.Duration(i)*time.Millisecond))
 		r := at(refunded("b", item), time.Duration(items+i)*time.Millisecond)
 		if i%7 == 3 {
-			r.Refund = "re_other"
-			want = append(want, fmt.Sprintf("b.jsonl:%d: batch b item %d: refunded as re_%d and as re_other (first at a.jsonl:%d)", i+1, i, i, i+1))
+			r.Refund = "re_other" + item // one refund id is one item's
+			want = append(want, fmt.Sprintf("b.jsonl:%d: batch b item %d: refunded as re_%d and as re_other%d (first at a.jsonl:%d)", i+1, i, i, i, i+1))
 		}
 		b = append(b, r)
 	}

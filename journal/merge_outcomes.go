@@ -25,7 +25,8 @@ type outcomeBatch struct {
 	// Filled by check.
 	outs    []outcome
 	hashes  []uint64
-	touched uint32 // keeps the touches from being optimized away
+	refunds []uint64 // hashes of the refund ids (0 for a failure)
+	touched uint32   // keeps the touches from being optimized away
 }
 
 type pendingOutcome struct {
@@ -52,6 +53,7 @@ func newOutcomeChecker(found *conflicts, expect int) *outcomeChecker {
 	go func() {
 		defer close(c.done)
 		c.items.Reserve(expect)
+		c.found.refunds.reserve(expect)
 		for b := range c.full {
 			b.check(c.items, c.found)
 			c.free <- b
@@ -90,23 +92,29 @@ func (c *outcomeChecker) close() {
 // check checks b's outcomes, in order, and empties b.
 func (b *outcomeBatch) check(items *Index[firstOutcomes], found *conflicts) {
 	strs := unsafe.String(unsafe.SliceData(b.strs), len(b.strs))
-	b.outs, b.hashes = b.outs[:0], b.hashes[:0]
+	b.outs, b.hashes, b.refunds = b.outs[:0], b.hashes[:0], b.refunds[:0]
 	start := 0
 	for _, p := range b.pending {
 		o := outcome{final: p.final, batch: strs[start:p.ends[0]], item: strs[p.ends[0]:p.ends[1]], name: strs[p.ends[1]:p.ends[2]],
 			refund: strs[p.ends[2]:p.ends[3]]}
 		start = p.ends[3]
-		b.outs, b.hashes = append(b.outs, o), append(b.hashes, items.HashItem(o.item))
+		var rh uint64
+		if !o.final {
+			rh = items.HashItem(o.name)
+		}
+		b.outs, b.hashes, b.refunds = append(b.outs, o), append(b.hashes, items.HashItem(o.item)), append(b.refunds, rh)
 	}
 	// A loop of loads alone, so that many are in flight at once.
 	var touched uint32
-	for _, h := range b.hashes {
-		touched += items.Touch(h)
+	for k, h := range b.hashes {
+		touched += items.Touch(h) + found.refunds.table.Touch(b.refunds[k])
 	}
 	b.touched += touched
+	view := plainItems{items}
 	for k, o := range b.outs {
 		id, added := items.AddHashed(o.batch, o.item, b.hashes[k])
-		found.check(slotOf(items, id, added), items.Arena(), o, b.pending[k].at)
+		slotOf(items, id, added)
+		found.checkItem(view, id, o, b.refunds[k], b.pending[k].at)
 	}
 	b.strs, b.pending = b.strs[:0], b.pending[:0]
 }
