@@ -62,6 +62,11 @@ type ItemState struct {
 	Sent                           bool   // an intent was journaled: SentAmount and SentCurrency are set
 	SentAmount                     int64  // requested amount of the last intent (0: the full remaining amount)
 	SentCurrency                   string // currency of the last intent, "" when the plan gave none
+	// Extras counts the live refunds journaled for a refunded or pending
+	// item beyond the one it is credited with (Refund): refunds made twice,
+	// which a rerun reports as it did, until audit --cancel-extras cancels
+	// them.
+	Extras int
 	// SentAt is when the current attempt's first intent was journaled, for
 	// an item in doubt (Unix seconds, by the writer's clock; 0 otherwise):
 	// how old its key is, for a provider that keeps keys for a time and
@@ -85,6 +90,7 @@ type State struct {
 
 	// What a slot cannot hold, by item id; the slot's flags say which.
 	attempts    map[uint32]int    // Attempt (flagAttemptSpilled)
+	extras      map[uint32]int    // Extras, for the few items that have any
 	texts       map[uint32]string // Code, or Currency once refunded (flagCodeSpilled)
 	currencies  map[uint32]string // SentCurrency (flagCurrencySpilled)
 	sentAmounts map[uint32]int64  // SentAmount (flagSentSpilled)
@@ -201,6 +207,15 @@ func (s *State) find(batch, item string) (uint32, bool) { return s.idx.Find(batc
 // (the zero ItemState for an item the journal did not hold). It is the one
 // definition of what a record means for its item; Apply stores its result.
 func Next(st ItemState, r *Record) ItemState {
+	if hasRefund(st.Status) && r.Refund != "" && r.Refund != st.Refund {
+		switch {
+		case r.Type == TypeRefunded && r.Status != "failed" && r.Status != "canceled":
+			st.Extras++ // a second refund for the item
+		case r.Type == TypeCanceled && st.Extras > 0:
+			st.Extras-- // an extra canceled
+		}
+		return st
+	}
 	if st.Status == StatusRefunded || r.Type == TypeCanceled {
 		return st
 	}
@@ -231,7 +246,7 @@ func Next(st ItemState, r *Record) ItemState {
 		}
 	case TypeRefunded:
 		st.Status = StatusRefunded
-		if r.Status == PendingStatus {
+		if Unfinished(r.Status) {
 			st.Status = StatusPending
 		}
 		st.Amount = r.Amount
@@ -268,7 +283,7 @@ func hasRefund(s Status) bool { return s == StatusRefunded || s == StatusPending
 // settles reports whether r ends a pending refund: a finished refund, or
 // a final failure (the refund failed or was canceled at the provider).
 func settles(r *Record) bool {
-	return r.Type == TypeRefunded && r.Status != PendingStatus || r.Type == TypeFailed && r.Final
+	return r.Type == TypeRefunded && !Unfinished(r.Status) || r.Type == TypeFailed && r.Final
 }
 
 func (s *State) slot(i uint32) *slot { return s.idx.Slot(i) }
@@ -297,6 +312,9 @@ func (s *State) get(i uint32) ItemState {
 	}
 	if sl.flags&flagAttemptSpilled != 0 {
 		st.Attempt = s.attempts[i]
+	}
+	if s.extras != nil {
+		st.Extras = s.extras[i]
 	}
 	text := s.codes.Name(uint32(sl.code))
 	if sl.flags&flagCodeSpilled != 0 {
@@ -347,6 +365,9 @@ func (s *State) put(i uint32, was, st *ItemState) {
 		if spill(&s.attempts, i, st.Attempt, int(sl.attempt) == st.Attempt, old&flagAttemptSpilled != 0) {
 			flags |= flagAttemptSpilled
 		}
+	}
+	if st.Extras != was.Extras {
+		spill(&s.extras, i, st.Extras, st.Extras == 0, was.Extras != 0)
 	}
 	if st.Refund != was.Refund {
 		sl.refund = strs.Add(st.Refund)

@@ -41,8 +41,15 @@ func TestStateTransitions(t *testing.T) {
 			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", Currency: "eur", Charge: "ch_i"}, true},
 		{"refunded is sticky over final failure", []*Record{refunded("b", "i"), failed("b", "i", 1, 402, true)},
 			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", Currency: "eur", Charge: "ch_i"}, true},
-		{"refunded is sticky over a second refund", []*Record{refunded("b", "i"), func() *Record { r := refunded("b", "i"); r.Refund = "re_other"; return r }()},
+		{"refunded is sticky over a second refund, counted as an extra", []*Record{refunded("b", "i"), func() *Record { r := refunded("b", "i"); r.Refund = "re_other"; return r }()},
+			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", Currency: "eur", Charge: "ch_i", Extras: 1}, true},
+		{"an extra canceled is no extra", []*Record{refunded("b", "i"), func() *Record { r := refunded("b", "i"); r.Refund = "re_other"; return r }(),
+			{V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_other", Charge: "ch_i"}},
 			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", Currency: "eur", Charge: "ch_i"}, true},
+		{"a failed second refund is no extra", []*Record{refunded("b", "i"), func() *Record { r := refunded("b", "i"); r.Refund = "re_other"; r.Status = "failed"; return r }()},
+			ItemState{Status: StatusRefunded, Amount: 500, Refund: "re_i", Currency: "eur", Charge: "ch_i"}, true},
+		{"requires_action is pending", []*Record{func() *Record { r := refunded("b", "i"); r.Status = RequiresActionStatus; return r }()},
+			ItemState{Status: StatusPending, Amount: 500, Refund: "re_i", Currency: "eur", Charge: "ch_i"}, true},
 		// A refund the provider accepted and has not finished: nothing of
 		// another run's but its end changes the item.
 		{"pending", []*Record{at(intent("b", "i", 1), 0), pendingRefund("b", "i")},

@@ -43,6 +43,10 @@ func (e *engine) record(it *Item, attempt int, a Answer) Result {
 	if err := verify(it, &a.Refund, attempt); err != nil {
 		return e.mismatch(it, attempt, &a.Refund, a.HTTPStatus, err)
 	}
+	if !Live(&a.Refund) {
+		// Created and already failed or canceled: no money moved.
+		return e.deadRefund(it, &a.Refund)
+	}
 	source := journal.SourceAPI
 	if a.Replayed {
 		source = journal.SourceReplay
@@ -100,7 +104,6 @@ func (e *engine) adopt(ctx context.Context, it *Item, attempt int, unsent bool, 
 			return e.unrecorded(it, attempt, fmt.Sprintf("a second refund %s exists but could not be journaled", x.ID))
 		}
 	}
-	e.duplicates.Add(1)
 	extra := describe(own[1:])
 	e.logItem(slog.LevelError, "item has more than one refund at "+e.name, it, attempt, "kept", r.ID, "extra", extra)
 	res.Code = CodeDuplicateRefunds
@@ -116,7 +119,7 @@ func (e *engine) settle(it *Item, attempt int, r *Refund, source string) Result 
 		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s exists but could not be journaled", r.ID))
 	}
 	status := StatusRefunded
-	if r.Status == RefundPending {
+	if journal.Unfinished(r.Status) {
 		status = StatusPending
 	}
 	res := newResult(it, status)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/stripesim"
 )
 
 // findHook tells of every look-up before answering it.
@@ -64,5 +65,27 @@ func TestASiblingOnALaterLineIsNoHold(t *testing.T) {
 	}
 	if mem.creates != 1 {
 		t.Errorf("%d creates, want 1 (i2)", mem.creates)
+	}
+}
+
+// A pending refund the provider answers it does not have (404: a key of
+// another account or mode, a refund that never was) is no pending refund:
+// the item is in doubt, said on every run, and nothing is sent.
+func TestAPendingRefundTheProviderDoesNotHaveIsNotDone(t *testing.T) {
+	first := newSim(t, 3, stripesim.Faults{RequiresActionShare: 1})
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	plan := planLines("b1", 1, 100)
+	if o := run(t, first, path, plan, runOpts{}); o.err != nil || o.results["i1"].Status != refund.StatusPending {
+		t.Fatalf("first run: %+v %v, want pending", o.results["i1"], o.err)
+	}
+	other := newSim(t, 3, stripesim.Faults{}) // the same charges, another account
+	for n := 1; n <= 2; n++ {
+		o := run(t, other, path, plan, runOpts{})
+		if r := o.results["i1"]; o.err != nil || r.Status != refund.StatusInDoubt || r.Code != "resource_missing" {
+			t.Errorf("rerun %d: %+v %v, want in doubt (resource_missing)", n, r, o.err)
+		}
+	}
+	if n := other.Creates(); n != 0 {
+		t.Errorf("%d creates at the other account, want none", n)
 	}
 }

@@ -98,7 +98,6 @@ type engine struct {
 	limited    atomic.Int64
 	reconciled atomic.Int64
 	newKeys    atomic.Int64
-	duplicates atomic.Int64
 	// indeterminate counts items an indeterminate answer left in doubt.
 	indeterminate atomic.Int64
 	targets       targetLocks
@@ -216,7 +215,6 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	e.summary.RateLimited = e.limited.Load()
 	e.summary.Reconciled = e.reconciled.Load()
 	e.summary.NewKeys = e.newKeys.Load()
-	e.summary.Duplicates = e.duplicates.Load()
 	e.summary.Indeterminate = e.indeterminate.Load()
 	st := cfg.Checkpoint.Stats()
 	e.summary.Records, e.summary.Fsyncs = st.Records, st.Fsyncs
@@ -340,6 +338,12 @@ func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bo
 	case journal.StatusRefunded:
 		r := newResult(it, StatusSkipped)
 		r.Refund, r.Amount, r.Currency, r.Attempt = st.Refund, st.Amount, st.Currency, st.Attempt
+		if st.Extras > 0 {
+			// Said on every run, as a final failure is, until audit
+			// --cancel-extras or a person ends it.
+			r.Code = CodeDuplicateRefunds
+			r.Message = fmt.Sprintf("the journal holds %d more %s for this item beside %s: refunded more than once; audit reports them (a succeeded refund cannot be reversed through the API)", st.Extras, plural(st.Extras, "refund"), st.Refund)
+		}
 		return r, true
 	case journal.StatusFailed:
 		if e.cfg.AllowRefundedCharges && heldCode(st.Code) {

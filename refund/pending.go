@@ -18,6 +18,7 @@ import (
 // journals the end if it came.
 func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemState) Result {
 	var r Refund
+	var last error
 	res, ok := e.read(ctx, it, st.Attempt, false, EndpointGet, "read pending refund "+st.Refund, func(ctx context.Context) error {
 		var err error
 		r, err = e.cfg.Provider.Get(ctx, st.Refund)
@@ -28,9 +29,18 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 				r, err = found, ferr
 			}
 		}
+		last = err
 		return err
 	})
-	if !ok {
+	switch {
+	case !ok && last != nil && Classify(last).Class == ClassFinal && !errors.Is(last, ErrNoLookup):
+		f := Classify(last)
+		// The provider answered for good that it has no such refund (404:
+		// another account's or mode's key, a refund that never was): the
+		// item is not done, whatever its journal says. Nothing is journaled,
+		// so every run asks again and says so until a person decides.
+		return e.inDoubt(it, st.Attempt, f.Code, fmt.Sprintf("journaled pending as refund %s, but %s answers %s: %s. No refund is known to exist for this item: check the payment and the API key's account and mode", st.Refund, e.name, f.Code, f.Message))
+	case !ok:
 		return e.stillPending(it, st, res.Code, res.Message+"; a later run asks again")
 	}
 	if r.ID != st.Refund {

@@ -122,7 +122,7 @@ func paymentOf(it *Item) Payment {
 const (
 	RefundSucceeded      = "succeeded"
 	RefundPending        = journal.PendingStatus
-	RefundRequiresAction = "requires_action" // can still be canceled
+	RefundRequiresAction = journal.RequiresActionStatus // waits for the customer; can still be canceled
 	RefundCanceled       = "canceled"
 	RefundFailed         = "failed"
 )

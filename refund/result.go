@@ -75,6 +75,9 @@ type Summary struct {
 func (s *Summary) add(r Result) {
 	s.Items++
 	s.ByStatus[r.Status]++
+	if r.Code == CodeDuplicateRefunds {
+		s.Duplicates++
+	}
 	if r.Status == StatusRefunded && r.Amount > 0 {
 		if r.Found {
 			s.Found[r.Currency] += r.Amount

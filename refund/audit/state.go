@@ -198,12 +198,12 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 			sl.refund = s.idx.Arena().Add(r.Refund)
 			sl.amount = r.Amount
 			sl.currency = s.currencies.ID(r.Currency)
-			if r.Status == journal.PendingStatus {
+			if journal.Unfinished(r.Status) {
 				sl.flags |= flagPending
 				s.pendingSince[i] = r.Time.Unix()
 			}
 		case s.str(sl.refund) == r.Refund:
-			if sl.flags&flagPending != 0 && r.Status != journal.PendingStatus {
+			if sl.flags&flagPending != 0 && !journal.Unfinished(r.Status) {
 				sl.flags &^= flagPending // settled by a later run
 				delete(s.pendingSince, i)
 			}
