@@ -3,13 +3,16 @@ package postgres
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
 )
 
 // Export writes the records of batches (all batches when none are named)
@@ -70,13 +73,16 @@ type BusyError struct{ Why string }
 
 func (e *BusyError) Error() string { return "postgres checkpoint busy: " + e.Why }
 
-// Import replaces the records of every batch that r (a journal, named name
-// in errors) holds records of with r's records, in one transaction. It is
+// Import replaces the records of every batch that r (a journal, named name in
+// errors) holds records of with r's records, in one transaction. It is
 // journal-merge's way into the checkpoint: r is the merge of what Export
 // wrote (up to sequence number last) and the journals merged in, so nothing
 // the checkpoint held is lost. It is refused with a *BusyError while a
 // worker holds a live claim in those batches, or when records were written
-// there after last. The items of those batches get their status anew.
+// there after last; and with a *refund.InputError when r's records bind an
+// item otherwise than the plan the checkpoint stores for its batch
+// (refund.CheckBinding, as Load checks records against a plan). The items
+// of those batches get their status anew.
 func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last int64) (records int, batches []string, err error) {
 	sc := journal.NewScanner(r, name)
 	type row struct {
@@ -84,6 +90,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	}
 	var rows []row
 	seen := map[string]bool{}
+	state := journal.NewState()
 	for sc.Scan() {
 		rec := sc.Record()
 		line, err := journal.MarshalLine(nil, rec)
@@ -95,6 +102,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 			seen[rec.Batch] = true
 			batches = append(batches, rec.Batch)
 		}
+		state.Apply(rec)
 	}
 	if err := sc.Err(); err != nil {
 		return 0, nil, err
@@ -129,6 +137,9 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 		if newer > last {
 			return &BusyError{Why: "records were written to the batches imported while the merge ran: run the merge again"}
 		}
+		if err := checkPlans(ctx, tx, batches, state, name, nil); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM refundkit.records WHERE batch = ANY($1)`, batches); err != nil {
 			return err
 		}
@@ -143,14 +154,10 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 			})); err != nil {
 			return err
 		}
-		for _, b := range batches {
-			if err := c.restatus(ctx, tx, b); err != nil {
-				return err
-			}
-		}
-		return nil
+		return restatus(ctx, tx, batches, state)
 	})
-	if _, ok := err.(*BusyError); ok {
+	switch err.(type) {
+	case *BusyError, *refund.InputError:
 		return 0, nil, err
 	}
 	if err != nil {
@@ -159,37 +166,89 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	return len(rows), batches, nil
 }
 
-// restatus sets the status of every item of batch from its records.
-func (c *Checkpoint) restatus(ctx context.Context, tx pgx.Tx, batch string) error {
-	rows, err := tx.Query(ctx, `SELECT item, rec FROM refundkit.records WHERE batch = $1 ORDER BY seq`, batch)
+// CheckJournal checks the records of the journal r (named name in errors)
+// against the plans the checkpoint stores for their batches, as Import
+// does, and writes nothing: an item they bind otherwise than its plan
+// line is a *refund.InputError at the line of the item's first record.
+// journal-merge asks it of each journal it imports, so that the error
+// names the journal and line a person can look at, not the merge.
+func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string) error {
+	sc := journal.NewScanner(r, name)
+	state := journal.NewState()
+	first := map[key]int{}
+	var batches []string
+	for sc.Scan() {
+		rec := sc.Record()
+		k := key{rec.Batch, rec.Item}
+		if _, ok := first[k]; !ok {
+			first[k] = sc.Line()
+			if !slices.Contains(batches, rec.Batch) {
+				batches = append(batches, rec.Batch)
+			}
+		}
+		state.Apply(rec)
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if c.empty {
+		return nil
+	}
+	err := checkPlans(ctx, c.pool, batches, state, name, first)
+	if _, ok := err.(*refund.InputError); ok {
+		return err
+	}
+	return c.wrap("check "+name, err)
+}
+
+// checkPlans checks every item of batches that state holds records of
+// against the plan line the checkpoint stores for it, with
+// refund.CheckBinding, in one query: the first that differs (in the
+// order of the stored plans) is an *refund.InputError named name, at the
+// line lines gives for the item (none when lines is nil).
+func checkPlans(ctx context.Context, q querier, batches []string, state *journal.State, name string, lines map[key]int) error {
+	rows, err := q.Query(ctx, `SELECT batch, item, line, plan FROM refundkit.items WHERE batch = ANY($1) ORDER BY batch, line`, batches)
 	if err != nil {
 		return err
 	}
-	states := map[string]journal.ItemState{}
-	var rec journal.Record
+	defer rows.Close()
 	for rows.Next() {
-		var item, line string
-		if err := rows.Scan(&item, &line); err != nil {
-			rows.Close()
+		var batch, item, doc string
+		var planLine int64
+		if err := rows.Scan(&batch, &item, &planLine, &doc); err != nil {
 			return err
 		}
-		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
-			rows.Close()
-			return &CorruptError{Batch: batch, Item: item, Err: err}
+		st, ok := state.Lookup(batch, item)
+		if !ok {
+			continue
 		}
-		states[item] = journal.Next(states[item], &rec)
+		var it refund.Item
+		if err := json.Unmarshal([]byte(doc), &it); err != nil {
+			return fmt.Errorf("item %q of batch %q: the plan stored does not decode: %w", item, batch, err)
+		}
+		if err := refund.CheckBinding(&it, st); err != nil {
+			return &refund.InputError{Name: name, Line: lines[key{batch, item}],
+				Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", planLine, batch, err)}
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	items, statuses, held := make([]string, 0, len(states)), make([]string, 0, len(states)), make([]bool, 0, len(states))
-	for item, st := range states {
+	return rows.Err()
+}
+
+// restatus sets the status of every item of batches that state holds
+// records of, as they fold.
+func restatus(ctx context.Context, tx pgx.Tx, batches []string, state *journal.State) error {
+	var bs, items, statuses []string
+	var held []bool
+	state.Each(func(batch, item string, st journal.ItemState) {
+		if !slices.Contains(batches, batch) {
+			return
+		}
 		s, h := statusOf(st)
-		items, statuses, held = append(items, item), append(statuses, s), append(held, h)
-	}
-	_, err = tx.Exec(ctx, `UPDATE refundkit.items i SET status = s.status, held = s.held
-		FROM unnest($2::text[], $3::text[], $4::bool[]) AS s(item, status, held)
-		WHERE i.batch = $1 AND i.item = s.item`, batch, items, statuses, held)
+		bs, items, statuses, held = append(bs, batch), append(items, item), append(statuses, s), append(held, h)
+	})
+	_, err := tx.Exec(ctx, `UPDATE refundkit.items i SET status = s.status, held = s.held
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[]) AS s(batch, item, status, held)
+		WHERE i.batch = s.batch AND i.item = s.item`, bs, items, statuses, held)
 	return err
 }
 

@@ -13,11 +13,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 )
 
 // loadBatch stores the plan of one batch, or checks it against the one
-// stored.
+// stored; either way every line whose item the checkpoint holds records of
+// is checked against the state they fold to (checkLines): records imported
+// before the plan, or written under it by an earlier build, bind their
+// items as a file journal's do.
 func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund.PlanLine) error {
 	docs := make([]string, len(lines))
 	for i, pl := range lines {
@@ -37,12 +41,10 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 		err := c.pool.QueryRow(ctx, `SELECT plan_digest, items, loaded_at, loaded_by FROM refundkit.batches WHERE batch = $1`, batch).
 			Scan(&lp.digest, &lp.items, &lp.loadedAt, &lp.loadedBy)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return nil
+		case errors.Is(err, pgx.ErrNoRows), err == nil && bytes.Equal(lp.digest, digest):
+			return c.checkStored(ctx, batch, lines)
 		case err != nil:
 			return c.wrap("check plan of batch "+batch, err)
-		case bytes.Equal(lp.digest, digest):
-			return nil
 		}
 		err = planDiffers(ctx, c.pool, batch, lines, docs, lp)
 		if _, ok := err.(*refund.InputError); ok {
@@ -50,6 +52,7 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 		}
 		return c.wrap("check plan of batch "+batch, err)
 	}
+	stored := false // the plan was stored before: checked outside the batch's lock
 	err := c.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "refundkit.batch:"+batch); err != nil {
 			return err
@@ -58,33 +61,80 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 		err := tx.QueryRow(ctx, `SELECT plan_digest, items, loaded_at, loaded_by FROM refundkit.batches WHERE batch = $1`, batch).
 			Scan(&lp.digest, &lp.items, &lp.loadedAt, &lp.loadedBy)
 		if errors.Is(err, pgx.ErrNoRows) {
+			// Records imported before the plan (journal-merge -o) must
+			// agree with it, and give their items a status now.
+			state, err := foldBatch(ctx, tx, batch)
+			if err != nil {
+				return err
+			}
+			if err := checkLines(batch, lines, state); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, `INSERT INTO refundkit.batches (batch, plan_digest, items, loaded_by) VALUES ($1, $2, $3, $4)`,
 				batch, digest, len(lines), c.worker); err != nil {
 				return err
 			}
-			_, err := tx.CopyFrom(ctx, pgx.Identifier{"refundkit", "items"}, []string{"batch", "item", "line", "plan"},
+			_, err = tx.CopyFrom(ctx, pgx.Identifier{"refundkit", "items"}, []string{"batch", "item", "line", "plan"},
 				pgx.CopyFromSlice(len(lines), func(i int) ([]any, error) {
 					return []any{batch, lines[i].Item.Item, int64(lines[i].Line), docs[i]}, nil
 				}))
 			if err != nil {
 				return err
 			}
-			// Records imported before the plan (journal-merge -o) give
-			// their items a status now.
-			return c.restatus(ctx, tx, batch)
+			return restatus(ctx, tx, []string{batch}, state)
 		}
 		if err != nil {
 			return err
 		}
 		if bytes.Equal(lp.digest, digest) {
-			return nil // the same plan: loaded already
+			stored = true // the same plan: loaded already
+			return nil
 		}
 		return planDiffers(ctx, tx, batch, lines, docs, lp)
 	})
+	if err == nil && stored {
+		// Its records were checked when they went in (by the engine as
+		// each item was claimed, by Import) unless an earlier build wrote
+		// them: checked again, without holding up the workers starting.
+		return c.checkStored(ctx, batch, lines)
+	}
 	if _, ok := err.(*refund.InputError); ok {
 		return err
 	}
 	return c.wrap("load plan of batch "+batch, err)
+}
+
+// checkStored checks lines of batch against the records the checkpoint
+// holds of them (checkLines), in one query. A read-only checkpoint keeps
+// the state for Lookup.
+func (c *Checkpoint) checkStored(ctx context.Context, batch string, lines []refund.PlanLine) error {
+	state, err := foldBatch(ctx, c.pool, batch)
+	if err != nil {
+		return c.wrap("check plan of batch "+batch, err)
+	}
+	if c.stopRenew == nil {
+		c.mu.Lock()
+		c.states[batch] = state
+		c.mu.Unlock()
+	}
+	return checkLines(batch, lines, state)
+}
+
+// checkLines checks every plan line of batch whose item state holds
+// records of against what they bind it to, with refund.CheckBinding (the
+// one check, as the engine makes it of a file journal's items): the first
+// that differs, in plan order, is an *refund.InputError at its line.
+func checkLines(batch string, lines []refund.PlanLine, state *journal.State) error {
+	for _, pl := range lines {
+		st, ok := state.Lookup(batch, pl.Item.Item)
+		if !ok {
+			continue
+		}
+		if err := refund.CheckBinding(pl.Item, st); err != nil {
+			return &refund.InputError{Line: pl.Line, Err: err}
+		}
+	}
+	return nil
 }
 
 // planDigest digests a batch's items in item order.

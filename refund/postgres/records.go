@@ -164,7 +164,7 @@ func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error)
 		state := c.states[batch]
 		if state == nil {
 			var err error
-			if state, err = c.loadBatchState(context.Background(), batch); err != nil {
+			if state, err = foldBatch(context.Background(), c.pool, batch); err != nil {
 				return journal.ItemState{}, false, c.wrap("lookup", err)
 			}
 			c.states[batch] = state
@@ -185,9 +185,9 @@ func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error)
 	return st, ok, nil
 }
 
-// loadBatchState folds every record of batch into a journal.State.
-func (c *Checkpoint) loadBatchState(ctx context.Context, batch string) (*journal.State, error) {
-	rows, err := c.pool.Query(ctx, `SELECT item, rec FROM refundkit.records WHERE batch = $1 ORDER BY seq`, batch)
+// foldBatch folds every record of batch into a journal.State: one query.
+func foldBatch(ctx context.Context, q querier, batch string) (*journal.State, error) {
+	rows, err := q.Query(ctx, `SELECT item, rec FROM refundkit.records WHERE batch = $1 ORDER BY seq`, batch)
 	if err != nil {
 		return nil, err
 	}

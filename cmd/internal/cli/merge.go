@@ -28,7 +28,7 @@ Records are written in ts order; records with the same ts keep the order of the 
 
 With -o, OUT is locked as refund locks its journal, from before the merge until the merged file replaces it: a journal a run is writing is refused (exit 4), and OUT may be one of the journals merged (compaction in place).
 
-Exit codes: 0 merged; 1 conflicting outcomes (all kept); 2 usage error, or an input missing or a directory; 3 the output could not be written; 4 OUT is locked by another run; 5 corrupt input or unknown version.`
+Exit codes: 0 merged; 1 conflicting outcomes (all kept); 2 usage error, records imported that contradict the checkpoint's plan (none imported), or an input missing or a directory; 3 the output could not be written; 4 OUT is locked by another run; 5 corrupt input or unknown version.`
 
 // JournalMerge is the journal-merge command: it merges journals into one.
 func JournalMerge(env Env) int {

@@ -171,6 +171,21 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 		return exitCodeFor(err)
 	}
 	defer done()
+	// Records that bind an item otherwise than the plan the checkpoint
+	// stores for its batch are refused, journal by journal so that the
+	// error names the journal and line; Import checks the merge again.
+	names := make([]string, len(inputs))
+	for i, path := range inputs {
+		names[i] = args.Journals[i]
+		if postgres.IsURL(names[i]) {
+			names[i] = postgres.Redact(names[i])
+		}
+		if err := checkImported(ctx, x.cp, path, names[i]); err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			warnf(env.Stderr, name, "nothing was imported: the checkpoint is as it was")
+			return exitCodeFor(unwritable(err))
+		}
+	}
 	merged := filepath.Join(filepath.Dir(x.path), "merged.jsonl")
 	f, err := os.OpenFile(merged, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
@@ -192,7 +207,7 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 		warnf(env.Stderr, name, "%v", err)
 		return ExitJournal
 	}
-	n, batches, err := x.cp.Import(ctx, f, merged, x.last)
+	n, batches, err := x.cp.Import(ctx, f, "the merge of "+strings.Join(names, ", "), x.last)
 	if err != nil {
 		warnf(env.Stderr, name, "%s: %v", x.name, err)
 		warnf(env.Stderr, name, "nothing was imported: the checkpoint is as it was")
@@ -200,4 +215,15 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 	}
 	warnf(env.Stderr, name, "%s: imported %d %s of %d %s (%s)", x.name, n, plural(n, "record"), len(batches), map[bool]string{true: "batch", false: "batches"}[len(batches) == 1], strings.Join(batches, ", "))
 	return reportMerge(env, name, report)
+}
+
+// checkImported checks the journal at path, named name, against the plans
+// cp stores (postgres.Checkpoint.CheckJournal).
+func checkImported(ctx context.Context, cp *postgres.Checkpoint, path, name string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	defer f.Close()
+	return cp.CheckJournal(ctx, f, name)
 }
