@@ -51,6 +51,12 @@ type Config struct {
 	// AllRefunds holds items whose charge has refunds without refundkit
 	// metadata too (made by hand or by older scripts).
 	AllRefunds bool
+	// Shard is the shard of the plan this run works (refund --shard K/N);
+	// the zero Shard is all of it. Every item is read, so that a refund of
+	// another shard's item on a payment is known to be the plan's; only
+	// the shard's are looked up, sent and reported. A file journal's feed
+	// only: a shared checkpoint's workers claim items instead.
+	Shard Shard
 	// Backoff spaces retries (default: the provider's Facts.Backoff).
 	Backoff Backoff
 	Log     *slog.Logger
@@ -98,6 +104,9 @@ type engine struct {
 	limited    atomic.Int64
 	reconciled atomic.Int64
 	newKeys    atomic.Int64
+	// otherShards counts the plan's items of other shards (Config.Shard),
+	// read by the feed alone.
+	otherShards int
 	// indeterminate counts items an indeterminate answer left in doubt.
 	indeterminate atomic.Int64
 	targets       targetLocks
@@ -137,6 +146,9 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	}
 	if cfg.Checkpoint == nil {
 		return Summary{}, errors.New("refund: no checkpoint")
+	}
+	if _, shared := cfg.Checkpoint.(Claims); shared && cfg.Shard.N > 0 {
+		return Summary{}, errors.New("refund: a shard of the plan with a shared checkpoint: its workers claim items instead")
 	}
 	if cfg.Provider == nil && !cfg.DryRun {
 		return Summary{}, errors.New("refund: no provider")
@@ -216,6 +228,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	e.summary.Reconciled = e.reconciled.Load()
 	e.summary.NewKeys = e.newKeys.Load()
 	e.summary.Indeterminate = e.indeterminate.Load()
+	e.summary.OtherShards = e.otherShards
 	st := cfg.Checkpoint.Stats()
 	e.summary.Records, e.summary.Fsyncs = st.Records, st.Fsyncs
 	if h := e.haltErr.Load(); h != nil {
@@ -260,6 +273,10 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 			if err := e.facts.accepts(it); err != nil {
 				err.Name, err.Line = name, p.line
 				return err
+			}
+			if !e.cfg.Shard.Holds(it) {
+				e.otherShards++
+				continue
 			}
 			st, known, err := e.cfg.Checkpoint.Lookup(it.Batch, it.Item)
 			if err != nil {

@@ -67,6 +67,9 @@ type Summary struct {
 	Duplicates  int64 // items Stripe holds more than one live refund for
 	// Indeterminate counts items left in doubt by Stripe's own 500.
 	Indeterminate int64
+	// OtherShards counts the plan's items of other shards, read and not
+	// worked (Config.Shard).
+	OtherShards int
 	Records       int64 // journal records written
 	Fsyncs        int64
 	HaltedReason  string
@@ -90,7 +93,11 @@ func (s *Summary) add(r Result) {
 // String is the one-paragraph summary printed on stderr, amounts as money.
 func (s *Summary) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d %s:", s.Items, plural(s.Items, "item"))
+	fmt.Fprintf(&b, "%d %s", s.Items, plural(s.Items, "item"))
+	if s.OtherShards > 0 {
+		fmt.Fprintf(&b, " (and %d of other shards, read and not worked)", s.OtherShards)
+	}
+	b.WriteByte(':')
 	for i, st := range []string{StatusRefunded, StatusSkipped, StatusFailed, StatusInDoubt, StatusPending, StatusWould, StatusWouldRec} {
 		if n := s.ByStatus[st]; n > 0 || i < 4 {
 			if i > 0 {

@@ -42,24 +42,9 @@ func InShard(batch, target string, k, n int) bool {
 	return shardOf(batch, target, n) == k
 }
 
-// shardOf is the 1-based shard of a target: FNV-1a (64-bit) of batch, a
-// zero byte and target, modulo n. The zero byte keeps ("a", "bc") and
-// ("ab", "c") apart; neither id may contain one.
-func shardOf(batch, item string, n int) int {
-	const (
-		offset64 = 14695981039346656037
-		prime64  = 1099511628211
-	)
-	h := uint64(offset64)
-	for i := 0; i < len(batch); i++ {
-		h = (h ^ uint64(batch[i])) * prime64
-	}
-	h *= prime64 // the separator: h ^ 0 is h
-	for i := 0; i < len(item); i++ {
-		h = (h ^ uint64(item[i])) * prime64
-	}
-	return int(h%uint64(n)) + 1
-}
+// shardOf is the 1-based shard of a target (refund.ShardOf, the one
+// partition plan and refund --shard share).
+func shardOf(batch, target string, n int) int { return refund.ShardOf(batch, target, n) }
 
 // Shard returns the items of shard k of n, in their input order, in a new
 // slice: Plan.Shard for items from elsewhere, such as a plan file read
@@ -75,6 +60,27 @@ func Shard(items []refund.Item, k, n int) []refund.Item {
 		}
 	}
 	return out
+}
+
+// MixedPayments reports a plan that names payments both by charge and by
+// payment intent, with the first line of each: such a plan cannot be
+// split offline, since a charge and its payment intent are one payment
+// whose ids hash to two shards (refund --shard splits it instead, each
+// worker reading the whole plan).
+func (p *Plan) MixedPayments() (chargeLine, intentLine int, mixed bool) {
+	for i := 0; i < p.n && (chargeLine == 0 || intentLine == 0); i++ {
+		switch e := p.at(i); {
+		case e.flags&entryIntent != 0:
+			if intentLine == 0 {
+				intentLine = int(e.line)
+			}
+		case e.flags&entryCapture == 0:
+			if chargeLine == 0 {
+				chargeLine = int(e.line)
+			}
+		}
+	}
+	return chargeLine, intentLine, chargeLine > 0 && intentLine > 0
 }
 
 // Shard returns the plan of shard k of n: the items for which InShard

@@ -87,6 +87,11 @@ func Plan(env Env) int {
 
 	summary := fmt.Sprintf("%d %s, batch %s", p.Len(), plural(p.Len(), "item"), args.Batch)
 	if shardN > 0 {
+		if c, pi, mixed := p.MixedPayments(); mixed {
+			warnf(env.Stderr, name, "--shard %s: %s:%d names a charge and %s:%d a payment intent: a charge and its payment intent are one payment, and plan cannot tell offline which are, so it cannot keep every payment in one shard; nothing written", args.Shard, inName, c, inName, pi)
+			warnf(env.Stderr, name, "give every worker the whole plan and split it with refund --shard K/N: each works its shard and knows every item")
+			return ExitUsage
+		}
 		p = p.Shard(shardK, shardN)
 		summary += fmt.Sprintf(", shard %d/%d: %d %s", shardK, shardN, p.Len(), plural(p.Len(), "item"))
 	}
