@@ -69,10 +69,10 @@ type Summary struct {
 	Indeterminate int64
 	// OtherShards counts the plan's items of other shards, read and not
 	// worked (Config.Shard).
-	OtherShards int
-	Records       int64 // journal records written
-	Fsyncs        int64
-	HaltedReason  string
+	OtherShards  int
+	Records      int64 // journal records written
+	Fsyncs       int64
+	HaltedReason string
 }
 
 func (s *Summary) add(r Result) {
