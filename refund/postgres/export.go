@@ -67,6 +67,37 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 	return records, last, bw.Flush()
 }
 
+// ExportPlans writes the plans the checkpoint stores for batches (all
+// when none are named) as a plan file holds them, one item a JSON line
+// (its canonical JSON, as loaded), batch by batch in plan order: what
+// audit audits the checkpoint's items against, as audit --plan does. It
+// returns how many items it wrote.
+func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []string) (items int, err error) {
+	if c.empty {
+		return 0, nil
+	}
+	rows, err := c.pool.Query(ctx, `SELECT plan FROM refundkit.items
+		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR batch = ANY($1) ORDER BY batch, line`, batches)
+	if err != nil {
+		return 0, c.wrap("export plans", err)
+	}
+	defer rows.Close()
+	bw := bufio.NewWriterSize(w, 256<<10)
+	for rows.Next() {
+		var doc string
+		if err := rows.Scan(&doc); err != nil {
+			return items, c.wrap("export plans", err)
+		}
+		bw.WriteString(doc)
+		bw.WriteByte('\n')
+		items++
+	}
+	if err := rows.Err(); err != nil {
+		return items, c.wrap("export plans", err)
+	}
+	return items, bw.Flush()
+}
+
 // BusyError is an import refused because workers hold live claims in the
 // batches it would change, or wrote records since they were exported.
 type BusyError struct{ Why string }

@@ -124,6 +124,14 @@ func Audit(env Env) int {
 		}
 		defer x.close()
 		inputs[i], exported[x.path] = x.path, x
+		// The checkpoint stores the plan: audited item by item as --plan
+		// audits a plan file (a plan given with --plan is the one audited).
+		if c.Plan == "" {
+			if err := x.addPlans(context.Background(), a, c.Batch); err != nil {
+				warnf(env.Stderr, name, "%v", err)
+				return exitCodeFor(err)
+			}
+		}
 	}
 	var inNames []string
 	for _, path := range inputs {

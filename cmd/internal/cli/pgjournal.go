@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund/audit"
 	"github.com/refundkit/refundkit/refund/postgres"
 )
 
@@ -50,6 +51,29 @@ func exportCheckpoint(ctx context.Context, connString, worker string, batches []
 		return nil, err
 	}
 	return x, nil
+}
+
+// addPlans adds the plans the checkpoint stores for batches (all when
+// none) to a, as audit --plan adds a plan file: its planned items without
+// a refund are findings.
+func (x *pgExport) addPlans(ctx context.Context, a *audit.Auditor, batches []string) error {
+	path := filepath.Join(filepath.Dir(x.path), "plans.jsonl")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	n, err := x.cp.ExportPlans(ctx, f, batches)
+	if err != nil {
+		return withCode(ExitUsage, err) // the checkpoint cannot be read
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	return a.AddPlan(f, x.name+" (the plans it stores)")
 }
 
 func (x *pgExport) close() {
