@@ -211,13 +211,18 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 		// find every duplicate, and grouping a million items is spared.
 		a.st.groupItems()
 	}
+	// The state is only read from here on: the refund ids are indexed
+	// beside the other passes, and their findings come last.
+	shared := r.startShared()
 	if opts.Provider == nil {
 		r.journalPass()
 		r.otherBatchPass()
+		shared()
 		rep.Complete = true
 		return rep, nil
 	}
 	err := r.stripePass(ctx)
+	shared()
 	rep.Complete = err == nil
 	return rep, err
 }
@@ -239,6 +244,7 @@ type run struct {
 	rep     *Report
 	out     func(*Finding)
 	charges map[string]chargeInfo // fetched charges, by id
+	wholes  map[string]wholeInfo  // payments read for a full refund's amount, by id
 	// halt is what made the provider unusable (stripe.go): no call begins
 	// after it.
 	halt atomic.Pointer[StripeError]

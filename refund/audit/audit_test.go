@@ -146,7 +146,7 @@ func TestAuditFindingsOverHandWrittenJournals(t *testing.T) {
 		{"journal item not in the plan", plan3, []string{jl(t, cat(done("i1", "ch_1", "re_1", 100), done("i2", "ch_2", "re_2", 200), done("i3", "ch_3", "re_3", 300), done("i4", "ch_4", "re_4", 400))...)},
 			[]string{"not_in_plan i4"}},
 		{"unplanned item refunded on a planned charge", plan3, []string{jl(t, cat(done("i1", "ch_1", "re_1", 100), done("i2", "ch_2", "re_2", 200), done("i3", "ch_3", "re_3", 300), done("old-i1", "ch_1", "re_7", 100))...)},
-			[]string{"not_in_plan old-i1", "duplicate @ch_1"}},
+			[]string{"not_in_plan old-i1", "duplicate @ch_1", "unowned @ch_1"}},
 		{"partial refunds of two planned items on one charge", `{"batch":"b1","item":"a","charge":"ch_1","amount":100}
 {"batch":"b1","item":"b","charge":"ch_1","amount":200}
 `, []string{jl(t, cat(done("a", "ch_1", "re_1", 100), done("b", "ch_1", "re_2", 200))...)},

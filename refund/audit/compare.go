@@ -79,6 +79,7 @@ func (m *member) ownRefund() bool {
 // group is the items of one batch on a target.
 type group struct {
 	batch   string
+	all     []*sref // every refund listed on the target, oldest first
 	ms      []*member
 	byItem  map[string]*member
 	planned []*member
@@ -119,6 +120,7 @@ func (r *run) stripeTarget(ctx context.Context, t *target, list []refund.Refund)
 	gs := make([]*group, len(t.heads))
 	for k, h := range t.heads {
 		gs[k] = r.newGroup(h)
+		gs[k].all = all
 	}
 	// A refund whose metadata names an item is that item's, always.
 	for _, x := range all {
@@ -179,11 +181,18 @@ func (r *run) stripeGroup(ctx context.Context, t *target, g *group, byID map[str
 		if err := r.stripeItem(ctx, m, byID, unplannedNote(spare)); err != nil {
 			return err
 		}
+		if err := r.stripeCredit(ctx, t, m, g.all); err != nil {
+			return err
+		}
 	}
 	if err := r.stripeOthers(ctx, t, g.batch, g.others); err != nil {
 		return err
 	}
-	return r.stripeCharge(ctx, t, g.batch, g.ms, g.planned, g.others)
+	if err := r.stripeCharge(ctx, t, g.batch, g.ms, g.planned, g.others); err != nil {
+		return err
+	}
+	r.unownedStripe(t, g)
+	return nil
 }
 
 // stripeItem checks one item against its refunds at Stripe; note is added

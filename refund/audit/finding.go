@@ -47,12 +47,28 @@ const (
 	// live refund (unknown, canceled or failed there).
 	KindJournalOnly = "journal_only"
 	// KindUnchecked: Stripe would not list a charge's refunds, so its items
-	// could not be checked.
+	// could not be checked; or the amount of a full-refund item's charge
+	// could not be fetched.
 	KindUnchecked = "unchecked"
+	// KindSharedRefund: an item credited with a refund id that another item
+	// is credited with: one refund refunds one item at most.
+	KindSharedRefund = "shared_refund"
+	// KindUnowned: with a plan, refunds of the batch on a planned payment
+	// for items the plan does not put on that payment (renamed, dropped,
+	// moved), whatever the journals say of those items.
+	KindUnowned = "unowned"
+	// KindAmountMismatch: an item credited with a refund of another amount
+	// than it asked for, or, asking for a full refund, whose charge is not
+	// refunded whole (as the provider reports the charge's amount).
+	KindAmountMismatch = "amount_mismatch"
+	// KindCurrencyMismatch: an item credited with a refund in another
+	// currency than it asked for (the plan's, or what its intent sent).
+	KindCurrencyMismatch = "currency_mismatch"
 )
 
 // Kinds lists every kind of finding in the order summaries show them.
-var Kinds = []string{KindDuplicate, KindOtherBatch, KindInDoubt, KindConflict, KindFailed, KindPending, KindTornTail,
+var Kinds = []string{KindDuplicate, KindSharedRefund, KindOtherBatch, KindUnowned, KindInDoubt, KindConflict,
+	KindAmountMismatch, KindCurrencyMismatch, KindFailed, KindPending, KindTornTail,
 	KindMissing, KindNotInPlan, KindStripeOnly, KindJournalOnly, KindUnchecked}
 
 // Actions on a refund listed in a finding: what audit did with it or what

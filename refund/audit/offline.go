@@ -53,6 +53,10 @@ func (r *run) itemPass() {
 		if !refunded && sl.status == statusFailed && (r.opts.Provider == nil || sl.target == 0) {
 			r.out(r.failedFinding(i, sl))
 		}
+		// With a provider, what it lists for the item is checked instead.
+		if refunded && (r.opts.Provider == nil || sl.target == 0) && r.creditDiffers(i, sl) {
+			r.creditFindings(i, sl, r.journalRefunds(i))
+		}
 		failedAfter := refunded && sl.flags&flagFinalFailure != 0
 		if other := r.recordConflict(i, sl); other || failedAfter && (r.opts.Provider == nil || sl.target == 0) {
 			r.out(r.conflictFinding(i, sl, failedAfter, ""))
@@ -136,10 +140,15 @@ func (r *run) failedFinding(i uint32, sl *itemSlot) *Finding {
 // failedRemedy is the remedy of a final failure with code.
 func failedRemedy(code string) string {
 	switch code {
-	case refund.CodeRefundedByOtherBatch, refund.CodeRefundedOutside:
+	case refund.CodeRefundedByOtherBatch, refund.CodeRefundedOutside, refund.CodeRefundedByOtherItem, refund.CodeRefundedUnattributed:
 		what := "a refund of another refundkit batch"
-		if code == refund.CodeRefundedOutside {
+		switch code {
+		case refund.CodeRefundedOutside:
 			what = "a refund made outside refundkit"
+		case refund.CodeRefundedByOtherItem:
+			what = "a refund of this batch for an item the plan does not put on this payment"
+		case refund.CodeRefundedUnattributed:
+			what = "a refund whose maker the provider cannot tell"
 		}
 		return "refund held this item before any call: its charge already holds " + what + " (named in the message), and nothing was sent; " +
 			"a person decides: if this refund is meant on top of it, run refund again with --allow-refunded-charges; if that refund already settles this item, nothing is owed, and this finding stays as the record of that decision"
@@ -204,6 +213,7 @@ func (r *run) journalPass() {
 			r.journalItem(m, s.slot(m), unplannedNote(unplanned))
 		}
 		r.journalCharge(members)
+		r.unownedJournal(members)
 	}
 }
 

@@ -114,7 +114,8 @@ func TestEmpty(t *testing.T) {
 // journal lacks (the answer to a call in flight); the items of another
 // journal are not.
 func TestHeldJournalsItemsInDoubtMayBeInFlight(t *testing.T) {
-	s := newSim(t, charges(3, map[int][]stripesim.SeedRefund{3: {{Amount: 500, Metadata: meta("b1", "i3")}}}))
+	// i3 asks for a full refund: its charge's whole 2000.
+	s := newSim(t, charges(3, map[int][]stripesim.SeedRefund{3: {{Amount: 2000, Metadata: meta("b1", "i3")}}}))
 	const (
 		msg      = "journal live.jsonl is held by a running refund: this item may be in flight now"
 		foundMsg = "journal live.jsonl is held by a running refund: this refund may be the answer to a call in flight, not yet journaled"

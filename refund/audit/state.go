@@ -99,6 +99,9 @@ type state struct {
 	canceled     map[string]bool // refund ids journaled as canceled
 	planned      bool            // a plan was added
 	live         bool            // the records applied are of a journal a running refund holds
+	// refundHash, when set, hashes refund ids for the refund index instead
+	// of the index's own hash (tests make ids collide with it).
+	refundHash func(string) uint64
 	// grouped: items are linked into groups as their targets become known.
 	// Linking costs a table probe per item, and a journal read without a
 	// plan or Stripe needs no groups, so it starts with groupItems.
@@ -179,6 +182,8 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 		if sl.flags&flagInPlan == 0 {
 			sl.reqAmount = r.Amount
 			sl.reqCurrency = s.currencies.ID(r.Currency)
+		} else if sl.reqCurrency == 0 {
+			sl.reqCurrency = s.currencies.ID(r.Currency) // the plan names none: what was sent
 		}
 		sl.flags |= flagRequested
 		sl.status = statusInDoubt
@@ -282,7 +287,8 @@ func paymentOf(id string, flags uint16) refund.Payment {
 // it holds an item, before any call, for a refund made elsewhere on its
 // charge.
 func heldCode(code string) bool {
-	return code == refund.CodeRefundedByOtherBatch || code == refund.CodeRefundedOutside
+	return code == refund.CodeRefundedByOtherBatch || code == refund.CodeRefundedOutside ||
+		code == refund.CodeRefundedByOtherItem || code == refund.CodeRefundedUnattributed
 }
 
 // origin is where a plan item or record was read, for messages.

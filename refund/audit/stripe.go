@@ -138,6 +138,9 @@ func (r *run) unchecked(t *target, e *listRefused) {
 			case sl.flags&flagRefunded != 0 && sl.flags&flagFinalFailure != 0 && !r.recordConflict(m, sl):
 				r.out(r.conflictFinding(m, sl, true, ""))
 			}
+			if sl.flags&flagRefunded != 0 && r.creditDiffers(m, sl) {
+				r.creditFindings(m, sl, r.journalRefunds(m))
+			}
 			r.journalItem(m, sl, "")
 		}
 	}

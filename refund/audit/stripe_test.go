@@ -380,7 +380,7 @@ func TestAuditOfRefundsOfOtherItemsOnACharge(t *testing.T) {
 `
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	got, rep := mustAudit(t, s, stripeAudit{plan: p, journal: path, allRefunds: true, backfill: true})
-	wantFindings(t, "audit", got, "stripe_only i1", "stripe_only old-i1", "duplicate @ch_a1", "other_batch @ch_a1", "missing a", "missing b", "stripe_only @ch_a2")
+	wantFindings(t, "audit", got, "stripe_only i1", "stripe_only old-i1", "duplicate @ch_a1", "unowned @ch_a1", "other_batch @ch_a1", "missing a", "missing b", "stripe_only @ch_a2")
 	if f := find(got, audit.KindDuplicate, ""); f.Planned != 1 || actions(f) != "succeeded: succeeded:irreversible" || f.Refunds[1].Item != "old-i1" {
 		t.Errorf("charge duplicate %+v (%s)", f, actions(f))
 	}

@@ -54,6 +54,7 @@ func JournalMerge(env Env) int {
 		return exitCodeFor(err)
 	}
 	defer done()
+	names := displayNames(args.Journals)
 	args.Journals = inputs
 
 	// Output to a file goes to a temporary file beside it first, so a failed
@@ -93,6 +94,7 @@ func JournalMerge(env Env) int {
 	}
 
 	report, err := journal.MergeWith(args.Journals, out, journal.MergeOptions{Compact: args.Compact})
+	renameInputs(&report, inputs, names)
 	for _, in := range report.Inputs {
 		if in.Torn != nil {
 			warnf(env.Stderr, name, "%s", in.Torn)

@@ -54,4 +54,15 @@ func TestPGAuditAuditsTheStoredPlan(t *testing.T) {
 	p = r.run("audit", "", nil, r.url)
 	r.want(p, ExitOK, "audit of the batch done")
 	wantIn(t, "audit's stderr", p.Stderr.String(), "no findings")
+
+	// A batch imported whose plan the checkpoint does not store: its items
+	// are in no plan it stores. Each batch alone is clean.
+	o := filepath.Join(r.dir, "o.jsonl")
+	r.want(r.run("refund", r.write("other.jsonl", `{"batch":"other","item":"o1","charge":"ch_bv","amount":100}`), nil, "--journal", o, "--rate", "0"), ExitOK, "another batch on a file journal")
+	r.want(r.run("journal-merge", "", nil, "-o", r.url, o), ExitOK, "the import of the other batch")
+	p = r.run("audit", "", nil, r.url)
+	r.want(p, ExitFailed, "audit of both batches")
+	wantIn(t, "audit's findings", p.Stdout.String(), `"finding":"not_in_plan","batch":"other","item":"o1"`)
+	r.want(r.run("audit", "", nil, "--batch", bindBatch, r.url), ExitOK, "audit --batch "+bindBatch)
+	r.want(r.run("audit", "", nil, "--batch", "other", r.url), ExitOK, "audit --batch other")
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 // TestPGImportedItemBindsThePlan (issue 19, case 2): a file journal with
@@ -124,4 +126,26 @@ func TestPGImportThatContradictsThePlanIsRefused(t *testing.T) {
 	r.want(p, ExitOK, "the import of the export")
 	wantIn(t, "the import", p.Stderr.String(), "imported")
 	r.want(r.run("audit", "", nil, r.url), ExitOK, "audit after the import")
+}
+
+// TestPGImportConflictNamesTheCheckpoint: an import whose journal credits
+// an item with another refund than the checkpoint does is imported with
+// the conflict reported (exit 1), and the report names the checkpoint by
+// its URL, never the temporary file it was exported to.
+func TestPGImportConflictNamesTheCheckpoint(t *testing.T) {
+	r := newBindRig(t, true)
+	plan := r.write("plan.jsonl", bindItem("i1", "ch_bx", 500))
+	r.want(r.worker(plan, "W", nil), ExitOK, "the plan on the checkpoint")
+	// On the twin, a refund first, so that i1's there has another id.
+	r.want(r.run("refund", r.write("other.jsonl", `{"batch":"other","item":"o1","charge":"ch_bv","amount":100}`), r.onTwin(),
+		"--journal", filepath.Join(r.dir, "o.jsonl"), "--rate", "0"), ExitOK, "a refund on the twin")
+	j := filepath.Join(r.dir, "j.jsonl")
+	r.want(r.run("refund", plan, r.onTwin(), "--journal", j, "--rate", "0"), ExitOK, "the plan on a file journal (the twin)")
+	p := r.run("journal-merge", "", nil, "-o", r.url, j)
+	r.want(p, ExitFailed, "the import of another refund of i1")
+	msg := p.Stderr.String()
+	wantIn(t, "the conflict", msg, "journal-merge: conflict: ", postgres.Redact(r.url)+":", j+":")
+	if strings.Contains(msg, "refundkit-export-") {
+		t.Errorf("the report names the temporary export: %s", msg)
+	}
 }

@@ -43,7 +43,7 @@ type bindRig struct {
 func newBindRig(t *testing.T, migrate bool) *bindRig {
 	t.Helper()
 	var charges []stripesim.Charge
-	for _, c := range []string{"x", "y", "z", "w"} {
+	for _, c := range []string{"x", "y", "z", "w", "v"} {
 		charges = append(charges, stripesim.Charge{ID: "ch_b" + c, PaymentIntent: "pi_b" + c, Currency: "usd", Amount: 10000})
 	}
 	sim, err := crashrig.StartSim(stripesim.Config{Charges: charges, Seed: 1})

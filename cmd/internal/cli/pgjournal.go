@@ -198,12 +198,8 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 	// Records that bind an item otherwise than the plan the checkpoint
 	// stores for its batch are refused, journal by journal so that the
 	// error names the journal and line; Import checks the merge again.
-	names := make([]string, len(inputs))
+	names := displayNames(args.Journals)
 	for i, path := range inputs {
-		names[i] = args.Journals[i]
-		if postgres.IsURL(names[i]) {
-			names[i] = postgres.Redact(names[i])
-		}
 		if err := checkImported(ctx, x.cp, path, names[i]); err != nil {
 			warnf(env.Stderr, name, "%v", err)
 			warnf(env.Stderr, name, "nothing was imported: the checkpoint is as it was")
@@ -218,6 +214,7 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 	}
 	defer f.Close()
 	report, err := journal.MergeWith(append([]string{x.path}, inputs...), f, journal.MergeOptions{Compact: args.Compact})
+	renameInputs(&report, append([]string{x.path}, inputs...), append([]string{x.name}, names...))
 	for _, in := range report.Inputs {
 		if in.Torn != nil {
 			warnf(env.Stderr, name, "%s", in.Torn)
@@ -250,4 +247,44 @@ func checkImported(ctx context.Context, cp *postgres.Checkpoint, path, name stri
 	}
 	defer f.Close()
 	return cp.CheckJournal(ctx, f, name)
+}
+
+// displayNames are journals as messages name them: a checkpoint's URL
+// with its password redacted.
+func displayNames(journals []string) []string {
+	names := make([]string, len(journals))
+	for i, j := range journals {
+		names[i] = j
+		if postgres.IsURL(j) {
+			names[i] = postgres.Redact(j)
+		}
+	}
+	return names
+}
+
+// renameInputs makes report name each input read from paths[i] as
+// names[i]: a checkpoint by its URL, not the temporary file it was
+// exported to.
+func renameInputs(report *journal.MergeReport, paths, names []string) {
+	rename := func(loc string) string {
+		for i, p := range paths {
+			if rest, ok := strings.CutPrefix(loc, p+":"); ok && p != names[i] {
+				return names[i] + ":" + rest
+			}
+		}
+		return loc
+	}
+	for i := range report.Conflicts {
+		report.Conflicts[i].First = rename(report.Conflicts[i].First)
+		report.Conflicts[i].Second = rename(report.Conflicts[i].Second)
+	}
+	for _, in := range report.Inputs {
+		if in.Torn != nil {
+			for i, p := range paths {
+				if in.Torn.Path == p {
+					in.Torn.Path = names[i]
+				}
+			}
+		}
+	}
 }

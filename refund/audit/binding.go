@@ -1,0 +1,493 @@
+package audit
+
+// The bindings of a refund to an item, checked whatever source credits it:
+//
+//   - an item is credited only with a refund in its currency, for its
+//     amount; a full-refund item only with refunds that leave its payment
+//     refunded whole, as the provider reports the payment's amount
+//     (amount_mismatch, currency_mismatch);
+//   - a refund id is credited to one item at most, across every journal
+//     audited (shared_refund);
+//   - with a plan, a refund of the batch on a planned payment that no item
+//     of the plan puts on that payment belongs to no item, whatever the
+//     journals say of its item (unowned).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/money"
+)
+
+// askedFor is what item sl asked for, for messages; currency stands in when
+// the item named none.
+func (r *run) askedFor(sl *itemSlot, currency string) string {
+	if c := r.st.currencies.Name(sl.reqCurrency); c != "" {
+		currency = c
+	}
+	if sl.reqAmount == 0 {
+		return "a full refund"
+	}
+	return money.Format(sl.reqAmount, currency)
+}
+
+// creditDiffers reports whether a refund the journals credit to item i
+// (refunded) is in another currency or of another amount than the item
+// asked for (the plan's, else its last intent's). Most items have one
+// refund, checked without building the list.
+func (r *run) creditDiffers(i uint32, sl *itemSlot) bool {
+	if sl.flags&flagRequested == 0 || sl.reqAmount == 0 && sl.reqCurrency == 0 {
+		return false
+	}
+	if sl.flags&flagExtras == 0 {
+		return sl.reqCurrency != 0 && sl.currency != 0 && sl.currency != sl.reqCurrency ||
+			sl.reqAmount > 0 && sl.amount != sl.reqAmount
+	}
+	for _, x := range r.journalRefunds(i) {
+		if r.mismatchOf(sl, x.Amount, x.Currency) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// mismatchOf is the kind of finding a refund of amount in currency
+// credited to item sl is, or "" when it is what the item asked for. A
+// currency either side does not name is not compared; in another
+// currency, amounts are not compared either.
+func (r *run) mismatchOf(sl *itemSlot, amount int64, currency string) string {
+	if sl.flags&flagRequested == 0 {
+		return ""
+	}
+	if want := r.st.currencies.Name(sl.reqCurrency); want != "" && currency != "" && currency != want {
+		return KindCurrencyMismatch
+	}
+	if sl.reqAmount > 0 && amount != sl.reqAmount {
+		return KindAmountMismatch
+	}
+	return ""
+}
+
+// creditFindings reports the refunds the journals credit to item i that
+// are not what it asked for: one finding a kind.
+func (r *run) creditFindings(i uint32, sl *itemSlot, refunds []Refund) {
+	byKind := map[string][]Refund{}
+	for _, x := range refunds {
+		if k := r.mismatchOf(sl, x.Amount, x.Currency); k != "" {
+			byKind[k] = append(byKind[k], x)
+		}
+	}
+	for _, k := range []string{KindCurrencyMismatch, KindAmountMismatch} {
+		if xs := byKind[k]; len(xs) > 0 {
+			v := r.view(i)
+			r.out(r.mismatchFinding(&v, sl, k, xs, "the journal"))
+		}
+	}
+}
+
+// mismatchFinding reports refunds xs, credited to item v by who (the
+// journal, the provider), that are not what it asked for.
+func (r *run) mismatchFinding(v *itemView, sl *itemSlot, kind string, xs []Refund, who string) *Finding {
+	f := v.finding(kind)
+	f.Refunds = xs
+	var credited []string
+	for _, x := range xs {
+		f.Amount += x.Amount
+		f.Currency = x.Currency
+		credited = append(credited, x.ID+" of "+money.Format(x.Amount, x.Currency))
+	}
+	f.Message = "asked for " + r.askedFor(sl, xs[0].Currency) + ", credited with " + strings.Join(credited, " and ")
+	if kind == KindCurrencyMismatch {
+		f.Remedy = who + " credits this item with a refund in another currency than it asked for (amounts are minor units of each one's currency, so what was refunded is not what was planned), and refund skips the item as refunded: check the payment's currency at the provider; a person decides what is owed, and a succeeded refund cannot be reversed through the API"
+	} else {
+		f.Remedy = who + " credits this item with a refund of another amount than it asked for, and refund skips the item as refunded: check the refund at the provider; if less was refunded than owed, refund the difference under a new item id; if more, a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it"
+	}
+	return f
+}
+
+// stripeCredit checks the live refunds the provider has for item m on
+// target t against what it asked for: each one's currency and amount, and
+// for a full refund that the payment is refunded whole, by every live
+// refund listed on it (all) against the payment's amount as the provider
+// reports it. A provider that cannot read payments (exec) leaves full
+// refunds unchecked.
+func (r *run) stripeCredit(ctx context.Context, t *target, m *member, all []*sref) error {
+	sl := m.sl
+	if sl.flags&flagRequested == 0 {
+		return nil
+	}
+	var live []Refund
+	for _, x := range m.refunds {
+		if x.Action != ActionCanceled {
+			ref := x.Refund
+			ref.Action, ref.Note = "", ""
+			live = append(live, ref)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	byKind := map[string][]Refund{}
+	for _, x := range live {
+		if k := r.mismatchOf(sl, x.Amount, x.Currency); k != "" {
+			byKind[k] = append(byKind[k], x)
+		}
+	}
+	name := "the provider"
+	if r.opts.Provider != nil {
+		name = r.opts.Provider.Facts().Name
+	}
+	for _, k := range []string{KindCurrencyMismatch, KindAmountMismatch} {
+		if xs := byKind[k]; len(xs) > 0 {
+			r.out(r.mismatchFinding(&m.v, sl, k, xs, name))
+		}
+	}
+	if sl.reqAmount != 0 || len(byKind[KindCurrencyMismatch]) > 0 {
+		return nil
+	}
+	// A full refund: its payment is to be refunded whole.
+	p, err := r.whole(ctx, t)
+	switch {
+	case err != nil:
+		return err
+	case p.cannot:
+		return nil
+	case !p.fetched:
+		f := m.v.finding(KindUnchecked)
+		f.Refunds = live
+		f.Message = "asked for a full refund, and the amount of " + t.id + " could not be read (" + p.err + "), so whether it is refunded whole was not checked"
+		f.Remedy = "check at the provider (dashboard) that the payment is refunded whole"
+		r.out(f)
+		return nil
+	}
+	var total int64
+	for _, x := range all {
+		if x.live && x.Action != ActionCanceled {
+			total += x.Amount
+		}
+	}
+	if total >= p.amount {
+		return nil
+	}
+	cur := live[0].Currency
+	f := m.v.finding(KindAmountMismatch)
+	f.Refunds = live
+	for _, x := range live {
+		f.Amount += x.Amount
+		f.Currency = x.Currency
+	}
+	what := "payment"
+	switch {
+	case t.pay.Charge != "":
+		what = "charge"
+	case t.pay.Capture != "":
+		what = "capture"
+	}
+	f.Message = fmt.Sprintf("asked for a full refund, but the %s %s holds only %s of live refunds: %s of it is not refunded",
+		money.Format(p.amount, cur), what, money.Format(total, cur), money.Format(p.amount-total, cur))
+	f.Remedy = "the item is credited with a refund of part of its payment (one an earlier plan made, found and adopted), and refund skips it as refunded: if the rest is owed, refund it under a new item id with that amount"
+	r.out(f)
+	return nil
+}
+
+// wholeInfo is what a run learned of a payment's whole amount.
+type wholeInfo struct {
+	fetched bool
+	amount  int64
+	cannot  bool   // the provider cannot read payments
+	err     string // why it could not be read
+}
+
+// whole returns the amount of target t, read once per run: a charge as
+// Options.Charges fetches it (shared with the attribution of refunds
+// without metadata), any other payment by Provider.Payment. The error is
+// a *StripeError or ctx's.
+func (r *run) whole(ctx context.Context, t *target) (wholeInfo, error) {
+	if t.pay.Charge != "" && r.opts.Charges != nil {
+		c, err := r.charge(ctx, t.pay.Charge)
+		return wholeInfo{fetched: c.fetched, amount: c.amount, err: c.err}, err
+	}
+	if w, ok := r.wholes[t.id]; ok {
+		return w, nil
+	}
+	var w wholeInfo
+	if r.opts.Provider == nil {
+		return wholeInfo{cannot: true}, nil
+	}
+	var info refund.PaymentInfo
+	err := r.call(ctx, refund.EndpointCharges, "reading payment "+t.id, func() error {
+		r.rep.chargeCalls.Add(1)
+		var err error
+		info, err = r.opts.Provider.Payment(ctx, t.pay)
+		if errors.Is(err, refund.ErrNoLookup) {
+			w.cannot = true
+			return nil
+		}
+		return err
+	})
+	switch {
+	case errors.As(err, new(*StripeError)) || ctx.Err() != nil:
+		return w, err
+	case err != nil:
+		_, code, msg := classify(err)
+		w.err = code + ": " + msg
+	case !w.cannot:
+		w.fetched, w.amount = true, info.Amount
+	}
+	if r.wholes == nil {
+		r.wholes = map[string]wholeInfo{}
+	}
+	r.wholes[t.id] = w
+	return w, nil
+}
+
+// refundIndex numbers the refund ids the journals credit, each with the
+// item first credited with it. An entry holds an item number, not the id:
+// the id is the item's first refund (in the arena already) or one of its
+// extras, so a million refunds cost the table's slots and an item number
+// each. Ids are compared only when their hashes meet.
+type refundIndex struct {
+	table  journal.IDTable
+	owners []uint32       // by entry: the item
+	extra  map[uint32]int // entries of an item's extra refund: its index in state.extras
+
+	touched uint32 // keeps the touches from being optimized away
+}
+
+// key is the refund id of entry e.
+func (x *refundIndex) key(s *state, e uint32) string {
+	i := x.owners[e]
+	if k, ok := x.extra[e]; ok {
+		return s.extras[i][k].id
+	}
+	return s.str(s.slot(i).refund)
+}
+
+// hashRefund hashes a refund id for the refund index.
+func (s *state) hashRefund(id string) uint64 {
+	if s.refundHash != nil {
+		return s.refundHash(id)
+	}
+	return s.idx.HashItem(id)
+}
+
+// startShared runs sharedPass beside the caller, which may only read the
+// state meanwhile; wait waits for it and reports what it found.
+func (r *run) startShared() (wait func()) {
+	var found []*Finding
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		found = r.sharedPass()
+	}()
+	return func() {
+		<-done
+		for _, f := range found {
+			r.out(f)
+		}
+	}
+}
+
+// sharedPass finds every item credited with a refund id that an item read
+// before it is credited with: a refund is one item's at most. It only
+// reads the state.
+func (r *run) sharedPass() []*Finding {
+	s := r.st
+	var found []*Finding
+	x := &refundIndex{owners: make([]uint32, 0, s.n), extra: map[uint32]int{}}
+	hashOf := func(e uint32) uint64 { return s.hashRefund(x.key(s, e)) }
+	x.table.Reserve(int(s.n), hashOf)
+	const span = 64
+	var hashes [span]uint64
+	var touched uint32
+	for base := uint32(0); base < s.n; base += span {
+		end := min(base+span, s.n)
+		// Hash a span of refunds and touch their slots first: the loads
+		// are independent, so their cache misses overlap.
+		for i := base; i < end; i++ {
+			if sl := s.slot(i); sl.flags&flagRefunded != 0 {
+				hashes[i-base] = s.hashRefund(s.str(sl.refund))
+				touched += x.table.Touch(hashes[i-base])
+			}
+		}
+		for i := base; i < end; i++ {
+			sl := s.slot(i)
+			if sl.flags&flagRefunded == 0 {
+				continue
+			}
+			if f := r.credit(x, hashOf, i, s.str(sl.refund), hashes[i-base], -1); f != nil {
+				found = append(found, f)
+			}
+			if sl.flags&flagExtras != 0 {
+				for k, e := range s.extras[i] {
+					if f := r.credit(x, hashOf, i, e.id, s.hashRefund(e.id), k); f != nil {
+						found = append(found, f)
+					}
+				}
+			}
+		}
+	}
+	x.touched = touched
+	return found
+}
+
+// credit numbers refund id, of hash h, credited to item i (its extra k, or
+// -1 for its first refund), or returns the finding if another item has it.
+func (r *run) credit(x *refundIndex, hashOf func(uint32) uint64, i uint32, id string, h uint64, k int) *Finding {
+	s := r.st
+	for e := range x.table.Candidates(h) {
+		if x.key(s, e) == id {
+			if owner := x.owners[e]; owner != i {
+				return r.sharedFinding(i, id, owner)
+			}
+			return nil
+		}
+	}
+	e := x.table.Add(h, hashOf)
+	x.owners = append(x.owners, i)
+	if k >= 0 {
+		x.extra[e] = k
+	}
+	return nil
+}
+
+// creditOf is refund id as the journals credit it to item i.
+func (r *run) creditOf(i uint32, id string) Refund {
+	s := r.st
+	sl := s.slot(i)
+	if s.str(sl.refund) == id {
+		return Refund{ID: id, Amount: sl.amount, Currency: s.currencies.Name(sl.currency)}
+	}
+	for _, x := range s.extras[i] {
+		if x.id == id {
+			return Refund{ID: id, Amount: x.amount, Currency: x.currency}
+		}
+	}
+	return Refund{ID: id}
+}
+
+// sharedFinding reports item i, credited with refund id that item owner
+// was credited with first.
+func (r *run) sharedFinding(i uint32, id string, owner uint32) *Finding {
+	v := r.view(i)
+	o := r.view(owner)
+	f := v.finding(KindSharedRefund)
+	mine, theirs := r.creditOf(i, id), r.creditOf(owner, id)
+	theirs.Batch, theirs.Item = o.batch, o.item
+	f.Refunds = []Refund{mine, theirs}
+	f.Amount, f.Currency = mine.Amount, mine.Currency
+	on := ""
+	if o.target != "" {
+		on = " (on " + o.target + ")"
+	}
+	f.Message = fmt.Sprintf("refund %s is credited to this item and to item %s of batch %s%s", id, o.item, o.batch, on)
+	f.Remedy = fmt.Sprintf("one refund refunds one item at most: at most one of these items was refunded by %s, yet refund skips both as refunded; check %s at the provider (its payment and metadata say whose it is), and refund the other item under a new item id if it is still owed", id, id)
+	return f
+}
+
+// unownedJournal reports, with a plan, the refunds the journals credit to
+// items of a group (one batch, one payment) that the plan does not put on
+// that payment, when the plan puts items of the batch there.
+func (r *run) unownedJournal(members []uint32) {
+	s := r.st
+	if !s.planned {
+		return
+	}
+	planned := 0
+	var refunds []Refund
+	for _, m := range members {
+		sl := s.slot(m)
+		if sl.flags&flagInPlan != 0 {
+			if sl.flags&flagAllowed != 0 {
+				return // refund was told a refund on top of these is meant
+			}
+			planned++
+			continue
+		}
+		item := s.item(m)
+		for _, x := range r.journalRefunds(m) {
+			x.Item = item
+			refunds = append(refunds, x)
+		}
+	}
+	if planned == 0 || len(refunds) == 0 {
+		return
+	}
+	v := r.view(members[0])
+	r.out(unownedFinding(v, planned, refunds))
+}
+
+// unownedStripe reports, with a plan, the live refunds of group g's batch
+// that the provider lists on the payment for items the plan does not put
+// on it (items renamed, dropped or moved), when the plan puts items of the
+// batch there.
+func (r *run) unownedStripe(t *target, g *group) {
+	if !r.st.planned || len(g.planned) == 0 {
+		return
+	}
+	for _, m := range g.planned {
+		if m.sl.flags&flagAllowed != 0 {
+			return // refund was told a refund on top of these is meant
+		}
+	}
+	type owned struct {
+		x    *sref
+		item string
+	}
+	var xs []owned
+	for _, m := range g.ms {
+		if !m.planned {
+			for _, x := range m.refunds {
+				xs = append(xs, owned{x, m.v.item})
+			}
+		}
+	}
+	for _, x := range g.others {
+		xs = append(xs, owned{x, x.item})
+	}
+	sort.SliceStable(xs, func(a, b int) bool { return xs[a].x.Created < xs[b].x.Created })
+	var refunds []Refund
+	for _, o := range xs {
+		if o.x.Action == ActionCanceled {
+			continue
+		}
+		ref := o.x.Refund
+		ref.Item, ref.Action, ref.Note = o.item, "", ""
+		refunds = append(refunds, ref)
+	}
+	if len(refunds) == 0 {
+		return
+	}
+	v := itemView{batch: g.batch, target: t.id, pay: t.pay}
+	r.out(unownedFinding(v, len(g.planned), refunds))
+}
+
+// unownedFinding reports refunds of v's batch on v's payment, where the
+// plan puts planned items, for items it does not put there.
+func unownedFinding(v itemView, planned int, refunds []Refund) *Finding {
+	f := v.finding(KindUnowned)
+	f.Item, f.Status = "", ""
+	f.Planned = planned
+	f.Refunds = refunds
+	var items []string
+	seen := map[string]bool{}
+	sums := map[string]int64{}
+	for _, x := range refunds {
+		f.Amount += x.Amount
+		f.Currency = x.Currency
+		sums[x.Currency] += x.Amount
+		if !seen[x.Item] {
+			seen[x.Item] = true
+			items = append(items, x.Item)
+		}
+	}
+	f.Message = fmt.Sprintf("%s of the batch on this payment %s for items the plan does not put on it (%s), beside %s",
+		count(len(refunds), "refund"), verb(len(refunds), "is", "are"), strings.Join(items, ", "), count(planned, "planned item"))
+	f.Remedy = fmt.Sprintf("no item of the plan owns these refunds (%s): their items were renamed, dropped or moved to another payment; if one of them was meant for a planned item of this payment, that item must not be refunded again (refund holds it, refunded_by_other_item); if none was, they moved money outside the plan: a person decides, and a succeeded refund cannot be reversed through the API", amounts(sums))
+	return f
+}
