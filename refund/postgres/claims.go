@@ -94,30 +94,77 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	if err != nil {
 		return nil, 0, c.wrap("claim", err)
 	}
+	before, err := c.seenAtStart(ctx, burned)
+	if err != nil {
+		return nil, 0, c.wrap("claim", err)
+	}
 	out := make([]refund.Claimed, len(claimed))
 	c.mu.Lock()
 	for i, g := range claimed {
 		st, known := states[g.k]
 		c.held[g.k].state, c.held[g.k].known = st, known
 		out[i] = refund.Claimed{Batch: g.k.batch, Item: g.k.item, State: st, Known: known,
-			BurnedInRun: st.KeyBurned && burned[g.k] > c.startSeq}
+			BurnedInRun: st.KeyBurned && !before[burned[g.k]]}
 	}
 	c.mu.Unlock()
 	return out, 0, nil
 }
 
+// seenAtStart says which of the records that burned keys (by sequence
+// number) this run's start saw committed: the 500s it may send anew with
+// --resend-after-500. A record is of this run unless its transaction had
+// ended when this run took its snapshot; sequence numbers cannot say so,
+// since they are drawn when a record is inserted, not when it commits. A
+// record written before the schema knew transactions (xact NULL) was
+// committed before any worker that reads them opened.
+func (c *Checkpoint) seenAtStart(ctx context.Context, burned map[key]int64) (map[int64]bool, error) {
+	before := map[int64]bool{}
+	if len(burned) == 0 {
+		return before, nil
+	}
+	seqs := make([]int64, 0, len(burned))
+	for _, seq := range burned {
+		seqs = append(seqs, seq)
+	}
+	rows, err := c.pool.Query(ctx, `SELECT seq FROM refundkit.records
+		WHERE seq = ANY($1) AND (xact IS NULL OR pg_visible_in_snapshot(xact, $2::pg_snapshot))`, seqs, c.startSnap)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, err
+		}
+		before[seq] = true
+	}
+	return before, rows.Err()
+}
+
 // waitForOthers says how long to wait before claiming again when nothing
 // was claimable: 0 when no open item of these batches is left for this run
-// (outside the ones it released), else 50 to 250 ms: the items left are
-// claimed by others, whose holders may die and must not be waited on
-// alone, or locked a moment (another run's claim not yet committed, an
-// import), and this run should end soon after the last of them.
+// or for another, else 50 to 250 ms. Left for this run: open items outside
+// the ones it released, claimed by others (whose holders may die and must
+// not be waited on alone) or locked a moment (another run's claim not yet
+// committed, an import). Left for another: an open item this run released
+// (in doubt, say) that another worker holds, or that a live worker of its
+// batch has not released yet and so will claim, look up and perhaps
+// settle. The batch's tally at the end is then final when this run ends,
+// unless every live worker gave up on an item: that one is left for a
+// later run.
 func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryHeld bool, doneB, doneI []string) (time.Duration, error) {
 	var left bool
 	err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refundkit.items
 		WHERE batch = ANY($1) AND (status NOT IN ('refunded', 'failed') OR held) AND ($2 OR NOT held)
-		  AND (batch, item) NOT IN (SELECT * FROM unnest($3::text[], $4::text[])))`,
-		batches, retryHeld, doneB, doneI).Scan(&left)
+		  AND (batch, item) NOT IN (SELECT * FROM unnest($3::text[], $4::text[])))
+	OR EXISTS (SELECT 1 FROM refundkit.items i
+		WHERE i.batch = ANY($1) AND i.status NOT IN ('refunded', 'failed') AND NOT i.held
+		  AND (i.claimed_by <> $5 AND i.lease_until > clock_timestamp()
+		    OR EXISTS (SELECT 1 FROM refundkit.workers w
+		      WHERE w.worker <> $5 AND w.stopped_at IS NULL AND w.last_seen > clock_timestamp() - $6::interval
+		        AND i.batch = ANY(w.batches) AND NOT w.worker = ANY(i.released_by))))`,
+		batches, retryHeld, doneB, doneI, c.worker, c.lease.String()).Scan(&left)
 	if err != nil {
 		return 0, c.wrap("claim", err)
 	}
@@ -318,8 +365,11 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.lease)
 	defer cancel()
-	_, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET claimed_by = NULL, lease_until = NULL, status = $5, held = $6
-		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.worker, cl.gen, status, held)
+	// An item given back unsettled names its releaser: the other workers
+	// of the batch wait for this one to take it only while it has not.
+	_, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET claimed_by = NULL, lease_until = NULL, status = $5, held = $6,
+			released_by = CASE WHEN $7 OR $3 = ANY(released_by) THEN released_by ELSE array_append(released_by, $3) END
+		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.worker, cl.gen, status, held, settled(status, held))
 	return c.wrap("release claim", err)
 }
 
@@ -424,6 +474,14 @@ func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
 	for _, b := range order {
 		if err := c.loadBatch(ctx, b, byBatch[b]); err != nil {
 			return err
+		}
+	}
+	if c.stopRenew != nil {
+		// The batches this worker works on: the others of a batch wait
+		// for it while it may still take an item they gave back.
+		if _, err := c.pool.Exec(ctx, `UPDATE refundkit.workers SET batches = $3 WHERE worker = $1 AND started_at = $2`,
+			c.worker, c.started, order); err != nil {
+			return c.wrap("register worker", err)
 		}
 	}
 	c.mu.Lock()

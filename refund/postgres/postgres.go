@@ -53,14 +53,14 @@ type Checkpoint struct {
 	worker  string
 	lease   time.Duration
 
-	mu       sync.Mutex
-	held     map[key]*claim // this run's live claims
-	done     map[key]bool   // items this run released: not claimed again by it
-	batches  []string       // the batches of the plan this run loaded
-	stats    journal.WriterStats
-	empty    bool      // read only, and the database holds no checkpoint
-	startSeq int64     // the last record's sequence number when this run opened the checkpoint
-	started  time.Time // when this process registered its worker name
+	mu        sync.Mutex
+	held      map[key]*claim // this run's live claims
+	done      map[key]bool   // items this run released: not claimed again by it
+	batches   []string       // the batches of the plan this run loaded
+	stats     journal.WriterStats
+	empty     bool      // read only, and the database holds no checkpoint
+	startSnap string    // the snapshot this run took as it opened the checkpoint (pg_snapshot's text)
+	started   time.Time // when this process registered its worker name
 
 	states map[string]*journal.State // Lookup's: batches loaded, for reading
 
@@ -139,7 +139,7 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	// started_at tells this process from an earlier one of its name.
 	err = c.pool.QueryRow(ctx, `INSERT INTO refundkit.workers AS w (worker, host, pid) VALUES ($1, $2, $3)
 		ON CONFLICT (worker) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
-			started_at = clock_timestamp(), last_seen = clock_timestamp(), stopped_at = NULL
+			started_at = clock_timestamp(), last_seen = clock_timestamp(), stopped_at = NULL, batches = NULL
 		WHERE w.stopped_at IS NOT NULL OR w.last_seen < clock_timestamp() - $4::interval
 		RETURNING started_at`, c.worker, host, os.Getpid(), opts.Lease.String()).Scan(&c.started)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -150,9 +150,12 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 		c.pool.Close()
 		return nil, c.wrap("register worker", err)
 	}
-	// Records written from now on are this run's time: a key another
+	// Records committed from now on are this run's time: a key another
 	// worker burns from now on is not sent under a new key by this run.
-	if err := c.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM refundkit.records`).Scan(&c.startSeq); err != nil {
+	// Its start is a snapshot, not the highest sequence number: a record
+	// that drew its number before another's and committed after this
+	// start is of this run.
+	if err := c.pool.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&c.startSnap); err != nil {
 		c.pool.Close()
 		return nil, c.wrap("open", err)
 	}

@@ -68,6 +68,18 @@ var migrations = []string{
 	// 3: records by the refund they credit, so that a refund is never
 	// credited to two items (Checkpoint.Holder).
 	`CREATE INDEX records_refund ON refundkit.records ((rec::jsonb->>'refund')) WHERE rec::jsonb->>'type' = 'refunded';`,
+	// 4: the transaction that wrote each record, so that a worker tells
+	// the records its start saw committed (its snapshot then) from later
+	// ones: sequence numbers are drawn before commit, not in commit order.
+	// Rows from before have none: the ALTER waited for their writers. And
+	// who works on what, so that a worker with nothing left waits while
+	// another worker of its batches may still settle an item: the batches
+	// each worker loaded, and the workers that released each item
+	// unsettled (they do not claim it again).
+	`ALTER TABLE refundkit.records ADD COLUMN xact xid8;
+	ALTER TABLE refundkit.records ALTER COLUMN xact SET DEFAULT pg_current_xact_id();
+	ALTER TABLE refundkit.workers ADD COLUMN batches text[];
+	ALTER TABLE refundkit.items ADD COLUMN released_by text[] NOT NULL DEFAULT '{}';`,
 }
 
 // SchemaVersion is the schema this build writes and reads.

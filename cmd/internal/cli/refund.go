@@ -16,6 +16,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/plan"
 	"github.com/refundkit/refundkit/refund/postgres"
 )
 
@@ -25,6 +26,7 @@ type refundCmd struct {
 	Worker         string        `placeholder:"NAME" help:"With a PostgreSQL checkpoint: the name this run claims items under, shown by audit (default host:pid:random)."`
 	Input          string        `arg:"" optional:"" default:"-" placeholder:"PLAN" help:"Plan items as JSON lines (default: stdin)."`
 	Concurrency    int           `short:"j" default:"8" help:"Items in flight at once."`
+	Shard          string        `placeholder:"K/N" help:"Work only shard K of N of the plan (the partition plan --shard uses), for N workers with a journal each, each fed the whole plan: every worker then knows every item, so a refund of another shard's item is the plan's, and an empty shard is a finished worker (exit 0)."`
 	Share          float64       `default:"0.8" help:"Share of the provider's rate limits this run takes (stripe, paypal), 0 to 1; Stripe's: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic; N shard workers on one account take 0.8/N each. Each endpoint's share must send one request a minute (a lease when that is shorter)."`
 	Rate           *float64      `placeholder:"R" help:"Requests per second for this run, all endpoints together, instead of --share of the account's limit (0: no pacing at all), at least one a minute (with a PostgreSQL checkpoint, one a lease when that is shorter). Each endpoint keeps --share of its own limit."`
 	LogFormat      string        `enum:"text,json" default:"text" help:"Messages on stderr as text lines for people, or JSON lines (log/slog) for agents and log pipelines."`
@@ -51,7 +53,7 @@ const refundDescription = `Refund planned items exactly once through Stripe (or 
 
 Reads plan items (JSON lines, as plan writes them) and writes one result line per item on stdout once its outcome is journaled; a summary goes to stderr. Credentials come from the environment only: STRIPE_API_KEY, or PAYPAL_CLIENT_ID and PAYPAL_CLIENT_SECRET (an exec command inherits the environment). Run the same command again to resume: items the journal holds are skipped with no API call; before any other item's first call, and before anything is sent again for an item left in doubt, the payment's refunds are looked up at the provider. A charge that another refundkit batch already refunded is held (failed, nothing sent) unless --allow-refunded-charges says so.
 
-Exit codes: 0 all refunded or skipped; 1 some failed, held, in doubt or refunded twice; 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a PostgreSQL checkpoint holds for the batch, included); 3 journal unwritable or replaced (with postgres://: the checkpoint unreachable or unwritable, or a claim lost to another worker); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 interrupted.`
+Exit codes: 0 all refunded or skipped; 1 some failed, held, in doubt or refunded twice (with a PostgreSQL checkpoint: by the batch's tally, all workers together, so an item this run left in doubt that another worker settled since is settled; and still 1 for an item this run found refunded twice or saw fail); 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a PostgreSQL checkpoint holds for the batch, included); 3 journal unwritable or replaced (with postgres://: the checkpoint unreachable or unwritable, or a claim lost to another worker); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 interrupted.`
 
 // Refund is the refund command: it refunds plan items from stdin exactly
 // once, journaling every step.
@@ -86,6 +88,18 @@ func Refund(env Env) int {
 			return ExitUsage
 		}
 		defer stop()
+	}
+	var shard refund.Shard
+	if c.Shard != "" {
+		var err error
+		if shard.K, shard.N, err = plan.ParseShard(c.Shard); err != nil {
+			warnf(msgs, name, "--%v", err)
+			return ExitUsage
+		}
+		if postgres.IsURL(c.Journal) {
+			warnf(msgs, name, "--shard is for a journal file: the workers of a PostgreSQL checkpoint claim items instead")
+			return ExitUsage
+		}
 	}
 	if c.Concurrency < 1 || c.Concurrency > 256 {
 		warnf(msgs, name, "--concurrency %d: want 1 to 256", c.Concurrency)
@@ -163,7 +177,7 @@ func Refund(env Env) int {
 
 	summary, runErr := refund.Run(ctx, refund.Config{
 		Provider: client, Checkpoint: checkpoint,
-		Workers: c.Concurrency, Pacer: pacer, DryRun: c.DryRun,
+		Workers: c.Concurrency, Pacer: pacer, DryRun: c.DryRun, Shard: shard,
 		ResendAfter500: c.ResendAfter500, Log: log,
 		NoLookup: c.NoLookup, AllowRefundedCharges: c.AllowRefunded, AllRefunds: c.AllRefunds,
 		OnRetry: bar.retrying,
@@ -177,8 +191,9 @@ func Refund(env Env) int {
 	warnf(msgs, name, "%s", summary.String())
 	// The summary counts this run's items; the batch is everyone's, and
 	// refund's exit says whether it is done (audit names the items).
-	unfinished := 0
+	shared, unfinished := false, 0
 	if cp, ok := checkpoint.(*postgres.Checkpoint); ok && !c.DryRun {
+		shared = true
 		bs, err := cp.Progress(context.WithoutCancel(ctx))
 		for _, b := range bs {
 			warnf(msgs, name, "checkpoint: batch %s: %d items (%s), by all workers", b.Batch, b.Items, countsText(b.ByStatus))
@@ -191,6 +206,17 @@ func Refund(env Env) int {
 		} else if unfinished > 0 && runErr == nil {
 			warnf(msgs, name, "the batch is not done: %d %s failed, held, in doubt or not started (other workers may still be on some); audit %s names them", unfinished, plural(unfinished, "item"), postgres.Redact(c.Journal))
 		}
+	}
+	// With a shared checkpoint, an item this run left in doubt may have
+	// been settled since by another worker's look-up: the tally says so,
+	// and this run's own in-doubt count is stale.
+	batchDone := shared && unfinished == 0
+	if n := summary.ByStatus[refund.StatusInDoubt]; batchDone && runErr == nil && n > 0 {
+		were := "were"
+		if n == 1 {
+			were = "was"
+		}
+		warnf(msgs, name, "the %d %s this run left in doubt %s settled since, by another worker's look-up: the batch is done", n, plural(n, "item"), were)
 	}
 
 	var inputErr *refund.InputError
@@ -218,14 +244,31 @@ func Refund(env Env) int {
 	if runErr != nil {
 		return exitCodeFor(runErr)
 	}
-	if summary.Indeterminate > 0 {
+	switch n := int(summary.Indeterminate); {
+	case n > 0 && batchDone:
+		// Their items were adopted since: nothing is left to look up.
+		warnf(msgs, name, "%s answered %d %s with its own 500; the refunds were found since and every item of the batch is settled", client.Facts().Name, n, plural(n, "call"))
+	case n > 0:
 		p := client.Facts().Name
-		warnf(msgs, name, "%s answered %d %s with its own 500: the result is indeterminate (%[1]s may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", p, summary.Indeterminate, plural(int(summary.Indeterminate), "call"))
+		warnf(msgs, name, "%s answered %d %s with its own 500: the result is indeterminate (%[1]s may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", p, n, plural(n, "call"))
 	}
 	if n := summary.ByStatus[refund.StatusPending]; n > 0 {
 		warnf(msgs, name, "%d %s accepted and not finished at %s (pending): nothing more is sent for them; run again later to settle them", n, plural(n, "refund"), cmp.Or(summary.Provider, "the provider"))
 	}
-	if summary.ByStatus[refund.StatusFailed] > 0 || summary.ByStatus[refund.StatusInDoubt] > 0 || summary.Duplicates > 0 || unfinished > 0 {
+	// Duplicates this run found and items it saw fail stay this run's to
+	// report, whatever the tally says: the tally counts a doubly refunded
+	// item as refunded, and a hold another run lifted is still a failure
+	// of this one. An item this run left in doubt is the batch's: with a
+	// shared checkpoint the tally says whether someone settled it.
+	switch {
+	case summary.Duplicates > 0 || summary.ByStatus[refund.StatusFailed] > 0:
+		return ExitFailed
+	case shared:
+		if unfinished > 0 {
+			return ExitFailed
+		}
+		return ExitOK
+	case summary.ByStatus[refund.StatusInDoubt] > 0:
 		return ExitFailed
 	}
 	return ExitOK
