@@ -7,14 +7,15 @@ import (
 
 // holders finds an item by the refund it was credited with, so that one
 // refund is never credited to two items. It is built on the first ask: a
-// run that only skips settled items never pays for it. Refund ids are
-// hashed (8 bytes an item); strings are compared only on a hash's hit.
+// run that only skips settled items never pays for it. The refund ids are
+// numbered in an IDTable (the module's one open-addressing table) beside
+// the item each names, about 12 bytes a refunded item; strings are
+// compared only for a slot whose hash matches.
 type holders struct {
-	once sync.Once
-	seed maphash.Seed
-	byID map[uint64]uint32 // hash of a refund id -> the first item credited with it
-	// more holds the items whose refund id's hash another id took first.
-	more map[string]uint32
+	once  sync.Once
+	seed  maphash.Seed
+	ids   IDTable
+	items []uint32 // by id in ids: the item first credited with that refund
 }
 
 // Holder returns the item credited with refund id (refunded or pending),
@@ -24,7 +25,7 @@ func (s *State) Holder(id string) (batch, item string, ok bool) {
 	h := &s.holders
 	h.once.Do(func() {
 		h.seed = maphash.MakeSeed()
-		h.byID = make(map[uint64]uint32)
+		h.items = []uint32{} // built: put adds what later records credit
 		for i := range uint32(s.idx.Len()) {
 			if sl := s.slot(i); hasRefund(sl.status) {
 				s.indexHolder(i, s.idx.strs.Get(sl.refund))
@@ -34,10 +35,7 @@ func (s *State) Holder(id string) (batch, item string, ok bool) {
 	if id == "" {
 		return "", "", false
 	}
-	i, found := h.byID[maphash.String(h.seed, id)]
-	if found && s.idx.strs.Get(s.slot(i).refund) != id {
-		i, found = h.more[id]
-	}
+	i, found := s.holderOf(id)
 	if !found {
 		return "", "", false
 	}
@@ -45,23 +43,29 @@ func (s *State) Holder(id string) (batch, item string, ok bool) {
 	return batch, item, true
 }
 
-// indexHolder adds item i, credited with refund id, once the index is built.
+// holderOf returns the item the index names for refund id.
+func (s *State) holderOf(id string) (uint32, bool) {
+	h := &s.holders
+	for c := range h.ids.Candidates(maphash.String(h.seed, id)) {
+		if i := h.items[c]; s.idx.strs.Get(s.slot(i).refund) == id {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// indexHolder adds item i, credited with refund id, once the index is
+// built; the first item credited with an id keeps it.
 func (s *State) indexHolder(i uint32, id string) {
 	h := &s.holders
-	if h.byID == nil || id == "" {
+	if h.items == nil || id == "" {
 		return
 	}
-	k := maphash.String(h.seed, id)
-	first, taken := h.byID[k]
-	switch {
-	case !taken:
-		h.byID[k] = i
-	case first != i && s.idx.strs.Get(s.slot(first).refund) != id:
-		if h.more == nil {
-			h.more = make(map[string]uint32)
-		}
-		if _, ok := h.more[id]; !ok {
-			h.more[id] = i
-		}
+	if _, taken := s.holderOf(id); taken {
+		return
 	}
+	h.ids.Add(maphash.String(h.seed, id), func(c uint32) uint64 {
+		return maphash.String(h.seed, s.idx.strs.Get(s.slot(h.items[c]).refund))
+	})
+	h.items = append(h.items, i)
 }
