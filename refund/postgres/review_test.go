@@ -50,19 +50,26 @@ func (p *meetBeforeCreate) Create(ctx context.Context, it *refund.Item, attempt 
 }
 
 // TestOneChargeTwoItemsAcrossWorkersRefundedOnce: a plan that names one
-// payment twice (under two batches, or once by charge and once by payment
-// intent) gets one refund and one hold from one run with two workers (the
-// run's payment locks serialise them, so the second look-up sees the first
-// refund). Two runs sharing the checkpoint, one worker each, refund the
-// payment twice: the payment locks are per process.
+// payment twice under two batches gets one refund and one hold from one
+// run with two workers (the payment locks serialise them, so the second
+// look-up sees the first refund), and the same from two runs sharing the
+// checkpoint (its payment locks span runs). Named once by charge and once
+// by payment intent in one batch, it is two partial refunds, each item's,
+// from one run or two.
 func TestOneChargeTwoItemsAcrossWorkersRefundedOnce(t *testing.T) {
-	for _, tc := range []struct{ name, plan string }{
+	for _, tc := range []struct {
+		name, plan string
+		want       int // refunds on the charge
+	}{
+		// The second batch's item is held for the first's refund.
 		{"two batches", `{"batch":"b1","item":"x","charge":"ch_sim0000001","amount":100}
 {"batch":"b2","item":"x","charge":"ch_sim0000001","amount":100}
-`},
+`, 1},
+		// Two partial refunds of one payment, planned by its two names:
+		// each item's, neither held.
 		{"charge and payment intent", `{"batch":"b1","item":"by_charge","charge":"ch_sim0000001","amount":100}
 {"batch":"b1","item":"by_intent","payment_intent":"pi_sim0000001","amount":100}
-`},
+`, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			refundsOnCharge := func(runs int) int {
@@ -93,11 +100,11 @@ func TestOneChargeTwoItemsAcrossWorkersRefundedOnce(t *testing.T) {
 				}
 				return n
 			}
-			if n := refundsOnCharge(1); n != 1 {
-				t.Fatalf("one run, two workers: %d refunds on the charge, want 1 (the other item held)", n)
+			if n := refundsOnCharge(1); n != tc.want {
+				t.Fatalf("one run, two workers: %d refunds on the charge, want %d", n, tc.want)
 			}
-			if n := refundsOnCharge(2); n != 1 {
-				t.Errorf("two runs sharing the checkpoint: %d refunds on the charge, want 1 as one run gives", n)
+			if n := refundsOnCharge(2); n != tc.want {
+				t.Errorf("two runs sharing the checkpoint: %d refunds on the charge, want %d as one run gives", n, tc.want)
 			}
 		})
 	}
