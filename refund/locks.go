@@ -89,11 +89,11 @@ func (e *engine) readPayment(ctx context.Context, it *Item, attempt int, unsent 
 		return Result{}, true
 	}
 	res, ok = e.read(ctx, it, attempt, unsent, EndpointCharges, "read the payment", func(ctx context.Context) error {
-		e.lists.Add(1) // a read of the payment, counted with the look-ups
 		info, err := e.cfg.Provider.Payment(ctx, paymentOf(it))
 		if errors.Is(err, ErrNoLookup) {
-			return nil
+			return nil // nothing was asked
 		}
+		e.lists.Add(1) // a read of the payment, counted with the look-ups
 		p.info, p.known = info, err == nil
 		return err
 	})
