@@ -132,6 +132,11 @@ func (e *engine) settle(it *Item, attempt int, r *Refund, source string) Result 
 // A refund another item holds is not it's, whatever answered with it: ok
 // is false, and res is the mismatch.
 func (e *engine) credit(it *Item, attempt int, r *Refund) (res Result, ok bool) {
+	if !e.holds(context.Background(), it) {
+		// A worker paused past its lease: the item is another's now, and
+		// what it holds is for that one to find.
+		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s exists but the item's claim was lost before it could be journaled; its new holder looks it up", r.ID)), false
+	}
 	batch, item, held, err := e.cfg.Checkpoint.Holder(r.ID)
 	if err != nil {
 		e.halt(&HaltError{Journal: true, Err: err})
