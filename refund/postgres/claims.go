@@ -38,7 +38,7 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	start := time.Now()
 	rows, err := c.pool.Query(ctx, `WITH picked AS (
 		SELECT batch, item FROM refundkit.items
-		WHERE batch = ANY($1) AND (status NOT IN ('refunded', 'failed') OR held)
+		WHERE batch = ANY($1) AND (status NOT IN ('refunded', 'duplicate', 'failed') OR held)
 		  AND ($2 OR NOT held)
 		  AND (claimed_by IS NULL OR lease_until < clock_timestamp())
 		  AND (batch, item) NOT IN (SELECT * FROM unnest($3::text[], $4::text[]))
@@ -156,10 +156,10 @@ func (c *Checkpoint) seenAtStart(ctx context.Context, burned map[key]int64) (map
 func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryHeld bool, doneB, doneI []string) (time.Duration, error) {
 	var left bool
 	err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refundkit.items
-		WHERE batch = ANY($1) AND (status NOT IN ('refunded', 'failed') OR held) AND ($2 OR NOT held)
+		WHERE batch = ANY($1) AND (status NOT IN ('refunded', 'duplicate', 'failed') OR held) AND ($2 OR NOT held)
 		  AND (batch, item) NOT IN (SELECT * FROM unnest($3::text[], $4::text[])))
 	OR EXISTS (SELECT 1 FROM refundkit.items i
-		WHERE i.batch = ANY($1) AND i.status NOT IN ('refunded', 'failed') AND NOT i.held
+		WHERE i.batch = ANY($1) AND i.status NOT IN ('refunded', 'duplicate', 'failed') AND NOT i.held
 		  AND (i.claimed_by <> $5 AND i.lease_until > clock_timestamp()
 		    OR EXISTS (SELECT 1 FROM refundkit.workers w
 		      WHERE w.worker <> $5 AND w.stopped_at IS NULL AND w.last_seen > clock_timestamp() - $6::interval
@@ -516,5 +516,5 @@ func (c *Checkpoint) drop(k key) {
 // settled reports a status the claim query passes over: an item refunded,
 // or failed for good and not held.
 func settled(status string, held bool) bool {
-	return status == "refunded" || status == "failed" && !held
+	return status == "refunded" || status == statusDuplicate || status == "failed" && !held
 }

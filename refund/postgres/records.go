@@ -134,8 +134,15 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 // statusOf is what the items table keeps of an item's state: its status,
 // and whether a failure is a hold that --allow-refunded-charges lifts.
 func statusOf(st journal.ItemState) (string, bool) {
+	if st.Status == journal.StatusRefunded && st.Extras > 0 {
+		return statusDuplicate, false
+	}
 	return st.Status.String(), st.Status == journal.StatusFailed && refund.IsHold(st.Code)
 }
+
+// statusDuplicate is the status of an item refunded more than once: settled
+// (nothing more is sent), and not done, so every worker's tally says so.
+const statusDuplicate = "duplicate"
 
 // Stats counts the records this run wrote and the commits that made them
 // durable.

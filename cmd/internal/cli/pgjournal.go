@@ -117,14 +117,17 @@ func describeHolders(ctx context.Context, w io.Writer, name string, x *pgExport,
 // countsText is "3 refunded, 1 in_doubt" in a fixed order.
 func countsText(by map[string]int) string {
 	s := ""
-	for _, k := range []string{"refunded", "failed", "pending", "in_doubt", "unknown"} {
+	for _, k := range []string{"refunded", "duplicate", "failed", "pending", "in_doubt", "unknown"} {
 		if n := by[k]; n > 0 {
 			if s != "" {
 				s += ", "
 			}
 			label := k
-			if k == "unknown" {
+			switch k {
+			case "unknown":
 				label = "not started"
+			case "duplicate":
+				label = "refunded twice"
 			}
 			s += fmt.Sprintf("%d %s", n, label)
 		}

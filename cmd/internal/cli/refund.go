@@ -197,14 +197,14 @@ func Refund(env Env) int {
 		bs, err := cp.Progress(context.WithoutCancel(ctx))
 		for _, b := range bs {
 			warnf(msgs, name, "checkpoint: batch %s: %d items (%s), by all workers", b.Batch, b.Items, countsText(b.ByStatus))
-			unfinished += b.ByStatus["failed"] + b.ByStatus["in_doubt"] + b.ByStatus["unknown"]
+			unfinished += b.ByStatus["failed"] + b.ByStatus["in_doubt"] + b.ByStatus["unknown"] + b.ByStatus["duplicate"]
 		}
 		if err != nil && runErr == nil {
 			// Done cannot be said without the tally.
 			unfinished = 1
 			warnf(msgs, name, "the batch's tally could not be read (%v): audit %s says whether it is done", err, postgres.Redact(c.Journal))
 		} else if unfinished > 0 && runErr == nil {
-			warnf(msgs, name, "the batch is not done: %d %s failed, held, in doubt or not started (other workers may still be on some); audit %s names them", unfinished, plural(unfinished, "item"), postgres.Redact(c.Journal))
+			warnf(msgs, name, "the batch is not done: %d %s failed, held, in doubt, refunded twice or not started (other workers may still be on some); audit %s names them", unfinished, plural(unfinished, "item"), postgres.Redact(c.Journal))
 		}
 	}
 	// With a shared checkpoint, an item this run left in doubt may have
