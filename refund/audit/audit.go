@@ -245,6 +245,9 @@ type run struct {
 	out     func(*Finding)
 	charges map[string]chargeInfo // fetched charges, by id
 	wholes  map[string]wholeInfo  // payments read for a full refund's amount, by id
+	// bothWays: the plan or journals name some payments by charge and
+	// others by payment intent, so one payment may go by both (links.go).
+	bothWays bool
 	// halt is what made the provider unusable (stripe.go): no call begins
 	// after it.
 	halt atomic.Pointer[StripeError]

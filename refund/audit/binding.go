@@ -110,13 +110,14 @@ func (r *run) mismatchFinding(v *itemView, sl *itemSlot, kind string, xs []Refun
 	return f
 }
 
-// stripeCredit checks the live refunds the provider has for item m on
-// target t against what it asked for: each one's currency and amount, and
-// for a full refund that the payment is refunded whole, by every live
-// refund listed on it (all) against the payment's amount as the provider
-// reports it. A provider that cannot read payments (exec) leaves full
-// refunds unchecked.
-func (r *run) stripeCredit(ctx context.Context, t *target, m *member, all []*sref) error {
+// stripeCredit checks the live refunds the provider has for item m
+// against what it asked for: each one's currency and amount, and for a
+// full refund that its payment, as the item names it, is refunded whole,
+// by every live refund listed on it (all, those on its charge for an item
+// naming a charge) against the payment's amount as the provider reports
+// it. A provider that cannot read payments (exec) leaves full refunds
+// unchecked.
+func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 	sl := m.sl
 	if sl.flags&flagRequested == 0 {
 		return nil
@@ -151,7 +152,8 @@ func (r *run) stripeCredit(ctx context.Context, t *target, m *member, all []*sre
 		return nil
 	}
 	// A full refund: its payment is to be refunded whole.
-	p, err := r.whole(ctx, t)
+	pay := m.v.pay
+	p, err := r.whole(ctx, m.v.target, pay)
 	switch {
 	case err != nil:
 		return err
@@ -160,14 +162,16 @@ func (r *run) stripeCredit(ctx context.Context, t *target, m *member, all []*sre
 	case !p.fetched:
 		f := m.v.finding(KindUnchecked)
 		f.Refunds = live
-		f.Message = "asked for a full refund, and the amount of " + t.id + " could not be read (" + p.err + "), so whether it is refunded whole was not checked"
+		f.Message = "asked for a full refund, and the amount of " + m.v.target + " could not be read (" + p.err + "), so whether it is refunded whole was not checked"
 		f.Remedy = "check at the provider (dashboard) that the payment is refunded whole"
 		r.out(f)
 		return nil
 	}
 	var total int64
 	for _, x := range all {
-		if x.live && x.Action != ActionCanceled {
+		// A payment named both ways is listed by its intent: an item
+		// naming one of its charges counts the refunds of that charge.
+		if x.live && x.Action != ActionCanceled && (pay.Charge == "" || x.charge == "" || x.charge == pay.Charge) {
 			total += x.Amount
 		}
 	}
@@ -183,9 +187,9 @@ func (r *run) stripeCredit(ctx context.Context, t *target, m *member, all []*sre
 	}
 	what := "payment"
 	switch {
-	case t.pay.Charge != "":
+	case pay.Charge != "":
 		what = "charge"
-	case t.pay.Capture != "":
+	case pay.Capture != "":
 		what = "capture"
 	}
 	f.Message = fmt.Sprintf("asked for a full refund, but the %s %s holds only %s of live refunds: %s of it is not refunded",
@@ -203,16 +207,16 @@ type wholeInfo struct {
 	err     string // why it could not be read
 }
 
-// whole returns the amount of target t, read once per run: a charge as
-// Options.Charges fetches it (shared with the attribution of refunds
-// without metadata), any other payment by Provider.Payment. The error is
-// a *StripeError or ctx's.
-func (r *run) whole(ctx context.Context, t *target) (wholeInfo, error) {
-	if t.pay.Charge != "" && r.opts.Charges != nil {
-		c, err := r.charge(ctx, t.pay.Charge)
+// whole returns the amount of payment pay, named id, read once per run: a
+// charge as Options.Charges fetches it (shared with the attribution of
+// refunds without metadata), any other payment by Provider.Payment. The
+// error is a *StripeError or ctx's.
+func (r *run) whole(ctx context.Context, id string, pay refund.Payment) (wholeInfo, error) {
+	if pay.Charge != "" && r.opts.Charges != nil {
+		c, err := r.charge(ctx, pay.Charge)
 		return wholeInfo{fetched: c.fetched, amount: c.amount, err: c.err}, err
 	}
-	if w, ok := r.wholes[t.id]; ok {
+	if w, ok := r.wholes[id]; ok {
 		return w, nil
 	}
 	var w wholeInfo
@@ -220,10 +224,10 @@ func (r *run) whole(ctx context.Context, t *target) (wholeInfo, error) {
 		return wholeInfo{cannot: true}, nil
 	}
 	var info refund.PaymentInfo
-	err := r.call(ctx, refund.EndpointCharges, "reading payment "+t.id, func() error {
+	err := r.call(ctx, refund.EndpointCharges, "reading payment "+id, func() error {
 		r.rep.chargeCalls.Add(1)
 		var err error
-		info, err = r.opts.Provider.Payment(ctx, t.pay)
+		info, err = r.opts.Provider.Payment(ctx, pay)
 		if errors.Is(err, refund.ErrNoLookup) {
 			w.cannot = true
 			return nil
@@ -242,7 +246,7 @@ func (r *run) whole(ctx context.Context, t *target) (wholeInfo, error) {
 	if r.wholes == nil {
 		r.wholes = map[string]wholeInfo{}
 	}
-	r.wholes[t.id] = w
+	r.wholes[id] = w
 	return w, nil
 }
 

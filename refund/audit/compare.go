@@ -5,6 +5,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ type sref struct {
 	item    string
 	attempt int
 	charge  string // the charge refunded
+	intent  string // its payment intent, "" when not said
 	// claimed: a refund without metadata that an item's journal names or
 	// that matched an item exactly; the others are unattributed.
 	claimed bool
@@ -34,6 +36,7 @@ func newSref(x *refund.Refund) *sref {
 		batch:  x.Metadata[refund.MetaBatch],
 		item:   x.Metadata[refund.MetaItem],
 		charge: x.Charge,
+		intent: x.PaymentIntent,
 	}
 	if n, err := strconv.Atoi(x.Metadata[refund.MetaAttempt]); err == nil && n >= 1 {
 		s.attempt = n
@@ -86,11 +89,16 @@ type group struct {
 	others  []*sref // live refunds of the batch for items not in the group
 }
 
-func (r *run) newGroup(head uint32) *group {
+// newGroup is the group of the items of heads, groups of one batch on the
+// names of one payment (one head unless the payment goes by several).
+func (r *run) newGroup(heads ...uint32) *group {
 	s := r.st
-	ids := []uint32{head}
-	if s.slot(head).next != 0 {
-		ids = s.members(head)
+	ids := heads[:1]
+	if len(heads) > 1 || s.slot(heads[0]).next != 0 {
+		ids = nil
+		for _, h := range heads {
+			ids = append(ids, s.members(h)...)
+		}
 	}
 	g := &group{ms: make([]*member, len(ids)), byItem: make(map[string]*member, len(ids))}
 	for k, i := range ids {
@@ -117,10 +125,9 @@ func (r *run) stripeTarget(ctx context.Context, t *target, list []refund.Refund)
 	for _, x := range all {
 		byID[x.ID] = x
 	}
-	gs := make([]*group, len(t.heads))
-	for k, h := range t.heads {
-		gs[k] = r.newGroup(h)
-		gs[k].all = all
+	gs := r.groups(t)
+	for _, g := range gs {
+		g.all = all
 	}
 	// A refund whose metadata names an item is that item's, always.
 	for _, x := range all {
@@ -133,7 +140,7 @@ func (r *run) stripeTarget(ctx context.Context, t *target, list []refund.Refund)
 			}
 			if m := g.byItem[x.item]; m != nil {
 				m.refunds = append(m.refunds, x)
-			} else {
+			} else if !r.elsewhere(g.batch, x) {
 				g.others = append(g.others, x)
 			}
 		}
@@ -156,6 +163,30 @@ func (r *run) stripeTarget(ctx context.Context, t *target, list []refund.Refund)
 	}
 	r.otherBatches(t, gs, all)
 	return nil
+}
+
+// groups are the groups of items on target t, one a batch: of a payment
+// checked under several names (links), the groups of a batch on each name
+// are one.
+func (r *run) groups(t *target) []*group {
+	if len(t.heads) == 1 {
+		return []*group{r.newGroup(t.heads[0])}
+	}
+	var byBatch [][]uint32
+	for _, h := range t.heads {
+		b := r.st.idx.BatchOf(h)
+		k := slices.IndexFunc(byBatch, func(hs []uint32) bool { return r.st.idx.BatchOf(hs[0]) == b })
+		if k < 0 {
+			byBatch = append(byBatch, []uint32{h})
+		} else {
+			byBatch[k] = append(byBatch[k], h)
+		}
+	}
+	gs := make([]*group, len(byBatch))
+	for k, hs := range byBatch {
+		gs[k] = r.newGroup(hs...)
+	}
+	return gs
 }
 
 // stripeGroup checks the items of one batch on one target: refunds per
@@ -181,7 +212,7 @@ func (r *run) stripeGroup(ctx context.Context, t *target, g *group, byID map[str
 		if err := r.stripeItem(ctx, m, byID, unplannedNote(spare)); err != nil {
 			return err
 		}
-		if err := r.stripeCredit(ctx, t, m, g.all); err != nil {
+		if err := r.stripeCredit(ctx, m, g.all); err != nil {
 			return err
 		}
 	}

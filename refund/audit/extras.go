@@ -4,6 +4,7 @@ package audit
 // owning up to the others, and backfilling the journal.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -161,7 +162,13 @@ func (r *run) record(typ journal.Type, batch, item string, v itemView, x *sref) 
 		V: journal.Version, Type: typ, Time: r.opts.Now().UTC(), Batch: batch, Item: item,
 		Attempt: x.attempt, Amount: x.Amount, Currency: x.Currency, Refund: x.ID, Status: x.Status,
 	}
-	rec.Charge, rec.PaymentIntent, rec.Capture = v.pay.Charge, v.pay.PaymentIntent, v.pay.Capture
+	p := v.pay
+	if p.Charge != "" && p.PaymentIntent != "" {
+		// A payment named both ways: a record names one, the charge
+		// refunded.
+		p = refund.Payment{Charge: cmp.Or(x.charge, p.Charge)}
+	}
+	rec.Charge, rec.PaymentIntent, rec.Capture = p.Charge, p.PaymentIntent, p.Capture
 	if x.attempt > 0 {
 		rec.Key = refund.IdempotencyKey(batch, item, x.attempt)
 	}

@@ -15,16 +15,19 @@ import (
 )
 
 // target is a charge or payment intent whose refunds are listed once for
-// every group (batch) of items on it.
+// every group (batch) of items on it; or (links) one payment the plan or
+// journals name both ways, a payment intent and its charges, checked once
+// with every item on any of its names.
 type target struct {
 	id    string
 	pay   refund.Payment
-	heads []uint32 // first item of each group on it
+	heads []uint32 // first item of each group on it (on each of its names)
 }
 
-// listJob is the listing of one target.
+// listJob is the listing of one target, the k-th.
 type listJob struct {
 	t       *target
+	k       int
 	refunds []refund.Refund
 	err     error
 	done    chan struct{}
@@ -38,10 +41,13 @@ func (e *listRefused) Error() string { return e.code + ": " + e.msg }
 
 // stripePass lists the refunds of every target, in parallel and paced by
 // the limiter, and checks each target's groups in order as its list comes.
+// A payment the plan or journals name both ways is checked once, when its
+// first name comes (links).
 func (r *run) stripePass(ctx context.Context) error {
 	s := r.st
 	var targets []*target
 	index := map[string]int{}
+	intents, charges := false, false
 	for i := range s.n {
 		sl := s.slot(i)
 		if sl.target == 0 {
@@ -57,8 +63,20 @@ func (r *run) stripePass(ctx context.Context) error {
 			k = len(targets)
 			index[id] = k
 			targets = append(targets, &target{id: id, pay: paymentOf(id, sl.flags)})
+			if sl.flags&flagIntent != 0 {
+				intents = true
+			} else if sl.flags&flagCapture == 0 {
+				charges = true
+			}
 		}
 		targets[k].heads = append(targets[k].heads, i)
+	}
+	var l *links
+	if intents && charges {
+		// Some payment may be named by its charge and by its intent: the
+		// names are kept to join them as their refunds say.
+		l = newLinks(targets, index)
+		r.bothWays = true
 	}
 	index = nil
 
@@ -79,14 +97,23 @@ func (r *run) stripePass(ctx context.Context) error {
 	go func() {
 		defer close(work)
 		defer close(ordered)
-		for _, t := range targets {
-			j := &listJob{t: t, done: make(chan struct{})}
+		for k, t := range targets {
+			j := &listJob{t: t, k: k, done: make(chan struct{})}
+			if !l.dispatch(j) {
+				continue // listed by the checker, with another name of its payment
+			}
+			// To the workers first: a job the checker may wait for (links)
+			// is listed whether or not the checker is reading.
+			select {
+			case work <- j:
+			case <-ctx.Done():
+				return
+			}
 			select {
 			case ordered <- j:
 			case <-ctx.Done():
 				return
 			}
-			work <- j
 		}
 	}()
 	defer wg.Wait()
@@ -95,19 +122,29 @@ func (r *run) stripePass(ctx context.Context) error {
 	checked := 0
 	for j := range ordered {
 		<-j.done
+		l.forget(j)
 		if stop != nil {
 			continue
 		}
 		checked++
+		t, list, err := j.t, j.refunds, j.err
+		if l != nil {
+			if l.joined[j.k] {
+				continue // checked with another name of its payment
+			}
+			var taken int
+			t, list, taken, err = r.join(ctx, l, j)
+			checked += taken
+		}
 		var refused *listRefused
 		switch {
-		case errors.As(j.err, &refused):
-			r.unchecked(j.t, refused)
-		case j.err != nil:
-			stop = j.err
+		case errors.As(err, &refused):
+			r.unchecked(t, refused)
+		case err != nil:
+			stop = err
 			cancel()
 		default:
-			if err := r.stripeTarget(ctx, j.t, j.refunds); err != nil {
+			if err := r.stripeTarget(ctx, t, list); err != nil {
 				stop = err
 				cancel()
 			}

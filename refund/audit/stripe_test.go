@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,6 +89,8 @@ type stripeAudit struct {
 	backfill   bool // into the journal
 	cancel     bool // cancels journaled in the journal
 	key        string
+	workers    int                                   // lists in flight (default 3)
+	provider   func(refund.Provider) refund.Provider // wraps the simulator's provider
 }
 
 // auditStripe audits the journal at o.journal against the simulator, as
@@ -100,7 +103,7 @@ func auditStripe(t *testing.T, s *sim, o stripeAudit) ([]*audit.Finding, *audit.
 			t.Fatal(err)
 		}
 	}
-	opts := audit.Options{AllRefunds: o.allRefunds, CancelExtras: o.cancel, Workers: 3,
+	opts := audit.Options{AllRefunds: o.allRefunds, CancelExtras: o.cancel, Workers: cmp.Or(o.workers, 3),
 		Retry: refund.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond}}
 	if o.backfill || o.cancel {
 		w, _, _, err := journal.Open(o.journal, journal.Options{})
@@ -126,6 +129,9 @@ func auditStripe(t *testing.T, s *sim, o stripeAudit) ([]*audit.Finding, *audit.
 		o.key = testKey
 	}
 	opts.Provider = stripe.New(s.URL, o.key, 3)
+	if o.provider != nil {
+		opts.Provider = o.provider(opts.Provider)
+	}
 	var got []*audit.Finding
 	rep, err := a.Run(context.Background(), opts, func(f *audit.Finding) { got = append(got, f) })
 	return got, rep, err

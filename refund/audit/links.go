@@ -1,0 +1,212 @@
+package audit
+
+// One payment, many names. A plan or journal may name a payment by its
+// charge on one line and by its payment intent on another: two partial
+// refunds of one payment. Stripe lists the same refunds under either name,
+// each naming its charge and its payment intent, so a name checked alone
+// would take the other name's items' refunds for refunds of items the plan
+// does not put on the payment (duplicate, unowned) and cancel them as
+// extras. The names are joined as the refunds say, and the payment is
+// checked once, when its first name comes in order, with every item on any
+// of its names, against the list of its intent (which holds the refunds of
+// every charge of it). A plan that names payments one way only needs none
+// of this: links is nil then.
+
+import (
+	"context"
+	"sync"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// Where a target's listing stands (links.state).
+const (
+	linkNew        uint8 = iota // not yet handed to the workers
+	linkDispatched              // handed to the workers: its job is in links.jobs until checked in order
+	linkTaken                   // listed by the checker with another name of its payment, or not at all: never dispatched
+)
+
+// links joins the names of one payment across targets.
+type links struct {
+	targets []*target
+	index   map[string]int // target id -> its number
+
+	mu    sync.Mutex
+	state []uint8          // by target: linkNew...
+	jobs  map[int]*listJob // dispatched, not yet taken from the ordered queue
+
+	// joined: checked, alone or with another name of its payment. Only
+	// the checker reads and writes it.
+	joined []bool
+}
+
+func newLinks(targets []*target, index map[string]int) *links {
+	return &links{targets: targets, index: index, state: make([]uint8, len(targets)),
+		jobs: map[int]*listJob{}, joined: make([]bool, len(targets))}
+}
+
+// dispatch records job j as handed to the workers, unless the checker took
+// its target first; a nil links dispatches every job.
+func (l *links) dispatch(j *listJob) bool {
+	if l == nil {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state[j.k] == linkTaken {
+		return false
+	}
+	l.state[j.k] = linkDispatched
+	l.jobs[j.k] = j
+	return true
+}
+
+// forget drops job j, taken from the ordered queue: its list is not kept
+// beyond its turn.
+func (l *links) forget(j *listJob) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	delete(l.jobs, j.k)
+	l.mu.Unlock()
+}
+
+// take returns the job of target k if it was dispatched; otherwise it
+// marks the target taken, never to be dispatched, and returns nil.
+func (l *links) take(k int) *listJob {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if j := l.jobs[k]; j != nil {
+		return j
+	}
+	l.state[k] = linkTaken
+	return nil
+}
+
+// name returns the target named id, of a payment intent when intent is
+// set and of a charge otherwise, if it was not checked yet.
+func (l *links) name(id string, intent bool) (int, bool) {
+	if id == "" {
+		return 0, false
+	}
+	k, ok := l.index[id]
+	if !ok || l.joined[k] {
+		return 0, false
+	}
+	p := l.targets[k].pay
+	if intent {
+		return k, p.PaymentIntent != ""
+	}
+	return k, p.Charge != ""
+}
+
+// join checks target j.t's payment under every name the plan or journals
+// give it: a charge whose refunds name a payment intent that is a target
+// is checked with it, on the intent's list; an intent takes with it every
+// charge its refunds name that is a target. It returns the payment to
+// check and its refunds (or the error of a list), and how many targets it
+// took that were never dispatched (they are checked here, not in order).
+func (r *run) join(ctx context.Context, l *links, j *listJob) (t *target, list []refund.Refund, taken int, err error) {
+	l.joined[j.k] = true
+	if j.err != nil {
+		return j.t, nil, 0, j.err
+	}
+	list = j.refunds
+	names := []int{j.k}
+	intent := -1
+	if j.t.pay.PaymentIntent != "" {
+		intent = j.k
+	} else {
+		for _, x := range list {
+			if k, ok := l.name(x.PaymentIntent, true); ok {
+				intent = k
+				break
+			}
+		}
+		if intent < 0 {
+			return j.t, list, 0, nil // a charge known by one name
+		}
+		l.joined[intent] = true
+		names = append(names, intent)
+		var took bool
+		list, took, err = r.listOf(ctx, l, intent)
+		if took {
+			taken++
+		}
+		if err != nil {
+			return l.payment(names, intent), nil, taken, err
+		}
+	}
+	for _, x := range list {
+		if k, ok := l.name(x.Charge, false); ok {
+			l.joined[k] = true
+			names = append(names, k)
+			if l.take(k) == nil {
+				taken++ // never listed: the intent's list holds its refunds
+			}
+		}
+	}
+	if len(names) == 1 {
+		return j.t, list, taken, nil
+	}
+	return l.payment(names, intent), list, taken, nil
+}
+
+// listOf returns the refunds of target k: its job's when it was
+// dispatched, else listed now. took says it was never dispatched.
+func (r *run) listOf(ctx context.Context, l *links, k int) (list []refund.Refund, took bool, err error) {
+	if j := l.take(k); j != nil {
+		select {
+		case <-j.done:
+			return j.refunds, false, j.err
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+	list, err = r.list(ctx, l.targets[k])
+	return list, true, err
+}
+
+// payment is the target of one payment named by targets names, among them
+// the payment intent: the groups of every name, named by the intent and,
+// when there is one, its charge.
+func (l *links) payment(names []int, intent int) *target {
+	id := l.targets[intent].id
+	t := &target{id: id, pay: refund.Payment{PaymentIntent: id}}
+	var charges []string
+	for _, k := range names {
+		n := l.targets[k]
+		t.heads = append(t.heads, n.heads...)
+		if n.pay.Charge != "" {
+			charges = append(charges, n.pay.Charge)
+		}
+	}
+	if len(charges) == 1 {
+		t.pay.Charge = charges[0]
+	}
+	return t
+}
+
+// elsewhere reports a refund of the batch for an item that the plan (or,
+// without one, a journal) puts on another name of the refund's payment,
+// its charge or its payment intent, than the target being checked: a
+// partial refund of the same payment, checked with that name's items,
+// never an extra of this one. Only when names were not joined, as a
+// refund made between the lists of the two names leaves them.
+func (r *run) elsewhere(batch string, x *sref) bool {
+	if !r.bothWays {
+		return false
+	}
+	s := r.st
+	i, ok := s.find(batch, x.item)
+	if !ok {
+		return false
+	}
+	sl := s.slot(i)
+	if sl.target == 0 || s.planned && sl.flags&flagInPlan == 0 {
+		return false
+	}
+	t := s.str(sl.target)
+	return t == x.charge || t == x.intent
+}
