@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -171,6 +172,9 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 		if err := checkPlans(ctx, tx, batches, state, name, nil); err != nil {
 			return err
 		}
+		if err := checkHolders(ctx, tx, batches, state, name); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM refundkit.records WHERE batch = ANY($1)`, batches); err != nil {
 			return err
 		}
@@ -263,6 +267,36 @@ func checkPlans(ctx context.Context, q querier, batches []string, state *journal
 		}
 	}
 	return rows.Err()
+}
+
+// checkHolders refuses records that credit an item with a refund the
+// checkpoint credits to an item of a batch not imported (within the
+// batches imported, the merge before the import has judged them): a
+// refund is credited to one item, ever (refund.Checkpoint.Holder).
+func checkHolders(ctx context.Context, tx pgx.Tx, batches []string, state *journal.State, name string) error {
+	var ids []string
+	owner := map[string]key{}
+	state.Each(func(batch, item string, st journal.ItemState) {
+		if (st.Status == journal.StatusRefunded || st.Status == journal.StatusPending) && st.Refund != "" {
+			ids = append(ids, st.Refund)
+			owner[st.Refund] = key{batch, item}
+		}
+	})
+	if len(ids) == 0 {
+		return nil
+	}
+	var id, batch, item string
+	err := tx.QueryRow(ctx, `SELECT rec::jsonb->>'refund', batch, item FROM refundkit.records
+		WHERE rec::jsonb->>'type' = 'refunded' AND rec::jsonb->>'refund' = ANY($1) AND NOT batch = ANY($2)
+		ORDER BY seq LIMIT 1`, ids, batches).Scan(&id, &batch, &item)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	k := owner[id]
+	return &refund.InputError{Name: name, Err: fmt.Errorf("item %q of batch %q is credited with refund %s, which the checkpoint credits to item %q of batch %q: a refund is one item's; nothing imported", k.item, k.batch, id, item, batch)}
 }
 
 // restatus sets the status of every item of batches that state holds

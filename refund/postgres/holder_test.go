@@ -1,9 +1,14 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/refundkit/refundkit/refund"
 
 	"github.com/refundkit/refundkit/refund/postgres/pgtest"
 )
@@ -42,5 +47,29 @@ func TestHolderFindsTheItemAnotherWorkerCredited(t *testing.T) {
 	var def string
 	if err := b.pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = 'refundkit' AND indexname = 'records_refund'`).Scan(&def); err != nil {
 		t.Fatalf("records_refund index: %v", err)
+	}
+}
+
+// An import that credits an item with a refund the checkpoint credits to
+// an item of another batch is refused, and imports nothing.
+func TestImportOfARefundAnotherBatchHoldsIsRefused(t *testing.T) {
+	url := pgtest.NewDB(t)
+	c := open(t, url, "a", time.Minute)
+	first := planOf("b1", 1, 100)[0].Item
+	if _, _, err := c.Import(context.Background(), bytes.NewReader(journalOf(t, intent(first, 1), refunded(first, "re_1"))), "first", 0); err != nil {
+		t.Fatal(err)
+	}
+	second := planOf("b2", 1, 100)[0].Item
+	var last int64
+	if err := c.pool.QueryRow(context.Background(), `SELECT max(seq) FROM refundkit.records`).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := c.Import(context.Background(), bytes.NewReader(journalOf(t, intent(second, 1), refunded(second, "re_1"))), "second", last)
+	var ie *refund.InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), `which the checkpoint credits to item "i1" of batch "b1"`) {
+		t.Fatalf("import of b2's item credited with b1's refund: %v", err)
+	}
+	if n := count(t, c, `SELECT count(*) FROM refundkit.records WHERE batch = 'b2'`); n != 0 {
+		t.Errorf("the refused import wrote %d records", n)
 	}
 }
