@@ -279,6 +279,8 @@ func CheckBinding(it *Item, st journal.ItemState) error {
 		// No intent (a backfilled or compacted journal): the refund's own
 		// amount is what a partial item must match.
 		return fmt.Errorf("item %q of batch %q: amount %d, but the journal records refund %s of %d for it%s", it.Item, it.Batch, it.Amount, st.Refund, st.Amount, hint)
+	case (st.Status == journal.StatusRefunded || st.Status == journal.StatusPending) && it.Currency != "" && st.Currency != "" && st.Currency != it.Currency:
+		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records refund %s in %q for it%s", it.Item, it.Batch, it.Currency, st.Refund, st.Currency, hint)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -87,5 +88,52 @@ func TestAPendingRefundTheProviderDoesNotHaveIsNotDone(t *testing.T) {
 	}
 	if n := other.Creates(); n != 0 {
 		t.Errorf("%d creates at the other account, want none", n)
+	}
+}
+
+// The one check of a plan item against its records, whichever way they
+// arrived: each binding a row.
+func TestCheckBinding(t *testing.T) {
+	it := refund.Item{Batch: "B", Item: "i1", Charge: "ch_1", Amount: 100, Currency: "usd"}
+	refunded := journal.ItemState{Status: journal.StatusRefunded, Charge: "ch_1", Refund: "re_1", Amount: 100, Currency: "usd"}
+	sent := journal.ItemState{Status: journal.StatusInDoubt, Charge: "ch_1", Sent: true, SentAmount: 100, SentCurrency: "usd"}
+	for _, tc := range []struct {
+		name string
+		st   journal.ItemState
+		edit func(*refund.Item)
+		want string // "" when the item agrees
+	}{
+		{"agrees: refunded", refunded, func(*refund.Item) {}, ""},
+		{"agrees: sent", sent, func(*refund.Item) {}, ""},
+		{"another charge", refunded, func(it *refund.Item) { it.Charge = "ch_2" }, `the plan names charge "ch_2", but the journal records charge "ch_1"`},
+		{"a payment intent for a charge", refunded, func(it *refund.Item) { it.Charge, it.PaymentIntent = "", "pi_1" }, `the plan names payment_intent "pi_1", but the journal records charge "ch_1"`},
+		{"another amount sent", sent, func(it *refund.Item) { it.Amount = 150 }, "amount 150, but the journal records 100 as sent"},
+		{"another currency sent", sent, func(it *refund.Item) { it.Currency = "jpy" }, `currency "jpy", but the journal records "usd" as sent`},
+		{"another amount refunded, no intent", refunded, func(it *refund.Item) { it.Amount = 150 }, "amount 150, but the journal records refund re_1 of 100"},
+		{"another currency refunded, no intent", refunded, func(it *refund.Item) { it.Currency = "jpy" }, `currency "jpy", but the journal records refund re_1 in "usd"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			it := it
+			tc.edit(&it)
+			err := refund.CheckBinding(&it, tc.st)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The look-up finds the item's own refund in another currency than the
+// plan says (an earlier plan made it): not what the plan asks, so nothing
+// is sent, and a person decides.
+func TestAnOwnRefundInAnotherCurrencyIsNotAdopted(t *testing.T) {
+	mem := &memProvider{}
+	mem.add("ch_1", 100, map[string]string{refund.MetaBatch: "B", refund.MetaItem: "i1", refund.MetaAttempt: "1"}) // eur
+	r := memRun(t, mem, filepath.Join(t.TempDir(), "j.jsonl"), `{"batch":"B","item":"i1","charge":"ch_1","amount":100,"currency":"usd"}`+"\n", false)["i1"]
+	if r.Status != refund.StatusFailed || r.Code != refund.CodeCurrencyDiffers || mem.creates != 0 {
+		t.Errorf("%+v after %d creates, want failed (%s), nothing sent", r, mem.creates, refund.CodeCurrencyDiffers)
 	}
 }
