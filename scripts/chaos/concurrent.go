@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,7 @@ import (
 
 const whatConcurrent = "Two operators, one journal: while a first `refund` holds the journal with a refund call in flight (held in the simulator's create hook), a second `refund` on the same journal must refuse at once with exit 4, naming the journal and the lock; " +
 	"the first is then killed with SIGKILL (the lock must die with it: the next round's first run takes it), except in the last round where it goes on to finish the batch. " +
-	"Two workers, two shards: `plan --shard 1/2` and `--shard 2/2` must split the plan with no item in both or neither; the two `refund` runs go concurrently with a journal each, each killed with SIGKILL at one of its refund calls drawn at random, three times over, then resumed; " +
+	"Two workers, two shards: `refund --shard 1/2` and `--shard 2/2`, each fed the whole plan, split it with no item in both or neither; the two run concurrently with a journal each, each killed with SIGKILL at one of its refund calls drawn at random, three times over, then resumed; " +
 	"`journal-merge -o all.jsonl` merges the journals, and the merged journal must account for every item of the whole plan exactly once (and `audit --stripe --plan` on it exit 0)."
 
 func runConcurrent(r *rig, sz sizes) {
@@ -88,20 +89,7 @@ func (r *rig) runLocked(sz sizes, p *plan) {
 
 func (r *rig) runShards(chargesPath string) {
 	full := r.makePlan("plan.jsonl", "shards", chargesPath)
-	shards := []*plan{
-		r.makePlan("shard1.jsonl", "shards", chargesPath, "--shard", "1/2"),
-		r.makePlan("shard2.jsonl", "shards", chargesPath, "--shard", "2/2"),
-	}
-	for _, it := range full.Items {
-		_, in1 := shards[0].lookup(it.Item.Item)
-		_, in2 := shards[1].lookup(it.Item.Item)
-		if in1 == in2 {
-			r.t.Errorf("item %s is in %s shards", it.Item.Item, map[bool]string{true: "both", false: "neither of the"}[in1])
-		}
-	}
-	if n := len(shards[0].Items) + len(shards[1].Items); n != len(full.Items) {
-		r.t.Errorf("the shards hold %d items, the plan %d", n, len(full.Items))
-	}
+	shards := r.shardPlans(full, 2)
 	journals := []string{r.path("j1.jsonl"), r.path("j2.jsonl")}
 	kills := r.runWorkers(shards, journals, 3, true)
 	r.t.inject("shard workers killed", kills)
@@ -156,7 +144,7 @@ func (r *rig) runWorkers(shards []*plan, journals []string, killRounds int, unti
 		ran := make([]*proc, len(shards))
 		for k := range shards {
 			snaps[k] = crashrig.TakeSnapshot(journals[k])
-			ran[k] = r.startRefund(journals[k], shards[k].Path)
+			ran[k] = r.startRefund(journals[k], shards[k].Path, shards[k].Args...)
 			if round < killRounds {
 				procs[k].Store(ran[k])
 				marks[k].Store(seen[k].Load() + 1 + r.rng.Int64N(int64(max(1, len(shards[k].Items)/(2*killRounds)))))
@@ -180,4 +168,44 @@ func (r *rig) runWorkers(shards []*plan, journals []string, killRounds int, unti
 		}
 	}
 	return kills
+}
+
+const whatShardBothWays = "One payment, two names, three shards: a plan that names every third payment twice, by its charge and by its payment intent, a partial refund (a third) each, is refused by `plan --shard` (exit 2: plan cannot tell offline that a charge and an intent are one payment) and split by `refund --shard k/3` over the whole plan, so the two items of one payment may be worked by two workers at once, each knowing the other's item; " +
+	"the three run concurrently with a journal each, each killed with SIGKILL at one of its refund calls drawn at random, three times over, then resumed until each exits 0; " +
+	"`journal-merge` of the three journals must account for every item exactly once, each payment must hold exactly the refunds its items plan (none held, none twice), and `audit --stripe --plan` must be clean, as for the same plan run unsplit."
+
+func runShardBothWays(r *rig, sz sizes) {
+	if r.m.bins["journal-merge"] == "" {
+		r.t.Skipped = "bin/journal-merge is not built"
+		return
+	}
+	charges := stripesim.GenerateCharges(sz.ShardItems, int64(r.seed))
+	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
+	rows := [][]string{{"item", "charge", "payment_intent", "amount", "currency"}}
+	for i, ch := range charges {
+		third := strconv.FormatInt(ch.Amount/3, 10)
+		rows = append(rows, []string{"c" + strconv.Itoa(i), ch.ID, "", third, "usd"})
+		if i%3 == 0 {
+			rows = append(rows, []string{"p" + strconv.Itoa(i), "", ch.PaymentIntent, third, "usd"})
+		}
+	}
+	chargesPath := r.writeCSV("charges.csv", rows)
+	if pr := r.run(nil, "plan", "--batch", "both", "--shard", "1/3", chargesPath); pr.Code != exitUsage {
+		r.t.Errorf("plan --shard of a plan naming payments both ways exited %d, want %d: %s", pr.Code, exitUsage, firstLines(pr.Stderr.String(), 2))
+	}
+	full := r.makePlan("plan.jsonl", "both", chargesPath)
+	split := 0
+	for _, it := range full.Items {
+		if it.PaymentIntent != "" && refund.ShardOf(full.Batch, it.PaymentIntent, 3) != refund.ShardOf(full.Batch, r.paymentOf(it.PaymentIntent), 3) {
+			split++
+		}
+	}
+	shards, journals := r.shardPlans(full, 3), r.shardJournals(3)
+	kills := r.runWorkers(shards, journals, 3, true)
+	r.t.inject("shard workers killed", kills)
+	r.t.note("seed %d: %d items on %d payments; %d payments named both ways, %d of them split across two workers", r.seed, len(full.Items), len(charges), (len(charges)+2)/3, split)
+	merged := r.path("all.jsonl")
+	pr := r.run(nil, "journal-merge", append([]string{"-o", merged}, journals...)...)
+	r.expectExit(pr, "journal-merge of the three shards", 0)
+	r.finish(full, merged)
 }

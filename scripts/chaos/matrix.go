@@ -147,6 +147,7 @@ var scenarios = []scenario{
 	{"diskfull", "journal disk fills up", whatDiskFull, runDiskFull},
 	{"torn", "torn tail, mid-file corruption", whatTorn, runTorn},
 	{"concurrent", "second run on a journal; two shards", whatConcurrent, runConcurrent},
+	{"shard-both-ways", "one payment by two names in three shards, kill -9", whatShardBothWays, runShardBothWays},
 	{"hostile", "hostile plan input", whatHostile, runHostile},
 	{"legacy", "old uncheckpointed run, backfilled", whatLegacy, runLegacy},
 	{"newbatch", "operator: new batch id on refunded charges", whatNewBatch, runNewBatch},

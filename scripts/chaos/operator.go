@@ -286,23 +286,22 @@ func copyFile(from, to string) error {
 	return os.WriteFile(to, data, 0o600)
 }
 
-// shardPlans plans the charges in n shards and checks they split the full
-// plan: every item in exactly one shard.
-func (r *rig) shardPlans(full *plan, chargesPath string, n int) []*plan {
+// shardPlans splits the full plan in n shards as refund --shard k/n
+// works them, each worker reading the whole plan, and checks they split
+// it: every item in exactly one shard.
+func (r *rig) shardPlans(full *plan, n int) []*plan {
 	shards := make([]*plan, n)
-	in := map[string]int{}
-	total := 0
 	for k := range shards {
-		shards[k] = r.makePlan(fmt.Sprintf("shard%d-of-%d.jsonl", k+1, n), full.Batch, chargesPath, "--shard", fmt.Sprintf("%d/%d", k+1, n))
-		for _, it := range shards[k].Items {
-			in[it.Item.Item]++
-		}
-		total += len(shards[k].Items)
+		shards[k] = &plan{Path: full.Path, Batch: full.Batch, index: map[string]int{}, Args: []string{"--shard", fmt.Sprintf("%d/%d", k+1, n)}}
 	}
 	for _, it := range full.Items {
-		if in[it.Item.Item] != 1 {
-			r.t.Errorf("item %s is in %d of the %d shards", it.Item.Item, in[it.Item.Item], n)
-		}
+		sp := shards[refund.ShardOf(full.Batch, it.Target(), n)-1]
+		sp.index[it.Item.Item] = len(sp.Items)
+		sp.Items = append(sp.Items, it)
+	}
+	total := 0
+	for _, sp := range shards {
+		total += len(sp.Items)
 	}
 	if total != len(full.Items) {
 		r.t.Errorf("the %d shards hold %d items, the plan %d", n, total, len(full.Items))
@@ -318,7 +317,7 @@ func (r *rig) shardJournals(n int) []string {
 	return journals
 }
 
-const whatReshard = "Two workers, `plan --shard 1/2` and `--shard 2/2`, each with its journal, run at once and are killed with SIGKILL at random refund calls, twice, leaving the batch half done with items in doubt; the simulator forgets every key. " +
+const whatReshard = "Two workers, `refund --shard 1/2` and `--shard 2/2` over the whole plan, each with its journal, run at once and are killed with SIGKILL at random refund calls, twice, leaving the batch half done with items in doubt; the simulator forgets every key. " +
 	"The next day three workers (`--shard k/3`, new journals) run it, killed once at random and then resumed until each exits 0: every item that held a refund before must get no create call (its refund is found by the look-up), " +
 	"`journal-merge -o all.jsonl` of all five journals must exit 0, and the merged journal must account for every item exactly once (`audit --stripe --plan` clean)."
 
@@ -332,12 +331,12 @@ func runReshard(r *rig, sz sizes) {
 	chargesPath := r.writePartialCharges("charges.csv", charges)
 	full := r.makePlan("plan.jsonl", "reshard", chargesPath)
 
-	two, twoJ := r.shardPlans(full, chargesPath, 2), r.shardJournals(2)
+	two, twoJ := r.shardPlans(full, 2), r.shardJournals(2)
 	kills := r.runWorkers(two, twoJ, 2, false)
 	forgotten := r.sim.ForgetKeys()
 	before, since := r.refundedNow(full.Batch), r.sim.Creates()
 
-	three, threeJ := r.shardPlans(full, chargesPath, 3), r.shardJournals(3)
+	three, threeJ := r.shardPlans(full, 3), r.shardJournals(3)
 	kills += r.runWorkers(three, threeJ, 1, true)
 	r.checkNoCreate(full.Batch, before, since, "a worker of 3 after 2", "which already had its refund")
 	r.t.inject("shard workers killed", kills)

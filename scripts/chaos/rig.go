@@ -272,6 +272,9 @@ type plan struct {
 	Batch string
 	Items []plannedItem
 	index map[string]int
+	// Args are refund's own for this plan: --shard K/N for a shard that
+	// reads the whole plan at Path and works Items.
+	Args []string
 }
 
 type plannedItem struct {
@@ -364,7 +367,7 @@ func (r *rig) makePlan(name, batch, chargesPath string, extra ...string) *plan {
 	return pl
 }
 
-var summaryRE = regexp.MustCompile(`refund: (\d+) items: (\d+) refunded, (\d+) skipped, (\d+) failed, (\d+) in_doubt.*; (\d+) create and (\d+) list calls, (\d+) retried, (\d+) rate-limited, (\d+) reconciled, (\d+) new keys`)
+var summaryRE = regexp.MustCompile(`refund: (\d+) items(?: \([^)]*\))?: (\d+) refunded, (\d+) skipped, (\d+) failed, (\d+) in_doubt.*; (\d+) create and (\d+) list calls, (\d+) retried, (\d+) rate-limited, (\d+) reconciled, (\d+) new keys`)
 
 // summary is refund's summary line on stderr, parsed.
 type summary struct {
