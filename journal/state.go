@@ -59,6 +59,11 @@ type ItemState struct {
 	// A plan item that says otherwise was edited after the journal was
 	// written.
 	Charge, PaymentIntent, Capture string
+	// Rebound: a later record names another payment of the same kind (a
+	// second charge, payment intent or capture) than the first: records of
+	// two plans merged into one journal. Which payment the item is cannot
+	// be told; refund refuses the item (refund.CheckBinding).
+	Rebound bool
 	Sent                           bool   // an intent was journaled: SentAmount and SentCurrency are set
 	SentAmount                     int64  // requested amount of the last intent (0: the full remaining amount)
 	SentCurrency                   string // currency of the last intent, "" when the plan gave none
@@ -122,6 +127,7 @@ const (
 	flagSentFull              // SentAmount is 0 (the full remaining amount)
 	flagSentSpilled           // SentAmount is in State.sentAmounts; else it is amount
 	flagCodeSpilled           // Code (Currency once refunded) is in State.texts
+	flagRebound               // Rebound
 )
 
 // targetKind says which of Charge, PaymentIntent and Capture a slot's
@@ -207,6 +213,9 @@ func (s *State) find(batch, item string) (uint32, bool) { return s.idx.Find(batc
 // (the zero ItemState for an item the journal did not hold). It is the one
 // definition of what a record means for its item; Apply stores its result.
 func Next(st ItemState, r *Record) ItemState {
+	if r.Type != TypeCanceled && rebinds(&st, r) {
+		st.Rebound = true
+	}
 	if hasRefund(st.Status) && r.Refund != "" && r.Refund != st.Refund {
 		switch {
 		case r.Type == TypeRefunded && r.Status != "failed" && r.Status != "canceled":
@@ -276,6 +285,16 @@ func Next(st ItemState, r *Record) ItemState {
 	return st
 }
 
+// rebinds reports a record that names another payment of the same kind
+// than the one st is bound to. A record naming the other kind (a charge
+// for an item bound to its payment intent: a backfill, a cancel) says
+// nothing either way.
+func rebinds(st *ItemState, r *Record) bool {
+	return st.Charge != "" && r.Charge != "" && r.Charge != st.Charge ||
+		st.PaymentIntent != "" && r.PaymentIntent != "" && r.PaymentIntent != st.PaymentIntent ||
+		st.Capture != "" && r.Capture != "" && r.Capture != st.Capture
+}
+
 // hasRefund reports the statuses of an item with a live refund, whose
 // Currency is set and Code is not.
 func hasRefund(s Status) bool { return s == StatusRefunded || s == StatusPending }
@@ -296,6 +315,7 @@ func (s *State) get(i uint32) ItemState {
 		Status:    sl.status,
 		Attempt:   int(sl.attempt),
 		KeyBurned: sl.flags&flagKeyBurned != 0,
+		Rebound:   sl.flags&flagRebound != 0,
 		Amount:    sl.amount,
 		Refund:    strs.Get(sl.refund),
 		Sent:      sl.flags&flagSent != 0,
@@ -345,7 +365,10 @@ func (s *State) put(i uint32, was, st *ItemState) {
 	sl := s.slot(i)
 	strs := &s.idx.strs
 	old := sl.flags
-	flags := old &^ (flagKeyBurned | flagSent | flagSentFull | flagSentSpilled)
+	flags := old &^ (flagKeyBurned | flagSent | flagSentFull | flagSentSpilled | flagRebound)
+	if st.Rebound {
+		flags |= flagRebound
+	}
 	sl.status, sl.amount, sl.sentAt = st.Status, st.Amount, st.SentAt
 	if st.KeyBurned {
 		flags |= flagKeyBurned

@@ -265,6 +265,8 @@ func (e *engine) deadRefund(it *Item, r *Refund) Result {
 func CheckBinding(it *Item, st journal.ItemState) error {
 	const hint = ": the journal binds an item to what was sent; plan the changed refund under a new item id"
 	switch {
+	case st.Rebound:
+		return fmt.Errorf("item %q of batch %q: the journal's records name two different payments for it (%s first): records of two plans merged into one journal? Which payment the item is cannot be told; a person checks its refunds at the provider and plans what is still owed under a new item id", it.Item, it.Batch, boundTarget(st))
 	case st.Charge != "" && it.Charge != st.Charge:
 		return fmt.Errorf("item %q of batch %q: %s, but the journal records charge %q for it%s", it.Item, it.Batch, planTarget(it), st.Charge, hint)
 	case st.PaymentIntent != "" && it.PaymentIntent != st.PaymentIntent:
@@ -283,6 +285,16 @@ func CheckBinding(it *Item, st journal.ItemState) error {
 		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records refund %s in %q for it%s", it.Item, it.Batch, it.Currency, st.Refund, st.Currency, hint)
 	}
 	return nil
+}
+
+func boundTarget(st journal.ItemState) string {
+	switch {
+	case st.Charge != "":
+		return "charge " + st.Charge
+	case st.PaymentIntent != "":
+		return "payment_intent " + st.PaymentIntent
+	}
+	return "capture " + st.Capture
 }
 
 func planTarget(it *Item) string {

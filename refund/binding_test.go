@@ -137,3 +137,16 @@ func TestAnOwnRefundInAnotherCurrencyIsNotAdopted(t *testing.T) {
 		t.Errorf("%+v after %d creates, want failed (%s), nothing sent", r, mem.creates, refund.CodeCurrencyDiffers)
 	}
 }
+
+// Journals of two plans merged: the item's records name two charges. The
+// item is refused (exit 2), not skipped as refunded on the other charge.
+func TestAnItemBoundToTwoPaymentsIsRefused(t *testing.T) {
+	st := journal.NewState()
+	st.Apply(&journal.Record{V: journal.Version, Type: journal.TypeIntent, Batch: "B", Item: "i1", Charge: "ch_1", Attempt: 1, Amount: 100})
+	st.Apply(&journal.Record{V: journal.Version, Type: journal.TypeRefunded, Batch: "B", Item: "i1", Charge: "ch_2", Attempt: 1, Amount: 100, Refund: "re_2", Currency: "usd", Status: "succeeded"})
+	got, _ := st.Lookup("B", "i1")
+	it := refund.Item{Batch: "B", Item: "i1", Charge: "ch_1", Amount: 100}
+	if err := refund.CheckBinding(&it, got); err == nil || !strings.Contains(err.Error(), "name two different payments") {
+		t.Errorf("CheckBinding = %v, want the item refused", err)
+	}
+}
