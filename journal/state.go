@@ -63,10 +63,10 @@ type ItemState struct {
 	// second charge, payment intent or capture) than the first: records of
 	// two plans merged into one journal. Which payment the item is cannot
 	// be told; refund refuses the item (refund.CheckBinding).
-	Rebound bool
-	Sent                           bool   // an intent was journaled: SentAmount and SentCurrency are set
-	SentAmount                     int64  // requested amount of the last intent (0: the full remaining amount)
-	SentCurrency                   string // currency of the last intent, "" when the plan gave none
+	Rebound      bool
+	Sent         bool   // an intent was journaled: SentAmount and SentCurrency are set
+	SentAmount   int64  // requested amount of the last intent (0: the full remaining amount)
+	SentCurrency string // currency of the last intent, "" when the plan gave none
 	// Extras counts the live refunds journaled for a refunded or pending
 	// item beyond the one it is credited with (Refund): refunds made twice,
 	// which a rerun reports as it did, until audit --cancel-extras cancels
