@@ -6,6 +6,7 @@ package refund_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"strings"
@@ -148,5 +149,33 @@ func TestAnItemBoundToTwoPaymentsIsRefused(t *testing.T) {
 	it := refund.Item{Batch: "B", Item: "i1", Charge: "ch_1", Amount: 100}
 	if err := refund.CheckBinding(&it, got); err == nil || !strings.Contains(err.Error(), "name two different payments") {
 		t.Errorf("CheckBinding = %v, want the item refused", err)
+	}
+}
+
+// A refund the look-up finds for an item (its metadata names it) that the
+// journal credits to another item is not this item's: a second claim on a
+// refund id is a conflict, never a success.
+func TestAdoptingARefundAnotherItemHoldsIsAMismatch(t *testing.T) {
+	mem := &memProvider{}
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	if r := memRun(t, mem, path, `{"batch":"B","item":"i1","charge":"ch_1","amount":100}`+"\n", false)["i1"]; r.Refund != "mre_1" {
+		t.Fatalf("run 1: %+v", r)
+	}
+	mem.refunds[0].Metadata = map[string]string{refund.MetaBatch: "B", refund.MetaItem: "i2", refund.MetaAttempt: "1"}
+	w, state, _, err := journal.Open(path, journal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	res := map[string]refund.Result{}
+	_, err = refund.Run(context.Background(), refund.Config{Provider: mem, Checkpoint: refund.Journal(w, state), Workers: 1,
+		OnResult: func(r refund.Result) { res[r.Item] = r }},
+		strings.NewReader(`{"batch":"B","item":"i1","charge":"ch_1","amount":100}`+"\n"+`{"batch":"B","item":"i2","charge":"ch_1","amount":100}`+"\n"), "plan.jsonl")
+	var h *refund.HaltError
+	if r := res["i2"]; !errors.As(err, &h) || r.Status != refund.StatusInDoubt || r.Code != refund.CodeAnswerMismatch || !strings.Contains(r.Message, `credited to item "i1"`) {
+		t.Errorf("i2: %+v (run: %v), want in doubt (%s: credited to i1), the run halted", r, err, refund.CodeAnswerMismatch)
+	}
+	if mem.creates != 1 {
+		t.Errorf("%d creates, want 1", mem.creates)
 	}
 }
