@@ -218,7 +218,7 @@ func Next(st ItemState, r *Record) ItemState {
 	}
 	if hasRefund(st.Status) && r.Refund != "" && r.Refund != st.Refund {
 		switch {
-		case r.Type == TypeRefunded && r.Status != "failed" && r.Status != "canceled":
+		case r.Type == TypeRefunded && !DeadStatus(r.Status):
 			st.Extras++ // a second refund for the item
 		case r.Type == TypeCanceled && st.Extras > 0:
 			st.Extras-- // an extra canceled
@@ -254,6 +254,13 @@ func Next(st ItemState, r *Record) ItemState {
 			st.Sent, st.SentAmount, st.SentCurrency = true, r.Amount, r.Currency
 		}
 	case TypeRefunded:
+		if DeadStatus(r.Status) {
+			// An older build journaled a refund the provider answered
+			// failed or canceled as refunded: no money moved.
+			st.Status, st.Code, st.Currency = StatusFailed, "refund_"+r.Status, ""
+			st.KeyBurned, st.SentAt = false, 0
+			break
+		}
 		st.Status = StatusRefunded
 		if Unfinished(r.Status) {
 			st.Status = StatusPending
@@ -284,6 +291,11 @@ func Next(st ItemState, r *Record) ItemState {
 	}
 	return st
 }
+
+// DeadStatus reports the statuses of a refund that ended without moving
+// money (failed, canceled): a refunded record in one of them, as older
+// builds wrote a create answered so, credits no refund.
+func DeadStatus(status string) bool { return status == "failed" || status == "canceled" }
 
 // rebinds reports a record that names another payment of the same kind
 // than the one st is bound to. A record naming the other kind (a charge

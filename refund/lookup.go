@@ -119,8 +119,23 @@ func sortRefunds(it *Item, refunds []Refund, owner func(r *Refund) int) onCharge
 	}
 	if len(c.own) > 0 {
 		c.dead = nil
+		// The item is credited with its first own refund that has finished
+		// (then the oldest): the one an extra's cancel leaves standing, as
+		// audit --cancel-extras keeps it.
+		slices.SortStableFunc(c.own, func(a, b *Refund) int { return finishRank(a) - finishRank(b) })
 	}
 	return c
+}
+
+// finishRank orders live refunds by how done they are: succeeded first.
+func finishRank(r *Refund) int {
+	switch {
+	case r.Status == RefundSucceeded:
+		return 0
+	case r.Status == RefundPending:
+		return 1
+	}
+	return 2 // requires_action: the customer may never act
 }
 
 // lookup lists the refunds of the item's charge and settles the item when

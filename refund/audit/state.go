@@ -165,6 +165,12 @@ func (s *state) applyRun(recs []*journal.Record, hashes []uint64, name string, f
 
 // apply folds one journal record, whose item hashes to ih, into the state.
 func (s *state) apply(r *journal.Record, ih uint64, at origin) {
+	if r.Type == journal.TypeRefunded && journal.DeadStatus(r.Status) {
+		// No money moved: as the final failure refund now journals.
+		x := *r
+		x.Type, x.Final, x.Code = journal.TypeFailed, true, "refund_"+r.Status
+		r = &x
+	}
 	if r.Type == journal.TypeCanceled {
 		s.canceled[strings.Clone(r.Refund)] = true
 		return
