@@ -191,6 +191,9 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 			for j := range work {
 				if !e.halted() && ctx.Err() == nil {
 					if r := e.process(runCtx, j); r.Status == statusDeferred {
+						// A copy: the plan's batch it lies in can go.
+						it := *j.it
+						j.it = &it
 						e.deferMu.Lock()
 						e.deferred = append(e.deferred, j)
 						e.deferMu.Unlock()
@@ -329,6 +332,11 @@ const statusDeferred = "deferred"
 // items the workers deferred: it waits for every job in flight, since any
 // of them may yet defer, and none can once the plan is whole.
 func (e *engine) feedDeferred(ctx context.Context, work chan<- job) error {
+	if ctx.Err() != nil || e.halted() {
+		// The plan stopped short of its end: it is not whole, and the
+		// deferred items are left, unsent, for the next run.
+		return nil
+	}
 	e.plan.whole.Store(true)
 	e.inFlight.Wait()
 	e.deferMu.Lock()
