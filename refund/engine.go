@@ -191,9 +191,9 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 			for j := range work {
 				if !e.halted() && ctx.Err() == nil {
 					if r := e.process(runCtx, j); r.Status == statusDeferred {
-						// A copy: the plan's batch it lies in can go.
-						it := *j.it
-						j.it = &it
+						// A copy of its own: the plan's batch and read
+						// buffers it lies in can go.
+						j.it = j.it.clone()
 						e.deferMu.Lock()
 						e.deferred = append(e.deferred, j)
 						e.deferMu.Unlock()

@@ -259,6 +259,22 @@ func ParseAmount(s string) (int64, error) {
 	return n, nil
 }
 
+// clone is a deep copy of it, sharing no memory with the input it was
+// decoded from.
+func (it *Item) clone() *Item {
+	c := *it
+	for _, s := range []*string{&c.Batch, &c.Item, &c.Charge, &c.PaymentIntent, &c.Capture, &c.Currency, &c.Reason} {
+		*s = strings.Clone(*s)
+	}
+	if it.Metadata != nil {
+		c.Metadata = make(map[string]string, len(it.Metadata))
+		for k, v := range it.Metadata {
+			c.Metadata[strings.Clone(k)] = strings.Clone(v)
+		}
+	}
+	return &c
+}
+
 // Target is the id the refund is made against: the charge, payment intent
 // or capture.
 func (it *Item) Target() string { return paymentOf(it).ID() }
