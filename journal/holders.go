@@ -2,6 +2,8 @@ package journal
 
 import (
 	"hash/maphash"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -9,17 +11,18 @@ import (
 // refund is never credited to two items. It is built on the first ask: a
 // run that only skips settled items never pays for it. The refund ids are
 // numbered in an IDTable (the module's one open-addressing table) beside
-// the item each names, about 12 bytes a refunded item; strings are
-// compared only for a slot whose hash matches.
+// the item each names; strings are
+// compared only for a slot whose hash matches. About 20 bytes a refund.
 type holders struct {
-	once  sync.Once
-	seed  maphash.Seed
-	ids   IDTable
-	items []uint32 // by id in ids: the item first credited with that refund
+	once   sync.Once
+	seed   maphash.Seed
+	ids    IDTable
+	items  []uint32 // by id in ids: the item first credited with that refund
+	hashes []uint64 // by id in ids: the refund id's hash (an item may hold several)
 }
 
-// Holder returns the item credited with refund id (refunded or pending),
-// if the state holds one. The item first credited with it is the one
+// Holder returns the item credited with refund id (refunded or pending,
+// or an extra of such an item), if the state holds one. The item first credited with it is the one
 // returned when, against the rule, several are.
 func (s *State) Holder(id string) (batch, item string, ok bool) {
 	h := &s.holders
@@ -29,6 +32,11 @@ func (s *State) Holder(id string) (batch, item string, ok bool) {
 		for i := range uint32(s.idx.Len()) {
 			if sl := s.slot(i); hasRefund(sl.status) {
 				s.indexHolder(i, s.idx.strs.Get(sl.refund))
+			}
+		}
+		for i, ids := range s.extras { // refunds journaled as an item's extras
+			for _, id := range strings.Split(ids, idSep) {
+				s.indexHolder(i, id)
 			}
 		}
 	})
@@ -47,11 +55,20 @@ func (s *State) Holder(id string) (batch, item string, ok bool) {
 func (s *State) holderOf(id string) (uint32, bool) {
 	h := &s.holders
 	for c := range h.ids.Candidates(maphash.String(h.seed, id)) {
-		if i := h.items[c]; s.idx.strs.Get(s.slot(i).refund) == id {
+		if i := h.items[c]; s.credits(i, id) {
 			return i, true
 		}
 	}
 	return 0, false
+}
+
+// credits reports whether item i is credited with refund id, as its
+// refund or an extra.
+func (s *State) credits(i uint32, id string) bool {
+	if s.idx.strs.Get(s.slot(i).refund) == id {
+		return true
+	}
+	return s.extras != nil && slices.Contains(strings.Split(s.extras[i], idSep), id)
 }
 
 // indexHolder adds item i, credited with refund id, once the index is
@@ -64,8 +81,7 @@ func (s *State) indexHolder(i uint32, id string) {
 	if _, taken := s.holderOf(id); taken {
 		return
 	}
-	h.ids.Add(maphash.String(h.seed, id), func(c uint32) uint64 {
-		return maphash.String(h.seed, s.idx.strs.Get(s.slot(h.items[c]).refund))
-	})
+	h.ids.Add(maphash.String(h.seed, id), func(c uint32) uint64 { return h.hashes[c] })
 	h.items = append(h.items, i)
+	h.hashes = append(h.hashes, maphash.String(h.seed, id))
 }

@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/refundkit/refundkit/journal/arena"
@@ -67,11 +69,12 @@ type ItemState struct {
 	Sent         bool   // an intent was journaled: SentAmount and SentCurrency are set
 	SentAmount   int64  // requested amount of the last intent (0: the full remaining amount)
 	SentCurrency string // currency of the last intent, "" when the plan gave none
-	// Extras counts the live refunds journaled for a refunded or pending
-	// item beyond the one it is credited with (Refund): refunds made twice,
-	// which a rerun reports as it did, until audit --cancel-extras cancels
-	// them.
-	Extras int
+	// Extras are the ids of the live refunds journaled for a refunded or
+	// pending item beyond the one it is credited with (Refund), each once
+	// however many records name it (ExtraIDs): refunds made twice, which a
+	// rerun reports until a journaled cancel (audit --cancel-extras, or a
+	// rerun that finds one ended at the provider) takes each back.
+	Extras string
 	// SentAt is when the current attempt's first intent was journaled, for
 	// an item in doubt (Unix seconds, by the writer's clock; 0 otherwise):
 	// how old its key is, for a provider that keeps keys for a time and
@@ -95,7 +98,7 @@ type State struct {
 
 	// What a slot cannot hold, by item id; the slot's flags say which.
 	attempts    map[uint32]int    // Attempt (flagAttemptSpilled)
-	extras      map[uint32]int    // Extras, for the few items that have any
+	extras      map[uint32]string // Extras, for the few items that have any
 	texts       map[uint32]string // Code, or Currency once refunded (flagCodeSpilled)
 	currencies  map[uint32]string // SentCurrency (flagCurrencySpilled)
 	sentAmounts map[uint32]int64  // SentAmount (flagSentSpilled)
@@ -219,9 +222,9 @@ func Next(st ItemState, r *Record) ItemState {
 	if hasRefund(st.Status) && r.Refund != "" && r.Refund != st.Refund {
 		switch {
 		case r.Type == TypeRefunded && !DeadStatus(r.Status):
-			st.Extras++ // a second refund for the item
-		case r.Type == TypeCanceled && st.Extras > 0:
-			st.Extras-- // an extra canceled
+			st.Extras = withID(st.Extras, r.Refund) // a second refund for the item
+		case r.Type == TypeCanceled || r.Type == TypeRefunded:
+			st.Extras = withoutID(st.Extras, r.Refund) // an extra ended
 		}
 		return st
 	}
@@ -290,6 +293,36 @@ func Next(st ItemState, r *Record) ItemState {
 		}
 	}
 	return st
+}
+
+// ExtraIDs are the ids in Extras.
+func (st *ItemState) ExtraIDs() []string {
+	if st.Extras == "" {
+		return nil
+	}
+	return strings.Split(st.Extras, idSep)
+}
+
+// idSep separates the ids of Extras: no refund id holds a NUL.
+const idSep = "\x00"
+
+// withID is ids (joined by idSep) with id, once.
+func withID(ids, id string) string {
+	switch {
+	case ids == "":
+		return id
+	case slices.Contains(strings.Split(ids, idSep), id):
+		return ids
+	}
+	return ids + idSep + id
+}
+
+// withoutID is ids without id.
+func withoutID(ids, id string) string {
+	if ids == "" {
+		return ids
+	}
+	return strings.Join(slices.DeleteFunc(strings.Split(ids, idSep), func(x string) bool { return x == id }), idSep)
 }
 
 // DeadStatus reports the statuses of a refund that ended without moving
@@ -402,7 +435,10 @@ func (s *State) put(i uint32, was, st *ItemState) {
 		}
 	}
 	if st.Extras != was.Extras {
-		spill(&s.extras, i, st.Extras, st.Extras == 0, was.Extras != 0)
+		spill(&s.extras, i, st.Extras, st.Extras == "", was.Extras != "")
+		for _, id := range st.ExtraIDs() {
+			s.indexHolder(i, id)
+		}
 	}
 	if st.Refund != was.Refund {
 		sl.refund = strs.Add(st.Refund)

@@ -175,6 +175,56 @@ func (e *engine) mismatch(it *Item, attempt int, r *Refund, status int, err erro
 	return e.inDoubt(it, attempt, CodeAnswerMismatch, msg)
 }
 
+// withExtras says, on the result of an item the provider refunded, that
+// it was refunded more than once: extras are the ids of its other live
+// refunds. Said on every run, as a final failure is, until each extra's
+// end is journaled (audit --cancel-extras, or a rerun that finds it ended).
+func withExtras(r Result, extras []string) Result {
+	if len(extras) == 0 || r.Code != "" || r.Status != StatusRefunded && r.Status != StatusSkipped && r.Status != StatusPending {
+		return r
+	}
+	r.Code = CodeDuplicateRefunds
+	r.Message = fmt.Sprintf("the journal holds %d more %s for this item beside %s (%s): refunded more than once; audit reports them (a succeeded refund cannot be reversed through the API)",
+		len(extras), plural(len(extras), "refund"), r.Refund, strings.Join(extras, ", "))
+	return r
+}
+
+// recheckExtras answers an item the journal holds refunded more than
+// once: the payment's refunds are listed, the end of each extra that is
+// no longer live there (canceled by Stripe, or by hand) is journaled, and
+// the item is said refunded twice while any still stands. Nothing is sent.
+func (e *engine) recheckExtras(ctx context.Context, it *Item, st journal.ItemState) Result {
+	res := newResult(it, StatusSkipped)
+	res.Refund, res.Amount, res.Currency, res.Attempt = st.Refund, st.Amount, st.Currency, st.Attempt
+	extras := st.ExtraIDs()
+	refunds, looked, _, ok := e.list(ctx, it, st.Attempt, false)
+	if !ok || !looked {
+		return withExtras(res, extras) // as journaled; a later run asks again
+	}
+	listed := make(map[string]*Refund, len(refunds))
+	for i := range refunds {
+		listed[refunds[i].ID] = &refunds[i]
+	}
+	var still []string
+	for _, id := range extras {
+		r, found := listed[id]
+		if found && Live(r) {
+			still = append(still, id)
+			continue
+		}
+		rec := e.base(journal.TypeCanceled, it, st.Attempt)
+		rec.Refund, rec.Status, rec.Source = id, RefundCanceled, journal.SourceReconciled
+		if found {
+			rec.Amount, rec.Currency, rec.Status = r.Amount, r.Currency, r.Status
+		}
+		if !e.append(rec) {
+			return e.unrecorded(it, st.Attempt, fmt.Sprintf("extra refund %s ended at %s but its end could not be journaled", id, e.name))
+		}
+		e.logItem(slog.LevelInfo, "an extra refund ended at "+e.name+"; journaled", it, st.Attempt, "refund", id)
+	}
+	return withExtras(res, still)
+}
+
 // liveSum adds up the live refunds of refunds.
 func liveSum(refunds []Refund) int64 {
 	var n int64

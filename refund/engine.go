@@ -361,15 +361,14 @@ func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bo
 	}
 	switch st.Status {
 	case journal.StatusRefunded:
+		if st.Extras != "" && !e.cfg.DryRun {
+			if _, shared := e.cfg.Checkpoint.(Claims); !shared {
+				return Result{}, false // a worker asks whether its extras still stand
+			}
+		}
 		r := newResult(it, StatusSkipped)
 		r.Refund, r.Amount, r.Currency, r.Attempt = st.Refund, st.Amount, st.Currency, st.Attempt
-		if st.Extras > 0 {
-			// Said on every run, as a final failure is, until audit
-			// --cancel-extras or a person ends it.
-			r.Code = CodeDuplicateRefunds
-			r.Message = fmt.Sprintf("the journal holds %d more %s for this item beside %s: refunded more than once; audit reports them (a succeeded refund cannot be reversed through the API)", st.Extras, plural(st.Extras, "refund"), st.Refund)
-		}
-		return r, true
+		return withExtras(r, st.ExtraIDs()), true
 	case journal.StatusFailed:
 		if e.cfg.AllowRefundedCharges && heldCode(st.Code) {
 			break // held for a refund elsewhere on its charge: now allowed

@@ -19,8 +19,11 @@ import (
 // the other's refund.
 func (e *engine) process(ctx context.Context, j job) Result {
 	it, st := j.it, j.st
-	if j.known && st.Status == journal.StatusPending {
-		return e.settlePending(ctx, it, st)
+	switch {
+	case j.known && st.Status == journal.StatusRefunded:
+		return e.recheckExtras(ctx, it, st)
+	case j.known && st.Status == journal.StatusPending:
+		return withExtras(e.settlePending(ctx, it, st), st.ExtraIDs())
 	}
 	attempt := 1
 	if j.known {

@@ -134,7 +134,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 // statusOf is what the items table keeps of an item's state: its status,
 // and whether a failure is a hold that --allow-refunded-charges lifts.
 func statusOf(st journal.ItemState) (string, bool) {
-	if st.Status == journal.StatusRefunded && st.Extras > 0 {
+	if st.Status == journal.StatusRefunded && st.Extras != "" {
 		return statusDuplicate, false
 	}
 	return st.Status.String(), st.Status == journal.StatusFailed && refund.IsHold(st.Code)
