@@ -269,19 +269,32 @@ func checkPlans(ctx context.Context, q querier, batches []string, state *journal
 	return rows.Err()
 }
 
-// checkHolders refuses records that credit an item with a refund the
-// checkpoint credits to an item of a batch not imported (within the
-// batches imported, the merge before the import has judged them): a
-// refund is credited to one item, ever (refund.Checkpoint.Holder).
+// checkHolders refuses records that credit one refund to two items, among
+// themselves (journal-merge reports that as a conflict, and imports the
+// merge of the whole checkpoint), or to an item when the checkpoint
+// credits it to an item of a batch not imported: a refund is credited to
+// one item, ever (refund.Checkpoint.Holder).
 func checkHolders(ctx context.Context, tx pgx.Tx, batches []string, state *journal.State, name string) error {
 	var ids []string
 	owner := map[string]key{}
+	var shared error
 	state.Each(func(batch, item string, st journal.ItemState) {
-		if (st.Status == journal.StatusRefunded || st.Status == journal.StatusPending) && st.Refund != "" {
-			ids = append(ids, st.Refund)
-			owner[st.Refund] = key{batch, item}
+		if st.Status != journal.StatusRefunded && st.Status != journal.StatusPending || st.Refund == "" {
+			return
+		}
+		for _, id := range append([]string{st.Refund}, st.ExtraIDs()...) {
+			if was, ok := owner[id]; ok && was != (key{batch, item}) && shared == nil {
+				shared = &refund.InputError{Name: name, Err: fmt.Errorf("refund %s is credited to item %q of batch %q and to item %q of batch %q: a refund is one item's; nothing imported", id, was.item, was.batch, item, batch)}
+			}
+			if _, ok := owner[id]; !ok {
+				owner[id] = key{batch, item}
+				ids = append(ids, id)
+			}
 		}
 	})
+	if shared != nil {
+		return shared
+	}
 	if len(ids) == 0 {
 		return nil
 	}

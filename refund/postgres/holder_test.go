@@ -73,3 +73,20 @@ func TestImportOfARefundAnotherBatchHoldsIsRefused(t *testing.T) {
 		t.Errorf("the refused import wrote %d records", n)
 	}
 }
+
+// An import whose records credit one refund to two items (the merge of
+// the whole checkpoint that journal-merge -o imports) is refused, and
+// imports nothing.
+func TestImportCreditingOneRefundToTwoItemsIsRefused(t *testing.T) {
+	url := pgtest.NewDB(t)
+	c := open(t, url, "a", time.Minute)
+	a, b := planOf("b1", 1, 100)[0].Item, planOf("b2", 1, 100)[0].Item
+	_, _, err := c.Import(context.Background(), bytes.NewReader(journalOf(t, intent(a, 1), refunded(a, "re_1"), intent(b, 1), refunded(b, "re_1"))), "the merge", 0)
+	var ie *refund.InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "refund re_1 is credited to item") {
+		t.Fatalf("import crediting re_1 to two items: %v", err)
+	}
+	if n := count(t, c, `SELECT count(*) FROM refundkit.records`); n != 0 {
+		t.Errorf("the refused import wrote %d records", n)
+	}
+}
