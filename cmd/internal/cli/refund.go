@@ -175,6 +175,7 @@ func Refund(env Env) int {
 	})
 	defer bar.stop()
 
+	var doubts []refund.Result // this run's items left in doubt (OnResult is called one at a time)
 	summary, runErr := refund.Run(ctx, refund.Config{
 		Provider: client, Checkpoint: checkpoint,
 		Workers: c.Concurrency, Pacer: pacer, DryRun: c.DryRun, Shard: shard,
@@ -184,6 +185,9 @@ func Refund(env Env) int {
 		OnResult: func(r refund.Result) {
 			out.write(r)
 			bar.add(r)
+			if r.Status == refund.StatusInDoubt {
+				doubts = append(doubts, r)
+			}
 		},
 	}, in, inName)
 	out.stop()
@@ -208,8 +212,21 @@ func Refund(env Env) int {
 		}
 	}
 	// With a shared checkpoint, an item this run left in doubt may have
-	// been settled since by another worker's look-up: the tally says so,
-	// and this run's own in-doubt count is stale.
+	// been settled since by another worker's look-up; the tally counts a
+	// pending item as done, so each is asked of the checkpoint: one still
+	// not refunded or failed (a pending refund the provider answered it
+	// does not have, say) keeps the batch from being done.
+	if shared && unfinished == 0 && runErr == nil {
+		for _, r := range doubts {
+			st, known, err := checkpoint.Lookup(r.Batch, r.Item)
+			if err != nil || !known || st.Status != journal.StatusRefunded && st.Status != journal.StatusFailed {
+				unfinished++
+			}
+		}
+		if unfinished > 0 {
+			warnf(msgs, name, "the batch is not done: %d %s this run left in doubt %s not settled since; audit %s names them", unfinished, plural(unfinished, "item"), map[bool]string{true: "is", false: "are"}[unfinished == 1], postgres.Redact(c.Journal))
+		}
+	}
 	batchDone := shared && unfinished == 0
 	if n := summary.ByStatus[refund.StatusInDoubt]; batchDone && runErr == nil && n > 0 {
 		were := "were"
