@@ -135,11 +135,15 @@ func reportMerge(env Env, name string, report journal.MergeReport) int {
 		summary += fmt.Sprintf(", %d %s compacted away", n, plural(n, "record"))
 	}
 	warnf(env.Stderr, name, "%s", summary)
-	if n := len(report.Conflicts); n == 1 {
-		warnf(env.Stderr, name, "1 item has conflicting outcomes: all its records are kept; check it at Stripe")
+	items := map[[2]string]bool{} // an item may conflict more than once
+	for _, c := range report.Conflicts {
+		items[[2]string{c.Batch, c.Item}] = true
+	}
+	if n := len(items); n == 1 {
+		warnf(env.Stderr, name, "1 item has conflicting outcomes: all its records are kept; check it at the provider")
 		return ExitFailed
 	} else if n > 1 {
-		warnf(env.Stderr, name, "%d items have conflicting outcomes: all their records are kept; check them at Stripe", n)
+		warnf(env.Stderr, name, "%d items have conflicting outcomes: all their records are kept; check them at the provider", n)
 		return ExitFailed
 	}
 	return ExitOK
