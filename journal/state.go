@@ -268,6 +268,7 @@ func Next(st ItemState, r *Record) ItemState {
 		if Unfinished(r.Status) {
 			st.Status = StatusPending
 		}
+		st.Extras = withoutID(st.Extras, r.Refund) // credited now, no extra
 		st.Amount = r.Amount
 		st.Refund = r.Refund
 		st.Currency = r.Currency

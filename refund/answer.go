@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -180,6 +181,7 @@ func (e *engine) mismatch(it *Item, attempt int, r *Refund, status int, err erro
 // refunds. Said on every run, as a final failure is, until each extra's
 // end is journaled (audit --cancel-extras, or a rerun that finds it ended).
 func withExtras(r Result, extras []string) Result {
+	extras = slices.DeleteFunc(slices.Clone(extras), func(id string) bool { return id == r.Refund }) // the one credited now
 	if len(extras) == 0 || r.Code != "" || r.Status != StatusRefunded && r.Status != StatusSkipped && r.Status != StatusPending {
 		return r
 	}
@@ -190,9 +192,12 @@ func withExtras(r Result, extras []string) Result {
 }
 
 // recheckExtras answers an item the journal holds refunded more than
-// once: the payment's refunds are listed, the end of each extra that is
-// no longer live there (canceled by Stripe, or by hand) is journaled, and
-// the item is said refunded twice while any still stands. Nothing is sent.
+// once: the payment's refunds are listed, the end of each extra the
+// provider shows ended (canceled by Stripe, or by hand) is journaled, and
+// the item is said refunded twice while any still stands. Only a refund
+// shown ended ends: one the list leaves out (a list that cannot be whole,
+// as PayPal's when an order cannot be read) is asked for by its id, and
+// stands unless that answer says it ended. Nothing is sent.
 func (e *engine) recheckExtras(ctx context.Context, it *Item, st journal.ItemState) Result {
 	res := newResult(it, StatusSkipped)
 	res.Refund, res.Amount, res.Currency, res.Attempt = st.Refund, st.Amount, st.Currency, st.Attempt
@@ -208,15 +213,18 @@ func (e *engine) recheckExtras(ctx context.Context, it *Item, st journal.ItemSta
 	var still []string
 	for _, id := range extras {
 		r, found := listed[id]
-		if found && Live(r) {
+		if !found {
+			if x, _, ok, _ := e.getRefund(ctx, it, st, id); ok && x.ID == id {
+				r, found = &x, true
+			}
+		}
+		if !found || Live(r) {
 			still = append(still, id)
 			continue
 		}
-		rec := e.base(journal.TypeCanceled, it, st.Attempt)
-		rec.Refund, rec.Status, rec.Source = id, RefundCanceled, journal.SourceReconciled
-		if found {
-			rec.Amount, rec.Currency, rec.Status = r.Amount, r.Currency, r.Status
-		}
+		rec := e.base(journal.TypeCanceled, it, max(st.Attempt, 1))
+		rec.Refund, rec.Status, rec.Source = id, r.Status, journal.SourceReconciled
+		rec.Amount, rec.Currency = r.Amount, r.Currency
 		if !e.append(rec) {
 			return e.unrecorded(it, st.Attempt, fmt.Sprintf("extra refund %s ended at %s but its end could not be journaled", id, e.name))
 		}

@@ -119,10 +119,18 @@ func sortRefunds(it *Item, refunds []Refund, owner func(r *Refund) int) onCharge
 	}
 	if len(c.own) > 0 {
 		c.dead = nil
-		// The item is credited with its first own refund that has finished
-		// (then the oldest): the one an extra's cancel leaves standing, as
-		// audit --cancel-extras keeps it.
-		slices.SortStableFunc(c.own, func(a, b *Refund) int { return finishRank(a) - finishRank(b) })
+		// The item is credited with its first own refund of the plan's
+		// amount that has finished (then the oldest): the one an extra's
+		// cancel leaves standing, as audit --cancel-extras keeps it, and
+		// never one of another amount while one of the plan's stands.
+		rank := func(r *Refund) int {
+			n := finishRank(r)
+			if it.Amount > 0 && r.Amount != it.Amount {
+				n += 3
+			}
+			return n
+		}
+		slices.SortStableFunc(c.own, func(a, b *Refund) int { return rank(a) - rank(b) })
 	}
 	return c
 }

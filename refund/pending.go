@@ -17,21 +17,7 @@ import (
 // settlePending asks the provider how the item's pending refund ended, and
 // journals the end if it came.
 func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemState) Result {
-	var r Refund
-	var last error
-	res, ok := e.read(ctx, it, st.Attempt, false, EndpointGet, "read pending refund "+st.Refund, func(ctx context.Context) error {
-		var err error
-		r, err = e.cfg.Provider.Get(ctx, st.Refund)
-		if errors.Is(err, ErrNoLookup) {
-			// A provider that reads refunds only by listing a payment's
-			// (exec with --exec-find): the refund is among the item's.
-			if found, ferr := e.findRefund(ctx, it, st.Refund); !errors.Is(ferr, ErrNoLookup) {
-				r, err = found, ferr
-			}
-		}
-		last = err
-		return err
-	})
+	r, res, ok, last := e.getRefund(ctx, it, st, st.Refund)
 	switch {
 	case !ok && last != nil && Classify(last).Class == ClassFinal && !errors.Is(last, ErrNoLookup):
 		f := Classify(last)
@@ -39,7 +25,9 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 		// another account's or mode's key, a refund that never was): the
 		// item is not done, whatever its journal says. Nothing is journaled,
 		// so every run asks again and says so until a person decides.
-		return e.inDoubt(it, st.Attempt, f.Code, fmt.Sprintf("journaled pending as refund %s, but %s answers %s: %s. No refund is known to exist for this item: check the payment and the API key's account and mode", st.Refund, e.name, f.Code, f.Message))
+		res := e.inDoubt(it, st.Attempt, f.Code, fmt.Sprintf("journaled pending as refund %s, but %s answers %s: %s. No refund is known to exist for this item: check the payment and the API key's account and mode", st.Refund, e.name, f.Code, f.Message))
+		res.Refund = st.Refund // the refund it is not (a shared checkpoint's end of run tells it so)
+		return res
 	case !ok:
 		return e.stillPending(it, st, res.Code, res.Message+"; a later run asks again")
 	}
@@ -51,6 +39,11 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 		e.logItem(slog.LevelDebug, "pending refund settled", it, st.Attempt, "refund", r.ID)
 		return e.settle(it, st.Attempt, &r, journal.SourceSettled)
 	case RefundFailed, RefundCanceled:
+		if x, found := e.liveExtra(ctx, it, st); found {
+			// Another refund of the item's own still stands: the item is
+			// refunded by it, and the one that ended is no longer its.
+			return e.recredit(it, st, &r, &x)
+		}
 		code := "refund_" + r.Status
 		msg := fmt.Sprintf("pending refund %s ended %s at %s", r.ID, r.Status, e.name)
 		if r.FailureReason != "" {
@@ -60,6 +53,61 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 		return e.failedWith(it, st.Attempt, r.ID, code, msg)
 	}
 	return e.stillPending(it, st, "", fmt.Sprintf("refund %s is still %s at %s: run again later to settle it", r.ID, r.Status, e.name))
+}
+
+// getRefund reads refund id of the item as the provider holds it now: by
+// Get, or, for a provider that reads refunds only by listing a payment's
+// (exec with --exec-find), among the item's. last is the call's last
+// error, which says whether a failed read was answered for good.
+func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, id string) (r Refund, res Result, ok bool, last error) {
+	res, ok = e.read(ctx, it, st.Attempt, false, EndpointGet, "read refund "+id, func(ctx context.Context) error {
+		var err error
+		r, err = e.cfg.Provider.Get(ctx, id)
+		if errors.Is(err, ErrNoLookup) {
+			if found, ferr := e.findRefund(ctx, it, id); !errors.Is(ferr, ErrNoLookup) {
+				r, err = found, ferr
+			}
+		}
+		last = err
+		return err
+	})
+	return r, res, ok, last
+}
+
+// liveExtra returns the first of the item's extras that the provider
+// still holds live and names the item, if one does.
+func (e *engine) liveExtra(ctx context.Context, it *Item, st journal.ItemState) (Refund, bool) {
+	for _, id := range st.ExtraIDs() {
+		if x, _, ok, _ := e.getRefund(ctx, it, st, id); ok && x.ID == id && Live(&x) && Matches(&x, it.Batch, it.Item) {
+			return x, true
+		}
+	}
+	return Refund{}, false
+}
+
+// recredit journals, in one commit, the end of the item's refund r and
+// its credit to x, another refund of its own that still stands.
+func (e *engine) recredit(it *Item, st journal.ItemState, r, x *Refund) Result {
+	attempt := max(st.Attempt, 1)
+	if a, err := parseAttempt(x.Metadata[MetaAttempt]); err == nil {
+		attempt = a
+	}
+	if res, ok := e.credit(it, attempt, x); !ok {
+		return res
+	}
+	end := e.failure(it, attempt, 0, "refund_"+r.Status, fmt.Sprintf("refund %s ended %s at %s; the item's refund %s stands", r.ID, r.Status, e.name, x.ID), true)
+	end.Refund = r.ID
+	if err := e.cfg.Checkpoint.Append(end, e.refunded(it, attempt, x, journal.SourceSettled)); err != nil {
+		e.halt(&HaltError{Journal: true, Err: err})
+		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s stands for the item but could not be journaled", x.ID))
+	}
+	e.logItem(slog.LevelInfo, "the item's refund ended; another of its own stands", it, attempt, "ended", r.ID, "refund", x.ID)
+	res := newResult(it, StatusRefunded)
+	res.Refund, res.Amount, res.Currency, res.Attempt, res.Found = x.ID, x.Amount, x.Currency, attempt, true
+	if journal.Unfinished(x.Status) {
+		res.Status = StatusPending
+	}
+	return res
 }
 
 // stillPending is the result of an item whose refund has not finished.

@@ -212,14 +212,16 @@ func Refund(env Env) int {
 		}
 	}
 	// With a shared checkpoint, an item this run left in doubt may have
-	// been settled since by another worker's look-up; the tally counts a
-	// pending item as done, so each is asked of the checkpoint: one still
-	// not refunded or failed (a pending refund the provider answered it
-	// does not have, say) keeps the batch from being done.
+	// been settled since by another worker's look-up; each is asked of the
+	// checkpoint. The tally counts a pending item as done (its refund was
+	// accepted), but not the pending refund this run found the provider
+	// does not have (the result names it): that keeps the batch undone.
 	if shared && unfinished == 0 && runErr == nil {
 		for _, r := range doubts {
 			st, known, err := checkpoint.Lookup(r.Batch, r.Item)
-			if err != nil || !known || st.Status != journal.StatusRefunded && st.Status != journal.StatusFailed {
+			settled := st.Status == journal.StatusRefunded || st.Status == journal.StatusFailed ||
+				st.Status == journal.StatusPending && st.Refund != r.Refund
+			if err != nil || !known || !settled {
 				unfinished++
 			}
 		}
