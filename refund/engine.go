@@ -111,14 +111,14 @@ type engine struct {
 	indeterminate atomic.Int64
 	targets       targetLocks
 	plan          *planIndex
-	// inFlight counts the jobs handed to workers and not finished; deferred
-	// holds those a worker gave back until the plan is read to the end.
-	inFlight sync.WaitGroup
 	// credits are the refunds this run credited (hashed id -> hashed
 	// batch and item): with the checkpoint's (Checkpoint.Holder), one item
 	// each.
 	creditMu sync.Mutex
 	credits  map[uint64]uint64
+	// inFlight counts the jobs handed to workers and not finished; deferred
+	// holds those a worker gave back until the plan is read to the end.
+	inFlight sync.WaitGroup
 	deferMu  sync.Mutex
 	deferred []job
 }
