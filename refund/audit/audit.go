@@ -186,10 +186,8 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	if opts.CancelExtras && opts.Actions == nil {
 		return nil, errors.New("audit: cancel-extras needs a journal to record the cancels in")
 	}
-	if opts.Charges == nil {
-		if g, ok := opts.Provider.(ChargeGetter); ok {
-			opts.Charges = g
-		}
+	if opts.Charges == nil && opts.Provider != nil {
+		opts.Charges = opts.Provider
 	}
 	rep := newReport()
 	rep.Journals, rep.Records, rep.Items = a.journals, a.records, int(a.st.n)

@@ -10,10 +10,10 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// ChargeGetter fetches the amount of one charge. A Provider that can
-// (refund/stripe's) is one.
+// ChargeGetter reads a payment: every refund.Provider is one
+// (refund.Provider.Payment), the one way refundkit reads a payment.
 type ChargeGetter interface {
-	ChargeAmount(ctx context.Context, id string) (int64, error)
+	Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error)
 }
 
 // chargeInfo is what a run learned of a charge.
@@ -38,15 +38,22 @@ func (r *run) charge(ctx context.Context, id string) (chargeInfo, error) {
 		c.err = "no charge look-up was given"
 	default:
 		var amount int64
+		cannot := false
 		err := r.call(ctx, refund.EndpointCharges, "fetching charge "+id, func() error {
+			info, err := r.opts.Charges.Payment(ctx, refund.Payment{Charge: id})
+			if errors.Is(err, refund.ErrNoLookup) {
+				cannot = true
+				return nil
+			}
 			r.rep.chargeCalls.Add(1)
-			var err error
-			amount, err = r.opts.Charges.ChargeAmount(ctx, id)
+			amount = info.Amount
 			return err
 		})
 		switch {
 		case errors.As(err, new(*StripeError)) || ctx.Err() != nil:
 			return c, err
+		case cannot:
+			c.err = "the provider cannot read payments"
 		case err != nil:
 			_, code, msg := classify(err)
 			c.err = code + ": " + msg

@@ -153,19 +153,6 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 	return info, nil
 }
 
-// ChargeAmount returns the amount of charge id: audit tells a full refund
-// without refundkit metadata by it.
-func (c *Client) ChargeAmount(ctx context.Context, id string) (int64, error) {
-	params := &stripego.ChargeParams{}
-	ctx, note := noted(ctx)
-	params.Context = ctx
-	ch, err := c.charges.Get(id, params)
-	if err != nil {
-		return 0, note.failure(err)
-	}
-	return ch.Amount, nil
-}
-
 // Cancel cancels a refund. Stripe cancels only refunds that still require
 // action; it refuses the others (succeeded and pending refunds cannot be
 // reversed through the API). The key, derived from the refund id, makes a
