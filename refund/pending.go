@@ -75,10 +75,11 @@ func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, 
 }
 
 // liveExtra returns the first of the item's extras that the provider
-// still holds live and names the item, if one does.
+// still holds live and that is the item's as its plan says (payment,
+// amount, currency, metadata: verify), if one is.
 func (e *engine) liveExtra(ctx context.Context, it *Item, st journal.ItemState) (Refund, bool) {
 	for _, id := range st.ExtraIDs() {
-		if x, _, ok, _ := e.getRefund(ctx, it, st, id); ok && x.ID == id && Live(&x) && Matches(&x, it.Batch, it.Item) {
+		if x, _, ok, _ := e.getRefund(ctx, it, st, id); ok && x.ID == id && Live(&x) && verify(it, &x, 0) == nil {
 			return x, true
 		}
 	}
