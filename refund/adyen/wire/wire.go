@@ -30,9 +30,8 @@ const (
 )
 
 const (
-	keyPrefix    = "refundkit-"
-	refPrefix    = "refundkit:"
-	digestPrefix = refPrefix + "sha256:"
+	keyPrefix = "refundkit-"
+	refPrefix = "refundkit:"
 )
 
 // Key is the Idempotency-Key of a refund attempt: a digest of batch, item
@@ -49,23 +48,27 @@ func digest(batch, item string, attempt int) []byte {
 
 // Reference is a refund's reference, which Adyen echoes as the
 // merchantReference of the refund's notifications, so that a notification
-// names its item without the journal: refundkit:<batch>:<item>:<attempt>
-// (a batch holds no ':', so the first and last ':' split it), or, when
-// that would pass 80 characters, a digest of the three that only the plan
-// can match (MatchReference).
+// names its item without the journal: refundkit:<batch>:<item>:<attempt>.
+// A batch holds no ':', so the first and last ':' split it. It must fit
+// Adyen's 80 characters (ReferenceFits), so an item whose batch and item
+// do not fit is refused before anything is sent.
 func Reference(batch, item string, attempt int) string {
-	s := refPrefix + batch + ":" + item + ":" + strconv.Itoa(attempt)
-	if len(s) <= MaxReference {
-		return s
-	}
-	return digestPrefix + hex.EncodeToString(digest(batch, item, attempt)[:20])
+	return refPrefix + batch + ":" + item + ":" + strconv.Itoa(attempt)
 }
 
+// MaxBatchItem is how long batch and item may be together: a reference
+// holds them, the prefix, two ':' and an attempt of up to four digits.
+const MaxBatchItem = MaxReference - len(refPrefix) - 2 - 4
+
+// ReferenceFits reports whether the references of batch and item fit
+// Adyen's 80 characters for every attempt a run can make.
+func ReferenceFits(batch, item string) bool { return len(batch)+len(item) <= MaxBatchItem }
+
 // ParseReference reads batch, item and attempt from a reference Reference
-// wrote in full; ok is false for a digest or a reference not refundkit's.
+// wrote; ok is false for a reference that is not refundkit's.
 func ParseReference(s string) (batch, item string, attempt int, ok bool) {
 	rest, found := strings.CutPrefix(s, refPrefix)
-	if !found || strings.HasPrefix(s, digestPrefix) {
+	if !found {
 		return "", "", 0, false
 	}
 	i, j := strings.IndexByte(rest, ':'), strings.LastIndexByte(rest, ':')
@@ -78,9 +81,6 @@ func ParseReference(s string) (batch, item string, attempt int, ok bool) {
 	}
 	return rest[:i], rest[i+1 : j], n, true
 }
-
-// IsDigest reports a reference that is a digest (Reference of a long item).
-func IsDigest(s string) bool { return strings.HasPrefix(s, digestPrefix) }
 
 // Event codes of the notifications that tell a refund's outcome.
 const (
