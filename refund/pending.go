@@ -34,6 +34,9 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 	if r.ID != st.Refund {
 		return e.mismatch(it, st.Attempt, &r, 0, fmt.Errorf("asked for refund %s, %s answered with %s", st.Refund, e.name, r.ID))
 	}
+	if err := contradicts(it, &r); err != nil {
+		return e.mismatch(it, st.Attempt, &r, 0, err)
+	}
 	switch r.Status {
 	case RefundSucceeded:
 		e.logItem(slog.LevelDebug, "pending refund settled", it, st.Attempt, "refund", r.ID)
@@ -134,4 +137,30 @@ func (e *engine) findRefund(ctx context.Context, it *Item, id string) (Refund, e
 	}
 	err = fmt.Errorf("refund %s is not among the refunds %s lists for %s", id, e.name, it.Target())
 	return Refund{}, &Failure{Class: ClassFinal, Code: "refund_not_found", Message: err.Error(), Err: err}
+}
+
+// contradicts reports how a refund read back to settle it (Get) says it
+// is not the item's: of the fields the provider said (a refund an Adyen
+// notification told of says payment, amount, currency and whose it is;
+// one read before any says only its id and status), any that differs from
+// the plan's. A field not said is not a contradiction.
+func contradicts(it *Item, r *Refund) error {
+	said := *r
+	p := paymentOf(it)
+	for _, f := range []struct {
+		got  *string
+		want string
+	}{{&said.Charge, p.Charge}, {&said.PaymentIntent, p.PaymentIntent}, {&said.Capture, p.Capture},
+		{&said.PSPReference, p.PSPReference}, {&said.Currency, it.Currency}} {
+		if *f.got == "" {
+			*f.got = f.want
+		}
+	}
+	if said.Amount == 0 {
+		said.Amount = it.Amount
+	}
+	if said.Metadata[MetaBatch] == "" {
+		said.Metadata = map[string]string{MetaBatch: it.Batch, MetaItem: it.Item}
+	}
+	return verify(it, &said, 0)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/adyen"
 	"github.com/refundkit/refundkit/refund/exec"
 	"github.com/refundkit/refundkit/refund/paypal"
 	"github.com/refundkit/refundkit/refund/postgres"
@@ -23,15 +24,20 @@ const (
 	providerStripe = "stripe"
 	providerPayPal = "paypal"
 	providerExec   = "exec"
+	providerAdyen  = "adyen"
 )
 
 // providerFlags choose the provider and carry the settings of those that
 // take flags.
 type providerFlags struct {
-	Provider string `enum:"stripe,paypal,exec" default:"stripe" help:"The refund API: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET) or exec (any API, through the commands of --exec-create and --exec-find: README, \"Any refund API\")."`
+	Provider string `enum:"stripe,paypal,adyen,exec" default:"stripe" help:"The refund API: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET), adyen (ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT, ADYEN_HMAC_KEY; ADYEN_API_BASE) or exec (any API, through the commands of --exec-create and --exec-find: README, \"Any refund API\")."`
 	stripeFlags
 	paypalFlags
+	adyenFlags
 	execFlags
+	// checkpoint is the run's checkpoint, whose PostgreSQL database also
+	// holds Adyen's notifications when --notifications names none.
+	checkpoint string `kong:"-"`
 }
 
 // execFlags are the settings of --provider exec. Commands are run with
@@ -73,12 +79,20 @@ func (f *providerFlags) build(env Env, stderr io.Writer, name string, conns int)
 		return nil, &usageError{"--api-base is for --provider stripe"}
 	case f.Provider != providerPayPal && f.PayPalAPIBase != "":
 		return nil, &usageError{"--paypal-api-base is for --provider paypal"}
+	case f.Provider != providerAdyen && f.Notifications != "":
+		return nil, &usageError{"--notifications is for --provider adyen"}
 	}
 	switch f.Provider {
 	case providerExec:
 		return f.exec(stderr, name)
 	case providerPayPal:
 		return f.paypalFlags.provider(env, f.Live, conns)
+	case providerAdyen:
+		store, err := f.adyenNotes(env, f.checkpoint)
+		if err != nil {
+			return nil, err
+		}
+		return adyenProvider(env, f.Live, conns, store)
 	}
 	return f.client(env, conns)
 }
@@ -94,7 +108,7 @@ func (f *providerFlags) exec(stderr io.Writer, name string) (refund.Provider, er
 	case f.ExecKeyTTL < 0:
 		return nil, &usageError{fmt.Sprintf("--exec-key-ttl %v: want 0 (kept for ever) or more", f.ExecKeyTTL)}
 	case f.Live:
-		return nil, &usageError{"--live is for --provider stripe or paypal: an exec command chooses its own API and account"}
+		return nil, &usageError{"--live is for --provider stripe, paypal or adyen: an exec command chooses its own API and account"}
 	}
 	return exec.New(exec.Config{Create: f.ExecCreate, Find: f.ExecFind, Timeout: f.ExecTimeout, KeyTTL: f.ExecKeyTTL,
 		Stderr: stderr, Prefix: name + ": "})
@@ -132,6 +146,8 @@ func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 		limits, whole, whose = stripe.Limits(live, c.Share), stripe.Limits(live, 1), "Stripe's"
 	case providerPayPal:
 		limits, whole, whose = paypal.Limits(c.Share), paypal.Limits(1), "PayPal's"
+	case providerAdyen:
+		limits, whole, whose = adyen.Limits(c.Share), adyen.Limits(1), "Adyen's"
 	}
 	if c.Rate != nil {
 		// --rate is the run's total instead of the account's share; each

@@ -126,9 +126,13 @@ func Refund(env Env) int {
 
 	var client refund.Provider
 	if !c.DryRun {
+		c.checkpoint = c.Journal
 		if client, err = c.provider(env, msgs, name, c.Concurrency); err != nil {
 			warnf(msgs, name, "%v", err)
 			return ExitUsage
+		}
+		if cl, ok := client.(io.Closer); ok {
+			defer cl.Close() // Adyen's notifications, read only
 		}
 	}
 
