@@ -80,6 +80,26 @@ var migrations = []string{
 	ALTER TABLE refundkit.records ALTER COLUMN xact SET DEFAULT pg_current_xact_id();
 	ALTER TABLE refundkit.workers ADD COLUMN batches text[];
 	ALTER TABLE refundkit.items ADD COLUMN released_by text[] NOT NULL DEFAULT '{}';`,
+	// 5: Adyen's notifications as its receiver (adyen-webhook) accepted
+	// them (refund/adyen/notes): one row per dedup key (event code,
+	// pspReference, success), so that receivers behind one load balancer
+	// keep a retried notification once; refund events apart from the
+	// others, which are kept, never read by refundkit. doc is the stored
+	// wire.Notification, signature included: every reader verifies it
+	// again, and the other columns against it.
+	`CREATE TABLE refundkit.adyen_notifications (
+		seq                bigint GENERATED ALWAYS AS IDENTITY,
+		dedup_key          text PRIMARY KEY,
+		psp_reference      text NOT NULL,
+		original_reference text NOT NULL,
+		event_code         text NOT NULL,
+		received_at        timestamptz NOT NULL,
+		doc                jsonb NOT NULL
+	);
+	CREATE INDEX adyen_notifications_psp ON refundkit.adyen_notifications (psp_reference, seq);
+	CREATE INDEX adyen_notifications_original ON refundkit.adyen_notifications (original_reference, seq);
+	CREATE UNIQUE INDEX adyen_notifications_seq ON refundkit.adyen_notifications (seq);
+	CREATE TABLE refundkit.adyen_other_notifications (LIKE refundkit.adyen_notifications INCLUDING ALL);`,
 }
 
 // SchemaVersion is the schema this build writes and reads.
