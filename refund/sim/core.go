@@ -1,8 +1,9 @@
-// Package sim is what the simulator's two APIs (Stripe's, refund/stripesim,
-// and PayPal's, refund/paypalsim) share, so that each concept has one home:
-// the fault knobs and their draws, the idempotency-key store, the requests
-// that go on behind a gateway's timeout, the injected latency, the gateway's
-// own answers and the counters of faults and refunds.
+// Package sim is what the simulator's APIs (Stripe's, refund/stripesim,
+// PayPal's, refund/paypalsim, and Adyen's, refund/adyensim) share, so that
+// each concept has one home: the fault knobs and their draws, the
+// idempotency-key store, the requests that go on behind a gateway's
+// timeout, the injected latency, the gateway's own answers and the
+// counters of faults and refunds.
 package sim
 
 import (
@@ -58,6 +59,10 @@ func (c *Core) Arrive() (seq uint64, f *Faults) {
 func (c *Core) Hit(share float64, seq uint64, k Knob) bool {
 	return share > 0 && Draw(c.seed, seq, k) < share
 }
+
+// Draw is the draw of knob k for seq under the core's seed: for knobs that
+// are not a share (jitter), or that draw per event rather than per request.
+func (c *Core) Draw(seq uint64, k Knob) float64 { return Draw(c.seed, seq, k) }
 
 // Pause waits out the injected latency of request seq, or until Close.
 func (c *Core) Pause(f *Faults, seq uint64) {

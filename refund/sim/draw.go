@@ -19,6 +19,12 @@ const (
 	KnobGatewayErrorAfterCommit
 	KnobPayPalPending
 	KnobPayPalFailed
+	KnobAdyenRefundFailed
+	KnobAdyenRefundFailedLater
+	KnobAdyenReversed
+	KnobAdyenNotifyJitter
+	KnobAdyenNotifyDuplicate
+	KnobAdyenNotifyFail
 )
 
 // Draw returns a number in [0, 1) that depends only on the seed, the

@@ -9,10 +9,10 @@ import (
 )
 
 // Faults are the misbehaviours the simulator injects, each as the share of
-// eligible requests (0 to 1) it hits. One set of knobs serves both APIs:
-// a knob that names a concept of both (latency, 429, 500 before or after
-// commit, dropped answers, the gateway) hits Stripe's and PayPal's routes
-// alike; the Stripe or PayPal ones hit only theirs. Draws come from the seed
+// eligible requests (0 to 1) it hits. One set of knobs serves every API:
+// a knob that names a concept of all (latency, 429, 500 before or after
+// commit, dropped answers, the gateway) hits Stripe's, PayPal's and Adyen's
+// routes alike; the Stripe, PayPal or Adyen ones hit only theirs. Draws come from the seed
 // and the order requests arrive in, so a sequential client sees the same
 // faults on every run.
 type Faults struct {
@@ -82,6 +82,40 @@ type Faults struct {
 	// PayPalTokenTTL is the lifetime of new access tokens; 0 is PayPal's
 	// usual nine hours. A short one makes clients renew tokens mid-run.
 	PayPalTokenTTL time.Duration
+
+	// AdyenRefundFailedShare of new Adyen refunds are refused: their REFUND
+	// notification says success "false" and they hold nothing.
+	AdyenRefundFailedShare float64
+	// AdyenRefundFailedLaterShare of the others succeed (REFUND "true"),
+	// then fail: a REFUND_FAILED notification follows (the bank returned
+	// the money), and the amount is refundable again.
+	AdyenRefundFailedLaterShare float64
+	// AdyenReversedShare of the others succeed, then come back: a
+	// REFUNDED_REVERSED notification follows.
+	AdyenReversedShare float64
+	// AdyenNotifyDelay is how long after a refund is made its first
+	// notification is due (each later one as long after the one before);
+	// AdyenNotifyJitter adds up to this much more, drawn per notification.
+	AdyenNotifyDelay  time.Duration
+	AdyenNotifyJitter time.Duration
+	// AdyenNotifyDuplicateShare of notifications are delivered twice, as
+	// Adyen may: the same item, signed alike.
+	AdyenNotifyDuplicateShare float64
+	// AdyenNotifyReorder sends a refund's later notification
+	// (REFUND_FAILED, REFUNDED_REVERSED) before its REFUND.
+	AdyenNotifyReorder bool
+	// AdyenNotifyFailShare of delivery attempts count as failed whatever
+	// the receiver answered, so Adyen sends the notification again.
+	AdyenNotifyFailShare float64
+	// AdyenConflictStatus is the status of the 704 answer to a request
+	// whose Idempotency-Key is still in flight: 422 (when 0) or 409, the
+	// two Adyen documents.
+	AdyenConflictStatus int
+	// AdyenOverRefund422 refuses a refund past the payment's refundable
+	// amount at once, 422 errorCode 137; otherwise Adyen's way: the
+	// refund is received (201) and its REFUND notification says success
+	// "false", reason "Insufficient balance on payment".
+	AdyenOverRefund422 bool
 }
 
 // PayPalTokenTTLDefault is an access token's life when PayPalTokenTTL is 0:
@@ -102,6 +136,12 @@ func (f *Faults) Validate() error {
 	if f.Latency < 0 || f.LatencyJitter < 0 {
 		return fmt.Errorf("latency %v, jitter %v: want durations of zero or more", f.Latency, f.LatencyJitter)
 	}
+	if f.AdyenNotifyDelay < 0 || f.AdyenNotifyJitter < 0 {
+		return fmt.Errorf("adyen_notify_delay %v, adyen_notify_jitter %v: want durations of zero or more", f.AdyenNotifyDelay, f.AdyenNotifyJitter)
+	}
+	if f.AdyenConflictStatus != 0 && f.AdyenConflictStatus != 409 && f.AdyenConflictStatus != 422 {
+		return fmt.Errorf("adyen_conflict_status %d: want 422 (or 0) or 409, the statuses Adyen documents for errorCode 704", f.AdyenConflictStatus)
+	}
 	if f.PayPalPendingFor < 0 || f.PayPalTokenTTL < 0 {
 		return fmt.Errorf("paypal_pending_for %v, paypal_token_ttl %v: want durations of zero or more", f.PayPalPendingFor, f.PayPalTokenTTL)
 	}
@@ -118,6 +158,11 @@ func (f *Faults) Validate() error {
 		{"gateway_error_after_commit_share", f.GatewayErrorAfterCommitShare},
 		{"paypal_pending_share", f.PayPalPendingShare},
 		{"paypal_failed_share", f.PayPalFailedShare},
+		{"adyen_refund_failed_share", f.AdyenRefundFailedShare},
+		{"adyen_refund_failed_later_share", f.AdyenRefundFailedLaterShare},
+		{"adyen_reversed_share", f.AdyenReversedShare},
+		{"adyen_notify_duplicate_share", f.AdyenNotifyDuplicateShare},
+		{"adyen_notify_fail_share", f.AdyenNotifyFailShare},
 	} {
 		if !(s.share >= 0 && s.share <= 1) { // also rejects NaN
 			return fmt.Errorf("%s %v: want a share between 0 and 1", s.name, s.share)
@@ -151,6 +196,17 @@ type faultsJSON struct {
 	PayPalPendingFor   jsonDuration `json:"paypal_pending_for"`
 	PayPalFailedShare  float64      `json:"paypal_failed_share"`
 	PayPalTokenTTL     jsonDuration `json:"paypal_token_ttl"`
+
+	AdyenRefundFailedShare      float64      `json:"adyen_refund_failed_share"`
+	AdyenRefundFailedLaterShare float64      `json:"adyen_refund_failed_later_share"`
+	AdyenReversedShare          float64      `json:"adyen_reversed_share"`
+	AdyenNotifyDelay            jsonDuration `json:"adyen_notify_delay"`
+	AdyenNotifyJitter           jsonDuration `json:"adyen_notify_jitter"`
+	AdyenNotifyDuplicateShare   float64      `json:"adyen_notify_duplicate_share"`
+	AdyenNotifyReorder          bool         `json:"adyen_notify_reorder"`
+	AdyenNotifyFailShare        float64      `json:"adyen_notify_fail_share"`
+	AdyenConflictStatus         int          `json:"adyen_conflict_status"`
+	AdyenOverRefund422          bool         `json:"adyen_over_refund_422"`
 }
 
 // MarshalJSON writes the faults with snake_case names and duration strings.
@@ -175,6 +231,17 @@ func (f Faults) MarshalJSON() ([]byte, error) {
 		PayPalPendingFor:   jsonDuration(f.PayPalPendingFor),
 		PayPalFailedShare:  f.PayPalFailedShare,
 		PayPalTokenTTL:     jsonDuration(f.PayPalTokenTTL),
+
+		AdyenRefundFailedShare:      f.AdyenRefundFailedShare,
+		AdyenRefundFailedLaterShare: f.AdyenRefundFailedLaterShare,
+		AdyenReversedShare:          f.AdyenReversedShare,
+		AdyenNotifyDelay:            jsonDuration(f.AdyenNotifyDelay),
+		AdyenNotifyJitter:           jsonDuration(f.AdyenNotifyJitter),
+		AdyenNotifyDuplicateShare:   f.AdyenNotifyDuplicateShare,
+		AdyenNotifyReorder:          f.AdyenNotifyReorder,
+		AdyenNotifyFailShare:        f.AdyenNotifyFailShare,
+		AdyenConflictStatus:         f.AdyenConflictStatus,
+		AdyenOverRefund422:          f.AdyenOverRefund422,
 	})
 }
 
@@ -207,6 +274,17 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		PayPalPendingFor:   time.Duration(w.PayPalPendingFor),
 		PayPalFailedShare:  w.PayPalFailedShare,
 		PayPalTokenTTL:     time.Duration(w.PayPalTokenTTL),
+
+		AdyenRefundFailedShare:      w.AdyenRefundFailedShare,
+		AdyenRefundFailedLaterShare: w.AdyenRefundFailedLaterShare,
+		AdyenReversedShare:          w.AdyenReversedShare,
+		AdyenNotifyDelay:            time.Duration(w.AdyenNotifyDelay),
+		AdyenNotifyJitter:           time.Duration(w.AdyenNotifyJitter),
+		AdyenNotifyDuplicateShare:   w.AdyenNotifyDuplicateShare,
+		AdyenNotifyReorder:          w.AdyenNotifyReorder,
+		AdyenNotifyFailShare:        w.AdyenNotifyFailShare,
+		AdyenConflictStatus:         w.AdyenConflictStatus,
+		AdyenOverRefund422:          w.AdyenOverRefund422,
 	}
 	return nil
 }

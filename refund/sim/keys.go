@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -153,6 +154,24 @@ func (k *KeyStore) Forget() int {
 		sh.mu.Lock()
 		for scope, e := range sh.m {
 			if e.done {
+				delete(sh.m, scope)
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// ForgetScope drops the completed keys whose scope starts with prefix (one
+// API's: "adyen\x00"), as Forget drops every API's.
+func (k *KeyStore) ForgetScope(prefix string) int {
+	n := 0
+	for i := range k.shards {
+		sh := &k.shards[i]
+		sh.mu.Lock()
+		for scope, e := range sh.m {
+			if e.done && strings.HasPrefix(scope, prefix) {
 				delete(sh.m, scope)
 				n++
 			}

@@ -1,0 +1,105 @@
+package adyensim
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/refundkit/refundkit/refund/sim"
+)
+
+// errorJSON is Adyen's error body (docs.adyen.com, "Error codes and
+// messages"): {status, errorCode, message, errorType, pspReference}.
+type errorJSON struct {
+	Status       int    `json:"status"`
+	ErrorCode    string `json:"errorCode"`
+	Message      string `json:"message"`
+	ErrorType    string `json:"errorType"`
+	PSPReference string `json:"pspReference,omitempty"`
+}
+
+// Adyen's errorType values.
+const (
+	typeValidation = "validation"
+	typeSecurity   = "security"
+	typeInternal   = "internal"
+)
+
+// The error codes the simulator answers with, and their messages as Adyen
+// writes them.
+const (
+	codeUnknown      = "000" // generic: unauthorised, unable to parse message
+	codeNoAmount     = "100" // Required object 'amount' is not provided.
+	codeBadAmount    = "137" // Invalid amount specified
+	codeNoOriginal   = "167" // Original pspReference required for this operation
+	codeInternal     = "701" // server could not process request
+	codeInProgress   = "704" // request already processed or in progress
+	codeBadMerchant  = "901" // Invalid Merchant Account
+	msgNoAmount      = "Required object 'amount' is not provided."
+	msgBadAmount     = "Invalid amount specified"
+	msgNoOriginal    = "Original pspReference required for this operation"
+	msgInternal      = "server could not process request"
+	msgInProgress    = "request already processed or in progress"
+	msgBadMerchant   = "Invalid Merchant Account"
+	msgUnparsable    = "Unable to parse message"
+	msgKeyTooLong    = "Idempotency-Key is longer than 64 characters"
+	reasonNoBalance  = "Insufficient balance on payment"
+	reasonRefused    = "Refused"
+	reasonFailed     = "Refund failed: returned by the shopper's bank"
+	reasonReversed   = "Refund reversed: the money came back to the merchant"
+	headerTransient  = "Transient-Error"
+	headerIdempotent = "Idempotency-Key"
+)
+
+// apiErr is an error answer in Adyen's shape; ref is the request's
+// pspReference ("" for none, as in a 401).
+func apiErr(status int, code, msg, errType, ref string) sim.Answer {
+	return sim.Answer{Status: status, Body: mustJSON(errorJSON{Status: status, ErrorCode: code, Message: msg, ErrorType: errType, PSPReference: ref})}
+}
+
+// refused is a business refusal (unknown payment, merchant account,
+// amount), saved under the key: Adyen processed the request.
+func refused(status int, code, msg, errType, ref string) sim.Answer {
+	a := apiErr(status, code, msg, errType, ref)
+	a.Save = true
+	return a
+}
+
+// internal is Adyen's 500, which the fault knobs inject.
+func internal(ref string) sim.Answer {
+	return apiErr(http.StatusInternalServerError, codeInternal, msgInternal, typeInternal, ref)
+}
+
+// writeAnswer writes an answer of Adyen's own: the Idempotency-Key echoed
+// when key is not "" (Adyen's sign that the request went through its
+// idempotency layer), Transient-Error: true when the request may be sent
+// again with the same key.
+func writeAnswer(w http.ResponseWriter, status int, body []byte, key string, transient bool) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	if key != "" {
+		h[headerIdempotent] = []string{key}
+	}
+	if transient {
+		h[headerTransient] = []string{"true"}
+	}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// gatewayBody is the gateway's answer in Adyen's shape (GatewayStripeBody
+// asks for the API's own shape); it has no pspReference, as Adyen did not
+// answer.
+func gatewayBody(status int) []byte {
+	return mustJSON(errorJSON{Status: status, ErrorCode: codeUnknown, ErrorType: typeInternal,
+		Message: "An error occurred at the gateway in front of the API (" + strconv.Itoa(status) + " " + sim.GatewayText(status) + ")."})
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("adyensim: " + err.Error())
+	}
+	return b
+}

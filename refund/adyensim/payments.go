@@ -1,0 +1,206 @@
+package adyensim
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/refundkit/refundkit/refund/sim"
+)
+
+// Payment is a captured payment the simulator knows, as seeded by a test,
+// a payments file or POST /_sim/adyen/payments (one JSON object per line,
+// with these field names).
+type Payment struct {
+	// PSPReference is Adyen's reference of the payment: letters and
+	// digits (Adyen's are 16 of them).
+	PSPReference string `json:"psp_reference"`
+	// Currency is an ISO code, upper or lower case; empty means EUR.
+	Currency string `json:"currency,omitempty"`
+	// Amount is the captured amount in the currency's minor units.
+	Amount int64 `json:"amount"`
+	// MerchantAccount is the account the payment was made on; empty means
+	// the simulator's. The API key acts for every account a payment names.
+	MerchantAccount string `json:"merchant_account,omitempty"`
+}
+
+var (
+	pspRE      = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
+	currencyRE = regexp.MustCompile(`^[A-Za-z]{3}$`)
+	merchantRE = regexp.MustCompile(`^[A-Za-z0-9_.\-]{1,80}$`)
+)
+
+// Validate reports the first thing wrong with the payment, if any.
+func (p *Payment) Validate() error {
+	switch {
+	case !pspRE.MatchString(p.PSPReference):
+		return fmt.Errorf("psp_reference %q: want 1-64 letters and digits", p.PSPReference)
+	case p.Currency != "" && !currencyRE.MatchString(p.Currency):
+		return fmt.Errorf("currency %q: want a three-letter ISO code", p.Currency)
+	case p.Amount <= 0:
+		return fmt.Errorf("amount %d: want a positive whole number of minor units", p.Amount)
+	case p.MerchantAccount != "" && !merchantRE.MatchString(p.MerchantAccount):
+		return fmt.Errorf("merchant_account %q: want 1-80 letters, digits, '_', '-' or '.'", p.MerchantAccount)
+	}
+	return nil
+}
+
+// GeneratePayments makes n EUR payments with pspReferences
+// SIMPAY0000000001, ... (16 characters, as Adyen's), amounts between 1.00
+// and 1000.00 drawn from seed: the same n and seed always give the same
+// payments.
+func GeneratePayments(n int, seed int64) []Payment {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0xad7e))
+	out := make([]Payment, n)
+	for i := range out {
+		out[i] = Payment{PSPReference: sim.Padded("SIMPAY", 10, i+1), Currency: "EUR", Amount: 100 + rng.Int64N(99901)}
+	}
+	return out
+}
+
+// maxLine bounds one line of a payments file.
+const maxLine = 1 << 20
+
+// ReadPayments reads payments as JSON lines (blank lines skipped); name is
+// used in errors, which read "name:line: what is wrong".
+func ReadPayments(r io.Reader, name string) ([]Payment, error) {
+	var out []Payment
+	seen := map[string]int{}
+	err := sim.ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
+		var p Payment
+		if err := sim.DecodeLine(b, &p, "payment"); err != nil {
+			return err
+		}
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		if first, dup := seen[p.PSPReference]; dup {
+			return fmt.Errorf("payment %s: already given on line %d", p.PSPReference, first)
+		}
+		seen[p.PSPReference] = line
+		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// payment is the simulator's state of one payment; mu guards its refunds
+// and what their notifications have told.
+type payment struct {
+	psp, currency, merchant string
+	amount                  int64
+
+	mu      sync.Mutex
+	refunds []*refund // oldest first; never removed
+}
+
+// AddPayments adds payments. Nothing is added if one is invalid or reuses
+// a pspReference.
+func (s *Server) AddPayments(ps ...Payment) error {
+	seen := make(map[string]bool, len(ps))
+	for i := range ps {
+		if err := ps[i].Validate(); err != nil {
+			return fmt.Errorf("payment %d: %w", i+1, err)
+		}
+		if seen[ps[i].PSPReference] {
+			return fmt.Errorf("payment %d: %s given twice", i+1, ps[i].PSPReference)
+		}
+		seen[ps[i].PSPReference] = true
+	}
+	s.paymentsMu.Lock()
+	defer s.paymentsMu.Unlock()
+	for i, p := range ps {
+		if s.payments[p.PSPReference] != nil {
+			return fmt.Errorf("payment %d: %s already exists", i+1, p.PSPReference)
+		}
+	}
+	for _, p := range ps {
+		pm := &payment{psp: p.PSPReference, currency: "EUR", merchant: s.merchant, amount: p.Amount}
+		if p.Currency != "" {
+			pm.currency = strings.ToUpper(p.Currency)
+		}
+		if p.MerchantAccount != "" {
+			pm.merchant = p.MerchantAccount
+		}
+		s.merchants[pm.merchant] = true
+		s.payments[p.PSPReference] = pm
+	}
+	return nil
+}
+
+func (s *Server) paymentByPSP(psp string) *payment {
+	s.paymentsMu.RLock()
+	defer s.paymentsMu.RUnlock()
+	return s.payments[psp]
+}
+
+// knownMerchant reports whether the API key acts for account m.
+func (s *Server) knownMerchant(m string) bool {
+	s.paymentsMu.RLock()
+	defer s.paymentsMu.RUnlock()
+	return s.merchants[m]
+}
+
+// held is what the payment's refunds hold; the caller holds p.mu.
+func (p *payment) held() int64 {
+	var n int64
+	for _, r := range p.refunds {
+		if r.holds() {
+			n += r.amount
+		}
+	}
+	return n
+}
+
+// PaymentState is a payment as the simulator holds it, for checks (GET
+// /_sim/adyen/payments writes these as JSON lines).
+type PaymentState struct {
+	PSPReference    string `json:"psp_reference"`
+	Currency        string `json:"currency"`
+	Amount          int64  `json:"amount"`
+	MerchantAccount string `json:"merchant_account"`
+	// Refunded is what its refunds hold: all but the refused ones, and
+	// those a REFUND_FAILED or REFUNDED_REVERSED was delivered for.
+	Refunded int64 `json:"refunded"`
+	// Refunds counts its refunds, refused ones included.
+	Refunds int `json:"refunds"`
+}
+
+// Payments returns every payment, by pspReference.
+func (s *Server) Payments() []PaymentState {
+	s.paymentsMu.RLock()
+	all := make([]*payment, 0, len(s.payments))
+	for _, p := range s.payments {
+		all = append(all, p)
+	}
+	s.paymentsMu.RUnlock()
+	slices.SortFunc(all, func(a, b *payment) int { return strings.Compare(a.psp, b.psp) })
+	out := make([]PaymentState, len(all))
+	for i, p := range all {
+		out[i] = p.state()
+	}
+	return out
+}
+
+// Payment returns the state of one payment, and whether it exists.
+func (s *Server) Payment(psp string) (PaymentState, bool) {
+	p := s.paymentByPSP(psp)
+	if p == nil {
+		return PaymentState{}, false
+	}
+	return p.state(), true
+}
+
+func (p *payment) state() PaymentState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PaymentState{PSPReference: p.psp, Currency: p.currency, Amount: p.amount, MerchantAccount: p.merchant,
+		Refunded: p.held(), Refunds: len(p.refunds)}
+}
