@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/refundkit/refundkit/refund/adyensim"
 	"github.com/refundkit/refundkit/refund/paypalsim"
 )
 
@@ -89,6 +90,53 @@ func (s *Server) addCaptures(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"added": len(captures)})
+}
+
+func (s *Server) addAdyenPayments(w http.ResponseWriter, r *http.Request) {
+	payments, err := adyensim.ReadPayments(io.LimitReader(r.Body, maxControlBody), "<body>")
+	if err != nil {
+		controlError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := s.adyen.AddPayments(payments...); err != nil {
+		controlError(w, http.StatusConflict, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"added": len(payments)})
+}
+
+func (s *Server) listAdyenPayments(w http.ResponseWriter, r *http.Request) {
+	writeJSONLines(w, s.adyen.Payments())
+}
+
+func (s *Server) listAdyenRefunds(w http.ResponseWriter, r *http.Request) {
+	writeJSONLines(w, s.adyen.Refunds())
+}
+
+func (s *Server) flushAdyen(w http.ResponseWriter, r *http.Request) {
+	st, err := s.adyen.Flush(r.Context())
+	if err != nil {
+		return // the client went away, or gave up waiting
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) forgetAdyenKeys(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]int{"forgotten": s.adyen.ForgetKeys()})
+}
+
+// writeJSONLines answers vs as JSON lines.
+func writeJSONLines[T any](w http.ResponseWriter, vs []T) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	for _, v := range vs {
+		if err := enc.Encode(v); err != nil {
+			return // the client went away
+		}
+	}
+	bw.Flush()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -34,8 +34,9 @@ var routeNames = [numRoutes]string{
 	routeOther:        "other",
 }
 
-// routes is the simulator's route table: Stripe's endpoints, PayPal's
-// (paypalsim.Server.Register documents them and their knobs), then the
+// routes is the simulator's route table: Stripe's endpoints, PayPal's and
+// Adyen's (paypalsim's and adyensim's Server.Register document them and
+// their knobs), then the
 // control endpoints that scripts use to steer and check the simulator. The
 // control endpoints need no key (the server is on loopback only), take no
 // fault and count in no statistic.
@@ -54,6 +55,15 @@ var routeNames = [numRoutes]string{
 //	                        "capture" where Stripe's have "charge")
 //	POST /_sim/charges      add charges given as JSON lines
 //	POST /_sim/captures     add PayPal captures given as JSON lines
+//	POST /_sim/adyen/payments     add Adyen payments given as JSON lines
+//	GET  /_sim/adyen/payments     every Adyen payment (JSON lines,
+//	                              adyensim.PaymentState)
+//	GET  /_sim/adyen/refunds      every Adyen refund, oldest first (JSON
+//	                              lines, adyensim.Refund)
+//	POST /_sim/adyen/flush        wait until every queued notification is
+//	                              accepted (bounded by the request), then
+//	                              answer the counts (adyensim.NotifyStats)
+//	POST /_sim/adyen/forget-keys  forget Adyen's completed Idempotency-Keys
 //
 // Every other request is serveUnknown's.
 func (s *Server) routes() *http.ServeMux {
@@ -66,6 +76,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle(routeGetCharge, s.getCharge)
 	handle(routeListCharges, s.listCharges)
 	s.paypal.Register(mux)
+	s.adyen.Register(mux)
 
 	mux.HandleFunc("GET /_sim/faults", s.getFaults)
 	mux.HandleFunc("POST /_sim/faults", s.setFaults)
@@ -75,6 +86,11 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /_sim/refunds", s.listAllRefunds)
 	mux.HandleFunc("POST /_sim/charges", s.addCharges)
 	mux.HandleFunc("POST /_sim/captures", s.addCaptures)
+	mux.HandleFunc("POST /_sim/adyen/payments", s.addAdyenPayments)
+	mux.HandleFunc("GET /_sim/adyen/payments", s.listAdyenPayments)
+	mux.HandleFunc("GET /_sim/adyen/refunds", s.listAdyenRefunds)
+	mux.HandleFunc("POST /_sim/adyen/flush", s.flushAdyen)
+	mux.HandleFunc("POST /_sim/adyen/forget-keys", s.forgetAdyenKeys)
 
 	// Any method on any path, so ServeMux never answers a plain-text 404
 	// or 405; no "/_sim/" beside it, or ServeMux would redirect /_sim.

@@ -12,8 +12,10 @@
 //
 // The same server serves PayPal's refund API on the same port
 // (refund/paypalsim: OAuth2 tokens, refunds under PayPal-Request-Id,
-// PENDING refunds that settle), with the same fault knobs: the knobs, their
-// draws, the idempotency keys and the shared counters live in refund/sim.
+// PENDING refunds that settle) and Adyen's (refund/adyensim: refunds
+// under Idempotency-Key, their outcome in signed notifications posted to a
+// receiver), with the same fault knobs: the knobs, their draws, the
+// idempotency keys and the shared counters live in refund/sim.
 //
 // Tests, the demo, chaos runs and benchmarks all use it; cmd/stripe-sim
 // serves it as a process with control endpoints under /_sim/.
@@ -28,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/refundkit/refundkit/refund/adyensim"
 	"github.com/refundkit/refundkit/refund/paypalsim"
 	"github.com/refundkit/refundkit/refund/sim"
 )
@@ -46,12 +49,15 @@ type Config struct {
 	KeyTTL time.Duration
 	// PayPal configures PayPal's routes, served on the same port.
 	PayPal paypalsim.Config
+	// Adyen configures Adyen's routes, served on the same port.
+	Adyen adyensim.Config
 }
 
 // Server is one simulated Stripe account. It is safe for concurrent use.
 type Server struct {
 	core    *sim.Core         // knobs, draws, keys, counters shared with PayPal's routes
 	paypal  *paypalsim.Server // PayPal's routes (paypalsim)
+	adyen   *adyensim.Server  // Adyen's routes (adyensim)
 	keyTTL  time.Duration
 	now     func() time.Time // replaced by tests that move time
 	mux     *http.ServeMux   // the route table (routes.go)
@@ -109,9 +115,15 @@ func newServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.paypal = pp
+	ad, err := adyensim.New(s.core, cfg.Adyen, s.clock)
+	if err != nil {
+		return nil, err
+	}
+	s.adyen = ad
 	s.mux = s.routes()
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	if err := s.AddCharges(cfg.Charges...); err != nil {
+		ad.Close()
 		return nil, err
 	}
 	return s, nil
@@ -132,11 +144,13 @@ func Listen(cfg Config, addr string) (*Server, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		s.adyen.Close()
 		return nil, err
 	}
 	tcp, ok := ln.Addr().(*net.TCPAddr)
 	if !ok || !tcp.IP.IsLoopback() { // "localhost" could resolve elsewhere
 		ln.Close()
+		s.adyen.Close()
 		return nil, fmt.Errorf("address %s: resolved to %v, not a loopback address", addr, ln.Addr())
 	}
 	s.url = "http://" + tcp.String()
@@ -170,7 +184,8 @@ func (s *Server) URL() string { return s.url }
 
 // Close stops serving at once, dropping open connections, and waits for
 // requests still running behind a gateway timeout, cutting their injected
-// latency short (a create hook that blocks holds Close until it returns).
+// latency short (a create hook that blocks holds Close until it returns);
+// then it stops sending Adyen's notifications.
 func (s *Server) Close() {
 	s.core.CutLatency()
 	if s.httpSrv != nil {
@@ -178,6 +193,7 @@ func (s *Server) Close() {
 	}
 	s.core.StopBackground()
 	s.Settle(context.Background())
+	s.adyen.Close()
 }
 
 // Shutdown stops accepting connections and waits for requests in flight,
@@ -193,6 +209,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err2 := s.Settle(ctx); err == nil {
 		err = err2
 	}
+	s.adyen.Close() // notifications not yet accepted stay pending
 	return err
 }
 
@@ -205,6 +222,10 @@ func (s *Server) Settle(ctx context.Context) error { return s.core.Settle(ctx) }
 // PayPal is PayPal's side of the simulator: its captures, refunds and
 // create hook.
 func (s *Server) PayPal() *paypalsim.Server { return s.paypal }
+
+// Adyen is Adyen's side of the simulator: its payments, refunds,
+// notifications and create hook.
+func (s *Server) Adyen() *adyensim.Server { return s.adyen }
 
 // SetFaults replaces the fault knobs for requests that arrive from now on.
 // Rate-limit buckets start full when the rate limits change, and keep their
@@ -230,8 +251,9 @@ func (s *Server) clock() time.Time { return s.now() }
 func (s *Server) Faults() Faults { return *s.core.Faults() }
 
 // ForgetKeys forgets every completed idempotency key, as Stripe does after
-// 24 hours, and every PayPal-Request-Id, as PayPal does after 45 days, and
-// returns how many it forgot. Keys whose first request is
+// 24 hours, every PayPal-Request-Id, as PayPal does after 45 days, and
+// every Adyen Idempotency-Key, as Adyen does after 31 days, and returns
+// how many it forgot. Keys whose first request is
 // still in flight are kept.
 func (s *Server) ForgetKeys() int { return s.core.Keys.Forget() }
 

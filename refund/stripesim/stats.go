@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/refundkit/refundkit/refund/adyensim"
 	"github.com/refundkit/refundkit/refund/paypalsim"
 )
 
@@ -67,6 +68,10 @@ type Stats struct {
 	// PayPal is what PayPal's routes alone counted; their requests are in
 	// Requests, and the counters above count both APIs.
 	PayPal paypalsim.Stats `json:"paypal"`
+	// Adyen is what Adyen's routes alone counted, its notifications
+	// included; its requests are in Requests, and the counters above count
+	// its refunds too.
+	Adyen adyensim.Stats `json:"adyen"`
 }
 
 // Stats returns the counters so far.
@@ -104,6 +109,10 @@ func (s *Server) Stats() Stats {
 		st.Requests[name] = n
 	}
 	st.PayPal = s.paypal.Stats()
+	for name, n := range s.adyen.Requests() {
+		st.Requests[name] = n
+	}
+	st.Adyen = s.adyen.Stats()
 	return st
 }
 

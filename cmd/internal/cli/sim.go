@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/renameio/v2"
 
+	"github.com/refundkit/refundkit/refund/adyen/wire"
+	"github.com/refundkit/refundkit/refund/adyensim"
 	"github.com/refundkit/refundkit/refund/paypalsim"
 	"github.com/refundkit/refundkit/refund/stripesim"
 )
@@ -38,6 +40,22 @@ type stripeSimCmd struct {
 	PayPalPendingFor             time.Duration `name:"paypal-pending-for" help:"How long a PENDING PayPal refund stays so before it settles; 0 keeps it PENDING."`
 	PayPalFailedShare            float64       `name:"paypal-failed-share" placeholder:"0-1" help:"Share of PENDING PayPal refunds that settle FAILED instead of COMPLETED."`
 	PayPalTokenTTL               time.Duration `name:"paypal-token-ttl" help:"Lifetime of PayPal access tokens (default 9h): a short one makes clients renew them; an expired token gets 401 invalid_token."`
+	AdyenPayments                int           `name:"adyen-payments" placeholder:"N" help:"Generate N Adyen payments SIMPAY0000000001... in EUR, amounts drawn from --seed."`
+	AdyenPaymentsFile            string        `name:"adyen-payments-file" placeholder:"FILE" help:"Add the Adyen payments in FILE, JSON lines of {psp_reference, currency, amount, merchant_account}."`
+	AdyenMerchantAccount         string        `name:"adyen-merchant-account" default:"RefundkitSim" placeholder:"NAME" help:"Adyen merchant account of the simulated company (default ${default}), and of payments that name none. The API key (ADYEN_API_KEY, default adyen_sim_test_key) acts for it and for every account a payment names."`
+	AdyenKeyTTL                  time.Duration `name:"adyen-key-ttl" default:"744h" help:"Forget Adyen Idempotency-Keys this long after their first use (default 744h, Adyen's 31 days); 0 keeps them until POST /_sim/adyen/forget-keys."`
+	AdyenNotifyURL               string        `name:"adyen-notify-url" placeholder:"URL" help:"Post Adyen's notifications (REFUND, REFUND_FAILED, REFUNDED_REVERSED) to URL, a loopback address, signed with ADYEN_HMAC_KEY (hex) from the environment; each is sent again until the receiver answers [accepted]."`
+	AdyenNotifyDelay             time.Duration `name:"adyen-notify-delay" help:"How long after a refund its first notification is due, and each later one after the one before."`
+	AdyenNotifyJitter            time.Duration `name:"adyen-notify-jitter" help:"Up to this much more delay, drawn per notification."`
+	AdyenNotifyBackoff           time.Duration `name:"adyen-notify-backoff" default:"50ms" help:"Wait before a notification that was not accepted is sent again, doubling up to 64 times as long (default ${default})."`
+	AdyenRefundFailedShare       float64       `name:"adyen-refund-failed-share" placeholder:"0-1" help:"Share of new Adyen refunds refused: their REFUND notification says success false."`
+	AdyenRefundFailedLaterShare  float64       `name:"adyen-refund-failed-later-share" placeholder:"0-1" help:"Share of the others that succeed (REFUND true), then fail: a REFUND_FAILED notification follows."`
+	AdyenReversedShare           float64       `name:"adyen-reversed-share" placeholder:"0-1" help:"Share of the others that succeed, then are reversed: a REFUNDED_REVERSED notification follows."`
+	AdyenNotifyDuplicateShare    float64       `name:"adyen-notify-duplicate-share" placeholder:"0-1" help:"Share of Adyen notifications delivered twice."`
+	AdyenNotifyReorder           bool          `name:"adyen-notify-reorder" help:"Send a refund's later notification (REFUND_FAILED, REFUNDED_REVERSED) before its REFUND."`
+	AdyenNotifyFailShare         float64       `name:"adyen-notify-fail-share" placeholder:"0-1" help:"Share of notification deliveries counted as failed whatever the receiver answered, so they are sent again."`
+	AdyenConflictStatus          int           `name:"adyen-conflict-status" placeholder:"422|409" help:"Status of errorCode 704, the answer while a request with the same Idempotency-Key runs: 422 (default) or 409, both of which Adyen documents."`
+	AdyenOverRefund422           bool          `name:"adyen-over-refund-422" help:"Refuse an Adyen refund past the payment's refundable amount at once (422, errorCode 137) instead of receiving it and refusing it in its REFUND notification (success false, Insufficient balance on payment)."`
 	KeyTTL                       time.Duration `name:"key-ttl" help:"Forget Stripe idempotency keys this long after their first use (Stripe: 24h); 0 keeps them until POST /_sim/forget-keys. PayPal-Request-Ids are kept 45 days."`
 	RateLimits                   string        `name:"rate-limits" enum:"off,test,live" default:"off" placeholder:"off|test|live" help:"Stripe's documented rate limits as token buckets (default off): for the account 25 requests/s (test, what test keys get) or 100/s (live), and 25/s for each endpoint (method and route: POST /v1/refunds and GET /v1/refunds apart). A request over a bucket gets 429 rate_limit with Stripe-Rate-Limited-Reason global-rate or endpoint-rate, never saved under its key. Bursts: one second's worth."`
 	GlobalRate                   float64       `name:"global-rate" placeholder:"R" help:"With --rate-limits: the account's requests/s instead of the mode's 25 or 100."`
@@ -48,16 +66,19 @@ type stripeSimCmd struct {
 }
 
 // StripeSim is the stripe-sim command: a Stripe refund API simulator, with
-// PayPal's refund API on the same port, on loopback for tests, demos,
+// PayPal's and Adyen's refund APIs on the same port, on loopback for tests, demos,
 // chaos runs and benchmarks. It serves until
 // SIGINT or SIGTERM, then prints its final counters as one JSON line.
 func StripeSim(env Env) int {
 	const name = "stripe-sim"
 	var c stripeSimCmd
-	if code, done := parse(env, name, "Serve a simulated Stripe refund API, and PayPal's on the same port, on loopback, with fault knobs and control endpoints under /_sim/.", &c); done {
+	if code, done := parse(env, name, "Serve a simulated Stripe refund API, and PayPal's and Adyen's on the same port, on loopback, with fault knobs and control endpoints under /_sim/.", &c); done {
 		return code
 	}
 	cfg, err := c.config()
+	if err == nil {
+		err = adyenKeys(&cfg.Adyen, env.Getenv)
+	}
 	if err != nil {
 		warnf(env.Stderr, name, "%v", err)
 		return ExitUsage
@@ -85,6 +106,9 @@ func StripeSim(env Env) int {
 		}
 	}
 	warnf(env.Stderr, name, "listening on %s", s.URL())
+	if u := cfg.Adyen.NotifyURL; u != "" {
+		warnf(env.Stderr, name, "adyen notifications to %s", u)
+	}
 	if l := cfg.Faults.RateLimits; l.Enabled() {
 		warnf(env.Stderr, name, "rate limits: %s", l)
 	}
@@ -126,6 +150,17 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 		PayPalPendingFor:   c.PayPalPendingFor,
 		PayPalFailedShare:  c.PayPalFailedShare,
 		PayPalTokenTTL:     c.PayPalTokenTTL,
+
+		AdyenRefundFailedShare:      c.AdyenRefundFailedShare,
+		AdyenRefundFailedLaterShare: c.AdyenRefundFailedLaterShare,
+		AdyenReversedShare:          c.AdyenReversedShare,
+		AdyenNotifyDelay:            c.AdyenNotifyDelay,
+		AdyenNotifyJitter:           c.AdyenNotifyJitter,
+		AdyenNotifyDuplicateShare:   c.AdyenNotifyDuplicateShare,
+		AdyenNotifyReorder:          c.AdyenNotifyReorder,
+		AdyenNotifyFailShare:        c.AdyenNotifyFailShare,
+		AdyenConflictStatus:         c.AdyenConflictStatus,
+		AdyenOverRefund422:          c.AdyenOverRefund422,
 	}
 	if c.RateLimits == stripesim.RateLimitsOff {
 		faults.RateLimits.Mode = ""
@@ -156,6 +191,9 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 		return stripesim.Config{}, err
 	}
 	cfg.PayPal.Captures = captures
+	if cfg.Adyen, err = c.adyen(); err != nil {
+		return stripesim.Config{}, err
+	}
 	if c.ChargesFile == "" {
 		return cfg, nil
 	}
@@ -208,6 +246,71 @@ func (c *stripeSimCmd) captures() ([]paypalsim.Capture, error) {
 		}
 	}
 	return append(out, fromFile...), nil
+}
+
+// adyen is the configuration of Adyen's routes from the flags: the
+// generated payments and those of --adyen-payments-file. The keys come
+// from the environment (adyenKeys).
+func (c *stripeSimCmd) adyen() (adyensim.Config, error) {
+	switch {
+	case c.AdyenPayments < 0:
+		return adyensim.Config{}, fmt.Errorf("--adyen-payments %d: want zero or more", c.AdyenPayments)
+	case c.AdyenKeyTTL < 0:
+		return adyensim.Config{}, fmt.Errorf("--adyen-key-ttl %v: want zero (keep keys) or more", c.AdyenKeyTTL)
+	case c.AdyenNotifyBackoff < 0:
+		return adyensim.Config{}, fmt.Errorf("--adyen-notify-backoff %v: want a duration of zero (the default) or more", c.AdyenNotifyBackoff)
+	}
+	if c.AdyenNotifyURL != "" {
+		if err := adyensim.CheckNotifyURL(c.AdyenNotifyURL); err != nil {
+			return adyensim.Config{}, fmt.Errorf("--adyen-notify-url: %v", err)
+		}
+	}
+	cfg := adyensim.Config{Payments: adyensim.GeneratePayments(c.AdyenPayments, c.Seed), MerchantAccount: c.AdyenMerchantAccount,
+		KeyTTL: c.AdyenKeyTTL, NotifyURL: c.AdyenNotifyURL, NotifyBackoff: c.AdyenNotifyBackoff}
+	if c.AdyenPaymentsFile == "" {
+		return cfg, nil
+	}
+	f, err := os.Open(c.AdyenPaymentsFile)
+	if err != nil {
+		return adyensim.Config{}, err
+	}
+	defer f.Close()
+	fromFile, err := adyensim.ReadPayments(f, c.AdyenPaymentsFile)
+	if err != nil {
+		return adyensim.Config{}, err
+	}
+	generated := make(map[string]bool, len(cfg.Payments))
+	for _, p := range cfg.Payments {
+		generated[p.PSPReference] = true
+	}
+	for _, p := range fromFile {
+		if generated[p.PSPReference] {
+			return adyensim.Config{}, fmt.Errorf("%s: %s is also generated by --adyen-payments %d", c.AdyenPaymentsFile, p.PSPReference, c.AdyenPayments)
+		}
+	}
+	cfg.Payments = append(cfg.Payments, fromFile...)
+	return cfg, nil
+}
+
+// adyenKeys reads the simulator's Adyen keys from the environment, never
+// from a flag: ADYEN_API_KEY, the X-API-Key it accepts (a test default
+// when unset), and ADYEN_HMAC_KEY, the hex key its notifications are
+// signed with, needed with --adyen-notify-url. Neither is ever printed.
+func adyenKeys(cfg *adyensim.Config, getenv func(string) string) error {
+	cfg.APIKey = getenv("ADYEN_API_KEY")
+	raw := getenv("ADYEN_HMAC_KEY")
+	if raw == "" {
+		if cfg.NotifyURL != "" {
+			return fmt.Errorf("--adyen-notify-url needs ADYEN_HMAC_KEY in the environment: the HMAC key in hex, as Adyen's Customer Area shows it")
+		}
+		return nil
+	}
+	key, err := wire.ParseHMACKey(raw)
+	if err != nil {
+		return fmt.Errorf("ADYEN_HMAC_KEY: %v", err)
+	}
+	cfg.HMACKey = key
+	return nil
 }
 
 // publishURL writes the base URL to path: atomically for a regular file,
