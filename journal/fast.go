@@ -53,12 +53,12 @@ func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 			good bool
 		)
 		switch i {
-		case 0, 8, 10, 16: // v, attempt, amount, http_status
+		case 0, 9, 11, 17: // v, attempt, amount, http_status
 			n, p, good = fastInt(line, p)
 			if good && n == 0 {
 				canonical = false // an omitempty zero, or -0 (and "v":0 is refused below)
 			}
-		case 19: // final
+		case 20: // final
 			switch {
 			case len(line)-p > 4 && string(line[p:p+4]) == "true":
 				r.Final, p, good = true, p+4, true
@@ -103,26 +103,28 @@ func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 		case 7:
 			r.Capture = s
 		case 8:
-			r.Attempt = int(n)
+			r.PSPReference = s
 		case 9:
-			r.Key = s
+			r.Attempt = int(n)
 		case 10:
-			r.Amount = n
+			r.Key = s
 		case 11:
-			r.Currency = s
+			r.Amount = n
 		case 12:
-			r.Reason = s
+			r.Currency = s
 		case 13:
-			r.Refund = s
+			r.Reason = s
 		case 14:
-			r.Status = s
+			r.Refund = s
 		case 15:
-			r.Source = s
+			r.Status = s
 		case 16:
-			r.HTTPStatus = int(n)
+			r.Source = s
 		case 17:
-			r.Code = s
+			r.HTTPStatus = int(n)
 		case 18:
+			r.Code = s
+		case 19:
 			r.Message = s
 		}
 		switch line[p] {
@@ -158,37 +160,39 @@ func fastFieldIndex(name string) int {
 		return 6
 	case "capture":
 		return 7
-	case "attempt":
+	case "psp_reference":
 		return 8
-	case "key":
+	case "attempt":
 		return 9
-	case "amount":
+	case "key":
 		return 10
-	case "currency":
+	case "amount":
 		return 11
-	case "reason":
+	case "currency":
 		return 12
-	case "refund":
+	case "reason":
 		return 13
-	case "status":
+	case "refund":
 		return 14
-	case "source":
+	case "status":
 		return 15
-	case "http_status":
+	case "source":
 		return 16
-	case "code":
+	case "http_status":
 		return 17
-	case "message":
+	case "code":
 		return 18
-	case "final":
+	case "message":
 		return 19
+	case "final":
+		return 20
 	}
 	return -1
 }
 
 // maxQuotes bounds the quotes of a line the fast path takes: a record has
-// 20 keys and 15 string values.
-const maxQuotes = 2 * (20 + 15)
+// 21 keys and 16 string values.
+const maxQuotes = 2 * (21 + 16)
 
 // scanLine checks that line holds only printable ASCII without the
 // backslash and the <, > and & that encoding/json escapes (so every quote

@@ -72,7 +72,8 @@ type Record struct {
 	Item          string    `json:"item"`
 	Charge        string    `json:"charge,omitempty"`
 	PaymentIntent string    `json:"payment_intent,omitempty"`
-	Capture       string    `json:"capture,omitempty"` // a PayPal capture
+	Capture       string    `json:"capture,omitempty"`       // a PayPal capture
+	PSPReference  string    `json:"psp_reference,omitempty"` // an Adyen payment
 	// Attempt numbers the idempotency keys of an item: a new key is used only
 	// after the previous one is known to replay an error forever.
 	Attempt int    `json:"attempt,omitempty"`
@@ -110,8 +111,8 @@ func (r *Record) Validate() error {
 		if r.Key == "" || r.Attempt < 1 {
 			return fmt.Errorf("intent without key or attempt")
 		}
-		if r.Charge == "" && r.PaymentIntent == "" && r.Capture == "" {
-			return fmt.Errorf("intent without charge, payment_intent or capture")
+		if r.Charge == "" && r.PaymentIntent == "" && r.Capture == "" && r.PSPReference == "" {
+			return fmt.Errorf("intent without charge, payment_intent, capture or psp_reference")
 		}
 	case TypeRefunded, TypeCanceled:
 		if r.Refund == "" {
@@ -158,6 +159,7 @@ func MarshalLine(dst []byte, r *Record) ([]byte, error) {
 	dst = appendField(dst, `,"charge":`, r.Charge)
 	dst = appendField(dst, `,"payment_intent":`, r.PaymentIntent)
 	dst = appendField(dst, `,"capture":`, r.Capture)
+	dst = appendField(dst, `,"psp_reference":`, r.PSPReference)
 	if r.Attempt != 0 {
 		dst = append(dst, `,"attempt":`...)
 		dst = strconv.AppendInt(dst, int64(r.Attempt), 10)

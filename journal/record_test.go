@@ -122,7 +122,7 @@ func TestValidate(t *testing.T) {
 		{"no ts", mod(refunded("b", "i"), func(r *Record) { r.Time = time.Time{} }), "without ts"},
 		{"intent no key", mod(intent("b", "i", 1), func(r *Record) { r.Key = "" }), "without key or attempt"},
 		{"intent attempt 0", mod(intent("b", "i", 1), func(r *Record) { r.Attempt = 0 }), "without key or attempt"},
-		{"intent no target", mod(intent("b", "i", 1), func(r *Record) { r.Charge = "" }), "without charge, payment_intent or capture"},
+		{"intent no target", mod(intent("b", "i", 1), func(r *Record) { r.Charge = "" }), "without charge, payment_intent, capture or psp_reference"},
 		{"refunded no id", mod(refunded("b", "i"), func(r *Record) { r.Refund = "" }), "refunded record without refund id"},
 		{"canceled no id", &Record{V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i"}, "canceled record without refund id"},
 		{"failed no code", mod(failed("b", "i", 1, 402, true), func(r *Record) { r.Code = "" }), "without code"},

@@ -56,13 +56,13 @@ type ItemState struct {
 	Currency string // the refund's currency when StatusRefunded
 	Code     string // Stripe's error code of the last failure
 
-	// What the journal binds the item to: the charge, payment intent or
-	// capture its first record named, and what its last intent asked for.
-	// A plan item that says otherwise was edited after the journal was
-	// written.
-	Charge, PaymentIntent, Capture string
+	// What the journal binds the item to: the charge, payment intent,
+	// capture or psp_reference its first record named, and what its last
+	// intent asked for. A plan item that says otherwise was edited after the
+	// journal was written.
+	Charge, PaymentIntent, Capture, PSPReference string
 	// Rebound: a later record names another payment of the same kind (a
-	// second charge, payment intent or capture) than the first: records of
+	// second charge, payment intent, capture or psp_reference) than the first: records of
 	// two plans merged into one journal. Which payment the item is cannot
 	// be told; refund refuses the item (refund.CheckBinding).
 	Rebound      bool
@@ -112,7 +112,7 @@ type State struct {
 type slot struct {
 	amount   int64
 	refund   arena.Ref
-	target   arena.Ref // the charge, payment intent or capture (kind)
+	target   arena.Ref // the charge, payment intent, capture or psp_reference (kind)
 	sentAt   int64
 	attempt  int8
 	kind     targetKind
@@ -133,14 +133,15 @@ const (
 	flagRebound               // Rebound
 )
 
-// targetKind says which of Charge, PaymentIntent and Capture a slot's
-// target is.
+// targetKind says which of Charge, PaymentIntent, Capture and
+// PSPReference a slot's target is.
 type targetKind uint8
 
 const (
 	targetCharge targetKind = iota
 	targetIntent
 	targetCapture
+	targetPSPReference
 )
 
 // NewState returns an empty state.
@@ -236,8 +237,8 @@ func Next(st ItemState, r *Record) ItemState {
 		// another run changes that, only how that refund ended.
 		return st
 	}
-	if st.Charge == "" && st.PaymentIntent == "" && st.Capture == "" {
-		st.Charge, st.PaymentIntent, st.Capture = r.Charge, r.PaymentIntent, r.Capture
+	if st.Charge == "" && st.PaymentIntent == "" && st.Capture == "" && st.PSPReference == "" {
+		st.Charge, st.PaymentIntent, st.Capture, st.PSPReference = r.Charge, r.PaymentIntent, r.Capture, r.PSPReference
 	}
 	switch r.Type {
 	case TypeIntent:
@@ -338,7 +339,8 @@ func DeadStatus(status string) bool { return status == "failed" || status == "ca
 func rebinds(st *ItemState, r *Record) bool {
 	return st.Charge != "" && r.Charge != "" && r.Charge != st.Charge ||
 		st.PaymentIntent != "" && r.PaymentIntent != "" && r.PaymentIntent != st.PaymentIntent ||
-		st.Capture != "" && r.Capture != "" && r.Capture != st.Capture
+		st.Capture != "" && r.Capture != "" && r.Capture != st.Capture ||
+		st.PSPReference != "" && r.PSPReference != "" && r.PSPReference != st.PSPReference
 }
 
 // hasRefund reports the statuses of an item with a live refund, whose
@@ -396,6 +398,8 @@ func (s *State) get(i uint32) ItemState {
 		st.PaymentIntent = strs.Get(sl.target)
 	case targetCapture:
 		st.Capture = strs.Get(sl.target)
+	case targetPSPReference:
+		st.PSPReference = strs.Get(sl.target)
 	default:
 		st.Charge = strs.Get(sl.target)
 	}
@@ -465,7 +469,7 @@ func (s *State) put(i uint32, was, st *ItemState) {
 			flags |= flagCurrencySpilled
 		}
 	}
-	if st.Charge != was.Charge || st.PaymentIntent != was.PaymentIntent || st.Capture != was.Capture {
+	if st.Charge != was.Charge || st.PaymentIntent != was.PaymentIntent || st.Capture != was.Capture || st.PSPReference != was.PSPReference {
 		target, kind := st.Charge, targetCharge
 		switch {
 		case target != "":
@@ -473,6 +477,8 @@ func (s *State) put(i uint32, was, st *ItemState) {
 			target, kind = st.PaymentIntent, targetIntent
 		case st.Capture != "":
 			target, kind = st.Capture, targetCapture
+		case st.PSPReference != "":
+			target, kind = st.PSPReference, targetPSPReference
 		}
 		sl.target, sl.kind = s.addTarget(i, target), kind
 	}

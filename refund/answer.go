@@ -14,8 +14,8 @@ import (
 	"github.com/refundkit/refundkit/journal"
 )
 
-// verify reports how r fails to be the refund of it: another charge or
-// payment intent, another amount than the one sent, another currency than
+// verify reports how r fails to be the refund of it: another charge,
+// payment intent, capture or psp_reference, another amount than the one sent, another currency than
 // the plan's, or metadata naming another item (or, with attempt > 0,
 // another attempt's key).
 func verify(it *Item, r *Refund, attempt int) error {
@@ -26,6 +26,8 @@ func verify(it *Item, r *Refund, attempt int) error {
 		return fmt.Errorf("refund %s names payment intent %q, not %q", r.ID, r.PaymentIntent, it.PaymentIntent)
 	case it.Capture != "" && r.Capture != it.Capture:
 		return fmt.Errorf("refund %s names capture %q, not %q", r.ID, r.Capture, it.Capture)
+	case it.PSPReference != "" && r.PSPReference != it.PSPReference:
+		return fmt.Errorf("refund %s names psp_reference %q, not %q", r.ID, r.PSPReference, it.PSPReference)
 	case it.Amount > 0 && r.Amount != it.Amount:
 		return fmt.Errorf("refund %s is of %d, not the %d sent", r.ID, r.Amount, it.Amount)
 	case it.Currency != "" && r.Currency != it.Currency:
@@ -315,7 +317,7 @@ func (e *engine) deadRefund(it *Item, r *Refund) Result {
 }
 
 // CheckBinding reports a plan item that says otherwise than the journal
-// (or checkpoint) about what its refund is: another charge or payment intent, or another
+// (or checkpoint) about what its refund is: another payment, or another
 // amount or currency than its intent sent. Such an item was edited after
 // the journal was written; sending it would refund what the journal
 // cannot account for. It is the one check of a plan item against its
@@ -331,6 +333,8 @@ func CheckBinding(it *Item, st journal.ItemState) error {
 		return fmt.Errorf("item %q of batch %q: %s, but the journal records payment_intent %q for it%s", it.Item, it.Batch, planTarget(it), st.PaymentIntent, hint)
 	case st.Capture != "" && it.Capture != st.Capture:
 		return fmt.Errorf("item %q of batch %q: %s, but the journal records capture %q for it%s", it.Item, it.Batch, planTarget(it), st.Capture, hint)
+	case st.PSPReference != "" && it.PSPReference != st.PSPReference:
+		return fmt.Errorf("item %q of batch %q: %s, but the journal records psp_reference %q for it%s", it.Item, it.Batch, planTarget(it), st.PSPReference, hint)
 	case st.Sent && it.Amount != st.SentAmount:
 		return fmt.Errorf("item %q of batch %q: amount %s, but the journal records %s as sent%s", it.Item, it.Batch, amountText(it.Amount), amountText(st.SentAmount), hint)
 	case st.Sent && it.Currency != "" && st.SentCurrency != "" && it.Currency != st.SentCurrency:
@@ -351,8 +355,10 @@ func boundTarget(st journal.ItemState) string {
 		return "charge " + st.Charge
 	case st.PaymentIntent != "":
 		return "payment_intent " + st.PaymentIntent
+	case st.Capture != "":
+		return "capture " + st.Capture
 	}
-	return "capture " + st.Capture
+	return "psp_reference " + st.PSPReference
 }
 
 func planTarget(it *Item) string {
@@ -361,8 +367,10 @@ func planTarget(it *Item) string {
 		return fmt.Sprintf("the plan names charge %q", it.Charge)
 	case it.PaymentIntent != "":
 		return fmt.Sprintf("the plan names payment_intent %q", it.PaymentIntent)
+	case it.Capture != "":
+		return fmt.Sprintf("the plan names capture %q", it.Capture)
 	}
-	return fmt.Sprintf("the plan names capture %q", it.Capture)
+	return fmt.Sprintf("the plan names psp_reference %q", it.PSPReference)
 }
 
 func amountText(a int64) string {

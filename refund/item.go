@@ -18,7 +18,8 @@ type Item struct {
 	Item          string `json:"item"`
 	Charge        string `json:"charge,omitempty"`
 	PaymentIntent string `json:"payment_intent,omitempty"`
-	Capture       string `json:"capture,omitempty"` // a PayPal capture
+	Capture       string `json:"capture,omitempty"`       // a PayPal capture
+	PSPReference  string `json:"psp_reference,omitempty"` // an Adyen payment
 	// Amount in the currency's minor units; 0 means the full remaining amount.
 	Amount int64 `json:"amount,omitempty"`
 	// Currency is informational: Stripe refunds in the charge's currency.
@@ -149,7 +150,7 @@ func validCurrency(s string) bool {
 const (
 	batchRule  = "want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit"
 	itemRule   = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
-	targetRule = "want a charge (ch_/py_), a payment_intent (pi_) or a capture"
+	targetRule = "want a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference"
 	amountRule = "want a positive whole number of minor units"
 )
 
@@ -161,10 +162,26 @@ func ValidCapture(id string) bool { return validID(id, 128, "_.:-") }
 
 const captureRule = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
 
+// ValidPSPReference reports whether id may name an Adyen payment: its
+// pspReference, 16 characters of A-Z and 0-9.
+func ValidPSPReference(id string) bool {
+	if len(id) != 16 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+const pspReferenceRule = "want 16 characters of A-Z 0-9"
+
 // targets counts the payments the item names: one is right.
 func targets(it *Item) int {
 	n := 0
-	for _, id := range []string{it.Charge, it.PaymentIntent, it.Capture} {
+	for _, id := range []string{it.Charge, it.PaymentIntent, it.Capture, it.PSPReference} {
 		if id != "" {
 			n++
 		}
@@ -184,16 +201,18 @@ func (it *Item) Validate() error {
 		return fieldError("batch", "%s: %s", quote(it.Batch), batchRule)
 	case !validID(it.Item, 128, "_.:-"):
 		return fieldError("item", "%s: %s", quote(it.Item), itemRule)
-	case it.Charge == "" && it.PaymentIntent == "" && it.Capture == "":
-		return &InputError{Err: errors.New("needs a charge (ch_/py_), a payment_intent (pi_) or a capture")}
+	case it.Charge == "" && it.PaymentIntent == "" && it.Capture == "" && it.PSPReference == "":
+		return &InputError{Err: errors.New("needs a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference")}
 	case targets(it) > 1:
-		return &InputError{Err: errors.New("names more than one of charge, payment_intent and capture: give one")}
+		return &InputError{Err: errors.New("names more than one of charge, payment_intent, capture and psp_reference: give one")}
 	case it.Charge != "" && !validStripeID(it.Charge, "ch_", "py_"):
 		return fieldError("charge", "%s: want an id starting ch_ or py_", quote(it.Charge))
 	case it.PaymentIntent != "" && !validStripeID(it.PaymentIntent, "pi_"):
 		return fieldError("payment_intent", "%s: want an id starting pi_", quote(it.PaymentIntent))
 	case it.Capture != "" && !ValidCapture(it.Capture):
 		return fieldError("capture", "%s: %s", quote(it.Capture), captureRule)
+	case it.PSPReference != "" && !ValidPSPReference(it.PSPReference):
+		return fieldError("psp_reference", "%s: %s", quote(it.PSPReference), pspReferenceRule)
 	case it.Amount < 0:
 		return fieldError("amount", "%d: %s", it.Amount, amountRule)
 	case it.Currency != "" && !validCurrency(it.Currency):
@@ -263,7 +282,7 @@ func ParseAmount(s string) (int64, error) {
 // decoded from.
 func (it *Item) clone() *Item {
 	c := *it
-	for _, s := range []*string{&c.Batch, &c.Item, &c.Charge, &c.PaymentIntent, &c.Capture, &c.Currency, &c.Reason} {
+	for _, s := range []*string{&c.Batch, &c.Item, &c.Charge, &c.PaymentIntent, &c.Capture, &c.PSPReference, &c.Currency, &c.Reason} {
 		*s = strings.Clone(*s)
 	}
 	if it.Metadata != nil {
@@ -275,8 +294,8 @@ func (it *Item) clone() *Item {
 	return &c
 }
 
-// Target is the id the refund is made against: the charge, payment intent
-// or capture.
+// Target is the id the refund is made against: the charge, payment intent,
+// capture or psp_reference.
 func (it *Item) Target() string { return paymentOf(it).ID() }
 
 // IdempotencyKey is the key of one attempt at an item. It depends only on

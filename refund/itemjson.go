@@ -40,6 +40,7 @@ const (
 	fCharge
 	fPaymentIntent
 	fCapture
+	fPSPReference
 	fAmount
 	fCurrency
 	fReason
@@ -47,7 +48,7 @@ const (
 	nFields
 )
 
-var fieldNames = [nFields]string{"batch", "item", "charge", "payment_intent", "capture", "amount", "currency", "reason", "metadata"}
+var fieldNames = [nFields]string{"batch", "item", "charge", "payment_intent", "capture", "psp_reference", "amount", "currency", "reason", "metadata"}
 
 // Decode decodes one line and, unless d.Input, validates the item. A line
 // that is not a valid item is an *InputError whose Field names the field
@@ -59,8 +60,8 @@ func (d *ItemDecoder) Decode(line []byte) (Item, error) {
 	if err != nil {
 		return Item{}, err
 	}
-	if it.Charge == "" && it.PaymentIntent == "" && it.Capture == "" {
-		for _, f := range []int{fCharge, fPaymentIntent, fCapture} {
+	if it.Charge == "" && it.PaymentIntent == "" && it.Capture == "" && it.PSPReference == "" {
+		for _, f := range []int{fCharge, fPaymentIntent, fCapture, fPSPReference} {
 			if nulls&(1<<f) != 0 {
 				return Item{}, fieldError(fieldNames[f], "null: %s", targetRule)
 			}
@@ -178,6 +179,8 @@ func (d *ItemDecoder) value(s *scanner, it *Item, f int) (null bool, err error) 
 		it.PaymentIntent = same(it.Item, body)
 	case fCapture:
 		it.Capture = same(it.Item, body)
+	case fPSPReference:
+		it.PSPReference = same(it.Item, body)
 	case fCurrency:
 		it.Currency = recurring(&d.currency, body)
 	case fReason:

@@ -57,14 +57,14 @@ func (l *targetLocks) lock(keys ...string) (unlock func()) {
 // the item: the names its locks take, and what the provider holds of it,
 // read at most once and only when a check needs it.
 type payment struct {
-	keys  []string // its charge or capture, or its payment intent and the intent's charges
+	keys  []string // its charge, capture or psp_reference, or its payment intent and the intent's charges
 	info  PaymentInfo
 	read  bool // info was asked for
 	known bool // and the provider told (not ErrNoLookup)
 }
 
-// payment names the item's payment for the run's locks: its charge or
-// capture, or its payment intent and the intent's charges (read at the
+// payment names the item's payment for the run's locks: its charge,
+// capture or psp_reference, or its payment intent and the intent's charges (read at the
 // provider), so that a payment named by its charge on one plan line and by
 // its intent on another is one.
 func (e *engine) payment(ctx context.Context, it *Item, attempt int, unsent bool) (p *payment, res Result, ok bool) {
@@ -75,6 +75,9 @@ func (e *engine) payment(ctx context.Context, it *Item, attempt int, unsent bool
 		return p, Result{}, true
 	case it.Capture != "":
 		p.keys = []string{it.Capture}
+		return p, Result{}, true
+	case it.PSPReference != "":
+		p.keys = []string{it.PSPReference}
 		return p, Result{}, true
 	}
 	res, ok = e.readPayment(ctx, it, attempt, unsent, p)

@@ -247,7 +247,7 @@ func sentWhen(sentAt int64) string {
 // plan's when the plan lists that item on the payment r was made on (r
 // names its charge and payment intent; keys are it's payment's names).
 func (e *engine) owner(it *Item, r *Refund, keys []string) int {
-	names := append([]string{r.Charge, r.PaymentIntent, r.Capture, it.Target()}, keys...)
+	names := append([]string{r.Charge, r.PaymentIntent, r.Capture, r.PSPReference, it.Target()}, keys...)
 	on, listed := e.plan.on(it.Batch, r.Metadata[MetaItem], names...)
 	switch {
 	case on:

@@ -72,8 +72,15 @@ func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, 
 			}
 		}
 		last = err
+		if errors.Is(err, ErrNoLookup) {
+			return nil // no call can tell: nothing to repeat
+		}
 		return err
 	})
+	if ok && errors.Is(last, ErrNoLookup) {
+		// Adyen without its notifications: the refund stays as it is.
+		return Refund{}, Result{Code: CodeNoLookup, Message: fmt.Sprintf("%s cannot be asked how refund %s ended (with Adyen: its notifications tell, --notifications)", e.name, id)}, false, last
+	}
 	return r, res, ok, last
 }
 

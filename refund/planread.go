@@ -40,7 +40,7 @@ type planIndex struct {
 type plannedItem struct {
 	key    uint64 // the item's (batch, item), hashed
 	line   int32
-	target uint64 // hash of the item's charge, payment intent or capture
+	target uint64 // hash of the item's charge, payment intent, capture or psp_reference
 }
 
 const planChunk = 1 << 16

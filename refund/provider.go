@@ -46,7 +46,7 @@ type Provider interface {
 type PaymentInfo struct {
 	Amount   int64    // what was captured, in minor units: what refunds can add up to
 	Currency string   // lower-case ISO code
-	Charges  []string // a payment intent's charges; none for a charge or capture
+	Charges  []string // a payment intent's charges; none for a charge, capture or psp_reference
 }
 
 // ErrNoLookup is Find's answer from a provider that cannot list a payment's
@@ -73,14 +73,15 @@ type Facts struct {
 	// Backoff spaces the retries of a call the provider asks to repeat.
 	Backoff Backoff
 	// Payments are the plan item fields naming what this provider refunds
-	// ("charge", "payment_intent", "capture"); none is any. An item naming
+	// ("charge", "payment_intent", "capture", "psp_reference"); none is any. An item naming
 	// another is refused as bad input, before anything is sent for it.
 	Payments []string
 }
 
 // Payment is what a refund is made on: a charge or a payment intent
-// (Stripe), or a capture (PayPal).
-type Payment struct{ Charge, PaymentIntent, Capture string }
+// (Stripe), a capture (PayPal), or a payment named by its pspReference
+// (Adyen).
+type Payment struct{ Charge, PaymentIntent, Capture, PSPReference string }
 
 // ID is the payment's id, the charge's when both are named.
 func (p Payment) ID() string {
@@ -89,8 +90,10 @@ func (p Payment) ID() string {
 		return p.Charge
 	case p.PaymentIntent != "":
 		return p.PaymentIntent
+	case p.Capture != "":
+		return p.Capture
 	}
-	return p.Capture
+	return p.PSPReference
 }
 
 // paymentField names the field of the plan item that names its payment.
@@ -100,8 +103,10 @@ func paymentField(it *Item) string {
 		return "charge"
 	case it.PaymentIntent != "":
 		return "payment_intent"
+	case it.Capture != "":
+		return "capture"
 	}
-	return "capture"
+	return "psp_reference"
 }
 
 // accepts says why the provider cannot refund the item's payment, if so.
@@ -114,7 +119,7 @@ func (f *Facts) accepts(it *Item) *InputError {
 }
 
 func paymentOf(it *Item) Payment {
-	return Payment{Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture}
+	return Payment{Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture, PSPReference: it.PSPReference}
 }
 
 // Refund statuses, in Stripe's words, which refundkit's journals and
@@ -133,6 +138,7 @@ type Refund struct {
 	Charge        string // the charge refunded, "" when not said
 	PaymentIntent string // its payment intent, "" when not said
 	Capture       string // the capture refunded (PayPal), "" when not said
+	PSPReference  string // the payment refunded (Adyen), "" when not said
 	Amount        int64  // minor units
 	Currency      string // lower-case ISO code
 	Status        string // RefundSucceeded...

@@ -108,7 +108,7 @@ const (
 	batchRule  = "want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit"
 	itemRule   = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
 	amountRule = "want a positive whole number of minor units"
-	known      = "unknown field: known are batch, item, charge, payment_intent, capture, amount, currency, reason, metadata"
+	known      = "unknown field: known are batch, item, charge, payment_intent, capture, psp_reference, amount, currency, reason, metadata"
 )
 
 // grammarCases: every grammar question, one line each. want is refund's
@@ -134,9 +134,9 @@ var grammarCases = []struct {
 	{name: "charge null beside a payment intent", line: `{"batch":"b","item":"i","charge":null,"payment_intent":"pi_1"}`,
 		want: refund.Item{Batch: "b", Item: "i", PaymentIntent: "pi_1"}},
 	{name: "charge null alone", line: `{"batch":"b","item":"i","charge":null}`,
-		want: "plan.jsonl:1: charge: null: want a charge (ch_/py_), a payment_intent (pi_) or a capture"},
+		want: "plan.jsonl:1: charge: null: want a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference"},
 	{name: "payment intent null alone", line: `{"batch":"b","item":"i","payment_intent":null}`,
-		want: "plan.jsonl:1: payment_intent: null: want a charge (ch_/py_), a payment_intent (pi_) or a capture"},
+		want: "plan.jsonl:1: payment_intent: null: want a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference"},
 	{name: "batch null", line: `{"batch":null,"item":"i","charge":"ch_1"}`,
 		want: "plan.jsonl:1: batch: null: " + batchRule, planWant: ok},
 	{name: "item null", line: `{"batch":"b","item":null,"charge":"ch_1"}`,
@@ -148,8 +148,8 @@ var grammarCases = []struct {
 	{name: "item empty", line: `{"batch":"b","item":"","charge":"ch_1"}`,
 		want: `plan.jsonl:1: item: "": ` + itemRule, planWant: with(func(it *refund.Item) { it.Item = "ch_1" })},
 	{name: "empty optional strings", line: head + `,"currency":"","reason":"","payment_intent":""}`, want: ok},
-	{name: "neither target", line: `{"batch":"b","item":"i"}`, want: "plan.jsonl:1: needs a charge (ch_/py_), a payment_intent (pi_) or a capture"},
-	{name: "both targets", line: head + `,"payment_intent":"pi_1"}`, want: "plan.jsonl:1: names more than one of charge, payment_intent and capture: give one"},
+	{name: "neither target", line: `{"batch":"b","item":"i"}`, want: "plan.jsonl:1: needs a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference"},
+	{name: "both targets", line: head + `,"payment_intent":"pi_1"}`, want: "plan.jsonl:1: names more than one of charge, payment_intent, capture and psp_reference: give one"},
 
 	// amount: a JSON integer of minor units, above 0.
 	{name: "amount", line: head + `,"amount":500}`, want: with(func(it *refund.Item) { it.Amount = 500 })},

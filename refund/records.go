@@ -16,7 +16,7 @@ func (e *engine) base(t journal.Type, it *Item, attempt int) *journal.Record {
 	return &journal.Record{
 		V: journal.Version, Type: t, Time: e.cfg.Now().UTC(),
 		Batch: it.Batch, Item: it.Item, Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture,
-		Attempt: attempt, Key: IdempotencyKey(it.Batch, it.Item, attempt),
+		PSPReference: it.PSPReference, Attempt: attempt, Key: IdempotencyKey(it.Batch, it.Item, attempt),
 	}
 }
 

@@ -30,6 +30,7 @@ type Result struct {
 	Charge        string `json:"charge,omitempty"`
 	PaymentIntent string `json:"payment_intent,omitempty"`
 	Capture       string `json:"capture,omitempty"`
+	PSPReference  string `json:"psp_reference,omitempty"`
 	Status        string `json:"status"`
 	Refund        string `json:"refund,omitempty"`
 	Amount        int64  `json:"amount,omitempty"`
@@ -43,7 +44,7 @@ type Result struct {
 }
 
 func newResult(it *Item, status string) Result {
-	return Result{Batch: it.Batch, Item: it.Item, Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture, Status: status}
+	return Result{Batch: it.Batch, Item: it.Item, Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture, PSPReference: it.PSPReference, Status: status}
 }
 
 // Summary counts what a run did.
@@ -141,6 +142,7 @@ func (r *Result) AppendJSON(b []byte) []byte {
 	b = appendOptString(b, `,"charge":`, r.Charge)
 	b = appendOptString(b, `,"payment_intent":`, r.PaymentIntent)
 	b = appendOptString(b, `,"capture":`, r.Capture)
+	b = appendOptString(b, `,"psp_reference":`, r.PSPReference)
 	b = append(b, `,"status":`...)
 	b = appendJSONString(b, r.Status)
 	b = appendOptString(b, `,"refund":`, r.Refund)

@@ -13,7 +13,7 @@ func (s Shard) Holds(it *Item) bool {
 }
 
 // ShardOf is the 1-based shard, of n, of the items of batch on target (a
-// charge, payment intent or capture id): FNV-1a (64-bit) of batch, a zero
+// charge, payment intent, capture or psp_reference id): FNV-1a (64-bit) of batch, a zero
 // byte and target, modulo n. The same on every run and machine, and
 // independent of the input's order; the zero byte keeps ("a", "bc") and
 // ("ab", "c") apart, and neither id may contain one. It is drawn from the

@@ -44,6 +44,7 @@ const KeyTTL = wire.KeyTTL
 type Notifications interface {
 	ForRefund(ctx context.Context, psp string) ([]wire.Notification, error)
 	ForPayment(ctx context.Context, psp string) ([]wire.Notification, error)
+	All(ctx context.Context) ([]wire.Notification, error)
 }
 
 // Config is what a client needs. APIKey and Merchant come from the
@@ -195,6 +196,20 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	notes, err := c.notes.ForPayment(ctx, p.PSPReference)
 	if err != nil {
 		return nil, notesFailed(err)
+	}
+	return Refunds(notes), nil
+}
+
+// Told returns every refund the notifications tell of, newest first, for
+// audit to find those of items no journal knows; nil without
+// notifications.
+func (c *Client) Told(ctx context.Context) ([]refund.Refund, error) {
+	if c.notes == nil {
+		return nil, nil
+	}
+	notes, err := c.notes.All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("adyen: read the notifications: %w", err)
 	}
 	return Refunds(notes), nil
 }

@@ -167,6 +167,8 @@ func (f fakeNotes) ForRefund(_ context.Context, psp string) ([]wire.Notification
 	return out, nil
 }
 
+func (f fakeNotes) All(context.Context) ([]wire.Notification, error) { return f, nil }
+
 func (f fakeNotes) ForPayment(_ context.Context, psp string) ([]wire.Notification, error) {
 	var out []wire.Notification
 	for _, n := range f {

@@ -52,7 +52,7 @@ func (a *Auditor) AddPlan(r io.Reader, name string) error {
 			}
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if !a.st.addPlanItem(it.Batch, it.Item, it.Charge, it.PaymentIntent, it.Capture, it.Amount, it.Currency, origin{name, line}) {
+		if !a.st.addPlanItem(it.Batch, it.Item, refund.Payment{Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture, PSPReference: it.PSPReference}, it.Amount, it.Currency, origin{name, line}) {
 			return &refund.InputError{Name: name, Line: line, Err: fmt.Errorf("item %q of batch %q is listed twice", it.Item, it.Batch)}
 		}
 	}

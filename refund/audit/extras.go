@@ -168,7 +168,7 @@ func (r *run) record(typ journal.Type, batch, item string, v itemView, x *sref) 
 		// refunded.
 		p = refund.Payment{Charge: cmp.Or(x.charge, p.Charge)}
 	}
-	rec.Charge, rec.PaymentIntent, rec.Capture = p.Charge, p.PaymentIntent, p.Capture
+	rec.Charge, rec.PaymentIntent, rec.Capture, rec.PSPReference = p.Charge, p.PaymentIntent, p.Capture, p.PSPReference
 	if x.attempt > 0 {
 		rec.Key = refund.IdempotencyKey(batch, item, x.attempt)
 	}

@@ -95,6 +95,7 @@ type Finding struct {
 	Charge        string `json:"charge,omitempty"`
 	PaymentIntent string `json:"payment_intent,omitempty"`
 	Capture       string `json:"capture,omitempty"`
+	PSPReference  string `json:"psp_reference,omitempty"`
 	// Status is what the journal says of the item: refunded, failed,
 	// in_doubt, or none.
 	Status string `json:"status,omitempty"`
@@ -214,5 +215,5 @@ func duplicateRemedy(f *Finding, journalOnly bool) string {
 
 // on names the payment p the finding is about.
 func (f *Finding) on(p refund.Payment) {
-	f.Charge, f.PaymentIntent, f.Capture = p.Charge, p.PaymentIntent, p.Capture
+	f.Charge, f.PaymentIntent, f.Capture, f.PSPReference = p.Charge, p.PaymentIntent, p.Capture, p.PSPReference
 }

@@ -28,6 +28,7 @@ const (
 	flagFinalFailure        // a final failure record names the item, and no refund record follows it
 	flagIntent              // the target is a payment intent, not a charge
 	flagCapture             // the target is a capture (PayPal), not a charge
+	flagPSPReference        // the target is a psp_reference (Adyen), not a charge
 	flagPending             // its refund was journaled pending and no end of it since: see state.pendingSince
 	flagGroupHead           // first item of its (batch, target) group
 	flagExtras              // more than one refund id: see state.extras
@@ -47,7 +48,7 @@ const (
 type itemSlot struct {
 	amount      int64     // amount of the first refund journaled
 	reqAmount   int64     // requested amount: the plan's, else the last intent's (0: full)
-	target      arena.Ref // charge or payment intent
+	target      arena.Ref // charge, payment intent, capture or psp_reference (flags say which)
 	refund      arena.Ref // first refund id journaled
 	next        uint32    // 1 + id of the next item of the same group; 0: none
 	code        uint32    // interned Stripe code of the last failure
@@ -132,7 +133,7 @@ func (s *state) item(i uint32) string {
 }
 
 // addPlanItem records a planned item; false if the plan names it twice.
-func (s *state) addPlanItem(batch, item, charge, intent, capture string, amount int64, currency string, at origin) bool {
+func (s *state) addPlanItem(batch, item string, p refund.Payment, amount int64, currency string, at origin) bool {
 	i := s.upsert(batch, item, s.hashItem(item))
 	sl := s.slot(i)
 	if sl.flags&flagInPlan != 0 {
@@ -141,7 +142,7 @@ func (s *state) addPlanItem(batch, item, charge, intent, capture string, amount 
 	sl.flags |= flagInPlan | flagRequested
 	sl.reqAmount = amount
 	sl.reqCurrency = s.currencies.ID(currency)
-	s.setTarget(i, sl, refund.Payment{Charge: charge, PaymentIntent: intent, Capture: capture}, at)
+	s.setTarget(i, sl, p, at)
 	return true
 }
 
@@ -181,7 +182,7 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 	if s.live {
 		sl.flags |= flagLive
 	}
-	s.setTarget(i, sl, refund.Payment{Charge: r.Charge, PaymentIntent: r.PaymentIntent, Capture: r.Capture}, at)
+	s.setTarget(i, sl, refund.Payment{Charge: r.Charge, PaymentIntent: r.PaymentIntent, Capture: r.Capture, PSPReference: r.PSPReference}, at)
 	refunded := sl.flags&flagRefunded != 0
 	switch r.Type {
 	case journal.TypeIntent:
@@ -252,8 +253,9 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 	}
 }
 
-// setTarget records the charge or payment intent of an item and links the
-// item into its group; a different target than before is a conflict.
+// setTarget records the payment (charge, payment intent, capture or
+// psp_reference) of an item and links the item into its group; a
+// different target than before is a conflict.
 func (s *state) setTarget(i uint32, sl *itemSlot, p refund.Payment, at origin) {
 	t := p.ID()
 	if t == "" {
@@ -265,8 +267,10 @@ func (s *state) setTarget(i uint32, sl *itemSlot, p refund.Payment, at origin) {
 		case p.Charge != "":
 		case p.PaymentIntent != "":
 			sl.flags |= flagIntent
-		default:
+		case p.Capture != "":
 			sl.flags |= flagCapture
+		default:
+			sl.flags |= flagPSPReference
 		}
 		if s.grouped {
 			s.link(i, sl)
@@ -285,6 +289,8 @@ func paymentOf(id string, flags uint16) refund.Payment {
 		return refund.Payment{PaymentIntent: id}
 	case flags&flagCapture != 0:
 		return refund.Payment{Capture: id}
+	case flags&flagPSPReference != 0:
+		return refund.Payment{PSPReference: id}
 	}
 	return refund.Payment{Charge: id}
 }

@@ -65,7 +65,7 @@ func (r *run) stripePass(ctx context.Context) error {
 			targets = append(targets, &target{id: id, pay: paymentOf(id, sl.flags)})
 			if sl.flags&flagIntent != 0 {
 				intents = true
-			} else if sl.flags&flagCapture == 0 {
+			} else if sl.flags&(flagCapture|flagPSPReference) == 0 {
 				charges = true
 			}
 		}

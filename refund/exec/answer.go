@@ -47,6 +47,7 @@ type listed struct {
 	Charge        string          `json:"charge"`
 	PaymentIntent string          `json:"payment_intent"`
 	Capture       string          `json:"capture"`
+	PSPReference  string          `json:"psp_reference"`
 	FailureReason string          `json:"failure_reason"`
 }
 
@@ -63,7 +64,8 @@ func paymentJSON(p refund.Payment) ([]byte, error) {
 		Charge        string `json:"charge,omitempty"`
 		PaymentIntent string `json:"payment_intent,omitempty"`
 		Capture       string `json:"capture,omitempty"`
-	}{p.Charge, p.PaymentIntent, p.Capture})
+		PSPReference  string `json:"psp_reference,omitempty"`
+	}{p.Charge, p.PaymentIntent, p.Capture, p.PSPReference})
 	return append(b, '\n'), err
 }
 
@@ -98,7 +100,7 @@ func createAnswer(it *refund.Item, attempt int, o outcome) (refund.Answer, error
 	}
 	amount, _ := minorUnits(a.Amount)
 	r := refund.Refund{ID: a.ID, Status: a.Status, Amount: amount, Currency: strings.ToLower(a.Currency),
-		Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture,
+		Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture, PSPReference: it.PSPReference,
 		// The command was told these, and the contract makes it the one
 		// that files them where find reads them back.
 		Metadata: map[string]string{refund.MetaBatch: it.Batch, refund.MetaItem: it.Item, refund.MetaAttempt: strconv.Itoa(attempt)}}
@@ -191,7 +193,8 @@ func parseListed(p refund.Payment, line []byte) (refund.Refund, error) {
 	}
 	r := refund.Refund{ID: l.ID, Status: l.Status, Amount: amount, Currency: strings.ToLower(l.Currency),
 		Created: l.Created, FailureReason: l.FailureReason,
-		Charge: or(l.Charge, p.Charge), PaymentIntent: or(l.PaymentIntent, p.PaymentIntent), Capture: or(l.Capture, p.Capture)}
+		Charge: or(l.Charge, p.Charge), PaymentIntent: or(l.PaymentIntent, p.PaymentIntent), Capture: or(l.Capture, p.Capture),
+		PSPReference: or(l.PSPReference, p.PSPReference)}
 	if l.Batch != "" || l.Item != "" {
 		attempt, err := attemptOf(l.Attempt)
 		if err != nil {

@@ -133,9 +133,9 @@ func TestReadCaptureProblems(t *testing.T) {
 				"ch_3,pi_3,CAP3,\n" +
 				",,CAP4,\n",
 			want: []string{
-				"in:2: names more than one of charge, payment_intent and capture: give one",
-				"in:3: names more than one of charge, payment_intent and capture: give one",
-				"in:4: names more than one of charge, payment_intent and capture: give one",
+				"in:2: names more than one of charge, payment_intent, capture and psp_reference: give one",
+				"in:3: names more than one of charge, payment_intent, capture and psp_reference: give one",
+				"in:4: names more than one of charge, payment_intent, capture and psp_reference: give one",
 			},
 		},
 		{
@@ -151,7 +151,7 @@ func TestReadCaptureProblems(t *testing.T) {
 				`in:3: capture: "-ABC": ` + rule,
 				`in:4: capture: "C` + strings.Repeat("x", 63) + `...": ` + rule,
 				`in:5: capture: "caf\xe9": ` + rule,
-				"in:6: needs a charge (ch_/py_), a payment_intent (pi_) or a capture",
+				"in:6: needs a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference",
 			},
 		},
 		{
@@ -194,9 +194,9 @@ func TestReadCaptureProblems(t *testing.T) {
 				`{"capture":"CAP6"}` + "\n" +
 				`{"Capture":"CAP8"}` + "\n",
 			want: []string{
-				"in:1: names more than one of charge, payment_intent and capture: give one",
-				"in:2: names more than one of charge, payment_intent and capture: give one",
-				"in:3: capture: null: want a charge (ch_/py_), a payment_intent (pi_) or a capture",
+				"in:1: names more than one of charge, payment_intent, capture and psp_reference: give one",
+				"in:2: names more than one of charge, payment_intent, capture and psp_reference: give one",
+				"in:3: capture: null: want a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference",
 				"in:4: capture: 5: want a string",
 				`in:5: capture: "a b": ` + rule,
 				"in:7: capture CAP6 already listed at line 6",
@@ -239,15 +239,15 @@ func TestReadCaptureProblems(t *testing.T) {
 			name: "ids as captures, detected: a metadata column alone is a header",
 			ids:  IDsCapture,
 			in:   "metadata.k\nv\n",
-			want: []string{"in:1: no charge, payment_intent or capture column (known: charge, payment_intent, capture, amount, currency, reason, item, batch, metadata.<key>)"},
+			want: []string{"in:1: no charge, payment_intent, capture or psp_reference column (known: charge, payment_intent, capture, psp_reference, amount, currency, reason, item, batch, metadata.<key>)"},
 		},
 		{
 			name: "ids as captures, detected: a spreadsheet's own header",
 			ids:  IDsCapture,
 			in:   "Transaction ID,Gross\n2GG279541U471931P,1.00\n",
 			want: []string{
-				`in:1: unknown columns "Transaction ID", Gross (known: charge, payment_intent, capture, amount, currency, reason, item, batch, metadata.<key>; --keep-columns keeps others as metadata)`,
-				"in:1: no charge, payment_intent or capture column (known: charge, payment_intent, capture, amount, currency, reason, item, batch, metadata.<key>)",
+				`in:1: unknown columns "Transaction ID", Gross (known: charge, payment_intent, capture, psp_reference, amount, currency, reason, item, batch, metadata.<key>; --keep-columns keeps others as metadata)`,
+				"in:1: no charge, payment_intent, capture or psp_reference column (known: charge, payment_intent, capture, psp_reference, amount, currency, reason, item, batch, metadata.<key>)",
 			},
 		},
 	}

@@ -18,10 +18,10 @@ type collector struct {
 	plan     *Plan
 	problems []*refund.InputError
 	total    int
-	// targets maps every charge, payment intent and capture listed to the
-	// entry of its first row. That row's item id is most often the target's
-	// own id (given or not), so explicit only needs to hold the others: in
-	// most plans, none.
+	// targets maps every charge, payment intent, capture and psp_reference
+	// listed to the entry of its first row. That row's item id is most
+	// often the target's own id (given or not), so explicit only needs to
+	// hold the others: in most plans, none.
 	targets  map[string]int32
 	explicit map[string]int32 // item id -> entry, for ids not found through targets
 	// currencies interns currency codes: a million rows share a few.
@@ -96,7 +96,8 @@ func (c *collector) add(line int, it *refund.Item, shared bool) {
 	}
 	if err := it.Validate(); err != nil {
 		if derived {
-			// Name the bad charge or capture, not the item id made from it.
+			// Name the bad charge, capture or psp_reference, not the item
+			// id made from it.
 			probe := *it
 			probe.Item = "x"
 			if perr := probe.Validate(); perr != nil {
@@ -256,8 +257,10 @@ func kindFlag(it *refund.Item) uint8 {
 		return 0
 	case it.PaymentIntent != "":
 		return entryIntent
+	case it.Capture != "":
+		return entryCapture
 	}
-	return entryCapture
+	return entryPSPReference
 }
 
 // kindName names the target of an entry with flags.
@@ -267,6 +270,8 @@ func kindName(flags uint8) string {
 		return "payment_intent"
 	case entryCapture:
 		return "capture"
+	case entryPSPReference:
+		return "psp_reference"
 	}
 	return "charge"
 }

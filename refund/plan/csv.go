@@ -21,6 +21,7 @@ const (
 	colCharge
 	colPaymentIntent
 	colCapture
+	colPSPReference
 	colAmount
 	colCurrency
 	colReason
@@ -33,12 +34,13 @@ var knownColumns = map[string]colKind{
 	"charge":         colCharge,
 	"payment_intent": colPaymentIntent,
 	"capture":        colCapture,
+	"psp_reference":  colPSPReference,
 	"amount":         colAmount,
 	"currency":       colCurrency,
 	"reason":         colReason,
 }
 
-const knownColumnsHint = "known: charge, payment_intent, capture, amount, currency, reason, item, batch, metadata.<key>"
+const knownColumnsHint = "known: charge, payment_intent, capture, psp_reference, amount, currency, reason, item, batch, metadata.<key>"
 
 // isColumn reports whether s, a whole line, names a known column or a
 // metadata one: a CSV header of one column, not an id.
@@ -128,6 +130,13 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 			}
 			c.problem(line, "no header row: %s looks like a PayPal id; want a first row naming the columns, such as capture,amount%s", refund.Show(f), hint)
 			return nil, false
+		case isAdyenID(f):
+			hint := ""
+			if c.opts.IDs != IDsPSPReference {
+				hint = ", or --ids psp_reference for psp_reference ids one a line"
+			}
+			c.problem(line, "no header row: %s looks like an Adyen pspReference; want a first row naming the columns, such as psp_reference,amount%s", refund.Show(f), hint)
+			return nil, false
 		}
 	}
 	columns := make([]column, len(rec))
@@ -180,8 +189,9 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 	_, charge := named["charge"]
 	_, intent := named["payment_intent"]
 	_, capture := named["capture"]
-	if !charge && !intent && !capture {
-		c.problem(line, "no charge, payment_intent or capture column (%s)", knownColumnsHint)
+	_, psp := named["psp_reference"]
+	if !charge && !intent && !capture && !psp {
+		c.problem(line, "no charge, payment_intent, capture or psp_reference column (%s)", knownColumnsHint)
 		ok = false
 	}
 	return columns, ok
@@ -218,6 +228,8 @@ func (c *collector) csvRow(line int, rec []string, columns []column) {
 			it.PaymentIntent = v
 		case colCapture:
 			it.Capture = v
+		case colPSPReference:
+			it.PSPReference = v
 		case colAmount:
 			amount = v
 		case colCurrency:

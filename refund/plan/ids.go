@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/refundkit/refundkit/refund"
 )
@@ -14,15 +15,18 @@ type IDs string
 
 // What bare ids name. A capture id has no prefix to tell it by (PayPal's
 // are 17 capitals and digits, as are its order, authorization and refund
-// ids; another API's may be anything), so captures are read only when the
-// caller says so: a guess could plan refunds of the wrong payments.
+// ids; another API's may be anything), nor has an Adyen pspReference (16
+// capitals and digits), so captures and psp_references are read only when
+// the caller says so: a guess could plan refunds of the wrong payments.
 const (
-	IDsStripe  IDs = "stripe"  // ch_/py_ a charge, pi_ a payment intent
-	IDsCapture IDs = "capture" // every id a capture
+	IDsStripe       IDs = "stripe"        // ch_/py_ a charge, pi_ a payment intent
+	IDsCapture      IDs = "capture"       // every id a capture
+	IDsPSPReference IDs = "psp_reference" // every id an Adyen pspReference
 )
 
 // readIDs reads one id a line: a charge (ch_, py_) or payment intent (pi_)
-// id, or with IDsCapture a capture id. Each is a refund of the full
+// id, with IDsCapture a capture id, or with IDsPSPReference a
+// psp_reference. Each is a refund of the full
 // remaining amount, its id the item id.
 func readIDs(br *bufio.Reader, c *collector) error {
 	lines := refund.NewLineReader(br, c.name)
@@ -51,9 +55,18 @@ func readIDs(br *bufio.Reader, c *collector) error {
 				continue
 			}
 			it.Capture = s
+		case c.opts.IDs == IDsPSPReference:
+			if !refund.ValidPSPReference(s) {
+				c.problem(line, "%s: want one psp_reference a line (16 of A-Z 0-9)", refund.Show(s))
+				continue
+			}
+			it.PSPReference = s
 		case !isID(s):
 			hint := ""
-			if refund.ValidCapture(s) && !stripePrefix(s) {
+			switch {
+			case isAdyenID(s):
+				hint = "; for psp_reference ids, give --ids psp_reference"
+			case refund.ValidCapture(s) && !stripePrefix(s):
 				hint = "; for capture ids, give --ids capture"
 			}
 			c.problem(line, "%s: want one charge (ch_, py_) or payment intent (pi_) id a line%s", refund.Show(s), hint)
@@ -84,4 +97,10 @@ func isPayPalID(s string) bool {
 		}
 	}
 	return digit
+}
+
+// isAdyenID reports whether s has the shape of an Adyen pspReference: 16
+// capitals and digits, with a digit. It only picks a hint for a message.
+func isAdyenID(s string) bool {
+	return refund.ValidPSPReference(s) && strings.ContainsAny(s, "0123456789")
 }

@@ -19,7 +19,7 @@ type Plan struct {
 
 // entry is one item as Plan stores it.
 type entry struct {
-	target   string // charge, payment intent or capture id; the item id too unless extra.item is set
+	target   string // charge, payment intent, capture or psp_reference id; the item id too unless extra.item is set
 	amount   int64
 	extra    *extra // nil unless the item id differs from the target or the row has metadata
 	line     int32  // input line, for messages about later duplicates
@@ -30,13 +30,14 @@ type entry struct {
 
 // entry flags
 const (
-	entryIntent   = 1 << iota // the target is a payment intent
-	entryCapture              // the target is a capture; neither flag: a charge
-	entryExplicit             // the input gave the item id, which may equal the target
+	entryIntent       = 1 << iota // the target is a payment intent
+	entryCapture                  // the target is a capture
+	entryPSPReference             // the target is a psp_reference; none of the three: a charge
+	entryExplicit                 // the input gave the item id, which may equal the target
 )
 
 // kindFlags are the flags that say what the target is.
-const kindFlags = entryIntent | entryCapture
+const kindFlags = entryIntent | entryCapture | entryPSPReference
 
 type extra struct {
 	item     string // item id, when not the target's
@@ -89,6 +90,8 @@ func (p *Plan) Item(i int) refund.Item {
 		it.PaymentIntent = e.target
 	case entryCapture:
 		it.Capture = e.target
+	case entryPSPReference:
+		it.PSPReference = e.target
 	default:
 		it.Charge = e.target
 	}

@@ -1,15 +1,16 @@
-// Package plan reads lists of charges, payment intents or captures to
-// refund (CSV, JSON lines or bare ids) into validated plan items of one
-// batch, and splits a plan into shards that workers run independently.
+// Package plan reads lists of charges, payment intents, captures or
+// psp_references to refund (CSV, JSON lines or bare ids) into validated
+// plan items of one batch, and splits a plan into shards that workers run
+// independently.
 //
 // Read takes the whole input before it returns anything: a plan is either
 // complete and valid or not produced at all, so a bad line near the end of a
 // file cannot leave half a batch planned.
 //
 // Item ids are stable: taken from the input's item column when given, else
-// the charge, payment intent or capture id itself. The same input
-// therefore yields the same ids, and so the same idempotency keys, on every
-// run and machine, and editing one row does not renumber the others.
+// the charge, payment intent, capture or psp_reference id itself. The same
+// input therefore yields the same ids, and so the same idempotency keys, on
+// every run and machine, and editing one row does not renumber the others.
 package plan
 
 import (
@@ -28,8 +29,8 @@ type Format string
 
 // Input formats. FormatAuto (or "") detects the format from the first
 // non-blank line: "{" starts JSON lines, a bare ch_/py_/pi_ id (with
-// IDsCapture, a bare capture id) starts a list of ids, anything else is a
-// CSV header row.
+// IDsCapture, a bare capture id; with IDsPSPReference, a bare
+// psp_reference) starts a list of ids, anything else is a CSV header row.
 const (
 	FormatAuto  Format = "auto"
 	FormatCSV   Format = "csv"
@@ -77,9 +78,9 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 	switch opts.IDs {
 	case "":
 		opts.IDs = IDsStripe
-	case IDsStripe, IDsCapture:
+	case IDsStripe, IDsCapture, IDsPSPReference:
 	default:
-		return nil, fmt.Errorf("ids %s: want stripe or capture", refund.Show(string(opts.IDs)))
+		return nil, fmt.Errorf("ids %s: want stripe, capture or psp_reference", refund.Show(string(opts.IDs)))
 	}
 
 	c := newCollector(name, opts)
@@ -132,9 +133,10 @@ func (c *collector) checkEncoding(br *bufio.Reader) (ok bool, err error) {
 }
 
 // detect picks the format from the first non-blank line, as far as it fits
-// in the reader's buffer. Nothing is consumed. Capture ids have no prefix
-// to tell them by: with IDsCapture, a line that is one valid id and no
-// column name starts a list of ids.
+// in the reader's buffer. Nothing is consumed. Capture ids and
+// psp_references have no prefix to tell them by: with IDsCapture (or
+// IDsPSPReference), a line that is one valid id and no column name starts
+// a list of ids.
 func detect(br *bufio.Reader, ids IDs) (Format, error) {
 	head, err := br.Peek(br.Size())
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
@@ -154,7 +156,8 @@ func detect(br *bufio.Reader, ids IDs) (Format, error) {
 		case line[0] == '{':
 			return FormatJSONL, nil
 		case ids == IDsStripe && isID(string(line)),
-			ids == IDsCapture && refund.ValidCapture(string(line)) && !isColumn(string(line)):
+			ids == IDsCapture && refund.ValidCapture(string(line)) && !isColumn(string(line)),
+			ids == IDsPSPReference && refund.ValidPSPReference(string(line)) && !isColumn(string(line)):
 			return FormatIDs, nil
 		}
 		return FormatCSV, nil

@@ -260,12 +260,12 @@ func TestReadProblems(t *testing.T) {
 		{
 			name: "csv unknown columns",
 			in:   "charge,Amount,email,refund amount\nch_1,1,x,2\n",
-			want: []string{`in:1: unknown columns email, "refund amount" (known: charge, payment_intent, capture, amount, currency, reason, item, batch, metadata.<key>; --keep-columns keeps others as metadata)`},
+			want: []string{`in:1: unknown columns email, "refund amount" (known: charge, payment_intent, capture, psp_reference, amount, currency, reason, item, batch, metadata.<key>; --keep-columns keeps others as metadata)`},
 		},
 		{
 			name: "csv no target column",
 			in:   "\n\namount\n1\n",
-			want: []string{"in:3: no charge, payment_intent or capture column (known: charge, payment_intent, capture, amount, currency, reason, item, batch, metadata.<key>)"},
+			want: []string{"in:3: no charge, payment_intent, capture or psp_reference column (known: charge, payment_intent, capture, psp_reference, amount, currency, reason, item, batch, metadata.<key>)"},
 		},
 		{
 			name: "csv repeated column",
@@ -338,8 +338,8 @@ func TestReadProblems(t *testing.T) {
 				`in:4: reason: "changed_mind": want one of duplicate, fraudulent, requested_by_customer`,
 				`in:5: charge: "xx_4": want an id starting ch_ or py_`,
 				`in:6: payment_intent: "ch_5": want an id starting pi_`,
-				`in:7: names more than one of charge, payment_intent and capture: give one`,
-				`in:8: needs a charge (ch_/py_), a payment_intent (pi_) or a capture`,
+				`in:7: names more than one of charge, payment_intent, capture and psp_reference: give one`,
+				`in:8: needs a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference`,
 				`in:9: item: "a b": want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit`,
 				`in:10: batch: b2: the plan is for batch b1`,
 				`in:11: metadata.k: not UTF-8 text (in Excel, save as CSV UTF-8)`,
@@ -465,7 +465,7 @@ func TestReadProblems(t *testing.T) {
 				"in:5: amount: 0: want a positive whole number of minor units",
 				"in:6: charge: 5: want a string",
 				"in:7: batch: b2: the plan is for batch b1",
-				"in:8: email: unknown field: known are batch, item, charge, payment_intent, capture, amount, currency, reason, metadata (--keep-columns keeps others as metadata)",
+				"in:8: email: unknown field: known are batch, item, charge, payment_intent, capture, psp_reference, amount, currency, reason, metadata (--keep-columns keeps others as metadata)",
 				"in:9: amount: given twice",
 				"in:10: metadata.k: 1: want a string",
 				"in:11: metadata.k: null: want a string",
@@ -490,15 +490,15 @@ func TestReadProblems(t *testing.T) {
 				"\f\n" +
 				`{"charge":null}` + "\n",
 			want: []string{
-				"in:1: needs a charge (ch_/py_), a payment_intent (pi_) or a capture",
-				"in:2: x: unknown field: known are batch, item, charge, payment_intent, capture, amount, currency, reason, metadata (--keep-columns keeps others as metadata)",
+				"in:1: needs a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference",
+				"in:2: x: unknown field: known are batch, item, charge, payment_intent, capture, psp_reference, amount, currency, reason, metadata (--keep-columns keeps others as metadata)",
 				"in:3: charge: given twice",
 				"in:4: want a JSON object",
 				"in:5: more than one JSON value on the line",
 				`in:6: amount: "1e3": want a JSON number of minor units, not a string`,
 				"in:7: amount: true: want a positive whole number of minor units",
 				"in:8: want a JSON object",
-				"in:9: charge: null: want a charge (ch_/py_), a payment_intent (pi_) or a capture",
+				"in:9: charge: null: want a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference",
 			},
 		},
 		{
@@ -615,7 +615,7 @@ func TestReadOptions(t *testing.T) {
 		{"bad batch", Options{Batch: "b 1"}, `batch "b 1": want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit`},
 		{"no batch", Options{}, `batch "": want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit`},
 		{"bad format", Options{Batch: "b1", Format: "xlsx"}, "format xlsx: want csv, jsonl, ids or auto"},
-		{"bad ids", Options{Batch: "b1", IDs: "paypal"}, "ids paypal: want stripe or capture"},
+		{"bad ids", Options{Batch: "b1", IDs: "paypal"}, "ids paypal: want stripe, capture or psp_reference"},
 	}
 	for _, tt := range tests {
 		_, err := Read(strings.NewReader("ch_1\n"), "in", tt.opts)

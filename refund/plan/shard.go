@@ -24,12 +24,13 @@ func ParseShard(s string) (k, n int, err error) {
 }
 
 // InShard reports whether the items of a batch on target (a charge,
-// payment intent or capture id) fall in shard k of n. The partition is a
-// hash of batch and target only: the same on every run and machine, and
-// independent of the input's order, so N workers given the same plan and
-// the same N take disjoint shards that together make the whole plan, and
-// every item of one payment (two partial refunds of a charge or capture)
-// goes to the same worker, whose look-ups then see each other's refunds.
+// payment intent, capture or psp_reference id) fall in shard k of n. The
+// partition is a hash of batch and target only: the same on every run and
+// machine, and independent of the input's order, so N workers given the
+// same plan and the same N take disjoint shards that together make the
+// whole plan, and every item of one payment (two partial refunds of a
+// charge or capture) goes to the same worker, whose look-ups then see
+// each other's refunds.
 // It panics unless 1 <= k <= n.
 //
 // Releases before it split by item id. An item that moves to another shard
@@ -74,7 +75,7 @@ func (p *Plan) MixedPayments() (chargeLine, intentLine int, mixed bool) {
 			if intentLine == 0 {
 				intentLine = int(e.line)
 			}
-		case e.flags&entryCapture == 0:
+		case e.flags&kindFlags == 0:
 			if chargeLine == 0 {
 				chargeLine = int(e.line)
 			}

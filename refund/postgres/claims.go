@@ -304,7 +304,7 @@ func (c *Checkpoint) tryPayments(ctx context.Context, k key, gen int64, keys []s
 		   OR (l.batch = EXCLUDED.batch AND l.item = EXCLUDED.item AND l.claim_gen <= EXCLUDED.claim_gen)`
 	args := []any{keys, k.batch, k.item, c.worker, c.lease.String(), gen}
 	if len(keys) == 1 {
-		// One lock (a charge, a capture): one statement is all or none,
+		// One lock (a charge, a capture, a psp_reference): one statement is all or none,
 		// in one round trip.
 		tag, err := c.pool.Exec(ctx, take, args...)
 		if transient(err) {

@@ -209,6 +209,7 @@ func fieldsDiffer(it *refund.Item, doc string) string {
 	add("charge", it.Charge, was.Charge)
 	add("payment_intent", it.PaymentIntent, was.PaymentIntent)
 	add("capture", it.Capture, was.Capture)
+	add("psp_reference", it.PSPReference, was.PSPReference)
 	if it.Amount != was.Amount {
 		diffs = append(diffs, fmt.Sprintf("amount %d here, %d in the checkpoint", it.Amount, was.Amount))
 	}

@@ -17,16 +17,16 @@ import (
 type planArgs struct {
 	Batch       string           `required:"" help:"Batch id written on every item: 1-64 of A-Z a-z 0-9 _ . - starting with a letter or digit."`
 	Format      string           `enum:"auto,csv,jsonl,ids" default:"auto" help:"Input format: csv (with a header row), jsonl, ids (one a line), or auto to detect it."`
-	IDs         string           `name:"ids" enum:"stripe,capture" default:"stripe" help:"What bare ids are: stripe (ch_/py_ charges, pi_ payment intents) or capture (every id a capture: PayPal's, or the payment ids of an exec provider's API)."`
+	IDs         string           `name:"ids" enum:"stripe,capture,psp_reference" default:"stripe" help:"What bare ids are: stripe (ch_/py_ charges, pi_ payment intents), capture (every id a capture: PayPal's, or the payment ids of an exec provider's API) or psp_reference (every id an Adyen pspReference)."`
 	KeepColumns bool             `help:"Keep unknown CSV columns and JSON fields as refund metadata instead of rejecting them."`
-	Shard       string           `placeholder:"K/N" help:"Write only shard K of N (1 <= K <= N), a fixed partition by charge (payment intent, capture), for N workers with a journal each."`
+	Shard       string           `placeholder:"K/N" help:"Write only shard K of N (1 <= K <= N), a fixed partition by charge (payment intent, capture, psp_reference), for N workers with a journal each."`
 	Version     kong.VersionFlag `help:"Print the version and exit."`
 	File        string           `arg:"" optional:"" default:"-" help:"Charges or captures to read; - or none for standard input."`
 }
 
 const planDescription = `Turn a list of charges or captures into the plan items of one batch, as JSON lines on stdout.
 
-The input is CSV with a header row (columns charge, payment_intent, capture, amount, currency, reason, item, batch, metadata.<key>; each row names one of charge, payment_intent, capture), JSON lines with the same fields, or bare ids one a line: ch_/py_/pi_ ids, or with --ids capture capture ids (PayPal's look like 2GG279541U471931P). Amounts are whole minor units (1000 is 10.00 USD or 1000 JPY); none means the full remaining amount. Item ids come from the item column, else from the charge, payment intent or capture id, so they are the same on every run.
+The input is CSV with a header row (columns charge, payment_intent, capture, psp_reference, amount, currency, reason, item, batch, metadata.<key>; each row names one of charge, payment_intent, capture, psp_reference), JSON lines with the same fields, or bare ids one a line: ch_/py_/pi_ ids, with --ids capture capture ids (PayPal's look like 2GG279541U471931P), or with --ids psp_reference Adyen pspReferences (16 of A-Z 0-9, such as 8815658961765250). Amounts are whole minor units (1000 is 10.00 USD or 1000 JPY); none means the full remaining amount. Item ids come from the item column, else from the charge, payment intent, capture or psp_reference id, so they are the same on every run.
 
 The whole input is checked before anything is written: on any problem, each is reported as file:line and nothing is written.
 
