@@ -135,7 +135,9 @@ func count(res map[string]refund.Result, status string) int {
 	return n
 }
 
-func (l *loop) creates() int64 { return l.sim.Calls("POST /v71/payments/{paymentPspReference}/refunds") }
+func (l *loop) creates() int64 {
+	return l.sim.Calls("POST /v71/payments/{paymentPspReference}/refunds")
+}
 
 // TestReceivedThenSettled: a first run leaves every refund pending
 // (Adyen said "received"); once the notifications are in, a second run
