@@ -27,8 +27,9 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		Setup:               scriptSetup,
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
-			"sim":  cmdSim,
-			"exit": cmdExitCode,
+			"sim":     cmdSim,
+			"exit":    cmdExitCode,
+			"readurl": cmdReadURL, // a server's URL from its --addr-file pipe (adyen_webhook.txtar)
 		},
 	})
 }

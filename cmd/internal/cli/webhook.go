@@ -1,0 +1,266 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/refundkit/refundkit/refund/adyen/notes"
+	"github.com/refundkit/refundkit/refund/adyen/webhook"
+	"github.com/refundkit/refundkit/refund/adyen/wire"
+	"github.com/refundkit/refundkit/refund/postgres"
+)
+
+type adyenWebhookCmd struct {
+	Listen   string      `default:"127.0.0.1:8089" placeholder:"HOST:PORT" help:"Address to listen on (default ${default}); port 0 picks a free port. Loopback only unless --public."`
+	Public   bool        `help:"Allow a --listen address that is not loopback. Serve plain HTTP behind a proxy that ends TLS: Adyen's live webhooks need HTTPS."`
+	Out      string      `required:"" placeholder:"FILE|postgres://..." help:"Where accepted refund notifications are kept: a file of JSON lines (created 0600, held by one receiver), or the PostgreSQL checkpoint's database (table refundkit.adyen_notifications, shared by many receivers)."`
+	Others   string      `placeholder:"FILE|postgres://..." help:"Where notifications of other events (not a refund's outcome) are kept, apart (default: --out's file with .jsonl replaced by .others.jsonl; for postgres://, table refundkit.adyen_other_notifications of the same database)."`
+	Path     string      `default:"/adyen/notifications" placeholder:"PATH" help:"The one path served (default ${default}): the webhook's URL in Adyen's Customer Area ends with it."`
+	AddrFile string      `name:"addr-file" placeholder:"FILE" help:"Once listening, write the base URL to FILE (atomically; into the pipe if FILE is a named pipe), so scripts wait for it instead of sleeping."`
+	Version  versionFlag `help:"Print the version and exit."`
+}
+
+// Environment variables of adyen-webhook.
+const (
+	envHMACKey         = "ADYEN_HMAC_KEY"
+	envMerchantAccount = "ADYEN_MERCHANT_ACCOUNT"
+	envWebhookUser     = "ADYEN_WEBHOOK_USERNAME"
+	envWebhookPassword = "ADYEN_WEBHOOK_PASSWORD"
+)
+
+// AdyenWebhook is the adyen-webhook command: the receiver of Adyen's
+// notifications, which keeps every one it verified (refund outcomes in
+// --out, other events in --others) and answers [accepted] once it is
+// durable. It serves until SIGINT or SIGTERM, then prints its counters as
+// one JSON line on stdout and exits 0.
+func AdyenWebhook(env Env) int {
+	const name = "adyen-webhook"
+	var c adyenWebhookCmd
+	if code, done := parse(env, name, "Receive Adyen's notifications (webhooks): verify each item's HMAC signature, keep refund outcomes in --out and other events in --others, and answer [accepted] once they are durable.", &c); done {
+		return code
+	}
+	stderr := &lockedWriter{w: env.Stderr}
+	cfg, err := c.config(env)
+	if err != nil {
+		warnf(stderr, name, "%v", err)
+		return ExitUsage
+	}
+
+	// Signals are caught before the URL is published, so a script that
+	// reads the URL and then stops the receiver always gets a clean exit.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	refunds, err := openNotes(ctx, stderr, name, c.Out, cfg.Key, false)
+	if err != nil {
+		warnf(stderr, name, "--out: %v", err)
+		return notesExit(err)
+	}
+	defer refunds.Close()
+	others, err := openNotes(ctx, stderr, name, c.Others, cfg.Key, true)
+	if err != nil {
+		warnf(stderr, name, "--others: %v", err)
+		return notesExit(err)
+	}
+	defer others.Close()
+	cfg.Refunds, cfg.Others = refunds, others
+	cfg.Logf = func(format string, args ...any) { warnf(stderr, name, format, args...) }
+	h, err := webhook.New(cfg)
+	if err != nil {
+		warnf(stderr, name, "%v", err)
+		return ExitUsage
+	}
+
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		warnf(stderr, name, "%v", err)
+		return ExitFailed
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          log.New(stderr, name+": ", 0),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	url := "http://" + ln.Addr().String()
+	if c.AddrFile != "" {
+		if err := publishURL(ctx, c.AddrFile, url); err != nil {
+			warnf(stderr, name, "--addr-file: %v", err)
+			srv.Close()
+			return ExitFailed
+		}
+	}
+	warnf(stderr, name, "listening on %s%s, keeping refund notifications in %s and others in %s", url, cfg.Path, redactStore(c.Out), redactStore(c.Others))
+
+	code := ExitOK
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		warnf(stderr, name, "serve: %v", err)
+		code = ExitFailed
+	}
+	// Requests under way finish (their notifications are stored and
+	// answered); still running after 10s, they are cut, unanswered, and
+	// Adyen retries them.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+	}
+	for _, s := range []notes.Store{refunds, others} {
+		if err := s.Close(); err != nil {
+			warnf(stderr, name, "%v", err)
+			code = ExitJournal
+		}
+	}
+	st := h.Stats()
+	rejected := int64(0)
+	for _, n := range st.Rejected {
+		rejected += n
+	}
+	warnf(stderr, name, "stopped: %d requests accepted, %d refund notifications kept, %d duplicates, %d others kept, %d requests refused, %d store errors",
+		st.Accepted, st.Added, st.Duplicates, st.Others, rejected, st.StoreErrors)
+	if err := json.NewEncoder(env.Stdout).Encode(st); err != nil {
+		warnf(stderr, name, "write the counters: %v", err)
+		return ExitFailed
+	}
+	return code
+}
+
+// config reads the flags and the environment into the handler's
+// configuration (stores aside). The HMAC key is never printed.
+func (c *adyenWebhookCmd) config(env Env) (webhook.Config, error) {
+	hexKey := env.Getenv(envHMACKey)
+	if hexKey == "" {
+		return webhook.Config{}, fmt.Errorf("%s is not set: the HMAC key of the webhook in Adyen's Customer Area (hex), from the environment only", envHMACKey)
+	}
+	key, err := wire.ParseHMACKey(hexKey)
+	if err != nil {
+		return webhook.Config{}, fmt.Errorf("%s: %v", envHMACKey, err)
+	}
+	cfg := webhook.Config{
+		Key:             key,
+		Path:            c.Path,
+		MerchantAccount: env.Getenv(envMerchantAccount),
+		Username:        env.Getenv(envWebhookUser),
+		Password:        env.Getenv(envWebhookPassword),
+	}
+	if (cfg.Username == "") != (cfg.Password == "") {
+		return webhook.Config{}, fmt.Errorf("basic auth needs both %s and %s, or neither", envWebhookUser, envWebhookPassword)
+	}
+	if !strings.HasPrefix(c.Path, "/") || strings.ContainsAny(c.Path, " ?#") {
+		return webhook.Config{}, fmt.Errorf("--path %q: want an absolute path such as %s", c.Path, webhook.DefaultPath)
+	}
+	if err := checkListen(c.Listen, c.Public); err != nil {
+		return webhook.Config{}, err
+	}
+	if c.Others == "" {
+		c.Others = defaultOthers(c.Out)
+	}
+	if !postgres.IsURL(c.Out) && !postgres.IsURL(c.Others) && filepath.Clean(c.Out) == filepath.Clean(c.Others) {
+		return webhook.Config{}, fmt.Errorf("--others %s is --out: other events are kept apart", c.Others)
+	}
+	return cfg, nil
+}
+
+// defaultOthers is where other events go beside out: notes.jsonl's are in
+// notes.others.jsonl; a database's in its other table.
+func defaultOthers(out string) string {
+	if postgres.IsURL(out) {
+		return out
+	}
+	return strings.TrimSuffix(out, ".jsonl") + ".others.jsonl"
+}
+
+// checkListen refuses an address that is not loopback unless public: a
+// receiver open to the network is a decision, not a default.
+func checkListen(addr string, public bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %v", addr, err)
+	}
+	if public {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("--listen %s is not a loopback address: add --public to listen on it (behind a proxy that ends TLS; Adyen's live webhooks need HTTPS)", addr)
+}
+
+// openNotes opens the store at spec: a file held for writing (a torn
+// final line is cut off and said), or a table in PostgreSQL.
+func openNotes(ctx context.Context, stderr io.Writer, name, spec string, key []byte, others bool) (notes.Store, error) {
+	if postgres.IsURL(spec) {
+		if others {
+			return notes.OpenPGOthers(ctx, spec, key)
+		}
+		return notes.OpenPG(ctx, spec, key)
+	}
+	f, err := notes.OpenFile(spec, key, true)
+	if err != nil {
+		return nil, err
+	}
+	if t := f.Torn(); t != nil {
+		warnf(stderr, name, "%s", t)
+	}
+	return f, nil
+}
+
+// notesExit is the exit code of a store that cannot be opened.
+func notesExit(err error) int {
+	var (
+		locked  *notes.LockedError
+		corrupt *notes.CorruptError
+		config  *postgres.ConfigError
+	)
+	switch {
+	case errors.As(err, &locked):
+		return ExitLocked
+	case errors.As(err, &corrupt):
+		return ExitCorrupt
+	case errors.As(err, &config):
+		return ExitUsage
+	}
+	return ExitJournal
+}
+
+// redactStore names a store in messages: a URL without its password.
+func redactStore(spec string) string {
+	if postgres.IsURL(spec) {
+		return postgres.Redact(spec)
+	}
+	return spec
+}
+
+// lockedWriter serializes the messages of concurrent requests.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
