@@ -24,6 +24,10 @@ func oddRecords() []*Record {
 		{V: 1, Type: TypeCanceled, Time: t0, Batch: "b", Item: "i", Refund: "re_x", Amount: 1},
 		{V: 1, Type: TypeIntent, Time: t0.In(plus2), Batch: "b", Item: "i", PaymentIntent: "pi_1", Attempt: 7, Key: "k", Reason: "duplicate"},
 		{V: 1, Type: TypeIntent, Time: time.Date(2024, 2, 29, 23, 59, 59, 0, time.UTC), Batch: "b", Item: "i", Charge: "c", Attempt: 1, Key: "k"},
+		{V: 1, Type: TypeIntent, Time: t0, Batch: "b", Item: "i", PSPReference: "8815658961765250", Attempt: 2, Key: "k", Amount: 5, Currency: "eur", Reason: "duplicate"},
+		// Every field at once, psp_reference among them in its place.
+		{V: 1, Type: TypeFailed, Time: t0, Batch: "b", Item: "i", Charge: "ch_1", PaymentIntent: "pi_1", Capture: "2GG279541U471931P", PSPReference: "QFQTPCQ8HXSKGK82",
+			Attempt: 3, Key: "k", Amount: 9, Currency: "eur", Reason: "duplicate", Refund: "r", Status: "failed", Source: "api", HTTPStatus: 422, Code: "c", Message: "m", Final: true},
 		{V: 1, Type: TypeIntent, Time: time.Date(2024, 1, 1, 0, 0, 0, 100, time.UTC), Batch: "b", Item: "i", Charge: "c", Attempt: 1, Key: "k", Amount: -3},
 		{V: 1, Type: TypeFailed, Time: t0, Batch: "b<&>", Item: "ü\u2028\u2029é", Code: "c", Message: "tab\t nl\n cr\r bs\\ q\" \x00 \x1f \b \f \x7f bad\xff\xfe end", HTTPStatus: -1},
 		{V: 1, Type: TypeRefunded, Time: t0, Batch: "b", Item: "i", Refund: "r", Amount: 1<<63 - 1, Attempt: -1 << 40},
@@ -93,7 +97,9 @@ func TestDecodeRoundTrip(t *testing.T) {
 // TestDecodeFastTakesCanonicalLines guards the speed of loading: the lines
 // writers produce must not fall back to encoding/json.
 func TestDecodeFastTakesCanonicalLines(t *testing.T) {
-	for _, r := range []*Record{intent("b", "i1", 1), refunded("b", "i1"), failed("b", "i", 2, 500, false)} {
+	psp := intent("b", "i2", 1)
+	psp.Charge, psp.PSPReference = "", "8815658961765250"
+	for _, r := range []*Record{intent("b", "i1", 1), refunded("b", "i1"), failed("b", "i", 2, 500, false), psp} {
 		r.Message = "plain ascii message"
 		line, _ := MarshalLine(nil, r)
 		line = line[:len(line)-1]
@@ -316,5 +322,73 @@ func TestLessUTCForm(t *testing.T) {
 		if isUTCForm([]byte(bad)) {
 			t.Errorf("isUTCForm(%s) = true", bad)
 		}
+	}
+}
+
+// TestPSPReferenceRoundTrip: an Adyen payment's psp_reference, journaled,
+// reads back the same through the fast path, encoding/json, and a journal
+// reopened, where it binds the item.
+func TestPSPReferenceRoundTrip(t *testing.T) {
+	r := intent("b", "i", 1)
+	r.Charge, r.PSPReference = "", "8815658961765250"
+	line, err := MarshalLine(nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(line, []byte(`"item":"i","psp_reference":"8815658961765250","attempt":1,`)) {
+		t.Errorf("MarshalLine = %s, want psp_reference after item, before attempt", line)
+	}
+	line = line[:len(line)-1]
+	var viaFast, viaJSON Record
+	if ok, canonical := decodeFast(line, string(line), &viaFast); !ok || !canonical {
+		t.Fatalf("fast path refused %s", line)
+	}
+	if err := decodeJSON(line, &viaJSON); err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string]Record{"fast": viaFast, "encoding/json": viaJSON} {
+		got.Time = r.Time
+		if !reflect.DeepEqual(&got, r) {
+			t.Errorf("%s: read back %+v, want %+v", name, got, *r)
+		}
+	}
+
+	path := t.TempDir() + "/j.jsonl"
+	w, _, _, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := failed("b", "i", 1, 0, false)
+	other.Charge, other.PSPReference = "", "QFQTPCQ8HXSKGK82"
+	if err := w.Append(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := st.Lookup("b", "i")
+	if want := (ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500, PSPReference: "8815658961765250", Sent: true, SentAmount: 500, SentAt: r.Time.Unix()}); !ok || !reflect.DeepEqual(got, want) {
+		t.Errorf("reopened: Lookup = %+v, %v; want %+v", got, ok, want)
+	}
+	// A record naming another psp_reference: two plans met in the journal.
+	w, _, _, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, err = Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Lookup("b", "i"); !got.Rebound || got.PSPReference != "8815658961765250" {
+		t.Errorf("after another psp_reference: %+v, want Rebound, bound to the first", got)
 	}
 }

@@ -69,6 +69,22 @@ func TestStateTransitions(t *testing.T) {
 			return r
 		}()},
 			ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500, Capture: "2GG279541U471931P", Sent: true, SentAmount: 500, SentAt: t0.Unix()}, true},
+		{"a psp_reference binds the item", []*Record{func() *Record {
+			r := at(intent("b", "i", 1), 0)
+			r.Charge, r.PSPReference = "", "8815658961765250"
+			return r
+		}()},
+			ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500, PSPReference: "8815658961765250", Sent: true, SentAmount: 500, SentAt: t0.Unix()}, true},
+		{"another psp_reference later says two plans met", []*Record{func() *Record {
+			r := at(intent("b", "i", 1), 0)
+			r.Charge, r.PSPReference = "", "8815658961765250"
+			return r
+		}(), func() *Record {
+			r := failed("b", "i", 1, 0, false)
+			r.Charge, r.PSPReference = "", "QFQTPCQ8HXSKGK82"
+			return r
+		}()},
+			ItemState{Status: StatusInDoubt, Attempt: 1, Amount: 500, Code: "card_declined", PSPReference: "8815658961765250", Rebound: true, Sent: true, SentAmount: 500, SentAt: t0.Unix()}, true},
 		{"final failure: failed", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 402, true)},
 			sent(ItemState{Status: StatusFailed, Attempt: 1, Amount: 500, Code: "card_declined"}), true},
 		{"failed then intent: in doubt again", []*Record{at(intent("b", "i", 1), 0), failed("b", "i", 1, 402, true), at(intent("b", "i", 2), time.Hour)},
@@ -171,6 +187,8 @@ func randomRecord(rng *rand.Rand) *Record {
 		r.PaymentIntent = pick("pi_1", "i2")
 	case rng.IntN(2) == 0:
 		r.Capture = pick("2GG279541U471931P", "i3")
+	case rng.IntN(2) == 0:
+		r.PSPReference = pick("8815658961765250", "QFQTPCQ8HXSKGK82", "i4")
 	}
 	if r.Type == TypeRefunded {
 		r.Status = pick("", "succeeded", PendingStatus, PendingStatus)
