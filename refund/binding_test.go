@@ -98,6 +98,11 @@ func TestCheckBinding(t *testing.T) {
 	it := refund.Item{Batch: "B", Item: "i1", Charge: "ch_1", Amount: 100, Currency: "usd"}
 	refunded := journal.ItemState{Status: journal.StatusRefunded, Charge: "ch_1", Refund: "re_1", Amount: 100, Currency: "usd"}
 	sent := journal.ItemState{Status: journal.StatusInDoubt, Charge: "ch_1", Sent: true, SentAmount: 100, SentCurrency: "usd"}
+	pspSent := journal.ItemState{Status: journal.StatusInDoubt, PSPReference: "8815658961765250", Sent: true, SentAmount: 100, SentCurrency: "usd"}
+	captureSent := journal.ItemState{Status: journal.StatusInDoubt, Capture: "2GG279541U471931P", Sent: true, SentAmount: 100, SentCurrency: "usd"}
+	toPSP := func(psp string) func(*refund.Item) {
+		return func(it *refund.Item) { it.Charge, it.PSPReference = "", psp }
+	}
 	for _, tc := range []struct {
 		name string
 		st   journal.ItemState
@@ -112,6 +117,11 @@ func TestCheckBinding(t *testing.T) {
 		{"another currency sent", sent, func(it *refund.Item) { it.Currency = "jpy" }, `currency "jpy", but the journal records "usd" as sent`},
 		{"another amount refunded, no intent", refunded, func(it *refund.Item) { it.Amount = 150 }, "amount 150, but the journal records refund re_1 of 100"},
 		{"another currency refunded, no intent", refunded, func(it *refund.Item) { it.Currency = "jpy" }, `currency "jpy", but the journal records refund re_1 in "usd"`},
+		{"agrees: psp_reference", pspSent, toPSP("8815658961765250"), ""},
+		{"another psp_reference", pspSent, toPSP("QFQTPCQ8HXSKGK82"), `item "i1" of batch "B": the plan names psp_reference "QFQTPCQ8HXSKGK82", but the journal records psp_reference "8815658961765250" for it`},
+		{"a charge for a psp_reference", pspSent, func(*refund.Item) {}, `the plan names charge "ch_1", but the journal records psp_reference "8815658961765250"`},
+		{"a psp_reference for a charge", refunded, toPSP("8815658961765250"), `the plan names psp_reference "8815658961765250", but the journal records charge "ch_1"`},
+		{"a psp_reference for a capture", captureSent, toPSP("8815658961765250"), `the plan names psp_reference "8815658961765250", but the journal records capture "2GG279541U471931P"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			it := it
@@ -149,6 +159,21 @@ func TestAnItemBoundToTwoPaymentsIsRefused(t *testing.T) {
 	it := refund.Item{Batch: "B", Item: "i1", Charge: "ch_1", Amount: 100}
 	if err := refund.CheckBinding(&it, got); err == nil || !strings.Contains(err.Error(), "name two different payments") {
 		t.Errorf("CheckBinding = %v, want the item refused", err)
+	}
+}
+
+// As two charges: an item whose records name two psp_references is
+// refused, the first named.
+func TestAnItemBoundToTwoPSPReferencesIsRefused(t *testing.T) {
+	st := journal.NewState()
+	st.Apply(&journal.Record{V: journal.Version, Type: journal.TypeIntent, Batch: "B", Item: "i1", PSPReference: "8815658961765250", Attempt: 1, Amount: 100})
+	st.Apply(&journal.Record{V: journal.Version, Type: journal.TypeRefunded, Batch: "B", Item: "i1", PSPReference: "QFQTPCQ8HXSKGK82", Attempt: 1, Amount: 100, Refund: "re_2", Currency: "usd", Status: "succeeded"})
+	got, _ := st.Lookup("B", "i1")
+	for _, psp := range []string{"8815658961765250", "QFQTPCQ8HXSKGK82"} {
+		it := refund.Item{Batch: "B", Item: "i1", PSPReference: psp, Amount: 100}
+		if err := refund.CheckBinding(&it, got); err == nil || !strings.Contains(err.Error(), "name two different payments for it (psp_reference 8815658961765250 first)") {
+			t.Errorf("plan names %s: CheckBinding = %v, want the item refused", psp, err)
+		}
 	}
 }
 

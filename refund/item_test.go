@@ -24,6 +24,17 @@ func TestParseItem(t *testing.T) {
 			want: Item{Batch: "b1", Item: "i1", Charge: "ch_1", Amount: 500, Reason: "duplicate"}},
 		{line: `{"batch":"b1","item":"i1","payment_intent":"pi_9"}`,
 			want: Item{Batch: "b1", Item: "i1", PaymentIntent: "pi_9"}},
+		{line: `{"batch":"b1","item":"i1","psp_reference":"8815658961765250","amount":500,"currency":"eur"}`,
+			want: Item{Batch: "b1", Item: "i1", PSPReference: "8815658961765250", Amount: 500, Currency: "eur"}},
+		{line: `{"batch":"b1","item":"QFQTPCQ8HXSKGK82","psp_reference":"QFQTPCQ8HXSKGK82"}`,
+			want: Item{Batch: "b1", Item: "QFQTPCQ8HXSKGK82", PSPReference: "QFQTPCQ8HXSKGK82"}},
+		{line: `{"batch":"b1","item":"i1","psp_reference":"qfqtpcq8hxskgk82"}`, wantErr: `psp_reference: "qfqtpcq8hxskgk82": want 16 characters of A-Z 0-9`},
+		{line: `{"batch":"b1","item":"i1","psp_reference":"881565896176525"}`, wantErr: `psp_reference: "881565896176525": want 16 characters`},
+		{line: `{"batch":"b1","item":"i1","psp_reference":"88156589617652500"}`, wantErr: `psp_reference: "88156589617652500": want 16 characters`},
+		{line: `{"batch":"b1","item":"i1","psp_reference":"8815-58961765250"}`, wantErr: `psp_reference: "8815-58961765250": want 16 characters`},
+		{line: `{"batch":"b1","item":"i1","psp_reference":null}`, wantErr: `psp_reference: null: want a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference`},
+		{line: `{"batch":"b1","item":"i1","psp_reference":5}`, wantErr: `psp_reference: 5: want a string`},
+		{line: `{"batch":"b1","item":"i1","capture":"2GG279541U471931P","psp_reference":"8815658961765250"}`, wantErr: "names more than one of charge, payment_intent, capture and psp_reference"},
 		{line: `{"batch":"b1","item":"i1","charge":"py_9","amount":null}`,
 			want: Item{Batch: "b1", Item: "i1", Charge: "py_9"}},
 		{line: `{"batch":"b1","item":"i1","charge":"ch_1","reason":null}`,
@@ -73,7 +84,7 @@ func TestParseItem(t *testing.T) {
 			continue
 		}
 		if got.Batch != tt.want.Batch || got.Item != tt.want.Item || got.Charge != tt.want.Charge ||
-			got.PaymentIntent != tt.want.PaymentIntent || got.Amount != tt.want.Amount || got.Reason != tt.want.Reason ||
+			got.PaymentIntent != tt.want.PaymentIntent || got.Capture != tt.want.Capture || got.PSPReference != tt.want.PSPReference || got.Amount != tt.want.Amount || got.Reason != tt.want.Reason ||
 			len(got.Metadata) != len(tt.want.Metadata) {
 			t.Errorf("ParseItem(%s) = %+v, want %+v", tt.line, got, tt.want)
 		}

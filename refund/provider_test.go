@@ -20,6 +20,8 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/paypal"
+	"github.com/refundkit/refundkit/refund/stripe"
 )
 
 // memProvider keeps refunds and the answers saved under idempotency keys.
@@ -49,8 +51,8 @@ func (p *memProvider) Create(_ context.Context, it *refund.Item, attempt int) (r
 		return a, nil
 	}
 	r := p.add(it.Charge, it.Amount, map[string]string{refund.MetaBatch: it.Batch, refund.MetaItem: it.Item, refund.MetaAttempt: strconv.Itoa(attempt)})
-	if it.Capture != "" {
-		r.Charge, r.Capture = "", it.Capture
+	if it.Capture != "" || it.PSPReference != "" {
+		r.Charge, r.Capture, r.PSPReference = "", it.Capture, it.PSPReference
 		p.refunds[len(p.refunds)-1] = r
 	}
 	if p.saved == nil {
@@ -82,7 +84,7 @@ func (p *memProvider) Find(_ context.Context, pay refund.Payment) ([]refund.Refu
 	defer p.mu.Unlock()
 	var out []refund.Refund
 	for i := len(p.refunds) - 1; i >= 0; i-- {
-		if p.refunds[i].Charge == pay.Charge {
+		if r := p.refunds[i]; r.Charge == pay.Charge && r.Capture == pay.Capture && r.PSPReference == pay.PSPReference {
 			out = append(out, p.refunds[i])
 		}
 	}
@@ -301,5 +303,85 @@ func TestCaptureItemsLockTheirOwnCapture(t *testing.T) {
 	}
 	if sum.ByStatus[refund.StatusRefunded] != 2 || sum.ListCalls != 0 {
 		t.Errorf("summary %+v: want 2 refunded and no list call", sum)
+	}
+}
+
+// Items of Adyen payments, named by psp_reference, run as captures do: a
+// run killed after its calls and rerun refunds each payment once, its lost
+// answers found by a look-up of the payment, and each item locks its own.
+func TestPSPReferenceItemsRunEndToEnd(t *testing.T) {
+	plan := `{"batch":"b","item":"a1","psp_reference":"8815658961765250","amount":500}
+{"batch":"b","item":"a2","psp_reference":"QFQTPCQ8HXSKGK82"}
+`
+	p := &memProvider{}
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	memRun(t, p, path, plan, true)
+	res := memRun(t, p, path, plan, false)
+	if len(p.refunds) != 2 {
+		t.Fatalf("%d refunds at the provider, want 2: %+v", len(p.refunds), p.refunds)
+	}
+	for item, psp := range map[string]string{"a1": "8815658961765250", "a2": "QFQTPCQ8HXSKGK82"} {
+		if r := res[item]; r.Status != refund.StatusRefunded || r.PSPReference != psp || r.Charge != "" {
+			t.Errorf("rerun: %s is %+v, want refunded on psp_reference %s", item, r, psp)
+		}
+	}
+	st, _, err := journal.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Lookup("b", "a1"); got.PSPReference != "8815658961765250" || got.Status != journal.StatusRefunded {
+		t.Errorf("journal: a1 is %+v, want refunded, bound to its psp_reference", got)
+	}
+}
+
+// withFacts is a provider with another provider's facts.
+type withFacts struct {
+	*memProvider
+	facts refund.Facts
+}
+
+func (w withFacts) Facts() refund.Facts { return w.facts }
+
+// A provider refuses, as bad input naming the field and line, a plan item
+// naming a kind of payment it does not refund (a plan for another
+// provider), before anything is sent for it.
+func TestAProviderRefusesAnotherKindOfPayment(t *testing.T) {
+	stripeFacts, paypalFacts := (*stripe.Client)(nil).Facts(), (*paypal.Client)(nil).Facts()
+	adyenFacts := refund.Facts{Name: "Adyen", Payments: []string{"psp_reference"}}
+	const psp = `{"batch":"b","item":"a1","psp_reference":"8815658961765250"}`
+	for _, tc := range []struct {
+		name  string
+		facts refund.Facts
+		line  string
+		want  string // "" when accepted
+	}{
+		{"stripe: psp_reference", stripeFacts, psp, "plan.jsonl:1: psp_reference: Stripe refunds a charge or payment_intent, not a psp_reference: is this the plan for another provider (--provider)?"},
+		{"paypal: psp_reference", paypalFacts, psp, "plan.jsonl:1: psp_reference: PayPal refunds a capture, not a psp_reference"},
+		{"adyen: capture", adyenFacts, `{"batch":"b","item":"c1","capture":"2GG279541U471931P"}`, "plan.jsonl:1: capture: Adyen refunds a psp_reference, not a capture"},
+		{"adyen: charge", adyenFacts, `{"batch":"b","item":"c1","charge":"ch_1"}`, "plan.jsonl:1: charge: Adyen refunds a psp_reference, not a charge"},
+		{"adyen: psp_reference", adyenFacts, psp, ""},
+		{"any: psp_reference", refund.Facts{Name: "Mem"}, psp, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.facts.Backoff = refund.Backoff{Base: time.Millisecond, Max: time.Millisecond}
+			mem := &memProvider{}
+			w, state, _, err := journal.Open(filepath.Join(t.TempDir(), "j.jsonl"), journal.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			plan := tc.line + "\n"
+			_, err = refund.Run(context.Background(), refund.Config{Provider: withFacts{mem, tc.facts}, Checkpoint: refund.Journal(w, state), Workers: 1,
+				OnResult: func(refund.Result) {}}, strings.NewReader(plan), "plan.jsonl")
+			var ie *refund.InputError
+			switch {
+			case tc.want == "" && (err != nil || mem.creates != 1):
+				t.Errorf("run: %v after %d creates, want the item refunded", err, mem.creates)
+			case tc.want != "" && (!errors.As(err, &ie) || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Errorf("run: %v, want bad input %q", err, tc.want)
+			case tc.want != "" && mem.creates != 0:
+				t.Errorf("%d creates, want none", mem.creates)
+			}
+		})
 	}
 }

@@ -11,6 +11,8 @@ func TestResultAppendJSONMatchesEncodingJSON(t *testing.T) {
 		{Batch: "b", Item: "i:1", Charge: "ch_1", Status: StatusRefunded, Refund: "re_1", Amount: 500, Currency: "usd", Attempt: 2},
 		{Batch: "b", Item: "i", PaymentIntent: "pi_1", Status: StatusFailed, Code: "amount_too_large", Message: "Refund amount (€5.00) is greater than \"charge\" <amount>\n\t&"},
 		{Batch: "b", Item: "i", Status: StatusInDoubt, Message: "\x00\x1f\u2028 bad \xff utf8"},
+		{Batch: "b", Item: "i", Capture: "2GG279541U471931P", Status: StatusPending, Refund: "r1", Found: true},
+		{Batch: "b", Item: "i", PSPReference: "8815658961765250", Status: StatusRefunded, Refund: "r2", Amount: 100, Currency: "eur", Attempt: 1},
 	} {
 		want, err := json.Marshal(r)
 		if err != nil {
