@@ -57,6 +57,9 @@ type Config struct {
 	Refunds, Others notes.Store
 	// MaxBody bounds a request's body (default DefaultMaxBody).
 	MaxBody int64
+	// StoreTimeout bounds a request's Adds (default 30s; Adyen waits 10s
+	// for an answer, then retries).
+	StoreTimeout time.Duration
 	// Now is the clock of Received (default time.Now).
 	Now func() time.Time
 	// Logf prints a message for people (default: none).
@@ -121,6 +124,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 30 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -206,9 +212,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// A client that hangs up does not cut a write short: the retry will
-	// find it kept.
-	ctx := context.WithoutCancel(r.Context())
+	// A client that hangs up does not cut a write short (the retry finds
+	// it kept); a store that hangs does not hold the request for ever.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.StoreTimeout)
+	defer cancel()
 	received := h.cfg.Now().UTC()
 	var added, dups, others, othersDups int64
 	for i := range req.NotificationItems {
