@@ -259,10 +259,7 @@ func TestShardPSPReferences(t *testing.T) {
 // A psp_reference is no charge: beside payment intents it makes no plan
 // that names one payment two ways.
 func TestPSPReferencesAreNoMixedPayments(t *testing.T) {
-	p, err := Read(strings.NewReader("payment_intent,psp_reference
-pi_1,
-,8815658961765250
-"), "in", Options{Batch: "b1"})
+	p, err := Read(strings.NewReader("payment_intent,psp_reference\npi_1,\n,8815658961765250\n"), "in", Options{Batch: "b1"})
 	if err != nil {
 		t.Fatal(err)
 	}
