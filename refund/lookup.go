@@ -191,6 +191,12 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool,
 	case burned && !e.cfg.ResendAfter500 && e.facts.LateOutcomes:
 		return e.inDoubt(it, attempt, "api_error", fmt.Sprintf("%s answered 500 to an earlier call and still has no refund for it: its result is indeterminate (%[1]s may still complete it while it repairs an incident). Check the charge; to send it under a new key, run again with --resend-after-500", e.name)), true
 	}
+	if e.facts.PartialLookup {
+		// Nothing found is not nothing made: as without a look-up.
+		if res, done := e.unlooked(it, attempt, unsent, st); done {
+			return res, true
+		}
+	}
 	if len(c.otherBatch)+len(c.otherItem)+len(c.unread)+len(c.unknown) > 0 {
 		e.logItem(slog.LevelWarn, "charge already refunded for another batch or item, or by whom cannot be told; refunding again as --allow-refunded-charges says", it, 0,
 			"refunds", describe(slices.Concat(c.otherBatch, c.otherItem, c.unread, c.unknown)))

@@ -70,6 +70,20 @@ type Facts struct {
 	// look-up, and only with Config.ResendAfter500; without LateOutcomes,
 	// that look-up is enough.
 	LateOutcomes bool
+	// PartialLookup: Find lists only the refunds the provider has told of
+	// so far (Adyen: those its notifications named), so a refund it does
+	// not list may still exist. A listing that shows the item's own refund
+	// or one that holds it decides as any other; one that decides nothing
+	// proves nothing, and the item is decided as without a look-up
+	// (KeyTTL).
+	PartialLookup bool
+	// AmountRequired: the provider has no "refund the rest"; an item
+	// without amount and currency is refused as bad input.
+	AmountRequired bool
+	// MaxBatchItem bounds batch and item together, in characters, when the
+	// provider names them in a field of limited size (Adyen's reference);
+	// 0 is no bound. A longer item is refused as bad input.
+	MaxBatchItem int
 	// Backoff spaces the retries of a call the provider asks to repeat.
 	Backoff Backoff
 	// Payments are the plan item fields naming what this provider refunds
@@ -112,10 +126,17 @@ func paymentField(it *Item) string {
 // accepts says why the provider cannot refund the item's payment, if so.
 func (f *Facts) accepts(it *Item) *InputError {
 	field := paymentField(it)
-	if len(f.Payments) == 0 || slices.Contains(f.Payments, field) {
-		return nil
+	switch {
+	case len(f.Payments) > 0 && !slices.Contains(f.Payments, field):
+		return fieldError(field, "%s refunds a %s, not a %s: is this the plan for another provider (--provider)?", f.Name, strings.Join(f.Payments, " or "), field)
+	case f.AmountRequired && it.Amount <= 0:
+		return fieldError("amount", "%s needs the amount of every refund (it has no \"refund the rest\"): give amount and currency", f.Name)
+	case f.AmountRequired && it.Currency == "":
+		return fieldError("currency", "%s needs the currency of every refund: give it", f.Name)
+	case f.MaxBatchItem > 0 && len(it.Batch)+len(it.Item) > f.MaxBatchItem:
+		return fieldError("item", "%s names batch and item in a field of limited size: batch %q and item %q are %d characters together, want at most %d (a shorter item id, or batch name)", f.Name, it.Batch, it.Item, len(it.Batch)+len(it.Item), f.MaxBatchItem)
 	}
-	return fieldError(field, "%s refunds a %s, not a %s: is this the plan for another provider (--provider)?", f.Name, strings.Join(f.Payments, " or "), field)
+	return nil
 }
 
 func paymentOf(it *Item) Payment {

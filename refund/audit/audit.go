@@ -140,6 +140,11 @@ type Options struct {
 	// PendingAfter is how long a refund may stay pending before it is a
 	// finding (KindPending); 0 is DefaultPendingAfter.
 	PendingAfter time.Duration
+	// Told are refunds the provider told of on its own (Adyen's
+	// notifications), beyond those of the payments audited: a live one
+	// naming an audited batch for an item no journal or plan knows is a
+	// finding (a journal lost, an item renamed).
+	Told []refund.Refund
 }
 
 // DefaultPendingAfter is how long a refund may stay pending unreported:
@@ -220,6 +225,9 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 		return rep, nil
 	}
 	err := r.stripePass(ctx)
+	if err == nil {
+		r.toldPass()
+	}
 	shared()
 	rep.Complete = err == nil
 	return rep, err

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
@@ -266,9 +267,14 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		r.out(f)
 	}
 	var gone []Refund
+	partial := r.partialLookup()
 	for _, j := range journaled {
 		x := byID[j.ID]
 		switch {
+		case x == nil && partial:
+			// The provider lists only the refunds it has told of (Adyen:
+			// by notification): one not listed may be on its way.
+			continue
 		case x == nil:
 			j.Note = "Stripe has no such refund on this charge"
 		case !x.live:
@@ -334,6 +340,9 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		f := m.v.finding(KindInDoubt)
 		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.Name(m.sl.reqCurrency)
 		f.Remedy = "Stripe has no refund for this item: run refund again with this journal to finish it (it looks the item up at Stripe before any new call)"
+		if partial {
+			f.Remedy = r.partialInDoubtRemedy(m.v.idx)
+		}
 		r.mismatch(m.v.idx, m.sl, f, "; Stripe lists no refund for the item on its charge")
 		r.noteLive(f, m.sl)
 		r.out(f)
@@ -423,4 +432,30 @@ func (r *run) stripeCharge(ctx context.Context, t *target, batch string, ms, pla
 	sort.SliceStable(f.Refunds, func(a, b int) bool { return f.Refunds[a].Created < f.Refunds[b].Created })
 	r.out(f)
 	return nil
+}
+
+// partialLookup reports a provider whose listing holds only the refunds it
+// has told of (refund.Facts.PartialLookup): a refund it does not list may
+// still exist.
+func (r *run) partialLookup() bool {
+	return r.opts.Provider != nil && r.opts.Provider.Facts().PartialLookup
+}
+
+// partialInDoubtRemedy says what to do with an item in doubt that a
+// partial listing does not settle: whether refund may still send it again
+// under its key (within half the provider's key memory of its first call),
+// or a person must check the payment at the provider.
+func (r *run) partialInDoubtRemedy(i uint32) string {
+	facts := r.opts.Provider.Facts()
+	sent, ok := r.st.sentAt[i]
+	if ok && facts.KeyTTL > 0 && r.opts.Now().Sub(time.Unix(sent, 0)) < facts.KeyTTL/2 && sent <= r.opts.Now().Unix()+60 {
+		return fmt.Sprintf("no notification names a refund for this item yet, and %s cannot be asked: run refund again with this journal before %s (half of the %v %[1]s is counted on to keep its key): it sends the call again under the same key, which %[1]s answers for the first",
+			facts.Name, time.Unix(sent, 0).Add(facts.KeyTTL/2).UTC().Format(time.RFC3339), facts.KeyTTL)
+	}
+	when := "when is not journaled"
+	if ok {
+		when = "first sent " + time.Unix(sent, 0).UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("past the time %s is counted on to keep the item's key (%s), no notification names a refund for it, and %[1]s cannot be asked: refund will not send it again. A person checks the payment in %[1]s's Customer Area (or its reports) for a refund with reference %s, and journals what is found (refund it under a new item id only if none exists)",
+		facts.Name, when, "refundkit:<batch>:<item>:<attempt>")
 }

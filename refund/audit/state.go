@@ -97,9 +97,14 @@ type state struct {
 	// pendingSince is when an item's refund was journaled pending (Unix
 	// seconds), while no end of it is journaled (flagPending).
 	pendingSince map[uint32]int64
-	canceled     map[string]bool // refund ids journaled as canceled
-	planned      bool            // a plan was added
-	live         bool            // the records applied are of a journal a running refund holds
+	// sentAt is when the last attempt journaled for an item was first sent
+	// (its first intent, Unix seconds), sentAttempt which attempt that is:
+	// how old its key is, for a provider that keeps keys a while.
+	sentAt      map[uint32]int64
+	sentAttempt map[uint32]int
+	canceled    map[string]bool // refund ids journaled as canceled
+	planned     bool            // a plan was added
+	live        bool            // the records applied are of a journal a running refund holds
 	// refundHash, when set, hashes refund ids for the refund index instead
 	// of the index's own hash (tests make ids collide with it).
 	refundHash func(string) uint64
@@ -119,6 +124,8 @@ func newState() *state {
 		canceled:   map[string]bool{},
 
 		pendingSince: map[uint32]int64{},
+		sentAt:       map[uint32]int64{},
+		sentAttempt:  map[uint32]int{},
 	}
 }
 
@@ -194,7 +201,13 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 		}
 		sl.flags |= flagRequested
 		sl.status = statusInDoubt
+		if s.sentAttempt[i] != r.Attempt {
+			s.sentAttempt[i], s.sentAt[i] = r.Attempt, r.Time.Unix()
+		}
 	case journal.TypeRefunded:
+		// Only items in doubt need their key's age: the maps stay small.
+		delete(s.sentAt, i)
+		delete(s.sentAttempt, i)
 		if sl.flags&flagFinalFailure != 0 {
 			// A refund journaled after a final failure supersedes it: the
 			// item was taken up again (--allow-refunded-charges) or its

@@ -29,7 +29,7 @@ type auditCmd struct {
 	Journals     []string      `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin); a postgres:// URL reads a PostgreSQL checkpoint, and says who holds what in it."`
 	Batch        []string      `placeholder:"BATCH" help:"With a PostgreSQL checkpoint: audit these batches only (default: all it holds)."`
 	Plan         string        `placeholder:"FILE" help:"The plan (refund items as JSON lines): also report planned items without a refund (missing) and journal items it does not list (not_in_plan)."`
-	Provider     string        `enum:",stripe,exec,paypal" default:"" help:"Also list at the provider the refunds of every payment audited: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET: each capture's refunds through its order) or exec (--exec-find)."`
+	Provider     string        `enum:",stripe,exec,paypal,adyen" default:"" help:"Also list at the provider the refunds of every payment audited: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET: each capture's refunds through its order), adyen (the refunds its notifications tell of: --notifications, ADYEN_HMAC_KEY; Adyen has no API that lists them) or exec (--exec-find)."`
 	Stripe       bool          `help:"The same as --provider stripe."`
 	PendingAfter time.Duration `name:"pending-after" default:"168h" placeholder:"D" help:"Report a refund journaled pending longer ago than this (default 7 days)."`
 	AllRefunds   bool          `name:"all-refunds" help:"With --provider: count refunds without refundkit metadata (older scripts, the dashboard) as refunds of the batch; one is an item's only when it is exactly what the item asked for (for a full refund, the charge's amount) and nothing else matches, else it is reported as unattributed."`
@@ -42,6 +42,7 @@ type auditCmd struct {
 	CPUProfile   string        `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
 	stripeFlags
 	paypalFlags
+	adyenFlags
 	execFlags
 }
 
@@ -68,11 +69,19 @@ func Audit(env Env) int {
 	}
 	var client refund.Provider
 	if c.Provider != "" {
-		pf := providerFlags{Provider: c.Provider, stripeFlags: c.stripeFlags, paypalFlags: c.paypalFlags, execFlags: c.execFlags}
+		pf := providerFlags{Provider: c.Provider, stripeFlags: c.stripeFlags, paypalFlags: c.paypalFlags, adyenFlags: c.adyenFlags, execFlags: c.execFlags}
+		for _, j := range c.Journals {
+			if postgres.IsURL(j) && pf.checkpoint == "" {
+				pf.checkpoint = j // Adyen's notifications may be kept there too
+			}
+		}
 		var err error
 		if client, err = pf.lister(env, env.Stderr, name, c.Concurrency); err != nil {
 			warnf(env.Stderr, name, "%v", err)
 			return ExitUsage
+		}
+		if cl, ok := client.(io.Closer); ok {
+			defer cl.Close()
 		}
 	}
 
@@ -230,6 +239,16 @@ func Audit(env Env) int {
 		opts.Backfill = w
 	}
 	opts.Actions = w
+	if t, ok := client.(interface {
+		Told(context.Context) ([]refund.Refund, error)
+	}); ok {
+		told, err := t.Told(ctx)
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			return ExitUsage
+		}
+		opts.Told = told
+	}
 
 	out := bufio.NewWriterSize(env.Stdout, 64*1024)
 	rep, runErr := a.Run(ctx, opts, func(f *audit.Finding) {

@@ -1,0 +1,36 @@
+package audit
+
+import (
+	"fmt"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// toldPass reports the refunds the provider told of on its own
+// (Options.Told: Adyen's notifications) that name an audited batch and an
+// item that no journal or plan audited knows: the refunds of known items
+// were checked with their payments, and another batch's are that batch's
+// business. Such a refund moved money for an item nobody accounts for.
+func (r *run) toldPass() {
+	batches := r.st.idx.Batches()
+	for k := range r.opts.Told {
+		x := &r.opts.Told[k]
+		batch, item := x.Metadata[refund.MetaBatch], x.Metadata[refund.MetaItem]
+		if batch == "" || !refund.Live(x) {
+			continue
+		}
+		if _, audited := batches.Lookup(batch); !audited {
+			continue
+		}
+		if _, known := r.st.find(batch, item); known {
+			continue
+		}
+		f := &Finding{Finding: KindStripeOnly, Batch: batch, Item: item, PSPReference: x.PSPReference,
+			Refunds: []Refund{{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created}},
+			Amount:  x.Amount, Currency: x.Currency}
+		f.Message = fmt.Sprintf("%s told of refund %s of batch %s for item %s on payment %s, which no journal or plan audited here names",
+			r.opts.Provider.Facts().Name, x.ID, batch, item, x.PSPReference)
+		f.Remedy = "a journal of this batch is missing from the audit, or the item was renamed: audit with every journal of the batch; if the item is still planned under another name, that item must not be refunded again"
+		r.out(f)
+	}
+}
