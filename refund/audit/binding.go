@@ -191,8 +191,6 @@ func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 		what = "charge"
 	case pay.Capture != "":
 		what = "capture"
-	case pay.PSPReference != "":
-		what = "psp_reference"
 	}
 	f.Message = fmt.Sprintf("asked for a full refund, but the %s %s holds only %s of live refunds: %s of it is not refunded",
 		money.Format(p.amount, cur), what, money.Format(total, cur), money.Format(p.amount-total, cur))
