@@ -276,3 +276,39 @@ func TestNoFindCommandCannotLookUp(t *testing.T) {
 		t.Errorf("facts %+v: want keys kept for ever unless said otherwise", f)
 	}
 }
+
+// An Adyen payment, named by psp_reference, goes to the commands and comes
+// back as any payment does: in the plan line and the find command's input,
+// and on the refunds they answer with.
+func TestPSPReferencePayments(t *testing.T) {
+	const psp = "8815658961765250"
+	dir := t.TempDir()
+	p, _ := newProvider(t, Config{Timeout: 10 * time.Second,
+		Create: `cat > ` + dir + `/create; echo '{"id":"re_9","status":"succeeded","amount":500,"currency":"eur"}'`,
+		Find: `cat > ` + dir + `/find
+echo '{"id":"re_9","status":"succeeded","amount":500,"currency":"eur","batch":"b1","item":"i1","attempt":1}'
+echo '{"id":"re_x","status":"succeeded","amount":5,"currency":"eur","psp_reference":"QFQTPCQ8HXSKGK82"}'`})
+	it := refund.Item{Batch: "b1", Item: "i1", PSPReference: psp, Amount: 500, Currency: "eur"}
+	a, err := p.Create(context.Background(), &it, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.PSPReference != psp || a.Charge != "" {
+		t.Errorf("created %+v, want it on psp_reference %s", a.Refund, psp)
+	}
+	rs, err := p.Find(context.Background(), refund.Payment{PSPReference: psp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].PSPReference != psp || rs[1].PSPReference != "QFQTPCQ8HXSKGK82" {
+		t.Errorf("found %+v, want re_9 on %s (the payment asked for) and re_x on the one it names", rs, psp)
+	}
+	create, _ := os.ReadFile(filepath.Join(dir, "create"))
+	find, _ := os.ReadFile(filepath.Join(dir, "find"))
+	if want := `{"batch":"b1","item":"i1","psp_reference":"` + psp + `","amount":500,"currency":"eur"}` + "\n"; string(create) != want {
+		t.Errorf("create's stdin %s, want %s", create, want)
+	}
+	if want := `{"psp_reference":"` + psp + `"}` + "\n"; string(find) != want {
+		t.Errorf("find's stdin %s, want %s", find, want)
+	}
+}
