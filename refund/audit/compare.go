@@ -25,6 +25,7 @@ type sref struct {
 	attempt int
 	charge  string // the charge refunded
 	intent  string // its payment intent, "" when not said
+	reason  string // why it failed, when said (Adyen: REFUNDED_REVERSED)
 	// claimed: a refund without metadata that an item's journal names or
 	// that matched an item exactly; the others are unattributed.
 	claimed bool
@@ -38,6 +39,7 @@ func newSref(x *refund.Refund) *sref {
 		item:   x.Metadata[refund.MetaItem],
 		charge: x.Charge,
 		intent: x.PaymentIntent,
+		reason: x.FailureReason,
 	}
 	if n, err := strconv.Atoi(x.Metadata[refund.MetaAttempt]); err == nil && n >= 1 {
 		s.attempt = n
@@ -278,7 +280,10 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		case x == nil:
 			j.Note = "Stripe has no such refund on this charge"
 		case !x.live:
-			j.Status, j.Note = x.Status, "Stripe has it as "+x.Status
+			j.Status, j.Note = x.Status, r.opts.Provider.Facts().Name+" has it as "+x.Status
+			if x.reason != "" {
+				j.Note += " (" + x.reason + ")"
+			}
 		default:
 			continue
 		}
@@ -291,7 +296,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 			f.Amount += j.Amount
 			f.Currency = j.Currency
 		}
-		f.Remedy = "the journal records these refunds but Stripe does not have them as live refunds: the customer was not refunded by them"
+		f.Remedy = "the journal records these refunds but " + r.opts.Provider.Facts().Name + " does not have them as live refunds: the customer was not refunded by them"
 		if len(live) == 0 {
 			f.Remedy += ", yet refund skips the item as refunded: check the charge in the dashboard and refund the item under a new item id if it is still owed"
 		}
