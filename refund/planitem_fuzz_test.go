@@ -27,6 +27,7 @@ func FuzzPlanItem(f *testing.F) {
 	}
 	f.Add([]byte(head + `,"amount":250,"currency":"usd","reason":"fraudulent","metadata":{"k":"v","n":""}}`))
 	f.Add([]byte(`{"batch":"b","payment_intent":"pi_1","currency":"EUR"}`))
+	f.Add([]byte(`{"batch":"b","item":"i","psp_reference":"8815658961765250","capture":null}`))
 	f.Add([]byte(`{"batch":"b2","item":"i","charge":"ch_1"}`))
 	f.Add([]byte(" \t "))
 	f.Fuzz(func(t *testing.T, line []byte) {
