@@ -49,6 +49,11 @@ type sizes struct {
 	KeyAgeItems, KeyAgeRounds  int // in doubt past half PayPal's id memory
 	ExecItems, ExecKills       int // exec: kill -9 with commands in flight
 	ExecDoubtItems             int // exec: exit 75, exit 1, timeouts
+	// Adyen: kill -9 (kills per seed), faults (kills per seed, the
+	// receiver killed once), in doubt past half the key window.
+	AdyenKillItems, AdyenKills          int
+	AdyenFaultItems, AdyenFaultRounds   int
+	AdyenKeyAgeItems, AdyenKeyAgeRounds int
 
 	// PostgreSQL rows: batch sizes, and kills, stops or database restarts
 	// per seed (the faults row runs up to FaultRounds rounds).
@@ -84,6 +89,9 @@ var quickSizes = sizes{
 	KeyAgeItems: 40, KeyAgeRounds: 2,
 	ExecItems: 30, ExecKills: 4,
 	ExecDoubtItems: 16,
+	AdyenKillItems: 60, AdyenKills: 4,
+	AdyenFaultItems: 40, AdyenFaultRounds: 3,
+	AdyenKeyAgeItems: 30, AdyenKeyAgeRounds: 2,
 
 	PGKillItems: 120, PGKills: 6,
 	PGStopItems: 60, PGStops: 1,
@@ -120,6 +128,11 @@ var fullSizes = sizes{
 	KeyAgeItems: 800, KeyAgeRounds: 12,
 	ExecItems: 300, ExecKills: 20,
 	ExecDoubtItems: 96,
+	// The Adyen rows wait for every notification before each settling
+	// run; the faults row's requests take 100-250ms.
+	AdyenKillItems: 2000, AdyenKills: 60,
+	AdyenFaultItems: 600, AdyenFaultRounds: 10,
+	AdyenKeyAgeItems: 800, AdyenKeyAgeRounds: 10,
 
 	// The PostgreSQL rows wait out leases (2-3 s) after every kill, stop
 	// and database restart: sized for minutes, not an hour.
@@ -163,6 +176,9 @@ var scenarios = []scenario{
 	{"paypal-ratelimit", "PayPal: 429 storm (a third of the requests)", whatPayPalRateLimit, onPayPal(runRateLimit)},
 	{"paypal-pending", "PayPal: PENDING settled by reruns, some FAILED; tokens expire", whatPayPalPending, onPayPal(runPayPalPending)},
 	{"paypal-keyage", "PayPal: in doubt past half the request-id memory", whatPayPalKeyAge, onPayPal(runPayPalKeyAge)},
+	{"adyen-kill9", "Adyen: kill -9 at random refund calls, settled by notifications", whatAdyenKill9, onAdyen(runAdyenKill9)},
+	{"adyen-faults", "Adyen: 429s, 500s, lost answers, gateway 504s, refused and reversed refunds, notifications duplicated, reordered, failed; receiver kill -9", whatAdyenFaults, onAdyen(runAdyenFaults)},
+	{"adyen-keyage", "Adyen: in doubt past half the key window, no notification", whatAdyenKeyAge, onAdyen(runAdyenKeyAge)},
 	{"exec-kill9", "exec (curl): kill -9 with commands in flight", whatExecKill9, onExec(true, execKillSizes(runKill9))},
 	{"exec-kill9-nofind", "exec (curl), no --exec-find: kill -9 with commands in flight", whatExecKill9NoFind, onExec(false, execKillSizes(runKill9))},
 	{"exec-doubt", "exec (curl): exit 75, exit 1, timeouts; reconciled", whatExecDoubt, onExec(true, runExecDoubt)},
@@ -203,7 +219,7 @@ type matrix struct {
 // checks are reported as not run when they are missing).
 var (
 	requiredBins = []string{"plan", "refund"}
-	optionalBins = []string{"audit", "journal-merge"}
+	optionalBins = []string{"audit", "journal-merge", "adyen-webhook"}
 )
 
 func runMatrix(opts options) (*report, error) {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/refundkit/refundkit/refund/adyensim"
 	"github.com/refundkit/refundkit/refund/paypalsim"
 	"github.com/refundkit/refundkit/refund/stripesim"
 	"github.com/refundkit/refundkit/refund/stripesim/simtest"
@@ -23,29 +24,40 @@ const (
 	// paypalClientID is public; paypalSecret is PayPal's client secret.
 	paypalClientID = "chaos-paypal-client"
 	paypalSecret   = "EPpaypalLEAKCANARY3b8e51c0d9f6"
+	// adyenAPIKey is Adyen's X-API-Key; adyenHMACKey the HMAC key (hex)
+	// that signs its notifications. adyenMerchant is public.
+	adyenAPIKey   = "AQEadyenLEAKCANARY5c2f8e1a7b93"
+	adyenHMACKey  = "A11CE5C0FFEE0ADDEDBEEF5EED1EA4CA4A4A11CE5C0FFEE0ADDEDBEEF5EED1EA"
+	adyenMerchant = "ChaosShop"
 )
 
 // secrets are what no output or file may hold, named for the messages.
 var secrets = []struct{ name, part string }{
 	{"Stripe API key", secretPart},
 	{"PayPal client secret", paypalSecret},
+	{"Adyen API key", adyenAPIKey},
+	{"Adyen HMAC key", adyenHMACKey},
 }
 
-// simEnv is the environment of every binary: both APIs' credentials, both
-// pointed at the simulator at base ("" for none).
+// simEnv is the environment of every binary: every API's credentials,
+// all pointed at the simulator at base ("" for none).
 func simEnv(base string) []string {
-	more := []string{"PAYPAL_CLIENT_ID=" + paypalClientID, "PAYPAL_CLIENT_SECRET=" + paypalSecret}
+	more := []string{"PAYPAL_CLIENT_ID=" + paypalClientID, "PAYPAL_CLIENT_SECRET=" + paypalSecret,
+		"ADYEN_API_KEY=" + adyenAPIKey, "ADYEN_MERCHANT_ACCOUNT=" + adyenMerchant, "ADYEN_HMAC_KEY=" + adyenHMACKey}
 	if base != "" {
-		more = append(more, "PAYPAL_API_BASE="+base)
+		more = append(more, "PAYPAL_API_BASE="+base, "ADYEN_API_BASE="+base)
 	}
 	return crashrig.Env(secretKey, base, more...)
 }
 
 // provider is the refund API a scenario runs refund against: Stripe (the
-// default), PayPal, or Stripe's API through the curl commands of
+// default), PayPal, Adyen, or Stripe's API through the curl commands of
 // testdata/exec (`--provider exec`).
 type provider struct {
-	Name string // "" or "stripe", "paypal", "exec"
+	Name string // "" or "stripe", "paypal", "adyen", "exec"
+	// Notes is Adyen's notifications file (the receiver's --out), which
+	// refund reads with --notifications.
+	Notes string
 	// Create and Find are the exec commands (absolute paths); Find "" for
 	// none. A scenario may wrap Create in a command of its own.
 	Create, Find string
@@ -56,6 +68,7 @@ type provider struct {
 const (
 	provStripe = "stripe"
 	provPayPal = "paypal"
+	provAdyen  = "adyen"
 	provExec   = "exec"
 )
 
@@ -72,6 +85,8 @@ func (p provider) args() []string {
 	switch p.name() {
 	case provPayPal:
 		return []string{"--provider", provPayPal}
+	case provAdyen:
+		return []string{"--provider", provAdyen, "--notifications", p.Notes}
 	case provExec:
 		args := []string{"--provider", provExec, "--exec-create", p.Create}
 		if p.Find != "" {
@@ -89,8 +104,11 @@ func (p provider) args() []string {
 // creation and its look-up (Stripe's list; PayPal has none, only the read
 // of one refund that settles a pending one).
 func (p provider) createRoute() string {
-	if p.name() == provPayPal {
+	switch p.name() {
+	case provPayPal:
 		return simtest.PayPalRefund
+	case provAdyen:
+		return adyensim.RouteNames[0]
 	}
 	return simtest.Create
 }
@@ -106,6 +124,9 @@ func (p provider) lookupRoute() string {
 // Stripe's creations and look-ups; every request to PayPal's routes
 // (tokens, refunds, reads of captures, orders and refunds).
 func (p provider) requests(st stripesim.Stats) int64 {
+	if p.name() == provAdyen {
+		return st.Requests[p.createRoute()]
+	}
 	if p.name() != provPayPal {
 		return st.Requests[p.createRoute()] + st.Requests[p.lookupRoute()]
 	}
@@ -117,8 +138,8 @@ func (p provider) requests(st stripesim.Stats) int64 {
 }
 
 // payment is what the simulator holds for a plan's target: the id its
-// refunds name (a charge's, a capture's), its amount and what earlier
-// refunds took of it.
+// refunds name (a charge's, a capture's, a pspReference), its amount and
+// what earlier refunds took of it.
 type payment struct {
 	ID       string
 	Amount   int64
@@ -204,8 +225,11 @@ func (m *matrix) execCommands() (create, find string, err error) {
 
 // paymentWord names the provider's payments in messages.
 func (p provider) paymentWord() string {
-	if p.name() == provPayPal {
+	switch p.name() {
+	case provPayPal:
 		return "capture"
+	case provAdyen:
+		return "payment"
 	}
 	return "charge"
 }

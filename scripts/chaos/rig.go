@@ -116,6 +116,9 @@ func (r *rig) serveConfig(cfg stripesim.Config) {
 	for _, cp := range cfg.PayPal.Captures {
 		r.payments[cp.ID] = capturePayment(cp)
 	}
+	for _, ap := range cfg.Adyen.Payments {
+		r.payments[ap.PSPReference] = payment{ID: ap.PSPReference, Amount: ap.Amount}
+	}
 }
 
 func (r *rig) cleanup(fn func()) { r.cleanups = append(r.cleanups, fn) }

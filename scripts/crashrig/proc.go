@@ -31,7 +31,7 @@ type Proc struct {
 // Env is the environment a binary under test gets: the API key, apiBase
 // as STRIPE_API_BASE ("" for none), more (KEY=VALUE: PayPal's
 // credentials and base, say), and the caller's environment without its
-// own STRIPE_ and PAYPAL_ variables.
+// own STRIPE_, PAYPAL_ and ADYEN_ variables.
 func Env(key, apiBase string, more ...string) []string {
 	env := []string{"STRIPE_API_KEY=" + key}
 	if apiBase != "" {
@@ -39,7 +39,7 @@ func Env(key, apiBase string, more ...string) []string {
 	}
 	env = append(env, more...)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "STRIPE_") && !strings.HasPrefix(kv, "PAYPAL_") {
+		if !strings.HasPrefix(kv, "STRIPE_") && !strings.HasPrefix(kv, "PAYPAL_") && !strings.HasPrefix(kv, "ADYEN_") {
 			env = append(env, kv)
 		}
 	}

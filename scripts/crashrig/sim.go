@@ -1,17 +1,21 @@
 package crashrig
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/adyen/wire"
+	"github.com/refundkit/refundkit/refund/adyensim"
 	"github.com/refundkit/refundkit/refund/paypalsim"
 	"github.com/refundkit/refundkit/refund/stripesim"
 )
 
-// Sim is the simulator on loopback (Stripe's API and PayPal's on one
-// port), with a log of the idempotency keys its refund creations reserved
-// (Stripe's Idempotency-Key, PayPal's PayPal-Request-Id), in order, and a
+// Sim is the simulator on loopback (Stripe's, PayPal's and Adyen's APIs
+// on one port), with a log of the idempotency keys its refund creations
+// reserved (Stripe's and Adyen's Idempotency-Key, PayPal's
+// PayPal-Request-Id), in order, and a
 // hook run inside each such creation while the request is held in flight.
 type Sim struct {
 	*stripesim.Server
@@ -30,6 +34,7 @@ func StartSim(cfg stripesim.Config) (*Sim, error) {
 	s := &Sim{Server: srv}
 	srv.SetCreateHook(s.created)
 	srv.PayPal().SetCreateHook(s.created)
+	srv.Adyen().SetCreateHook(s.created)
 	return s, nil
 }
 
@@ -82,16 +87,19 @@ func (s *Sim) KeysSince(n int64) []string {
 // whether it holds money, and whose it is.
 type Refund struct {
 	ID string
-	// Payment is the charge (Stripe) or capture (PayPal) it refunds;
+	// Payment is the charge (Stripe), capture (PayPal) or payment
+	// pspReference (Adyen) it refunds;
 	// PaymentIntent is the charge's payment intent, if any.
 	Payment, PaymentIntent string
 	Amount                 int64
 	Status                 string // the API's own
 	// Live: it holds money (Stripe: not canceled or failed; PayPal:
-	// COMPLETED or PENDING).
+	// COMPLETED or PENDING; Adyen: received or refunded, as its delivered
+	// notifications tell).
 	Live bool
 	// Failed: it ended without moving money for good (Stripe failed,
-	// PayPal FAILED): its item is failed, never to be refunded again.
+	// PayPal FAILED; Adyen refused, failed or reversed): its item is
+	// failed, never to be refunded again.
 	Failed bool
 	// Key is the idempotency key (request id) of the request that made it.
 	Key string
@@ -101,8 +109,8 @@ type Refund struct {
 	Batch, Item, Attempt string
 }
 
-// AllRefunds are the refunds of both APIs, Stripe's first, each API's
-// oldest first.
+// AllRefunds are the refunds of every API, Stripe's first, then PayPal's,
+// then Adyen's, each API's oldest first.
 func (s *Sim) AllRefunds() []Refund {
 	var out []Refund
 	for _, rf := range s.Refunds() {
@@ -113,6 +121,19 @@ func (s *Sim) AllRefunds() []Refund {
 	}
 	for _, rf := range s.PayPal().Refunds() {
 		out = append(out, paypalRefund(rf))
+	}
+	for _, rf := range s.Adyen().Refunds() {
+		out = append(out, adyenRefund(rf))
+	}
+	return out
+}
+
+func adyenRefund(rf adyensim.Refund) Refund {
+	failed := rf.Status == adyensim.OutcomeRefused || rf.Status == adyensim.OutcomeFailed || rf.Status == adyensim.OutcomeReversed
+	out := Refund{ID: rf.ID, Payment: rf.Payment, Amount: rf.Amount, Status: rf.Status, Live: !failed, Failed: failed,
+		Key: rf.IdempotencyKey}
+	if batch, item, attempt, ok := wire.ParseReference(rf.Reference); ok {
+		out.Batch, out.Item, out.Attempt = batch, item, strconv.Itoa(attempt)
 	}
 	return out
 }
