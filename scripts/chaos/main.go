@@ -1,7 +1,8 @@
 // Command chaos runs refundkit's real binaries (bin/refund, bin/plan,
-// bin/audit, bin/journal-merge) through a matrix of faults against an
-// in-process simulator (Stripe's API and PayPal's; the exec provider's curl
-// commands call Stripe's), checks after every scenario that each planned
+// bin/audit, bin/journal-merge, bin/adyen-webhook) through a matrix of
+// faults against an in-process simulator (Stripe's, PayPal's and Adyen's
+// APIs; the exec provider's curl commands call Stripe's; Adyen's
+// notifications go to bin/adyen-webhook), checks after every scenario that each planned
 // item has exactly one live refund at the simulator and that no journal
 // record was lost, and writes the figures to RELIABILITY.md.
 //

@@ -215,8 +215,9 @@ type matrix struct {
 	pg   pgCluster // the PostgreSQL server of the pg- rows
 }
 
-// binaries the matrix runs; audit and journal-merge are optional (their
-// checks are reported as not run when they are missing).
+// binaries the matrix runs; audit, journal-merge and adyen-webhook are
+// optional (their checks, and the Adyen rows, are reported as not run
+// when they are missing).
 var (
 	requiredBins = []string{"plan", "refund"}
 	optionalBins = []string{"audit", "journal-merge", "adyen-webhook"}
