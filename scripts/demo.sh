@@ -5,6 +5,9 @@
 #
 #   make demo                    (builds bin/ first, then runs this: Stripe)
 #   make demo PROVIDER=paypal    (the same with PayPal captures)
+#   make demo PROVIDER=adyen     (Adyen: the simulator posts signed
+#                                 notifications to bin/adyen-webhook, and a
+#                                 last run settles every refund from them)
 #
 # Needs only bash, Go and this repository: the simulator is bin/stripe-sim,
 # the API key is a fake test key, everything lives in a temp dir that is
@@ -38,7 +41,19 @@ paypal)
 	export PAYPAL_CLIENT_ID=refundkit-demo-client PAYPAL_CLIENT_SECRET=refundkit_demo_secret_not_real
 	SECRET=$PAYPAL_CLIENT_SECRET
 	;;
-*) echo "demo: PROVIDER=$PROVIDER: want stripe or paypal" >&2; exit 2 ;;
+adyen)
+	CHARGES=testdata/adyen/refunds.csv
+	SEED=(--adyen-payments-file testdata/adyen/payments.jsonl)
+	NAME=Adyen
+	CREATE_ROUTE='POST /v71/payments/{paymentPspReference}/refunds'
+	ITEM_FIELD=reference
+	# Fake credentials and HMAC key: the simulator and the receiver take
+	# them from the environment, as refund does; Adyen never sees these.
+	export ADYEN_API_KEY=refundkit_demo_adyen_key_not_real ADYEN_MERCHANT_ACCOUNT=RefundkitSim
+	export ADYEN_HMAC_KEY=5EC2E7D0A2F54C6B8E1A7F3D9B0C4E6A1D2F3A4B5C6D7E8F9A0B1C2D3E4F5A6B
+	SECRET=$ADYEN_API_KEY
+	;;
+*) echo "demo: PROVIDER=$PROVIDER: want stripe, paypal or adyen" >&2; exit 2 ;;
 esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/refundkit-demo.XXXXXX")
 JOURNAL=$WORK/demo.jsonl
@@ -70,7 +85,7 @@ check() { # check WHAT GOT WANT
 	if [[ "$2" == "$3" ]]; then ok "$1: $2"; else fail "$1: got $2, want $3"; fi
 }
 
-for b in plan refund stripe-sim; do
+for b in plan refund stripe-sim adyen-webhook; do
 	[[ -x $BIN/$b ]] || { echo "demo: $BIN/$b is missing: run make build" >&2; exit 2; }
 done
 
@@ -83,8 +98,30 @@ sim_get() {
 	sed '1,/^\r$/d' <&5
 	exec 5<&-
 }
+# sim_post PATH posts an empty body to PATH on the simulator.
+sim_post() {
+	local hostport=${SIM_URL#http://}
+	exec 5<>"/dev/tcp/${hostport%:*}/${hostport##*:}"
+	printf 'POST %s HTTP/1.0\r\nHost: %s\r\nContent-Length: 0\r\n\r\n' "$1" "$hostport" >&5
+	sed '1,/^\r$/d' <&5
+	exec 5<&-
+}
 # json_int FIELD reads "FIELD":N from stdin (flat JSON from the simulator).
 json_int() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+
+NOTES=() # refund's and audit's --notifications, with Adyen
+if [[ $PROVIDER == adyen ]]; then
+	say "Start the notification receiver (bin/adyen-webhook): it verifies each notification's HMAC and keeps it, fsynced, before it answers [accepted]"
+	mkfifo "$WORK/wh.url"
+	exec 4<>"$WORK/wh.url"
+	$BIN/adyen-webhook --listen 127.0.0.1:0 --out "$WORK/notes.jsonl" --addr-file "$WORK/wh.url" >"$WORK/wh.stats" 2>"$WORK/wh.log" &
+	started+=($!)
+	read -r -t 20 WH_URL <&4 || { cat "$WORK/wh.log" >&2; fail "the receiver did not start"; }
+	exec 4<&-
+	SEED+=(--adyen-notify-url "$WH_URL/adyen/notifications")
+	NOTES=(--notifications "$WORK/notes.jsonl")
+	note "listening on $WH_URL/adyen/notifications, keeping notifications in notes.jsonl"
+fi
 
 say "Start the $NAME simulator (bin/stripe-sim) on a free loopback port, with the 200 payments $CHARGES refers to"
 mkfifo "$WORK/sim.url"
@@ -94,7 +131,7 @@ started+=($!)
 # The simulator writes its URL into the pipe once it listens: no sleep, no poll.
 read -r -t 20 SIM_URL <&3 || { cat "$WORK/sim.log" >&2; fail "the simulator did not start"; }
 exec 3<&-
-export STRIPE_API_BASE=$SIM_URL PAYPAL_API_BASE=$SIM_URL
+export STRIPE_API_BASE=$SIM_URL PAYPAL_API_BASE=$SIM_URL ADYEN_API_BASE=$SIM_URL
 note "listening on $SIM_URL (fake credentials ${SECRET:0:8}..., set inside this script)"
 
 say "Plan the batch: bin/plan turns the support team's CSV export into one JSON line per refund"
@@ -107,7 +144,7 @@ say "Refund it: bin/plan ... | bin/refund --provider $PROVIDER --journal demo.js
 note "each refund call is preceded by an fsynced intent in the journal and followed by its fsynced outcome"
 : >"$WORK/run1.out" # exists before the loop below counts its lines
 $BIN/plan --batch "$BATCH" "$CHARGES" 2>/dev/null |
-	$BIN/refund --provider "$PROVIDER" --journal "$JOURNAL" --rate "$RATE" >"$WORK/run1.out" 2>"$WORK/run1.err" &
+	$BIN/refund --provider "$PROVIDER" --journal "$JOURNAL" "${NOTES[@]}" --rate "$RATE" >"$WORK/run1.out" 2>"$WORK/run1.err" &
 refund_pid=$! # the last process of the pipeline
 started+=($refund_pid)
 kill_after=$((planned / 3))
@@ -129,7 +166,7 @@ note "an intent without its outcome is an item in doubt: its call may or may not
 note "last record: $(tail -c 400 "$JOURNAL" | tail -1)"
 note "a dry run reads the journal and says what a resume would do (no API call):"
 $BIN/plan --batch "$BATCH" "$CHARGES" 2>/dev/null |
-	$BIN/refund --provider "$PROVIDER" --journal "$JOURNAL" --dry-run >/dev/null 2>"$WORK/dry.err" || true
+	$BIN/refund --provider "$PROVIDER" --journal "$JOURNAL" "${NOTES[@]}" --dry-run >/dev/null 2>"$WORK/dry.err" || true
 note "$(grep 'items:' "$WORK/dry.err" | cut -d';' -f1)"
 
 say "Resume: run the very same pipeline again"
@@ -137,16 +174,35 @@ before_creates=$(sim_get /_sim/stats | json_int refunds_created)
 note "the simulator holds $before_creates refunds so far"
 status=0
 $BIN/plan --batch "$BATCH" "$CHARGES" 2>/dev/null |
-	$BIN/refund --provider "$PROVIDER" --journal "$JOURNAL" --rate "$RATE" >"$WORK/run2.out" 2>"$WORK/run2.err" || status=$?
+	$BIN/refund --provider "$PROVIDER" --journal "$JOURNAL" "${NOTES[@]}" --rate "$RATE" >"$WORK/run2.out" 2>"$WORK/run2.err" || status=$?
 note "$(grep 'items:' "$WORK/run2.err")"
 check "refund's exit status" "$status" 0
 summary=$(grep 'items:' "$WORK/run2.err")
 skipped=$(grep -o '[0-9]* skipped' <<<"$summary" | cut -d' ' -f1)
 refunded=$(grep -o '[0-9]* refunded,' <<<"$summary" | cut -d' ' -f1)
 reconciled=$(grep -o '[0-9]* reconciled' <<<"$summary" | cut -d' ' -f1)
-check "items skipped with zero API calls (refunded before the kill)" "$skipped" "$done_before"
-check "items refunded now (the rest)" "$refunded" "$((planned - done_before))"
-note "the $reconciled items in doubt were looked up at $NAME before any call: $((before_creates - done_before)) of them had been refunded just before the kill, and were adopted, not sent again"
+if [[ $PROVIDER == adyen ]]; then
+	pending=$(grep -o '[0-9]* pending' <<<"$summary" | cut -d' ' -f1)
+	note "Adyen answers a refund only \"received\": each is journaled pending until its notification tells how it ended"
+	check "items in the journal before the kill, skipped or settled now with zero API calls" "$((skipped + refunded))" "$done_before"
+	check "items received by Adyen now (the rest), pending" "$pending" "$((planned - done_before))"
+	note "an item in doubt was sent again under its own Idempotency-Key (Adyen answers for the first call: no second refund), unless a notification had already named its refund"
+
+	say "Wait for every notification (POST /_sim/adyen/flush), then run the same pipeline once more: it settles each refund from its notification"
+	sim_post /_sim/adyen/flush >/dev/null
+	before_settle=$(sim_get /_sim/stats | json_int refunds_created)
+	status=0
+	$BIN/plan --batch "$BATCH" "$CHARGES" 2>/dev/null |
+		$BIN/refund --provider "$PROVIDER" --journal "$JOURNAL" "${NOTES[@]}" --rate "$RATE" >"$WORK/run3.out" 2>"$WORK/run3.err" || status=$?
+	note "$(grep 'items:' "$WORK/run3.err")"
+	check "refund's exit status" "$status" 0
+	check "items refunded, by the journal" "$(grep -c '"status":"succeeded"' "$JOURNAL")" "$planned"
+	check "refund calls the settling run sent" "$(($(sim_get /_sim/stats | json_int refunds_created) - before_settle))" 0
+else
+	check "items skipped with zero API calls (refunded before the kill)" "$skipped" "$done_before"
+	check "items refunded now (the rest)" "$refunded" "$((planned - done_before))"
+	note "the $reconciled items in doubt were looked up at $NAME before any call: $((before_creates - done_before)) of them had been refunded just before the kill, and were adopted, not sent again"
+fi
 
 say "Ask the simulator what it did (GET /_sim/stats, /_sim/refunds)"
 stats=$(sim_get /_sim/stats)
@@ -155,7 +211,11 @@ created=$(json_int refunds_created <<<"$stats")
 posts=$(sed 's/"refunds_created".*//' <<<"$stats" | grep -o "\"$CREATE_ROUTE\":[0-9]*" | head -1 | cut -d: -f2)
 check "refunds created at $NAME over both runs" "$created" "$planned"
 check "refund create calls over both runs (one per planned item, not more)" "$posts" "$planned"
-sim_get /_sim/refunds >"$WORK/refunds.jsonl"
+if [[ $PROVIDER == adyen ]]; then
+	sim_get /_sim/adyen/refunds >"$WORK/refunds.jsonl"
+else
+	sim_get /_sim/refunds >"$WORK/refunds.jsonl"
+fi
 live_items=$(grep -v '"status":"canceled"' "$WORK/refunds.jsonl" | grep -o "\"$ITEM_FIELD\":\"[^\"]*\"" | sort)
 check "planned items with a refund" "$(uniq <<<"$live_items" | wc -l)" "$planned"
 check "items with more than one refund" "$(uniq -d <<<"$live_items" | wc -l)" 0
@@ -168,14 +228,14 @@ if [[ -x $BIN/audit ]]; then
 	check "bin/audit --plan plan.jsonl demo.jsonl (offline) exit status" "$status" 0
 	status=0
 	note "--provider $PROVIDER lists every payment's refunds at $NAME (here the simulator, so --rate 0: no need to spare a rate limit)"
-	$BIN/audit --provider "$PROVIDER" --rate 0 --plan "$PLAN" "$JOURNAL" >"$WORK/audit-provider.out" 2>"$WORK/audit-provider.err" || status=$?
+	$BIN/audit --provider "$PROVIDER" "${NOTES[@]}" --rate 0 --plan "$PLAN" "$JOURNAL" >"$WORK/audit-provider.out" 2>"$WORK/audit-provider.err" || status=$?
 	sed 's/^/   /' "$WORK/audit-provider.err"
 	check "bin/audit --provider $PROVIDER --plan plan.jsonl demo.jsonl exit status" "$status" 0
 else
 	note "bin/audit is not built in this checkout: skipped (the simulator's own records were checked above)"
 fi
 
-if grep -rqF "$SECRET" "$WORK"/*.out "$WORK"/*.err "$JOURNAL"; then
+if grep -rqF "$SECRET" "$WORK"/*.out "$WORK"/*.err "$WORK"/*.log "$JOURNAL" || { [[ -n ${ADYEN_HMAC_KEY:-} ]] && grep -rqF "$ADYEN_HMAC_KEY" "$WORK"/*.out "$WORK"/*.err "$WORK"/*.log "$JOURNAL"; }; then
 	fail "the API secret appears in an output or the journal"
 fi
 ok "the API secret appears in no output and not in the journal"
