@@ -23,7 +23,7 @@ func (r *rig) checkOnceForPerson(p *plan, forPerson map[string]bool, journals ..
 	r.mean(p)
 	want := make([]crashrig.Want, len(p.Items))
 	for i, it := range p.Items {
-		want[i] = crashrig.Want{Item: it.Item.Item, Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture,
+		want[i] = crashrig.Want{Item: it.Item.Item, Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture, PSPReference: it.PSPReference,
 			Amount: it.Want, ForPerson: forPerson[it.Item.Item]}
 	}
 	r.t.Missing += r.sim.CheckOnce(r.t, p.Batch, want, journals...)

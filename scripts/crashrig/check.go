@@ -11,9 +11,9 @@ import (
 // Want is a planned item that must end with exactly one live refund.
 type Want struct {
 	Item string
-	// Charge, PaymentIntent or Capture is what the plan names; "" is not
-	// checked.
-	Charge, PaymentIntent, Capture string
+	// Charge, PaymentIntent, Capture or PSPReference is what the plan
+	// names; "" is not checked.
+	Charge, PaymentIntent, Capture, PSPReference string
 	// Amount is what the refund must be; 0 is not checked.
 	Amount int64
 	// ForPerson: the item is meant to be left for a person (its call may
@@ -91,8 +91,9 @@ func (s *Sim) CheckOnce(rep Reporter, batch string, want []Want, journals ...str
 		}
 		rf := live[0]
 		if (w.Amount != 0 && rf.Amount != w.Amount) || (w.Charge != "" && rf.Payment != w.Charge) ||
-			(w.PaymentIntent != "" && rf.PaymentIntent != w.PaymentIntent) || (w.Capture != "" && rf.Payment != w.Capture) {
-			rep.Errorf("item %s: refund %s is %d on %s/%s, want %d on %s%s%s", w.Item, rf.ID, rf.Amount, rf.Payment, rf.PaymentIntent, w.Amount, w.Charge, w.PaymentIntent, w.Capture)
+			(w.PaymentIntent != "" && rf.PaymentIntent != w.PaymentIntent) || (w.Capture != "" && rf.Payment != w.Capture) ||
+			(w.PSPReference != "" && rf.Payment != w.PSPReference) {
+			rep.Errorf("item %s: refund %s is %d on %s/%s, want %d on %s%s%s%s", w.Item, rf.ID, rf.Amount, rf.Payment, rf.PaymentIntent, w.Amount, w.Charge, w.PaymentIntent, w.Capture, w.PSPReference)
 		}
 		if !journaled(w.Item, func(is journal.ItemState) bool { return is.Status == journal.StatusRefunded && is.Refund == rf.ID }) {
 			rep.Errorf("item %s: no journal says it is refunded by %s", w.Item, rf.ID)
