@@ -570,16 +570,20 @@ func (a adyenRun) settled() bool {
 	return a.ok && a.code == want && a.pending == 0 && a.doubt == 0
 }
 
-const whatAdyenKill9 = "`refund --provider adyen -j 16` over a batch of Adyen payments is killed with SIGKILL from inside the simulator's create hook, a refund call in flight: the process is gone before the simulator makes the refund (\"received\") and queues its signed REFUND notification, which it posts to bin/adyen-webhook until [accepted]. " +
+const whatAdyenKill9 = "`refund --provider adyen -j 16` over a batch of Adyen payments is killed with SIGKILL from inside the simulator's create hook, a refund call in flight: the process is gone before the simulator makes the refund (\"received\") and queues its signed REFUND notification, which it posts 50-350ms later to bin/adyen-webhook, until [accepted]. " +
 	"The runs go on, each reading the receiver's file (--notifications): an item in doubt whose refund a notification names is adopted; one no notification names yet is sent again under its same Idempotency-Key, which Adyen answers by replaying the first answer; an item Adyen answered \"received\" is journaled pending, and settled refunded by a later run once its notification is in. " +
 	"Once the kills are spent, every notification is delivered (POST /_sim/adyen/flush, which waits for them) before each run, until a run exits 0 with nothing pending or in doubt. Every item must end refunded in the journal by its one refund at the simulator, made under attempt 1's key, and audit --provider adyen must exit 0."
 
 func runAdyenKill9(r *rig, sz sizes) {
-	p, rc := r.newAdyenBatch(sz.AdyenKillItems, stripesim.Faults{LatencyJitter: 2 * time.Millisecond}, "adyenkill9")
+	// Notifications come 50-350ms after their refund: the run after a
+	// kill often finds none yet for an item it left in doubt, and sends it
+	// again under its key; sometimes it finds one, and adopts the refund.
+	p, rc := r.newAdyenBatch(sz.AdyenKillItems, stripesim.Faults{LatencyJitter: 2 * time.Millisecond,
+		AdyenNotifyDelay: 50 * time.Millisecond, AdyenNotifyJitter: 300 * time.Millisecond}, "adyenkill9")
 	j := r.path("j.jsonl")
 	kill := r.newStriker(syscall.SIGKILL)
 	gap := max(2, len(p.Items)/(sz.AdyenKills+1))
-	kills, runs, settling := 0, 0, 0
+	kills, runs, settling, adopted := 0, 0, 0, 0
 	for round := 0; ; round++ {
 		if round > 2*sz.AdyenKills+20 {
 			r.fatalf("not done after %d runs", round)
@@ -591,6 +595,9 @@ func runAdyenKill9(r *rig, sz sizes) {
 		}
 		pr := r.runStruck(kill, killing, gap, j, p.Path, "-j", "16")
 		runs++
+		if s, ok := parseSummary(pr.Stderr.String()); ok {
+			adopted += s.Reconciled
+		}
 		if pr.Code == -int(syscall.SIGKILL) {
 			kills++
 			continue
@@ -607,8 +614,8 @@ func runAdyenKill9(r *rig, sz sizes) {
 	rc.stop()
 	st := r.sim.Stats()
 	r.t.inject("kill -9 with a call in flight", kills)
-	r.t.note("seed %d: %d kills over %d items, %d runs (%d after a flush); %d refund calls, of which %d reserved a key; %d answers replayed to a key sent again, %d 704s while the first call ran; %d refunds made; %d notifications delivered",
-		r.seed, kills, len(p.Items), runs, settling, st.Requests[r.prov.createRoute()], r.sim.Creates(), st.Adyen.Replayed, st.Adyen.KeyInUse, st.Adyen.RefundsCreated, ns.Delivered)
+	r.t.note("seed %d: %d kills over %d items, %d runs (%d after a flush); %d refund calls, of which %d reserved a key; %d answers replayed to a key sent again (an item in doubt no notification named yet), %d 704s while the first call ran; %d items adopted from a notification; %d refunds made; %d notifications delivered",
+		r.seed, kills, len(p.Items), runs, settling, st.Requests[r.prov.createRoute()], r.sim.Creates(), st.Adyen.Replayed, st.Adyen.KeyInUse, adopted, st.Adyen.RefundsCreated, ns.Delivered)
 	end := r.checkAdyen(p, j, nil)
 	if n := end.journaled[journal.StatusRefunded]; n != len(p.Items) {
 		r.t.Errorf("%d of %d items journaled refunded", n, len(p.Items))

@@ -130,7 +130,7 @@ var fullSizes = sizes{
 	ExecDoubtItems: 96,
 	// The Adyen rows wait for every notification before each settling
 	// run; the faults row's requests take 100-250ms.
-	AdyenKillItems: 2000, AdyenKills: 60,
+	AdyenKillItems: 4000, AdyenKills: 150,
 	AdyenFaultItems: 600, AdyenFaultRounds: 10,
 	AdyenKeyAgeItems: 800, AdyenKeyAgeRounds: 10,
 
