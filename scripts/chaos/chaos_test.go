@@ -81,6 +81,7 @@ var optionalInjection = map[string]bool{
 	"paypal-faults: gateway 504s while the refund went on": true,
 	"paypal-faults: gateway 502s after commit":             true,
 	// The Adyen faults row draws each of these from 40 items.
+	"adyen-faults: 429 answers":                           true,
 	"adyen-faults: 500 before commit":                     true,
 	"adyen-faults: 500 after commit":                      true,
 	"adyen-faults: gateway 504s while the refund went on": true,
