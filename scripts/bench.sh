@@ -22,7 +22,9 @@
 #   BENCH_BASE       the old core's revision (default 87c9614, the commit
 #                    before issue 11); none: no old core
 #   BENCH_ONLY       rows to run, comma-separated: restart,audit,restart-compact,
-#                    audit-compact,refund,rate,lookup,pacing,merge,plan,
+#                    audit-compact,refund,rate,lookup,pacing,adyen,adyen-settle,
+#                    adyen-webhook (bin/adyen-webhook too; its fsyncs counted
+#                    with perf stat when perf can), merge,plan,
 #                    pg-workers,pg-claim (a throwaway PostgreSQL server, fsync on)
 #   BENCH_MAX_LOAD   wait until the 1-minute load is at most this (default 1.5)
 #   BENCH_LOAD_WAIT  but at most this long (default 15m), then measure anyway
