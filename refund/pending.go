@@ -52,7 +52,7 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 		if r.FailureReason != "" {
 			msg += " (" + r.FailureReason + ")"
 		}
-		msg += ": no money moved and nothing is sent again; if it is still owed, refund it under a new item id"
+		msg += ": it does not stand (no money moved, or it came back) and nothing is sent again; if it is still owed, refund it under a new item id"
 		return e.failedWith(it, st.Attempt, r.ID, code, msg)
 	}
 	return e.stillPending(it, st, "", fmt.Sprintf("refund %s is still %s at %s: run again later to settle it", r.ID, r.Status, e.name))

@@ -198,6 +198,7 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	rep.Journals, rep.Records, rep.Items = a.journals, a.records, int(a.st.n)
 	if opts.Provider != nil {
 		rep.Provider = opts.Provider.Facts().Name
+		rep.Told = opts.Provider.Facts().PartialLookup
 	}
 	r := &run{Auditor: a, opts: opts, rep: rep, charges: map[string]chargeInfo{}, out: func(f *Finding) {
 		rep.Findings[f.Finding]++

@@ -133,12 +133,25 @@ func (r *run) failedFinding(i uint32, sl *itemSlot) *Finding {
 	f := v.finding(KindFailed)
 	f.Code, f.Message = s.codes.Name(sl.code), s.failures[i].message
 	f.Amount, f.Currency = sl.reqAmount, s.currencies.Name(sl.reqCurrency)
-	f.Remedy = failedRemedy(f.Code)
+	f.Remedy = failedRemedy(f.Code, r.providerName())
 	return f
 }
 
-// failedRemedy is the remedy of a final failure with code.
-func failedRemedy(code string) string {
+// providerName names the provider audited against in messages; "" when
+// audit reads the journals alone (they do not say which).
+func (r *run) providerName() string {
+	if r.opts.Provider != nil {
+		return r.opts.Provider.Facts().Name
+	}
+	return ""
+}
+
+// failedRemedy is the remedy of a final failure with code, refused by
+// provider (its name, or "" for unknown).
+func failedRemedy(code, provider string) string {
+	if provider == "" {
+		provider = "The provider"
+	}
 	switch code {
 	case refund.CodeRefundedByOtherBatch, refund.CodeRefundedOutside, refund.CodeRefundedByOtherItem, refund.CodeRefundedUnattributed:
 		what := "a refund of another refundkit batch"
@@ -153,7 +166,7 @@ func failedRemedy(code string) string {
 		return "refund held this item before any call: its charge already holds " + what + " (named in the message), and nothing was sent; " +
 			"a person decides: if this refund is meant on top of it, run refund again with --allow-refunded-charges; if that refund already settles this item, nothing is owed, and this finding stays as the record of that decision"
 	}
-	return fmt.Sprintf("Stripe refused this refund for good (%s); refund will not try it again in this batch: fix the cause, then refund it under a new batch or item id, or settle it outside refundkit", code)
+	return fmt.Sprintf("%s refused this refund for good (%s); refund will not try it again in this batch: fix the cause, then refund it under a new batch or item id, or settle it outside refundkit", provider, code)
 }
 
 // conflictFinding reports the records of item i that cannot all be true;

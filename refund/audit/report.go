@@ -12,6 +12,9 @@ type Report struct {
 	Records  int    // records read
 	Items    int    // items of the plan and journals
 	Provider string // the provider asked, by name; "" for none
+	// Told: the provider's look-ups read what it has told of (Adyen's
+	// notifications), not its API: the summary says so.
+	Told bool
 	// ByStatus counts items by what the journal says: refunded, pending,
 	// failed, in_doubt, or none (planned, never journaled).
 	ByStatus map[string]int
@@ -113,6 +116,9 @@ func (r *Report) Lines() []string {
 	}
 	if r.Provider != "" {
 		calls := []string{count(int(r.ListCalls()), "list call")}
+		if r.Told {
+			calls[0] = count(int(r.ListCalls()), "payment") + " looked up in its notifications (not its API)"
+		}
 		if n := r.ChargeCalls(); n > 0 {
 			calls = append(calls, count(int(n), "charge call"))
 		}
