@@ -336,5 +336,6 @@ const (
 	exitLocked      = 4
 	exitCorrupt     = 5
 	exitStripe      = 6
-	exitInterrupted = 130
+	exitInterrupted = 130 // SIGINT
+	exitTerminated  = 143 // SIGTERM
 )

@@ -173,7 +173,7 @@ func allZero(codes []int) bool {
 	return !slices.ContainsFunc(codes, func(c int) bool { return c != 0 })
 }
 
-const whatPGReshard = "Workers come and go on one PostgreSQL checkpoint (`--lease 3s`, `-j 8` each): one worker starts the batch; at a fifth of the refund calls three more join it; at half, one of those is stopped with SIGTERM (it must finish its calls in flight, give its claims back and exit 130) and another is killed with SIGKILL (its items pass to the others when its lease runs out). " +
+const whatPGReshard = "Workers come and go on one PostgreSQL checkpoint (`--lease 3s`, `-j 8` each): one worker starts the batch; at a fifth of the refund calls three more join it; at half, one of those is stopped with SIGTERM (it must finish its calls in flight, give its claims back and exit 143) and another is killed with SIGKILL (its items pass to the others when its lease runs out). " +
 	"The two left must finish the batch with exit 0, and a worker started after them must find nothing left and exit 0."
 
 func runPGReshard(r *rig, sz sizes) {
@@ -212,7 +212,7 @@ func runPGReshard(r *rig, sz sizes) {
 		r.expectExit(w.proc, "a worker left after the others were removed", 0)
 	}
 	<-termed.done
-	if r.expectExit(termed.proc, "a worker stopped with SIGTERM", exitInterrupted, 0) && termed.Code == exitInterrupted {
+	if r.expectExit(termed.proc, "a worker stopped with SIGTERM", exitTerminated, 0) && termed.Code == exitTerminated {
 		removed++
 		var n int
 		if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM refundkit.items WHERE claimed_by = $1`, termed.name).Scan(&n); err != nil || n > 0 {

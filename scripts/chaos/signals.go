@@ -77,9 +77,9 @@ func runKill9(r *rig, sz sizes) {
 	r.finish(p, j)
 }
 
-const whatSigterm = "A deploy: `refund -j 8` gets SIGTERM mid-batch, from inside the simulator's create hook (a call in flight) or at a random time, and must exit 130 having journaled the outcome of every call it sent: " +
+const whatSigterm = "A deploy: `refund -j 8` gets SIGTERM mid-batch, from inside the simulator's create hook (a call in flight) or at a random time, and must exit 143 (128 + SIGTERM's 15) having journaled the outcome of every call it sent: " +
 	"after each signal, every item the simulator holds a refund for must be journaled as refunded (nothing abandoned in flight). The restart goes on until a run exits 0. " +
-	"refund installs its handler first thing, before it opens the journal, so even a SIGTERM during start-up exits 130; one that lands in the instant before (process start) would end it like a kill, with status 143: that is accepted and counted, since no call is made before the handler is in place, and the run after it must be as safe as after a kill."
+	"refund installs its handler first thing, before it opens the journal, so even a SIGTERM during start-up exits 143; one that lands in the instant before (process start) would end it like a kill, killed by the signal rather than exiting: that is accepted and counted, since no call is made before the handler is in place, and the run after it must be as safe as after a kill."
 
 // runSigterm sends SIGTERM mid-batch again and again, then lets the run
 // finish.
@@ -117,7 +117,7 @@ func runSigterm(r *rig, sz sizes) {
 		r.checkKept(snap)
 		switch pr.Code {
 		case 0:
-		case exitInterrupted:
+		case exitTerminated:
 			signals++
 			if byHook {
 				delay = time.Since(started)
@@ -133,7 +133,7 @@ func runSigterm(r *rig, sz sizes) {
 			early++
 			continue
 		default:
-			r.expectExit(pr, "a run under SIGTERM", 0, exitInterrupted)
+			r.expectExit(pr, "a run under SIGTERM", 0, exitTerminated)
 			continue
 		}
 		break

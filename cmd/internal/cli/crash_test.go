@@ -127,22 +127,33 @@ func TestCrashKill9AtRandomMomentsNeverRefundsTwice(t *testing.T) {
 	}
 }
 
+// TestCrashSigtermFinishesCallsInFlightThenResumes: a deploy's SIGTERM (and
+// an operator's ^C) with a call in flight; the run exits 143 (130 for
+// SIGINT), as a shell reports a process that signal ended.
 func TestCrashSigtermFinishesCallsInFlightThenResumes(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		want int
+	}{{syscall.SIGTERM, ExitTerminated}, {syscall.SIGINT, ExitInterrupted}} {
+		t.Run(tc.sig.String(), func(t *testing.T) { crashSignalThenResume(t, tc.sig, tc.want) })
+	}
+}
+
+func crashSignalThenResume(t *testing.T, sig syscall.Signal, want int) {
 	const items = 60
 	r := newCrashRig(t, items, stripesim.Faults{})
 	path := filepath.Join(r.dir, "j.jsonl")
-	// A deploy: SIGTERM with a refund call in flight.
-	term := crashrig.NewStriker(syscall.SIGTERM)
+	term := crashrig.NewStriker(sig)
 	r.sim.OnCreate(term.Hook)
 	p, stderr := r.start(path, "-j", "1")
 	term.ArmAt(p, 10)
 	p.Wait()
 	term.Disarm()
 	if term.Struck() != 1 {
-		t.Fatalf("the run ended (exit %d) before its 10th call: no SIGTERM was sent: %s", p.Code, stderr)
+		t.Fatalf("the run ended (exit %d) before its 10th call: no %v was sent: %s", p.Code, sig, stderr)
 	}
-	if p.Code != ExitInterrupted {
-		t.Fatalf("exit %d after SIGTERM, want %d: %s", p.Code, ExitInterrupted, stderr)
+	if p.Code != want {
+		t.Fatalf("exit %d after %v, want %d: %s", p.Code, sig, want, stderr)
 	}
 	if !strings.Contains(stderr.String(), "finishing the calls in flight") {
 		t.Errorf("stderr does not say it is finishing calls in flight: %s", stderr)
@@ -162,7 +173,7 @@ func TestCrashSigtermFinishesCallsInFlightThenResumes(t *testing.T) {
 	})
 	// The call in flight at the signal was finished and journaled.
 	if refunded != int(r.sim.Creates()) || inDoubt != 0 {
-		t.Errorf("after SIGTERM: %d refunded and %d in doubt in the journal, %d calls made", refunded, inDoubt, r.sim.Creates())
+		t.Errorf("after %v: %d refunded and %d in doubt in the journal, %d calls made", sig, refunded, inDoubt, r.sim.Creates())
 	}
 	if refunded >= items {
 		t.Fatalf("the run did not stop early (%d refunded)", refunded)

@@ -20,7 +20,8 @@ const (
 	ExitLocked      = 4   // the journal is held by another run
 	ExitCorrupt     = 5   // a journal is corrupt or of an unknown version
 	ExitProvider    = 6   // the provider refused the key or could not be reached: halted
-	ExitInterrupted = 130 // stopped by SIGINT or SIGTERM after journaling what was in flight
+	ExitInterrupted = 130 // stopped by SIGINT (128+2) after journaling what was in flight
+	ExitTerminated  = 143 // stopped by SIGTERM (128+15), the same way
 )
 
 // exitError is an error of a command that says which code it ends in, as

@@ -53,11 +53,11 @@ const refundDescription = `Refund planned items exactly once through Stripe (or 
 
 Reads plan items (JSON lines, as plan writes them) and writes one result line per item on stdout once its outcome is journaled; a summary goes to stderr. Credentials come from the environment only: STRIPE_API_KEY, or PAYPAL_CLIENT_ID and PAYPAL_CLIENT_SECRET (an exec command inherits the environment). Run the same command again to resume: items the journal holds are skipped with no API call; before any other item's first call, and before anything is sent again for an item left in doubt, the payment's refunds are looked up at the provider. A charge that another refundkit batch already refunded is held (failed, nothing sent) unless --allow-refunded-charges says so.
 
-Exit codes: 0 all refunded or skipped; 1 some failed, held, in doubt or refunded twice (with a PostgreSQL checkpoint: by the batch's tally, all workers together, so an item this run left in doubt that another worker settled since is settled; and still 1 for an item this run found refunded twice or saw fail); 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a PostgreSQL checkpoint holds for the batch, included); 3 journal unwritable or replaced (with postgres://: the checkpoint unreachable or unwritable, or a claim lost to another worker); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 interrupted.`
+Exit codes: 0 all refunded or skipped; 1 some failed, held, in doubt or refunded twice (with a PostgreSQL checkpoint: by the batch's tally, all workers together, so an item this run left in doubt that another worker settled since is settled; and still 1 for an item this run found refunded twice or saw fail); 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a PostgreSQL checkpoint holds for the batch, included); 3 journal unwritable or replaced (with postgres://: the checkpoint unreachable or unwritable, or a claim lost to another worker); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 stopped by SIGINT, 143 by SIGTERM (the calls in flight journaled first).`
 
 // Refund is the refund command: it refunds plan items from stdin exactly
 // once, journaling every step.
-func Refund(env Env) int {
+func Refund(env Env) (exit int) {
 	const name = "refund"
 	var c refundCmd
 	if code, done := parse(env, name, refundDescription, &c); done {
@@ -75,6 +75,7 @@ func Refund(env Env) int {
 	}
 	ctx, stop := signalContext(msgs, name)
 	defer stop()
+	defer func() { exit = interruptedCode(ctx, exit) }()
 	if env.Getenv("GOGC") == "" {
 		// Most of refund's heap is the journal's index, alive for the whole
 		// run; garbage is little. A lower target keeps a million-item resume
