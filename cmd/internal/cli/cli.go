@@ -7,14 +7,65 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
 	"github.com/alecthomas/kong"
 )
 
-// Version is set at build time with -ldflags "-X ...cli.Version=...".
-var Version = "dev"
+// Release is refundkit's version: the first heading of CHANGELOG.md
+// names it (a test holds them together).
+const Release = "0.9.0"
+
+// Version is set at build time with -ldflags "-X ...cli.Version=..." (make
+// build: git describe); empty, the module's build info says it.
+var Version = ""
+
+// versionString is what --version prints after the command's name: the
+// release, then the build: make's Version, else what the go command
+// stamped (a module version for go install ...@v, else the commit, with
+// -dirty when the tree had changes).
+func versionString() string {
+	build := Version
+	if build == "" {
+		build = buildInfoVersion()
+	}
+	if build == "" {
+		return Release
+	}
+	return Release + " (" + build + ")"
+}
+
+// buildInfoVersion is the version the go command stamped into this binary,
+// "" for none.
+func buildInfoVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev == "" {
+		return ""
+	}
+	return rev + dirty
+}
 
 // Env is everything a command may touch of its process.
 type Env struct {
@@ -45,7 +96,7 @@ func parse(env Env, name, description string, grammar any) (code int, done bool)
 		kong.Description(description),
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(exitRequest(c)) }),
-		kong.Vars{"version": name + " " + Version},
+		kong.Vars{"version": name + " " + versionString()},
 	)
 	if err != nil {
 		panic(err) // a bad grammar is a programming error
