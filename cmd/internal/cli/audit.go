@@ -40,6 +40,7 @@ type auditCmd struct {
 	Rate         float64       `default:"10" placeholder:"R" help:"Provider API requests per second, all workers together (default 10; 0: no limit)."`
 	Version      versionFlag   `help:"Print the version and exit."`
 	CPUProfile   string        `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
+	MetricsFile  string        `placeholder:"FILE" help:"Write metrics to FILE in Prometheus' text format (0644), replaced atomically at exit: findings by kind, items by status, the last clean audit, for node_exporter's textfile collector (name it *.prom in its directory)."`
 	stripeFlags
 	paypalFlags
 	adyenFlags
@@ -252,6 +253,15 @@ func Audit(env Env) (exit int) {
 	}
 
 	out := bufio.NewWriterSize(env.Stdout, 64*1024)
+	var rep *audit.Report
+	if c.MetricsFile != "" {
+		// Written with the code the audit exits with, interrupted included.
+		defer func() {
+			if err := writeAuditMetrics(c.MetricsFile, rep, interruptedCode(ctx, exit), time.Now()); err != nil {
+				warnf(env.Stderr, name, "--metrics-file: %v", err)
+			}
+		}()
+	}
 	rep, runErr := a.Run(ctx, opts, func(f *audit.Finding) {
 		b, _ := json.Marshal(f) // a Finding always marshals
 		out.Write(b)

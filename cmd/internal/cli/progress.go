@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 // progressWriter is stderr shared by messages and the progress line: a
@@ -64,6 +66,9 @@ type progress struct {
 	api      int       // results that took API calls (not skipped)
 	firstAPI time.Time // when the first of them came
 	waiting  int       // items waiting to retry
+	// batch, with a PostgreSQL checkpoint, is the batch's tally, all
+	// workers': the line then shows it, and the ETA comes from its rate.
+	batch *batchWatch
 
 	stopOnce sync.Once
 	quit     chan struct{}
@@ -145,6 +150,14 @@ func (p *progress) stop() {
 // second and would make the first frames absurd.
 func (p *progress) line(now time.Time) string {
 	p.mu.Lock()
+	w := p.batch
+	p.mu.Unlock()
+	if s, ok := w.line(now); ok {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return fmt.Sprintf("%s · this run %d items, %d retrying", s, p.done, p.waiting)
+	}
+	p.mu.Lock()
 	defer p.mu.Unlock()
 	var b strings.Builder
 	b.WriteString("refund ")
@@ -169,4 +182,142 @@ func (p *progress) line(now time.Time) string {
 		fmt.Fprintf(&b, " · ETA %s", eta.Round(time.Second))
 	}
 	return b.String()
+}
+
+// batchWatch reads the tally of the run's batches from a PostgreSQL
+// checkpoint every interval (one query grouping the batch's items by
+// status, Checkpoint.Progress), for the progress line and the metrics: the
+// batch's counts across all workers, and its rate, items done over time
+// by all of them, from which the ETA follows. A nil *batchWatch watches
+// nothing.
+type batchWatch struct {
+	cp      *postgres.Checkpoint
+	onTally func([]postgres.BatchInfo)
+
+	mu     sync.Mutex
+	tally  []postgres.BatchInfo
+	first  batchSample // the first tally that named a batch
+	latest batchSample
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	finished chan struct{}
+}
+
+// batchSample is how many of the batches' items were done at a time.
+type batchSample struct {
+	at          time.Time
+	done, total int
+}
+
+// watchBatches starts a watch of cp's batches every interval; onTally,
+// when set, hears each tally. A cp that is not a PostgreSQL checkpoint is
+// no watch.
+func watchBatches(cp refund.Checkpoint, every time.Duration, onTally func([]postgres.BatchInfo)) *batchWatch {
+	pg, ok := cp.(*postgres.Checkpoint)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &batchWatch{cp: pg, onTally: onTally, cancel: cancel, finished: make(chan struct{})}
+	go func() {
+		defer close(w.finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			w.poll(ctx)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// poll reads the tally once; a failed read keeps the last one (the run
+// itself says when the database is gone).
+func (w *batchWatch) poll(ctx context.Context) {
+	bs, err := w.cp.Progress(ctx)
+	if err != nil || len(bs) == 0 {
+		return
+	}
+	w.observe(time.Now(), bs)
+}
+
+// observe takes the tally bs read at now.
+func (w *batchWatch) observe(now time.Time, bs []postgres.BatchInfo) {
+	s := batchSample{at: now}
+	for _, b := range bs {
+		s.done += tallyDone(b)
+		s.total += int(b.Items)
+	}
+	w.mu.Lock()
+	w.tally, w.latest = bs, s
+	if w.first.at.IsZero() {
+		w.first = s
+	}
+	w.mu.Unlock()
+	if w.onTally != nil {
+		w.onTally(bs)
+	}
+}
+
+// stop ends the watch.
+func (w *batchWatch) stop() {
+	if w == nil {
+		return
+	}
+	w.stopOnce.Do(func() {
+		w.cancel()
+		<-w.finished
+	})
+}
+
+// rate is the batches' items done per second by all workers since the
+// watch's first tally; 0 until a second has passed and an item was done.
+func (w *batchWatch) rate() float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.latest.at.Sub(w.first.at)
+	if d < time.Second || w.latest.done <= w.first.done {
+		return 0
+	}
+	return float64(w.latest.done-w.first.done) / d.Seconds()
+}
+
+// line is the batch's part of the progress line at now; false before the
+// first tally.
+func (w *batchWatch) line(now time.Time) (string, bool) {
+	if w == nil {
+		return "", false
+	}
+	rate := w.rate()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.latest.at.IsZero() || w.latest.total == 0 {
+		return "", false
+	}
+	by := map[string]int{}
+	for _, b := range w.tally {
+		for st, n := range b.ByStatus {
+			by[st] += n
+		}
+	}
+	var b strings.Builder
+	what := "batch " + w.tally[0].Batch
+	if len(w.tally) > 1 {
+		what = fmt.Sprintf("%d batches", len(w.tally))
+	}
+	fmt.Fprintf(&b, "refund %s: %d/%d (%d%%) by all workers · %s", what, w.latest.done, w.latest.total, w.latest.done*100/w.latest.total, countsText(by))
+	if rate > 0 {
+		fmt.Fprintf(&b, " · %.1f items/s", rate)
+		if left := w.latest.total - w.latest.done; left > 0 {
+			// From the tally's time: the rate holds between tallies.
+			eta := time.Duration(float64(left)/rate*float64(time.Second)) - now.Sub(w.latest.at)
+			fmt.Fprintf(&b, " · ETA %s", max(eta, 0).Round(time.Second))
+		}
+	}
+	return b.String(), true
 }

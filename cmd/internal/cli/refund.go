@@ -40,6 +40,8 @@ type refundCmd struct {
 	NoGroupCommit  bool          `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
 	CPUProfile     string        `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
 	Version        versionFlag   `help:"Print the version and exit."`
+	MetricsFile    string        `placeholder:"FILE" help:"Write metrics to FILE in Prometheus' text format (0644), replaced atomically every few seconds and at exit: for node_exporter's textfile collector (name it *.prom in its directory)."`
+	MetricsEvery   time.Duration `hidden:"" default:"5s" help:"How often --metrics-file is rewritten (tests)."`
 	providerFlags
 }
 
@@ -63,6 +65,10 @@ func Refund(env Env) (exit int) {
 	if code, done := parse(env, name, refundDescription, &c); done {
 		return code
 	}
+	// The metrics' last write has the exit code the process ends with.
+	var metrics *refundMetrics
+	planRead := false // the whole plan was read: a journal file's batch total is known
+	defer func() { metrics.finishOrWarn(exit, planRead) }()
 	// Signals are caught from the start: a deploy that stops a run while it
 	// loads its journal gets the same clean exit as one mid-batch.
 	stderr := newProgressWriter(env.Stderr)
@@ -124,6 +130,10 @@ func Refund(env Env) (exit int) {
 		warnf(msgs, name, "%v", err)
 		return ExitUsage
 	}
+	if metrics, err = c.startMetrics(msgs, name); err != nil {
+		warnf(msgs, name, "%v", err)
+		return ExitUsage
+	}
 
 	var client refund.Provider
 	if !c.DryRun {
@@ -135,6 +145,7 @@ func Refund(env Env) (exit int) {
 		if cl, ok := client.(io.Closer); ok {
 			defer cl.Close() // Adyen's notifications, read only
 		}
+		client = metrics.provider(client)
 	}
 
 	in, inName := env.Stdin, "<stdin>"
@@ -179,6 +190,8 @@ func Refund(env Env) (exit int) {
 		return countItems(c.Input) // one more pass over the plan, only for the display
 	})
 	defer bar.stop()
+	watch := c.watchBatches(checkpoint, bar, metrics)
+	defer watch.stop()
 
 	var doubts []refund.Result // this run's items left in doubt (OnResult is called one at a time)
 	summary, runErr := refund.Run(ctx, refund.Config{
@@ -190,6 +203,7 @@ func Refund(env Env) (exit int) {
 		OnResult: func(r refund.Result) {
 			out.write(r)
 			bar.add(r)
+			metrics.result(r)
 			if r.Status == refund.StatusInDoubt {
 				doubts = append(doubts, r)
 			}
@@ -197,6 +211,8 @@ func Refund(env Env) (exit int) {
 	}, in, inName)
 	out.stop()
 	bar.stop()
+	watch.stop()
+	planRead = runErr == nil
 	warnf(msgs, name, "%s", summary.String())
 	// The summary counts this run's items; the batch is everyone's, and
 	// refund's exit says whether it is done (audit names the items).
@@ -204,6 +220,7 @@ func Refund(env Env) (exit int) {
 	if cp, ok := checkpoint.(*postgres.Checkpoint); ok && !c.DryRun {
 		shared = true
 		bs, err := cp.Progress(context.WithoutCancel(ctx))
+		metrics.batches(bs)
 		for _, b := range bs {
 			warnf(msgs, name, "checkpoint: batch %s: %d items (%s), by all workers", b.Batch, b.Items, countsText(b.ByStatus))
 			unfinished += b.ByStatus["failed"] + b.ByStatus["in_doubt"] + b.ByStatus["unknown"] + b.ByStatus["duplicate"]

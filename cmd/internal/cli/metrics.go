@@ -1,0 +1,483 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/renameio/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/postgres"
+)
+
+// --metrics-file: Prometheus' text format in a file, the node_exporter
+// textfile collector's convention for cron jobs and batches. client_golang
+// holds the metrics and writes the format; renameio replaces the file:
+// a temporary file in the same directory (hidden, and not *.prom, so the
+// collector never reads it), fsynced, then renamed over the old one.
+// prometheus.WriteToTextfile renames too, but without the fsync a crash
+// can leave an empty file behind the rename (ext4, XFS), which the
+// collector reports as a scrape error instead of the last good numbers.
+
+// metricsFileMode is the file's mode: it holds counts, never a secret,
+// and node_exporter usually runs as a user of its own, which must read it.
+const metricsFileMode = 0o644
+
+// metricsEvery is how often a run rewrites its metrics file; the last
+// write is at exit.
+const metricsEvery = 5 * time.Second
+
+// metricsFile writes a registry's metrics to a file, atomically, every
+// interval and once more at close.
+type metricsFile struct {
+	path    string
+	reg     *prometheus.Registry
+	refresh func() // sets the gauges read at each write; nil for none
+	warn    func(error)
+
+	mu     sync.Mutex // one write at a time
+	warned bool
+	quit   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+func newMetricsFile(path string, reg *prometheus.Registry, warn func(error)) *metricsFile {
+	return &metricsFile{path: path, reg: reg, warn: warn}
+}
+
+// write replaces the file with the metrics as they are now.
+func (m *metricsFile) write() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.refresh != nil {
+		m.refresh()
+	}
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		return err
+	}
+	f, err := renameio.NewPendingFile(m.path, renameio.WithTempDir(filepath.Dir(m.path)), renameio.WithStaticPermissions(metricsFileMode))
+	if err != nil {
+		return err
+	}
+	defer f.Cleanup()
+	w := bufio.NewWriter(f)
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return f.CloseAtomicallyReplace()
+}
+
+// writeOrWarn writes; a failure is told once: the metrics are the
+// operator's view of the run, not a reason to stop it.
+func (m *metricsFile) writeOrWarn() {
+	if err := m.write(); err != nil {
+		m.mu.Lock()
+		first := !m.warned
+		m.warned = true
+		m.mu.Unlock()
+		if first {
+			m.warn(err)
+		}
+	}
+}
+
+// start rewrites the file every interval until close.
+func (m *metricsFile) start(every time.Duration) {
+	m.quit, m.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(m.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				m.writeOrWarn()
+			case <-m.quit:
+				return
+			}
+		}
+	}()
+}
+
+// close stops the rewrites and writes the file a last time.
+func (m *metricsFile) close() error {
+	m.once.Do(func() {
+		if m.quit != nil {
+			close(m.quit)
+			<-m.done
+		}
+	})
+	return m.write()
+}
+
+// previousSuccess reads the last success an earlier run wrote to path
+// (the largest value of the metric named name), so that a run that does
+// not succeed keeps it: an alert on a stale success then fires, while a
+// failed run never looks like a success.
+func previousSuccess(path, name string) (float64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	mfs, err := parseMetrics(f)
+	if err != nil {
+		return 0, false
+	}
+	mf := mfs[name]
+	if mf == nil {
+		return 0, false
+	}
+	best, ok := 0.0, false
+	for _, m := range mf.GetMetric() {
+		if v := m.GetGauge().GetValue(); !math.IsNaN(v) && v > best {
+			best, ok = v, true
+		}
+	}
+	return best, ok
+}
+
+// parseMetrics reads Prometheus' text format with its own parser.
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(r)
+}
+
+// metricLabels are the labels every series of a run carries: those that
+// tell two runs' files apart on one host (node_exporter refuses the same
+// series in two files).
+func metricLabels(worker, shard string) prometheus.Labels {
+	l := prometheus.Labels{}
+	if worker != "" {
+		l["worker"] = worker
+	}
+	if shard != "" {
+		l["shard"] = shard
+	}
+	return l
+}
+
+// refundMetrics are refund's metrics: the run's results (fed by the same
+// results the summary counts), its requests (counted at the provider's
+// door), and the batch's progress (the checkpoint's tally, all workers,
+// with PostgreSQL).
+type refundMetrics struct {
+	file *metricsFile
+
+	items, refunds, amounts, requests *prometheus.CounterVec
+	batchItems, batchDone, inDoubt    *prometheus.GaugeVec
+	lastSuccess, exitCode             prometheus.Gauge
+	reg                               prometheus.Registerer
+
+	mu       sync.Mutex
+	own      map[string]*batchOwn // this run's results by batch (a file journal's progress)
+	tally    []postgres.BatchInfo // the checkpoint's, when it has one
+	shared   bool
+	complete bool // the whole plan was read: a file journal's total is known
+}
+
+// batchOwn is what this run's results say of a batch.
+type batchOwn struct{ results, inDoubt int }
+
+const refundLastSuccess = "refundkit_refund_last_success_timestamp_seconds"
+
+func newRefundMetrics(path string, labels prometheus.Labels, shared bool, warn func(error)) *refundMetrics {
+	root := prometheus.NewRegistry()
+	reg := prometheus.WrapRegistererWith(labels, root)
+	m := &refundMetrics{reg: reg, shared: shared, own: map[string]*batchOwn{}}
+	m.items = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_items_total",
+		Help: "Items this run settled, skipped or left in doubt, by result status (the summary's counts)."}, []string{"batch", "status"})
+	m.refunds = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_refunds_total",
+		Help: "Refunds this run made (found=false) or found made earlier and adopted (found=true), by currency."}, []string{"batch", "currency", "found"})
+	m.amounts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_refunded_minor_units_total",
+		Help: "Amounts of those refunds in the currency's minor units (cents), by currency."}, []string{"batch", "currency", "found"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_requests_total",
+		Help: "Requests to the provider by endpoint and outcome (rate_limited: its 429s)."}, []string{"provider", "endpoint", "outcome"})
+	m.batchItems = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_batch_items",
+		Help: "Items of the batch's plan (all workers' with a PostgreSQL checkpoint)."}, []string{"batch"})
+	m.batchDone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_batch_items_done",
+		Help: "Items of the batch with an outcome: refunded, pending, failed or refunded twice (all workers' with a PostgreSQL checkpoint)."}, []string{"batch"})
+	m.inDoubt = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_batch_items_in_doubt",
+		Help: "Items of the batch in doubt: sent, outcome unknown until looked up (all workers' with a PostgreSQL checkpoint)."}, []string{"batch"})
+	m.lastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Name: refundLastSuccess,
+		Help: "When a run last ended with exit 0 (the batch done), as a Unix time; kept from the file's previous value by a run that does not."})
+	m.exitCode = prometheus.NewGauge(prometheus.GaugeOpts{Name: "refundkit_refund_exit_code",
+		Help: "The exit code of the run that wrote the file, once it ended."})
+	start := prometheus.NewGauge(prometheus.GaugeOpts{Name: "refundkit_refund_start_time_seconds",
+		Help: "When the run that wrote the file started, as a Unix time."})
+	start.SetToCurrentTime()
+	reg.MustRegister(m.items, m.refunds, m.amounts, m.requests, m.batchItems, m.batchDone, m.inDoubt, start)
+	if t, ok := previousSuccess(path, refundLastSuccess); ok {
+		m.lastSuccess.Set(t)
+		reg.MustRegister(m.lastSuccess)
+	}
+	m.file = newMetricsFile(path, root, warn)
+	m.file.refresh = m.refreshBatches
+	return m
+}
+
+// result counts r as Summary.add does.
+func (m *refundMetrics) result(r refund.Result) {
+	if m == nil {
+		return
+	}
+	m.items.WithLabelValues(r.Batch, r.Status).Inc()
+	if r.Status == refund.StatusRefunded && r.Amount > 0 {
+		found := fmt.Sprint(r.Found)
+		m.refunds.WithLabelValues(r.Batch, r.Currency, found).Inc()
+		m.amounts.WithLabelValues(r.Batch, r.Currency, found).Add(float64(r.Amount))
+	}
+	m.mu.Lock()
+	b := m.own[r.Batch]
+	if b == nil {
+		b = &batchOwn{}
+		m.own[r.Batch] = b
+	}
+	b.results++
+	if r.Status == refund.StatusInDoubt {
+		b.inDoubt++
+	}
+	m.mu.Unlock()
+}
+
+// batches takes the checkpoint's tally of the run's batches.
+func (m *refundMetrics) batches(bs []postgres.BatchInfo) {
+	if m == nil || bs == nil {
+		return
+	}
+	m.mu.Lock()
+	m.tally = bs
+	m.mu.Unlock()
+}
+
+// refreshBatches sets the batch gauges from the tally (PostgreSQL) or the
+// run's own results (a journal file: this run is the batch's one writer).
+func (m *refundMetrics) refreshBatches() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shared {
+		for _, b := range m.tally {
+			m.batchItems.WithLabelValues(b.Batch).Set(float64(b.Items))
+			m.batchDone.WithLabelValues(b.Batch).Set(float64(tallyDone(b)))
+			m.inDoubt.WithLabelValues(b.Batch).Set(float64(b.ByStatus["in_doubt"]))
+		}
+		return
+	}
+	for batch, b := range m.own {
+		if m.complete {
+			m.batchItems.WithLabelValues(batch).Set(float64(b.results))
+		}
+		m.batchDone.WithLabelValues(batch).Set(float64(b.results - b.inDoubt))
+		m.inDoubt.WithLabelValues(batch).Set(float64(b.inDoubt))
+	}
+}
+
+// tallyDone counts a batch's items with an outcome, all workers'.
+func tallyDone(b postgres.BatchInfo) int {
+	return b.ByStatus["refunded"] + b.ByStatus["pending"] + b.ByStatus["failed"] + b.ByStatus["duplicate"]
+}
+
+// finish writes the file a last time for a run that ends with exit: its
+// last success moves only on exit 0.
+func (m *refundMetrics) finish(exit int, complete bool, now time.Time) error {
+	m.mu.Lock()
+	m.complete = complete
+	m.mu.Unlock()
+	m.exitCode.Set(float64(exit))
+	m.reg.Register(m.exitCode)
+	if exit == ExitOK {
+		m.lastSuccess.Set(float64(now.UnixNano()) / 1e9)
+		m.reg.Register(m.lastSuccess) // AlreadyRegistered when kept
+	}
+	return m.file.close()
+}
+
+// countingProvider counts a provider's requests by endpoint and outcome.
+// A call the provider cannot make (ErrNoLookup) asked nothing: the
+// summary does not count it either.
+type countingProvider struct {
+	refund.Provider
+	name     string
+	requests *prometheus.CounterVec
+}
+
+func (m *refundMetrics) provider(p refund.Provider) refund.Provider {
+	if m == nil || p == nil {
+		return p
+	}
+	return countingProvider{Provider: p, name: strings.ToLower(p.Facts().Name), requests: m.requests}
+}
+
+func (p countingProvider) count(endpoint string, err error) {
+	if errors.Is(err, refund.ErrNoLookup) {
+		return
+	}
+	p.requests.WithLabelValues(p.name, endpoint, outcome(err)).Inc()
+}
+
+// outcome names what became of a request.
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	f := refund.Classify(err)
+	if f.RateLimited {
+		return "rate_limited"
+	}
+	switch f.Class {
+	case refund.ClassRetry:
+		if f.Status == 0 {
+			return "no_answer"
+		}
+		return "retry"
+	case refund.ClassIndeterminate:
+		return "indeterminate"
+	case refund.ClassFinal:
+		return "refused"
+	case refund.ClassFatal:
+		return "unauthorized"
+	case refund.ClassKeyReused:
+		return "key_reused"
+	case refund.ClassStopped:
+		return "stopped"
+	case refund.ClassInDoubt:
+		return "in_doubt"
+	}
+	return "error"
+}
+
+func (p countingProvider) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
+	a, err := p.Provider.Create(ctx, it, attempt)
+	p.count("create", err)
+	return a, err
+}
+
+func (p countingProvider) Find(ctx context.Context, pay refund.Payment) ([]refund.Refund, error) {
+	rs, err := p.Provider.Find(ctx, pay)
+	p.count("list", err)
+	return rs, err
+}
+
+func (p countingProvider) Payment(ctx context.Context, pay refund.Payment) (refund.PaymentInfo, error) {
+	info, err := p.Provider.Payment(ctx, pay)
+	p.count("payment", err)
+	return info, err
+}
+
+func (p countingProvider) Cancel(ctx context.Context, id string) (refund.Refund, error) {
+	r, err := p.Provider.Cancel(ctx, id)
+	p.count("cancel", err)
+	return r, err
+}
+
+func (p countingProvider) Get(ctx context.Context, id string) (refund.Refund, error) {
+	r, err := p.Provider.Get(ctx, id)
+	p.count("get", err)
+	return r, err
+}
+
+const auditLastSuccess = "refundkit_audit_last_success_timestamp_seconds"
+
+// writeAuditMetrics writes audit's metrics at its exit: findings by kind
+// and items by status from its report, the exit code, and the last clean
+// audit (exit 0), kept from the file by an audit that is not.
+func writeAuditMetrics(path string, rep *audit.Report, exit int, now time.Time) error {
+	reg := prometheus.NewRegistry()
+	findings := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_audit_findings",
+		Help: "Findings of the last audit, by kind."}, []string{"kind"})
+	items := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_audit_items",
+		Help: "Items the last audit read, by what the checkpoint says of them (none: planned, never journaled)."}, []string{"status"})
+	exitCode := prometheus.NewGauge(prometheus.GaugeOpts{Name: "refundkit_audit_exit_code",
+		Help: "The exit code of the audit that wrote the file."})
+	last := prometheus.NewGauge(prometheus.GaugeOpts{Name: auditLastSuccess,
+		Help: "When an audit last ended with exit 0 (no findings), as a Unix time; kept from the file's previous value by one that does not."})
+	reg.MustRegister(findings, items, exitCode)
+	if rep != nil {
+		for kind, n := range rep.Findings {
+			findings.WithLabelValues(kind).Set(float64(n))
+		}
+		for st, n := range rep.ByStatus {
+			items.WithLabelValues(st).Set(float64(n))
+		}
+	}
+	exitCode.Set(float64(exit))
+	if exit == ExitOK {
+		last.Set(float64(now.UnixNano()) / 1e9)
+		reg.MustRegister(last)
+	} else if t, ok := previousSuccess(path, auditLastSuccess); ok {
+		last.Set(t)
+		reg.MustRegister(last)
+	}
+	return newMetricsFile(path, reg, nil).write()
+}
+
+// startMetrics makes refund's metrics when --metrics-file asks for them,
+// and writes the file once: a path that cannot be written is refused
+// before anything is sent.
+func (c *refundCmd) startMetrics(msgs io.Writer, name string) (*refundMetrics, error) {
+	if c.MetricsFile == "" {
+		return nil, nil
+	}
+	if c.MetricsEvery <= 0 {
+		return nil, fmt.Errorf("--metrics-every %s: want more than 0", c.MetricsEvery)
+	}
+	m := newRefundMetrics(c.MetricsFile, metricLabels(c.Worker, c.Shard), postgres.IsURL(c.Journal) && !c.DryRun, func(err error) {
+		warnf(msgs, name, "--metrics-file: %v (the run goes on)", err)
+	})
+	if err := m.file.write(); err != nil {
+		return nil, fmt.Errorf("--metrics-file: %w", err)
+	}
+	m.file.start(c.MetricsEvery)
+	return m, nil
+}
+
+// finishOrWarn is finish, told on stderr when the last write fails.
+func (m *refundMetrics) finishOrWarn(exit int, planRead bool) {
+	if m == nil {
+		return
+	}
+	if err := m.finish(exit, planRead, time.Now()); err != nil {
+		m.file.warn(err)
+	}
+}
+
+// watchBatches watches the batch's tally, with a PostgreSQL checkpoint,
+// when the progress line or the metrics show it: as often as the line
+// redraws its batch part (2s) or the metrics are written.
+func (c *refundCmd) watchBatches(cp refund.Checkpoint, bar *progress, m *refundMetrics) *batchWatch {
+	if c.DryRun || (bar == nil && m == nil) {
+		return nil
+	}
+	every := c.MetricsEvery
+	if bar != nil {
+		every = min(every, 2*time.Second)
+	}
+	w := watchBatches(cp, every, m.batches)
+	if bar != nil {
+		bar.mu.Lock()
+		bar.batch = w
+		bar.mu.Unlock()
+	}
+	return w
+}
