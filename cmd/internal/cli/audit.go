@@ -270,7 +270,7 @@ func Audit(env Env) (exit int) {
 			out.Flush() // a long audit shows its findings as they come
 		}
 	})
-	out.Flush()
+	outErr := out.Flush() // bufio keeps the first failed write's error
 	if rep != nil {
 		for _, line := range rep.Lines() {
 			warnf(env.Stderr, name, "%s", line)
@@ -295,6 +295,10 @@ func Audit(env Env) (exit int) {
 	}
 	if runErr != nil {
 		return exitCodeFor(runErr)
+	}
+	if outErr != nil {
+		warnf(env.Stderr, name, "stdout: %v: findings were lost; audit again with stdout where it can be written", outErr)
+		return ExitJournal
 	}
 	if !rep.Clean() {
 		return ExitFailed

@@ -285,6 +285,12 @@ func Refund(env Env) (exit int) {
 	if runErr != nil {
 		return exitCodeFor(runErr)
 	}
+	// The journal holds every outcome; a result line that did not reach
+	// stdout (a full disk, a closed pipe) is a lost signal all the same.
+	if err := out.err(); err != nil {
+		warnf(msgs, name, "stdout: %v: result lines were lost (the journal holds every outcome: audit it, or run again to print them as skipped)", err)
+		return ExitJournal
+	}
 	switch n := int(summary.Indeterminate); {
 	case n > 0 && batchDone:
 		// Their items were adopted since: nothing is left to look up.
@@ -375,6 +381,7 @@ type resultWriter struct {
 	mu      sync.Mutex
 	w       *bufio.Writer
 	dirty   bool
+	failed  error // the first write to stdout that failed; bufio keeps it
 	done    chan struct{}
 	stopped sync.Once
 	ticker  *time.Ticker
@@ -407,9 +414,18 @@ func (rw *resultWriter) flush() {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	if rw.dirty {
-		rw.w.Flush()
+		if err := rw.w.Flush(); err != nil && rw.failed == nil {
+			rw.failed = err
+		}
 		rw.dirty = false
 	}
+}
+
+// err is the first error writing stdout, nil while every line got out.
+func (rw *resultWriter) err() error {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	return rw.failed
 }
 
 func (rw *resultWriter) stop() {
