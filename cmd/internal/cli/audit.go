@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,6 +46,7 @@ type auditCmd struct {
 	paypalFlags
 	adyenFlags
 	execFlags
+	givenFlags `kong:"-"`
 }
 
 // Audit is the audit command: it reads journals (and a plan, and Stripe's
@@ -56,7 +58,7 @@ func Audit(env Env) (exit int) {
 	if code, done := parse(env, name, auditHelp, &c); done {
 		return code
 	}
-	if err := c.check(); err != nil {
+	if err := cmp.Or(c.inapplicable(), c.check()); err != nil {
 		warnf(env.Stderr, name, "%v", err)
 		return ExitUsage
 	}

@@ -81,6 +81,14 @@ func OSEnv() Env {
 	return Env{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 }
 
+// liveHelp is --live's help in each command that has it: refund moves
+// money with a live key, audit only reads (and cancels what --cancel-extras
+// names).
+var liveHelp = map[string]string{
+	"refund": "Allow live credentials (Stripe's sk_live_/rk_live_ key, PayPal's or Adyen's live API): real money moves.",
+	"audit":  "Allow live credentials (Stripe's sk_live_/rk_live_ key, PayPal's or Adyen's live API): audit reads the live account's refunds and moves no money; with --cancel-extras it cancels the extra refunds it names.",
+}
+
 // versionFlag is the --version flag of every command.
 type versionFlag = kong.VersionFlag
 
@@ -96,7 +104,7 @@ func parse(env Env, name, description string, grammar any) (code int, done bool)
 		kong.Description(description),
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(exitRequest(c)) }),
-		kong.Vars{"version": name + " " + versionString()},
+		kong.Vars{"version": name + " " + versionString(), "live_help": liveHelp[name]},
 	)
 	if err != nil {
 		panic(err) // a bad grammar is a programming error
@@ -113,10 +121,14 @@ func parse(env Env, name, description string, grammar any) (code int, done bool)
 			}
 		}
 	}()
-	if _, err := parser.Parse(joinNegativeValues(env.Args)); err != nil {
+	ctx, err := parser.Parse(joinNegativeValues(env.Args))
+	if err != nil {
 		fmt.Fprintf(env.Stderr, "%s: %v\n", name, err)
 		fmt.Fprintf(env.Stderr, "%s: run '%s --help' for usage\n", name, name)
 		return ExitUsage, true
+	}
+	if g, ok := grammar.(interface{ recordGiven(*kong.Context) }); ok {
+		g.recordGiven(ctx)
 	}
 	return 0, false
 }

@@ -72,16 +72,7 @@ func (f *providerFlags) lister(env Env, stderr io.Writer, name string, conns int
 }
 
 func (f *providerFlags) build(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
-	switch {
-	case f.Provider != providerExec && (f.ExecCreate != "" || f.ExecFind != "" || f.ExecKeyTTL != 0):
-		return nil, &usageError{"--exec-create, --exec-find and --exec-key-ttl are for --provider exec"}
-	case f.Provider != providerStripe && f.APIBase != "":
-		return nil, &usageError{"--api-base is for --provider stripe"}
-	case f.Provider != providerPayPal && f.PayPalAPIBase != "":
-		return nil, &usageError{"--paypal-api-base is for --provider paypal"}
-	case f.Provider != providerAdyen && f.Notifications != "":
-		return nil, &usageError{"--notifications is for --provider adyen"}
-	}
+	// The commands refused the flags that do not apply (applies.go).
 	switch f.Provider {
 	case providerExec:
 		return f.exec(stderr, name)
@@ -107,8 +98,6 @@ func (f *providerFlags) exec(stderr io.Writer, name string) (refund.Provider, er
 		return nil, &usageError{fmt.Sprintf("--exec-timeout %v: want %v or more (a command cannot start and answer sooner)", f.ExecTimeout, minExecTimeout)}
 	case f.ExecKeyTTL < 0:
 		return nil, &usageError{fmt.Sprintf("--exec-key-ttl %v: want 0 (kept for ever) or more", f.ExecKeyTTL)}
-	case f.Live:
-		return nil, &usageError{"--live is for --provider stripe, paypal or adyen: an exec command chooses its own API and account"}
 	}
 	return exec.New(exec.Config{Create: f.ExecCreate, Find: f.ExecFind, Timeout: f.ExecTimeout, KeyTTL: f.ExecKeyTTL,
 		Stderr: stderr, Prefix: name + ": "})

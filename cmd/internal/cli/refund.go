@@ -43,6 +43,7 @@ type refundCmd struct {
 	MetricsFile    string        `placeholder:"FILE" help:"Write metrics to FILE in Prometheus' text format (0644), replaced atomically every few seconds and at exit: for node_exporter's textfile collector (name it *.prom in its directory)."`
 	MetricsEvery   time.Duration `hidden:"" default:"5s" help:"How often --metrics-file is rewritten (tests)."`
 	providerFlags
+	givenFlags `kong:"-"`
 }
 
 // The leases --lease may give a PostgreSQL checkpoint's claims.
@@ -103,10 +104,10 @@ func Refund(env Env) (exit int) {
 			warnf(msgs, name, "--%v", err)
 			return ExitUsage
 		}
-		if postgres.IsURL(c.Journal) {
-			warnf(msgs, name, "--shard is for a journal file: the workers of a PostgreSQL checkpoint claim items instead")
-			return ExitUsage
-		}
+	}
+	if err := c.inapplicable(); err != nil {
+		warnf(msgs, name, "%v", err)
+		return ExitUsage
 	}
 	if c.Concurrency < 1 || c.Concurrency > 256 {
 		warnf(msgs, name, "--concurrency %d: want 1 to 256", c.Concurrency)

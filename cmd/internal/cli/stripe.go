@@ -15,7 +15,7 @@ import (
 // so it stays out of shell history and process listings.
 type stripeFlags struct {
 	APIBase string `name:"api-base" placeholder:"URL" help:"Stripe API base URL (default: env STRIPE_API_BASE, else https://api.stripe.com)."`
-	Live    bool   `help:"Allow a live-mode key (sk_live_/rk_live_): real money moves."`
+	Live    bool   `help:"${live_help}"`
 }
 
 // client builds the Stripe client from the flags and STRIPE_API_KEY. Its
