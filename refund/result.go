@@ -125,6 +125,31 @@ func (s *Summary) String() string {
 	return b.String()
 }
 
+// LogAttrs is the summary as a log record's fields (--log-format json):
+// the counts String says, amounts in minor units by currency.
+func (s *Summary) LogAttrs() []any {
+	by := make(map[string]int, len(s.ByStatus))
+	for st, n := range s.ByStatus {
+		by[st] = n
+	}
+	attrs := []any{"items", s.Items, "by_status", by,
+		"refunded_minor_units", s.Refunded, "found_minor_units", s.Found,
+		"create_calls", s.CreateCalls, "list_calls", s.ListCalls, "retried", s.Retries,
+		"rate_limited", s.RateLimited, "reconciled", s.Reconciled, "new_keys", s.NewKeys,
+		"duplicates", s.Duplicates, "indeterminate", s.Indeterminate,
+		"journal_records", s.Records, "fsyncs", s.Fsyncs}
+	if s.Provider != "" {
+		attrs = append(attrs, "provider", s.Provider)
+	}
+	if s.OtherShards > 0 {
+		attrs = append(attrs, "other_shards", s.OtherShards)
+	}
+	if s.HaltedReason != "" {
+		attrs = append(attrs, "halted", s.HaltedReason)
+	}
+	return attrs
+}
+
 func plural(n int, word string) string {
 	if n == 1 {
 		return word

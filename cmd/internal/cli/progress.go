@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -70,14 +71,24 @@ type progress struct {
 	// workers': the line then shows it, and the ETA comes from its rate.
 	batch *batchWatch
 
+	// log, with --log-format json, takes the display as a "progress"
+	// record every jsonProgressEvery instead: a JSON log never carries
+	// the terminal's control bytes.
+	log *slog.Logger
+
 	stopOnce sync.Once
 	quit     chan struct{}
 	finished chan struct{}
 }
 
+// jsonProgressEvery spaces the progress records of a JSON log: a log
+// pipeline wants a heartbeat, not five lines a second.
+const jsonProgressEvery = 5 * time.Second
+
 // newProgress starts the display when mode says so: always, or auto with
-// stderr a terminal.
-func newProgress(w *progressWriter, mode string, total func() int) *progress {
+// stderr a terminal. With log (--log-format json) it is written as records
+// of log, never drawn.
+func newProgress(w *progressWriter, mode string, log *slog.Logger, total func() int) *progress {
 	show := mode == "always"
 	if mode == "auto" {
 		f, ok := w.w.(*os.File)
@@ -86,19 +97,28 @@ func newProgress(w *progressWriter, mode string, total func() int) *progress {
 	if !show {
 		return nil
 	}
-	p := &progress{out: w, total: total(), counts: map[string]int{}, quit: make(chan struct{}), finished: make(chan struct{})}
+	p := &progress{out: w, log: log, total: total(), counts: map[string]int{}, quit: make(chan struct{}), finished: make(chan struct{})}
 	go p.loop()
 	return p
 }
 
 // loop redraws a few times a second: the rate, the ETA and the retries move
-// between results too.
+// between results too. A JSON log gets a record at the start and every
+// jsonProgressEvery.
 func (p *progress) loop() {
 	defer close(p.finished)
-	t := time.NewTicker(200 * time.Millisecond)
+	every := 200 * time.Millisecond
+	if p.log != nil {
+		every = jsonProgressEvery
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		p.out.show(p.line(time.Now()))
+		if p.log != nil {
+			p.log.Info("progress", p.attrs(time.Now())...)
+		} else {
+			p.out.show(p.line(time.Now()))
+		}
 		select {
 		case <-t.C:
 		case <-p.quit:
@@ -141,7 +161,9 @@ func (p *progress) stop() {
 	p.stopOnce.Do(func() {
 		close(p.quit)
 		<-p.finished
-		p.out.show("")
+		if p.log == nil {
+			p.out.show("")
+		}
 	})
 }
 
@@ -171,17 +193,65 @@ func (p *progress) line(now time.Time) string {
 	if n := p.counts[refund.StatusPending]; n > 0 {
 		fmt.Fprintf(&b, ", %d pending", n)
 	}
-	elapsed := now.Sub(p.firstAPI)
-	if p.api < 2 || elapsed < time.Second {
+	rate, eta := p.pace(now)
+	if rate == 0 {
 		return b.String()
 	}
-	rate := float64(p.api-1) / elapsed.Seconds()
 	fmt.Fprintf(&b, " · %.1f items/s", rate)
-	if p.total > p.done && rate > 0 {
-		eta := time.Duration(float64(p.total-p.done) / rate * float64(time.Second))
+	if eta > 0 {
 		fmt.Fprintf(&b, " · ETA %s", eta.Round(time.Second))
 	}
 	return b.String()
+}
+
+// pace is this run's rate of items settled through the API at now, and
+// the ETA when the plan's size is known; 0s until two items and a second.
+// The caller holds p.mu.
+func (p *progress) pace(now time.Time) (rate float64, eta time.Duration) {
+	elapsed := now.Sub(p.firstAPI)
+	if p.api < 2 || elapsed < time.Second {
+		return 0, 0
+	}
+	rate = float64(p.api-1) / elapsed.Seconds()
+	if p.total > p.done {
+		eta = time.Duration(float64(p.total-p.done) / rate * float64(time.Second))
+	}
+	return rate, eta
+}
+
+// attrs is the display at now as a log record's fields: this run's counts,
+// and the batch's, all workers', with a PostgreSQL checkpoint.
+func (p *progress) attrs(now time.Time) []any {
+	p.mu.Lock()
+	w := p.batch
+	p.mu.Unlock()
+	var out []any
+	if tally, done, total, rate, ok := w.snapshot(); ok {
+		by := map[string]int{}
+		for _, b := range tally {
+			for st, n := range b.ByStatus {
+				by[st] += n
+			}
+		}
+		out = append(out, slog.Group("batch", "done", done, "total", total, "by_status", by, "items_per_second", rate))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	counts := make(map[string]int, len(p.counts))
+	for st, n := range p.counts {
+		counts[st] = n
+	}
+	out = append(out, "done", p.done, "by_status", counts, "retrying", p.waiting)
+	if p.total > 0 {
+		out = append(out, "total", p.total)
+	}
+	if rate, eta := p.pace(now); rate > 0 {
+		out = append(out, "items_per_second", rate)
+		if eta > 0 {
+			out = append(out, "eta_seconds", int64(eta.Round(time.Second)/time.Second))
+		}
+	}
+	return out
 }
 
 // batchWatch reads the tally of the run's batches from a PostgreSQL
@@ -285,6 +355,21 @@ func (w *batchWatch) rate() float64 {
 		return 0
 	}
 	return float64(w.latest.done-w.first.done) / d.Seconds()
+}
+
+// snapshot is the latest tally with its done and total items and the
+// batches' rate; false before the first tally.
+func (w *batchWatch) snapshot() (tally []postgres.BatchInfo, done, total int, rate float64, ok bool) {
+	if w == nil {
+		return nil, 0, 0, 0, false
+	}
+	rate = w.rate()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.latest.at.IsZero() || w.latest.total == 0 {
+		return nil, 0, 0, 0, false
+	}
+	return w.tally, w.latest.done, w.latest.total, rate, true
 }
 
 // line is the batch's part of the progress line at now; false before the

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -184,7 +185,11 @@ func Refund(env Env) (exit int) {
 
 	out := newResultWriter(env.Stdout)
 	defer out.stop()
-	bar := newProgress(stderr, c.Progress, func() int {
+	var jsonLog *slog.Logger // the progress as records of a JSON log
+	if c.LogFormat == "json" {
+		jsonLog = log
+	}
+	bar := newProgress(stderr, c.Progress, jsonLog, func() int {
 		if c.Input == "-" {
 			return 0 // unknown on stdin
 		}
@@ -214,7 +219,11 @@ func Refund(env Env) (exit int) {
 	bar.stop()
 	watch.stop()
 	planRead = runErr == nil
-	warnf(msgs, name, "%s", summary.String())
+	if jsonLog != nil {
+		jsonLog.Info("summary", summary.LogAttrs()...)
+	} else {
+		warnf(msgs, name, "%s", summary.String())
+	}
 	// The summary counts this run's items; the batch is everyone's, and
 	// refund's exit says whether it is done (audit names the items).
 	shared, unfinished := false, 0

@@ -30,6 +30,7 @@ func TestScripts(t *testing.T) {
 			"sim":     cmdSim,
 			"exit":    cmdExitCode,
 			"readurl": cmdReadURL, // a server's URL from its --addr-file pipe (adyen_webhook.txtar)
+			"jsonlines": cmdJSONLines, // every line of stdout or stderr a JSON object (log_json.txtar)
 		},
 	})
 }
