@@ -376,7 +376,7 @@ func (e *engine) hold(it *Item, attempt int, unsent bool, code string, refunds [
 	if !e.append(rec) {
 		return e.unrecorded(it, attempt, msg)
 	}
-	e.logItem(slog.LevelWarn, "item held: "+why, it, attempt, "refunds", describe(refunds))
+	e.logItem(slog.LevelDebug, "item held: "+why, it, attempt, "refunds", describe(refunds))
 	if !unsent {
 		return e.inDoubt(it, attempt, code, msg)
 	}

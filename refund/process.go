@@ -118,7 +118,7 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 	case ClassStopped:
 		return e.inDoubt(it, attempt, code, "interrupted while retrying a call that was sent; a later run looks it up first")
 	case ClassInDoubt:
-		e.logItem(slog.LevelWarn, "no answer: in doubt, not sent again in this run", it, attempt, "code", code)
+		e.logItem(slog.LevelDebug, "no answer: in doubt, not sent again in this run", it, attempt, "code", code)
 		return e.inDoubt(it, attempt, code, msg+"; a later run looks it up first and sends nothing new until it knows")
 	case ClassRetry:
 		// call gave up after too many unanswered tries and halted the run.
@@ -128,7 +128,7 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 	// still complete later (Facts.LateOutcomes): no new key in this run;
 	// see ResendAfter500.
 	e.indeterminate.Add(1)
-	e.logItem(slog.LevelWarn, fmt.Sprintf("%s answered %d: in doubt, no new key in this run", strings.ToLower(e.name), status), it, attempt, "code", code)
+	e.logItem(slog.LevelDebug, fmt.Sprintf("%s answered %d: in doubt, no new key in this run", strings.ToLower(e.name), status), it, attempt, "code", code)
 	if !e.facts.LateOutcomes {
 		return e.inDoubt(it, attempt, code, fmt.Sprintf("%s answered %d: its result is indeterminate. A later run looks it up, and sends under a new key if it finds nothing", e.name, status))
 	}

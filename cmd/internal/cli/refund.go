@@ -200,6 +200,7 @@ func Refund(env Env) (exit int) {
 	defer watch.stop()
 
 	var doubts []refund.Result // this run's items left in doubt (OnResult is called one at a time)
+	var groups outcomeGroups   // this run's unfinished items by reason, told after the summary
 	summary, runErr := refund.Run(ctx, refund.Config{
 		Provider: client, Checkpoint: checkpoint,
 		Workers: c.Concurrency, Pacer: pacer, DryRun: c.DryRun, Shard: shard,
@@ -208,6 +209,7 @@ func Refund(env Env) (exit int) {
 		OnRetry: bar.retrying,
 		OnResult: func(r refund.Result) {
 			out.write(r)
+			groups.add(r)
 			bar.add(r)
 			metrics.result(r)
 			if r.Status == refund.StatusInDoubt {
@@ -223,6 +225,9 @@ func Refund(env Env) (exit int) {
 		jsonLog.Info("summary", summary.LogAttrs()...)
 	} else {
 		warnf(msgs, name, "%s", summary.String())
+	}
+	for _, line := range groups.lines() {
+		warnf(msgs, name, "%s", line)
 	}
 	// The summary counts this run's items; the batch is everyone's, and
 	// refund's exit says whether it is done (audit names the items).
