@@ -23,7 +23,7 @@ $(STRIPE_MOCK_BIN):
 
 # The whole suite: unit tests, testscript end-to-end suites, the contract test
 # against stripe-mock and the short fault matrix, all with the race detector
-# (README, Development: how long it takes).
+# (docs/development.md: how long it takes).
 test: tools lint
 	$(GO) test -race -count=1 ./...
 

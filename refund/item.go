@@ -306,7 +306,7 @@ func IdempotencyKey(batch, item string, attempt int) string {
 }
 
 // ParseItem decodes and validates one plan line, in the one grammar of
-// plan items (README, Records: Plan item). Nothing is refunded for a line
+// plan items (docs/records.md, Plan item). Nothing is refunded for a line
 // that was not fully understood.
 func ParseItem(line []byte) (Item, error) {
 	var d ItemDecoder

@@ -7,7 +7,7 @@ import (
 )
 
 // ItemDecoder decodes plan item lines: one JSON object a line, in the one
-// grammar README describes (Records: Plan item). refund, audit --plan and
+// grammar docs/records.md describes (Plan item). refund, audit --plan and
 // plan's JSON-lines input all decode with it, so every line means the same
 // to all three. It is stricter than encoding/json, which would match
 // "AMOUNT" to amount, let a repeated field silently win and turn broken

@@ -1,5 +1,5 @@
 // Command refund issues the refunds of a plan through Stripe exactly once,
-// journaling every step. See the README for usage and exit codes.
+// journaling every step. See docs/refund.md and the README for exit codes.
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command stripe-sim serves a simulated Stripe refund API on loopback, with
-// fault knobs, for tests, demos, chaos runs and benchmarks. See the README.
+// fault knobs, for tests, demos, chaos runs and benchmarks. See docs/stripe-sim.md.
 package main
 
 import (

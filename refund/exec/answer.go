@@ -1,7 +1,7 @@
 package exec
 
 // What a command's run means: its exit status and its answer on stdout,
-// read as the contract says (README, "Any refund API"), and classified in
+// read as the contract says (docs/providers.md, "Any refund API"), and classified in
 // the engine's terms.
 
 import (

@@ -2,7 +2,7 @@
 // over commands the user supplies. refundkit keeps the exactly-once
 // machinery (intent, lock, halt, resume, reconcile, audit); the commands
 // make one refund call, or list a payment's refunds, and say what came of
-// it by their exit status and one JSON answer on stdout (README, "Any
+// it by their exit status and one JSON answer on stdout (docs/providers.md, "Any
 // refund API"). This package is the only code that knows that contract.
 package exec
 

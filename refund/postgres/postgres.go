@@ -5,7 +5,7 @@
 // by the writer's claim.
 //
 // The tables live in the schema refundkit, created and migrated by Open
-// (schema.go; README, "The PostgreSQL checkpoint").
+// (schema.go; docs/postgres.md).
 package postgres
 
 import (

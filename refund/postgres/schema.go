@@ -10,7 +10,7 @@ import (
 
 // migrations are the schema's versions, in order: migration i brings the
 // schema to version i+1. A released migration is never edited; a change is
-// a new one at the end. README ("The PostgreSQL checkpoint") describes the
+// a new one at the end. docs/postgres.md describes the
 // tables.
 var migrations = []string{
 	// 1: batches, their plans' items with claims, records, workers.

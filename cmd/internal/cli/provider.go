@@ -30,7 +30,7 @@ const (
 // providerFlags choose the provider and carry the settings of those that
 // take flags.
 type providerFlags struct {
-	Provider string `enum:"stripe,paypal,adyen,exec" default:"stripe" help:"The refund API: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET), adyen (ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT, ADYEN_HMAC_KEY; ADYEN_API_BASE) or exec (any API, through the commands of --exec-create and --exec-find: README, \"Any refund API\")."`
+	Provider string `enum:"stripe,paypal,adyen,exec" default:"stripe" help:"The refund API: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET), adyen (ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT, ADYEN_HMAC_KEY; ADYEN_API_BASE) or exec (any API, through the commands of --exec-create and --exec-find: docs/providers.md, \"Any refund API\")."`
 	stripeFlags
 	paypalFlags
 	adyenFlags

@@ -27,9 +27,9 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		Setup:               scriptSetup,
 		Cmds: map[string]func(*testscript.TestScript, bool, []string){
-			"sim":     cmdSim,
-			"exit":    cmdExitCode,
-			"readurl": cmdReadURL, // a server's URL from its --addr-file pipe (adyen_webhook.txtar)
+			"sim":       cmdSim,
+			"exit":      cmdExitCode,
+			"readurl":   cmdReadURL,   // a server's URL from its --addr-file pipe (adyen_webhook.txtar)
 			"jsonlines": cmdJSONLines, // every line of stdout or stderr a JSON object (log_json.txtar)
 		},
 	})
