@@ -13,7 +13,7 @@ import (
 // Exit codes, stable across releases, the same condition the same code in
 // every command, and documented in the README.
 const (
-	ExitOK          = 0   // everything done (refund), clean (audit), no conflict (merge)
+	ExitOK          = 0   // done: every item refunded, skipped or pending (refund), clean (audit), no conflict (merge)
 	ExitFailed      = 1   // items failed or left in doubt; audit findings; merge conflicts
 	ExitUsage       = 2   // usage error, or input that cannot be read or was not understood
 	ExitJournal     = 3   // an output could not be written (the journal: halted; merge's OUT; plan's stdout)
