@@ -120,10 +120,26 @@ func (p *Pacer) Answered(e Endpoint) {
 	p.global.grow()
 }
 
+// Scale sets every budget's ceiling to f times the limit NewPacer was
+// given (f in (0, 1]): the share of this run when several workers split
+// one account's limits (refund/postgres's Budget tells it how many they
+// are). Each budget keeps its adaptive state: one cut by a 429 to half its
+// ceiling stays at half of the new one, and wins it back as before. It is
+// safe for concurrent use with Wait; a nil *Pacer ignores it.
+func (p *Pacer) Scale(f float64) {
+	if p == nil || !(f > 0) {
+		return
+	}
+	f = min(f, 1)
+	for _, a := range []*adaptive{p.global, p.create, p.list, p.charges, p.get} {
+		a.scale(f)
+	}
+}
+
 // Rates reports the current rates (requests/s) of the budgets: what the
 // pacer has settled on.
 func (p *Pacer) Rates() Limits {
-	return Limits{Global: p.global.rate(), Create: p.create.rate(), List: p.list.rate(), Charges: p.charges.rate()}
+	return Limits{Global: p.global.rate(), Create: p.create.rate(), List: p.list.rate(), Charges: p.charges.rate(), Get: p.get.rate()}
 }
 
 // adaptive is one budget: a token bucket whose rate moves between a floor
@@ -131,7 +147,8 @@ func (p *Pacer) Rates() Limits {
 type adaptive struct {
 	mu      sync.Mutex
 	lim     *rate.Limiter
-	target  float64
+	limit   float64 // the ceiling NewPacer was given
+	target  float64 // the ceiling now: limit times the pacer's scale
 	cur     float64
 	lastCut time.Time
 }
@@ -140,9 +157,30 @@ func newAdaptive(target float64) *adaptive {
 	if target <= 0 {
 		return nil
 	}
-	// A tenth of a second's worth at once: workers start together without
-	// a burst Stripe would count against the next second.
-	return &adaptive{lim: rate.NewLimiter(rate.Limit(target), max(1, int(target/10))), target: target, cur: target}
+	return &adaptive{lim: rate.NewLimiter(rate.Limit(target), burstOf(target)), limit: target, target: target, cur: target}
+}
+
+// burstOf is a budget's bucket at rate r: a tenth of a second's worth at
+// once, so that workers starting together send no burst Stripe would
+// count against the next second.
+func burstOf(r float64) int { return max(1, int(r/10)) }
+
+// scale sets the ceiling to f times the limit, keeping where the budget
+// stands under it (cur over target) and the time of its last cut.
+func (a *adaptive) scale(f float64) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	target := a.limit * f
+	if target == a.target {
+		return
+	}
+	a.cur = a.cur / a.target * target
+	a.target = target
+	a.lim.SetLimit(rate.Limit(a.cur))
+	a.lim.SetBurst(burstOf(target))
 }
 
 func (a *adaptive) wait(ctx context.Context) error {

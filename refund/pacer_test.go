@@ -63,3 +63,56 @@ func TestPacerWithoutLimits(t *testing.T) {
 		t.Fatal("Wait after cancel: want the context's error")
 	}
 }
+
+// Scale moves every budget's ceiling at once and keeps where each stands
+// under it: a budget cut by a 429 stays cut, in proportion, and wins back
+// the new ceiling, never the old one.
+func TestPacerScale(t *testing.T) {
+	p := NewPacer(Limits{Global: 20, Create: 20, List: 20, Get: 10})
+	p.Throttled(EndpointCreate, false) // create at 10 of 20
+	p.Scale(0.5)
+	if got := p.Rates(); got != (Limits{Global: 10, Create: 5, List: 10, Get: 5}) {
+		t.Fatalf("scaled by 1/2: %+v, want every ceiling halved, create still at half its own", got)
+	}
+	if got := p.global.lim.Limit(); got != 10 {
+		t.Fatalf("the global limiter paces at %v, want 10", got)
+	}
+	for range 1000 {
+		p.Answered(EndpointCreate)
+	}
+	if got := p.Rates(); got.Create != 10 || got.Global != 10 {
+		t.Fatalf("after many answers at scale 1/2: %+v, want back at the new ceilings and no more", got)
+	}
+	p.Scale(1)
+	if got := p.Rates(); got != (Limits{Global: 20, Create: 20, List: 20, Get: 10}) {
+		t.Fatalf("scaled back to 1: %+v, want the limits given", got)
+	}
+	p.Scale(4) // more than the limits: clamped
+	p.Scale(0) // nonsense: ignored
+	if got := p.Rates(); got.Global != 20 {
+		t.Fatalf("Scale(4), Scale(0): global at %v, want 20", got.Global)
+	}
+	var nilPacer *Pacer
+	nilPacer.Scale(0.5)
+}
+
+// Scale is safe beside requests waiting for their turn (run with -race).
+func TestPacerScaleConcurrent(t *testing.T) {
+	p := NewPacer(Limits{Global: 1000, Create: 1000})
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			if err := p.Wait(ctx, EndpointCreate); err != nil {
+				t.Error(err)
+				return
+			}
+			p.Done(EndpointCreate, nil)
+		}
+	}()
+	for i := range 200 {
+		p.Scale(1 / float64(1+i%4))
+	}
+	<-done
+}
