@@ -63,6 +63,7 @@ type Checkpoint struct {
 	started   time.Time // when this process registered its worker name
 
 	states map[string]*journal.State // Lookup's: batches loaded, for reading
+	budget *Budget                   // ShareBudget's, ended by Close
 
 	stopRenew chan struct{}
 	renewDone chan struct{}
@@ -139,7 +140,8 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	// started_at tells this process from an earlier one of its name.
 	err = c.pool.QueryRow(ctx, `INSERT INTO refundkit.workers AS w (worker, host, pid) VALUES ($1, $2, $3)
 		ON CONFLICT (worker) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
-			started_at = clock_timestamp(), last_seen = clock_timestamp(), stopped_at = NULL, batches = NULL
+			started_at = clock_timestamp(), last_seen = clock_timestamp(), stopped_at = NULL, batches = NULL,
+			account = NULL, lease = NULL, budget_share = NULL
 		WHERE w.stopped_at IS NOT NULL OR w.last_seen < clock_timestamp() - $4::interval
 		RETURNING started_at`, c.worker, host, os.Getpid(), opts.Lease.String()).Scan(&c.started)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -226,8 +228,15 @@ func (c *Checkpoint) close() {
 				WHERE i.batch = h.batch AND i.item = h.item AND i.claimed_by = $1 AND i.claim_gen = h.gen`,
 				c.worker, batches, items, gens)
 		}
-		c.pool.Exec(ctx, `UPDATE refundkit.workers SET stopped_at = clock_timestamp(), last_seen = clock_timestamp()
-			WHERE worker = $1 AND started_at = $2`, c.worker, c.started)
+		c.mu.Lock()
+		b := c.budget
+		c.mu.Unlock()
+		b.end()
+		// The workers sharing its account's budget take up its part at once.
+		c.pool.Exec(ctx, `WITH w AS (
+				UPDATE refundkit.workers SET stopped_at = clock_timestamp(), last_seen = clock_timestamp()
+				WHERE worker = $1 AND started_at = $2 RETURNING account
+			) SELECT pg_notify($3, account) FROM w WHERE account IS NOT NULL`, c.worker, c.started, budgetChannel)
 	}
 	c.pool.Close()
 }

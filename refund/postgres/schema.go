@@ -100,6 +100,12 @@ var migrations = []string{
 	CREATE INDEX adyen_notifications_original ON refundkit.adyen_notifications (original_reference, seq);
 	CREATE UNIQUE INDEX adyen_notifications_seq ON refundkit.adyen_notifications (seq);
 	CREATE TABLE refundkit.adyen_other_notifications (LIKE refundkit.adyen_notifications INCLUDING ALL);`,
+	// 6: the rate budget the workers of one provider account share
+	// (budget.go): each worker's account (an identity, never a secret),
+	// its lease (how long its last_seen may be old before it counts as
+	// gone) and the part of the account's limits it takes now.
+	`ALTER TABLE refundkit.workers ADD COLUMN account text, ADD COLUMN lease interval, ADD COLUMN budget_share double precision;
+	CREATE INDEX workers_account ON refundkit.workers (account) WHERE stopped_at IS NULL;`,
 }
 
 // SchemaVersion is the schema this build writes and reads.

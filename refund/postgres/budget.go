@@ -1,0 +1,197 @@
+package postgres
+
+// The rate budget the workers of one provider account share: each live
+// worker of the account on this checkpoint takes an equal part of the
+// batch's --share, and the parts are re-split when one joins, ends or
+// dies. docs/design.md, "One account, many workers", says why a part per
+// live worker and not a token bucket in the database.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// budgetChannel is the NOTIFY channel on which a worker that joins or
+// ends names its account, so that the others re-split at once.
+const budgetChannel = "refundkit_budget"
+
+// Budget is this worker's part of its account's budget, kept up to date
+// until the checkpoint is closed. Checkpoint.ShareBudget starts it.
+type Budget struct {
+	c       *Checkpoint
+	account string
+	share   float64 // the whole batch's share of the account (--share)
+	apply   func(workers int)
+	conn    *pgxpool.Conn   // LISTENs on budgetChannel, and counts
+	ctx     context.Context // ends with end
+	cancel  context.CancelFunc
+	done    chan struct{}
+	once    sync.Once
+
+	mu      sync.Mutex
+	workers int
+}
+
+// ShareBudget makes this worker one of the live workers of account (an
+// identity of the provider account, never a secret: see the cli's
+// budgetAccount) that share share of its limits. apply is called with the
+// number of live workers of the account now, before ShareBudget returns
+// and again whenever it changes: at once when a worker starts or ends
+// cleanly (they NOTIFY), within two thirds of a lease and a sixth after a
+// worker dies or is paused (its last_seen goes stale: a third of a lease
+// is its heartbeat, a third more its slack). A paused worker that comes
+// back counts again at once, and counts the others as they are.
+//
+// A worker counts its account's live workers, itself always included:
+// those of the same account not stopped and seen within two thirds of
+// their own lease. The budget ends with Close.
+func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share float64, apply func(workers int)) (*Budget, error) {
+	if c.stopRenew == nil {
+		return nil, errors.New("postgres checkpoint: a budget needs a worker (opened read only)")
+	}
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return nil, c.wrap("budget", err)
+	}
+	b := &Budget{c: c, account: account, share: share, apply: apply, conn: conn, done: make(chan struct{})}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	// LISTEN before joining: a worker that joins after this one counted is
+	// heard, one that joined before is counted.
+	if _, err := conn.Exec(ctx, `LISTEN `+budgetChannel); err != nil {
+		conn.Release()
+		return nil, c.wrap("budget", err)
+	}
+	if _, err := conn.Exec(ctx, `WITH me AS (
+			UPDATE refundkit.workers SET account = $3, lease = $4::interval WHERE worker = $1 AND started_at = $2
+		) SELECT pg_notify($5, $3)`, c.worker, c.started, account, c.lease.String(), budgetChannel); err != nil {
+		conn.Release()
+		return nil, c.wrap("budget", err)
+	}
+	if err := b.recount(ctx); err != nil {
+		b.cancel()
+		conn.Release()
+		return nil, c.wrap("budget", err)
+	}
+	c.mu.Lock()
+	c.budget = b
+	c.mu.Unlock()
+	go b.loop()
+	return b, nil
+}
+
+// Workers is the number of live workers of the account as last counted.
+func (b *Budget) Workers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.workers
+}
+
+// budgetPoll is how often a worker counts its account's workers when no
+// one has told it of a change: a sixth of a lease, so that a dead
+// worker's part is taken up within a lease of its death.
+func (c *Checkpoint) budgetPoll() time.Duration { return max(c.lease/6, 100*time.Millisecond) }
+
+// loop waits for a notification from a worker of the account, or the
+// poll, and counts again; a worker woken late (it was paused, or starved)
+// tells the others it is back.
+func (b *Budget) loop() {
+	defer close(b.done)
+	poll := b.c.budgetPoll()
+	last := time.Now()
+	for {
+		ctx, cancel := context.WithTimeout(b.ctx, poll)
+		n, err := b.conn.Conn().WaitForNotification(ctx)
+		cancel()
+		if b.ctx.Err() != nil {
+			return
+		}
+		if err == nil && n.Payload != b.account {
+			continue // another account's news
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !b.reconnect() {
+			continue
+		}
+		ctx, cancel = context.WithTimeout(b.ctx, poll)
+		if time.Since(last) > 2*poll {
+			// This worker was paused or starved past its poll: the others
+			// may have taken its part. They count it again now.
+			b.conn.Exec(ctx, `WITH me AS (
+					UPDATE refundkit.workers SET last_seen = clock_timestamp() WHERE worker = $1 AND started_at = $2
+				) SELECT pg_notify($3, $4)`, b.c.worker, b.c.started, budgetChannel, b.account)
+		}
+		b.recount(ctx)
+		cancel()
+		last = time.Now()
+	}
+}
+
+// reconnect replaces a listening connection the database dropped; false
+// when it cannot (the database is down: the next poll tries again, and
+// the part stays as it was).
+func (b *Budget) reconnect() bool {
+	if !b.conn.Conn().PgConn().IsClosed() {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, b.c.budgetPoll())
+	defer cancel()
+	conn, err := b.c.pool.Acquire(ctx)
+	if err == nil {
+		_, err = conn.Exec(ctx, `LISTEN `+budgetChannel)
+	}
+	if err != nil {
+		if conn != nil {
+			conn.Release()
+		}
+		select {
+		case <-b.ctx.Done():
+		case <-time.After(b.c.budgetPoll()):
+		}
+		return false
+	}
+	b.conn.Release()
+	b.conn = conn
+	return true
+}
+
+// recount counts the account's live workers and, when the count changed,
+// applies it and records this worker's part (workers.budget_share, for
+// audit and the operator).
+func (b *Budget) recount(ctx context.Context) error {
+	c := b.c
+	var n int
+	err := b.conn.QueryRow(ctx, `SELECT 1 + count(*) FROM refundkit.workers
+		WHERE account = $1 AND worker <> $2 AND stopped_at IS NULL
+		  AND last_seen > clock_timestamp() - coalesce(lease, $3::interval) * 2 / 3`,
+		b.account, c.worker, c.lease.String()).Scan(&n)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	changed := n != b.workers
+	b.workers = n
+	b.mu.Unlock()
+	if !changed {
+		return nil
+	}
+	b.apply(n)
+	_, err = b.conn.Exec(ctx, `UPDATE refundkit.workers SET budget_share = $3 WHERE worker = $1 AND started_at = $2`,
+		c.worker, c.started, b.share/float64(n))
+	return err
+}
+
+// end stops the loop and gives the connection back; Close then marks the
+// worker stopped and tells the others.
+func (b *Budget) end() {
+	if b == nil {
+		return
+	}
+	b.once.Do(func() {
+		b.cancel()
+		<-b.done
+		b.conn.Release()
+	})
+}
