@@ -48,9 +48,15 @@ const whatExecKill9 = "`refund --provider exec --exec-create testdata/exec/strip
 
 const whatExecKill9NoFind = "As the row above, without `--exec-find`: an item left in doubt cannot be looked up, so it may be sent again only under its own idempotency key (the API keeps keys for ever: `--exec-key-ttl` 0), which the simulator answers with the refund it made, or 409 while the killed run's command is still in flight (the command exits 75: retried later)."
 
-const whatExecDoubt = "The create command is wrapped so that each of four items in six fails on its first call: exit 75 before sending (retried in the same run under the same key), the refund made and then exit 1 (its answer lost), the refund made and then a hang until `--exec-timeout 2s` kills the command's process group, or a hang before sending anything. " +
+const whatExecDoubt = "The create command is wrapped so that each of four items in six fails on its first call: exit 75 before sending (retried in the same run under the same key), the refund made and then exit 1 (its answer lost), the refund made and then a hang until `--exec-timeout 30s` kills the command's process group, or a hang before sending anything. " +
+	"The hangs last an hour, so only the timeout ends them, and the timeout is far above what a real call takes on a busy machine, so no other call meets it. " +
 	"The first run must exit 1 with exactly the items of the last three kinds in doubt (the summary's count), the second exit 0, every key attempt 1 (no new key for an item in doubt). " +
-	"One half of the batch runs with `--exec-find` (the rerun looks the items in doubt up and sends only for those with no refund), the other without (the rerun sends each again under its key, and the simulator replays the refunds it made)."
+	"One half of the batch runs with `--exec-find` (the rerun looks the items in doubt up and sends only for those with no refund), the other without (the rerun sends each again under its key, and the simulator replays the refunds it made); the halves' first runs wait out their timeouts side by side."
+
+// execDoubtTimeout is the exec-doubt row's --exec-timeout: the faults'
+// hangs (an hour) are the slow commands, never a real call of curl and jq,
+// however busy the machine.
+const execDoubtTimeout = "30s"
 
 // Kinds of fault the wrapped create command injects on an item's first
 // call; items of other indexes pass through.
@@ -69,50 +75,72 @@ touch "$DIR/$kind.$REFUNDKIT_ITEM"
 case $kind in
 tempfail) echo "chaos: retry later" >&2; exit 75 ;;
 lost) "$CREATE" >/dev/null; echo "chaos: answer lost" >&2; exit 1 ;;
-hung) "$CREATE" >/dev/null; exec sleep 300 ;;
-slow) exec sleep 300 ;;
+hung) "$CREATE" >/dev/null; exec sleep 3600 ;;
+slow) exec sleep 3600 ;;
 esac
 exec "$CREATE"
 `
+
+// execDoubtHalf is one half of the exec-doubt batch: its plan, journal,
+// wrapped command and the fault each item meets.
+type execDoubtHalf struct {
+	name string
+	prov provider
+	dir  string
+	p    *plan
+	j    string
+	want map[string]string // item -> fault kind
+	hit  map[string]int    // fault kind -> items that met it
+}
 
 func runExecDoubt(r *rig, sz sizes) {
 	charges := stripesim.GenerateCharges(sz.ExecDoubtItems, int64(r.seed))
 	r.serve(charges, stripesim.Faults{LatencyJitter: 0})
 	half := len(charges) / 2
 	real := r.prov
+	var halves []*execDoubtHalf
 	for i, part := range [][]stripesim.Charge{charges[:half], charges[half:]} {
 		withFind := i == 0
-		name := map[bool]string{true: "find", false: "nofind"}[withFind]
-		dir := r.path("doubt-" + name)
-		r.must(os.Mkdir(dir, 0o700))
-		p := r.makePlan("plan-"+name+".jsonl", "doubt-"+name, r.writeCharges("charges-"+name+".csv", part))
+		h := &execDoubtHalf{name: map[bool]string{true: "find", false: "nofind"}[withFind], want: map[string]string{}, hit: map[string]int{}}
+		h.dir = r.path("doubt-" + h.name)
+		r.must(os.Mkdir(h.dir, 0o700))
+		h.p = r.makePlan("plan-"+h.name+".jsonl", "doubt-"+h.name, r.writeCharges("charges-"+h.name+".csv", part))
 		var faults strings.Builder
-		want := map[string]string{} // item -> fault kind
-		for k, it := range p.Items {
+		for k, it := range h.p.Items {
 			if k%6 < len(execFaults) {
-				want[it.Item.Item] = execFaults[k%6]
+				h.want[it.Item.Item] = execFaults[k%6]
 				fmt.Fprintf(&faults, "%s %s\n", it.Item.Item, execFaults[k%6])
 			}
 		}
-		r.must(os.WriteFile(filepath.Join(dir, "faults"), []byte(faults.String()), 0o600))
-		wrap := filepath.Join(dir, "create.sh")
-		r.must(os.WriteFile(wrap, []byte(fmt.Sprintf(execWrapper, real.Create, dir)), 0o700))
-		r.prov = provider{Name: provExec, Create: wrap, Timeout: "2s"}
+		r.must(os.WriteFile(filepath.Join(h.dir, "faults"), []byte(faults.String()), 0o600))
+		wrap := filepath.Join(h.dir, "create.sh")
+		r.must(os.WriteFile(wrap, []byte(fmt.Sprintf(execWrapper, real.Create, h.dir)), 0o700))
+		h.prov = provider{Name: provExec, Create: wrap, Timeout: execDoubtTimeout}
 		if withFind {
-			r.prov.Find = real.Find
+			h.prov.Find = real.Find
 		}
-		j := r.path("j-" + name + ".jsonl")
+		h.j = r.path("j-" + h.name + ".jsonl")
+		halves = append(halves, h)
+	}
 
-		snap := crashrig.TakeSnapshot(j)
-		pr := r.startRefund(j, p.Path)
+	// The first runs side by side: each waits out its hangs' timeout, so
+	// together they wait it once.
+	firsts := make([]*proc, len(halves))
+	snaps := make([]crashrig.Snapshot, len(halves))
+	for i, h := range halves {
+		r.prov = h.prov
+		snaps[i] = crashrig.TakeSnapshot(h.j)
+		firsts[i] = r.startRefund(h.j, h.p.Path)
+	}
+	for i, h := range halves {
+		pr := firsts[i]
 		r.wait(pr)
-		r.checkKept(snap)
-		r.expectExit(pr, "the run whose commands failed ("+name+")", exitFailed)
-		hit := map[string]int{}
+		r.checkKept(snaps[i])
+		r.expectExit(pr, "the run whose commands failed ("+h.name+")", exitFailed)
 		inDoubt := 0
-		for item, kind := range want {
-			if _, err := os.Stat(filepath.Join(dir, kind+"."+item)); err == nil {
-				hit[kind]++
+		for item, kind := range h.want {
+			if _, err := os.Stat(filepath.Join(h.dir, kind+"."+item)); err == nil {
+				h.hit[kind]++
 				if kind != "tempfail" {
 					inDoubt++
 				}
@@ -121,42 +149,55 @@ func runExecDoubt(r *rig, sz sizes) {
 			}
 		}
 		if s, ok := parseSummary(pr.Stderr.String()); !ok || s.InDoubt != inDoubt {
-			r.t.Errorf("%s: the first run's summary counts %d items in doubt, the commands left %d: %s", name, s.InDoubt, inDoubt, firstLines(pr.Stderr.String(), 2))
+			r.t.Errorf("%s: the first run's summary counts %d items in doubt, the commands left %d: %s", h.name, s.InDoubt, inDoubt, firstLines(pr.Stderr.String(), 2))
 		}
-		st, _, err := journal.Load(j)
+		st, _, err := journal.Load(h.j)
 		r.must(err)
-		for item, kind := range want {
-			s, _ := st.Lookup(p.Batch, item)
+		for item, kind := range h.want {
+			s, _ := st.Lookup(h.p.Batch, item)
 			if doubt := s.Status == journal.StatusInDoubt; doubt != (kind != "tempfail") {
-				r.t.Errorf("%s: item %s (%s) is %v after the first run", name, item, kind, s.Status)
+				r.t.Errorf("%s: item %s (%s) is %v after the first run", h.name, item, kind, s.Status)
 			}
 		}
 		if !strings.Contains(pr.Stderr.String(), "refund: exec-create ") || !strings.Contains(pr.Stderr.String(), ": chaos: answer lost") {
-			r.t.Errorf("%s: the commands' stderr is not passed through with its prefix: %s", name, firstLines(pr.Stderr.String(), 3))
+			r.t.Errorf("%s: the commands' stderr is not passed through with its prefix: %s", h.name, firstLines(pr.Stderr.String(), 3))
 		}
+	}
 
+	// The reruns one after the other: each is measured by what the
+	// simulator saw while it ran.
+	for _, h := range halves {
+		withFind := h.prov.Find != ""
+		r.prov = h.prov
 		since, before := r.sim.Creates(), r.sim.Stats()
-		snap = crashrig.TakeSnapshot(j)
-		pr = r.startRefund(j, p.Path)
+		snap := crashrig.TakeSnapshot(h.j)
+		pr := r.startRefund(h.j, h.p.Path)
 		r.wait(pr)
 		r.checkKept(snap)
-		r.expectExit(pr, "the rerun that reconciles the items in doubt ("+name+")", 0)
+		r.expectExit(pr, "the rerun that reconciles the items in doubt ("+h.name+")", 0)
 		sent := len(r.sim.KeysSince(since))
 		made := r.sim.Stats().RefundsCreated - before.RefundsCreated
 		// Only the items whose command hung before sending lacked a refund.
-		if made != int64(hit["slow"]) {
-			r.t.Errorf("%s: the rerun made %d refunds, want %d (the items whose command sent nothing)", name, made, hit["slow"])
+		if made != int64(h.hit["slow"]) {
+			r.t.Errorf("%s: the rerun made %d refunds, want %d (the items whose command sent nothing)", h.name, made, h.hit["slow"])
 		}
-		if withFind && sent != hit["slow"] {
-			r.t.Errorf("%s: the rerun sent %d calls after its look-ups, want %d", name, sent, hit["slow"])
+		if withFind && sent != h.hit["slow"] {
+			r.t.Errorf("%s: the rerun sent %d calls after its look-ups, want %d", h.name, sent, h.hit["slow"])
 		}
-		r.t.inject("exit 75 (retried, same key)", hit["tempfail"])
-		r.t.inject("exit 1 after the refund was made", hit["lost"])
-		r.t.inject("commands killed by --exec-timeout", hit["hung"]+hit["slow"])
+		r.t.inject("exit 75 (retried, same key)", h.hit["tempfail"])
+		r.t.inject("exit 1 after the refund was made", h.hit["lost"])
+		r.t.inject("commands killed by --exec-timeout", h.hit["hung"]+h.hit["slow"])
 		r.t.note("seed %d, %s: %d items; first run: %d exits 75 retried, %d exits 1 and %d timeouts left in doubt; the rerun's calls reserved %d new keys (%d answers replayed), made %d refunds, and it exited 0",
-			r.seed, map[bool]string{true: "with --exec-find", false: "without --exec-find"}[withFind], len(p.Items), hit["tempfail"], hit["lost"], hit["hung"]+hit["slow"],
+			r.seed, map[bool]string{true: "with --exec-find", false: "without --exec-find"}[withFind], len(h.p.Items), h.hit["tempfail"], h.hit["lost"], h.hit["hung"]+h.hit["slow"],
 			sent, r.sim.Stats().Replayed-before.Replayed, made)
-		r.checkAttemptOne(p.Batch, 0, "a command's failure")
-		r.finish(p, j)
+	}
+	// Both halves' refunds are at the simulator: each check of a payment
+	// must know both plans meant theirs.
+	for _, h := range halves {
+		r.mean(h.p)
+	}
+	for _, h := range halves {
+		r.checkAttemptOne(h.p.Batch, 0, "a command's failure")
+		r.finish(h.p, h.j)
 	}
 }

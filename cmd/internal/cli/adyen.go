@@ -22,16 +22,19 @@ type adyenFlags struct {
 	Notifications string `placeholder:"FILE|URL" help:"--provider adyen: the notifications adyen-webhook keeps (its --out: a file, or a PostgreSQL URL; default with a PostgreSQL checkpoint: its database), verified with ADYEN_HMAC_KEY. They settle pending refunds and tell of refunds whose answer was lost; without them every Adyen refund stays pending."`
 }
 
-// adyenNotes are the notifications the flags name, opened for reading;
-// nil when none are named. pgDefault is the checkpoint's URL when it is a
-// PostgreSQL database, which the receiver may write into too.
+// adyenNotes are the notifications the flags name, opened for reading.
+// pgDefault is the checkpoint's URL when it is a PostgreSQL database,
+// which the receiver may write into too. None named is a usage error:
+// Adyen has no API that lists a payment's refunds, so without them a run
+// would send blind (a rerun under a new batch name could not see the
+// refunds of the last one) and audit could check nothing.
 func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) {
 	src := f.Notifications
 	if src == "" && postgres.IsURL(pgDefault) {
 		src = pgDefault
 	}
 	if src == "" {
-		return nil, nil
+		return nil, &usageError{"--provider adyen needs --notifications FILE|URL, the notifications adyen-webhook keeps (its --out): Adyen has no API that lists a payment's refunds, so they are the only look-up; without them a refund already made cannot be seen"}
 	}
 	raw := env.Getenv("ADYEN_HMAC_KEY")
 	if raw == "" {
@@ -78,11 +81,11 @@ func adyenProvider(env Env, live bool, conns int, store notes.Store) (refund.Pro
 	u, err := url.Parse(base)
 	switch {
 	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
-		return nil, &usageError{fmt.Sprintf("ADYEN_API_BASE %q: want an http(s) URL", base)}
+		return nil, &usageError{fmt.Sprintf("ADYEN_API_BASE %q: want an http(s) URL", redactURL(base))}
 	case u.Scheme == "http" && !isLoopback(u.Hostname()):
-		return nil, &usageError{fmt.Sprintf("ADYEN_API_BASE %q: plain http is allowed only to a loopback address (the API key would cross the network in clear)", base)}
+		return nil, &usageError{fmt.Sprintf("ADYEN_API_BASE %q: plain http is allowed only to a loopback address (the API key would cross the network in clear)", redactURL(base))}
 	case adyenLive(u.Hostname()) && !live:
-		return nil, &usageError{fmt.Sprintf("ADYEN_API_BASE %q is Adyen's live API: pass --live to move real money", base)}
+		return nil, &usageError{fmt.Sprintf("ADYEN_API_BASE %q is Adyen's live API: pass --live to move real money", redactURL(base))}
 	}
 	cfg := adyen.Config{Base: base, APIKey: key, Merchant: merchant, Conns: conns}
 	if store != nil { // a nil Store in the interface would not be nil

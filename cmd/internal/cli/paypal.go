@@ -43,11 +43,11 @@ func (f *paypalFlags) provider(env Env, live bool, conns int) (refund.Provider, 
 	u, err := url.Parse(base)
 	switch {
 	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
-		return nil, &usageError{fmt.Sprintf("%s %q: want an http(s) URL", from, base)}
+		return nil, &usageError{fmt.Sprintf("%s %q: want an http(s) URL", from, redactURL(base))}
 	case u.Scheme == "http" && !isLoopback(u.Hostname()):
-		return nil, &usageError{fmt.Sprintf("%s %q: plain http is allowed only to a loopback address (the credentials would cross the network in clear)", from, base)}
+		return nil, &usageError{fmt.Sprintf("%s %q: plain http is allowed only to a loopback address (the credentials would cross the network in clear)", from, redactURL(base))}
 	case paypalLive(u.Hostname()) && !live:
-		return nil, &usageError{fmt.Sprintf("%s %q is PayPal's live API: pass --live to move real money", from, base)}
+		return nil, &usageError{fmt.Sprintf("%s %q is PayPal's live API: pass --live to move real money", from, redactURL(base))}
 	}
 	return paypal.New(base, id, secret, conns), nil
 }

@@ -36,13 +36,25 @@ func (f *stripeFlags) client(env Env, conns int) (refund.Provider, error) {
 	if f.APIBase != "" {
 		u, err := url.Parse(f.APIBase)
 		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-			return nil, &usageError{fmt.Sprintf("--api-base %q: want an http(s) URL", f.APIBase)}
+			return nil, &usageError{fmt.Sprintf("--api-base %q: want an http(s) URL", redactURL(f.APIBase))}
 		}
 		if u.Scheme == "http" && !isLoopback(u.Hostname()) {
-			return nil, &usageError{fmt.Sprintf("--api-base %q: plain http is allowed only to a loopback address (the key would cross the network in clear)", f.APIBase)}
+			return nil, &usageError{fmt.Sprintf("--api-base %q: plain http is allowed only to a loopback address (the key would cross the network in clear)", redactURL(f.APIBase))}
 		}
 	}
 	return stripe.New(f.APIBase, key, conns), nil
+}
+
+// redactURL is an API base as messages may show it: without the password
+// a user put in it (https://user:secret@host names a secret too).
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	if at := strings.LastIndex(raw, "@"); at >= 0 {
+		return "(a URL with credentials, not shown)" // unparsable: say nothing of it
+	}
+	return raw
 }
 
 func isLoopback(host string) bool {
