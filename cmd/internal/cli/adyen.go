@@ -19,7 +19,7 @@ import (
 // they come from ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT and ADYEN_HMAC_KEY
 // only, so they stay out of shell history and process listings.
 type adyenFlags struct {
-	Notifications string `placeholder:"FILE|URL" help:"--provider adyen: the notifications adyen-webhook keeps (its --out: a file, or a PostgreSQL URL; default with a PostgreSQL checkpoint: its database), verified with ADYEN_HMAC_KEY. They settle pending refunds and tell of refunds whose answer was lost; without them every Adyen refund stays pending."`
+	Notifications string `placeholder:"FILE|URL" group:"provider" predictor:"file" help:"--provider adyen: the notifications adyen-webhook keeps (its --out: a file, or a PostgreSQL URL; default with a PostgreSQL checkpoint: its database), verified with ADYEN_HMAC_KEY. They settle pending refunds and tell of refunds whose answer was lost; without them every Adyen refund stays pending."`
 }
 
 // adyenNotes are the notifications the flags name, opened for reading.

@@ -27,21 +27,21 @@ A journal that a running refund holds is audited as it stands, and audit says so
 Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error, input that cannot be read, or nothing to audit (no journal records and no plan items); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 5 a journal is corrupt or of an unknown version; 6 the provider refused the key or is unreachable; 130 stopped by SIGINT, 143 by SIGTERM. Halted (3, 6) or stopped, audit gives no verdict.`
 
 type auditCmd struct {
-	Journals     []string      `arg:"" optional:"" placeholder:"JOURNAL" help:"Journals to audit, read in the order given (default: stdin; - reads stdin); a postgres:// URL reads a PostgreSQL checkpoint, and says who holds what in it."`
+	Journals     []string      `arg:"" optional:"" placeholder:"JOURNAL" predictor:"file" help:"Journals to audit, read in the order given (default: stdin; - reads stdin); a postgres:// URL reads a PostgreSQL checkpoint, and says who holds what in it."`
 	Batch        []string      `placeholder:"BATCH" help:"With a PostgreSQL checkpoint: audit these batches only (default: all it holds)."`
-	Plan         string        `placeholder:"FILE" help:"The plan (refund items as JSON lines): also report planned items without a refund (missing) and journal items it does not list (not_in_plan)."`
-	Provider     string        `enum:",stripe,exec,paypal,adyen" default:"" help:"Also list at the provider the refunds of every payment audited: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET: each capture's refunds through its order), adyen (the refunds its notifications tell of: --notifications, ADYEN_HMAC_KEY; Adyen has no API that lists them) or exec (--exec-find)."`
-	Stripe       bool          `help:"The same as --provider stripe."`
+	Plan         string        `placeholder:"FILE" predictor:"plan" help:"The plan (refund items as JSON lines): also report planned items without a refund (missing) and journal items it does not list (not_in_plan)."`
+	Provider     string        `enum:",stripe,exec,paypal,adyen" default:"" group:"provider" predictor:"providers" help:"Also list at the provider the refunds of every payment audited: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET: each capture's refunds through its order), adyen (the refunds its notifications tell of: --notifications, ADYEN_HMAC_KEY; Adyen has no API that lists them) or exec (--exec-find)."`
+	Stripe       bool          `group:"provider" help:"The same as --provider stripe."`
 	PendingAfter time.Duration `name:"pending-after" default:"168h" placeholder:"D" help:"Report a refund journaled pending longer ago than this (default 7 days)."`
-	AllRefunds   bool          `name:"all-refunds" help:"With --provider: count refunds without refundkit metadata (older scripts, the dashboard) as refunds of the batch; one is an item's only when it is exactly what the item asked for (for a full refund, the charge's amount) and nothing else matches, else it is reported as unattributed."`
-	Backfill     string        `placeholder:"FILE" help:"With --provider: journal into FILE, one of the JOURNALs, each refund the provider has for an item and the journals lack, so refund skips that item."`
-	CancelExtras bool          `name:"cancel-extras" help:"With --provider: cancel the extra refunds the provider can still cancel (requires_action), keeping one per item, and journal each cancel in the --backfill or --journal FILE."`
-	Journal      string        `placeholder:"FILE" help:"With --cancel-extras and no --backfill: the journal, one of the JOURNALs, that records the cancels."`
-	Concurrency  int           `short:"j" default:"4" help:"Provider lists in flight at once."`
-	Rate         float64       `default:"10" placeholder:"R" help:"Provider API requests per second, all workers together (default 10; 0: no limit)."`
+	AllRefunds   bool          `name:"all-refunds" group:"provider" help:"With --provider: count refunds without refundkit metadata (older scripts, the dashboard) as refunds of the batch; one is an item's only when it is exactly what the item asked for (for a full refund, the charge's amount) and nothing else matches, else it is reported as unattributed."`
+	Backfill     string        `placeholder:"FILE" group:"repair" predictor:"file" help:"With --provider: journal into FILE, one of the JOURNALs, each refund the provider has for an item and the journals lack, so refund skips that item."`
+	CancelExtras bool          `name:"cancel-extras" group:"repair" help:"With --provider: cancel the extra refunds the provider can still cancel (requires_action), keeping one per item, and journal each cancel in the --backfill or --journal FILE."`
+	Journal      string        `placeholder:"FILE" group:"repair" predictor:"file" help:"With --cancel-extras and no --backfill: the journal, one of the JOURNALs, that records the cancels."`
+	Concurrency  int           `short:"j" default:"4" group:"pacing" help:"Provider lists in flight at once."`
+	Rate         float64       `default:"10" placeholder:"R" group:"pacing" help:"Provider API requests per second, all workers together (default 10; 0: no limit)."`
 	Version      versionFlag   `help:"Print the version and exit."`
 	CPUProfile   string        `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
-	MetricsFile  string        `placeholder:"FILE" help:"Write metrics to FILE in Prometheus' text format (0644), replaced atomically at exit: findings by kind, items by status, the last clean audit, for node_exporter's textfile collector (name it *.prom in its directory)."`
+	MetricsFile  string        `placeholder:"FILE" group:"output" predictor:"file" help:"Write metrics to FILE in Prometheus' text format (0644), replaced atomically at exit: findings by kind, items by status, the last clean audit, for node_exporter's textfile collector (name it *.prom in its directory)."`
 	stripeFlags
 	paypalFlags
 	adyenFlags

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
+	"github.com/willabides/kongplete"
 )
 
 // Release is refundkit's version: the first heading of CHANGELOG.md
@@ -105,9 +106,17 @@ func parse(env Env, name, description string, grammar any) (code int, done bool)
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(exitRequest(c)) }),
 		kong.Vars{"version": name + " " + versionString(), "live_help": liveHelp[name]},
+		kong.ExplicitGroups(flagGroups),
+		kong.Help(helpWithExamples(name)),
+		kong.Embed(&manFlag{}),
+		kong.Bind(manGetenv(env.Getenv)),
 	)
 	if err != nil {
 		panic(err) // a bad grammar is a programming error
+	}
+	if sink, ok := env.Stdout.(*grammarSink); ok {
+		sink.parser = parser // the man page wants the grammar only
+		return 0, true
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -121,6 +130,11 @@ func parse(env Env, name, description string, grammar any) (code int, done bool)
 			}
 		}
 	}()
+	// Run by a shell to complete a word (complete -C: COMP_LINE and
+	// COMP_POINT set), print the words that fit and exit 0.
+	if env.Getenv != nil && env.Getenv("COMP_LINE") != "" {
+		kongplete.Complete(parser, kongplete.WithPredictors(predictors))
+	}
 	ctx, err := parser.Parse(joinNegativeValues(env.Args))
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "%s: %v\n", name, err)

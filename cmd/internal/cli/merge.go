@@ -15,11 +15,11 @@ import (
 )
 
 type mergeArgs struct {
-	Output   string      `short:"o" placeholder:"OUT" help:"Write the merged journal to OUT (mode 0600, replaced atomically once complete) instead of stdout. A postgres:// URL imports the merge into that PostgreSQL checkpoint, in one transaction, with what it held merged in first."`
+	Output   string      `short:"o" placeholder:"OUT" predictor:"file" help:"Write the merged journal to OUT (mode 0600, replaced atomically once complete) instead of stdout. A postgres:// URL imports the merge into that PostgreSQL checkpoint, in one transaction, with what it held merged in first."`
 	Batch    []string    `placeholder:"BATCH" help:"Read only these batches of a PostgreSQL checkpoint named as a JOURNAL (default: all it holds)."`
 	Compact  bool        `help:"Keep one final record per item: its refund, else its final failure, else what keeps it in doubt (attempt, key age, burned key)."`
 	Version  versionFlag `help:"Print the version and exit."`
-	Journals []string    `arg:"" placeholder:"JOURNAL" help:"Journals to merge; a postgres:// URL reads a PostgreSQL checkpoint as the journal lines it holds."`
+	Journals []string    `arg:"" placeholder:"JOURNAL" predictor:"file" help:"Journals to merge; a postgres:// URL reads a PostgreSQL checkpoint as the journal lines it holds."`
 }
 
 const mergeDescription = `Merge refund journals (shards, or runs on several machines) into one journal.

@@ -14,7 +14,7 @@ import (
 // and PAYPAL_CLIENT_SECRET only, so they stay out of shell history and
 // process listings.
 type paypalFlags struct {
-	PayPalAPIBase string `name:"paypal-api-base" placeholder:"URL" help:"PayPal API base URL (default: env PAYPAL_API_BASE, else the sandbox, https://api-m.sandbox.paypal.com; with --live, https://api-m.paypal.com)."`
+	PayPalAPIBase string `name:"paypal-api-base" placeholder:"URL" group:"provider" help:"PayPal API base URL (default: env PAYPAL_API_BASE, else the sandbox, https://api-m.sandbox.paypal.com; with --live, https://api-m.paypal.com)."`
 }
 
 // provider builds the PayPal client from the flags and the environment.

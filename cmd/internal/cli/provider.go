@@ -30,7 +30,7 @@ const (
 // providerFlags choose the provider and carry the settings of those that
 // take flags.
 type providerFlags struct {
-	Provider string `enum:"stripe,paypal,adyen,exec" default:"stripe" help:"The refund API: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET), adyen (ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT, ADYEN_HMAC_KEY; ADYEN_API_BASE) or exec (any API, through the commands of --exec-create and --exec-find: docs/providers.md, \"Any refund API\")."`
+	Provider string `enum:"stripe,paypal,adyen,exec" default:"stripe" group:"provider" help:"The refund API: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET), adyen (ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT, ADYEN_HMAC_KEY; ADYEN_API_BASE) or exec (any API, through the commands of --exec-create and --exec-find: docs/providers.md, \"Any refund API\")."`
 	stripeFlags
 	paypalFlags
 	adyenFlags
@@ -43,10 +43,10 @@ type providerFlags struct {
 // execFlags are the settings of --provider exec. Commands are run with
 // /bin/sh -c and inherit refund's environment, which refund never prints.
 type execFlags struct {
-	ExecCreate  string        `name:"exec-create" placeholder:"CMD" help:"--provider exec: the command run once per refund attempt, the plan item as JSON on stdin, REFUNDKIT_IDEMPOTENCY_KEY and the rest in its environment; it prints one JSON answer. Exit 0 answered, 75 retry later with the same key, anything else leaves the item in doubt."`
-	ExecFind    string        `name:"exec-find" placeholder:"CMD" help:"--provider exec: the command that prints the refunds the API holds for a payment (JSON lines), so that an item in doubt is looked up before anything is sent again. Without it, an item in doubt is sent again only under the same key."`
-	ExecTimeout time.Duration `name:"exec-timeout" default:"30s" placeholder:"D" help:"--provider exec: how long one run of a command may take (100ms or more); then its process group is killed (a create call in doubt)."`
-	ExecKeyTTL  time.Duration `name:"exec-key-ttl" default:"0s" placeholder:"D" help:"--provider exec: how long the API keeps an idempotency key (0: for ever). Without --exec-find, an item in doubt is sent again under its key while the key is surely kept (for ever, or within half this TTL of its first call); later it is left for a person."`
+	ExecCreate  string        `name:"exec-create" placeholder:"CMD" group:"exec" help:"--provider exec: the command run once per refund attempt, the plan item as JSON on stdin, REFUNDKIT_IDEMPOTENCY_KEY and the rest in its environment; it prints one JSON answer. Exit 0 answered, 75 retry later with the same key, anything else leaves the item in doubt."`
+	ExecFind    string        `name:"exec-find" placeholder:"CMD" group:"exec" help:"--provider exec: the command that prints the refunds the API holds for a payment (JSON lines), so that an item in doubt is looked up before anything is sent again. Without it, an item in doubt is sent again only under the same key."`
+	ExecTimeout time.Duration `name:"exec-timeout" default:"30s" placeholder:"D" group:"exec" help:"--provider exec: how long one run of a command may take (100ms or more); then its process group is killed (a create call in doubt)."`
+	ExecKeyTTL  time.Duration `name:"exec-key-ttl" default:"0s" placeholder:"D" group:"exec" help:"--provider exec: how long the API keeps an idempotency key (0: for ever). Without --exec-find, an item in doubt is sent again under its key while the key is surely kept (for ever, or within half this TTL of its first call); later it is left for a person."`
 }
 
 // minExecTimeout is the shortest --exec-timeout: /bin/sh alone takes

@@ -18,50 +18,50 @@ import (
 )
 
 type stripeSimCmd struct {
-	Addr                         string        `default:"127.0.0.1:12480" placeholder:"HOST:PORT" help:"Loopback address to listen on (default ${default}, a port of its own: stripe-mock's are 12111 and 12112); port 0 picks a free port."`
-	AddrFile                     string        `name:"addr-file" placeholder:"FILE" help:"Once listening, write the base URL to FILE (atomically; into the pipe if FILE is a named pipe), so scripts wait for it instead of sleeping."`
-	Charges                      int           `placeholder:"N" help:"Generate N charges ch_sim0000001... with payment intents pi_sim0000001..., amounts drawn from --seed."`
-	ChargesFile                  string        `name:"charges-file" placeholder:"FILE" help:"Add the charges in FILE, JSON lines of {id, payment_intent, currency, amount, refunds:[{amount, status, reason, metadata}]}."`
-	Captures                     int           `placeholder:"N" help:"Generate N PayPal captures CAPSIM00000000001... in USD, amounts drawn from --seed."`
-	CapturesFile                 string        `name:"captures-file" placeholder:"FILE" help:"Add the PayPal captures in FILE, JSON lines of {id, currency, amount, refunds:[{amount, status, custom_id}]}."`
-	Seed                         int64         `default:"1" help:"Seed of generated amounts and of fault draws."`
-	Latency                      time.Duration `help:"Latency added to every API request (a POST holds its idempotency key meanwhile)."`
-	LatencyJitter                time.Duration `name:"latency-jitter" help:"Up to this much more latency, drawn per request."`
-	RateLimitShare               float64       `name:"rate-limit-share" placeholder:"0-1" help:"Share of API requests answered 429 rate_limit (never saved under a key)."`
-	ErrorBeforeCommitShare       float64       `name:"error-before-commit-share" placeholder:"0-1" help:"Share of refund creations answered 500 without creating the refund (the 500 is saved under the key)."`
-	ErrorAfterCommitShare        float64       `name:"error-after-commit-share" placeholder:"0-1" help:"Share of refund creations that create the refund and answer 500 (saved under the key)."`
-	DropAfterCommitShare         float64       `name:"drop-after-commit-share" placeholder:"0-1" help:"Share of refund creations that create the refund, save the success under the key and close the connection unanswered."`
-	RequiresActionShare          float64       `name:"requires-action-share" placeholder:"0-1" help:"Share of new refunds that get status requires_action instead of succeeded."`
-	GatewayTimeoutShare          float64       `name:"gateway-timeout-share" placeholder:"0-1" help:"Share of refund creations a gateway answers 504 at once while the request goes on (holding its key, then creating the refund and saving the success under the key)."`
-	GatewayErrorAfterCommitShare float64       `name:"gateway-error-after-commit-share" placeholder:"0-1" help:"Share of refund creations that create the refund and save the success under the key, then get a 502 from a gateway."`
-	GatewayStatus                int           `name:"gateway-status" placeholder:"500-599" help:"Status of the gateway's answers instead of 504 (timeouts) and 502 (after commit)."`
-	GatewayStripeBody            bool          `name:"gateway-stripe-body" help:"Gateway answers carry a Stripe-shaped api_error JSON body instead of an HTML page (never a Request-Id header)."`
-	PayPalPendingShare           float64       `name:"paypal-pending-share" placeholder:"0-1" help:"Share of new PayPal refunds that are PENDING (status_details.reason ECHECK) instead of COMPLETED."`
-	PayPalPendingFor             time.Duration `name:"paypal-pending-for" help:"How long a PENDING PayPal refund stays so before it settles; 0 keeps it PENDING."`
-	PayPalFailedShare            float64       `name:"paypal-failed-share" placeholder:"0-1" help:"Share of PENDING PayPal refunds that settle FAILED instead of COMPLETED."`
-	PayPalTokenTTL               time.Duration `name:"paypal-token-ttl" help:"Lifetime of PayPal access tokens (default 9h): a short one makes clients renew them; an expired token gets 401 invalid_token."`
-	AdyenPayments                int           `name:"adyen-payments" placeholder:"N" help:"Generate N Adyen payments SIMPAY0000000001... in EUR, amounts drawn from --seed."`
-	AdyenPaymentsFile            string        `name:"adyen-payments-file" placeholder:"FILE" help:"Add the Adyen payments in FILE, JSON lines of {psp_reference, currency, amount, merchant_account}."`
-	AdyenMerchantAccount         string        `name:"adyen-merchant-account" default:"RefundkitSim" placeholder:"NAME" help:"Adyen merchant account of the simulated company (default ${default}), and of payments that name none. The API key (ADYEN_API_KEY, default adyen_sim_test_key) acts for it and for every account a payment names."`
-	AdyenKeyTTL                  time.Duration `name:"adyen-key-ttl" default:"744h" help:"Forget Adyen Idempotency-Keys this long after their first use (default 744h, Adyen's 31 days); 0 keeps them until POST /_sim/adyen/forget-keys."`
-	AdyenNotifyURL               string        `name:"adyen-notify-url" placeholder:"URL" help:"Post Adyen's notifications (REFUND, REFUND_FAILED, REFUNDED_REVERSED) to URL, a loopback address, signed with ADYEN_HMAC_KEY (hex) from the environment; each is sent again until the receiver answers [accepted]."`
-	AdyenNotifyDelay             time.Duration `name:"adyen-notify-delay" help:"How long after a refund its first notification is due, and each later one after the one before."`
-	AdyenNotifyJitter            time.Duration `name:"adyen-notify-jitter" help:"Up to this much more delay, drawn per notification."`
-	AdyenNotifyBackoff           time.Duration `name:"adyen-notify-backoff" default:"50ms" help:"Wait before a notification that was not accepted is sent again, doubling up to 64 times as long (default ${default})."`
-	AdyenRefundFailedShare       float64       `name:"adyen-refund-failed-share" placeholder:"0-1" help:"Share of new Adyen refunds refused: their REFUND notification says success false."`
-	AdyenRefundFailedLaterShare  float64       `name:"adyen-refund-failed-later-share" placeholder:"0-1" help:"Share of the others that succeed (REFUND true), then fail: a REFUND_FAILED notification follows."`
-	AdyenReversedShare           float64       `name:"adyen-reversed-share" placeholder:"0-1" help:"Share of the others that succeed, then are reversed: a REFUNDED_REVERSED notification follows."`
-	AdyenNotifyDuplicateShare    float64       `name:"adyen-notify-duplicate-share" placeholder:"0-1" help:"Share of Adyen notifications delivered twice."`
-	AdyenNotifyReorder           bool          `name:"adyen-notify-reorder" help:"Send a refund's later notification (REFUND_FAILED, REFUNDED_REVERSED) before its REFUND."`
-	AdyenNotifyFailShare         float64       `name:"adyen-notify-fail-share" placeholder:"0-1" help:"Share of notification deliveries counted as failed whatever the receiver answered, so they are sent again."`
-	AdyenConflictStatus          int           `name:"adyen-conflict-status" placeholder:"422|409" help:"Status of errorCode 704, the answer while a request with the same Idempotency-Key runs: 422 (default) or 409, both of which Adyen documents."`
-	AdyenOverRefund422           bool          `name:"adyen-over-refund-422" help:"Refuse an Adyen refund past the payment's refundable amount at once (422, errorCode 137) instead of receiving it and refusing it in its REFUND notification (success false, Insufficient balance on payment)."`
-	KeyTTL                       time.Duration `name:"key-ttl" help:"Forget Stripe idempotency keys this long after their first use (Stripe: 24h); 0 keeps them until POST /_sim/forget-keys. PayPal-Request-Ids are kept 45 days."`
-	RateLimits                   string        `name:"rate-limits" enum:"off,test,live" default:"off" placeholder:"off|test|live" help:"Stripe's documented rate limits as token buckets (default off): for the account 25 requests/s (test, what test keys get) or 100/s (live), and 25/s for each endpoint (method and route: POST /v1/refunds and GET /v1/refunds apart). A request over a bucket gets 429 rate_limit with Stripe-Rate-Limited-Reason global-rate or endpoint-rate, never saved under its key. Bursts: one second's worth."`
-	GlobalRate                   float64       `name:"global-rate" placeholder:"R" help:"With --rate-limits: the account's requests/s instead of the mode's 25 or 100."`
-	GlobalBurst                  int           `name:"global-burst" placeholder:"N" help:"With --rate-limits: the account's bucket size instead of one second's worth."`
-	EndpointRate                 float64       `name:"endpoint-rate" placeholder:"R" help:"With --rate-limits: each endpoint's requests/s instead of 25."`
-	EndpointBurst                int           `name:"endpoint-burst" placeholder:"N" help:"With --rate-limits: each endpoint's bucket size instead of one second's worth."`
+	Addr                         string        `default:"127.0.0.1:12480" placeholder:"HOST:PORT" group:"server" help:"Loopback address to listen on (default ${default}, a port of its own: stripe-mock's are 12111 and 12112); port 0 picks a free port."`
+	AddrFile                     string        `name:"addr-file" placeholder:"FILE" group:"server" predictor:"file" help:"Once listening, write the base URL to FILE (atomically; into the pipe if FILE is a named pipe), so scripts wait for it instead of sleeping."`
+	Charges                      int           `placeholder:"N" group:"data" help:"Generate N charges ch_sim0000001... with payment intents pi_sim0000001..., amounts drawn from --seed."`
+	ChargesFile                  string        `name:"charges-file" placeholder:"FILE" group:"data" predictor:"file" help:"Add the charges in FILE, JSON lines of {id, payment_intent, currency, amount, refunds:[{amount, status, reason, metadata}]}."`
+	Captures                     int           `placeholder:"N" group:"data" help:"Generate N PayPal captures CAPSIM00000000001... in USD, amounts drawn from --seed."`
+	CapturesFile                 string        `name:"captures-file" placeholder:"FILE" group:"data" predictor:"file" help:"Add the PayPal captures in FILE, JSON lines of {id, currency, amount, refunds:[{amount, status, custom_id}]}."`
+	Seed                         int64         `default:"1" group:"data" help:"Seed of generated amounts and of fault draws."`
+	Latency                      time.Duration `group:"faults" help:"Latency added to every API request (a POST holds its idempotency key meanwhile)."`
+	LatencyJitter                time.Duration `name:"latency-jitter" group:"faults" help:"Up to this much more latency, drawn per request."`
+	RateLimitShare               float64       `name:"rate-limit-share" placeholder:"0-1" group:"faults" help:"Share of API requests answered 429 rate_limit (never saved under a key)."`
+	ErrorBeforeCommitShare       float64       `name:"error-before-commit-share" placeholder:"0-1" group:"faults" help:"Share of refund creations answered 500 without creating the refund (the 500 is saved under the key)."`
+	ErrorAfterCommitShare        float64       `name:"error-after-commit-share" placeholder:"0-1" group:"faults" help:"Share of refund creations that create the refund and answer 500 (saved under the key)."`
+	DropAfterCommitShare         float64       `name:"drop-after-commit-share" placeholder:"0-1" group:"faults" help:"Share of refund creations that create the refund, save the success under the key and close the connection unanswered."`
+	RequiresActionShare          float64       `name:"requires-action-share" placeholder:"0-1" group:"faults" help:"Share of new refunds that get status requires_action instead of succeeded."`
+	GatewayTimeoutShare          float64       `name:"gateway-timeout-share" placeholder:"0-1" group:"faults" help:"Share of refund creations a gateway answers 504 at once while the request goes on (holding its key, then creating the refund and saving the success under the key)."`
+	GatewayErrorAfterCommitShare float64       `name:"gateway-error-after-commit-share" placeholder:"0-1" group:"faults" help:"Share of refund creations that create the refund and save the success under the key, then get a 502 from a gateway."`
+	GatewayStatus                int           `name:"gateway-status" placeholder:"500-599" group:"faults" help:"Status of the gateway's answers instead of 504 (timeouts) and 502 (after commit)."`
+	GatewayStripeBody            bool          `name:"gateway-stripe-body" group:"faults" help:"Gateway answers carry a Stripe-shaped api_error JSON body instead of an HTML page (never a Request-Id header)."`
+	PayPalPendingShare           float64       `name:"paypal-pending-share" placeholder:"0-1" group:"paypal" help:"Share of new PayPal refunds that are PENDING (status_details.reason ECHECK) instead of COMPLETED."`
+	PayPalPendingFor             time.Duration `name:"paypal-pending-for" group:"paypal" help:"How long a PENDING PayPal refund stays so before it settles; 0 keeps it PENDING."`
+	PayPalFailedShare            float64       `name:"paypal-failed-share" placeholder:"0-1" group:"paypal" help:"Share of PENDING PayPal refunds that settle FAILED instead of COMPLETED."`
+	PayPalTokenTTL               time.Duration `name:"paypal-token-ttl" group:"paypal" help:"Lifetime of PayPal access tokens (default 9h): a short one makes clients renew them; an expired token gets 401 invalid_token."`
+	AdyenPayments                int           `name:"adyen-payments" placeholder:"N" group:"data" help:"Generate N Adyen payments SIMPAY0000000001... in EUR, amounts drawn from --seed."`
+	AdyenPaymentsFile            string        `name:"adyen-payments-file" placeholder:"FILE" group:"data" predictor:"file" help:"Add the Adyen payments in FILE, JSON lines of {psp_reference, currency, amount, merchant_account}."`
+	AdyenMerchantAccount         string        `name:"adyen-merchant-account" default:"RefundkitSim" placeholder:"NAME" group:"data" help:"Adyen merchant account of the simulated company (default ${default}), and of payments that name none. The API key (ADYEN_API_KEY, default adyen_sim_test_key) acts for it and for every account a payment names."`
+	AdyenKeyTTL                  time.Duration `name:"adyen-key-ttl" default:"744h" group:"adyen" help:"Forget Adyen Idempotency-Keys this long after their first use (default 744h, Adyen's 31 days); 0 keeps them until POST /_sim/adyen/forget-keys."`
+	AdyenNotifyURL               string        `name:"adyen-notify-url" placeholder:"URL" group:"adyen" help:"Post Adyen's notifications (REFUND, REFUND_FAILED, REFUNDED_REVERSED) to URL, a loopback address, signed with ADYEN_HMAC_KEY (hex) from the environment; each is sent again until the receiver answers [accepted]."`
+	AdyenNotifyDelay             time.Duration `name:"adyen-notify-delay" group:"adyen" help:"How long after a refund its first notification is due, and each later one after the one before."`
+	AdyenNotifyJitter            time.Duration `name:"adyen-notify-jitter" group:"adyen" help:"Up to this much more delay, drawn per notification."`
+	AdyenNotifyBackoff           time.Duration `name:"adyen-notify-backoff" default:"50ms" group:"adyen" help:"Wait before a notification that was not accepted is sent again, doubling up to 64 times as long (default ${default})."`
+	AdyenRefundFailedShare       float64       `name:"adyen-refund-failed-share" placeholder:"0-1" group:"adyen" help:"Share of new Adyen refunds refused: their REFUND notification says success false."`
+	AdyenRefundFailedLaterShare  float64       `name:"adyen-refund-failed-later-share" placeholder:"0-1" group:"adyen" help:"Share of the others that succeed (REFUND true), then fail: a REFUND_FAILED notification follows."`
+	AdyenReversedShare           float64       `name:"adyen-reversed-share" placeholder:"0-1" group:"adyen" help:"Share of the others that succeed, then are reversed: a REFUNDED_REVERSED notification follows."`
+	AdyenNotifyDuplicateShare    float64       `name:"adyen-notify-duplicate-share" placeholder:"0-1" group:"adyen" help:"Share of Adyen notifications delivered twice."`
+	AdyenNotifyReorder           bool          `name:"adyen-notify-reorder" group:"adyen" help:"Send a refund's later notification (REFUND_FAILED, REFUNDED_REVERSED) before its REFUND."`
+	AdyenNotifyFailShare         float64       `name:"adyen-notify-fail-share" placeholder:"0-1" group:"adyen" help:"Share of notification deliveries counted as failed whatever the receiver answered, so they are sent again."`
+	AdyenConflictStatus          int           `name:"adyen-conflict-status" placeholder:"422|409" group:"adyen" help:"Status of errorCode 704, the answer while a request with the same Idempotency-Key runs: 422 (default) or 409, both of which Adyen documents."`
+	AdyenOverRefund422           bool          `name:"adyen-over-refund-422" group:"adyen" help:"Refuse an Adyen refund past the payment's refundable amount at once (422, errorCode 137) instead of receiving it and refusing it in its REFUND notification (success false, Insufficient balance on payment)."`
+	KeyTTL                       time.Duration `name:"key-ttl" group:"limits" help:"Forget Stripe idempotency keys this long after their first use (Stripe: 24h); 0 keeps them until POST /_sim/forget-keys. PayPal-Request-Ids are kept 45 days."`
+	RateLimits                   string        `name:"rate-limits" enum:"off,test,live" default:"off" placeholder:"off|test|live" group:"limits" help:"Stripe's documented rate limits as token buckets (default off): for the account 25 requests/s (test, what test keys get) or 100/s (live), and 25/s for each endpoint (method and route: POST /v1/refunds and GET /v1/refunds apart). A request over a bucket gets 429 rate_limit with Stripe-Rate-Limited-Reason global-rate or endpoint-rate, never saved under its key. Bursts: one second's worth."`
+	GlobalRate                   float64       `name:"global-rate" placeholder:"R" group:"limits" help:"With --rate-limits: the account's requests/s instead of the mode's 25 or 100."`
+	GlobalBurst                  int           `name:"global-burst" placeholder:"N" group:"limits" help:"With --rate-limits: the account's bucket size instead of one second's worth."`
+	EndpointRate                 float64       `name:"endpoint-rate" placeholder:"R" group:"limits" help:"With --rate-limits: each endpoint's requests/s instead of 25."`
+	EndpointBurst                int           `name:"endpoint-burst" placeholder:"N" group:"limits" help:"With --rate-limits: each endpoint's bucket size instead of one second's worth."`
 	Version                      versionFlag   `help:"Print the version and exit."`
 }
 

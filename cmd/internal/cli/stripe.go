@@ -14,8 +14,8 @@ import (
 // Stripe. The key itself is never a flag: it comes from STRIPE_API_KEY only,
 // so it stays out of shell history and process listings.
 type stripeFlags struct {
-	APIBase string `name:"api-base" placeholder:"URL" help:"Stripe API base URL (default: env STRIPE_API_BASE, else https://api.stripe.com)."`
-	Live    bool   `help:"${live_help}"`
+	APIBase string `name:"api-base" placeholder:"URL" group:"provider" help:"Stripe API base URL (default: env STRIPE_API_BASE, else https://api.stripe.com)."`
+	Live    bool   `group:"provider" help:"${live_help}"`
 }
 
 // client builds the Stripe client from the flags and STRIPE_API_KEY. Its
