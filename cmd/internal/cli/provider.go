@@ -4,8 +4,13 @@ package cli
 // settings and the pace it is called at.
 
 import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -176,4 +181,70 @@ func paces(rate float64, bound time.Duration) bool {
 func ceilDigits(x float64) string {
 	p := math.Pow(10, math.Floor(math.Log10(x))-2)
 	return strconv.FormatFloat(math.Ceil(x/p-1e-6)*p, 'g', 3, 64)
+}
+
+// shareBudget makes this run one of the workers that split --share of its
+// provider account's limits, on a PostgreSQL checkpoint: each live worker
+// of the account takes an equal part, re-split as workers join, end or
+// die (postgres.ShareBudget). Not with --rate (the run's own rate, as
+// given), a journal file (its shards take --share 0.8/N by hand), a dry
+// run (it sends nothing) or an unpaced provider.
+func (c *refundCmd) shareBudget(ctx context.Context, env Env, log *slog.Logger, cp refund.Checkpoint, pacer *refund.Pacer) error {
+	pg, ok := cp.(*postgres.Checkpoint)
+	if !ok || pacer == nil || c.Rate != nil || c.DryRun {
+		return nil
+	}
+	account := c.budgetAccount(env)
+	if account == "" {
+		return nil
+	}
+	_, err := pg.ShareBudget(ctx, account, c.Share, func(workers int) {
+		pacer.Scale(1 / float64(workers))
+		log.Debug("pacing: the live workers of this account split --share", "workers", workers,
+			"share", strconv.FormatFloat(c.Share, 'g', 3, 64), "this_run", strconv.FormatFloat(c.Share/float64(workers), 'g', 3, 64))
+	})
+	return err
+}
+
+// budgetAccount names the provider account whose limits the run's pace
+// is a share of, so that the workers of one account find each other in
+// the checkpoint: the provider, its mode, its API base and a digest of
+// the credential (a key is high-entropy: its digest, cut to 96 bits, tells
+// two keys apart and gives nothing back). Two batches on one account share
+// with each other; a test key and a live key are two accounts, and so are
+// two keys of one account (a restricted key beside a secret key): their
+// workers do not see each other. "" for a provider without limits.
+func (c *refundCmd) budgetAccount(env Env) string {
+	var mode, base string
+	var secret []string
+	switch c.Provider {
+	case providerStripe:
+		key := env.Getenv("STRIPE_API_KEY")
+		mode, base, secret = "test", cmp.Or(c.APIBase, env.Getenv("STRIPE_API_BASE"), "https://api.stripe.com"), []string{key}
+		if strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_") {
+			mode = "live"
+		}
+	case providerPayPal:
+		mode, base = "sandbox", paypal.SandboxAPIBase
+		if c.Live {
+			mode, base = "live", paypal.LiveAPIBase
+		}
+		base = cmp.Or(c.PayPalAPIBase, env.Getenv("PAYPAL_API_BASE"), base)
+		secret = []string{env.Getenv("PAYPAL_CLIENT_ID"), env.Getenv("PAYPAL_CLIENT_SECRET")}
+	case providerAdyen:
+		mode, base = "test", adyen.TestAPIBase
+		if c.Live {
+			mode = "live"
+		}
+		base = cmp.Or(env.Getenv("ADYEN_API_BASE"), base)
+		secret = []string{env.Getenv("ADYEN_MERCHANT_ACCOUNT"), env.Getenv("ADYEN_API_KEY")}
+	default:
+		return ""
+	}
+	h := sha256.New()
+	io.WriteString(h, "refundkit budget account\x00"+c.Provider)
+	for _, s := range secret {
+		fmt.Fprintf(h, "\x00%d:%s", len(s), s)
+	}
+	return fmt.Sprintf("%s %s %s %s", c.Provider, mode, strings.TrimRight(base, "/"), hex.EncodeToString(h.Sum(nil)[:12]))
 }

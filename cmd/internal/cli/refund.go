@@ -28,7 +28,7 @@ type refundCmd struct {
 	Input          string        `arg:"" optional:"" default:"-" placeholder:"PLAN" predictor:"plan" help:"Plan items as JSON lines (default: stdin)."`
 	Concurrency    int           `short:"j" default:"8" group:"pacing" help:"Items in flight at once."`
 	Shard          string        `placeholder:"K/N" group:"checkpoint" help:"Work only shard K of N of the plan (the partition plan --shard uses), for N workers with a journal each, each fed the whole plan: every worker then knows every item, so a refund of another shard's item is the plan's, and an empty shard is a finished worker (exit 0)."`
-	Share          float64       `default:"0.8" group:"pacing" help:"Share of the provider's rate limits this run takes (stripe, paypal), 0 to 1; Stripe's: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic; N shard workers on one account take 0.8/N each. Each endpoint's share must send one request a minute (a lease when that is shorter)."`
+	Share          float64       `default:"0.8" group:"pacing" help:"Share of the provider's rate limits the batch takes (stripe, paypal, adyen), 0 to 1; Stripe's: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic. With a PostgreSQL checkpoint the live workers of one account split it among themselves, re-split as they join, end or die; N workers with a journal file each (plan --shard K/N) take 0.8/N each. Each endpoint's share must send one request a minute (a lease when that is shorter)."`
 	Rate           *float64      `placeholder:"R" group:"pacing" help:"Requests per second for this run, all endpoints together, instead of --share of the account's limit (0: no pacing at all), at least one a minute (with a PostgreSQL checkpoint, one a lease when that is shorter). Each endpoint keeps --share of its own limit."`
 	LogFormat      string        `enum:"text,json" default:"text" group:"output" help:"Messages on stderr as text lines for people, or JSON lines (log/slog) for agents and log pipelines."`
 	DryRun         bool          `help:"Read the journal and show what would be done: no API call, no journal write."`
@@ -182,6 +182,10 @@ func Refund(env Env) (exit int) {
 		return exitCodeFor(unwritable(err))
 	}
 	defer closeCheckpoint()
+	if err := c.shareBudget(ctx, env, log, checkpoint, pacer); err != nil {
+		warnf(msgs, name, "%v", err)
+		return exitCodeFor(unwritable(err))
+	}
 
 	out := newResultWriter(env.Stdout)
 	defer out.stop()
