@@ -157,16 +157,20 @@ func (b *Budget) reconnect() bool {
 	return true
 }
 
+// liveWorkersSQL counts the live workers of account $1, worker $2 (with
+// lease $3) included: those not stopped and seen within two thirds of
+// their own lease.
+const liveWorkersSQL = `SELECT 1 + count(*) FROM refundkit.workers
+	WHERE account = $1 AND worker <> $2 AND stopped_at IS NULL
+	  AND last_seen > clock_timestamp() - coalesce(lease, $3::interval) * 2 / 3`
+
 // recount counts the account's live workers and, when the count changed,
 // applies it and records this worker's part (workers.budget_share, for
 // audit and the operator).
 func (b *Budget) recount(ctx context.Context) error {
 	c := b.c
 	var n int
-	err := b.conn.QueryRow(ctx, `SELECT 1 + count(*) FROM refundkit.workers
-		WHERE account = $1 AND worker <> $2 AND stopped_at IS NULL
-		  AND last_seen > clock_timestamp() - coalesce(lease, $3::interval) * 2 / 3`,
-		b.account, c.worker, c.lease.String()).Scan(&n)
+	err := b.conn.QueryRow(ctx, liveWorkersSQL, b.account, c.worker, c.lease.String()).Scan(&n)
 	if err != nil {
 		return err
 	}

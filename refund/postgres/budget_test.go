@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/refundkit/refundkit/refund/postgres/pgtest"
 )
 
@@ -121,5 +123,60 @@ func TestBudgetRefusedReadOnly(t *testing.T) {
 	defer r.Close()
 	if _, err := r.ShareBudget(context.Background(), "x", 0.8, func(int) {}); err == nil {
 		t.Fatal("a budget on a read-only checkpoint: want an error")
+	}
+}
+
+// BenchmarkBudgetCount is one count of an account's live workers, what a
+// worker asks every sixth of a lease (and on a NOTIFY): the cost of a part
+// per live worker, beside BenchmarkBudgetTokenFromTable.
+func BenchmarkBudgetCount(b *testing.B) {
+	url := pgtest.NewDB(b)
+	c, err := Open(context.Background(), url, Options{Worker: "A", Lease: 30 * time.Second}, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ShareBudget(context.Background(), "stripe test bench", 0.8, func(int) {}); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		var n int
+		if err := c.pool.QueryRow(ctx, liveWorkersSQL, "stripe test bench", c.worker, c.lease.String()).Scan(&n); err != nil || n != 1 {
+			b.Fatal(n, err)
+		}
+	}
+}
+
+// BenchmarkBudgetTokenFromTable is one token taken from a bucket the
+// database keeps (a GCRA row: the theoretical arrival time pushed on by
+// one request's interval, unlogged, without waiting for a durable
+// commit): what the other design pays per request, or per batch of
+// tokens. Not used by refundkit: measured for docs/design.md.
+func BenchmarkBudgetTokenFromTable(b *testing.B) {
+	url := pgtest.NewDB(b)
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.RuntimeParams["synchronous_commit"] = "off"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE UNLOGGED TABLE bench_bucket (account text PRIMARY KEY, tat timestamptz NOT NULL);
+		INSERT INTO bench_bucket VALUES ('stripe test bench', clock_timestamp())`); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		var wait time.Duration
+		if err := conn.QueryRow(ctx, `UPDATE bench_bucket SET tat = greatest(tat, clock_timestamp()) + interval '10 ms'
+			WHERE account = $1 RETURNING greatest(tat - interval '10 ms' - clock_timestamp(), interval '0')`, "stripe test bench").Scan(&wait); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
