@@ -69,8 +69,14 @@ case $status in
 	echo "a gateway answered 500: retry later" >&2
 	exit 75
 	;;
+401 | 403)
+	# The key refused before anything was done: the contract's exit 77
+	# halts the run (the item stays in doubt, its key kept).
+	echo "stripe answered $status: $(jq -r '.error.message // empty' "$body" 2>/dev/null)" >&2
+	exit 77
+	;;
 *)
-	# 401, 403 (the key refused) and anything unexpected: in doubt.
+	# Anything unexpected: in doubt.
 	echo "stripe answered $status: $(jq -r '.error.message // empty' "$body" 2>/dev/null)" >&2
 	exit 1
 	;;

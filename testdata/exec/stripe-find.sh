@@ -27,6 +27,12 @@ while :; do
 	fi
 	case $status in
 	200) ;;
+	401 | 403)
+		# The key refused: the contract's exit 77 halts the run; asking
+		# again cannot help.
+		echo "stripe answered $status: $(jq -r '.error.message // empty' "$body" 2>/dev/null)" >&2
+		exit 77
+		;;
 	409 | 429 | 500 | 502 | 503 | 504)
 		echo "stripe answered $status: retry later" >&2
 		exit 75

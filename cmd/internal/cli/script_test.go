@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -37,9 +38,15 @@ func TestScripts(t *testing.T) {
 
 // scriptSetup gives every script a clean environment, no Stripe key from
 // the developer's shell, and a Stripe simulator of its own on loopback that
-// STRIPE_API_BASE and a test key point at.
+// STRIPE_API_BASE and a test key point at; EXECDIR names the example exec
+// commands (testdata/exec).
 func scriptSetup(env *testscript.Env) error {
 	env.Setenv("STRIPE_API_KEY", scriptKey)
+	dir, err := filepath.Abs("../../../testdata/exec")
+	if err != nil {
+		return err
+	}
+	env.Setenv("EXECDIR", dir)
 	return startScriptSim(env)
 }
 
