@@ -126,7 +126,12 @@ func (r *Report) Lines() []string {
 		lines = append(lines, strings.ToLower(r.Provider)+": "+strings.Join(calls, ", "))
 	}
 	if r.FindingCount() == 0 {
-		if r.Complete {
+		switch {
+		case r.Complete && r.Told:
+			// The provider lists only the refunds it has told of: a second
+			// one it has not told of yet cannot be seen.
+			lines = append(lines, "no findings: every audited item has exactly one refund, and no notification "+r.Provider+" sent tells of another; refunds it has not told of yet cannot be seen: audit again once every notification has arrived")
+		case r.Complete:
 			lines = append(lines, "no findings: every audited item has exactly one refund")
 		}
 		return lines
