@@ -1,7 +1,9 @@
 package refund
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
@@ -205,3 +207,53 @@ func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, 
 type readerFunc func(p []byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// PeekPlan reads in up to its first line that is not blank and checks that
+// line is a plan item, before a run opens its journal or checkpoint: a
+// plan that is not one (the charges themselves, piped past plan) or no plan
+// at all (a failed command before the pipe) must leave no journal and no
+// summary behind. It returns a reader of the whole input, the lines read
+// included, and whether there is a line to read. A first line that is not
+// a plan item is an *InputError naming it, as Run would name it (with a
+// JSON object that is not one: the field at fault), wrapping ErrNotPlanItem
+// when the line is not a JSON object at all. Only the first line is read
+// ahead: a plan that streams in is still worked on as it comes.
+func PeekPlan(in io.Reader, name string) (io.Reader, bool, error) {
+	var seen bytes.Buffer
+	items := NewItemReader(io.TeeReader(in, &seen), name)
+	_, _, err := items.Next()
+	replay := io.MultiReader(&seen, in)
+	switch ie := (*InputError)(nil); {
+	case err == io.EOF:
+		return nil, false, nil
+	case errors.As(err, &ie):
+		if text := firstText(seen.Bytes()); len(text) == 0 || text[0] != '{' {
+			return nil, false, &InputError{Name: ie.Name, Line: ie.Line,
+				Err: fmt.Errorf("%w: %s (%v)", ErrNotPlanItem, Show(string(text)), ie.Err)}
+		}
+		return nil, false, ie
+	case err != nil:
+		return nil, false, fmt.Errorf("%s: %w", name, err)
+	}
+	return replay, true, nil
+}
+
+// ErrNotPlanItem is a plan line that is not a JSON object: not plan's
+// output at all.
+var ErrNotPlanItem = errors.New("not a plan item")
+
+// firstText is the first line of b that is not blank, trimmed.
+func firstText(b []byte) []byte {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			return line
+		}
+	}
+	return nil
+}

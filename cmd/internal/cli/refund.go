@@ -165,9 +165,13 @@ func Refund(env Env) (exit int) {
 	}
 	// No plan items is an error before anything is opened: a failed plan
 	// before the pipe must not end in an empty journal and exit 0.
-	in, ok, err := firstItem(in)
+	// So is a first line that is not a plan item: nothing is opened.
+	in, ok, err := refund.PeekPlan(in, inName)
 	if err != nil {
-		warnf(msgs, name, "%s: %v", inName, err)
+		warnf(msgs, name, "%v", err)
+		if errors.As(err, new(*refund.InputError)) {
+			warnf(msgs, name, "make plan items with: plan --batch BATCH FILE | refund --journal JOURNAL (refund reads JSON lines as plan writes them); nothing was sent and the journal was not opened")
+		}
 		return ExitUsage
 	}
 	if !ok {
@@ -338,28 +342,6 @@ func Refund(env Env) (exit int) {
 		return ExitFailed
 	}
 	return ExitOK
-}
-
-// firstItem reads in up to its first line that is not blank, and returns a
-// reader of all of in; ok is false when in holds no such line.
-func firstItem(in io.Reader) (io.Reader, bool, error) {
-	br := bufio.NewReaderSize(in, 64*1024)
-	var seen bytes.Buffer
-	for {
-		line, err := br.ReadSlice('\n')
-		seen.Write(line)
-		if len(bytes.TrimSpace(line)) > 0 {
-			return io.MultiReader(&seen, br), true, nil
-		}
-		switch {
-		case err == io.EOF:
-			return nil, false, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			return io.MultiReader(&seen, br), true, nil // a long line: something to read
-		case err != nil:
-			return nil, false, err
-		}
-	}
 }
 
 // countItems counts the non-blank lines of a plan file, for the progress
