@@ -168,18 +168,16 @@ func cut(s string) string {
 }
 
 // TestTimeoutKillsTheProcessGroup: the shell and the child it waits for are
-// killed, and the item is in doubt.
+// killed, and the item is in doubt. The command is the slow one (an hour);
+// the timeout is long enough for a busy machine's shell to start its child
+// and write its pid first.
 func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	p, _ := newProvider(t, Config{Create: `sleep 60 & echo $! > ` + pidFile + `; wait`, Timeout: 300 * time.Millisecond})
+	p, _ := newProvider(t, Config{Create: `sleep 3600 & echo $! > ` + pidFile + `; wait`, Timeout: 5 * time.Second})
 	it := item
-	start := time.Now()
 	_, err := p.Create(context.Background(), &it, 1)
 	if f := refund.Classify(err); f.Class != classNoAnswer || f.Code != "exec_timeout" {
 		t.Fatalf("class %d code %q: %v", f.Class, f.Code, err)
-	}
-	if d := time.Since(start); d > 30*time.Second {
-		t.Fatalf("returned after %v", d)
 	}
 	b, err := os.ReadFile(pidFile)
 	if err != nil {

@@ -191,21 +191,20 @@ exec "$CREATE"
 }
 
 // TestExecTimeoutKillsTheCommand: a command over --exec-timeout is killed
-// with its children, its item left in doubt; a rerun settles it.
+// with its children, its item left in doubt; a rerun settles it. The
+// command is the slow one (an hour, so only the timeout ends the run); the
+// timeout is long enough for a busy machine's shell to start its child and
+// write its pid first.
 func TestExecTimeoutKillsTheCommand(t *testing.T) {
 	const items = 2
 	create, find := execScripts(t)
 	r := newCrashRig(t, items, stripesim.Faults{})
 	path := filepath.Join(r.dir, "j.jsonl")
-	hang := wrapper(t, r.dir, create, `sleep 300 & echo $! > "$DIR/pid.$REFUNDKIT_ITEM"; wait
+	hang := wrapper(t, r.dir, create, `sleep 3600 & echo $! > "$DIR/pid.$REFUNDKIT_ITEM"; wait
 `)
-	start := time.Now()
-	p, stderr := r.start(path, execArgs(hang, find, "--exec-timeout", "500ms")...)
+	p, stderr := r.start(path, execArgs(hang, find, "--exec-timeout", "10s")...)
 	if p.Wait(); p.Code != ExitFailed {
 		t.Fatalf("run exited %d, want %d: %s", p.Code, ExitFailed, stderr)
-	}
-	if d := time.Since(start); d > time.Minute {
-		t.Fatalf("the run took %v: the commands were not stopped at their timeout", d)
 	}
 	for i := 1; i <= items; i++ {
 		b, err := os.ReadFile(filepath.Join(r.dir, "pid.i"+strconv.Itoa(i)))
