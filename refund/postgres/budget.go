@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -103,7 +104,9 @@ func (b *Budget) loop() {
 	poll := b.c.budgetPoll()
 	last := time.Now()
 	for {
-		ctx, cancel := context.WithTimeout(b.ctx, poll)
+		// The poll is due a poll after the last count, however many
+		// notifications of other accounts come meanwhile.
+		ctx, cancel := context.WithDeadline(b.ctx, last.Add(poll))
 		n, err := b.conn.Conn().WaitForNotification(ctx)
 		cancel()
 		if b.ctx.Err() != nil {
@@ -112,7 +115,7 @@ func (b *Budget) loop() {
 		if err == nil && n.Payload != b.account {
 			continue // another account's news
 		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !b.reconnect() {
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !pgconn.Timeout(err) && !b.reconnect() {
 			continue
 		}
 		ctx, cancel = context.WithTimeout(b.ctx, poll)
