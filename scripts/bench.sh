@@ -25,7 +25,9 @@
 #                    audit-compact,refund,rate,lookup,pacing,adyen,adyen-settle,
 #                    adyen-webhook (bin/adyen-webhook too; its fsyncs counted
 #                    with perf stat when perf can), merge,plan,
-#                    pg-workers,pg-claim (a throwaway PostgreSQL server, fsync on)
+#                    pg-workers,pg-claim (a throwaway PostgreSQL server, fsync on),
+#                    budget (workers on one PostgreSQL checkpoint splitting
+#                    the simulator's test-mode limits; about 12 minutes)
 #   BENCH_MAX_LOAD   wait until the 1-minute load is at most this (default 1.5)
 #   BENCH_LOAD_WAIT  but at most this long (default 15m), then measure anyway
 #   BENCH_BIN        the binaries to measure (default bin)

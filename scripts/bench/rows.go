@@ -73,6 +73,7 @@ var rows = []struct {
 	{"plan", (*bench).plan},
 	{"pg-workers", (*bench).pgWorkers},
 	{"pg-claim", (*bench).pgClaimCost},
+	{"budget", (*bench).budget},
 }
 
 func rowNames() []string {
