@@ -103,9 +103,10 @@ type State struct {
 	currencies  map[uint32]string // SentCurrency (flagCurrencySpilled)
 	sentAmounts map[uint32]int64  // SentAmount (flagSentSpilled)
 
-	near    atomic.Uint32 // the id after the one Lookup found last: its guess
-	touched uint32        // keeps applyRun's loads from being optimized away
-	holders holders       // items by refund id, built by the first Holder
+	near     atomic.Uint32 // the id after the one Lookup found last: its guess
+	touched  uint32        // keeps applyRun's loads from being optimized away
+	holders  holders       // items by refund id, built by the first Holder
+	payments payments      // items by target, built by the first OnPayment
 }
 
 // slot is one item's ItemState in compact form.
@@ -481,6 +482,9 @@ func (s *State) put(i uint32, was, st *ItemState) {
 			target, kind = st.PSPReference, targetPSPReference
 		}
 		sl.target, sl.kind = s.addTarget(i, target), kind
+		if was.Charge == "" && was.PaymentIntent == "" && was.Capture == "" && was.PSPReference == "" {
+			s.indexPayment(i) // bound now, once
+		}
 	}
 	sl.flags = flags
 }
