@@ -168,7 +168,9 @@ func (e *JournalError) Unwrap() error { return e.Err }
 // Run reports every finding to emit, in a stable order (torn tails, then
 // items in the order first read, then per charge), and returns the counts.
 // The error is a *StripeError, a *JournalError or ctx's error; the report
-// then covers what was checked before it.
+// then covers what was checked before it. A plan whose batches the
+// journals share none of is a *BatchMismatchError, and no report: nothing
+// is checked.
 func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*Report, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = 4
@@ -193,6 +195,11 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	}
 	if opts.Charges == nil && opts.Provider != nil {
 		opts.Charges = opts.Provider
+	}
+	// Another batch's plan is one mistake, said once, not a finding for
+	// every item of both.
+	if err := a.st.batchMismatch(); err != nil {
+		return nil, err
 	}
 	rep := newReport()
 	rep.Journals, rep.Records, rep.Items = a.journals, a.records, int(a.st.n)

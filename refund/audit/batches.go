@@ -1,0 +1,81 @@
+package audit
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// BatchMismatchError is an audit with a plan of other batches than the
+// journals': no item is in both, so item by item it would report every
+// planned item missing and every journaled one not_in_plan. That is one
+// mistake in the inputs (another batch's plan, or another batch's
+// journals), said once instead.
+type BatchMismatchError struct {
+	Plan     []string // the plan's batches, sorted
+	Journals []string // the journals' batches, sorted
+}
+
+func (e *BatchMismatchError) Error() string {
+	return fmt.Sprintf("the plan is %s and the journals are %s: no batch is in both, so nothing was audited; give the plan of the journals' batch (or the journals of the plan's)",
+		batchNames(e.Plan), batchNames(e.Journals))
+}
+
+// batchNames names batches for people: "batch B", "batches A, B".
+func batchNames(bs []string) string {
+	const most = 5
+	if len(bs) == 1 {
+		return "batch " + bs[0]
+	}
+	if len(bs) > most {
+		return fmt.Sprintf("batches %s and %d more", strings.Join(bs[:most], ", "), len(bs)-most)
+	}
+	return "batches " + strings.Join(bs, ", ")
+}
+
+// batchMismatch is a *BatchMismatchError when a plan was added, the
+// journals hold records, and no batch is both planned and journaled; else
+// nil. A batch the journals share with the plan makes the inputs each
+// other's, and their item findings the audit's answer.
+func (s *state) batchMismatch() error {
+	if !s.planned {
+		return nil
+	}
+	planned, journaled := map[string]bool{}, map[string]bool{}
+	last, lastFlags := "", uint16(0) // items of one batch come in runs
+	for i := range s.n {
+		batch, _ := s.idx.Key(i)
+		flags := s.slot(i).flags & (flagInPlan | flagInJournal)
+		if batch == last && flags == lastFlags {
+			continue
+		}
+		last, lastFlags = batch, flags
+		if flags&flagInPlan != 0 && flags&flagInJournal != 0 {
+			return nil // an item in both
+		}
+		if flags&flagInPlan != 0 {
+			planned[batch] = true
+		}
+		if flags&flagInJournal != 0 {
+			journaled[batch] = true
+		}
+	}
+	if len(planned) == 0 || len(journaled) == 0 {
+		return nil
+	}
+	for b := range journaled {
+		if planned[b] {
+			return nil
+		}
+	}
+	e := &BatchMismatchError{}
+	for b := range planned {
+		e.Plan = append(e.Plan, strings.Clone(b))
+	}
+	for b := range journaled {
+		e.Journals = append(e.Journals, strings.Clone(b))
+	}
+	slices.Sort(e.Plan)
+	slices.Sort(e.Journals)
+	return e
+}
