@@ -19,6 +19,10 @@ import (
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
+// awaitGuard bounds await's waits for events: a guard against a hang,
+// never a timing a working run must meet, however busy the machine.
+const awaitGuard = 2 * time.Minute
+
 // await polls cond until it holds, stop is closed or limit passes; it
 // reports whether cond held. The simulator has no hook for the answers it
 // gives, only counters.
@@ -155,12 +159,12 @@ func runClock(r *rig, sz sizes) {
 			}
 			// Every held key retried (409) before the originals go on, and
 			// their saved answers replayed after.
-			if !await(func() bool { return r.sim.Stats().KeyInUse-base.KeyInUse >= int64(len(keys)) }, done, 30*time.Second) {
+			if !await(func() bool { return r.sim.Stats().KeyInUse-base.KeyInUse >= int64(len(keys)) }, done, awaitGuard) {
 				r.t.Errorf("the rerun after a clock jump retried %d of the %d keys held in flight (409s)", r.sim.Stats().KeyInUse-base.KeyInUse, len(keys))
 			}
 			conflicts += r.sim.Stats().KeyInUse - base.KeyInUse
 			prev.Free()
-			if !await(func() bool { return r.sim.Stats().Replayed-base.Replayed >= int64(len(keys)) }, done, 30*time.Second) {
+			if !await(func() bool { return r.sim.Stats().Replayed-base.Replayed >= int64(len(keys)) }, done, awaitGuard) {
 				r.t.Errorf("the rerun after a clock jump got %d of the %d held keys' answers replayed", r.sim.Stats().Replayed-base.Replayed, len(keys))
 			}
 		}

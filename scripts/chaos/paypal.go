@@ -189,7 +189,7 @@ func runPayPalPending(r *rig, sz sizes) {
 	}
 	// The simulator's clock settles them: PENDING refunds end by their
 	// time, read at each look-up.
-	if !await(func() bool { return r.sim.Stats().PayPal.Refunds["PENDING"] == 0 }, nil, 30*time.Second) {
+	if !await(func() bool { return r.sim.Stats().PayPal.Refunds["PENDING"] == 0 }, nil, awaitGuard) {
 		r.fatalf("PayPal's PENDING refunds did not settle")
 	}
 	failed := r.sim.Stats().PayPal.Refunds["FAILED"]
@@ -272,7 +272,7 @@ func runPayPalKeyAge(r *rig, sz sizes) {
 			kills++
 			// The killed run's calls in flight end at the simulator first:
 			// then whether an item's capture holds a refund is settled.
-			if !await(func() bool { st := r.sim.Stats(); return st.RefundsCreated+st.RefundsRefused >= r.sim.Creates() }, nil, 30*time.Second) {
+			if !await(func() bool { st := r.sim.Stats(); return st.RefundsCreated+st.RefundsRefused >= r.sim.Creates() }, nil, awaitGuard) {
 				r.fatalf("the killed run's calls did not end at the simulator")
 			}
 			st, _, err := journal.Load(j)

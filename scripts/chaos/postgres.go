@@ -419,11 +419,15 @@ func runPGSigstop(r *rig, sz sizes) {
 		if over || n < mark || stopped.Load() >= int64(sz.PGStops) || stoppedNow.Load() {
 			return
 		}
-		mark = n + 1 + rng.Int64N(gap)
+		// A call whose holder cannot be stopped (none named, or gone)
+		// leaves the mark where it is: the next call is tried, so a busy
+		// machine's timing cannot leave the row with no stop at all.
 		w := b.holder(key)
 		if w == nil || w.Cmd.Process.Signal(syscall.SIGSTOP) != nil {
+			r.m.logf("pg-sigstop: call %d (%s): no running holder to stop; the next call is tried", n, key)
 			return
 		}
+		mark = n + 1 + rng.Int64N(gap)
 		stoppedNow.Store(true)
 		batch, item, _, _ := parseKey(key)
 		var gen int64
@@ -449,21 +453,28 @@ func runPGSigstop(r *rig, sz sizes) {
 				err := b.pool.QueryRow(context.Background(), `SELECT claimed_by, claim_gen FROM refundkit.items WHERE batch = $1 AND item = $2`, s.batch, s.item).Scan(&holder, &gen)
 				settledFirst = err == nil && holder == nil && gen == s.gen
 				return err == nil && (gen > s.gen || settledFirst)
-			}, nil, 10*b.lease+10*time.Second)
+			}, nil, 10*b.lease+awaitGuard)
 			switch {
 			case settledFirst:
 				stopped.Add(-1) // not a stop past the lease with the call in flight
+				r.m.logf("pg-sigstop: item %s was settled by %s before its stop landed; the next call is tried", s.item, s.w.name)
+				mu.Lock()
+				mark = 0
+				mu.Unlock()
 			case taken:
 				tookOver.Add(1)
 			default:
-				r.t.Errorf("item %s, whose worker %s was stopped, was not taken over by another worker within %s", s.item, s.w.name, 10*b.lease+10*time.Second)
+				r.t.Errorf("item %s, whose worker %s was stopped, was not taken over by another worker within %s", s.item, s.w.name, 10*b.lease+awaitGuard)
 			}
 			s.w.Cmd.Process.Signal(syscall.SIGCONT)
+			if settledFirst {
+				// It goes on with its other items (the crew judges its
+				// exit), and another worker may be stopped meanwhile.
+				stoppedNow.Store(false)
+				continue
+			}
 			<-s.w.done
 			stoppedNow.Store(false)
-			if settledFirst {
-				continue // it goes on with its other items; the crew judges its exit
-			}
 			if r.expectExit(s.w.proc, "a worker resumed after its lease ran out", exitJournal) {
 				halted.Add(1)
 				if !strings.Contains(s.w.Stderr.String(), "lost") {
