@@ -55,12 +55,17 @@ type column struct {
 	key  string // metadata key when kind is colMetadata
 }
 
-// readCSV reads a CSV file whose first row names the columns.
-func readCSV(r io.Reader, c *collector) error {
+// readCSV reads a CSV file whose first row names the columns, its fields
+// separated by delim.
+func readCSV(r io.Reader, c *collector, delim rune) error {
 	cr := csv.NewReader(r)
+	cr.Comma = delim
 	cr.FieldsPerRecord = -1 // row widths are checked here, with a clearer message
 	cr.ReuseRecord = true
-	cr.TrimLeadingSpace = true
+	// Cells are trimmed anyway; leading space is skipped in the reader so a
+	// quoted field after ", " reads as quoted. Not with tabs: the reader
+	// would take a tab after a tab for space and drop an empty field.
+	cr.TrimLeadingSpace = delim != Tab
 	var columns []column
 	for {
 		rec, err := cr.Read()
@@ -142,6 +147,7 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 	columns := make([]column, len(rec))
 	named := map[string]int{} // column name or metadata key -> 1-based column
 	var unknown []string
+	raw := "" // the unknown names as given, for the delimiter hint
 	ok := true
 	for i, f := range rec {
 		name := strings.TrimSpace(f)
@@ -157,6 +163,7 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 			col = column{kind: colMetadata, key: name}
 		default:
 			unknown = append(unknown, refund.Show(name))
+			raw += name
 			continue
 		}
 		if name == "" {
@@ -183,7 +190,14 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 		columns[i] = col
 	}
 	if len(unknown) > 0 {
-		c.problem(line, "unknown columns %s (%s; --keep-columns keeps others as metadata)", strings.Join(unknown, ", "), knownColumnsHint)
+		hint := ""
+		for _, d := range delimiters {
+			if d != c.plan.delimiter && strings.ContainsRune(raw, d) {
+				hint = fmt.Sprintf("; the header is read with %s between columns: for %s, give --delimiter %s", delimiterWords(c.plan.delimiter), delimiterWords(d), delimiterFlag(d))
+				break
+			}
+		}
+		c.problem(line, "unknown columns %s (%s; --keep-columns keeps others as metadata)%s", strings.Join(unknown, ", "), knownColumnsHint, hint)
 		ok = false
 	}
 	_, charge := named["charge"]
@@ -204,7 +218,7 @@ func checkMetadataKey(key string) error { return refund.MetadataKeyError(key) }
 // csvRow turns one data row into an item for the collector.
 func (c *collector) csvRow(line int, rec []string, columns []column) {
 	if len(rec) < len(columns) || !blank(rec[len(columns):]) {
-		c.problem(line, "%d fields, the header has %d", len(rec), len(columns))
+		c.problem(line, "%d fields, the header has %d%s", len(rec), len(columns), c.decimalCommaHint(rec, columns))
 		return
 	}
 	var it refund.Item
@@ -247,10 +261,76 @@ func (c *collector) csvRow(line int, rec []string, columns []column) {
 		var err error
 		if it.Amount, err = refund.ParseAmount(amount); err != nil {
 			if !c.otherBatch(line, it.Batch) { // the batch is named first, as for any row
+				if separated(amount) {
+					// 12,50 or 1.250 is never read as 1250 or 12: which was
+					// meant depends on the currency and the locale.
+					err = &refund.InputError{Field: "amount", Err: fmt.Errorf("%s: want a positive whole number of minor units, with no decimal or thousands separator (12.50 EUR is 1250)", refund.Show(amount))}
+				}
 				c.fail(line, err)
 			}
 			return
 		}
 	}
 	c.add(line, &it, true)
+}
+
+// separated reports an amount written with a decimal or thousands
+// separator: digits in groups split by one of . , ' or a space.
+func separated(s string) bool {
+	groups, sep := 0, byte(0)
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		if j == i {
+			return false // a group of no digits
+		}
+		groups++
+		if j == len(s) {
+			break
+		}
+		switch s[j] {
+		case '.', ',', '\'', ' ':
+			if sep == 0 {
+				sep = s[j]
+			}
+		default:
+			return false
+		}
+		i = j + 1
+		if i == len(s) {
+			return false // ends in a separator
+		}
+	}
+	return groups > 1
+}
+
+// decimalCommaHint says, for a comma-separated row with one field more
+// than its header where the amount is digits and the next field two
+// digits, that the amount may have a decimal comma: 12,50 read as two
+// fields.
+func (c *collector) decimalCommaHint(rec []string, columns []column) string {
+	if c.plan.delimiter != Comma || len(rec) != len(columns)+1 {
+		return ""
+	}
+	for i, col := range columns {
+		if col.kind != colAmount {
+			continue
+		}
+		a, b := strings.TrimSpace(rec[i]), strings.TrimSpace(rec[i+1])
+		if a != "" && len(b) == 2 && allDigits(a) && allDigits(b) { // cents
+			return fmt.Sprintf(": is %s,%s an amount with a decimal comma? amounts are whole minor units, with no separator (12.50 EUR is 1250)", a, b)
+		}
+	}
+	return ""
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -15,6 +15,7 @@ type Plan struct {
 	entries    [][]entry // chunks of chunkSize: growing never copies the plan
 	n          int
 	currencies []string // interned codes; entry.currency indexes it, 0 is none
+	delimiter  rune     // of the CSV input; 0: not CSV
 }
 
 // entry is one item as Plan stores it.
@@ -76,6 +77,11 @@ func (p *Plan) at(i int) *entry { return &p.entries[i>>chunkBits][i&(chunkSize-1
 
 // Batch is the batch of every item.
 func (p *Plan) Batch() string { return p.batch }
+
+// Delimiter is the delimiter of the CSV input the plan was read from,
+// given or told from its header row (Comma, Semicolon, Tab); 0 when the
+// input was not CSV.
+func (p *Plan) Delimiter() rune { return p.delimiter }
 
 // Len is the number of items.
 func (p *Plan) Len() int { return p.n }

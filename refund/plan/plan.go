@@ -46,6 +46,9 @@ type Options struct {
 	Format Format
 	// IDs says what bare ids name; IDsStripe or "" reads them by prefix.
 	IDs IDs
+	// Delimiter separates CSV fields: Comma, Semicolon or Tab; 0 tells it
+	// from the header row (see Plan.Delimiter).
+	Delimiter rune
 	// KeepColumns keeps unknown CSV columns and JSON fields as refund
 	// metadata (under their own name) instead of rejecting them.
 	KeepColumns bool
@@ -83,6 +86,12 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 		return nil, fmt.Errorf("ids %s: want stripe, capture or psp_reference", refund.Show(string(opts.IDs)))
 	}
 
+	switch opts.Delimiter {
+	case 0, Comma, Semicolon, Tab:
+	default:
+		return nil, fmt.Errorf("delimiter %q: want , ; or tab", opts.Delimiter)
+	}
+
 	c := newCollector(name, opts)
 	br := bufio.NewReaderSize(r, 64<<10)
 	if ok, err := c.checkEncoding(br); err != nil || !ok {
@@ -97,7 +106,19 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 	var err error
 	switch format {
 	case FormatCSV:
-		err = readCSV(br, c)
+		delim, header := opts.Delimiter, 0
+		if delim == 0 {
+			var derr error
+			if delim, header, derr = detectDelimiter(br); derr != nil {
+				if _, ok := derr.(*delimiterError); !ok {
+					return nil, readError(name, derr)
+				}
+				c.problem(header, "%v", derr)
+				return c.result(nil)
+			}
+		}
+		c.plan.delimiter = delim
+		err = readCSV(br, c, delim)
 	case FormatJSONL:
 		err = readJSONL(br, c)
 	case FormatIDs:

@@ -308,11 +308,11 @@ func TestReadProblems(t *testing.T) {
 				"ch_7,9223372036854775808\n" +
 				"ch_8,ten dollars\n",
 			want: []string{
-				"in:2: amount: 10.00: want a positive whole number of minor units",
+				"in:2: amount: 10.00: want a positive whole number of minor units, with no decimal or thousands separator (12.50 EUR is 1250)",
 				"in:3: amount: -5: want a positive whole number of minor units",
 				"in:4: amount: 0: want a positive whole number of minor units",
 				"in:5: amount: 1e3: want a positive whole number of minor units",
-				"in:6: amount: 1,000: want a positive whole number of minor units",
+				"in:6: amount: 1,000: want a positive whole number of minor units, with no decimal or thousands separator (12.50 EUR is 1250)",
 				"in:7: amount: +5: want a positive whole number of minor units",
 				"in:8: amount: 9223372036854775808: too large",
 				`in:9: amount: "ten dollars": want a positive whole number of minor units`,
@@ -600,7 +600,7 @@ func TestReadProblemLimit(t *testing.T) {
 		if tt.wantKept < 25 {
 			wantTail = "\n" + strconv.Itoa(25-tt.wantKept) + " more problems not shown"
 		}
-		if msg := err.Error(); !strings.HasPrefix(msg, "charges.csv:2: amount: 1.00: want") || !strings.HasSuffix(msg, "minor units"+wantTail) {
+		if msg := err.Error(); !strings.HasPrefix(msg, "charges.csv:2: amount: 1.00: want") || !strings.HasSuffix(msg, "(12.50 EUR is 1250)"+wantTail) {
 			t.Errorf("max %d: Error() = %q", tt.max, msg)
 		}
 	}

@@ -91,7 +91,7 @@ func (p *Plan) Shard(k, n int) *Plan {
 	if k < 1 || k > n {
 		panic(fmt.Sprintf("plan: shard %d/%d", k, n))
 	}
-	out := &Plan{batch: p.batch, currencies: p.currencies}
+	out := &Plan{batch: p.batch, currencies: p.currencies, delimiter: p.delimiter}
 	for i := 0; i < p.n; i++ {
 		e := p.at(i)
 		if shardOf(p.batch, e.target, n) == k {

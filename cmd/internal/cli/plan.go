@@ -18,6 +18,7 @@ type planArgs struct {
 	Batch       string           `required:"" help:"Batch id written on every item: 1-64 of A-Z a-z 0-9 _ . - starting with a letter or digit."`
 	Format      string           `enum:"auto,csv,jsonl,ids" default:"auto" group:"input" help:"Input format: csv (with a header row), jsonl, ids (one a line), or auto to detect it."`
 	IDs         string           `name:"ids" enum:"stripe,capture,psp_reference" default:"stripe" group:"input" help:"What bare ids are: stripe (ch_/py_ charges, pi_ payment intents), capture (every id a capture: PayPal's, or the payment ids of an exec provider's API) or psp_reference (every id an Adyen pspReference)."`
+	Delimiter   string           `placeholder:"D" default:"auto" group:"input" help:"CSV field delimiter: , ; or tab, or auto to tell it from the header row (Excel writes ; where the decimal separator is a comma, tabs for tab-delimited text)."`
 	KeepColumns bool             `group:"input" help:"Keep unknown CSV columns and JSON fields as refund metadata instead of rejecting them."`
 	Shard       string           `placeholder:"K/N" help:"Write only shard K of N (1 <= K <= N), a fixed partition by charge (payment intent, capture, psp_reference), for N workers with a journal each."`
 	Version     kong.VersionFlag `help:"Print the version and exit."`
@@ -26,7 +27,7 @@ type planArgs struct {
 
 const planDescription = `Turn a list of charges or captures into the plan items of one batch, as JSON lines on stdout.
 
-The input is CSV with a header row (columns charge, payment_intent, capture, psp_reference, amount, currency, reason, item, batch, metadata.<key>; each row names one of charge, payment_intent, capture, psp_reference), JSON lines with the same fields, or bare ids one a line: ch_/py_/pi_ ids, with --ids capture capture ids (PayPal's look like 2GG279541U471931P), or with --ids psp_reference Adyen pspReferences (16 of A-Z 0-9, such as 8815658961765250). Amounts are whole minor units (1000 is 10.00 USD or 1000 JPY); none means the full remaining amount. Item ids come from the item column, else from the charge, payment intent, capture or psp_reference id, so they are the same on every run.
+The input is CSV with a header row (comma-, semicolon- or tab-separated: told from the header row, or --delimiter; columns charge, payment_intent, capture, psp_reference, amount, currency, reason, item, batch, metadata.<key>; each row names one of charge, payment_intent, capture, psp_reference), JSON lines with the same fields, or bare ids one a line: ch_/py_/pi_ ids, with --ids capture capture ids (PayPal's look like 2GG279541U471931P), or with --ids psp_reference Adyen pspReferences (16 of A-Z 0-9, such as 8815658961765250). Amounts are whole minor units (1000 is 10.00 USD or 1000 JPY); none means the full remaining amount. Item ids come from the item column, else from the charge, payment intent, capture or psp_reference id, so they are the same on every run.
 
 The whole input is checked before anything is written: on any problem, each is reported as file:line and nothing is written.
 
@@ -52,6 +53,16 @@ func Plan(env Env) int {
 		return ExitUsage
 	}
 
+	delim, err := plan.ParseDelimiter(args.Delimiter)
+	if err != nil {
+		warnf(env.Stderr, name, "--%v", err)
+		return ExitUsage
+	}
+	if delim != 0 && args.Format != "auto" && args.Format != "csv" {
+		warnf(env.Stderr, name, "--delimiter is for CSV input, not --format %s: drop it", args.Format)
+		return ExitUsage
+	}
+
 	in, inName := env.Stdin, "<stdin>"
 	if args.File != "-" {
 		f, err := os.Open(args.File)
@@ -66,6 +77,7 @@ func Plan(env Env) int {
 		Batch:       args.Batch,
 		Format:      plan.Format(args.Format),
 		IDs:         plan.IDs(args.IDs),
+		Delimiter:   delim,
 		KeepColumns: args.KeepColumns,
 	})
 	var inputErr *plan.Rejection
@@ -86,6 +98,12 @@ func Plan(env Env) int {
 	}
 
 	summary := fmt.Sprintf("%d %s, batch %s", p.Len(), plural(p.Len(), "item"), args.Batch)
+	switch p.Delimiter() {
+	case plan.Semicolon:
+		summary += ", read as semicolon-separated CSV"
+	case plan.Tab:
+		summary += ", read as tab-separated CSV"
+	}
 	if shardN > 0 {
 		if c, pi, mixed := p.MixedPayments(); mixed {
 			warnf(env.Stderr, name, "--shard %s: %s:%d names a charge and %s:%d a payment intent: a charge and its payment intent are one payment, and plan cannot tell offline which are, so it cannot keep every payment in one shard; nothing written", args.Shard, inName, c, inName, pi)
