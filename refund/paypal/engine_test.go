@@ -257,7 +257,9 @@ func TestEngineLostOutcomesLookedUp(t *testing.T) {
 // journals its end, COMPLETED or FAILED, and creates nothing.
 func TestEnginePendingSettledByGet(t *testing.T) {
 	cs, items := usdCaptures(8)
-	e := newE2E(t, stripesim.Faults{PayPalPendingShare: 1, PayPalPendingFor: 300 * time.Millisecond, PayPalFailedShare: 0.5}, cs...)
+	// PENDING for far longer than the loop below takes on a busy machine
+	// (at 300ms, a slow loop's later runs saw them settled already).
+	e := newE2E(t, stripesim.Faults{PayPalPendingShare: 1, PayPalPendingFor: 10 * time.Second, PayPalFailedShare: 0.5}, cs...)
 	plan := planOf(items...)
 	for _, it := range items {
 		if r := e.mustRun(plan)[it.item]; r.Status != refund.StatusPending && r.Status != refund.StatusSkipped {
@@ -269,10 +271,10 @@ func TestEnginePendingSettledByGet(t *testing.T) {
 	if n := len(e.sim.PayPal().Refunds()); n != len(items) {
 		t.Fatalf("%d refunds, want %d", n, len(items))
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for e.sim.PayPal().Stats().Refunds[paypalsim.StatusPending] > 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("PENDING refunds did not settle in 20s")
+			t.Fatal("PENDING refunds did not settle in a minute")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
