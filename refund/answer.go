@@ -323,7 +323,12 @@ func (e *engine) deadRefund(it *Item, r *Refund) Result {
 // cannot account for. It is the one check of a plan item against its
 // records, whichever way they arrived (a run, a merge, an import).
 func CheckBinding(it *Item, st journal.ItemState) error {
-	const hint = ": the journal binds an item to what was sent; plan the changed refund under a new item id"
+	hint := ": the journal binds an item to what was sent; plan the changed refund under a new item id"
+	if st.Status == journal.StatusInDoubt {
+		// Its call may have made a refund that a provider without a full
+		// look-up (Adyen) cannot show: a new item id now could be a second.
+		hint = ": the journal binds an item to what was sent, and this one is in doubt (its call may have made a refund): settle it first, by running again with the plan as it was (with Adyen, once its notifications have come), then plan what is still owed under a new item id"
+	}
 	switch {
 	case st.Rebound:
 		return fmt.Errorf("item %q of batch %q: the journal's records name two different payments for it (%s first): records of two plans merged into one journal? Which payment the item is cannot be told; a person checks its refunds at the provider and plans what is still owed under a new item id", it.Item, it.Batch, boundTarget(st))

@@ -21,6 +21,14 @@ type Checkpoint interface {
 	// (refunded or pending), if any: a refund is credited to one item,
 	// ever. An error halts the run.
 	Holder(id string) (batch, item string, ok bool, err error)
+	// OnPayment returns the items, of every batch, that the checkpoint
+	// holds records of on a payment named by any of keys (its charge,
+	// capture or psp_reference, or its payment intent and the intent's
+	// charges), with their states: what the engine asks before an item's
+	// call when the provider cannot list the payment's refunds, or not all
+	// of them yet. It may leave out items never sent nor refunded. An
+	// error halts the run.
+	OnPayment(keys []string) ([]journal.PaymentItem, error)
 	// Append makes recs durable, in order and in one commit, before it
 	// returns. An error halts the run: no call is made after it.
 	Append(recs ...*journal.Record) error
@@ -48,6 +56,10 @@ func (j journalCheckpoint) Lookup(batch, item string) (journal.ItemState, bool, 
 func (j journalCheckpoint) Holder(id string) (string, string, bool, error) {
 	batch, item, ok := j.state.Holder(id)
 	return batch, item, ok, nil
+}
+
+func (j journalCheckpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
+	return j.state.OnPayment(keys...), nil
 }
 
 var errReadOnly = errors.New("the journal was opened for reading only")

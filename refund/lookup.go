@@ -166,6 +166,9 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool,
 		return res, true
 	}
 	if !looked {
+		if res, done := e.otherItems(it, attempt, unsent, pay, true); done {
+			return res, true
+		}
 		return e.unlooked(it, attempt, unsent, st)
 	}
 	c := sortRefunds(it, refunds, func(r *Refund) int { return e.owner(it, r, pay.keys) })
@@ -190,6 +193,12 @@ func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool,
 		return e.inDoubt(it, attempt, "api_error", fmt.Sprintf("%s answered 500 to a call of another worker during this run and has no refund for it yet: its result is indeterminate (%[1]s may still complete it). No new key in this run; a later run looks it up again", e.name)), true
 	case burned && !e.cfg.ResendAfter500 && e.facts.LateOutcomes:
 		return e.inDoubt(it, attempt, "api_error", fmt.Sprintf("%s answered 500 to an earlier call and still has no refund for it: its result is indeterminate (%[1]s may still complete it while it repairs an incident). Check the charge; to send it under a new key, run again with --resend-after-500", e.name)), true
+	}
+	// What the listing cannot show yet, the checkpoint may: another item's
+	// refund the provider has not told of (PartialLookup), or one an
+	// indeterminate answer may still make (LateOutcomes).
+	if res, done := e.otherItems(it, attempt, unsent, pay, e.facts.PartialLookup); done {
+		return res, true
 	}
 	if e.facts.PartialLookup {
 		// Nothing found is not nothing made: as without a look-up.
@@ -226,6 +235,101 @@ func (e *engine) unlooked(it *Item, attempt int, unsent bool, st journal.ItemSta
 	}
 	e.logItem(slog.LevelDebug, "in doubt, no look-up, the key is still kept: the same key again", it, attempt)
 	return Result{}, false
+}
+
+// otherItems holds the item when the checkpoint holds another item on its
+// payment (of any batch, by any of the payment's names) whose refund may
+// stand there although the provider's look-up does not show it: an item
+// renamed, moved or planned again under another batch or item id would
+// otherwise be sent a second refund. A provider's full listing is
+// authoritative for the refunds it has made, so unlisted (no look-up, or
+// a PartialLookup that tells only what its notifications said) counts every
+// other item in doubt, pending or refunded; listed counts only those
+// whose key holds an indeterminate answer that may still complete
+// (LateOutcomes), which the listing cannot show yet. Items the plan puts
+// on this payment are the plan's own (two partial refunds); one of this
+// batch the plan read so far does not list defers the item, as the look-up
+// does. --allow-refunded-charges lifts the hold as it lifts the look-up's.
+func (e *engine) otherItems(it *Item, attempt int, unsent bool, pay *payment, unlisted bool) (Result, bool) {
+	items, err := e.cfg.Checkpoint.OnPayment(pay.keys)
+	if err != nil {
+		e.halt(&HaltError{Journal: true, Err: err})
+		return e.notCalled(it, unsent, "halted", "run halted before the look-up"), true
+	}
+	var otherBatch, otherItem, unread []journal.PaymentItem
+	for _, p := range items {
+		st := &p.State
+		switch {
+		case p.Batch == it.Batch && p.Item == it.Item:
+			continue
+		case st.Status == journal.StatusInDoubt && (unlisted || st.KeyBurned && e.facts.LateOutcomes):
+		case hasRefundStatus(st.Status) && unlisted:
+		default:
+			continue
+		}
+		if p.Batch != it.Batch {
+			otherBatch = append(otherBatch, p)
+			continue
+		}
+		on, listed := e.plan.on(it.Batch, p.Item, append([]string{it.Target()}, pay.keys...)...)
+		switch {
+		case on: // two refunds the plan means on one payment
+		case !listed && !e.plan.whole.Load():
+			unread = append(unread, p)
+		default:
+			otherItem = append(otherItem, p)
+		}
+	}
+	if e.cfg.AllowRefundedCharges {
+		if all := slices.Concat(otherBatch, otherItem, unread); len(all) > 0 {
+			e.logItem(slog.LevelWarn, "the journal holds other items on this payment; refunding again as --allow-refunded-charges says", it, 0,
+				"items", describeItems(all))
+		}
+		return Result{}, false
+	}
+	switch {
+	case len(otherBatch) > 0:
+		return e.holdFor(it, attempt, unsent, CodeRefundedByOtherBatch, "the journal holds an item of another refundkit batch on this payment", e.unseen(otherBatch, unlisted)), true
+	case len(unread) > 0:
+		// Whether the plan owns them is known once it is read to the end.
+		return Result{Status: statusDeferred}, true
+	case len(otherItem) > 0:
+		return e.holdFor(it, attempt, unsent, CodeRefundedByOtherItem, "the journal holds an item of this batch on this payment that the plan does not put there (an item renamed, dropped or moved to another payment?)", e.unseen(otherItem, unlisted)), true
+	}
+	return Result{}, false
+}
+
+// unseen names items for a hold, and says why the provider's look-up did
+// not show their refunds.
+func (e *engine) unseen(items []journal.PaymentItem, unlisted bool) string {
+	why := fmt.Sprintf("%s cannot list this payment's refunds, or not all of them yet: finding none there proves nothing", e.name)
+	if !unlisted {
+		why = fmt.Sprintf("%s lists no refund for it yet, but it answered its call with its own 500 and may still complete it", e.name)
+	}
+	return describeItems(items) + "; " + why
+}
+
+// describeItems names items of the checkpoint for people: whose, in what
+// state, which refund.
+func describeItems(items []journal.PaymentItem) string {
+	parts := make([]string, len(items))
+	for i, p := range items {
+		st := &p.State
+		state := st.Status.String()
+		switch {
+		case hasRefundStatus(st.Status):
+			state += ", " + st.Refund
+		case st.Status == journal.StatusInDoubt:
+			state = fmt.Sprintf("in doubt, attempt %d sent %s", max(st.Attempt, 1), sentWhen(st.SentAt))
+		}
+		parts[i] = fmt.Sprintf("item %q of batch %q (%s)", p.Item, p.Batch, state)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// hasRefundStatus reports the statuses of an item with a live refund.
+func hasRefundStatus(s journal.Status) bool {
+	return s == journal.StatusRefunded || s == journal.StatusPending
 }
 
 // keyKept reports whether a provider that keeps keys for ttl (0: for
@@ -356,6 +460,11 @@ func (e *engine) notCalled(it *Item, unsent bool, code, msg string) Result {
 // An item never sent is failed for good; one whose call an earlier run sent
 // stays in doubt, since that call may still have made its refund.
 func (e *engine) hold(it *Item, attempt int, unsent bool, code string, refunds []*Refund) Result {
+	return e.holdFor(it, attempt, unsent, code, holdWhy(code), describe(refunds))
+}
+
+// holdWhy says why a refund made elsewhere on the charge holds an item.
+func holdWhy(code string) string {
 	var why string
 	switch code {
 	case CodeRefundedByOtherBatch:
@@ -367,16 +476,22 @@ func (e *engine) hold(it *Item, attempt int, unsent bool, code string, refunds [
 	default:
 		why = "the charge already has refunds made outside refundkit"
 	}
+	return why
+}
+
+// holdFor journals the item as held for what (refunds or items named for
+// people) on its payment, why says whose they are; see hold.
+func (e *engine) holdFor(it *Item, attempt int, unsent bool, code, why, what string) Result {
 	sent := "nothing sent"
 	if !unsent {
 		sent = fmt.Sprintf("nothing sent now; attempt %d was sent by an earlier run and its refund is not found", attempt)
 	}
-	msg := fmt.Sprintf("%s: %s; %s. If another refund is intended, run again with --allow-refunded-charges", why, describe(refunds), sent)
+	msg := fmt.Sprintf("%s: %s; %s. If another refund is intended, run again with --allow-refunded-charges", why, what, sent)
 	rec := e.failure(it, attempt, 0, code, msg, unsent)
 	if !e.append(rec) {
 		return e.unrecorded(it, attempt, msg)
 	}
-	e.logItem(slog.LevelDebug, "item held: "+why, it, attempt, "refunds", describe(refunds))
+	e.logItem(slog.LevelDebug, "item held: "+why, it, attempt, "refunds", what)
 	if !unsent {
 		return e.inDoubt(it, attempt, code, msg)
 	}

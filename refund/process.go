@@ -47,6 +47,8 @@ func (e *engine) process(ctx context.Context, j job) Result {
 		if res, done := e.lookup(ctx, it, attempt, unsent, st, j.burnedInRun, pay); done {
 			return res
 		}
+	} else if res, done := e.otherItems(it, attempt, unsent, pay, true); done {
+		return res // the journal alone is trusted: its other items on the payment too
 	}
 	if res, done := e.checkPayment(ctx, it, attempt, unsent, pay); done {
 		return res

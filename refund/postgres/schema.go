@@ -106,6 +106,12 @@ var migrations = []string{
 	// gone) and the part of the account's limits it takes now.
 	`ALTER TABLE refundkit.workers ADD COLUMN account text, ADD COLUMN lease interval, ADD COLUMN budget_share double precision;
 	CREATE INDEX workers_account ON refundkit.workers (account) WHERE stopped_at IS NULL;`,
+	// 7: the intents and refunds of each payment, whatever batch or item
+	// made them, so that an item another batch or item sent on the
+	// payment holds one a provider without a full look-up (Adyen) would
+	// otherwise be sent again (Checkpoint.OnPayment, payments.go).
+	`CREATE INDEX records_payment ON refundkit.records ((coalesce(rec::jsonb->>'charge', rec::jsonb->>'payment_intent', rec::jsonb->>'capture', rec::jsonb->>'psp_reference')))
+		WHERE rec::jsonb->>'type' IN ('intent', 'refunded');`,
 }
 
 // SchemaVersion is the schema this build writes and reads.

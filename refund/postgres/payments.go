@@ -1,0 +1,75 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/refundkit/refundkit/journal"
+)
+
+// paymentOfRecord is the payment a record names, as migration 7's index
+// records_payment keeps it: the query must say it the same way for the
+// index to serve it.
+const paymentOfRecord = `coalesce(rec::jsonb->>'charge', rec::jsonb->>'payment_intent', rec::jsonb->>'capture', rec::jsonb->>'psp_reference')`
+
+// OnPayment returns the items, of every batch, whose intents or refunds
+// name a payment among keys, each with the state its records fold to, in
+// the order their first such record was committed: what every worker has
+// committed, so that an item another worker (or batch) sent on the payment
+// holds this one while the provider cannot show its refund. Items never
+// sent nor refunded are left out. One query, through records_payment.
+func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
+	if c.empty || len(keys) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
+	defer cancel()
+	rows, err := c.pool.Query(ctx, `WITH on_payment AS (
+			SELECT batch, item, min(seq) AS first FROM refundkit.records
+			WHERE rec::jsonb->>'type' IN ('intent', 'refunded') AND `+paymentOfRecord+` = ANY($1)
+			GROUP BY batch, item
+		)
+		SELECT p.first, r.batch, r.item, r.rec FROM refundkit.records r
+		JOIN on_payment p ON r.batch = p.batch AND r.item = p.item
+		ORDER BY r.seq`, keys)
+	if err != nil {
+		return nil, c.wrap("items on payment", err)
+	}
+	defer rows.Close()
+	type folded struct {
+		first int64
+		item  journal.PaymentItem
+	}
+	byKey := map[key]*folded{}
+	var rec journal.Record
+	for rows.Next() {
+		var first int64
+		var b, it, line string
+		if err := rows.Scan(&first, &b, &it, &line); err != nil {
+			return nil, c.wrap("items on payment", err)
+		}
+		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
+			return nil, c.wrap("items on payment", &CorruptError{Batch: b, Item: it, Err: err})
+		}
+		f := byKey[key{b, it}]
+		if f == nil {
+			f = &folded{first: first, item: journal.PaymentItem{Batch: b, Item: it}}
+			byKey[key{b, it}] = f
+		}
+		f.item.State = journal.Next(f.item.State, &rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap("items on payment", err)
+	}
+	all := make([]*folded, 0, len(byKey))
+	for _, f := range byKey {
+		all = append(all, f)
+	}
+	slices.SortFunc(all, func(a, b *folded) int { return cmp.Compare(a.first, b.first) })
+	out := make([]journal.PaymentItem, len(all))
+	for i, f := range all {
+		out[i] = f.item
+	}
+	return out, nil
+}
