@@ -23,18 +23,20 @@ const budgetChannel = "refundkit_budget"
 // Budget is this worker's part of its account's budget, kept up to date
 // until the checkpoint is closed. Checkpoint.ShareBudget starts it.
 type Budget struct {
-	c       *Checkpoint
-	account string
-	share   float64 // the whole batch's share of the account (--share)
-	apply   func(workers int)
-	conn    *pgxpool.Conn   // LISTENs on budgetChannel, and counts
-	ctx     context.Context // ends with end
-	cancel  context.CancelFunc
-	done    chan struct{}
-	once    sync.Once
+	c        *Checkpoint
+	account  string
+	share    float64 // the whole batch's share of the account (--share)
+	apply    func(workers int)
+	conn     *pgxpool.Conn   // LISTENs on budgetChannel, and counts
+	ctx      context.Context // ends with end
+	cancel   context.CancelFunc
+	done     chan struct{}
+	watching sync.WaitGroup // watchIdle
+	once     sync.Once
 
 	mu      sync.Mutex
 	workers int
+	idle    bool // holds no claim: its part is 0, and the others share without it
 }
 
 // ShareBudget makes this worker one of the live workers of account (an
@@ -80,8 +82,73 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share floa
 	c.mu.Lock()
 	c.budget = b
 	c.mu.Unlock()
+	b.watching.Add(1)
 	go b.loop()
+	go b.watchIdle()
 	return b, nil
+}
+
+// idleAfter is how long a worker holds no claim before it gives its part
+// to the others: longer than the gap between an item's end and the next
+// claim, so that a worker at -j 1 does not flap.
+const idleAfter = 250 * time.Millisecond
+
+// watchIdle gives this worker's part to the others while it holds no
+// claim (it has nothing left, and waits for the others to settle theirs),
+// and takes it back as soon as it claims again: at the batch's end, the
+// last items' workers go at the whole share, not at their part of it. A
+// worker that has not claimed yet keeps its part, so that none sends
+// before the others count it.
+func (b *Budget) watchIdle() {
+	defer b.watching.Done()
+	t := time.NewTicker(idleAfter / 5)
+	defer t.Stop()
+	var busy time.Time // when it last held a claim; zero: never yet
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-t.C:
+		}
+		b.c.mu.Lock()
+		held := len(b.c.held)
+		// It worked already if it gave an item back or wrote a record,
+		// however short its claims were.
+		worked := len(b.c.done) > 0 || b.c.stats.Records > 0
+		b.c.mu.Unlock()
+		now := time.Now()
+		b.mu.Lock()
+		idle := b.idle
+		b.mu.Unlock()
+		switch {
+		case held > 0:
+			busy = now
+			if idle {
+				b.setIdle(false)
+			}
+		case busy.IsZero() && worked:
+			busy = now
+		case !idle && !busy.IsZero() && now.Sub(busy) >= idleAfter:
+			b.setIdle(true)
+		}
+	}
+}
+
+// setIdle records this worker idle (its part 0) or busy again (its part
+// as counted) and tells the others, who count again.
+func (b *Budget) setIdle(idle bool) {
+	b.mu.Lock()
+	b.idle = idle
+	part := b.share / float64(max(1, b.workers))
+	b.mu.Unlock()
+	if idle {
+		part = 0
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, b.c.budgetPoll())
+	defer cancel()
+	b.c.pool.Exec(ctx, `WITH me AS (
+			UPDATE refundkit.workers SET budget_share = $3 WHERE worker = $1 AND started_at = $2
+		) SELECT pg_notify($4, $5)`, b.c.worker, b.c.started, part, budgetChannel, b.account)
 }
 
 // Workers is the number of live workers of the account as last counted.
@@ -161,10 +228,10 @@ func (b *Budget) reconnect() bool {
 }
 
 // liveWorkersSQL counts the live workers of account $1, worker $2 (with
-// lease $3) included: those not stopped and seen within two thirds of
-// their own lease.
+// lease $3) included: those not stopped, not idle (a part of 0: no claim
+// held) and seen within two thirds of their own lease.
 const liveWorkersSQL = `SELECT 1 + count(*) FROM refundkit.workers
-	WHERE account = $1 AND worker <> $2 AND stopped_at IS NULL
+	WHERE account = $1 AND worker <> $2 AND stopped_at IS NULL AND coalesce(budget_share, 1) > 0
 	  AND last_seen > clock_timestamp() - coalesce(lease, $3::interval) * 2 / 3`
 
 // recount counts the account's live workers and, when the count changed,
@@ -185,8 +252,9 @@ func (b *Budget) recount(ctx context.Context) error {
 		return nil
 	}
 	b.apply(n)
-	_, err = b.conn.Exec(ctx, `UPDATE refundkit.workers SET budget_share = $3 WHERE worker = $1 AND started_at = $2`,
-		c.worker, c.started, b.share/float64(n))
+	// An idle worker's part stays 0: watchIdle alone moves it from or to 0.
+	_, err = b.conn.Exec(ctx, `UPDATE refundkit.workers SET budget_share = CASE WHEN budget_share = 0 THEN 0 ELSE $3::double precision END
+		WHERE worker = $1 AND started_at = $2`, c.worker, c.started, b.share/float64(n))
 	return err
 }
 
@@ -199,6 +267,7 @@ func (b *Budget) end() {
 	b.once.Do(func() {
 		b.cancel()
 		<-b.done
+		b.watching.Wait()
 		b.conn.Release()
 	})
 }

@@ -180,3 +180,44 @@ func BenchmarkBudgetTokenFromTable(b *testing.B) {
 		}
 	}
 }
+
+// A worker that holds no claim for a while (its items are done, and it
+// waits for the others') gives its part to the others, and takes it back
+// when it claims again; one that has not claimed yet keeps its part.
+func TestBudgetIdleWorkerGivesItsPart(t *testing.T) {
+	url := pgtest.NewDB(t)
+	const lease = 3 * time.Second
+	a := open(t, url, "A", lease)
+	_, cha := share(t, a, "stripe test acct1")
+	b := open(t, url, "B", lease)
+	_, chb := share(t, b, "stripe test acct1")
+	cha.await(t, "A after B joined", 2)
+	ctx := context.Background()
+	if err := b.Load(ctx, planOf("B1", 3, 100)); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := b.Claim(ctx, 1, false)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	// B holds a claim: both count 2 still. It gives the item back and,
+	// holding none, gives its part too.
+	if err := b.Release(ctx, got[0].Batch, got[0].Item); err != nil {
+		t.Fatal(err)
+	}
+	cha.await(t, "A after B went idle", 1)
+	var part float64
+	if err := a.pool.QueryRow(ctx, `SELECT budget_share FROM refundkit.workers WHERE worker = 'B'`).Scan(&part); err != nil || part != 0 {
+		t.Fatalf("B idle: budget_share %v (%v), want 0", part, err)
+	}
+	got, _, err = b.Claim(ctx, 1, false)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim again: %v, %v", got, err)
+	}
+	cha.await(t, "A after B claimed again", 2)
+	select {
+	case n := <-chb:
+		t.Logf("B was told %d", n)
+	default:
+	}
+}

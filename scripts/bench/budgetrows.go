@@ -247,7 +247,7 @@ func (b *bench) budgetBatch(srv *pgtest.Server, items int, plan string, n int, s
 			}
 			smp := budgetSample{t: time.Since(start), requests: apiRequests(st), refunds: st.RefundsCreated, limited: st.RateLimited}
 			conn.QueryRow(b.ctx, `SELECT coalesce(min(budget_share), 0), coalesce(max(budget_share), 0) FROM refundkit.workers
-				WHERE stopped_at IS NULL AND worker <> 'w1' AND budget_share IS NOT NULL`).Scan(&smp.minPart, &smp.maxPart)
+				WHERE stopped_at IS NULL AND worker <> 'w1' AND budget_share > 0`).Scan(&smp.minPart, &smp.maxPart)
 			run.samples = append(run.samples, smp)
 			switch {
 			case killed.IsZero() && st.RefundsCreated >= killAfter:

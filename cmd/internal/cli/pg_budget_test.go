@@ -35,11 +35,7 @@ func TestPGBudgetSharedByLiveWorkers(t *testing.T) {
 		r.start(w, lease)
 	}
 	r.await("all three took a third of 0.8", r.each(0.8/3, "A", "B", "C"))
-	r.await("C refunded some items", func() bool {
-		var n int
-		r.db.QueryRow(context.Background(), `SELECT count(*) FROM refundkit.records WHERE worker = 'C' AND rec::jsonb->>'type' = 'refunded'`).Scan(&n)
-		return n >= 3
-	})
+	r.await("C refunded some items", r.refundedBy("C", 3))
 	atKill := r.sim.Stats()
 	ws["C"].Cmd.Process.Kill()
 	<-ws["C"].Exited()
@@ -88,6 +84,9 @@ func TestPGBudgetPausedWorkerCountsAgain(t *testing.T) {
 	r.start("A", lease)
 	r.start("B", lease)
 	r.await("both took half of 0.8", r.each(0.4, "A", "B"))
+	// Stopped mid-batch, not while it loads the plan under the batch's
+	// lock (which would stall A's load instead).
+	r.await("B refunded some items", r.refundedBy("B", 3))
 	if err := r.ws["B"].Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +209,15 @@ func (r *budgetRig) each(want float64, names ...string) func() bool {
 			}
 		}
 		return true
+	}
+}
+
+// refundedBy holds once worker has journaled n refunds.
+func (r *budgetRig) refundedBy(worker string, n int) func() bool {
+	return func() bool {
+		var got int
+		r.db.QueryRow(context.Background(), `SELECT count(*) FROM refundkit.records WHERE worker = $1 AND rec::jsonb->>'type' = 'refunded'`, worker).Scan(&got)
+		return got >= n
 	}
 }
 
