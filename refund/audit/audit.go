@@ -203,6 +203,7 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	}
 	rep := newReport()
 	rep.Journals, rep.Records, rep.Items = a.journals, a.records, int(a.st.n)
+	rep.Planned = a.st.planned
 	if opts.Provider != nil {
 		rep.Provider = opts.Provider.Facts().Name
 		rep.Told = opts.Provider.Facts().PartialLookup

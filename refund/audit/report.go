@@ -36,6 +36,11 @@ type Report struct {
 	Canceled           int // extras this audit canceled
 	CanceledAmount     map[string]int64
 	Backfilled         int // refunded records written by --backfill
+	// Planned: a plan was audited (a file's, or the ones a PostgreSQL
+	// checkpoint stores). Without one, only the items the journals name
+	// are audited, and a clean verdict cannot say the batch is done: items
+	// never started are in no journal.
+	Planned bool
 	// Complete: the audit checked everything it was asked to. An audit
 	// halted (Stripe, a journal write) or interrupted has no verdict.
 	Complete bool
@@ -126,13 +131,21 @@ func (r *Report) Lines() []string {
 		lines = append(lines, strings.ToLower(r.Provider)+": "+strings.Join(calls, ", "))
 	}
 	if r.FindingCount() == 0 {
+		verdict := ""
 		switch {
 		case r.Complete && r.Told:
 			// The provider lists only the refunds it has told of: a second
 			// one it has not told of yet cannot be seen.
-			lines = append(lines, "no findings: every audited item has exactly one refund, and no notification "+r.Provider+" sent tells of another; refunds it has not told of yet cannot be seen: audit again once every notification has arrived")
+			verdict = "no findings: every audited item has exactly one refund, and no notification " + r.Provider + " sent tells of another; refunds it has not told of yet cannot be seen: audit again once every notification has arrived"
 		case r.Complete:
-			lines = append(lines, "no findings: every audited item has exactly one refund")
+			verdict = "no findings: every audited item has exactly one refund"
+		}
+		if verdict != "" && !r.Planned {
+			// A merge of shards one of which is half done reads clean here.
+			verdict += " (without --plan, only the items the journals name: audit --plan PLAN to know the batch is done)"
+		}
+		if verdict != "" {
+			lines = append(lines, verdict)
 		}
 		return lines
 	}

@@ -24,10 +24,16 @@ func TestReportLines(t *testing.T) {
 		rep  *audit.Report
 		want []string
 	}{
-		{"one of each, clean", &audit.Report{Complete: true, Journals: 1, Records: 1, Items: 1,
+		{"one of each, clean", &audit.Report{Complete: true, Planned: true, Journals: 1, Records: 1, Items: 1,
 			ByStatus: map[string]int{"refunded": 1}, Amounts: map[string]map[string]int64{"refunded": {"usd": 100}}},
 			[]string{"1 journal, 1 record, 1 item: 1 refunded, 0 failed, 0 in doubt", "refunded: 1.00 USD",
 				"no findings: every audited item has exactly one refund"}},
+		// Without a plan, a clean verdict is of the items the journals
+		// name: a half-done batch reads clean.
+		{"clean without a plan", &audit.Report{Complete: true, Journals: 1, Records: 1, Items: 1,
+			ByStatus: map[string]int{"refunded": 1}, Amounts: map[string]map[string]int64{"refunded": {"usd": 100}}},
+			[]string{"1 journal, 1 record, 1 item: 1 refunded, 0 failed, 0 in doubt", "refunded: 1.00 USD",
+				"no findings: every audited item has exactly one refund (without --plan, only the items the journals name: audit --plan PLAN to know the batch is done)"}},
 		{"money in every currency's decimals", &audit.Report{Complete: true, Journals: 2, Records: 9, Items: 5,
 			ByStatus: map[string]int{"refunded": 3, "failed": 2},
 			Amounts:  map[string]map[string]int64{"refunded": {"usd": 1007392, "jpy": 500, "kwd": 1500}, "failed": {"": 42}},

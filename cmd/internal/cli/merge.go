@@ -15,23 +15,26 @@ import (
 )
 
 type mergeArgs struct {
-	Output   string      `short:"o" placeholder:"OUT" predictor:"file" help:"Write the merged journal to OUT (mode 0600, replaced atomically once complete) instead of stdout. A postgres:// URL imports the merge into that PostgreSQL checkpoint, in one transaction, with what it held merged in first."`
-	Batch    []string    `placeholder:"BATCH" help:"Read only these batches of a PostgreSQL checkpoint named as a JOURNAL (default: all it holds)."`
-	Compact  bool        `help:"Keep one final record per item: its refund, else its final failure, else what keeps it in doubt (attempt, key age, burned key)."`
-	Version  versionFlag `help:"Print the version and exit."`
-	Journals []string    `arg:"" placeholder:"JOURNAL" predictor:"file" help:"Journals to merge; a postgres:// URL reads a PostgreSQL checkpoint as the journal lines it holds."`
+	Output    string      `short:"o" placeholder:"OUT" predictor:"file" help:"Write the merged journal to OUT (mode 0600, replaced atomically once complete) instead of stdout. A postgres:// URL imports the merge into that PostgreSQL checkpoint, in one transaction, with what it held merged in first."`
+	Batch     []string    `placeholder:"BATCH" help:"Read only these batches of a PostgreSQL checkpoint named as a JOURNAL (default: all it holds)."`
+	Compact   bool        `help:"Keep one final record per item: its refund, else its final failure, else what keeps it in doubt (attempt, key age, burned key)."`
+	AllowHeld bool        `name:"allow-held" help:"Merge journals that a running refund holds, as they stand: the merge is then a snapshot of a batch in progress, not a finished batch, and says so (without it such a merge is refused, exit 4)."`
+	Version   versionFlag `help:"Print the version and exit."`
+	Journals  []string    `arg:"" placeholder:"JOURNAL" predictor:"file" help:"Journals to merge; a postgres:// URL reads a PostgreSQL checkpoint as the journal lines it holds."`
 }
 
 const mergeDescription = `Merge refund journals (shards, or runs on several machines) into one journal.
 
 Records are written in ts order; records with the same ts keep the order of the journals as named, then their order within their journal. Identical records are written once. A torn final record is reported and left out. Corruption stops the merge (exit 5) with file:line. Conflicting outcomes for an item (two refunds, or a refund and a final failure) are all kept and reported on stderr (exit 1).
 
+A journal that a running refund holds is refused (exit 4): its batch is not done, and a merge of it would read as if it were. --allow-held merges it as it stands, and says the merge is a snapshot of a batch in progress.
+
 With -o, OUT is locked as refund locks its journal, from before the merge until the merged file replaces it: a journal a run is writing is refused (exit 4), and OUT may be one of the journals merged (compaction in place).
 
-Exit codes: 0 merged; 1 conflicting outcomes (all kept); 2 usage error, records imported that contradict the checkpoint's plan (none imported), or an input missing or a directory; 3 the output could not be written; 4 OUT is locked by another run; 5 corrupt input or unknown version.`
+Exit codes: 0 merged; 1 conflicting outcomes (all kept); 2 usage error, records imported that contradict the checkpoint's plan (none imported), or an input missing or a directory; 3 the output could not be written; 4 OUT is locked by another run, or a journal to merge is held by a running refund (without --allow-held); 5 corrupt input or unknown version.`
 
 // JournalMerge is the journal-merge command: it merges journals into one.
-func JournalMerge(env Env) int {
+func JournalMerge(env Env) (exit int) {
 	const name = "journal-merge"
 	var args mergeArgs
 	if code, done := parse(env, name, mergeDescription, &args); done {
@@ -44,6 +47,28 @@ func JournalMerge(env Env) int {
 			warnf(env.Stderr, name, "%v", &journal.NotFileError{Path: path, What: "a directory, not a file"})
 			return ExitUsage
 		}
+	}
+
+	// A journal a run still writes is half a batch: merged, it would read
+	// as a finished one (audit without --plan finds nothing missing).
+	held := heldInputs(args.Journals, args.Output)
+	if len(held) > 0 && !args.AllowHeld {
+		for _, path := range held {
+			warnf(env.Stderr, name, "journal %s is held by a running refund: its batch is not done, and a merge of it would read as if it were", path)
+		}
+		warnf(env.Stderr, name, "nothing merged: merge when the run has finished, or give --allow-held for a snapshot of the batch as it stands")
+		return ExitLocked
+	}
+	if len(held) > 0 {
+		defer func() {
+			if exit != ExitOK && exit != ExitFailed {
+				return // nothing merged
+			}
+			for _, path := range held {
+				warnf(env.Stderr, name, "journal %s was held by a running refund: merged as it stood", path)
+			}
+			warnf(env.Stderr, name, "the merge is a snapshot of a batch in progress, not a finished batch: its items in flight are in doubt in it and items not yet started are in no journal; merge again when the run has finished, and audit with --plan")
+		}()
 	}
 
 	if postgres.IsURL(args.Output) {
@@ -200,4 +225,31 @@ func syncMergeDir(dir string) error {
 		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// heldInputs are the journal files among journals that a running refund
+// holds (journal.Held), as named. A checkpoint's URL is not a file, and
+// OUT named as a journal too is left to OUT's own lock, which refuses it
+// if held. A journal that cannot be probed (missing, unreadable, not a
+// file) is left to the merge, which says why it cannot read it.
+func heldInputs(journals []string, out string) []string {
+	var outInfo os.FileInfo
+	if out != "" && !postgres.IsURL(out) {
+		outInfo, _ = os.Stat(out)
+	}
+	var held []string
+	for _, path := range journals {
+		if postgres.IsURL(path) {
+			continue
+		}
+		if outInfo != nil {
+			if info, err := os.Stat(path); err == nil && os.SameFile(info, outInfo) {
+				continue
+			}
+		}
+		if h, err := journal.Held(path); err == nil && h {
+			held = append(held, path)
+		}
+	}
+	return held
 }
