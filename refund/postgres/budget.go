@@ -62,22 +62,23 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share floa
 	}
 	b := &Budget{c: c, account: account, share: share, apply: apply, conn: conn, done: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
+	fail := func(err error) (*Budget, error) {
+		b.cancel()
+		drop(conn)
+		return nil, c.wrap("budget", err)
+	}
 	// LISTEN before joining: a worker that joins after this one counted is
 	// heard, one that joined before is counted.
 	if _, err := conn.Exec(ctx, `LISTEN `+budgetChannel); err != nil {
-		conn.Release()
-		return nil, c.wrap("budget", err)
+		return fail(err)
 	}
 	if _, err := conn.Exec(ctx, `WITH me AS (
 			UPDATE refundkit.workers SET account = $3, lease = $4::interval WHERE worker = $1 AND started_at = $2
 		) SELECT pg_notify($5, $3)`, c.worker, c.started, account, c.lease.String(), budgetChannel); err != nil {
-		conn.Release()
-		return nil, c.wrap("budget", err)
+		return fail(err)
 	}
 	if err := b.recount(ctx); err != nil {
-		b.cancel()
-		conn.Release()
-		return nil, c.wrap("budget", err)
+		return fail(err)
 	}
 	c.mu.Lock()
 	c.budget = b
@@ -214,7 +215,7 @@ func (b *Budget) reconnect() bool {
 	}
 	if err != nil {
 		if conn != nil {
-			conn.Release()
+			drop(conn)
 		}
 		select {
 		case <-b.ctx.Done():
@@ -222,7 +223,7 @@ func (b *Budget) reconnect() bool {
 		}
 		return false
 	}
-	b.conn.Release()
+	drop(b.conn)
 	b.conn = conn
 	return true
 }
@@ -268,6 +269,15 @@ func (b *Budget) end() {
 		b.cancel()
 		<-b.done
 		b.watching.Wait()
-		b.conn.Release()
+		drop(b.conn)
 	})
+}
+
+// drop closes a listening connection rather than give it back to the
+// pool, where it would keep gathering notifications no one reads.
+func drop(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	conn.Conn().Close(ctx)
+	conn.Release() // a closed connection is destroyed, not pooled
 }
