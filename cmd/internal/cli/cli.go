@@ -106,6 +106,7 @@ func parse(env Env, name, description string, grammar any) (code int, done bool)
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(c int) { panic(exitRequest(c)) }),
 		kong.Vars{"version": name + " " + versionString(), "live_help": liveHelp[name]},
+		kong.NamedMapper("fraction", fractionMapper{}),
 		kong.ExplicitGroups(flagGroups),
 		kong.Help(helpWithExamples(name)),
 		kong.Embed(&manFlag{}),
