@@ -115,7 +115,11 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 		e.logItem(slog.LevelDebug, "refused for good", it, attempt, "status", status, "code", code)
 		return e.failed(it, attempt, code, msg)
 	case ClassFatal:
-		e.halt(&HaltError{Err: fmt.Errorf("%s refused the API key (%d %s)", strings.ToLower(e.name), status, code)})
+		why := code // an exec command's refusal has no HTTP status
+		if status != 0 {
+			why = fmt.Sprintf("%d %s", status, code)
+		}
+		e.halt(&HaltError{Err: fmt.Errorf("%s refused the API key (%s)", strings.ToLower(e.name), why)})
 		return e.inDoubt(it, attempt, code, "run halted")
 	case ClassStopped:
 		return e.inDoubt(it, attempt, code, "interrupted while retrying a call that was sent; a later run looks it up first")
