@@ -226,6 +226,9 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 
 	e.summary.CreateCalls = e.creates.Load()
 	e.summary.ListCalls = e.lists.Load()
+	if n := int64(facts.LookupRequests); n > 1 {
+		e.summary.ListRequests = n * e.summary.ListCalls
+	}
 	e.summary.Retries = e.retries.Load()
 	e.summary.RateLimited = e.limited.Load()
 	e.summary.Reconciled = e.reconciled.Load()

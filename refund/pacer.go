@@ -29,7 +29,12 @@ const DefaultShare = 0.8
 
 // Limits are request rates per second; 0 means no limit. A provider's
 // package says what its own are (stripe.Limits).
-type Limits struct{ Global, Create, List, Charges, Get float64 }
+type Limits struct {
+	Global, Create, List, Charges, Get float64
+	// ListRequests is how many requests of the account's budget (Global)
+	// one look-up spends (PayPal's is two); 0 is one.
+	ListRequests int
+}
 
 // Slowest is the lowest of the rates l limits (requests/s), 0 when it
 // limits none: a request of that budget may wait one over it for its
@@ -54,12 +59,13 @@ func (l Limits) Slowest() float64 {
 // lets everything through.
 type Pacer struct {
 	global, create, list, charges, get *adaptive
+	listRequests                       int // of global, a look-up's
 }
 
 // NewPacer returns a pacer for limits.
 func NewPacer(l Limits) *Pacer {
 	return &Pacer{global: newAdaptive(l.Global), create: newAdaptive(l.Create), list: newAdaptive(l.List),
-		charges: newAdaptive(l.Charges), get: newAdaptive(l.Get)}
+		charges: newAdaptive(l.Charges), get: newAdaptive(l.Get), listRequests: max(l.ListRequests, 1)}
 }
 
 func (p *Pacer) endpoint(e Endpoint) *adaptive {
@@ -82,7 +88,11 @@ func (p *Pacer) Wait(ctx context.Context, e Endpoint) error {
 	if err := p.endpoint(e).wait(ctx); err != nil {
 		return err
 	}
-	return p.global.wait(ctx)
+	n := 1
+	if e == EndpointList {
+		n = p.listRequests
+	}
+	return p.global.waitN(ctx, n)
 }
 
 // Throttled slows the budget a refusal for the rate named
@@ -183,11 +193,22 @@ func (a *adaptive) scale(f float64) {
 	a.lim.SetBurst(burstOf(target))
 }
 
-func (a *adaptive) wait(ctx context.Context) error {
+func (a *adaptive) wait(ctx context.Context) error { return a.waitN(ctx, 1) }
+
+// waitN waits for n requests' worth, at most the bucket (burstOf) at
+// once: a budget slower than n a tenth of a second takes them one by one.
+func (a *adaptive) waitN(ctx context.Context, n int) error {
 	if a == nil {
 		return ctx.Err()
 	}
-	return a.lim.Wait(ctx)
+	for n > 0 {
+		k := min(n, a.lim.Burst())
+		if err := a.lim.WaitN(ctx, k); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
 }
 
 // cutEvery bounds how often 429s cut a budget: the requests in flight when

@@ -116,3 +116,24 @@ func TestPacerScaleConcurrent(t *testing.T) {
 	}
 	<-done
 }
+
+// TestPacerLookupSpendsItsRequests: a look-up of two requests (PayPal's)
+// takes two of the account's budget, so --rate R is R requests, not R calls.
+func TestPacerLookupSpendsItsRequests(t *testing.T) {
+	p := NewPacer(Limits{Global: 100, List: 50, ListRequests: 2})
+	now := time.Now()
+	before := p.global.lim.TokensAt(now)
+	if err := p.Wait(context.Background(), EndpointList); err != nil {
+		t.Fatal(err)
+	}
+	if spent := before - p.global.lim.TokensAt(now); spent < 1.99 || spent > 2.01 {
+		t.Errorf("a look-up spent %.2f of the account's budget, want 2", spent)
+	}
+	before = p.global.lim.TokensAt(now)
+	if err := p.Wait(context.Background(), EndpointCreate); err != nil {
+		t.Fatal(err)
+	}
+	if spent := before - p.global.lim.TokensAt(now); spent < 0.99 || spent > 1.01 {
+		t.Errorf("a create spent %.2f, want 1", spent)
+	}
+}

@@ -84,6 +84,10 @@ type Facts struct {
 	// provider names them in a field of limited size (Adyen's reference);
 	// 0 is no bound. A longer item is refused as bad input.
 	MaxBatchItem int
+	// LookupRequests is how many requests one Find sends (PayPal: the
+	// capture, then its order); 0 is one. The summary counts them, and
+	// the pacer spends as many of the account's budget.
+	LookupRequests int
 	// Backoff spaces the retries of a call the provider asks to repeat.
 	Backoff Backoff
 	// Payments are the plan item fields naming what this provider refunds

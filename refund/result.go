@@ -61,11 +61,14 @@ type Summary struct {
 	Found       map[string]int64
 	CreateCalls int64
 	ListCalls   int64
-	RateLimited int64 // 429 answers
-	Retries     int64 // calls repeated with the same key
-	Reconciled  int64 // in-doubt items settled by listing the charge's refunds
-	NewKeys     int64 // attempts that needed a new idempotency key
-	Duplicates  int64 // items Stripe holds more than one live refund for
+	// ListRequests is what ListCalls sent, when a look-up is more than
+	// one request (Facts.LookupRequests); 0 when each is one.
+	ListRequests int64
+	RateLimited  int64 // 429 answers
+	Retries      int64 // calls repeated with the same key
+	Reconciled   int64 // in-doubt items settled by listing the charge's refunds
+	NewKeys      int64 // attempts that needed a new idempotency key
+	Duplicates   int64 // items Stripe holds more than one live refund for
 	// Indeterminate counts items left in doubt by Stripe's own 500.
 	Indeterminate int64
 	// OtherShards counts the plan's items of other shards, read and not
@@ -122,6 +125,9 @@ func (s *Summary) String() string {
 	}
 	fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
 		s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
+	if s.ListRequests > 0 {
+		fmt.Fprintf(&b, "; a list call is %d requests at %s: %d list requests", s.ListRequests/max(s.ListCalls, 1), s.Provider, s.ListRequests)
+	}
 	return b.String()
 }
 
@@ -134,7 +140,7 @@ func (s *Summary) LogAttrs() []any {
 	}
 	attrs := []any{"items", s.Items, "by_status", by,
 		"refunded_minor_units", s.Refunded, "found_minor_units", s.Found,
-		"create_calls", s.CreateCalls, "list_calls", s.ListCalls, "retried", s.Retries,
+		"create_calls", s.CreateCalls, "list_calls", s.ListCalls, "list_requests", max(s.ListRequests, s.ListCalls), "retried", s.Retries,
 		"rate_limited", s.RateLimited, "reconciled", s.Reconciled, "new_keys", s.NewKeys,
 		"duplicates", s.Duplicates, "indeterminate", s.Indeterminate,
 		"journal_records", s.Records, "fsyncs", s.Fsyncs}

@@ -66,7 +66,7 @@ func (c *Client) APIBase() string { return c.base }
 // order (Find), so an item in doubt is looked up before anything is sent
 // again, as Stripe's are; KeyTTL still bounds a resend under the same key.
 func (*Client) Facts() refund.Facts {
-	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"capture"}}
+	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"capture"}, LookupRequests: lookupRequests}
 }
 
 // refundRequest is the body of a refund: no amount refunds what is left of

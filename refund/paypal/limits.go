@@ -20,8 +20,12 @@ const Rate = 10
 // Shard workers that share one app divide the share among them.
 func Limits(share float64) refund.Limits {
 	r := Rate * share
-	return refund.Limits{Global: r, Create: r, List: r / 2, Charges: r, Get: r}
+	return refund.Limits{Global: r, Create: r, List: r / lookupRequests, Charges: r, Get: r, ListRequests: lookupRequests}
 }
+
+// lookupRequests is what one look-up (Find) sends: the capture, then its
+// order.
+const lookupRequests = 2
 
 // Backoff spaces retries. PayPal's rate limiting is judged over a minute,
 // so retries back off further than Stripe's.

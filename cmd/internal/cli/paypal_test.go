@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/paypal"
 )
 
@@ -66,5 +67,32 @@ func TestPayPalProvider(t *testing.T) {
 				t.Errorf("the secret in %q", err)
 			}
 		})
+	}
+}
+
+// TestRateReplacesEveryBudgetWithoutEndpointLimits: PayPal and Adyen
+// publish no limit of an endpoint's own, so --rate sets every budget (a
+// PayPal look-up, two requests, at half of it); Stripe's endpoints keep
+// their share of their own limits (25/s each).
+func TestRateReplacesEveryBudgetWithoutEndpointLimits(t *testing.T) {
+	rate := 40.0
+	env := Env{Getenv: func(k string) string { return map[string]string{"STRIPE_API_KEY": "sk_test_x"}[k] }}
+	for _, tc := range []struct {
+		provider string
+		want     refund.Limits
+	}{
+		{providerPayPal, refund.Limits{Global: 40, Create: 40, List: 20, Charges: 40, Get: 40}},
+		{providerAdyen, refund.Limits{Create: 40}},
+		{providerStripe, refund.Limits{Global: 40, Create: 20, List: 20, Charges: 20, Get: 20}},
+	} {
+		c := refundCmd{Journal: "j.jsonl", Share: 0.8, Rate: &rate}
+		c.Provider = tc.provider
+		p, err := c.pacer(env)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.provider, err)
+		}
+		if got := p.Rates(); got != tc.want {
+			t.Errorf("%s --rate 40: budgets %+v, want %+v", tc.provider, got, tc.want)
+		}
 	}
 }

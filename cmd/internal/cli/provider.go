@@ -143,9 +143,16 @@ func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 	case providerAdyen:
 		limits, whole, whose = adyen.Limits(c.Share), adyen.Limits(1), "Adyen's"
 	}
-	if c.Rate != nil {
+	switch {
+	case c.Rate != nil && c.Provider == providerPayPal:
+		// PayPal and Adyen publish no limit of an endpoint's own: their
+		// budgets are all the one guessed rate, which --rate replaces.
+		limits, whole = paypal.Limits(*c.Rate/paypal.Rate), refund.Limits{}
+	case c.Rate != nil && c.Provider == providerAdyen:
+		limits, whole = adyen.Limits(*c.Rate/adyen.Rate), refund.Limits{}
+	case c.Rate != nil:
 		// --rate is the run's total instead of the account's share; each
-		// endpoint keeps its share.
+		// of Stripe's endpoints keeps its share of its own limit.
 		limits.Global, whole.Global = *c.Rate, 0
 	}
 	if limits == (refund.Limits{}) {
