@@ -46,6 +46,7 @@ type auditCmd struct {
 	paypalFlags
 	adyenFlags
 	execFlags
+	logFormatFlag
 	givenFlags `kong:"-"`
 }
 
@@ -58,6 +59,7 @@ func Audit(env Env) (exit int) {
 	if code, done := parse(env, name, auditHelp, &c); done {
 		return code
 	}
+	env.Stderr = c.messages(env.Stderr, name)
 	if err := cmp.Or(c.inapplicable(), c.check()); err != nil {
 		warnf(env.Stderr, name, "%v", err)
 		return ExitUsage

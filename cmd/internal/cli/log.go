@@ -74,6 +74,20 @@ func (h *lineHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h *lineHandler) WithGroup(string) slog.Handler { return h }
 
+// logFormatFlag is --log-format, the same in every command that logs.
+type logFormatFlag struct {
+	LogFormat string `enum:"text,json" default:"text" group:"output" help:"Messages on stderr as text lines for people, or JSON lines (log/slog) for agents and log pipelines."`
+}
+
+// messages is where a command's messages go: stderr itself for text, or,
+// with --log-format json, a writer that makes each line a JSON record.
+func (f logFormatFlag) messages(stderr io.Writer, name string) io.Writer {
+	if f.LogFormat != "json" {
+		return stderr
+	}
+	return logWriter{log: newLoggerAs(stderr, name, false, "json"), prefix: name + ": "}
+}
+
 // logWriter turns lines written to it (`name: message`) into log records, so
 // that messages printed with warnf join a JSON log as records of their own.
 type logWriter struct {

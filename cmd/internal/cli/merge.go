@@ -20,7 +20,8 @@ type mergeArgs struct {
 	Compact   bool        `help:"Keep one final record per item: its refund, else its final failure, else what keeps it in doubt (attempt, key age, burned key)."`
 	AllowHeld bool        `name:"allow-held" help:"Merge journals that a running refund holds, as they stand: the merge is then a snapshot of a batch in progress, not a finished batch, and says so (without it such a merge is refused, exit 4)."`
 	Version   versionFlag `help:"Print the version and exit."`
-	Journals  []string    `arg:"" placeholder:"JOURNAL" predictor:"file" help:"Journals to merge; a postgres:// URL reads a PostgreSQL checkpoint as the journal lines it holds."`
+	logFormatFlag
+	Journals []string `arg:"" placeholder:"JOURNAL" predictor:"file" help:"Journals to merge; a postgres:// URL reads a PostgreSQL checkpoint as the journal lines it holds."`
 }
 
 const mergeDescription = `Merge refund journals (shards, or runs on several machines) into one journal.
@@ -40,6 +41,7 @@ func JournalMerge(env Env) (exit int) {
 	if code, done := parse(env, name, mergeDescription, &args); done {
 		return code
 	}
+	env.Stderr = args.messages(env.Stderr, name)
 	// A directory named as a journal is a usage error, found before OUT
 	// is touched.
 	for _, path := range args.Journals {

@@ -22,7 +22,8 @@ type planArgs struct {
 	KeepColumns bool             `group:"input" help:"Keep unknown CSV columns and JSON fields as refund metadata instead of rejecting them."`
 	Shard       string           `placeholder:"K/N" help:"Write only shard K of N (1 <= K <= N), a fixed partition by charge (payment intent, capture, psp_reference), for N workers with a journal each."`
 	Version     kong.VersionFlag `help:"Print the version and exit."`
-	File        string           `arg:"" optional:"" default:"-" predictor:"file" help:"Charges or captures to read; - or none for standard input."`
+	logFormatFlag
+	File string `arg:"" optional:"" default:"-" predictor:"file" help:"Charges or captures to read; - or none for standard input."`
 }
 
 const planDescription = `Turn a list of charges or captures into the plan items of one batch, as JSON lines on stdout.
@@ -40,6 +41,7 @@ func Plan(env Env) int {
 	if code, done := parse(env, name, planDescription, &args); done {
 		return code
 	}
+	env.Stderr = args.messages(env.Stderr, name)
 	shardK, shardN := 0, 0
 	if args.Shard != "" {
 		var err error

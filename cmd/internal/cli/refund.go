@@ -30,7 +30,6 @@ type refundCmd struct {
 	Shard          string        `placeholder:"K/N" group:"checkpoint" help:"Work only shard K of N of the plan (the partition plan --shard uses), for N workers with a journal each, each fed the whole plan: every worker then knows every item, so a refund of another shard's item is the plan's, and an empty shard is a finished worker (exit 0)."`
 	Share          float64       `default:"0.8" type:"fraction" placeholder:"S" group:"pacing" help:"Share of the provider's rate limits the batch takes (stripe, paypal, adyen), 0 to 1; Stripe's: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic. With a PostgreSQL checkpoint the live workers of one account split it among themselves, re-split as they join, end or die; N workers with a journal file each (plan --shard K/N) take 0.8/N each (--share 0.8/4 is 0.2). Each endpoint's share must send one request a minute (a lease when that is shorter)."`
 	Rate           *float64      `placeholder:"R" group:"pacing" help:"Requests per second for this run, all endpoints together, instead of --share of the account's limit (0: no pacing at all), at least one a minute (with a PostgreSQL checkpoint, one a lease when that is shorter). Stripe's endpoints keep --share of their own limits; PayPal's and Adyen's, which publish none, all take --rate."`
-	LogFormat      string        `enum:"text,json" default:"text" group:"output" help:"Messages on stderr as text lines for people, or JSON lines (log/slog) for agents and log pipelines."`
 	DryRun         bool          `help:"Read the journal and show what would be done: no API call, no journal write."`
 	ResendAfter500 bool          `name:"resend-after-500" group:"safety" help:"Send items whose earlier call the provider answered with its own 500 (an indeterminate answer saved under the key) under a new key, once the look-up finds no refund for them. Stripe treats a 500 as indeterminate and may still complete the call while it repairs an incident: use it once the incident is over."`
 	AllowRefunded  bool          `name:"allow-refunded-charges" group:"safety" help:"More refunds on charges that another refundkit batch (or, with --all-refunds, anyone) already refunded are intended. Without it such items are held: journaled as failed, nothing sent."`
@@ -44,6 +43,7 @@ type refundCmd struct {
 	MetricsFile    string        `placeholder:"FILE" group:"output" predictor:"file" help:"Write metrics to FILE in Prometheus' text format (0644), replaced atomically every few seconds and at exit: for node_exporter's textfile collector (name it *.prom in its directory)."`
 	MetricsEvery   time.Duration `hidden:"" default:"5s" help:"How often --metrics-file is rewritten (tests)."`
 	providerFlags
+	logFormatFlag
 	givenFlags `kong:"-"`
 }
 
