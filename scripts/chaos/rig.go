@@ -217,9 +217,13 @@ func (r *rig) startRefund(journalPath, planPath string, extra ...string) *proc {
 // that the run kept every record the journal held before it.
 func (r *rig) runStruck(kill *crashrig.Striker, strike bool, gap int, journalPath, planPath string, extra ...string) *proc {
 	snap := crashrig.TakeSnapshot(journalPath)
+	// The mark counts from before the start: on a busy machine the run may
+	// make its calls before this goroutine arms the striker, and a mark
+	// counted from then would never be met.
+	base := r.sim.Creates()
 	pr := r.startRefund(journalPath, planPath, extra...)
 	if strike {
-		kill.Arm(r.sim, pr.Proc, r.rng, gap)
+		kill.ArmAt(pr.Proc, base+1+r.rng.Int64N(int64(max(gap, 1))))
 	}
 	r.wait(pr)
 	kill.Disarm()
