@@ -251,6 +251,9 @@ func (e *engine) unlooked(it *Item, attempt int, unsent bool, st journal.ItemSta
 // batch the plan read so far does not list defers the item, as the look-up
 // does. --allow-refunded-charges lifts the hold as it lifts the look-up's.
 func (e *engine) otherItems(it *Item, attempt int, unsent bool, pay *payment, unlisted bool) (Result, bool) {
+	if !unlisted && !e.facts.LateOutcomes {
+		return Result{}, false // the listing is the whole truth: no other item can count
+	}
 	items, err := e.cfg.Checkpoint.OnPayment(pay.keys)
 	if err != nil {
 		e.halt(&HaltError{Journal: true, Err: err})
