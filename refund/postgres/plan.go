@@ -3,13 +3,10 @@ package postgres
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -23,15 +20,10 @@ import (
 // before the plan, or written under it by an earlier build, bind their
 // items as a file journal's do.
 func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund.PlanLine) error {
-	docs := make([]string, len(lines))
-	for i, pl := range lines {
-		b, err := json.Marshal(pl.Item) // canonical: fields in order, metadata keys sorted
-		if err != nil {
-			return err
-		}
-		docs[i] = string(b)
+	docs, digest, err := refund.PlanDocs(lines)
+	if err != nil {
+		return err
 	}
-	digest := planDigest(lines, docs)
 	if c.stopRenew == nil {
 		// Read only (a dry run): compare with the plan stored, if any.
 		if c.empty {
@@ -53,7 +45,7 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 		return c.wrap("check plan of batch "+batch, err)
 	}
 	stored := false // the plan was stored before: checked outside the batch's lock
-	err := c.inTx(ctx, func(tx pgx.Tx) error {
+	err = c.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "refundkit.batch:"+batch); err != nil {
 			return err
 		}
@@ -137,21 +129,6 @@ func checkLines(batch string, lines []refund.PlanLine, state *journal.State) err
 	return nil
 }
 
-// planDigest digests a batch's items in item order.
-func planDigest(lines []refund.PlanLine, docs []string) []byte {
-	order := make([]int, len(lines))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(lines[a].Item.Item, lines[b].Item.Item) })
-	h := sha256.New()
-	for _, i := range order {
-		h.Write([]byte(docs[i]))
-		h.Write([]byte{'\n'})
-	}
-	return h.Sum(nil)
-}
-
 // planDiffers finds what differs between lines and the plan stored for
 // batch, and says so as an *InputError at the line of the item.
 func planDiffers(ctx context.Context, tx querier, batch string, lines []refund.PlanLine, docs []string, lp loadedPlan) error {
@@ -183,7 +160,7 @@ func planDiffers(ctx context.Context, tx querier, batch string, lines []refund.P
 			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q is not in the plan of batch %q in the checkpoint (%s)%s", pl.Item.Item, batch, lp, hint)}
 		}
 		if s.plan != docs[i] {
-			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q of batch %q differs from the plan in the checkpoint (%s): %s%s", pl.Item.Item, batch, lp, fieldsDiffer(pl.Item, s.plan), hint)}
+			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q of batch %q differs from the plan in the checkpoint (%s): %s%s", pl.Item.Item, batch, lp, refund.FieldsDiffer(pl.Item, s.plan), hint)}
 		}
 		delete(have, pl.Item.Item)
 	}
@@ -192,36 +169,6 @@ func planDiffers(ctx context.Context, tx querier, batch string, lines []refund.P
 		return &refund.InputError{Err: fmt.Errorf("item %q of batch %q (line %d of the plan in the checkpoint, %s) is missing from this plan, and %d more%s", missing[0], batch, have[missing[0]].line, lp, len(missing)-1, hint)}
 	}
 	return fmt.Errorf("plan of batch %q: the digest differs but every item is the same (a checkpoint written by another build?)", batch)
-}
-
-// fieldsDiffer names the fields of it that differ from the stored item doc.
-func fieldsDiffer(it *refund.Item, doc string) string {
-	var was refund.Item
-	if err := json.Unmarshal([]byte(doc), &was); err != nil {
-		return "the stored item does not decode: " + err.Error()
-	}
-	var diffs []string
-	add := func(field, now, then string) {
-		if now != then {
-			diffs = append(diffs, fmt.Sprintf("%s %q here, %q in the checkpoint", field, now, then))
-		}
-	}
-	add("charge", it.Charge, was.Charge)
-	add("payment_intent", it.PaymentIntent, was.PaymentIntent)
-	add("capture", it.Capture, was.Capture)
-	add("psp_reference", it.PSPReference, was.PSPReference)
-	if it.Amount != was.Amount {
-		diffs = append(diffs, fmt.Sprintf("amount %d here, %d in the checkpoint", it.Amount, was.Amount))
-	}
-	add("currency", it.Currency, was.Currency)
-	add("reason", it.Reason, was.Reason)
-	if !maps.Equal(it.Metadata, was.Metadata) {
-		diffs = append(diffs, "metadata differs")
-	}
-	if len(diffs) == 0 {
-		return "the same fields, encoded otherwise"
-	}
-	return strings.Join(diffs, ", ")
 }
 
 // querier is a pool or a transaction.
