@@ -186,8 +186,8 @@ func (e *engine) releaseAll(c Claims, claimed []Claimed) {
 // nothing more may be sent for it.
 func (e *engine) holds(ctx context.Context, it *Item) bool {
 	c, ok := e.cfg.Checkpoint.(Claims)
-	if !ok {
-		return true
+	if !ok || e.cfg.DryRun {
+		return true // a dry run claims nothing, and sends nothing
 	}
 	if err := c.Holds(ctx, it.Batch, it.Item); err != nil {
 		e.halt(&HaltError{Journal: true, Err: err})
@@ -222,8 +222,9 @@ func (e *engine) readWhole(ctx context.Context, in io.Reader, name string) ([]Pl
 
 // feedDryClaims is a dry run over a shared checkpoint: the plan is checked
 // against the one the checkpoint holds (a read-only checkpoint only
-// compares), then each item answered from its records.
-func (e *engine) feedDryClaims(ctx context.Context, c Claims, in io.Reader, name string) error {
+// compares), then each item answered from its records, or handed to the
+// workers to be looked up (read only: nothing is claimed).
+func (e *engine) feedDryClaims(ctx context.Context, c Claims, in io.Reader, name string, work chan<- job) error {
 	lines, err := e.bindPlan(ctx, c, in, name)
 	if lines == nil {
 		return err
@@ -242,8 +243,13 @@ func (e *engine) feedDryClaims(ctx context.Context, c Claims, in io.Reader, name
 				return &InputError{Name: name, Line: pl.Line, Err: err}
 			}
 		}
-		r, _ := e.settled(pl.Item, st, known)
-		e.emit(r)
+		if r, settled := e.settled(pl.Item, st, known); settled {
+			e.emit(r)
+			continue
+		}
+		if e.halted() || !e.dispatch(ctx, work, job{it: pl.Item, st: st, known: known}) {
+			return nil
+		}
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 const MaxLineBytes = 1 << 20
 
 // Config is what a run needs. Checkpoint and OnResult are required, and
-// Provider unless DryRun.
+// Provider unless an Offline DryRun.
 type Config struct {
 	// Provider makes, finds and cancels refunds (refund/stripe).
 	Provider Provider
@@ -28,9 +28,19 @@ type Config struct {
 	Workers int
 	// Pacer paces every API call within the run's limits; nil means none.
 	Pacer *Pacer
-	// DryRun reads the journal and reports what would be done: no API call,
-	// no journal write.
+	// DryRun reports what the real run would do, and does none of it: no
+	// create or cancel call, no checkpoint write (Append is never called).
+	// Items the checkpoint does not settle are looked up at the Provider
+	// as the real run would, by reads alone (listings, payments, refunds),
+	// paced by Pacer and retried as reads are: each result says
+	// would_refund, would_adopt, would_hold or would_fail, or what the
+	// checkpoint holds (skipped, failed, in doubt, pending). A shared
+	// checkpoint is read, not claimed.
 	DryRun bool
+	// Offline makes a DryRun answer from the checkpoint alone, with no
+	// look-up and no Provider (it may be nil): every item it does not hold
+	// is would_refund, whatever the provider holds.
+	Offline bool
 	// ResendAfter500 lets an item whose key an indeterminate answer burned
 	// (Stripe's own 500, in an earlier run) be sent under a new key once the
 	// look-up finds nothing. Stripe may still complete such a call while it
@@ -150,12 +160,21 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	if _, shared := cfg.Checkpoint.(Claims); shared && cfg.Shard.N > 0 {
 		return Summary{}, errors.New("refund: a shard of the plan with a shared checkpoint: its workers claim items instead")
 	}
-	if cfg.Provider == nil && !cfg.DryRun {
+	if cfg.Offline && !cfg.DryRun {
+		return Summary{}, errors.New("refund: offline is for a dry run")
+	}
+	if cfg.Provider == nil && !cfg.Offline {
 		return Summary{}, errors.New("refund: no provider")
 	}
 	var facts Facts
 	if cfg.Provider != nil {
 		facts = cfg.Provider.Facts()
+	}
+	switch {
+	case cfg.Offline:
+		cfg.Provider = nil // asked nothing
+	case cfg.DryRun:
+		cfg.Provider = readOnly{cfg.Provider}
 	}
 	if cfg.Backoff == (Backoff{}) {
 		cfg.Backoff = facts.Backoff
@@ -168,6 +187,12 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	}
 	e := &engine{cfg: cfg, facts: facts, name: facts.Name, targets: targetLocks{m: map[string]*targetLock{}}, plan: newPlanIndex(), credits: map[uint64]uint64{}}
 	e.summary = Summary{Provider: facts.Name, ByStatus: map[string]int{}, Refunded: map[string]int64{}, Found: map[string]int64{}}
+	switch {
+	case cfg.Offline:
+		e.summary.Dry = DryOffline
+	case cfg.DryRun:
+		e.summary.Dry = DryLookup
+	}
 	// A halt cancels runCtx: workers waiting on the pacer or a backoff stop
 	// at once. The calls themselves never see it (WithoutCancel).
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -198,7 +223,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 						e.deferred = append(e.deferred, j)
 						e.deferMu.Unlock()
 					} else {
-						e.emit(r)
+						e.emit(e.dryOutcome(j, r))
 					}
 				}
 				e.inFlight.Done()
@@ -217,7 +242,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	case shared:
 		readErr = e.feedClaims(feedCtx, claims, in, name, work, free)
 	case dryClaims:
-		readErr = e.feedDryClaims(feedCtx, claims, in, name)
+		readErr = e.feedDryClaims(feedCtx, claims, in, name, work)
 	default:
 		readErr = e.feed(feedCtx, in, name, work)
 	}
@@ -354,11 +379,17 @@ func (e *engine) feedDeferred(ctx context.Context, work chan<- job) error {
 	return nil
 }
 
-// settled answers items the journal has finished with.
+// settled answers items the journal has finished with. In a dry run so
+// are the items an offline one cannot look up: those the journal does not
+// hold would be refunded, those in doubt reconciled, pending ones asked.
 func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bool) {
+	offline := e.cfg.DryRun && e.cfg.Offline
 	if !known {
-		if e.cfg.DryRun {
-			return newResult(it, StatusWould), true
+		if offline {
+			r := newResult(it, StatusWould)
+			r.Amount, r.Currency = it.Amount, it.Currency
+			r.Message = "not in the journal (offline: not looked up at the provider)"
+			return r, true
 		}
 		return Result{}, false
 	}
@@ -384,15 +415,77 @@ func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bo
 		}
 		return r, true
 	}
-	if st.Status == journal.StatusPending && e.cfg.DryRun {
-		return e.stillPending(it, st, "", "its refund was pending when journaled: a run asks the provider how it ended"), true
+	if st.Status == journal.StatusPending && offline {
+		return e.stillPending(it, st, "", "its refund was pending when journaled: a run asks the provider how it ended (offline: not asked)"), true
 	}
-	if e.cfg.DryRun {
+	if offline {
 		r := newResult(it, StatusWouldRec)
 		r.Attempt = st.Attempt
+		r.Message = "in doubt in the journal: the real run looks it up first (offline: not looked up)"
 		return r, true
 	}
 	return Result{}, false
+}
+
+// readOnly is a dry run's provider: its reads go through, and a create
+// or a cancel is refused before it is sent, whatever path asks for one.
+// The engine never asks in a dry run (call answers errWouldSend first);
+// this makes sure of it.
+type readOnly struct{ Provider }
+
+var errDryRunWrite = &Failure{Class: ClassFatal, Code: "dry_run", Message: "a dry run sends no create or cancel", Err: errors.New("refund: a dry run sends no create or cancel")}
+
+func (readOnly) Create(context.Context, *Item, int) (Answer, error) { return Answer{}, errDryRunWrite }
+func (readOnly) Cancel(context.Context, string) (Refund, error)     { return Refund{}, errDryRunWrite }
+
+// dryOutcome is what the real run would do with j, said of the result a
+// dry run's item flow came to (process): the flow is the real run's, its
+// appends no-ops (append) and its create call a would_refund (call), so
+// a result that says an item was refunded, failed or held says what the
+// real run would journal. Statuses that say what the journal already
+// holds (pending still pending, in doubt still in doubt) stay; a real
+// run's result is returned as it is.
+func (e *engine) dryOutcome(j job, r Result) Result {
+	if !e.cfg.DryRun {
+		return r
+	}
+	was := journal.StatusUnknown
+	if j.known {
+		was = j.st.Status
+	}
+	switch r.Status {
+	case StatusRefunded, StatusPending:
+		if r.Status == StatusPending && was == journal.StatusPending && r.Refund == j.st.Refund && !r.Found {
+			return r // still pending at the provider: as journaled
+		}
+		what := "the look-up finds the item's own refund: the real run journals it as the item's, sending nothing"
+		if was == journal.StatusPending {
+			what = fmt.Sprintf("its pending refund has ended %s at %s: the real run journals it", r.Status, e.name)
+		}
+		if r.Status == StatusPending {
+			what += " (pending at " + e.name + ": journaled pending)"
+		}
+		r.Status, r.Message = StatusWouldAdopt, joinMessage(what, r.Message)
+	case StatusFailed, StatusInDoubt:
+		switch {
+		case heldCode(r.Code):
+			r.Status, r.Message = StatusWouldHold, joinMessage("the real run holds it", r.Message)
+		case r.Status == StatusInDoubt && (was == journal.StatusInDoubt || was == journal.StatusPending):
+			return r // stays in doubt: nothing the look-up found settles it
+		case r.Code == CodeLookupFailed:
+			r.Status, r.Message = StatusWouldFail, joinMessage("the dry run could not look it up, and neither could a real run now", r.Message)
+		default:
+			r.Status, r.Message = StatusWouldFail, joinMessage("the real run fails it", r.Message)
+		}
+	}
+	return r
+}
+
+func joinMessage(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + ": " + b
 }
 
 func (e *engine) emit(r Result) {

@@ -468,6 +468,8 @@ func TestRefusedKeyHaltsTheRun(t *testing.T) {
 	}
 }
 
+// TestDryRunMakesNoCallsAndWritesNothing: an offline dry run answers from
+// the journal alone (dryrun_test.go has the dry run that looks up).
 func TestDryRunMakesNoCallsAndWritesNothing(t *testing.T) {
 	s := newSim(t, 4, stripesim.Faults{})
 	path := filepath.Join(t.TempDir(), "j.jsonl")
@@ -477,7 +479,7 @@ func TestDryRunMakesNoCallsAndWritesNothing(t *testing.T) {
 	}
 	appendIntent(t, path, "b1", "i3", "ch_sim0000003", 1, time.Now())
 	before := s.calls()
-	o := run(t, s, path, plan, runOpts{dryRun: true})
+	o := run(t, s, path, plan, runOpts{dryRun: true, cfg: func(c *refund.Config) { c.Offline = true }})
 	if o.err != nil {
 		t.Fatal(o.err)
 	}

@@ -158,19 +158,28 @@ func finishRank(r *Refund) int {
 // ResendAfter500, which speaks of incidents before the run.
 //
 // pay is the item's payment (payment()): a sibling planned by another of
-// its names is a sibling too, and an adopted refund must fit it.
-func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool, st journal.ItemState, burnedInRun bool, pay *payment) (res Result, done bool) {
-	burned := st.KeyBurned
+// its names is a sibling too, and an adopted refund must fit it. listed
+// is the payment's refunds when they were listed (nil otherwise): what a
+// dry run says would be left to refund.
+func (e *engine) lookup(ctx context.Context, it *Item, attempt int, unsent bool, st journal.ItemState, burnedInRun bool, pay *payment) (res Result, done bool, listed *[]Refund) {
 	refunds, looked, res, ok := e.list(ctx, it, attempt, unsent)
 	if !ok {
-		return res, true
+		return res, true, nil
 	}
 	if !looked {
 		if res, done := e.otherItems(it, attempt, unsent, pay, true); done {
-			return res, true
+			return res, true, nil
 		}
-		return e.unlooked(it, attempt, unsent, st)
+		res, done := e.unlooked(it, attempt, unsent, st)
+		return res, done, nil
 	}
+	res, done = e.decide(ctx, it, attempt, unsent, st, burnedInRun, refunds, pay)
+	return res, done, &refunds
+}
+
+// decide settles the item by refunds, its payment's as listed: see lookup.
+func (e *engine) decide(ctx context.Context, it *Item, attempt int, unsent bool, st journal.ItemState, burnedInRun bool, refunds []Refund, pay *payment) (res Result, done bool) {
+	burned := st.KeyBurned
 	c := sortRefunds(it, refunds, func(r *Refund) int { return e.owner(it, r, pay.keys) })
 	allowed := e.cfg.AllowRefundedCharges
 	switch {

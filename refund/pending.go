@@ -108,8 +108,7 @@ func (e *engine) recredit(it *Item, st journal.ItemState, r, x *Refund) Result {
 	}
 	end := e.failure(it, attempt, 0, "refund_"+r.Status, fmt.Sprintf("refund %s ended %s at %s; the item's refund %s stands", r.ID, r.Status, e.name, x.ID), true)
 	end.Refund = r.ID
-	if err := e.cfg.Checkpoint.Append(end, e.refunded(it, attempt, x, journal.SourceSettled)); err != nil {
-		e.halt(&HaltError{Journal: true, Err: err})
+	if !e.append(end, e.refunded(it, attempt, x, journal.SourceSettled)) {
 		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s stands for the item but could not be journaled", x.ID))
 	}
 	e.logItem(slog.LevelInfo, "the item's refund ended; another of its own stands", it, attempt, "ended", r.ID, "refund", x.ID)

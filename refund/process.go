@@ -4,6 +4,7 @@ package refund
 // the call and its outcome.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,8 +44,11 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	// An earlier run, a run under another journal or another batch may have
 	// refunded the charge: look before the first call. Only NoLookup skips
 	// it, and only for an item the journal has never seen.
+	var listed *[]Refund // the payment's refunds, when they were listed
 	if j.known || !e.cfg.NoLookup {
-		if res, done := e.lookup(ctx, it, attempt, unsent, st, j.burnedInRun, pay); done {
+		var res Result
+		var done bool
+		if res, done, listed = e.lookup(ctx, it, attempt, unsent, st, j.burnedInRun, pay); done {
 			return res
 		}
 	} else if res, done := e.otherItems(it, attempt, unsent, pay, true); done {
@@ -70,6 +74,8 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	}
 	answer, err := e.call(ctx, it, attempt)
 	switch {
+	case errors.Is(err, errWouldSend):
+		return e.wouldSend(ctx, it, attempt, unsent, st.KeyBurned, pay, listed)
 	case err == nil:
 		return e.record(it, attempt, answer)
 	case errors.Is(err, errIntentUnwritten):
@@ -148,13 +154,52 @@ var (
 	// errIntentUnwritten: the intent could not be journaled, so the call
 	// was not made.
 	errIntentUnwritten = errors.New("intent not journaled")
+	// errWouldSend: a dry run came to the call, and made none.
+	errWouldSend = errors.New("a dry run sends nothing")
 )
+
+// wouldSend is a dry run's result for an item the real run would send:
+// how much, in what currency, under which key. A full refund (no amount)
+// would refund what the payment has left: its amount, read at the
+// provider, less its live refunds as listed; unknown (0) when the
+// provider cannot say either.
+func (e *engine) wouldSend(ctx context.Context, it *Item, attempt int, unsent, newKey bool, pay *payment, listed *[]Refund) Result {
+	r := newResult(it, StatusWould)
+	r.Attempt, r.Amount, r.Currency = attempt, it.Amount, it.Currency
+	if r.Amount == 0 || r.Currency == "" {
+		if res, ok := e.readPayment(ctx, it, attempt, unsent, pay); !ok {
+			return res
+		}
+		if pay.known {
+			r.Currency = cmp.Or(r.Currency, pay.info.Currency)
+			if r.Amount == 0 && listed != nil {
+				r.Amount = max(pay.info.Amount-liveSum(*listed), 0)
+			}
+		}
+	}
+	key := IdempotencyKey(it.Batch, it.Item, attempt)
+	switch {
+	case unsent:
+		r.Message = "the real run sends it under key " + key
+	case newKey:
+		r.Message = fmt.Sprintf("in doubt, and %s has no refund for it: the real run sends it under a new key, %s", e.name, key)
+	default:
+		r.Message = fmt.Sprintf("in doubt, and %s has no refund for it: the real run sends it again under the same key, %s (%s answers for the earlier call if it made a refund)", e.name, key, e.name)
+	}
+	if it.Amount == 0 && r.Amount == 0 {
+		r.Message += "; the rest of the payment, of an amount " + e.name + " did not say"
+	}
+	return r
+}
 
 // call sends one refund request, repeating it with the same key while the
 // provider asks for patience (429, 409, 503) or does not answer. The intent
 // is journaled only once the pacer lets the first request go, so a stop
 // while waiting leaves nothing in doubt that was never sent.
 func (e *engine) call(ctx context.Context, it *Item, attempt int) (Answer, error) {
+	if e.cfg.DryRun {
+		return Answer{}, errWouldSend // before the pacer: no create budget spent
+	}
 	for try := 0; ; try++ {
 		if err := e.cfg.Pacer.Wait(ctx, EndpointCreate); err != nil || e.halted() || !e.holds(ctx, it) {
 			if try == 0 {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,8 +19,19 @@ const (
 	StatusFailed   = "failed"   // Stripe refused it for good (now or in an earlier run)
 	StatusInDoubt  = "in_doubt" // not settled: a later run reconciles it first
 	StatusPending  = "pending"  // the provider accepted its refund and has not finished it
-	StatusWould    = "would_refund"
-	StatusWouldRec = "would_reconcile"
+	// The statuses of a dry run, which sends and journals nothing: what
+	// the real run would do.
+	StatusWould      = "would_refund"    // it would send a create (amount and currency as known)
+	StatusWouldRec   = "would_reconcile" // offline: in doubt in the journal; the real run looks it up first
+	StatusWouldAdopt = "would_adopt"     // the look-up finds its own refund: journaled without a call
+	StatusWouldHold  = "would_hold"      // a refund made elsewhere on its payment holds it (the code says whose)
+	StatusWouldFail  = "would_fail"      // the real run would fail it (the code says why)
+)
+
+// Kinds of dry run (Summary.Dry).
+const (
+	DryLookup  = "lookup"  // items looked up at the provider, read only
+	DryOffline = "offline" // the checkpoint alone, no look-up
 )
 
 // Result is the line refund prints on stdout for an item once its outcome
@@ -73,7 +85,20 @@ type Summary struct {
 	Indeterminate int64
 	// OtherShards counts the plan's items of other shards, read and not
 	// worked (Config.Shard).
-	OtherShards  int
+	OtherShards int
+	// Dry names the kind of dry run (DryLookup, DryOffline); "" for a
+	// real run.
+	Dry string
+	// WouldRefund sums, per currency, the amounts a dry run's would_refund
+	// items would refund ("": the plan's amounts of items that name no
+	// currency, offline); WouldUnknown counts those whose amount is not
+	// known (a full refund, offline or where the provider cannot say the
+	// rest of the payment).
+	WouldRefund  map[string]int64
+	WouldUnknown int
+	// WouldAdopt sums the refunds a dry run found for its items, which the
+	// real run would adopt: money an earlier run refunded.
+	WouldAdopt   map[string]int64
 	Records      int64 // journal records written
 	Fsyncs       int64
 	HaltedReason string
@@ -85,46 +110,107 @@ func (s *Summary) add(r Result) {
 	if r.Code == CodeDuplicateRefunds {
 		s.Duplicates++
 	}
-	if r.Status == StatusRefunded && r.Amount > 0 {
+	switch {
+	case r.Status == StatusRefunded && r.Amount > 0:
 		if r.Found {
 			s.Found[r.Currency] += r.Amount
 		} else {
 			s.Refunded[r.Currency] += r.Amount
 		}
+	case r.Status == StatusWould && r.Amount <= 0:
+		s.WouldUnknown++
+	case r.Status == StatusWould:
+		s.WouldRefund = addAmount(s.WouldRefund, r.Currency, r.Amount)
+	case r.Status == StatusWouldAdopt && r.Amount > 0:
+		s.WouldAdopt = addAmount(s.WouldAdopt, r.Currency, r.Amount)
 	}
 }
 
+func addAmount(m map[string]int64, currency string, amount int64) map[string]int64 {
+	if m == nil {
+		m = map[string]int64{}
+	}
+	m[currency] += amount
+	return m
+}
+
+// statusOrder is the order String names statuses in, and always those it
+// names even at 0, by the kind of run (Summary.Dry): a real run never
+// says would_*, nor a dry run refunded.
+var (
+	statusOrder = []string{StatusRefunded, StatusSkipped, StatusFailed, StatusInDoubt, StatusPending,
+		StatusWould, StatusWouldAdopt, StatusWouldHold, StatusWouldFail, StatusWouldRec}
+	statusAlways = map[string][]string{
+		"":         {StatusRefunded, StatusSkipped, StatusFailed, StatusInDoubt},
+		DryLookup:  {StatusSkipped, StatusFailed, StatusInDoubt, StatusWould, StatusWouldAdopt, StatusWouldHold, StatusWouldFail},
+		DryOffline: {StatusSkipped, StatusFailed, StatusInDoubt, StatusWould},
+	}
+)
+
+func orEmpty(m map[string]int64) map[string]int64 {
+	if m == nil {
+		return map[string]int64{}
+	}
+	return m
+}
+
 // String is the one-paragraph summary printed on stderr, amounts as money.
+// A dry run's starts by saying which kind it is, names the statuses a dry
+// run emits and the money that would move, and no journal counts.
 func (s *Summary) String() string {
 	var b strings.Builder
+	provider := cmp.Or(s.Provider, "the provider")
+	switch s.Dry {
+	case DryLookup:
+		fmt.Fprintf(&b, "dry run, looked up at %s (nothing sent, nothing journaled): ", provider)
+	case DryOffline:
+		b.WriteString("dry run, offline (the journal alone, no look-up at the provider): ")
+	}
 	fmt.Fprintf(&b, "%d %s", s.Items, plural(s.Items, "item"))
 	if s.OtherShards > 0 {
 		fmt.Fprintf(&b, " (and %d of other shards, read and not worked)", s.OtherShards)
 	}
 	b.WriteByte(':')
-	for i, st := range []string{StatusRefunded, StatusSkipped, StatusFailed, StatusInDoubt, StatusPending, StatusWould, StatusWouldRec} {
-		if n := s.ByStatus[st]; n > 0 || i < 4 {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprintf(&b, " %d %s", n, st)
+	sep := ""
+	for _, st := range statusOrder {
+		if n := s.ByStatus[st]; n > 0 || slices.Contains(statusAlways[s.Dry], st) {
+			fmt.Fprintf(&b, "%s %d %s", sep, n, st)
+			sep = ","
 		}
 	}
 	for _, sum := range []struct {
 		what    string
 		amounts map[string]int64
-	}{{"refunded", s.Refunded}, {"found at " + cmp.Or(s.Provider, "the provider") + " (refunded earlier)", s.Found}} {
+	}{{"refunded", s.Refunded}, {"found at " + provider + " (refunded earlier)", s.Found},
+		{"would refund", s.WouldRefund}, {"would adopt", s.WouldAdopt}} {
 		cur := make([]string, 0, len(sum.amounts))
 		for c := range sum.amounts {
 			cur = append(cur, c)
 		}
 		sort.Strings(cur)
 		for _, c := range cur {
+			if c == "" {
+				// Offline, a plan that names no currency: the payment's.
+				fmt.Fprintf(&b, "; %s %d minor units in the currency of the payments (the plan names none)", sum.what, sum.amounts[c])
+				continue
+			}
 			fmt.Fprintf(&b, "; %s %s", sum.what, money.Format(sum.amounts[c], c))
+			if sum.what == "would adopt" {
+				fmt.Fprintf(&b, " (refunded earlier at %s)", provider)
+			}
 		}
 	}
-	fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
-		s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
+	if s.WouldUnknown > 0 {
+		fmt.Fprintf(&b, "; %d would_refund %s of an amount not known (the rest of the payment)", s.WouldUnknown, plural(s.WouldUnknown, "item"))
+	}
+	switch s.Dry {
+	case DryLookup:
+		fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited", s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited)
+	case DryOffline:
+	default:
+		fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
+			s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
+	}
 	if s.ListRequests > 0 {
 		fmt.Fprintf(&b, "; a list call is %d requests at %s: %d list requests", s.ListRequests/max(s.ListCalls, 1), s.Provider, s.ListRequests)
 	}
@@ -149,6 +235,10 @@ func (s *Summary) LogAttrs() []any {
 	}
 	if s.OtherShards > 0 {
 		attrs = append(attrs, "other_shards", s.OtherShards)
+	}
+	if s.Dry != "" {
+		attrs = append(attrs, "dry_run", s.Dry, "would_refund_minor_units", orEmpty(s.WouldRefund),
+			"would_refund_unknown_amount", s.WouldUnknown, "would_adopt_minor_units", orEmpty(s.WouldAdopt))
 	}
 	if s.HaltedReason != "" {
 		attrs = append(attrs, "halted", s.HaltedReason)

@@ -203,7 +203,7 @@ func TestDryRunChecksTheLoadedPlan(t *testing.T) {
 {"batch":"b1","item":"i2","charge":"ch_sim0000002","amount":999}
 `
 	var statuses []string
-	_, err = refund.Run(ctx, refund.Config{Checkpoint: ro, DryRun: true,
+	_, err = refund.Run(ctx, refund.Config{Checkpoint: ro, DryRun: true, Offline: true,
 		OnResult: func(r refund.Result) { statuses = append(statuses, r.Item+":"+r.Status) }}, strings.NewReader(edited), "plan")
 	var ie *refund.InputError
 	if !errors.As(err, &ie) {

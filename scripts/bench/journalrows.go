@@ -89,6 +89,11 @@ func restartRow(sh shape) func(*bench, *row) error {
 				c := cmdSpec{argv: []string{exe, "--journal", j, plan}, env: []string{"STRIPE_API_BASE=" + dead}}
 				if dry {
 					c.argv = []string{exe, "--dry-run", "--journal", j, plan}
+					if !old {
+						// The journal alone (the API is dead), as an
+						// old core's --dry-run was.
+						c.argv = []string{exe, "--dry-run", "--offline", "--journal", j, plan}
+					}
 					c.stdout = filepath.Join(dir, "dry-run-"+name+".jsonl")
 				}
 				return c

@@ -68,6 +68,7 @@ func (c *refundCmd) inapplicable() error {
 		applies{[]string{"shard"}, !postgres.IsURL(c.Journal), "a journal file: the workers of a PostgreSQL checkpoint claim items instead"},
 		applies{[]string{"share"}, c.Provider != providerExec, "a provider whose limits refundkit knows (stripe, paypal, adyen): pace an exec command's API with --rate"},
 		applies{[]string{"metrics-every"}, c.MetricsFile != "", "--metrics-file"},
+		applies{[]string{"offline"}, c.DryRun, "--dry-run: a run that sends refunds looks each item up at the provider first"},
 	)
 	return c.refuseInapplicable(rules...)
 }

@@ -195,7 +195,9 @@ func ceilDigits(x float64) string {
 // of the account takes an equal part, re-split as workers join, end or
 // die (postgres.ShareBudget). Not with --rate (the run's own rate, as
 // given), a journal file (its shards take --share 0.8/N by hand), a dry
-// run (it sends nothing) or an unpaced provider.
+// run (it writes nothing to the checkpoint, not even a worker's row: its
+// look-ups are paced by the run's own pacer, at --share) or an unpaced
+// provider.
 func (c *refundCmd) shareBudget(ctx context.Context, env Env, log *slog.Logger, cp refund.Checkpoint, pacer *refund.Pacer) error {
 	pg, ok := cp.(*postgres.Checkpoint)
 	if !ok || pacer == nil || c.Rate != nil || c.DryRun {

@@ -30,7 +30,8 @@ type refundCmd struct {
 	Shard          string        `placeholder:"K/N" group:"checkpoint" help:"Work only shard K of N of the plan (the partition plan --shard uses), for N workers with a journal each, each fed the whole plan: every worker then knows every item, so a refund of another shard's item is the plan's, and an empty shard is a finished worker (exit 0)."`
 	Share          float64       `default:"0.8" type:"fraction" placeholder:"S" group:"pacing" help:"Share of the provider's rate limits the batch takes (stripe, paypal, adyen), 0 to 1; Stripe's: of the account's (25 requests/s in test mode, 100/s live) and of each endpoint's (25/s: creates and look-ups apart). The rest is headroom for the account's other traffic. With a PostgreSQL checkpoint the live workers of one account split it among themselves, re-split as they join, end or die; N workers with a journal file each (plan --shard K/N) take 0.8/N each (--share 0.8/4 is 0.2). Each endpoint's share must send one request a minute (a lease when that is shorter)."`
 	Rate           *float64      `placeholder:"R" group:"pacing" help:"Requests per second for this run, all endpoints together, instead of --share of the account's limit (0: no pacing at all), at least one a minute (with a PostgreSQL checkpoint, one a lease when that is shorter). Stripe's endpoints keep --share of their own limits; PayPal's and Adyen's, which publish none, all take --rate."`
-	DryRun         bool          `help:"Read the journal and show what would be done: no API call, no journal write."`
+	DryRun         bool          `help:"Show what the run would do, and do none of it: no create or cancel call, no journal write (the journal is only read). Items the journal does not settle are looked up at the provider as the run would (reads only, paced as a run is; the credential is needed), each said would_refund, would_adopt, would_hold or would_fail; exit 1 when the run would hold or fail items or leave them in doubt."`
+	Offline        bool          `help:"With --dry-run: the journal alone, no look-up at the provider (no credential, no network): every item the journal does not hold is would_refund, whatever the provider holds."`
 	ResendAfter500 bool          `name:"resend-after-500" group:"safety" help:"Send items whose earlier call the provider answered with its own 500 (an indeterminate answer saved under the key) under a new key, once the look-up finds no refund for them. Stripe treats a 500 as indeterminate and may still complete the call while it repairs an incident: use it once the incident is over."`
 	AllowRefunded  bool          `name:"allow-refunded-charges" group:"safety" help:"More refunds on charges that another refundkit batch (or, with --all-refunds, anyone) already refunded are intended. Without it such items are held: journaled as failed, nothing sent."`
 	AllRefunds     bool          `group:"safety" help:"Hold items whose charge has refunds without refundkit metadata too (made by hand, in the dashboard or by older scripts)."`
@@ -57,7 +58,7 @@ const refundDescription = `Refund planned items exactly once through Stripe (or 
 
 Reads plan items (JSON lines, as plan writes them) and writes one result line per item on stdout once its outcome is journaled; a summary goes to stderr. Credentials come from the environment only: STRIPE_API_KEY, or PAYPAL_CLIENT_ID and PAYPAL_CLIENT_SECRET (an exec command inherits the environment). Run the same command again to resume: items the journal holds are skipped with no API call; before any other item's first call, and before anything is sent again for an item left in doubt, the payment's refunds are looked up at the provider. A charge that another refundkit batch already refunded is held (failed, nothing sent) unless --allow-refunded-charges says so.
 
-Exit codes: 0 every item refunded, skipped, or accepted and pending at the provider (a later run settles it); 1 some failed, held, in doubt or refunded twice (with a PostgreSQL checkpoint: by the batch's tally, all workers together, so an item this run left in doubt that another worker settled since is settled; and still 1 for an item this run found refunded twice or saw fail); 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a PostgreSQL checkpoint holds for the batch, included); 3 journal unwritable or replaced (with postgres://: the checkpoint unreachable or unwritable, or a claim lost to another worker); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 stopped by SIGINT, 143 by SIGTERM (the calls in flight journaled first).`
+Exit codes: 0 every item refunded, skipped, or accepted and pending at the provider (a later run settles it); 1 some failed, held, in doubt or refunded twice (with a PostgreSQL checkpoint: by the batch's tally, all workers together, so an item this run left in doubt that another worker settled since is settled; and still 1 for an item this run found refunded twice or saw fail); 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a PostgreSQL checkpoint holds for the batch, included); 3 journal unwritable or replaced (with postgres://: the checkpoint unreachable or unwritable, or a claim lost to another worker); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 stopped by SIGINT, 143 by SIGTERM (the calls in flight journaled first). A --dry-run exits as the run would, as far as its look-ups tell: 1 when the run would hold or fail items or leave them in doubt; with --offline it tells only the journal's failures.`
 
 // Refund is the refund command: it refunds plan items from stdin exactly
 // once, journaling every step.
@@ -138,7 +139,9 @@ func Refund(env Env) (exit int) {
 	}
 
 	var client refund.Provider
-	if !c.DryRun {
+	if !c.Offline {
+		// A dry run looks items up as the run would: the same provider,
+		// which the engine lets read only.
 		c.checkpoint = c.Journal
 		if client, err = c.provider(env, msgs, name, c.Concurrency); err != nil {
 			warnf(msgs, name, "%v", err)
@@ -211,7 +214,7 @@ func Refund(env Env) (exit int) {
 	var groups outcomeGroups   // this run's unfinished items by reason, told after the summary
 	summary, runErr := refund.Run(ctx, refund.Config{
 		Provider: client, Checkpoint: checkpoint,
-		Workers: c.Concurrency, Pacer: pacer, DryRun: c.DryRun, Shard: shard,
+		Workers: c.Concurrency, Pacer: pacer, DryRun: c.DryRun, Offline: c.Offline, Shard: shard,
 		ResendAfter500: c.ResendAfter500, Log: log,
 		NoLookup: c.NoLookup, AllowRefundedCharges: c.AllowRefunded, AllRefunds: c.AllRefunds,
 		OnRetry: bar.retrying,
@@ -330,8 +333,11 @@ func Refund(env Env) (exit int) {
 	// item as refunded, and a hold another run lifted is still a failure
 	// of this one. An item this run left in doubt is the batch's: with a
 	// shared checkpoint the tally says whether someone settled it.
+	// A dry run exits as the run would, as far as its look-ups tell: 1
+	// when it would hold or fail items (or leave them in doubt, below).
 	switch {
-	case summary.Duplicates > 0 || summary.ByStatus[refund.StatusFailed] > 0:
+	case summary.Duplicates > 0 || summary.ByStatus[refund.StatusFailed] > 0 ||
+		summary.ByStatus[refund.StatusWouldHold] > 0 || summary.ByStatus[refund.StatusWouldFail] > 0:
 		return ExitFailed
 	case shared:
 		if unfinished > 0 {
