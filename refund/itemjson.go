@@ -27,7 +27,15 @@ type ItemDecoder struct {
 	KeepUnknown bool
 
 	batch, currency string
+	planItems       int // the plan_items of the line last decoded
 }
+
+// PlanItems is the plan_items the line last decoded gave: the number of
+// items of the plan plan wrote it in, 0 when the line gave none. It is
+// not part of the item (nothing binds, digests or compares it): a plan
+// cut, sharded or edited after plan wrote it has the same items, and a
+// count that no longer tells its size.
+func (d *ItemDecoder) PlanItems() int { return d.planItems }
 
 // ErrUnknownField is the Err of an *InputError for a field that is not
 // one of the plan item's and that ItemDecoder.KeepUnknown would keep.
@@ -45,16 +53,18 @@ const (
 	fCurrency
 	fReason
 	fMetadata
+	fPlanItems
 	nFields
 )
 
-var fieldNames = [nFields]string{"batch", "item", "charge", "payment_intent", "capture", "psp_reference", "amount", "currency", "reason", "metadata"}
+var fieldNames = [nFields]string{"batch", "item", "charge", "payment_intent", "capture", "psp_reference", "amount", "currency", "reason", "metadata", "plan_items"}
 
 // Decode decodes one line and, unless d.Input, validates the item. A line
 // that is not a valid item is an *InputError whose Field names the field
 // at fault, if one is; its Name and Line are the caller's to set.
 func (d *ItemDecoder) Decode(line []byte) (Item, error) {
 	var it Item
+	d.planItems = 0
 	s := scanner{b: line}
 	given, nulls, err := d.object(&s, &it)
 	if err != nil {
@@ -163,6 +173,8 @@ func (d *ItemDecoder) value(s *scanner, it *Item, f int) (null bool, err error) 
 		return d.amount(s, it)
 	case fMetadata:
 		return d.metadata(s, it)
+	case fPlanItems:
+		return d.count(s)
 	}
 	body, null, err := s.str("want a string")
 	if err != nil || null || len(body) == 0 {
@@ -246,6 +258,34 @@ func (d *ItemDecoder) amount(s *scanner, it *Item) (null bool, err error) {
 	}
 	it.Amount, err = ParseAmount(string(tok))
 	return false, err
+}
+
+// count reads plan_items: a JSON integer above 0, or null.
+func (d *ItemDecoder) count(s *scanner) (null bool, err error) {
+	const rule = "want a whole number of items above 0"
+	switch c := s.b[s.i]; c {
+	case '"':
+		body, _, err := s.str("")
+		if err != nil {
+			return false, err
+		}
+		return false, fieldError("plan_items", "%s: want a JSON number, not a string", quote(string(body)))
+	case '{', '[':
+		return false, fieldError("plan_items", "%s: %s", kind(c), rule)
+	}
+	tok, err := s.token()
+	if err != nil {
+		return false, err
+	}
+	if string(tok) == "null" {
+		return true, nil
+	}
+	n, ok := digits(tok)
+	if !ok || tok[0] == '0' {
+		return false, fieldError("plan_items", "%s: %s", Show(string(tok)), rule)
+	}
+	d.planItems = int(n)
+	return false, nil
 }
 
 // digits parses a whole number above 0 written in at most 18 digits,

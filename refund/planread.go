@@ -1,13 +1,16 @@
 package refund
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"io"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -169,9 +172,11 @@ func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, 
 		}
 		return in.Read(p)
 	}), name)
+	size := planSizeOf(ctx)
 	for !stopped {
 		it, line, err := items.Next()
 		if err == io.EOF {
+			size.end()
 			break
 		}
 		if err == nil && line > math.MaxInt32 {
@@ -193,6 +198,7 @@ func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, 
 			send()
 			return
 		}
+		size.item(&it, items.Decoder.PlanItems())
 		batch = append(batch, parsedLine{line: line, item: it})
 		if len(batch) == batchSize && !send() {
 			return
@@ -219,6 +225,12 @@ func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 // when the line is not a JSON object at all. Only the first line is read
 // ahead: a plan that streams in is still worked on as it comes.
 func PeekPlan(in io.Reader, name string) (io.Reader, bool, error) {
+	return (*PlanSize)(nil).Peek(in, name)
+}
+
+// Peek is PeekPlan, and s learns the plan_items of the first line: the
+// total is known before the first item is worked on.
+func (s *PlanSize) Peek(in io.Reader, name string) (io.Reader, bool, error) {
 	var seen bytes.Buffer
 	items := NewItemReader(io.TeeReader(in, &seen), name)
 	_, _, err := items.Next()
@@ -235,6 +247,7 @@ func PeekPlan(in io.Reader, name string) (io.Reader, bool, error) {
 	case err != nil:
 		return nil, false, fmt.Errorf("%s: %w", name, err)
 	}
+	s.first(items.Decoder.PlanItems())
 	return replay, true, nil
 }
 
@@ -256,4 +269,142 @@ func firstText(b []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// PlanSize is what a run knows of how many items its plan has, for the
+// progress display's total and ETA; Items is 0 while that is unknown. It
+// learns it from three sources, the best first:
+//
+//   - the plan read to its end: the items read (of the run's shard), exact;
+//   - a plan file (File): its lines that are not blank, counted once;
+//   - the plan_items that plan writes on every item: the total while every
+//     line read gives the same count and no more lines than it.
+//
+// A count is a hint about the plan, never part of it: one that the plan's
+// own lines contradict (a plan cut short or filtered keeps its count;
+// plans concatenated, or edited by hand, give counts that disagree or are
+// exceeded) is dropped, and the total is unknown until the plan is read
+// to its end. With a Shard, neither count is the shard's: the total is
+// known once the plan is read. The methods of a nil *PlanSize do nothing.
+type PlanSize struct {
+	// Shard is the run's shard (Config.Shard): the items it works are
+	// the ones counted.
+	Shard Shard
+	// File, when the plan is a file, is counted the first time Items is
+	// asked (one more pass over it, only for the display).
+	File string
+
+	countOnce sync.Once
+	mu        sync.Mutex
+	counted   int  // File's lines that are not blank; 0: none or unknown
+	given     int  // plan_items of every line so far; 0 none read yet, -1 none that holds
+	lines     int  // items read, all shards
+	read      int  // items read of Shard
+	whole     bool // the plan was read to its end
+}
+
+// Items is the plan's number of items (of its shard) as far as s knows,
+// 0 when it does not.
+func (s *PlanSize) Items() int {
+	if s == nil {
+		return 0
+	}
+	s.countOnce.Do(func() {
+		if s.File == "" || s.Shard.N > 0 {
+			return
+		}
+		n := countLines(s.File)
+		s.mu.Lock()
+		s.counted = n
+		s.mu.Unlock()
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.whole:
+		return s.read
+	case s.Shard.N > 0:
+		return 0
+	case s.counted > 0 && s.lines <= s.counted:
+		return s.counted
+	case s.given > 0:
+		return s.given
+	}
+	return 0
+}
+
+// first takes the plan_items of the plan's first line, seen ahead.
+func (s *PlanSize) first(given int) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.given == 0 {
+		s.given = cmp.Or(given, -1)
+	}
+}
+
+// item counts an item read whose line gave plan_items given (0: none).
+func (s *PlanSize) item(it *Item, given int) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lines++
+	if s.Shard.Holds(it) {
+		s.read++
+	}
+	switch {
+	case s.given == 0:
+		s.given = cmp.Or(given, -1)
+	case s.given != given:
+		s.given = -1
+	}
+	if s.given > 0 && s.lines > s.given {
+		s.given = -1
+	}
+}
+
+// end says the plan was read to its end.
+func (s *PlanSize) end() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.whole = true
+	s.mu.Unlock()
+}
+
+type planSizeKey struct{}
+
+// WithPlanSize returns ctx carrying s: the run given it (Run) tells s what
+// it reads of its plan, as net/http/httptrace's context carries hooks.
+func WithPlanSize(ctx context.Context, s *PlanSize) context.Context {
+	return context.WithValue(ctx, planSizeKey{}, s)
+}
+
+func planSizeOf(ctx context.Context) *PlanSize {
+	s, _ := ctx.Value(planSizeKey{}).(*PlanSize)
+	return s
+}
+
+// countLines counts the lines of a plan file that are not blank; 0 when
+// it cannot be read (the run will say why).
+func countLines(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
+	n := 0
+	for sc.Scan() {
+		if !blank(sc.Bytes()) {
+			n++
+		}
+	}
+	return n
 }

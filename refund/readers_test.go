@@ -108,7 +108,8 @@ const (
 	batchRule  = "want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit"
 	itemRule   = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
 	amountRule = "want a positive whole number of minor units"
-	known      = "unknown field: known are batch, item, charge, payment_intent, capture, psp_reference, amount, currency, reason, metadata"
+	countRule  = "want a whole number of items above 0"
+	known      = "unknown field: known are batch, item, charge, payment_intent, capture, psp_reference, amount, currency, reason, metadata, plan_items"
 )
 
 // grammarCases: every grammar question, one line each. want is refund's
@@ -165,6 +166,21 @@ var grammarCases = []struct {
 	{name: "amount string", line: head + `,"amount":"5"}`, want: `plan.jsonl:1: amount: "5": want a JSON number of minor units, not a string`},
 	{name: "amount true", line: head + `,"amount":true}`, want: "plan.jsonl:1: amount: true: " + amountRule},
 	{name: "amount object", line: head + `,"amount":{"v":5}}`, want: "plan.jsonl:1: amount: an object: " + amountRule},
+
+	// plan_items: plan's count of the plan's items, on every line; not
+	// part of the item (it is in no Item field), a whole number above 0.
+	{name: "plan_items", line: head + `,"amount":500,"plan_items":3}`, want: with(func(it *refund.Item) { it.Amount = 500 })},
+	{name: "plan_items first", line: `{"plan_items":1,"batch":"b","item":"i","charge":"ch_1"}`, want: ok},
+	{name: "plan_items null", line: head + `,"plan_items":null}`, want: ok},
+	{name: "plan_items zero", line: head + `,"plan_items":0}`, want: "plan.jsonl:1: plan_items: 0: " + countRule},
+	{name: "plan_items negative", line: head + `,"plan_items":-3}`, want: "plan.jsonl:1: plan_items: -3: " + countRule},
+	{name: "plan_items decimal", line: head + `,"plan_items":3.0}`, want: "plan.jsonl:1: plan_items: 3.0: " + countRule},
+	{name: "plan_items leading zero", line: head + `,"plan_items":03}`, want: "plan.jsonl:1: plan_items: 03: " + countRule},
+	{name: "plan_items too large", line: head + `,"plan_items":1000000000000000000}`, want: "plan.jsonl:1: plan_items: 1000000000000000000: " + countRule},
+	{name: "plan_items string", line: head + `,"plan_items":"3"}`, want: `plan.jsonl:1: plan_items: "3": want a JSON number, not a string`},
+	{name: "plan_items object", line: head + `,"plan_items":{}}`, want: "plan.jsonl:1: plan_items: an object: " + countRule},
+	{name: "plan_items twice", line: head + `,"plan_items":3,"plan_items":3}`, want: "plan.jsonl:1: plan_items: given twice"},
+	{name: "plan_items in capitals", line: head + `,"Plan_Items":3}`, want: "plan.jsonl:1: Plan_Items: unknown field: did you mean plan_items?"},
 
 	// Field names: exact, once, known.
 	{name: "field twice", line: head + `,"amount":5,"amount":500}`, want: "plan.jsonl:1: amount: given twice"},

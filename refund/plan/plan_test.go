@@ -465,7 +465,7 @@ func TestReadProblems(t *testing.T) {
 				"in:5: amount: 0: want a positive whole number of minor units",
 				"in:6: charge: 5: want a string",
 				"in:7: batch: b2: the plan is for batch b1",
-				"in:8: email: unknown field: known are batch, item, charge, payment_intent, capture, psp_reference, amount, currency, reason, metadata (--keep-columns keeps others as metadata)",
+				"in:8: email: unknown field: known are batch, item, charge, payment_intent, capture, psp_reference, amount, currency, reason, metadata, plan_items (--keep-columns keeps others as metadata)",
 				"in:9: amount: given twice",
 				"in:10: metadata.k: 1: want a string",
 				"in:11: metadata.k: null: want a string",
@@ -491,7 +491,7 @@ func TestReadProblems(t *testing.T) {
 				`{"charge":null}` + "\n",
 			want: []string{
 				"in:1: needs a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference",
-				"in:2: x: unknown field: known are batch, item, charge, payment_intent, capture, psp_reference, amount, currency, reason, metadata (--keep-columns keeps others as metadata)",
+				"in:2: x: unknown field: known are batch, item, charge, payment_intent, capture, psp_reference, amount, currency, reason, metadata, plan_items (--keep-columns keeps others as metadata)",
 				"in:3: charge: given twice",
 				"in:4: want a JSON object",
 				"in:5: more than one JSON value on the line",

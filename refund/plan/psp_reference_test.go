@@ -169,7 +169,7 @@ func TestReadPSPReferenceProblems(t *testing.T) {
 				"in:3: psp_reference: 5: want a string",
 				`in:4: psp_reference: "a b": ` + rule,
 				"in:6: psp_reference QFQTPCQ8HXSKGK82 already listed at line 5",
-				"in:7: pspReference: unknown field: known are batch, item, charge, payment_intent, capture, psp_reference, amount, currency, reason, metadata (--keep-columns keeps others as metadata)",
+				"in:7: pspReference: unknown field: known are batch, item, charge, payment_intent, capture, psp_reference, amount, currency, reason, metadata, plan_items (--keep-columns keeps others as metadata)",
 			},
 		},
 		{

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/alecthomas/kong"
 
@@ -30,7 +32,7 @@ const planDescription = `Turn a list of charges or captures into the plan items 
 
 The input is CSV with a header row (comma-, semicolon- or tab-separated: told from the header row, or --delimiter; columns charge, payment_intent, capture, psp_reference, amount, currency, reason, item, batch, metadata.<key>; each row names one of charge, payment_intent, capture, psp_reference), JSON lines with the same fields, or bare ids one a line: ch_/py_/pi_ ids, with --ids capture capture ids (PayPal's look like 2GG279541U471931P), or with --ids psp_reference Adyen pspReferences (16 of A-Z 0-9, such as 8815658961765250). Amounts are whole minor units (1000 is 10.00 USD or 1000 JPY); none means the full remaining amount. Item ids come from the item column, else from the charge, payment intent, capture or psp_reference id, so they are the same on every run.
 
-The whole input is checked before anything is written: on any problem, each is reported as file:line and nothing is written.
+The whole input is checked before anything is written: on any problem, each is reported as file:line and nothing is written. Every item ends in "plan_items":N, the number of items written, so that refund shows the total and an ETA of a plan on stdin too (it is no part of the item: docs/records.md).
 
 Exit codes: 0 plan written; 2 usage or input error (a bad flag, an unreadable file, any problem in the input, no charges or captures at all), nothing written; 3 writing stdout failed (the plan may be cut short).`
 
@@ -123,13 +125,26 @@ func Plan(env Env) int {
 	return ExitOK
 }
 
-// writePlan writes one JSON object an item.
+// writePlan writes one JSON object an item, each with plan_items, the
+// number of items written: plan holds the whole plan before it writes its
+// first line, so a reader of a stream (refund's progress display) knows
+// the total from the first line. The count is on every item rather than
+// on a header line, so that every line stays a plan item (for jq, wc -l,
+// sort, split, cat) and PeekPlan's first line is one (docs/plan.md).
 func writePlan(w io.Writer, p *plan.Plan) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	enc := json.NewEncoder(bw)
+	var line bytes.Buffer
+	enc := json.NewEncoder(&line)
 	enc.SetEscapeHTML(false) // metadata is data, not HTML
+	count := []byte(`,"plan_items":` + strconv.Itoa(p.Len()) + "}\n")
 	for it := range p.All() {
+		line.Reset()
 		if err := enc.Encode(&it); err != nil {
+			return err
+		}
+		b := line.Bytes()
+		b = append(b[:len(b)-len("}\n")], count...) // an item is never {}: batch and item are always there
+		if _, err := bw.Write(b); err != nil {
 			return err
 		}
 	}

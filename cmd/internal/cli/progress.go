@@ -58,8 +58,10 @@ func (p *progressWriter) show(line string) {
 // items retrying, the rate of items settled through the API and, when the
 // plan's size is known, the total and an ETA. A nil *progress shows nothing.
 type progress struct {
-	out   *progressWriter
-	total int // 0: unknown (a plan on stdin)
+	out *progressWriter
+	// size is the plan's number of items as far as the run knows it
+	// (refund.PlanSize.Items), asked at every frame: 0 is unknown.
+	size func() int
 
 	mu       sync.Mutex
 	counts   map[string]int
@@ -97,14 +99,15 @@ func newProgress(w *progressWriter, mode string, log *slog.Logger, total func() 
 	if !show {
 		return nil
 	}
-	p := &progress{out: w, log: log, total: total(), counts: map[string]int{}, quit: make(chan struct{}), finished: make(chan struct{})}
+	p := &progress{out: w, log: log, size: total, counts: map[string]int{}, quit: make(chan struct{}), finished: make(chan struct{})}
 	go p.loop()
 	return p
 }
 
 // loop redraws a few times a second: the rate, the ETA and the retries move
-// between results too. A JSON log gets a record at the start and every
-// jsonProgressEvery.
+// between results too. A JSON log gets a record at the start, every
+// jsonProgressEvery and at the end: its last record has the run's last
+// counts, against the total known once the plan was read.
 func (p *progress) loop() {
 	defer close(p.finished)
 	every := 200 * time.Millisecond
@@ -122,9 +125,24 @@ func (p *progress) loop() {
 		select {
 		case <-t.C:
 		case <-p.quit:
+			if p.log != nil {
+				p.log.Info("progress", p.attrs(time.Now())...)
+			}
 			return
 		}
 	}
+}
+
+// total is the plan's number of items, 0 when unknown. A total below the
+// items done is unknown too: a count that the run outgrew (a plan edited
+// after plan counted it) is never shown as more than 100%. The caller
+// holds p.mu.
+func (p *progress) total() int {
+	n := p.size()
+	if n < p.done {
+		return 0
+	}
+	return n
 }
 
 func (p *progress) add(r refund.Result) {
@@ -183,8 +201,8 @@ func (p *progress) line(now time.Time) string {
 	defer p.mu.Unlock()
 	var b strings.Builder
 	b.WriteString("refund ")
-	if p.total > 0 {
-		fmt.Fprintf(&b, "%d/%d (%d%%)", p.done, p.total, p.done*100/p.total)
+	if total := p.total(); total > 0 {
+		fmt.Fprintf(&b, "%d/%d (%d%%)", p.done, total, p.done*100/total)
 	} else {
 		fmt.Fprintf(&b, "%d items", p.done)
 	}
@@ -213,8 +231,8 @@ func (p *progress) pace(now time.Time) (rate float64, eta time.Duration) {
 		return 0, 0
 	}
 	rate = float64(p.api-1) / elapsed.Seconds()
-	if p.total > p.done {
-		eta = time.Duration(float64(p.total-p.done) / rate * float64(time.Second))
+	if total := p.total(); total > p.done {
+		eta = time.Duration(float64(total-p.done) / rate * float64(time.Second))
 	}
 	return rate, eta
 }
@@ -242,8 +260,8 @@ func (p *progress) attrs(now time.Time) []any {
 		counts[st] = n
 	}
 	out = append(out, "done", p.done, "by_status", counts, "retrying", p.waiting)
-	if p.total > 0 {
-		out = append(out, "total", p.total)
+	if total := p.total(); total > 0 {
+		out = append(out, "total", total)
 	}
 	if rate, eta := p.pace(now); rate > 0 {
 		out = append(out, "items_per_second", rate)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -169,7 +168,13 @@ func Refund(env Env) (exit int) {
 	// No plan items is an error before anything is opened: a failed plan
 	// before the pipe must not end in an empty journal and exit 0.
 	// So is a first line that is not a plan item: nothing is opened.
-	in, ok, err := refund.PeekPlan(in, inName)
+	// The plan's size, for the progress display: what its first line says
+	// (plan_items), then what the run reads of it.
+	size := &refund.PlanSize{Shard: shard}
+	if c.Input != "-" {
+		size.File = c.Input
+	}
+	in, ok, err := size.Peek(in, inName)
 	if err != nil {
 		warnf(msgs, name, "%v", err)
 		if errors.As(err, new(*refund.InputError)) {
@@ -200,19 +205,14 @@ func Refund(env Env) (exit int) {
 	if c.LogFormat == "json" {
 		jsonLog = log
 	}
-	bar := newProgress(stderr, c.Progress, jsonLog, func() int {
-		if c.Input == "-" {
-			return 0 // unknown on stdin
-		}
-		return countItems(c.Input) // one more pass over the plan, only for the display
-	})
+	bar := newProgress(stderr, c.Progress, jsonLog, size.Items)
 	defer bar.stop()
 	watch := c.watchBatches(checkpoint, bar, metrics)
 	defer watch.stop()
 
 	var doubts []refund.Result // this run's items left in doubt (OnResult is called one at a time)
 	var groups outcomeGroups   // this run's unfinished items by reason, told after the summary
-	summary, runErr := refund.Run(ctx, refund.Config{
+	summary, runErr := refund.Run(refund.WithPlanSize(ctx, size), refund.Config{
 		Provider: client, Checkpoint: checkpoint,
 		Workers: c.Concurrency, Pacer: pacer, DryRun: c.DryRun, Offline: c.Offline, Shard: shard,
 		ResendAfter500: c.ResendAfter500, Log: log,
@@ -348,25 +348,6 @@ func Refund(env Env) (exit int) {
 		return ExitFailed
 	}
 	return ExitOK
-}
-
-// countItems counts the non-blank lines of a plan file, for the progress
-// display's total; 0 when it cannot be read (the run will say why).
-func countItems(path string) int {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), refund.MaxLineBytes)
-	n := 0
-	for sc.Scan() {
-		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
-			n++
-		}
-	}
-	return n
 }
 
 func isTerminal(r io.Reader) bool {
