@@ -6,6 +6,10 @@ LDFLAGS := -X github.com/refundkit/refundkit/cmd/internal/cli.Version=$(VERSION)
 STRIPE_MOCK_VERSION := v0.203.0
 TOOLS := $(CURDIR)/bin/tools
 export STRIPE_MOCK_BIN := $(TOOLS)/stripe-mock
+# nats-server, pinned: the NATS JetStream checkpoint's tests start their own
+# on loopback (refund/natsjs/natstest).
+NATS_SERVER_VERSION := v2.15.2
+export NATS_SERVER_BIN := $(TOOLS)/nats-server
 
 .PHONY: build test test-short bench demo fuzz chaos lint tools clean
 
@@ -16,7 +20,10 @@ build:
 # sends fit the real API spec; the contract test starts it on free loopback
 # ports. Installing it needs the Go module proxy; offline, name one installed
 # already: make test STRIPE_MOCK_BIN=/path/to/stripe-mock
-tools: $(STRIPE_MOCK_BIN)
+tools: $(STRIPE_MOCK_BIN) $(NATS_SERVER_BIN)
+$(NATS_SERVER_BIN):
+	GOBIN=$(TOOLS) $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION) || { \
+	  echo "tools: installing nats-server $(NATS_SERVER_VERSION) needs the Go module proxy; offline: make test NATS_SERVER_BIN=/path/to/nats-server" >&2; exit 1; }
 $(STRIPE_MOCK_BIN):
 	GOBIN=$(TOOLS) $(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION) || { \
 	  echo "tools: installing stripe-mock $(STRIPE_MOCK_VERSION) needs the Go module proxy (GOPROXY=$$($(GO) env GOPROXY)); offline: make test STRIPE_MOCK_BIN=/path/to/stripe-mock" >&2; exit 1; }

@@ -355,13 +355,7 @@ type ClaimInfo struct {
 
 // BatchInfo is a batch whose plan the checkpoint holds, with its items
 // counted by status.
-type BatchInfo struct {
-	Batch    string         `json:"batch"`
-	Items    int64          `json:"items"`
-	LoadedAt time.Time      `json:"loaded_at"`
-	LoadedBy string         `json:"loaded_by"`
-	ByStatus map[string]int `json:"by_status"`
-}
+type BatchInfo = refund.BatchInfo
 
 // Holders says who holds what: the batches (all when none are named), the
 // items claimed in them, and every worker with its last sign of life.

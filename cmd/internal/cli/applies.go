@@ -64,8 +64,8 @@ func (f *providerFlags) applies() []applies {
 // inapplicable refuses refund's flags that do not apply to this run.
 func (c *refundCmd) inapplicable() error {
 	rules := append(c.providerFlags.applies(),
-		applies{[]string{"lease", "worker"}, postgres.IsURL(c.Journal), "a PostgreSQL checkpoint (--journal postgres://...): a journal file is held by one run, with no claims to lease or name"},
-		applies{[]string{"shard"}, !postgres.IsURL(c.Journal), "a journal file: the workers of a PostgreSQL checkpoint claim items instead"},
+		applies{[]string{"lease", "worker"}, isShared(c.Journal), "a shared checkpoint (--journal postgres://... or nats://...): a journal file is held by one run, with no claims to lease or name"},
+		applies{[]string{"shard"}, !isShared(c.Journal), "a journal file: the workers of a shared checkpoint claim items instead"},
 		applies{[]string{"share"}, c.Provider != providerExec, "a provider whose limits refundkit knows (stripe, paypal, adyen): pace an exec command's API with --rate"},
 		applies{[]string{"metrics-every"}, c.MetricsFile != "", "--metrics-file"},
 		applies{[]string{"offline"}, c.DryRun, "--dry-run: a run that sends refunds looks each item up at the provider first"},

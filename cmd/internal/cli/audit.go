@@ -122,16 +122,16 @@ func Audit(env Env) (exit int) {
 	if len(inputs) == 0 {
 		inputs = []string{"-"}
 	}
-	// A PostgreSQL checkpoint is read as the journal it exports.
-	exported := map[string]*pgExport{}
+	// A shared checkpoint is read as the journal it exports.
+	exported := map[string]*checkpointExport{}
 	for i, path := range inputs {
-		if !postgres.IsURL(path) {
+		if !isShared(path) {
 			continue
 		}
 		x, err := exportCheckpoint(context.Background(), path, "audit", c.Batch)
 		if err != nil {
 			warnf(env.Stderr, name, "%v", err)
-			if _, ok := err.(*postgres.CorruptError); ok {
+			if code, ok := knownCode(err); ok && code == ExitCorrupt {
 				return ExitCorrupt
 			}
 			return ExitUsage // the checkpoint could not be read

@@ -7,6 +7,7 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/natsjs"
 	"github.com/refundkit/refundkit/refund/postgres"
 )
 
@@ -72,6 +73,10 @@ func knownCode(err error) (int, bool) {
 		pgBusy      *postgres.BusyError
 		pgConfig    *postgres.ConfigError
 		pgName      *postgres.WorkerNameError
+		natsFailed  *natsjs.Error
+		natsCorrupt *natsjs.CorruptError
+		natsConfig  *natsjs.ConfigError
+		natsUnsafe  *natsjs.DurabilityError
 	)
 	switch {
 	case err == nil:
@@ -87,14 +92,14 @@ func knownCode(err error) (int, bool) {
 		return ExitProvider, true
 	case errors.As(err, &locked), errors.As(err, &pgBusy):
 		return ExitLocked, true
-	case errors.As(err, &corrupt), errors.As(err, &version), errors.As(err, &pgCorrupt):
+	case errors.As(err, &corrupt), errors.As(err, &version), errors.As(err, &pgCorrupt), errors.As(err, &natsCorrupt):
 		return ExitCorrupt, true
-	case errors.As(err, &write), errors.As(err, &auditWrite), errors.As(err, &pgFailed):
+	case errors.As(err, &write), errors.As(err, &auditWrite), errors.As(err, &pgFailed), errors.As(err, &natsFailed), errors.As(err, &natsUnsafe):
 		return ExitJournal, true
 	case errors.As(err, &auditHalt):
 		return ExitProvider, true
 	case errors.As(err, &notFile), errors.As(err, &refundInput), // a *plan.Rejection holds *refund.InputErrors
-		errors.As(err, &pgConfig), errors.As(err, &pgName):
+		errors.As(err, &pgConfig), errors.As(err, &pgName), errors.As(err, &natsConfig):
 		return ExitUsage, true
 	}
 	return 0, false

@@ -12,36 +12,56 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/natsjs"
 	"github.com/refundkit/refundkit/refund/postgres"
 )
 
-// pgExport is a PostgreSQL checkpoint exported as a file journal, for the
-// tools that read journals (audit, journal-merge): the same record lines,
-// in the order they were written, framed in commits.
-type pgExport struct {
+// checkpointExport is a shared checkpoint (PostgreSQL, NATS JetStream)
+// exported as a file journal, for the tools that read journals (audit,
+// journal-merge): the same record lines, in the order they were written,
+// framed in commits.
+type checkpointExport struct {
 	name    string // the checkpoint's URL, password redacted
 	path    string // the temporary journal (0600), removed by close
 	records int
-	last    int64 // the highest sequence number exported
-	cp      *postgres.Checkpoint
+	last    int64 // the highest sequence number (revision) exported
+	src     exportSource
+	cp      *postgres.Checkpoint // when it is one: what Import and Holders need
+}
+
+// exportSource is a shared checkpoint opened for reading.
+type exportSource interface {
+	Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error)
+	ExportPlans(ctx context.Context, w io.Writer, batches []string) (int, error)
+	Close() error
 }
 
 // exportCheckpoint opens the checkpoint at connString read-only and
 // exports the records of batches (all when none) to a temporary file.
-func exportCheckpoint(ctx context.Context, connString, worker string, batches []string) (*pgExport, error) {
-	cp, err := postgres.Open(ctx, connString, postgres.Options{Worker: worker}, true)
-	if err != nil {
-		return nil, err
+func exportCheckpoint(ctx context.Context, connString, worker string, batches []string) (*checkpointExport, error) {
+	x := &checkpointExport{name: redactCheckpoint(connString)}
+	if natsjs.IsURL(connString) {
+		cp, err := natsjs.Open(ctx, connString, natsjs.Options{Worker: worker}, true)
+		if err != nil {
+			return nil, err
+		}
+		x.src = cp
+	} else {
+		cp, err := postgres.Open(ctx, connString, postgres.Options{Worker: worker}, true)
+		if err != nil {
+			return nil, err
+		}
+		x.src, x.cp = cp, cp
 	}
 	dir, err := os.MkdirTemp("", "refundkit-export-")
 	if err != nil {
-		cp.Close()
+		x.src.Close()
 		return nil, err
 	}
-	x := &pgExport{name: postgres.Redact(connString), path: filepath.Join(dir, "checkpoint.jsonl"), cp: cp}
+	x.path = filepath.Join(dir, "checkpoint.jsonl")
 	f, err := os.OpenFile(x.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err == nil {
-		x.records, x.last, err = cp.Export(ctx, f, batches)
+		x.records, x.last, err = x.src.Export(ctx, f, batches)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -56,14 +76,14 @@ func exportCheckpoint(ctx context.Context, connString, worker string, batches []
 // addPlans adds the plans the checkpoint stores for batches (all when
 // none) to a, as audit --plan adds a plan file: its planned items without
 // a refund are findings.
-func (x *pgExport) addPlans(ctx context.Context, a *audit.Auditor, batches []string) error {
+func (x *checkpointExport) addPlans(ctx context.Context, a *audit.Auditor, batches []string) error {
 	path := filepath.Join(filepath.Dir(x.path), "plans.jsonl")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	n, err := x.cp.ExportPlans(ctx, f, batches)
+	n, err := x.src.ExportPlans(ctx, f, batches)
 	if err != nil {
 		return withCode(ExitUsage, err) // the checkpoint cannot be read
 	}
@@ -76,16 +96,29 @@ func (x *pgExport) addPlans(ctx context.Context, a *audit.Auditor, batches []str
 	return a.AddPlan(f, x.name+" (the plans it stores)")
 }
 
-func (x *pgExport) close() {
+func (x *checkpointExport) close() {
 	os.RemoveAll(filepath.Dir(x.path))
-	x.cp.Close()
+	x.src.Close()
 }
 
 // describeHolders writes who holds what in the checkpoint's batches (all
 // when none): each batch's items by status, every claim with its lease,
 // every worker with its last sign of life. It returns how many claims are
 // live: items in flight, which read as in doubt.
-func describeHolders(ctx context.Context, w io.Writer, name string, x *pgExport, batches []string) (int, error) {
+func describeHolders(ctx context.Context, w io.Writer, name string, x *checkpointExport, batches []string) (int, error) {
+	if js, ok := x.src.(*natsjs.Checkpoint); ok {
+		bs, live, err := js.Holders(ctx, batches)
+		if err != nil {
+			return 0, err
+		}
+		for _, b := range bs {
+			warnf(w, name, "%s: batch %s: %d items (%s), plan loaded %s by %s", x.name, b.Batch, b.Items, countsText(b.ByStatus), b.LoadedAt.UTC().Format(time.RFC3339), b.LoadedBy)
+		}
+		if live > 0 {
+			warnf(w, name, "%s: %d %s delivered to workers and not acknowledged yet (in flight, or a worker's ack-wait not yet out)", x.name, live, plural(live, "item"))
+		}
+		return live, nil
+	}
 	bs, claims, workers, err := x.cp.Holders(ctx, batches)
 	if err != nil {
 		return 0, err
@@ -142,7 +175,7 @@ func countsText(by map[string]int) string {
 // batches, or all) to temporary files, and returns journals with each
 // replaced by its file; done removes them.
 func exportInputs(env Env, name string, journals, batches []string) (inputs []string, done func(), err error) {
-	var xs []*pgExport
+	var xs []*checkpointExport
 	done = func() {
 		for _, x := range xs {
 			x.close()
@@ -150,14 +183,14 @@ func exportInputs(env Env, name string, journals, batches []string) (inputs []st
 	}
 	inputs = slices.Clone(journals)
 	for i, path := range journals {
-		if !postgres.IsURL(path) {
+		if !isShared(path) {
 			continue
 		}
 		x, err := exportCheckpoint(context.Background(), path, name, batches)
 		if err != nil {
 			warnf(env.Stderr, name, "%v", err)
 			done()
-			if _, ok := err.(*postgres.CorruptError); ok {
+			if code, ok := knownCode(err); ok && code == ExitCorrupt {
 				return nil, nil, err
 			}
 			return nil, nil, withCode(ExitUsage, err) // an input that cannot be read

@@ -16,12 +16,13 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/natsjs"
 	"github.com/refundkit/refundkit/refund/plan"
 	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 type refundCmd struct {
-	Journal        string        `required:"" placeholder:"FILE|URL" group:"checkpoint" predictor:"file" help:"The checkpoint: a journal file (JSON lines), created 0600 if absent, that one run at a time holds; or a PostgreSQL URL (postgres://..., PG* environment variables fill in the rest) that many runs on many hosts share, each fed the same plan."`
+	Journal        string        `required:"" placeholder:"FILE|URL" group:"checkpoint" predictor:"file" help:"The checkpoint: a journal file (JSON lines), created 0600 if absent, that one run at a time holds; or a URL of a checkpoint that many runs on many hosts share, each fed the same plan: PostgreSQL (postgres://..., PG* environment variables fill in the rest) or NATS JetStream (nats://host:4222/NAME, docs/nats.md)."`
 	Lease          time.Duration `default:"30s" group:"checkpoint" help:"With a PostgreSQL checkpoint: how long a claim of an item stays this run's without renewal (renewed every third of it), 1s to 24h. A run that dies loses its claims after it; another run then looks the items up before anything is sent."`
 	Worker         string        `placeholder:"NAME" group:"checkpoint" help:"With a PostgreSQL checkpoint: the name this run claims items under, shown by audit (default host:pid:random)."`
 	Input          string        `arg:"" optional:"" default:"-" placeholder:"PLAN" predictor:"plan" help:"Plan items as JSON lines (default: stdin)."`
@@ -122,7 +123,7 @@ func Refund(env Env) (exit int) {
 		warnf(msgs, name, "--share %g: want a share of Stripe's limits above 0 and at most 1", c.Share)
 		return ExitUsage
 	}
-	if postgres.IsURL(c.Journal) && (c.Lease < minLease || c.Lease > maxLease) {
+	if isShared(c.Journal) && (c.Lease < minLease || c.Lease > maxLease) {
 		// Far longer, its half (the lock timeout) overflows PostgreSQL's.
 		warnf(msgs, name, "--lease %s: want 1s to 24h", c.Lease)
 		return ExitUsage
@@ -243,7 +244,7 @@ func Refund(env Env) (exit int) {
 	// The summary counts this run's items; the batch is everyone's, and
 	// refund's exit says whether it is done (audit names the items).
 	shared, unfinished := false, 0
-	if cp, ok := checkpoint.(*postgres.Checkpoint); ok && !c.DryRun {
+	if cp, ok := checkpoint.(refund.Tallier); ok && !c.DryRun {
 		shared = true
 		bs, err := cp.Progress(context.WithoutCancel(ctx))
 		metrics.batches(bs)
@@ -254,9 +255,9 @@ func Refund(env Env) (exit int) {
 		if err != nil && runErr == nil {
 			// Done cannot be said without the tally.
 			unfinished = 1
-			warnf(msgs, name, "the batch's tally could not be read (%v): audit %s says whether it is done", err, postgres.Redact(c.Journal))
+			warnf(msgs, name, "the batch's tally could not be read (%v): audit %s says whether it is done", err, redactCheckpoint(c.Journal))
 		} else if unfinished > 0 && runErr == nil {
-			warnf(msgs, name, "the batch is not done: %d %s failed, held, in doubt, refunded twice or not started (other workers may still be on some); audit %s names them", unfinished, plural(unfinished, "item"), postgres.Redact(c.Journal))
+			warnf(msgs, name, "the batch is not done: %d %s failed, held, in doubt, refunded twice or not started (other workers may still be on some); audit %s names them", unfinished, plural(unfinished, "item"), redactCheckpoint(c.Journal))
 		}
 	}
 	// With a shared checkpoint, an item this run left in doubt may have
@@ -274,7 +275,7 @@ func Refund(env Env) (exit int) {
 			}
 		}
 		if unfinished > 0 {
-			warnf(msgs, name, "the batch is not done: %d %s this run left in doubt %s not settled since; audit %s names them", unfinished, plural(unfinished, "item"), map[bool]string{true: "is", false: "are"}[unfinished == 1], postgres.Redact(c.Journal))
+			warnf(msgs, name, "the batch is not done: %d %s this run left in doubt %s not settled since; audit %s names them", unfinished, plural(unfinished, "item"), map[bool]string{true: "is", false: "are"}[unfinished == 1], redactCheckpoint(c.Journal))
 		}
 	}
 	batchDone := shared && unfinished == 0
@@ -294,8 +295,10 @@ func Refund(env Env) (exit int) {
 		warnf(msgs, name, "stopped at that line: nothing was sent for it or after it")
 	case errors.As(runErr, &haltErr) && haltErr.Journal && errors.Is(haltErr, journal.ErrReplaced):
 		warnf(msgs, name, "no API call was made after that; find what replaced or moved the journal (a tool that ignores its lock?), merge the file it moved (if it still exists) into the journal with journal-merge, then run again")
-	case errors.As(runErr, &haltErr) && haltErr.Journal && errors.As(runErr, new(*postgres.LostClaimError)):
+	case errors.As(runErr, &haltErr) && haltErr.Journal && errors.Is(runErr, refund.ErrClaimLost):
 		warnf(msgs, name, "no API call was made for that item after its claim was lost; run again: the item's new holder looks it up before anything is sent")
+	case errors.As(runErr, &haltErr) && haltErr.Journal && natsjs.IsURL(c.Journal):
+		warnf(msgs, name, "no API call was made after the failed write; once the NATS servers answer again, run again: the checkpoint resumes where it stopped")
 	case errors.As(runErr, &haltErr) && haltErr.Journal && postgres.IsURL(c.Journal):
 		warnf(msgs, name, "no API call was made after the failed write; once the database answers again, run again: the checkpoint resumes where it stopped")
 	case errors.As(runErr, &haltErr) && haltErr.Journal:

@@ -1,0 +1,753 @@
+package natsjs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// Load binds the plan to the checkpoint, batch by batch: the first run to
+// load a batch stores its manifest (the plan's digest) and its items, then
+// queues every item; the same plan again queues what is left of it (items
+// neither refunded nor failed for good, and not queued already: the work
+// stream keeps one message per item); another plan under the batch is
+// refused with the first item that differs. A read-only checkpoint only
+// compares, and keeps the items' states for Lookup.
+func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
+	byBatch := map[string][]refund.PlanLine{}
+	var order []string
+	for _, pl := range plan {
+		if _, ok := byBatch[pl.Item.Batch]; !ok {
+			order = append(order, pl.Item.Batch)
+		}
+		byBatch[pl.Item.Batch] = append(byBatch[pl.Item.Batch], pl)
+	}
+	for _, b := range order {
+		if err := c.loadBatch(ctx, b, byBatch[b]); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	for _, pl := range plan {
+		c.planned[key{pl.Item.Batch, pl.Item.Item}] = true
+	}
+	c.mu.Unlock()
+	if c.readOnly {
+		return nil
+	}
+	var queues []*batchQueue
+	for _, b := range order {
+		q, err := c.consumer(ctx, b)
+		if err != nil {
+			return err
+		}
+		queues = append(queues, q)
+	}
+	c.mu.Lock()
+	c.batches = queues
+	c.mu.Unlock()
+	return nil
+}
+
+// entry is an item's value as read, with its revision.
+type entry struct {
+	rev uint64
+	val *itemValue
+}
+
+func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund.PlanLine) error {
+	docs, digest, err := refund.PlanDocs(lines)
+	if err != nil {
+		return err
+	}
+	if c.kv == nil {
+		return nil // read only, and nothing stored yet
+	}
+	var m manifest
+	mrev, ok, err := getJSON(ctx, c.kv, planKey(batch), &m)
+	if err != nil {
+		return c.wrap("load plan of batch "+batch, err)
+	}
+	if !ok && !c.readOnly {
+		m = manifest{Batch: batch, Digest: digest, Items: len(lines), LoadedAt: time.Now().UTC(), LoadedBy: c.worker}
+		body, _ := json.Marshal(&m)
+		mrev, err = c.kv.Create(ctx, planKey(batch), body)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			// Another worker stored it first: compare with theirs.
+			mrev, ok, err = getJSON(ctx, c.kv, planKey(batch), &m)
+			if err == nil && !ok {
+				err = errors.New("the plan's manifest vanished")
+			}
+		}
+		if err != nil {
+			return c.wrap("load plan of batch "+batch, err)
+		}
+	}
+	items, err := c.readItems(ctx, itemsOf(batch))
+	if err != nil {
+		return c.wrap("load plan of batch "+batch, err)
+	}
+	if (ok || !c.readOnly) && !bytes.Equal(m.Digest, digest) {
+		if ok || m.LoadedBy != c.worker {
+			return c.planDiffers(batch, lines, docs, &m, items)
+		}
+	}
+	// Records written before the plan (imported) or under it must agree
+	// with every line they bind, as a file journal's do.
+	for _, pl := range lines {
+		e := items[key{batch, pl.Item.Item}]
+		if e == nil {
+			continue
+		}
+		st, known, err := e.val.fold(itemKey(batch, pl.Item.Item))
+		if err != nil {
+			return err
+		}
+		if known {
+			if err := refund.CheckBinding(pl.Item, st); err != nil {
+				return &refund.InputError{Line: pl.Line, Err: err}
+			}
+		}
+		if c.readOnly {
+			c.mu.Lock()
+			if c.cache == nil {
+				c.cache = map[key]cached{}
+			}
+			c.cache[key{batch, pl.Item.Item}] = cached{st, known}
+			c.mu.Unlock()
+		}
+	}
+	if c.readOnly {
+		return nil
+	}
+	if err := c.storeItems(ctx, batch, lines, docs, items); err != nil {
+		return err
+	}
+	if err := c.queue(ctx, batch, lines, items); err != nil {
+		return err
+	}
+	if !m.Queued {
+		m.Queued = true
+		body, _ := json.Marshal(&m)
+		// A revision another loader moved on means it queued them too.
+		if _, err := c.kv.Update(ctx, planKey(batch), body, mrev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return c.wrap("load plan of batch "+batch, err)
+		}
+	}
+	return nil
+}
+
+// storeItems stores the value of every line the checkpoint has none of,
+// and gives imported records the plan line they lacked; items is updated.
+func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refund.PlanLine, docs []string, items map[key]*entry) error {
+	var acks []jetstream.PubAckFuture
+	var made []key
+	for i, pl := range lines {
+		k := key{batch, pl.Item.Item}
+		e := items[k]
+		switch {
+		case e == nil:
+			v := &itemValue{Batch: batch, Item: pl.Item.Item, Line: pl.Line, Plan: json.RawMessage(docs[i])}
+			body, _ := json.Marshal(v)
+			// Many at once, each only where the key holds nothing: a
+			// worker loading the same plan beside this one stores the
+			// same values.
+			f, err := c.js.PublishAsync(c.kvSubject(itemKey(batch, pl.Item.Item)), body, jetstream.WithExpectLastSequencePerSubject(0))
+			if err != nil {
+				return c.wrap("store plan of batch "+batch, err)
+			}
+			acks = append(acks, f)
+			made = append(made, k)
+			items[k] = &entry{val: v}
+		case len(e.val.Plan) == 0:
+			v := *e.val
+			v.Line, v.Plan = pl.Line, json.RawMessage(docs[i])
+			body, _ := json.Marshal(&v)
+			rev, err := c.kv.Update(ctx, itemKey(batch, pl.Item.Item), body, e.rev)
+			if err != nil {
+				return c.wrap("store plan of batch "+batch, err)
+			}
+			items[k] = &entry{rev: rev, val: &v}
+		case string(e.val.Plan) != docs[i]:
+			return &CorruptError{Key: itemKey(batch, pl.Item.Item), Err: fmt.Errorf("the stored item differs from the plan of the same digest: %s", refund.FieldsDiffer(pl.Item, string(e.val.Plan)))}
+		}
+	}
+	for i, f := range acks {
+		select {
+		case ack := <-f.Ok():
+			items[made[i]].rev = ack.Sequence
+		case err := <-f.Err():
+			if !isWrongLastSeq(err) {
+				return c.wrap("store plan of batch "+batch, err)
+			}
+			// Stored by another loader: read it back for its revision.
+			var v itemValue
+			rev, ok, err := getJSON(ctx, c.kv, itemKey(made[i].batch, made[i].item), &v)
+			if err != nil || !ok {
+				return c.wrap("store plan of batch "+batch, cmpErr(err, "the item's value vanished"))
+			}
+			items[made[i]] = &entry{rev: rev, val: &v}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// queue queues every item of lines that is neither refunded nor failed
+// for good. The work stream keeps one message per item: an item queued
+// already (waiting, or held by a worker) is refused, and not delivered
+// twice.
+func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.PlanLine, items map[key]*entry) error {
+	var acks []jetstream.PubAckFuture
+	for _, pl := range lines {
+		k := key{batch, pl.Item.Item}
+		st, known, err := items[k].val.fold(itemKey(batch, pl.Item.Item))
+		if err != nil {
+			return err
+		}
+		if settled(st, known, c.opts.RetryHeld) {
+			continue
+		}
+		f, err := c.js.PublishAsync(c.workSubjectOf(batch, pl.Item.Item), nil)
+		if err != nil {
+			return c.wrap("queue plan of batch "+batch, err)
+		}
+		acks = append(acks, f)
+	}
+	for _, f := range acks {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			if !isQueuedAlready(err) {
+				return c.wrap("queue plan of batch "+batch, err)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// planDiffers names the first item of lines that differs from the plan
+// stored for batch, is missing from it or is new.
+func (c *Checkpoint) planDiffers(batch string, lines []refund.PlanLine, docs []string, m *manifest, items map[key]*entry) error {
+	const hint = "; the checkpoint holds one plan per batch: feed every worker the same plan, or plan the change under a new batch name"
+	have := map[string]*itemValue{}
+	for k, e := range items {
+		if len(e.val.Plan) > 0 {
+			have[k.item] = e.val
+		}
+	}
+	for i, pl := range lines {
+		v, ok := have[pl.Item.Item]
+		if !ok {
+			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q is not in the plan of batch %q in the checkpoint (%s)%s", pl.Item.Item, batch, m, hint)}
+		}
+		if string(v.Plan) != docs[i] {
+			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q of batch %q differs from the plan in the checkpoint (%s): %s%s", pl.Item.Item, batch, m, refund.FieldsDiffer(pl.Item, string(v.Plan)), hint)}
+		}
+		delete(have, pl.Item.Item)
+	}
+	missing := slices.SortedFunc(maps.Keys(have), func(a, b string) int { return have[a].Line - have[b].Line })
+	if len(missing) > 0 {
+		return &refund.InputError{Err: fmt.Errorf("item %q of batch %q (line %d of the plan in the checkpoint, %s) is missing from this plan, and %d more%s", missing[0], batch, have[missing[0]].Line, m, len(missing)-1, hint)}
+	}
+	if m.Items > len(lines) {
+		return &refund.InputError{Err: fmt.Errorf("the plan of batch %q in the checkpoint (%s) has items not stored yet (its loader may have died while storing them): feed the same plan%s", batch, m, hint)}
+	}
+	return &Error{Op: "load plan of batch " + batch, Err: errors.New("the digest differs but every item is the same (a checkpoint written by another build?)")}
+}
+
+// readItems reads every item value under filter, in one pass of an
+// ordered consumer.
+func (c *Checkpoint) readItems(ctx context.Context, filter string) (map[key]*entry, error) {
+	w, err := c.kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	out := map[key]*entry{}
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("the watch of the items ended early")
+			}
+			if e == nil {
+				return out, nil // every value read
+			}
+			v := new(itemValue)
+			if err := json.Unmarshal(e.Value(), v); err != nil {
+				return nil, &CorruptError{Key: e.Key(), Err: err}
+			}
+			out[key{v.Batch, v.Item}] = &entry{rev: e.Revision(), val: v}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// consumer is the batch's shared consumer, made by the first worker to
+// need it. Its ack-wait is every worker's lease.
+func (c *Checkpoint) consumer(ctx context.Context, batch string) (*batchQueue, error) {
+	name := consumerName(batch)
+	cons, err := c.work.Consumer(ctx, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = c.work.CreateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       name,
+			Description:   "refundkit workers of batch " + batch,
+			FilterSubject: workSubject(c.loc.name) + "." + token(batch) + ".>",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       c.opts.Lease,
+			MaxDeliver:    -1,
+			MaxAckPending: 100000,
+		})
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			cons, err = c.work.Consumer(ctx, name)
+		}
+	}
+	if err != nil {
+		return nil, c.wrap("open the queue of batch "+batch, err)
+	}
+	// The shortest ack-wait of the run's batches is its lease.
+	if wait := cons.CachedInfo().Config.AckWait; wait > 0 && wait != c.opts.Lease {
+		c.opts.Warn(fmt.Sprintf("the queue of batch %s has an ack-wait of %s, which is the lease of every worker of the batch (--lease %s is for a queue this run makes)", batch, wait, c.opts.Lease))
+		if wait < c.leaseNow() {
+			c.lease.Store(int64(wait))
+		}
+	}
+	return &batchQueue{batch: batch, cons: cons}, nil
+}
+
+// consumerName is the durable consumer of a batch's queue.
+func consumerName(batch string) string {
+	sum := sha256.Sum256([]byte(batch))
+	return "batch_" + hex.EncodeToString(sum[:16])
+}
+
+// Claim takes up to n items from the batches' queues. An item is the
+// claimant's once its value's generation is bumped under the revision it
+// read: a write of an earlier holder, whose ack-wait ran out, then fails.
+// Items settled meanwhile are acknowledged and passed over; an item this
+// run gave back unsettled is not taken again by it (it waits for the next
+// run). When it takes none, wait > 0 says items are still queued or held
+// by workers (one of them may die), 0 that the queues are empty.
+func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund.Claimed, time.Duration, error) {
+	c.mu.Lock()
+	queues := c.batches
+	c.mu.Unlock()
+	var out []refund.Claimed
+	for _, q := range queues {
+		if len(out) >= n {
+			break
+		}
+		start := time.Now()
+		msgs, err := q.cons.FetchNoWait(n - len(out))
+		if err != nil {
+			return nil, 0, c.wrap("claim", err)
+		}
+		for msg := range msgs.Messages() {
+			cl, err := c.take(ctx, msg, start, retryHeld)
+			if err != nil {
+				return nil, 0, err
+			}
+			if cl != nil {
+				out = append(out, *cl)
+			}
+		}
+		if err := msgs.Error(); err != nil {
+			return nil, 0, c.wrap("claim", err)
+		}
+	}
+	if len(out) > 0 {
+		return out, 0, nil
+	}
+	for _, q := range queues {
+		info, err := q.cons.Info(ctx)
+		if err != nil {
+			return nil, 0, c.wrap("claim", err)
+		}
+		if info.NumPending > 0 || info.NumAckPending > 0 {
+			return nil, c.pollWait(), nil
+		}
+	}
+	return nil, 0, nil
+}
+
+// take claims the item msg delivers; nil when it is not this run's to
+// work on.
+func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Time, retryHeld bool) (*refund.Claimed, error) {
+	batch, item, err := c.parseWork(msg.Subject())
+	if err != nil {
+		msg.Term()
+		return nil, &CorruptError{Key: msg.Subject(), Err: err}
+	}
+	k := key{batch, item}
+	c.mu.Lock()
+	if cl := c.held[k]; cl != nil {
+		// Delivered again to this run, which still works on it (its
+		// ack-wait ran out meanwhile): the new delivery carries the claim.
+		cl.msg, cl.deadline = msg, start.Add(c.margin())
+		c.mu.Unlock()
+		return nil, nil
+	}
+	released := c.done[k]
+	c.mu.Unlock()
+	if released {
+		msg.Term()
+		return nil, nil
+	}
+	ik := itemKey(batch, item)
+	for try := 0; ; try++ {
+		var v itemValue
+		rev, ok, err := getJSON(ctx, c.kv, ik, &v)
+		if err != nil {
+			return nil, c.wrap("claim", err)
+		}
+		if !ok {
+			msg.Term()
+			return nil, &CorruptError{Key: ik, Err: errors.New("an item is queued that the checkpoint holds no value of (deleted by hand?)")}
+		}
+		st, known, err := v.fold(ik)
+		if err != nil {
+			return nil, err
+		}
+		if settled(st, known, retryHeld) {
+			// Settled by another worker since it was queued.
+			msg.DoubleAck(ctx)
+			return nil, nil
+		}
+		nv := v
+		nv.Gen++
+		nv.Worker, nv.Released = c.worker, false
+		nv.BurnRev, nv.BurnPending = v.burnRev(rev), false
+		body, _ := json.Marshal(&nv)
+		newRev, err := c.kv.Update(ctx, ik, body, rev)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) && try < 4 {
+			continue // its earlier holder wrote a moment ago: read again
+		}
+		if err != nil {
+			return nil, c.wrap("claim", err)
+		}
+		c.mu.Lock()
+		c.held[k] = &claim{msg: msg, rev: newRev, val: &nv, state: st, known: known, deadline: start.Add(c.margin())}
+		c.mu.Unlock()
+		return &refund.Claimed{Batch: batch, Item: item, State: st, Known: known,
+			BurnedInRun: st.KeyBurned && (nv.BurnRev == 0 || nv.BurnRev > c.startSeq)}, nil
+	}
+}
+
+func (c *Checkpoint) parseWork(subject string) (batch, item string, err error) {
+	rest, ok := strings.CutPrefix(subject, workSubject(c.loc.name)+".")
+	bt, it, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 {
+		return "", "", fmt.Errorf("not a work subject of this checkpoint")
+	}
+	if batch, err = untoken(bt); err == nil {
+		item, err = untoken(it)
+	}
+	return batch, item, err
+}
+
+func (c *Checkpoint) workSubjectOf(batch, item string) string {
+	return workSubject(c.loc.name) + "." + token(batch) + "." + token(item)
+}
+
+func (c *Checkpoint) kvSubject(k string) string {
+	return "$KV." + bucketName(c.loc.name) + "." + k
+}
+
+// margin is how long after a delivery or renewal was asked for the
+// ack-wait is surely not out by this host's clock: the lease less a tenth
+// for the two clocks' drift and the renewal's way to the server.
+func (c *Checkpoint) margin() time.Duration {
+	lease := c.leaseNow()
+	return lease - lease/10
+}
+
+func (c *Checkpoint) pollWait() time.Duration {
+	return min(max(c.leaseNow()/10, 50*time.Millisecond), 250*time.Millisecond)
+}
+
+// leaseNow is the lease: the ack-wait of the batches' consumers.
+func (c *Checkpoint) leaseNow() time.Duration { return time.Duration(c.lease.Load()) }
+
+// Holds returns nil while this run's claim is live by its own monotonic
+// clock. Past its deadline (a renewal failed, or the run was paused) it
+// renews the claim and reads the item's value: if another run bumped its
+// generation, the claim is lost and nothing more may be sent.
+func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
+	k := key{batch, item}
+	c.mu.Lock()
+	cl := c.held[k]
+	if cl == nil {
+		c.mu.Unlock()
+		return &LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
+	}
+	if time.Now().Before(cl.deadline) {
+		c.mu.Unlock()
+		return nil
+	}
+	msg, rev := cl.msg, cl.rev
+	c.mu.Unlock()
+	start := time.Now()
+	if err := msg.InProgress(); err != nil {
+		return c.wrap("renew claim", err)
+	}
+	if err := c.nc.FlushTimeout(c.margin() / 3); err != nil {
+		return c.wrap("renew claim", err)
+	}
+	e, err := c.kv.Get(ctx, itemKey(batch, item))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return c.wrap("renew claim", err)
+	}
+	if err != nil || e.Revision() != rev {
+		c.drop(k)
+		return &LostClaimError{Batch: batch, Item: item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
+	}
+	c.mu.Lock()
+	if c.held[k] == cl {
+		cl.deadline = start.Add(c.margin())
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// drop forgets a claim another run took.
+func (c *Checkpoint) drop(k key) {
+	c.mu.Lock()
+	delete(c.held, k)
+	c.done[k] = true
+	c.mu.Unlock()
+}
+
+// Release ends this run's claim. A settled item's message is acknowledged,
+// and the server's confirmation awaited: its outcome is stored already. An
+// item left unsettled (in doubt, pending, not looked up) is marked given
+// back, under the claim's fence, and its message terminated: the next
+// run's Load queues it again, and its look-up comes first.
+func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
+	k := key{batch, item}
+	c.mu.Lock()
+	cl := c.held[k]
+	delete(c.held, k)
+	done := cl != nil && settled(cl.state, cl.known, c.opts.RetryHeld)
+	if cl != nil && !done {
+		c.done[k] = true
+	}
+	c.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.margin())
+	defer cancel()
+	if done {
+		return c.wrap("acknowledge", cl.msg.DoubleAck(ctx))
+	}
+	v := *cl.val
+	v.Released = true
+	body, _ := json.Marshal(&v)
+	if _, err := c.kv.Update(ctx, itemKey(batch, item), body, cl.rev); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return nil // another worker holds it now: its message is theirs
+		}
+		return c.wrap("release claim", err)
+	}
+	if err := cl.msg.Term(); err != nil {
+		return c.wrap("release claim", err)
+	}
+	return c.wrap("release claim", c.nc.FlushTimeout(c.margin()/3))
+}
+
+// LockPayments takes the locks of an item's payment keys in order, waiting
+// while another item's live claim holds one. A lock is its item's claim's:
+// free once that claim is gone (its generation bumped by a later claim,
+// given back, or its item settled), so it needs no clock of its own. The
+// payment's value lists every item that took its lock: OnPayment's index.
+func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	k := key{batch, item}
+	c.mu.Lock()
+	cl := c.held[k]
+	c.mu.Unlock()
+	if cl == nil {
+		return nil, &LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
+	}
+	me := lockValue{Batch: batch, Item: item, Gen: cl.val.Gen, Worker: c.worker}
+	var taken []string
+	for _, p := range keys {
+		for {
+			if err := c.Holds(ctx, batch, item); err != nil {
+				c.unlock(me, taken)
+				return nil, err
+			}
+			got, err := c.tryLock(ctx, p, me)
+			if err != nil {
+				c.unlock(me, taken)
+				return nil, c.wrap("lock payment", err)
+			}
+			if got {
+				break
+			}
+			select {
+			case <-time.After(c.pollWait()):
+			case <-ctx.Done():
+				c.unlock(me, taken)
+				return nil, ctx.Err()
+			}
+		}
+		taken = append(taken, p)
+	}
+	c.mu.Lock()
+	cl.payments = keys
+	c.mu.Unlock()
+	return func() {
+		c.unlock(me, keys)
+		c.mu.Lock()
+		cl.payments = nil
+		c.mu.Unlock()
+	}, nil
+}
+
+// tryLock takes the lock of payment p for me, if it is free.
+func (c *Checkpoint) tryLock(ctx context.Context, p string, me lockValue) (bool, error) {
+	var pv paymentValue
+	rev, ok, err := getJSON(ctx, c.kv, paymentKey(p), &pv)
+	if err != nil {
+		return false, err
+	}
+	if ok && pv.Lock != nil && *pv.Lock != me {
+		free, err := c.lockFree(ctx, pv.Lock, me)
+		if err != nil || !free {
+			return false, err
+		}
+	}
+	pv.Lock = &me
+	pv.add(me.Batch, me.Item)
+	body, _ := json.Marshal(&pv)
+	if ok {
+		_, err = c.kv.Update(ctx, paymentKey(p), body, rev)
+	} else {
+		_, err = c.kv.Create(ctx, paymentKey(p), body)
+	}
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		return false, nil // taken or changed a moment ago: look again
+	}
+	return err == nil, err
+}
+
+// lockFree reports whether lock l no longer stands in me's way: it is an
+// earlier claim of the same item, or its item's claim has ended.
+func (c *Checkpoint) lockFree(ctx context.Context, l *lockValue, me lockValue) (bool, error) {
+	if l.Batch == me.Batch && l.Item == me.Item {
+		return l.Gen <= me.Gen, nil
+	}
+	var v itemValue
+	_, ok, err := getJSON(ctx, c.kv, itemKey(l.Batch, l.Item), &v)
+	if err != nil || !ok {
+		return !ok, err
+	}
+	if v.Gen != l.Gen || v.Released {
+		return true, nil
+	}
+	st, known, err := v.fold(itemKey(l.Batch, l.Item))
+	if err != nil {
+		return false, err
+	}
+	return settled(st, known, false), nil
+}
+
+// unlock gives up me's locks of keys; a failure leaves them to end with
+// the claim.
+func (c *Checkpoint) unlock(me lockValue, keys []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.margin())
+	defer cancel()
+	for _, p := range keys {
+		for try := 0; try < 4; try++ {
+			var pv paymentValue
+			rev, ok, err := getJSON(ctx, c.kv, paymentKey(p), &pv)
+			if err != nil || !ok || pv.Lock == nil || *pv.Lock != me {
+				break
+			}
+			pv.Lock = nil
+			body, _ := json.Marshal(&pv)
+			if _, err := c.kv.Update(ctx, paymentKey(p), body, rev); !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+				break
+			}
+		}
+	}
+}
+
+// renewLoop tells the server every third of a lease that this run still
+// works on each item it holds, and moves their deadlines once the server
+// has had the word (a flush's round trip), until Close.
+func (c *Checkpoint) renewLoop() {
+	defer close(c.renewDone)
+	t := time.NewTicker(c.leaseNow() / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stopRenew:
+			return
+		case <-t.C:
+			c.renew()
+		}
+	}
+}
+
+func (c *Checkpoint) renew() {
+	c.mu.Lock()
+	claims := make(map[*claim]bool, len(c.held))
+	for _, cl := range c.held {
+		if cl.msg.InProgress() == nil {
+			claims[cl] = true
+		}
+	}
+	c.mu.Unlock()
+	if len(claims) == 0 {
+		return
+	}
+	start, margin := time.Now(), c.margin()
+	if err := c.nc.FlushTimeout(margin / 3); err != nil {
+		return // not renewed: the deadlines pass, and Holds asks the server
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cl := range c.held {
+		if claims[cl] {
+			cl.deadline = start.Add(margin)
+		}
+	}
+}
+
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// isQueuedAlready is the work stream refusing a second message for an
+// item (DiscardNewPerSubject).
+func isQueuedAlready(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "maximum messages per subject exceeded")
+}
+
+func cmpErr(err error, otherwise string) error {
+	if err != nil {
+		return err
+	}
+	return errors.New(otherwise)
+}

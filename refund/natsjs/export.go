@@ -1,0 +1,202 @@
+package natsjs
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+)
+
+// sortedItems reads the items of batches (every batch when none are named),
+// ordered by batch, then plan line (items the plan does not hold, imported
+// records, after the batch's plan by name).
+func (c *Checkpoint) sortedItems(ctx context.Context, batches []string) ([]*entry, error) {
+	if c.kv == nil {
+		return nil, nil
+	}
+	filters := []string{"item.>"}
+	if len(batches) > 0 {
+		filters = filters[:0]
+		for _, b := range batches {
+			filters = append(filters, itemsOf(b))
+		}
+	}
+	var all []*entry
+	for _, f := range filters {
+		items, err := c.readItems(ctx, f)
+		if err != nil {
+			return nil, c.wrap("export", err)
+		}
+		for _, e := range items {
+			all = append(all, e)
+		}
+	}
+	slices.SortFunc(all, func(a, b *entry) int {
+		return cmp.Or(strings.Compare(a.val.Batch, b.val.Batch), cmp.Compare(lineOrder(a), lineOrder(b)), strings.Compare(a.val.Item, b.val.Item))
+	})
+	return all, nil
+}
+
+func lineOrder(e *entry) int {
+	if len(e.val.Plan) == 0 {
+		return int(^uint(0) >> 1)
+	}
+	return e.val.Line
+}
+
+// Export writes the records of batches (all batches when none are named)
+// as a file journal holds them: each item's records, in the order they were
+// written, as one commit, items in plan order. It returns how many records
+// it wrote and the highest revision among their values.
+func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
+	items, err := c.sortedItems(ctx, batches)
+	if err != nil {
+		return 0, 0, err
+	}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var group []byte
+	for _, e := range items {
+		if _, _, err := e.val.fold(itemKey(e.val.Batch, e.val.Item)); err != nil {
+			return records, last, err
+		}
+		if len(e.val.Records) == 0 {
+			continue
+		}
+		group = group[:0]
+		for _, line := range e.val.Records {
+			group = append(append(group, line...), '\n')
+		}
+		group = journal.AppendCommit(group, group, len(e.val.Records))
+		if _, err := bw.Write(group); err != nil {
+			return records, last, err
+		}
+		records += len(e.val.Records)
+		last = max(last, int64(e.rev))
+	}
+	return records, last, bw.Flush()
+}
+
+// ExportPlans writes the plans the checkpoint stores for batches (all
+// when none are named) as a plan file holds them, one item a JSON line
+// (its canonical JSON, as loaded), batch by batch in plan order. It
+// returns how many items it wrote.
+func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []string) (int, error) {
+	items, err := c.sortedItems(ctx, batches)
+	if err != nil {
+		return 0, err
+	}
+	bw := bufio.NewWriter(w)
+	n := 0
+	for _, e := range items {
+		if len(e.val.Plan) == 0 {
+			continue
+		}
+		bw.Write(e.val.Plan)
+		bw.WriteByte('\n')
+		n++
+	}
+	return n, bw.Flush()
+}
+
+// Holders counts the items of batches (all when none are named) by status,
+// and the items workers hold now: delivered and not yet acknowledged, which
+// read as in doubt while their workers are on them.
+func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]refund.BatchInfo, int, error) {
+	if c.kv == nil {
+		return nil, 0, nil
+	}
+	if len(batches) == 0 {
+		lister, err := c.kv.ListKeysFiltered(ctx, "plan.>")
+		if err != nil {
+			return nil, 0, c.wrap("holders", err)
+		}
+		for k := range lister.Keys() {
+			b, err := untoken(strings.TrimPrefix(k, "plan."))
+			if err != nil {
+				return nil, 0, &CorruptError{Key: k, Err: err}
+			}
+			batches = append(batches, b)
+		}
+		slices.Sort(batches)
+	}
+	var out []refund.BatchInfo
+	live := 0
+	for _, b := range batches {
+		var m manifest
+		_, ok, err := getJSON(ctx, c.kv, planKey(b), &m)
+		if err != nil {
+			return nil, 0, c.wrap("holders", err)
+		}
+		if !ok {
+			continue
+		}
+		items, err := c.readItems(ctx, itemsOf(b))
+		if err != nil {
+			return nil, 0, c.wrap("holders", err)
+		}
+		info := refund.BatchInfo{Batch: b, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: map[string]int{}}
+		for k, e := range items {
+			if len(e.val.Plan) == 0 {
+				continue
+			}
+			st, _, err := e.val.fold(itemKey(k.batch, k.item))
+			if err != nil {
+				return nil, 0, err
+			}
+			info.ByStatus[statusName(st)]++
+		}
+		out = append(out, info)
+		if c.work == nil {
+			continue
+		}
+		cons, err := c.work.Consumer(ctx, consumerName(b))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, c.wrap("holders", err)
+		}
+		ci, err := cons.Info(ctx)
+		if err != nil {
+			return nil, 0, c.wrap("holders", err)
+		}
+		live += ci.NumAckPending
+	}
+	return out, live, nil
+}
+
+// ItemInfo is what the checkpoint holds of an item: who claimed it last,
+// under which generation, whether it was given back, and its status.
+type ItemInfo struct {
+	Worker   string
+	Gen      int64
+	Released bool
+	Status   string // as a tally counts it
+	Records  int
+}
+
+// Inspect reads an item's value; ok is false when the checkpoint holds
+// none. For rigs and people: a worker never needs it.
+func (c *Checkpoint) Inspect(ctx context.Context, batch, item string) (info ItemInfo, ok bool, err error) {
+	if c.kv == nil {
+		return info, false, nil
+	}
+	var v itemValue
+	_, ok, err = getJSON(ctx, c.kv, itemKey(batch, item), &v)
+	if err != nil || !ok {
+		return info, false, c.wrap("inspect", err)
+	}
+	st, _, err := v.fold(itemKey(batch, item))
+	if err != nil {
+		return info, false, err
+	}
+	return ItemInfo{Worker: v.Worker, Gen: v.Gen, Released: v.Released, Status: statusName(st), Records: len(v.Records)}, true, nil
+}

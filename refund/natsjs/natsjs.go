@@ -1,0 +1,537 @@
+// Package natsjs is a refund checkpoint on NATS JetStream that many refund
+// runs, on many hosts, share (refund.Claims): a queue with
+// acknowledgments.
+//
+// A batch's plan is stored once, each item as a value of a key-value
+// bucket, and queued once, each item a message of a work-queue stream that
+// the batch's workers pull from one shared consumer. The consumer's
+// ack-wait is the lease of a claim: a worker renews it while it works on
+// the item and acknowledges the message (confirmed by the server) only once
+// the item's outcome is stored; a worker that dies or stalls loses the
+// message to another when the ack-wait runs out. Every write for an item
+// (its claim, then the journal lines a file journal would hold) replaces
+// the item's value under the revision its writer last saw, so a worker
+// whose claim another took writes nothing more: the key-value revision is
+// the fence. docs/nats.md says what the server must be for that to hold.
+package natsjs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+)
+
+// IsURL reports whether a --journal argument names a NATS JetStream
+// checkpoint: nats://host:port/NAME (tls:// for TLS).
+func IsURL(s string) bool {
+	return strings.HasPrefix(s, "nats://") || strings.HasPrefix(s, "tls://")
+}
+
+// Options configure a Checkpoint.
+type Options struct {
+	// Lease is the ack-wait of a batch's consumer when this run creates it
+	// (default 30 s); a consumer that exists keeps its own, and every
+	// worker of the batch uses that one.
+	Lease time.Duration
+	// Worker names this run in claims (default host:pid:random).
+	Worker string
+	// RetryHeld queues items held for a refund made elsewhere on their
+	// payment again (refund --allow-refunded-charges).
+	RetryHeld bool
+	// Warn hears of what the server cannot show to be durable (its
+	// sync_interval, when no monitoring address is given).
+	Warn func(msg string)
+}
+
+// Checkpoint is a refund.Claims on NATS JetStream. Open makes one; Close
+// ends it.
+type Checkpoint struct {
+	loc     location
+	secrets []string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	kv      jetstream.KeyValue // nil: read only, and the server holds no checkpoint of this name
+	work    jetstream.Stream
+	worker  string
+	opts    Options
+	lease   atomic.Int64 // time.Duration: leaseNow
+	// startSeq is the bucket's last sequence when this run opened it: a
+	// value written after it is of this run's time.
+	startSeq uint64
+	readOnly bool
+
+	mu        sync.Mutex
+	held      map[key]*claim
+	done      map[key]bool // released unsettled by this run: not claimed again by it
+	batches   []*batchQueue
+	planned   map[key]bool
+	cache     map[key]cached // a read-only Load's states
+	stats     journal.WriterStats
+	stopRenew chan struct{}
+	renewDone chan struct{}
+	closeOnce sync.Once
+}
+
+type key struct{ batch, item string }
+
+// batchQueue is a batch this run works on, and its consumer.
+type batchQueue struct {
+	batch string
+	cons  jetstream.Consumer
+}
+
+// claim is an item this run holds: the message it was delivered as, and
+// the item's value as this run last wrote or read it.
+type claim struct {
+	msg      jetstream.Msg
+	rev      uint64 // the value's revision: the fence of the next write
+	val      *itemValue
+	state    journal.ItemState
+	known    bool
+	deadline time.Time // by this host's monotonic clock: the ack-wait is surely not out before it
+	payments []string  // payment keys locked for it
+}
+
+// location is what a nats:// URL names: the servers, the credentials it
+// holds and the checkpoint's name.
+type location struct {
+	servers  []string // nats://host:port each, without credentials
+	user     string
+	password string
+	name     string
+	replicas int
+	monitor  string // the servers' monitoring address, to check sync_interval
+	redacted string
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// parseURL reads nats://[user[:password]@]host:port[,host:port...]/NAME
+// [?replicas=N&monitor=http://host:8222].
+func parseURL(s string) (location, error) {
+	var loc location
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || (scheme != "nats" && scheme != "tls") {
+		return loc, errors.New("want nats://host:port/NAME")
+	}
+	rest, query, _ := strings.Cut(rest, "?")
+	hosts, name, _ := strings.Cut(rest, "/")
+	if at := strings.LastIndex(hosts, "@"); at >= 0 {
+		info := hosts[:at]
+		hosts = hosts[at+1:]
+		u, p, hasPW := strings.Cut(info, ":")
+		var err error
+		if loc.user, err = url.PathUnescape(u); err != nil {
+			return loc, errors.New("the user name does not decode")
+		}
+		if hasPW {
+			if loc.password, err = url.PathUnescape(p); err != nil {
+				return loc, errors.New("the password does not decode")
+			}
+		}
+	}
+	if hosts == "" {
+		hosts = "127.0.0.1:4222"
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		if h == "" {
+			return loc, errors.New("an empty server address")
+		}
+		if !strings.Contains(h, ":") {
+			h += ":4222"
+		}
+		loc.servers = append(loc.servers, scheme+"://"+h)
+	}
+	if !nameRE.MatchString(name) {
+		return loc, fmt.Errorf("the checkpoint's name %q: want 1 to 64 letters, digits, _ or - after the servers (nats://host:4222/NAME)", name)
+	}
+	loc.name = name
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return loc, fmt.Errorf("the query does not parse: %v", err)
+	}
+	loc.replicas = 1
+	for k := range q {
+		switch k {
+		case "replicas":
+			n, err := strconv.Atoi(q.Get(k))
+			if err != nil || n < 1 || n > 5 {
+				return loc, fmt.Errorf("replicas=%s: want 1 to 5", q.Get(k))
+			}
+			loc.replicas = n
+		case "monitor":
+			loc.monitor = q.Get(k)
+		default:
+			return loc, fmt.Errorf("unknown parameter %q (replicas, monitor)", k)
+		}
+	}
+	red := scheme + "://"
+	if loc.user != "" {
+		red += loc.user
+		if loc.password != "" {
+			red += ":xxxxx"
+		}
+		red += "@"
+	}
+	loc.redacted = red + hosts + "/" + name
+	if query != "" {
+		loc.redacted += "?" + query
+	}
+	return loc, nil
+}
+
+// Redact is a nats:// URL with its password, if any, replaced by xxxxx:
+// how a checkpoint is named in messages.
+func Redact(s string) string {
+	loc, err := parseURL(s)
+	if err != nil {
+		return "(a nats URL that does not parse)"
+	}
+	return loc.redacted
+}
+
+// The names of the JetStream assets of a checkpoint NAME.
+func bucketName(name string) string { return "refundkit_" + name }
+func workStream(name string) string { return "refundkit_" + name + "_work" }
+func workSubject(name string) string {
+	return "refundkit." + name + ".work"
+}
+
+// Open connects to the servers of rawURL and opens the checkpoint it names:
+// unless readOnly, it creates the bucket and the work stream if they do not
+// exist, checks that their writes are durable (Durable) and starts renewing
+// this run's claims. Credentials come from the URL or the environment
+// (NATS_CREDS, a credentials file; NATS_NKEY, a seed file; NATS_USER and
+// NATS_PASSWORD; NATS_TOKEN); errors never hold a secret.
+func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Checkpoint, error) {
+	loc, err := parseURL(rawURL)
+	if err != nil {
+		return nil, &ConfigError{URL: Redact(rawURL), Err: err}
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 30 * time.Second
+	}
+	if opts.Worker == "" {
+		opts.Worker = defaultWorker()
+	}
+	if opts.Warn == nil {
+		opts.Warn = func(string) {}
+	}
+	c := &Checkpoint{loc: loc, worker: opts.Worker, opts: opts, readOnly: readOnly,
+		held: map[key]*claim{}, done: map[key]bool{}, planned: map[key]bool{}}
+	connOpts := []nats.Option{
+		nats.Name("refundkit " + opts.Worker),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.Timeout(5 * time.Second),
+		// Errors of the connection are the run's to report, not the
+		// client library's to print.
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
+	}
+	user, password := loc.user, loc.password
+	if user == "" {
+		user, password = os.Getenv("NATS_USER"), os.Getenv("NATS_PASSWORD")
+	}
+	if user != "" {
+		connOpts = append(connOpts, nats.UserInfo(user, password))
+		c.secrets = append(c.secrets, password)
+	}
+	if tok := os.Getenv("NATS_TOKEN"); tok != "" {
+		connOpts = append(connOpts, nats.Token(tok))
+		c.secrets = append(c.secrets, tok)
+	}
+	if creds := os.Getenv("NATS_CREDS"); creds != "" {
+		connOpts = append(connOpts, nats.UserCredentials(creds))
+	}
+	if seed := os.Getenv("NATS_NKEY"); seed != "" {
+		o, err := nats.NkeyOptionFromSeed(seed)
+		if err != nil {
+			return nil, c.wrap("credentials", fmt.Errorf("NATS_NKEY: %w", err))
+		}
+		connOpts = append(connOpts, o)
+	}
+	c.lease.Store(int64(opts.Lease))
+	c.nc, err = nats.Connect(strings.Join(loc.servers, ","), connOpts...)
+	if err != nil {
+		return nil, c.wrap("connect", err)
+	}
+	c.js, err = jetstream.New(c.nc)
+	if err != nil {
+		c.nc.Close()
+		return nil, c.wrap("connect", err)
+	}
+	if err := c.openAssets(ctx); err != nil {
+		c.nc.Close()
+		return nil, err
+	}
+	if readOnly {
+		return c, nil
+	}
+	c.stopRenew, c.renewDone = make(chan struct{}), make(chan struct{})
+	go c.renewLoop()
+	return c, nil
+}
+
+// openAssets finds (or, unless read only, creates) the bucket and the work
+// stream, and checks their durability.
+func (c *Checkpoint) openAssets(ctx context.Context) error {
+	bucket := bucketName(c.loc.name)
+	kv, err := c.js.KeyValue(ctx, bucket)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound) && c.readOnly:
+		return nil // an empty checkpoint
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		kv, err = c.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      bucket,
+			Description: "refundkit checkpoint " + c.loc.name + ": plans, items and their journal records",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.loc.replicas,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = c.js.KeyValue(ctx, bucket) // another worker made it first
+		}
+	}
+	if err != nil {
+		return c.wrap("open bucket "+bucket, err)
+	}
+	c.kv = kv
+	kvStream, err := c.js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return c.wrap("open bucket "+bucket, err)
+	}
+	c.work, err = c.js.Stream(ctx, workStream(c.loc.name))
+	if errors.Is(err, jetstream.ErrStreamNotFound) && !c.readOnly {
+		c.work, err = c.js.CreateStream(ctx, jetstream.StreamConfig{
+			Name:        workStream(c.loc.name),
+			Description: "refundkit checkpoint " + c.loc.name + ": the items waiting for a worker",
+			Subjects:    []string{workSubject(c.loc.name) + ".>"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.loc.replicas,
+			// One message per item at most: an item queued twice would
+			// be delivered to two workers at once.
+			MaxMsgsPerSubject:    1,
+			Discard:              jetstream.DiscardNew,
+			DiscardNewPerSubject: true,
+		})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			c.work, err = c.js.Stream(ctx, workStream(c.loc.name))
+		}
+	}
+	if err != nil && !(c.readOnly && errors.Is(err, jetstream.ErrStreamNotFound)) {
+		return c.wrap("open work stream", err)
+	}
+	kvInfo, err := kvStream.Info(ctx)
+	if err != nil {
+		return c.wrap("open bucket "+bucket, err)
+	}
+	c.startSeq = kvInfo.State.LastSeq
+	if c.readOnly {
+		return nil
+	}
+	workInfo, err := c.work.Info(ctx)
+	if err != nil {
+		return c.wrap("open work stream", err)
+	}
+	if !workInfo.Config.DiscardNewPerSubject || workInfo.Config.MaxMsgsPerSubject != 1 || workInfo.Config.Retention != jetstream.WorkQueuePolicy {
+		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the stream %s is not a work queue of one message per item (made by something other than refundkit?)", workInfo.Config.Name)}
+	}
+	return c.checkDurable(ctx, kvInfo.Config, workInfo.Config)
+}
+
+// checkDurable refuses streams whose acknowledged writes a server's kill
+// -9 could lose, and says what it cannot check. A stream in memory, or one
+// that acknowledges before it writes (persist_mode async), loses them to a
+// kill of its server. A file stream's write reaches the operating system
+// before its acknowledgment, so a kill -9 of the server keeps it; losing
+// the host (power, kernel) keeps it only if it was synced, which a single
+// server does on every write only with sync_interval: always, and a stream
+// of 3 or more replicas keeps through the loss of one node. A server shows
+// its sync_interval to its monitoring address only (monitor=).
+func (c *Checkpoint) checkDurable(ctx context.Context, streams ...jetstream.StreamConfig) error {
+	replicas := 5
+	for _, s := range streams {
+		if s.Storage != jetstream.FileStorage {
+			return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the stream %s keeps its messages in memory: a server's restart loses them", s.Name)}
+		}
+		if s.PersistMode == jetstream.AsyncPersistMode {
+			return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the stream %s acknowledges writes before it stores them (persist_mode async): a kill of its server loses them", s.Name)}
+		}
+		replicas = min(replicas, max(s.Replicas, 1))
+	}
+	if replicas >= 3 {
+		return nil
+	}
+	if c.loc.monitor == "" {
+		c.opts.Warn(fmt.Sprintf("the checkpoint's streams have %d replica(s), and whether the server syncs every write (sync_interval: always) cannot be checked without its monitoring address (monitor=http://host:8222 in the URL): a kill -9 of the server keeps every acknowledged write, the loss of its host may lose the last ones (docs/nats.md)", replicas))
+		return nil
+	}
+	always, err := syncAlways(ctx, c.loc.monitor)
+	if err != nil {
+		return c.wrap("check sync_interval at "+c.loc.monitor, err)
+	}
+	if !always {
+		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the server does not sync every write to disk (its sync_interval is not always) and the streams have %d replica(s) (fewer than 3): the loss of its host could lose acknowledged records. Set sync_interval: always in the server's jetstream block, or use 3 replicas", replicas)}
+	}
+	return nil
+}
+
+// syncAlways asks a server's monitoring address (/varz) whether it syncs
+// every write.
+func syncAlways(ctx context.Context, monitor string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(monitor, "/")+"/varz", nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("/varz answered %s", resp.Status)
+	}
+	var varz struct {
+		JetStream struct {
+			Config struct {
+				SyncAlways bool `json:"sync_always"`
+			} `json:"config"`
+		} `json:"jetstream"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&varz); err != nil {
+		return false, fmt.Errorf("/varz: %v", err)
+	}
+	return varz.JetStream.Config.SyncAlways, nil
+}
+
+// Close stops renewing and gives the messages of the claims still held
+// back to the queue at once (their items go to the next worker now, not
+// after the ack-wait).
+func (c *Checkpoint) Close() error {
+	c.closeOnce.Do(func() {
+		if c.stopRenew != nil {
+			close(c.stopRenew)
+			<-c.renewDone
+			c.mu.Lock()
+			for _, cl := range c.held {
+				cl.msg.Nak()
+			}
+			c.held = map[key]*claim{}
+			c.mu.Unlock()
+			c.nc.Flush()
+		}
+		c.nc.Close()
+	})
+	return nil
+}
+
+func defaultWorker() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
+}
+
+// Error is a failure of the checkpoint's servers, named by what was being
+// done; it never holds a secret.
+type Error struct {
+	Op  string
+	Err error
+}
+
+func (e *Error) Error() string { return "nats checkpoint: " + e.Op + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func (c *Checkpoint) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var lost *LostClaimError
+	if errors.As(err, &lost) {
+		return err
+	}
+	msg := err.Error()
+	for _, s := range c.secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "xxxxx")
+		}
+	}
+	if msg != err.Error() {
+		err = errors.New(msg)
+	}
+	return &Error{Op: op, Err: err}
+}
+
+// ConfigError is a URL that does not parse: a usage error.
+type ConfigError struct {
+	URL string // redacted
+	Err error
+}
+
+func (e *ConfigError) Error() string { return "nats checkpoint " + e.URL + ": " + e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// DurabilityError is a server or stream whose acknowledged writes could be
+// lost: refundkit does not write its checkpoint there.
+type DurabilityError struct {
+	URL string // redacted
+	Why string
+}
+
+func (e *DurabilityError) Error() string {
+	return "nats checkpoint " + e.URL + " is not durable enough for refunds: " + e.Why
+}
+
+// CorruptError is a value in the checkpoint that refundkit did not write.
+type CorruptError struct {
+	Key string
+	Err error
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("nats checkpoint: the value of %s is corrupt: %v", e.Key, e.Err)
+}
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// LostClaimError is a write or a call for an item whose claim this run no
+// longer holds: its ack-wait ran out (the run was paused, or cut off from
+// the servers) and another run may have taken the item. Nothing more is
+// sent for it by this run.
+type LostClaimError struct {
+	Batch, Item string
+	Why         string
+}
+
+// Is makes a lost claim refund.ErrClaimLost.
+func (e *LostClaimError) Is(target error) bool { return target == refund.ErrClaimLost }
+
+func (e *LostClaimError) Error() string {
+	return fmt.Sprintf("claim of item %q of batch %q lost: %s; another worker may hold it now, and this one sends nothing more", e.Item, e.Batch, e.Why)
+}
+
+var _ refund.Claims = (*Checkpoint)(nil)

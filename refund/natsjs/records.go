@@ -1,0 +1,256 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+)
+
+// cached is an item's state as a read-only Load found it.
+type cached struct {
+	st    journal.ItemState
+	known bool
+}
+
+// Append writes recs, all of one item this run holds, as one new value of
+// the item under the revision its claim last wrote or read: a claim
+// another run took since fails with a *LostClaimError, and nothing is
+// written. A refund the records credit is first bound to the item (a key
+// per refund id, made only where none is): a refund is credited to one
+// item, ever. The server acknowledges the write once it stored it
+// (Durable says how durably).
+func (c *Checkpoint) Append(recs ...*journal.Record) error {
+	if c.readOnly {
+		return &Error{Op: "append", Err: errors.New("the checkpoint was opened for reading only")}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	k := key{recs[0].Batch, recs[0].Item}
+	c.mu.Lock()
+	cl := c.held[k]
+	if cl == nil {
+		c.mu.Unlock()
+		return &LostClaimError{Batch: k.batch, Item: k.item, Why: "this run holds no claim of it"}
+	}
+	v := *cl.val
+	v.Records = slices.Clip(v.Records)
+	next, burned := cl.state, false
+	for _, r := range recs {
+		if r.Batch != k.batch || r.Item != k.item {
+			c.mu.Unlock()
+			return &Error{Op: "append", Err: errors.New("records of two items in one append: each item's value is written alone")}
+		}
+		line, err := journal.MarshalLine(nil, r)
+		if err != nil {
+			c.mu.Unlock()
+			return &Error{Op: "append", Err: err}
+		}
+		v.Records = append(v.Records, json.RawMessage(line[:len(line)-1]))
+		was := next
+		next = journal.Next(next, r)
+		burned = burned || next.KeyBurned && !was.KeyBurned
+	}
+	if burned {
+		v.BurnPending, v.BurnRev = true, 0
+	}
+	rev := cl.rev
+	c.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), c.margin())
+	defer cancel()
+	for _, r := range recs {
+		if r.Type == journal.TypeRefunded && r.Refund != "" {
+			if err := c.credit(ctx, r.Refund, k); err != nil {
+				return err
+			}
+		}
+	}
+	body, _ := json.Marshal(&v)
+	newRev, err := c.kv.Update(ctx, itemKey(k.batch, k.item), body, rev)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		c.drop(k)
+		return &LostClaimError{Batch: k.batch, Item: k.item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
+	case errors.Is(err, context.DeadlineExceeded):
+		c.drop(k)
+		return &LostClaimError{Batch: k.batch, Item: k.item, Why: "a write of it was not acknowledged within its lease (was this worker paused, or cut off from the servers?): it may or may not be stored"}
+	case err != nil:
+		return c.wrap("append", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if burned {
+		v.BurnPending, v.BurnRev = false, newRev
+	}
+	if c.held[k] == cl {
+		cl.rev, cl.val, cl.state, cl.known = newRev, &v, next, true
+	}
+	c.stats.Records += int64(len(recs))
+	c.stats.Fsyncs++
+	return nil
+}
+
+// credit binds refund id to item k, unless another item holds it.
+func (c *Checkpoint) credit(ctx context.Context, id string, k key) error {
+	body, _ := json.Marshal(itemRef{k.batch, k.item})
+	_, err := c.kv.Create(ctx, refundKey(id), body)
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return c.wrap("credit refund "+id, err)
+	}
+	var ref itemRef
+	_, ok, err := getJSON(ctx, c.kv, refundKey(id), &ref)
+	switch {
+	case err != nil:
+		return c.wrap("credit refund "+id, err)
+	case ok && (ref.Batch != k.batch || ref.Item != k.item):
+		return &Error{Op: "credit refund " + id, Err: fmt.Errorf("the checkpoint credits it to item %q of batch %q already: a refund is one item's", ref.Item, ref.Batch)}
+	}
+	return nil
+}
+
+// Stats counts the records this run wrote and the writes that stored them.
+func (c *Checkpoint) Stats() journal.WriterStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Lookup returns what the checkpoint holds of an item: its claim's state
+// when this run holds it, else what its value says now.
+func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error) {
+	k := key{batch, item}
+	c.mu.Lock()
+	if cl := c.held[k]; cl != nil {
+		st, known := cl.state, cl.known
+		c.mu.Unlock()
+		return st, known, nil
+	}
+	if ch, ok := c.cache[k]; ok {
+		c.mu.Unlock()
+		return ch.st, ch.known, nil
+	}
+	c.mu.Unlock()
+	if c.kv == nil {
+		return journal.ItemState{}, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.margin())
+	defer cancel()
+	return c.stateOf(ctx, k)
+}
+
+func (c *Checkpoint) stateOf(ctx context.Context, k key) (journal.ItemState, bool, error) {
+	var v itemValue
+	_, ok, err := getJSON(ctx, c.kv, itemKey(k.batch, k.item), &v)
+	if err != nil || !ok {
+		return journal.ItemState{}, false, c.wrap("lookup", err)
+	}
+	return v.fold(itemKey(k.batch, k.item))
+}
+
+// Holder returns the item the checkpoint credits with refund id.
+func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) {
+	if c.kv == nil || id == "" {
+		return "", "", false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.margin())
+	defer cancel()
+	var ref itemRef
+	_, ok, err = getJSON(ctx, c.kv, refundKey(id), &ref)
+	if err != nil {
+		return "", "", false, c.wrap("holder", err)
+	}
+	return ref.Batch, ref.Item, ok, nil
+}
+
+// OnPayment returns the items, of every batch, that took the lock of a
+// payment among keys (every item does before its first call; Import
+// indexes imported ones), with the states their records fold to, in the
+// order they first took it. Items with no records are left out.
+func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
+	if c.kv == nil || len(keys) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.margin())
+	defer cancel()
+	seen := map[key]bool{}
+	var out []journal.PaymentItem
+	for _, p := range slices.Compact(slices.Sorted(slices.Values(keys))) {
+		var pv paymentValue
+		if _, _, err := getJSON(ctx, c.kv, paymentKey(p), &pv); err != nil {
+			return nil, c.wrap("items on payment", err)
+		}
+		for _, r := range pv.Items {
+			k := key{r.Batch, r.Item}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			c.mu.Lock()
+			cl := c.held[k]
+			var st journal.ItemState
+			var known bool
+			if cl != nil {
+				st, known = cl.state, cl.known
+			}
+			c.mu.Unlock()
+			if cl == nil {
+				var err error
+				if st, known, err = c.stateOf(ctx, k); err != nil {
+					return nil, err
+				}
+			}
+			if known {
+				out = append(out, journal.PaymentItem{Batch: r.Batch, Item: r.Item, State: st})
+			}
+		}
+	}
+	return out, nil
+}
+
+// Progress is the batches of the plan this run loaded, their items counted
+// by status: every worker's, as their values say now.
+func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
+	c.mu.Lock()
+	queues := c.batches
+	c.mu.Unlock()
+	var out []refund.BatchInfo
+	for _, q := range queues {
+		var m manifest
+		if _, _, err := getJSON(ctx, c.kv, planKey(q.batch), &m); err != nil {
+			return nil, c.wrap("tally", err)
+		}
+		items, err := c.readItems(ctx, itemsOf(q.batch))
+		if err != nil {
+			return nil, c.wrap("tally", err)
+		}
+		b := refund.BatchInfo{Batch: q.batch, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: map[string]int{}}
+		for k, e := range items {
+			if len(e.val.Plan) == 0 {
+				continue // records imported for an item the plan does not hold
+			}
+			st, _, err := e.val.fold(itemKey(k.batch, k.item))
+			if err != nil {
+				return nil, err
+			}
+			b.ByStatus[statusName(st)]++
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// statusName is an item's status as a tally counts it.
+func statusName(st journal.ItemState) string {
+	if st.Status == journal.StatusRefunded && st.Extras != "" {
+		return "duplicate"
+	}
+	return st.Status.String()
+}
