@@ -154,7 +154,38 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refund.PlanLine, docs []string, items map[key]*entry) error {
 	var acks []jetstream.PubAckFuture
 	var made []key
+	// The acknowledgments are awaited a window at a time: the client
+	// refuses more than a few thousand outstanding (a server that syncs
+	// every write answers them slower than they are sent).
+	drain := func() error {
+		for i, f := range acks {
+			select {
+			case ack := <-f.Ok():
+				items[made[i]].rev = ack.Sequence
+			case err := <-f.Err():
+				if !isWrongLastSeq(err) {
+					return c.wrap("store plan of batch "+batch, err)
+				}
+				// Stored by another loader: read it back for its revision.
+				var v itemValue
+				rev, ok, err := getJSON(ctx, c.kv, itemKey(made[i].batch, made[i].item), &v)
+				if err != nil || !ok {
+					return c.wrap("store plan of batch "+batch, cmpErr(err, "the item's value vanished"))
+				}
+				items[made[i]] = &entry{rev: rev, val: &v}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		acks, made = acks[:0], made[:0]
+		return nil
+	}
 	for i, pl := range lines {
+		if len(acks) >= publishWindow {
+			if err := drain(); err != nil {
+				return err
+			}
+		}
 		k := key{batch, pl.Item.Item}
 		e := items[k]
 		switch {
@@ -184,27 +215,12 @@ func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refun
 			return &CorruptError{Key: itemKey(batch, pl.Item.Item), Err: fmt.Errorf("the stored item differs from the plan of the same digest: %s", refund.FieldsDiffer(pl.Item, string(e.val.Plan)))}
 		}
 	}
-	for i, f := range acks {
-		select {
-		case ack := <-f.Ok():
-			items[made[i]].rev = ack.Sequence
-		case err := <-f.Err():
-			if !isWrongLastSeq(err) {
-				return c.wrap("store plan of batch "+batch, err)
-			}
-			// Stored by another loader: read it back for its revision.
-			var v itemValue
-			rev, ok, err := getJSON(ctx, c.kv, itemKey(made[i].batch, made[i].item), &v)
-			if err != nil || !ok {
-				return c.wrap("store plan of batch "+batch, cmpErr(err, "the item's value vanished"))
-			}
-			items[made[i]] = &entry{rev: rev, val: &v}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	return drain()
 }
+
+// publishWindow is how many asynchronous publishes a load has outstanding
+// at most (the client's own limit is 4000).
+const publishWindow = 1000
 
 // queue queues every item of lines that is neither refunded nor failed
 // for good. The work stream keeps one message per item: an item queued
@@ -212,7 +228,27 @@ func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refun
 // twice.
 func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.PlanLine, items map[key]*entry) error {
 	var acks []jetstream.PubAckFuture
+	drain := func() error {
+		for _, f := range acks {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				if !isQueuedAlready(err) {
+					return c.wrap("queue plan of batch "+batch, err)
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		acks = acks[:0]
+		return nil
+	}
 	for _, pl := range lines {
+		if len(acks) >= publishWindow {
+			if err := drain(); err != nil {
+				return err
+			}
+		}
 		k := key{batch, pl.Item.Item}
 		st, known, err := items[k].val.fold(itemKey(batch, pl.Item.Item))
 		if err != nil {
@@ -227,18 +263,7 @@ func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.Pla
 		}
 		acks = append(acks, f)
 	}
-	for _, f := range acks {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			if !isQueuedAlready(err) {
-				return c.wrap("queue plan of batch "+batch, err)
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	return drain()
 }
 
 // planDiffers names the first item of lines that differs from the plan
@@ -327,6 +352,11 @@ func (c *Checkpoint) consumer(ctx context.Context, batch string) (*batchQueue, e
 		c.opts.Warn(fmt.Sprintf("the queue of batch %s has an ack-wait of %s, which is the lease of every worker of the batch (--lease %s is for a queue this run makes)", batch, wait, c.opts.Lease))
 		if wait < c.leaseNow() {
 			c.lease.Store(int64(wait))
+			// Renew at a third of it from now on, not of --lease.
+			select {
+			case c.leaseCut <- struct{}{}:
+			default:
+			}
 		}
 	}
 	return &batchQueue{batch: batch, cons: cons}, nil
@@ -399,8 +429,10 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 	c.mu.Lock()
 	if cl := c.held[k]; cl != nil {
 		// Delivered again to this run, which still works on it (its
-		// ack-wait ran out meanwhile): the new delivery carries the claim.
-		cl.msg, cl.deadline = msg, start.Add(c.margin())
+		// ack-wait ran out meanwhile): the new delivery carries the claim,
+		// if no other worker took it in between: the next Holds reads the
+		// item's value to know.
+		cl.msg, cl.deadline = msg, time.Time{}
 		c.mu.Unlock()
 		return nil, nil
 	}
@@ -702,6 +734,11 @@ func (c *Checkpoint) renewLoop() {
 		select {
 		case <-c.stopRenew:
 			return
+		case <-c.leaseCut:
+			// A queue's ack-wait is shorter than --lease: renew what is
+			// held now, and every third of the ack-wait after.
+			t.Reset(c.leaseNow() / 3)
+			c.renew()
 		case <-t.C:
 			c.renew()
 		}
@@ -709,10 +746,14 @@ func (c *Checkpoint) renewLoop() {
 }
 
 func (c *Checkpoint) renew() {
+	start, margin := time.Now(), c.margin()
 	c.mu.Lock()
 	claims := make(map[*claim]bool, len(c.held))
 	for _, cl := range c.held {
-		if cl.msg.InProgress() == nil {
+		// A claim past its deadline (this run was paused, or a renewal
+		// failed) may be another worker's now: its renewal is sent, but
+		// only Holds, which reads the item's value, moves its deadline.
+		if cl.msg.InProgress() == nil && start.Before(cl.deadline) {
 			claims[cl] = true
 		}
 	}
@@ -720,7 +761,6 @@ func (c *Checkpoint) renew() {
 	if len(claims) == 0 {
 		return
 	}
-	start, margin := time.Now(), c.margin()
 	if err := c.nc.FlushTimeout(margin / 3); err != nil {
 		return // not renewed: the deadlines pass, and Holds asks the server
 	}

@@ -86,6 +86,7 @@ type Checkpoint struct {
 	stats     journal.WriterStats
 	stopRenew chan struct{}
 	renewDone chan struct{}
+	leaseCut  chan struct{} // the lease was shortened: renewLoop's period follows
 	closeOnce sync.Once
 }
 
@@ -183,18 +184,35 @@ func parseURL(s string) (location, error) {
 		}
 	}
 	red := scheme + "://"
-	if loc.user != "" {
-		red += loc.user
-		if loc.password != "" {
-			red += ":xxxxx"
-		}
-		red += "@"
+	switch {
+	case loc.password != "":
+		red += loc.user + ":xxxxx@"
+	case loc.user != "":
+		// nats://TOKEN@host is how NATS URLs carry a token: a user
+		// without a password is not printed either.
+		red += "xxxxx@"
 	}
 	loc.redacted = red + hosts + "/" + name
 	if query != "" {
-		loc.redacted += "?" + query
+		// The monitoring address may hold a password of its own.
+		parts := strings.Split(query, "&")
+		for i, part := range parts {
+			if k, _, _ := strings.Cut(part, "="); k == "monitor" {
+				parts[i] = "monitor=" + redactHTTP(loc.monitor)
+			}
+		}
+		loc.redacted += "?" + strings.Join(parts, "&")
 	}
 	return loc, nil
+}
+
+// redactHTTP is an http URL with its password, if any, replaced by xxxxx.
+func redactHTTP(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(a monitoring address that does not parse)"
+	}
+	return u.Redacted()
 }
 
 // Redact is a nats:// URL with its password, if any, replaced by xxxxx:
@@ -235,7 +253,7 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 		opts.Warn = func(string) {}
 	}
 	c := &Checkpoint{loc: loc, worker: opts.Worker, opts: opts, readOnly: readOnly,
-		held: map[key]*claim{}, done: map[key]bool{}, planned: map[key]bool{}}
+		held: map[key]*claim{}, done: map[key]bool{}, planned: map[key]bool{}, leaseCut: make(chan struct{}, 1)}
 	connOpts := []nats.Option{
 		nats.Name("refundkit " + opts.Worker),
 		nats.MaxReconnects(-1),
@@ -386,7 +404,7 @@ func (c *Checkpoint) checkDurable(ctx context.Context, streams ...jetstream.Stre
 	}
 	always, err := syncAlways(ctx, c.loc.monitor)
 	if err != nil {
-		return c.wrap("check sync_interval at "+c.loc.monitor, err)
+		return c.wrap("check sync_interval at "+redactHTTP(c.loc.monitor), err)
 	}
 	if !always {
 		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the server does not sync every write to disk (its sync_interval is not always) and the streams have %d replica(s) (fewer than 3): the loss of its host could lose acknowledged records. Set sync_interval: always in the server's jetstream block, or use 3 replicas", replicas)}
