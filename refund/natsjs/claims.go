@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/refundkit/refundkit/refund"
@@ -386,6 +387,11 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		}
 		start := time.Now()
 		msgs, err := q.cons.FetchNoWait(n - len(out))
+		if errors.Is(err, nats.ErrNoResponders) {
+			// A consumer another worker made a moment ago is not
+			// serving yet (or a server is restarting): ask again.
+			return out, c.pollWait(), nil
+		}
 		if err != nil {
 			return nil, 0, c.wrap("claim", err)
 		}
@@ -398,7 +404,9 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 				out = append(out, *cl)
 			}
 		}
-		if err := msgs.Error(); err != nil {
+		if err := msgs.Error(); errors.Is(err, nats.ErrNoResponders) && len(out) == 0 {
+			return nil, c.pollWait(), nil
+		} else if err != nil && !errors.Is(err, nats.ErrNoResponders) {
 			return nil, 0, c.wrap("claim", err)
 		}
 	}
