@@ -258,7 +258,13 @@ func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.Pla
 		if settled(st, known, c.opts.RetryHeld) {
 			continue
 		}
-		f, err := c.js.PublishAsync(c.workSubjectOf(batch, pl.Item.Item), nil)
+		msg := nats.NewMsg(c.workSubjectOf(batch, pl.Item.Item))
+		if settled(st, known, false) {
+			// Held, queued only by this run's --allow-refunded-charges:
+			// a worker without it leaves the message to one with it.
+			msg.Header.Set(headerRetryHeld, "true")
+		}
+		f, err := c.js.PublishMsgAsync(msg)
 		if err != nil {
 			return c.wrap("queue plan of batch "+batch, err)
 		}
@@ -389,8 +395,9 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		msgs, err := q.cons.FetchNoWait(n - len(out))
 		if errors.Is(err, nats.ErrNoResponders) {
 			// A consumer another worker made a moment ago is not
-			// serving yet (or a server is restarting): ask again.
-			return out, c.pollWait(), nil
+			// serving yet (or a server is restarting): ask again,
+			// unless it is gone.
+			return out, c.pollWait(), c.consumerGone(ctx, q)
 		}
 		if err != nil {
 			return nil, 0, c.wrap("claim", err)
@@ -405,7 +412,7 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 			}
 		}
 		if err := msgs.Error(); errors.Is(err, nats.ErrNoResponders) && len(out) == 0 {
-			return nil, c.pollWait(), nil
+			return nil, c.pollWait(), c.consumerGone(ctx, q)
 		} else if err != nil && !errors.Is(err, nats.ErrNoResponders) {
 			return nil, 0, c.wrap("claim", err)
 		}
@@ -418,11 +425,56 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		if err != nil {
 			return nil, 0, c.wrap("claim", err)
 		}
-		if info.NumPending > 0 || info.NumAckPending > 0 {
+		if info.NumPending+uint64(info.NumAckPending) > uint64(c.leftHeldOf(q.batch)) {
 			return nil, c.pollWait(), nil
 		}
 	}
 	return nil, 0, nil
+}
+
+// headerRetryHeld marks the message of a held item queued by a worker with
+// --allow-refunded-charges: only such a worker may work it, or end it.
+const headerRetryHeld = "Refundkit-Retry-Held"
+
+// leaveHeld gives msg, a held item queued for a retry this run may not
+// make, back to the queue for a worker that may.
+func (c *Checkpoint) leaveHeld(k key, msg jetstream.Msg) {
+	msg.NakWithDelay(c.pollWait())
+	c.mu.Lock()
+	first := len(c.leftHeld) == 0
+	if c.leftHeld == nil {
+		c.leftHeld = map[key]bool{}
+	}
+	c.leftHeld[k] = true
+	c.mu.Unlock()
+	if first {
+		c.opts.Warn(fmt.Sprintf("item %q of batch %q is held (a refund elsewhere on its charge) and was queued again by a worker with --allow-refunded-charges: this worker, without the flag, leaves such items to workers with it, and ends once only they are left", k.item, k.batch))
+	}
+}
+
+// leftHeldOf counts the items of batch this run left to workers with
+// --allow-refunded-charges: while no more are queued or held, the run has
+// nothing left to wait for.
+func (c *Checkpoint) leftHeldOf(batch string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k := range c.leftHeld {
+		if k.batch == batch {
+			n++
+		}
+	}
+	return n
+}
+
+// consumerGone is an error when q's consumer no longer exists (deleted by
+// hand): polling it would wait for ever.
+func (c *Checkpoint) consumerGone(ctx context.Context, q *batchQueue) error {
+	_, err := c.work.Consumer(ctx, consumerName(q.batch))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return c.wrap("claim", fmt.Errorf("the queue of batch %s has no consumer %s any more (deleted by hand?): a new run makes it again", q.batch, consumerName(q.batch)))
+	}
+	return nil
 }
 
 // take claims the item msg delivers; nil when it is not this run's to
@@ -444,10 +496,16 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 		c.mu.Unlock()
 		return nil, nil
 	}
-	released := c.done[k]
+	gaveBack, done := c.done[k]
 	c.mu.Unlock()
-	if released {
-		msg.Term()
+	if done {
+		if meta, err := msg.Metadata(); err == nil && meta.Sequence.Stream <= gaveBack {
+			msg.Term() // the message this run terminated, delivered before the server had the word
+		} else {
+			// Queued again since (by a run started beside this one) or
+			// another worker's: theirs to work, not this run's to end.
+			msg.NakWithDelay(c.pollWait())
+		}
 		return nil, nil
 	}
 	ik := itemKey(batch, item)
@@ -464,6 +522,13 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 		st, known, err := v.fold(ik)
 		if err != nil {
 			return nil, err
+		}
+		if !retryHeld && settled(st, known, false) && !settled(st, known, true) && msg.Headers().Get(headerRetryHeld) != "" {
+			// Held, and queued again by a worker with
+			// --allow-refunded-charges: this one has not the flag, so
+			// it neither retries the item nor ends its message.
+			c.leaveHeld(k, msg)
+			return nil, nil
 		}
 		if settled(st, known, retryHeld) {
 			// Settled by another worker since it was queued.
@@ -570,7 +635,7 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 func (c *Checkpoint) drop(k key) {
 	c.mu.Lock()
 	delete(c.held, k)
-	c.done[k] = true
+	c.done[k] = 0
 	c.mu.Unlock()
 }
 
@@ -586,7 +651,10 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	delete(c.held, k)
 	done := cl != nil && settled(cl.state, cl.known, c.opts.RetryHeld)
 	if cl != nil && !done {
-		c.done[k] = true
+		c.done[k] = ^uint64(0) // every delivery of it, unless its sequence is known
+		if meta, err := cl.msg.Metadata(); err == nil {
+			c.done[k] = meta.Sequence.Stream
+		}
 	}
 	c.mu.Unlock()
 	if cl == nil {
@@ -615,8 +683,12 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 // LockPayments takes the locks of an item's payment keys in order, waiting
 // while another item's live claim holds one. A lock is its item's claim's:
 // free once that claim is gone (its generation bumped by a later claim,
-// given back, or its item settled), so it needs no clock of its own. The
-// payment's value lists every item that took its lock: OnPayment's index.
+// given back, or its item settled), so it needs no clock of its own. Its
+// holder beats it while the claim lives (renew); a lock whose beat stopped
+// for a whole lease is a dead or cut-off worker's, and its claim is ended
+// (fence) rather than waited on: a worker whose every slot waits on it
+// would otherwise never take its item. The payment's value lists every
+// item that took its lock: OnPayment's index.
 func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	k := key{batch, item}
@@ -626,17 +698,24 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 	if cl == nil {
 		return nil, &LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
 	}
-	me := lockValue{Batch: batch, Item: item, Gen: cl.val.Gen, Worker: c.worker}
+	me := lockValue{Batch: batch, Item: item, Gen: cl.val.Gen, Worker: c.worker, Lease: int64(c.leaseNow())}
 	var taken []string
+	giveUp := func() {
+		c.unlock(me, taken)
+		c.mu.Lock()
+		cl.payments = nil
+		c.mu.Unlock()
+	}
 	for _, p := range keys {
+		var w lockWatch
 		for {
 			if err := c.Holds(ctx, batch, item); err != nil {
-				c.unlock(me, taken)
+				giveUp()
 				return nil, err
 			}
-			got, err := c.tryLock(ctx, p, me)
+			got, err := c.tryLock(ctx, p, me, &w)
 			if err != nil {
-				c.unlock(me, taken)
+				giveUp()
 				return nil, c.wrap("lock payment", err)
 			}
 			if got {
@@ -645,34 +724,57 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 			select {
 			case <-time.After(c.pollWait()):
 			case <-ctx.Done():
-				c.unlock(me, taken)
+				giveUp()
 				return nil, ctx.Err()
 			}
 		}
 		taken = append(taken, p)
-	}
-	c.mu.Lock()
-	cl.payments = keys
-	c.mu.Unlock()
-	return func() {
-		c.unlock(me, keys)
+		// Beaten from now on, while the next ones are waited for.
 		c.mu.Lock()
-		cl.payments = nil
+		cl.lock, cl.payments = me, slices.Clone(taken)
 		c.mu.Unlock()
-	}, nil
+	}
+	return giveUp, nil
 }
 
-// tryLock takes the lock of payment p for me, if it is free.
-func (c *Checkpoint) tryLock(ctx context.Context, p string, me lockValue) (bool, error) {
+// lockWatch is a waiter's view of a lock held by another claim: the
+// revision it last saw, and since when by this host's monotonic clock.
+type lockWatch struct {
+	rev   uint64
+	since time.Time
+}
+
+// stale reports whether the lock, at revision rev, has not changed for
+// longer than its holder's renewals allow.
+func (w *lockWatch) stale(rev uint64, l *lockValue, fallback time.Duration) bool {
+	if w.since.IsZero() || w.rev != rev {
+		w.rev, w.since = rev, time.Now()
+		return false
+	}
+	return time.Since(w.since) > l.staleAfter(fallback)
+}
+
+// tryLock takes the lock of payment p for me, if it is free, or ends the
+// claim of a holder that stopped beating it.
+func (c *Checkpoint) tryLock(ctx context.Context, p string, me lockValue, w *lockWatch) (bool, error) {
 	var pv paymentValue
 	rev, ok, err := getJSON(ctx, c.kv, paymentKey(p), &pv)
 	if err != nil {
 		return false, err
 	}
-	if ok && pv.Lock != nil && *pv.Lock != me {
+	if ok && pv.Lock != nil && !pv.Lock.sameClaim(me) {
 		free, err := c.lockFree(ctx, pv.Lock, me)
-		if err != nil || !free {
+		if err != nil {
 			return false, err
+		}
+		if !free {
+			if !w.stale(rev, pv.Lock, c.leaseNow()) {
+				return false, nil
+			}
+			if free, err = c.fence(ctx, p, pv.Lock); err != nil || !free {
+				w.since = time.Now() // its holder wrote: alive, watch again
+				return false, err
+			}
 		}
 	}
 	pv.Lock = &me
@@ -700,6 +802,12 @@ func (c *Checkpoint) lockFree(ctx context.Context, l *lockValue, me lockValue) (
 	if err != nil || !ok {
 		return !ok, err
 	}
+	return c.claimEnded(&v, l)
+}
+
+// claimEnded reports whether the claim lock l belongs to is over in v, its
+// item's value: claimed again since, given back, or settled.
+func (c *Checkpoint) claimEnded(v *itemValue, l *lockValue) (bool, error) {
 	if v.Gen != l.Gen || v.Released {
 		return true, nil
 	}
@@ -710,25 +818,74 @@ func (c *Checkpoint) lockFree(ctx context.Context, l *lockValue, me lockValue) (
 	return settled(st, known, false), nil
 }
 
+// fence ends the claim that holds payment p's lock l, whose holder renewed
+// nothing for a whole lease: its item's generation is bumped under the
+// revision read, as a later claim would, so its holder (paused, killed, cut
+// off) can write nothing more for it, intents included, and so send
+// nothing more. The item is marked given back; its message, still the dead
+// claim's, is delivered again once its ack-wait runs out. false: the item's
+// value changed meanwhile (its holder is alive), nothing done.
+func (c *Checkpoint) fence(ctx context.Context, p string, l *lockValue) (bool, error) {
+	ik := itemKey(l.Batch, l.Item)
+	var v itemValue
+	rev, ok, err := getJSON(ctx, c.kv, ik, &v)
+	if err != nil || !ok {
+		return !ok, err
+	}
+	if ended, err := c.claimEnded(&v, l); err != nil || ended {
+		return ended, err
+	}
+	nv := v
+	nv.Gen++
+	nv.Released = true
+	nv.BurnRev, nv.BurnPending = v.burnRev(rev), false
+	body, _ := json.Marshal(&nv)
+	_, err = c.kv.Update(ctx, ik, body, rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	c.opts.Warn(fmt.Sprintf("payment %s: its lock, held by item %q of batch %q (worker %s), was not renewed for %s: that claim is ended (its worker died, was paused or is cut off; it can write nothing more for the item, which is worked again once its ack-wait runs out)",
+		p, l.Item, l.Batch, l.Worker, l.staleAfter(c.leaseNow())))
+	return true, nil
+}
+
 // unlock gives up me's locks of keys; a failure leaves them to end with
 // the claim.
 func (c *Checkpoint) unlock(me lockValue, keys []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.margin())
 	defer cancel()
 	for _, p := range keys {
-		for try := 0; try < 4; try++ {
-			var pv paymentValue
-			rev, ok, err := getJSON(ctx, c.kv, paymentKey(p), &pv)
-			if err != nil || !ok || pv.Lock == nil || *pv.Lock != me {
-				break
-			}
-			pv.Lock = nil
-			body, _ := json.Marshal(&pv)
-			if _, err := c.kv.Update(ctx, paymentKey(p), body, rev); !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-				break
-			}
+		c.rewriteLock(ctx, p, me, func(pv *paymentValue) { pv.Lock = nil })
+	}
+}
+
+// beat tells waiters that me's claim still holds its locks of keys.
+func (c *Checkpoint) beat(ctx context.Context, me lockValue, keys []string) {
+	for _, p := range keys {
+		c.rewriteLock(ctx, p, me, func(pv *paymentValue) { pv.Lock.Beat++ })
+	}
+}
+
+// rewriteLock applies change to payment p's value while me holds its lock;
+// false when it does not, or the write failed.
+func (c *Checkpoint) rewriteLock(ctx context.Context, p string, me lockValue, change func(*paymentValue)) bool {
+	for try := 0; try < 4; try++ {
+		var pv paymentValue
+		rev, ok, err := getJSON(ctx, c.kv, paymentKey(p), &pv)
+		if err != nil || !ok || pv.Lock == nil || !pv.Lock.sameClaim(me) {
+			return false
+		}
+		change(&pv)
+		body, _ := json.Marshal(&pv)
+		_, err = c.kv.Update(ctx, paymentKey(p), body, rev)
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return err == nil
 		}
 	}
+	return false
 }
 
 // renewLoop tells the server every third of a lease that this run still
@@ -757,12 +914,20 @@ func (c *Checkpoint) renew() {
 	start, margin := time.Now(), c.margin()
 	c.mu.Lock()
 	claims := make(map[*claim]bool, len(c.held))
+	type locks struct {
+		me   lockValue
+		keys []string
+	}
+	var beats []locks
 	for _, cl := range c.held {
 		// A claim past its deadline (this run was paused, or a renewal
 		// failed) may be another worker's now: its renewal is sent, but
 		// only Holds, which reads the item's value, moves its deadline.
 		if cl.msg.InProgress() == nil && start.Before(cl.deadline) {
 			claims[cl] = true
+			if len(cl.payments) > 0 {
+				beats = append(beats, locks{cl.lock, cl.payments})
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -773,11 +938,16 @@ func (c *Checkpoint) renew() {
 		return // not renewed: the deadlines pass, and Holds asks the server
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, cl := range c.held {
 		if claims[cl] {
 			cl.deadline = start.Add(margin)
 		}
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), margin/3)
+	defer cancel()
+	for _, b := range beats {
+		c.beat(ctx, b.me, b.keys)
 	}
 }
 

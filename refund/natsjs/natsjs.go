@@ -79,7 +79,8 @@ type Checkpoint struct {
 
 	mu        sync.Mutex
 	held      map[key]*claim
-	done      map[key]bool // released unsettled by this run: not claimed again by it
+	done      map[key]uint64 // given back unsettled (the stream sequence of the message terminated) or lost by this run: not claimed again by it
+	leftHeld  map[key]bool   // held items queued for a retry this run may not make (no --allow-refunded-charges)
 	batches   []*batchQueue
 	planned   map[key]bool
 	cache     map[key]cached // a read-only Load's states
@@ -108,6 +109,7 @@ type claim struct {
 	known    bool
 	deadline time.Time // by this host's monotonic clock: the ack-wait is surely not out before it
 	payments []string  // payment keys locked for it
+	lock     lockValue // what their locks hold: beaten by renew
 }
 
 // location is what a nats:// URL names: the servers, the credentials it
@@ -253,7 +255,7 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 		opts.Warn = func(string) {}
 	}
 	c := &Checkpoint{loc: loc, worker: opts.Worker, opts: opts, readOnly: readOnly,
-		held: map[key]*claim{}, done: map[key]bool{}, planned: map[key]bool{}, leaseCut: make(chan struct{}, 1)}
+		held: map[key]*claim{}, done: map[key]uint64{}, planned: map[key]bool{}, leaseCut: make(chan struct{}, 1)}
 	connOpts := []nats.Option{
 		nats.Name("refundkit " + opts.Worker),
 		nats.MaxReconnects(-1),

@@ -93,11 +93,31 @@ func (v *itemValue) burnRev(rev uint64) uint64 {
 }
 
 // lockValue is the lock of a payment: the claim of the item that holds it.
+// Its holder rewrites it (Beat) every third of its lease (Lease, in
+// nanoseconds) while the claim lives: a lock unchanged for a whole lease
+// is a dead or cut-off holder's, whose claim a waiter may end.
 type lockValue struct {
 	Batch  string `json:"batch"`
 	Item   string `json:"item"`
 	Gen    int64  `json:"gen"`
 	Worker string `json:"worker"`
+	Lease  int64  `json:"lease,omitempty"`
+	Beat   int64  `json:"beat,omitempty"`
+}
+
+// sameClaim reports whether l and o are one claim's lock, beats aside.
+func (l *lockValue) sameClaim(o lockValue) bool {
+	return l.Batch == o.Batch && l.Item == o.Item && l.Gen == o.Gen && l.Worker == o.Worker
+}
+
+// staleAfter is how long l may stay unchanged before its holder is surely
+// not renewing it: its lease and a tenth (fallback when l names none).
+func (l *lockValue) staleAfter(fallback time.Duration) time.Duration {
+	lease := time.Duration(l.Lease)
+	if lease <= 0 {
+		lease = fallback
+	}
+	return lease + lease/10
 }
 
 // paymentValue is a payment: the items ever sent on it (every item takes
