@@ -1,11 +1,13 @@
 // Package natstest starts throwaway NATS servers with JetStream on
 // loopback, for tests and rigs: the real nats-server binary (NATS_SERVER_BIN,
 // which make test installs pinned, or nats-server on PATH), its store in a
-// temp dir, killed and restarted at will on the same ports.
+// temp dir, killed and restarted at will on the same ports. StartCluster
+// starts several, routed into one JetStream cluster.
 package natstest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -13,8 +15,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Options configure a Server.
@@ -33,7 +39,12 @@ type Server struct {
 	ownDir         bool
 	cmd            *exec.Cmd
 	exited         chan struct{}
+	logs           *bytes.Buffer
 	Port, Monitor  int
+	// Name and ClusterPort are a cluster node's server_name and route
+	// port (StartCluster); "" and 0 for a server alone.
+	Name        string
+	ClusterPort int
 }
 
 // Binary is the nats-server to run: NATS_SERVER_BIN, else nats-server on
@@ -51,30 +62,12 @@ func Binary() (string, error) {
 
 // Start starts a server on free loopback ports and waits until it serves.
 func Start(opts Options) (*Server, error) {
-	bin, err := Binary()
+	s, err := newServer(opts.Dir, false)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin, dir: opts.Dir}
-	if s.dir == "" {
-		if s.dir, err = os.MkdirTemp("", "natstest"); err != nil {
-			return nil, err
-		}
-		s.ownDir = true
-	}
-	if s.Port, err = freePort(); err != nil {
-		return nil, err
-	}
-	if s.Monitor, err = freePort(); err != nil {
-		return nil, err
-	}
-	sync := ""
-	if opts.SyncAlways {
-		sync = "\n  sync_interval: always"
-	}
-	s.conf = filepath.Join(s.dir, "nats.conf")
-	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q%s\n}\n", s.Port, s.Monitor, filepath.Join(s.dir, "js"), sync)
-	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+	if err := s.writeConf(opts.SyncAlways, ""); err != nil {
+		s.Stop()
 		return nil, err
 	}
 	if err := s.start(); err != nil {
@@ -82,6 +75,52 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newServer picks a server's binary, dir and ports (a route port too for
+// a cluster node); it starts nothing.
+func newServer(dir string, clustered bool) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, dir: dir}
+	if s.dir == "" {
+		if s.dir, err = os.MkdirTemp("", "natstest"); err != nil {
+			return nil, err
+		}
+		s.ownDir = true
+	} else if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, err
+	}
+	ports := []*int{&s.Port, &s.Monitor}
+	if clustered {
+		ports = append(ports, &s.ClusterPort)
+	}
+	for _, p := range ports {
+		if *p, err = freePort(); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// writeConf writes the server's config; cluster is its cluster block,
+// "" for a server alone.
+func (s *Server) writeConf(syncAlways bool, cluster string) error {
+	var b strings.Builder
+	if s.Name != "" {
+		fmt.Fprintf(&b, "server_name: %s\n", s.Name)
+	}
+	fmt.Fprintf(&b, "listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n", s.Port, s.Monitor, filepath.Join(s.dir, "js"))
+	if syncAlways {
+		b.WriteString("  sync_interval: always\n")
+	}
+	b.WriteString("}\n")
+	b.WriteString(cluster)
+	s.conf = filepath.Join(s.dir, "nats.conf")
+	return os.WriteFile(s.conf, []byte(b.String()), 0o600)
 }
 
 // freePort is a loopback port free a moment ago.
@@ -95,20 +134,34 @@ func freePort() (int, error) {
 }
 
 func (s *Server) start() error {
-	var logs bytes.Buffer
+	if err := s.spawn(); err != nil {
+		return err
+	}
+	return s.awaitReady()
+}
+
+// spawn starts the process; it does not wait for it to serve.
+func (s *Server) spawn() error {
+	s.logs = new(bytes.Buffer)
 	s.cmd = exec.Command(s.bin, "-c", s.conf)
-	s.cmd.Stdout, s.cmd.Stderr = &logs, &logs
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
 	s.exited = make(chan struct{})
 	go func() { s.cmd.Wait(); close(s.exited) }()
-	// Ready once its monitoring address says JetStream is up (healthz
-	// answers 200 only then).
+	return nil
+}
+
+// awaitReady waits until the server's monitoring address says JetStream
+// is up: healthz answers 200 only then, a cluster node's only once the
+// cluster has a meta leader. A restarted node may not have caught up on
+// its streams yet (Cluster.AwaitCurrent).
+func (s *Server) awaitReady() error {
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
 		select {
 		case <-s.exited:
-			return fmt.Errorf("natstest: nats-server exited: %s", logs.String())
+			return fmt.Errorf("natstest: nats-server exited: %s", s.logs.String())
 		default:
 		}
 		if s.healthy() {
@@ -116,12 +169,16 @@ func (s *Server) start() error {
 		}
 		time.Sleep(20 * time.Millisecond) // polling a child's readiness, not timing a test
 	}
-	return fmt.Errorf("natstest: nats-server not ready within a minute: %s", logs.String())
+	return fmt.Errorf("natstest: nats-server not ready within a minute: %s", s.logs.String())
 }
 
 func (s *Server) healthy() bool {
+	path := "/healthz?js-enabled-only=true"
+	if s.Name != "" {
+		path = "/healthz"
+	}
 	client := http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get(s.MonitorURL() + "/healthz?js-enabled-only=true")
+	resp, err := client.Get(s.MonitorURL() + path)
 	if err != nil {
 		return false
 	}
@@ -138,15 +195,34 @@ func (s *Server) URL(name string) string {
 func (s *Server) MonitorURL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.Monitor) }
 
 // Kill kills the server with SIGKILL and waits for it to exit.
-func (s *Server) Kill() error {
+func (s *Server) Kill() error { return s.signal(syscall.SIGKILL) }
+
+// Shutdown stops the server cleanly (SIGTERM) and waits for it to exit;
+// its store stays, for Restart.
+func (s *Server) Shutdown() error { return s.signal(syscall.SIGTERM) }
+
+func (s *Server) signal(sig syscall.Signal) error {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return nil
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := s.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	<-s.exited
 	return nil
+}
+
+// Running reports whether the server's process has not exited.
+func (s *Server) Running() bool {
+	if s.exited == nil {
+		return false
+	}
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // Restart starts the server again on the same ports and store.
@@ -170,4 +246,176 @@ func (s *Server) Stop() error {
 		return os.RemoveAll(s.dir)
 	}
 	return nil
+}
+
+// ClusterOptions configure a Cluster.
+type ClusterOptions struct {
+	// Nodes is how many servers (default 3: a stream of 3 replicas keeps
+	// its writes through the loss of one).
+	Nodes int
+	// SyncAlways sets sync_interval: always on every node; else the
+	// server's default, as refundkit allows for 3 replicas.
+	SyncAlways bool
+	// Dir holds a directory per node (default: a new temp dir, removed by
+	// Stop).
+	Dir string
+}
+
+// Cluster is nodes of one JetStream cluster on loopback, each with its own
+// store and ports, routed to every other.
+type Cluster struct {
+	Nodes  []*Server
+	dir    string
+	ownDir bool
+}
+
+// clusterName names the clusters StartCluster makes.
+const clusterName = "natstest"
+
+// StartCluster starts the nodes of a cluster and waits until every one
+// serves JetStream (a meta leader is elected).
+func StartCluster(opts ClusterOptions) (*Cluster, error) {
+	if opts.Nodes <= 0 {
+		opts.Nodes = 3
+	}
+	c := &Cluster{dir: opts.Dir}
+	if c.dir == "" {
+		var err error
+		if c.dir, err = os.MkdirTemp("", "natstest-cluster"); err != nil {
+			return nil, err
+		}
+		c.ownDir = true
+	}
+	for i := range opts.Nodes {
+		s, err := newServer(filepath.Join(c.dir, fmt.Sprintf("n%d", i+1)), true)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		s.Name = fmt.Sprintf("n%d", i+1)
+		c.Nodes = append(c.Nodes, s)
+	}
+	var routes []string
+	for _, s := range c.Nodes {
+		routes = append(routes, fmt.Sprintf("    nats-route://127.0.0.1:%d", s.ClusterPort))
+	}
+	for _, s := range c.Nodes {
+		block := fmt.Sprintf("cluster {\n  name: %s\n  listen: 127.0.0.1:%d\n  routes: [\n%s\n  ]\n}\n", clusterName, s.ClusterPort, strings.Join(routes, "\n"))
+		if err := s.writeConf(opts.SyncAlways, block); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	// All at once: a node alone has no quorum, and is not ready until the
+	// others are up.
+	for _, s := range c.Nodes {
+		if err := s.spawn(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	for _, s := range c.Nodes {
+		if err := s.awaitReady(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// URL is the nats:// URL of checkpoint name on the cluster, naming every
+// node: a client goes on with another when one is down.
+func (c *Cluster) URL(name string) string {
+	hosts := make([]string, len(c.Nodes))
+	for i, s := range c.Nodes {
+		hosts[i] = fmt.Sprintf("127.0.0.1:%d", s.Port)
+	}
+	return "nats://" + strings.Join(hosts, ",") + "/" + name
+}
+
+// Servers is the nodes' client URLs, comma-separated, as nats.Connect
+// takes them.
+func (c *Cluster) Servers() string {
+	urls := make([]string, len(c.Nodes))
+	for i, s := range c.Nodes {
+		urls[i] = fmt.Sprintf("nats://127.0.0.1:%d", s.Port)
+	}
+	return strings.Join(urls, ",")
+}
+
+// streamInfo asks any node that answers about stream.
+func (c *Cluster) streamInfo(ctx context.Context, stream string) (*jetstream.StreamInfo, error) {
+	nc, err := nats.Connect(c.Servers(), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	return st.Info(ctx)
+}
+
+// Leader is the index in Nodes of the node that leads stream now, asked
+// of any node that answers.
+func (c *Cluster) Leader(ctx context.Context, stream string) (int, error) {
+	info, err := c.streamInfo(ctx, stream)
+	if err != nil {
+		return -1, err
+	}
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return -1, fmt.Errorf("natstest: stream %s has no leader now", stream)
+	}
+	for i, s := range c.Nodes {
+		if s.Name == info.Cluster.Leader {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("natstest: stream %s is led by %q, not a node of this cluster", stream, info.Cluster.Leader)
+}
+
+// AwaitCurrent waits until node leads stream or is one of its replicas
+// caught up with the leader (a restarted node is ready before it caught
+// up), or until ctx is done.
+func (c *Cluster) AwaitCurrent(ctx context.Context, stream string, node int) error {
+	name := c.Nodes[node].Name
+	for {
+		info, err := c.streamInfo(ctx, stream)
+		if err == nil && info.Cluster != nil {
+			if info.Cluster.Leader == name {
+				return nil
+			}
+			for _, p := range info.Cluster.Replicas {
+				if p.Name == name && p.Current {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("natstest: node %s not current on stream %s: %v (last: %v)", name, stream, ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond): // polling the cluster's state, not timing a test
+		}
+	}
+}
+
+// Stop ends every node and removes the temp dir.
+func (c *Cluster) Stop() error {
+	var first error
+	for _, s := range c.Nodes {
+		if err := s.Stop(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if c.ownDir {
+		if err := os.RemoveAll(c.dir); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
