@@ -26,11 +26,17 @@
 #                    adyen-webhook (bin/adyen-webhook too; its fsyncs counted
 #                    with perf stat when perf can), merge,plan,
 #                    pg-workers,pg-claim (a throwaway PostgreSQL server, fsync on),
+#                    nats-workers,nats-claim (a fresh nats-server per run,
+#                    sync_interval: always; nats-workers runs PostgreSQL's
+#                    and the file journal's sides in the same rounds),
 #                    budget (workers on one PostgreSQL checkpoint splitting
 #                    the simulator's test-mode limits; about 12 minutes)
 #   BENCH_MAX_LOAD   wait until the 1-minute load is at most this (default 1.5)
 #   BENCH_LOAD_WAIT  but at most this long (default 15m), then measure anyway
 #   BENCH_BIN        the binaries to measure (default bin)
+#   NATS_SERVER_BIN  the nats-server of the NATS rows (default
+#                    bin/tools/nats-server, installed as make tools does
+#                    when missing: it needs the Go module proxy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,6 +68,17 @@ command -v jq >/dev/null || install_pkg jq
 for t in sort uniq comm cut grep wc df bash; do
 	command -v "$t" >/dev/null || die "$t is missing (coreutils)"
 done
+# The NATS rows' nats-server: the one make tools installs, pinned in the
+# Makefile, unless NATS_SERVER_BIN names another.
+if [[ -z ${BENCH_ONLY:-} || ,$BENCH_ONLY, == *,nats-* ]]; then
+	tools_nats=$(pwd -P)/bin/tools/nats-server
+	export NATS_SERVER_BIN=${NATS_SERVER_BIN:-$tools_nats}
+	if [[ ! -x $NATS_SERVER_BIN ]]; then
+		[[ $NATS_SERVER_BIN == "$tools_nats" ]] || die "NATS_SERVER_BIN=$NATS_SERVER_BIN is not an executable"
+		echo "bench: installing nats-server (make tools)" >&2
+		make --no-print-directory "$tools_nats" >&2 || die "could not install nats-server: name one with NATS_SERVER_BIN=/path/to/nats-server"
+	fi
+fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/refundkit-bench.XXXXXX")
 pid=""

@@ -69,7 +69,7 @@ func (r budgetRun) share429() float64 {
 // budget is the row.
 func (b *bench) budget(r *row) error {
 	items := b.sz.PaceItems
-	r.what = fmt.Sprintf("N `refund` workers (-j %d each) on one PostgreSQL checkpoint, no `--share` and no `--rate`, against the simulator enforcing Stripe's test-mode limits (`--rate-limits test`: 25 requests/s for the account, 25/s per endpoint), `--latency 50ms`, %s items; beside today's 0.8 of the account per worker (`--rate %s` each: the same limits, no shared budget); and one of 4 workers killed mid-batch", pgJobs, num(items), budgetOldRate)
+	r.what = fmt.Sprintf("N `refund` workers (-j %d each) on one PostgreSQL checkpoint, no `--share` and no `--rate`, against the simulator enforcing Stripe's test-mode limits (`--rate-limits test`: 25 requests/s for the account, 25/s per endpoint), `--latency 50ms`, %s items; beside today's 0.8 of the account per worker (`--rate %s` each: the same limits, no shared budget); and one of 4 workers killed mid-batch", sharedJobs, num(items), budgetOldRate)
 	r.target = fmt.Sprintf("every N: refunds/s >= 90%% of the share's %.0f (0.8 x 25 requests/s over 2 requests an item), 429s <= 1%% of requests; killed worker's part taken up within a lease", budgetAllowed)
 	srv, err := b.startPG()
 	if err != nil {
@@ -84,7 +84,7 @@ func (b *bench) budget(r *row) error {
 	simArgs := b.simArgs(items, "--latency", "50ms", "--rate-limits", "test")
 	r.commands = append(r.commands,
 		b.short("bin/stripe-sim "+strings.Join(simArgs, " ")+" &   # a fresh simulator per run"),
-		b.short(fmt.Sprintf("bin/refund --journal postgres://.../bench_K --worker wK -j %d --api-base $SIM_URL %s > /dev/null   # N at once, a fresh database per run (pgtest, fsync on); today's: add --rate %s", pgJobs, plan, budgetOldRate)))
+		b.short(fmt.Sprintf("bin/refund --journal postgres://.../bench_K --worker wK -j %d --api-base $SIM_URL %s > /dev/null   # N at once, a fresh database per run (pgtest, fsync on); today's: add --rate %s", sharedJobs, plan, budgetOldRate)))
 	rounds := min(2, b.sz.Slow) // each run takes items/10 seconds
 	type side struct {
 		name  string
@@ -137,7 +137,7 @@ func (b *bench) budget(r *row) error {
 		return err
 	}
 	const killN, lease = 4, 10 * time.Second
-	r.commands = append(r.commands, b.short(fmt.Sprintf("bin/refund --journal postgres://.../bench_K --worker wK -j %d --lease %s --api-base $SIM_URL %s > /dev/null   # 4 at once; kill -9 w1 once the simulator made %d refunds", pgJobs, lease, killPlan, killItems/4)))
+	r.commands = append(r.commands, b.short(fmt.Sprintf("bin/refund --journal postgres://.../bench_K --worker wK -j %d --lease %s --api-base $SIM_URL %s > /dev/null   # 4 at once; kill -9 w1 once the simulator made %d refunds", sharedJobs, lease, killPlan, killItems/4)))
 	b.logf("budget: %d workers, one killed", killN)
 	kill, err := b.budgetBatch(srv, killItems, killPlan, killN, b.simArgs(killItems, "--latency", "50ms", "--rate-limits", "test"), []string{"--lease", lease.String()}, int64(killItems/4), lease)
 	if err != nil {
@@ -212,7 +212,7 @@ func (b *bench) budgetBatch(srv *pgtest.Server, items int, plan string, n int, s
 	var wg sync.WaitGroup
 	start := time.Now()
 	for k := range n {
-		w := &worker{cmd: exec.CommandContext(b.ctx, exe, append([]string{"--journal", url, "--worker", fmt.Sprintf("w%d", k+1), "-j", strconv.Itoa(pgJobs), "--api-base", s.url, plan}, flags...)...)}
+		w := &worker{cmd: exec.CommandContext(b.ctx, exe, append([]string{"--journal", url, "--worker", fmt.Sprintf("w%d", k+1), "-j", strconv.Itoa(sharedJobs), "--api-base", s.url, plan}, flags...)...)}
 		w.cmd.Env = b.env
 		w.cmd.Stderr = &w.stderr
 		if err := w.cmd.Start(); err != nil {

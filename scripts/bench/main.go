@@ -147,12 +147,12 @@ type sizes struct {
 	Fast      int   // runs of each side for the fast rows
 	Slow      int   // runs of each side for the slow rows
 	Fsyncs    int   // write+fsync rounds timed for the disk's latency
-	// The PostgreSQL rows: items at zero latency and at 100 ms, and the
-	// rounds of each timed checkpoint call.
-	PGItems, PGSlowItems, PGRounds int
+	// The shared checkpoints' rows (PostgreSQL, NATS): items at zero
+	// latency and at 100 ms, and the rounds of each timed checkpoint call.
+	SharedItems, SharedSlowItems, SharedRounds int
 }
 
 var (
-	fullSizes  = sizes{Big: 1_000_000, Dups: 5, Shards: 8, SimItems: 20_000, RateItems: 1_200, Rate: 40, Jobs: []int{8, 16, 32, 64, 128}, PaceItems: 400, Fast: 5, Slow: 3, Fsyncs: 200, PGItems: 4_000, PGSlowItems: 800, PGRounds: 300}
-	quickSizes = sizes{Big: 50_000, Dups: 5, Shards: 8, SimItems: 2_000, RateItems: 300, Rate: 40, Jobs: []int{8, 32}, PaceItems: 120, Fast: 3, Slow: 2, Fsyncs: 50, PGItems: 400, PGSlowItems: 100, PGRounds: 50}
+	fullSizes  = sizes{Big: 1_000_000, Dups: 5, Shards: 8, SimItems: 20_000, RateItems: 1_200, Rate: 40, Jobs: []int{8, 16, 32, 64, 128}, PaceItems: 400, Fast: 5, Slow: 3, Fsyncs: 200, SharedItems: 4_000, SharedSlowItems: 800, SharedRounds: 300}
+	quickSizes = sizes{Big: 50_000, Dups: 5, Shards: 8, SimItems: 2_000, RateItems: 300, Rate: 40, Jobs: []int{8, 32}, PaceItems: 120, Fast: 3, Slow: 2, Fsyncs: 50, SharedItems: 400, SharedSlowItems: 100, SharedRounds: 50}
 )

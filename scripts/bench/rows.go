@@ -73,6 +73,8 @@ var rows = []struct {
 	{"plan", (*bench).plan},
 	{"pg-workers", (*bench).pgWorkers},
 	{"pg-claim", (*bench).pgClaimCost},
+	{"nats-workers", (*bench).natsWorkers},
+	{"nats-claim", (*bench).natsClaimCost},
 	{"budget", (*bench).budget},
 }
 

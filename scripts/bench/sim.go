@@ -151,6 +151,8 @@ type simRun struct {
 	// sustained is the simulator's API requests per second over the middle
 	// of the run (from 10% to 90% of its requests), when sampled.
 	sustained float64
+	// nats is what the run's nats-server counted, with a NATS checkpoint.
+	nats natsCounts
 }
 
 // itemsPerSec is the run's throughput over its whole wall time.
@@ -207,28 +209,38 @@ func (b *bench) refundOnSim(items int, plan string, simArgs, flags []string, sam
 
 // refundsOnSim starts a simulator with simArgs and runs one refund per
 // plan at once against it (shard workers), each with a journal of its own,
-// checks every item was refunded exactly once, and stops the simulator. The
-// run's wall time is the slowest worker's; its summary sums theirs.
+// checks every item was refunded exactly once, and stops the simulator.
 func (b *bench) refundsOnSim(items int, plans []string, simArgs, flags []string) (simRun, error) {
-	var run simRun
 	exe, err := b.tool("refund")
 	if err != nil {
-		return run, err
+		return simRun{}, err
 	}
 	s, err := b.startSim(simArgs)
 	if err != nil {
-		return run, err
+		return simRun{}, err
 	}
 	defer s.stop()
-	results := make([]result, len(plans))
-	errs := make([]error, len(plans))
-	var wg sync.WaitGroup
+	cmds := make([]cmdSpec, len(plans))
 	for k, plan := range plans {
 		journal := b.path(fmt.Sprintf("sim-journal-%d.jsonl", k))
 		if err := os.Remove(journal); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return run, err
+			return simRun{}, err
 		}
-		c := cmdSpec{argv: append(append([]string{exe, "--journal", journal}, flags...), "--api-base", s.url, plan)}
+		cmds[k] = cmdSpec{argv: append(append([]string{exe, "--journal", journal}, flags...), "--api-base", s.url, plan)}
+	}
+	return b.refundsAt(s, items, cmds)
+}
+
+// refundsAt runs refund commands at once against the simulator s and
+// checks that together they refunded every one of items exactly once (their
+// summaries and the simulator's count). The run's wall time is the slowest
+// process's; its summary sums theirs.
+func (b *bench) refundsAt(s *sim, items int, cmds []cmdSpec) (simRun, error) {
+	var run simRun
+	results := make([]result, len(cmds))
+	errs := make([]error, len(cmds))
+	var wg sync.WaitGroup
+	for k, c := range cmds {
 		wg.Go(func() { results[k], errs[k] = b.run(c) })
 	}
 	wg.Wait()
@@ -237,7 +249,7 @@ func (b *bench) refundsOnSim(items int, plans []string, simArgs, flags []string)
 			return run, errs[k]
 		}
 		if res.exit != 0 {
-			return run, fmt.Errorf("refund %d: exit status %d%s", k+1, res.exit, quoteStderr(res.stderr))
+			return run, fmt.Errorf("refund %d of %d: exit status %d%s", k+1, len(cmds), res.exit, quoteStderr(res.stderr))
 		}
 		sum, err := parseSummary(res.stderr)
 		if err != nil {
@@ -253,11 +265,12 @@ func (b *bench) refundsOnSim(items int, plans []string, simArgs, flags []string)
 		run.sum.Records += sum.Records
 		run.sum.Fsyncs += sum.Fsyncs
 	}
+	var err error
 	if run.stats, err = s.stats(); err != nil {
 		return run, err
 	}
 	if run.sum.Refunded != int64(items) || run.stats.RefundsCreated != int64(items) {
-		return run, fmt.Errorf("refund says %d refunded and the simulator created %d refunds, want %d of each", run.sum.Refunded, run.stats.RefundsCreated, items)
+		return run, fmt.Errorf("the %d processes say %d refunded and the simulator created %d refunds, want %d of each", len(cmds), run.sum.Refunded, run.stats.RefundsCreated, items)
 	}
 	return run, nil
 }
