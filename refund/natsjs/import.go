@@ -10,12 +10,14 @@ package natsjs
 // completes it, and once complete adds nothing.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -198,9 +200,9 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int
 		case errors.As(err, &h):
 			held = append(held, h.v)
 		case errors.As(err, new(*BusyError)):
-			since = cmpOr(since, err)
+			since = cmp.Or(since, err)
 		case err != nil:
-			input = cmpOr(input, err)
+			input = cmp.Or(input, err)
 		case added > 0:
 			w := write{it: it, e: e}
 			for _, r := range it.refunds {
@@ -234,31 +236,62 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int
 		}
 	}
 
-	// Then write, item by item.
+	// Then write, item by item, a few at once: each write waits for the
+	// server to store it (and, with sync_interval always, to sync it).
+	ok := make([]bool, len(writes))
+	var (
+		mu      sync.Mutex
+		written int
+		failed  error
+		wg      sync.WaitGroup
+	)
+	todo := make(chan int)
+	for range min(importWriters, len(writes)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range todo {
+				w := writes[i]
+				n, err := c.importItem(ctx, w.it, w.e, w.ids, name)
+				mu.Lock()
+				if err != nil {
+					failed = cmp.Or(failed, err)
+				} else {
+					ok[i], written, records = n > 0, written+1, records+n
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range writes {
+		mu.Lock()
+		stop := failed != nil
+		mu.Unlock()
+		if stop {
+			break
+		}
+		todo <- i
+	}
+	close(todo)
+	wg.Wait()
 	seen := map[string]bool{}
 	for i, w := range writes {
-		n, err := c.importItem(ctx, w.it, w.e, w.ids, name)
-		if err != nil {
-			if i == 0 {
-				return 0, nil, err
-			}
-			return records, batches, &PartialImportError{Written: i, Items: len(writes), Err: err}
-		}
-		records += n
-		if n > 0 && !seen[w.it.k.batch] {
+		if ok[i] && !seen[w.it.k.batch] {
 			seen[w.it.k.batch] = true
 			batches = append(batches, w.it.k.batch)
 		}
 	}
+	if failed != nil {
+		if written == 0 {
+			return 0, nil, failed
+		}
+		return records, batches, &PartialImportError{Written: written, Items: len(writes), Err: failed}
+	}
 	return records, batches, nil
 }
 
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
+// importWriters is how many items an import writes at once.
+const importWriters = 16
 
 // creditedIn reports whether v's records credit refund id already.
 func creditedIn(v *itemValue, id string) bool {
@@ -434,7 +467,7 @@ func (c *Checkpoint) importItem(ctx context.Context, it *imported, e *entry, ids
 		if err == nil {
 			return added, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) || try >= 8 {
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) || try >= 32 {
 			return 0, c.wrap("import item "+it.k.item+" of batch "+it.k.batch, err)
 		}
 		// Written by another since it was read (a worker's claim, a
@@ -471,7 +504,7 @@ func (c *Checkpoint) indexPayment(ctx context.Context, p string, k key) error {
 		} else {
 			_, err = c.kv.Create(ctx, paymentKey(p), body)
 		}
-		if (errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)) && try < 8 {
+		if (errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)) && try < 32 {
 			continue // a worker took or gave up its lock a moment ago: read again
 		}
 		return c.wrap("index payment "+p, err)

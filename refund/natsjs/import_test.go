@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/natsjs/natstest"
 )
 
 // helpers (reviewServer, reviewOpen) are in review_test.go
@@ -38,7 +40,7 @@ func sent(item, charge string, amount int64, id string, n int) []*journal.Record
 
 // writeJournal writes recs as a journal file, one commit, and returns its
 // path.
-func writeJournal(t *testing.T, name string, recs ...[]*journal.Record) string {
+func writeJournal(t testing.TB, name string, recs ...[]*journal.Record) string {
 	t.Helper()
 	var body []byte
 	n := 0
@@ -62,7 +64,7 @@ func writeJournal(t *testing.T, name string, recs ...[]*journal.Record) string {
 
 // importFile imports the journal at path into c as journal-merge -o does:
 // checked first, then merged with what c exports, then imported.
-func importFile(t *testing.T, c *Checkpoint, path string) (int, []string, error) {
+func importFile(t testing.TB, c *Checkpoint, path string) (int, []string, error) {
 	t.Helper()
 	if err := checkFile(t, c, path); err != nil {
 		return 0, nil, err
@@ -84,7 +86,7 @@ func importFile(t *testing.T, c *Checkpoint, path string) (int, []string, error)
 	return c.Import(context.Background(), &merged, "the merge", last)
 }
 
-func checkFile(t *testing.T, c *Checkpoint, path string) error {
+func checkFile(t testing.TB, c *Checkpoint, path string) error {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -400,4 +402,43 @@ func TestImportRacingAWorker(t *testing.T) {
 	if n, _, err := importFile(t, c, j); err != nil || n != 0 {
 		t.Errorf("the same import a third time: %d, %v; want nothing", n, err)
 	}
+}
+
+// BenchmarkImport imports a journal of 1000 refunded items into a new
+// checkpoint on a server that syncs every write (items/s), then the same
+// journal again, which writes nothing (again-ms).
+func BenchmarkImport(b *testing.B) {
+	srv, err := natstest.Start(natstest.Options{SyncAlways: true})
+	if err != nil {
+		b.Skipf("no nats-server: %v", err)
+	}
+	defer srv.Stop()
+	const items = 1000
+	var recs [][]*journal.Record
+	for i := range items {
+		recs = append(recs, sent(fmt.Sprintf("i%04d", i), fmt.Sprintf("ch_%04d", i), 100, fmt.Sprintf("re_%04d", i), i))
+	}
+	path := writeJournal(b, "j.jsonl", recs...)
+	var again time.Duration
+	for n := 0; n < b.N; n++ {
+		b.StopTimer()
+		c, err := Open(context.Background(), srv.URL(fmt.Sprintf("bench%d", n)), Options{Worker: "journal-merge"}, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if got, _, err := importFile(b, c, path); err != nil || got != 2*items {
+			b.Fatalf("import: %d records, %v; want %d", got, err, 2*items)
+		}
+		b.StopTimer()
+		start := time.Now()
+		if got, _, err := importFile(b, c, path); err != nil || got != 0 {
+			b.Fatalf("the same import again: %d records, %v; want none", got, err)
+		}
+		again += time.Since(start)
+		c.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(items*b.N)/b.Elapsed().Seconds(), "items/s")
+	b.ReportMetric(float64(again.Milliseconds())/float64(b.N), "again-ms")
 }

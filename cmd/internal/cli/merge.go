@@ -11,12 +11,10 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/refundkit/refundkit/journal"
-	"github.com/refundkit/refundkit/refund/natsjs"
-	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 type mergeArgs struct {
-	Output    string      `short:"o" placeholder:"OUT" predictor:"file" help:"Write the merged journal to OUT (mode 0600, replaced atomically once complete) instead of stdout. A postgres:// URL imports the merge into that PostgreSQL checkpoint, in one transaction, with what it held merged in first."`
+	Output    string      `short:"o" placeholder:"OUT" predictor:"file" help:"Write the merged journal to OUT (mode 0600, replaced atomically once complete) instead of stdout. A postgres:// URL imports the merge into that PostgreSQL checkpoint, in one transaction, with what it held merged in first; a nats:// URL adds to each item of that NATS checkpoint the records it lacks, everything checked before anything is written."`
 	Batch     []string    `placeholder:"BATCH" help:"Read only these batches of a PostgreSQL checkpoint named as a JOURNAL (default: all it holds)."`
 	Compact   bool        `help:"Keep one final record per item: its refund, else its final failure, else what keeps it in doubt (attempt, key age, burned key)."`
 	AllowHeld bool        `name:"allow-held" help:"Merge journals that a running refund holds, as they stand: the merge is then a snapshot of a batch in progress, not a finished batch, and says so (without it such a merge is refused, exit 4)."`
@@ -32,6 +30,8 @@ Records are written in ts order; records with the same ts keep the order of the 
 A journal that a running refund holds is refused (exit 4): its batch is not done, and a merge of it would read as if it were. --allow-held merges it as it stands, and says the merge is a snapshot of a batch in progress.
 
 With -o, OUT is locked as refund locks its journal, from before the merge until the merged file replaces it: a journal a run is writing is refused (exit 4), and OUT may be one of the journals merged (compaction in place).
+
+With -o postgres://... or -o nats://..., the merge of the checkpoint's own records and the journals is imported into that checkpoint. Each journal is checked against it first: records that contradict the plan it stores are refused with file:line (exit 2), as are, in a NATS checkpoint, records that contradict the records it holds or credit a refund to another item. The import is refused (exit 4) while workers hold what it would change. Either way nothing is imported.
 
 Exit codes: 0 merged; 1 conflicting outcomes (all kept); 2 usage error, records imported that contradict the checkpoint's plan (none imported), or an input missing or a directory; 3 the output could not be written; 4 OUT is locked by another run, or a journal to merge is held by a running refund (without --allow-held); 5 corrupt input or unknown version.`
 
@@ -74,13 +74,8 @@ func JournalMerge(env Env) (exit int) {
 		}()
 	}
 
-	if postgres.IsURL(args.Output) {
+	if isShared(args.Output) {
 		return mergeIntoCheckpoint(env, name, args)
-	}
-	if natsjs.IsURL(args.Output) {
-		// Not built yet (issue 24): said, not pretended.
-		warnf(env.Stderr, name, "-o %s: importing journals into a NATS checkpoint is not supported yet; merge into a file, and run refund on a new checkpoint name or a journal file", natsjs.Redact(args.Output))
-		return ExitUsage
 	}
 	inputs, done, err := exportInputs(env, name, args.Journals, args.Batch)
 	if err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,7 +27,8 @@ type checkpointExport struct {
 	records int
 	last    int64 // the highest sequence number (revision) exported
 	src     exportSource
-	cp      *postgres.Checkpoint // when it is one: what Import and Holders need
+	cp      *postgres.Checkpoint // when it is one: what Holders needs
+	imp     importer             // opened to import into (importCheckpoint)
 }
 
 // exportSource is a shared checkpoint opened for reading.
@@ -34,6 +36,15 @@ type exportSource interface {
 	Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error)
 	ExportPlans(ctx context.Context, w io.Writer, batches []string) (int, error)
 	Close() error
+}
+
+// importer is a shared checkpoint that journal-merge -o imports into
+// (postgres.Checkpoint, natsjs.Checkpoint): each journal is checked
+// against it first, so that an error names the journal and line, then
+// the merge is imported.
+type importer interface {
+	CheckJournal(ctx context.Context, r io.Reader, name string) error
+	Import(ctx context.Context, r io.Reader, name string, last int64) (records int, batches []string, err error)
 }
 
 // exportCheckpoint opens the checkpoint at connString read-only and
@@ -53,10 +64,44 @@ func exportCheckpoint(ctx context.Context, connString, worker string, batches []
 		}
 		x.src, x.cp = cp, cp
 	}
+	if err := x.export(ctx, batches); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// importCheckpoint opens the checkpoint at connString to import into, and
+// exports all its records to a temporary file. A PostgreSQL checkpoint is
+// migrated first; a NATS one is opened as a worker opens it, which makes
+// its bucket and checks its durability (warn hears what it cannot check).
+func importCheckpoint(ctx context.Context, connString, worker string, warn func(string)) (*checkpointExport, error) {
+	x := &checkpointExport{name: redactCheckpoint(connString)}
+	if natsjs.IsURL(connString) {
+		cp, err := natsjs.Open(ctx, connString, natsjs.Options{Worker: worker, Warn: warn}, false)
+		if err != nil {
+			return nil, err
+		}
+		x.src, x.imp = cp, cp
+	} else {
+		cp, err := postgres.Open(ctx, connString, postgres.Options{Worker: worker}, true)
+		if err != nil {
+			return nil, err
+		}
+		x.src, x.cp, x.imp = cp, cp, cp
+	}
+	if err := x.export(ctx, nil); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// export writes the records of batches (all when none) to a temporary
+// file; on failure the checkpoint is closed.
+func (x *checkpointExport) export(ctx context.Context, batches []string) error {
 	dir, err := os.MkdirTemp("", "refundkit-export-")
 	if err != nil {
 		x.src.Close()
-		return nil, err
+		return err
 	}
 	x.path = filepath.Join(dir, "checkpoint.jsonl")
 	f, err := os.OpenFile(x.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
@@ -68,9 +113,8 @@ func exportCheckpoint(ctx context.Context, connString, worker string, batches []
 	}
 	if err != nil {
 		x.close()
-		return nil, err
 	}
-	return x, nil
+	return err
 }
 
 // addPlans adds the plans the checkpoint stores for batches (all when
@@ -202,25 +246,34 @@ func exportInputs(env Env, name string, journals, batches []string) (inputs []st
 	return inputs, done, nil
 }
 
-// mergeIntoCheckpoint is journal-merge -o postgres://...: the checkpoint's
-// records and the journals merged, as a file merge does, then imported in
-// one transaction that replaces the records of every batch the merge
-// holds. It is refused (exit 4) while workers hold live claims in those
-// batches, or when they wrote records while the merge ran.
+// mergeIntoCheckpoint is journal-merge -o postgres://... or -o
+// nats://...: the checkpoint's records and the journals merged, as a file
+// merge does, each journal checked against the checkpoint first, then the
+// merge imported. PostgreSQL imports it in one transaction that replaces
+// the records of every batch the merge holds; NATS adds to each item the
+// records it lacks, checking everything before it writes anything. Either
+// is refused (exit 4) while workers hold live claims of what it would
+// change, or when they wrote records there while the merge ran.
 func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 	if len(args.Batch) > 0 {
 		warnf(env.Stderr, name, "--batch: an import merges the journals with all the checkpoint holds; drop --batch")
 		return ExitUsage
 	}
+	if args.Compact && natsjs.IsURL(args.Output) {
+		warnf(env.Stderr, name, "--compact: an import into a NATS checkpoint adds records to its items and takes none away; drop --compact (or compact into a file)")
+		return ExitUsage
+	}
 	ctx := context.Background()
 	// An import is a writer: it creates and migrates the schema as a
 	// worker does (the readers, audit and the export, write nothing).
-	if err := postgres.Migrate(ctx, args.Output); err != nil {
-		warnf(env.Stderr, name, "%v", err)
-		warnf(env.Stderr, name, "nothing was imported: the checkpoint is as it was")
-		return exitCodeFor(unwritable(err))
+	if postgres.IsURL(args.Output) {
+		if err := postgres.Migrate(ctx, args.Output); err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			warnf(env.Stderr, name, "nothing was imported: the checkpoint is as it was")
+			return exitCodeFor(unwritable(err))
+		}
 	}
-	x, err := exportCheckpoint(ctx, args.Output, name, nil)
+	x, err := importCheckpoint(ctx, args.Output, name, func(msg string) { warnf(env.Stderr, name, "%s", msg) })
 	if err != nil {
 		warnf(env.Stderr, name, "%v", err)
 		return exitCodeFor(unwritable(err))
@@ -231,12 +284,12 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 		return exitCodeFor(err)
 	}
 	defer done()
-	// Records that bind an item otherwise than the plan the checkpoint
-	// stores for its batch are refused, journal by journal so that the
-	// error names the journal and line; Import checks the merge again.
+	// Records that bind an item otherwise than the checkpoint does are
+	// refused, journal by journal so that the error names the journal and
+	// line; Import checks the merge again.
 	names := displayNames(args.Journals)
 	for i, path := range inputs {
-		if err := checkImported(ctx, x.cp, path, names[i]); err != nil {
+		if err := checkImported(ctx, x.imp, path, names[i]); err != nil {
 			warnf(env.Stderr, name, "%v", err)
 			warnf(env.Stderr, name, "nothing was imported: the checkpoint is as it was")
 			return exitCodeFor(unwritable(err))
@@ -264,19 +317,28 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 		warnf(env.Stderr, name, "%v", err)
 		return ExitJournal
 	}
-	n, batches, err := x.cp.Import(ctx, f, "the merge of "+strings.Join(names, ", "), x.last)
+	n, batches, err := x.imp.Import(ctx, f, "the merge of "+strings.Join(names, ", "), x.last)
 	if err != nil {
+		if errors.As(err, new(*natsjs.BusyError)) {
+			err = withCode(ExitLocked, err) // as a *postgres.BusyError
+		}
 		warnf(env.Stderr, name, "%s: %v", x.name, err)
-		warnf(env.Stderr, name, "nothing was imported: the checkpoint is as it was")
+		if !errors.As(err, new(*natsjs.PartialImportError)) {
+			warnf(env.Stderr, name, "nothing was imported: the checkpoint is as it was")
+		}
 		return exitCodeFor(unwritable(err))
 	}
-	warnf(env.Stderr, name, "%s: imported %d %s of %d %s (%s)", x.name, n, plural(n, "record"), len(batches), map[bool]string{true: "batch", false: "batches"}[len(batches) == 1], strings.Join(batches, ", "))
+	if n == 0 {
+		warnf(env.Stderr, name, "%s: nothing new imported: it holds every record of the merge already", x.name)
+	} else {
+		warnf(env.Stderr, name, "%s: imported %d %s of %d %s (%s)", x.name, n, plural(n, "record"), len(batches), map[bool]string{true: "batch", false: "batches"}[len(batches) == 1], strings.Join(batches, ", "))
+	}
 	return reportMerge(env, name, report)
 }
 
-// checkImported checks the journal at path, named name, against the plans
-// cp stores (postgres.Checkpoint.CheckJournal).
-func checkImported(ctx context.Context, cp *postgres.Checkpoint, path, name string) error {
+// checkImported checks the journal at path, named name, against the
+// checkpoint it is to be imported into.
+func checkImported(ctx context.Context, cp importer, path, name string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return withCode(ExitUsage, err)
@@ -290,10 +352,7 @@ func checkImported(ctx context.Context, cp *postgres.Checkpoint, path, name stri
 func displayNames(journals []string) []string {
 	names := make([]string, len(journals))
 	for i, j := range journals {
-		names[i] = j
-		if postgres.IsURL(j) {
-			names[i] = postgres.Redact(j)
-		}
+		names[i] = redactCheckpoint(j)
 	}
 	return names
 }
