@@ -21,13 +21,15 @@ const whatEdited = "A batch of partial refunds is killed with SIGKILL at a rando
 	"`refund` over the edited plan must exit 2 naming `file:line` of the edited item and both values; when every item before it is settled in the journal it must make zero API calls (no look-up, no create), and in any case no key may be sent for the edited item or any after it. " +
 	"The edited charges are real charges of the simulator outside the plan: a refund sent there would count as a duplicate. After each round the original plan resumes; at the end it finishes with exit 0, every item once."
 
-// edits change one plan line the way an operator would after a crash:
-// they return the line edited and the old and new values as refund's
-// message quotes them.
-var edits = []struct {
+// planEdit changes one plan line the way an operator would after a crash:
+// it returns the old and new values as refund's message quotes them.
+type planEdit struct {
 	name string
 	edit func(r *rig, it *plannedItem, spare stripesim.Charge) (from, to string, ok bool)
-}{
+}
+
+// edits are the kinds of edit, one of each field.
+var edits = []planEdit{
 	{"charge", func(r *rig, it *plannedItem, spare stripesim.Charge) (string, string, bool) {
 		if it.PaymentIntent != "" {
 			return strconv.Quote(it.PaymentIntent), strconv.Quote(spare.PaymentIntent), true
@@ -90,26 +92,10 @@ func runEdited(r *rig, sz sizes) {
 			if at < 0 {
 				continue
 			}
-			it := &p.Items[at]
-			from, to, ok := e.edit(r, it, spares[(round*2+k/len(edits))%len(spares)])
+			path, from, to, ok := r.editPlan(p, lines, at, e, spares[(round*2+k/len(edits))%len(spares)], fmt.Sprintf("edited-%d-%d-%s.jsonl", round, k, e.name))
 			if !ok {
 				continue
 			}
-			field := jsonField(e.name, it)
-			line := lines[at]
-			changed := bytes.Replace(line, []byte(fmt.Sprintf("%q:%s", field, from)), []byte(fmt.Sprintf("%q:%s", field, to)), 1)
-			if bytes.Equal(changed, line) {
-				r.fatalf("setup: plan line %d has no %s %s: %s", at+1, field, from, line)
-			}
-			path := r.path(fmt.Sprintf("edited-%d-%d-%s.jsonl", round, k, e.name))
-			var b bytes.Buffer
-			for i, l := range lines {
-				if i == at {
-					l = changed
-				}
-				b.Write(l)
-			}
-			r.must(os.WriteFile(path, b.Bytes(), 0o600))
 			v := 0
 			if prefix {
 				v = 1
@@ -124,6 +110,33 @@ func runEdited(r *rig, sz sizes) {
 	r.t.note("seed %d: %d items; %d edited plans refused: %d with every item before the edit settled, all with zero API calls (%d); %d at any item the journal holds, %d of them with zero API calls (the others went on with items before the edit)",
 		r.seed, len(p.Items), edited[0]+edited[1], edited[1], silent[1], edited[0], silent[0])
 	r.finish(p, j)
+}
+
+// editPlan writes a copy of plan p (its lines) named name, with item at
+// edited by e, and returns its path and the old and new
+// values as refund's message quotes them; ok is false when the edit does
+// not apply to the item.
+func (r *rig) editPlan(p *plan, lines [][]byte, at int, e planEdit, spare stripesim.Charge, name string) (path, from, to string, ok bool) {
+	it := &p.Items[at]
+	if from, to, ok = e.edit(r, it, spare); !ok {
+		return "", "", "", false
+	}
+	field := jsonField(e.name, it)
+	line := lines[at]
+	changed := bytes.Replace(line, []byte(fmt.Sprintf("%q:%s", field, from)), []byte(fmt.Sprintf("%q:%s", field, to)), 1)
+	if bytes.Equal(changed, line) {
+		r.fatalf("setup: plan line %d has no %s %s: %s", at+1, field, from, line)
+	}
+	var b bytes.Buffer
+	for i, l := range lines {
+		if i == at {
+			l = changed
+		}
+		b.Write(l)
+	}
+	path = r.path(name)
+	r.must(os.WriteFile(path, b.Bytes(), 0o600))
+	return path, from, to, true
 }
 
 // jsonField is the plan field an edit of kind changes.

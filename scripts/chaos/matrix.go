@@ -55,13 +55,17 @@ type sizes struct {
 	AdyenFaultItems, AdyenFaultRounds   int
 	AdyenKeyAgeItems, AdyenKeyAgeRounds int
 
-	// PostgreSQL rows: batch sizes, and kills, stops or database restarts
-	// per seed (the faults row runs up to FaultRounds rounds).
-	PGKillItems, PGKills       int // 4 workers under kill -9
-	PGStopItems, PGStops       int // a worker stopped past its lease
-	PGRestartItems, PGRestarts int // the database crashed or shut down
-	PGFaultItems               int // 500s, drops, 504s, 429s, 4 workers
-	PGReshardItems             int // 1 worker, then 4, then 2
+	// Shared-checkpoint rows (PostgreSQL, NATS): batch sizes, and kills,
+	// stops or server restarts per seed (the faults row runs up to
+	// FaultRounds rounds).
+	SharedKillItems, SharedKills       int // 4 workers under kill -9
+	SharedStopItems, SharedStops       int // a worker stopped past its lease
+	SharedRestartItems, SharedRestarts int // the server crashed or shut down
+	SharedFaultItems                   int // 500s, drops, 504s, 429s, 4 workers
+	SharedReshardItems                 int // 1 worker, then 4, then 2
+	// NATS operator rows besides the file journal's (NewBatch*, Edit*):
+	// reruns on a wrong URL or NAME.
+	WrongURLItems int
 }
 
 var quickSizes = sizes{
@@ -93,11 +97,12 @@ var quickSizes = sizes{
 	AdyenFaultItems: 40, AdyenFaultRounds: 3,
 	AdyenKeyAgeItems: 30, AdyenKeyAgeRounds: 2,
 
-	PGKillItems: 120, PGKills: 6,
-	PGStopItems: 60, PGStops: 1,
-	PGRestartItems: 80, PGRestarts: 2,
-	PGFaultItems:   80,
-	PGReshardItems: 100,
+	SharedKillItems: 120, SharedKills: 6,
+	SharedStopItems: 60, SharedStops: 1,
+	SharedRestartItems: 80, SharedRestarts: 2,
+	SharedFaultItems:   80,
+	SharedReshardItems: 100,
+	WrongURLItems:      40,
 }
 
 var fullSizes = sizes{
@@ -134,13 +139,14 @@ var fullSizes = sizes{
 	AdyenFaultItems: 600, AdyenFaultRounds: 10,
 	AdyenKeyAgeItems: 800, AdyenKeyAgeRounds: 10,
 
-	// The PostgreSQL rows wait out leases (2-3 s) after every kill, stop
-	// and database restart: sized for minutes, not an hour.
-	PGKillItems: 2000, PGKills: 40,
-	PGStopItems: 600, PGStops: 6,
-	PGRestartItems: 1000, PGRestarts: 8,
-	PGFaultItems:   600,
-	PGReshardItems: 1500,
+	// The shared-checkpoint rows wait out leases (2-3 s) after every kill,
+	// stop and server restart: sized for minutes, not an hour.
+	SharedKillItems: 2000, SharedKills: 40,
+	SharedStopItems: 600, SharedStops: 6,
+	SharedRestartItems: 1000, SharedRestarts: 8,
+	SharedFaultItems:   600,
+	SharedReshardItems: 1500,
+	WrongURLItems:      1000,
 }
 
 // scenario is one row of the matrix.
@@ -183,11 +189,20 @@ var scenarios = []scenario{
 	{"exec-kill9-nofind", "exec (curl), no --exec-find: kill -9 with commands in flight", whatExecKill9NoFind, onExec(false, execKillSizes(runKill9))},
 	{"exec-doubt", "exec (curl): exit 75, exit 1, timeouts; reconciled", whatExecDoubt, onExec(true, runExecDoubt)},
 
-	{"pg-kill9", "PostgreSQL: 4 workers, kill -9 at random moments", whatPGKill9, runPGKill9},
-	{"pg-sigstop", "PostgreSQL: a worker SIGSTOPped past its lease, resumed", whatPGSigstop, runPGSigstop},
-	{"pg-dbrestart", "PostgreSQL: the database crashes or restarts mid-batch", whatPGDBRestart, runPGDBRestart},
-	{"pg-faults", "PostgreSQL: 4 workers, 500s, lost answers, gateway 504s, 429s", whatPGFaults, runPGFaults},
-	{"pg-reshard", "PostgreSQL: workers added and removed mid-batch (1, 4, 2)", whatPGReshard, runPGReshard},
+	{"pg-kill9", "PostgreSQL: 4 workers, kill -9 at random moments", whatPGKill9, onPG(runSharedKill9)},
+	{"pg-sigstop", "PostgreSQL: a worker SIGSTOPped past its lease, resumed", whatPGSigstop, onPG(runSharedSigstop)},
+	{"pg-dbrestart", "PostgreSQL: the database crashes or restarts mid-batch", whatPGDBRestart, onPG(restartRow(pgDown))},
+	{"pg-faults", "PostgreSQL: 4 workers, 500s, lost answers, gateway 504s, 429s", whatPGFaults, onPG(runSharedFaults)},
+	{"pg-reshard", "PostgreSQL: workers added and removed mid-batch (1, 4, 2)", whatPGReshard, onPG(reshardRow(false))},
+
+	{"nats-kill9", "NATS: 4 workers, kill -9 at random moments", whatNATSKill9, onNATS(runSharedKill9)},
+	{"nats-sigstop", "NATS: a worker SIGSTOPped past its ack-wait, resumed", whatNATSSigstop, onNATS(runSharedSigstop)},
+	{"nats-restart", "NATS: the server killed -9 or stopped mid-batch, restarted", whatNATSRestart, onNATS(restartRow(natsDown))},
+	{"nats-faults", "NATS: 4 workers, 500s, lost answers, gateway 504s, 429s", whatNATSFaults, onNATS(runSharedFaults)},
+	{"nats-reshard", "NATS: workers added and removed mid-batch (1, 4, 2)", whatNATSReshard, onNATS(reshardRow(true))},
+	{"nats-newbatch", "NATS: new batch id on refunded charges, same and new NAME", whatNATSNewBatch, onNATS(runNATSNewBatch)},
+	{"nats-edited", "NATS: plan edited, a line dropped or added, refused", whatNATSEdited, onNATS(runNATSEdited)},
+	{"nats-wrongurl", "NATS: rerun with a wrong URL or NAME", whatNATSWrongURL, onNATS(runNATSWrongURL)},
 }
 
 func scenarioByName(name string) *scenario {

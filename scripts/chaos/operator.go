@@ -147,13 +147,25 @@ func (r *rig) joinPlans(name string, plans ...*plan) *plan {
 // every item must be held with nothing sent, exit 1. It returns the
 // look-ups made.
 func (r *rig) checkHeld(p *plan, path, other string) int64 {
+	snap := crashrig.TakeSnapshot(path)
+	lists := r.heldRun(p, "journal "+path, other, func() *proc {
+		pr := r.startRefund(path, p.Path)
+		r.wait(pr)
+		return pr
+	})
+	r.checkKept(snap)
+	r.checkHeldJournal(p, "journal "+path, path)
+	return lists
+}
+
+// heldRun runs p by run on charges batch other refunded (where names the
+// checkpoint): every item must be held with nothing sent, exit 1. It
+// returns the look-ups made.
+func (r *rig) heldRun(p *plan, where, other string, run func() *proc) int64 {
 	creates, lists := r.calls()
 	keys := r.sim.Creates()
-	snap := crashrig.TakeSnapshot(path)
-	pr := r.startRefund(path, p.Path)
-	r.wait(pr)
-	r.checkKept(snap)
-	what := fmt.Sprintf("batch %s on charges batch %s refunded, journal %s", p.Batch, other, path)
+	pr := run()
+	what := fmt.Sprintf("batch %s on charges batch %s refunded, %s", p.Batch, other, where)
 	r.expectExit(pr, what, exitFailed)
 	held := 0
 	for _, res := range r.results(pr) {
@@ -170,15 +182,20 @@ func (r *rig) checkHeld(p *plan, path, other string) int64 {
 	if creates2 != creates || r.sim.Creates() != keys {
 		r.t.Errorf("%s: %d create calls, want none", what, creates2-creates)
 	}
+	r.checkPayments()
+	return lists2 - lists
+}
+
+// checkHeldJournal checks that the journal at path (of the checkpoint
+// where names) holds every item of p as held.
+func (r *rig) checkHeldJournal(p *plan, where, path string) {
 	st, _, err := journal.Load(path)
 	r.must(err)
 	for _, it := range p.Items {
 		if s, _ := st.Lookup(p.Batch, it.Item.Item); s.Status != journal.StatusFailed || s.Code != refund.CodeRefundedByOtherBatch {
-			r.t.Errorf("%s: the journal says item %s is %v %q, want failed %s", what, it.Item.Item, s.Status, s.Code, refund.CodeRefundedByOtherBatch)
+			r.t.Errorf("%s: item %s is %v %q there, want failed %s", where, it.Item.Item, s.Status, s.Code, refund.CodeRefundedByOtherBatch)
 		}
 	}
-	r.checkPayments()
-	return lists2 - lists
 }
 
 const whatStale = "A batch of partial refunds is killed with SIGKILL at a random refund call, again and again. Before each kill, at another random call, the journal is copied as it is at that moment (a backup). " +

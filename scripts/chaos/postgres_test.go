@@ -50,8 +50,8 @@ func TestPGCheckKeptCountsLostRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.close()
-	b := &pgBatch{r: r, pool: pool}
-	snap, err := b.snapshot()
+	b := &sharedBatch{r: r, cp: &pgCheckpoint{pool: pool}}
+	snap, err := b.cp.snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}

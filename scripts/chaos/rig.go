@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/natsjs/natstest"
 	"github.com/refundkit/refundkit/refund/stripesim"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
@@ -50,6 +51,11 @@ type rig struct {
 	// retired are journals a scenario replaced or deleted on purpose: their
 	// intents still count for the write-ahead check.
 	retired []string
+
+	// shared opens the row's shared checkpoints (PostgreSQL, NATS) by a
+	// name of the rig's; natsSrv is the NATS server of a NATS row.
+	shared  func(r *rig, name string) sharedCheckpoint
+	natsSrv *natstest.Server
 }
 
 // abort unwinds a scenario run after a setup failure it cannot go on from;

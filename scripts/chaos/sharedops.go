@@ -1,0 +1,304 @@
+package main
+
+// Shared-checkpoint rows where the operator's world moves: the
+// checkpoint's server goes down under the workers, the provider misbehaves
+// for all of them, workers are added and removed mid-batch.
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund/stripesim"
+)
+
+// serverDown is how a row takes a checkpoint's server down: the kinds
+// injected, as the report names them, and the exits a worker may make
+// then (it is replaced).
+type serverDown struct {
+	crash, stop string
+	again       []int
+}
+
+// restartRow is the row whose server goes down with calls in flight, in
+// turn crashed and stopped cleanly, down 0.2 to 1.5 s each time.
+func restartRow(d serverDown) func(*rig, sizes) {
+	return func(r *rig, sz sizes) { runSharedRestart(r, sz, d) }
+}
+
+func runSharedRestart(r *rig, sz sizes, d serverDown) {
+	b := r.newSharedBatch(sz.SharedRestartItems, stripesim.Faults{LatencyJitter: time.Millisecond}, r.t.Name, sharedShortLease)
+	type down struct {
+		snap  recordSnapshot
+		crash bool
+	}
+	downs := make(chan down, sz.SharedRestarts)
+	var up sync.RWMutex // held for writing while the server is down
+	var crashes, stops atomic.Int64
+	rng := rand.New(rand.NewPCG(r.seed, 12))
+	gap := int64(max(2, len(b.p.Items)*2/3/(sz.SharedRestarts+1)))
+	var mu sync.Mutex
+	mark, over := 1+rng.Int64N(gap), false
+	r.sim.OnCreate(func(n int64, _ string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if over || n < mark || crashes.Load()+stops.Load() >= int64(sz.SharedRestarts) || !up.TryLock() {
+			return
+		}
+		mark = n + 1 + rng.Int64N(gap)
+		snap, err := b.cp.snapshot()
+		if err != nil {
+			up.Unlock()
+			return
+		}
+		crash := (crashes.Load()+stops.Load())%2 == 0
+		if err := b.cp.down(crash); err != nil {
+			r.t.Errorf("stop the checkpoint's server: %v", err)
+			up.Unlock()
+			return
+		}
+		if crash {
+			crashes.Add(1)
+		} else {
+			stops.Add(1)
+		}
+		downs <- down{snap, crash}
+	})
+	defer r.sim.OnCreate(nil)
+
+	restarted := make(chan struct{})
+	go func() {
+		defer close(restarted)
+		drng := rand.New(rand.NewPCG(r.seed, 13))
+		for dn := range downs {
+			time.Sleep(time.Duration(200+drng.IntN(1300)) * time.Millisecond) // how long the server is down: the fault itself
+			var err error
+			for range 3 {
+				if err = b.cp.up(); err == nil {
+					break
+				}
+			}
+			if err != nil {
+				r.t.Errorf("start the checkpoint's server again: %v", err)
+			}
+			up.Unlock()
+			what := "after a clean shutdown"
+			if dn.crash {
+				what = "after a crash"
+			}
+			b.checkKept(dn.snap, what)
+		}
+	}()
+	gate := func() { up.RLock(); up.RUnlock() }
+	before, err := b.cp.snapshot()
+	r.must(err)
+	ends := b.crew(4, "a worker while the checkpoint's server goes down", gate, d.again...)
+	mu.Lock()
+	over = true
+	close(downs)
+	mu.Unlock()
+	<-restarted
+	b.checkKept(before, "at the end")
+	r.t.inject(d.crash, int(crashes.Load()))
+	r.t.inject(d.stop, int(stops.Load()))
+	r.t.note("seed %d: 4 workers, %d items; %d %s and %d %s with calls in flight; workers replaced after %s",
+		r.seed, len(b.p.Items), crashes.Load(), d.crash, stops.Load(), d.stop, exitsText(ends))
+	b.finish(nil)
+}
+
+// exitsText says how many workers exited with each code, in order.
+func exitsText(ends map[int]int) string {
+	codes := slices.Sorted(maps.Keys(ends))
+	if len(codes) == 0 {
+		return "no exit but 0"
+	}
+	var parts []string
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%d exit %d", ends[c], c))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func runSharedFaults(r *rig, sz sizes) {
+	faults := stripesim.Faults{
+		ErrorBeforeCommitShare: 0.1,
+		ErrorAfterCommitShare:  0.1,
+		DropAfterCommitShare:   0.1,
+		GatewayTimeoutShare:    0.1,
+		RateLimitShare:         0.2,
+		LatencyJitter:          2 * time.Millisecond,
+	}
+	b := r.newSharedBatch(sz.SharedFaultItems, faults, r.t.Name, sharedLease)
+	before, err := b.cp.snapshot()
+	r.must(err)
+	faultRounds, expiries := 0, 0
+	for range sz.FaultRounds {
+		faultRounds++
+		codes := b.round(4, "a worker under faults", nil, 0, exitFailed, exitStripe)
+		// Keys expire between rounds, as Stripe's do after 24 hours: the
+		// next round must find the refunds of items left in doubt by
+		// looking them up, not by a replay.
+		if r.sim.ForgetKeys() > 0 {
+			expiries++
+		}
+		if allZero(codes) {
+			break
+		}
+	}
+	r.calm()
+	extra := 0
+	if codes := b.round(4, "a worker after the faults stopped", nil, 0, exitFailed); !allZero(codes) {
+		b.round(4, "a worker with --resend-after-500", []string{"--resend-after-500"}, 0)
+		extra++
+	}
+	b.checkKept(before, "after the rounds")
+	st := r.sim.Stats()
+	r.t.inject("500 before commit", int(st.ErrorsBeforeCommit))
+	r.t.inject("500 after commit", int(st.ErrorsAfterCommit))
+	r.t.inject("answers dropped after commit", int(st.Dropped))
+	r.t.inject("gateway 504s while the refund went on", int(st.GatewayTimeouts))
+	r.t.inject("429 answers", int(st.RateLimited))
+	r.t.inject("key expiries", expiries)
+	r.t.note("seed %d: 4 workers, %d items; %d rounds with faults (keys forgotten after each), 1 after, %d with --resend-after-500; %d 500s before and %d after commit, %d answers dropped, %d gateway 504s, %d 429s; %d answers replayed, %d 409s",
+		r.seed, len(b.p.Items), faultRounds, extra, st.ErrorsBeforeCommit, st.ErrorsAfterCommit, st.Dropped, st.GatewayTimeouts, st.RateLimited, st.Replayed, st.KeyInUse)
+	b.finish(nil)
+}
+
+// round runs n workers at once with extra flags and waits for them all;
+// each must exit with one of want. It returns their exit codes.
+func (b *sharedBatch) round(n int, what string, extra []string, want ...int) []int {
+	ws := make([]*sharedWorker, n)
+	for k := range ws {
+		ws[k] = b.start(extra...)
+	}
+	codes := make([]int, n)
+	for k, w := range ws {
+		<-w.done
+		b.r.expectExit(w.proc, what, want...)
+		codes[k] = w.Code
+	}
+	return codes
+}
+
+func allZero(codes []int) bool {
+	return !slices.ContainsFunc(codes, func(c int) bool { return c != 0 })
+}
+
+// reshardRow is the row whose workers come and go. strands says that the
+// checkpoint strands the items a worker stopped by SIGTERM gives back
+// before any call (NATS terminates their messages): the workers left may
+// then exit 1 with them not started, for the worker after them.
+func reshardRow(strands bool) func(*rig, sizes) {
+	return func(r *rig, sz sizes) { runSharedReshard(r, sz, strands) }
+}
+
+func runSharedReshard(r *rig, sz sizes, strands bool) {
+	b := r.newSharedBatch(sz.SharedReshardItems, stripesim.Faults{LatencyJitter: time.Millisecond}, r.t.Name, sharedLease)
+	total := int64(len(b.p.Items))
+	growAt, shrinkAt := max(1, total/5), max(2, total/2)
+	grow, shrink := make(chan struct{}), make(chan struct{})
+	r.sim.OnCreate(func(n int64, _ string) {
+		switch n {
+		case growAt:
+			close(grow)
+		case shrinkAt:
+			close(shrink)
+		}
+	})
+	defer r.sim.OnCreate(nil)
+	before, err := b.cp.snapshot()
+	r.must(err)
+
+	first := b.start()
+	select {
+	case <-grow:
+	case <-first.done:
+	}
+	added := []*sharedWorker{b.start(), b.start(), b.start()}
+	select {
+	case <-shrink:
+	case <-first.done:
+	}
+	termed, killed := added[0], added[1]
+	termed.Cmd.Process.Signal(syscall.SIGTERM)
+	killed.Cmd.Process.Kill()
+	removed := 0
+	for _, w := range []*sharedWorker{first, added[2]} {
+		<-w.done
+		if strands && w.Code == exitFailed && strings.Contains(w.Stderr.String(), "not started") {
+			continue
+		}
+		r.expectExit(w.proc, "a worker left after the others were removed", 0)
+	}
+	// The two left took every item the others left (a worker exits 0 only
+	// once nothing of the batch is left), or, where the checkpoint
+	// strands them, all but items given back before any call.
+	stranded := 0
+	if n, err := b.cp.unrefunded(b.p.Batch); err != nil {
+		r.t.Errorf("the items not refunded: %v", err)
+	} else if n > 0 && strands {
+		stranded = b.checkUnsent(n)
+	} else if n > 0 {
+		r.t.Errorf("the workers left exited 0 with %d items not refunded", n)
+	}
+	<-termed.done
+	if r.expectExit(termed.proc, "a worker stopped with SIGTERM", exitTerminated, 0) && termed.Code == exitTerminated {
+		removed++
+		if n := b.claimsOf(termed.name); n > 0 {
+			r.t.Errorf("the worker stopped with SIGTERM left %d claims behind", n)
+		}
+	}
+	<-killed.done
+	if r.expectExit(killed.proc, "a worker killed with SIGKILL", -int(syscall.SIGKILL), 0) && killed.Code != 0 {
+		removed++
+	}
+	last := b.start()
+	<-last.done
+	r.expectExit(last.proc, "a worker started after the batch was done", 0)
+	b.checkKept(before, "after the workers came and went")
+	r.t.inject("workers added mid-batch", 3)
+	r.t.inject("workers removed mid-batch (SIGTERM, SIGKILL)", removed)
+	left := ""
+	if strands {
+		left = fmt.Sprintf("; %d items the stopped worker gave back before any call left by the two for the worker after them", stranded)
+	}
+	r.t.note("seed %d: %d items; 1 worker, 4 from call %d, 2 from call %d (one stopped with SIGTERM: exit %d, one killed: exit %d); %d refunds created%s",
+		r.seed, len(b.p.Items), growAt, shrinkAt, termed.Code, killed.Code, r.sim.Stats().RefundsCreated, left)
+	b.finish(nil)
+}
+
+// claimsOf counts the batch's items whose live claim is worker's.
+func (b *sharedBatch) claimsOf(worker string) int {
+	n := 0
+	for _, it := range b.p.Items {
+		c, err := b.cp.claim(b.p.Batch, it.Item.Item)
+		if err != nil {
+			b.r.t.Errorf("the claim of item %s: %v", it.Item.Item, err)
+			continue
+		}
+		if c.Worker == worker {
+			n++
+		}
+	}
+	return n
+}
+
+// checkUnsent checks that the n items of the batch not refunded have no
+// intent in the checkpoint (nothing was ever sent for them), and returns n.
+func (b *sharedBatch) checkUnsent(n int) int {
+	st, _, err := journal.Load(b.exportFile())
+	b.r.must(err)
+	for _, it := range b.p.Items {
+		if s, known := st.Lookup(b.p.Batch, it.Item.Item); known && s.Sent && s.Status != journal.StatusRefunded {
+			b.r.t.Errorf("item %s, left by the workers that exited, was sent (%v): only items given back before any call may be left", it.Item.Item, s.Status)
+		}
+	}
+	return n
+}
