@@ -5,9 +5,13 @@ package refund
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
@@ -53,6 +57,57 @@ type Claims interface {
 
 // ErrClaimLost is what the error of a claim another run took is (errors.Is).
 var ErrClaimLost = errors.New("claim lost")
+
+// LostClaimError is a write or a call for an item whose claim this run no
+// longer holds: its lease ran out (the run was paused, or cut off from the
+// checkpoint) and another run may have taken the item. Nothing more is
+// sent for it by this run.
+type LostClaimError struct {
+	Batch, Item string
+	Why         string
+}
+
+// Is makes a lost claim ErrClaimLost.
+func (e *LostClaimError) Is(target error) bool { return target == ErrClaimLost }
+
+func (e *LostClaimError) Error() string {
+	return fmt.Sprintf("claim of item %q of batch %q lost: %s; another worker may hold it now, and this one sends nothing more", e.Item, e.Batch, e.Why)
+}
+
+// Scrub removes each secret from err's message, keeping err for
+// errors.Is and errors.As: how a shared checkpoint's errors name a
+// password or token they were given.
+func Scrub(err error, secrets ...string) error {
+	for _, secret := range secrets {
+		if err != nil && secret != "" && strings.Contains(err.Error(), secret) {
+			err = &scrubbed{msg: strings.ReplaceAll(err.Error(), secret, "xxxxx"), err: err}
+		}
+	}
+	return err
+}
+
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (s *scrubbed) Error() string { return s.msg }
+func (s *scrubbed) Unwrap() error { return s.err }
+
+// DefaultWorker names a worker of a shared checkpoint given no --worker:
+// its host and process, and a random part so that a pid reused on the
+// host after a crash is another worker.
+func DefaultWorker() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
+}
 
 // PlanLine is a plan item and the line of the plan that holds it.
 type PlanLine struct {

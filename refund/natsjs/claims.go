@@ -600,7 +600,7 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 	cl := c.held[k]
 	if cl == nil {
 		c.mu.Unlock()
-		return &LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
+		return &refund.LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
 	}
 	if time.Now().Before(cl.deadline) {
 		c.mu.Unlock()
@@ -621,7 +621,7 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 	}
 	if err != nil || e.Revision() != rev {
 		c.drop(k)
-		return &LostClaimError{Batch: batch, Item: item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
+		return &refund.LostClaimError{Batch: batch, Item: item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
 	}
 	c.mu.Lock()
 	if c.held[k] == cl {
@@ -696,7 +696,7 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 	cl := c.held[k]
 	c.mu.Unlock()
 	if cl == nil {
-		return nil, &LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
+		return nil, &refund.LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
 	}
 	me := lockValue{Batch: batch, Item: item, Gen: cl.val.Gen, Worker: c.worker, Lease: int64(c.leaseNow())}
 	var taken []string

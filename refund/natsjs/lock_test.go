@@ -93,7 +93,7 @@ func TestLockOfPausedHolderFencesIt(t *testing.T) {
 		t.Fatalf("the lock of a holder paused for %s is never free: %v", 20*lease, err)
 	}
 	defer unlock()
-	var lost *LostClaimError
+	var lost *refund.LostClaimError
 	if err := holder.Append(intent("B", x.Item, "ch_same")); !errors.As(err, &lost) {
 		t.Fatalf("the paused holder wrote an intent after its claim was ended: %v", err)
 	}

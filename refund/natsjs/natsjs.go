@@ -17,7 +17,6 @@ package natsjs
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -249,7 +248,7 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 		opts.Lease = 30 * time.Second
 	}
 	if opts.Worker == "" {
-		opts.Worker = defaultWorker()
+		opts.Worker = refund.DefaultWorker()
 	}
 	if opts.Warn == nil {
 		opts.Warn = func(string) {}
@@ -465,18 +464,6 @@ func (c *Checkpoint) Close() error {
 	return nil
 }
 
-func defaultWorker() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown"
-	}
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return fmt.Sprintf("%s:%d", host, os.Getpid())
-	}
-	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
-}
-
 // Error is a failure of the checkpoint's servers, named by what was being
 // done; it never holds a secret.
 type Error struct {
@@ -491,20 +478,11 @@ func (c *Checkpoint) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var lost *LostClaimError
+	var lost *refund.LostClaimError
 	if errors.As(err, &lost) {
 		return err
 	}
-	msg := err.Error()
-	for _, s := range c.secrets {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "xxxxx")
-		}
-	}
-	if msg != err.Error() {
-		err = errors.New(msg)
-	}
-	return &Error{Op: op, Err: err}
+	return &Error{Op: op, Err: refund.Scrub(err, c.secrets...)}
 }
 
 // ConfigError is a URL that does not parse: a usage error.
@@ -537,21 +515,5 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("nats checkpoint: the value of %s is corrupt: %v", e.Key, e.Err)
 }
 func (e *CorruptError) Unwrap() error { return e.Err }
-
-// LostClaimError is a write or a call for an item whose claim this run no
-// longer holds: its ack-wait ran out (the run was paused, or cut off from
-// the servers) and another run may have taken the item. Nothing more is
-// sent for it by this run.
-type LostClaimError struct {
-	Batch, Item string
-	Why         string
-}
-
-// Is makes a lost claim refund.ErrClaimLost.
-func (e *LostClaimError) Is(target error) bool { return target == refund.ErrClaimLost }
-
-func (e *LostClaimError) Error() string {
-	return fmt.Sprintf("claim of item %q of batch %q lost: %s; another worker may hold it now, and this one sends nothing more", e.Item, e.Batch, e.Why)
-}
 
 var _ refund.Claims = (*Checkpoint)(nil)

@@ -21,7 +21,7 @@ type cached struct {
 
 // Append writes recs, all of one item this run holds, as one new value of
 // the item under the revision its claim last wrote or read: a claim
-// another run took since fails with a *LostClaimError, and nothing is
+// another run took since fails with a *refund.LostClaimError, and nothing is
 // written. A refund the records credit is first bound to the item (a key
 // per refund id, made only where none is): a refund is credited to one
 // item, ever. The server acknowledges the write once it stored it
@@ -38,7 +38,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	cl := c.held[k]
 	if cl == nil {
 		c.mu.Unlock()
-		return &LostClaimError{Batch: k.batch, Item: k.item, Why: "this run holds no claim of it"}
+		return &refund.LostClaimError{Batch: k.batch, Item: k.item, Why: "this run holds no claim of it"}
 	}
 	v := *cl.val
 	v.Records = slices.Clip(v.Records)
@@ -78,10 +78,10 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	switch {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 		c.drop(k)
-		return &LostClaimError{Batch: k.batch, Item: k.item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
+		return &refund.LostClaimError{Batch: k.batch, Item: k.item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
 	case errors.Is(err, context.DeadlineExceeded):
 		c.drop(k)
-		return &LostClaimError{Batch: k.batch, Item: k.item, Why: "a write of it was not acknowledged within its lease (was this worker paused, or cut off from the servers?): it may or may not be stored"}
+		return &refund.LostClaimError{Batch: k.batch, Item: k.item, Why: "a write of it was not acknowledged within its lease (was this worker paused, or cut off from the servers?): it may or may not be stored"}
 	case err != nil:
 		return c.wrap("append", err)
 	}

@@ -196,7 +196,7 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 	cl := c.held[k]
 	if cl == nil {
 		c.mu.Unlock()
-		return &LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
+		return &refund.LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
 	}
 	if time.Now().Before(cl.deadline) {
 		c.mu.Unlock()
@@ -231,7 +231,7 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 		if claims > 0 {
 			why = "the lease of its payment's lock ran out and another item of the payment took it (was this worker paused, or cut off from the database?)"
 		}
-		return &LostClaimError{Batch: batch, Item: item, Why: why}
+		return &refund.LostClaimError{Batch: batch, Item: item, Why: why}
 	}
 	c.mu.Lock()
 	if cl := c.held[k]; cl != nil && cl.gen == gen {

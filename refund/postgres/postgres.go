@@ -10,7 +10,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/url"
@@ -90,7 +89,7 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		for _, pw := range passwordsIn(connString) {
-			err = scrub(err, pw)
+			err = refund.Scrub(err, pw)
 		}
 		return nil, &ConfigError{URL: Redact(connString), Err: err}
 	}
@@ -104,7 +103,7 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(max(opts.Lease/2, time.Second).Milliseconds(), 10)
 	cfg.ConnConfig.RuntimeParams["application_name"] = "refundkit"
 	if opts.Worker == "" {
-		opts.Worker = defaultWorker()
+		opts.Worker = refund.DefaultWorker()
 	}
 	c := &Checkpoint{secrets: secrets, worker: opts.Worker, lease: opts.Lease, held: map[key]*claim{}, done: map[key]bool{}, states: map[string]*journal.State{}}
 	c.pool, err = pgxpool.NewWithConfig(ctx, cfg)
@@ -173,7 +172,7 @@ func Migrate(ctx context.Context, connString string) error {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		for _, pw := range passwordsIn(connString) {
-			err = scrub(err, pw)
+			err = refund.Scrub(err, pw)
 		}
 		return &ConfigError{URL: Redact(connString), Err: err}
 	}
@@ -241,18 +240,6 @@ func (c *Checkpoint) close() {
 	c.pool.Close()
 }
 
-func defaultWorker() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown"
-	}
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return fmt.Sprintf("%s:%d", host, os.Getpid())
-	}
-	return fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b)
-}
-
 // Error is a failure of the checkpoint database, named by what was being
 // done; it never holds the password.
 type Error struct {
@@ -267,13 +254,11 @@ func (c *Checkpoint) wrap(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var lost *LostClaimError
+	var lost *refund.LostClaimError
 	if errors.As(err, &lost) {
 		return err
 	}
-	for _, secret := range c.secrets {
-		err = scrub(err, secret)
-	}
+	err = refund.Scrub(err, c.secrets...)
 	return &Error{Op: op, Err: err}
 }
 
@@ -292,38 +277,6 @@ type WorkerNameError struct{ Worker string }
 func (e *WorkerNameError) Error() string {
 	return fmt.Sprintf("worker name %q is held by a live worker (seen within a lease, not stopped): give each worker a name of its own, or none", e.Worker)
 }
-
-// LostClaimError is a write or a call for an item whose claim this run no
-// longer holds: its lease ran out (the run was paused, or cut off from the
-// database) and another run may have taken the item. Nothing more is sent
-// for it by this run.
-type LostClaimError struct {
-	Batch, Item string
-	Why         string
-}
-
-// Is makes a lost claim refund.ErrClaimLost.
-func (e *LostClaimError) Is(target error) bool { return target == refund.ErrClaimLost }
-
-func (e *LostClaimError) Error() string {
-	return fmt.Sprintf("claim of item %q of batch %q lost: %s; another worker may hold it now, and this one sends nothing more", e.Item, e.Batch, e.Why)
-}
-
-// scrub removes secret from err's message, keeping err for errors.Is.
-func scrub(err error, secret string) error {
-	if err == nil || secret == "" || !strings.Contains(err.Error(), secret) {
-		return err
-	}
-	return &scrubbed{msg: strings.ReplaceAll(err.Error(), secret, "xxxxx"), err: err}
-}
-
-type scrubbed struct {
-	msg string
-	err error
-}
-
-func (s *scrubbed) Error() string { return s.msg }
-func (s *scrubbed) Unwrap() error { return s.err }
 
 // Redact is url with its password, if any, replaced by xxxxx: how a
 // checkpoint is named in messages.

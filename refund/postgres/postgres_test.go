@@ -151,7 +151,7 @@ func TestClaimsAreExclusiveAndALostClaimIsFenced(t *testing.T) {
 		t.Fatalf("b's take-over: %+v, %v", got, err)
 	}
 	// a wakes: its writes are fenced, and nothing of them is kept.
-	var lost *LostClaimError
+	var lost *refund.LostClaimError
 	if err := a.Append(refunded(plan[0].Item, "re_late")); !errors.As(err, &lost) || lost.Item != "i1" {
 		t.Fatalf("a's append after losing its claim: %v", err)
 	}

@@ -15,7 +15,7 @@ import (
 // Append writes recs, each of an item this run holds a claim of, in one
 // transaction: the journal lines a file journal would hold, each fenced by
 // its claim's generation. A claim another run took fails the whole append
-// with a *LostClaimError, and nothing of it is written. PostgreSQL's commit
+// with a *refund.LostClaimError, and nothing of it is written. PostgreSQL's commit
 // (synchronous_commit on, its default) makes it durable before Append
 // returns.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
@@ -36,7 +36,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		cl := c.held[k]
 		if cl == nil {
 			c.mu.Unlock()
-			return &LostClaimError{Batch: r.Batch, Item: r.Item, Why: "this run holds no claim of it"}
+			return &refund.LostClaimError{Batch: r.Batch, Item: r.Item, Why: "this run holds no claim of it"}
 		}
 		line, err := journal.MarshalLine(nil, r)
 		if err != nil {
@@ -89,7 +89,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 				return err
 			}
 			if tag.RowsAffected() != int64(len(w.lines)) {
-				return &LostClaimError{Batch: w.k.batch, Item: w.k.item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
+				return &refund.LostClaimError{Batch: w.k.batch, Item: w.k.item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
 			}
 		}
 		return nil
@@ -102,7 +102,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		var tag pgconn.CommandTag
 		tag, err = c.pool.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held), w.payments)
 		if err == nil && tag.RowsAffected() != int64(len(w.lines)) {
-			err = &LostClaimError{Batch: w.k.batch, Item: w.k.item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
+			err = &refund.LostClaimError{Batch: w.k.batch, Item: w.k.item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
 		}
 	} else {
 		err = c.inTx(ctx, apply)
@@ -110,9 +110,9 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if errors.Is(err, context.DeadlineExceeded) && len(writes) == 1 {
 		// A lease went by with the write unfinished (a worker paused
 		// mid-write, a lock held elsewhere): the claim may be another's.
-		err = &LostClaimError{Batch: writes[0].k.batch, Item: writes[0].k.item, Why: "a write of it did not finish within a lease (was this worker paused, or cut off from the database?)"}
+		err = &refund.LostClaimError{Batch: writes[0].k.batch, Item: writes[0].k.item, Why: "a write of it did not finish within a lease (was this worker paused, or cut off from the database?)"}
 	}
-	var lost *LostClaimError
+	var lost *refund.LostClaimError
 	if errors.As(err, &lost) {
 		c.drop(key{lost.Batch, lost.Item})
 	}
