@@ -379,9 +379,10 @@ func consumerName(batch string) string {
 // claimant's once its value's generation is bumped under the revision it
 // read: a write of an earlier holder, whose ack-wait ran out, then fails.
 // Items settled meanwhile are acknowledged and passed over; an item this
-// run gave back unsettled is not taken again by it (it waits for the next
-// run). When it takes none, wait > 0 says items are still queued or held
-// by workers (one of them may die), 0 that the queues are empty.
+// run gave back unsettled is not taken again by it (another worker takes
+// it, or the next run). When it takes none, wait > 0 says items are still
+// queued or held by workers (one of them may die), 0 that nothing is left
+// but what this run leaves alone.
 func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund.Claimed, time.Duration, error) {
 	c.mu.Lock()
 	queues := c.batches
@@ -425,46 +426,58 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		if err != nil {
 			return nil, 0, c.wrap("claim", err)
 		}
-		if info.NumPending+uint64(info.NumAckPending) > uint64(c.leftHeldOf(q.batch)) {
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			continue
+		}
+		others, err := c.queuedForOthers(ctx, q.batch)
+		if err != nil {
+			return nil, 0, c.wrap("claim", err)
+		}
+		if others {
 			return nil, c.pollWait(), nil
 		}
 	}
 	return nil, 0, nil
 }
 
+// queuedForOthers reports whether the batch's queue holds an item this
+// run does not leave alone: one waiting, or held by a worker that may
+// die. The work stream holds one message per item until it is
+// acknowledged, so its subjects are the items still queued.
+func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, error) {
+	c.mu.Lock()
+	leaves := len(c.leaves) > 0
+	c.mu.Unlock()
+	if !leaves {
+		return true, nil
+	}
+	info, err := c.work.Info(ctx, jetstream.WithSubjectFilter(workSubject(c.loc.name)+"."+token(batch)+".>"))
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for subject := range info.State.Subjects {
+		b, item, err := c.parseWork(subject)
+		if err != nil || !c.leaves[key{b, item}] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // headerRetryHeld marks the message of a held item queued by a worker with
 // --allow-refunded-charges: only such a worker may work it, or end it.
 const headerRetryHeld = "Refundkit-Retry-Held"
 
-// leaveHeld gives msg, a held item queued for a retry this run may not
-// make, back to the queue for a worker that may.
-func (c *Checkpoint) leaveHeld(k key, msg jetstream.Msg) {
+// leave gives msg back to the queue, for another worker to take: this
+// run gave its item back, lost its claim, or may not make the retry it
+// was queued for. The run ends once only such items are left.
+func (c *Checkpoint) leave(k key, msg jetstream.Msg) {
 	msg.NakWithDelay(c.pollWait())
 	c.mu.Lock()
-	first := len(c.leftHeld) == 0
-	if c.leftHeld == nil {
-		c.leftHeld = map[key]bool{}
-	}
-	c.leftHeld[k] = true
+	c.leaves[k] = true
 	c.mu.Unlock()
-	if first {
-		c.opts.Warn(fmt.Sprintf("item %q of batch %q is held (a refund elsewhere on its charge) and was queued again by a worker with --allow-refunded-charges: this worker, without the flag, leaves such items to workers with it, and ends once only they are left", k.item, k.batch))
-	}
-}
-
-// leftHeldOf counts the items of batch this run left to workers with
-// --allow-refunded-charges: while no more are queued or held, the run has
-// nothing left to wait for.
-func (c *Checkpoint) leftHeldOf(batch string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for k := range c.leftHeld {
-		if k.batch == batch {
-			n++
-		}
-	}
-	return n
 }
 
 // consumerGone is an error when q's consumer no longer exists (deleted by
@@ -496,16 +509,10 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 		c.mu.Unlock()
 		return nil, nil
 	}
-	gaveBack, done := c.done[k]
+	leaves := c.leaves[k]
 	c.mu.Unlock()
-	if done {
-		if meta, err := msg.Metadata(); err == nil && meta.Sequence.Stream <= gaveBack {
-			msg.Term() // the message this run terminated, delivered before the server had the word
-		} else {
-			// Queued again since (by a run started beside this one) or
-			// another worker's: theirs to work, not this run's to end.
-			msg.NakWithDelay(c.pollWait())
-		}
+	if leaves {
+		c.leave(k, msg) // another worker's to take, or the next run's
 		return nil, nil
 	}
 	ik := itemKey(batch, item)
@@ -527,7 +534,10 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 			// Held, and queued again by a worker with
 			// --allow-refunded-charges: this one has not the flag, so
 			// it neither retries the item nor ends its message.
-			c.leaveHeld(k, msg)
+			c.leave(k, msg)
+			c.warnHeld.Do(func() {
+				c.opts.Warn(fmt.Sprintf("item %q of batch %q is held (a refund elsewhere on its charge) and was queued again by a worker with --allow-refunded-charges: this worker, without the flag, leaves such items to workers with it, and ends once only they are left", item, batch))
+			})
 			return nil, nil
 		}
 		if settled(st, known, retryHeld) {
@@ -635,15 +645,16 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 func (c *Checkpoint) drop(k key) {
 	c.mu.Lock()
 	delete(c.held, k)
-	c.done[k] = 0
+	c.leaves[k] = true
 	c.mu.Unlock()
 }
 
 // Release ends this run's claim. A settled item's message is acknowledged,
 // and the server's confirmation awaited: its outcome is stored already. An
-// item left unsettled (in doubt, pending, not looked up) is marked given
-// back, under the claim's fence, and its message terminated: the next
-// run's Load queues it again, and its look-up comes first.
+// item left unsettled (in doubt, pending, not started) is marked given
+// back, under the claim's fence, and its message delivered again at once:
+// another worker of the batch takes it (this run does not), or it waits in
+// the queue for the next run; its look-up comes first.
 func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	k := key{batch, item}
 	c.mu.Lock()
@@ -651,10 +662,7 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	delete(c.held, k)
 	done := cl != nil && settled(cl.state, cl.known, c.opts.RetryHeld)
 	if cl != nil && !done {
-		c.done[k] = ^uint64(0) // every delivery of it, unless its sequence is known
-		if meta, err := cl.msg.Metadata(); err == nil {
-			c.done[k] = meta.Sequence.Stream
-		}
+		c.leaves[k] = true
 	}
 	c.mu.Unlock()
 	if cl == nil {
@@ -674,7 +682,8 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 		}
 		return c.wrap("release claim", err)
 	}
-	if err := cl.msg.Term(); err != nil {
+	// Delivered again at once, to the other workers: this run leaves it.
+	if err := cl.msg.Nak(); err != nil {
 		return c.wrap("release claim", err)
 	}
 	return c.wrap("release claim", c.nc.FlushTimeout(c.margin()/3))

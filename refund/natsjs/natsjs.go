@@ -78,8 +78,8 @@ type Checkpoint struct {
 
 	mu        sync.Mutex
 	held      map[key]*claim
-	done      map[key]uint64 // given back unsettled (the stream sequence of the message terminated) or lost by this run: not claimed again by it
-	leftHeld  map[key]bool   // held items queued for a retry this run may not make (no --allow-refunded-charges)
+	leaves    map[key]bool // given back unsettled, lost, or held for a retry it may not make: left to other workers by this run
+	warnHeld  sync.Once
 	batches   []*batchQueue
 	planned   map[key]bool
 	cache     map[key]cached // a read-only Load's states
@@ -254,7 +254,7 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 		opts.Warn = func(string) {}
 	}
 	c := &Checkpoint{loc: loc, worker: opts.Worker, opts: opts, readOnly: readOnly,
-		held: map[key]*claim{}, done: map[key]uint64{}, planned: map[key]bool{}, leaseCut: make(chan struct{}, 1)}
+		held: map[key]*claim{}, leaves: map[key]bool{}, planned: map[key]bool{}, leaseCut: make(chan struct{}, 1)}
 	connOpts := []nats.Option{
 		nats.Name("refundkit " + opts.Worker),
 		nats.MaxReconnects(-1),
