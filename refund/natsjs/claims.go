@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 )
 
@@ -100,6 +101,9 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 	if err != nil {
 		return c.wrap("load plan of batch "+batch, err)
 	}
+	if afterReadItems != nil {
+		afterReadItems(batch)
+	}
 	if (ok || !c.readOnly) && !bytes.Equal(m.Digest, digest) {
 		if ok || m.LoadedBy != c.worker {
 			return c.planDiffers(batch, lines, docs, &m, items)
@@ -112,14 +116,9 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 		if e == nil {
 			continue
 		}
-		st, known, err := e.val.fold(itemKey(batch, pl.Item.Item))
+		st, known, err := checkStored(pl, e.val)
 		if err != nil {
 			return err
-		}
-		if known {
-			if err := refund.CheckBinding(pl.Item, st); err != nil {
-				return &refund.InputError{Line: pl.Line, Err: err}
-			}
 		}
 		if c.readOnly {
 			c.mu.Lock()
@@ -150,11 +149,32 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 	return nil
 }
 
+// afterReadItems, when set (tests), runs once a load has read the batch's
+// items and before it writes any.
+var afterReadItems func(batch string)
+
+// checkStored folds the records stored for plan line pl, which must agree
+// with every binding of the line, as a file journal's do.
+func checkStored(pl refund.PlanLine, v *itemValue) (journal.ItemState, bool, error) {
+	st, known, err := v.fold(itemKey(pl.Item.Batch, pl.Item.Item))
+	if err != nil {
+		return st, known, err
+	}
+	if known {
+		if err := refund.CheckBinding(pl.Item, st); err != nil {
+			return st, known, &refund.InputError{Line: pl.Line, Err: err}
+		}
+	}
+	return st, known, nil
+}
+
 // storeItems stores the value of every line the checkpoint has none of,
 // and gives imported records the plan line they lacked; items is updated.
 func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refund.PlanLine, docs []string, items map[key]*entry) error {
 	var acks []jetstream.PubAckFuture
 	var made []key
+	var madeLines []refund.PlanLine
+	var madeAt []int
 	// The acknowledgments are awaited a window at a time: the client
 	// refuses more than a few thousand outstanding (a server that syncs
 	// every write answers them slower than they are sent).
@@ -167,18 +187,27 @@ func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refun
 				if !isWrongLastSeq(err) {
 					return c.wrap("store plan of batch "+batch, err)
 				}
-				// Stored by another loader: read it back for its revision.
+				// Stored by another loader, or by an import: read it back
+				// for its revision, and check what an import wrote.
 				var v itemValue
 				rev, ok, err := getJSON(ctx, c.kv, itemKey(made[i].batch, made[i].item), &v)
 				if err != nil || !ok {
 					return c.wrap("store plan of batch "+batch, cmpErr(err, "the item's value vanished"))
 				}
+				if _, _, err := checkStored(madeLines[i], &v); err != nil {
+					return err
+				}
 				items[made[i]] = &entry{rev: rev, val: &v}
+				if len(v.Plan) == 0 {
+					if err := c.givePlan(ctx, madeLines[i], docs[madeAt[i]], items); err != nil {
+						return err
+					}
+				}
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		}
-		acks, made = acks[:0], made[:0]
+		acks, made, madeLines, madeAt = acks[:0], made[:0], madeLines[:0], madeAt[:0]
 		return nil
 	}
 	for i, pl := range lines {
@@ -201,22 +230,54 @@ func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refun
 				return c.wrap("store plan of batch "+batch, err)
 			}
 			acks = append(acks, f)
-			made = append(made, k)
+			made, madeLines, madeAt = append(made, k), append(madeLines, pl), append(madeAt, i)
 			items[k] = &entry{val: v}
 		case len(e.val.Plan) == 0:
-			v := *e.val
-			v.Line, v.Plan = pl.Line, json.RawMessage(docs[i])
-			body, _ := json.Marshal(&v)
-			rev, err := c.kv.Update(ctx, itemKey(batch, pl.Item.Item), body, e.rev)
-			if err != nil {
-				return c.wrap("store plan of batch "+batch, err)
+			if err := c.givePlan(ctx, pl, docs[i], items); err != nil {
+				return err
 			}
-			items[k] = &entry{rev: rev, val: &v}
 		case string(e.val.Plan) != docs[i]:
 			return &CorruptError{Key: itemKey(batch, pl.Item.Item), Err: fmt.Errorf("the stored item differs from the plan of the same digest: %s", refund.FieldsDiffer(pl.Item, string(e.val.Plan)))}
 		}
 	}
 	return drain()
+}
+
+// givePlan gives the records imported for plan line pl, before the plan,
+// the line they lacked. An import or a worker writing the item meanwhile
+// moves its revision on: it is read, and checked, again.
+func (c *Checkpoint) givePlan(ctx context.Context, pl refund.PlanLine, doc string, items map[key]*entry) error {
+	k := key{pl.Item.Batch, pl.Item.Item}
+	ik := itemKey(k.batch, k.item)
+	for {
+		e := items[k]
+		if len(e.val.Plan) > 0 {
+			if string(e.val.Plan) != doc {
+				return &CorruptError{Key: ik, Err: fmt.Errorf("the stored item differs from the plan of the same digest: %s", refund.FieldsDiffer(pl.Item, string(e.val.Plan)))}
+			}
+			return nil
+		}
+		v := *e.val
+		v.Line, v.Plan = pl.Line, json.RawMessage(doc)
+		body, _ := json.Marshal(&v)
+		rev, err := c.kv.Update(ctx, ik, body, e.rev)
+		if err == nil {
+			items[k] = &entry{rev: rev, val: &v}
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return c.wrap("store plan of batch "+k.batch, err)
+		}
+		var now itemValue
+		rev, ok, err := getJSON(ctx, c.kv, ik, &now)
+		if err != nil || !ok {
+			return c.wrap("store plan of batch "+k.batch, cmpErr(err, "the item's value vanished"))
+		}
+		if _, _, err := checkStored(pl, &now); err != nil {
+			return err
+		}
+		items[k] = &entry{rev: rev, val: &now}
+	}
 }
 
 // publishWindow is how many asynchronous publishes a load has outstanding

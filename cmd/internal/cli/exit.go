@@ -77,6 +77,7 @@ func knownCode(err error) (int, bool) {
 		natsCorrupt *natsjs.CorruptError
 		natsConfig  *natsjs.ConfigError
 		natsUnsafe  *natsjs.DurabilityError
+		natsBusy    *natsjs.BusyError
 	)
 	switch {
 	case err == nil:
@@ -90,7 +91,7 @@ func knownCode(err error) (int, bool) {
 			return ExitJournal, true
 		}
 		return ExitProvider, true
-	case errors.As(err, &locked), errors.As(err, &pgBusy):
+	case errors.As(err, &locked), errors.As(err, &pgBusy), errors.As(err, &natsBusy):
 		return ExitLocked, true
 	case errors.As(err, &corrupt), errors.As(err, &version), errors.As(err, &pgCorrupt), errors.As(err, &natsCorrupt):
 		return ExitCorrupt, true

@@ -319,9 +319,6 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 	}
 	n, batches, err := x.imp.Import(ctx, f, "the merge of "+strings.Join(names, ", "), x.last)
 	if err != nil {
-		if errors.As(err, new(*natsjs.BusyError)) {
-			err = withCode(ExitLocked, err) // as a *postgres.BusyError
-		}
 		warnf(env.Stderr, name, "%s: %v", x.name, err)
 		if !errors.As(err, new(*natsjs.PartialImportError)) {
 			warnf(env.Stderr, name, "nothing was imported: the checkpoint is as it was")
