@@ -99,7 +99,13 @@ var (
 		{"ADYEN_API_BASE", "Adyen's API base URL (a simulator's, say)."},
 	}
 	envPG   = envDoc{"PG*", "With a postgres:// checkpoint, the PG* variables of libpq (PGHOST, PGUSER, PGPASSWORD, PGSSLMODE and the rest) fill in what the URL leaves out. Passwords are never printed."}
-	envNATS = envDoc{"NATS_CREDS, NATS_NKEY, NATS_USER, NATS_PASSWORD, NATS_TOKEN", "With a nats:// checkpoint and no credentials in its URL: a credentials file, an nkey seed file, a user and password, or a token (docs/nats.md). Never printed."}
+	envNATS = []envDoc{
+		{"NATS_CREDS", "With a nats:// checkpoint: a NATS credentials file (docs/nats.md)."},
+		{"NATS_NKEY", "With a nats:// checkpoint: an nkey seed file."},
+		{"NATS_USER", "With a nats:// checkpoint whose URL names no user: the user name."},
+		{"NATS_PASSWORD", "Its password. Never printed."},
+		{"NATS_TOKEN", "With a nats:// checkpoint: a token. Never printed."},
+	}
 )
 
 // commandDocs holds each command's summary, environment and examples.
@@ -114,7 +120,7 @@ var commandDocs = map[string]commandDoc{
 	},
 	"refund": {
 		summary: "refund a plan's items exactly once, journaling every step",
-		env:     concat(envStripe, envPayPal, envAdyen, []envDoc{envPG, envNATS}),
+		env:     concat(envStripe, envPayPal, envAdyen, []envDoc{envPG}, envNATS),
 		examples: []example{
 			{"Plan a batch and refund it through Stripe, journaled (run the same command again to resume)", "plan --batch 2026-11-refunds charges.csv | tee plan.jsonl | refund --journal refunds.jsonl"},
 			{"Refund through PayPal at half the account's rate limits", "refund --provider paypal --share 0.5 --journal pp.jsonl plan.jsonl"},
@@ -125,7 +131,7 @@ var commandDocs = map[string]commandDoc{
 	},
 	"audit": {
 		summary: "tell whether a batch was refunded exactly once",
-		env:     concat(envStripe, envPayPal, []envDoc{{"ADYEN_HMAC_KEY", "The HMAC key (hex) that verifies the notifications --notifications holds (--provider adyen). Never printed."}, envPG, envNATS}),
+		env:     concat(envStripe, envPayPal, []envDoc{{"ADYEN_HMAC_KEY", "The HMAC key (hex) that verifies the notifications --notifications holds (--provider adyen). Never printed."}, envPG}, envNATS),
 		examples: []example{
 			{"Offline: duplicates, items in doubt, failures, items never refunded", "audit --plan plan.jsonl refunds.jsonl"},
 			{"And ask Stripe itself for every charge's refunds", "audit --provider stripe --plan plan.jsonl refunds.jsonl"},
@@ -135,7 +141,7 @@ var commandDocs = map[string]commandDoc{
 	},
 	"journal-merge": {
 		summary: "merge refund journals into one",
-		env:     []envDoc{envPG, envNATS},
+		env:     concat([]envDoc{envPG}, envNATS),
 		examples: []example{
 			{"Merge the shards' journals, then audit the whole batch against its plan", "journal-merge -o all.jsonl refunds-1.jsonl refunds-2.jsonl refunds-3.jsonl"},
 			{"Compact a finished journal in place: one final record per item", "journal-merge --compact -o refunds.jsonl refunds.jsonl"},
