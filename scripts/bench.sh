@@ -3,7 +3,8 @@
 # its baselines and the old core, run in turn, and write the table to
 # BENCHMARKS.md.
 #
-#   make bench        (builds bin/ first, then runs this; about 35 minutes)
+#   make bench        (builds bin/ first, then runs this; about 50 minutes,
+#                     the NATS rows 17 of them)
 #
 # It installs what it compares against (jq) and GNU time when missing,
 # builds scripts/gen and scripts/bench, builds the old core's binaries from
