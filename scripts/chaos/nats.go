@@ -170,6 +170,10 @@ func (c *natsCheckpoint) up() error {
 	return c.reopen()
 }
 
+// strandsUnstarted: a worker's Release of an item it never wrote for
+// terminates the item's message, which no worker of the run gets again.
+func (c *natsCheckpoint) strandsUnstarted() bool { return true }
+
 // natsDown is how nats-restart takes the server down. A worker whose write
 // the server did not answer halts with exit 3; one whose items were left
 // in doubt by it exits 1.
@@ -181,7 +185,8 @@ const whatNATSKill9 = "Four `refund -j 8` workers share one NATS JetStream check
 
 const whatNATSSigstop = "Three `refund -j 4` workers on one NATS checkpoint (`--lease 2s`, the queue's ack-wait). Inside the simulator's create hook, the worker holding the item's claim is stopped with SIGSTOP, its call in flight (the simulator commits the refund; the answer waits for a stopped process). " +
 	"The rig waits until the checkpoint shows the item claimed by another worker (its claim generation moved on: the stop outlasted the ack-wait and the server redelivered the message), then resumes the worker with SIGCONT: it must find its claim lost (its write fenced by the item's revision) and halt with exit 3, saying the claim was lost, writing and sending nothing more; a new worker replaces it. " +
-	"The item's new holder looks it up and finds the refund, so nothing is refunded twice."
+	"The item's new holder looks it up and finds the refund, so nothing is refunded twice. " +
+	"A halted worker gives back the items it claimed and had not started; NATS leaves them to the next run instead of the workers still running (a defect this row found), so a worker may exit 1 with only such items left, not started: it is replaced, and counted."
 
 const whatNATSRestart = "Four `refund -j 8` workers on one NATS checkpoint (`--lease 2s`); inside the simulator's create hook, with calls in flight, the server goes down: killed with SIGKILL and stopped cleanly (SIGTERM), in turn. " +
 	"It stays down for 0.2 to 1.5 s, then starts again on the same store and ports. A worker whose write or claim the server did not answer halts with exit 3, having sent nothing after the failed write (one that left items in doubt exits 1); one that was waiting may ride it out. Halted workers are replaced once the server is up, until every worker has exited 0. " +

@@ -108,8 +108,8 @@ func runSharedRestart(r *rig, sz sizes, d serverDown) {
 	b.checkKept(before, "at the end")
 	r.t.inject(d.crash, int(crashes.Load()))
 	r.t.inject(d.stop, int(stops.Load()))
-	r.t.note("seed %d: 4 workers, %d items; %d %s and %d %s with calls in flight; workers replaced after %s",
-		r.seed, len(b.p.Items), crashes.Load(), d.crash, stops.Load(), d.stop, exitsText(ends))
+	r.t.note("seed %d: 4 workers, %d items; %d %s and %d %s with calls in flight; workers replaced after %s%s",
+		r.seed, len(b.p.Items), crashes.Load(), d.crash, stops.Load(), d.stop, exitsText(ends), b.strandedText())
 	b.finish(nil)
 }
 
@@ -191,15 +191,7 @@ func allZero(codes []int) bool {
 	return !slices.ContainsFunc(codes, func(c int) bool { return c != 0 })
 }
 
-// reshardRow is the row whose workers come and go. strands says that the
-// checkpoint strands the items a worker stopped by SIGTERM gives back
-// before any call (NATS terminates their messages): the workers left may
-// then exit 1 with them not started, for the worker after them.
-func reshardRow(strands bool) func(*rig, sizes) {
-	return func(r *rig, sz sizes) { runSharedReshard(r, sz, strands) }
-}
-
-func runSharedReshard(r *rig, sz sizes, strands bool) {
+func runSharedReshard(r *rig, sz sizes) {
 	b := r.newSharedBatch(sz.SharedReshardItems, stripesim.Faults{LatencyJitter: time.Millisecond}, r.t.Name, sharedLease)
 	total := int64(len(b.p.Items))
 	growAt, shrinkAt := max(1, total/5), max(2, total/2)
@@ -232,7 +224,7 @@ func runSharedReshard(r *rig, sz sizes, strands bool) {
 	removed := 0
 	for _, w := range []*sharedWorker{first, added[2]} {
 		<-w.done
-		if strands && w.Code == exitFailed && strings.Contains(w.Stderr.String(), "not started") {
+		if b.strandedExit(w) {
 			continue
 		}
 		r.expectExit(w.proc, "a worker left after the others were removed", 0)
@@ -243,7 +235,7 @@ func runSharedReshard(r *rig, sz sizes, strands bool) {
 	stranded := 0
 	if n, err := b.cp.unrefunded(b.p.Batch); err != nil {
 		r.t.Errorf("the items not refunded: %v", err)
-	} else if n > 0 && strands {
+	} else if n > 0 && b.cp.strandsUnstarted() {
 		stranded = b.checkUnsent(n)
 	} else if n > 0 {
 		r.t.Errorf("the workers left exited 0 with %d items not refunded", n)
@@ -266,7 +258,7 @@ func runSharedReshard(r *rig, sz sizes, strands bool) {
 	r.t.inject("workers added mid-batch", 3)
 	r.t.inject("workers removed mid-batch (SIGTERM, SIGKILL)", removed)
 	left := ""
-	if strands {
+	if b.cp.strandsUnstarted() {
 		left = fmt.Sprintf("; %d items the stopped worker gave back before any call left by the two for the worker after them", stranded)
 	}
 	r.t.note("seed %d: %d items; 1 worker, 4 from call %d, 2 from call %d (one stopped with SIGTERM: exit %d, one killed: exit %d); %d refunds created%s",
