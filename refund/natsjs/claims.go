@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -60,6 +61,7 @@ func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
 	c.mu.Lock()
 	c.batches = queues
 	c.mu.Unlock()
+	c.sayAlive(ctx)
 	return nil
 }
 
@@ -450,33 +452,44 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	c.mu.Unlock()
 	var out []refund.Claimed
 	for _, q := range queues {
-		if len(out) >= n {
-			break
-		}
-		start := time.Now()
-		msgs, err := q.cons.FetchNoWait(n - len(out))
-		if errors.Is(err, nats.ErrNoResponders) {
-			// A consumer another worker made a moment ago is not
-			// serving yet (or a server is restarting): ask again,
-			// unless it is gone.
-			return out, c.pollWait(), c.consumerGone(ctx, q)
-		}
-		if err != nil {
-			return nil, 0, c.wrap("claim", err)
-		}
-		for msg := range msgs.Messages() {
-			cl, err := c.take(ctx, msg, start, retryHeld)
+		// Messages this run passes over (items it leaves to others,
+		// settled ones) do not fill its slots: it asks again until the
+		// queue has no more to give now. A left item's message is delayed
+		// as it is given back, so it is not delivered again at once: were
+		// it counted, a run could be handed its own given-back items
+		// first, every time, and never the rest.
+		for len(out) < n {
+			start := time.Now()
+			ask := n - len(out)
+			msgs, err := q.cons.FetchNoWait(ask)
+			if errors.Is(err, nats.ErrNoResponders) {
+				// A consumer another worker made a moment ago is not
+				// serving yet (or a server is restarting): ask again,
+				// unless it is gone.
+				return out, c.pollWait(), c.consumerGone(ctx, q)
+			}
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, c.wrap("claim", err)
 			}
-			if cl != nil {
-				out = append(out, *cl)
+			got := 0
+			for msg := range msgs.Messages() {
+				got++
+				cl, err := c.take(ctx, msg, start, retryHeld)
+				if err != nil {
+					return nil, 0, err
+				}
+				if cl != nil {
+					out = append(out, *cl)
+				}
 			}
-		}
-		if err := msgs.Error(); errors.Is(err, nats.ErrNoResponders) && len(out) == 0 {
-			return nil, c.pollWait(), c.consumerGone(ctx, q)
-		} else if err != nil && !errors.Is(err, nats.ErrNoResponders) {
-			return nil, 0, c.wrap("claim", err)
+			if err := msgs.Error(); errors.Is(err, nats.ErrNoResponders) && len(out) == 0 {
+				return nil, c.pollWait(), c.consumerGone(ctx, q)
+			} else if err != nil && !errors.Is(err, nats.ErrNoResponders) {
+				return nil, 0, c.wrap("claim", err)
+			}
+			if got < ask {
+				break // nothing more to give now
+			}
 		}
 	}
 	if len(out) > 0 {
@@ -501,9 +514,11 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	return nil, 0, nil
 }
 
-// queuedForOthers reports whether the batch's queue holds an item this
-// run does not leave alone: one waiting, or held by a worker that may
-// die. The work stream holds one message per item until it is
+// queuedForOthers reports whether the run is to wait for the batch's
+// queue: it holds an item this run does not leave alone (waiting, or held
+// by a worker that may die), or one it left that another worker holds now
+// (which may settle it: the batch's tally, and this run's exit, wait for
+// that). The work stream holds one message per item until it is
 // acknowledged, so its subjects are the items still queued.
 func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, error) {
 	c.mu.Lock()
@@ -516,12 +531,50 @@ func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, e
 	if err != nil {
 		return false, err
 	}
+	var left []key
+	var gens []int64
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for subject := range info.State.Subjects {
 		b, item, err := c.parseWork(subject)
-		if err != nil || !c.leaves[key{b, item}] {
+		gen, leaves := c.leaves[key{b, item}]
+		if err != nil || !leaves {
+			c.mu.Unlock()
 			return true, nil
+		}
+		left = append(left, key{b, item})
+		gens = append(gens, gen)
+	}
+	c.mu.Unlock()
+	var live map[string]bool
+	for i, k := range left {
+		var v itemValue
+		_, ok, err := getJSON(ctx, c.kv, itemKey(k.batch, k.item), &v)
+		if err != nil || !ok {
+			return false, err
+		}
+		// Claimed since this run last saw it unheld, and not given back.
+		if v.Gen > gens[i] && !v.Released {
+			return true, nil
+		}
+		// Or a live worker of the batch has not given it back: it will
+		// take it, unless the item is held (only a worker with
+		// --allow-refunded-charges would; PostgreSQL's waits the same).
+		st, known, err := v.fold(itemKey(k.batch, k.item))
+		if err != nil {
+			return false, err
+		}
+		if settled(st, known, false) {
+			continue
+		}
+		if live == nil {
+			if live, err = c.liveWorkers(ctx, batch); err != nil {
+				return false, err
+			}
+		}
+		for w := range live {
+			if w != c.worker && !slices.Contains(v.ReleasedBy, w) {
+				return true, nil
+			}
 		}
 	}
 	return false, nil
@@ -534,10 +587,11 @@ const headerRetryHeld = "Refundkit-Retry-Held"
 // leave gives msg back to the queue, for another worker to take: this
 // run gave its item back, lost its claim, or may not make the retry it
 // was queued for. The run ends once only such items are left.
-func (c *Checkpoint) leave(k key, msg jetstream.Msg) {
+// gen is the item's claim generation as this run last saw it unheld.
+func (c *Checkpoint) leave(k key, msg jetstream.Msg, gen int64) {
 	msg.NakWithDelay(c.pollWait())
 	c.mu.Lock()
-	c.leaves[k] = true
+	c.leaves[k] = gen
 	c.mu.Unlock()
 }
 
@@ -570,13 +624,20 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 		c.mu.Unlock()
 		return nil, nil
 	}
-	leaves := c.leaves[k]
+	_, leaves := c.leaves[k]
 	c.mu.Unlock()
+	ik := itemKey(batch, item)
 	if leaves {
-		c.leave(k, msg) // another worker's to take, or the next run's
+		// Another worker's to take, or the next run's. Delivered, it is
+		// held by no one: its generation now is the last unheld one.
+		var v itemValue
+		if _, _, err := getJSON(ctx, c.kv, ik, &v); err != nil {
+			msg.NakWithDelay(c.pollWait())
+			return nil, c.wrap("claim", err)
+		}
+		c.leave(k, msg, v.Gen)
 		return nil, nil
 	}
-	ik := itemKey(batch, item)
 	for try := 0; ; try++ {
 		var v itemValue
 		rev, ok, err := getJSON(ctx, c.kv, ik, &v)
@@ -595,7 +656,7 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 			// Held, and queued again by a worker with
 			// --allow-refunded-charges: this one has not the flag, so
 			// it neither retries the item nor ends its message.
-			c.leave(k, msg)
+			c.leave(k, msg, v.Gen)
 			c.warnHeld.Do(func() {
 				c.opts.Warn(fmt.Sprintf("item %q of batch %q is held (a refund elsewhere on its charge) and was queued again by a worker with --allow-refunded-charges: this worker, without the flag, leaves such items to workers with it, and ends once only they are left", item, batch))
 			})
@@ -706,7 +767,7 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 func (c *Checkpoint) drop(k key) {
 	c.mu.Lock()
 	delete(c.held, k)
-	c.leaves[k] = true
+	c.leaves[k] = math.MaxInt64 // this run halts: it waits for no one
 	c.mu.Unlock()
 }
 
@@ -723,7 +784,7 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	delete(c.held, k)
 	done := cl != nil && settled(cl.state, cl.known, c.opts.RetryHeld)
 	if cl != nil && !done {
-		c.leaves[k] = true
+		c.leaves[k] = cl.val.Gen
 	}
 	c.mu.Unlock()
 	if cl == nil {
@@ -736,6 +797,9 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	}
 	v := *cl.val
 	v.Released = true
+	if !slices.Contains(v.ReleasedBy, c.worker) {
+		v.ReleasedBy = append(slices.Clip(v.ReleasedBy), c.worker)
+	}
 	body, _ := json.Marshal(&v)
 	if _, err := c.kv.Update(ctx, itemKey(batch, item), body, cl.rev); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
@@ -976,6 +1040,9 @@ func (c *Checkpoint) renewLoop() {
 			c.renew()
 		case <-t.C:
 			c.renew()
+			ctx, cancel := context.WithTimeout(context.Background(), c.margin()/3)
+			c.sayAlive(ctx)
+			cancel()
 		}
 	}
 }

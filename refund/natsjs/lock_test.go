@@ -236,7 +236,9 @@ func TestHeldItemQueuedForRetryIsLeftToAWorkerWithTheFlag(t *testing.T) {
 	if err := with.Load(context.Background(), plan); err != nil {
 		t.Fatal(err)
 	}
-	// The worker without the flag is delivered the item first, and ends.
+	// The worker without the flag is delivered the item first: it leaves
+	// it, and ends (it waits for no worker to retry a held item, as with
+	// PostgreSQL).
 	for {
 		cl, wait, err := without.Claim(context.Background(), 1, false)
 		if err != nil || len(cl) != 0 {
@@ -292,8 +294,8 @@ func TestClaimFromADeletedConsumerHalts(t *testing.T) {
 
 // Items a worker gives back before any call (stopped by SIGTERM, a look-up
 // that failed) go to the batch's other workers at once, not to the next
-// run; a worker alone with what it gave back ends instead of waiting for
-// itself.
+// run; a worker left with only what it gave back, held by no one, ends
+// instead of waiting for itself.
 func TestItemsGivenBackGoToTheOtherWorkers(t *testing.T) {
 	srv := reviewServer(t, false)
 	url := srv.URL("back")
@@ -337,11 +339,25 @@ func TestItemsGivenBackGoToTheOtherWorkers(t *testing.T) {
 			t.Fatalf("b claimed %s, which a holds", cl.Item)
 		}
 	}
-	// a gives back its last item: only items it leaves are queued, so it
-	// ends, though b still holds two.
+	// a gives back its last item: it waits while b holds the two it gave
+	// back (b may settle them: the batch's tally waits for that), and
+	// while b, alive, may take the third; it ends once b gave back the two
+	// and ended.
 	if err := a.Release(context.Background(), "B", got[2].Item); err != nil {
 		t.Fatal(err)
 	}
+	if cl, wait, err := a.Claim(context.Background(), 3, false); err != nil || len(cl) != 0 || wait == 0 {
+		t.Fatalf("a, while b holds the items it gave back, claimed %v (wait %s, %v)", cl, wait, err)
+	}
+	for _, cl := range taken {
+		if err := b.Release(context.Background(), "B", cl.Item); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cl, wait, err := a.Claim(context.Background(), 3, false); err != nil || len(cl) != 0 || wait == 0 {
+		t.Fatalf("a, while b is alive and may take the item a gave back last, claimed %v (wait %s, %v)", cl, wait, err)
+	}
+	b.Close()
 	for {
 		cl, wait, err := a.Claim(context.Background(), 3, false)
 		if err != nil || len(cl) != 0 {
@@ -351,5 +367,35 @@ func TestItemsGivenBackGoToTheOtherWorkers(t *testing.T) {
 			break
 		}
 		time.Sleep(wait)
+	}
+}
+
+// A run whose slots are as many as the items it gave back is not handed
+// those items again and again in place of the rest: the queue delivers
+// redeliveries first, and a claim that only passed messages over asks
+// again.
+func TestGivenBackItemsDoNotStarveAClaim(t *testing.T) {
+	srv := reviewServer(t, false)
+	c := reviewOpen(t, srv.URL("starve"), 5*time.Second, "w")
+	if err := c.Load(context.Background(), reviewPlan("B", 4, func(i int) string { return fmt.Sprintf("ch_%d", i) })); err != nil {
+		t.Fatal(err)
+	}
+	first, _, err := c.Claim(context.Background(), 2, false)
+	if err != nil || len(first) != 2 {
+		t.Fatalf("claim: %v %v", first, err)
+	}
+	for _, cl := range first {
+		if err := c.Release(context.Background(), "B", cl.Item); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next, _, err := c.Claim(context.Background(), 2, false)
+	if err != nil || len(next) != 2 {
+		t.Fatalf("the claim after two items were given back took %v (%v): it was handed them again instead of the two waiting", next, err)
+	}
+	for _, cl := range next {
+		if cl.Item == first[0].Item || cl.Item == first[1].Item {
+			t.Fatalf("claimed %s again, which this run gave back", cl.Item)
+		}
 	}
 }

@@ -62,15 +62,17 @@ type Options struct {
 // Checkpoint is a refund.Claims on NATS JetStream. Open makes one; Close
 // ends it.
 type Checkpoint struct {
-	loc     location
-	secrets []string
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	kv      jetstream.KeyValue // nil: read only, and the server holds no checkpoint of this name
-	work    jetstream.Stream
-	worker  string
-	opts    Options
-	lease   atomic.Int64 // time.Duration: leaseNow
+	loc      location
+	secrets  []string
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	kv       jetstream.KeyValue // nil: read only, and the server holds no checkpoint of this name
+	work     jetstream.Stream
+	kvStream jetstream.Stream // the bucket's own
+	presence jetstream.Stream // the live workers (presence.go); nil when read only
+	worker   string
+	opts     Options
+	lease    atomic.Int64 // time.Duration: leaseNow
 	// startSeq is the bucket's last sequence when this run opened it: a
 	// value written after it is of this run's time.
 	startSeq uint64
@@ -78,7 +80,7 @@ type Checkpoint struct {
 
 	mu        sync.Mutex
 	held      map[key]*claim
-	leaves    map[key]bool // given back unsettled, lost, or held for a retry it may not make: left to other workers by this run
+	leaves    map[key]int64 // given back unsettled, lost, or held for a retry it may not make: left to other workers by this run; the claim generation it last saw unheld
 	warnHeld  sync.Once
 	batches   []*batchQueue
 	planned   map[key]bool
@@ -87,6 +89,7 @@ type Checkpoint struct {
 	stopRenew chan struct{}
 	renewDone chan struct{}
 	leaseCut  chan struct{} // the lease was shortened: renewLoop's period follows
+	tallies   map[string]*tally
 	closeOnce sync.Once
 }
 
@@ -254,7 +257,7 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 		opts.Warn = func(string) {}
 	}
 	c := &Checkpoint{loc: loc, worker: opts.Worker, opts: opts, readOnly: readOnly,
-		held: map[key]*claim{}, leaves: map[key]bool{}, planned: map[key]bool{}, leaseCut: make(chan struct{}, 1)}
+		held: map[key]*claim{}, leaves: map[key]int64{}, planned: map[key]bool{}, leaseCut: make(chan struct{}, 1)}
 	connOpts := []nats.Option{
 		nats.Name("refundkit " + opts.Worker),
 		nats.MaxReconnects(-1),
@@ -303,6 +306,10 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 	if readOnly {
 		return c, nil
 	}
+	if err := c.openPresence(ctx); err != nil {
+		c.nc.Close()
+		return nil, err
+	}
 	c.stopRenew, c.renewDone = make(chan struct{}), make(chan struct{})
 	go c.renewLoop()
 	return c, nil
@@ -336,6 +343,7 @@ func (c *Checkpoint) openAssets(ctx context.Context) error {
 	if err != nil {
 		return c.wrap("open bucket "+bucket, err)
 	}
+	c.kvStream = kvStream
 	c.work, err = c.js.Stream(ctx, workStream(c.loc.name))
 	if errors.Is(err, jetstream.ErrStreamNotFound) && !c.readOnly {
 		c.work, err = c.js.CreateStream(ctx, jetstream.StreamConfig{
@@ -457,8 +465,16 @@ func (c *Checkpoint) Close() error {
 			}
 			c.held = map[key]*claim{}
 			c.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), c.margin()/3)
+			c.sayGone(ctx)
+			cancel()
 			c.nc.Flush()
 		}
+		c.mu.Lock()
+		for _, t := range c.tallies {
+			t.w.Stop()
+		}
+		c.mu.Unlock()
 		c.nc.Close()
 	})
 	return nil

@@ -215,38 +215,6 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	return out, nil
 }
 
-// Progress is the batches of the plan this run loaded, their items counted
-// by status: every worker's, as their values say now.
-func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
-	c.mu.Lock()
-	queues := c.batches
-	c.mu.Unlock()
-	var out []refund.BatchInfo
-	for _, q := range queues {
-		var m manifest
-		if _, _, err := getJSON(ctx, c.kv, planKey(q.batch), &m); err != nil {
-			return nil, c.wrap("tally", err)
-		}
-		items, err := c.readItems(ctx, itemsOf(q.batch))
-		if err != nil {
-			return nil, c.wrap("tally", err)
-		}
-		b := refund.BatchInfo{Batch: q.batch, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: map[string]int{}}
-		for k, e := range items {
-			if len(e.val.Plan) == 0 {
-				continue // records imported for an item the plan does not hold
-			}
-			st, _, err := e.val.fold(itemKey(k.batch, k.item))
-			if err != nil {
-				return nil, err
-			}
-			b.ByStatus[statusName(st)]++
-		}
-		out = append(out, b)
-	}
-	return out, nil
-}
-
 // statusName is an item's status as a tally counts it.
 func statusName(st journal.ItemState) string {
 	if st.Status == journal.StatusRefunded && st.Extras != "" {

@@ -58,6 +58,9 @@ type itemValue struct {
 	Gen      int64  `json:"gen"`
 	Worker   string `json:"worker,omitempty"`
 	Released bool   `json:"released,omitempty"`
+	// ReleasedBy lists the workers that gave it back unsettled: the other
+	// live workers of the batch will take it, and are waited for.
+	ReleasedBy []string `json:"released_by,omitempty"`
 	// BurnPending says the write of this value journaled an answer that
 	// burned the item's key; BurnRev is that write's revision once a
 	// later write knows it. A key burned after a run started is not sent

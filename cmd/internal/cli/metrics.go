@@ -21,7 +21,6 @@ import (
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
-	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 // --metrics-file: Prometheus' text format in a file, the node_exporter
@@ -192,7 +191,7 @@ type refundMetrics struct {
 
 	mu       sync.Mutex
 	own      map[string]*batchOwn // this run's results by batch (a file journal's progress)
-	tally    []postgres.BatchInfo // the checkpoint's, when it has one
+	tally    []refund.BatchInfo   // the checkpoint's, when it has one
 	shared   bool
 	complete bool // the whole plan was read: a file journal's total is known
 }
@@ -262,7 +261,7 @@ func (m *refundMetrics) result(r refund.Result) {
 }
 
 // batches takes the checkpoint's tally of the run's batches.
-func (m *refundMetrics) batches(bs []postgres.BatchInfo) {
+func (m *refundMetrics) batches(bs []refund.BatchInfo) {
 	if m == nil || bs == nil {
 		return
 	}
@@ -294,7 +293,7 @@ func (m *refundMetrics) refreshBatches() {
 }
 
 // tallyDone counts a batch's items with an outcome, all workers'.
-func tallyDone(b postgres.BatchInfo) int {
+func tallyDone(b refund.BatchInfo) int {
 	return b.ByStatus["refunded"] + b.ByStatus["pending"] + b.ByStatus["failed"] + b.ByStatus["duplicate"]
 }
 
@@ -442,7 +441,7 @@ func (c *refundCmd) startMetrics(msgs io.Writer, name string) (*refundMetrics, e
 	if c.MetricsEvery <= 0 {
 		return nil, fmt.Errorf("--metrics-every %s: want more than 0", c.MetricsEvery)
 	}
-	m := newRefundMetrics(c.MetricsFile, metricLabels(c.Worker, c.Shard), postgres.IsURL(c.Journal) && !c.DryRun, func(err error) {
+	m := newRefundMetrics(c.MetricsFile, metricLabels(c.Worker, c.Shard), isShared(c.Journal) && !c.DryRun, func(err error) {
 		warnf(msgs, name, "--metrics-file: %v (the run goes on)", err)
 	})
 	if err := m.file.write(); err != nil {
@@ -462,7 +461,7 @@ func (m *refundMetrics) finishOrWarn(exit int, planRead bool) {
 	}
 }
 
-// watchBatches watches the batch's tally, with a PostgreSQL checkpoint,
+// watchBatches watches the batch's tally, with a shared checkpoint,
 // when the progress line or the metrics show it: as often as the line
 // redraws its batch part (2s) or the metrics are written.
 func (c *refundCmd) watchBatches(cp refund.Checkpoint, bar *progress, m *refundMetrics) *batchWatch {

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 // progressWriter is stderr shared by messages and the progress line: a
@@ -69,7 +68,7 @@ type progress struct {
 	api      int       // results that took API calls (not skipped)
 	firstAPI time.Time // when the first of them came
 	waiting  int       // items waiting to retry
-	// batch, with a PostgreSQL checkpoint, is the batch's tally, all
+	// batch, with a shared checkpoint, is the batch's tally, all
 	// workers': the line then shows it, and the ETA comes from its rate.
 	batch *batchWatch
 
@@ -238,7 +237,7 @@ func (p *progress) pace(now time.Time) (rate float64, eta time.Duration) {
 }
 
 // attrs is the display at now as a log record's fields: this run's counts,
-// and the batch's, all workers', with a PostgreSQL checkpoint.
+// and the batch's, all workers', with a shared checkpoint.
 func (p *progress) attrs(now time.Time) []any {
 	p.mu.Lock()
 	w := p.batch
@@ -279,11 +278,11 @@ func (p *progress) attrs(now time.Time) []any {
 // by all of them, from which the ETA follows. A nil *batchWatch watches
 // nothing.
 type batchWatch struct {
-	cp      *postgres.Checkpoint
-	onTally func([]postgres.BatchInfo)
+	cp      refund.Tallier
+	onTally func([]refund.BatchInfo)
 
 	mu     sync.Mutex
-	tally  []postgres.BatchInfo
+	tally  []refund.BatchInfo
 	first  batchSample // the first tally that named a batch
 	latest batchSample
 
@@ -299,15 +298,15 @@ type batchSample struct {
 }
 
 // watchBatches starts a watch of cp's batches every interval; onTally,
-// when set, hears each tally. A cp that is not a PostgreSQL checkpoint is
+// when set, hears each tally. A cp that is not a shared checkpoint is
 // no watch.
-func watchBatches(cp refund.Checkpoint, every time.Duration, onTally func([]postgres.BatchInfo)) *batchWatch {
-	pg, ok := cp.(*postgres.Checkpoint)
+func watchBatches(cp refund.Checkpoint, every time.Duration, onTally func([]refund.BatchInfo)) *batchWatch {
+	tallier, ok := cp.(refund.Tallier)
 	if !ok {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &batchWatch{cp: pg, onTally: onTally, cancel: cancel, finished: make(chan struct{})}
+	w := &batchWatch{cp: tallier, onTally: onTally, cancel: cancel, finished: make(chan struct{})}
 	go func() {
 		defer close(w.finished)
 		t := time.NewTicker(every)
@@ -335,7 +334,7 @@ func (w *batchWatch) poll(ctx context.Context) {
 }
 
 // observe takes the tally bs read at now.
-func (w *batchWatch) observe(now time.Time, bs []postgres.BatchInfo) {
+func (w *batchWatch) observe(now time.Time, bs []refund.BatchInfo) {
 	s := batchSample{at: now}
 	for _, b := range bs {
 		s.done += tallyDone(b)
@@ -377,7 +376,7 @@ func (w *batchWatch) rate() float64 {
 
 // snapshot is the latest tally with its done and total items and the
 // batches' rate; false before the first tally.
-func (w *batchWatch) snapshot() (tally []postgres.BatchInfo, done, total int, rate float64, ok bool) {
+func (w *batchWatch) snapshot() (tally []refund.BatchInfo, done, total int, rate float64, ok bool) {
 	if w == nil {
 		return nil, 0, 0, 0, false
 	}

@@ -1,0 +1,122 @@
+package natsjs
+
+// Which workers of a batch are alive: each says so by a message of its own
+// that the server forgets a lease after it was sent (a per-message TTL,
+// nats-server 2.11 and later), sent again every third of a lease. A worker
+// waits, at the end of its batch, for the items it gave back while a live
+// worker of the batch that has not given them back may still take them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func presenceStream(name string) string  { return "refundkit_" + name + "_workers" }
+func presenceSubject(name string) string { return "refundkit." + name + ".workers" }
+
+// batchPresence is the subject under which worker says it works on batch.
+func (c *Checkpoint) batchPresence(batch, worker string) string {
+	return presenceSubject(c.loc.name) + ".batch." + token(batch) + "." + token(worker)
+}
+
+// minServer is the oldest nats-server with per-message TTLs.
+const minServer = "2.11.0"
+
+// openPresence opens (or makes) the stream of the workers' presences. It
+// lives in memory: a server's restart forgets them, and the workers say
+// so again within a third of a lease.
+func (c *Checkpoint) openPresence(ctx context.Context) error {
+	if v := c.nc.ConnectedServerVersion(); !atLeast(v, minServer) {
+		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the server is nats-server %s: refundkit needs %s or later (per-message TTLs tell it which workers are alive)", v, minServer)}
+	}
+	cfg := jetstream.StreamConfig{
+		Name:              presenceStream(c.loc.name),
+		Description:       "refundkit checkpoint " + c.loc.name + ": the live workers",
+		Subjects:          []string{presenceSubject(c.loc.name) + ".>"},
+		Storage:           jetstream.MemoryStorage,
+		Replicas:          c.loc.replicas,
+		MaxMsgsPerSubject: 1,
+		AllowMsgTTL:       true,
+	}
+	s, err := c.js.Stream(ctx, cfg.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = c.js.CreateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = c.js.Stream(ctx, cfg.Name)
+		}
+	}
+	if err != nil {
+		return c.wrap("open presence stream", err)
+	}
+	if !s.CachedInfo().Config.AllowMsgTTL {
+		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the stream %s does not allow per-message TTLs (made by something other than refundkit?)", cfg.Name)}
+	}
+	c.presence = s
+	return nil
+}
+
+// sayAlive tells the batches' other workers that this one works on them,
+// for a lease from now.
+func (c *Checkpoint) sayAlive(ctx context.Context) {
+	c.mu.Lock()
+	queues := c.batches
+	c.mu.Unlock()
+	ttl := max(c.leaseNow(), time.Second) // the server's least TTL
+	for _, q := range queues {
+		c.js.Publish(ctx, c.batchPresence(q.batch, c.worker), nil, jetstream.WithMsgTTL(ttl))
+	}
+}
+
+// sayGone takes this worker's presences back: it ends.
+func (c *Checkpoint) sayGone(ctx context.Context) {
+	c.mu.Lock()
+	queues := c.batches
+	c.mu.Unlock()
+	for _, q := range queues {
+		c.presence.Purge(ctx, jetstream.WithPurgeSubject(c.batchPresence(q.batch, c.worker)))
+	}
+}
+
+// liveWorkers is the workers of batch that said they are alive within a
+// lease, this one included once it said so.
+func (c *Checkpoint) liveWorkers(ctx context.Context, batch string) (map[string]bool, error) {
+	prefix := presenceSubject(c.loc.name) + ".batch." + token(batch) + "."
+	info, err := c.presence.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	for subject := range info.State.Subjects {
+		if w, err := untoken(strings.TrimPrefix(subject, prefix)); err == nil {
+			live[w] = true
+		}
+	}
+	return live, nil
+}
+
+// atLeast compares dotted versions ("2.15.2" and "2.11.0"); a version
+// that does not parse is not.
+func atLeast(v, least string) bool {
+	v, _, _ = strings.Cut(v, "-")
+	a, b := strings.Split(v, "."), strings.Split(least, ".")
+	for i := range b {
+		if i >= len(a) {
+			return false
+		}
+		x, err := strconv.Atoi(a[i])
+		y, _ := strconv.Atoi(b[i])
+		if err != nil {
+			return false
+		}
+		if x != y {
+			return x > y
+		}
+	}
+	return true
+}

@@ -1,0 +1,159 @@
+package natsjs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// tally is a batch's items counted by status, kept up to date by a watch
+// of their values: a progress line read every few seconds costs the
+// writes since the last one, not a read of every item.
+type tally struct {
+	w jetstream.KeyWatcher
+
+	mu      sync.Mutex
+	status  map[string]string // item -> statusName, items of the plan only
+	counts  map[string]int
+	seen    uint64        // the revision of the last value applied
+	ready   bool          // every value present when the watch began is applied
+	changed chan struct{} // closed and replaced at each update
+	err     error         // the watch ended
+}
+
+// Progress is the batches of the plan this run loaded, their items counted
+// by status: every worker's, as their values say now. Each batch's count
+// is brought up to the latest write of its items before it is given.
+func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
+	c.mu.Lock()
+	queues := c.batches
+	c.mu.Unlock()
+	var out []refund.BatchInfo
+	for _, q := range queues {
+		var m manifest
+		if _, _, err := getJSON(ctx, c.kv, planKey(q.batch), &m); err != nil {
+			return nil, c.wrap("tally", err)
+		}
+		t, err := c.tallyOf(ctx, q.batch)
+		if err != nil {
+			return nil, c.wrap("tally", err)
+		}
+		counts, err := t.upTo(ctx, c.lastItemWrite(ctx, q.batch))
+		if err != nil {
+			return nil, c.wrap("tally", err)
+		}
+		out = append(out, refund.BatchInfo{Batch: q.batch, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: counts})
+	}
+	return out, nil
+}
+
+// lastItemWrite is the revision of the latest write of an item of batch;
+// 0 when it cannot be read (the count is then given as it stands).
+func (c *Checkpoint) lastItemWrite(ctx context.Context, batch string) uint64 {
+	msg, err := c.kvStream.GetLastMsgForSubject(ctx, c.kvSubject(itemsOf(batch)))
+	if err != nil {
+		return 0
+	}
+	return msg.Sequence
+}
+
+// tallyOf is batch's tally, its watch started on first use.
+func (c *Checkpoint) tallyOf(ctx context.Context, batch string) (*tally, error) {
+	c.mu.Lock()
+	t := c.tallies[batch]
+	c.mu.Unlock()
+	if t != nil {
+		return t, nil
+	}
+	// The watch outlives ctx: it ends with Close.
+	w, err := c.kv.WatchFiltered(context.WithoutCancel(ctx), []string{itemsOf(batch)}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	t = &tally{w: w, status: map[string]string{}, counts: map[string]int{}, changed: make(chan struct{})}
+	c.mu.Lock()
+	if other := c.tallies[batch]; other != nil {
+		c.mu.Unlock()
+		w.Stop()
+		return other, nil
+	}
+	if c.tallies == nil {
+		c.tallies = map[string]*tally{}
+	}
+	c.tallies[batch] = t
+	c.mu.Unlock()
+	go t.follow()
+	return t, nil
+}
+
+// follow applies each value the watch delivers until it ends.
+func (t *tally) follow() {
+	for e := range t.w.Updates() {
+		t.mu.Lock()
+		if e == nil {
+			t.ready = true
+		} else {
+			t.apply(e)
+		}
+		close(t.changed)
+		t.changed = make(chan struct{})
+		t.mu.Unlock()
+	}
+	t.mu.Lock()
+	t.err = errors.New("the watch of the items ended")
+	close(t.changed)
+	t.mu.Unlock()
+}
+
+func (t *tally) apply(e jetstream.KeyValueEntry) {
+	t.seen = max(t.seen, e.Revision())
+	var v itemValue
+	if err := json.Unmarshal(e.Value(), &v); err != nil || len(v.Plan) == 0 {
+		return // not refundkit's, or records imported for an item the plan does not hold
+	}
+	st, _, err := v.fold(e.Key())
+	if err != nil {
+		return
+	}
+	name := statusName(st)
+	if was, ok := t.status[v.Item]; ok {
+		t.counts[was]--
+		if t.counts[was] == 0 {
+			delete(t.counts, was)
+		}
+	}
+	t.status[v.Item] = name
+	t.counts[name]++
+}
+
+// upTo waits until the watch has applied every value up to revision rev,
+// and returns the counts then.
+func (t *tally) upTo(ctx context.Context, rev uint64) (map[string]int, error) {
+	for {
+		t.mu.Lock()
+		if t.err != nil {
+			t.mu.Unlock()
+			return nil, t.err
+		}
+		if t.ready && t.seen >= rev {
+			counts := make(map[string]int, len(t.counts))
+			for k, n := range t.counts {
+				counts[k] = n
+			}
+			t.mu.Unlock()
+			return counts, nil
+		}
+		changed := t.changed
+		t.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
