@@ -90,6 +90,7 @@ type Checkpoint struct {
 	renewDone chan struct{}
 	leaseCut  chan struct{} // the lease was shortened: renewLoop's period follows
 	tallies   map[string]*tally
+	budget    *Budget // ShareBudget's, ended by Close
 	closeOnce sync.Once
 }
 
@@ -456,6 +457,10 @@ func syncAlways(ctx context.Context, monitor string) (bool, error) {
 // after the ack-wait).
 func (c *Checkpoint) Close() error {
 	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		b := c.budget
+		c.mu.Unlock()
+		b.end(true) // the others take up its part at once
 		if c.stopRenew != nil {
 			close(c.stopRenew)
 			<-c.renewDone

@@ -19,6 +19,7 @@ import (
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/adyen"
 	"github.com/refundkit/refundkit/refund/exec"
+	"github.com/refundkit/refundkit/refund/natsjs"
 	"github.com/refundkit/refundkit/refund/paypal"
 	"github.com/refundkit/refundkit/refund/postgres"
 	"github.com/refundkit/refundkit/refund/stripe"
@@ -191,27 +192,33 @@ func ceilDigits(x float64) string {
 }
 
 // shareBudget makes this run one of the workers that split --share of its
-// provider account's limits, on a PostgreSQL checkpoint: each live worker
+// provider account's limits, on a shared checkpoint: each live worker
 // of the account takes an equal part, re-split as workers join, end or
-// die (postgres.ShareBudget). Not with --rate (the run's own rate, as
+// die (postgres.ShareBudget, natsjs.ShareBudget). Not with --rate (the run's own rate, as
 // given), a journal file (its shards take --share 0.8/N by hand), a dry
 // run (it writes nothing to the checkpoint, not even a worker's row: its
 // look-ups are paced by the run's own pacer, at --share) or an unpaced
 // provider.
 func (c *refundCmd) shareBudget(ctx context.Context, env Env, log *slog.Logger, cp refund.Checkpoint, pacer *refund.Pacer) error {
-	pg, ok := cp.(*postgres.Checkpoint)
-	if !ok || pacer == nil || c.Rate != nil || c.DryRun {
+	if pacer == nil || c.Rate != nil || c.DryRun {
 		return nil
 	}
 	account := c.budgetAccount(env)
 	if account == "" {
 		return nil
 	}
-	_, err := pg.ShareBudget(ctx, account, c.Share, func(workers int) {
+	apply := func(workers int) {
 		pacer.Scale(1 / float64(workers))
 		log.Debug("pacing: the live workers of this account split --share", "workers", workers,
 			"share", strconv.FormatFloat(c.Share, 'g', 3, 64), "this_run", strconv.FormatFloat(c.Share/float64(workers), 'g', 3, 64))
-	})
+	}
+	var err error
+	switch cp := cp.(type) {
+	case *postgres.Checkpoint:
+		_, err = cp.ShareBudget(ctx, account, c.Share, apply)
+	case *natsjs.Checkpoint:
+		_, err = cp.ShareBudget(ctx, account, apply)
+	}
 	return err
 }
 
