@@ -49,7 +49,7 @@ const budgetIdleAfter = 250 * time.Millisecond
 // ends or goes idle, within a lease and a sixth after one dies or is
 // paused. The budget ends with Close.
 func (c *Checkpoint) ShareBudget(ctx context.Context, account string, apply func(workers int)) (*Budget, error) {
-	if c.presence == nil {
+	if c.presenceNow() == nil {
 		return nil, &Error{Op: "budget", Err: errors.New("a budget needs a worker (opened read only)")}
 	}
 	prefix := presenceSubject(c.loc.name) + ".account." + token(account) + "."
@@ -101,7 +101,7 @@ func (b *Budget) sayAlive(ctx context.Context) error {
 
 // sayIdle takes this worker's presence back: the others share without it.
 func (b *Budget) sayIdle(ctx context.Context) error {
-	if err := b.c.presence.Purge(ctx, jetstream.WithPurgeSubject(b.me)); err != nil {
+	if err := b.c.presenceNow().Purge(ctx, jetstream.WithPurgeSubject(b.me)); err != nil {
 		return err
 	}
 	// The purge is no message the others hear: tell them, outside the
@@ -112,7 +112,7 @@ func (b *Budget) sayIdle(ctx context.Context) error {
 // recount counts the account's live workers, this one always included,
 // and applies their number when it changed.
 func (b *Budget) recount(ctx context.Context) error {
-	info, err := b.c.presence.Info(ctx, jetstream.WithSubjectFilter(b.prefix+">"))
+	info, err := b.c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(b.prefix+">"))
 	if err != nil {
 		return err
 	}

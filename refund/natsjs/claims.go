@@ -151,6 +151,10 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 	return nil
 }
 
+// beforeGiveBack, when set (tests), runs between Release's write of an
+// item given back and its Nak: where a pause makes the Nak late.
+var beforeGiveBack func()
+
 // afterReadItems, when set (tests), runs once a load has read the batch's
 // items and before it writes any.
 var afterReadItems func(batch string)
@@ -570,6 +574,9 @@ func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, e
 			if live, err = c.liveWorkers(ctx, batch); err != nil {
 				return false, err
 			}
+			if live == nil {
+				return true, nil // unknown for now: wait, and ask again
+			}
 		}
 		for w := range live {
 			if w != c.worker && !slices.Contains(v.ReleasedBy, w) {
@@ -807,7 +814,17 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 		}
 		return c.wrap("release claim", err)
 	}
+	if beforeGiveBack != nil {
+		beforeGiveBack()
+	}
 	// Delivered again at once, to the other workers: this run leaves it.
+	// Not past the claim's deadline: the server takes a Nak by stream
+	// sequence, and one sent late (this run was paused since its write)
+	// would take the item from a worker that claimed it meanwhile; the
+	// ack-wait runs out by itself then.
+	if !time.Now().Before(cl.deadline) {
+		return nil
+	}
 	if err := cl.msg.Nak(); err != nil {
 		return c.wrap("release claim", err)
 	}
@@ -1051,38 +1068,54 @@ func (c *Checkpoint) renew() {
 	start, margin := time.Now(), c.margin()
 	c.mu.Lock()
 	claims := make(map[*claim]bool, len(c.held))
+	var late []*claim
+	for _, cl := range c.held {
+		if cl.msg.InProgress() != nil {
+			continue
+		}
+		// A claim past its deadline (this run was paused, or a renewal
+		// failed) may be another worker's now: its renewal is sent, and
+		// its deadline moved only once the item's value shows it is
+		// still this run's, as Holds does.
+		if start.Before(cl.deadline) {
+			claims[cl] = true
+		} else {
+			late = append(late, cl)
+		}
+	}
+	c.mu.Unlock()
+	if len(claims) == 0 && len(late) == 0 {
+		return
+	}
+	if err := c.nc.FlushTimeout(margin / 3); err != nil {
+		return // not renewed: the deadlines pass, and Holds asks the server
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), margin/3)
+	defer cancel()
+	for _, cl := range late {
+		c.mu.Lock()
+		rev, val := cl.rev, cl.val
+		c.mu.Unlock()
+		e, err := c.kv.Get(ctx, itemKey(val.Batch, val.Item))
+		if err == nil && e.Revision() == rev {
+			claims[cl] = true // a late renewal, of a claim no one took
+		}
+	}
 	type locks struct {
 		me   lockValue
 		keys []string
 	}
 	var beats []locks
+	c.mu.Lock()
 	for _, cl := range c.held {
-		// A claim past its deadline (this run was paused, or a renewal
-		// failed) may be another worker's now: its renewal is sent, but
-		// only Holds, which reads the item's value, moves its deadline.
-		if cl.msg.InProgress() == nil && start.Before(cl.deadline) {
-			claims[cl] = true
+		if claims[cl] {
+			cl.deadline = start.Add(margin)
 			if len(cl.payments) > 0 {
 				beats = append(beats, locks{cl.lock, cl.payments})
 			}
 		}
 	}
 	c.mu.Unlock()
-	if len(claims) == 0 {
-		return
-	}
-	if err := c.nc.FlushTimeout(margin / 3); err != nil {
-		return // not renewed: the deadlines pass, and Holds asks the server
-	}
-	c.mu.Lock()
-	for _, cl := range c.held {
-		if claims[cl] {
-			cl.deadline = start.Add(margin)
-		}
-	}
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), margin/3)
-	defer cancel()
 	for _, b := range beats {
 		c.beat(ctx, b.me, b.keys)
 	}

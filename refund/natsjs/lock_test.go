@@ -399,3 +399,56 @@ func TestGivenBackItemsDoNotStarveAClaim(t *testing.T) {
 		}
 	}
 }
+
+// A worker paused between writing an item given back and its Nak (past
+// its claim's deadline) sends no Nak: the server takes one by stream
+// sequence, and a late one would give the item another worker claimed
+// meanwhile to a third, fencing the second.
+func TestLateGiveBackDoesNotMoveANewClaim(t *testing.T) {
+	srv := reviewServer(t, false)
+	url := srv.URL("late")
+	const lease = time.Second
+	plan := reviewPlan("B", 1, func(int) string { return "ch_1" })
+	old := reviewOpen(t, url, lease, "old")
+	if err := old.Load(context.Background(), plan); err != nil {
+		t.Fatal(err)
+	}
+	x, _, err := old.Claim(context.Background(), 1, false)
+	if err != nil || len(x) != 1 {
+		t.Fatalf("claim: %v %v", x, err)
+	}
+	next := reviewOpen(t, url, lease, "next")
+	if err := next.Load(context.Background(), plan); err != nil {
+		t.Fatal(err)
+	}
+	// Paused right after its write: next claims the item once old's
+	// ack-wait runs out.
+	beforeGiveBack = func() {
+		pause(old)
+		for {
+			got, wait, err := next.Claim(context.Background(), 1, false)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(got) > 0 {
+				return
+			}
+			time.Sleep(max(wait, 10*time.Millisecond))
+		}
+	}
+	defer func() { beforeGiveBack = nil }()
+	if err := old.Release(context.Background(), "B", x[0].Item); err != nil {
+		t.Fatal(err)
+	}
+	third := reviewOpen(t, url, lease, "third")
+	if err := third.Load(context.Background(), plan); err != nil {
+		t.Fatal(err)
+	}
+	if stolen, _, err := third.Claim(context.Background(), 1, false); err != nil || len(stolen) != 0 {
+		t.Fatalf("a late give-back moved the item next holds to a third worker: %v %v", stolen, err)
+	}
+	if err := next.Append(intent("B", x[0].Item, "ch_1")); err != nil {
+		t.Fatalf("next, holding the item, was fenced: %v", err)
+	}
+}

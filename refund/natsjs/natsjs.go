@@ -465,8 +465,11 @@ func (c *Checkpoint) Close() error {
 			close(c.stopRenew)
 			<-c.renewDone
 			c.mu.Lock()
+			now := time.Now()
 			for _, cl := range c.held {
-				cl.msg.Nak()
+				if now.Before(cl.deadline) { // a late Nak could move another's claim (Release)
+					cl.msg.Nak()
+				}
 			}
 			c.held = map[key]*claim{}
 			c.mu.Unlock()

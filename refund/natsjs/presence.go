@@ -29,8 +29,9 @@ func (c *Checkpoint) batchPresence(batch, worker string) string {
 const minServer = "2.11.0"
 
 // openPresence opens (or makes) the stream of the workers' presences. It
-// lives in memory: a server's restart forgets them, and the workers say
-// so again within a third of a lease.
+// is stored in files, as the rest: a server's restart keeps the stream
+// (one in memory would be gone, and every worker asking who is alive
+// would halt), and the presences' TTLs run on.
 func (c *Checkpoint) openPresence(ctx context.Context) error {
 	if v := c.nc.ConnectedServerVersion(); !atLeast(v, minServer) {
 		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the server is nats-server %s: refundkit needs %s or later (per-message TTLs tell it which workers are alive)", v, minServer)}
@@ -39,7 +40,7 @@ func (c *Checkpoint) openPresence(ctx context.Context) error {
 		Name:              presenceStream(c.loc.name),
 		Description:       "refundkit checkpoint " + c.loc.name + ": the live workers",
 		Subjects:          []string{presenceSubject(c.loc.name) + ".>"},
-		Storage:           jetstream.MemoryStorage,
+		Storage:           jetstream.FileStorage,
 		Replicas:          c.loc.replicas,
 		MaxMsgsPerSubject: 1,
 		AllowMsgTTL:       true,
@@ -57,8 +58,17 @@ func (c *Checkpoint) openPresence(ctx context.Context) error {
 	if !s.CachedInfo().Config.AllowMsgTTL {
 		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the stream %s does not allow per-message TTLs (made by something other than refundkit?)", cfg.Name)}
 	}
+	c.mu.Lock()
 	c.presence = s
+	c.mu.Unlock()
 	return nil
+}
+
+// presenceNow is the stream of presences as last opened.
+func (c *Checkpoint) presenceNow() jetstream.Stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.presence
 }
 
 // sayAlive tells the batches' other workers that this one works on them,
@@ -69,7 +79,13 @@ func (c *Checkpoint) sayAlive(ctx context.Context) {
 	c.mu.Unlock()
 	ttl := max(c.leaseNow(), time.Second) // the server's least TTL
 	for _, q := range queues {
-		c.js.Publish(ctx, c.batchPresence(q.batch, c.worker), nil, jetstream.WithMsgTTL(ttl))
+		_, err := c.js.Publish(ctx, c.batchPresence(q.batch, c.worker), nil, jetstream.WithMsgTTL(ttl))
+		if errors.Is(err, jetstream.ErrNoStreamResponse) {
+			// The stream was deleted (by hand): make it again, and say
+			// so at the next beat.
+			c.openPresence(ctx)
+			return
+		}
 	}
 }
 
@@ -79,7 +95,7 @@ func (c *Checkpoint) sayGone(ctx context.Context) {
 	queues := c.batches
 	c.mu.Unlock()
 	for _, q := range queues {
-		c.presence.Purge(ctx, jetstream.WithPurgeSubject(c.batchPresence(q.batch, c.worker)))
+		c.presenceNow().Purge(ctx, jetstream.WithPurgeSubject(c.batchPresence(q.batch, c.worker)))
 	}
 }
 
@@ -87,7 +103,12 @@ func (c *Checkpoint) sayGone(ctx context.Context) {
 // lease, this one included once it said so.
 func (c *Checkpoint) liveWorkers(ctx context.Context, batch string) (map[string]bool, error) {
 	prefix := presenceSubject(c.loc.name) + ".batch." + token(batch) + "."
-	info, err := c.presence.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	info, err := c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// Deleted by hand: made again, and who is alive unknown until
+		// the workers' next beats; nil says so.
+		return nil, c.openPresence(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ type tally struct {
 	w jetstream.KeyWatcher
 
 	mu      sync.Mutex
-	status  map[string]string // item -> statusName, items of the plan only
+	status  map[string]string // item's key -> statusName, items of the plan only
 	counts  map[string]int
 	seen    uint64        // the revision of the last value applied
 	ready   bool          // every value present when the watch began is applied
@@ -43,13 +43,40 @@ func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
 		if err != nil {
 			return nil, c.wrap("tally", err)
 		}
-		counts, err := t.upTo(ctx, c.lastItemWrite(ctx, q.batch))
+		// Bounded: a watch that fell behind (a server restarting, its
+		// consumer made again) gives way to a read of every item.
+		upCtx, cancel := context.WithTimeout(ctx, c.margin())
+		counts, err := t.upTo(upCtx, c.lastItemWrite(upCtx, q.batch))
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			counts, err = c.countItems(ctx, q.batch)
+		}
 		if err != nil {
 			return nil, c.wrap("tally", err)
 		}
 		out = append(out, refund.BatchInfo{Batch: q.batch, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: counts})
 	}
 	return out, nil
+}
+
+// countItems counts batch's items by status from a read of every one.
+func (c *Checkpoint) countItems(ctx context.Context, batch string) (map[string]int, error) {
+	items, err := c.readItems(ctx, itemsOf(batch))
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	for k, e := range items {
+		if len(e.val.Plan) == 0 {
+			continue // records imported for an item the plan does not hold
+		}
+		st, _, err := e.val.fold(itemKey(k.batch, k.item))
+		if err != nil {
+			return nil, err
+		}
+		counts[statusName(st)]++
+	}
+	return counts, nil
 }
 
 // lastItemWrite is the revision of the latest write of an item of batch;
@@ -71,7 +98,9 @@ func (c *Checkpoint) tallyOf(ctx context.Context, batch string) (*tally, error) 
 		return t, nil
 	}
 	// The watch outlives ctx: it ends with Close.
-	w, err := c.kv.WatchFiltered(context.WithoutCancel(ctx), []string{itemsOf(batch)}, jetstream.IgnoreDeletes())
+	// Deletes too: the latest write of the items, which the tally waits
+	// to have seen, may be one (a value deleted by hand).
+	w, err := c.kv.WatchFiltered(context.WithoutCancel(ctx), []string{itemsOf(batch)})
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +141,10 @@ func (t *tally) follow() {
 
 func (t *tally) apply(e jetstream.KeyValueEntry) {
 	t.seen = max(t.seen, e.Revision())
+	if e.Operation() != jetstream.KeyValuePut {
+		t.drop(e.Key())
+		return
+	}
 	var v itemValue
 	if err := json.Unmarshal(e.Value(), &v); err != nil || len(v.Plan) == 0 {
 		return // not refundkit's, or records imported for an item the plan does not hold
@@ -120,15 +153,21 @@ func (t *tally) apply(e jetstream.KeyValueEntry) {
 	if err != nil {
 		return
 	}
+	t.drop(e.Key())
 	name := statusName(st)
-	if was, ok := t.status[v.Item]; ok {
+	t.status[e.Key()] = name
+	t.counts[name]++
+}
+
+// drop takes the item of key k out of the counts.
+func (t *tally) drop(k string) {
+	if was, ok := t.status[k]; ok {
 		t.counts[was]--
 		if t.counts[was] == 0 {
 			delete(t.counts, was)
 		}
+		delete(t.status, k)
 	}
-	t.status[v.Item] = name
-	t.counts[name]++
 }
 
 // upTo waits until the watch has applied every value up to revision rev,
