@@ -94,6 +94,15 @@ type scrubbed struct {
 func (s *scrubbed) Error() string { return s.msg }
 func (s *scrubbed) Unwrap() error { return s.err }
 
+// WorkerNameError is a --worker name a live worker of a shared checkpoint
+// holds: two workers of one name would take each other's claims for their
+// own.
+type WorkerNameError struct{ Worker string }
+
+func (e *WorkerNameError) Error() string {
+	return fmt.Sprintf("worker name %q is held by a live worker (seen within a lease, not stopped): give each worker a name of its own, or none", e.Worker)
+}
+
 // DefaultWorker names a worker of a shared checkpoint given no --worker:
 // its host and process, and a random part so that a pid reused on the
 // host after a crash is another worker.

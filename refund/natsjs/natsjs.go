@@ -311,6 +311,10 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 		c.nc.Close()
 		return nil, err
 	}
+	if err := c.checkName(ctx); err != nil {
+		c.nc.Close()
+		return nil, err
+	}
 	c.stopRenew, c.renewDone = make(chan struct{}), make(chan struct{})
 	go c.renewLoop()
 	return c, nil

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/refundkit/refundkit/refund"
 )
 
 func presenceStream(name string) string  { return "refundkit_" + name + "_workers" }
@@ -61,6 +63,20 @@ func (c *Checkpoint) openPresence(ctx context.Context) error {
 	c.mu.Lock()
 	c.presence = s
 	c.mu.Unlock()
+	return nil
+}
+
+// checkName refuses this worker's name when a live worker, of any batch,
+// holds it: it would take this one's claims for its own, and its presence
+// for this one's (PostgreSQL refuses it too).
+func (c *Checkpoint) checkName(ctx context.Context) error {
+	info, err := c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(presenceSubject(c.loc.name)+".batch.*."+token(c.worker)))
+	if err != nil {
+		return c.wrap("open presence stream", err)
+	}
+	if len(info.State.Subjects) > 0 {
+		return &refund.WorkerNameError{Worker: c.worker}
+	}
 	return nil
 }
 

@@ -145,7 +145,7 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 		RETURNING started_at`, c.worker, host, os.Getpid(), opts.Lease.String()).Scan(&c.started)
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.pool.Close()
-		return nil, &WorkerNameError{Worker: c.worker}
+		return nil, &refund.WorkerNameError{Worker: c.worker}
 	}
 	if err != nil {
 		c.pool.Close()
@@ -270,13 +270,6 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return "postgres checkpoint " + e.URL + ": " + e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
-
-// WorkerNameError is a --worker name a live worker holds.
-type WorkerNameError struct{ Worker string }
-
-func (e *WorkerNameError) Error() string {
-	return fmt.Sprintf("worker name %q is held by a live worker (seen within a lease, not stopped): give each worker a name of its own, or none", e.Worker)
-}
 
 // Redact is url with its password, if any, replaced by xxxxx: how a
 // checkpoint is named in messages.

@@ -72,7 +72,7 @@ func knownCode(err error) (int, bool) {
 		pgCorrupt   *postgres.CorruptError
 		pgBusy      *postgres.BusyError
 		pgConfig    *postgres.ConfigError
-		pgName      *postgres.WorkerNameError
+		workerName  *refund.WorkerNameError
 		natsFailed  *natsjs.Error
 		natsCorrupt *natsjs.CorruptError
 		natsConfig  *natsjs.ConfigError
@@ -100,7 +100,7 @@ func knownCode(err error) (int, bool) {
 	case errors.As(err, &auditHalt):
 		return ExitProvider, true
 	case errors.As(err, &notFile), errors.As(err, &refundInput), // a *plan.Rejection holds *refund.InputErrors
-		errors.As(err, &pgConfig), errors.As(err, &pgName), errors.As(err, &natsConfig):
+		errors.As(err, &pgConfig), errors.As(err, &workerName), errors.As(err, &natsConfig):
 		return ExitUsage, true
 	}
 	return 0, false
