@@ -125,7 +125,7 @@ var commandDocs = map[string]commandDoc{
 			{"Plan a batch and refund it through Stripe, journaled (run the same command again to resume)", "plan --batch 2026-11-refunds charges.csv | tee plan.jsonl | refund --journal refunds.jsonl"},
 			{"Refund through PayPal at half the account's rate limits", "refund --provider paypal --share 0.5 --journal pp.jsonl plan.jsonl"},
 			{"Many workers on many hosts share one PostgreSQL checkpoint, each fed the same plan", "refund --journal postgres://refunds@db/refundkit plan.jsonl"},
-			{"Or a NATS JetStream queue (docs/nats.md)", "refund --journal 'nats://nats1:4222/refunds?monitor=http://nats1:8222' plan.jsonl"},
+			{"Or a NATS JetStream queue (docs/nats.md)", "refund --journal nats://nats1:4222/refunds plan.jsonl"},
 			{"Any refund API, through two commands of your own", "refund --provider exec --exec-create ./create.sh --exec-find ./find.sh --journal x.jsonl plan.jsonl"},
 		},
 	},
