@@ -66,6 +66,15 @@ func TestPGExitFollowsTheBatchTally(t *testing.T) {
 		waitExit(t, p, 120*time.Second)
 	}
 
+	checkExitsFollowTally(t, ws, items)
+	r.checkExactlyOnce()
+}
+
+// checkExitsFollowTally: every worker of ws printed its summary and the
+// batch's tally, all items refunded, left some items in doubt (or the
+// test proved nothing), said they were settled since, and exited 0.
+func checkExitsFollowTally(t *testing.T, ws map[string]*crashrig.Proc, items int) {
+	t.Helper()
 	tally := regexp.MustCompile(`(?m)^refund: checkpoint: batch crash: (\d+) items \(([^)]*)\), by all workers$`)
 	summary := regexp.MustCompile(`(?m)^refund: \d+ items?: (\d+) refunded, \d+ skipped, (\d+) failed, (\d+) in_doubt;`)
 	for name, p := range ws {
@@ -92,5 +101,4 @@ func TestPGExitFollowsTheBatchTally(t *testing.T) {
 			t.Errorf("%s does not say that the items it left in doubt were settled since: %s", name, msg)
 		}
 	}
-	r.checkExactlyOnce()
 }
