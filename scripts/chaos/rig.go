@@ -223,13 +223,17 @@ func (r *rig) startRefund(journalPath, planPath string, extra ...string) *proc {
 // that the run kept every record the journal held before it.
 func (r *rig) runStruck(kill *crashrig.Striker, strike bool, gap int, journalPath, planPath string, extra ...string) *proc {
 	snap := crashrig.TakeSnapshot(journalPath)
-	// The mark counts from before the start: on a busy machine the run may
-	// make its calls before this goroutine arms the striker, and a mark
-	// counted from then would never be met.
-	base := r.sim.Creates()
+	// The mark counts from before the start, and is set before it: on a
+	// busy machine the run may make its calls before this goroutine arms
+	// the striker, and a mark counted or set from then would never be met.
+	var mark int64
+	if strike {
+		mark = r.sim.Creates() + 1 + r.rng.Int64N(int64(max(gap, 1)))
+		kill.Prime(mark) // a call at the mark before ArmAt waits for it
+	}
 	pr := r.startRefund(journalPath, planPath, extra...)
 	if strike {
-		kill.ArmAt(pr.Proc, base+1+r.rng.Int64N(int64(max(gap, 1))))
+		kill.ArmAt(pr.Proc, mark)
 	}
 	r.wait(pr)
 	kill.Disarm()

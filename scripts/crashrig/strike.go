@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Striker signals the process under test from inside the simulator's
@@ -18,6 +19,9 @@ type Striker struct {
 	current atomic.Pointer[Proc]
 	mark    atomic.Int64 // 0: disarmed
 	struck  atomic.Int64
+
+	mu    sync.Mutex
+	ready chan struct{} // Prime's: closed once ArmAt names the process
 }
 
 // NewStriker makes a striker that sends sig.
@@ -26,11 +30,26 @@ func NewStriker(sig syscall.Signal) *Striker { return &Striker{sig: sig} }
 // Hook is the striker's part of a create hook.
 func (s *Striker) Hook(n int64, _ string) {
 	at := s.mark.Load()
-	if at == 0 || n < at || !s.mark.CompareAndSwap(at, 0) {
+	if at == 0 || n < at {
 		return
 	}
+	if s.current.Load() == nil {
+		// Primed, and the process not named yet: its call waits here
+		// the moment it takes its starter to name it.
+		s.mu.Lock()
+		ready := s.ready
+		s.mu.Unlock()
+		if ready == nil {
+			return
+		}
+		select {
+		case <-ready:
+		case <-time.After(time.Minute): // a starter that never armed
+			return
+		}
+	}
 	p := s.current.Load()
-	if p == nil {
+	if p == nil || !s.mark.CompareAndSwap(at, 0) {
 		return
 	}
 	if p.Cmd.Process.Signal(s.sig) != nil {
@@ -52,12 +71,35 @@ func (s *Striker) Arm(sim *Sim, p *Proc, rng *rand.Rand, gap int) {
 func (s *Striker) ArmAt(p *Proc, at int64) {
 	s.current.Store(p)
 	s.mark.Store(at)
+	s.release()
+}
+
+// Prime sets the mark before the process under test starts, ArmAt naming
+// it once it has: a call that reaches the mark in between waits for it. On
+// a busy machine a run may otherwise make every call before its starter
+// arms the striker, and is never struck.
+func (s *Striker) Prime(at int64) {
+	s.mu.Lock()
+	s.ready = make(chan struct{})
+	s.mu.Unlock()
+	s.current.Store(nil)
+	s.mark.Store(at)
 }
 
 // Disarm is called once the process has exited.
 func (s *Striker) Disarm() {
 	s.mark.Store(0)
 	s.current.Store(nil)
+	s.release()
+}
+
+func (s *Striker) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ready != nil {
+		close(s.ready)
+		s.ready = nil
+	}
 }
 
 // Struck is how many times the striker has signalled a running process.
