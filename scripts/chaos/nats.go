@@ -170,10 +170,6 @@ func (c *natsCheckpoint) up() error {
 	return c.reopen()
 }
 
-// strandsUnstarted: a worker's Release of an item it never wrote for
-// terminates the item's message, which no worker of the run gets again.
-func (c *natsCheckpoint) strandsUnstarted() bool { return true }
-
 // natsDown is how nats-restart takes the server down. A worker whose write
 // the server did not answer halts with exit 3; one whose items were left
 // in doubt by it exits 1.
@@ -185,8 +181,7 @@ const whatNATSKill9 = "Four `refund -j 8` workers share one NATS JetStream check
 
 const whatNATSSigstop = "Three `refund -j 4` workers on one NATS checkpoint (`--lease 2s`, the queue's ack-wait). Inside the simulator's create hook, the worker holding the item's claim is stopped with SIGSTOP, its call in flight (the simulator commits the refund; the answer waits for a stopped process). " +
 	"The rig waits until the checkpoint shows the item claimed by another worker (its claim generation moved on: the stop outlasted the ack-wait and the server redelivered the message), then resumes the worker with SIGCONT: it must find its claim lost (its write fenced by the item's revision) and halt with exit 3, saying the claim was lost, writing and sending nothing more; a new worker replaces it. " +
-	"The item's new holder looks it up and finds the refund, so nothing is refunded twice. " +
-	"A halted worker gives back the items it claimed and had not started; NATS leaves them to the next run instead of the workers still running (a defect this row found), so a worker may exit 1 with only such items left, not started: it is replaced, and counted."
+	"The item's new holder looks it up and finds the refund, so nothing is refunded twice. "
 
 const whatNATSRestart = "Four `refund -j 8` workers on one NATS checkpoint (`--lease 2s`); inside the simulator's create hook, with calls in flight, the server goes down: killed with SIGKILL and stopped cleanly (SIGTERM), in turn. " +
 	"It stays down for 0.2 to 1.5 s, then starts again on the same store and ports. A worker whose write or claim the server did not answer halts with exit 3, having sent nothing after the failed write (one that left items in doubt exits 1); one that was waiting may ride it out. Halted workers are replaced once the server is up, until every worker has exited 0. " +
@@ -196,4 +191,4 @@ const whatNATSFaults = "Four `refund -j 8` workers on one NATS checkpoint agains
 	"Rounds of four workers run until one round ends with every worker at exit 0 (exit 1, items left in doubt and given back to the queue, and exit 6, the provider not answering, are accepted on the way); the simulator forgets every idempotency key after each round, so items left in doubt are found by their look-up, not by a replay. Then the faults stop, a round runs, and if items Stripe answered its own 500 for are still in doubt (exit 1), a round with `--resend-after-500` must end them all at exit 0."
 
 const whatNATSReshard = "Workers come and go on one NATS checkpoint (`--lease 3s`, `-j 8` each): one worker starts the batch; at a fifth of the refund calls three more join it; at half, one of those is stopped with SIGTERM (it must finish its calls in flight, give back what it claimed and exit 143) and another is killed with SIGKILL (its messages go to the others when their ack-wait runs out). " +
-	"The two left must finish the batch with exit 0, or exit 1 leaving only items the stopped worker gave back before any call (NATS terminates their messages instead of giving them to the others: a defect this row found), and a worker started after them must find whatever is left and exit 0."
+	"The two left must finish the batch with exit 0 (the items the stopped worker gave back are delivered to them at once), and a worker started after them must find nothing left and exit 0."

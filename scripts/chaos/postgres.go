@@ -147,8 +147,6 @@ func (c *pgCheckpoint) up() error {
 	return err
 }
 
-func (c *pgCheckpoint) strandsUnstarted() bool { return false }
-
 // pgDown is how pg-dbrestart takes the database down; a worker whose
 // checkpoint write or claim fails halts with exit 3.
 var pgDown = serverDown{crash: "database crashes (immediate stop)", stop: "database fast shutdowns", again: []int{exitJournal}}

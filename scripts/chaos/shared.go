@@ -41,12 +41,6 @@ type sharedCheckpoint interface {
 	// rig's own reads.
 	down(crash bool) error
 	up() error
-	// strandsUnstarted says that an item a worker gives back before any
-	// call (stopped by SIGTERM, or halted) waits for the next run instead
-	// of going to the workers still running: they end with exit 1 and it
-	// not started. NATS does so (a defect, RELIABILITY.md); the rows then
-	// replace such a worker, and count it.
-	strandsUnstarted() bool
 }
 
 // itemClaim is an item's claim: the worker whose claim is live ("" once
@@ -86,9 +80,6 @@ type sharedBatch struct {
 	mu      sync.Mutex
 	seq     *int                     // workers started, over every batch on the checkpoint
 	workers map[string]*sharedWorker // by --worker name
-	// stranded counts workers that exited 1 with only items given back
-	// by another worker before any call left (strandsUnstarted).
-	stranded atomic.Int64
 }
 
 // sharedWorker is one refund process on the checkpoint.
@@ -215,13 +206,27 @@ func (b *sharedBatch) checkKept(s recordSnapshot, what string) {
 		b.r.t.Errorf("%s: read the checkpoint's records: %v", what, err)
 		return
 	}
-	lost := 0
+	gone := map[string]bool{}
 	for at, rec := range s {
 		if now[at] != rec {
-			lost++
+			gone[at] = true
 		}
 	}
-	if lost > 0 {
+	// A read of a NATS bucket can miss an item written while it reads
+	// (its watch's replay skips a value replaced meanwhile): what it
+	// missed is read again. A record lost is missing from every read.
+	for try := 0; len(gone) > 0 && try < 3; try++ {
+		again, err := b.cp.snapshot()
+		if err != nil {
+			break
+		}
+		for at := range gone {
+			if again[at] == s[at] {
+				delete(gone, at)
+			}
+		}
+	}
+	if lost := len(gone); lost > 0 {
 		b.r.t.addLost(lost)
 		b.r.t.Errorf("%s: the checkpoint lost %d of the %d records it held before", what, lost, len(s))
 	}
@@ -249,9 +254,7 @@ func (b *sharedBatch) crew(slots int, what string, gate func(), again ...int) ma
 	for running, runs := slots, slots; running > 0; {
 		w := <-exits
 		running--
-		if b.strandedExit(w) {
-			b.stranded.Add(1)
-		} else if b.r.finished(w.proc, ends, what, again...) || !isOneOf(w.Code, again) {
+		if b.r.finished(w.proc, ends, what, again...) || !isOneOf(w.Code, again) {
 			continue
 		}
 		if runs++; runs > limit {
@@ -261,18 +264,6 @@ func (b *sharedBatch) crew(slots int, what string, gate func(), again ...int) ma
 		running++
 	}
 	return ends
-}
-
-// strandedExit reports whether w exited 1 only because items given back
-// by another worker before any call were left to the next run, on a
-// checkpoint that strands them: it settled all it took, and the batch
-// has items not started.
-func (b *sharedBatch) strandedExit(w *sharedWorker) bool {
-	if !b.cp.strandsUnstarted() || w.Code != exitFailed {
-		return false
-	}
-	s, ok := parseSummary(w.Stderr.String())
-	return ok && s.Failed == 0 && s.InDoubt == 0 && strings.Contains(w.Stderr.String(), "not started")
 }
 
 func isOneOf(code int, codes []int) bool {
@@ -541,16 +532,7 @@ func runSharedSigstop(r *rig, sz sizes) {
 	b.checkKept(before, "after the stops")
 	r.t.inject("SIGSTOP past the lease with a call in flight", int(stopped.Load()))
 	r.t.inject("halts on a lost claim after SIGCONT", int(halted.Load()))
-	r.t.note("seed %d: 3 workers, %d items; %d workers stopped with a call in flight, %d of their items taken over by another worker, %d halted with exit 3 when resumed (%d on a checkpoint read that timed out rather than naming the lost claim) and were replaced (%d in all)%s",
-		r.seed, len(b.p.Items), stopped.Load(), tookOver.Load(), halted.Load(), timedOut.Load(), ends[exitJournal], b.strandedText())
+	r.t.note("seed %d: 3 workers, %d items; %d workers stopped with a call in flight, %d of their items taken over by another worker, %d halted with exit 3 when resumed (%d on a checkpoint read that timed out rather than naming the lost claim) and were replaced (%d in all)",
+		r.seed, len(b.p.Items), stopped.Load(), tookOver.Load(), halted.Load(), timedOut.Load(), ends[exitJournal])
 	b.finish(nil)
-}
-
-// strandedText says, where the checkpoint strands given-back items, how
-// many workers exited 1 with only such items left and were replaced.
-func (b *sharedBatch) strandedText() string {
-	if !b.cp.strandsUnstarted() {
-		return ""
-	}
-	return fmt.Sprintf("; %d workers exited 1 with only items another gave back before any call left (not started) and were replaced", b.stranded.Load())
 }
