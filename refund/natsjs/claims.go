@@ -371,14 +371,20 @@ func (c *Checkpoint) planDiffers(batch string, lines []refund.PlanLine, docs []s
 }
 
 // readItems reads every item value under filter, in one pass of an
-// ordered consumer.
+// ordered consumer. A watch's replay skips a value replaced while it runs
+// (its new one comes after the replay's end), so the read goes on until it
+// has seen the latest write under filter as of the replay's end: every
+// value is then read, as of then or later.
 func (c *Checkpoint) readItems(ctx context.Context, filter string) (map[key]*entry, error) {
-	w, err := c.kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
+	w, err := c.kv.WatchFiltered(ctx, []string{filter})
 	if err != nil {
 		return nil, err
 	}
 	defer w.Stop()
 	out := map[key]*entry{}
+	byKey := map[string]key{}
+	var seen, until uint64
+	replayed := false
 	for {
 		select {
 		case e, ok := <-w.Updates():
@@ -386,13 +392,34 @@ func (c *Checkpoint) readItems(ctx context.Context, filter string) (map[key]*ent
 				return nil, errors.New("the watch of the items ended early")
 			}
 			if e == nil {
+				replayed = true
+				msg, err := c.kvStream.GetLastMsgForSubject(ctx, c.kvSubject(filter))
+				if errors.Is(err, jetstream.ErrMsgNotFound) {
+					return out, nil // nothing under filter
+				}
+				if err != nil {
+					return nil, err
+				}
+				until = msg.Sequence
+			} else {
+				seen = max(seen, e.Revision())
+				if e.Operation() != jetstream.KeyValuePut {
+					if k, ok := byKey[e.Key()]; ok {
+						delete(out, k)
+					}
+				} else {
+					v := new(itemValue)
+					if err := json.Unmarshal(e.Value(), v); err != nil {
+						return nil, &CorruptError{Key: e.Key(), Err: err}
+					}
+					k := key{v.Batch, v.Item}
+					byKey[e.Key()] = k
+					out[k] = &entry{rev: e.Revision(), val: v}
+				}
+			}
+			if replayed && seen >= until {
 				return out, nil // every value read
 			}
-			v := new(itemValue)
-			if err := json.Unmarshal(e.Value(), v); err != nil {
-				return nil, &CorruptError{Key: e.Key(), Err: err}
-			}
-			out[key{v.Batch, v.Item}] = &entry{rev: e.Revision(), val: v}
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
