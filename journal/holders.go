@@ -32,6 +32,10 @@ func (s *State) Holder(id string) (batch, item string, ok bool) {
 		for i := range uint32(s.idx.Len()) {
 			if sl := s.slot(i); hasRefund(sl.status) {
 				s.indexHolder(i, s.idx.strs.Get(sl.refund))
+			} else if sl.status == StatusInDoubt {
+				if st := s.get(i); unsure(&st) {
+					s.indexHolder(i, st.Refund)
+				}
 			}
 		}
 		for i, ids := range s.extras { // refunds journaled as an item's extras

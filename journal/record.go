@@ -40,23 +40,6 @@ const (
 	SourceSettled    = "settled"    // a pending refund's end, asked for by a later run
 )
 
-// PendingStatus is the Status of a refunded record whose refund the
-// provider accepted and has not finished (Stripe's and PayPal's pending):
-// the item is StatusPending until a later record settles it.
-const PendingStatus = "pending"
-
-// RequiresActionStatus is Stripe's status of a refund that waits for the
-// customer to act: no money has moved, and Stripe cancels it if they do
-// not. Like PendingStatus, it is not done.
-const RequiresActionStatus = "requires_action"
-
-// Unfinished reports the statuses of a refund that exists and has not
-// finished (pending, requires_action): its item is StatusPending until a
-// later record says how it ended. The one definition, for every reader.
-func Unfinished(status string) bool {
-	return status == PendingStatus || status == RequiresActionStatus
-}
-
 // HTTPStatusSaved is the http_status of a non-final failed record whose
 // answer the provider saved under the attempt's key (Stripe's own 500): it
 // burns the key (Next). A gateway's 502 or 504 is no answer and is

@@ -259,6 +259,18 @@ func Next(st ItemState, r *Record) ItemState {
 			st.Sent, st.SentAmount, st.SentCurrency = true, r.Amount, r.Currency
 		}
 	case TypeRefunded:
+		if OutcomeOf(r.Status) == OutcomeUnknown {
+			// A status not on the list: whether money moved cannot be
+			// told. The item is in doubt with its refund kept, settled only
+			// by the provider's word on that refund; nothing new is sent.
+			if unsure(&st) && st.Refund != r.Refund {
+				st.Extras = withID(st.Extras, st.Refund) // it may hold money too
+			}
+			st.Status, st.Code, st.Currency = StatusInDoubt, CodeStatusUnknown, ""
+			st.Refund, st.Amount = r.Refund, r.Amount
+			st.KeyBurned = false
+			break
+		}
 		if DeadStatus(r.Status) {
 			// An older build journaled a refund the provider answered
 			// failed or canceled as refunded: no money moved.
@@ -328,11 +340,6 @@ func withoutID(ids, id string) string {
 	return strings.Join(slices.DeleteFunc(strings.Split(ids, idSep), func(x string) bool { return x == id }), idSep)
 }
 
-// DeadStatus reports the statuses of a refund that ended without moving
-// money (failed, canceled): a refunded record in one of them, as older
-// builds wrote a create answered so, credits no refund.
-func DeadStatus(status string) bool { return status == "failed" || status == "canceled" }
-
 // rebinds reports a record that names another payment of the same kind
 // than the one st is bound to. A record naming the other kind (a charge
 // for an item bound to its payment intent: a backfill, a cancel) says
@@ -347,6 +354,21 @@ func rebinds(st *ItemState, r *Record) bool {
 // hasRefund reports the statuses of an item with a live refund, whose
 // Currency is set and Code is not.
 func hasRefund(s Status) bool { return s == StatusRefunded || s == StatusPending }
+
+// unsure reports an item in doubt because its refund (st.Refund) is
+// journaled in a status not on the list (CodeStatusUnknown).
+func unsure(st *ItemState) bool {
+	return st.Status == StatusInDoubt && st.Code == CodeStatusUnknown && st.Refund != ""
+}
+
+// Unsure reports an item whose refund, st.Refund, is journaled in a
+// status refundkit does not know: in doubt, and nothing new is sent for
+// it; only the provider's word on that refund settles it.
+func (st *ItemState) Unsure() bool { return unsure(st) }
+
+// credits reports an item the checkpoint credits with st.Refund: a live
+// refund, or one whose status is unknown (it may have moved money).
+func credits(st *ItemState) bool { return hasRefund(st.Status) || unsure(st) }
 
 // settles reports whether r ends a pending refund: a finished refund, or
 // a final failure (the refund failed or was canceled at the provider).
@@ -446,9 +468,9 @@ func (s *State) put(i uint32, was, st *ItemState) {
 			s.indexHolder(i, id)
 		}
 	}
-	if st.Refund != was.Refund {
+	if st.Refund != was.Refund || credits(st) && !credits(was) {
 		sl.refund = strs.Add(st.Refund)
-		if hasRefund(st.Status) {
+		if credits(st) {
 			s.indexHolder(i, st.Refund)
 		}
 	}

@@ -46,7 +46,7 @@ func (e *engine) record(it *Item, attempt int, a Answer) Result {
 	if err := verify(it, &a.Refund, attempt); err != nil {
 		return e.mismatch(it, attempt, &a.Refund, a.HTTPStatus, err)
 	}
-	if !Live(&a.Refund) {
+	if journal.DeadStatus(a.Status) {
 		// Created and already failed or canceled: no money moved.
 		return e.deadRefund(it, &a.Refund)
 	}
@@ -122,12 +122,25 @@ func (e *engine) settle(it *Item, attempt int, r *Refund, source string) Result 
 		return e.unrecorded(it, attempt, fmt.Sprintf("refund %s exists but could not be journaled", r.ID))
 	}
 	status := StatusRefunded
-	if journal.Unfinished(r.Status) {
+	switch journal.OutcomeOf(r.Status) {
+	case journal.OutcomeMoving:
 		status = StatusPending
+	case journal.OutcomeUnknown:
+		e.logItem(slog.LevelWarn, "refund in a status refundkit does not know", it, attempt, "refund", r.ID, "status", r.Status)
+		res := e.inDoubt(it, attempt, journal.CodeStatusUnknown, unknownStatus(e.name, r))
+		res.Refund, res.Amount, res.Currency = r.ID, r.Amount, r.Currency
+		return res
 	}
 	res := newResult(it, status)
 	res.Refund, res.Amount, res.Currency, res.Attempt = r.ID, r.Amount, r.Currency, attempt
 	return res
+}
+
+// unknownStatus says why an item whose refund r is in a status not on the
+// allow-list is neither done nor failed, and what happens next.
+func unknownStatus(provider string, r *Refund) string {
+	return fmt.Sprintf("refund %s is in status %q at %s, which refundkit does not know: whether money moved cannot be told. Nothing new is sent for this item; a later run asks %s again, and only a status it knows settles it (check the refund at %s)",
+		r.ID, r.Status, provider, provider, provider)
 }
 
 // credit reserves refund r for it before it is journaled as it's: a
@@ -344,14 +357,24 @@ func CheckBinding(it *Item, st journal.ItemState) error {
 		return fmt.Errorf("item %q of batch %q: amount %s, but the journal records %s as sent%s", it.Item, it.Batch, amountText(it.Amount), amountText(st.SentAmount), hint)
 	case st.Sent && it.Currency != "" && st.SentCurrency != "" && it.Currency != st.SentCurrency:
 		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records %q as sent%s", it.Item, it.Batch, it.Currency, st.SentCurrency, hint)
-	case !st.Sent && (st.Status == journal.StatusRefunded || st.Status == journal.StatusPending) && it.Amount > 0 && st.Amount != it.Amount:
-		// No intent (a backfilled or compacted journal): the refund's own
-		// amount is what a partial item must match.
+	case credited(st) && st.Amount <= 0:
+		// No provider refunds nothing, or less than nothing: the record
+		// was not written by a refund that moved money.
+		return fmt.Errorf("item %q of batch %q: the journal records refund %s of %d for it, which is no refund: a record not written by refundkit, or edited; nothing is sent for it until a person checks the refund at the provider (audit --stripe) and its record", it.Item, it.Batch, st.Refund, st.Amount)
+	case credited(st) && it.Amount > 0 && st.Amount != it.Amount:
+		// The refund's own amount is what a partial item must match,
+		// whatever its intent sent.
 		return fmt.Errorf("item %q of batch %q: amount %d, but the journal records refund %s of %d for it%s", it.Item, it.Batch, it.Amount, st.Refund, st.Amount, hint)
-	case (st.Status == journal.StatusRefunded || st.Status == journal.StatusPending) && it.Currency != "" && st.Currency != "" && st.Currency != it.Currency:
+	case credited(st) && it.Currency != "" && st.Currency != "" && st.Currency != it.Currency:
 		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records refund %s in %q for it%s", it.Item, it.Batch, it.Currency, st.Refund, st.Currency, hint)
 	}
 	return nil
+}
+
+// credited reports an item its records credit with a refund: refunded,
+// pending, or in a status refundkit does not know.
+func credited(st journal.ItemState) bool {
+	return st.Status == journal.StatusRefunded || st.Status == journal.StatusPending || st.Unsure()
 }
 
 func boundTarget(st journal.ItemState) string {

@@ -422,6 +422,10 @@ func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bo
 		r := newResult(it, StatusWouldRec)
 		r.Attempt = st.Attempt
 		r.Message = "in doubt in the journal: the real run looks it up first (offline: not looked up)"
+		if st.Unsure() {
+			r.Refund, r.Code = st.Refund, journal.CodeStatusUnknown
+			r.Message = "its refund is journaled in a status refundkit does not know: the real run asks the provider for it, sending nothing (offline: not asked)"
+		}
 		return r, true
 	}
 	return Result{}, false

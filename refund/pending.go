@@ -15,8 +15,14 @@ import (
 )
 
 // settlePending asks the provider how the item's pending refund ended, and
-// journals the end if it came.
+// journals the end if it came. It settles, the same way, an item whose
+// refund is journaled in a status refundkit does not know (unsure): only
+// a status on the allow-list ends that.
 func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemState) Result {
+	journaled := "pending"
+	if st.Unsure() {
+		journaled = "in a status refundkit does not know"
+	}
 	r, res, ok, last := e.getRefund(ctx, it, st, st.Refund)
 	switch {
 	case !ok && last != nil && Classify(last).Class == ClassFinal && !errors.Is(last, ErrNoLookup):
@@ -25,11 +31,11 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 		// another account's or mode's key, a refund that never was): the
 		// item is not done, whatever its journal says. Nothing is journaled,
 		// so every run asks again and says so until a person decides.
-		res := e.inDoubt(it, st.Attempt, f.Code, fmt.Sprintf("journaled pending as refund %s, but %s answers %s: %s. No refund is known to exist for this item: check the payment and the API key's account and mode", st.Refund, e.name, f.Code, f.Message))
+		res := e.inDoubt(it, st.Attempt, f.Code, fmt.Sprintf("journaled %s as refund %s, but %s answers %s: %s. No refund is known to exist for this item: check the payment and the API key's account and mode", journaled, st.Refund, e.name, f.Code, f.Message))
 		res.Refund = st.Refund // the refund it is not (a shared checkpoint's end of run tells it so)
 		return res
 	case !ok:
-		return e.stillPending(it, st, res.Code, res.Message+"; a later run asks again")
+		return e.unsettled(it, st, res.Code, res.Message+"; a later run asks again")
 	}
 	if r.ID != st.Refund {
 		return e.mismatch(it, st.Attempt, &r, 0, fmt.Errorf("asked for refund %s, %s answered with %s", st.Refund, e.name, r.ID))
@@ -37,25 +43,57 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 	if err := contradicts(it, &r); err != nil {
 		return e.mismatch(it, st.Attempt, &r, 0, err)
 	}
-	switch r.Status {
-	case RefundSucceeded:
+	if r.Amount == 0 && r.Currency == "" {
+		// A read that says only the status: the amount is the one
+		// journaled for this refund id.
+		r.Amount, r.Currency = st.Amount, st.Currency
+	}
+	switch journal.OutcomeOf(r.Status) {
+	case journal.OutcomeDone:
 		e.logItem(slog.LevelDebug, "pending refund settled", it, st.Attempt, "refund", r.ID)
 		return e.settle(it, st.Attempt, &r, journal.SourceSettled)
-	case RefundFailed, RefundCanceled:
+	case journal.OutcomeDead:
 		if x, found := e.liveExtra(ctx, it, st); found {
 			// Another refund of the item's own still stands: the item is
 			// refunded by it, and the one that ended is no longer its.
 			return e.recredit(it, st, &r, &x)
 		}
 		code := "refund_" + r.Status
-		msg := fmt.Sprintf("pending refund %s ended %s at %s", r.ID, r.Status, e.name)
+		msg := fmt.Sprintf("%s refund %s ended %s at %s", journaled, r.ID, r.Status, e.name)
+		if st.Unsure() {
+			msg = fmt.Sprintf("refund %s, journaled %s, ended %s at %s", r.ID, journaled, r.Status, e.name)
+		}
 		if r.FailureReason != "" {
 			msg += " (" + r.FailureReason + ")"
 		}
 		msg += ": it does not stand (no money moved, or it came back) and nothing is sent again; if it is still owed, refund it under a new item id"
 		return e.failedWith(it, st.Attempt, r.ID, code, msg)
+	case journal.OutcomeMoving:
+		if st.Unsure() {
+			return e.settle(it, st.Attempt, &r, journal.SourceSettled) // known now: pending
+		}
+		return e.stillPending(it, st, "", fmt.Sprintf("refund %s is still %s at %s: run again later to settle it", r.ID, r.Status, e.name))
 	}
-	return e.stillPending(it, st, "", fmt.Sprintf("refund %s is still %s at %s: run again later to settle it", r.ID, r.Status, e.name))
+	if st.Unsure() {
+		return e.unsettled(it, st, journal.CodeStatusUnknown, unknownStatus(e.name, &r))
+	}
+	return e.settle(it, st.Attempt, &r, journal.SourceSettled) // journaled: no longer pending, not done
+}
+
+// unsettled is the result of an item whose refund's end did not come:
+// still pending, or still in doubt when its status is one refundkit does
+// not know.
+func (e *engine) unsettled(it *Item, st journal.ItemState, code, msg string) Result {
+	if !st.Unsure() {
+		return e.stillPending(it, st, code, msg)
+	}
+	if code == "" || code == CodeNoLookup {
+		msg = fmt.Sprintf("refund %s is journaled in a status refundkit does not know, and %s did not say another: %s", st.Refund, e.name, msg)
+		code = journal.CodeStatusUnknown
+	}
+	r := e.inDoubt(it, st.Attempt, code, msg)
+	r.Refund, r.Amount = st.Refund, st.Amount
+	return r
 }
 
 // getRefund reads refund id of the item as the provider holds it now: by
@@ -89,7 +127,7 @@ func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, 
 // amount, currency, metadata: verify), if one is.
 func (e *engine) liveExtra(ctx context.Context, it *Item, st journal.ItemState) (Refund, bool) {
 	for _, id := range st.ExtraIDs() {
-		if x, _, ok, _ := e.getRefund(ctx, it, st, id); ok && x.ID == id && Live(&x) && verify(it, &x, 0) == nil {
+		if x, _, ok, _ := e.getRefund(ctx, it, st, id); ok && x.ID == id && Standing(&x) && verify(it, &x, 0) == nil {
 			return x, true
 		}
 	}

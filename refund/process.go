@@ -23,7 +23,8 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	switch {
 	case j.known && st.Status == journal.StatusRefunded:
 		return e.recheckExtras(ctx, it, st)
-	case j.known && st.Status == journal.StatusPending:
+	case j.known && (st.Status == journal.StatusPending || st.Unsure()):
+		// The refund exists: only its outcome is news. Nothing is sent.
 		return withExtras(e.settlePending(ctx, it, st), st.ExtraIDs())
 	}
 	attempt := 1

@@ -148,13 +148,15 @@ func paymentOf(it *Item) Payment {
 }
 
 // Refund statuses, in Stripe's words, which refundkit's journals and
-// findings use; a provider maps its own onto them.
+// findings use; a provider maps its own onto them, and passes on one it
+// does not know as it came (journal.Statuses is the one allow-list: such
+// a status is neither done nor failed).
 const (
-	RefundSucceeded      = "succeeded"
+	RefundSucceeded      = journal.SucceededStatus
 	RefundPending        = journal.PendingStatus
 	RefundRequiresAction = journal.RequiresActionStatus // waits for the customer; can still be canceled
-	RefundCanceled       = "canceled"
-	RefundFailed         = "failed"
+	RefundCanceled       = journal.CanceledStatus
+	RefundFailed         = journal.FailedStatus
 )
 
 // Refund is a refund as a provider holds it.
@@ -187,8 +189,19 @@ type Answer struct {
 	HTTPStatus int  // the answer's status, 0 when not known
 }
 
-// Live reports a refund that holds or moves money: not canceled, not failed.
-func Live(r *Refund) bool { return r.Status != RefundCanceled && r.Status != RefundFailed }
+// Live reports a refund that may hold or move money: any not known to
+// have ended without moving it (failed, canceled), one in a status
+// refundkit does not know included. It holds a payment, counts against
+// what is left of it, and is a second refund beside another.
+func Live(r *Refund) bool { return !journal.DeadStatus(r.Status) }
+
+// Standing reports a refund known to hold or move money: succeeded, or
+// accepted and not finished. Only such a refund is credited to an item in
+// place of another.
+func Standing(r *Refund) bool {
+	o := journal.OutcomeOf(r.Status)
+	return o == journal.OutcomeDone || o == journal.OutcomeMoving
+}
 
 // Matches reports whether r was made by refundkit for item of batch.
 func Matches(r *Refund, batch, item string) bool {

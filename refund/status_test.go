@@ -80,6 +80,21 @@ func TestRefundStatusTable(t *testing.T) {
 			first: want{refund.StatusPending, ""}, settle: want{refund.StatusRefunded, ""}},
 		{name: "found failed", found: refund.RefundFailed, first: want{refund.StatusFailed, "refund_failed"}},
 		{name: "found canceled", found: refund.RefundCanceled, first: want{refund.StatusFailed, "refund_canceled"}},
+		// A status not on the allow-list (journal.Statuses) is neither
+		// done nor failed: in doubt with its refund kept, nothing sent
+		// again, until the provider says a status refundkit knows.
+		{name: "created in an unknown status, settles succeeded", create: "weird", get: refund.RefundSucceeded,
+			first: want{refund.StatusInDoubt, journal.CodeStatusUnknown}, settle: want{refund.StatusRefunded, ""}},
+		{name: "created in an unknown status, still so", create: "SUCCEEDED", get: "SUCCEEDED",
+			first: want{refund.StatusInDoubt, journal.CodeStatusUnknown}, settle: want{refund.StatusInDoubt, journal.CodeStatusUnknown}},
+		{name: "created with no status, then pending", create: "", get: refund.RefundPending,
+			first: want{refund.StatusInDoubt, journal.CodeStatusUnknown}, settle: want{refund.StatusPending, ""}},
+		{name: "created in an unknown status, then canceled", create: "weird", get: refund.RefundCanceled,
+			first: want{refund.StatusInDoubt, journal.CodeStatusUnknown}, settle: want{refund.StatusFailed, "refund_canceled"}},
+		{name: "created pending, then an unknown status", create: refund.RefundPending, get: "refunded",
+			first: want{refund.StatusPending, ""}, settle: want{refund.StatusInDoubt, journal.CodeStatusUnknown}},
+		{name: "found in an unknown status", found: "completed", get: "completed",
+			first: want{refund.StatusInDoubt, journal.CodeStatusUnknown}, settle: want{refund.StatusInDoubt, journal.CodeStatusUnknown}},
 		{name: "settle read: 404", create: refund.RefundPending, getErr: failure(refund.ClassFinal, 404, "resource_missing"),
 			first: want{refund.StatusPending, ""}, settle: want{refund.StatusInDoubt, "resource_missing"}},
 		// No answer (or 429, 503: retried while the provider asks for

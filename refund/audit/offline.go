@@ -322,6 +322,11 @@ func (r *run) journalCharge(members []uint32) {
 // mismatch fills the in_doubt finding f of an item whose last failure is
 // an answer that was not its refund; seen is what Stripe lists for it.
 func (r *run) mismatch(i uint32, sl *itemSlot, f *Finding, seen string) {
+	if r.st.codes.Name(sl.code) == journal.CodeStatusUnknown {
+		f.Code, f.Message = journal.CodeStatusUnknown, r.st.mismatches[i]
+		f.Remedy = "the item is neither done nor failed: refund sends nothing new for it and asks the provider for that refund's status on every run until it answers one refundkit knows; check the refund at the provider (audit --stripe shows what Stripe holds)"
+		return
+	}
 	if r.st.codes.Name(sl.code) != refund.CodeAnswerMismatch {
 		return
 	}

@@ -179,6 +179,14 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 		x.Type, x.Final, x.Code = journal.TypeFailed, true, "refund_"+r.Status
 		r = &x
 	}
+	if r.Type == journal.TypeRefunded && journal.OutcomeOf(r.Status) == journal.OutcomeUnknown {
+		// Neither done nor failed (journal.Next: in doubt): whether money
+		// moved cannot be told, so it is a finding, never a refund.
+		x := *r
+		x.Type, x.Code = journal.TypeFailed, journal.CodeStatusUnknown
+		x.Message = fmt.Sprintf("%s: refund %s is journaled in status %q, which refundkit does not know: whether money moved cannot be told", at, r.Refund, r.Status)
+		r = &x
+	}
 	if r.Type == journal.TypeCanceled {
 		s.canceled[strings.Clone(r.Refund)] = true
 		return
@@ -259,7 +267,7 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 			s.failures[i] = failure{message: strings.Clone(r.Message), httpStatus: r.HTTPStatus}
 		} else {
 			sl.status = statusInDoubt
-			if r.Code == refund.CodeAnswerMismatch {
+			if r.Code == refund.CodeAnswerMismatch || r.Code == journal.CodeStatusUnknown {
 				s.mismatches[i] = strings.Clone(r.Message)
 			}
 		}
