@@ -19,13 +19,17 @@ type outcome struct {
 	// refund is the refund a final failure names, if any: a pending
 	// refund that ended failed, or one found dead or for another amount.
 	refund string
+	// amount and currency of a refund, as its record says them (0, "":
+	// not said).
+	amount   int64
+	currency string
 }
 
 // outcomeOf is the outcome r records; false if it records none.
 func outcomeOf(r *Record) (outcome, bool) {
 	switch {
 	case r.Type == TypeRefunded:
-		return outcome{batch: r.Batch, item: r.Item, name: r.Refund}, true
+		return outcome{batch: r.Batch, item: r.Item, name: r.Refund, amount: r.Amount, currency: r.Currency}, true
 	case r.Type == TypeFailed && r.Final:
 		return outcome{final: true, batch: r.Batch, item: r.Item, name: r.Code, refund: r.Refund}, true
 	}
@@ -42,6 +46,11 @@ type firstOutcomes struct {
 type firstOutcome struct {
 	name arena.Ref // the refund id, or the failure's code, in the index's arena
 	at   location  // line 0: none yet
+	// amount and currency (in the arena) of the first refund, as its
+	// first record with each said them: a later record of that refund id
+	// that says another is a conflict.
+	amount   int64
+	currency arena.Ref
 }
 
 // conflicts collects the outcomes that disagree with their item's first
@@ -67,6 +76,10 @@ func (c *conflicts) check(f *firstOutcomes, strs *arena.Arena, o outcome, at loc
 		reason, first = fmt.Sprintf("refunded as %s and as %s", strs.Get(f.refund.name), o.name), f.refund.at
 	case !o.final && failed:
 		reason, first = fmt.Sprintf("refunded as %s after failing for good (%s)", o.name, strs.Get(f.failure.name)), f.failure.at
+	case !o.final && refunded && o.amount != 0 && f.refund.amount != 0 && o.amount != f.refund.amount:
+		reason, first = fmt.Sprintf("refund %s journaled with amount %d and with %d", o.name, f.refund.amount, o.amount), f.refund.at
+	case !o.final && refunded && o.currency != "" && f.refund.currency != 0 && o.currency != strs.Get(f.refund.currency):
+		reason, first = fmt.Sprintf("refund %s journaled in %s and in %s", o.name, strs.Get(f.refund.currency), o.currency), f.refund.at
 	case o.final && refunded && o.refund != strs.Get(f.refund.name):
 		// A failure that names the item's refund is that refund's end (a
 		// pending refund that failed at the provider), not a contradiction.
@@ -74,9 +87,21 @@ func (c *conflicts) check(f *firstOutcomes, strs *arena.Arena, o outcome, at loc
 	}
 	switch {
 	case !o.final && !refunded:
-		f.refund = firstOutcome{strs.Add(o.name), at}
+		f.refund = firstOutcome{name: strs.Add(o.name), at: at, amount: o.amount}
+		if o.currency != "" {
+			f.refund.currency = strs.Add(o.currency)
+		}
 	case o.final && !failed:
-		f.failure = firstOutcome{strs.Add(o.name), at}
+		f.failure = firstOutcome{name: strs.Add(o.name), at: at}
+	case !o.final && reason == "" && strs.Get(f.refund.name) == o.name:
+		// The same refund again: what the first record left unsaid, this
+		// one may say.
+		if f.refund.amount == 0 {
+			f.refund.amount = o.amount
+		}
+		if f.refund.currency == 0 && o.currency != "" {
+			f.refund.currency = strs.Add(o.currency)
+		}
 	}
 	if reason == "" {
 		return false

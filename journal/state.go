@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -75,6 +76,11 @@ type ItemState struct {
 	// rerun reports until a journaled cancel (audit --cancel-extras, or a
 	// rerun that finds one ended at the provider) takes each back.
 	Extras string
+	// Contradiction says how the item's records cannot all be true: its
+	// refund journaled again with another amount or currency. "" for
+	// nearly every item. refund will not skip such an item as done
+	// (refund.CheckBinding); audit reports it.
+	Contradiction string
 	// SentAt is when the current attempt's first intent was journaled, for
 	// an item in doubt (Unix seconds, by the writer's clock; 0 otherwise):
 	// how old its key is, for a provider that keeps keys for a time and
@@ -99,6 +105,7 @@ type State struct {
 	// What a slot cannot hold, by item id; the slot's flags say which.
 	attempts    map[uint32]int    // Attempt (flagAttemptSpilled)
 	extras      map[uint32]string // Extras, for the few items that have any
+	contras     map[uint32]string // Contradiction, for the few items that have one
 	texts       map[uint32]string // Code, or Currency once refunded (flagCodeSpilled)
 	currencies  map[uint32]string // SentCurrency (flagCurrencySpilled)
 	sentAmounts map[uint32]int64  // SentAmount (flagSentSpilled)
@@ -220,6 +227,11 @@ func (s *State) find(batch, item string) (uint32, bool) { return s.idx.Find(batc
 func Next(st ItemState, r *Record) ItemState {
 	if r.Type != TypeCanceled && rebinds(&st, r) {
 		st.Rebound = true
+	}
+	if r.Type == TypeRefunded && st.Contradiction == "" && holdsRefund(&st) && r.Refund == st.Refund {
+		if why := differs(&st, r); why != "" {
+			st.Contradiction = why
+		}
 	}
 	if hasRefund(st.Status) && r.Refund != "" && r.Refund != st.Refund {
 		switch {
@@ -355,6 +367,19 @@ func rebinds(st *ItemState, r *Record) bool {
 // Currency is set and Code is not.
 func hasRefund(s Status) bool { return s == StatusRefunded || s == StatusPending }
 
+// differs says how refunded record r, of the refund st is credited with,
+// contradicts what st holds of it: another amount or currency. A field a
+// record leaves out says nothing.
+func differs(st *ItemState, r *Record) string {
+	switch {
+	case r.Amount != 0 && st.Amount != 0 && r.Amount != st.Amount:
+		return fmt.Sprintf("refund %s is journaled with amount %d, and again with %d", r.Refund, st.Amount, r.Amount)
+	case r.Currency != "" && st.Currency != "" && r.Currency != st.Currency:
+		return fmt.Sprintf("refund %s is journaled in %s, and again in %s", r.Refund, st.Currency, r.Currency)
+	}
+	return ""
+}
+
 // unsure reports an item in doubt because its refund (st.Refund) is
 // journaled in a status not on the list (CodeStatusUnknown).
 func unsure(st *ItemState) bool {
@@ -366,9 +391,9 @@ func unsure(st *ItemState) bool {
 // it; only the provider's word on that refund settles it.
 func (st *ItemState) Unsure() bool { return unsure(st) }
 
-// credits reports an item the checkpoint credits with st.Refund: a live
+// holdsRefund reports an item the checkpoint credits with st.Refund: a live
 // refund, or one whose status is unknown (it may have moved money).
-func credits(st *ItemState) bool { return hasRefund(st.Status) || unsure(st) }
+func holdsRefund(st *ItemState) bool { return hasRefund(st.Status) || unsure(st) }
 
 // settles reports whether r ends a pending refund: a finished refund, or
 // a final failure (the refund failed or was canceled at the provider).
@@ -406,6 +431,9 @@ func (s *State) get(i uint32) ItemState {
 	}
 	if s.extras != nil {
 		st.Extras = s.extras[i]
+	}
+	if s.contras != nil {
+		st.Contradiction = s.contras[i]
 	}
 	text := s.codes.Name(uint32(sl.code))
 	if sl.flags&flagCodeSpilled != 0 {
@@ -462,15 +490,18 @@ func (s *State) put(i uint32, was, st *ItemState) {
 			flags |= flagAttemptSpilled
 		}
 	}
+	if st.Contradiction != was.Contradiction {
+		spill(&s.contras, i, st.Contradiction, st.Contradiction == "", was.Contradiction != "")
+	}
 	if st.Extras != was.Extras {
 		spill(&s.extras, i, st.Extras, st.Extras == "", was.Extras != "")
 		for _, id := range st.ExtraIDs() {
 			s.indexHolder(i, id)
 		}
 	}
-	if st.Refund != was.Refund || credits(st) && !credits(was) {
+	if st.Refund != was.Refund || holdsRefund(st) && !holdsRefund(was) {
 		sl.refund = strs.Add(st.Refund)
-		if credits(st) {
+		if holdsRefund(st) {
 			s.indexHolder(i, st.Refund)
 		}
 	}

@@ -342,6 +342,9 @@ func CheckBinding(it *Item, st journal.ItemState) error {
 		// look-up (Adyen) cannot show: a new item id now could be a second.
 		hint = ": the journal binds an item to what was sent, and this one is in doubt (its call may have made a refund): settle it first, by running again with the plan as it was (with Adyen, once its notifications have come), then plan what is still owed under a new item id"
 	}
+	if err := CheckRecords(it.Batch, it.Item, st); err != nil {
+		return err
+	}
 	switch {
 	case st.Rebound:
 		return fmt.Errorf("item %q of batch %q: the journal's records name two different payments for it (%s first): records of two plans merged into one journal? Which payment the item is cannot be told; a person checks its refunds at the provider and plans what is still owed under a new item id", it.Item, it.Batch, boundTarget(st))
@@ -357,10 +360,6 @@ func CheckBinding(it *Item, st journal.ItemState) error {
 		return fmt.Errorf("item %q of batch %q: amount %s, but the journal records %s as sent%s", it.Item, it.Batch, amountText(it.Amount), amountText(st.SentAmount), hint)
 	case st.Sent && it.Currency != "" && st.SentCurrency != "" && it.Currency != st.SentCurrency:
 		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records %q as sent%s", it.Item, it.Batch, it.Currency, st.SentCurrency, hint)
-	case credited(st) && st.Amount <= 0:
-		// No provider refunds nothing, or less than nothing: the record
-		// was not written by a refund that moved money.
-		return fmt.Errorf("item %q of batch %q: the journal records refund %s of %d for it, which is no refund: a record not written by refundkit, or edited; nothing is sent for it until a person checks the refund at the provider (audit --stripe) and its record", it.Item, it.Batch, st.Refund, st.Amount)
 	case credited(st) && it.Amount > 0 && st.Amount != it.Amount:
 		// The refund's own amount is what a partial item must match,
 		// whatever its intent sent.
@@ -375,6 +374,22 @@ func CheckBinding(it *Item, st journal.ItemState) error {
 // pending, or in a status refundkit does not know.
 func credited(st journal.ItemState) bool {
 	return st.Status == journal.StatusRefunded || st.Status == journal.StatusPending || st.Unsure()
+}
+
+// CheckRecords reports an item whose records are not consistent with
+// themselves, whatever its plan says: its refund journaled again with
+// another amount or currency, or credited with an amount no refund has.
+// Such records were not written as refundkit writes them (edited, or
+// merged by hand); the item is not done, and nothing is sent for it.
+func CheckRecords(batch, item string, st journal.ItemState) error {
+	switch {
+	case st.Contradiction != "":
+		return fmt.Errorf("item %q of batch %q: the journal's records of it cannot all be true (%s): records of two runs or plans merged by hand, or edited? Nothing is sent for it; a person checks its refund at the provider (audit --stripe) and mends the journal", item, batch, st.Contradiction)
+	case credited(st) && st.Amount <= 0:
+		// No provider refunds nothing, or less than nothing.
+		return fmt.Errorf("item %q of batch %q: the journal records refund %s of %d for it, which is no refund: a record not written by refundkit, or edited; nothing is sent for it until a person checks the refund at the provider (audit --stripe) and its record", item, batch, st.Refund, st.Amount)
+	}
+	return nil
 }
 
 func boundTarget(st journal.ItemState) string {

@@ -393,6 +393,9 @@ func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bo
 		}
 		return Result{}, false
 	}
+	if res, shared := e.sharedRefund(it, st); shared {
+		return res, true
+	}
 	switch st.Status {
 	case journal.StatusRefunded:
 		if st.Extras != "" && !e.cfg.DryRun {
@@ -429,6 +432,28 @@ func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bo
 		return r, true
 	}
 	return Result{}, false
+}
+
+// sharedRefund answers an item the journal credits with a refund it
+// credits to another item first: one refund refunds one item at most, so
+// the item is not done, and nothing is sent for it. Only a file journal
+// can hold that (concatenated or edited by hand: journal-merge refuses
+// it); a shared checkpoint checks each credit as it is written (credit),
+// and asking it per item would cost a query each.
+func (e *engine) sharedRefund(it *Item, st journal.ItemState) (Result, bool) {
+	if st.Refund == "" || !credited(st) {
+		return Result{}, false
+	}
+	if _, shared := e.cfg.Checkpoint.(Claims); shared {
+		return Result{}, false
+	}
+	batch, item, held, err := e.cfg.Checkpoint.Holder(st.Refund)
+	if err != nil || !held || batch == it.Batch && item == it.Item {
+		return Result{}, false
+	}
+	r := e.inDoubt(it, st.Attempt, CodeSharedRefund, fmt.Sprintf("the journal credits refund %s to this item and, first, to item %q of batch %q: one refund refunds one item at most, so the records cannot all be true. Nothing is sent for it; a person checks the refund at the provider (audit --stripe) and mends the journal", st.Refund, item, batch))
+	r.Refund = st.Refund
+	return r, true
 }
 
 // readOnly is a dry run's provider: its reads go through, and a create

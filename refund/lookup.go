@@ -42,6 +42,9 @@ const (
 	// that is not the item's (another charge, amount or item); the run
 	// halts.
 	CodeAnswerMismatch = "answer_mismatch"
+	// CodeSharedRefund: the journal credits the item's refund to another
+	// item too (first); not done, nothing sent, until a person mends it.
+	CodeSharedRefund = "shared_refund"
 	// CodeAmountDiffers: the look-up found the item's own refund, of
 	// another amount than the plan's (made under an earlier plan), or, for
 	// a full refund, the payment's refunds do not add up to its amount.

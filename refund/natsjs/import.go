@@ -374,6 +374,8 @@ func (c *Checkpoint) next(ctx context.Context, it *imported, e *entry, name stri
 		}
 	} else if it.st.Rebound {
 		return nil, 0, &refund.InputError{Name: name, Err: reboundError(it.k, it.st)}
+	} else if err := refund.CheckRecords(it.k.batch, it.k.item, it.st); err != nil {
+		return nil, 0, &refund.InputError{Name: name, Err: err}
 	}
 	v.Records = it.lines
 	if next := it.st; next.KeyBurned && !was.KeyBurned {
