@@ -113,6 +113,7 @@ type State struct {
 	near     atomic.Uint32 // the id after the one Lookup found last: its guess
 	touched  uint32        // keeps applyRun's loads from being optimized away
 	holders  holders       // items by refund id, built by the first Holder
+	twice    twice         // refund ids credited more than once, for SharedRefund
 	payments payments      // items by target, built by the first OnPayment
 }
 

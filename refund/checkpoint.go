@@ -58,6 +58,12 @@ func (j journalCheckpoint) Holder(id string) (string, string, bool, error) {
 	return batch, item, ok, nil
 }
 
+// SharedRefund is journal.State.SharedRefund: a file journal's records
+// can credit one refund to two items (sharer).
+func (j journalCheckpoint) SharedRefund(id, batch, item string) (string, string, bool) {
+	return j.state.SharedRefund(id, batch, item)
+}
+
 func (j journalCheckpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	return j.state.OnPayment(keys...), nil
 }

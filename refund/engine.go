@@ -434,21 +434,24 @@ func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bo
 	return Result{}, false
 }
 
+// sharer is a checkpoint whose records can credit one refund to two
+// items: a file journal, concatenated or edited by hand (journal-merge
+// refuses it). A shared checkpoint checks each credit as it is written
+// (credit, and its imports), so it needs no such check per item.
+type sharer interface {
+	SharedRefund(id, batch, item string) (firstBatch, firstItem string, shared bool)
+}
+
 // sharedRefund answers an item the journal credits with a refund it
 // credits to another item first: one refund refunds one item at most, so
-// the item is not done, and nothing is sent for it. Only a file journal
-// can hold that (concatenated or edited by hand: journal-merge refuses
-// it); a shared checkpoint checks each credit as it is written (credit),
-// and asking it per item would cost a query each.
+// the item is not done, and nothing is sent for it.
 func (e *engine) sharedRefund(it *Item, st journal.ItemState) (Result, bool) {
-	if st.Refund == "" || !credited(st) {
+	s, ok := e.cfg.Checkpoint.(sharer)
+	if !ok || st.Refund == "" || !credited(st) {
 		return Result{}, false
 	}
-	if _, shared := e.cfg.Checkpoint.(Claims); shared {
-		return Result{}, false
-	}
-	batch, item, held, err := e.cfg.Checkpoint.Holder(st.Refund)
-	if err != nil || !held || batch == it.Batch && item == it.Item {
+	batch, item, shared := s.SharedRefund(st.Refund, it.Batch, it.Item)
+	if !shared {
 		return Result{}, false
 	}
 	r := e.inDoubt(it, st.Attempt, CodeSharedRefund, fmt.Sprintf("the journal credits refund %s to this item and, first, to item %q of batch %q: one refund refunds one item at most, so the records cannot all be true. Nothing is sent for it; a person checks the refund at the provider (audit --stripe) and mends the journal", st.Refund, item, batch))
