@@ -7,7 +7,9 @@ package refund_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -155,4 +157,41 @@ func statusRun(t *testing.T, p refund.Provider, path, plan string) (refund.Resul
 		t.Fatalf("no result for i1 (run: %v)", err)
 	}
 	return got, h != nil
+}
+
+// TestStatusTableIsTheAllowList holds docs/records.md's status table to
+// journal.Statuses: the Stripe column of each of its first three rows
+// names exactly the statuses of one outcome, and every status on the
+// list is in the table.
+func TestStatusTableIsTheAllowList(t *testing.T) {
+	doc, err := os.ReadFile("../docs/records.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]journal.Outcome{"done": journal.OutcomeDone, "accepted, not finished": journal.OutcomeMoving, "ended without moving money": journal.OutcomeDead}
+	seen := map[string]bool{}
+	code := regexp.MustCompile("`([a-z_]+)`")
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			continue
+		}
+		head := strings.TrimSpace(cells[1])
+		for prefix, outcome := range rows {
+			if !strings.HasPrefix(head, prefix) {
+				continue
+			}
+			for _, m := range code.FindAllStringSubmatch(cells[2], -1) {
+				if got := journal.OutcomeOf(m[1]); got != outcome {
+					t.Errorf("docs/records.md puts %q in the row %q, journal.Statuses says outcome %d", m[1], head, got)
+				}
+				seen[m[1]] = true
+			}
+		}
+	}
+	for status := range journal.Statuses {
+		if !seen[status] {
+			t.Errorf("status %q of journal.Statuses is not in docs/records.md's table", status)
+		}
+	}
 }
