@@ -69,6 +69,10 @@ fuzz:
 	$(GO) test ./refund/audit -run '^$$' -fuzz FuzzAuditScan -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/money -run '^$$' -fuzz FuzzParseValue -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/paypalsim -run '^$$' -fuzz FuzzReadCaptures -fuzztime $(FUZZTIME)
+	$(GO) test ./refund -run '^$$' -fuzz FuzzNothingDoneUnproven -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/exec -run '^$$' -fuzz FuzzAnswers -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/paypal -run '^$$' -fuzz FuzzRefundAnswer -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/adyen -run '^$$' -fuzz FuzzOutcome -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin out

@@ -44,7 +44,8 @@ func (h *mergeRec) outcome(rec *Record) (outcome, bool) {
 		return outcome{}, false
 	}
 	// Streamed and canonical: the strings are in data.
-	return outcome{final: hd.outcome == outcomeFailed, batch: headString(h.data, hd.batch), item: headString(h.data, hd.item), name: headString(h.data, hd.id)}, true
+	return outcome{final: hd.outcome == outcomeFailed, batch: headString(h.data, hd.batch), item: headString(h.data, hd.item), name: headString(h.data, hd.id),
+		amount: hd.amount, currency: headString(h.data, hd.currency)}, true
 }
 
 // lineHead is what a merge reads of every record, taken on the parsing
@@ -59,6 +60,9 @@ type lineHead struct {
 	// batch, item and the refund id (or the code of a final failure) as
 	// offset and length in the block's data, when the line is canonical.
 	batch, item, id [2]int32
+	// amount and currency of a refund, to check against its first record.
+	currency [2]int32
+	amount   int64
 }
 
 // Outcomes a merge checks for conflicts.
@@ -91,6 +95,9 @@ func headOf(r *Record, data []byte, canonical bool) lineHead {
 			id = r.Code
 		}
 		h.batch, h.item, h.id = at(r.Batch), at(r.Item), at(id)
+		if h.outcome == outcomeRefunded {
+			h.currency, h.amount = at(r.Currency), r.Amount
+		}
 	}
 	return h
 }

@@ -115,6 +115,10 @@ func (e *engine) adopt(ctx context.Context, it *Item, attempt int, unsent bool, 
 }
 
 func (e *engine) settle(it *Item, attempt int, r *Refund, source string) Result {
+	if r.Amount <= 0 {
+		// A refund of nothing, or less, is no refund: never credited.
+		return e.mismatch(it, attempt, r, 0, fmt.Errorf("refund %s is of %d", r.ID, r.Amount))
+	}
 	if res, ok := e.credit(it, attempt, r); !ok {
 		return res
 	}

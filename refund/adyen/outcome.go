@@ -25,14 +25,20 @@ const (
 // its REFUND notifications say both success and failure.
 const ReasonContradicts = "notifications_contradict"
 
+// ReasonSuccessUnknown is the FailureReason of a refund left pending
+// because a REFUND notification's success is neither "true" nor "false":
+// only those two are on the allow-list.
+const ReasonSuccessUnknown = "success_not_understood"
+
 // Outcome is refund id as its notifications tell it; ok is false when none
 // names it. A REFUND with success "true" is refunded, with "false" failed;
 // REFUND_FAILED or REFUNDED_REVERSED, in whatever order they came, undo a
 // success: the money is back with the merchant, and the refund counts as
 // failed (FailureReason says which). REFUND true and false for one refund
-// contradict: it stays pending, for a person.
+// contradict: it stays pending, for a person, as does a success that is
+// neither.
 func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
-	var yes, no, failedLater, reversed bool
+	var yes, no, odd, failedLater, reversed bool
 	for i := range notes {
 		it := &notes[i].Item
 		if it.PSPReference != id || !wire.RefundEvent(it.EventCode) {
@@ -46,13 +52,16 @@ func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 		}
 		switch it.EventCode {
 		case wire.EventRefund:
-			if it.Success == "true" {
+			switch it.Success {
+			case "true":
 				yes = true
-			} else {
+			case "false":
 				no = true
 				if r.FailureReason == "" {
 					r.FailureReason = it.Reason
 				}
+			default:
+				odd = true
 			}
 		case wire.EventRefundFailed:
 			failedLater = true
@@ -66,6 +75,8 @@ func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 		r.Status, r.FailureReason = refund.RefundFailed, ReasonReversed
 	case failedLater:
 		r.Status, r.FailureReason = refund.RefundFailed, ReasonFailedLater
+	case odd:
+		r.Status, r.FailureReason = refund.RefundPending, ReasonSuccessUnknown
 	case yes && no:
 		r.Status, r.FailureReason = refund.RefundPending, ReasonContradicts
 	case yes:

@@ -128,8 +128,10 @@ func parseAnswer(o outcome) (answer, error) {
 		if a.ID == "" {
 			return bad("status %q without an id", a.Status)
 		}
-		if _, err := minorUnits(a.Amount); err != nil {
+		if n, err := minorUnits(a.Amount); err != nil {
 			return bad("status %q: amount: %v", a.Status, err)
+		} else if n == 0 {
+			return bad("status %q: amount 0: a refund that exists is of a positive amount", a.Status)
 		}
 	case refund.RefundFailed:
 		if a.Code == "" {
@@ -187,7 +189,11 @@ func parseListed(p refund.Payment, line []byte) (refund.Refund, error) {
 		return refund.Refund{}, fmt.Errorf("refund %s: amount: %v", refund.Show(l.ID), err)
 	}
 	switch l.Status {
-	case refund.RefundSucceeded, refund.RefundPending, refund.RefundFailed, refund.RefundCanceled, refund.RefundRequiresAction:
+	case refund.RefundSucceeded, refund.RefundPending, refund.RefundRequiresAction:
+		if amount == 0 {
+			return refund.Refund{}, fmt.Errorf("refund %s: status %s: amount 0: a refund that stands is of a positive amount", refund.Show(l.ID), l.Status)
+		}
+	case refund.RefundFailed, refund.RefundCanceled:
 	default:
 		return refund.Refund{}, fmt.Errorf("refund %s: status %s: want succeeded, pending, failed, canceled or requires_action", refund.Show(l.ID), refund.Show(l.Status))
 	}
