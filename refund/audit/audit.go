@@ -20,6 +20,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // Auditor gathers a plan and journals, then reports findings with Run.
@@ -168,8 +169,8 @@ func (e *JournalError) Unwrap() error { return e.Err }
 // Run reports every finding to emit, in a stable order (torn tails, then
 // items in the order first read, then per charge), and returns the counts.
 // The error is a *StripeError, a *JournalError or ctx's error; the report
-// then covers what was checked before it. A sum beyond int64 is an
-// *OverflowError, and no report: no total can be told past it. A plan whose batches the
+// then covers what was checked before it. A sum beyond int64 is a
+// *money.TotalError, and no report: no total can be told past it. A plan whose batches the
 // journals share none of is a *BatchMismatchError, and no report: nothing
 // is checked.
 func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*Report, error) {
@@ -281,7 +282,7 @@ type run struct {
 	// after it.
 	halt atomic.Pointer[StripeError]
 	// overflow is the first sum beyond int64 (sums.go): the audit stops.
-	overflow atomic.Pointer[OverflowError]
+	overflow atomic.Pointer[money.TotalError]
 }
 
 // itemView is an item's state with its strings, which point into the arena.

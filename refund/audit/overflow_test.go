@@ -32,7 +32,7 @@ func (threeHuge) Payment(context.Context, refund.Payment) (refund.PaymentInfo, e
 
 // The two extra refunds the provider lists for an item sum to 2^63 (the
 // report's total of irreversible extras is the first sum to overflow):
-// the audit stops with an *OverflowError naming the total and the item,
+// the audit stops with a *money.TotalError naming the total and the item,
 // no report, and the duplicate finding that would hold the wrapped sum is
 // never emitted. The journal's own total (one refund of 2^62) fits.
 func TestAuditOverflowInAFinding(t *testing.T) {
@@ -43,9 +43,9 @@ func TestAuditOverflowInAFinding(t *testing.T) {
 	}
 	var got []*audit.Finding
 	rep, err := a.Run(context.Background(), audit.Options{Provider: threeHuge{}}, func(f *audit.Finding) { got = append(got, f) })
-	var oe *audit.OverflowError
+	var oe *money.TotalError
 	if !errors.As(err, &oe) || !errors.Is(err, money.ErrOverflow) || rep != nil {
-		t.Fatalf("Run = %v, %v; want an *audit.OverflowError and no report", rep, err)
+		t.Fatalf("Run = %v, %v; want a *money.TotalError and no report", rep, err)
 	}
 	if want := "the total of irreversible extra refunds overflows at item i1 of batch b1: the USD amounts sum beyond 92,233,720,368,547,758.07 USD"; !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error %q, want it to start %q", err, want)

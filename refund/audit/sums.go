@@ -1,8 +1,8 @@
 package audit
 
 // Every sum of amounts an audit makes, checked (money.Add): a total beyond
-// what an int64 of minor units holds stops the audit with an
-// *OverflowError rather than wrap, and it gives no verdict.
+// what an int64 of minor units holds stops the audit with a
+// *money.TotalError rather than wrap, and it gives no verdict.
 
 import (
 	"errors"
@@ -11,26 +11,13 @@ import (
 	"github.com/refundkit/refundkit/refund/money"
 )
 
-// OverflowError is an audit stopped by a sum beyond int64: What is the
-// total ("the refunded total"), Where the item or payment whose amount
-// took it there. No report comes with it: no total can be told past it.
-type OverflowError struct {
-	What, Where string
-	Err         *money.OverflowError
-}
-
-func (e *OverflowError) Error() string {
-	return fmt.Sprintf("%s overflows at %s: %v", e.What, e.Where, e.Err)
-}
-func (e *OverflowError) Unwrap() error { return e.Err }
-
 // overflowed keeps the first sum that went beyond int64. From then on no
 // finding is emitted (the one being built may hold that sum), and Run
 // ends with it.
 func (r *run) overflowed(what, where string, err error) {
 	var oe *money.OverflowError
 	if errors.As(err, &oe) {
-		r.overflow.CompareAndSwap(nil, &OverflowError{What: what, Where: where, Err: oe})
+		r.overflow.CompareAndSwap(nil, &money.TotalError{What: what, Where: where, Err: oe})
 	}
 }
 

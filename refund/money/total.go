@@ -84,3 +84,16 @@ func (t Totals) Add(currency string, amount int64) error {
 	t[currency] = sum
 	return nil
 }
+
+// TotalError is an *OverflowError where it happened: What total ("the
+// refunded total") and Where the amount that took it there came from
+// ("item i2 of batch b1").
+type TotalError struct {
+	What, Where string
+	Err         *OverflowError
+}
+
+func (e *TotalError) Error() string {
+	return fmt.Sprintf("%s overflows at %s: %v", e.What, e.Where, e.Err)
+}
+func (e *TotalError) Unwrap() error { return e.Err }

@@ -122,3 +122,15 @@ func FuzzAdd(f *testing.F) {
 		}
 	})
 }
+
+// TestTotalError: where a total overflowed, and errors.Is sees the cause.
+func TestTotalError(t *testing.T) {
+	_, err := Add(1<<62, 1<<62, "jpy")
+	var oe *OverflowError
+	errors.As(err, &oe)
+	te := &TotalError{What: "the refunded total", Where: "item i2 of batch b1", Err: oe}
+	want := "the refunded total overflows at item i2 of batch b1: the JPY amounts sum beyond 9,223,372,036,854,775,807 JPY, the most an int64 of minor units holds (4,611,686,018,427,387,904 JPY plus 4,611,686,018,427,387,904 JPY)"
+	if te.Error() != want || !errors.Is(te, ErrOverflow) {
+		t.Errorf("%q (Is ErrOverflow: %v), want %q", te, errors.Is(te, ErrOverflow), want)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/money"
 	"github.com/refundkit/refundkit/refund/postgres"
 )
 
@@ -283,7 +284,7 @@ func Audit(env Env) (exit int) {
 
 	var stripeErr *audit.StripeError
 	var journalErr *audit.JournalError
-	var overflow *audit.OverflowError
+	var overflow *money.TotalError
 	// Halted or interrupted, the report's lines end with the findings so
 	// far: no verdict.
 	switch {
