@@ -95,3 +95,17 @@ func TestSummaryTotalsCannotWrap(t *testing.T) {
 	}
 	t.Errorf("no overflow in the log record: %v", attrs)
 }
+
+// TestLiveSumCannotWrap: live refunds that add up beyond int64 are no sum
+// (a full refund is never said equal to its payment, nor its rest told by
+// them); canceled ones are not added.
+func TestLiveSumCannotWrap(t *testing.T) {
+	huge := Refund{ID: "re_1", Amount: 1 << 62, Currency: "usd", Status: RefundSucceeded}
+	canceled := Refund{ID: "re_3", Amount: 1 << 62, Currency: "usd", Status: RefundCanceled}
+	if n, ok := liveSum([]Refund{huge, canceled}); !ok || n != 1<<62 {
+		t.Errorf("one live of 2^62 and a canceled one: %d, %v", n, ok)
+	}
+	if n, ok := liveSum([]Refund{huge, huge}); ok {
+		t.Errorf("two live of 2^62: %d, %v; want no sum", n, ok)
+	}
+}
