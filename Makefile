@@ -68,6 +68,7 @@ fuzz:
 	$(GO) test ./refund/stripesim -run '^$$' -fuzz FuzzReadCharges -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/audit -run '^$$' -fuzz FuzzAuditScan -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/money -run '^$$' -fuzz FuzzParseValue -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/money -run '^$$' -fuzz '^FuzzAdd$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/paypalsim -run '^$$' -fuzz FuzzReadCaptures -fuzztime $(FUZZTIME)
 	$(GO) test ./refund -run '^$$' -fuzz FuzzNothingDoneUnproven -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/exec -run '^$$' -fuzz FuzzAnswers -fuzztime $(FUZZTIME)

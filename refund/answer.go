@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // verify reports how r fails to be the refund of it: another charge,
@@ -81,8 +82,12 @@ func (e *engine) adopt(ctx context.Context, it *Item, attempt int, unsent bool, 
 		if res, ok := e.readPayment(ctx, it, attempt, unsent, pay); !ok {
 			return res
 		}
-		if live := liveSum(all); pay.known && live != pay.info.Amount {
-			msg := fmt.Sprintf("the plan asks for the whole of the payment (%d %s), but its live refunds at %s add up to %d, this item's own %s of %d among them: an earlier plan made it. Nothing sent; if more is owed, plan the difference under a new item id", pay.info.Amount, pay.info.Currency, e.name, live, r.ID, r.Amount)
+		if live, ok := liveSum(all); pay.known && (!ok || live != pay.info.Amount) {
+			sum := strconv.FormatInt(live, 10)
+			if !ok {
+				sum = "more than an int64 of minor units holds"
+			}
+			msg := fmt.Sprintf("the plan asks for the whole of the payment (%d %s), but its live refunds at %s add up to %s, this item's own %s of %d among them: an earlier plan made it. Nothing sent; if more is owed, plan the difference under a new item id", pay.info.Amount, pay.info.Currency, e.name, sum, r.ID, r.Amount)
 			return e.failedWith(it, attempt, r.ID, CodeAmountDiffers, msg)
 		}
 	}
@@ -252,15 +257,18 @@ func (e *engine) recheckExtras(ctx context.Context, it *Item, st journal.ItemSta
 	return withExtras(res, still)
 }
 
-// liveSum adds up the live refunds of refunds.
-func liveSum(refunds []Refund) int64 {
-	var n int64
+// liveSum adds up the live refunds of refunds, checked: ok is false when
+// they add up beyond int64.
+func liveSum(refunds []Refund) (n int64, ok bool) {
 	for i := range refunds {
 		if Live(&refunds[i]) {
-			n += refunds[i].Amount
+			var err error
+			if n, err = money.Add(n, refunds[i].Amount, refunds[i].Currency); err != nil {
+				return n, false // no payment's amount: never equal to one
+			}
 		}
 	}
-	return n
+	return n, true
 }
 
 // checkPayment checks, before a call, that the provider holds the payment

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // MaxLineBytes bounds one input line.
@@ -186,7 +187,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 		cfg.Now = time.Now
 	}
 	e := &engine{cfg: cfg, facts: facts, name: facts.Name, targets: targetLocks{m: map[string]*targetLock{}}, plan: newPlanIndex(), credits: map[uint64]uint64{}}
-	e.summary = Summary{Provider: facts.Name, ByStatus: map[string]int{}, Refunded: map[string]int64{}, Found: map[string]int64{}}
+	e.summary = Summary{Provider: facts.Name, ByStatus: map[string]int{}, Refunded: money.Totals{}, Found: money.Totals{}}
 	switch {
 	case cfg.Offline:
 		e.summary.Dry = DryOffline

@@ -174,7 +174,11 @@ func (e *engine) wouldSend(ctx context.Context, it *Item, attempt int, unsent, n
 		if pay.known {
 			r.Currency = cmp.Or(r.Currency, pay.info.Currency)
 			if r.Amount == 0 && listed != nil {
-				r.Amount = max(pay.info.Amount-liveSum(*listed), 0)
+				// Live refunds that add up beyond int64 (or below 0) leave
+				// the rest unknown.
+				if live, ok := liveSum(*listed); ok && live >= 0 {
+					r.Amount = max(pay.info.Amount-live, 0)
+				}
 			}
 		}
 	}

@@ -3,7 +3,9 @@ package refund
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -67,10 +69,10 @@ type Summary struct {
 	Items    int
 	ByStatus map[string]int
 	// Refunded sums the amounts refunded in this run, per currency.
-	Refunded map[string]int64
+	Refunded money.Totals
 	// Found sums the refunds found at Stripe and adopted, per currency:
 	// money an earlier run refunded.
-	Found       map[string]int64
+	Found       money.Totals
 	CreateCalls int64
 	ListCalls   int64
 	// ListRequests is what ListCalls sent, when a look-up is more than
@@ -94,14 +96,20 @@ type Summary struct {
 	// currency, offline); WouldUnknown counts those whose amount is not
 	// known (a full refund, offline or where the provider cannot say the
 	// rest of the payment).
-	WouldRefund  map[string]int64
+	WouldRefund  money.Totals
 	WouldUnknown int
 	// WouldAdopt sums the refunds a dry run found for its items, which the
 	// real run would adopt: money an earlier run refunded.
-	WouldAdopt   map[string]int64
+	WouldAdopt   money.Totals
 	Records      int64 // journal records written
 	Fsyncs       int64
 	HaltedReason string
+	// Overflow is the first total that went beyond what an int64 of minor
+	// units holds (a *money.TotalError naming the item): String says that
+	// total is beyond int64, never a wrapped or partial one, and refund
+	// exits 2. The run goes on: every refund is journaled as ever.
+	Overflow error
+	over     map[string]bool // what+"/"+currency of the totals beyond int64
 }
 
 func (s *Summary) add(r Result) {
@@ -113,25 +121,63 @@ func (s *Summary) add(r Result) {
 	switch {
 	case r.Status == StatusRefunded && r.Amount > 0:
 		if r.Found {
-			s.Found[r.Currency] += r.Amount
+			s.sum(&s.Found, sumFound, r)
 		} else {
-			s.Refunded[r.Currency] += r.Amount
+			s.sum(&s.Refunded, sumRefunded, r)
 		}
 	case r.Status == StatusWould && r.Amount <= 0:
 		s.WouldUnknown++
 	case r.Status == StatusWould:
-		s.WouldRefund = addAmount(s.WouldRefund, r.Currency, r.Amount)
+		s.sum(&s.WouldRefund, sumWouldRefund, r)
 	case r.Status == StatusWouldAdopt && r.Amount > 0:
-		s.WouldAdopt = addAmount(s.WouldAdopt, r.Currency, r.Amount)
+		s.sum(&s.WouldAdopt, sumWouldAdopt, r)
 	}
 }
 
-func addAmount(m map[string]int64, currency string, amount int64) map[string]int64 {
-	if m == nil {
-		m = map[string]int64{}
+// The totals of a summary, as an overflow names them.
+const (
+	sumRefunded    = "refunded"
+	sumFound       = "found"
+	sumWouldRefund = "would refund"
+	sumWouldAdopt  = "would adopt"
+)
+
+// sum adds r's amount to the total what, checked: a total beyond int64
+// is kept out of the summary's sums from then on (Overflow).
+func (s *Summary) sum(t *money.Totals, what string, r Result) {
+	if *t == nil {
+		*t = money.Totals{}
 	}
-	m[currency] += amount
-	return m
+	key := what + "/" + r.Currency
+	if s.over[key] {
+		return
+	}
+	err := t.Add(r.Currency, r.Amount)
+	var oe *money.OverflowError
+	if !errors.As(err, &oe) {
+		return
+	}
+	if s.over == nil {
+		s.over = map[string]bool{}
+	}
+	s.over[key] = true
+	if s.Overflow == nil {
+		s.Overflow = &money.TotalError{What: "the " + what + " total", Where: fmt.Sprintf("item %s of batch %s", r.Item, r.Batch), Err: oe}
+	}
+}
+
+// sums is t without the totals beyond int64, for a log record.
+func (s *Summary) sums(t money.Totals, what string) money.Totals {
+	if len(s.over) == 0 {
+		return t
+	}
+	out := money.Totals{}
+	for c, n := range t {
+		if !s.over[what+"/"+c] {
+			out[c] = n
+		}
+	}
+	return out
 }
 
 // statusOrder is the order String names statuses in, and always those it
@@ -147,9 +193,9 @@ var (
 	}
 )
 
-func orEmpty(m map[string]int64) map[string]int64 {
+func orEmpty(m money.Totals) money.Totals {
 	if m == nil {
-		return map[string]int64{}
+		return money.Totals{}
 	}
 	return m
 }
@@ -179,16 +225,20 @@ func (s *Summary) String() string {
 		}
 	}
 	for _, sum := range []struct {
-		what    string
-		amounts map[string]int64
-	}{{"refunded", s.Refunded}, {"found at " + provider + " (refunded earlier)", s.Found},
-		{"would refund", s.WouldRefund}, {"would adopt", s.WouldAdopt}} {
+		what, key string
+		amounts   money.Totals
+	}{{"refunded", sumRefunded, s.Refunded}, {"found at " + provider + " (refunded earlier)", sumFound, s.Found},
+		{"would refund", sumWouldRefund, s.WouldRefund}, {"would adopt", sumWouldAdopt, s.WouldAdopt}} {
 		cur := make([]string, 0, len(sum.amounts))
 		for c := range sum.amounts {
 			cur = append(cur, c)
 		}
 		sort.Strings(cur)
 		for _, c := range cur {
+			if s.over[sum.key+"/"+c] {
+				fmt.Fprintf(&b, "; %s more than %s (beyond what an int64 of minor units holds)", sum.what, money.Format(math.MaxInt64, c))
+				continue
+			}
 			if c == "" {
 				// Offline, a plan that names no currency: the payment's.
 				fmt.Fprintf(&b, "; %s %d minor units in the currency of the payments (the plan names none)", sum.what, sum.amounts[c])
@@ -225,7 +275,7 @@ func (s *Summary) LogAttrs() []any {
 		by[st] = n
 	}
 	attrs := []any{"items", s.Items, "by_status", by,
-		"refunded_minor_units", s.Refunded, "found_minor_units", s.Found,
+		"refunded_minor_units", s.sums(s.Refunded, sumRefunded), "found_minor_units", s.sums(s.Found, sumFound),
 		"create_calls", s.CreateCalls, "list_calls", s.ListCalls, "list_requests", max(s.ListRequests, s.ListCalls), "retried", s.Retries,
 		"rate_limited", s.RateLimited, "reconciled", s.Reconciled, "new_keys", s.NewKeys,
 		"duplicates", s.Duplicates, "indeterminate", s.Indeterminate,
@@ -237,8 +287,11 @@ func (s *Summary) LogAttrs() []any {
 		attrs = append(attrs, "other_shards", s.OtherShards)
 	}
 	if s.Dry != "" {
-		attrs = append(attrs, "dry_run", s.Dry, "would_refund_minor_units", orEmpty(s.WouldRefund),
-			"would_refund_unknown_amount", s.WouldUnknown, "would_adopt_minor_units", orEmpty(s.WouldAdopt))
+		attrs = append(attrs, "dry_run", s.Dry, "would_refund_minor_units", orEmpty(s.sums(s.WouldRefund, sumWouldRefund)),
+			"would_refund_unknown_amount", s.WouldUnknown, "would_adopt_minor_units", orEmpty(s.sums(s.WouldAdopt, sumWouldAdopt)))
+	}
+	if s.Overflow != nil {
+		attrs = append(attrs, "overflow", s.Overflow.Error())
 	}
 	if s.HaltedReason != "" {
 		attrs = append(attrs, "halted", s.HaltedReason)

@@ -2,7 +2,11 @@ package refund
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
+
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 func TestResultAppendJSONMatchesEncodingJSON(t *testing.T) {
@@ -32,5 +36,76 @@ func TestSummaryString(t *testing.T) {
 		"1 create and 1 list calls, 0 retried, 0 rate-limited, 0 reconciled, 0 new keys; 2 journal records in 2 fsyncs"
 	if got := s.String(); got != want {
 		t.Errorf("String() =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestSummaryTotalsCannotWrap: a million refunds of the largest amount
+// Stripe takes in most currencies sum exactly; a total beyond int64 is
+// said to be beyond it, in the text and the log record, never wrapped or
+// partial, and Overflow names the total and the item; the other totals go
+// on.
+func TestSummaryTotalsCannotWrap(t *testing.T) {
+	s := Summary{ByStatus: map[string]int{}}
+	for range 1_000_000 {
+		s.add(Result{Batch: "b", Item: "i", Status: StatusRefunded, Amount: 99_999_999, Currency: "usd"})
+	}
+	if s.Refunded["usd"] != 99_999_999_000_000 || s.Overflow != nil {
+		t.Fatalf("a million of 99,999,999: %d, %v", s.Refunded["usd"], s.Overflow)
+	}
+	if got, want := s.String(), "; refunded 999,999,990,000.00 USD;"; !strings.Contains(got, want) {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+
+	s = Summary{ByStatus: map[string]int{}}
+	for _, r := range []Result{
+		{Batch: "b", Item: "i1", Status: StatusRefunded, Amount: 1 << 62, Currency: "usd"},
+		{Batch: "b", Item: "i2", Status: StatusRefunded, Amount: 1 << 62, Currency: "usd"},
+		{Batch: "b", Item: "i3", Status: StatusRefunded, Amount: 1, Currency: "usd"},
+		{Batch: "b", Item: "i4", Status: StatusRefunded, Amount: 500, Currency: "eur"},
+		{Batch: "b", Item: "i5", Status: StatusRefunded, Amount: 1 << 62, Currency: "usd", Found: true},
+	} {
+		s.add(r)
+	}
+	want := "the refunded total overflows at item i2 of batch b: the USD amounts sum beyond 92,233,720,368,547,758.07 USD"
+	if s.Overflow == nil || !strings.HasPrefix(s.Overflow.Error(), want) || !errors.Is(s.Overflow, money.ErrOverflow) {
+		t.Fatalf("Overflow %v, want %q...", s.Overflow, want)
+	}
+	text := s.String()
+	for _, part := range []string{"; refunded 5.00 EUR; refunded more than 92,233,720,368,547,758.07 USD (beyond what an int64 of minor units holds); found at the provider (refunded earlier) 46,116,860,184,273,879.04 USD;"} {
+		if !strings.Contains(text, part) {
+			t.Errorf("summary %q, want %q", text, part)
+		}
+	}
+	if strings.Contains(text, "46,116,860,184,273,879.05") || strings.Contains(text, " -9") {
+		t.Errorf("summary %q holds a partial or wrapped total", text)
+	}
+	attrs := s.LogAttrs()
+	for k := 0; k+1 < len(attrs); k += 2 {
+		switch attrs[k] {
+		case "refunded_minor_units":
+			if m := attrs[k+1].(money.Totals); len(m) != 1 || m["eur"] != 500 {
+				t.Errorf("refunded_minor_units %v, want only eur's (usd's is beyond int64)", m)
+			}
+		case "overflow":
+			if attrs[k+1] != s.Overflow.Error() {
+				t.Errorf("overflow %v", attrs[k+1])
+			}
+			return
+		}
+	}
+	t.Errorf("no overflow in the log record: %v", attrs)
+}
+
+// TestLiveSumCannotWrap: live refunds that add up beyond int64 are no sum
+// (a full refund is never said equal to its payment, nor its rest told by
+// them); canceled ones are not added.
+func TestLiveSumCannotWrap(t *testing.T) {
+	huge := Refund{ID: "re_1", Amount: 1 << 62, Currency: "usd", Status: RefundSucceeded}
+	canceled := Refund{ID: "re_3", Amount: 1 << 62, Currency: "usd", Status: RefundCanceled}
+	if n, ok := liveSum([]Refund{huge, canceled}); !ok || n != 1<<62 {
+		t.Errorf("one live of 2^62 and a canceled one: %d, %v", n, ok)
+	}
+	if n, ok := liveSum([]Refund{huge, huge}); ok {
+		t.Errorf("two live of 2^62: %d, %v; want no sum", n, ok)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // Auditor gathers a plan and journals, then reports findings with Run.
@@ -168,7 +169,8 @@ func (e *JournalError) Unwrap() error { return e.Err }
 // Run reports every finding to emit, in a stable order (torn tails, then
 // items in the order first read, then per charge), and returns the counts.
 // The error is a *StripeError, a *JournalError or ctx's error; the report
-// then covers what was checked before it. A plan whose batches the
+// then covers what was checked before it. A sum beyond int64 is a
+// *money.TotalError, and no report: no total can be told past it. A plan whose batches the
 // journals share none of is a *BatchMismatchError, and no report: nothing
 // is checked.
 func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*Report, error) {
@@ -208,7 +210,11 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 		rep.Provider = opts.Provider.Facts().Name
 		rep.Told = opts.Provider.Facts().PartialLookup
 	}
-	r := &run{Auditor: a, opts: opts, rep: rep, charges: map[string]chargeInfo{}, out: func(f *Finding) {
+	var r *run
+	r = &run{Auditor: a, opts: opts, rep: rep, charges: map[string]chargeInfo{}, out: func(f *Finding) {
+		if r.overflow.Load() != nil {
+			return // f may hold the sum that overflowed
+		}
 		rep.Findings[f.Finding]++
 		emit(f)
 	}}
@@ -216,6 +222,9 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 		r.out(tornFinding(t))
 	}
 	r.itemPass()
+	if e := r.overflow.Load(); e != nil {
+		return nil, e
+	}
 	if opts.Provider != nil || a.st.planned {
 		// Groups of items on one charge matter with a plan (items it does not
 		// list may hold a planned charge's refunds) and with Stripe (refunds
@@ -230,6 +239,9 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 		r.journalPass()
 		r.otherBatchPass()
 		shared()
+		if e := r.overflow.Load(); e != nil {
+			return nil, e
+		}
 		rep.Complete = true
 		return rep, nil
 	}
@@ -238,6 +250,9 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 		r.toldPass()
 	}
 	shared()
+	if e := r.overflow.Load(); e != nil {
+		return nil, e
+	}
 	rep.Complete = err == nil
 	return rep, err
 }
@@ -266,6 +281,8 @@ type run struct {
 	// halt is what made the provider unusable (stripe.go): no call begins
 	// after it.
 	halt atomic.Pointer[StripeError]
+	// overflow is the first sum beyond int64 (sums.go): the audit stops.
+	overflow atomic.Pointer[money.TotalError]
 }
 
 // itemView is an item's state with its strings, which point into the arena.

@@ -96,9 +96,8 @@ func (r *run) mismatchFinding(v *itemView, sl *itemSlot, kind string, xs []Refun
 	f := v.finding(kind)
 	f.Refunds = xs
 	var credited []string
+	r.sumRefunds(f, xs)
 	for _, x := range xs {
-		f.Amount += x.Amount
-		f.Currency = x.Currency
 		credited = append(credited, x.ID+" of "+money.Format(x.Amount, x.Currency))
 	}
 	f.Message = "asked for " + r.askedFor(sl, xs[0].Currency) + ", credited with " + strings.Join(credited, " and ")
@@ -172,7 +171,7 @@ func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 		// A payment named both ways is listed by its intent: an item
 		// naming one of its charges counts the refunds of that charge.
 		if x.live && x.Action != ActionCanceled && (pay.Charge == "" || x.charge == "" || x.charge == pay.Charge) {
-			total += x.Amount
+			total = r.add(total, x.Amount, x.Currency, "the total of live refunds on a payment", itemWhere(m.v.batch, m.v.item))
 		}
 	}
 	if total >= p.amount {
@@ -181,10 +180,7 @@ func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 	cur := live[0].Currency
 	f := m.v.finding(KindAmountMismatch)
 	f.Refunds = live
-	for _, x := range live {
-		f.Amount += x.Amount
-		f.Currency = x.Currency
-	}
+	r.sumRefunds(f, live)
 	what := "payment"
 	switch {
 	case pay.Charge != "":
@@ -423,7 +419,7 @@ func (r *run) unownedJournal(members []uint32) {
 		return
 	}
 	v := r.view(members[0])
-	r.out(unownedFinding(v, planned, refunds))
+	r.out(r.unownedFinding(v, planned, refunds))
 }
 
 // unownedStripe reports, with a plan, the live refunds of group g's batch
@@ -468,23 +464,21 @@ func (r *run) unownedStripe(t *target, g *group) {
 		return
 	}
 	v := itemView{batch: g.batch, target: t.id, pay: t.pay}
-	r.out(unownedFinding(v, len(g.planned), refunds))
+	r.out(r.unownedFinding(v, len(g.planned), refunds))
 }
 
 // unownedFinding reports refunds of v's batch on v's payment, where the
 // plan puts planned items, for items it does not put there.
-func unownedFinding(v itemView, planned int, refunds []Refund) *Finding {
+func (r *run) unownedFinding(v itemView, planned int, refunds []Refund) *Finding {
 	f := v.finding(KindUnowned)
 	f.Item, f.Status = "", ""
 	f.Planned = planned
 	f.Refunds = refunds
 	var items []string
 	seen := map[string]bool{}
-	sums := map[string]int64{}
+	sums := r.totals(f, refunds)
+	r.sumRefunds(f, refunds)
 	for _, x := range refunds {
-		f.Amount += x.Amount
-		f.Currency = x.Currency
-		sums[x.Currency] += x.Amount
 		if !seen[x.Item] {
 			seen[x.Item] = true
 			items = append(items, x.Item)

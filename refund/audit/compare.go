@@ -292,10 +292,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 	if len(gone) > 0 {
 		f := m.v.finding(KindJournalOnly)
 		f.Refunds = gone
-		for _, j := range gone {
-			f.Amount += j.Amount
-			f.Currency = j.Currency
-		}
+		r.sumRefunds(f, gone)
 		f.Remedy = "the journal records these refunds but " + r.opts.Provider.Facts().Name + " does not have them as live refunds: the customer was not refunded by them"
 		if len(live) == 0 {
 			f.Remedy += ", yet refund skips the item as refunded: check the charge in the dashboard and refund the item under a new item id if it is still owed"

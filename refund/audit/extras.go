@@ -40,7 +40,7 @@ func (r *run) settleExtras(ctx context.Context, f *Finding, batch, item string, 
 		case !x.reversible():
 			x.Action = ActionIrreversible
 			r.rep.Irreversible++
-			r.rep.IrreversibleAmount[x.Currency] += x.Amount
+			r.addTo(r.rep.IrreversibleAmount, x.Currency, x.Amount, "the total of irreversible extra refunds", f.where())
 		default:
 			owner := item
 			if owner == "" && x.batch == batch {
@@ -51,7 +51,7 @@ func (r *run) settleExtras(ctx context.Context, f *Finding, batch, item string, 
 			}
 		}
 		if !kept[x] {
-			f.Amount += x.Amount
+			r.addFinding(f, x.Amount, x.Currency)
 			f.Currency = x.Currency
 		}
 		ref := x.Refund
@@ -60,7 +60,7 @@ func (r *run) settleExtras(ctx context.Context, f *Finding, batch, item string, 
 		}
 		f.Refunds = append(f.Refunds, ref)
 	}
-	f.Remedy = duplicateRemedy(f, false)
+	f.Remedy = r.duplicateRemedy(f, false)
 	return nil
 }
 
@@ -68,6 +68,10 @@ func (r *run) settleExtras(ctx context.Context, f *Finding, batch, item string, 
 // CancelExtras is set, journaling the cancel; owner is the item it is for.
 func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v itemView) error {
 	x.Action = ActionCancelable
+	where := itemWhere(batch, owner)
+	if owner == "" {
+		where = fmt.Sprintf("payment %s of batch %s", v.target, batch)
+	}
 	switch {
 	case !r.opts.CancelExtras:
 		r.rep.Cancelable++
@@ -95,19 +99,19 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v i
 		// means the refund went on and cannot be reversed any more.
 		x.Action, x.Note = ActionIrreversible, fmt.Sprintf("Stripe refused the cancel (%s: %s)", code, msg)
 		r.rep.Irreversible++
-		r.rep.IrreversibleAmount[x.Currency] += x.Amount
+		r.addTo(r.rep.IrreversibleAmount, x.Currency, x.Amount, "the total of irreversible extra refunds", where)
 		return nil
 	}
 	if res.Status != refund.RefundCanceled {
 		x.Status = res.Status
 		x.Action, x.Note = ActionIrreversible, r.opts.Provider.Facts().Name+" answered the cancel with status "+res.Status
 		r.rep.Irreversible++
-		r.rep.IrreversibleAmount[x.Currency] += x.Amount
+		r.addTo(r.rep.IrreversibleAmount, x.Currency, x.Amount, "the total of irreversible extra refunds", where)
 		return nil
 	}
 	x.Status, x.Action = res.Status, ActionCanceled
 	r.rep.Canceled++
-	r.rep.CanceledAmount[x.Currency] += x.Amount
+	r.addTo(r.rep.CanceledAmount, x.Currency, x.Amount, "the total of canceled extra refunds", where)
 	rec := r.record(journal.TypeCanceled, batch, owner, v, x)
 	if err := r.opts.Actions.Append(rec); err != nil {
 		return &JournalError{err}
@@ -141,7 +145,7 @@ func (r *run) backfill(f *Finding, batch, item string, v itemView, xs []*sref) e
 			ref.Action = ""
 		}
 		f.Refunds = append(f.Refunds, ref)
-		f.Amount += x.Amount
+		r.addFinding(f, x.Amount, x.Currency)
 		f.Currency = x.Currency
 	}
 	if r.opts.Backfill == nil {

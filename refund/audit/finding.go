@@ -133,7 +133,7 @@ type Refund struct {
 
 // amounts formats sums per currency as money, currencies in code order:
 // "3.000 KWD, 10,073.92 USD".
-func amounts(sums map[string]int64) string {
+func amounts(sums money.Totals) string {
 	cur := make([]string, 0, len(sums))
 	for c := range sums {
 		cur = append(cur, c)
@@ -157,9 +157,8 @@ func refundIDs(rs []Refund) string {
 // duplicateRemedy says what can be done about the extra refunds listed in
 // f, after any cancel was tried. journalOnly is true when Stripe was not
 // asked, so the state of the extras is not known.
-func duplicateRemedy(f *Finding, journalOnly bool) string {
+func (rn *run) duplicateRemedy(f *Finding, journalOnly bool) string {
 	var keep, cancelable, canceled, irreversible, unattributed []Refund
-	lost := map[string]int64{}
 	for _, r := range f.Refunds {
 		switch r.Action {
 		case ActionKeep:
@@ -170,16 +169,13 @@ func duplicateRemedy(f *Finding, journalOnly bool) string {
 			canceled = append(canceled, r)
 		case ActionIrreversible:
 			irreversible = append(irreversible, r)
-			lost[r.Currency] += r.Amount
 		case ActionUnattributed:
 			unattributed = append(unattributed, r)
 		}
 	}
+	lost := rn.totals(f, irreversible)
 	if journalOnly {
-		extra := map[string]int64{}
-		for _, r := range f.Refunds[1:] {
-			extra[r.Currency] += r.Amount
-		}
+		extra := rn.totals(f, f.Refunds[1:])
 		return fmt.Sprintf("the journal holds %d refunds here, %s more than planned; run audit --stripe to see their state: an extra Stripe can still cancel (requires_action) is canceled by --cancel-extras; a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it",
 			len(f.Refunds), amounts(extra))
 	}

@@ -10,41 +10,52 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // itemPass counts every item by status and reports what needs no look at
 // other items or at Stripe: final failures, conflicts, items not planned.
 func (r *run) itemPass() {
 	s := r.st
-	rep := r.rep
 	var sums [len(passStatuses)]tally
 	defer func() {
 		for k := range sums {
-			sums[k].addTo(rep, passStatuses[k], &s.currencies)
+			r.addTally(&sums[k], passStatuses[k])
 		}
 	}()
+	// add counts item i's amount in the tally of status k, checked.
+	add := func(k int, i uint32, currency uint32, amount int64) {
+		if err := sums[k].add(currency, amount, &s.currencies); err != nil {
+			batch, item := s.idx.Key(i)
+			r.overflowed(totalName(passStatuses[k]), itemWhere(batch, item), err)
+		}
+	}
 	for i := range s.n {
+		if r.overflow.Load() != nil {
+			return // no total can be told past it
+		}
 		sl := s.slot(i)
 		refunded := sl.flags&flagRefunded != 0
 		switch {
 		case refunded && sl.flags&flagPending != 0:
-			sums[4].add(sl.currency, sl.amount)
+			add(4, i, sl.currency, sl.amount)
 			if f := r.stalePending(i); f != nil {
 				r.out(f)
 			}
 		case refunded:
 			if sl.flags&flagExtras == 0 && len(s.canceled) == 0 {
-				sums[0].add(sl.currency, sl.amount)
+				add(0, i, sl.currency, sl.amount)
 			} else {
 				sums[0].items++
+				batch, item := s.idx.Key(i)
 				for _, x := range r.journalRefunds(i) {
-					rep.add("refunded", x.Currency, x.Amount)
+					r.report("refunded", x.Currency, x.Amount, itemWhere(batch, item))
 				}
 			}
 		case sl.status == statusFailed:
-			sums[1].add(sl.reqCurrency, sl.reqAmount)
+			add(1, i, sl.reqCurrency, sl.reqAmount)
 		case sl.status == statusInDoubt:
-			sums[2].add(sl.reqCurrency, sl.reqAmount)
+			add(2, i, sl.reqCurrency, sl.reqAmount)
 		default:
 			sums[3].items++
 		}
@@ -84,23 +95,31 @@ type tally struct {
 	summed []bool  // by currency id: some amount other than 0 was added
 }
 
-func (t *tally) add(currency uint32, amount int64) {
+// add counts an item of amount in currency (an id of currencies), checked:
+// beyond int64 it is a *money.OverflowError and the sum stays as it was.
+func (t *tally) add(currency uint32, amount int64, currencies *journal.Interner) error {
 	t.items++
 	if amount == 0 {
 		t.full++
-		return
+		return nil
 	}
 	if int(currency) >= len(t.sums) {
 		t.sums = append(t.sums, make([]int64, int(currency)+1-len(t.sums))...)
 		t.summed = append(t.summed, make([]bool, int(currency)+1-len(t.summed))...)
 	}
-	t.sums[currency] += amount
+	sum, err := money.Add(t.sums[currency], amount, currencies.Name(currency))
+	if err != nil {
+		return err
+	}
+	t.sums[currency] = sum
 	t.summed[currency] = true
+	return nil
 }
 
-// addTo adds the tally of status to rep as Report.add would have, one
-// item at a time.
-func (t *tally) addTo(rep *Report, status string, currencies *journal.Interner) {
+// addTally adds the tally of status to the report as report would have,
+// one item at a time.
+func (r *run) addTally(t *tally, status string) {
+	rep := r.rep
 	if t.items > 0 {
 		rep.ByStatus[status] += t.items
 	}
@@ -108,15 +127,11 @@ func (t *tally) addTo(rep *Report, status string, currencies *journal.Interner) 
 		rep.Full[status] += t.full
 	}
 	for c, ok := range t.summed {
-		if !ok {
-			continue
+		if ok {
+			// Summing to 0 still names the currency. The items are told
+			// apart no more: the sum is the status's.
+			r.addTo(rep.amounts(status), r.st.currencies.Name(uint32(c)), t.sums[c], totalName(status), "the end of the journals")
 		}
-		m := rep.Amounts[status]
-		if m == nil {
-			m = map[string]int64{}
-			rep.Amounts[status] = m
-		}
-		m[currencies.Name(uint32(c))] += t.sums[c] // summing to 0 still names the currency
 	}
 }
 
@@ -252,10 +267,10 @@ func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
 		f := v.finding(KindDuplicate)
 		f.Refunds = r.journalRefunds(i)
 		for _, x := range f.Refunds[1:] {
-			f.Amount += x.Amount
+			r.addFinding(f, x.Amount, x.Currency)
 		}
 		f.Currency = f.Refunds[0].Currency
-		f.Remedy = duplicateRemedy(f, true)
+		f.Remedy = r.duplicateRemedy(f, true)
 		r.noteExtras(f)
 		r.out(f)
 	case n == 0 && sl.status == statusInDoubt:
@@ -306,12 +321,10 @@ func (r *run) journalCharge(members []uint32) {
 	f.Item, f.Status = "", ""
 	f.Planned = planned
 	f.Refunds = refunds
-	extra := map[string]int64{}
+	extra := r.totals(f, unplanned[empty:])
+	r.sumRefunds(f, unplanned[empty:])
 	for _, x := range unplanned[empty:] {
-		f.Amount += x.Amount
-		f.Currency = x.Currency
-		extra[x.Currency] += x.Amount
-		r.rep.ExtraJournalAmount[x.Currency] += x.Amount
+		r.addTo(r.rep.ExtraJournalAmount, x.Currency, x.Amount, "the total of extra refunds in the journals", f.where())
 	}
 	f.Message = fmt.Sprintf("%d refunds of the batch on a charge with %s, %d of them for items the plan does not list", len(refunds), count(planned, "planned item"), len(unplanned))
 	f.Remedy = fmt.Sprintf("%s more than planned was refunded on this charge: run audit --stripe to see which refunds can still be canceled; a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it", amounts(extra))
@@ -361,7 +374,7 @@ func (r *run) noteLive(f *Finding, sl *itemSlot) {
 func (r *run) noteExtras(f *Finding) {
 	r.rep.ExtraJournal += len(f.Refunds) - 1
 	for _, x := range f.Refunds[1:] {
-		r.rep.ExtraJournalAmount[x.Currency] += x.Amount
+		r.addTo(r.rep.ExtraJournalAmount, x.Currency, x.Amount, "the total of extra refunds in the journals", f.where())
 	}
 }
 
@@ -386,9 +399,6 @@ func (r *run) withJournalRefunds(i uint32, kind string) *Finding {
 	v := r.view(i)
 	f := v.finding(kind)
 	f.Refunds = r.journalRefunds(i)
-	for _, x := range f.Refunds {
-		f.Amount += x.Amount
-		f.Currency = x.Currency
-	}
+	r.sumRefunds(f, f.Refunds)
 	return f
 }

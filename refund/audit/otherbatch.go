@@ -92,7 +92,7 @@ func (r *run) otherBatchPass() {
 			}
 		}
 		v := r.view(first)
-		if f := otherBatchFinding(v.pay, refunds, allowed); f != nil {
+		if f := r.otherBatchFinding(v.pay, refunds, allowed); f != nil {
 			r.out(f)
 		}
 	}
@@ -132,7 +132,7 @@ func (r *run) otherBatches(t *target, gs []*group, all []*sref) {
 			}
 		}
 	}
-	if f := otherBatchFinding(t.pay, refunds, allowed); f != nil {
+	if f := r.otherBatchFinding(t.pay, refunds, allowed); f != nil {
 		r.out(f)
 	}
 }
@@ -141,7 +141,7 @@ func (r *run) otherBatches(t *target, gs []*group, all []*sref) {
 // several batches on one target, unless every batch but one was allowed
 // to refund on top of the others (--allow-refunded-charges after refund
 // held one of its items there): nil then.
-func otherBatchFinding(pay refund.Payment, refunds []Refund, allowed map[string]bool) *Finding {
+func (r *run) otherBatchFinding(pay refund.Payment, refunds []Refund, allowed map[string]bool) *Finding {
 	var batches []string
 	seen := map[string]bool{}
 	for _, x := range refunds {
@@ -162,18 +162,17 @@ func otherBatchFinding(pay refund.Payment, refunds []Refund, allowed map[string]
 	f := &Finding{Finding: KindOtherBatch, Refunds: refunds}
 	f.on(pay)
 	var named []string
-	later := map[string]int64{}
+	var later []Refund
 	for _, x := range refunds {
 		named = append(named, fmt.Sprintf("%s (batch %s, item %s, %s)", x.ID, x.Batch, x.Item, money.Format(x.Amount, x.Currency)))
 		if x.Batch != batches[0] {
-			f.Amount += x.Amount
-			f.Currency = x.Currency
-			later[x.Currency] += x.Amount
+			later = append(later, x)
 		}
 	}
+	r.sumRefunds(f, later)
 	f.Message = fmt.Sprintf("refunds of %d refundkit batches (%s) on one charge: %s", len(batches), strings.Join(batches, ", "), strings.Join(named, ", "))
 	f.Remedy = fmt.Sprintf("batches after %s refunded %s more on a charge that %s had refunded: a person decides whether that was intended; "+
 		"if not, a refund that still requires action can be canceled in the dashboard, but a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it; "+
-		"refund holds an item whose charge holds another batch's refund unless --allow-refunded-charges is given", batches[0], amounts(later), batches[0])
+		"refund holds an item whose charge holds another batch's refund unless --allow-refunded-charges is given", batches[0], amounts(r.totals(f, later)), batches[0])
 	return f
 }

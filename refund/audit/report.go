@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // Report counts what an audit saw and did.
@@ -21,20 +23,20 @@ type Report struct {
 	// Amounts sums per status and currency: the refunds journaled
 	// (refunded), the requested amounts (failed, in_doubt; a request for the
 	// full remaining amount adds 0 and is counted in Full).
-	Amounts map[string]map[string]int64
+	Amounts map[string]money.Totals
 	Full    map[string]int
 	// Findings counts findings by kind.
 	Findings map[string]int
 	// ExtraJournal counts extra refunds the journals hold (without Stripe).
 	ExtraJournal       int
-	ExtraJournalAmount map[string]int64
+	ExtraJournalAmount money.Totals
 	// Irreversible counts extra refunds at Stripe that succeeded (or are
 	// pending): the API cannot take them back.
 	Irreversible       int
-	IrreversibleAmount map[string]int64
+	IrreversibleAmount money.Totals
 	Cancelable         int // extras that still require action and were not canceled
 	Canceled           int // extras this audit canceled
-	CanceledAmount     map[string]int64
+	CanceledAmount     money.Totals
 	Backfilled         int // refunded records written by --backfill
 	// Planned: a plan was audited (a file's, or the ones a PostgreSQL
 	// checkpoint stores). Without one, only the items the journals name
@@ -50,23 +52,30 @@ type Report struct {
 
 func newReport() *Report {
 	return &Report{
-		ByStatus: map[string]int{}, Amounts: map[string]map[string]int64{}, Full: map[string]int{},
-		Findings: map[string]int{}, ExtraJournalAmount: map[string]int64{},
-		IrreversibleAmount: map[string]int64{}, CanceledAmount: map[string]int64{},
+		ByStatus: map[string]int{}, Amounts: map[string]money.Totals{}, Full: map[string]int{},
+		Findings: map[string]int{}, ExtraJournalAmount: money.Totals{},
+		IrreversibleAmount: money.Totals{}, CanceledAmount: money.Totals{},
 	}
 }
 
-func (r *Report) add(status, currency string, amount int64) {
+// report adds amount to status's total, checked (run.addTo); where names the
+// item it is of.
+func (r *run) report(status, currency string, amount int64, where string) {
 	if amount == 0 {
-		r.Full[status]++
+		r.rep.Full[status]++
 		return
 	}
+	r.addTo(r.rep.amounts(status), currency, amount, totalName(status), where)
+}
+
+// amounts is status's totals, made when first needed.
+func (r *Report) amounts(status string) money.Totals {
 	m := r.Amounts[status]
 	if m == nil {
-		m = map[string]int64{}
+		m = money.Totals{}
 		r.Amounts[status] = m
 	}
-	m[currency] += amount
+	return m
 }
 
 // ListCalls is the number of list requests sent to Stripe.

@@ -11,6 +11,7 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/money"
 	"github.com/refundkit/refundkit/refund/stripe"
 	"github.com/refundkit/refundkit/refund/stripesim"
 )
@@ -25,18 +26,18 @@ func TestReportLines(t *testing.T) {
 		want []string
 	}{
 		{"one of each, clean", &audit.Report{Complete: true, Planned: true, Journals: 1, Records: 1, Items: 1,
-			ByStatus: map[string]int{"refunded": 1}, Amounts: map[string]map[string]int64{"refunded": {"usd": 100}}},
+			ByStatus: map[string]int{"refunded": 1}, Amounts: map[string]money.Totals{"refunded": {"usd": 100}}},
 			[]string{"1 journal, 1 record, 1 item: 1 refunded, 0 failed, 0 in doubt", "refunded: 1.00 USD",
 				"no findings: every audited item has exactly one refund"}},
 		// Without a plan, a clean verdict is of the items the journals
 		// name: a half-done batch reads clean.
 		{"clean without a plan", &audit.Report{Complete: true, Journals: 1, Records: 1, Items: 1,
-			ByStatus: map[string]int{"refunded": 1}, Amounts: map[string]map[string]int64{"refunded": {"usd": 100}}},
+			ByStatus: map[string]int{"refunded": 1}, Amounts: map[string]money.Totals{"refunded": {"usd": 100}}},
 			[]string{"1 journal, 1 record, 1 item: 1 refunded, 0 failed, 0 in doubt", "refunded: 1.00 USD",
 				"no findings: every audited item has exactly one refund (without --plan, only the items the journals name: audit --plan PLAN to know the batch is done)"}},
 		{"money in every currency's decimals", &audit.Report{Complete: true, Journals: 2, Records: 9, Items: 5,
 			ByStatus: map[string]int{"refunded": 3, "failed": 2},
-			Amounts:  map[string]map[string]int64{"refunded": {"usd": 1007392, "jpy": 500, "kwd": 1500}, "failed": {"": 42}},
+			Amounts:  map[string]money.Totals{"refunded": {"usd": 1007392, "jpy": 500, "kwd": 1500}, "failed": {"": 42}},
 			Full:     map[string]int{"failed": 1}, Findings: map[string]int{audit.KindFailed: 2}},
 			[]string{"2 journals, 9 records, 5 items: 3 refunded, 2 failed, 0 in doubt",
 				"refunded: 500 JPY, 1.500 KWD, 10,073.92 USD",
@@ -55,7 +56,7 @@ func TestReportLines(t *testing.T) {
 				"1 extra refund still requires action and can be canceled: see the findings' remedies",
 				"2 extra refunds succeeded and cannot be reversed through the API: 2,000.00 USD was refunded twice, and to recover it the customers must be charged again"}},
 		{"stopped without findings: no verdict", &audit.Report{Provider: "Stripe", Journals: 1, Records: 2, Items: 1,
-			ByStatus: map[string]int{"refunded": 1}, Amounts: map[string]map[string]int64{"refunded": {"usd": 500}}},
+			ByStatus: map[string]int{"refunded": 1}, Amounts: map[string]money.Totals{"refunded": {"usd": 500}}},
 			[]string{"1 journal, 2 records, 1 item: 1 refunded, 0 failed, 0 in doubt", "refunded: 5.00 USD",
 				"stripe: 0 list calls, 0 cancel calls, 0 refunds backfilled"}},
 		{"stopped with findings: the findings so far", &audit.Report{Journals: 1, Findings: map[string]int{audit.KindTornTail: 1}},

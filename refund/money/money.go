@@ -1,6 +1,8 @@
 // Package money is the one place that knows how many decimals each
 // currency has: it writes minor units as money for people (Format) and
-// converts them exactly to and from decimal strings (Value, ParseValue).
+// converts them exactly to and from decimal strings (Value, ParseValue);
+// and the one place that sums them (Add, Totals), checked: a total never
+// wraps.
 package money
 
 import (

@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/money"
 	"github.com/refundkit/refundkit/refund/paypal/wire"
 )
 
@@ -198,10 +199,14 @@ func (o *orderJSON) refundsOf(capture string) ([]refund.Refund, int64, error) {
 // own, from a journal that was lost.
 func (cp *captureJSON) unlisted(refunds []refund.Refund, total int64, why string) []refund.Refund {
 	var live int64
-	anyLive := false
+	anyLive, summed := false, true
 	for i := range refunds {
 		if r := &refunds[i]; refund.Live(r) {
-			live += r.Amount
+			if summed {
+				var err error
+				live, err = money.Add(live, r.Amount, r.Currency)
+				summed = err == nil
+			}
 			anyLive = true
 		}
 	}
@@ -213,6 +218,9 @@ func (cp *captureJSON) unlisted(refunds []refund.Refund, total int64, why string
 	}
 	var missing int64 // 0: some, how much unknown
 	switch {
+	case anyLive && (!summed || live < 0):
+		// Refunds that add up beyond int64, or below 0, are no sum: how
+		// much is missing cannot be told.
 	case cp.Status == "REFUNDED" && live < amount:
 		missing = amount - live
 	case total > live:

@@ -5,6 +5,7 @@ package stripe
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,6 +15,7 @@ import (
 	striperefund "github.com/stripe/stripe-go/v76/refund"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // DefaultAPIBase is Stripe's API.
@@ -120,13 +122,19 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {
 	ctx, note := noted(ctx)
 	var info refund.PaymentInfo
+	var over error // the charges' captured amounts summed beyond int64
 	add := func(ch *stripego.Charge) {
-		if ch.Status == stripego.ChargeStatusSucceeded {
-			info.Amount += ch.AmountCaptured
+		if ch.Status == stripego.ChargeStatusSucceeded && over == nil {
+			info.Amount, over = money.Add(info.Amount, ch.AmountCaptured, string(ch.Currency))
 		}
 		if info.Currency == "" || ch.Status == stripego.ChargeStatusSucceeded {
 			info.Currency = string(ch.Currency)
 		}
+	}
+	// No payment captures that much: an answer not understood, for good.
+	overflow := func() error {
+		return &refund.Failure{Class: refund.ClassFinal, Code: refund.CodeLookupFailed, Err: over,
+			Message: fmt.Sprintf("the captured amounts of %s: %v", p.ID(), over)}
 	}
 	if p.Charge != "" {
 		params := &stripego.ChargeParams{}
@@ -136,6 +144,9 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 			return refund.PaymentInfo{}, note.failure(err)
 		}
 		add(ch)
+		if over != nil {
+			return refund.PaymentInfo{}, overflow()
+		}
 		return info, nil
 	}
 	params := &stripego.ChargeListParams{PaymentIntent: stripego.String(p.PaymentIntent)}
@@ -149,6 +160,9 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 	}
 	if err := iter.Err(); err != nil {
 		return refund.PaymentInfo{}, note.failure(err)
+	}
+	if over != nil {
+		return refund.PaymentInfo{}, overflow()
 	}
 	return info, nil
 }

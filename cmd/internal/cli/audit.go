@@ -17,6 +17,7 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/money"
 	"github.com/refundkit/refundkit/refund/postgres"
 )
 
@@ -24,7 +25,7 @@ const auditHelp = `Tell whether a batch was refunded exactly once: findings as J
 
 A journal that a running refund holds is audited as it stands, and audit says so: items in flight show as in doubt. Audit it again when the run has finished.
 
-Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error, input that cannot be read, a plan of other batches than the journals' (one line says which), or nothing to audit (no journal records and no plan items); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 5 a journal is corrupt or of an unknown version; 6 the provider refused the key or is unreachable; 130 stopped by SIGINT, 143 by SIGTERM. Halted (3, 6) or stopped, audit gives no verdict.`
+Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error, input that cannot be read, a plan of other batches than the journals' (one line says which), amounts that sum beyond int64 minor units (no verdict), or nothing to audit (no journal records and no plan items); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 5 a journal is corrupt or of an unknown version; 6 the provider refused the key or is unreachable; 130 stopped by SIGINT, 143 by SIGTERM. Halted (3, 6) or stopped, audit gives no verdict.`
 
 type auditCmd struct {
 	Journals     []string      `arg:"" optional:"" placeholder:"JOURNAL" predictor:"file" help:"Journals to audit, read in the order given (default: stdin; - reads stdin); a postgres:// URL reads a PostgreSQL checkpoint, and says who holds what in it."`
@@ -283,6 +284,7 @@ func Audit(env Env) (exit int) {
 
 	var stripeErr *audit.StripeError
 	var journalErr *audit.JournalError
+	var overflow *money.TotalError
 	// Halted or interrupted, the report's lines end with the findings so
 	// far: no verdict.
 	switch {
@@ -292,6 +294,9 @@ func Audit(env Env) (exit int) {
 	case errors.As(runErr, &journalErr):
 		warnf(env.Stderr, name, "halted: %v", journalErr)
 		warnf(env.Stderr, name, "no API call was made after the failed write, and this audit gives no verdict; fix the disk and audit again")
+	case errors.As(runErr, &overflow):
+		warnf(env.Stderr, name, "%v", overflow)
+		warnf(env.Stderr, name, "no total can be told past it, so this audit gives no verdict")
 	case errors.Is(runErr, context.Canceled):
 		warnf(env.Stderr, name, "interrupted: the charges not yet listed were not checked, so this audit gives no verdict")
 	case runErr != nil:

@@ -7,6 +7,7 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/money"
 	"github.com/refundkit/refundkit/refund/natsjs"
 	"github.com/refundkit/refundkit/refund/postgres"
 )
@@ -78,6 +79,7 @@ func knownCode(err error) (int, bool) {
 		natsConfig  *natsjs.ConfigError
 		natsUnsafe  *natsjs.DurabilityError
 		natsBusy    *natsjs.BusyError
+		overflow    *money.OverflowError
 	)
 	switch {
 	case err == nil:
@@ -100,7 +102,8 @@ func knownCode(err error) (int, bool) {
 	case errors.As(err, &auditHalt):
 		return ExitProvider, true
 	case errors.As(err, &notFile), errors.As(err, &refundInput), // a *plan.Rejection holds *refund.InputErrors
-		errors.As(err, &pgConfig), errors.As(err, &workerName), errors.As(err, &natsConfig):
+		errors.As(err, &pgConfig), errors.As(err, &workerName), errors.As(err, &natsConfig),
+		errors.As(err, &overflow): // amounts that sum beyond int64 are input no total can hold
 		return ExitUsage, true
 	}
 	return 0, false

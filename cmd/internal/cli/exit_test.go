@@ -10,6 +10,7 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/money"
 )
 
 // Each condition maps to its code however deep the library wrapped it;
@@ -39,6 +40,7 @@ func TestExitCodeFor(t *testing.T) {
 		{"audit provider", &audit.StripeError{Err: errors.New("key refused")}, ExitProvider},
 		{"interrupted", fmt.Errorf("run: %w", context.Canceled), ExitInterrupted},
 		{"carried", withCode(ExitJournal, errors.New("cannot write out")), ExitJournal},
+		{"audit total overflows", &money.TotalError{What: "the refunded total", Where: "item i2 of batch b1", Err: &money.OverflowError{Currency: "usd", Sum: 1 << 62, Amount: 1 << 62}}, ExitUsage},
 	} {
 		if got := exitCodeFor(tc.err); got != tc.want {
 			t.Errorf("%s: exitCodeFor(%v) = %d, want %d", tc.name, tc.err, got, tc.want)

@@ -58,7 +58,7 @@ const refundDescription = `Refund planned items exactly once through Stripe (or 
 
 Reads plan items (JSON lines, as plan writes them) and writes one result line per item on stdout once its outcome is journaled; a summary goes to stderr. Credentials come from the environment only: STRIPE_API_KEY, or PAYPAL_CLIENT_ID and PAYPAL_CLIENT_SECRET (an exec command inherits the environment). Run the same command again to resume: items the journal holds are skipped with no API call; before any other item's first call, and before anything is sent again for an item left in doubt, the payment's refunds are looked up at the provider. A charge that another refundkit batch already refunded is held (failed, nothing sent) unless --allow-refunded-charges says so.
 
-Exit codes: 0 every item refunded, skipped, or accepted and pending at the provider (a later run settles it); 1 some failed, held, in doubt or refunded twice (with a shared checkpoint, PostgreSQL or NATS: by the batch's tally, all workers together, so an item this run left in doubt that another worker settled since is settled; and still 1 for an item this run found refunded twice or saw fail); 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a shared checkpoint holds for the batch, included); 3 journal unwritable or replaced (with a shared checkpoint: unreachable or unwritable, or a claim lost to another worker); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 stopped by SIGINT, 143 by SIGTERM (the calls in flight journaled first). A --dry-run exits as the run would, as far as its look-ups tell: 1 when the run would hold or fail items or leave them in doubt; with --offline it tells only the journal's failures.`
+Exit codes: 0 every item refunded, skipped, or accepted and pending at the provider (a later run settles it); 1 some failed, held, in doubt or refunded twice (with a shared checkpoint, PostgreSQL or NATS: by the batch's tally, all workers together, so an item this run left in doubt that another worker settled since is settled; and still 1 for an item this run found refunded twice or saw fail); 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a shared checkpoint holds for the batch, included; and a summary total beyond what an int64 of minor units holds, each refund journaled as ever); 3 journal unwritable or replaced (with a shared checkpoint: unreachable or unwritable, or a claim lost to another worker); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 stopped by SIGINT, 143 by SIGTERM (the calls in flight journaled first). A --dry-run exits as the run would, as far as its look-ups tell: 1 when the run would hold or fail items or leave them in doubt; with --offline it tells only the journal's failures.`
 
 // Refund is the refund command: it refunds plan items from stdin exactly
 // once, journaling every step.
@@ -241,6 +241,12 @@ func Refund(env Env) (exit int) {
 	for _, line := range groups.lines() {
 		warnf(msgs, name, "%s", line)
 	}
+	if summary.Overflow != nil {
+		// No provider takes such amounts: the plan or the answers are not
+		// what they seem, though each refund is journaled as it was.
+		warnf(msgs, name, "%v", summary.Overflow)
+		warnf(msgs, name, "that total is beyond what refundkit can count, and beyond any amounts a provider takes: every refund was journaled as it happened; check the plan's amounts and the payments at the provider")
+	}
 	// The summary counts this run's items; the batch is everyone's, and
 	// refund's exit says whether it is done (audit names the items).
 	shared, unfinished := false, 0
@@ -319,6 +325,9 @@ func Refund(env Env) (exit int) {
 	if err := out.err(); err != nil {
 		warnf(msgs, name, "stdout: %v: result lines were lost (the journal holds every outcome: audit it, or run again to print them as skipped)", err)
 		return ExitJournal
+	}
+	if summary.Overflow != nil {
+		return exitCodeFor(summary.Overflow)
 	}
 	switch n := int(summary.Indeterminate); {
 	case n > 0 && batchDone:

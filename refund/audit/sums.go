@@ -1,0 +1,88 @@
+package audit
+
+// Every sum of amounts an audit makes, checked (money.Add): a total beyond
+// what an int64 of minor units holds stops the audit with a
+// *money.TotalError rather than wrap, and it gives no verdict.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/refundkit/refundkit/refund/money"
+)
+
+// overflowed keeps the first sum that went beyond int64. From then on no
+// finding is emitted (the one being built may hold that sum), and Run
+// ends with it.
+func (r *run) overflowed(what, where string, err error) {
+	var oe *money.OverflowError
+	if errors.As(err, &oe) {
+		r.overflow.CompareAndSwap(nil, &money.TotalError{What: what, Where: where, Err: oe})
+	}
+}
+
+// add is total+amount, checked: beyond int64 the audit stops and total
+// is returned as it was.
+func (r *run) add(total, amount int64, currency, what, where string) int64 {
+	t, err := money.Add(total, amount, currency)
+	if err != nil {
+		r.overflowed(what, where, err)
+	}
+	return t
+}
+
+// addTo adds amount to t's total of currency, checked as add is.
+func (r *run) addTo(t money.Totals, currency string, amount int64, what, where string) {
+	if err := t.Add(currency, amount); err != nil {
+		r.overflowed(what, where, err)
+	}
+}
+
+// addFinding adds amount to f's, checked.
+func (r *run) addFinding(f *Finding, amount int64, currency string) {
+	f.Amount = r.add(f.Amount, amount, currency, "the amount of a "+f.Finding+" finding", f.where())
+}
+
+// sumRefunds sets f's amount to the sum of refunds rs, and its currency
+// to the last one's.
+func (r *run) sumRefunds(f *Finding, rs []Refund) {
+	for _, x := range rs {
+		r.addFinding(f, x.Amount, x.Currency)
+		f.Currency = x.Currency
+	}
+}
+
+// totals sums refunds rs per currency, for a finding's message.
+func (r *run) totals(f *Finding, rs []Refund) money.Totals {
+	t := money.Totals{}
+	for _, x := range rs {
+		r.addTo(t, x.Currency, x.Amount, "the amounts of a "+f.Finding+" finding", f.where())
+	}
+	return t
+}
+
+// where names what f is about: its item, or its payment.
+func (f *Finding) where() string {
+	if f.Item != "" {
+		return itemWhere(f.Batch, f.Item)
+	}
+	for _, id := range []string{f.Charge, f.PaymentIntent, f.Capture, f.PSPReference} {
+		if id != "" {
+			return fmt.Sprintf("payment %s of batch %s", id, f.Batch)
+		}
+	}
+	return "batch " + f.Batch
+}
+
+// itemWhere names an item in an overflow's message.
+func itemWhere(batch, item string) string {
+	return fmt.Sprintf("item %s of batch %s", item, batch)
+}
+
+// totalName names a status's total in Report.Amounts, as Lines says it.
+func totalName(status string) string {
+	if status == "in_doubt" {
+		return "the in-doubt total"
+	}
+	return "the " + status + " total"
+}
