@@ -88,6 +88,10 @@ type Facts struct {
 	// capture, then its order); 0 is one. The summary counts them, and
 	// the pacer spends as many of the account's budget.
 	LookupRequests int
+	// LookupName names one Find in the summary, singular, when it is not a
+	// call of the provider's list API (Adyen's: a look-up in the kept
+	// notifications, "notification look-up"); "" is "list call".
+	LookupName string
 	// Backoff spaces the retries of a call the provider asks to repeat.
 	Backoff Backoff
 	// Payments are the plan item fields naming what this provider refunds

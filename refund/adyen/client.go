@@ -97,9 +97,11 @@ func (c *Client) APIBase() string { return c.base }
 // exist: such a call is indeterminate, and without a look-up its item
 // waits for a notification or a person. Find knows only the refunds that
 // notifications told of: PartialLookup, so finding none proves nothing.
+// Find's look-ups are of the kept notifications, not of Adyen's API
+// (LookupName).
 func (*Client) Facts() refund.Facts {
 	return refund.Facts{Name: "Adyen", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"psp_reference"},
-		PartialLookup: true, AmountRequired: true, MaxBatchItem: wire.MaxBatchItem}
+		PartialLookup: true, AmountRequired: true, MaxBatchItem: wire.MaxBatchItem, LookupName: "notification look-up"}
 }
 
 // refundRequest is the body of POST /payments/{psp}/refunds: Adyen has no
