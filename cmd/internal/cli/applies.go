@@ -69,6 +69,7 @@ func (c *refundCmd) inapplicable() error {
 		applies{[]string{"share"}, c.Provider != providerExec, "a provider whose limits refundkit knows (stripe, paypal, adyen): pace an exec command's API with --rate"},
 		applies{[]string{"metrics-every"}, c.MetricsFile != "", "--metrics-file"},
 		applies{[]string{"offline"}, c.DryRun, "--dry-run: a run that sends refunds looks each item up at the provider first"},
+		applies{[]string{"resend-after-500"}, c.Provider == providerStripe, "--provider stripe, which may still complete a call it answered 500: no other provider's item is ever sent under a new key after its 500 (Adyen's is sent again under its same key while Adyen keeps it, without this flag)"},
 	)
 	return c.refuseInapplicable(rules...)
 }
