@@ -85,12 +85,16 @@ func (c *auditCmd) inapplicable() error {
 	for _, j := range c.Journals {
 		pg = pg || postgres.IsURL(j)
 	}
+	notesFor := "--provider adyen"
+	if !asked {
+		notesFor += ": add --provider adyen, and ADYEN_HMAC_KEY to the environment to verify them (audit --provider adyen --notifications FILE --plan PLAN JOURNAL)"
+	}
 	rules := []applies{
 		{[]string{"exec-create"}, false, "refund: audit never creates a refund (with --provider exec it runs --exec-find)"},
 		{[]string{"exec-find", "exec-timeout", "exec-key-ttl"}, pf.Provider == providerExec, "--provider exec"},
 		{[]string{"api-base"}, pf.Provider == providerStripe, "--provider stripe"},
 		{[]string{"paypal-api-base"}, pf.Provider == providerPayPal, "--provider paypal"},
-		{[]string{"notifications"}, pf.Provider == providerAdyen, "--provider adyen"},
+		{[]string{"notifications"}, pf.Provider == providerAdyen, notesFor},
 		{[]string{"live"}, asked && pf.Provider != providerExec, "--provider stripe, paypal or adyen: without one audit reads no account"},
 		{[]string{"concurrency", "rate"}, asked, "--provider: without one audit asks no API"},
 		{[]string{"batch"}, pg, "a PostgreSQL checkpoint (a postgres://... JOURNAL): a journal file's batches are all audited"},

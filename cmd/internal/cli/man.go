@@ -137,6 +137,7 @@ var commandDocs = map[string]commandDoc{
 			{"And ask Stripe itself for every charge's refunds", "audit --provider stripe --plan plan.jsonl refunds.jsonl"},
 			{"Journal what Stripe has and the journal lacks, so a rerun skips those items", "audit --provider stripe --backfill refunds.jsonl refunds.jsonl"},
 			{"A PostgreSQL checkpoint: every worker's items, and who holds what", "audit --plan plan.jsonl postgres://refunds@db/refundkit"},
+			{"An Adyen batch, against the notifications adyen-webhook kept (ADYEN_HMAC_KEY set)", "audit --provider adyen --notifications notes.jsonl --plan plan.jsonl ad.jsonl"},
 		},
 	},
 	"journal-merge": {
