@@ -155,10 +155,9 @@ var commandDocs = map[string]commandDoc{
 		exit: []string{
 			"0 stopped by SIGINT or SIGTERM (the requests under way answered first)",
 			"1 the address cannot be listened on, --addr-file cannot be written, or serving failed",
-			"2 bad flags or environment (ADYEN_HMAC_KEY missing or not hex, a --listen address off loopback without --public)",
+			"2 bad flags or environment (ADYEN_HMAC_KEY missing or not hex, a --listen address off loopback without --public), or a store's file holds a line that does not verify (forged, or ADYEN_HMAC_KEY is not the key it was signed under; named by file and line), as refund and audit say of it",
 			"3 a store cannot be opened or closed",
 			"4 the --out or --others file is held by another receiver",
-			"5 a store's file is corrupt (a line that does not verify, named by file and line)",
 		},
 		env: []envDoc{
 			{"ADYEN_HMAC_KEY", "Required: the HMAC key (hex, as Adyen's Customer Area shows it) each notification's signature is checked against. Never printed."},
