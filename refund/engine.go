@@ -187,7 +187,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 		cfg.Now = time.Now
 	}
 	e := &engine{cfg: cfg, facts: facts, name: facts.Name, targets: targetLocks{m: map[string]*targetLock{}}, plan: newPlanIndex(), credits: map[uint64]uint64{}}
-	e.summary = Summary{Provider: facts.Name, ByStatus: map[string]int{}, Refunded: money.Totals{}, Found: money.Totals{}}
+	e.summary = Summary{Provider: facts.Name, Lookup: facts.LookupName, ByStatus: map[string]int{}, Refunded: money.Totals{}, Found: money.Totals{}}
 	switch {
 	case cfg.Offline:
 		e.summary.Dry = DryOffline

@@ -231,22 +231,38 @@ func (e *engine) decide(ctx context.Context, it *Item, attempt int, unsent bool,
 }
 
 // unlooked decides for an item whose refunds the provider cannot look up
-// (ErrNoLookup), by the checkpoint alone. One never sent is sent. One in
-// doubt is sent again under its key only while the provider surely still
-// keeps it (keyKept), so that it answers for the earlier call instead of
-// making a second refund; otherwise it stays in doubt for a person, as
-// does one whose key holds a saved indeterminate answer.
+// (ErrNoLookup, or a PartialLookup that found nothing), by the checkpoint
+// alone. One never sent is sent. One in doubt is sent again under its key
+// only while the provider surely still keeps it (keyKept), so that it
+// answers for the earlier call instead of making a second refund; so is
+// one whose key holds an indeterminate answer (the provider's 500): the
+// provider replays that answer, or, if it kept none, makes the refund
+// once. Never a new key (process gives one only after a full look-up).
+// Past the key's time it stays in doubt for a person.
 func (e *engine) unlooked(it *Item, attempt int, unsent bool, st journal.ItemState) (Result, bool) {
 	switch {
 	case unsent:
 		return Result{}, false
-	case st.KeyBurned:
-		return e.inDoubt(it, attempt, CodeNoLookup, e.name+" gave an indeterminate answer to an earlier call and cannot look its refunds up: check the payment there before planning it again"), true
-	case !keyKept(st.SentAt, e.facts.KeyTTL, e.cfg.Now()):
+	case !keyKept(st.SentAt, e.facts.KeyTTL, e.cfg.Now()) && !st.KeyBurned && !e.facts.PartialLookup:
 		return e.inDoubt(it, attempt, CodeNoLookup, fmt.Sprintf("an earlier call was sent (%s), %s cannot look its refunds up and keeps keys only %v: check the payment there before planning it again", sentWhen(st.SentAt), e.name, e.facts.KeyTTL)), true
+	case !keyKept(st.SentAt, e.facts.KeyTTL, e.cfg.Now()):
+		what := "an earlier call was sent"
+		if st.KeyBurned {
+			what = e.name + " answered 500 to an earlier call"
+		}
+		return e.inDoubt(it, attempt, CodeNoLookup, fmt.Sprintf("%s (%s); %s cannot list refunds and is counted on to keep keys only %s, half of which may have passed by the journal's clock, so nothing is sent: %s", what, sentWhen(st.SentAt), e.name, keyLife(e.facts.KeyTTL), e.personChecks())), true
+	case st.KeyBurned:
+		e.logItem(slog.LevelInfo, fmt.Sprintf("in doubt after %[1]s's 500, and %[1]s cannot list refunds: the same key again while %[1]s surely keeps it (it answers for the first call, or makes the refund once)", e.name), it, attempt)
+		return Result{}, false
 	}
 	e.logItem(slog.LevelDebug, "in doubt, no look-up, the key is still kept: the same key again", it, attempt)
 	return Result{}, false
+}
+
+// personChecks says what a person does for an item in doubt that refund
+// leaves alone (no_lookup) on a PartialLookup provider's payment.
+func (e *engine) personChecks() string {
+	return fmt.Sprintf("check the payment %s: if %[2]s has the refund, the next run adopts it once %[2]s has told of it; if it has none, plan the refund again under a new item id (docs/providers.md)", e.facts.checkWhere(), e.name)
 }
 
 // otherItems holds the item when the checkpoint holds another item on its

@@ -58,7 +58,13 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	if res, done := e.checkPayment(ctx, it, attempt, unsent, pay); done {
 		return res
 	}
-	if st.KeyBurned {
+	// A new key only after a look-up that lists every refund found none
+	// for an item whose key holds an indeterminate answer (lookup let it
+	// through). Without one (no look-up, or a PartialLookup), unlooked
+	// let it through under its same key, which the provider still keeps:
+	// it answers for the first call, never a second refund.
+	newKey := st.KeyBurned && listed != nil && !e.facts.PartialLookup
+	if newKey {
 		// The provider replays its saved answer under this key forever, and
 		// lookup let it through: a new key. Never because of the key's age:
 		// an old key can still be in flight, and reusing it is never less
@@ -76,7 +82,7 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	answer, err := e.call(ctx, it, attempt)
 	switch {
 	case errors.Is(err, errWouldSend):
-		return e.wouldSend(ctx, it, attempt, unsent, st.KeyBurned, pay, listed)
+		return e.wouldSend(ctx, it, attempt, unsent, newKey, pay, listed)
 	case err == nil:
 		return e.record(it, attempt, answer)
 	case errors.Is(err, errIntentUnwritten):
@@ -142,10 +148,18 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 	// see ResendAfter500.
 	e.indeterminate.Add(1)
 	e.logItem(slog.LevelDebug, fmt.Sprintf("%s answered %d: in doubt, no new key in this run", strings.ToLower(e.name), status), it, attempt, "code", code)
-	if !e.facts.LateOutcomes {
-		return e.inDoubt(it, attempt, code, fmt.Sprintf("%s answered %d: its result is indeterminate. A later run looks it up, and sends under a new key if it finds nothing", e.name, status))
+	if e.facts.LateOutcomes {
+		return e.inDoubt(it, attempt, code, fmt.Sprintf("%s answered %d: its result is indeterminate (%s may still complete it). A later run looks it up; it sends under a new key only with --resend-after-500", e.name, status, e.name))
 	}
-	return e.inDoubt(it, attempt, code, fmt.Sprintf("%s answered %d: its result is indeterminate (%s may still complete it). A later run looks it up; it sends under a new key only with --resend-after-500", e.name, status, e.name))
+	return e.inDoubt(it, attempt, code, fmt.Sprintf("%s answered %d: its result is indeterminate. %s", e.name, status, upperFirst(e.facts.AfterIndeterminate())))
+}
+
+// upperFirst starts a sentence with s.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // Errors of call that say nothing was sent under the attempt's key by it.

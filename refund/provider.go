@@ -8,6 +8,7 @@ package refund
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -88,12 +89,58 @@ type Facts struct {
 	// capture, then its order); 0 is one. The summary counts them, and
 	// the pacer spends as many of the account's budget.
 	LookupRequests int
+	// LookupName names one Find in the summary, singular, when it is not a
+	// call of the provider's list API (Adyen's: a look-up in the kept
+	// notifications, "notification look-up"); "" is "list call".
+	LookupName string
+	// CheckAt is where a person sees the provider's refunds of a payment
+	// ("Adyen's Customer Area"), named for an item left to them; "" is
+	// the provider itself.
+	CheckAt string
 	// Backoff spaces the retries of a call the provider asks to repeat.
 	Backoff Backoff
 	// Payments are the plan item fields naming what this provider refunds
 	// ("charge", "payment_intent", "capture", "psp_reference"); none is any. An item naming
 	// another is refused as bad input, before anything is sent for it.
 	Payments []string
+}
+
+// AfterIndeterminate says what a later run does with an item the provider
+// answered with its own 500 (ClassIndeterminate), as the engine decides it
+// by these facts (lookup, unlooked, process).
+func (f *Facts) AfterIndeterminate() string {
+	switch {
+	case f.LateOutcomes:
+		return fmt.Sprintf("a later run looks it up; it sends under a new key only with --resend-after-500 (%s may still complete the call while it repairs an incident)", f.Name)
+	case !f.PartialLookup:
+		return "a later run looks it up, and sends under a new key if it finds nothing"
+	}
+	// Finding nothing proves nothing: never a new key, the same one while
+	// it is surely kept (keyKept).
+	s := fmt.Sprintf("a later run adopts its refund once %[1]s has told of it; until then it sends it again under the same key, never a new one", f.Name)
+	if f.KeyTTL == 0 {
+		return s + fmt.Sprintf(", and %s answers for the first call", f.Name)
+	}
+	return s + fmt.Sprintf(", while %[1]s surely keeps that key (half of %[2]s from the first call, by the journal's clock), and %[1]s answers for the first call; past that it is left for a person, who checks the payment %[3]s", f.Name, keyLife(f.KeyTTL), f.checkWhere())
+}
+
+// checkWhere is where a person checks a payment's refunds (CheckAt).
+func (f *Facts) checkWhere() string {
+	if f.CheckAt != "" {
+		return "in " + f.CheckAt
+	}
+	return "at " + f.Name
+}
+
+// keyLife says how long keys are kept, in days when it is whole days.
+func keyLife(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		if n := d / (24 * time.Hour); n != 1 {
+			return fmt.Sprintf("%d days", n)
+		}
+		return "1 day"
+	}
+	return d.String()
 }
 
 // Payment is what a refund is made on: a charge or a payment intent

@@ -75,6 +75,9 @@ type Summary struct {
 	Found       money.Totals
 	CreateCalls int64
 	ListCalls   int64
+	// Lookup names one of ListCalls when it is not a call of a list API
+	// (Facts.LookupName); "" is a list call.
+	Lookup string
 	// ListRequests is what ListCalls sent, when a look-up is more than
 	// one request (Facts.LookupRequests); 0 when each is one.
 	ListRequests int64
@@ -255,16 +258,24 @@ func (s *Summary) String() string {
 	}
 	switch s.Dry {
 	case DryLookup:
-		fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited", s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited)
+		fmt.Fprintf(&b, "; %d create and %s, %d retried, %d rate-limited", s.CreateCalls, s.lookups(), s.Retries, s.RateLimited)
 	case DryOffline:
 	default:
-		fmt.Fprintf(&b, "; %d create and %d list calls, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
-			s.CreateCalls, s.ListCalls, s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
+		fmt.Fprintf(&b, "; %d create and %s, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
+			s.CreateCalls, s.lookups(), s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
 	}
 	if s.ListRequests > 0 {
 		fmt.Fprintf(&b, "; a list call is %d requests at %s: %d list requests", s.ListRequests/max(s.ListCalls, 1), s.Provider, s.ListRequests)
 	}
 	return b.String()
+}
+
+// lookups counts the look-ups as the summary line says them.
+func (s *Summary) lookups() string {
+	if s.Lookup == "" {
+		return fmt.Sprintf("%d list calls", s.ListCalls)
+	}
+	return fmt.Sprintf("%d %s", s.ListCalls, plural(int(s.ListCalls), s.Lookup))
 }
 
 // LogAttrs is the summary as a log record's fields (--log-format json):
@@ -274,12 +285,19 @@ func (s *Summary) LogAttrs() []any {
 	for st, n := range s.ByStatus {
 		by[st] = n
 	}
+	lookups := []any{"list_calls", s.ListCalls, "list_requests", max(s.ListRequests, s.ListCalls)}
+	if s.Lookup != "" {
+		// Not requests to the provider: no request count.
+		lookups = []any{strings.NewReplacer("-", "", " ", "_").Replace(s.Lookup) + "s", s.ListCalls}
+	}
 	attrs := []any{"items", s.Items, "by_status", by,
 		"refunded_minor_units", s.sums(s.Refunded, sumRefunded), "found_minor_units", s.sums(s.Found, sumFound),
-		"create_calls", s.CreateCalls, "list_calls", s.ListCalls, "list_requests", max(s.ListRequests, s.ListCalls), "retried", s.Retries,
+		"create_calls", s.CreateCalls}
+	attrs = append(attrs, lookups...)
+	attrs = append(attrs, "retried", s.Retries,
 		"rate_limited", s.RateLimited, "reconciled", s.Reconciled, "new_keys", s.NewKeys,
 		"duplicates", s.Duplicates, "indeterminate", s.Indeterminate,
-		"journal_records", s.Records, "fsyncs", s.Fsyncs}
+		"journal_records", s.Records, "fsyncs", s.Fsyncs)
 	if s.Provider != "" {
 		attrs = append(attrs, "provider", s.Provider)
 	}

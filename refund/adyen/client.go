@@ -92,14 +92,17 @@ func (c *Client) Close() error {
 // APIBase is the API the client calls.
 func (c *Client) APIBase() string { return c.base }
 
-// Facts are Adyen's. Keys are counted on for 7 days (KeyTTL). A 500 that
-// Adyen saved under the key answers every retry alike, and the refund may
-// exist: such a call is indeterminate, and without a look-up its item
-// waits for a notification or a person. Find knows only the refunds that
-// notifications told of: PartialLookup, so finding none proves nothing.
+// Facts are Adyen's. Keys are counted on for 7 days (KeyTTL). After
+// Adyen's own 500 the refund may or may not exist: the call is
+// indeterminate. Find knows only the refunds that notifications told of:
+// PartialLookup, so finding none proves nothing, and such an item is
+// never sent under a new key: under its same key while Adyen surely keeps
+// it (Adyen replays its first answer, or, if it kept none, makes the
+// refund once), else it waits for its notification or a person. Find's
+// look-ups are of the kept notifications, not of Adyen's API (LookupName).
 func (*Client) Facts() refund.Facts {
 	return refund.Facts{Name: "Adyen", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"psp_reference"},
-		PartialLookup: true, AmountRequired: true, MaxBatchItem: wire.MaxBatchItem}
+		PartialLookup: true, AmountRequired: true, MaxBatchItem: wire.MaxBatchItem, LookupName: "notification look-up", CheckAt: "Adyen's Customer Area"}
 }
 
 // refundRequest is the body of POST /payments/{psp}/refunds: Adyen has no

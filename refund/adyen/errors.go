@@ -44,9 +44,11 @@ const transientHeader = "Transient-Error"
 //   - 429: rate limited, never saved; repeated.
 //   - 401 and 403 refuse the API key, or its rights on the merchant
 //     account: the run halts.
-//   - Adyen's own 5xx, not transient: saved under the key, and the refund
-//     may or may not exist: indeterminate. No look-up can tell, so the
-//     item waits for a notification naming it, or for a person.
+//   - Adyen's own 5xx, not transient: the refund may or may not exist:
+//     indeterminate. No look-up can tell, so a later run sends it again
+//     under the same key while Adyen surely keeps it (Adyen replays the
+//     first answer if it kept one, or makes the refund once); otherwise
+//     the item waits for a notification naming it, or for a person.
 //   - Any other 4xx refuses the refund: final.
 func classify(status int, h http.Header, body []byte) *refund.Failure {
 	var e apiError

@@ -458,6 +458,6 @@ func (r *run) partialInDoubtRemedy(i uint32) string {
 	if ok {
 		when = "first sent " + time.Unix(sent, 0).UTC().Format(time.RFC3339)
 	}
-	return fmt.Sprintf("past the time %s is counted on to keep the item's key (%s), no notification names a refund for it, and %[1]s cannot be asked: refund will not send it again. A person checks the payment in %[1]s's Customer Area (or its reports) for a refund with reference %s, and journals what is found (refund it under a new item id only if none exists)",
+	return fmt.Sprintf("past the time %s is counted on to keep the item's key (%s), no notification names a refund for it, and %[1]s cannot be asked: refund will not send it again. A person checks the payment in %[1]s's Customer Area (or its reports) for a refund with reference %s: if %[1]s has it, the next refund run adopts it once its notification is kept; if none exists, plan the refund again under a new item id in place of this one (docs/providers.md)",
 		facts.Name, when, "refundkit:<batch>:<item>:<attempt>")
 }

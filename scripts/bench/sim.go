@@ -117,7 +117,7 @@ type summary struct {
 
 var (
 	itemsRE = regexp.MustCompile(`(\d+) items: (\d+) refunded, (\d+) skipped, (\d+) failed, (\d+) in_doubt`)
-	callsRE = regexp.MustCompile(`(\d+) create and (\d+) list calls`)
+	callsRE = regexp.MustCompile(`(\d+) create and (\d+) (?:list calls|notification look-ups?)`) // Adyen's look-ups are in its notifications
 	syncsRE = regexp.MustCompile(`(\d+) journal records in (\d+) fsyncs`)
 )
 

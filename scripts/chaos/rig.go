@@ -384,7 +384,7 @@ func (r *rig) makePlan(name, batch, chargesPath string, extra ...string) *plan {
 	return pl
 }
 
-var summaryRE = regexp.MustCompile(`refund: (\d+) items(?: \([^)]*\))?: (\d+) refunded, (\d+) skipped, (\d+) failed, (\d+) in_doubt.*; (\d+) create and (\d+) list calls, (\d+) retried, (\d+) rate-limited, (\d+) reconciled, (\d+) new keys`)
+var summaryRE = regexp.MustCompile(`refund: (\d+) items(?: \([^)]*\))?: (\d+) refunded, (\d+) skipped, (\d+) failed, (\d+) in_doubt.*; (\d+) create and (\d+) (?:list calls|notification look-ups?), (\d+) retried, (\d+) rate-limited, (\d+) reconciled, (\d+) new keys`)
 
 // summary is refund's summary line on stderr, parsed.
 type summary struct {

@@ -69,6 +69,7 @@ func (c *refundCmd) inapplicable() error {
 		applies{[]string{"share"}, c.Provider != providerExec, "a provider whose limits refundkit knows (stripe, paypal, adyen): pace an exec command's API with --rate"},
 		applies{[]string{"metrics-every"}, c.MetricsFile != "", "--metrics-file"},
 		applies{[]string{"offline"}, c.DryRun, "--dry-run: a run that sends refunds looks each item up at the provider first"},
+		applies{[]string{"resend-after-500"}, c.Provider == providerStripe, "--provider stripe, which may still complete a call it answered 500: no other provider's item is ever sent under a new key after its 500 (Adyen's is sent again under its same key while Adyen keeps it, without this flag)"},
 	)
 	return c.refuseInapplicable(rules...)
 }
@@ -84,12 +85,16 @@ func (c *auditCmd) inapplicable() error {
 	for _, j := range c.Journals {
 		pg = pg || postgres.IsURL(j)
 	}
+	notesFor := "--provider adyen"
+	if !asked {
+		notesFor += ": add --provider adyen, and ADYEN_HMAC_KEY to the environment to verify them (audit --provider adyen --notifications FILE --plan PLAN JOURNAL)"
+	}
 	rules := []applies{
 		{[]string{"exec-create"}, false, "refund: audit never creates a refund (with --provider exec it runs --exec-find)"},
 		{[]string{"exec-find", "exec-timeout", "exec-key-ttl"}, pf.Provider == providerExec, "--provider exec"},
 		{[]string{"api-base"}, pf.Provider == providerStripe, "--provider stripe"},
 		{[]string{"paypal-api-base"}, pf.Provider == providerPayPal, "--provider paypal"},
-		{[]string{"notifications"}, pf.Provider == providerAdyen, "--provider adyen"},
+		{[]string{"notifications"}, pf.Provider == providerAdyen, notesFor},
 		{[]string{"live"}, asked && pf.Provider != providerExec, "--provider stripe, paypal or adyen: without one audit reads no account"},
 		{[]string{"concurrency", "rate"}, asked, "--provider: without one audit asks no API"},
 		{[]string{"batch"}, pg, "a PostgreSQL checkpoint (a postgres://... JOURNAL): a journal file's batches are all audited"},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/adyen/notes"
 	"github.com/refundkit/refundkit/refund/audit"
 	"github.com/refundkit/refundkit/refund/money"
 	"github.com/refundkit/refundkit/refund/natsjs"
@@ -80,6 +81,13 @@ func knownCode(err error) (int, bool) {
 		natsUnsafe  *natsjs.DurabilityError
 		natsBusy    *natsjs.BusyError
 		overflow    *money.OverflowError
+		notesLocked *notes.LockedError
+		// A kept notification that does not verify (forged, or the wrong
+		// ADYEN_HMAC_KEY), decode or is of an unknown version: an input
+		// that cannot be trusted, as refund and audit say of it, not a
+		// journal that is corrupt. The same in adyen-webhook for its own
+		// --out.
+		notesBad *notes.CorruptError
 	)
 	switch {
 	case err == nil:
@@ -93,7 +101,7 @@ func knownCode(err error) (int, bool) {
 			return ExitJournal, true
 		}
 		return ExitProvider, true
-	case errors.As(err, &locked), errors.As(err, &pgBusy), errors.As(err, &natsBusy):
+	case errors.As(err, &locked), errors.As(err, &pgBusy), errors.As(err, &natsBusy), errors.As(err, &notesLocked):
 		return ExitLocked, true
 	case errors.As(err, &corrupt), errors.As(err, &version), errors.As(err, &pgCorrupt), errors.As(err, &natsCorrupt):
 		return ExitCorrupt, true
@@ -102,7 +110,7 @@ func knownCode(err error) (int, bool) {
 	case errors.As(err, &auditHalt):
 		return ExitProvider, true
 	case errors.As(err, &notFile), errors.As(err, &refundInput), // a *plan.Rejection holds *refund.InputErrors
-		errors.As(err, &pgConfig), errors.As(err, &workerName), errors.As(err, &natsConfig),
+		errors.As(err, &pgConfig), errors.As(err, &workerName), errors.As(err, &natsConfig), errors.As(err, &notesBad),
 		errors.As(err, &overflow): // amounts that sum beyond int64 are input no total can hold
 		return ExitUsage, true
 	}

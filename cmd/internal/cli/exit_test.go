@@ -9,6 +9,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/adyen/notes"
 	"github.com/refundkit/refundkit/refund/audit"
 	"github.com/refundkit/refundkit/refund/money"
 )
@@ -36,6 +37,8 @@ func TestExitCodeFor(t *testing.T) {
 		{"corrupt", fmt.Errorf("load: %w", &journal.CorruptError{Path: "j", Line: 2}), ExitCorrupt},
 		{"corrupt stays corrupt", unwritable(&journal.CorruptError{Path: "j", Line: 2}), ExitCorrupt},
 		{"version", &journal.VersionError{Version: 2}, ExitCorrupt},
+		{"notification does not verify", unwritable(&notes.CorruptError{Where: "n", Line: 1, Reason: "no hmacSignature"}), ExitUsage},
+		{"notifications held", unwritable(&notes.LockedError{Path: "n"}), ExitLocked},
 		{"provider halt", &refund.HaltError{Err: errors.New("key refused")}, ExitProvider},
 		{"audit provider", &audit.StripeError{Err: errors.New("key refused")}, ExitProvider},
 		{"interrupted", fmt.Errorf("run: %w", context.Canceled), ExitInterrupted},

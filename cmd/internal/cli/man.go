@@ -137,6 +137,7 @@ var commandDocs = map[string]commandDoc{
 			{"And ask Stripe itself for every charge's refunds", "audit --provider stripe --plan plan.jsonl refunds.jsonl"},
 			{"Journal what Stripe has and the journal lacks, so a rerun skips those items", "audit --provider stripe --backfill refunds.jsonl refunds.jsonl"},
 			{"A PostgreSQL checkpoint: every worker's items, and who holds what", "audit --plan plan.jsonl postgres://refunds@db/refundkit"},
+			{"An Adyen batch, against the notifications adyen-webhook kept (ADYEN_HMAC_KEY set)", "audit --provider adyen --notifications notes.jsonl --plan plan.jsonl ad.jsonl"},
 		},
 	},
 	"journal-merge": {
@@ -154,10 +155,9 @@ var commandDocs = map[string]commandDoc{
 		exit: []string{
 			"0 stopped by SIGINT or SIGTERM (the requests under way answered first)",
 			"1 the address cannot be listened on, --addr-file cannot be written, or serving failed",
-			"2 bad flags or environment (ADYEN_HMAC_KEY missing or not hex, a --listen address off loopback without --public)",
+			"2 bad flags or environment (ADYEN_HMAC_KEY missing or not hex, a --listen address off loopback without --public), or a store's file holds a line that does not verify (forged, or ADYEN_HMAC_KEY is not the key it was signed under; named by file and line), as refund and audit say of it",
 			"3 a store cannot be opened or closed",
 			"4 the --out or --others file is held by another receiver",
-			"5 a store's file is corrupt (a line that does not verify, named by file and line)",
 		},
 		env: []envDoc{
 			{"ADYEN_HMAC_KEY", "Required: the HMAC key (hex, as Adyen's Customer Area shows it) each notification's signature is checked against. Never printed."},

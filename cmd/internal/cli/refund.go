@@ -32,7 +32,7 @@ type refundCmd struct {
 	Rate           *float64      `placeholder:"R" group:"pacing" help:"Requests per second for this run, all endpoints together, instead of --share of the account's limit (0: no pacing at all), at least one a minute (with a PostgreSQL checkpoint, one a lease when that is shorter). Stripe's endpoints keep --share of their own limits; PayPal's and Adyen's, which publish none, all take --rate."`
 	DryRun         bool          `help:"Show what the run would do, and do none of it: no create or cancel call, no journal write (the journal is only read). Items the journal does not settle are looked up at the provider as the run would (reads only, paced as a run is; the credential is needed), each said would_refund, would_adopt, would_hold or would_fail; exit 1 when the run would hold or fail items or leave them in doubt."`
 	Offline        bool          `help:"With --dry-run: the journal alone, no look-up at the provider (no credential, no network): every item the journal does not hold is would_refund, whatever the provider holds."`
-	ResendAfter500 bool          `name:"resend-after-500" group:"safety" help:"Send items whose earlier call the provider answered with its own 500 (an indeterminate answer saved under the key) under a new key, once the look-up finds no refund for them. Stripe treats a 500 as indeterminate and may still complete the call while it repairs an incident: use it once the incident is over."`
+	ResendAfter500 bool          `name:"resend-after-500" group:"safety" help:"--provider stripe: send items whose earlier call Stripe answered with its own 500 (an indeterminate answer saved under the key) under a new key, once the look-up finds no refund for them. Stripe may still complete such a call while it repairs an incident: use it once the incident is over. Adyen's items need no flag and never get a new key: Adyen cannot list refunds, so a rerun sends such an item again under its same key while Adyen surely keeps it (3.5 days), and Adyen answers for the first call; PayPal's 500s are retried under the same request id in the run."`
 	AllowRefunded  bool          `name:"allow-refunded-charges" group:"safety" help:"More refunds on charges that another refundkit batch (or, with --all-refunds, anyone) already refunded are intended. Without it such items are held: journaled as failed, nothing sent."`
 	AllRefunds     bool          `group:"safety" help:"Hold items whose charge has refunds without refundkit metadata too (made by hand, in the dashboard or by older scripts)."`
 	NoLookup       bool          `group:"safety" help:"Skip the look-up at the provider before an item's first call and trust the journal alone. Saves one request per item; a new batch name, a lost or restored journal or a changed shard count can then refund a charge twice."`
@@ -333,9 +333,12 @@ func Refund(env Env) (exit int) {
 	case n > 0 && batchDone:
 		// Their items were adopted since: nothing is left to look up.
 		warnf(msgs, name, "%s answered %d %s with its own 500; the refunds were found since and every item of the batch is settled", client.Facts().Name, n, plural(n, "call"))
-	case n > 0:
+	case n > 0 && client.Facts().LateOutcomes:
 		p := client.Facts().Name
 		warnf(msgs, name, "%s answered %d %s with its own 500: the result is indeterminate (%[1]s may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", p, n, plural(n, "call"))
+	case n > 0:
+		f := client.Facts()
+		warnf(msgs, name, "%s answered %d %s with its own 500: the result is indeterminate; %s", f.Name, n, plural(n, "call"), f.AfterIndeterminate())
 	}
 	if n := summary.ByStatus[refund.StatusPending]; n > 0 {
 		warnf(msgs, name, "%d %s accepted and not finished at %s (pending): nothing more is sent for them; run again later to settle them", n, plural(n, "refund"), cmp.Or(summary.Provider, "the provider"))

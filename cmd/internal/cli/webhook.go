@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -227,23 +226,10 @@ func openNotes(ctx context.Context, stderr io.Writer, name, spec string, key []b
 	return f, nil
 }
 
-// notesExit is the exit code of a store that cannot be opened.
-func notesExit(err error) int {
-	var (
-		locked  *notes.LockedError
-		corrupt *notes.CorruptError
-		config  *postgres.ConfigError
-	)
-	switch {
-	case errors.As(err, &locked):
-		return ExitLocked
-	case errors.As(err, &corrupt):
-		return ExitCorrupt
-	case errors.As(err, &config):
-		return ExitUsage
-	}
-	return ExitJournal
-}
+// notesExit is the exit code of a store that cannot be opened: the one
+// mapping's (exitCodeFor), an error it does not name being a store that
+// cannot be written.
+func notesExit(err error) int { return exitCodeFor(unwritable(err)) }
 
 // redactStore names a store in messages: a URL without its password.
 func redactStore(spec string) string {

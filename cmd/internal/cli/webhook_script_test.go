@@ -186,7 +186,7 @@ func TestAdyenWebhookRefusesToStart(t *testing.T) {
 		{"relative path", []string{"--out", out, "--path", "hook"}, nil, ExitUsage, `--path "hook": want an absolute path`},
 		{"others is out", []string{"--out", out, "--others", out}, nil, ExitUsage, "is --out: other events are kept apart"},
 		{"held by another", []string{"--out", held, "--listen", "127.0.0.1:0"}, nil, ExitLocked, "adyen-webhook: --out: notifications file " + held + " is held by another receiver"},
-		{"corrupt", []string{"--out", corrupt, "--listen", "127.0.0.1:0"}, nil, ExitCorrupt, "adyen-webhook: --out: " + corrupt + ":1: no hmacSignature"},
+		{"does not verify", []string{"--out", corrupt, "--listen", "127.0.0.1:0"}, nil, ExitUsage, "adyen-webhook: --out: " + corrupt + ":1: no hmacSignature"},
 		{"unwritable", []string{"--out", filepath.Join(dir, "missing", "n.jsonl"), "--listen", "127.0.0.1:0"}, nil, ExitJournal, "no such file or directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
