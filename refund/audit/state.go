@@ -225,6 +225,9 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 				sl.flags |= flagAllowed
 			}
 		}
+		if r.Amount <= 0 {
+			s.conflict(i, sl, fmt.Sprintf("%s: refund %s journaled with amount %d, which no refund is", at, r.Refund, r.Amount))
+		}
 		switch {
 		case !refunded:
 			sl.flags |= flagRefunded
