@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundkit/refundkit/refund/postgres/pgtest"
 	"github.com/refundkit/refundkit/refund/stripesim"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
@@ -90,4 +91,25 @@ func TestNATSServerDownShorterThanTheLease(t *testing.T) {
 			r.checkExactlyOnce()
 		})
 	}
+}
+
+// TestPGServerRestartedShorterThanTheLease: the PostgreSQL server is
+// stopped (fast shutdown: its connections are dropped, open transactions
+// rolled back) mid-batch and started again at once.
+func TestPGServerRestartedShorterThanTheLease(t *testing.T) {
+	srv, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		t.Fatalf("a PostgreSQL server of its own (it is restarted): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	_, dbURL := newPGDB(t, srv)
+	r := newPGRigAt(t, dbURL, 90, stripesim.Faults{LatencyJitter: time.Millisecond})
+	r.lease = outageLease
+	outageWorkers(t, r.crashRig, func(w string) *crashrig.Proc { return r.start(w, "-j", "4") },
+		srv.Down, srv.Up, "answers again")
+	r.checkExactlyOnce()
 }
