@@ -537,11 +537,6 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		}
 	}
 	if len(out) > 0 {
-		// Said at once: a server killed -9 may deliver these again to
-		// another worker, which leaves them to this one (take).
-		ctx, cancel := context.WithTimeout(ctx, c.margin()/3)
-		c.sayAlive(ctx)
-		cancel()
 		return out, 0, nil
 	}
 	until := c.leaseFrom(time.Now())
@@ -730,12 +725,20 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 			return nil, nil
 		}
 		if v.Worker != "" && v.Worker != c.worker && !v.Released {
-			// Delivered again while its holder says it holds it (a server
-			// killed -9 forgot the delivery): left to it, and asked again
-			// later, as an ack-wait would.
+			// Delivered again while its live holder says it holds it, or
+			// wrote it since it last said what it holds (a server killed
+			// -9 forgot the delivery): left to it, and asked again later,
+			// as an ack-wait would.
 			var live bool
-			err := c.retry(ctx, until, func(ctx context.Context) (err error) {
-				live, err = c.holdsLive(ctx, batch, item, v.Worker, v.Gen)
+			err := c.retry(ctx, until, func(ctx context.Context) error {
+				e, err := c.kv.Get(ctx, ik)
+				if err != nil {
+					return err
+				}
+				if e.Revision() != rev {
+					return nil // written since: read again below, as a claim would
+				}
+				live, err = c.holdsLive(ctx, batch, item, v.Worker, v.Gen, e.Created())
 				return err
 			})
 			if err != nil {

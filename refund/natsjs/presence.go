@@ -129,9 +129,10 @@ func (c *Checkpoint) heldIn(batch string) []byte {
 	return b
 }
 
-// holdsLive reports whether worker is alive and says it holds its claim
-// gen of item of batch.
-func (c *Checkpoint) holdsLive(ctx context.Context, batch, item, worker string, gen int64) (bool, error) {
+// holdsLive reports whether worker is alive and may hold its claim gen of
+// item of batch, written at claimed by the server's clock: it says it
+// holds it, or it has not said what it holds since (its next beat will).
+func (c *Checkpoint) holdsLive(ctx context.Context, batch, item, worker string, gen int64, claimed time.Time) (bool, error) {
 	msg, err := c.presenceNow().GetLastMsgForSubject(ctx, c.batchPresence(batch, worker))
 	if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		return false, nil
@@ -144,7 +145,7 @@ func (c *Checkpoint) holdsLive(ctx context.Context, batch, item, worker string, 
 		return false, nil // an older worker's: it says nothing of its claims
 	}
 	g, ok := body.Claims[item]
-	return ok && g == gen, nil
+	return ok && g == gen || claimed.After(msg.Time), nil
 }
 
 // sayGone takes this worker's presences back: it ends.
