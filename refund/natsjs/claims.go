@@ -499,6 +499,12 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 				// unless it is gone.
 				return out, c.pollWait(), c.consumerGone(ctx, q)
 			}
+			if unreachable(err) {
+				if len(out) > 0 {
+					return out, 0, nil
+				}
+				return nil, c.pollWait(), c.claimsUnanswered(err)
+			}
 			if err != nil {
 				return nil, 0, c.wrap("claim", err)
 			}
@@ -515,9 +521,16 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 			}
 			if err := msgs.Error(); errors.Is(err, nats.ErrNoResponders) && len(out) == 0 {
 				return nil, c.pollWait(), c.consumerGone(ctx, q)
+			} else if unreachable(err) && !errors.Is(err, nats.ErrNoResponders) {
+				// The servers are away: ask again, for a lease at most.
+				if len(out) > 0 {
+					return out, 0, nil
+				}
+				return nil, c.pollWait(), c.claimsUnanswered(err)
 			} else if err != nil && !errors.Is(err, nats.ErrNoResponders) {
 				return nil, 0, c.wrap("claim", err)
 			}
+			c.claimsAnswered()
 			if got < ask {
 				break // nothing more to give now
 			}
@@ -526,15 +539,24 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	if len(out) > 0 {
 		return out, 0, nil
 	}
+	until := c.leaseFrom(time.Now())
 	for _, q := range queues {
-		info, err := q.cons.Info(ctx)
+		var info *jetstream.ConsumerInfo
+		err := c.retry(ctx, until, func(ctx context.Context) (err error) {
+			info, err = q.cons.Info(ctx)
+			return err
+		})
 		if err != nil {
 			return nil, 0, c.wrap("claim", err)
 		}
 		if info.NumPending == 0 && info.NumAckPending == 0 {
 			continue
 		}
-		others, err := c.queuedForOthers(ctx, q.batch)
+		var others bool
+		err = c.retry(ctx, until, func(ctx context.Context) (err error) {
+			others, err = c.queuedForOthers(ctx, q.batch)
+			return err
+		})
 		if err != nil {
 			return nil, 0, c.wrap("claim", err)
 		}
@@ -661,11 +683,12 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 	_, leaves := c.leaves[k]
 	c.mu.Unlock()
 	ik := itemKey(batch, item)
+	until := c.leaseFrom(start)
 	if leaves {
 		// Another worker's to take, or the next run's. Delivered, it is
 		// held by no one: its generation now is the last unheld one.
 		var v itemValue
-		if _, _, err := getJSON(ctx, c.kv, ik, &v); err != nil {
+		if _, _, err := c.getJSON(ctx, until, ik, &v); err != nil {
 			msg.NakWithDelay(c.pollWait())
 			return nil, c.wrap("claim", err)
 		}
@@ -674,7 +697,7 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 	}
 	for try := 0; ; try++ {
 		var v itemValue
-		rev, ok, err := getJSON(ctx, c.kv, ik, &v)
+		rev, ok, err := c.getJSON(ctx, until, ik, &v)
 		if err != nil {
 			return nil, c.wrap("claim", err)
 		}
@@ -701,12 +724,38 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 			msg.DoubleAck(ctx)
 			return nil, nil
 		}
+		if v.Worker != "" && v.Worker != c.worker && !v.Released {
+			// Delivered again while its live holder says it holds it, or
+			// wrote it since it last said what it holds (a server killed
+			// -9 forgot the delivery): left to it, and asked again later,
+			// as an ack-wait would.
+			var live bool
+			err := c.retry(ctx, until, func(ctx context.Context) error {
+				e, err := c.kv.Get(ctx, ik)
+				if err != nil {
+					return err
+				}
+				if e.Revision() != rev {
+					return nil // written since: read again below, as a claim would
+				}
+				live, err = c.holdsLive(ctx, batch, item, v.Worker, v.Gen, e.Created())
+				return err
+			})
+			if err != nil {
+				msg.NakWithDelay(c.pollWait())
+				return nil, c.wrap("claim", err)
+			}
+			if live {
+				msg.NakWithDelay(c.leaseNow() / 3)
+				return nil, nil
+			}
+		}
 		nv := v
 		nv.Gen++
 		nv.Worker, nv.Released = c.worker, false
 		nv.BurnRev, nv.BurnPending = v.burnRev(rev), false
 		body, _ := json.Marshal(&nv)
-		newRev, err := c.kv.Update(ctx, ik, body, rev)
+		newRev, err := c.update(ctx, until, ik, body, rev)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) && try < 4 {
 			continue // its earlier holder wrote a moment ago: read again
 		}
@@ -772,20 +821,32 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 		c.mu.Unlock()
 		return nil
 	}
-	msg, rev := cl.msg, cl.rev
+	rev := cl.rev
 	c.mu.Unlock()
-	start := time.Now()
-	if err := msg.InProgress(); err != nil {
+	// Asked again through an outage while the lease may last.
+	var start time.Time
+	var e jetstream.KeyValueEntry
+	err := c.retry(ctx, c.claimUntil(cl, time.Now()), func(ctx context.Context) error {
+		c.mu.Lock()
+		msg := cl.msg // a delivery again replaces it
+		c.mu.Unlock()
+		start = time.Now()
+		if err := msg.InProgress(); err != nil {
+			return err
+		}
+		if err := c.nc.FlushWithContext(ctx); err != nil {
+			return err
+		}
+		var err error
+		if e, err = c.kv.Get(ctx, itemKey(batch, item)); errors.Is(err, jetstream.ErrKeyNotFound) {
+			e, err = nil, nil
+		}
+		return err
+	})
+	if err != nil {
 		return c.wrap("renew claim", err)
 	}
-	if err := c.nc.FlushTimeout(c.margin() / 3); err != nil {
-		return c.wrap("renew claim", err)
-	}
-	e, err := c.kv.Get(ctx, itemKey(batch, item))
-	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return c.wrap("renew claim", err)
-	}
-	if err != nil || e.Revision() != rev {
+	if e == nil || e.Revision() != rev {
 		c.drop(k)
 		return &refund.LostClaimError{Batch: batch, Item: item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
 	}
@@ -826,8 +887,9 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.margin())
 	defer cancel()
+	until := c.leaseFrom(time.Now())
 	if done {
-		return c.wrap("acknowledge", cl.msg.DoubleAck(ctx))
+		return c.wrap("acknowledge", c.retry(ctx, until, cl.msg.DoubleAck))
 	}
 	v := *cl.val
 	v.Released = true
@@ -835,7 +897,7 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 		v.ReleasedBy = append(slices.Clip(v.ReleasedBy), c.worker)
 	}
 	body, _ := json.Marshal(&v)
-	if _, err := c.kv.Update(ctx, itemKey(batch, item), body, cl.rev); err != nil {
+	if _, err := c.update(ctx, until, itemKey(batch, item), body, cl.rev); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return nil // another worker holds it now: its message is theirs
 		}
@@ -891,7 +953,12 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 				giveUp()
 				return nil, err
 			}
-			got, err := c.tryLock(ctx, p, me, &w)
+			// Tried again through an outage while the lease may last.
+			var got bool
+			err := c.retry(ctx, c.claimUntil(cl, time.Now()), func(ctx context.Context) (err error) {
+				got, err = c.tryLock(ctx, p, me, &w)
+				return err
+			})
 			if err != nil {
 				giveUp()
 				return nil, c.wrap("lock payment", err)
@@ -1081,6 +1148,8 @@ func (c *Checkpoint) renewLoop() {
 			// A queue's ack-wait is shorter than --lease: renew what is
 			// held now, and every third of the ack-wait after.
 			t.Reset(c.leaseNow() / 3)
+			c.renew()
+		case <-c.relinked:
 			c.renew()
 		case <-t.C:
 			c.renew()

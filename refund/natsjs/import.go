@@ -18,6 +18,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -439,7 +440,7 @@ func paymentText(charge, intent, capture, psp string) string {
 func (c *Checkpoint) importItem(ctx context.Context, it *imported, e *entry, ids []string, name string) (int, error) {
 	ik := itemKey(it.k.batch, it.k.item)
 	for _, id := range ids {
-		if err := c.credit(ctx, id, it.k); err != nil {
+		if err := c.credit(ctx, c.leaseFrom(time.Now()), id, it.k); err != nil {
 			return 0, err
 		}
 	}

@@ -89,9 +89,13 @@ type Checkpoint struct {
 	stopRenew chan struct{}
 	renewDone chan struct{}
 	leaseCut  chan struct{} // the lease was shortened: renewLoop's period follows
-	tallies   map[string]*tally
-	budget    *Budget // ShareBudget's, ended by Close
-	closeOnce sync.Once
+	relinked  chan struct{} // connected again after an outage: renewLoop renews now
+	link      *link         // the connection's drops and returns (outage.go)
+	// claimsFailing is since when Claim has found the servers away.
+	claimsFailing time.Time
+	tallies       map[string]*tally
+	budget        *Budget // ShareBudget's, ended by Close
+	closeOnce     sync.Once
 }
 
 type key struct{ batch, item string }
@@ -258,7 +262,8 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 		opts.Warn = func(string) {}
 	}
 	c := &Checkpoint{loc: loc, worker: opts.Worker, opts: opts, readOnly: readOnly,
-		held: map[key]*claim{}, leaves: map[key]int64{}, planned: map[key]bool{}, leaseCut: make(chan struct{}, 1)}
+		held: map[key]*claim{}, leaves: map[key]int64{}, planned: map[key]bool{}, leaseCut: make(chan struct{}, 1),
+		relinked: make(chan struct{}, 1), link: newLink()}
 	connOpts := []nats.Option{
 		nats.Name("refundkit " + opts.Worker),
 		nats.MaxReconnects(-1),
@@ -268,6 +273,7 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 		// client library's to print.
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
 	}
+	connOpts = append(connOpts, c.linkOptions()...)
 	user, password := loc.user, loc.password
 	if user == "" {
 		user, password = os.Getenv("NATS_USER"), os.Getenv("NATS_PASSWORD")

@@ -8,6 +8,7 @@ package natsjs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -95,7 +96,7 @@ func (c *Checkpoint) sayAlive(ctx context.Context) {
 	c.mu.Unlock()
 	ttl := max(c.leaseNow(), time.Second) // the server's least TTL
 	for _, q := range queues {
-		_, err := c.js.Publish(ctx, c.batchPresence(q.batch, c.worker), nil, jetstream.WithMsgTTL(ttl))
+		_, err := c.js.Publish(ctx, c.batchPresence(q.batch, c.worker), c.heldIn(q.batch), jetstream.WithMsgTTL(ttl))
 		if errors.Is(err, jetstream.ErrNoStreamResponse) {
 			// The stream was deleted (by hand): make it again, and say
 			// so at the next beat.
@@ -103,6 +104,48 @@ func (c *Checkpoint) sayAlive(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// presenceBody is what a worker's presence in a batch says besides that
+// it is alive: the claims it holds there, item by item with their
+// generations. A server killed -9 may forget that it delivered an item a
+// moment before, and deliver it again when it is back: the worker it comes
+// to leaves alone a claim that its live holder says it holds (take).
+type presenceBody struct {
+	Claims map[string]int64 `json:"claims,omitempty"`
+}
+
+// heldIn is this worker's presence body in batch.
+func (c *Checkpoint) heldIn(batch string) []byte {
+	body := presenceBody{Claims: map[string]int64{}}
+	c.mu.Lock()
+	for k, cl := range c.held {
+		if k.batch == batch {
+			body.Claims[k.item] = cl.val.Gen
+		}
+	}
+	c.mu.Unlock()
+	b, _ := json.Marshal(&body)
+	return b
+}
+
+// holdsLive reports whether worker is alive and may hold its claim gen of
+// item of batch, written at claimed by the server's clock: it says it
+// holds it, or it has not said what it holds since (its next beat will).
+func (c *Checkpoint) holdsLive(ctx context.Context, batch, item, worker string, gen int64, claimed time.Time) (bool, error) {
+	msg, err := c.presenceNow().GetLastMsgForSubject(ctx, c.batchPresence(batch, worker))
+	if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var body presenceBody
+	if json.Unmarshal(msg.Data, &body) != nil {
+		return false, nil // an older worker's: it says nothing of its claims
+	}
+	g, ok := body.Claims[item]
+	return ok && g == gen || claimed.After(msg.Time), nil
 }
 
 // sayGone takes this worker's presences back: it ends.

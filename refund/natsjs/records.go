@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -64,22 +65,26 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	rev := cl.rev
 	c.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), c.margin())
-	defer cancel()
+	// Tried through an outage while the claim lasts: the write is a
+	// compare-and-set either way.
+	ctx, until := context.Background(), c.claimUntil(cl, time.Now())
 	for _, r := range recs {
 		if r.Type == journal.TypeRefunded && r.Refund != "" {
-			if err := c.credit(ctx, r.Refund, k); err != nil {
+			if err := c.credit(ctx, until, r.Refund, k); err != nil {
+				if unreachable(err) {
+					c.drop(k)
+				}
 				return err
 			}
 		}
 	}
 	body, _ := json.Marshal(&v)
-	newRev, err := c.kv.Update(ctx, itemKey(k.batch, k.item), body, rev)
+	newRev, err := c.update(ctx, until, itemKey(k.batch, k.item), body, rev)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 		c.drop(k)
 		return &refund.LostClaimError{Batch: k.batch, Item: k.item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
-	case errors.Is(err, context.DeadlineExceeded):
+	case unreachable(err):
 		c.drop(k)
 		return &refund.LostClaimError{Batch: k.batch, Item: k.item, Why: "a write of it was not acknowledged within its lease (was this worker paused, or cut off from the servers?): it may or may not be stored"}
 	case err != nil:
@@ -98,15 +103,19 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	return nil
 }
 
-// credit binds refund id to item k, unless another item holds it.
-func (c *Checkpoint) credit(ctx context.Context, id string, k key) error {
+// credit binds refund id to item k, unless another item holds it. A try
+// whose answer was lost is found again as this item's binding.
+func (c *Checkpoint) credit(ctx context.Context, until func() time.Time, id string, k key) error {
 	body, _ := json.Marshal(itemRef{k.batch, k.item})
-	_, err := c.kv.Create(ctx, refundKey(id), body)
+	err := c.retry(ctx, until, func(ctx context.Context) error {
+		_, err := c.kv.Create(ctx, refundKey(id), body)
+		return err
+	})
 	if !errors.Is(err, jetstream.ErrKeyExists) {
 		return c.wrap("credit refund "+id, err)
 	}
 	var ref itemRef
-	_, ok, err := getJSON(ctx, c.kv, refundKey(id), &ref)
+	_, ok, err := c.getJSON(ctx, until, refundKey(id), &ref)
 	switch {
 	case err != nil:
 		return c.wrap("credit refund "+id, err)
@@ -141,14 +150,12 @@ func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error)
 	if c.kv == nil {
 		return journal.ItemState{}, false, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.margin())
-	defer cancel()
-	return c.stateOf(ctx, k)
+	return c.stateOf(context.Background(), c.leaseFrom(time.Now()), k)
 }
 
-func (c *Checkpoint) stateOf(ctx context.Context, k key) (journal.ItemState, bool, error) {
+func (c *Checkpoint) stateOf(ctx context.Context, until func() time.Time, k key) (journal.ItemState, bool, error) {
 	var v itemValue
-	_, ok, err := getJSON(ctx, c.kv, itemKey(k.batch, k.item), &v)
+	_, ok, err := c.getJSON(ctx, until, itemKey(k.batch, k.item), &v)
 	if err != nil || !ok {
 		return journal.ItemState{}, false, c.wrap("lookup", err)
 	}
@@ -160,10 +167,8 @@ func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) 
 	if c.kv == nil || id == "" {
 		return "", "", false, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.margin())
-	defer cancel()
 	var ref itemRef
-	_, ok, err = getJSON(ctx, c.kv, refundKey(id), &ref)
+	_, ok, err = c.getJSON(context.Background(), c.leaseFrom(time.Now()), refundKey(id), &ref)
 	if err != nil {
 		return "", "", false, c.wrap("holder", err)
 	}
@@ -178,13 +183,12 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	if c.kv == nil || len(keys) == 0 {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.margin())
-	defer cancel()
+	ctx, until := context.Background(), c.leaseFrom(time.Now())
 	seen := map[key]bool{}
 	var out []journal.PaymentItem
 	for _, p := range slices.Compact(slices.Sorted(slices.Values(keys))) {
 		var pv paymentValue
-		if _, _, err := getJSON(ctx, c.kv, paymentKey(p), &pv); err != nil {
+		if _, _, err := c.getJSON(ctx, until, paymentKey(p), &pv); err != nil {
 			return nil, c.wrap("items on payment", err)
 		}
 		for _, r := range pv.Items {
@@ -203,7 +207,7 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 			c.mu.Unlock()
 			if cl == nil {
 				var err error
-				if st, known, err = c.stateOf(ctx, k); err != nil {
+				if st, known, err = c.stateOf(ctx, until, k); err != nil {
 					return nil, err
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 )
 
@@ -40,7 +41,9 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		SELECT batch, item FROM refundkit.items
 		WHERE batch = ANY($1) AND (status NOT IN ('refunded', 'duplicate', 'failed') OR held)
 		  AND ($2 OR NOT held)
-		  AND (claimed_by IS NULL OR lease_until < clock_timestamp())
+		  -- this run's own too: a claim whose commit a dropped connection
+		  -- left unknown (what it holds and released is passed over)
+		  AND (claimed_by IS NULL OR lease_until < clock_timestamp() OR claimed_by = $6)
 		  AND (batch, item) NOT IN (SELECT * FROM unnest($3::text[], $4::text[]))
 		ORDER BY batch, line
 		LIMIT $5
@@ -51,6 +54,9 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	FROM picked WHERE i.batch = picked.batch AND i.item = picked.item
 	RETURNING i.batch, i.item, i.claim_gen`,
 		batches, retryHeld, doneB, doneI, n, c.worker, c.lease.String())
+	if unreachable(err) {
+		return nil, c.pollWait(), c.claimsUnanswered(err)
+	}
 	if err != nil {
 		return nil, 0, c.wrap("claim", err)
 	}
@@ -67,13 +73,20 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		}
 		claimed = append(claimed, g)
 	}
-	if err := rows.Err(); err != nil {
+	if err := rows.Err(); unreachable(err) {
+		return nil, c.pollWait(), c.claimsUnanswered(err)
+	} else if err != nil {
 		return nil, 0, c.wrap("claim", err)
 	}
+	c.claimsAnswered()
 	deadline := start.Add(c.margin())
 	if len(claimed) == 0 {
-		wait, err := c.waitForOthers(ctx, batches, retryHeld, doneB, doneI)
-		return nil, wait, err
+		var wait time.Duration
+		err := c.retry(ctx, time.Now().Add(c.margin()), func(ctx context.Context) (err error) {
+			wait, err = c.waitForOthers(ctx, batches, retryHeld, doneB, doneI)
+			return err
+		})
+		return nil, wait, c.wrap("claim", err)
 	}
 	c.mu.Lock()
 	for _, g := range claimed {
@@ -90,11 +103,16 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	for i, g := range claimed {
 		keys[i] = g.k
 	}
-	states, burned, err := c.fold(ctx, keys)
-	if err != nil {
-		return nil, 0, c.wrap("claim", err)
-	}
-	before, err := c.seenAtStart(ctx, burned)
+	var states map[key]journal.ItemState
+	var burned map[key]int64
+	var before map[int64]bool
+	err = c.retry(ctx, deadline, func(ctx context.Context) (err error) {
+		if states, burned, err = c.fold(ctx, keys); err != nil {
+			return err
+		}
+		before, err = c.seenAtStart(ctx, burned)
+		return err
+	})
 	if err != nil {
 		return nil, 0, c.wrap("claim", err)
 	}
@@ -166,7 +184,7 @@ func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryH
 		        AND i.batch = ANY(w.batches) AND NOT w.worker = ANY(i.released_by))))`,
 		batches, retryHeld, doneB, doneI, c.worker, c.lease.String()).Scan(&left)
 	if err != nil {
-		return 0, c.wrap("claim", err)
+		return 0, err
 	}
 	if !left {
 		return 0, nil
@@ -203,6 +221,7 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 		return nil
 	}
 	gen, payments := cl.gen, cl.payments
+	until := cl.deadline.Add(c.lease / 10) // the lease may run out in the database then
 	c.mu.Unlock()
 	var start time.Time
 	var claims, locks int
@@ -217,11 +236,23 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 		)
 		SELECT (SELECT count(*) FROM claim), (SELECT count(*) FROM locks)`, batch, item, c.worker, gen, c.lease.String()).Scan(&claims, &locks)
 		if err == nil {
+			c.answered()
 			break
+		}
+		// The database away (a restart): asked again while the lease may
+		// last; the renewal is fenced, and the same again changes nothing.
+		if unreachable(err) && ctx.Err() == nil && time.Now().Before(until) {
+			c.unanswered(err)
+			try--
+			select {
+			case <-time.After(min(c.pollWait(), time.Until(until))):
+			case <-ctx.Done():
+			}
+			continue
 		}
 		// A deadlock with another worker taking payment locks, or a lock
 		// held a moment: ask again, a few times, before halting.
-		if !transient(err) || try == 2 {
+		if !transient(err) || try >= 2 {
 			return c.wrap("renew claim", err)
 		}
 	}
@@ -260,6 +291,12 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 		}
 		c.mu.Unlock()
 		got, err := c.tryPayments(ctx, k, gen, keys)
+		if unreachable(err) && ctx.Err() == nil {
+			// The database away: asked again while Holds says the
+			// claim may last. Taking a lock again is the same lock.
+			c.unanswered(err)
+			got, err = false, nil
+		}
 		if err != nil {
 			return nil, c.wrap("lock payment", err)
 		}
@@ -367,9 +404,14 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	defer cancel()
 	// An item given back unsettled names its releaser: the other workers
 	// of the batch wait for this one to take it only while it has not.
-	_, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET claimed_by = NULL, lease_until = NULL, status = $5, held = $6,
+	// Fenced, and the same again changes nothing: sent again through an
+	// outage for a lease at most.
+	err := c.retry(ctx, time.Now().Add(c.lease), func(ctx context.Context) error {
+		_, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET claimed_by = NULL, lease_until = NULL, status = $5, held = $6,
 			released_by = CASE WHEN $7 OR $3 = ANY(released_by) THEN released_by ELSE array_append(released_by, $3) END
 		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.worker, cl.gen, status, held, settled(status, held))
+		return err
+	})
 	return c.wrap("release claim", err)
 }
 
@@ -383,6 +425,11 @@ func (c *Checkpoint) renewLoop() {
 		select {
 		case <-c.stopRenew:
 			return
+		case <-c.relinked:
+			// A renewal the outage missed is owed.
+			ctx, cancel := context.WithTimeout(context.Background(), c.lease/3)
+			c.renew(ctx)
+			cancel()
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), c.lease/3)
 			c.renew(ctx)

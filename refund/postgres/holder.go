@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -17,9 +18,11 @@ func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
 	defer cancel()
-	err = c.pool.QueryRow(ctx, `SELECT batch, item FROM refundkit.records
-		WHERE rec::jsonb->>'type' = 'refunded' AND rec::jsonb->>'refund' = $1
-		ORDER BY seq LIMIT 1`, id).Scan(&batch, &item)
+	err = c.retry(ctx, time.Now().Add(c.lease), func(ctx context.Context) error {
+		return c.pool.QueryRow(ctx, `SELECT batch, item FROM refundkit.records
+			WHERE rec::jsonb->>'type' = 'refunded' AND rec::jsonb->>'refund' = $1
+			ORDER BY seq LIMIT 1`, id).Scan(&batch, &item)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", "", false, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 
 	"github.com/refundkit/refundkit/journal"
 )
@@ -25,6 +26,15 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
 	defer cancel()
+	var out []journal.PaymentItem
+	err := c.retry(ctx, time.Now().Add(c.lease), func(ctx context.Context) (err error) {
+		out, err = c.onPayment(ctx, keys)
+		return err
+	})
+	return out, c.wrap("items on payment", err)
+}
+
+func (c *Checkpoint) onPayment(ctx context.Context, keys []string) ([]journal.PaymentItem, error) {
 	rows, err := c.pool.Query(ctx, `WITH on_payment AS (
 			SELECT batch, item, min(seq) AS first FROM refundkit.records
 			WHERE rec::jsonb->>'type' IN ('intent', 'refunded') AND `+paymentOfRecord+` = ANY($1)
@@ -34,7 +44,7 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 		JOIN on_payment p ON r.batch = p.batch AND r.item = p.item
 		ORDER BY r.seq`, keys)
 	if err != nil {
-		return nil, c.wrap("items on payment", err)
+		return nil, err
 	}
 	defer rows.Close()
 	type folded struct {
@@ -47,10 +57,10 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 		var first int64
 		var b, it, line string
 		if err := rows.Scan(&first, &b, &it, &line); err != nil {
-			return nil, c.wrap("items on payment", err)
+			return nil, err
 		}
 		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
-			return nil, c.wrap("items on payment", &CorruptError{Batch: b, Item: it, Err: err})
+			return nil, &CorruptError{Batch: b, Item: it, Err: err}
 		}
 		f := byKey[key{b, it}]
 		if f == nil {
@@ -60,7 +70,7 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 		f.item.State = journal.Next(f.item.State, &rec)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, c.wrap("items on payment", err)
+		return nil, err
 	}
 	all := make([]*folded, 0, len(byKey))
 	for _, f := range byKey {

@@ -42,6 +42,9 @@ type Options struct {
 	Lease time.Duration
 	// Worker names this run in claims and in audit (default host:pid:random).
 	Worker string
+	// Warn hears that the database stopped answering, and that it
+	// answers again (outage.go).
+	Warn func(msg string)
 }
 
 // Checkpoint is a refund.Claims in PostgreSQL. Open makes one; Close ends
@@ -67,6 +70,11 @@ type Checkpoint struct {
 	stopRenew chan struct{}
 	renewDone chan struct{}
 	closeOnce sync.Once
+
+	warn          func(msg string)
+	outage        outage
+	relinked      chan struct{} // the database answers again: renewLoop renews now
+	claimsFailing time.Time     // since when Claim has found the database away
 }
 
 type key struct{ batch, item string }
@@ -105,7 +113,11 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	if opts.Worker == "" {
 		opts.Worker = refund.DefaultWorker()
 	}
-	c := &Checkpoint{secrets: secrets, worker: opts.Worker, lease: opts.Lease, held: map[key]*claim{}, done: map[key]bool{}, states: map[string]*journal.State{}}
+	if opts.Warn == nil {
+		opts.Warn = func(string) {}
+	}
+	c := &Checkpoint{secrets: secrets, worker: opts.Worker, lease: opts.Lease, held: map[key]*claim{}, done: map[key]bool{}, states: map[string]*journal.State{}, warn: opts.Warn,
+		relinked: make(chan struct{}, 1)}
 	c.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, c.wrap("connect", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -81,7 +82,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	// a database that stopped answering) halts the run, the item in doubt.
 	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
 	defer cancel()
-	apply := func(tx pgx.Tx) error {
+	apply := func(ctx context.Context, tx pgx.Tx) error {
 		for _, w := range writes {
 			status, held := statusOf(w.next)
 			tag, err := tx.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held), w.payments)
@@ -94,19 +95,43 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		}
 		return nil
 	}
-	var err error
-	if len(writes) == 1 {
+	send := func(ctx context.Context) error {
+		if len(writes) > 1 {
+			return c.inTx(ctx, func(tx pgx.Tx) error { return apply(ctx, tx) })
+		}
 		// One statement commits by itself: one round trip.
 		w := writes[0]
 		status, held := statusOf(w.next)
-		var tag pgconn.CommandTag
-		tag, err = c.pool.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held), w.payments)
+		tag, err := c.pool.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held), w.payments)
 		if err == nil && tag.RowsAffected() != int64(len(w.lines)) {
 			err = &refund.LostClaimError{Batch: w.k.batch, Item: w.k.item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
 		}
-	} else {
-		err = c.inTx(ctx, apply)
+		return err
 	}
+	// Through a restart of the database, sent again while the claims'
+	// leases may last, fenced as ever. A write whose connection dropped
+	// after it was sent may have committed (all of it, or none): its
+	// last line is looked for first.
+	until := c.leaseEnd(writes[0].k)
+	for _, w := range writes[1:] {
+		if end := c.leaseEnd(w.k); end.Before(until) {
+			until = end
+		}
+	}
+	uncertain := false
+	last := writes[len(writes)-1]
+	err := c.retry(ctx, until, func(ctx context.Context) error {
+		if uncertain {
+			done, err := c.appended(ctx, last.k, last.gen, last.lines[len(last.lines)-1])
+			if err != nil || done {
+				return err
+			}
+			uncertain = false // not committed: sent again
+		}
+		err := send(ctx)
+		uncertain = unreachable(err) && !pgconn.SafeToRetry(err)
+		return err
+	})
 	if errors.Is(err, context.DeadlineExceeded) && len(writes) == 1 {
 		// A lease went by with the write unfinished (a worker paused
 		// mid-write, a lock held elsewhere): the claim may be another's.
@@ -184,7 +209,11 @@ func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error)
 	// what the records say now.
 	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
 	defer cancel()
-	states, _, err := c.fold(ctx, []key{{batch, item}})
+	var states map[key]journal.ItemState
+	err := c.retry(ctx, time.Now().Add(c.lease), func(ctx context.Context) (err error) {
+		states, _, err = c.fold(ctx, []key{{batch, item}})
+		return err
+	})
 	if err != nil {
 		return journal.ItemState{}, false, c.wrap("lookup", err)
 	}

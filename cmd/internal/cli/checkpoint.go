@@ -28,7 +28,8 @@ func (c *refundCmd) openCheckpoint(ctx context.Context, msgs io.Writer, name str
 		if c.Lease < time.Second {
 			return nil, nil, withCode(ExitUsage, fmt.Errorf("--lease %s: want 1s or more", c.Lease))
 		}
-		cp, err := postgres.Open(ctx, c.Journal, postgres.Options{Lease: c.Lease, Worker: c.Worker}, c.DryRun)
+		cp, err := postgres.Open(ctx, c.Journal, postgres.Options{Lease: c.Lease, Worker: c.Worker,
+			Warn: func(msg string) { warnf(msgs, name, "%s", msg) }}, c.DryRun)
 		if err != nil {
 			return nil, nil, err
 		}

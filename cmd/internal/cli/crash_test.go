@@ -32,6 +32,9 @@ type crashRig struct {
 	dir  string
 	plan string
 	want []crashrig.Want
+	// lease is a shared checkpoint's workers' --lease (0: the rig's own
+	// short one, natsLease or pgLease).
+	lease time.Duration
 }
 
 func newCrashRig(t *testing.T, items int, faults stripesim.Faults) *crashRig {

@@ -57,9 +57,13 @@ func (r *natsRig) start(worker string, env []string, args ...string) *crashrig.P
 		r.t.Fatal(err)
 	}
 	defer in.Close()
+	lease := natsLease
+	if r.lease > 0 {
+		lease = r.lease
+	}
 	p, err := crashrig.Start(crashrig.Cmd{
 		Bin:   r.bin,
-		Args:  append([]string{"--journal", r.url, "--lease", natsLease.String(), "--worker", worker, "--rate", "0"}, args...),
+		Args:  append([]string{"--journal", r.url, "--lease", lease.String(), "--worker", worker, "--rate", "0"}, args...),
 		Stdin: in,
 		Env:   crashrig.Env(scriptKey, r.sim.URL(), env...),
 	})

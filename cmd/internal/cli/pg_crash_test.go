@@ -87,9 +87,13 @@ func startWorker(t *testing.T, r *crashRig, checkpoint, plan, worker string, mor
 		t.Fatal(err)
 	}
 	defer in.Close() // the child has its own copy
+	lease := pgLease
+	if r.lease > 0 {
+		lease = r.lease
+	}
 	p, err := crashrig.Start(crashrig.Cmd{
 		Bin:   r.bin,
-		Args:  append([]string{"--journal", checkpoint, "--lease", pgLease.String(), "--worker", worker, "--rate", "0"}, args...),
+		Args:  append([]string{"--journal", checkpoint, "--lease", lease.String(), "--worker", worker, "--rate", "0"}, args...),
 		Stdin: in,
 		Env:   crashrig.Env(scriptKey, r.sim.URL(), more...),
 	})

@@ -1,0 +1,268 @@
+package natsjs
+
+// Riding out an outage of the servers: an operation the outage failed is
+// tried again once the connection is back, for as long as the claim it is
+// for lasts by this run's clock (docs/nats.md, "An outage of the
+// servers"). Every write stays a compare-and-set: a try whose answer was
+// lost may have been stored, and is then recognised as this run's own.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// link follows the connection: a call in flight when it drops gets no
+// answer, so it is ended at once and tried again once the client is
+// connected again.
+type link struct {
+	mu   sync.Mutex
+	lost chan struct{} // closed when the connection drops
+	back chan struct{} // closed while connected
+	// since is when the first operation failed for the outage now
+	// (zero: none is failing): said once, and once it is over.
+	since time.Time
+}
+
+func newLink() *link {
+	back := make(chan struct{})
+	close(back)
+	return &link{lost: make(chan struct{}), back: back}
+}
+
+func (l *link) dropped() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.lost:
+	default:
+		close(l.lost)
+		l.back = make(chan struct{})
+	}
+}
+
+func (l *link) restored() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.back:
+	default:
+		close(l.back)
+		l.lost = make(chan struct{})
+	}
+}
+
+func (l *link) now() (lost, back chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost, l.back
+}
+
+// linkOptions make the client tell the link, and renewLoop, of the
+// connection's drops and returns.
+func (c *Checkpoint) linkOptions() []nats.Option {
+	return []nats.Option{
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { c.link.dropped() }),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			c.link.restored()
+			// Renew now: a renewal the outage missed is owed.
+			select {
+			case c.relinked <- struct{}{}:
+			default:
+			}
+		}),
+	}
+}
+
+// errDropped ends a try in flight when the connection drops: its answer
+// would never come.
+var errDropped = errors.New("the connection to them dropped")
+
+// unreachable reports an error that says the servers did not answer (or
+// not yet, while they start): the operation may be tried again. An answer
+// of theirs (a revision that moved on, a key that exists) is not.
+func unreachable(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &apiErr):
+		return apiErr.Code == 503 // JetStream not up yet
+	}
+	for _, e := range []error{errDropped, context.DeadlineExceeded, context.Canceled, nats.ErrTimeout, nats.ErrNoResponders,
+		jetstream.ErrNoStreamResponse, nats.ErrConnectionReconnecting, nats.ErrDisconnected, nats.ErrStaleConnection,
+		nats.ErrReconnectBufExceeded, nats.ErrNoServers} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// retry runs try until it succeeds, fails with an answer of the servers,
+// or until() passes with the servers unreachable; it is run once at
+// least. Each try ends when the connection drops, or after a third of a
+// margin. The error is the last try's.
+func (c *Checkpoint) retry(ctx context.Context, until func() time.Time, try func(ctx context.Context) error) error {
+	for {
+		lost, back := c.link.now()
+		tctx, cancelT := context.WithTimeout(ctx, max(min(time.Until(until()), c.margin()/3), c.margin()/30))
+		actx, cancel := context.WithCancelCause(tctx)
+		go func() {
+			select {
+			case <-lost:
+				cancel(errDropped)
+			case <-actx.Done():
+			}
+		}()
+		err := try(actx)
+		if errors.Is(err, context.Canceled) && errors.Is(context.Cause(actx), errDropped) {
+			err = errDropped
+		}
+		cancel(nil)
+		cancelT()
+		if !unreachable(err) || ctx.Err() != nil {
+			if err == nil {
+				c.answered()
+			}
+			return err
+		}
+		c.unanswered(err)
+		// Once connected, a moment more: a server that is starting
+		// answers "no responders" for a while.
+		end := time.NewTimer(time.Until(until()))
+		select {
+		case <-back:
+			select {
+			case <-time.After(c.pollWait()):
+			case <-end.C:
+			case <-ctx.Done():
+			}
+		case <-end.C:
+		case <-ctx.Done():
+		}
+		end.Stop()
+		if ctx.Err() != nil || !time.Now().Before(until()) {
+			return err
+		}
+	}
+}
+
+// unanswered says, once an outage begins, that operations are retried.
+func (c *Checkpoint) unanswered(err error) {
+	c.link.mu.Lock()
+	first := c.link.since.IsZero()
+	if first {
+		c.link.since = time.Now()
+	}
+	c.link.mu.Unlock()
+	if first {
+		c.opts.Warn(fmt.Sprintf("the NATS servers do not answer (%v): this worker tries again while the leases of its claims last (%s)", refund.Scrub(err, c.secrets...), c.leaseNow()))
+	}
+}
+
+// answered says, once an outage is over, that the worker goes on.
+func (c *Checkpoint) answered() {
+	c.link.mu.Lock()
+	since := c.link.since
+	c.link.since = time.Time{}
+	c.link.mu.Unlock()
+	if !since.IsZero() {
+		c.opts.Warn(fmt.Sprintf("the NATS servers answer again after %s: this worker goes on with the claims it holds", time.Since(since).Round(time.Millisecond)))
+	}
+}
+
+// claimUntil is how long an operation for claim cl, begun at start, is
+// tried: until its lease (the ack-wait) may run out at the server by this
+// host's clock, and a third of a margin at least.
+func (c *Checkpoint) claimUntil(cl *claim, start time.Time) func() time.Time {
+	return func() time.Time {
+		c.mu.Lock()
+		end := cl.deadline.Add(c.leaseNow() / 10)
+		c.mu.Unlock()
+		return later(end, start.Add(c.margin()/3))
+	}
+}
+
+// leaseFrom is how long an operation for no claim in particular, begun at
+// start, is tried: a margin.
+func (c *Checkpoint) leaseFrom(start time.Time) func() time.Time {
+	end := start.Add(c.margin())
+	return func() time.Time { return end }
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// update writes body as k's value under revision rev, retried through an
+// outage. A try whose answer was lost may have been stored: the revision
+// then moved on, and a value byte for byte body's is this write's own.
+func (c *Checkpoint) update(ctx context.Context, until func() time.Time, k string, body []byte, rev uint64) (uint64, error) {
+	var newRev uint64
+	uncertain := false
+	err := c.retry(ctx, until, func(ctx context.Context) error {
+		r, err := c.kv.Update(ctx, k, body, rev)
+		switch {
+		case err == nil:
+			newRev = r
+		case uncertain && errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			e, gerr := c.kv.Get(ctx, k)
+			if gerr == nil && bytes.Equal(e.Value(), body) {
+				newRev, err = e.Revision(), nil
+			} else if unreachable(gerr) {
+				err = gerr
+			}
+		case unreachable(err):
+			uncertain = true
+		}
+		return err
+	})
+	return newRev, err
+}
+
+// getJSON is getJSON retried through an outage.
+func (c *Checkpoint) getJSON(ctx context.Context, until func() time.Time, k string, v any) (rev uint64, ok bool, err error) {
+	err = c.retry(ctx, until, func(ctx context.Context) error {
+		rev, ok, err = getJSON(ctx, c.kv, k, v)
+		return err
+	})
+	return rev, ok, err
+}
+
+// claimsUnanswered is a Claim the servers did not answer: nil (ask again)
+// while that has lasted less than a lease.
+func (c *Checkpoint) claimsUnanswered(err error) error {
+	c.unanswered(err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.claimsFailing.IsZero() {
+		c.claimsFailing = time.Now()
+	}
+	if time.Since(c.claimsFailing) < c.leaseNow() {
+		return nil
+	}
+	return c.wrap("claim", err)
+}
+
+// claimsAnswered is a Claim the servers answered.
+func (c *Checkpoint) claimsAnswered() {
+	c.mu.Lock()
+	failing := !c.claimsFailing.IsZero()
+	c.claimsFailing = time.Time{}
+	c.mu.Unlock()
+	if failing {
+		c.answered()
+	}
+}

@@ -1,0 +1,148 @@
+package postgres
+
+// Riding out a restart of the database: a statement that met a dropped
+// connection, or a server that is starting, is sent again (the pool
+// connects anew) for as long as the claim it is for lasts by this run's
+// clock (docs/postgres.md, "A restart of the database"). A write whose
+// commit the drop left unknown is looked for before it is sent again:
+// never written twice, never lost.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// unreachable reports an error that says the database did not answer: a
+// connection dropped or refused, a server shutting down or starting. An
+// answer of the database (a statement that failed, a lock waited on too
+// long) is not.
+func unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// 08: connection exceptions; 57P01-57P05: shut down, crashed,
+		// starting (57014, a statement cancelled, is an answer).
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ENOENT) // a unix socket gone while the server is down
+}
+
+// outage is since when operations have found the database away (zero:
+// none is failing): said once as it begins, once as it ends.
+type outage struct {
+	mu    sync.Mutex
+	since time.Time
+}
+
+// retry runs try until it succeeds, fails with an answer of the database,
+// ctx ends, or until passes with the database away; it is run once at
+// least. The error is the last try's.
+func (c *Checkpoint) retry(ctx context.Context, until time.Time, try func(ctx context.Context) error) error {
+	for {
+		err := try(ctx)
+		if !unreachable(err) || ctx.Err() != nil {
+			if err == nil {
+				c.answered()
+			}
+			return err
+		}
+		c.unanswered(err)
+		wait := min(c.pollWait(), time.Until(until))
+		if wait <= 0 {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+func (c *Checkpoint) unanswered(err error) {
+	c.outage.mu.Lock()
+	first := c.outage.since.IsZero()
+	if first {
+		c.outage.since = time.Now()
+	}
+	c.outage.mu.Unlock()
+	if first {
+		c.warn(fmt.Sprintf("the database does not answer (%v): this worker tries again while the leases of its claims last (%s)", refund.Scrub(err, c.secrets...), c.lease))
+	}
+}
+
+func (c *Checkpoint) answered() {
+	c.outage.mu.Lock()
+	since := c.outage.since
+	c.outage.since = time.Time{}
+	c.outage.mu.Unlock()
+	if !since.IsZero() {
+		select {
+		case c.relinked <- struct{}{}:
+		default:
+		}
+		c.warn(fmt.Sprintf("the database answers again after %s: this worker goes on with the claims it holds", time.Since(since).Round(time.Millisecond)))
+	}
+}
+
+// leaseEnd is when this run's claim of k may run out in the database, by
+// this host's clock (the zero time once it holds none).
+func (c *Checkpoint) leaseEnd(k key) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cl := c.held[k]; cl != nil {
+		return cl.deadline.Add(c.lease / 10)
+	}
+	return time.Time{}
+}
+
+// claimsUnanswered is a Claim the database did not answer: nil (ask
+// again) while that has lasted less than a lease.
+func (c *Checkpoint) claimsUnanswered(err error) error {
+	c.unanswered(err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.claimsFailing.IsZero() {
+		c.claimsFailing = time.Now()
+	}
+	if time.Since(c.claimsFailing) < c.lease {
+		return nil
+	}
+	return c.wrap("claim", err)
+}
+
+func (c *Checkpoint) claimsAnswered() {
+	c.mu.Lock()
+	c.claimsFailing = time.Time{}
+	c.mu.Unlock()
+}
+
+// appended reports whether w's records are committed: a write whose
+// connection dropped before its answer may have been. Its last line is
+// looked for, as this claim wrote it; a record's line holds its time to
+// the nanosecond, so no other write holds the same.
+func (c *Checkpoint) appended(ctx context.Context, k key, gen int64, line string) (bool, error) {
+	var n int
+	err := c.pool.QueryRow(ctx, `SELECT count(*) FROM refundkit.records
+		WHERE batch = $1 AND item = $2 AND claim_gen = $3 AND worker = $4 AND rec = $5`,
+		k.batch, k.item, gen, c.worker, line).Scan(&n)
+	return n > 0, err
+}
