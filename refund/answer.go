@@ -376,6 +376,12 @@ func CheckBinding(it *Item, st journal.ItemState) error {
 		// The refund's own amount is what a partial item must match,
 		// whatever its intent sent.
 		return fmt.Errorf("item %q of batch %q: amount %d, but the journal records refund %s of %d for it%s", it.Item, it.Batch, it.Amount, st.Refund, st.Amount, hint)
+	case (st.Status == journal.StatusRefunded || st.Status == journal.StatusPending) && it.Currency != "" && st.Currency == "":
+		// A refund the provider answered always says its currency (and
+		// refundkit journals the plan's): a record that says none does not
+		// show that the money moved in the plan's. (An item whose refund's
+		// status is unknown keeps no currency: it is in doubt already.)
+		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records refund %s in no currency for it: a record not written by refundkit, or edited; nothing is sent for it until a person checks the refund at the provider (audit --stripe) and its record", it.Item, it.Batch, it.Currency, st.Refund)
 	case credited(st) && it.Currency != "" && st.Currency != "" && st.Currency != it.Currency:
 		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records refund %s in %q for it%s", it.Item, it.Batch, it.Currency, st.Refund, st.Currency, hint)
 	}

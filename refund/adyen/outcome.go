@@ -22,7 +22,7 @@ const (
 )
 
 // ReasonContradicts is the FailureReason of a refund left pending because
-// its REFUND notifications say both success and failure.
+// its REFUND notifications say both success and failure, or two amounts.
 const ReasonContradicts = "notifications_contradict"
 
 // ReasonSuccessUnknown is the FailureReason of a refund left pending
@@ -38,7 +38,7 @@ const ReasonSuccessUnknown = "success_not_understood"
 // contradict: it stays pending, for a person, as does a success that is
 // neither.
 func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
-	var yes, no, odd, failedLater, reversed bool
+	var yes, no, odd, failedLater, reversed, differ bool
 	for i := range notes {
 		it := &notes[i].Item
 		if it.PSPReference != id || !wire.RefundEvent(it.EventCode) {
@@ -49,6 +49,11 @@ func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 			r = refund.Refund{ID: id, PSPReference: it.OriginalReference, Amount: it.Amount.Value,
 				Currency: strings.ToLower(it.Amount.Currency), Status: refund.RefundPending,
 				Created: notes[i].Received.Unix(), Metadata: metadata(it.MerchantReference)}
+		}
+		if it.Amount.Value != 0 && (it.Amount.Value != r.Amount || !strings.EqualFold(it.Amount.Currency, r.Currency)) {
+			// Two notifications of one refund that say two amounts: which
+			// is its amount cannot be told, whichever came first.
+			differ = true
 		}
 		switch it.EventCode {
 		case wire.EventRefund:
@@ -77,7 +82,7 @@ func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 		r.Status, r.FailureReason = refund.RefundFailed, ReasonFailedLater
 	case odd:
 		r.Status, r.FailureReason = refund.RefundPending, ReasonSuccessUnknown
-	case yes && no:
+	case yes && no, differ:
 		r.Status, r.FailureReason = refund.RefundPending, ReasonContradicts
 	case yes:
 		r.Status = refund.RefundSucceeded

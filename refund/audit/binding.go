@@ -45,7 +45,7 @@ func (r *run) creditDiffers(i uint32, sl *itemSlot) bool {
 		return false
 	}
 	if sl.flags&flagExtras == 0 {
-		return sl.reqCurrency != 0 && sl.currency != 0 && sl.currency != sl.reqCurrency ||
+		return sl.reqCurrency != 0 && sl.currency != sl.reqCurrency ||
 			sl.reqAmount > 0 && sl.amount != sl.reqAmount
 	}
 	for _, x := range r.journalRefunds(i) {
@@ -57,14 +57,15 @@ func (r *run) creditDiffers(i uint32, sl *itemSlot) bool {
 }
 
 // mismatchOf is the kind of finding a refund of amount in currency
-// credited to item sl is, or "" when it is what the item asked for. A
-// currency either side does not name is not compared; in another
+// credited to item sl is, or "" when it is what the item asked for. An
+// item that names no currency compares none; a refund that names none is
+// not shown to be in the item's (refund refuses it too); in another
 // currency, amounts are not compared either.
 func (r *run) mismatchOf(sl *itemSlot, amount int64, currency string) string {
 	if sl.flags&flagRequested == 0 {
 		return ""
 	}
-	if want := r.st.currencies.Name(sl.reqCurrency); want != "" && currency != "" && currency != want {
+	if want := r.st.currencies.Name(sl.reqCurrency); want != "" && currency != want {
 		return KindCurrencyMismatch
 	}
 	if sl.reqAmount > 0 && amount != sl.reqAmount {

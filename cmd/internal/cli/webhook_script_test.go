@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,17 +25,37 @@ func init() {
 
 // adyenNotify is a test command that prints the body of a notification
 // request, one item signed with $ADYEN_HMAC_KEY as Adyen signs it (with
-// -forged, under another key):
+// -forged, under another key); with -line, the line a notifications file
+// (adyen-webhook --out) keeps of it instead. -amount V/CUR, -success S
+// and -ref REFERENCE change what the item says:
 //
-//	adyen-notify [-forged] EVENT PSP ORIGINAL [MERCHANT]
+//	adyen-notify [-forged] [-line] [-amount V/CUR] [-success S] [-ref R] EVENT PSP ORIGINAL [MERCHANT]
 func adyenNotify(env Env) int {
+	const usage = "usage: adyen-notify [-forged] [-line] [-amount V/CUR] [-success S] [-ref R] EVENT PSP ORIGINAL [MERCHANT]"
 	args := env.Args
-	forged := len(args) > 0 && args[0] == "-forged"
-	if forged {
+	var forged, line bool
+	var amount, success, ref string
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-forged":
+			forged = true
+		case "-line":
+			line = true
+		case "-amount", "-success", "-ref":
+			if len(args) < 2 {
+				fmt.Fprintln(env.Stderr, usage)
+				return ExitUsage
+			}
+			*map[string]*string{"-amount": &amount, "-success": &success, "-ref": &ref}[args[0]] = args[1]
+			args = args[1:]
+		default:
+			fmt.Fprintln(env.Stderr, usage)
+			return ExitUsage
+		}
 		args = args[1:]
 	}
 	if len(args) < 3 || len(args) > 4 {
-		fmt.Fprintln(env.Stderr, "usage: adyen-notify [-forged] EVENT PSP ORIGINAL [MERCHANT]")
+		fmt.Fprintln(env.Stderr, usage)
 		return ExitUsage
 	}
 	key, err := wire.ParseHMACKey(env.Getenv(envHMACKey))
@@ -46,7 +67,28 @@ func adyenNotify(env Env) int {
 	if len(args) == 4 {
 		merchant = args[3]
 	}
-	b, err := json.Marshal(signedRequest(key, forged, notifyItem(args[0], args[1], args[2], merchant)))
+	it := notifyItem(args[0], args[1], args[2], merchant)
+	if amount != "" {
+		v, cur, _ := strings.Cut(amount, "/")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			fmt.Fprintln(env.Stderr, "adyen-notify: -amount:", err)
+			return ExitUsage
+		}
+		it.Amount = wire.Amount{Value: n, Currency: cur}
+	}
+	if success != "" {
+		it.Success = strings.ReplaceAll(success, "_", " ")
+	}
+	if ref != "" {
+		it.MerchantReference = ref
+	}
+	req := signedRequest(key, forged, it)
+	var v any = req
+	if line {
+		v = wire.Notification{V: wire.Version, Received: time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC), Item: req.NotificationItems[0].NotificationRequestItem}
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err)
 	}

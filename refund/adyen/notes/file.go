@@ -146,7 +146,7 @@ func (x *File) Fsyncs() int64 {
 	return x.fsyncs
 }
 
-// Add stores n, written and fsynced, unless one of its DedupKey is kept
+// Add stores n, written and fsynced, unless one of its key (keyOf) is kept
 // or being written already; then it returns false once that one is on
 // disk. Concurrent Adds share one write and one fsync.
 func (x *File) Add(ctx context.Context, n wire.Notification) (bool, error) {
@@ -161,7 +161,7 @@ func (x *File) Add(ctx context.Context, n wire.Notification) (bool, error) {
 		return false, &InvalidError{Reason: err.Error()}
 	}
 	line = append(line, '\n')
-	k := wire.DedupKey(&n.Item)
+	k := keyOf(&n.Item)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {

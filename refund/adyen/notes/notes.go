@@ -105,10 +105,12 @@ func newIndex() *index {
 	return &index{keys: map[string]int{}, byRefund: map[string][]int{}, byPayment: map[string][]int{}}
 }
 
-// add keeps n unless one of its dedup key is kept already (a line written
-// twice by hand: the first stands).
+// add keeps n unless one of its dedup key, amount and currency is kept
+// already (Adyen's retry, or a line written twice: the first stands). One
+// that says another amount is kept beside it: it contradicts the first,
+// and the refund's outcome says so (adyen.Outcome).
 func (x *index) add(n wire.Notification) {
-	k := wire.DedupKey(&n.Item)
+	k := keyOf(&n.Item)
 	if _, ok := x.keys[k]; ok {
 		return
 	}
@@ -119,6 +121,12 @@ func (x *index) add(n wire.Notification) {
 	if o := n.Item.OriginalReference; o != "" {
 		x.byPayment[o] = append(x.byPayment[o], i)
 	}
+}
+
+// keyOf is what makes two notifications one here: Adyen's dedup key
+// (wire.DedupKey) and the amount they say.
+func keyOf(it *wire.Item) string {
+	return wire.DedupKey(it) + ":" + strconv.FormatInt(it.Amount.Value, 10) + it.Amount.Currency
 }
 
 // pick copies the notifications at positions at: a caller that changes
