@@ -47,7 +47,7 @@ func intent(it *refund.Item, attempt int) *journal.Record {
 
 func refunded(it *refund.Item, id string) *journal.Record {
 	return &journal.Record{V: journal.Version, Type: journal.TypeRefunded, Time: time.Now().UTC(), Batch: it.Batch, Item: it.Item,
-		Charge: it.Charge, Attempt: 1, Key: refund.IdempotencyKey(it.Batch, it.Item, 1), Refund: id, Amount: 100, Currency: "usd", Source: journal.SourceAPI}
+		Charge: it.Charge, Attempt: 1, Key: refund.IdempotencyKey(it.Batch, it.Item, 1), Refund: id, Amount: 100, Currency: "usd", Status: journal.SucceededStatus, Source: journal.SourceAPI}
 }
 
 // expire ends every lease in the database now, as a paused holder's would
