@@ -25,20 +25,26 @@ const (
 // its REFUND notifications say both success and failure, or two amounts.
 const ReasonContradicts = "notifications_contradict"
 
-// ReasonSuccessUnknown is the FailureReason of a refund left pending
-// because a REFUND notification's success is neither "true" nor "false":
-// only those two are on the allow-list.
+// ReasonSuccessUnknown is the FailureReason of a refund whose REFUND
+// notification's success is neither "true" nor "false" (only those two
+// are on the allow-list): its status is then none refundkit knows
+// (statusOfSuccess), neither done nor failed.
 const ReasonSuccessUnknown = "success_not_understood"
+
+// statusOfSuccess is the status of a refund told of with success s, not
+// "true" nor "false": a status on no allow-list, which says what came.
+func statusOfSuccess(s string) string { return "success " + strconv.Quote(s) }
 
 // Outcome is refund id as its notifications tell it; ok is false when none
 // names it. A REFUND with success "true" is refunded, with "false" failed;
 // REFUND_FAILED or REFUNDED_REVERSED, in whatever order they came, undo a
 // success: the money is back with the merchant, and the refund counts as
 // failed (FailureReason says which). REFUND true and false for one refund
-// contradict: it stays pending, for a person, as does a success that is
-// neither.
+// contradict: it stays pending, for a person. A success that is neither
+// leaves it in a status on no allow-list: neither done nor failed.
 func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
-	var yes, no, odd, failedLater, reversed, differ bool
+	var yes, no, failedLater, reversed, differ bool
+	odd := "" // the status of a success neither true nor false
 	for i := range notes {
 		it := &notes[i].Item
 		if it.PSPReference != id || !wire.RefundEvent(it.EventCode) {
@@ -66,7 +72,9 @@ func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 					r.FailureReason = it.Reason
 				}
 			default:
-				odd = true
+				if odd == "" {
+					odd = statusOfSuccess(it.Success)
+				}
 			}
 		case wire.EventRefundFailed:
 			failedLater = true
@@ -80,8 +88,8 @@ func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 		r.Status, r.FailureReason = refund.RefundFailed, ReasonReversed
 	case failedLater:
 		r.Status, r.FailureReason = refund.RefundFailed, ReasonFailedLater
-	case odd:
-		r.Status, r.FailureReason = refund.RefundPending, ReasonSuccessUnknown
+	case odd != "":
+		r.Status, r.FailureReason = odd, ReasonSuccessUnknown
 	case yes && no, differ:
 		r.Status, r.FailureReason = refund.RefundPending, ReasonContradicts
 	case yes:

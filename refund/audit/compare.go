@@ -148,6 +148,7 @@ func (r *run) stripeTarget(ctx context.Context, t *target, list []refund.Refund)
 			}
 		}
 	}
+	r.unknownStatuses(gs, all)
 	un, err := r.attribute(ctx, gs, all, byID)
 	if err != nil {
 		return err
@@ -460,4 +461,28 @@ func (r *run) partialInDoubtRemedy(i uint32) string {
 	}
 	return fmt.Sprintf("past the time %s is counted on to keep the item's key (%s), no notification names a refund for it, and %[1]s cannot be asked: refund will not send it again. A person checks the payment in %[1]s's Customer Area (or its reports) for a refund with reference %s: if %[1]s has it, the next refund run adopts it once its notification is kept; if none exists, plan the refund again under a new item id in place of this one (docs/providers.md)",
 		facts.Name, when, "refundkit:<batch>:<item>:<attempt>")
+}
+
+// unknownStatuses reports every refund the provider lists for an item of
+// gs in a status not on the allow-list (journal.Statuses): whether it
+// moved money cannot be told, so the item is in doubt whatever else is
+// said of it, and the audit is not clean.
+func (r *run) unknownStatuses(gs []*group, all []*sref) {
+	for _, x := range all {
+		if x.batch == "" || journal.OutcomeOf(x.Status) != journal.OutcomeUnknown {
+			continue
+		}
+		for _, g := range gs {
+			m := g.byItem[x.item]
+			if g.batch != x.batch || m == nil {
+				continue
+			}
+			f := m.v.finding(KindInDoubt)
+			f.Code, f.Refunds = journal.CodeStatusUnknown, []Refund{x.Refund}
+			f.Amount, f.Currency = x.Amount, x.Currency
+			f.Message = fmt.Sprintf("%s holds refund %s for this item in status %q, which refundkit does not know: whether money moved cannot be told", r.providerName(), x.ID, x.Status)
+			f.Remedy = "refund sends nothing new for this item and asks the provider for that refund on every run until it says a status refundkit knows; check the refund at the provider"
+			r.out(f)
+		}
+	}
 }
