@@ -25,7 +25,7 @@ const auditHelp = `Tell whether a batch was refunded exactly once: findings as J
 
 A journal that a running refund holds is audited as it stands, and audit says so: items in flight show as in doubt. Audit it again when the run has finished.
 
-Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error, input that cannot be read, a plan of other batches than the journals' (one line says which), amounts that sum beyond int64 minor units (no verdict), or nothing to audit (no journal records and no plan items); 3 a backfill or cancel record could not be written; 4 the journal to write is held by another run; 5 a journal is corrupt or of an unknown version; 6 the provider refused the key or is unreachable; 130 stopped by SIGINT, 143 by SIGTERM. Halted (3, 6) or stopped, audit gives no verdict.`
+Exit status: 0 no findings (every audited item has exactly one refund, nothing is in doubt); 1 findings (a final failure is one: the batch is not done); 2 usage error, input that cannot be read, a plan of other batches than the journals' (one line says which), amounts that sum beyond int64 minor units (no verdict), or nothing to audit (no journal records and no plan items); 3 stdout (a full disk, or a closed pipe: audit ... | head -0 exits 3, not by SIGPIPE) or a backfill or cancel record could not be written; 4 the journal to write is held by another run; 5 a journal is corrupt or of an unknown version; 6 the provider refused the key or is unreachable; 130 stopped by SIGINT, 143 by SIGTERM. Halted (3, 6) or stopped, audit gives no verdict.`
 
 type auditCmd struct {
 	Journals     []string      `arg:"" optional:"" placeholder:"JOURNAL" predictor:"file" help:"Journals to audit, read in the order given (default: stdin; - reads stdin); a postgres:// URL reads a PostgreSQL checkpoint, and says who holds what in it."`
@@ -60,6 +60,7 @@ func Audit(env Env) (exit int) {
 	if code, done := parse(env, name, auditHelp, &c); done {
 		return code
 	}
+	catchBrokenPipe()
 	env.Stderr = c.messages(env.Stderr, name)
 	if err := cmp.Or(c.inapplicable(), c.check()); err != nil {
 		warnf(env.Stderr, name, "%v", err)
@@ -232,7 +233,7 @@ func Audit(env Env) (exit int) {
 		return ExitUsage
 	}
 
-	ctx, stop := signalContext(env.Stderr, name)
+	ctx, stdout, stop := signalContext(env.Stderr, name, env.Stdout)
 	defer stop()
 	defer func() { exit = interruptedCode(ctx, exit) }()
 	// A refund without metadata is a full refund when its amount is the
@@ -257,7 +258,7 @@ func Audit(env Env) (exit int) {
 		opts.Told = told
 	}
 
-	out := bufio.NewWriterSize(env.Stdout, 64*1024)
+	out := bufio.NewWriterSize(stdout, 64*1024) // a failed write stops the audit
 	var rep *audit.Report
 	if c.MetricsFile != "" {
 		// Written with the code the audit exits with, interrupted included.
@@ -275,6 +276,7 @@ func Audit(env Env) (exit int) {
 			out.Flush() // a long audit shows its findings as they come
 		}
 	})
+	stdout.done()         // nothing is left to stop
 	outErr := out.Flush() // bufio keeps the first failed write's error
 	if rep != nil {
 		for _, line := range rep.Lines() {
@@ -297,6 +299,9 @@ func Audit(env Env) (exit int) {
 	case errors.As(runErr, &overflow):
 		warnf(env.Stderr, name, "%v", overflow)
 		warnf(env.Stderr, name, "no total can be told past it, so this audit gives no verdict")
+	case errors.Is(runErr, context.Canceled) && stdoutFailure(ctx) != nil:
+		warnf(env.Stderr, name, "stdout: %v: %s", stdoutFailure(ctx), findingsLost)
+		warnf(env.Stderr, name, "stopped: the charges not yet listed were not checked, so this audit gives no verdict")
 	case errors.Is(runErr, context.Canceled):
 		warnf(env.Stderr, name, "interrupted: the charges not yet listed were not checked, so this audit gives no verdict")
 	case runErr != nil:
@@ -306,7 +311,7 @@ func Audit(env Env) (exit int) {
 		return exitCodeFor(runErr)
 	}
 	if outErr != nil {
-		warnf(env.Stderr, name, "stdout: %v: findings were lost; audit again with stdout where it can be written", outErr)
+		warnf(env.Stderr, name, "stdout: %v: %s", outErr, findingsLost)
 		return ExitJournal
 	}
 	if !rep.Clean() {
@@ -314,6 +319,9 @@ func Audit(env Env) (exit int) {
 	}
 	return ExitOK
 }
+
+// findingsLost is what a stdout failure costs audit.
+const findingsLost = "findings were lost; audit again with stdout where it can be written"
 
 // check reports flags that do not fit together.
 func (c *auditCmd) check() error {

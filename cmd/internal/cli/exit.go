@@ -19,7 +19,7 @@ const (
 	ExitOK          = 0   // done: every item refunded, skipped or pending (refund), clean (audit), no conflict (merge)
 	ExitFailed      = 1   // items failed or left in doubt; audit findings; merge conflicts
 	ExitUsage       = 2   // usage error, or input that cannot be read or was not understood
-	ExitJournal     = 3   // an output could not be written (the journal: halted; merge's OUT; plan's stdout)
+	ExitJournal     = 3   // an output could not be written (the journal: halted; merge's OUT; stdout, a closed pipe too)
 	ExitLocked      = 4   // the journal is held by another run
 	ExitCorrupt     = 5   // a journal is corrupt or of an unknown version
 	ExitProvider    = 6   // the provider refused the key or could not be reached: halted

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"syscall"
 	"testing"
 
 	"github.com/refundkit/refundkit/journal"
@@ -47,6 +48,29 @@ func TestExitCodeFor(t *testing.T) {
 	} {
 		if got := exitCodeFor(tc.err); got != tc.want {
 			t.Errorf("%s: exitCodeFor(%v) = %d, want %d", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
+
+// A run stopped early ends with its cause's code: the shell's for a
+// signal, 3 for a stdout that could not be written (a closed pipe).
+func TestInterruptedCode(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cause error
+		code  int
+		want  int
+	}{
+		{"SIGINT", interrupted{syscall.SIGINT}, ExitInterrupted, ExitInterrupted},
+		{"SIGTERM", interrupted{syscall.SIGTERM}, ExitInterrupted, ExitTerminated},
+		{"stdout", stdoutFailed{syscall.EPIPE}, ExitInterrupted, ExitJournal},
+		{"stdout after a halt", stdoutFailed{syscall.EPIPE}, ExitProvider, ExitProvider},
+		{"no cause", nil, ExitInterrupted, ExitInterrupted},
+	} {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(tc.cause)
+		if got := interruptedCode(ctx, tc.code); got != tc.want {
+			t.Errorf("%s: interruptedCode(%d) = %d, want %d", tc.name, tc.code, got, tc.want)
 		}
 	}
 }

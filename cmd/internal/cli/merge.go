@@ -33,7 +33,7 @@ With -o, OUT is locked as refund locks its journal, from before the merge until 
 
 With -o postgres://... or -o nats://..., the merge of the checkpoint's own records and the journals is imported into that checkpoint. Each journal is checked against it first: records that contradict the plan it stores are refused with file:line (exit 2), as are, in a NATS checkpoint, records that contradict the records it holds or credit a refund to another item. The import is refused (exit 4) while workers hold what it would change. Either way nothing is imported.
 
-Exit codes: 0 merged; 1 conflicting outcomes (all kept); 2 usage error, records imported that contradict the checkpoint's plan (none imported), or an input missing or a directory; 3 the output could not be written; 4 OUT is locked by another run, or a journal to merge is held by a running refund (without --allow-held); 5 corrupt input or unknown version.`
+Exit codes: 0 merged; 1 conflicting outcomes (all kept); 2 usage error, records imported that contradict the checkpoint's plan (none imported), or an input missing or a directory; 3 the output could not be written (stdout: a closed pipe too); 4 OUT is locked by another run, or a journal to merge is held by a running refund (without --allow-held); 5 corrupt input or unknown version.`
 
 // JournalMerge is the journal-merge command: it merges journals into one.
 func JournalMerge(env Env) (exit int) {
@@ -42,6 +42,7 @@ func JournalMerge(env Env) (exit int) {
 	if code, done := parse(env, name, mergeDescription, &args); done {
 		return code
 	}
+	catchBrokenPipe()
 	env.Stderr = args.messages(env.Stderr, name)
 	// A directory named as a journal is a usage error, found before OUT
 	// is touched.

@@ -34,7 +34,7 @@ The input is CSV with a header row (comma-, semicolon- or tab-separated: told fr
 
 The whole input is checked before anything is written: on any problem, each is reported as file:line and nothing is written. Every item ends in "plan_items":N, the number of items written, so that refund shows the total and an ETA of a plan on stdin too (it is no part of the item: docs/records.md).
 
-Exit codes: 0 plan written; 2 usage or input error (a bad flag, an unreadable file, any problem in the input, no charges or captures at all), nothing written; 3 writing stdout failed (the plan may be cut short).`
+Exit codes: 0 plan written; 2 usage or input error (a bad flag, an unreadable file, any problem in the input, no charges or captures at all), nothing written; 3 writing stdout failed, a closed pipe too (the plan may be cut short).`
 
 // Plan is the plan command: it reads charges or captures and writes plan items.
 func Plan(env Env) int {
@@ -43,6 +43,7 @@ func Plan(env Env) int {
 	if code, done := parse(env, name, planDescription, &args); done {
 		return code
 	}
+	catchBrokenPipe()
 	env.Stderr = args.messages(env.Stderr, name)
 	shardK, shardN := 0, 0
 	if args.Shard != "" {

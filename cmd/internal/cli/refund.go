@@ -58,7 +58,7 @@ const refundDescription = `Refund planned items exactly once through Stripe (or 
 
 Reads plan items (JSON lines, as plan writes them) and writes one result line per item on stdout once its outcome is journaled; a summary goes to stderr. Credentials come from the environment only: STRIPE_API_KEY, or PAYPAL_CLIENT_ID and PAYPAL_CLIENT_SECRET (an exec command inherits the environment). Run the same command again to resume: items the journal holds are skipped with no API call; before any other item's first call, and before anything is sent again for an item left in doubt, the payment's refunds are looked up at the provider. A charge that another refundkit batch already refunded is held (failed, nothing sent) unless --allow-refunded-charges says so.
 
-Exit codes: 0 every item refunded, skipped, or accepted and pending at the provider (a later run settles it); 1 some failed, held, in doubt or refunded twice (with a shared checkpoint, PostgreSQL or NATS: by the batch's tally, all workers together, so an item this run left in doubt that another worker settled since is settled; and still 1 for an item this run found refunded twice or saw fail); 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a shared checkpoint holds for the batch, included; and a summary total beyond what an int64 of minor units holds, each refund journaled as ever); 3 journal unwritable or replaced (with a shared checkpoint: unreachable for longer than a lease, or unwritable, or a claim lost to another worker; a NATS server refused as not durable enough, without sync_interval: always and under 3 replicas); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 stopped by SIGINT, 143 by SIGTERM (the calls in flight journaled first). A --dry-run exits as the run would, as far as its look-ups tell: 1 when the run would hold or fail items or leave them in doubt; with --offline it tells only the journal's failures.`
+Exit codes: 0 every item refunded, skipped, or accepted and pending at the provider (a later run settles it); 1 some failed, held, in doubt or refunded twice (with a shared checkpoint, PostgreSQL or NATS: by the batch's tally, all workers together, so an item this run left in doubt that another worker settled since is settled; and still 1 for an item this run found refunded twice or saw fail); 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a shared checkpoint holds for the batch, included; and a summary total beyond what an int64 of minor units holds, each refund journaled as ever); 3 journal unwritable or replaced (with a shared checkpoint: unreachable for longer than a lease, or unwritable, or a claim lost to another worker; a NATS server refused as not durable enough, without sync_interval: always and under 3 replicas), or stdout unwritable (a full disk, or a closed pipe: refund ... | head -1 exits 3, not by SIGPIPE; nothing new is sent, the calls in flight are journaled first); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 stopped by SIGINT, 143 by SIGTERM (the calls in flight journaled first). A --dry-run exits as the run would, as far as its look-ups tell: 1 when the run would hold or fail items or leave them in doubt; with --offline it tells only the journal's failures.`
 
 // Refund is the refund command: it refunds plan items from stdin exactly
 // once, journaling every step.
@@ -68,6 +68,7 @@ func Refund(env Env) (exit int) {
 	if code, done := parse(env, name, refundDescription, &c); done {
 		return code
 	}
+	catchBrokenPipe()
 	// The metrics' last write has the exit code the process ends with.
 	var metrics *refundMetrics
 	planRead := false // the whole plan was read: a journal file's batch total is known
@@ -82,7 +83,7 @@ func Refund(env Env) (exit int) {
 	if c.LogFormat == "json" {
 		msgs = logWriter{log: log, prefix: name + ": "}
 	}
-	ctx, stop := signalContext(msgs, name)
+	ctx, stdout, stop := signalContext(msgs, name, env.Stdout)
 	defer stop()
 	defer func() { exit = interruptedCode(ctx, exit) }()
 	if env.Getenv("GOGC") == "" {
@@ -200,7 +201,7 @@ func Refund(env Env) (exit int) {
 		return exitCodeFor(unwritable(err))
 	}
 
-	out := newResultWriter(env.Stdout)
+	out := newResultWriter(stdout) // a failed write stops the run
 	defer out.stop()
 	var jsonLog *slog.Logger // the progress as records of a JSON log
 	if c.LogFormat == "json" {
@@ -229,6 +230,7 @@ func Refund(env Env) (exit int) {
 			}
 		},
 	}, in, inName)
+	stdout.done() // nothing is left to stop
 	out.stop()
 	bar.stop()
 	watch.stop()
@@ -311,6 +313,10 @@ func Refund(env Env) (exit int) {
 		warnf(msgs, name, "no API call was made after the failed write; free the space or fix the disk, then run again: the journal resumes where it stopped")
 	case errors.As(runErr, &haltErr):
 		// The summary names what halted the run.
+	case errors.Is(runErr, context.Canceled) && stdoutFailure(ctx) != nil:
+		n := summary.ByStatus[refund.StatusInDoubt]
+		warnf(msgs, name, "stdout: %v: %s", stdoutFailure(ctx), resultLinesLost)
+		warnf(msgs, name, "stopped: nothing new was sent; the calls in flight were finished and journaled, %d %s left in doubt; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
 	case errors.Is(runErr, context.Canceled):
 		n := summary.ByStatus[refund.StatusInDoubt]
 		warnf(msgs, name, "interrupted: the calls in flight were finished and journaled, %d %s left in doubt; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
@@ -323,7 +329,7 @@ func Refund(env Env) (exit int) {
 	// The journal holds every outcome; a result line that did not reach
 	// stdout (a full disk, a closed pipe) is a lost signal all the same.
 	if err := out.err(); err != nil {
-		warnf(msgs, name, "stdout: %v: result lines were lost (the journal holds every outcome: audit it, or run again to print them as skipped)", err)
+		warnf(msgs, name, "stdout: %v: %s", err, resultLinesLost)
 		return ExitJournal
 	}
 	if summary.Overflow != nil {
@@ -364,6 +370,10 @@ func Refund(env Env) (exit int) {
 	}
 	return ExitOK
 }
+
+// resultLinesLost is what a stdout failure costs refund: the journal, not
+// the result lines, is the record.
+const resultLinesLost = "result lines were lost (the journal holds every outcome: audit it, or run again to print them as skipped)"
 
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
