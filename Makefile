@@ -7,7 +7,7 @@ STRIPE_MOCK_VERSION := v0.203.0
 TOOLS := $(CURDIR)/bin/tools
 export STRIPE_MOCK_BIN := $(TOOLS)/stripe-mock
 # nats-server, pinned: the NATS JetStream checkpoint's tests start their own
-# on loopback (refund/natsjs/natstest).
+# on loopback (refund/checkpoint/natsjs/natstest).
 NATS_SERVER_VERSION := v2.15.2
 export NATS_SERVER_BIN := $(TOOLS)/nats-server
 
@@ -65,15 +65,15 @@ fuzz:
 	$(GO) test ./refund/plan -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./refund -run '^$$' -fuzz FuzzPlanItem -fuzztime $(FUZZTIME)
 	$(GO) test ./refund -run '^$$' -fuzz FuzzParseItem -fuzztime $(FUZZTIME)
-	$(GO) test ./refund/stripesim -run '^$$' -fuzz FuzzReadCharges -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/sim/stripesim -run '^$$' -fuzz FuzzReadCharges -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/audit -run '^$$' -fuzz FuzzAuditScan -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/money -run '^$$' -fuzz FuzzParseValue -fuzztime $(FUZZTIME)
 	$(GO) test ./refund/money -run '^$$' -fuzz '^FuzzAdd$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./refund/paypalsim -run '^$$' -fuzz FuzzReadCaptures -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/sim/paypalsim -run '^$$' -fuzz FuzzReadCaptures -fuzztime $(FUZZTIME)
 	$(GO) test ./refund -run '^$$' -fuzz FuzzNothingDoneUnproven -fuzztime $(FUZZTIME)
-	$(GO) test ./refund/exec -run '^$$' -fuzz FuzzAnswers -fuzztime $(FUZZTIME)
-	$(GO) test ./refund/paypal -run '^$$' -fuzz FuzzRefundAnswer -fuzztime $(FUZZTIME)
-	$(GO) test ./refund/adyen -run '^$$' -fuzz FuzzOutcome -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/provider/exec -run '^$$' -fuzz FuzzAnswers -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/provider/paypal -run '^$$' -fuzz FuzzRefundAnswer -fuzztime $(FUZZTIME)
+	$(GO) test ./refund/provider/adyen -run '^$$' -fuzz FuzzOutcome -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin out

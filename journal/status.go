@@ -6,8 +6,8 @@ package journal
 // removed, or new at a provider) means neither done nor failed.
 
 // Refund statuses, in refundkit's words (Stripe's): every provider maps
-// its own onto these (refund/stripe, refund/paypal, refund/adyen,
-// refund/exec), and records and findings use them.
+// its own onto these (refund/provider/stripe, refund/provider/paypal, refund/provider/adyen,
+// refund/provider/exec), and records and findings use them.
 const (
 	SucceededStatus = "succeeded" // done: the money moved
 	// PendingStatus is the Status of a refunded record whose refund the

@@ -18,7 +18,7 @@ import (
 )
 
 // Claims is a Checkpoint that many runs, on many hosts, share (a database
-// table: refund/postgres). Every run is fed the same plan; an item is
+// table: refund/checkpoint/postgres). Every run is fed the same plan; an item is
 // worked on only by the run that claimed it. A claim is a lease the holder
 // renews while it works: a run that dies loses its claims when their
 // leases run out, and the next run to claim such an item finds its intent

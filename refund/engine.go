@@ -20,7 +20,7 @@ const MaxLineBytes = 1 << 20
 // Config is what a run needs. Checkpoint and OnResult are required, and
 // Provider unless an Offline DryRun.
 type Config struct {
-	// Provider makes, finds and cancels refunds (refund/stripe).
+	// Provider makes, finds and cancels refunds (refund/provider/stripe).
 	Provider Provider
 	// Checkpoint records intents and outcomes, and says what earlier runs
 	// recorded (Journal); read only in a DryRun.

@@ -24,8 +24,8 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/stripe"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/provider/stripe"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // liveRefundsByCharge counts the simulator's live refunds per charge.

@@ -132,7 +132,7 @@ func (p *Pacer) Answered(e Endpoint) {
 
 // Scale sets every budget's ceiling to f times the limit NewPacer was
 // given (f in (0, 1]): the share of this run when several workers split
-// one account's limits (refund/postgres's Budget tells it how many they
+// one account's limits (refund/checkpoint/postgres's Budget tells it how many they
 // are). Each budget keeps its adaptive state: one cut by a 429 to half its
 // ceiling stays at half of the new one, and wins it back as before. It is
 // safe for concurrent use with Wait; a nil *Pacer ignores it.

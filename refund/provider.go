@@ -2,7 +2,7 @@ package refund
 
 // The provider interface: what the engine and audit ask of a payment
 // provider's refund API, in refundkit's own terms. Each provider is a
-// package of its own beside this one (refund/stripe), as litestream keeps
+// package of its own beside this one (refund/provider/stripe), as litestream keeps
 // each ReplicaClient in a sibling package: nothing here names its types.
 
 import (

@@ -20,8 +20,8 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
-	"github.com/refundkit/refundkit/refund/paypal"
-	"github.com/refundkit/refundkit/refund/stripe"
+	"github.com/refundkit/refundkit/refund/provider/paypal"
+	"github.com/refundkit/refundkit/refund/provider/stripe"
 )
 
 // memProvider keeps refunds and the answers saved under idempotency keys.

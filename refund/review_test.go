@@ -20,8 +20,8 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/stripe"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/provider/stripe"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // A1. The same batch, rerun into the same journal from an export that names

@@ -18,8 +18,8 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/stripe"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/provider/stripe"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // bound fails the test if ch yields nothing within d: the behaviour under

@@ -9,8 +9,8 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
-	"github.com/refundkit/refundkit/refund/stripesim"
-	"github.com/refundkit/refundkit/refund/stripesim/simtest"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim/simtest"
 )
 
 // Which refund is an item's: the one whose metadata names it, always; one

@@ -103,7 +103,7 @@ func (a *Auditor) AddTorn(t *journal.Torn) { a.torn = append(a.torn, t) }
 // Options say how far Run goes beyond the journals.
 type Options struct {
 	// Provider, when set, is asked for the refunds of every charge and
-	// payment intent of the plan and journals (refund/stripe).
+	// payment intent of the plan and journals (refund/provider/stripe).
 	Provider refund.Provider
 	// AllRefunds counts refunds without refundkit metadata (made by older
 	// scripts or by hand) as refunds of the batch. Such a refund is an

@@ -11,8 +11,8 @@ import (
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
-	"github.com/refundkit/refundkit/refund/stripesim"
-	"github.com/refundkit/refundkit/refund/stripesim/simtest"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim/simtest"
 )
 
 // line is a plan line of batch b1 for 3.00 on a charge (ch_) or a payment

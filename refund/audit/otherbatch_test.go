@@ -10,8 +10,8 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
-	"github.com/refundkit/refundkit/refund/stripe"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/provider/stripe"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // inBatch sets the batch (and the key) of records.

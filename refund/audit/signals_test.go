@@ -12,8 +12,8 @@ import (
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
 	"github.com/refundkit/refundkit/refund/money"
-	"github.com/refundkit/refundkit/refund/stripe"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/provider/stripe"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // The signals audit gives a person must be true: amounts as money, counts

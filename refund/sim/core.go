@@ -1,5 +1,5 @@
-// Package sim is what the simulator's APIs (Stripe's, refund/stripesim,
-// PayPal's, refund/paypalsim, and Adyen's, refund/adyensim) share, so that
+// Package sim is what the simulator's APIs (Stripe's, refund/sim/stripesim,
+// PayPal's, refund/sim/paypalsim, and Adyen's, refund/sim/adyensim) share, so that
 // each concept has one home: the fault knobs and their draws, the
 // idempotency-key store, the requests that go on behind a gateway's
 // timeout, the injected latency, the gateway's own answers and the

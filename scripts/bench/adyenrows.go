@@ -27,9 +27,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/refundkit/refundkit/refund/adyen/webhook"
-	"github.com/refundkit/refundkit/refund/adyensim"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/provider/adyen/webhook"
+	"github.com/refundkit/refundkit/refund/sim/adyensim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // adyenEnv are the fake credentials of every Adyen command: the simulator
@@ -702,15 +702,15 @@ func (b *bench) adyenWebhook(r *row) error {
 	if err != nil {
 		return fmt.Errorf("go is not installed: BenchmarkFileAdd needs it: %v", err)
 	}
-	if _, err := os.Stat("refund/adyen/notes"); err != nil {
+	if _, err := os.Stat("refund/provider/adyen/notes"); err != nil {
 		return fmt.Errorf("BenchmarkFileAdd runs in the repository's root (scripts/bench.sh runs bench there): %v", err)
 	}
 	count := 5
 	if b.o.Quick {
 		count = 2
 	}
-	c := cmdSpec{argv: []string{goExe, "test", "-run", "^$", "-bench", "FileAdd", "-count", strconv.Itoa(count), "./refund/adyen/notes"}, stdout: b.path("fileadd.out")}
-	b.logf("adyen-webhook: go test -bench FileAdd -count %d ./refund/adyen/notes", count)
+	c := cmdSpec{argv: []string{goExe, "test", "-run", "^$", "-bench", "FileAdd", "-count", strconv.Itoa(count), "./refund/provider/adyen/notes"}, stdout: b.path("fileadd.out")}
+	b.logf("adyen-webhook: go test -bench FileAdd -count %d ./refund/provider/adyen/notes", count)
 	res, err := b.run(c)
 	if err != nil {
 		return err
@@ -723,7 +723,7 @@ func (b *bench) adyenWebhook(r *row) error {
 	if err != nil {
 		return err
 	}
-	r.commands = append(r.commands, fmt.Sprintf("go test -run '^$' -bench FileAdd -count %d ./refund/adyen/notes   # the unit figure, in the same session", count))
+	r.commands = append(r.commands, fmt.Sprintf("go test -run '^$' -bench FileAdd -count %d ./refund/provider/adyen/notes   # the unit figure, in the same session", count))
 
 	rates := mapRuns(runs, adyenRun.notesPerSec)
 	serialNs, parNs := median(fa["serial"].nsPerOp), median(fa["parallel"].nsPerOp)
@@ -753,7 +753,7 @@ func (b *bench) adyenWebhook(r *row) error {
 		r.detailf("| %d | %.2f s | %.2f s | %.3f s | %s | %.0f | %s | %s | %d |", i+1, x.wall.Seconds(), x.untilFlushed.Seconds(), x.lag().Seconds(), num(int(x.recv.Added)), x.notesPerSec(), fs, per, x.stats.Adyen.Notifications.Retries)
 	}
 	r.detailf("")
-	r.detailf("BenchmarkFileAdd (`refund/adyen/notes`, in-process, a file in the test's temp dir), %d runs each, medians:", count)
+	r.detailf("BenchmarkFileAdd (`refund/provider/adyen/notes`, in-process, a file in the test's temp dir), %d runs each, medians:", count)
 	r.detailf("")
 	r.detailf("| sub-benchmark | ns/op (median) | runs, ns/op | fsyncs/op (median) |")
 	r.detailf("| --- | ---: | --- | ---: |")

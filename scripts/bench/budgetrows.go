@@ -21,8 +21,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/refundkit/refundkit/refund/postgres/pgtest"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres/pgtest"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // budgetCounts are the worker counts of the budget row.

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/refundkit/refundkit/refund/natsjs"
-	"github.com/refundkit/refundkit/refund/natsjs/natstest"
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs/natstest"
 )
 
 // startNATS starts a fresh nats-server with JetStream (natstest:
@@ -227,10 +227,10 @@ func (b *bench) natsWorkers(r *row) error {
 const natsNote = "The NATS columns are the server's own counts for the run (a fresh server, read from its monitoring port before the first process started and after the last one exited). KV writes per item: the growth of the key-value bucket's stream sequence over the items, every value the processes stored, the plan's load included (an item's value at load, its claim, its payment's lock taken and given up, the intent, the refund's credit key, the outcome). Messages per item: `/varz` `in_client_msgs` over the items, every message the processes sent the server (KV reads and writes, fetches from the queue, acknowledgments and renewals, JetStream API calls), most of them requests a process waits on the answer to; it grows with N because each process's load reads the whole batch (a watch of the bucket) and queues every item not settled (the server refuses those queued already: the work stream keeps one message per item). A NATS worker that finds nothing left to claim while others hold items polls the queue again after a quarter second at most, as a PostgreSQL worker does."
 
 // natsClaimCost times the checkpoint's operations against a real
-// nats-server (refund/natsjs in-process over loopback, sync_interval:
+// nats-server (refund/checkpoint/natsjs in-process over loopback, sync_interval:
 // always).
 func (b *bench) natsClaimCost(r *row) error {
-	r.what = fmt.Sprintf("the NATS JetStream checkpoint's operations (refund/natsjs against a local nats-server over loopback, sync_interval: always): Claim of 1 item + Release, fenced Appends of 1 record, one item's whole way; %d rounds each", b.sz.SharedRounds)
+	r.what = fmt.Sprintf("the NATS JetStream checkpoint's operations (refund/checkpoint/natsjs against a local nats-server over loopback, sync_interval: always): Claim of 1 item + Release, fenced Appends of 1 record, one item's whole way; %d rounds each", b.sz.SharedRounds)
 	r.target = "measured, no target"
 	srv, stop, err := b.startNATS()
 	if err != nil {

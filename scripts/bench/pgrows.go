@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/refundkit/refundkit/refund/postgres"
-	"github.com/refundkit/refundkit/refund/postgres/pgtest"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres/pgtest"
 )
 
 // startPG starts a throwaway PostgreSQL server with fsync on (durable
@@ -106,9 +106,9 @@ func (b *bench) pgOnSim(srv *pgtest.Server, items int, plan string, n int, simAr
 }
 
 // pgClaimCost times the checkpoint's operations against the real server
-// (refund/postgres, fsync on), each a commit or none.
+// (refund/checkpoint/postgres, fsync on), each a commit or none.
 func (b *bench) pgClaimCost(r *row) error {
-	r.what = fmt.Sprintf("the PostgreSQL checkpoint's operations (refund/postgres against a local server over its unix socket, fsync on): Claim of 1 item + Release, fenced Appends of 1 record, one item's whole way; %d rounds each", b.sz.SharedRounds)
+	r.what = fmt.Sprintf("the PostgreSQL checkpoint's operations (refund/checkpoint/postgres against a local server over its unix socket, fsync on): Claim of 1 item + Release, fenced Appends of 1 record, one item's whole way; %d rounds each", b.sz.SharedRounds)
 	r.target = "measured, no target"
 	srv, err := b.startPG()
 	if err != nil {

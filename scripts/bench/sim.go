@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // sim is a stripe-sim process started for one run, so every run refunds

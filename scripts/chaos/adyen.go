@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
-	"github.com/refundkit/refundkit/refund/adyen"
-	"github.com/refundkit/refundkit/refund/adyen/notes"
-	"github.com/refundkit/refundkit/refund/adyen/webhook"
-	"github.com/refundkit/refundkit/refund/adyen/wire"
-	"github.com/refundkit/refundkit/refund/adyensim"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/provider/adyen"
+	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
+	"github.com/refundkit/refundkit/refund/provider/adyen/webhook"
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+	"github.com/refundkit/refundkit/refund/sim/adyensim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 

@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/adyen/notes"
-	"github.com/refundkit/refundkit/refund/adyen/wire"
-	"github.com/refundkit/refundkit/refund/adyensim"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+	"github.com/refundkit/refundkit/refund/sim/adyensim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // TestCheckAdyenFindsDuplicatesAndMissing: the Adyen rows' final check

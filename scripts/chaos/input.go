@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 const whatHostile = "Plans of five lines where one line is hostile: a valid line randomly mutated (bytes flipped, cut, inserted, repeated, newlines included), or one of a fixed list: a line over 1 MiB, invalid UTF-8, NUL and control bytes, amounts negative, zero, fractional, in exponent form, as strings or beyond 64 bits, unknown, repeated or mis-cased fields, both or neither of charge and payment_intent, malformed ids, reserved metadata keys, nested metadata, trailing data, JSON that is not an object, and an item listed twice. " +

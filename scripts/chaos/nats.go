@@ -15,8 +15,8 @@ import (
 	"os"
 	"sync"
 
-	"github.com/refundkit/refundkit/refund/natsjs"
-	"github.com/refundkit/refundkit/refund/natsjs/natstest"
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs/natstest"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/natsjs"
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
 )
 
 // TestNATSCheckKeptCountsLostRecords: the NATS rows' record check counts a

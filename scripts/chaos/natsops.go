@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // killedRound starts slots workers and, at a refund call drawn within the

@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
-	"github.com/refundkit/refundkit/refund/paypal"
-	"github.com/refundkit/refundkit/refund/paypalsim"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/provider/paypal"
+	"github.com/refundkit/refundkit/refund/sim/paypalsim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 
 // The PayPal rows: refund --provider paypal against PayPal's API in the
 // simulator, with the Stripe rows' checks. refund looks a capture's
-// refunds up through its order (refund/paypal's Find); an item in doubt
+// refunds up through its order (refund/provider/paypal's Find); an item in doubt
 // that the look-up does not settle is sent again under its request id,
 // which PayPal keeps 45 days and answers with the refund's latest status.
 // No row here makes the simulator forget request ids early: the 45 days

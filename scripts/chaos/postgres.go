@@ -16,8 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/refundkit/refundkit/refund/postgres"
-	"github.com/refundkit/refundkit/refund/postgres/pgtest"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres/pgtest"
 )
 
 // pgCluster is the one PostgreSQL server of a matrix, started by the first

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/refundkit/refundkit/refund/postgres"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 )
 
 // TestPGCheckKeptCountsLostRecords: the PostgreSQL rows' record check

@@ -6,10 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/refundkit/refundkit/refund/adyensim"
-	"github.com/refundkit/refundkit/refund/paypalsim"
-	"github.com/refundkit/refundkit/refund/stripesim"
-	"github.com/refundkit/refundkit/refund/stripesim/simtest"
+	"github.com/refundkit/refundkit/refund/sim/adyensim"
+	"github.com/refundkit/refundkit/refund/sim/paypalsim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim/simtest"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 

@@ -144,7 +144,7 @@ func (rep *report) writeMarkdown(w io.Writer) error {
 		matrixName = "quick"
 	}
 	fmt.Fprintf(&b, "# Reliability\n\n")
-	fmt.Fprintf(&b, "What `make chaos` measured: the real binaries (`bin/refund`, `bin/plan`, `bin/audit`, `bin/journal-merge`, `bin/adyen-webhook`) run against an in-process simulator (`refund/stripesim`, which serves Stripe's, PayPal's and Adyen's APIs on one port) while faults are injected: the rows named PayPal run `refund --provider paypal`, the rows named Adyen `refund --provider adyen` with Adyen's signed notifications posted to `bin/adyen-webhook` (whose file refund reads with `--notifications`), the rows named exec run `refund --provider exec` with the curl commands of `testdata/exec` (which call Stripe's API), the others Stripe's provider. ")
+	fmt.Fprintf(&b, "What `make chaos` measured: the real binaries (`bin/refund`, `bin/plan`, `bin/audit`, `bin/journal-merge`, `bin/adyen-webhook`) run against an in-process simulator (`refund/sim/stripesim`, which serves Stripe's, PayPal's and Adyen's APIs on one port) while faults are injected: the rows named PayPal run `refund --provider paypal`, the rows named Adyen `refund --provider adyen` with Adyen's signed notifications posted to `bin/adyen-webhook` (whose file refund reads with `--notifications`), the rows named exec run `refund --provider exec` with the curl commands of `testdata/exec` (which call Stripe's API), the others Stripe's provider. ")
 	fmt.Fprintf(&b, "Every scenario runs several times with a different seed and a fresh simulator, and each run ends with the simulator's own records checked: every planned item has exactly one live refund, of the right charge and amount; no charge holds more live refunds (of any batch, with or without metadata) than the plans meant to run on it intend; the journal names each item's refund; every idempotency key the simulator received has a journaled intent (write-ahead); and `audit --stripe` agrees.\n\n")
 	fmt.Fprintf(&b, "A duplicate is counted per charge: a live refund beyond what the plans meant for it. The only acceptable figure in the duplicates, missing and records lost columns is 0; `chaos` exits non-zero otherwise, and on any other broken promise (a wrong exit code, the API key in an output or a file, audit disagreeing, a panic). The operator rows plan partial refunds (a third of each charge), so Stripe's own \"already refunded\" check hides no second refund.\n\n")
 	fmt.Fprintf(&b, "- Matrix: %s\n", matrixName)
@@ -211,7 +211,7 @@ minutes in all; ` + "`make fuzz FUZZTIME=10m`" + ` for a longer soak):
 | ` + "`refund` FuzzParseItem" + ` | plan lines, against encoding/json | ` + "`f.Add`" + ` seeds in ` + "`refund/item_test.go`" + ` |
 | ` + "`refund/plan` FuzzRead" + ` | charge lists: CSV, JSON lines, bare ids | ` + "`refund/plan/testdata/fuzz/FuzzRead/`" + ` |
 | ` + "`refund/plan` FuzzJSONRow" + ` | one JSON-lines charge row | ` + "`f.Add`" + ` seeds in ` + "`refund/plan/fuzz_test.go`" + ` |
-| ` + "`refund/stripesim` FuzzReadCharges" + ` | the simulator's charges files | ` + "`f.Add`" + ` seeds in ` + "`refund/stripesim/charge_test.go`" + ` |
+| ` + "`refund/sim/stripesim` FuzzReadCharges" + ` | the simulator's charges files | ` + "`f.Add`" + ` seeds in ` + "`refund/sim/stripesim/charge_test.go`" + ` |
 
 Inputs the fuzzer finds interesting are kept in Go's cache
 (` + "`$(go env GOCACHE)/fuzz/`" + `); a failing input is written to the package's

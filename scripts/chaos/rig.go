@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/natsjs/natstest"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs/natstest"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // sharedCheckpoint is a checkpoint as the rig sees it beside the workers.

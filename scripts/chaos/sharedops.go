@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // serverDown is how a row takes a checkpoint's server down: the kinds

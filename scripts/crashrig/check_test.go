@@ -11,8 +11,8 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/paypalsim"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/paypalsim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // paypalRefund makes a refund of capture through PayPal's API at sim,

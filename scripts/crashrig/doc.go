@@ -1,5 +1,5 @@
 // Package crashrig is the one crash rig of refundkit's tests: it builds the
-// real binaries, runs them against the simulator (refund/stripesim: Stripe's
+// real binaries, runs them against the simulator (refund/sim/stripesim: Stripe's
 // API and PayPal's), signals them at chosen moments (a refund call held in
 // flight, the n-th key reserved), and checks what is left: exactly one live
 // refund per planned item, an intent journaled before every call, no

@@ -27,7 +27,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/refundkit/refundkit/refund/postgres/pgtest"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres/pgtest"
 )
 
 func main() {

@@ -3,7 +3,7 @@ package cli
 import (
 	"github.com/alecthomas/kong"
 
-	"github.com/refundkit/refundkit/refund/postgres"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 )
 
 // givenFlags are the flags a command line gave, defaults aside, so that a

@@ -17,8 +17,8 @@ import (
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 	"github.com/refundkit/refundkit/refund/money"
-	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 const auditHelp = `Tell whether a batch was refunded exactly once: findings as JSON lines on stdout, a summary on stderr.

@@ -6,11 +6,11 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/adyen/notes"
 	"github.com/refundkit/refundkit/refund/audit"
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 	"github.com/refundkit/refundkit/refund/money"
-	"github.com/refundkit/refundkit/refund/natsjs"
-	"github.com/refundkit/refundkit/refund/postgres"
+	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
 )
 
 // Exit codes, stable across releases, the same condition the same code in

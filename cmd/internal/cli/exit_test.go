@@ -10,9 +10,9 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/adyen/notes"
 	"github.com/refundkit/refundkit/refund/audit"
 	"github.com/refundkit/refundkit/refund/money"
+	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
 )
 
 // Each condition maps to its code however deep the library wrapped it;

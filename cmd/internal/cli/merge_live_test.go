@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 

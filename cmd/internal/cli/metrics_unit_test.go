@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/postgres"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 )
 
 // TestOutcome names what became of a request, 429s apart.

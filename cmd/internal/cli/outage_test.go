@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/refundkit/refundkit/refund/postgres/pgtest"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres/pgtest"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/paypal"
+	"github.com/refundkit/refundkit/refund/provider/paypal"
 )
 
 // paypalFlags are the PayPal settings of every command that calls PayPal.

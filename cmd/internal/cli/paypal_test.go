@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/paypal"
+	"github.com/refundkit/refundkit/refund/provider/paypal"
 )
 
 // TestPayPalProvider: the environment's rules for PayPal, as for Stripe's

@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/refundkit/refundkit/refund/adyen/notes"
-	"github.com/refundkit/refundkit/refund/adyen/webhook"
-	"github.com/refundkit/refundkit/refund/adyen/wire"
-	"github.com/refundkit/refundkit/refund/adyensim"
-	"github.com/refundkit/refundkit/refund/stripesim"
-	"github.com/refundkit/refundkit/refund/stripesim/simtest"
+	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
+	"github.com/refundkit/refundkit/refund/provider/adyen/webhook"
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+	"github.com/refundkit/refundkit/refund/sim/adyensim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim/simtest"
 )
 
 const pgAdyenHMAC = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/refundkit/refundkit/refund/postgres"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 )
 
 // TestPGImportedItemBindsThePlan (issue 19, case 2): a file journal with

@@ -20,8 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/refundkit/refundkit/journal"
-	"github.com/refundkit/refundkit/refund/postgres"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 

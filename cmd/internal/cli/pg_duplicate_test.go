@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 func TestPGDuplicateIsSaidOnEveryRun(t *testing.T) {

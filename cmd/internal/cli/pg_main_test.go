@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/refundkit/refundkit/refund/postgres/pgtest"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres/pgtest"
 )
 
 // The PostgreSQL tests of this package share one throwaway server, started

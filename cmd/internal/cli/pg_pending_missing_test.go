@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // A pending refund the provider answers it does not have (a journal made

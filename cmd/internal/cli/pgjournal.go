@@ -13,8 +13,8 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund/audit"
-	"github.com/refundkit/refundkit/refund/natsjs"
-	"github.com/refundkit/refundkit/refund/postgres"
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 )
 
 // checkpointExport is a shared checkpoint (PostgreSQL, NATS JetStream)

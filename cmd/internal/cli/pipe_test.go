@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/refundkit/refundkit/journal"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
 

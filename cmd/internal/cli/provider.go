@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/adyen"
-	"github.com/refundkit/refundkit/refund/exec"
-	"github.com/refundkit/refundkit/refund/natsjs"
-	"github.com/refundkit/refundkit/refund/paypal"
-	"github.com/refundkit/refundkit/refund/postgres"
-	"github.com/refundkit/refundkit/refund/stripe"
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
+	"github.com/refundkit/refundkit/refund/provider/adyen"
+	"github.com/refundkit/refundkit/refund/provider/exec"
+	"github.com/refundkit/refundkit/refund/provider/paypal"
+	"github.com/refundkit/refundkit/refund/provider/stripe"
 )
 
 // The providers --provider names.

@@ -16,9 +16,9 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/natsjs"
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 	"github.com/refundkit/refundkit/refund/plan"
-	"github.com/refundkit/refundkit/refund/postgres"
 )
 
 type refundCmd struct {

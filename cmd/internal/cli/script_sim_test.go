@@ -11,8 +11,8 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/stripesim"
-	"github.com/refundkit/refundkit/refund/stripesim/simtest"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim/simtest"
 )
 
 // scriptKey is the test-mode key every script runs with; the secrets checks

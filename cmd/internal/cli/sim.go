@@ -11,10 +11,10 @@ import (
 
 	"github.com/google/renameio/v2"
 
-	"github.com/refundkit/refundkit/refund/adyen/wire"
-	"github.com/refundkit/refundkit/refund/adyensim"
-	"github.com/refundkit/refundkit/refund/paypalsim"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+	"github.com/refundkit/refundkit/refund/sim/adyensim"
+	"github.com/refundkit/refundkit/refund/sim/paypalsim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 type stripeSimCmd struct {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/refundkit/refundkit/refund/paypalsim"
-	"github.com/refundkit/refundkit/refund/stripesim"
+	"github.com/refundkit/refundkit/refund/sim/paypalsim"
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 func init() { scriptCommands["stripe-sim"] = runAs(StripeSim) }

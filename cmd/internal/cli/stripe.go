@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/stripe"
+	"github.com/refundkit/refundkit/refund/provider/stripe"
 )
 
 // stripeFlags are the Stripe settings shared by every command that calls

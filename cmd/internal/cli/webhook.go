@@ -16,10 +16,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/refundkit/refundkit/refund/adyen/notes"
-	"github.com/refundkit/refundkit/refund/adyen/webhook"
-	"github.com/refundkit/refundkit/refund/adyen/wire"
-	"github.com/refundkit/refundkit/refund/postgres"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
+	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
+	"github.com/refundkit/refundkit/refund/provider/adyen/webhook"
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 )
 
 type adyenWebhookCmd struct {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/refundkit/refundkit/refund/adyen/notes"
-	"github.com/refundkit/refundkit/refund/adyen/wire"
+	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 )
 
 func init() {

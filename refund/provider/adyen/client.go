@@ -1,0 +1,257 @@
+// Package adyen is refundkit's Adyen provider: refund.Provider over
+// Adyen's Checkout API, hand-written on net/http (Adyen's Go library is
+// not served here, and a refund is one POST). Adyen answers a refund
+// only "received"; its outcome comes later, as a signed notification that
+// refundkit's receiver (adyen-webhook) keeps, and Adyen has no API to list
+// a payment's refunds. So the client reads outcomes, and what is known of
+// a payment's refunds, from those notifications (Notifications); what
+// must be read and written alike by the receiver and the simulator is in
+// refund/provider/adyen/wire.
+package adyen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+)
+
+// Adyen's Checkout API: the test environment, refundkit's default, and
+// the live one, whose host is the merchant's own prefix
+// ([prefix]-checkout-live.adyenpayments.com): it must be given.
+const (
+	TestAPIBase = "https://checkout-test.adyen.com"
+	APIVersion  = "v71"
+)
+
+// KeyTTL is how long refundkit counts on Adyen keeping an idempotency key
+// (wire.KeyTTL: 7 days, the lower of the figures Adyen has published).
+const KeyTTL = wire.KeyTTL
+
+// Notifications are the notifications a receiver kept, which tell how a
+// refund ended and which refunds a payment is known to have
+// (refund/provider/adyen/notes keeps them: a file or a PostgreSQL table). Each is
+// verified (HMAC) before it is returned.
+type Notifications interface {
+	ForRefund(ctx context.Context, psp string) ([]wire.Notification, error)
+	ForPayment(ctx context.Context, psp string) ([]wire.Notification, error)
+	All(ctx context.Context) ([]wire.Notification, error)
+}
+
+// Config is what a client needs. APIKey and Merchant come from the
+// environment only (ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT).
+type Config struct {
+	Base     string // the Checkout API, TestAPIBase when empty
+	APIKey   string
+	Merchant string // the merchant account refunds are made on
+	// Notes are the kept notifications; nil when the run has none, and
+	// then every refund stays pending and nothing can be looked up.
+	Notes Notifications
+	Conns int // connections kept open
+}
+
+// Client is the part of Adyen's API refundkit uses. It repeats no call of
+// its own accord.
+type Client struct {
+	base, key, merchant string
+	notes               Notifications
+	http                *http.Client
+}
+
+var _ refund.Provider = (*Client)(nil)
+
+// New returns a client for cfg.
+func New(cfg Config) *Client {
+	base := cfg.Base
+	if base == "" {
+		base = TestAPIBase
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = max(cfg.Conns, 2)
+	return &Client{base: strings.TrimSuffix(base, "/"), key: cfg.APIKey, merchant: cfg.Merchant, notes: cfg.Notes,
+		http: &http.Client{Transport: transport, Timeout: 80 * time.Second}}
+}
+
+// Close closes the notifications, when they can be.
+func (c *Client) Close() error {
+	if cl, ok := c.notes.(io.Closer); ok {
+		return cl.Close()
+	}
+	return nil
+}
+
+// APIBase is the API the client calls.
+func (c *Client) APIBase() string { return c.base }
+
+// Facts are Adyen's. Keys are counted on for 7 days (KeyTTL). After
+// Adyen's own 500 the refund may or may not exist: the call is
+// indeterminate. Find knows only the refunds that notifications told of:
+// PartialLookup, so finding none proves nothing, and such an item is
+// never sent under a new key: under its same key while Adyen surely keeps
+// it (Adyen replays its first answer, or, if it kept none, makes the
+// refund once), else it waits for its notification or a person. Find's
+// look-ups are of the kept notifications, not of Adyen's API (LookupName).
+func (*Client) Facts() refund.Facts {
+	return refund.Facts{Name: "Adyen", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"psp_reference"},
+		PartialLookup: true, AmountRequired: true, MaxBatchItem: wire.MaxBatchItem, LookupName: "notification look-up", CheckAt: "Adyen's Customer Area"}
+}
+
+// refundRequest is the body of POST /payments/{psp}/refunds: Adyen has no
+// "refund the rest", so the amount is always sent.
+type refundRequest struct {
+	Amount          wire.Amount `json:"amount"`
+	MerchantAccount string      `json:"merchantAccount"`
+	Reference       string      `json:"reference"`
+}
+
+// refundAnswer is Adyen's answer to it: "received", never an outcome.
+type refundAnswer struct {
+	MerchantAccount     string      `json:"merchantAccount"`
+	PaymentPSPReference string      `json:"paymentPspReference"`
+	PSPReference        string      `json:"pspReference"`
+	Reference           string      `json:"reference"`
+	Status              string      `json:"status"`
+	Amount              wire.Amount `json:"amount"`
+}
+
+// Create asks for the refund of the item's payment under the
+// Idempotency-Key of attempt (wire.Key, a digest: refundkit's own key may
+// pass Adyen's 64 characters), with a reference naming batch, item and
+// attempt (wire.Reference), which Adyen's notifications echo. The answer
+// is a pending refund: Adyen has received it, no more.
+func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
+	switch {
+	case it.PSPReference == "":
+		return refund.Answer{}, refusedHere("psp_reference_required", errNoPayment)
+	case it.Amount <= 0 || it.Currency == "":
+		return refund.Answer{}, refusedHere("amount_required", errNoAmount)
+	}
+	body := refundRequest{Amount: wire.Amount{Currency: strings.ToUpper(it.Currency), Value: it.Amount},
+		MerchantAccount: c.merchant, Reference: wire.Reference(it.Batch, it.Item, attempt)}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return refund.Answer{}, err
+	}
+	path := "/" + APIVersion + "/payments/" + url.PathEscape(it.PSPReference) + "/refunds"
+	var a refundAnswer
+	status, err := c.post(ctx, path, data, wire.Key(it.Batch, it.Item, attempt), &a)
+	if err != nil {
+		return refund.Answer{}, err
+	}
+	if a.PSPReference == "" || a.Status != "received" {
+		return refund.Answer{}, unreadable(status, fmt.Errorf("no pspReference, or status %q, not \"received\"", a.Status))
+	}
+	r := refund.Refund{ID: a.PSPReference, PSPReference: a.PaymentPSPReference, Amount: a.Amount.Value,
+		Currency: strings.ToLower(a.Amount.Currency), Status: refund.RefundPending,
+		Metadata: metadata(a.Reference)}
+	return refund.Answer{Refund: r, HTTPStatus: status}, nil
+}
+
+// Payment: Adyen's Checkout API cannot read a payment; the plan's amount
+// and currency are taken on its word, and Adyen refuses refunds past the
+// captured amount by default (a safety net, not refundkit's design).
+func (*Client) Payment(context.Context, refund.Payment) (refund.PaymentInfo, error) {
+	return refund.PaymentInfo{}, refund.ErrNoLookup
+}
+
+// Cancel: a refund Adyen received cannot be canceled through its API.
+func (*Client) Cancel(context.Context, string) (refund.Refund, error) {
+	return refund.Refund{}, refusedHere("cancel_unsupported", errNoCancel)
+}
+
+// Get returns refund id as its notifications tell it: pending until one
+// says how it ended (Outcome). Without notifications it cannot be read
+// (refund.ErrNoLookup): the refund stays pending.
+func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
+	if c.notes == nil {
+		return refund.Refund{}, refund.ErrNoLookup
+	}
+	notes, err := c.notes.ForRefund(ctx, id)
+	if err != nil {
+		return refund.Refund{}, notesFailed(err)
+	}
+	r, ok := Outcome(id, notes)
+	if !ok {
+		// Nothing heard of it yet: received, and no more is known. Its
+		// payment and amount are not said, and checked by nobody.
+		return refund.Refund{ID: id, Status: refund.RefundPending}, nil
+	}
+	return r, nil
+}
+
+// Find returns the refunds of payment p that notifications told of,
+// newest first: those of refundkit's batches carry their metadata (from
+// the reference), others none. It is a partial list (Facts.PartialLookup):
+// a refund whose notification has not come is not in it.
+func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, error) {
+	if c.notes == nil || p.PSPReference == "" {
+		return nil, refund.ErrNoLookup
+	}
+	notes, err := c.notes.ForPayment(ctx, p.PSPReference)
+	if err != nil {
+		return nil, notesFailed(err)
+	}
+	return Refunds(notes), nil
+}
+
+// Told returns every refund the notifications tell of, newest first, for
+// audit to find those of items no journal knows; nil without
+// notifications.
+func (c *Client) Told(ctx context.Context) ([]refund.Refund, error) {
+	if c.notes == nil {
+		return nil, nil
+	}
+	notes, err := c.notes.All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("adyen: read the notifications: %w", err)
+	}
+	return Refunds(notes), nil
+}
+
+// post sends one POST with the API key and the idempotency key, and
+// decodes a success into out; its error is a *refund.Failure.
+func (c *Client) post(ctx context.Context, path string, body []byte, key string, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("X-API-Key", c.key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	res, err := c.http.Do(req)
+	if err != nil {
+		return 0, noAnswer(err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
+	if err != nil {
+		return 0, noAnswer(err)
+	}
+	if res.StatusCode == http.StatusOK || res.StatusCode == http.StatusCreated {
+		if err := json.Unmarshal(data, out); err != nil {
+			return res.StatusCode, unreadable(res.StatusCode, err)
+		}
+		return res.StatusCode, nil
+	}
+	return res.StatusCode, classify(res.StatusCode, res.Header, data)
+}
+
+// maxAnswer bounds the body of an answer that is read.
+const maxAnswer = 1 << 20
+
+// Why a request is not sent.
+var (
+	errNoPayment = errors.New("adyen: the item names no psp_reference")
+	errNoAmount  = errors.New("adyen: a refund needs the item's amount and currency (Adyen has no \"refund the rest\")")
+	errNoCancel  = errors.New("adyen: a refund Adyen received cannot be canceled through its API")
+)

@@ -1,0 +1,133 @@
+package adyen
+
+// What the notifications of a refund say of it: how it ended, and whose it
+// is (its reference). Notifications come more than once and out of order,
+// so an outcome is decided from all of a refund's notifications, never by
+// the last to arrive.
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+)
+
+// Reasons a failed refund carries (Refund.FailureReason) when a later
+// event undid it; audit reports a reversed one apart.
+const (
+	ReasonFailedLater = "REFUND_FAILED"
+	ReasonReversed    = "REFUNDED_REVERSED"
+)
+
+// ReasonContradicts is the FailureReason of a refund left pending because
+// its REFUND notifications say both success and failure, or two amounts.
+const ReasonContradicts = "notifications_contradict"
+
+// ReasonSuccessUnknown is the FailureReason of a refund whose REFUND
+// notification's success is neither "true" nor "false" (only those two
+// are on the allow-list): its status is then none refundkit knows
+// (statusOfSuccess), neither done nor failed.
+const ReasonSuccessUnknown = "success_not_understood"
+
+// statusOfSuccess is the status of a refund told of with success s, not
+// "true" nor "false": a status on no allow-list, which says what came.
+func statusOfSuccess(s string) string { return "success " + strconv.Quote(s) }
+
+// Outcome is refund id as its notifications tell it; ok is false when none
+// names it. A REFUND with success "true" is refunded, with "false" failed;
+// REFUND_FAILED or REFUNDED_REVERSED, in whatever order they came, undo a
+// success: the money is back with the merchant, and the refund counts as
+// failed (FailureReason says which). REFUND true and false for one refund
+// contradict: it stays pending, for a person. A success that is neither
+// leaves it in a status on no allow-list: neither done nor failed.
+func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
+	var yes, no, failedLater, reversed, differ bool
+	odd := "" // the status of a success neither true nor false
+	for i := range notes {
+		it := &notes[i].Item
+		if it.PSPReference != id || !wire.RefundEvent(it.EventCode) {
+			continue
+		}
+		if !ok {
+			ok = true
+			r = refund.Refund{ID: id, PSPReference: it.OriginalReference, Amount: it.Amount.Value,
+				Currency: strings.ToLower(it.Amount.Currency), Status: refund.RefundPending,
+				Created: notes[i].Received.Unix(), Metadata: metadata(it.MerchantReference)}
+		}
+		if it.Amount.Value != 0 && (it.Amount.Value != r.Amount || !strings.EqualFold(it.Amount.Currency, r.Currency)) {
+			// Two notifications of one refund that say two amounts: which
+			// is its amount cannot be told, whichever came first.
+			differ = true
+		}
+		switch it.EventCode {
+		case wire.EventRefund:
+			switch it.Success {
+			case "true":
+				yes = true
+			case "false":
+				no = true
+				if r.FailureReason == "" {
+					r.FailureReason = it.Reason
+				}
+			default:
+				if odd == "" {
+					odd = statusOfSuccess(it.Success)
+				}
+			}
+		case wire.EventRefundFailed:
+			failedLater = true
+		case wire.EventRefundReversed:
+			reversed = true
+		}
+	}
+	switch {
+	case !ok:
+	case reversed:
+		r.Status, r.FailureReason = refund.RefundFailed, ReasonReversed
+	case failedLater:
+		r.Status, r.FailureReason = refund.RefundFailed, ReasonFailedLater
+	case odd != "":
+		r.Status, r.FailureReason = odd, ReasonSuccessUnknown
+	case yes && no, differ:
+		r.Status, r.FailureReason = refund.RefundPending, ReasonContradicts
+	case yes:
+		r.Status = refund.RefundSucceeded
+	case no:
+		r.Status = refund.RefundFailed
+	}
+	return r, ok
+}
+
+// Refunds are the refunds notes tell of, one per refund pspReference,
+// newest first (as Find returns them).
+func Refunds(notes []wire.Notification) []refund.Refund {
+	var ids []string
+	seen := make(map[string]bool)
+	for i := range notes {
+		it := &notes[i].Item
+		if wire.RefundEvent(it.EventCode) && !seen[it.PSPReference] {
+			seen[it.PSPReference] = true
+			ids = append(ids, it.PSPReference)
+		}
+	}
+	out := make([]refund.Refund, 0, len(ids))
+	for _, id := range slices.Backward(ids) {
+		if r, ok := Outcome(id, notes); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// metadata is what a reference says in refundkit's metadata keys; nil for
+// a reference that is not refundkit's (a refund made by hand, or by
+// another system).
+func metadata(ref string) map[string]string {
+	batch, item, attempt, ok := wire.ParseReference(ref)
+	if !ok {
+		return nil
+	}
+	return map[string]string{refund.MetaBatch: batch, refund.MetaItem: item, refund.MetaAttempt: strconv.Itoa(attempt)}
+}

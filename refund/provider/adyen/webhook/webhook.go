@@ -1,0 +1,271 @@
+// Package webhook is refundkit's receiver of Adyen's notifications, as an
+// http.Handler: Adyen posts a refund's outcome as a signed notification,
+// retried until it is answered [accepted]; the handler verifies every
+// item, keeps it in a notes.Store and answers [accepted] only once the
+// store has made it durable. A request with any item that does not verify
+// is refused whole, with nothing of it written.
+//
+// Statuses (each refusal but 404 is counted by reason, Stats):
+//
+//	200 [accepted]  every item kept (or kept already: Adyen's retry)
+//	404             another path
+//	405             not a POST
+//	401             basic auth configured and wrong or missing ("auth"); an item's
+//	                hmacSignature wrong or missing ("hmac")
+//	413             body over MaxBody ("too_large")
+//	400             not a notification request: broken JSON, no items, live not
+//	                "true"/"false" ("bad_request")
+//	422             an item of another merchant account than the one configured
+//	                ("merchant"): a webhook pointed at the wrong receiver
+//	500             the store failed: nothing is answered [accepted], Adyen retries
+package webhook
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+)
+
+// DefaultMaxBody is the largest request body taken by default: Adyen
+// batches a few items in one request, far below it.
+const DefaultMaxBody = 1 << 20
+
+// Config configures a Handler.
+type Config struct {
+	// Key is the HMAC key (wire.ParseHMACKey): every item must carry its
+	// signature under it.
+	Key []byte
+	// Path is the one path served (default /adyen/notifications).
+	Path string
+	// MerchantAccount, if set, is the only merchantAccountCode taken.
+	MerchantAccount string
+	// Username and Password, if set, are the basic auth Adyen's webhook
+	// sends (both or neither).
+	Username, Password string
+	// Refunds keeps refund events (wire.RefundEvent); Others every other
+	// event, kept apart so that none is lost.
+	Refunds, Others notes.Store
+	// MaxBody bounds a request's body (default DefaultMaxBody).
+	MaxBody int64
+	// StoreTimeout bounds a request's Adds (default 30s; Adyen waits 10s
+	// for an answer, then retries).
+	StoreTimeout time.Duration
+	// Now is the clock of Received (default time.Now).
+	Now func() time.Time
+	// Logf prints a message for people (default: none).
+	Logf func(format string, args ...any)
+}
+
+// DefaultPath is the path served when Config.Path is empty.
+const DefaultPath = "/adyen/notifications"
+
+// Handler serves Adyen's notifications. It is safe for concurrent use.
+type Handler struct {
+	cfg          Config
+	user, pass   [sha256.Size]byte
+	basic        bool
+	stats        counters
+	rejectReason [nReasons]atomic.Int64
+}
+
+// Reasons a request is refused, as Stats names them.
+const (
+	ReasonAuth       = "auth"
+	ReasonHMAC       = "hmac"
+	ReasonTooLarge   = "too_large"
+	ReasonBadRequest = "bad_request"
+	ReasonMerchant   = "merchant"
+	ReasonMethod     = "method"
+)
+
+var reasons = [...]string{ReasonAuth, ReasonHMAC, ReasonTooLarge, ReasonBadRequest, ReasonMerchant, ReasonMethod}
+
+const nReasons = len(reasons)
+
+type counters struct {
+	accepted, added, duplicates, others, othersDuplicates, storeErrors, notFound atomic.Int64
+}
+
+// Stats are a Handler's counters.
+type Stats struct {
+	Accepted         int64            `json:"accepted"`          // requests answered [accepted]
+	Added            int64            `json:"added"`             // refund events kept
+	Duplicates       int64            `json:"duplicates"`        // refund events kept already (retries)
+	Others           int64            `json:"others"`            // other events kept
+	OthersDuplicates int64            `json:"others_duplicates"` // other events kept already
+	Rejected         map[string]int64 `json:"rejected"`          // refused requests by reason
+	StoreErrors      int64            `json:"store_errors"`      // requests answered 500
+	NotFound         int64            `json:"not_found"`         // requests for another path
+}
+
+// New checks cfg and returns its Handler.
+func New(cfg Config) (*Handler, error) {
+	if len(cfg.Key) == 0 {
+		return nil, errors.New("no HMAC key")
+	}
+	if cfg.Refunds == nil || cfg.Others == nil {
+		return nil, errors.New("no store")
+	}
+	if (cfg.Username == "") != (cfg.Password == "") {
+		return nil, errors.New("basic auth needs both a username and a password")
+	}
+	if cfg.Path == "" {
+		cfg.Path = DefaultPath
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	h := &Handler{cfg: cfg, basic: cfg.Username != ""}
+	h.user, h.pass = sha256.Sum256([]byte(cfg.Username)), sha256.Sum256([]byte(cfg.Password))
+	return h, nil
+}
+
+// Stats reads the counters.
+func (h *Handler) Stats() Stats {
+	s := Stats{
+		Accepted: h.stats.accepted.Load(), Added: h.stats.added.Load(), Duplicates: h.stats.duplicates.Load(),
+		Others: h.stats.others.Load(), OthersDuplicates: h.stats.othersDuplicates.Load(),
+		StoreErrors: h.stats.storeErrors.Load(), NotFound: h.stats.notFound.Load(),
+		Rejected: make(map[string]int64, nReasons),
+	}
+	for i, r := range reasons {
+		s.Rejected[r] = h.rejectReason[i].Load()
+	}
+	return s
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != h.cfg.Path {
+		h.stats.notFound.Add(1)
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		h.refuse(w, r, http.StatusMethodNotAllowed, ReasonMethod, r.Method)
+		return
+	}
+	if h.basic && !h.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="adyen-webhook", charset="UTF-8"`)
+		h.refuse(w, r, http.StatusUnauthorized, ReasonAuth, "basic auth wrong or missing")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			h.refuse(w, r, http.StatusRequestEntityTooLarge, ReasonTooLarge, fmt.Sprintf("body over %d bytes", h.cfg.MaxBody))
+			return
+		}
+		h.refuse(w, r, http.StatusBadRequest, ReasonBadRequest, "reading the body: "+err.Error())
+		return
+	}
+	var req wire.Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		h.refuse(w, r, http.StatusBadRequest, ReasonBadRequest, "not JSON of a notification request: "+err.Error())
+		return
+	}
+	if len(req.NotificationItems) == 0 {
+		h.refuse(w, r, http.StatusBadRequest, ReasonBadRequest, "no notificationItems")
+		return
+	}
+	if req.Live != "true" && req.Live != "false" {
+		h.refuse(w, r, http.StatusBadRequest, ReasonBadRequest, fmt.Sprintf("live %q: want \"true\" or \"false\"", req.Live))
+		return
+	}
+	// Every item is checked before any is kept: a request with one bad
+	// item writes nothing.
+	for i := range req.NotificationItems {
+		it := &req.NotificationItems[i].NotificationRequestItem
+		if !wire.Verify(it, h.cfg.Key) {
+			what := "wrong"
+			if it.AdditionalData[wire.SignatureField] == "" {
+				what = "missing"
+			}
+			h.refuse(w, r, http.StatusUnauthorized, ReasonHMAC, fmt.Sprintf("item %d (%s pspReference %q): hmacSignature %s", i+1, it.EventCode, it.PSPReference, what))
+			return
+		}
+	}
+	for i := range req.NotificationItems {
+		it := &req.NotificationItems[i].NotificationRequestItem
+		if h.cfg.MerchantAccount != "" && it.MerchantAccountCode != h.cfg.MerchantAccount {
+			h.refuse(w, r, http.StatusUnprocessableEntity, ReasonMerchant, fmt.Sprintf("item %d (%s pspReference %q): merchant account %q, this receiver takes %q only", i+1, it.EventCode, it.PSPReference, it.MerchantAccountCode, h.cfg.MerchantAccount))
+			return
+		}
+	}
+	// A client that hangs up does not cut a write short (the retry finds
+	// it kept); a store that hangs does not hold the request for ever.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.StoreTimeout)
+	defer cancel()
+	received := h.cfg.Now().UTC()
+	var added, dups, others, othersDups int64
+	for i := range req.NotificationItems {
+		n := wire.Notification{V: wire.Version, Received: received, Live: req.Live == "true", Item: req.NotificationItems[i].NotificationRequestItem}
+		store, refund := h.cfg.Others, wire.RefundEvent(n.Item.EventCode)
+		if refund {
+			store = h.cfg.Refunds
+		}
+		ok, err := store.Add(ctx, n)
+		if err != nil {
+			h.stats.storeErrors.Add(1)
+			h.cfg.Logf("%s: answered 500, not [accepted] (Adyen retries): storing %s pspReference %q: %v", r.RemoteAddr, n.Item.EventCode, n.Item.PSPReference, err)
+			http.Error(w, "notification not stored", http.StatusInternalServerError)
+			return
+		}
+		switch {
+		case refund && ok:
+			added++
+		case refund:
+			dups++
+		case ok:
+			others++
+		default:
+			othersDups++
+		}
+	}
+	h.stats.added.Add(added)
+	h.stats.duplicates.Add(dups)
+	h.stats.others.Add(others)
+	h.stats.othersDuplicates.Add(othersDups)
+	h.stats.accepted.Add(1)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, wire.Accepted)
+}
+
+// authorized compares the basic auth in constant time (of digests, so
+// that not even the lengths tell).
+func (h *Handler) authorized(r *http.Request) bool {
+	u, p, ok := r.BasicAuth()
+	uh, ph := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
+	match := subtle.ConstantTimeCompare(uh[:], h.user[:]) & subtle.ConstantTimeCompare(ph[:], h.pass[:])
+	return ok && match == 1
+}
+
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, reason, why string) {
+	for i, name := range reasons {
+		if name == reason {
+			h.rejectReason[i].Add(1)
+		}
+	}
+	h.cfg.Logf("%s: refused (%d %s): %s", r.RemoteAddr, status, reason, why)
+	http.Error(w, http.StatusText(status), status)
+}

@@ -1,0 +1,174 @@
+// Package paypal is refundkit's PayPal provider: refund.Provider over
+// PayPal's REST API (Payments v2), hand-written on net/http. It is the only
+// code that knows PayPal's API: its token, request ids, where a refund says
+// whose it is, how its errors classify, and its limits; what the simulator
+// must read alike (headers, amounts) is in refund/provider/paypal/wire.
+package paypal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
+)
+
+// PayPal's APIs: the sandbox, refundkit's default, and the live one, which
+// moves real money.
+const (
+	SandboxAPIBase = "https://api-m.sandbox.paypal.com"
+	LiveAPIBase    = "https://api-m.paypal.com"
+)
+
+// KeyTTL is how long PayPal keeps a PayPal-Request-Id (45 days).
+const KeyTTL = wire.RequestIDTTL
+
+// Client is the part of PayPal's API refundkit uses. It repeats no call of
+// its own accord but one: a call PayPal refused for its access token is
+// sent again, once, with a new token and the same request id.
+type Client struct {
+	base, id, secret string
+	http             *http.Client
+	now              func() time.Time
+	tokens           tokens
+	captured         capturedAmounts
+}
+
+var _ refund.Provider = (*Client)(nil)
+
+// New returns a client for the API at base (SandboxAPIBase when empty)
+// that authenticates with the app's client id and secret. conns bounds the
+// connections kept open.
+func New(base, id, secret string, conns int) *Client {
+	if base == "" {
+		base = SandboxAPIBase
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = conns
+	return &Client{base: strings.TrimSuffix(base, "/"), id: id, secret: secret,
+		http: &http.Client{Transport: transport, Timeout: 80 * time.Second}, now: time.Now}
+}
+
+// APIBase is the API the client calls: the sandbox, the live API or a
+// simulator.
+func (c *Client) APIBase() string { return c.base }
+
+// Facts are PayPal's. Request ids are kept 45 days. No answer is saved
+// under a request id that a retry would not update (a retry gets the
+// request's latest status), so no call is indeterminate and none completes
+// late behind a saved error. A capture's refunds are looked up through its
+// order (Find), so an item in doubt is looked up before anything is sent
+// again, as Stripe's are; KeyTTL still bounds a resend under the same key.
+func (*Client) Facts() refund.Facts {
+	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"capture"}, LookupRequests: lookupRequests}
+}
+
+// refundRequest is the body of a refund: no amount refunds what is left of
+// the capture.
+type refundRequest struct {
+	Amount   *amountJSON `json:"amount,omitempty"`
+	CustomID string      `json:"custom_id,omitempty"`
+}
+
+// amountJSON is PayPal's money object.
+type amountJSON struct {
+	CurrencyCode string `json:"currency_code"`
+	Value        string `json:"value"`
+}
+
+// Create refunds the item's capture under the PayPal-Request-Id of
+// attempt (refund.IdempotencyKey: PayPal takes ids of up to 10,000
+// characters, so it is sent as it is, the id the journal names). A partial
+// refund's amount is converted from minor units exactly; a full refund
+// sends no amount. custom_id names batch, item and attempt (see customID).
+func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
+	if it.Capture == "" {
+		return refund.Answer{}, refusedHere("capture_required", errNoCapture)
+	}
+	body := refundRequest{CustomID: customID(it.Batch, it.Item, attempt)}
+	if it.Amount > 0 {
+		if it.Currency == "" {
+			return refund.Answer{}, refusedHere("currency_required", errNoCurrency)
+		}
+		v, err := wire.Value(it.Amount, it.Currency)
+		if err != nil {
+			return refund.Answer{}, refusedHere("DECIMALS_NOT_SUPPORTED", err)
+		}
+		body.Amount = &amountJSON{CurrencyCode: strings.ToUpper(it.Currency), Value: v}
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return refund.Answer{}, err
+	}
+	path := "/v2/payments/captures/" + url.PathEscape(it.Capture) + "/refund"
+	var r paypalRefund
+	status, err := c.do(ctx, http.MethodPost, path, data, refund.IdempotencyKey(it.Batch, it.Item, attempt), &r)
+	if err != nil {
+		return refund.Answer{}, err
+	}
+	out, err := r.refund(func(custom string) map[string]string { return matchCustomID(custom, it, attempt) })
+	if err != nil {
+		return refund.Answer{}, unreadable(status, err)
+	}
+	// Replayed stays false: PayPal answers a request id seen before with
+	// the request's latest status, and its docs show that answer as 201
+	// Created (idempotency guide) or 200 OK (refunds guide); captures.refund
+	// lists both for any success. Nothing in the answer says which it was.
+	return refund.Answer{Refund: out, HTTPStatus: status}, nil
+}
+
+// Payment reads capture p: what it captured and in which currency (a
+// capture is one payment; PayPal has no payment intents).
+func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {
+	if p.Capture == "" {
+		return refund.PaymentInfo{}, refusedHere("capture_required", errNoCapture)
+	}
+	if info, ok := c.captured.get(p.Capture); ok {
+		return info, nil // read by the look-up just before: it never changes
+	}
+	cp, status, err := c.capture(ctx, p.Capture)
+	if err != nil {
+		return refund.PaymentInfo{}, err
+	}
+	if cp.Amount == nil {
+		return refund.PaymentInfo{}, unreadable(status, fmt.Errorf("capture %s: no amount", p.Capture))
+	}
+	amount, err := wire.ParseValue(cp.Amount.Value, cp.Amount.CurrencyCode)
+	if err != nil {
+		return refund.PaymentInfo{}, unreadable(status, fmt.Errorf("capture %s: amount: %w", p.Capture, err))
+	}
+	return refund.PaymentInfo{Amount: amount, Currency: strings.ToLower(cp.Amount.CurrencyCode)}, nil
+}
+
+// Cancel: PayPal's API cannot cancel a refund.
+func (*Client) Cancel(context.Context, string) (refund.Refund, error) {
+	return refund.Refund{}, refusedHere("cancel_unsupported", errNoCancel)
+}
+
+// Get reads refund id as PayPal holds it now: a PENDING refund settles
+// into COMPLETED, FAILED or CANCELLED.
+func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
+	var r paypalRefund
+	status, err := c.do(ctx, http.MethodGet, "/v2/payments/refunds/"+url.PathEscape(id), nil, "", &r)
+	if err != nil {
+		return refund.Refund{}, err
+	}
+	out, err := r.refund(metadata)
+	if err != nil {
+		return refund.Refund{}, unreadable(status, err)
+	}
+	return out, nil
+}
+
+// Why a request is not sent.
+var (
+	errNoCapture  = errors.New("paypal: the item names no capture")
+	errNoCurrency = errors.New("paypal: a partial refund needs the item's currency")
+	errNoCancel   = errors.New("paypal: a refund cannot be canceled through PayPal's API")
+)

@@ -1,0 +1,240 @@
+package paypal
+
+// The look-up: a capture's refunds, whoever made them. Payments v2 shows a
+// capture without its refunds but names the order it was made through
+// (supplementary_data.related_ids.order_id: "Order ID related to the
+// resource"); Orders v2 shows that order with each purchase unit's
+// payments ("refunds: An array of refunds for a purchase unit"), each
+// refund with its status, amount, custom_id and links, "up" to the
+// capture it refunds. Where no order lists them, the capture's own status
+// (REFUNDED, PARTIALLY_REFUNDED) still says whether refunds exist.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/money"
+	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
+)
+
+// captureJSON is a captured payment as Payments v2 shows it: the fields
+// the look-up reads.
+type captureJSON struct {
+	ID                string      `json:"id"`
+	Status            string      `json:"status"`
+	Amount            *amountJSON `json:"amount"`
+	SupplementaryData struct {
+		RelatedIDs struct {
+			OrderID string `json:"order_id"`
+		} `json:"related_ids"`
+	} `json:"supplementary_data"`
+}
+
+// orderJSON is an order as Orders v2 shows it: its purchase units'
+// payments.
+type orderJSON struct {
+	ID            string `json:"id"`
+	PurchaseUnits []struct {
+		Payments struct {
+			Captures []idJSON       `json:"captures"`
+			Refunds  []paypalRefund `json:"refunds"`
+		} `json:"payments"`
+	} `json:"purchase_units"`
+}
+
+// idJSON is an object of which only the id is read.
+type idJSON struct {
+	ID string `json:"id"`
+}
+
+// Find returns the capture's refunds, newest first: GET the capture, then
+// GET its order and keep the order's refunds of this capture, their
+// metadata read from custom_id (a digest custom_id is refundkit's, but
+// whose only Create can tell: unattributed). What PayPal says the capture
+// has given back, and the order does not show, is one more unattributed
+// refund standing for the refunds not listed: all of them where nothing
+// can be listed (the capture names no order, the order cannot be read or
+// does not list it), so that a capture PayPal says is refunded in whole or
+// in part holds its item. Only a capture that cannot be read is an error.
+func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, error) {
+	if p.Capture == "" {
+		return nil, refusedHere("capture_required", errNoCapture)
+	}
+	cp, status, err := c.capture(ctx, p.Capture)
+	if err != nil {
+		return nil, err
+	}
+	orderID := cp.SupplementaryData.RelatedIDs.OrderID
+	if orderID == "" {
+		return cp.unlisted(nil, 0, "it names no order (not made through Orders v2)"), nil
+	}
+	var o orderJSON
+	status, err = c.do(ctx, http.MethodGet, "/v2/checkout/orders/"+url.PathEscape(orderID), nil, "", &o)
+	if err != nil {
+		var f *refund.Failure
+		if errors.As(err, &f) && (f.Class == refund.ClassFinal || f.Status == http.StatusForbidden) {
+			// The order is gone or not this app's to read (a 403 here is
+			// about the order, not the credentials, which just read the
+			// capture): its refunds cannot be listed.
+			return cp.unlisted(nil, 0, fmt.Sprintf("its order %s cannot be read (%d %s)", orderID, f.Status, f.Code)), nil
+		}
+		return nil, err
+	}
+	refunds, total, err := o.refundsOf(p.Capture)
+	if errors.Is(err, errNotInOrder) {
+		return cp.unlisted(nil, 0, fmt.Sprintf("its order %s does not list it", orderID)), nil
+	}
+	if err != nil {
+		return nil, unreadable(status, err)
+	}
+	return cp.unlisted(refunds, total, fmt.Sprintf("its order %s does not list them all", orderID)), nil
+}
+
+// capture reads capture id, checking the answer is of it.
+func (c *Client) capture(ctx context.Context, id string) (captureJSON, int, error) {
+	var cp captureJSON
+	status, err := c.do(ctx, http.MethodGet, "/v2/payments/captures/"+url.PathEscape(id), nil, "", &cp)
+	if err == nil && cp.ID != id {
+		err = unreadable(status, fmt.Errorf("asked for capture %s, got %q", id, cp.ID))
+	}
+	if err == nil && cp.Amount != nil {
+		if amount, perr := wire.ParseValue(cp.Amount.Value, cp.Amount.CurrencyCode); perr == nil {
+			c.captured.put(id, refund.PaymentInfo{Amount: amount, Currency: strings.ToLower(cp.Amount.CurrencyCode)})
+		}
+	}
+	return cp, status, err
+}
+
+// capturedAmounts keeps what captures read lately captured, and in which
+// currency, which never changes: the check of an item's currency before
+// its call asks again for the capture its look-up has just read.
+type capturedAmounts struct {
+	mu sync.Mutex
+	m  map[string]refund.PaymentInfo
+}
+
+func (c *capturedAmounts) get(id string) (refund.PaymentInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info, ok := c.m[id]
+	return info, ok
+}
+
+func (c *capturedAmounts) put(id string, info refund.PaymentInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= 4096 { // the items in flight, many times over
+		c.m = make(map[string]refund.PaymentInfo)
+	}
+	c.m[id] = info
+}
+
+var errNotInOrder = errors.New("the order does not list the capture")
+
+// refundsOf returns the order's refunds of capture, newest first, and the
+// most any of them says the capture has given back to date
+// (seller_payable_breakdown.total_refunded_amount). A refund names its
+// capture by its "up" link; one without that link is the capture's when
+// its purchase unit holds no other capture, and otherwise unattributed: it
+// may be this capture's.
+func (o *orderJSON) refundsOf(capture string) ([]refund.Refund, int64, error) {
+	var out []refund.Refund
+	var total int64
+	found := false
+	for _, pu := range o.PurchaseUnits {
+		pay := &pu.Payments
+		if !slices.Contains(pay.Captures, idJSON{capture}) {
+			continue
+		}
+		found = true
+		for i := range pay.Refunds {
+			r := &pay.Refunds[i]
+			up := r.capture()
+			if up != "" && up != capture {
+				continue
+			}
+			x, err := r.refund(metadata)
+			if err != nil {
+				return nil, 0, fmt.Errorf("refund %s in order %s: %w", r.ID, o.ID, err)
+			}
+			if up == "" {
+				x.Capture = capture
+			}
+			// A digest custom_id is refundkit's, but whose only Create can
+			// tell (matchCustomID): it may be this item's own.
+			if up == "" && len(pay.Captures) > 1 || strings.HasPrefix(r.CustomID, digestPrefix) {
+				x = unattributed(x)
+			}
+			if t := r.Breakdown.TotalRefunded; t != nil && (up != "" || len(pay.Captures) == 1) {
+				if n, err := wire.ParseValue(t.Value, t.CurrencyCode); err == nil {
+					total = max(total, n)
+				}
+			}
+			out = append(out, x)
+		}
+	}
+	if !found {
+		return nil, 0, errNotInOrder
+	}
+	slices.Reverse(out) // orders list payments oldest first
+	slices.SortStableFunc(out, func(a, b refund.Refund) int { return cmp.Compare(b.Created, a.Created) })
+	return out, total, nil
+}
+
+// unlisted completes refunds, the capture's refunds as listed (why: what
+// keeps the list from being whole), with one unattributed refund standing
+// for what PayPal says the capture has given back and the list does not
+// show: a capture REFUNDED or PARTIALLY_REFUNDED with no live refund
+// listed, a REFUNDED one whose listed refunds do not add up to it, or a
+// total_refunded_amount beyond them. The engine then holds the item rather
+// than refund it again: one of the unlisted refunds may be refundkit's
+// own, from a journal that was lost.
+func (cp *captureJSON) unlisted(refunds []refund.Refund, total int64, why string) []refund.Refund {
+	var live int64
+	anyLive, summed := false, true
+	for i := range refunds {
+		if r := &refunds[i]; refund.Live(r) {
+			if summed {
+				var err error
+				live, err = money.Add(live, r.Amount, r.Currency)
+				summed = err == nil
+			}
+			anyLive = true
+		}
+	}
+	var amount int64 // captured, when readable
+	currency := ""
+	if cp.Amount != nil {
+		currency = strings.ToLower(cp.Amount.CurrencyCode)
+		amount, _ = wire.ParseValue(cp.Amount.Value, cp.Amount.CurrencyCode)
+	}
+	var missing int64 // 0: some, how much unknown
+	switch {
+	case anyLive && (!summed || live < 0):
+		// Refunds that add up beyond int64, or below 0, are no sum: how
+		// much is missing cannot be told.
+	case cp.Status == "REFUNDED" && live < amount:
+		missing = amount - live
+	case total > live:
+		missing = total - live
+	case cp.refunded() && !anyLive:
+	default:
+		return refunds
+	}
+	r := refund.Refund{ID: "unlisted:" + cp.ID, Capture: cp.ID, Amount: missing, Currency: currency, Status: refund.RefundSucceeded,
+		FailureReason: fmt.Sprintf("PayPal says capture %s is %s and its refunds cannot all be listed: %s", cp.ID, cp.Status, why)}
+	return append(refunds, unattributed(r))
+}
+
+// refunded reports whether PayPal says the capture holds refunds.
+func (cp *captureJSON) refunded() bool {
+	return cp.Status == "REFUNDED" || cp.Status == "PARTIALLY_REFUNDED"
+}

@@ -1,0 +1,96 @@
+package paypal
+
+// The OAuth2 access token (client credentials), shared by every call of a
+// client: fetched once, renewed before it expires, and renewed when PayPal
+// refuses it, without a new request id for the call that is repeated.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
+)
+
+// renewBefore is how long before its expiry a token is renewed: a call
+// never leaves with a token about to expire on its way.
+const renewBefore = 5 * time.Minute
+
+// tokens holds the current access token. Its zero value has none.
+type tokens struct {
+	mu      sync.Mutex
+	token   string
+	expires time.Time
+}
+
+// tokenAnswer is the token endpoint's answer.
+type tokenAnswer struct {
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
+	ExpiresIn   int64  `json:"expires_in"` // seconds
+}
+
+// accessToken returns a token that is good for at least renewBefore (or
+// half its life, for a short-lived one), fetching one when there is none
+// or it is about to expire. stale is a token PayPal refused: it is
+// dropped, unless another call has renewed it already. Calls wait for one
+// fetch rather than each fetching.
+func (c *Client) accessToken(ctx context.Context, stale string) (string, error) {
+	t := &c.tokens
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if stale != "" && t.token == stale {
+		t.token = ""
+	}
+	if t.token != "" && c.now().Before(t.expires) {
+		return t.token, nil
+	}
+	a, err := c.fetchToken(ctx)
+	if err != nil {
+		return "", err
+	}
+	life := time.Duration(a.ExpiresIn) * time.Second
+	margin := min(renewBefore, life/2)
+	t.token, t.expires = a.AccessToken, c.now().Add(life-margin)
+	return t.token, nil
+}
+
+// fetchToken asks the token endpoint for a new token with the client's
+// id and secret. Neither the secret nor the token ever appears in its
+// errors.
+func (c *Client) fetchToken(ctx context.Context) (tokenAnswer, error) {
+	body := strings.NewReader(url.Values{"grant_type": {"client_credentials"}}.Encode())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/oauth2/token", body)
+	if err != nil {
+		return tokenAnswer{}, err
+	}
+	req.SetBasicAuth(c.id, c.secret)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	res, err := c.http.Do(req)
+	if err != nil {
+		return tokenAnswer{}, noAnswer(err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
+	if err != nil {
+		return tokenAnswer{}, noAnswer(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return tokenAnswer{}, classify(res.StatusCode, res.Header.Get(wire.DebugIDHeader), data, true)
+	}
+	var a tokenAnswer
+	if err := json.Unmarshal(data, &a); err != nil || a.AccessToken == "" || a.ExpiresIn <= 0 {
+		if err == nil {
+			err = fmt.Errorf("no access_token or expires_in")
+		}
+		return tokenAnswer{}, unreadable(res.StatusCode, err)
+	}
+	return a, nil
+}

@@ -1,0 +1,199 @@
+package adyensim
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+	"github.com/refundkit/refundkit/refund/sim"
+)
+
+// maxBody bounds a refund request's body.
+const maxBody = 64 << 10
+
+// keyScope prefixes Adyen's keys in the core's store. Adyen keeps keys at
+// the company account's level, whatever the endpoint or merchant account:
+// the simulator is one company with one API key.
+const keyScope = "adyen\x00"
+
+// refundRequest is the body of a refund: the fields refundkit sends. Other
+// fields of Adyen's (lineItems, splits, merchantRefundReason, store) are
+// accepted and not acted on.
+type refundRequest struct {
+	Amount          *wire.Amount `json:"amount"`
+	MerchantAccount string       `json:"merchantAccount"`
+	Reference       string       `json:"reference"`
+}
+
+// refundAnswer is the 201 of a refund Adyen received.
+type refundAnswer struct {
+	MerchantAccount     string      `json:"merchantAccount"`
+	PaymentPSPReference string      `json:"paymentPspReference"`
+	PSPReference        string      `json:"pspReference"`
+	Reference           string      `json:"reference,omitempty"`
+	Status              string      `json:"status"`
+	Amount              wire.Amount `json:"amount"`
+}
+
+// serveRefund is POST /v71/payments/{paymentPspReference}/refunds: through
+// the idempotency layer keyed by Idempotency-Key into createRefund.
+func (s *Server) serveRefund(w http.ResponseWriter, c call) {
+	body, err := io.ReadAll(io.LimitReader(c.r.Body, maxBody+1))
+	if err != nil || len(body) > maxBody {
+		s.core.Pause(c.f, c.seq)
+		s.core.Count.InvalidRequests.Add(1)
+		a := apiErr(http.StatusBadRequest, codeUnknown, msgUnparsable, typeValidation, c.requestRef)
+		writeAnswer(w, a.Status, a.Body, "", false)
+		return
+	}
+	key := strings.TrimSpace(c.r.Header.Get(headerIdempotent))
+	if len(key) > wire.MaxKey {
+		s.core.Pause(c.f, c.seq)
+		s.core.Count.InvalidRequests.Add(1)
+		a := apiErr(http.StatusUnprocessableEntity, codeUnknown, msgKeyTooLong, typeValidation, c.requestRef)
+		writeAnswer(w, a.Status, a.Body, "", false)
+		return
+	}
+	p := sim.Post{Method: c.r.Method, Path: c.r.URL.Path, Params: string(body), TTL: s.keyTTL, Now: s.now(),
+		Seq: c.seq, F: c.f, MayTimeOut: true}
+	if key != "" {
+		p.Scope = keyScope + key
+	}
+	// createRefund may outlive the handler: it takes values, not c.r.
+	psp, ref, f, seq := c.psp, c.requestRef, c.f, c.seq
+	s.core.ServePost(w, p, adyenPost{s, key, ref, f}, func() sim.Answer {
+		a := s.createRefund(psp, body, key, ref, f, seq)
+		if a.Status == http.StatusBadRequest {
+			s.core.Count.InvalidRequests.Add(1)
+		}
+		return a
+	})
+}
+
+// adyenPost writes Adyen's answers for the idempotency layer.
+type adyenPost struct {
+	s        *Server
+	key, ref string
+	f        *sim.Faults
+}
+
+// Known answers a key seen before. While its first request runs: 704, 422
+// (or 409, adyen_conflict_status), transient. Once it finished: "the
+// response to the first attempt", status and body, whatever this
+// request's body or path says (Adyen documents no check of either; the
+// simulator counts such replays as replayed_other_params).
+func (p adyenPost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntry) {
+	if v == sim.KeyInUse || !saved.Done() {
+		p.s.core.Count.KeyInUse.Add(1)
+		p.s.stats.keyInUse.Add(1)
+		status := p.f.AdyenConflictStatus
+		if status == 0 {
+			status = http.StatusUnprocessableEntity
+		}
+		a := apiErr(status, codeInProgress, msgInProgress, typeValidation, p.ref)
+		writeAnswer(w, a.Status, a.Body, "", true)
+		return
+	}
+	p.s.core.Count.Replayed.Add(1)
+	p.s.stats.replayed.Add(1)
+	if v != sim.KeyReplay {
+		p.s.stats.replayedOtherParams.Add(1)
+	}
+	writeAnswer(w, saved.Status, saved.Body, p.key, false)
+}
+
+// Write writes the endpoint's answer: a 5xx it did not save is transient
+// (nothing was done; the key is free for a retry).
+func (p adyenPost) Write(w http.ResponseWriter, a sim.Answer) {
+	transient := !a.Save && a.Status >= 500
+	key := p.key
+	if transient {
+		key = ""
+	}
+	writeAnswer(w, a.Status, a.Body, key, transient)
+}
+
+func (p adyenPost) Gateway(w http.ResponseWriter, status int) {
+	var body []byte
+	if p.f.GatewayStripeBody {
+		body = gatewayBody(status)
+	}
+	sim.WriteGatewayAnswer(w, status, body)
+}
+
+// createRefund refunds the payment, with the key held.
+func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.Faults, seq uint64) sim.Answer {
+	if h := s.hook.Load(); h != nil {
+		(*h)(key)
+	}
+	var req refundRequest
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
+		return apiErr(http.StatusBadRequest, codeUnknown, msgUnparsable, typeValidation, ref) // not saved
+	}
+	switch {
+	case req.MerchantAccount == "" || !s.knownMerchant(req.MerchantAccount):
+		return refused(http.StatusForbidden, codeBadMerchant, msgBadMerchant, typeSecurity, ref)
+	case req.Amount == nil:
+		return refused(http.StatusUnprocessableEntity, codeNoAmount, msgNoAmount, typeValidation, ref)
+	case req.Amount.Value <= 0 || !currencyRE.MatchString(req.Amount.Currency):
+		s.core.Count.RefundsRefused.Add(1)
+		return refused(http.StatusUnprocessableEntity, codeBadAmount, msgBadAmount, typeValidation, ref)
+	}
+	pm := s.paymentByPSP(psp)
+	if pm == nil || pm.merchant != req.MerchantAccount {
+		s.core.Count.RefundsRefused.Add(1)
+		return refused(http.StatusUnprocessableEntity, codeNoOriginal, msgNoOriginal, typeValidation, ref)
+	}
+	if s.core.FailBeforeCommit(f, seq) {
+		return internal(ref) // not saved, transient: a retry with the key runs as the first
+	}
+	now := s.now()
+	pm.mu.Lock()
+	if strings.ToUpper(req.Amount.Currency) != pm.currency {
+		pm.mu.Unlock()
+		s.core.Count.RefundsRefused.Add(1)
+		return refused(http.StatusUnprocessableEntity, codeBadAmount, msgBadAmount, typeValidation, ref)
+	}
+	r := &refund{p: pm, amount: req.Amount.Value, reference: req.Reference, merchant: req.MerchantAccount, key: key,
+		created: now, outcome: OutcomeRefunded}
+	switch {
+	case r.amount > pm.amount-pm.held():
+		if f.AdyenOverRefund422 {
+			pm.mu.Unlock()
+			s.core.Count.RefundsRefused.Add(1)
+			return refused(http.StatusUnprocessableEntity, codeBadAmount, msgBadAmount, typeValidation, ref)
+		}
+		// Adyen's way: received, and refused by its notification.
+		r.outcome, r.reason = OutcomeRefused, reasonNoBalance
+	case s.core.Hit(f.AdyenRefundFailedShare, seq, sim.KnobAdyenRefundFailed):
+		r.outcome, r.reason = OutcomeRefused, reasonRefused
+	case s.core.Hit(f.AdyenRefundFailedLaterShare, seq, sim.KnobAdyenRefundFailedLater):
+		r.outcome = OutcomeFailed
+	case s.core.Hit(f.AdyenReversedShare, seq, sim.KnobAdyenReversed):
+		r.outcome = OutcomeReversed
+	}
+	s.addRefund(r)
+	pm.mu.Unlock()
+	s.core.Count.RefundsCreated.Add(1)
+	s.stats.created.Add(1)
+	if s.notes != nil {
+		s.notes.enqueue(r.n, r.events(), f)
+	}
+	a := sim.Answer{Status: http.StatusCreated, Save: true, Ref: r.id, Body: mustJSON(refundAnswer{
+		MerchantAccount: r.merchant, PaymentPSPReference: pm.psp, PSPReference: r.id, Reference: r.reference,
+		Status: "received", Amount: wire.Amount{Currency: pm.currency, Value: r.amount}})}
+	switch s.core.AfterCommitFate(f, seq) {
+	case sim.Error500:
+		e := internal(ref)
+		e.Save, e.Ref = true, r.id // saved: every retry with the key gets this 500
+		return e
+	case sim.GatewayError:
+		a.Gateway = true
+	case sim.Dropped:
+		a.Drop = true
+	}
+	return a
+}

@@ -1,0 +1,142 @@
+package adyensim
+
+import (
+	"time"
+
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+)
+
+// What a refund ends as, fixed when it is made; its notifications tell it.
+const (
+	OutcomeRefunded = "refunded" // REFUND success "true"
+	OutcomeRefused  = "refused"  // REFUND success "false": nothing refunded
+	OutcomeFailed   = "failed"   // REFUND "true", then REFUND_FAILED
+	OutcomeReversed = "reversed" // REFUND "true", then REFUNDED_REVERSED
+	// StatusReceived is a refund's status until its REFUND is delivered.
+	StatusReceived = "received"
+)
+
+// refundPrefix and the number in ten digits make a refund's pspReference:
+// 16 characters of A-Z and 0-9, as Adyen's.
+const refundPrefix = "SIMREF"
+
+// refund is one refund. Everything but what its notifications have told
+// (under p.mu) is fixed when it is made.
+type refund struct {
+	id        string
+	n         int // its number, for the draws of its notifications
+	p         *payment
+	amount    int64
+	reference string
+	merchant  string
+	key       string // the Idempotency-Key that made it ("" if none)
+	created   time.Time
+	outcome   string
+	reason    string // REFUND's reason when refused
+
+	// Under p.mu: which of its events a receiver has accepted.
+	refundTold, laterTold bool
+}
+
+// holds reports whether the refund holds part of its payment's amount:
+// a refused one never does, a failed or reversed one no more once that
+// was told. The caller holds r.p.mu.
+func (r *refund) holds() bool { return r.outcome != OutcomeRefused && !r.laterTold }
+
+// status is the refund as its delivered notifications tell it; the caller
+// holds r.p.mu.
+func (r *refund) status() string {
+	switch {
+	case r.laterTold:
+		return r.outcome
+	case r.refundTold && r.outcome == OutcomeRefused:
+		return OutcomeRefused
+	case r.refundTold:
+		return OutcomeRefunded
+	}
+	return StatusReceived
+}
+
+// events are the refund's notification items, unsigned, in the order
+// they happen: REFUND, then REFUND_FAILED or REFUNDED_REVERSED.
+func (r *refund) events() []wire.Item {
+	it := wire.Item{Amount: wire.Amount{Currency: r.p.currency, Value: r.amount}, EventCode: wire.EventRefund,
+		EventDate: r.created.UTC().Format(time.RFC3339), MerchantAccountCode: r.merchant, MerchantReference: r.reference,
+		OriginalReference: r.p.psp, PSPReference: r.id, Success: "true"}
+	if r.outcome == OutcomeRefused {
+		it.Success, it.Reason = "false", r.reason
+		return []wire.Item{it}
+	}
+	out := []wire.Item{it}
+	switch r.outcome {
+	case OutcomeFailed:
+		it.EventCode, it.Reason = wire.EventRefundFailed, reasonFailed
+		out = append(out, it)
+	case OutcomeReversed:
+		it.EventCode, it.Reason = wire.EventRefundReversed, reasonReversed
+		out = append(out, it)
+	}
+	return out
+}
+
+// addRefund numbers r and records it on r.p, whose lock the caller holds.
+func (s *Server) addRefund(r *refund) {
+	s.refunds.Add(func(n int, id string) *refund { r.n, r.id = n, id; return r })
+	r.p.refunds = append(r.p.refunds, r)
+}
+
+// Refund is a refund as the simulator holds it, for checks by tests and
+// scripts (GET /_sim/adyen/refunds writes these as JSON lines).
+type Refund struct {
+	// ID is the refund's pspReference; Payment, its payment's.
+	ID       string `json:"id"`
+	Payment  string `json:"payment"`
+	Amount   int64  `json:"amount"` // minor units
+	Currency string `json:"currency"`
+	// Reference is the request's reference (merchantReference in its
+	// notifications).
+	Reference       string `json:"reference"`
+	MerchantAccount string `json:"merchant_account"`
+	// Status is what its delivered notifications told: received (none
+	// yet), refunded, refused, failed, reversed.
+	Status string `json:"status"`
+	// Outcome is what it ends as, once every notification is delivered.
+	Outcome string `json:"outcome"`
+	// Reason is a refused refund's reason (REFUND success "false").
+	Reason  string `json:"reason,omitempty"`
+	Created int64  `json:"created"`
+	// IdempotencyKey is the Idempotency-Key of the request that made it;
+	// Adyen does not show it, checks may.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// Refunds returns every refund, oldest first, as they stand now.
+func (s *Server) Refunds() []Refund {
+	all := s.refunds.All()
+	out := make([]Refund, len(all))
+	for i, r := range all {
+		r.p.mu.Lock()
+		st := r.status()
+		r.p.mu.Unlock()
+		out[i] = Refund{ID: r.id, Payment: r.p.psp, Amount: r.amount, Currency: r.p.currency, Reference: r.reference,
+			MerchantAccount: r.merchant, Status: st, Outcome: r.outcome, Reason: r.reason, Created: r.created.Unix(),
+			IdempotencyKey: r.key}
+	}
+	return out
+}
+
+// delivered is told by the notifier that a receiver accepted item: the
+// refund's status moves on, and a failed or reversed one holds no more.
+func (s *Server) delivered(it *wire.Item) {
+	r, ok := s.refunds.Get(it.PSPReference)
+	if !ok {
+		return
+	}
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	if it.EventCode == wire.EventRefund {
+		r.refundTold = true
+	} else {
+		r.laterTold = true
+	}
+}

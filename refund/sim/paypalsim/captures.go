@@ -1,0 +1,269 @@
+package paypalsim
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
+	"github.com/refundkit/refundkit/refund/sim"
+)
+
+// Capture is a captured payment the simulator knows, as seeded by a test
+// or a captures file (one JSON object per line, with these field names).
+type Capture struct {
+	// ID is PayPal's capture id: letters and digits (PayPal's are 17
+	// upper-case ones, 2GG279541U471931P).
+	ID string `json:"id"`
+	// Currency is an ISO code, upper or lower case; empty means USD.
+	Currency string `json:"currency,omitempty"`
+	// Amount is the captured amount in the currency's minor units.
+	Amount int64 `json:"amount"`
+	// Refunds already on the capture when it is added, oldest first.
+	Refunds []SeedRefund `json:"refunds,omitempty"`
+	// OrderID is the Orders v2 order the capture was made through
+	// (upper-case letters and digits, at most 20, as related_ids.order_id):
+	// captures that name the same order are its captures, in one purchase
+	// unit. Empty gives the capture an order of its own (ORDSIM...).
+	OrderID string `json:"order_id,omitempty"`
+	// NoOrder: the capture was not made through Orders v2 (an older API,
+	// an invoice), so it names no order and no order lists its refunds.
+	NoOrder bool `json:"no_order,omitempty"`
+}
+
+// SeedRefund is a refund made before the run under test.
+type SeedRefund struct {
+	Amount int64 `json:"amount"`
+	// Status is COMPLETED (the default), PENDING (for good), FAILED or
+	// CANCELLED; the last two do not count against the capture.
+	Status   string `json:"status,omitempty"`
+	CustomID string `json:"custom_id,omitempty"`
+}
+
+// PayPal's refund statuses.
+const (
+	StatusCompleted = "COMPLETED"
+	StatusPending   = "PENDING"
+	StatusFailed    = "FAILED"
+	StatusCancelled = "CANCELLED"
+)
+
+var (
+	captureIDRE = regexp.MustCompile(`^[A-Za-z0-9]{1,64}$`)
+	// orderIDRE is related_ids.order_id: 1-20 of these.
+	orderIDRE  = regexp.MustCompile(`^[A-Z0-9]{1,20}$`)
+	currencyRE = regexp.MustCompile(`^[A-Za-z]{3}$`)
+	// customIDRE is the refund schema's custom_id: 1-127 of these.
+	customIDRE = regexp.MustCompile(`^[A-Za-z0-9\-_.,]{1,127}$`)
+)
+
+// holds reports whether a refund in this status holds part of the
+// capture's refundable amount.
+func holds(status string) bool { return status == StatusCompleted || status == StatusPending }
+
+// Validate reports the first thing wrong with the capture, if any.
+func (c *Capture) Validate() error {
+	switch {
+	case !captureIDRE.MatchString(c.ID):
+		return fmt.Errorf("capture id %q: want 1-64 letters and digits", c.ID)
+	case c.Currency != "" && !currencyRE.MatchString(c.Currency):
+		return fmt.Errorf("currency %q: want a three-letter ISO code", c.Currency)
+	case c.Amount <= 0:
+		return fmt.Errorf("amount %d: want a positive whole number of minor units", c.Amount)
+	case c.OrderID != "" && !orderIDRE.MatchString(c.OrderID):
+		return fmt.Errorf("order_id %q: want 1-20 upper-case letters and digits", c.OrderID)
+	case c.OrderID != "" && c.NoOrder:
+		return fmt.Errorf("order_id %q and no_order: a capture made through an order, or without one", c.OrderID)
+	}
+	if _, err := wire.Value(c.Amount, c.Currency); err != nil {
+		return fmt.Errorf("amount: %w", err) // PayPal holds no such capture
+	}
+	var held int64
+	for i, r := range c.Refunds {
+		switch r.Status {
+		case "", StatusCompleted, StatusPending, StatusFailed, StatusCancelled:
+		default:
+			return fmt.Errorf("refunds[%d]: status %q: want COMPLETED, PENDING, FAILED or CANCELLED", i, r.Status)
+		}
+		if r.Amount <= 0 {
+			return fmt.Errorf("refunds[%d]: amount %d: want a positive whole number of minor units", i, r.Amount)
+		}
+		if _, err := wire.Value(r.Amount, c.Currency); err != nil {
+			return fmt.Errorf("refunds[%d]: amount: %w", i, err)
+		}
+		if r.CustomID != "" && !customIDRE.MatchString(r.CustomID) {
+			return fmt.Errorf("refunds[%d]: custom_id %q: want 1-127 of A-Z a-z 0-9 - _ . ,", i, r.CustomID)
+		}
+		if r.Status == "" || holds(r.Status) {
+			held += r.Amount
+		}
+	}
+	if held > c.Amount {
+		return fmt.Errorf("refunds total %d: more than the capture amount %d", held, c.Amount)
+	}
+	return nil
+}
+
+// GenerateCaptures makes n USD captures with ids CAPSIM00000000001, ...
+// (17 characters, as PayPal's), amounts between 1.00 and 1000.00 drawn
+// from seed: the same n and seed always give the same captures.
+func GenerateCaptures(n int, seed int64) []Capture {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0xca97))
+	out := make([]Capture, n)
+	for i := range out {
+		out[i] = Capture{ID: fmt.Sprintf("CAPSIM%011d", i+1), Currency: "USD", Amount: 100 + rng.Int64N(99901)}
+	}
+	return out
+}
+
+// maxLine bounds one line of a captures file.
+const maxLine = 1 << 20
+
+// ReadCaptures reads captures as JSON lines (blank lines skipped); name is
+// used in errors, which read "name:line: what is wrong".
+func ReadCaptures(r io.Reader, name string) ([]Capture, error) {
+	var out []Capture
+	seen := map[string]int{}
+	orders := map[string]string{} // order id: currency
+	err := sim.ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
+		var c Capture
+		if err := sim.DecodeLine(b, &c, "capture"); err != nil {
+			return err
+		}
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		if first, dup := seen[c.ID]; dup {
+			return fmt.Errorf("capture %s: already given on line %d", c.ID, first)
+		}
+		if err := inOneCurrency(orders, &c); err != nil {
+			return err
+		}
+		seen[c.ID] = line
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// capture is the simulator's state of one capture; mu guards its refunds.
+type capture struct {
+	id, currency string // currency upper case, as PayPal writes it
+	amount       int64
+	created      int64 // unix seconds
+
+	order *order // nil: not made through Orders v2
+
+	mu      sync.Mutex
+	refunds []*refund // oldest first; never removed
+}
+
+// AddCaptures adds captures and their seeded refunds. Nothing is added if
+// one is invalid or reuses an id.
+func (s *Server) AddCaptures(cs ...Capture) error {
+	seen := make(map[string]bool, len(cs))
+	for i := range cs {
+		if err := cs[i].Validate(); err != nil {
+			return fmt.Errorf("capture %d: %w", i+1, err)
+		}
+		if seen[cs[i].ID] {
+			return fmt.Errorf("capture %d: %s given twice", i+1, cs[i].ID)
+		}
+		seen[cs[i].ID] = true
+	}
+	s.capturesMu.Lock()
+	defer s.capturesMu.Unlock()
+	for i, c := range cs {
+		if s.captures[c.ID] != nil {
+			return fmt.Errorf("capture %d: %s already exists", i+1, c.ID)
+		}
+	}
+	if err := s.checkOrders(cs); err != nil {
+		return err
+	}
+	now := s.now()
+	for _, c := range cs {
+		cp := &capture{id: c.ID, currency: currencyOf(c.Currency), amount: c.Amount, created: now.Unix()}
+		if !c.NoOrder {
+			s.placeInOrder(cp, c.OrderID, now)
+		}
+		for _, r := range c.Refunds {
+			st := r.Status
+			if st == "" {
+				st = StatusCompleted
+			}
+			s.addRefund(&refund{cp: cp, amount: r.Amount, fields: refundFields{customID: r.CustomID}, created: now, initial: st})
+		}
+		s.captures[c.ID] = cp
+	}
+	return nil
+}
+
+// currencyOf is a capture's currency as PayPal writes it: upper case,
+// USD when not given.
+func currencyOf(c string) string {
+	if c == "" {
+		return "USD"
+	}
+	return strings.ToUpper(c)
+}
+
+func (s *Server) captureByID(id string) *capture {
+	s.capturesMu.RLock()
+	defer s.capturesMu.RUnlock()
+	return s.captures[id]
+}
+
+// CaptureState is a capture as the simulator holds it, for checks.
+type CaptureState struct {
+	ID       string `json:"id"`
+	Currency string `json:"currency"`
+	Amount   int64  `json:"amount"`
+	// Refunded is the amount COMPLETED and PENDING refunds hold.
+	Refunded int64  `json:"refunded"`
+	Status   string `json:"status"`
+	// OrderID is the order the capture was made through, "" for none.
+	OrderID string `json:"order_id,omitempty"`
+}
+
+// Capture returns the state of one capture, and whether it exists.
+func (s *Server) Capture(id string) (CaptureState, bool) {
+	cp := s.captureByID(id)
+	if cp == nil {
+		return CaptureState{}, false
+	}
+	now := s.now()
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	held := cp.held(now)
+	return CaptureState{ID: cp.id, Currency: cp.currency, Amount: cp.amount, Refunded: held, Status: cp.status(held), OrderID: cp.orderID()}, true
+}
+
+// held is what the capture's refunds hold at now; the caller holds cp.mu.
+func (cp *capture) held(now time.Time) int64 {
+	var n int64
+	for _, r := range cp.refunds {
+		if holds(r.statusAt(now)) {
+			n += r.amount
+		}
+	}
+	return n
+}
+
+// status is the capture's status given what its refunds hold.
+func (cp *capture) status(held int64) string {
+	switch {
+	case held == 0:
+		return StatusCompleted
+	case held < cp.amount:
+		return "PARTIALLY_REFUNDED"
+	}
+	return "REFUNDED"
+}

@@ -1,0 +1,238 @@
+package paypalsim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
+	"github.com/refundkit/refundkit/refund/sim"
+)
+
+// maxBody bounds a refund request's body.
+const maxBody = 64 << 10
+
+// refundRequest is the body of POST /v2/payments/captures/{id}/refund.
+type refundRequest struct {
+	Amount *struct {
+		Value        *string `json:"value"`
+		CurrencyCode *string `json:"currency_code"`
+	} `json:"amount"`
+	CustomID    *string `json:"custom_id"`
+	InvoiceID   *string `json:"invoice_id"`
+	NoteToPayer *string `json:"note_to_payer"`
+	// PaymentInstruction (platform fees) is accepted and not acted on.
+	PaymentInstruction json.RawMessage `json:"payment_instruction"`
+}
+
+// parsed is a refund request once its schema is checked.
+type parsed struct {
+	value, currency string // "" for a full refund
+	fields          refundFields
+}
+
+// parseRefund checks the body against the refund schema; a refusal is a
+// 400 that is not saved under the request id.
+func parseRefund(body []byte, debugID string) (parsed, sim.Answer, bool) {
+	var p parsed
+	if len(bytes.TrimSpace(body)) == 0 {
+		return p, sim.Answer{}, true // an empty body refunds the rest
+	}
+	var req refundRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || dec.More() {
+		return p, invalid(debugID, "MALFORMED_REQUEST_JSON", "", "The request JSON is not well formed."), false
+	}
+	if a := req.Amount; a != nil {
+		switch {
+		case a.Value == nil:
+			return p, invalid(debugID, "MISSING_REQUIRED_PARAMETER", "/amount/value", "A required field / parameter is missing."), false
+		case a.CurrencyCode == nil:
+			return p, invalid(debugID, "MISSING_REQUIRED_PARAMETER", "/amount/currency_code", "A required field / parameter is missing."), false
+		case !currencyRE.MatchString(*a.CurrencyCode) || strings.ToUpper(*a.CurrencyCode) != *a.CurrencyCode:
+			return p, invalid(debugID, "INVALID_PARAMETER_SYNTAX", "/amount/currency_code", "The value of a field does not conform to the expected format."), false
+		}
+		p.value, p.currency = *a.Value, *a.CurrencyCode
+		if _, problem := parseValue(p.value, p.currency); problem == valueSyntax {
+			return p, invalid(debugID, "INVALID_PARAMETER_SYNTAX", "/amount/value", "The value of a field does not conform to the expected format."), false
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+		max  int
+		to   *string
+	}{
+		{"custom_id", req.CustomID, 127, &p.fields.customID},
+		{"invoice_id", req.InvoiceID, 127, &p.fields.invoiceID},
+		{"note_to_payer", req.NoteToPayer, 255, &p.fields.noteToPayer},
+	} {
+		if f.v == nil {
+			continue
+		}
+		switch {
+		case *f.v == "" || utf8.RuneCountInString(*f.v) > f.max:
+			return p, invalid(debugID, "INVALID_STRING_LENGTH", "/"+f.name, fmt.Sprintf("The value of a field is either too short or too long (1-%d).", f.max)), false
+		case f.name == "custom_id" && !customIDRE.MatchString(*f.v):
+			return p, invalid(debugID, "INVALID_PARAMETER_SYNTAX", "/custom_id", "The value of a field does not conform to the expected format."), false
+		}
+		*f.to = *f.v
+	}
+	return p, sim.Answer{}, true
+}
+
+// serveRefund is POST /v2/payments/captures/{id}/refund: through the
+// idempotency layer keyed by PayPal-Request-Id into createRefund.
+func (s *Server) serveRefund(w http.ResponseWriter, c call) {
+	body, err := io.ReadAll(io.LimitReader(c.r.Body, maxBody+1))
+	if err != nil || len(body) > maxBody {
+		s.core.Pause(c.f, c.seq)
+		s.core.Count.InvalidRequests.Add(1)
+		a := invalid(c.debugID, "MALFORMED_REQUEST_JSON", "", "The request body could not be read.")
+		writeAnswer(w, a.Status, a.Body, c.debugID)
+		return
+	}
+	requestID := strings.TrimSpace(c.r.Header.Get(wire.RequestIDHeader))
+	p := sim.Post{Method: c.r.Method, Path: c.r.URL.Path, Params: string(body), TTL: RequestIDTTL, Now: s.now(),
+		Seq: c.seq, F: c.f, MayTimeOut: true}
+	if requestID != "" {
+		p.Scope = "paypal\x00" + c.clientID + "\x00" + requestID
+	}
+	// createRefund may outlive the handler: it takes values, not c.r.
+	captureID, debugID, base, f, seq := c.id, c.debugID, c.base, c.f, c.seq
+	s.core.ServePost(w, p, paypalPost{s, base, debugID, f.GatewayStripeBody}, func() sim.Answer {
+		a := s.createRefund(captureID, body, requestID, debugID, base, f, seq)
+		if a.Status == http.StatusBadRequest {
+			s.core.Count.InvalidRequests.Add(1)
+		}
+		return a
+	})
+}
+
+// paypalPost writes PayPal's answers for the idempotency layer.
+type paypalPost struct {
+	s             *Server
+	base, debugID string
+	jsonGateway   bool // the gateway's answers in PayPal's shape
+}
+
+// Known answers a request id seen before. PayPal "returns the latest status
+// of the previous request that used that same header": the refund it made
+// as it is now (201, as the first answer), or the error it ended with;
+// whatever this request's body says. While the first request runs: 409.
+func (p paypalPost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntry) {
+	if v == sim.KeyInUse || !saved.Done() {
+		p.s.core.Count.KeyInUse.Add(1)
+		a := apiErr(http.StatusConflict, nameConflict, msgConflict, p.debugID, "PREVIOUS_REQUEST_IN_PROGRESS", "",
+			"A previous request with this PayPal-Request-Id is still in progress. Retry the request later with the same PayPal-Request-Id.")
+		writeAnswer(w, a.Status, a.Body, p.debugID)
+		return
+	}
+	p.s.core.Count.Replayed.Add(1)
+	if r := p.s.refundByID(saved.Ref); r != nil {
+		writeAnswer(w, http.StatusCreated, r.render(p.base, p.s.now()), p.debugID)
+		return
+	}
+	writeAnswer(w, saved.Status, saved.Body, saved.RequestID)
+}
+
+func (p paypalPost) Write(w http.ResponseWriter, a sim.Answer) {
+	writeAnswer(w, a.Status, a.Body, p.debugID)
+}
+
+func (p paypalPost) Gateway(w http.ResponseWriter, status int) {
+	var body []byte
+	if p.jsonGateway {
+		body = gatewayBody(status)
+	}
+	sim.WriteGatewayAnswer(w, status, body)
+}
+
+// refuseAmount is the 422 for an amount PayPal's refund refuses: zero or
+// less, decimals the currency has not, another currency than the capture's
+// (the issues of the refund endpoint's 422).
+func (s *Server) refuseAmount(problem valueProblem, currency, captureCurrency, debugID string) (sim.Answer, bool) {
+	var issue, description string
+	switch {
+	case problem == valueNotPositive:
+		issue, description = "CANNOT_BE_ZERO_OR_NEGATIVE", "Must be greater than zero."
+	case problem == valueDecimals:
+		issue, description = "DECIMALS_NOT_SUPPORTED", "Currency does not support decimals."
+	case problem == valuePrecision:
+		issue, description = "DECIMAL_PRECISION", fmt.Sprintf("%s takes at most %d decimal places.", currency, wire.Decimals(currency))
+	case currency != captureCurrency:
+		issue, description = "REFUND_CAPTURE_CURRENCY_MISMATCH", "Refund must be in the same currency as the capture."
+	default:
+		return sim.Answer{}, false
+	}
+	s.core.Count.RefundsRefused.Add(1)
+	return unprocessable(debugID, issue, description), true
+}
+
+// createRefund refunds the capture, with the request id held.
+func (s *Server) createRefund(captureID string, body []byte, requestID, debugID, base string, f *sim.Faults, seq uint64) sim.Answer {
+	if h := s.hook.Load(); h != nil {
+		(*h)(requestID)
+	}
+	p, a, ok := parseRefund(body, debugID)
+	if !ok {
+		return a
+	}
+	cp := s.captureByID(captureID)
+	if cp == nil {
+		s.core.Count.RefundsRefused.Add(1)
+		return notFound(debugID, noSuchID)
+	}
+	if s.core.FailBeforeCommit(f, seq) {
+		return internal(debugID) // not saved: PayPal lets a 5xx be retried with its request id
+	}
+	now := s.now()
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	remaining := cp.amount - cp.held(now)
+	amount := remaining
+	if p.value != "" {
+		n, problem := parseValue(p.value, p.currency)
+		if a, refused := s.refuseAmount(problem, p.currency, cp.currency, debugID); refused {
+			return a
+		}
+		amount = n
+	}
+	switch {
+	case remaining == 0:
+		s.core.Count.RefundsRefused.Add(1)
+		return unprocessable(debugID, "CAPTURE_FULLY_REFUNDED", "The capture has already been fully refunded.")
+	case amount > remaining:
+		s.core.Count.RefundsRefused.Add(1)
+		return unprocessable(debugID, "REFUND_AMOUNT_EXCEEDED", "The refund amount must be less than or equal to the capture amount that has not yet been refunded.")
+	}
+	r := &refund{cp: cp, amount: amount, fields: p.fields, created: now, requestID: requestID, initial: StatusCompleted}
+	if s.core.Hit(f.PayPalPendingShare, seq, sim.KnobPayPalPending) {
+		r.initial, r.final = StatusPending, StatusCompleted
+		if f.PayPalPendingFor > 0 {
+			r.settleAt = now.Add(f.PayPalPendingFor)
+		}
+		if s.core.Hit(f.PayPalFailedShare, seq, sim.KnobPayPalFailed) {
+			r.final = StatusFailed
+		}
+	}
+	s.addRefund(r)
+	s.core.Count.RefundsCreated.Add(1)
+	a = sim.Answer{Status: http.StatusCreated, Body: mustJSON(r.object(base, now)), Save: true, RequestID: debugID, Ref: r.id}
+	switch s.core.AfterCommitFate(f, seq) {
+	case sim.Error500:
+		e := internal(debugID)
+		e.Save, e.Ref = true, r.id // a retry gets the refund's latest status
+		return e
+	case sim.GatewayError:
+		a.Gateway = true
+	case sim.Dropped:
+		a.Drop = true
+	}
+	return a
+}

@@ -1,0 +1,219 @@
+// Package paypalsim is PayPal's refund API in the simulator: the OAuth2
+// token endpoint, the Payments v2 refund, show-refund and show-capture
+// endpoints and Orders v2's show-order, with PayPal's semantics (PayPal-Request-Id replays the
+// request's latest status, 409 while the first request runs, 422 issues
+// for business refusals, PENDING refunds that settle later, tokens that
+// expire) and the same fault knobs as Stripe's routes (refund/sim).
+//
+// It has no server of its own: refund/sim/stripesim mounts its routes on the
+// simulator's one port and shares its core (knobs, draws, keys, counters).
+package paypalsim
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
+	"github.com/refundkit/refundkit/refund/sim"
+)
+
+// RequestIDTTL is how long PayPal keeps a PayPal-Request-Id (45 days).
+const RequestIDTTL = wire.RequestIDTTL
+
+// Config is what PayPal's routes start with.
+type Config struct {
+	// Captures are seeded before the first request.
+	Captures []Capture
+}
+
+// Server is PayPal's side of one simulated account. It is safe for
+// concurrent use.
+type Server struct {
+	core *sim.Core
+	now  func() time.Time
+
+	hook atomic.Pointer[func(string)]
+
+	capturesMu sync.RWMutex
+	captures   map[string]*capture
+	orders     map[string]*order // Orders v2 orders, by id; under capturesMu
+	ordersMade int               // ORDSIM ids handed out
+
+	// refunds holds every refund in creation order, refund n with id
+	// refundID(n).
+	refunds sim.Numbered[*refund]
+
+	tokens tokens
+	stats  counters
+}
+
+// New makes PayPal's routes over core; now is the simulator's clock.
+func New(core *sim.Core, cfg Config, now func() time.Time) (*Server, error) {
+	s := &Server{core: core, now: now, captures: make(map[string]*capture), orders: make(map[string]*order), tokens: tokens{m: make(map[string]tokenInfo)},
+		refunds: sim.Numbered[*refund]{Prefix: refundPrefix, Width: 11}}
+	if err := s.AddCaptures(cfg.Captures...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// route is an endpoint of PayPal's API, for dispatch and stats.
+type route int
+
+const (
+	routeToken route = iota
+	routeRefund
+	routeGetRefund
+	routeGetCapture
+	routeGetOrder
+	numRoutes
+)
+
+// RouteNames are the routes' ServeMux patterns, which are also their names
+// in the simulator's stats (requests["POST /v2/payments/captures/{id}/refund"]).
+var RouteNames = [numRoutes]string{
+	routeToken:      "POST /v1/oauth2/token",
+	routeRefund:     "POST /v2/payments/captures/{id}/refund",
+	routeGetRefund:  "GET /v2/payments/refunds/{id}",
+	routeGetCapture: "GET /v2/payments/captures/{id}",
+	routeGetOrder:   "GET /v2/checkout/orders/{id}",
+}
+
+// Register adds PayPal's routes to the simulator's route table:
+//
+//	POST /v1/oauth2/token                    Basic auth client id:secret,
+//	                                         grant_type=client_credentials:
+//	                                         an access token and expires_in
+//	POST /v2/payments/captures/{id}/refund   refund a capture (empty body: the
+//	                                         rest; amount {value, currency_code}:
+//	                                         part), under PayPal-Request-Id
+//	GET  /v2/payments/refunds/{id}           a refund's current status
+//	GET  /v2/payments/captures/{id}          a capture: amount, status
+//	                                         (COMPLETED, PARTIALLY_REFUNDED,
+//	                                         REFUNDED), its order's id
+//	                                         (supplementary_data.related_ids)
+//	GET  /v2/checkout/orders/{id}            an order (Orders v2): its
+//	                                         captures and their refunds,
+//	                                         custom_id included
+//
+// Every API route but the token's needs a bearer token from the token
+// endpoint: none is 401 AUTHENTICATION_FAILURE, an unknown or expired one
+// 401 invalid_token. The knobs (refund/sim Faults) apply as on Stripe's
+// routes: latency and rate_limit_share (429 RATE_LIMIT_REACHED, never
+// saved) on every route; 500 before commit (never saved: PayPal lets a 5xx
+// be retried with its request id), 500 after commit, dropped answers after
+// commit and the gateway's 502/504 on refunds; paypal_pending_share,
+// paypal_pending_for and paypal_failed_share make refunds PENDING (reason
+// ECHECK) that settle to COMPLETED or FAILED later; paypal_token_ttl makes
+// tokens expire. POST /_sim/forget-keys forgets request ids as Stripe's
+// keys. Stripe's rate-limit buckets do not apply: PayPal publishes none.
+func (s *Server) Register(mux *http.ServeMux) {
+	mux.HandleFunc(RouteNames[routeToken], func(w http.ResponseWriter, r *http.Request) {
+		s.stats.requests[routeToken].Add(1)
+		seq, f := s.core.Arrive()
+		s.issueToken(w, r, seq, f, debugID(seq))
+	})
+	s.api(mux, routeRefund, s.serveRefund)
+	s.api(mux, routeGetRefund, s.getRefund)
+	s.api(mux, routeGetCapture, s.getCapture)
+	s.api(mux, routeGetOrder, s.getOrder)
+}
+
+// call is an API request once past its bearer token and the rate limit.
+type call struct {
+	r        *http.Request
+	id       string // the path's {id}
+	clientID string
+	seq      uint64
+	f        *sim.Faults
+	debugID  string
+	base     string // the API's URL as the client reached it, for links
+}
+
+// api registers route rt: the request runs through the token check and the
+// rate limit into fn.
+func (s *Server) api(mux *http.ServeMux, rt route, fn func(w http.ResponseWriter, c call)) {
+	mux.HandleFunc(RouteNames[rt], func(w http.ResponseWriter, r *http.Request) {
+		s.stats.requests[rt].Add(1)
+		seq, f := s.core.Arrive()
+		c := call{r: r, id: r.PathValue("id"), seq: seq, f: f, debugID: debugID(seq), base: "http://" + r.Host}
+		clientID, v := s.tokens.check(r, s.now())
+		if v != tokenValid {
+			s.core.Pause(f, seq)
+			s.refuseToken(w, v, c.debugID)
+			return
+		}
+		c.clientID = clientID
+		if s.rateLimited(w, f, seq, c.debugID) {
+			return
+		}
+		fn(w, c)
+	})
+}
+
+// debugID is the Paypal-Debug-Id of request seq: 13 hex digits as PayPal's.
+func debugID(seq uint64) string { return fmt.Sprintf("%013x", seq) }
+
+// rateLimited answers 429 RATE_LIMIT_REACHED to RateLimitShare of the
+// requests, before anything else happens: never saved under a request id.
+func (s *Server) rateLimited(w http.ResponseWriter, f *sim.Faults, seq uint64, debugID string) bool {
+	if !s.core.Hit(f.RateLimitShare, seq, sim.KnobRateLimit) {
+		return false
+	}
+	s.core.Count.RateLimited.Add(1)
+	s.core.Pause(f, seq)
+	a := apiErr(http.StatusTooManyRequests, nameRateLimit, msgRateLimit, debugID, "", "", "")
+	writeAnswer(w, a.Status, a.Body, debugID)
+	return true
+}
+
+// getRefund is GET /v2/payments/refunds/{id}: the refund as it is now.
+func (s *Server) getRefund(w http.ResponseWriter, c call) {
+	s.show(w, c, func() ([]byte, bool) {
+		r := s.refundByID(c.id)
+		if r == nil {
+			return nil, false
+		}
+		return r.render(c.base, s.now()), true
+	})
+}
+
+// getCapture is GET /v2/payments/captures/{id}.
+func (s *Server) getCapture(w http.ResponseWriter, c call) {
+	s.show(w, c, func() ([]byte, bool) {
+		cp := s.captureByID(c.id)
+		if cp == nil {
+			return nil, false
+		}
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		return mustJSON(cp.object(c.base, s.now())), true
+	})
+}
+
+// show answers a look-up after its latency: what find renders, or PayPal's
+// 404 when it finds nothing.
+func (s *Server) show(w http.ResponseWriter, c call, find func() ([]byte, bool)) {
+	s.core.Pause(c.f, c.seq)
+	body, ok := find()
+	if !ok {
+		a := notFound(c.debugID, noSuchID)
+		writeAnswer(w, a.Status, a.Body, c.debugID)
+		return
+	}
+	writeAnswer(w, http.StatusOK, body, c.debugID)
+}
+
+// SetCreateHook makes every refund request call fn with its
+// PayPal-Request-Id once the id is held and before the refund is made; the
+// request stays in flight while fn blocks. nil removes the hook.
+func (s *Server) SetCreateHook(fn func(requestID string)) {
+	if fn == nil {
+		s.hook.Store(nil)
+		return
+	}
+	s.hook.Store(&fn)
+}
