@@ -91,6 +91,7 @@ type Checkpoint struct {
 	leaseCut  chan struct{} // the lease was shortened: renewLoop's period follows
 	relinked  chan struct{} // connected again after an outage: renewLoop renews now
 	link      *link         // the connection's drops and returns (outage.go)
+	outage    refund.Outage // said as it begins and ends (outage.go)
 	// claimsFailing is since when Claim has found the servers away.
 	claimsFailing time.Time
 	tallies       map[string]*tally
@@ -264,6 +265,7 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 	c := &Checkpoint{loc: loc, worker: opts.Worker, opts: opts, readOnly: readOnly,
 		held: map[key]*claim{}, leaves: map[key]int64{}, planned: map[key]bool{}, leaseCut: make(chan struct{}, 1),
 		relinked: make(chan struct{}, 1), link: newLink()}
+	c.outage = refund.Outage{Silent: "the NATS servers do not answer", Back: "the NATS servers answer again", Warn: c.opts.Warn}
 	connOpts := []nats.Option{
 		nats.Name("refundkit " + opts.Worker),
 		nats.MaxReconnects(-1),

@@ -10,14 +10,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/refundkit/refundkit/refund"
 )
 
 // link follows the connection: a call in flight when it drops gets no
@@ -27,9 +24,6 @@ type link struct {
 	mu   sync.Mutex
 	lost chan struct{} // closed when the connection drops
 	back chan struct{} // closed while connected
-	// since is when the first operation failed for the outage now
-	// (zero: none is failing): said once, and once it is over.
-	since time.Time
 }
 
 func newLink() *link {
@@ -157,28 +151,10 @@ func (c *Checkpoint) retry(ctx context.Context, until func() time.Time, try func
 }
 
 // unanswered says, once an outage begins, that operations are retried.
-func (c *Checkpoint) unanswered(err error) {
-	c.link.mu.Lock()
-	first := c.link.since.IsZero()
-	if first {
-		c.link.since = time.Now()
-	}
-	c.link.mu.Unlock()
-	if first {
-		c.opts.Warn(fmt.Sprintf("the NATS servers do not answer (%v): this worker tries again while the leases of its claims last (%s)", refund.Scrub(err, c.secrets...), c.leaseNow()))
-	}
-}
+func (c *Checkpoint) unanswered(err error) { c.outage.Unanswered(err, c.leaseNow(), c.secrets...) }
 
 // answered says, once an outage is over, that the worker goes on.
-func (c *Checkpoint) answered() {
-	c.link.mu.Lock()
-	since := c.link.since
-	c.link.since = time.Time{}
-	c.link.mu.Unlock()
-	if !since.IsZero() {
-		c.opts.Warn(fmt.Sprintf("the NATS servers answer again after %s: this worker goes on with the claims it holds", time.Since(since).Round(time.Millisecond)))
-	}
-}
+func (c *Checkpoint) answered() { c.outage.Answered() }
 
 // claimUntil is how long an operation for claim cl, begun at start, is
 // tried: until its lease (the ack-wait) may run out at the server by this

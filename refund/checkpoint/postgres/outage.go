@@ -10,17 +10,13 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/refundkit/refundkit/refund"
 )
 
 // unreachable reports an error that says the database did not answer: a
@@ -43,13 +39,6 @@ func unreachable(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ENOENT) // a unix socket gone while the server is down
-}
-
-// outage is since when operations have found the database away (zero:
-// none is failing): said once as it begins, once as it ends.
-type outage struct {
-	mu    sync.Mutex
-	since time.Time
 }
 
 // retry runs try until it succeeds, fails with an answer of the database,
@@ -77,29 +66,14 @@ func (c *Checkpoint) retry(ctx context.Context, until time.Time, try func(ctx co
 	}
 }
 
-func (c *Checkpoint) unanswered(err error) {
-	c.outage.mu.Lock()
-	first := c.outage.since.IsZero()
-	if first {
-		c.outage.since = time.Now()
-	}
-	c.outage.mu.Unlock()
-	if first {
-		c.warn(fmt.Sprintf("the database does not answer (%v): this worker tries again while the leases of its claims last (%s)", refund.Scrub(err, c.secrets...), c.lease))
-	}
-}
+func (c *Checkpoint) unanswered(err error) { c.outage.Unanswered(err, c.lease, c.secrets...) }
 
 func (c *Checkpoint) answered() {
-	c.outage.mu.Lock()
-	since := c.outage.since
-	c.outage.since = time.Time{}
-	c.outage.mu.Unlock()
-	if !since.IsZero() {
+	if c.outage.Answered() {
 		select {
 		case c.relinked <- struct{}{}:
 		default:
 		}
-		c.warn(fmt.Sprintf("the database answers again after %s: this worker goes on with the claims it holds", time.Since(since).Round(time.Millisecond)))
 	}
 }
 

@@ -72,7 +72,7 @@ type Checkpoint struct {
 	closeOnce sync.Once
 
 	warn          func(msg string)
-	outage        outage
+	outage        refund.Outage // said as it begins and ends (outage.go)
 	relinked      chan struct{} // the database answers again: renewLoop renews now
 	claimsFailing time.Time     // since when Claim has found the database away
 }
@@ -117,7 +117,8 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 		opts.Warn = func(string) {}
 	}
 	c := &Checkpoint{secrets: secrets, worker: opts.Worker, lease: opts.Lease, held: map[key]*claim{}, done: map[key]bool{}, states: map[string]*journal.State{}, warn: opts.Warn,
-		relinked: make(chan struct{}, 1)}
+		relinked: make(chan struct{}, 1),
+		outage:   refund.Outage{Silent: "the database does not answer", Back: "the database answers again", Warn: opts.Warn}}
 	c.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, c.wrap("connect", err)
