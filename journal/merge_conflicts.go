@@ -23,13 +23,32 @@ type outcome struct {
 	// not said).
 	amount   int64
 	currency string
+	done     bool   // a refund in a status that says the money moved
+	payment  string // the payment a refund names, kind first ("c:ch_1"), "" when none
+}
+
+// paymentKey is the payment r names, its kind first so that only names of
+// one kind are compared (a backfill names a charge where the item's intent
+// named its payment intent).
+func paymentKey(r *Record) string {
+	switch {
+	case r.Charge != "":
+		return "c:" + r.Charge
+	case r.PaymentIntent != "":
+		return "i:" + r.PaymentIntent
+	case r.Capture != "":
+		return "p:" + r.Capture
+	case r.PSPReference != "":
+		return "a:" + r.PSPReference
+	}
+	return ""
 }
 
 // outcomeOf is the outcome r records; false if it records none.
 func outcomeOf(r *Record) (outcome, bool) {
 	switch {
 	case r.Type == TypeRefunded:
-		return outcome{batch: r.Batch, item: r.Item, name: r.Refund, amount: r.Amount, currency: r.Currency}, true
+		return outcome{batch: r.Batch, item: r.Item, name: r.Refund, amount: r.Amount, currency: r.Currency, done: Done(r.Status), payment: paymentKey(r)}, true
 	case r.Type == TypeFailed && r.Final:
 		return outcome{final: true, batch: r.Batch, item: r.Item, name: r.Code, refund: r.Refund}, true
 	}
@@ -51,6 +70,8 @@ type firstOutcome struct {
 	// that says another is a conflict.
 	amount   int64
 	currency arena.Ref
+	done     bool      // a record of it said done
+	payment  arena.Ref // the payment its first record named (paymentKey)
 }
 
 // conflicts collects the outcomes that disagree with their item's first
@@ -80,6 +101,12 @@ func (c *conflicts) check(f *firstOutcomes, strs *arena.Arena, o outcome, at loc
 		reason, first = fmt.Sprintf("refund %s journaled with amount %d and with %d", o.name, f.refund.amount, o.amount), f.refund.at
 	case !o.final && refunded && o.currency != "" && f.refund.currency != 0 && o.currency != strs.Get(f.refund.currency):
 		reason, first = fmt.Sprintf("refund %s journaled in %s and in %s", o.name, strs.Get(f.refund.currency), o.currency), f.refund.at
+	case !o.final && refunded && o.payment != "" && f.refund.payment != 0 && o.payment[:2] == strs.Get(f.refund.payment)[:2] && o.payment != strs.Get(f.refund.payment):
+		reason, first = fmt.Sprintf("refund %s journaled for %s and for %s", o.name, strs.Get(f.refund.payment)[2:], o.payment[2:]), f.refund.at
+	case !o.final && refunded && f.refund.done && !o.done && strs.Get(f.refund.name) == o.name:
+		reason, first = fmt.Sprintf("refund %s journaled done, then in a status that is not", o.name), f.refund.at
+	case o.final && refunded && f.refund.done && o.refund == strs.Get(f.refund.name):
+		reason, first = fmt.Sprintf("failed for good (%s) after refund %s was journaled done", o.name, o.refund), f.refund.at
 	case o.final && refunded && o.refund != strs.Get(f.refund.name):
 		// A failure that names the item's refund is that refund's end (a
 		// pending refund that failed at the provider), not a contradiction.
@@ -87,7 +114,7 @@ func (c *conflicts) check(f *firstOutcomes, strs *arena.Arena, o outcome, at loc
 	}
 	switch {
 	case !o.final && !refunded:
-		f.refund = firstOutcome{name: strs.Add(o.name), at: at, amount: o.amount}
+		f.refund = firstOutcome{name: strs.Add(o.name), at: at, amount: o.amount, done: o.done, payment: strs.Add(o.payment)}
 		if o.currency != "" {
 			f.refund.currency = strs.Add(o.currency)
 		}
@@ -102,6 +129,10 @@ func (c *conflicts) check(f *firstOutcomes, strs *arena.Arena, o outcome, at loc
 		if f.refund.currency == 0 && o.currency != "" {
 			f.refund.currency = strs.Add(o.currency)
 		}
+		if f.refund.payment == 0 && o.payment != "" {
+			f.refund.payment = strs.Add(o.payment)
+		}
+		f.refund.done = f.refund.done || o.done
 	}
 	if reason == "" {
 		return false

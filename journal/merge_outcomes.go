@@ -31,8 +31,9 @@ type outcomeBatch struct {
 
 type pendingOutcome struct {
 	final  bool
-	ends   [5]int // where its batch, item, name, refund and currency end in strs
+	ends   [6]int // where its batch, item, name, refund, currency and payment end in strs
 	amount int64
+	done   bool
 	at     location
 }
 
@@ -66,8 +67,8 @@ func newOutcomeChecker(found *conflicts, expect int) *outcomeChecker {
 // add queues o, read at at.
 func (c *outcomeChecker) add(o outcome, at location) {
 	b := c.cur
-	p := pendingOutcome{final: o.final, amount: o.amount, at: at}
-	for k, s := range [5]string{o.batch, o.item, o.name, o.refund, o.currency} {
+	p := pendingOutcome{final: o.final, amount: o.amount, done: o.done, at: at}
+	for k, s := range [6]string{o.batch, o.item, o.name, o.refund, o.currency, o.payment} {
 		b.strs = append(b.strs, s...)
 		p.ends[k] = len(b.strs)
 	}
@@ -97,8 +98,8 @@ func (b *outcomeBatch) check(items *Index[firstOutcomes], found *conflicts) {
 	start := 0
 	for _, p := range b.pending {
 		o := outcome{final: p.final, batch: strs[start:p.ends[0]], item: strs[p.ends[0]:p.ends[1]], name: strs[p.ends[1]:p.ends[2]],
-			refund: strs[p.ends[2]:p.ends[3]], currency: strs[p.ends[3]:p.ends[4]], amount: p.amount}
-		start = p.ends[4]
+			refund: strs[p.ends[2]:p.ends[3]], currency: strs[p.ends[3]:p.ends[4]], payment: strs[p.ends[4]:p.ends[5]], amount: p.amount, done: p.done}
+		start = p.ends[5]
 		var rh uint64
 		if !o.final {
 			rh = items.HashItem(o.name)

@@ -45,7 +45,7 @@ func (h *mergeRec) outcome(rec *Record) (outcome, bool) {
 	}
 	// Streamed and canonical: the strings are in data.
 	return outcome{final: hd.outcome == outcomeFailed, batch: headString(h.data, hd.batch), item: headString(h.data, hd.item), name: headString(h.data, hd.id),
-		amount: hd.amount, currency: headString(h.data, hd.currency)}, true
+		amount: hd.amount, currency: headString(h.data, hd.currency), done: hd.done, payment: headPayment(h.data, hd)}, true
 }
 
 // lineHead is what a merge reads of every record, taken on the parsing
@@ -63,6 +63,9 @@ type lineHead struct {
 	// amount and currency of a refund, to check against its first record.
 	currency [2]int32
 	amount   int64
+	done     bool     // the refund's status says the money moved
+	payKind  byte     // the kind of payment named (paymentKey's first letter), 0 for none
+	payment  [2]int32 // and its id
 }
 
 // Outcomes a merge checks for conflicts.
@@ -96,7 +99,18 @@ func headOf(r *Record, data []byte, canonical bool) lineHead {
 		}
 		h.batch, h.item, h.id = at(r.Batch), at(r.Item), at(id)
 		if h.outcome == outcomeRefunded {
-			h.currency, h.amount = at(r.Currency), r.Amount
+			h.currency, h.amount, h.done = at(r.Currency), r.Amount, Done(r.Status)
+			// The field itself, not paymentKey's copy: at reads where in
+			// data a string lies.
+			for _, p := range [...]struct {
+				kind byte
+				id   string
+			}{{'c', r.Charge}, {'i', r.PaymentIntent}, {'p', r.Capture}, {'a', r.PSPReference}} {
+				if p.id != "" {
+					h.payKind, h.payment = p.kind, at(p.id)
+					break
+				}
+			}
 		}
 	}
 	return h
@@ -263,4 +277,13 @@ func (s *mergeSource) stream() (bool, error) {
 	s.k++
 	s.count++
 	return true, nil
+}
+
+// headPayment is paymentKey of the record hd heads, from the data it
+// points into.
+func headPayment(data []byte, hd *lineHead) string {
+	if hd.payKind == 0 {
+		return ""
+	}
+	return string(hd.payKind) + ":" + headString(data, hd.payment)
 }

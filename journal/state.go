@@ -243,7 +243,7 @@ func Next(st ItemState, r *Record) ItemState {
 		}
 		return st
 	}
-	if st.Status == StatusRefunded || r.Type == TypeCanceled {
+	if (st.Status != StatusRefunded || !undoes(&st, r)) && (st.Status == StatusRefunded || r.Type == TypeCanceled) {
 		return st
 	}
 	if st.Status == StatusPending && !settles(r) {
@@ -379,6 +379,18 @@ func differs(st *ItemState, r *Record) string {
 		return fmt.Sprintf("refund %s is journaled in %s, and again in %s", r.Refund, st.Currency, r.Currency)
 	}
 	return ""
+}
+
+// undoes reports a record that takes back the done of refunded item st:
+// its own refund journaled again in a status that is not done (ended,
+// under way, or one refundkit does not know), or a final failure naming
+// it. A refund Stripe said succeeded can still fail; whichever record
+// says less than done, the item is not proven done.
+func undoes(st *ItemState, r *Record) bool {
+	if r.Refund == "" || r.Refund != st.Refund {
+		return false
+	}
+	return r.Type == TypeRefunded && !Done(r.Status) || r.Type == TypeFailed && r.Final
 }
 
 // unsure reports an item in doubt because its refund (st.Refund) is

@@ -270,10 +270,18 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		r.out(f)
 	}
 	var gone []Refund
+	var differ []string
 	partial := r.partialLookup()
 	for _, j := range journaled {
 		x := byID[j.ID]
 		switch {
+		case x != nil && x.live && x.Amount != j.Amount:
+			// One refund, two amounts: the journal's record of it is not
+			// what the provider holds (edited, or another refund's). Its
+			// currency is judged against the plan (stripeCredit).
+			differ = append(differ, fmt.Sprintf("the journal records refund %s of %s, %s holds it of %s", j.ID,
+				money.Format(j.Amount, j.Currency), r.providerName(), money.Format(x.Amount, x.Currency)))
+			continue
 		case x == nil && partial:
 			// The provider lists only the refunds it has told of (Adyen:
 			// by notification): one not listed may be on its way.
@@ -289,6 +297,13 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 			continue
 		}
 		gone = append(gone, j)
+	}
+	if len(differ) > 0 {
+		f := m.v.finding(KindConflict)
+		f.Refunds = journaled
+		f.Message = strings.Join(differ, "; ")
+		f.Remedy = "the journal's record of a refund is not what the provider holds: refund skips the item by its journal, so mend the journal (audit --stripe --backfill journals the provider's word) after checking the refund in the dashboard"
+		r.out(f)
 	}
 	if len(gone) > 0 {
 		f := m.v.finding(KindJournalOnly)

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/refundkit/refundkit/journal"
@@ -239,6 +240,12 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 				s.pendingSince[i] = r.Time.Unix()
 			}
 		case s.str(sl.refund) == r.Refund:
+			switch {
+			case sl.flags&flagPending == 0 && journal.Unfinished(r.Status):
+				s.conflict(i, sl, fmt.Sprintf("%s: refund %s journaled done, then %s%s", at, r.Refund, r.Status, undone))
+			case journal.Done(r.Status):
+				s.redone(i, sl) // the provider's word again: done
+			}
 			if sl.flags&flagPending != 0 && !journal.Unfinished(r.Status) {
 				sl.flags &^= flagPending // settled by a later run
 				delete(s.pendingSince, i)
@@ -270,6 +277,9 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 			s.failures[i] = failure{message: strings.Clone(r.Message), httpStatus: r.HTTPStatus}
 		} else {
 			sl.status = statusInDoubt
+			if r.Code == journal.CodeStatusUnknown && refunded && s.str(sl.refund) == r.Refund {
+				s.conflict(i, sl, r.Message+", after it was journaled done"+undone)
+			}
 			if r.Code == refund.CodeAnswerMismatch || r.Code == journal.CodeStatusUnknown {
 				s.mismatches[i] = strings.Clone(r.Message)
 			}
@@ -334,6 +344,22 @@ type origin struct {
 }
 
 func (o origin) String() string { return fmt.Sprintf("%s:%d", o.name, o.line) }
+
+// undone ends the reason of a conflict that a later record of the same
+// refund in a done status takes back (a refund journaled done, then in a
+// status that is not, then settled done again by the provider's word).
+const undone = "; a later record of it as done settles it"
+
+// redone drops the conflicts of item i that a done record takes back.
+func (s *state) redone(i uint32, sl *itemSlot) {
+	kept := slices.DeleteFunc(s.conflicts[i], func(r string) bool { return strings.HasSuffix(r, undone) })
+	if len(kept) == 0 {
+		delete(s.conflicts, i)
+		sl.flags &^= flagConflict
+		return
+	}
+	s.conflicts[i] = kept
+}
 
 func (s *state) conflict(i uint32, sl *itemSlot, reason string) {
 	sl.flags |= flagConflict
