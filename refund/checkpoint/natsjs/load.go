@@ -1,0 +1,426 @@
+package natsjs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund"
+)
+
+// Binding the plan to the checkpoint: the manifest, an item value a line,
+// the work queue.
+
+// Load binds the plan to the checkpoint, batch by batch: the first run to
+// load a batch stores its manifest (the plan's digest) and its items, then
+// queues every item; the same plan again queues what is left of it (items
+// neither refunded nor failed for good, and not queued already: the work
+// stream keeps one message per item); another plan under the batch is
+// refused with the first item that differs. A read-only checkpoint only
+// compares, and keeps the items' states for Lookup.
+func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
+	byBatch := map[string][]refund.PlanLine{}
+	var order []string
+	for _, pl := range plan {
+		if _, ok := byBatch[pl.Item.Batch]; !ok {
+			order = append(order, pl.Item.Batch)
+		}
+		byBatch[pl.Item.Batch] = append(byBatch[pl.Item.Batch], pl)
+	}
+	for _, b := range order {
+		if err := c.loadBatch(ctx, b, byBatch[b]); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	for _, pl := range plan {
+		c.planned[key{pl.Item.Batch, pl.Item.Item}] = true
+	}
+	c.mu.Unlock()
+	if c.readOnly {
+		return nil
+	}
+	var queues []*batchQueue
+	for _, b := range order {
+		q, err := c.consumer(ctx, b)
+		if err != nil {
+			return err
+		}
+		queues = append(queues, q)
+	}
+	c.mu.Lock()
+	c.batches = queues
+	c.mu.Unlock()
+	c.sayAlive(ctx)
+	return nil
+}
+
+// entry is an item's value as read, with its revision.
+type entry struct {
+	rev uint64
+	val *itemValue
+}
+
+func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund.PlanLine) error {
+	docs, digest, err := refund.PlanDocs(lines)
+	if err != nil {
+		return err
+	}
+	if c.kv == nil {
+		return nil // read only, and nothing stored yet
+	}
+	var m manifest
+	mrev, ok, err := getJSON(ctx, c.kv, planKey(batch), &m)
+	if err != nil {
+		return c.wrap("load plan of batch "+batch, err)
+	}
+	if !ok && !c.readOnly {
+		m = manifest{Batch: batch, Digest: digest, Items: len(lines), LoadedAt: time.Now().UTC(), LoadedBy: c.worker}
+		body, _ := json.Marshal(&m)
+		mrev, err = c.kv.Create(ctx, planKey(batch), body)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			// Another worker stored it first: compare with theirs.
+			mrev, ok, err = getJSON(ctx, c.kv, planKey(batch), &m)
+			if err == nil && !ok {
+				err = errors.New("the plan's manifest vanished")
+			}
+		}
+		if err != nil {
+			return c.wrap("load plan of batch "+batch, err)
+		}
+	}
+	items, err := c.readItems(ctx, itemsOf(batch))
+	if err != nil {
+		return c.wrap("load plan of batch "+batch, err)
+	}
+	if afterReadItems != nil {
+		afterReadItems(batch)
+	}
+	if (ok || !c.readOnly) && !bytes.Equal(m.Digest, digest) {
+		if ok || m.LoadedBy != c.worker {
+			return c.planDiffers(batch, lines, docs, &m, items)
+		}
+	}
+	// Records written before the plan (imported) or under it must agree
+	// with every line they bind, as a file journal's do.
+	for _, pl := range lines {
+		e := items[key{batch, pl.Item.Item}]
+		if e == nil {
+			continue
+		}
+		st, known, err := checkStored(pl, e.val)
+		if err != nil {
+			return err
+		}
+		if c.readOnly {
+			c.mu.Lock()
+			if c.cache == nil {
+				c.cache = map[key]cached{}
+			}
+			c.cache[key{batch, pl.Item.Item}] = cached{st, known}
+			c.mu.Unlock()
+		}
+	}
+	if c.readOnly {
+		return nil
+	}
+	if err := c.storeItems(ctx, batch, lines, docs, items); err != nil {
+		return err
+	}
+	if err := c.queue(ctx, batch, lines, items); err != nil {
+		return err
+	}
+	if !m.Queued {
+		m.Queued = true
+		body, _ := json.Marshal(&m)
+		// A revision another loader moved on means it queued them too.
+		if _, err := c.kv.Update(ctx, planKey(batch), body, mrev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return c.wrap("load plan of batch "+batch, err)
+		}
+	}
+	return nil
+}
+
+// beforeGiveBack, when set (tests), runs between Release's write of an
+// item given back and its Nak: where a pause makes the Nak late.
+var beforeGiveBack func()
+
+// afterReadItems, when set (tests), runs once a load has read the batch's
+// items and before it writes any.
+var afterReadItems func(batch string)
+
+// checkStored folds the records stored for plan line pl, which must agree
+// with every binding of the line, as a file journal's do.
+func checkStored(pl refund.PlanLine, v *itemValue) (journal.ItemState, bool, error) {
+	st, known, err := v.fold(itemKey(pl.Item.Batch, pl.Item.Item))
+	if err != nil {
+		return st, known, err
+	}
+	if known {
+		if err := refund.CheckBinding(pl.Item, st); err != nil {
+			return st, known, &refund.InputError{Line: pl.Line, Err: err}
+		}
+	}
+	return st, known, nil
+}
+
+// storeItems stores the value of every line the checkpoint has none of,
+// and gives imported records the plan line they lacked; items is updated.
+func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refund.PlanLine, docs []string, items map[key]*entry) error {
+	var acks []jetstream.PubAckFuture
+	var made []key
+	var madeLines []refund.PlanLine
+	var madeAt []int
+	// The acknowledgments are awaited a window at a time: the client
+	// refuses more than a few thousand outstanding (a server that syncs
+	// every write answers them slower than they are sent).
+	drain := func() error {
+		for i, f := range acks {
+			select {
+			case ack := <-f.Ok():
+				items[made[i]].rev = ack.Sequence
+			case err := <-f.Err():
+				if !isWrongLastSeq(err) {
+					return c.wrap("store plan of batch "+batch, err)
+				}
+				// Stored by another loader, or by an import: read it back
+				// for its revision, and check what an import wrote.
+				var v itemValue
+				rev, ok, err := getJSON(ctx, c.kv, itemKey(made[i].batch, made[i].item), &v)
+				if err != nil || !ok {
+					return c.wrap("store plan of batch "+batch, cmpErr(err, "the item's value vanished"))
+				}
+				if _, _, err := checkStored(madeLines[i], &v); err != nil {
+					return err
+				}
+				items[made[i]] = &entry{rev: rev, val: &v}
+				if len(v.Plan) == 0 {
+					if err := c.givePlan(ctx, madeLines[i], docs[madeAt[i]], items); err != nil {
+						return err
+					}
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		acks, made, madeLines, madeAt = acks[:0], made[:0], madeLines[:0], madeAt[:0]
+		return nil
+	}
+	for i, pl := range lines {
+		if len(acks) >= publishWindow {
+			if err := drain(); err != nil {
+				return err
+			}
+		}
+		k := key{batch, pl.Item.Item}
+		e := items[k]
+		switch {
+		case e == nil:
+			v := &itemValue{Batch: batch, Item: pl.Item.Item, Line: pl.Line, Plan: json.RawMessage(docs[i])}
+			body, _ := json.Marshal(v)
+			// Many at once, each only where the key holds nothing: a
+			// worker loading the same plan beside this one stores the
+			// same values.
+			f, err := c.js.PublishAsync(c.kvSubject(itemKey(batch, pl.Item.Item)), body, jetstream.WithExpectLastSequencePerSubject(0))
+			if err != nil {
+				return c.wrap("store plan of batch "+batch, err)
+			}
+			acks = append(acks, f)
+			made, madeLines, madeAt = append(made, k), append(madeLines, pl), append(madeAt, i)
+			items[k] = &entry{val: v}
+		case len(e.val.Plan) == 0:
+			if err := c.givePlan(ctx, pl, docs[i], items); err != nil {
+				return err
+			}
+		case string(e.val.Plan) != docs[i]:
+			return &CorruptError{Key: itemKey(batch, pl.Item.Item), Err: fmt.Errorf("the stored item differs from the plan of the same digest: %s", refund.FieldsDiffer(pl.Item, string(e.val.Plan)))}
+		}
+	}
+	return drain()
+}
+
+// givePlan gives the records imported for plan line pl, before the plan,
+// the line they lacked. An import or a worker writing the item meanwhile
+// moves its revision on: it is read, and checked, again.
+func (c *Checkpoint) givePlan(ctx context.Context, pl refund.PlanLine, doc string, items map[key]*entry) error {
+	k := key{pl.Item.Batch, pl.Item.Item}
+	ik := itemKey(k.batch, k.item)
+	for {
+		e := items[k]
+		if len(e.val.Plan) > 0 {
+			if string(e.val.Plan) != doc {
+				return &CorruptError{Key: ik, Err: fmt.Errorf("the stored item differs from the plan of the same digest: %s", refund.FieldsDiffer(pl.Item, string(e.val.Plan)))}
+			}
+			return nil
+		}
+		v := *e.val
+		v.Line, v.Plan = pl.Line, json.RawMessage(doc)
+		body, _ := json.Marshal(&v)
+		rev, err := c.kv.Update(ctx, ik, body, e.rev)
+		if err == nil {
+			items[k] = &entry{rev: rev, val: &v}
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return c.wrap("store plan of batch "+k.batch, err)
+		}
+		var now itemValue
+		rev, ok, err := getJSON(ctx, c.kv, ik, &now)
+		if err != nil || !ok {
+			return c.wrap("store plan of batch "+k.batch, cmpErr(err, "the item's value vanished"))
+		}
+		if _, _, err := checkStored(pl, &now); err != nil {
+			return err
+		}
+		items[k] = &entry{rev: rev, val: &now}
+	}
+}
+
+// publishWindow is how many asynchronous publishes a load has outstanding
+// at most (the client's own limit is 4000).
+const publishWindow = 1000
+
+// queue queues every item of lines that is neither refunded nor failed
+// for good. The work stream keeps one message per item: an item queued
+// already (waiting, or held by a worker) is refused, and not delivered
+// twice.
+func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.PlanLine, items map[key]*entry) error {
+	var acks []jetstream.PubAckFuture
+	drain := func() error {
+		for _, f := range acks {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				if !isQueuedAlready(err) {
+					return c.wrap("queue plan of batch "+batch, err)
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		acks = acks[:0]
+		return nil
+	}
+	for _, pl := range lines {
+		if len(acks) >= publishWindow {
+			if err := drain(); err != nil {
+				return err
+			}
+		}
+		k := key{batch, pl.Item.Item}
+		st, known, err := items[k].val.fold(itemKey(batch, pl.Item.Item))
+		if err != nil {
+			return err
+		}
+		if settled(st, known, c.opts.RetryHeld) {
+			continue
+		}
+		msg := nats.NewMsg(c.workSubjectOf(batch, pl.Item.Item))
+		if settled(st, known, false) {
+			// Held, queued only by this run's --allow-refunded-charges:
+			// a worker without it leaves the message to one with it.
+			msg.Header.Set(headerRetryHeld, "true")
+		}
+		f, err := c.js.PublishMsgAsync(msg)
+		if err != nil {
+			return c.wrap("queue plan of batch "+batch, err)
+		}
+		acks = append(acks, f)
+	}
+	return drain()
+}
+
+// planDiffers names the first item of lines that differs from the plan
+// stored for batch, is missing from it or is new.
+func (c *Checkpoint) planDiffers(batch string, lines []refund.PlanLine, docs []string, m *manifest, items map[key]*entry) error {
+	const hint = "; the checkpoint holds one plan per batch: feed every worker the same plan, or plan the change under a new batch name"
+	have := map[string]*itemValue{}
+	for k, e := range items {
+		if len(e.val.Plan) > 0 {
+			have[k.item] = e.val
+		}
+	}
+	for i, pl := range lines {
+		v, ok := have[pl.Item.Item]
+		if !ok {
+			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q is not in the plan of batch %q in the checkpoint (%s)%s", pl.Item.Item, batch, m, hint)}
+		}
+		if string(v.Plan) != docs[i] {
+			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q of batch %q differs from the plan in the checkpoint (%s): %s%s", pl.Item.Item, batch, m, refund.FieldsDiffer(pl.Item, string(v.Plan)), hint)}
+		}
+		delete(have, pl.Item.Item)
+	}
+	missing := slices.SortedFunc(maps.Keys(have), func(a, b string) int { return have[a].Line - have[b].Line })
+	if len(missing) > 0 {
+		return &refund.InputError{Err: fmt.Errorf("item %q of batch %q (line %d of the plan in the checkpoint, %s) is missing from this plan, and %d more%s", missing[0], batch, have[missing[0]].Line, m, len(missing)-1, hint)}
+	}
+	if m.Items > len(lines) {
+		return &refund.InputError{Err: fmt.Errorf("the plan of batch %q in the checkpoint (%s) has items not stored yet (its loader may have died while storing them): feed the same plan%s", batch, m, hint)}
+	}
+	return &Error{Op: "load plan of batch " + batch, Err: errors.New("the digest differs but every item is the same (a checkpoint written by another build?)")}
+}
+
+// readItems reads every item value under filter, in one pass of an
+// ordered consumer. A watch's replay skips a value replaced while it runs
+// (its new one comes after the replay's end), so the read goes on until it
+// has seen the latest write under filter as of the replay's end: every
+// value is then read, as of then or later.
+func (c *Checkpoint) readItems(ctx context.Context, filter string) (map[key]*entry, error) {
+	w, err := c.kv.WatchFiltered(ctx, []string{filter})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	out := map[key]*entry{}
+	byKey := map[string]key{}
+	var seen, until uint64
+	replayed := false
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("the watch of the items ended early")
+			}
+			if e == nil {
+				replayed = true
+				msg, err := c.kvStream.GetLastMsgForSubject(ctx, c.kvSubject(filter))
+				if errors.Is(err, jetstream.ErrMsgNotFound) {
+					return out, nil // nothing under filter
+				}
+				if err != nil {
+					return nil, err
+				}
+				until = msg.Sequence
+			} else {
+				seen = max(seen, e.Revision())
+				if e.Operation() != jetstream.KeyValuePut {
+					if k, ok := byKey[e.Key()]; ok {
+						delete(out, k)
+					}
+				} else {
+					v := new(itemValue)
+					if err := json.Unmarshal(e.Value(), v); err != nil {
+						return nil, &CorruptError{Key: e.Key(), Err: err}
+					}
+					k := key{v.Batch, v.Item}
+					byKey[e.Key()] = k
+					out[k] = &entry{rev: e.Revision(), val: v}
+				}
+			}
+			if replayed && seen >= until {
+				return out, nil // every value read
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
