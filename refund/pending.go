@@ -40,7 +40,7 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 	if r.ID != st.Refund {
 		return e.mismatch(it, st.Attempt, &r, 0, fmt.Errorf("asked for refund %s, %s answered with %s", st.Refund, e.name, r.ID))
 	}
-	if err := contradicts(it, &r); err != nil {
+	if err := contradicts(it, st, &r); err != nil {
 		return e.mismatch(it, st.Attempt, &r, 0, err)
 	}
 	if r.Amount == 0 && r.Currency == "" {
@@ -187,8 +187,11 @@ func (e *engine) findRefund(ctx context.Context, it *Item, id string) (Refund, e
 // is not the item's: of the fields the provider said (a refund an Adyen
 // notification told of says payment, amount, currency and whose it is;
 // one read before any says only its id and status), any that differs from
-// the plan's. A field not said is not a contradiction.
-func contradicts(it *Item, r *Refund) error {
+// the plan's, or from the item's journaled record of that refund, st (a
+// plan that leaves the amount or currency to the payment does not check
+// them; a refund keeps both for life). A field not said is not a
+// contradiction.
+func contradicts(it *Item, st journal.ItemState, r *Refund) error {
 	said := *r
 	p := paymentOf(it)
 	for _, f := range []struct {
@@ -206,5 +209,14 @@ func contradicts(it *Item, r *Refund) error {
 	if said.Metadata[MetaBatch] == "" {
 		said.Metadata = map[string]string{MetaBatch: it.Batch, MetaItem: it.Item}
 	}
-	return verify(it, &said, 0)
+	if err := verify(it, &said, 0); err != nil {
+		return err
+	}
+	switch {
+	case r.Amount != 0 && st.Amount > 0 && r.Amount != st.Amount:
+		return fmt.Errorf("refund %s is of %d, but the journal records it of %d", r.ID, r.Amount, st.Amount)
+	case r.Currency != "" && st.Currency != "" && r.Currency != st.Currency:
+		return fmt.Errorf("refund %s is in %q, but the journal records it in %q", r.ID, r.Currency, st.Currency)
+	}
+	return nil
 }

@@ -123,8 +123,12 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	var rows []row
 	seen := map[string]bool{}
 	state := journal.NewState()
+	var credits []credit
 	for sc.Scan() {
 		rec := sc.Record()
+		if rec.Type == journal.TypeRefunded && rec.Refund != "" {
+			credits = append(credits, credit{rec.Refund, key{rec.Batch, rec.Item}})
+		}
 		line, err := journal.MarshalLine(nil, rec)
 		if err != nil {
 			return 0, nil, err
@@ -172,7 +176,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 		if err := checkPlans(ctx, tx, batches, state, name, nil); err != nil {
 			return err
 		}
-		if err := checkHolders(ctx, tx, batches, state, name); err != nil {
+		if err := checkHolders(ctx, tx, batches, credits, name); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM refundkit.records WHERE batch = ANY($1)`, batches); err != nil {
@@ -273,25 +277,22 @@ func checkPlans(ctx context.Context, q querier, batches []string, state *journal
 // themselves (journal-merge reports that as a conflict, and imports the
 // merge of the whole checkpoint), or to an item when the checkpoint
 // credits it to an item of a batch not imported: a refund is credited to
-// one item, ever (refund.Checkpoint.Holder).
-func checkHolders(ctx context.Context, tx pgx.Tx, batches []string, state *journal.State, name string) error {
+// one item, ever (refund.Checkpoint.Holder). credits are the refund ids
+// the records' refunded records name, in any status (in doubt is never
+// free), each with its item, in the records' order.
+func checkHolders(ctx context.Context, tx pgx.Tx, batches []string, credits []credit, name string) error {
 	var ids []string
 	owner := map[string]key{}
 	var shared error
-	state.Each(func(batch, item string, st journal.ItemState) {
-		if st.Status != journal.StatusRefunded && st.Status != journal.StatusPending || st.Refund == "" {
-			return
+	for _, c := range credits {
+		if was, ok := owner[c.id]; ok && was != c.k && shared == nil {
+			shared = &refund.InputError{Name: name, Err: fmt.Errorf("refund %s is credited to item %q of batch %q and to item %q of batch %q: a refund is one item's; nothing imported", c.id, was.item, was.batch, c.k.item, c.k.batch)}
 		}
-		for _, id := range append([]string{st.Refund}, st.ExtraIDs()...) {
-			if was, ok := owner[id]; ok && was != (key{batch, item}) && shared == nil {
-				shared = &refund.InputError{Name: name, Err: fmt.Errorf("refund %s is credited to item %q of batch %q and to item %q of batch %q: a refund is one item's; nothing imported", id, was.item, was.batch, item, batch)}
-			}
-			if _, ok := owner[id]; !ok {
-				owner[id] = key{batch, item}
-				ids = append(ids, id)
-			}
+		if _, ok := owner[c.id]; !ok {
+			owner[c.id] = c.k
+			ids = append(ids, c.id)
 		}
-	})
+	}
 	if shared != nil {
 		return shared
 	}
@@ -310,6 +311,12 @@ func checkHolders(ctx context.Context, tx pgx.Tx, batches []string, state *journ
 	}
 	k := owner[id]
 	return &refund.InputError{Name: name, Err: fmt.Errorf("item %q of batch %q is credited with refund %s, which the checkpoint credits to item %q of batch %q: a refund is one item's; nothing imported", k.item, k.batch, id, item, batch)}
+}
+
+// credit is a refund id a refunded record credits to its item.
+type credit struct {
+	id string
+	k  key
 }
 
 // restatus sets the status of every item of batches that state holds
