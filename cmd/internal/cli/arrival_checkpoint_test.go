@@ -9,6 +9,7 @@ package cli
 // or on the way back.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -220,4 +221,37 @@ func checkStoredPlanImports(t *testing.T, r *bindRig, ca, cb string) {
 			}
 		})
 	}
+}
+
+// TestPGArrivalSharedReadBack: records that credit one refund to two items
+// got into a PostgreSQL checkpoint (an import by an earlier build,
+// simulated by writing them), read back: refund over the checkpoint does
+// not count the second item done and sends nothing, audit of it reports
+// the shared refund, and journal-merge from it says the conflict.
+func TestPGArrivalSharedReadBack(t *testing.T) {
+	r := newBindRig(t, true)
+	const batch = "old"
+	lines := append(arrivalRecord(batch, "a", "ch_bx", "re_old", "succeeded", 1000, "usd"), arrivalRecord(batch, "b", "ch_bz", "re_old", "succeeded", 1000, "usd")...)
+	for i, line := range lines {
+		if _, err := r.db.Exec(context.Background(), `INSERT INTO refundkit.records (commit_id, batch, item, claim_gen, worker, rec)
+			VALUES (nextval('refundkit.commits'), $1, $2, 0, 'import:old', $3)`, batch, []string{"a", "a", "b", "b"}[i], line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := r.write("plan.jsonl", arrivalPlan(batch, "ch_bx", "ch_bz")...)
+	p := r.worker(plan, "W", nil)
+	t.Logf("refund over the checkpoint: %s%s", &p.Stdout, &p.Stderr)
+	if p.Code == ExitOK {
+		t.Errorf("refund over the checkpoint exits 0")
+	}
+	if n := r.sim.Creates(); n != 0 {
+		t.Errorf("refund over the checkpoint made %d refund calls", n)
+	}
+	wantIn(t, "refund over the checkpoint", p.Stderr.String(), `item "b" of batch "old": the checkpoint credits refund re_old to it and, first, to item "a"`)
+	p = r.run("audit", "", nil, "--plan", plan, r.url)
+	r.want(p, ExitFailed, "audit of the checkpoint")
+	wantIn(t, "audit of the checkpoint", p.Stdout.String(), "shared_refund")
+	p = r.run("journal-merge", "", nil, r.url)
+	r.want(p, ExitFailed, "journal-merge from the checkpoint")
+	wantIn(t, "journal-merge from the checkpoint", p.Stderr.String(), "which is the refund of item a")
 }

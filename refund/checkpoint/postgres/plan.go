@@ -125,6 +125,12 @@ func checkLines(batch string, lines []refund.PlanLine, state *journal.State) err
 		if err := refund.CheckBinding(pl.Item, st); err != nil {
 			return &refund.InputError{Line: pl.Line, Err: err}
 		}
+		// One refund credited to two items of the batch (records an
+		// earlier build imported): the later is not done, whatever its
+		// records say, and nothing is sent for it.
+		if fb, fi, shared := state.SharedRefund(st.Refund, batch, pl.Item.Item); shared && st.Refund != "" {
+			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q of batch %q: the checkpoint credits refund %s to it and, first, to item %q of batch %q: one refund refunds one item at most, so the records cannot all be true; nothing is sent for it until a person checks the refund at the provider (audit shows both)", pl.Item.Item, batch, st.Refund, fi, fb)}
+		}
 	}
 	return nil
 }
