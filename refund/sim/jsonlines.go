@@ -50,3 +50,13 @@ func DecodeLine(b []byte, v any, what string) error {
 	}
 	return nil
 }
+
+// MustJSON is v as JSON, for the simulators' own bodies: plain structs of
+// strings and numbers, which cannot fail to encode.
+func MustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("sim: " + err.Error())
+	}
+	return b
+}

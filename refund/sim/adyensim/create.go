@@ -182,7 +182,7 @@ func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.F
 	if s.notes != nil {
 		s.notes.enqueue(r.n, r.events(), f)
 	}
-	a := sim.Answer{Status: http.StatusCreated, Save: true, Ref: r.id, Body: mustJSON(refundAnswer{
+	a := sim.Answer{Status: http.StatusCreated, Save: true, Ref: r.id, Body: sim.MustJSON(refundAnswer{
 		MerchantAccount: r.merchant, PaymentPSPReference: pm.psp, PSPReference: r.id, Reference: r.reference,
 		Status: "received", Amount: wire.Amount{Currency: pm.currency, Value: r.amount}})}
 	switch s.core.AfterCommitFate(f, seq) {

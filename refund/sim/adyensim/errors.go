@@ -1,7 +1,6 @@
 package adyensim
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -54,7 +53,7 @@ const (
 // apiErr is an error answer in Adyen's shape; ref is the request's
 // pspReference ("" for none, as in a 401).
 func apiErr(status int, code, msg, errType, ref string) sim.Answer {
-	return sim.Answer{Status: status, Body: mustJSON(errorJSON{Status: status, ErrorCode: code, Message: msg, ErrorType: errType, PSPReference: ref})}
+	return sim.Answer{Status: status, Body: sim.MustJSON(errorJSON{Status: status, ErrorCode: code, Message: msg, ErrorType: errType, PSPReference: ref})}
 }
 
 // refused is a business refusal (unknown payment, merchant account,
@@ -92,14 +91,6 @@ func writeAnswer(w http.ResponseWriter, status int, body []byte, key string, tra
 // asks for the API's own shape); it has no pspReference, as Adyen did not
 // answer.
 func gatewayBody(status int) []byte {
-	return mustJSON(errorJSON{Status: status, ErrorCode: codeUnknown, ErrorType: typeInternal,
+	return sim.MustJSON(errorJSON{Status: status, ErrorCode: codeUnknown, ErrorType: typeInternal,
 		Message: "An error occurred at the gateway in front of the API (" + strconv.Itoa(status) + " " + sim.GatewayText(status) + ")."})
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("adyensim: " + err.Error())
-	}
-	return b
 }

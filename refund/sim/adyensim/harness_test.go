@@ -113,7 +113,7 @@ func (h *harness) refundWithAPIKey(psp, body, key, apiKey string) answer {
 
 // body is a refund request's JSON on the simulator's merchant account.
 func body(value int64, currency, reference string) string {
-	return string(mustJSON(refundRequest{Amount: &wire.Amount{Currency: currency, Value: value}, MerchantAccount: DefaultMerchantAccount, Reference: reference}))
+	return string(sim.MustJSON(refundRequest{Amount: &wire.Amount{Currency: currency, Value: value}, MerchantAccount: DefaultMerchantAccount, Reference: reference}))
 }
 
 // created decodes a 201.

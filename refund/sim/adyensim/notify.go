@@ -134,7 +134,7 @@ func (n *notifier) enqueue(num int, items []wire.Item, f *sim.Faults) {
 			NotificationRequestItem wire.Item `json:"NotificationRequestItem"`
 		}, 1)
 		req.NotificationItems[0].NotificationRequestItem = it
-		body := mustJSON(req)
+		body := sim.MustJSON(req)
 		chain = append(chain, &delivery{due: due, item: it, body: body, n: num, pos: pos})
 		if n.core.Hit(f.AdyenNotifyDuplicateShare, drawSeq(num, pos, 0, 0), sim.KnobAdyenNotifyDuplicate) {
 			n.duplicates.Add(1)

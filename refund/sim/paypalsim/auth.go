@@ -92,9 +92,9 @@ func (s *Server) refuseToken(w http.ResponseWriter, v tokenVerdict, debugID stri
 		body = apiErr(http.StatusUnauthorized, nameAuthFailure, msgAuthFailure, debugID, "", "", "").Body
 	case tokenExpired:
 		s.stats.tokensExpired.Add(1)
-		body = mustJSON(oauthError{Error: "invalid_token", Description: "Access Token not found in cache"})
+		body = sim.MustJSON(oauthError{Error: "invalid_token", Description: "Access Token not found in cache"})
 	default:
-		body = mustJSON(oauthError{Error: "invalid_token", Description: "Token signature verification failed"})
+		body = sim.MustJSON(oauthError{Error: "invalid_token", Description: "Token signature verification failed"})
 	}
 	writeAnswer(w, http.StatusUnauthorized, body, debugID)
 }
@@ -117,7 +117,7 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, seq uint64, 
 	if !ok || id == "" || secret == "" {
 		s.core.Count.Unauthorized.Add(1)
 		s.core.Pause(f, seq)
-		writeAnswer(w, http.StatusUnauthorized, mustJSON(oauthError{Error: "invalid_client", Description: "Client Authentication failed"}), debugID)
+		writeAnswer(w, http.StatusUnauthorized, sim.MustJSON(oauthError{Error: "invalid_client", Description: "Client Authentication failed"}), debugID)
 		return
 	}
 	if s.rateLimited(w, f, seq, debugID) {
@@ -126,7 +126,7 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, seq uint64, 
 	s.core.Pause(f, seq)
 	if err := r.ParseForm(); err != nil || r.PostForm.Get("grant_type") != "client_credentials" {
 		s.core.Count.InvalidRequests.Add(1)
-		writeAnswer(w, http.StatusBadRequest, mustJSON(oauthError{Error: "unsupported_grant_type", Description: "Grant Type is NULL or not client_credentials"}), debugID)
+		writeAnswer(w, http.StatusBadRequest, sim.MustJSON(oauthError{Error: "unsupported_grant_type", Description: "Grant Type is NULL or not client_credentials"}), debugID)
 		return
 	}
 	ttl := f.PayPalTokenTTL
@@ -139,7 +139,7 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, seq uint64, 
 	// expires_in rounds up to whole seconds, at least 1: a client that
 	// trusts it to the last second still meets the 401 of an expired token.
 	secs := int64((ttl + time.Second - 1) / time.Second)
-	writeAnswer(w, http.StatusOK, mustJSON(tokenAnswer{
+	writeAnswer(w, http.StatusOK, sim.MustJSON(tokenAnswer{
 		Scope: "https://uri.paypal.com/services/payments/refund", AccessToken: tok, TokenType: "Bearer",
 		AppID: "APP-SIMULATOR", ExpiresIn: max(1, secs), Nonce: stamp(now) + "sim",
 	}), debugID)

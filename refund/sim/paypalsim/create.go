@@ -223,7 +223,7 @@ func (s *Server) createRefund(captureID string, body []byte, requestID, debugID,
 	}
 	s.addRefund(r)
 	s.core.Count.RefundsCreated.Add(1)
-	a = sim.Answer{Status: http.StatusCreated, Body: mustJSON(r.object(base, now)), Save: true, RequestID: debugID, Ref: r.id}
+	a = sim.Answer{Status: http.StatusCreated, Body: sim.MustJSON(r.object(base, now)), Save: true, RequestID: debugID, Ref: r.id}
 	switch s.core.AfterCommitFate(f, seq) {
 	case sim.Error500:
 		e := internal(debugID)

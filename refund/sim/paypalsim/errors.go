@@ -54,7 +54,7 @@ func apiErr(status int, name, msg, debugID, issue, field, description string) si
 		}
 		e.Details = []detailJSON{d}
 	}
-	return sim.Answer{Status: status, Body: mustJSON(e), RequestID: debugID}
+	return sim.Answer{Status: status, Body: sim.MustJSON(e), RequestID: debugID}
 }
 
 // invalid is a 400: the request violates the schema. Not saved under the
@@ -102,5 +102,5 @@ func writeAnswer(w http.ResponseWriter, status int, body []byte, debugID string)
 // asks for the API's own shape); it has no debug id, as PayPal did not
 // answer.
 func gatewayBody(status int) []byte {
-	return mustJSON(errorJSON{Name: nameInternal, Message: "An error occurred at the gateway in front of the API (" + strconv.Itoa(status) + " " + sim.GatewayText(status) + ")."})
+	return sim.MustJSON(errorJSON{Name: nameInternal, Message: "An error occurred at the gateway in front of the API (" + strconv.Itoa(status) + " " + sim.GatewayText(status) + ")."})
 }

@@ -1,8 +1,9 @@
 package paypalsim
 
 import (
-	"encoding/json"
 	"time"
+
+	"github.com/refundkit/refundkit/refund/sim"
 )
 
 // The wire objects of PayPal's Payments v2 API, as far as the simulator
@@ -103,7 +104,7 @@ func (r *refund) object(base string, now time.Time) refundJSON {
 func (r *refund) render(base string, now time.Time) []byte {
 	r.cp.mu.Lock()
 	defer r.cp.mu.Unlock()
-	return mustJSON(r.object(base, now))
+	return sim.MustJSON(r.object(base, now))
 }
 
 // object renders the capture as seen at now; the caller holds cp.mu.
@@ -132,13 +133,4 @@ func (cp *capture) object(base string, now time.Time) captureJSON {
 		o.Links = append(o.Links, linkJSON{Href: base + "/v2/checkout/orders/" + id, Rel: "up", Method: "GET"})
 	}
 	return o
-}
-
-// mustJSON encodes an object of the API: plain structs, cannot fail.
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }

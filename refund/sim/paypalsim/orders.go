@@ -97,7 +97,7 @@ func (s *Server) getOrder(w http.ResponseWriter, c call) {
 		if o == nil {
 			return nil, false
 		}
-		return mustJSON(o.object(c.base, s.now())), true
+		return sim.MustJSON(o.object(c.base, s.now())), true
 	})
 }
 

@@ -190,7 +190,7 @@ func (s *Server) getCapture(w http.ResponseWriter, c call) {
 		}
 		cp.mu.Lock()
 		defer cp.mu.Unlock()
-		return mustJSON(cp.object(c.base, s.now())), true
+		return sim.MustJSON(cp.object(c.base, s.now())), true
 	})
 }
 

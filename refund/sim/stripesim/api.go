@@ -2,7 +2,6 @@ package stripesim
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -188,13 +187,4 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-// mustJSON encodes an object of the API.
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // plain structs of strings and numbers: cannot fail
-	}
-	return b
 }

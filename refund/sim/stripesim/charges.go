@@ -5,6 +5,8 @@ import (
 	"maps"
 	"net/http"
 	"sync"
+
+	"github.com/refundkit/refundkit/refund/sim"
 )
 
 // charge is the simulator's state of one charge; mu guards refunded, the
@@ -115,7 +117,7 @@ func (s *Server) getCharge(c apiCall) answer {
 	ch.mu.Lock()
 	obj := ch.object()
 	ch.mu.Unlock()
-	return answer{status: http.StatusOK, body: mustJSON(obj)}
+	return answer{status: http.StatusOK, body: sim.MustJSON(obj)}
 }
 
 // chargeObject is the part of Stripe's charge object the simulator keeps.

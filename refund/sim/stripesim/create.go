@@ -167,7 +167,7 @@ func (s *Server) createRefund(c apiCall) answer {
 	ch.mu.Unlock()
 	s.core.Count.RefundsCreated.Add(1)
 
-	a = answer{status: http.StatusOK, body: mustJSON(obj), save: true}
+	a = answer{status: http.StatusOK, body: sim.MustJSON(obj), save: true}
 	switch s.core.AfterCommitFate(f, seq) {
 	case sim.Error500:
 		return answer{status: http.StatusInternalServerError, body: internalErrorBody, save: true}

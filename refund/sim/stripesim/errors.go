@@ -1,9 +1,10 @@
 package stripesim
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/refundkit/refundkit/refund/sim"
 )
 
 // apiError is the object inside Stripe's error envelope.
@@ -24,13 +25,9 @@ const (
 
 // errorBody is Stripe's error envelope around e.
 func errorBody(e apiError) []byte {
-	b, err := json.Marshal(struct {
+	return sim.MustJSON(struct {
 		Error apiError `json:"error"`
 	}{e})
-	if err != nil {
-		panic(err) // only strings: cannot fail
-	}
-	return b
 }
 
 // invalid is a validation error: 400, not saved under the key.

@@ -1,6 +1,10 @@
 package stripesim
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/refundkit/refundkit/refund/sim"
+)
 
 // chargeByIntent is the charge of a payment intent, nil if none. A
 // simulated payment intent is the one charge it captured (Charge's
@@ -33,7 +37,7 @@ func (s *Server) listCharges(c apiCall) answer {
 		list.Data = append(list.Data, ch.object())
 		ch.mu.Unlock()
 	}
-	return answer{status: http.StatusOK, body: mustJSON(list)}
+	return answer{status: http.StatusOK, body: sim.MustJSON(list)}
 }
 
 // target finds the charge a refund request names by its id, or else by

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/refundkit/refundkit/refund/sim"
 )
 
 // refund is one refund. Only status changes after creation (under the
@@ -104,7 +106,7 @@ func (s *Server) getRefund(c apiCall) answer {
 	} else {
 		obj = re.object(false)
 	}
-	return answer{status: http.StatusOK, body: mustJSON(obj)}
+	return answer{status: http.StatusOK, body: sim.MustJSON(obj)}
 }
 
 // cancelRefund is POST /v1/refunds/{id}/cancel after the idempotency layer.
@@ -131,7 +133,7 @@ func (s *Server) cancelRefund(c apiCall) answer {
 	obj := re.object(expand)
 	ch.mu.Unlock()
 	s.stats.refundsCanceled.Add(1)
-	return answer{status: http.StatusOK, body: mustJSON(obj), save: true}
+	return answer{status: http.StatusOK, body: sim.MustJSON(obj), save: true}
 }
 
 // listRefunds is GET /v1/refunds: newest first, paged by starting_after or
@@ -229,7 +231,7 @@ func (s *Server) listRefunds(c apiCall) answer {
 			list.Data[j] = re.object(false)
 		}
 	}
-	return answer{status: http.StatusOK, body: mustJSON(list)}
+	return answer{status: http.StatusOK, body: sim.MustJSON(list)}
 }
 
 // refundObject is Stripe's refund object as stripe-go v76 decodes it.
