@@ -255,6 +255,28 @@ func Matches(r *Refund, batch, item string) bool {
 	return r.Metadata[MetaBatch] == batch && r.Metadata[MetaItem] == item
 }
 
+// NoAnswer is a call that got no answer at all (a network error, a
+// timeout, an answer cut short): the same call again.
+func NoAnswer(err error) *Failure {
+	return &Failure{Class: ClassRetry, Code: "network_error", Message: err.Error(), Err: err}
+}
+
+// Unreadable is a success status whose body is not the provider's answer
+// (a proxy's page): no answer from the provider either. name is the
+// provider's, lower-case, as its errors begin ("paypal").
+func Unreadable(name string, status int, err error) *Failure {
+	f := NoAnswer(fmt.Errorf("%s: %d answer not understood: %w", name, status, err))
+	f.Code = "unreadable_answer"
+	return f
+}
+
+// RefusedHere is a request refundkit cannot send as it stands (no
+// capture, an amount the provider cannot take): final, and nothing was
+// sent.
+func RefusedHere(code string, err error) *Failure {
+	return &Failure{Class: ClassFinal, Code: code, Message: err.Error(), Err: err}
+}
+
 // Class is what a failed call means for the item and the run.
 type Class int
 

@@ -131,9 +131,9 @@ type refundAnswer struct {
 func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	switch {
 	case it.PSPReference == "":
-		return refund.Answer{}, refusedHere("psp_reference_required", errNoPayment)
+		return refund.Answer{}, refund.RefusedHere("psp_reference_required", errNoPayment)
 	case it.Amount <= 0 || it.Currency == "":
-		return refund.Answer{}, refusedHere("amount_required", errNoAmount)
+		return refund.Answer{}, refund.RefusedHere("amount_required", errNoAmount)
 	}
 	body := refundRequest{Amount: wire.Amount{Currency: strings.ToUpper(it.Currency), Value: it.Amount},
 		MerchantAccount: c.merchant, Reference: wire.Reference(it.Batch, it.Item, attempt)}
@@ -148,7 +148,7 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 		return refund.Answer{}, err
 	}
 	if a.PSPReference == "" || a.Status != "received" {
-		return refund.Answer{}, unreadable(status, fmt.Errorf("no pspReference, or status %q, not \"received\"", a.Status))
+		return refund.Answer{}, refund.Unreadable("adyen", status, fmt.Errorf("no pspReference, or status %q, not \"received\"", a.Status))
 	}
 	r := refund.Refund{ID: a.PSPReference, PSPReference: a.PaymentPSPReference, Amount: a.Amount.Value,
 		Currency: strings.ToLower(a.Amount.Currency), Status: refund.RefundPending,
@@ -165,7 +165,7 @@ func (*Client) Payment(context.Context, refund.Payment) (refund.PaymentInfo, err
 
 // Cancel: a refund Adyen received cannot be canceled through its API.
 func (*Client) Cancel(context.Context, string) (refund.Refund, error) {
-	return refund.Refund{}, refusedHere("cancel_unsupported", errNoCancel)
+	return refund.Refund{}, refund.RefusedHere("cancel_unsupported", errNoCancel)
 }
 
 // Get returns refund id as its notifications tell it: pending until one
@@ -230,16 +230,16 @@ func (c *Client) post(ctx context.Context, path string, body []byte, key string,
 	req.Header.Set("Idempotency-Key", key)
 	res, err := c.http.Do(req)
 	if err != nil {
-		return 0, noAnswer(err)
+		return 0, refund.NoAnswer(err)
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
 	if err != nil {
-		return 0, noAnswer(err)
+		return 0, refund.NoAnswer(err)
 	}
 	if res.StatusCode == http.StatusOK || res.StatusCode == http.StatusCreated {
 		if err := json.Unmarshal(data, out); err != nil {
-			return res.StatusCode, unreadable(res.StatusCode, err)
+			return res.StatusCode, refund.Unreadable("adyen", res.StatusCode, err)
 		}
 		return res.StatusCode, nil
 	}

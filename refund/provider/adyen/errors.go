@@ -82,26 +82,6 @@ func classify(status int, h http.Header, body []byte) *refund.Failure {
 	return f
 }
 
-// noAnswer is a call that got no answer at all (a network error, a
-// timeout, an answer cut short): the same call again.
-func noAnswer(err error) *refund.Failure {
-	return &refund.Failure{Class: refund.ClassRetry, Code: "network_error", Message: err.Error(), Err: err}
-}
-
-// unreadable is a success status whose body is not Adyen's refund answer
-// (a proxy's page): no answer from Adyen either.
-func unreadable(status int, err error) *refund.Failure {
-	f := noAnswer(fmt.Errorf("adyen: %d answer not understood: %w", status, err))
-	f.Code = "unreadable_answer"
-	return f
-}
-
-// refusedHere is a request refundkit cannot send as it stands: final, and
-// nothing was sent.
-func refusedHere(code string, err error) *refund.Failure {
-	return &refund.Failure{Class: refund.ClassFinal, Code: code, Message: err.Error(), Err: err}
-}
-
 // notesFailed is a notification store that could not be read: no answer,
 // asked again (a file being rotated, a database restarting). A store that
 // holds a line that does not verify keeps failing, and the run says so.

@@ -89,16 +89,16 @@ type amountJSON struct {
 // sends no amount. custom_id names batch, item and attempt (see customID).
 func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	if it.Capture == "" {
-		return refund.Answer{}, refusedHere("capture_required", errNoCapture)
+		return refund.Answer{}, refund.RefusedHere("capture_required", errNoCapture)
 	}
 	body := refundRequest{CustomID: customID(it.Batch, it.Item, attempt)}
 	if it.Amount > 0 {
 		if it.Currency == "" {
-			return refund.Answer{}, refusedHere("currency_required", errNoCurrency)
+			return refund.Answer{}, refund.RefusedHere("currency_required", errNoCurrency)
 		}
 		v, err := wire.Value(it.Amount, it.Currency)
 		if err != nil {
-			return refund.Answer{}, refusedHere("DECIMALS_NOT_SUPPORTED", err)
+			return refund.Answer{}, refund.RefusedHere("DECIMALS_NOT_SUPPORTED", err)
 		}
 		body.Amount = &amountJSON{CurrencyCode: strings.ToUpper(it.Currency), Value: v}
 	}
@@ -114,7 +114,7 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 	}
 	out, err := r.refund(func(custom string) map[string]string { return matchCustomID(custom, it, attempt) })
 	if err != nil {
-		return refund.Answer{}, unreadable(status, err)
+		return refund.Answer{}, refund.Unreadable("paypal", status, err)
 	}
 	// Replayed stays false: PayPal answers a request id seen before with
 	// the request's latest status, and its docs show that answer as 201
@@ -127,7 +127,7 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 // capture is one payment; PayPal has no payment intents).
 func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {
 	if p.Capture == "" {
-		return refund.PaymentInfo{}, refusedHere("capture_required", errNoCapture)
+		return refund.PaymentInfo{}, refund.RefusedHere("capture_required", errNoCapture)
 	}
 	if info, ok := c.captured.get(p.Capture); ok {
 		return info, nil // read by the look-up just before: it never changes
@@ -137,18 +137,18 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 		return refund.PaymentInfo{}, err
 	}
 	if cp.Amount == nil {
-		return refund.PaymentInfo{}, unreadable(status, fmt.Errorf("capture %s: no amount", p.Capture))
+		return refund.PaymentInfo{}, refund.Unreadable("paypal", status, fmt.Errorf("capture %s: no amount", p.Capture))
 	}
 	amount, err := wire.ParseValue(cp.Amount.Value, cp.Amount.CurrencyCode)
 	if err != nil {
-		return refund.PaymentInfo{}, unreadable(status, fmt.Errorf("capture %s: amount: %w", p.Capture, err))
+		return refund.PaymentInfo{}, refund.Unreadable("paypal", status, fmt.Errorf("capture %s: amount: %w", p.Capture, err))
 	}
 	return refund.PaymentInfo{Amount: amount, Currency: strings.ToLower(cp.Amount.CurrencyCode)}, nil
 }
 
 // Cancel: PayPal's API cannot cancel a refund.
 func (*Client) Cancel(context.Context, string) (refund.Refund, error) {
-	return refund.Refund{}, refusedHere("cancel_unsupported", errNoCancel)
+	return refund.Refund{}, refund.RefusedHere("cancel_unsupported", errNoCancel)
 }
 
 // Get reads refund id as PayPal holds it now: a PENDING refund settles
@@ -161,7 +161,7 @@ func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	}
 	out, err := r.refund(metadata)
 	if err != nil {
-		return refund.Refund{}, unreadable(status, err)
+		return refund.Refund{}, refund.Unreadable("paypal", status, err)
 	}
 	return out, nil
 }

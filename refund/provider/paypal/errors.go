@@ -106,23 +106,3 @@ func (e *apiError) message() string {
 	}
 	return strings.Join(parts, ": ")
 }
-
-// noAnswer is a call that got no answer at all (a network error, a
-// timeout, an answer cut short): the same call again.
-func noAnswer(err error) *refund.Failure {
-	return &refund.Failure{Class: refund.ClassRetry, Code: "network_error", Message: err.Error(), Err: err}
-}
-
-// unreadable is a success status whose body is not a PayPal refund (a
-// proxy's page): no answer from PayPal either.
-func unreadable(status int, err error) *refund.Failure {
-	f := noAnswer(fmt.Errorf("paypal: %d answer not understood: %w", status, err))
-	f.Code = "unreadable_answer"
-	return f
-}
-
-// refusedHere is a request refundkit cannot send to PayPal as it stands
-// (no capture, an amount PayPal cannot take): final, and nothing was sent.
-func refusedHere(code string, err error) *refund.Failure {
-	return &refund.Failure{Class: refund.ClassFinal, Code: code, Message: err.Error(), Err: err}
-}

@@ -66,7 +66,7 @@ type idJSON struct {
 // in part holds its item. Only a capture that cannot be read is an error.
 func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, error) {
 	if p.Capture == "" {
-		return nil, refusedHere("capture_required", errNoCapture)
+		return nil, refund.RefusedHere("capture_required", errNoCapture)
 	}
 	cp, status, err := c.capture(ctx, p.Capture)
 	if err != nil {
@@ -93,7 +93,7 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 		return cp.unlisted(nil, 0, fmt.Sprintf("its order %s does not list it", orderID)), nil
 	}
 	if err != nil {
-		return nil, unreadable(status, err)
+		return nil, refund.Unreadable("paypal", status, err)
 	}
 	return cp.unlisted(refunds, total, fmt.Sprintf("its order %s does not list them all", orderID)), nil
 }
@@ -103,7 +103,7 @@ func (c *Client) capture(ctx context.Context, id string) (captureJSON, int, erro
 	var cp captureJSON
 	status, err := c.do(ctx, http.MethodGet, "/v2/payments/captures/"+url.PathEscape(id), nil, "", &cp)
 	if err == nil && cp.ID != id {
-		err = unreadable(status, fmt.Errorf("asked for capture %s, got %q", id, cp.ID))
+		err = refund.Unreadable("paypal", status, fmt.Errorf("asked for capture %s, got %q", id, cp.ID))
 	}
 	if err == nil && cp.Amount != nil {
 		if amount, perr := wire.ParseValue(cp.Amount.Value, cp.Amount.CurrencyCode); perr == nil {

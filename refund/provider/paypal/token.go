@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 )
 
@@ -75,12 +76,12 @@ func (c *Client) fetchToken(ctx context.Context) (tokenAnswer, error) {
 	req.Header.Set("Accept", "application/json")
 	res, err := c.http.Do(req)
 	if err != nil {
-		return tokenAnswer{}, noAnswer(err)
+		return tokenAnswer{}, refund.NoAnswer(err)
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
 	if err != nil {
-		return tokenAnswer{}, noAnswer(err)
+		return tokenAnswer{}, refund.NoAnswer(err)
 	}
 	if res.StatusCode != http.StatusOK {
 		return tokenAnswer{}, classify(res.StatusCode, res.Header.Get(wire.DebugIDHeader), data, true)
@@ -90,7 +91,7 @@ func (c *Client) fetchToken(ctx context.Context) (tokenAnswer, error) {
 		if err == nil {
 			err = fmt.Errorf("no access_token or expires_in")
 		}
-		return tokenAnswer{}, unreadable(res.StatusCode, err)
+		return tokenAnswer{}, refund.Unreadable("paypal", res.StatusCode, err)
 	}
 	return a, nil
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 )
 
@@ -29,11 +30,11 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, reque
 		}
 		status, debugID, data, err := c.send(ctx, method, path, body, requestID, token)
 		if err != nil {
-			return 0, noAnswer(err)
+			return 0, refund.NoAnswer(err)
 		}
 		if status >= 200 && status < 300 { // 200 or 201; any other has no refund to read
 			if err := json.Unmarshal(data, out); err != nil {
-				return status, unreadable(status, err)
+				return status, refund.Unreadable("paypal", status, err)
 			}
 			return status, nil
 		}
