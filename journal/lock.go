@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/refundkit/refundkit/journal/durable"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,7 +58,7 @@ func TakeLock(path string) (*Lock, error) {
 		}
 		if cur, err := os.Stat(path); err == nil && os.SameFile(cur, info) {
 			if created {
-				if err := syncDir(path); err != nil {
+				if err := durable.SyncDir("journal", path); err != nil {
 					f.Close()
 					return nil, err
 				}
@@ -102,7 +103,7 @@ func (l *Lock) Discard() error {
 				l.Release()
 				return fmt.Errorf("journal %s: %w", l.path, err)
 			}
-			if err := syncDir(l.path); err != nil {
+			if err := durable.SyncDir("journal", l.path); err != nil {
 				l.Release()
 				return err
 			}

@@ -7,10 +7,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/refundkit/refundkit/journal/durable"
 )
 
 // Options tune a Writer.
@@ -124,19 +125,6 @@ func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 	return w, state, torn, nil
 }
 
-// syncDir makes a new or renamed entry in path's directory durable.
-func syncDir(path string) error {
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("journal %s: %w", path, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("journal %s: fsync directory: %w", path, err)
-	}
-	return nil
-}
-
 // repairTorn keeps a copy of the torn bytes, then cuts them off the journal
 // so that the next record starts on a line of its own.
 func repairTorn(f *os.File, t *Torn, size int64) error {
@@ -145,10 +133,10 @@ func repairTorn(f *os.File, t *Torn, size int64) error {
 		return fmt.Errorf("journal %s: read torn tail: %w", t.Path, err)
 	}
 	saved := fmt.Sprintf("%s.torn-%d", t.Path, time.Now().UnixNano())
-	if err := writeNew(saved, torn); err != nil {
+	if err := durable.WriteNew(saved, torn); err != nil {
 		return fmt.Errorf("journal %s: save torn tail: %w", t.Path, err)
 	}
-	if err := syncDir(saved); err != nil {
+	if err := durable.SyncDir("journal", saved); err != nil {
 		return err
 	}
 	if err := f.Truncate(t.Offset); err != nil {
@@ -159,22 +147,6 @@ func repairTorn(f *os.File, t *Torn, size int64) error {
 	}
 	t.SavedTo = saved
 	return nil
-}
-
-func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // Path is the journal's path as given to Open.

@@ -26,16 +26,16 @@ func mayImport(dir, dep string) bool {
 		name, _, _ := strings.Cut(rest, "/")
 		return role + "/" + name
 	}
-	domain := dep == "journal" || dep == "journal/arena" || dep == "refund" || dep == "refund/money"
+	domain := under(dep, "journal") || dep == "refund" || dep == "refund/money"
 	switch {
 	case under(dir, "cmd"), under(dir, "scripts"):
 		return true // the binaries and the tools wire everything together
-	case dir == "journal/arena", dir == "refund/money", dir == "refund/sim":
+	case dir == "journal/arena", dir == "journal/durable", dir == "refund/money", dir == "refund/sim":
 		return false
 	case dir == "journal":
-		return dep == "journal/arena"
+		return dep == "journal/arena" || dep == "journal/durable"
 	case dir == "refund":
-		return dep == "journal" || dep == "journal/arena" || dep == "refund/money"
+		return under(dep, "journal") || dep == "refund/money"
 	case dir == "refund/plan", dir == "refund/audit":
 		return domain
 	case under(dir, "refund/provider"):

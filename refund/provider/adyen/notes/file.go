@@ -10,13 +10,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/journal/durable"
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 )
 
@@ -322,10 +322,10 @@ func (x *File) cutTorn(size int64) error {
 		return fmt.Errorf("notifications file %s: read torn tail: %w", x.path, err)
 	}
 	saved := fmt.Sprintf("%s.torn-%d", x.path, time.Now().UnixNano())
-	if err := writeNew(saved, torn); err != nil {
+	if err := durable.WriteNew(saved, torn); err != nil {
 		return fmt.Errorf("notifications file %s: save torn tail: %w", x.path, err)
 	}
-	if err := syncDir(saved); err != nil {
+	if err := durable.SyncDir("notifications file", saved); err != nil {
 		return err
 	}
 	if err := x.f.Truncate(x.off); err != nil {
@@ -335,35 +335,6 @@ func (x *File) cutTorn(size int64) error {
 		return fmt.Errorf("notifications file %s: fsync: %w", x.path, err)
 	}
 	x.torn = &journal.Torn{Path: x.path, Line: int(x.lines + 1), Offset: x.off, Bytes: len(torn), SavedTo: saved}
-	return nil
-}
-
-func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// syncDir makes a new entry in path's directory durable.
-func syncDir(path string) error {
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("notifications file %s: %w", path, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("notifications file %s: fsync directory: %w", path, err)
-	}
 	return nil
 }
 
@@ -391,7 +362,7 @@ func openLocked(path string) (*os.File, bool, error) {
 		}
 		if cur, err := os.Stat(path); err == nil && os.SameFile(cur, info) {
 			if created {
-				if err := syncDir(path); err != nil {
+				if err := durable.SyncDir("notifications file", path); err != nil {
 					f.Close()
 					return nil, false, err
 				}
