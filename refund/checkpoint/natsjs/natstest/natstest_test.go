@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,12 +38,23 @@ func TestClusterLosesItsLeader(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "s", Subjects: []string{"s.>"}, Replicas: 3, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
+	sent := 0
 	publish := func(n int) {
 		t.Helper()
 		for range n {
-			// A write may meet the election: ask again until it is stored.
+			sent++
+			// Its id makes a try again of one the server stored, unanswered,
+			// the same message (JetStream's dedup window), not a second.
+			id := jetstream.WithMsgID(strconv.Itoa(sent))
+			// A write may meet the election, or go out on the connection
+			// to the node killed and never be answered: each try is given
+			// a few seconds (not the whole test's time), and asked again
+			// until it is stored.
 			for {
-				if _, err := js.Publish(ctx, "s.a", []byte("x")); err == nil {
+				try, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := js.Publish(try, "s.a", []byte("x"), id)
+				cancel()
+				if err == nil {
 					break
 				} else if ctx.Err() != nil {
 					t.Fatalf("publish: %v", err)
