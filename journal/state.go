@@ -243,7 +243,10 @@ func Next(st ItemState, r *Record) ItemState {
 		}
 		return st
 	}
-	if (st.Status != StatusRefunded || !undoes(&st, r)) && (st.Status == StatusRefunded || r.Type == TypeCanceled) {
+	switch {
+	case st.Status == StatusRefunded && undoes(&st, r):
+		// Its own refund said again in a status that is not done: read on.
+	case st.Status == StatusRefunded, r.Type == TypeCanceled:
 		return st
 	}
 	if st.Status == StatusPending && !settles(r) {
