@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,7 +40,7 @@ type Server struct {
 	ownDir         bool
 	cmd            *exec.Cmd
 	exited         chan struct{}
-	logs           *bytes.Buffer
+	logs           *lockedBuffer
 	Port, Monitor  int
 	// Name and ClusterPort are a cluster node's server_name and route
 	// port (StartCluster); "" and 0 for a server alone.
@@ -142,7 +143,7 @@ func (s *Server) start() error {
 
 // spawn starts the process; it does not wait for it to serve.
 func (s *Server) spawn() error {
-	s.logs = new(bytes.Buffer)
+	s.logs = new(lockedBuffer)
 	s.cmd = exec.Command(s.bin, "-c", s.conf)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {
@@ -157,8 +158,11 @@ func (s *Server) spawn() error {
 // is up: healthz answers 200 only then, a cluster node's only once the
 // cluster has a meta leader. A restarted node may not have caught up on
 // its streams yet (Cluster.AwaitCurrent).
-func (s *Server) awaitReady() error {
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
+func (s *Server) awaitReady() error { return s.awaitReadyBy(time.Now().Add(60 * time.Second)) }
+
+// awaitReadyBy is awaitReady until deadline.
+func (s *Server) awaitReadyBy(deadline time.Time) error {
+	for time.Now().Before(deadline) {
 		select {
 		case <-s.exited:
 			return fmt.Errorf("natstest: nats-server exited: %s", s.logs.String())
@@ -169,7 +173,26 @@ func (s *Server) awaitReady() error {
 		}
 		time.Sleep(20 * time.Millisecond) // polling a child's readiness, not timing a test
 	}
-	return fmt.Errorf("natstest: nats-server not ready within a minute: %s", s.logs.String())
+	return fmt.Errorf("natstest: nats-server not ready in time: %s", s.logs.String())
+}
+
+// lockedBuffer is the server's output: written by the process's copier,
+// read by an error message, so guarded.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func (s *Server) healthy() bool {
@@ -286,11 +309,29 @@ func StartCluster(opts ClusterOptions) (*Cluster, error) {
 		}
 		c.ownDir = true
 	}
+	// A cluster that has not elected its meta leader in time (a port
+	// taken between its choice and its bind, a machine too busy for the
+	// election's timers) is started again on new ports: 3 tries.
+	var err error
+	for try := 1; try <= 3; try++ {
+		if err = c.start(opts, try); err == nil {
+			return c, nil
+		}
+		for _, s := range c.Nodes {
+			s.Kill()
+		}
+		c.Nodes = nil
+	}
+	c.Stop()
+	return nil, err
+}
+
+// start makes and starts the nodes of try, and waits for all to serve.
+func (c *Cluster) start(opts ClusterOptions, try int) error {
 	for i := range opts.Nodes {
-		s, err := newServer(filepath.Join(c.dir, fmt.Sprintf("n%d", i+1)), true)
+		s, err := newServer(filepath.Join(c.dir, fmt.Sprintf("try%d", try), fmt.Sprintf("n%d", i+1)), true)
 		if err != nil {
-			c.Stop()
-			return nil, err
+			return err
 		}
 		s.Name = fmt.Sprintf("n%d", i+1)
 		c.Nodes = append(c.Nodes, s)
@@ -302,25 +343,23 @@ func StartCluster(opts ClusterOptions) (*Cluster, error) {
 	for _, s := range c.Nodes {
 		block := fmt.Sprintf("cluster {\n  name: %s\n  listen: 127.0.0.1:%d\n  routes: [\n%s\n  ]\n}\n", clusterName, s.ClusterPort, strings.Join(routes, "\n"))
 		if err := s.writeConf(opts.SyncAlways, block); err != nil {
-			c.Stop()
-			return nil, err
+			return err
 		}
 	}
 	// All at once: a node alone has no quorum, and is not ready until the
 	// others are up.
 	for _, s := range c.Nodes {
 		if err := s.spawn(); err != nil {
-			c.Stop()
-			return nil, err
+			return err
 		}
 	}
+	deadline := time.Now().Add(45 * time.Second)
 	for _, s := range c.Nodes {
-		if err := s.awaitReady(); err != nil {
-			c.Stop()
-			return nil, err
+		if err := s.awaitReadyBy(deadline); err != nil {
+			return fmt.Errorf("node %s (try %d): %w", s.Name, try, err)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // URL is the nats:// URL of checkpoint name on the cluster, naming every
