@@ -229,7 +229,7 @@ func Next(st ItemState, r *Record) ItemState {
 	if r.Type != TypeCanceled && rebinds(&st, r) {
 		st.Rebound = true
 	}
-	if r.Type == TypeRefunded && st.Contradiction == "" && holdsRefund(&st) && r.Refund == st.Refund {
+	if r.Type == TypeRefunded && st.Contradiction == "" && st.Credited() && r.Refund == st.Refund {
 		if why := differs(&st, r); why != "" {
 			st.Contradiction = why
 		}
@@ -407,9 +407,10 @@ func unsure(st *ItemState) bool {
 // it; only the provider's word on that refund settles it.
 func (st *ItemState) Unsure() bool { return unsure(st) }
 
-// holdsRefund reports an item the checkpoint credits with st.Refund: a live
-// refund, or one whose status is unknown (it may have moved money).
-func holdsRefund(st *ItemState) bool { return hasRefund(st.Status) || unsure(st) }
+// Credited reports an item its records credit with st.Refund: refunded,
+// pending, or in a status refundkit does not know (it may have moved
+// money). The one definition, for the engine's checks too.
+func (st *ItemState) Credited() bool { return hasRefund(st.Status) || unsure(st) }
 
 // settles reports whether r ends a pending refund: a finished refund, or
 // a final failure (the refund failed or was canceled at the provider).
@@ -515,9 +516,9 @@ func (s *State) put(i uint32, was, st *ItemState) {
 			s.indexHolder(i, id)
 		}
 	}
-	if st.Refund != was.Refund || holdsRefund(st) && !holdsRefund(was) {
+	if st.Refund != was.Refund || st.Credited() && !was.Credited() {
 		sl.refund = strs.Add(st.Refund)
-		if holdsRefund(st) {
+		if st.Credited() {
 			s.indexHolder(i, st.Refund)
 		}
 	}

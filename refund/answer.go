@@ -372,7 +372,7 @@ func CheckBinding(it *Item, st journal.ItemState) error {
 		return fmt.Errorf("item %q of batch %q: amount %s, but the journal records %s as sent%s", it.Item, it.Batch, amountText(it.Amount), amountText(st.SentAmount), hint)
 	case st.Sent && it.Currency != "" && st.SentCurrency != "" && it.Currency != st.SentCurrency:
 		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records %q as sent%s", it.Item, it.Batch, it.Currency, st.SentCurrency, hint)
-	case credited(st) && it.Amount > 0 && st.Amount != it.Amount:
+	case st.Credited() && it.Amount > 0 && st.Amount != it.Amount:
 		// The refund's own amount is what a partial item must match,
 		// whatever its intent sent.
 		return fmt.Errorf("item %q of batch %q: amount %d, but the journal records refund %s of %d for it%s", it.Item, it.Batch, it.Amount, st.Refund, st.Amount, hint)
@@ -382,16 +382,10 @@ func CheckBinding(it *Item, st journal.ItemState) error {
 		// show that the money moved in the plan's. (An item whose refund's
 		// status is unknown keeps no currency: it is in doubt already.)
 		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records refund %s in no currency for it: a record not written by refundkit, or edited; nothing is sent for it until a person checks the refund at the provider (audit --stripe) and its record", it.Item, it.Batch, it.Currency, st.Refund)
-	case credited(st) && it.Currency != "" && st.Currency != "" && st.Currency != it.Currency:
+	case st.Credited() && it.Currency != "" && st.Currency != "" && st.Currency != it.Currency:
 		return fmt.Errorf("item %q of batch %q: currency %q, but the journal records refund %s in %q for it%s", it.Item, it.Batch, it.Currency, st.Refund, st.Currency, hint)
 	}
 	return nil
-}
-
-// credited reports an item its records credit with a refund: refunded,
-// pending, or in a status refundkit does not know.
-func credited(st journal.ItemState) bool {
-	return st.Status == journal.StatusRefunded || st.Status == journal.StatusPending || st.Unsure()
 }
 
 // CheckRecords reports an item whose records are not consistent with
@@ -403,7 +397,7 @@ func CheckRecords(batch, item string, st journal.ItemState) error {
 	switch {
 	case st.Contradiction != "":
 		return fmt.Errorf("item %q of batch %q: the journal's records of it cannot all be true (%s): records of two runs or plans merged by hand, or edited? Nothing is sent for it; a person checks its refund at the provider (audit --stripe) and mends the journal", item, batch, st.Contradiction)
-	case credited(st) && st.Amount <= 0:
+	case st.Credited() && st.Amount <= 0:
 		// No provider refunds nothing, or less than nothing.
 		return fmt.Errorf("item %q of batch %q: the journal records refund %s of %d for it, which is no refund: a record not written by refundkit, or edited; nothing is sent for it until a person checks the refund at the provider (audit --stripe) and its record", item, batch, st.Refund, st.Amount)
 	}

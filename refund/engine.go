@@ -448,7 +448,7 @@ type sharer interface {
 // the item is not done, and nothing is sent for it.
 func (e *engine) sharedRefund(it *Item, st journal.ItemState) (Result, bool) {
 	s, ok := e.cfg.Checkpoint.(sharer)
-	if !ok || st.Refund == "" || !credited(st) {
+	if !ok || st.Refund == "" || !st.Credited() {
 		return Result{}, false
 	}
 	batch, item, shared := s.SharedRefund(st.Refund, it.Batch, it.Item)
