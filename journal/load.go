@@ -12,7 +12,7 @@ import (
 // Load reads the state of a journal without locking or changing it (dry
 // runs, audits). A torn tail is reported, not repaired.
 func Load(path string) (*State, *Torn, error) {
-	f, err := openRegular(path, unix.O_RDONLY, 0)
+	f, err := journalFile.OpenRegular(path, unix.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		if nf := danglingLink(path); nf != nil {
 			return nil, nil, nf // a link to nothing is no empty journal

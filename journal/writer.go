@@ -9,9 +9,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"github.com/refundkit/refundkit/journal/durable"
 )
 
 // Options tune a Writer.
@@ -109,7 +106,7 @@ func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 	}
 	state, torn := ld.state, ld.torn
 	if torn != nil {
-		if err := repairTorn(f, torn, size); err != nil {
+		if torn.SavedTo, err = journalFile.CutTail(f, path, torn.Offset, size); err != nil {
 			f.Close()
 			return nil, nil, nil, err
 		}
@@ -123,30 +120,6 @@ func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 		go w.flusher()
 	}
 	return w, state, torn, nil
-}
-
-// repairTorn keeps a copy of the torn bytes, then cuts them off the journal
-// so that the next record starts on a line of its own.
-func repairTorn(f *os.File, t *Torn, size int64) error {
-	torn := make([]byte, size-t.Offset)
-	if _, err := f.ReadAt(torn, t.Offset); err != nil {
-		return fmt.Errorf("journal %s: read torn tail: %w", t.Path, err)
-	}
-	saved := fmt.Sprintf("%s.torn-%d", t.Path, time.Now().UnixNano())
-	if err := durable.WriteNew(saved, torn); err != nil {
-		return fmt.Errorf("journal %s: save torn tail: %w", t.Path, err)
-	}
-	if err := durable.SyncDir("journal", saved); err != nil {
-		return err
-	}
-	if err := f.Truncate(t.Offset); err != nil {
-		return fmt.Errorf("journal %s: cut torn tail: %w", t.Path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("journal %s: fsync: %w", t.Path, err)
-	}
-	t.SavedTo = saved
-	return nil
 }
 
 // Path is the journal's path as given to Open.

@@ -11,12 +11,10 @@ import (
 	"io/fs"
 	"os"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/refundkit/refundkit/journal"
-	"github.com/refundkit/refundkit/journal/durable"
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 )
 
@@ -56,6 +54,20 @@ type File struct {
 	fsyncs   int64
 	err      error // the writer failed for good
 	closed   bool
+}
+
+// notesFile opens, locks and repairs as the journal does, in its own words.
+var notesFile = &journal.FileKind{
+	What:   "notifications file",
+	Locked: func(path string) error { return &LockedError{Path: path} },
+	NotFile: func(path string, mode fs.FileMode, opened bool) error {
+		if opened {
+			return fmt.Errorf("notifications file %s is not a regular file", path)
+		}
+		return fmt.Errorf("notifications file %s is not a regular file (%v)", path, mode.Type())
+	},
+	Vanished: "neither there nor creatable (a symbolic link to nothing?)",
+	Replaced: "replaced while being locked, again and again",
 }
 
 // LockedError is a file another receiver holds for writing.
@@ -102,9 +114,9 @@ func OpenFile(path string, key []byte, write bool) (*File, error) {
 		err     error
 	)
 	if write {
-		f, created, err = openLocked(path)
+		f, _, created, err = notesFile.OpenLocked(path)
 	} else {
-		f, err = openRegular(path, unix.O_RDONLY, 0)
+		f, err = notesFile.OpenRegular(path, unix.O_RDONLY, 0)
 	}
 	if err != nil {
 		return nil, err
@@ -124,10 +136,12 @@ func OpenFile(path string, key []byte, write bool) (*File, error) {
 			x.gens[k] = 0
 		}
 		if partial > 0 {
-			if err := x.cutTorn(size); err != nil {
+			saved, err := notesFile.CutTail(f, path, x.off, size)
+			if err != nil {
 				f.Close()
 				return nil, err
 			}
+			x.torn = &journal.Torn{Path: path, Line: int(x.lines + 1), Offset: x.off, Bytes: int(size - x.off), SavedTo: saved}
 		}
 	}
 	return x, nil
@@ -201,7 +215,10 @@ func (x *File) flush() {
 	x.batch++
 	x.flushing = true
 	x.mu.Unlock()
-	err := writeSync(x.f, buf)
+	_, err := x.f.Write(buf)
+	if err == nil {
+		err = x.f.Sync()
+	}
 	x.mu.Lock()
 	x.flushing = false
 	x.fsyncs++
@@ -216,13 +233,6 @@ func (x *File) flush() {
 		x.lines += int64(len(ns))
 	}
 	x.cond.Broadcast()
-}
-
-func writeSync(f *os.File, buf []byte) error {
-	if _, err := f.Write(buf); err != nil {
-		return err
-	}
-	return f.Sync()
 }
 
 // ForRefund returns the notifications of the refund psp, in the order
@@ -312,116 +322,4 @@ func (x *File) readNew() (size, partial int64, err error) {
 		x.off += int64(len(line))
 		x.lines++
 	}
-}
-
-// cutTorn saves the bytes after the last complete line aside, then cuts
-// them off, as journal.Open does with a torn record.
-func (x *File) cutTorn(size int64) error {
-	torn := make([]byte, size-x.off)
-	if _, err := x.f.ReadAt(torn, x.off); err != nil {
-		return fmt.Errorf("notifications file %s: read torn tail: %w", x.path, err)
-	}
-	saved := fmt.Sprintf("%s.torn-%d", x.path, time.Now().UnixNano())
-	if err := durable.WriteNew(saved, torn); err != nil {
-		return fmt.Errorf("notifications file %s: save torn tail: %w", x.path, err)
-	}
-	if err := durable.SyncDir("notifications file", saved); err != nil {
-		return err
-	}
-	if err := x.f.Truncate(x.off); err != nil {
-		return fmt.Errorf("notifications file %s: cut torn tail: %w", x.path, err)
-	}
-	if err := x.f.Sync(); err != nil {
-		return fmt.Errorf("notifications file %s: fsync: %w", x.path, err)
-	}
-	x.torn = &journal.Torn{Path: x.path, Line: int(x.lines + 1), Offset: x.off, Bytes: len(torn), SavedTo: saved}
-	return nil
-}
-
-// openLocked opens path for appending, creating it (0600, directory
-// fsynced) if absent, and takes its exclusive flock without waiting, as
-// journal.TakeLock does (whose Lock keeps its file to itself). Once
-// locked, the path must still name the locked file.
-func openLocked(path string) (*os.File, bool, error) {
-	for range 3 {
-		f, created, err := openOrCreate(path)
-		if err != nil {
-			return nil, false, err
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
-			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, false, &LockedError{Path: path}
-			}
-			return nil, false, fmt.Errorf("notifications file %s: lock: %w", path, err)
-		}
-		info, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, false, fmt.Errorf("notifications file %s: %w", path, err)
-		}
-		if cur, err := os.Stat(path); err == nil && os.SameFile(cur, info) {
-			if created {
-				if err := durable.SyncDir("notifications file", path); err != nil {
-					f.Close()
-					return nil, false, err
-				}
-			}
-			return f, created, nil
-		}
-		f.Close()
-	}
-	return nil, false, fmt.Errorf("notifications file %s: replaced while being locked, again and again: is a program that ignores the lock rewriting it?", path)
-}
-
-func openOrCreate(path string) (*os.File, bool, error) {
-	for range 3 {
-		f, err := openRegular(path, unix.O_RDWR|unix.O_APPEND, 0)
-		if !errors.Is(err, fs.ErrNotExist) {
-			return f, false, err
-		}
-		// O_EXCL does not follow a symbolic link: a dangling one is EEXIST.
-		f, err = openRegular(path, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL, 0o600)
-		if !errors.Is(err, fs.ErrExist) {
-			return f, err == nil, err
-		}
-	}
-	return nil, false, fmt.Errorf("notifications file %s: neither there nor creatable (a symbolic link to nothing?)", path)
-}
-
-// openRegular opens path only if it is a regular file: O_NONBLOCK keeps a
-// named pipe from holding up the open, and the type is checked on the
-// descriptor opened.
-func openRegular(path string, flag int, perm uint32) (*os.File, error) {
-	var fd int
-	var err error
-	for {
-		fd, err = unix.Open(path, flag|unix.O_NONBLOCK|unix.O_CLOEXEC, perm)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		if err != unix.ENOENT && err != unix.EEXIST {
-			// EISDIR, ENXIO (a socket), ...: say what the path is.
-			if info, serr := os.Stat(path); serr == nil && !info.Mode().IsRegular() {
-				return nil, fmt.Errorf("notifications file %s is not a regular file (%v)", path, info.Mode().Type())
-			}
-		}
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, fmt.Errorf("notifications file %s is not a regular file", path)
-	}
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, &fs.PathError{Op: "fcntl", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
 }
