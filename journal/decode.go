@@ -40,7 +40,7 @@ func DecodeLine(line []byte, str string, r *Record) error {
 }
 
 // recordFields are the JSON names of Record's fields, in order.
-var recordFields = []string{
+var recordFields = [...]string{
 	"v", "type", "ts", "batch", "item", "charge", "payment_intent", "capture", "psp_reference", "attempt",
 	"key", "amount", "currency", "reason", "refund", "status", "source", "http_status",
 	"code", "message", "final",

@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"reflect"
+	"strings"
 	"time"
+	"unsafe"
 )
 
 // decodeFast parses the form MarshalLine writes: keys in Record's order,
@@ -38,8 +41,11 @@ func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 		if kend+2 >= len(line) || line[kend+1] != ':' {
 			return false, false
 		}
-		i := fastFieldIndex(str[p+1 : kend])
-		if i < next || (i == 0 && p != 1) { // unknown, out of order, repeated
+		i := next // keys come in order: the search starts at the next one
+		for i < len(recordFields) && recordFields[i] != str[p+1:kend] {
+			i++
+		}
+		if i == len(recordFields) { // unknown, out of order, repeated
 			return false, false
 		}
 		if i > next && next < 5 {
@@ -84,48 +90,21 @@ func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 				return false, false // decodeJSON reports the version
 			}
 			r.V = int(n)
-		case 1:
-			r.Type = Type(s)
 		case 2:
 			var exact bool
 			if r.Time, good, exact = parseTime(s); !good {
 				return false, false
 			}
 			canonical = canonical && exact
-		case 3:
-			r.Batch = s
-		case 4:
-			r.Item = s
-		case 5:
-			r.Charge = s
-		case 6:
-			r.PaymentIntent = s
-		case 7:
-			r.Capture = s
-		case 8:
-			r.PSPReference = s
 		case 9:
 			r.Attempt = int(n)
-		case 10:
-			r.Key = s
 		case 11:
 			r.Amount = n
-		case 12:
-			r.Currency = s
-		case 13:
-			r.Reason = s
-		case 14:
-			r.Refund = s
-		case 15:
-			r.Status = s
-		case 16:
-			r.Source = s
 		case 17:
 			r.HTTPStatus = int(n)
-		case 18:
-			r.Code = s
-		case 19:
-			r.Message = s
+		case 20:
+		default:
+			*(*string)(unsafe.Add(unsafe.Pointer(r), stringFields[i])) = s
 		}
 		switch line[p] {
 		case '}':
@@ -141,54 +120,17 @@ func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 	}
 }
 
-// fastFieldIndex is the index of name in recordFields, or -1.
-func fastFieldIndex(name string) int {
-	switch name {
-	case "v":
-		return 0
-	case "type":
-		return 1
-	case "ts":
-		return 2
-	case "batch":
-		return 3
-	case "item":
-		return 4
-	case "charge":
-		return 5
-	case "payment_intent":
-		return 6
-	case "capture":
-		return 7
-	case "psp_reference":
-		return 8
-	case "attempt":
-		return 9
-	case "key":
-		return 10
-	case "amount":
-		return 11
-	case "currency":
-		return 12
-	case "reason":
-		return 13
-	case "refund":
-		return 14
-	case "status":
-		return 15
-	case "source":
-		return 16
-	case "http_status":
-		return 17
-	case "code":
-		return 18
-	case "message":
-		return 19
-	case "final":
-		return 20
+// stringFields are the offsets in Record of its string fields, by their
+// index in recordFields.
+var stringFields = func() (at [len(recordFields)]uintptr) {
+	t := reflect.TypeFor[Record]()
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Type.Kind() == reflect.String {
+			at[fieldIndex(strings.Split(f.Tag.Get("json"), ",")[0])] = f.Offset
+		}
 	}
-	return -1
-}
+	return at
+}()
 
 // maxQuotes bounds the quotes of a line the fast path takes: a record has
 // 21 keys and 16 string values.

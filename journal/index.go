@@ -8,20 +8,11 @@ import (
 	"github.com/refundkit/refundkit/journal/arena"
 )
 
-// Index numbers the items of journals: each (batch, item) pair gets a dense
-// id, 0, 1, 2, ... in the order first added, and a slot of type S beside
-// its key, where its user keeps the item's state: journal.State and audit
-// keep theirs here. It is the one item index of the module.
-//
-// It holds millions of items in little memory and no pointers for the
-// garbage collector to follow (S must hold none either): a key is 8 bytes
-// of reference to the item's name, behind its batch's number, in the
-// index's arena, which takes its users' strings too; the table is 4 bytes
-// a slot (IDTable). A key and its slot share a cache line or two, so a
-// lookup costs the misses of the table, the slot and the name.
-//
-// Add, AddHashed, Reserve and writes to slots must not run concurrently
-// with anything else; the rest only reads, and may run concurrently.
+// Index numbers the (batch, item) pairs of journals densely, in the order
+// first added, each with a slot of type S beside its key: the module's one
+// item index (State's and audit's). A key is a reference into the index's
+// arena, the table 4 bytes a slot (IDTable): no pointers for the GC, and
+// S must hold none. Writes must run alone; reads may run concurrently.
 type Index[S any] struct {
 	seed    maphash.Seed
 	ids     IDTable
@@ -32,7 +23,6 @@ type Index[S any] struct {
 	scratch []byte
 }
 
-// entry is an item: its key and its user's slot.
 type entry[S any] struct {
 	key  arena.Ref // the batch number as a uvarint, then the item
 	slot S
@@ -40,36 +30,30 @@ type entry[S any] struct {
 
 const entryChunk = 1 << 16
 
-// NewIndex returns an empty index.
 func NewIndex[S any]() *Index[S] { return &Index[S]{seed: maphash.MakeSeed()} }
 
 // Slot is the slot of id, zero when the item was added.
 func (x *Index[S]) Slot(id uint32) *S { return &x.entries[id/entryChunk][id%entryChunk].slot }
 
-// Len is how many items the index numbers.
 func (x *Index[S]) Len() int { return x.ids.Len() }
 
-// Arena is where the index keeps its keys; its users keep their strings
-// there too. It is not safe for concurrent use.
+// Arena keeps the index's keys and its users' strings; not for concurrent use.
 func (x *Index[S]) Arena() *arena.Arena { return &x.strs }
 
 // Batches numbers the batch names; BatchOf gives an item's number.
 func (x *Index[S]) Batches() *Interner { return &x.batches }
 
-// HashItem hashes an item's name for FindHashed and AddHashed. It only
-// reads the seed, so that readers may hash in parallel.
+// HashItem only reads the seed: readers may hash in parallel.
 func (x *Index[S]) HashItem(item string) uint64 { return maphash.String(x.seed, item) }
 
-// HashIn hashes s within batch number b as the index hashes its keys: for
-// a user's own IDTable of (batch, string) pairs (audit's groups by charge).
+// HashIn hashes s within batch b as keys are hashed, for a user's own
+// IDTable of (batch, string) pairs (audit's groups by charge).
 func (x *Index[S]) HashIn(b uint32, s string) uint64 { return mix(x.HashItem(s), b) }
 
-// Find returns the id of (batch, item); false if the index holds no such item.
 func (x *Index[S]) Find(batch, item string) (uint32, bool) {
 	return x.FindHashed(batch, item, x.HashItem(item))
 }
 
-// FindHashed is Find for an item that hashes to ih (HashItem).
 func (x *Index[S]) FindHashed(batch, item string, ih uint64) (uint32, bool) {
 	b, ok := x.batches.Lookup(batch)
 	if !ok {
@@ -78,10 +62,8 @@ func (x *Index[S]) FindHashed(batch, item string, ih uint64) (uint32, bool) {
 	return x.find(b, item, mix(ih, b))
 }
 
-// FindNear is Find for a caller that walks the items in about the order
-// they were added (a plan against the journal of its own run): the item
-// numbered hint is tried first, and a hit costs no hash and no probe of the
-// table, only the look at a key that is likely in cache already.
+// FindNear tries the item numbered hint first: a caller walking items in
+// about the order added then pays no hash and no probe.
 func (x *Index[S]) FindNear(batch, item string, hint uint32) (uint32, bool) {
 	b, ok := x.batches.Lookup(batch)
 	if !ok {
@@ -93,13 +75,11 @@ func (x *Index[S]) FindNear(batch, item string, hint uint32) (uint32, bool) {
 	return x.find(b, item, mix(x.HashItem(item), b))
 }
 
-// Add returns the id of (batch, item), numbering it if it is new; added
-// says it was.
+// Add returns the id of (batch, item), numbering it if new (added).
 func (x *Index[S]) Add(batch, item string) (id uint32, added bool) {
 	return x.AddHashed(batch, item, x.HashItem(item))
 }
 
-// AddHashed is Add for an item that hashes to ih (HashItem).
 func (x *Index[S]) AddHashed(batch, item string, ih uint64) (id uint32, added bool) {
 	b := x.batches.ID(batch)
 	if x.ids.n > 0 && x.is(x.last, b, item) {
@@ -113,33 +93,26 @@ func (x *Index[S]) AddHashed(batch, item string, ih uint64) (id uint32, added bo
 	return x.insert(b, item, h), true
 }
 
-// Key returns the batch and item of id. The strings share the arena's
-// memory and stay valid as long as the index.
+// Key returns the batch and item of id, in the arena's memory.
 func (x *Index[S]) Key(id uint32) (batch, item string) {
 	b, item := x.key(id)
 	return x.batches.Name(b), item
 }
 
-// BatchOf is the number of id's batch in Batches.
 func (x *Index[S]) BatchOf(id uint32) uint32 {
 	b, _ := x.key(id)
 	return b
 }
 
-// Reserve grows the index for about n more items at once.
 func (x *Index[S]) Reserve(n int) { x.ids.Reserve(n, x.rehash) }
 
-// Touch loads the table slot where the lookup of an item that hashes to ih
-// starts, guessing its batch is the last one added: a caller about to look
-// up many items overlaps their cache misses by touching them first.
+// Touch loads the table slot where the lookup for ih starts (guessing the
+// last batch), so that a caller overlaps the cache misses of many lookups.
 func (x *Index[S]) Touch(ih uint64) uint32 { return x.ids.Touch(mix(ih, x.batches.last)) }
 
-// TouchSpan is how many items a caller touches (Touch) before it folds
-// them: enough for their cache misses to overlap, few enough that the
-// slots are still in cache when their turn comes.
+// TouchSpan is how many items a caller touches before it folds them.
 const TouchSpan = 256
 
-// TouchAll touches the slots of items hashing to ihs, at most TouchSpan.
 func (x *Index[S]) TouchAll(ihs []uint64) uint32 {
 	var t uint32
 	for _, ih := range ihs[:min(len(ihs), TouchSpan)] {
@@ -157,7 +130,6 @@ func (x *Index[S]) find(b uint32, item string, h uint64) (uint32, bool) {
 	return 0, false
 }
 
-// insert numbers (b, item), which the index does not hold, of hash h.
 func (x *Index[S]) insert(b uint32, item string, h uint64) uint32 {
 	x.scratch = append(binary.AppendUvarint(x.scratch[:0], uint64(b)), item...)
 	ref := x.strs.Add(unsafe.String(unsafe.SliceData(x.scratch), len(x.scratch)))
@@ -170,7 +142,6 @@ func (x *Index[S]) insert(b uint32, item string, h uint64) uint32 {
 	return id
 }
 
-// is reports whether id is the item (b, item).
 func (x *Index[S]) is(id, b uint32, item string) bool {
 	k := x.strs.Get(x.entries[id/entryChunk][id%entryChunk].key)
 	if b >= 0x80 {
@@ -184,9 +155,8 @@ func keyIs(k string, b uint32, item string) bool {
 	return kb == b && kitem == item
 }
 
-// itemRef refers to id's item name in the arena, without a copy: users
-// whose strings often equal the item (a charge named as its own item)
-// keep this instead of a copy.
+// itemRef refers to id's item name without a copy, for users whose
+// strings often equal it (a charge named as its own item).
 func (x *Index[S]) itemRef(id uint32) (arena.Ref, bool) {
 	ref := x.entries[id/entryChunk][id%entryChunk].key
 	k := x.strs.Get(ref)
@@ -194,7 +164,6 @@ func (x *Index[S]) itemRef(id uint32) (arena.Ref, bool) {
 	return arena.Suffix(ref, len(k)-len(item))
 }
 
-// key splits the key of id into its batch number and item.
 func (x *Index[S]) key(id uint32) (uint32, string) {
 	return splitKey(x.strs.Get(x.entries[id/entryChunk][id%entryChunk].key))
 }
@@ -212,10 +181,8 @@ func splitLong(k string) (uint32, string) {
 	return uint32(b), k[n:]
 }
 
-// rehash is the table hash of id's key, for the table to move it.
 func (x *Index[S]) rehash(id uint32) uint64 {
 	return x.HashIn(x.key(id))
 }
 
-// mix combines an item's hash with its batch number into the table hash.
 func mix(ih uint64, b uint32) uint64 { return ih ^ uint64(b)*0x9e3779b97f4a7c15 }

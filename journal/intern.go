@@ -5,19 +5,16 @@ import (
 	"strings"
 )
 
-// Interner numbers the few distinct strings of a kind (batch names, error
-// codes, currencies) so that an item holds a number instead of a string:
-// 0 is "", the others count up in the order first seen. The zero value is
-// empty and ready to use. ID writes; Lookup, Name and Len only read, and
-// may run concurrently with each other.
+// Interner numbers the few distinct strings of a kind (batches, codes,
+// currencies): 0 is "", the others in the order first seen. The zero value
+// is empty. ID writes; Lookup, Name and Len may run concurrently.
 type Interner struct {
 	names []string // by id; names[0] is "" once any other was added
 	ids   map[string]uint32
 	last  uint32 // the id ID returned last: names come in runs
 }
 
-// ID returns the id of name, numbering it if it is new. It panics with
-// ErrTableFull past 2^32 names.
+// ID returns the id of name, numbering it if new (ErrTableFull past 2^32).
 func (in *Interner) ID(name string) uint32 {
 	if int(in.last) < len(in.names) && in.names[in.last] == name {
 		return in.last
@@ -46,7 +43,6 @@ func (in *Interner) id(name string) uint32 {
 	return id
 }
 
-// Lookup returns the id of name; false if it was never numbered.
 func (in *Interner) Lookup(name string) (uint32, bool) {
 	if int(in.last) < len(in.names) && in.names[in.last] == name {
 		return in.last, true
@@ -58,7 +54,6 @@ func (in *Interner) Lookup(name string) (uint32, bool) {
 	return id, ok
 }
 
-// Name is the string numbered id.
 func (in *Interner) Name(id uint32) string {
 	if id == 0 {
 		return ""

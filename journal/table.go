@@ -5,14 +5,10 @@ import (
 	"iter"
 )
 
-// IDTable numbers keys its user keeps: ids 0, 1, 2, ... in the order the
-// keys are added. It is the one open-addressing table of the module: Index
-// numbers journal items with it, audit groups items by charge with it.
-//
-// A slot is 4 bytes: the id+1 of a key and, in the high bits that ids do
-// not need yet (the table is at most half full), as many bits of the key's
-// hash, so a probe rarely has to look at a key that is not the one sought.
-// The zero value is empty and ready to use.
+// IDTable numbers keys its user keeps, 0, 1, 2, ... in the order added:
+// the module's one open-addressing table. A slot is 4 bytes: id+1 and, in
+// the bits ids do not need yet (at most half full), bits of the key's
+// hash, so a probe rarely looks at another key. The zero value is empty.
 type IDTable struct {
 	slots []uint32 // id+1 | tag<<bits; 0 is empty
 	bits  uint     // len(slots) is 1<<bits
@@ -21,23 +17,18 @@ type IDTable struct {
 	touched uint32 // keeps resize's loads from being optimized away
 }
 
-// MaxIDs is how many keys an IDTable numbers: slots address 32 bits and
-// the table is at most half full.
 const MaxIDs = 1 << 31
 
-// ErrTableFull is the panic of an IDTable asked to number more than MaxIDs
-// keys, or of an Interner asked for more than 2^32 strings: far more than
-// memory holds, but never wrapped around in silence.
+// ErrTableFull is the panic of an IDTable past MaxIDs keys, or an Interner
+// past 2^32 strings: never wrapped around in silence.
 var ErrTableFull = errors.New("journal: more than 2^31 items in one index")
 
 const minTableBits = 10
 
-// Len is how many keys the table numbers.
 func (t *IDTable) Len() int { return int(t.n) }
 
-// Candidates yields the ids whose slot matches hash h, in probe order,
-// until an empty slot ends the walk: the caller compares its key with the
-// key of each and stops at its own. None matching: the key is not there.
+// Candidates yields the ids whose slot matches hash h, in probe order; the
+// caller compares keys and stops at its own.
 func (t *IDTable) Candidates(h uint64) iter.Seq[uint32] {
 	return func(yield func(uint32) bool) {
 		slots, bits := t.slots, t.bits
@@ -55,12 +46,10 @@ func (t *IDTable) Candidates(h uint64) iter.Seq[uint32] {
 	}
 }
 
-// tag is the bits of h a slot keeps: those above the position's bits.
 func (t *IDTable) tag(h uint64) uint32 { return uint32(h >> (32 + t.bits)) }
 
-// Add numbers a new key of hash h, which the table must not hold yet, and
-// returns its id. hashOf gives the hash of an id's key: growing the table
-// moves every key. It panics with ErrTableFull past MaxIDs keys.
+// Add numbers a new key of hash h and returns its id; hashOf gives an id's
+// hash, for growing. It panics with ErrTableFull past MaxIDs keys.
 func (t *IDTable) Add(h uint64, hashOf func(id uint32) uint64) uint32 {
 	if t.n >= MaxIDs {
 		panic(ErrTableFull)
@@ -74,8 +63,7 @@ func (t *IDTable) Add(h uint64, hashOf func(id uint32) uint64) uint32 {
 	return id
 }
 
-// Reserve grows the table for n more keys at once, sparing the moves of
-// growing it one doubling at a time. n is a hint: past MaxIDs it is capped.
+// Reserve grows the table for n more keys at once (capped at MaxIDs).
 func (t *IDTable) Reserve(n int, hashOf func(id uint32) uint64) {
 	want := min(uint64(t.n)+uint64(max(n, 0)), MaxIDs)
 	bits := max(t.bits, minTableBits)
@@ -87,8 +75,7 @@ func (t *IDTable) Reserve(n int, hashOf func(id uint32) uint64) {
 	}
 }
 
-// Touch loads the slot where the probe for h starts and returns it, so
-// that a caller about to look up many keys can overlap their cache misses.
+// Touch loads the slot where the probe for h starts, to overlap cache misses.
 func (t *IDTable) Touch(h uint64) uint32 {
 	if t.slots == nil {
 		return 0
@@ -96,10 +83,8 @@ func (t *IDTable) Touch(h uint64) uint32 {
 	return t.slots[uint32(h)&uint32(len(t.slots)-1)]
 }
 
-// resize makes the table 1<<bits slots and places every key again: the
-// slots keep too few bits of the hash to move without it. Keys are hashed
-// a span at a time and their slots touched before any is placed: the loads
-// are independent, so their cache misses overlap.
+// resize places every key again, hashing a span at a time and touching
+// its slots first so that their cache misses overlap.
 func (t *IDTable) resize(bits uint, hashOf func(id uint32) uint64) {
 	t.slots, t.bits = make([]uint32, 1<<bits), bits
 	mask := uint32(len(t.slots) - 1)
