@@ -8,14 +8,13 @@ import (
 	"unsafe"
 )
 
-// block is a run of whole lines of a journal and what parsing them found.
-// Workers parse blocks in parallel; the Reader judges them in order.
+// block is a run of whole lines and what parsing them found: parsed on
+// workers, judged in order.
 type block struct {
-	data  []byte
-	start int64 // offset of data in the input
-	size  int64 // input bytes the block covers: len(data), or a long line's length
-	long  bool  // the block is one line longer than maxLine, not kept in data
-	// newline: a long line ended with '\n' (every other line's end is in data)
+	data    []byte
+	start   int64 // offset of data in the input
+	size    int64 // input bytes the block covers: len(data), or a long line's length
+	long    bool  // the block is one line longer than maxLine, not kept in data
 	newline bool
 
 	ends  []int32 // per line: the offset just past it in data
@@ -26,19 +25,17 @@ type block struct {
 	done      chan struct{}
 }
 
-// parsed is the records of a block: the most memory a block takes, given
-// back when only the block's bytes are still needed.
+// parsed is a block's records: its most memory, given back once only its
+// bytes are needed.
 type parsed struct {
-	recs   []Record   // the record lines, in order; strings point into data
-	canon  []bool     // per record: its line is what MarshalLine writes
-	hashes []uint64   // per record: the hash of its item, when asked for
-	heads  []lineHead // per record, instead of recs: what a merge reads of it
-	nrec   int
-	// scratch is where records are decoded when only heads are kept.
+	recs    []Record   // the record lines, in order; strings point into data
+	canon   []bool     // per record: its line is what MarshalLine writes
+	hashes  []uint64   // per record: the hash of its item, when asked for
+	heads   []lineHead // per record, instead of recs: what a merge reads of it
+	nrec    int
 	scratch Record
 }
 
-// lineKind says what a line that is not a record is.
 type lineKind uint8
 
 const (
@@ -49,14 +46,12 @@ const (
 	lineUnended                     // the input's last bytes, without '\n'
 )
 
-// verdict is what checking a commit line against its records found.
 type verdict uint8
 
 const (
 	commitValid verdict = iota + 1
 	commitInvalid
-	// commitLookBack: its records start in an earlier block, so only the
-	// Reader, which holds the blocks before, can check it.
+	// commitLookBack: its records start in an earlier block (judge checks it).
 	commitLookBack
 )
 
@@ -71,7 +66,6 @@ type mark struct {
 	err     error   // why the line is wrong: decoding, or checking a commit
 }
 
-// lineStart is where line i of the block starts in data.
 func (b *block) lineStart(i int) int {
 	if i == 0 {
 		return 0
@@ -79,7 +73,6 @@ func (b *block) lineStart(i int) int {
 	return int(b.ends[i-1])
 }
 
-// lineBytes is line i without its '\n'.
 func (b *block) lineBytes(i int) []byte {
 	s, e := b.lineStart(i), int(b.ends[i])
 	if e > s && b.data[e-1] == '\n' {
@@ -88,10 +81,8 @@ func (b *block) lineBytes(i int) []byte {
 	return b.data[s:e]
 }
 
-// recordLine is line i, a record's, without its '\n'.
 func (b *block) recordLine(i int) []byte { return b.data[b.lineStart(i) : b.ends[i]-1] }
 
-// endOffset is the input offset just past line i.
 func (b *block) endOffset(i int) int64 {
 	if b.long {
 		return b.start + b.size
@@ -99,8 +90,8 @@ func (b *block) endOffset(i int) int64 {
 	return b.start + int64(b.ends[i])
 }
 
-// parse decodes every line of the block and checks every commit line
-// whose records all lie in the block. Record strings point into data.
+// parse decodes every line and checks the commit lines whose records all
+// lie in the block. Record strings point into data.
 func (b *block) parse(opts *ReadOptions) {
 	b.ends, b.recs, b.canon, b.hashes, b.heads, b.marks = b.ends[:0], b.recs[:0], b.canon[:0], b.hashes[:0], b.heads[:0], b.marks[:0]
 	b.nrec = 0
@@ -160,8 +151,6 @@ func (b *block) parse(opts *ReadOptions) {
 	}
 }
 
-// decode adds line to the block's records, or says why it is not a valid
-// record.
 func (b *block) decode(line []byte, opts *ReadOptions) error {
 	r := &b.scratch // heads alone: the record is decoded again if needed
 	if !opts.heads {
@@ -197,9 +186,8 @@ func (b *block) decode(line []byte, opts *ReadOptions) error {
 	return nil
 }
 
-// checkCommit checks the commit line at line i, naming n records and crc,
-// against the run of record lines before it, which starts at line run
-// (fromStart: the run may go on in earlier blocks).
+// checkCommit checks commit line i (n records, crc) against the record
+// lines from run on (fromStart: they may go on in earlier blocks).
 func (b *block) checkCommit(run int, fromStart bool, i, n int, crc uint32) (verdict, error) {
 	if i-run < n {
 		if fromStart {
@@ -217,13 +205,10 @@ func (b *block) checkCommit(run int, fromStart bool, i, n int, crc uint32) (verd
 	return commitValid, nil
 }
 
-// Why a line that is no record is wrong, whatever the block holding it.
 var (
 	errUnended = errors.New("line without a newline at the end of the journal")
 	errLong    = fmt.Errorf("line longer than %d bytes", maxLine)
 )
-
-// Why a commit line is not valid.
 
 func tooFewRecords(n, have int) error {
 	return fmt.Errorf("commit line names %d records, but %d record lines come before it", n, have)

@@ -6,28 +6,20 @@ import (
 	"strconv"
 )
 
-// A group commit is its record lines followed by one commit line,
+// A group commit is its record lines and one commit line,
 //
-//	{"v":1,"type":"commit","records":N,"crc32c":"0a1b2c3d"}
+// 	{"v":1,"type":"commit","records":N,"crc32c":"0a1b2c3d"}
 //
-// written with one write and made durable with one fsync. N counts the
-// commit's record lines and crc32c is CRC-32C (Castagnoli) over their exact
-// bytes, newlines included. The commit line is framing, not a record:
-// readers never hand it on, and jq users filter on .type. It lets a reader
-// tell where the last acknowledged commit ends, so that damage after it is
-// a torn tail and damage before it is corruption (see decide).
+// in one write and one fsync: N record lines, CRC-32C over their bytes.
+// It is framing, never handed on; it tells where the last acknowledged
+// commit ends, so damage after it is torn and before it corrupt (decide).
 
-// maxCommit caps the record bytes of one commit: the writer never puts
-// more in one, so a reader needs at most this much look-back to verify a
-// commit line, and a commit line claiming more is not valid.
+// maxCommit caps the record bytes of a commit, and so a reader's look-back.
 const maxCommit = 4 << 20
 
-// maxCommitLine is the longest commit line: N has at most the digits of
-// maxCommit. One write is at most maxCommit+maxCommitLine bytes.
+// maxCommitLine is the longest commit line.
 const maxCommitLine = len(commitHead) + len("4194304") + len(commitMid) + 8 + len(commitTail)
 
-// castagnoli is CRC-32C, computed with the CPU's instruction where there
-// is one.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 const (
@@ -37,13 +29,10 @@ const (
 	commitTail = "\"}\n"
 )
 
-// emptyCommit is the commit line of no records: a writer that starts on a
-// file not ending in a commit line writes it first, on its own, so that
-// what the file held is before a valid commit whatever happens next.
+// emptyCommit frames a file that does not end in a commit line (writeCommit).
 var emptyCommit = AppendCommit(nil, nil, 0)
 
-// AppendCommit appends to dst the commit line that ends a group commit of
-// the n record lines in records (their exact bytes, newlines included).
+// AppendCommit appends the commit line of the n record lines in records.
 func AppendCommit(dst, records []byte, n int) []byte {
 	return appendCommitCRC(dst, n, crc32.Checksum(records, castagnoli))
 }
@@ -59,9 +48,8 @@ func appendCommitCRC(dst []byte, n int, crc uint32) []byte {
 	return append(dst, commitTail...)
 }
 
-// parseCommit reads a commit line (without its '\n') in exactly the form
-// AppendCommit writes. isCommit reports a line that claims to be one;
-// ok, that it is one in that form.
+// parseCommit reads a commit line in exactly AppendCommit's form;
+// isCommit: the line claims to be one.
 func parseCommit(line []byte) (n int, crc uint32, isCommit, ok bool) {
 	const head = commitType + `commit"`
 	if len(line) < len(head) || string(line[:len(head)]) != head {
@@ -95,8 +83,7 @@ func parseCommit(line []byte) (n int, crc uint32, isCommit, ok bool) {
 	return n, crc, true, true
 }
 
-// framer writes record lines as a journal of its own, in commits of about
-// framedCommit bytes, each ended by its commit line (merge output).
+// framer writes record lines as a journal of its own (merge output).
 type framer struct {
 	w       io.Writer
 	buf     []byte // the open commit's record lines
@@ -104,15 +91,13 @@ type framer struct {
 	err     error
 }
 
-// framedCommit is the size of the commits a framer writes: far below
-// maxCommit, so a reader checks most of them inside one block.
+// framedCommit is far below maxCommit: most commits check inside a block.
 const framedCommit = 32 << 10
 
 func newFramer(w io.Writer) *framer {
 	return &framer{w: w, buf: make([]byte, 0, framedCommit+maxLine+len(emptyCommit)+16)}
 }
 
-// record writes a record line, given without its '\n'.
 func (f *framer) record(line []byte) {
 	if len(f.buf)+len(line)+1 > framedCommit && f.records > 0 {
 		f.end()
@@ -121,7 +106,6 @@ func (f *framer) record(line []byte) {
 	f.records++
 }
 
-// end writes the open commit: its record lines and its commit line.
 func (f *framer) end() {
 	n := len(f.buf)
 	f.buf = AppendCommit(f.buf, f.buf[:n], f.records)
@@ -131,7 +115,7 @@ func (f *framer) end() {
 	f.buf, f.records = f.buf[:0], 0
 }
 
-// close ends the last commit. Without records it writes nothing.
+// close ends the last commit; without records it writes nothing.
 func (f *framer) close() error {
 	if f.records > 0 {
 		f.end()

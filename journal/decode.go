@@ -7,17 +7,14 @@ import (
 	"strings"
 )
 
-// syntaxError is a line that is not a JSON object at all. On the last line
-// it is what a crash mid-write leaves (torn); anywhere else it is corruption.
+// syntaxError is a line that is not a JSON object: torn if last, else corrupt.
 type syntaxError struct{ msg string }
 
 func (e *syntaxError) Error() string { return e.msg }
 
-// decodeLine parses one line (without its '\n') into r, strictly: unknown or
-// repeated fields, wrong types and records that fail Validate are errors.
-// The canonical form MarshalLine writes takes a fast path; anything else
-// goes through encoding/json, and both give the same Record. str holds the
-// same bytes as line; the fast path takes r's strings from it.
+// decodeLine parses a line strictly (unknown or repeated fields, wrong types,
+// Validate): canonical lines on a fast path, the rest through encoding/json,
+// to the same Record. str holds line's bytes; the fast path takes strings from it.
 func decodeLine(line []byte, str string, r *Record) error {
 	if ok, _ := decodeFast(line, str, r); !ok {
 		return decodeJSON(line, r)
@@ -28,18 +25,14 @@ func decodeLine(line []byte, str string, r *Record) error {
 	return nil
 }
 
-// DecodeLine decodes one complete line (without its '\n') into r, as
-// strictly as a Scanner does: a line a Scanner accepts decodes to the same
-// Record, and an error means a Scanner refuses it too (only a Scanner, which
-// knows what follows, can tell a torn line from a corrupt one). str must
-// hold the same bytes as line; r's strings may be taken from it, which lets
-// a caller decoding a large buffer avoid a string per line.
+// DecodeLine decodes one complete line as strictly as a Scanner: the same
+// Record, or an error where a Scanner refuses it. str holds the same bytes
+// as line, and r's strings may share it.
 func DecodeLine(line []byte, str string, r *Record) error {
 	*r = Record{}
 	return decodeLine(line, str, r)
 }
 
-// recordFields are the JSON names of Record's fields, in order.
 var recordFields = [...]string{
 	"v", "type", "ts", "batch", "item", "charge", "payment_intent", "capture", "psp_reference", "attempt",
 	"key", "amount", "currency", "reason", "refund", "status", "source", "http_status",
@@ -55,9 +48,8 @@ func fieldIndex(name string) int {
 	return -1
 }
 
-// decodeJSON is the strict slow path over encoding/json. encoding/json alone
-// would accept keys in any letter case and repeated keys; a record has
-// neither, so the keys are checked first.
+// decodeJSON is the strict slow path: encoding/json alone takes keys in
+// any case and repeated keys, so the keys are checked first.
 func decodeJSON(line []byte, r *Record) error {
 	*r = Record{}
 	if !json.Valid(line) {
@@ -108,7 +100,7 @@ func decodeJSON(line []byte, r *Record) error {
 			version = raw
 		}
 	}
-	// The version comes first: a newer format may have fields this one lacks.
+	// The version first: a newer format may have fields this one lacks.
 	if version == nil || string(version) == "null" {
 		return fmt.Errorf("record without v")
 	}
@@ -131,7 +123,6 @@ func decodeJSON(line []byte, r *Record) error {
 
 func jsonMessage(err error) string { return strings.TrimPrefix(err.Error(), "json: ") }
 
-// snippet quotes the start of a bad line so people can find it.
 func snippet(line []byte) string {
 	const max = 40
 	if len(line) > max {

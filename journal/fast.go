@@ -10,14 +10,10 @@ import (
 	"unsafe"
 )
 
-// decodeFast parses the form MarshalLine writes: keys in Record's order,
-// no white space, "v":1, strings of printable ASCII without escapes or
-// <, >, &, integers below 10^18 and timestamps. It returns ok false,
-// leaving r in any state, for anything else; decodeJSON then decides.
-// canonical reports that line is byte for byte what MarshalLine writes for
-// r, so it can be copied instead of encoded again. Strings in r are
-// substrings of str, which holds the same bytes as line: the caller
-// chooses whether they share memory with line.
+// decodeFast parses the form MarshalLine writes (keys in order, no white
+// space, plain ASCII strings, integers below 10^18); ok false for anything
+// else, left to decodeJSON. canonical: line is byte for byte what
+// MarshalLine writes, so it may be copied. r's strings are str's.
 func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 	*r = Record{}
 	if len(line) < 2 || len(line) > math.MaxInt32 || line[0] != '{' || line[len(line)-1] != '}' {
@@ -120,8 +116,6 @@ func decodeFast(line []byte, str string, r *Record) (ok, canonical bool) {
 	}
 }
 
-// stringFields are the offsets in Record of its string fields, by their
-// index in recordFields.
 var stringFields = func() (at [len(recordFields)]uintptr) {
 	t := reflect.TypeFor[Record]()
 	for i := range t.NumField() {
@@ -132,14 +126,11 @@ var stringFields = func() (at [len(recordFields)]uintptr) {
 	return at
 }()
 
-// maxQuotes bounds the quotes of a line the fast path takes: a record has
-// 21 keys and 16 string values.
+// maxQuotes bounds the quotes of a record: 21 keys and 16 string values.
 const maxQuotes = 2 * (21 + 16)
 
-// scanLine checks that line holds only printable ASCII without the
-// backslash and the <, > and & that encoding/json escapes (so every quote
-// is a string's start or end, and every string reads as written and is
-// written back the same), and lists where its quotes are.
+// scanLine lists the quotes of a line of printable ASCII without \ < > &
+// (what encoding/json escapes), so every quote delimits a string.
 func scanLine(line []byte, quotes *[maxQuotes]int32) (n int, ok bool) {
 	const ones, lows = 0x0101010101010101, 0x7f7f7f7f7f7f7f7f
 	i := 0
@@ -148,7 +139,6 @@ func scanLine(line []byte, quotes *[maxQuotes]int32) (n int, ok bool) {
 		if special8(x) {
 			return 0, false
 		}
-		// The high bit of each byte that is a quote, exactly.
 		v := x ^ (ones * '"')
 		for m := ^(((v & lows) + lows) | v | lows); m != 0; m &= m - 1 {
 			if n == maxQuotes {
@@ -173,7 +163,6 @@ func scanLine(line []byte, quotes *[maxQuotes]int32) (n int, ok bool) {
 	return n, true
 }
 
-// plainByte marks the bytes scanLine accepts.
 var plainByte = func() (t [256]bool) {
 	for c := 0x20; c < 0x7f; c++ {
 		t[c] = true
@@ -184,19 +173,15 @@ var plainByte = func() (t [256]bool) {
 	return t
 }()
 
-// special8 reports whether any of the 8 bytes in x is not plain: below
-// 0x20, above 0x7e, or one of \ < > &. Each test is a bit trick from "Bit
-// Twiddling Hacks" that is exact about whether some byte matches.
+// special8 reports whether a byte of x is not plain (Bit Twiddling Hacks).
 func special8(x uint64) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	below := (x - ones*0x20) &^ x
 	above := (x + ones*(0x7f-0x7e)) | x
-	// < (0x3c) and > (0x3e) are the bytes that become 0x3e with bit 1 set.
 	bs, ltgt, amp := x^(ones*'\\'), (x|ones*0x02)^(ones*'>'), x^(ones*'&')
 	return (below|above|(bs-ones)&^bs|(ltgt-ones)&^ltgt|(amp-ones)&^amp)&highs != 0
 }
 
-// fastInt reads a JSON integer of at most 18 digits, so it cannot overflow.
 func fastInt(line []byte, p int) (n int64, end int, ok bool) {
 	neg := p < len(line) && line[p] == '-'
 	if neg {
@@ -217,10 +202,8 @@ func fastInt(line []byte, p int) (n int64, end int, ok bool) {
 	return n, p, true
 }
 
-// parseTime reads a timestamp as time.Time's UnmarshalJSON does. The form
-// MarshalLine writes for UTC, 2006-01-02T15:04:05.999999999Z, is parsed
-// here; anything else is left to the time package. canonical reports that
-// MarshalLine writes the result as s (no trailing zeros in the fraction).
+// parseTime reads a timestamp as time.Time's UnmarshalJSON does, the UTC
+// form MarshalLine writes itself; canonical: MarshalLine writes it as s.
 func parseTime(s string) (t time.Time, ok, canonical bool) {
 	if len(s) < len("2006-01-02T15:04:05Z") || len(s) > len("2006-01-02T15:04:05.999999999Z") ||
 		s[len(s)-1] != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
@@ -253,13 +236,11 @@ func parseTime(s string) (t time.Time, ok, canonical bool) {
 	} else {
 		canonical = true
 	}
-	// time.Unix(...).UTC() is the very value time.Date(..., time.UTC) gives.
 	days := daysSinceEpoch(year, month, day)
 	return time.Unix(days*86400+int64(hour*3600+minute*60+sec), int64(nsec)).UTC(), true, canonical
 }
 
-// daysSinceEpoch counts days from 1970-01-01 to a proleptic Gregorian date
-// (Howard Hinnant's days_from_civil).
+// daysSinceEpoch is Howard Hinnant's days_from_civil.
 func daysSinceEpoch(year, month, day int) int64 {
 	y := int64(year)
 	if month <= 2 {
@@ -281,8 +262,7 @@ func daysSinceEpoch(year, month, day int) int64 {
 	return era*146097 + doe - 719468
 }
 
-// slowTime parses what parseTime does not; the result is never taken as
-// canonical, so the merge encodes it again rather than reason about zones.
+// slowTime's result is never canonical: the merge encodes it again.
 func slowTime(s string) (t time.Time, ok, canonical bool) {
 	err := t.UnmarshalJSON([]byte(`"` + s + `"`))
 	return t, err == nil, false

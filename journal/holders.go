@@ -7,12 +7,9 @@ import (
 	"sync"
 )
 
-// holders finds an item by the refund it was credited with, so that one
-// refund is never credited to two items. It is built on the first ask: a
-// run that only skips settled items never pays for it. The refund ids are
-// numbered in an IDTable (the module's one open-addressing table) beside
-// the item each names; strings are
-// compared only for a slot whose hash matches. About 20 bytes a refund.
+// holders finds an item by the refund it was credited with, built on the
+// first ask: refund ids numbered in an IDTable beside their item, about
+// 20 bytes a refund.
 type holders struct {
 	once   sync.Once
 	seed   maphash.Seed
@@ -21,9 +18,8 @@ type holders struct {
 	hashes []uint64 // by id in ids: the refund id's hash (an item may hold several)
 }
 
-// Holder returns the item credited with refund id (refunded or pending,
-// or an extra of such an item), if the state holds one. The item first credited with it is the one
-// returned when, against the rule, several are.
+// Holder returns the item credited with refund id (its refund or an
+// extra); the first one when, against the rule, several are.
 func (s *State) Holder(id string) (batch, item string, ok bool) {
 	h := &s.holders
 	h.once.Do(func() {
@@ -55,7 +51,6 @@ func (s *State) Holder(id string) (batch, item string, ok bool) {
 	return batch, item, true
 }
 
-// holderOf returns the item the index names for refund id.
 func (s *State) holderOf(id string) (uint32, bool) {
 	h := &s.holders
 	for c := range h.ids.Candidates(maphash.String(h.seed, id)) {
@@ -66,8 +61,6 @@ func (s *State) holderOf(id string) (uint32, bool) {
 	return 0, false
 }
 
-// credits reports whether item i is credited with refund id, as its
-// refund or an extra.
 func (s *State) credits(i uint32, id string) bool {
 	if s.idx.strs.Get(s.slot(i).refund) == id {
 		return true
@@ -75,8 +68,7 @@ func (s *State) credits(i uint32, id string) bool {
 	return s.extras != nil && slices.Contains(strings.Split(s.extras[i], idSep), id)
 }
 
-// indexHolder adds item i, credited with refund id, once the index is
-// built; the first item credited with an id keeps it.
+// indexHolder adds item i once the index is built; the first keeps an id.
 func (s *State) indexHolder(i uint32, id string) {
 	h := &s.holders
 	if h.items == nil || id == "" {
@@ -90,11 +82,9 @@ func (s *State) indexHolder(i uint32, id string) {
 	h.hashes = append(h.hashes, maphash.String(h.seed, id))
 }
 
-// twice finds, on the first SharedRefund, the hashes of the refund ids
-// credited to more than one item: one hash a credited refund, let go once
-// counted (8 bytes a refund while it runs). Nearly always there is none,
-// and no item then needs the holders index (about 0.3 s a million
-// refunds to build).
+// twice holds the hashes of refund ids credited to more than one item,
+// found on the first SharedRefund: nearly always none, and then the
+// holders index (0.3 s a million refunds) is never built.
 type twice struct {
 	once   sync.Once
 	hashes map[uint64]bool
@@ -103,9 +93,8 @@ type twice struct {
 var creditSeed = maphash.MakeSeed()
 
 // SharedRefund returns the item first credited with refund id when it is
-// not batch's item: one refund credited to two items, which a journal
-// concatenated or edited by hand can hold (refundkit's writer and
-// journal-merge never write it). It must not run concurrently with Apply.
+// not batch's item (a journal concatenated or edited by hand). Not
+// concurrently with Apply.
 func (s *State) SharedRefund(id, batch, item string) (firstBatch, firstItem string, shared bool) {
 	t := &s.twice
 	t.once.Do(func() {
@@ -130,10 +119,8 @@ func (s *State) SharedRefund(id, batch, item string) (firstBatch, firstItem stri
 	return b, it, ok && (b != batch || it != item)
 }
 
-// repeated returns the hashes that occur more than once in hashes, or
-// nil. A bitmap of 2^26 buckets (8 MiB) first finds the buckets hit more
-// than once, and only their hashes are counted exactly: 60 ms a million
-// hashes where sorting them took 100 ms (BenchmarkSharedRefund).
+// repeated returns the hashes that occur more than once, or nil: a bitmap
+// of 2^26 buckets finds the busy ones, whose hashes alone are counted.
 func repeated(hashes []uint64) map[uint64]bool {
 	const bits = 26
 	seen := make([]uint64, 1<<bits/64)

@@ -9,8 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Load reads the state of a journal without locking or changing it (dry
-// runs, audits). A torn tail is reported, not repaired.
+// Load reads the state of a journal without locking or changing it; a torn
+// tail is reported, not repaired.
 func Load(path string) (*State, *Torn, error) {
 	f, err := journalFile.OpenRegular(path, unix.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -26,22 +26,19 @@ func Load(path string) (*State, *Torn, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	// The size read now: a run appending meanwhile adds nothing half-read.
+	// Only the size read now: a run appending meanwhile adds nothing half-read.
 	l, err := load(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{})
 	return l.state, l.torn, err
 }
 
-// loaded is what reading a journal from its start gave.
 type loaded struct {
 	state *State
 	torn  *Torn
-	// framed: what is kept ends in a commit line, so a writer need not
-	// frame it before its first commit.
+	// framed: what is kept ends in a commit line.
 	framed bool
 }
 
-// load folds every record of r into a new State, reading with opts (the
-// workers default to every core).
+// load folds every record of r into a new State (workers: every core).
 func load(r io.Reader, name string, opts ReadOptions) (loaded, error) {
 	if opts.Workers == 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)
@@ -51,7 +48,6 @@ func load(r io.Reader, name string, opts ReadOptions) (loaded, error) {
 	rd := NewReader(r, name, opts)
 	defer rd.Close()
 	if sr, ok := r.(*io.SectionReader); ok {
-		// Sized once, the index does not grow (and rehash) while it loads.
 		s.idx.Reserve(ItemsIn(sr.Size()))
 	}
 	for rd.Next() {
@@ -63,7 +59,6 @@ func load(r io.Reader, name string, opts ReadOptions) (loaded, error) {
 	return loaded{state: s, torn: rd.Torn(), framed: rd.endsInCommit()}, nil
 }
 
-// ItemsIn estimates the items of a journal of size bytes, to size an index
-// before reading it: a run writes an intent and an outcome of about 250
-// bytes each an item. More items only cost one doubling.
+// ItemsIn estimates the items of a journal of size bytes (an intent and
+// an outcome of about 250 bytes each), to size an index once.
 func ItemsIn(size int64) int { return int(min(size/512, 1<<30)) }

@@ -6,13 +6,10 @@ import (
 	"os"
 )
 
-// MergeOptions tune MergeWith.
 type MergeOptions struct {
-	// Compact keeps one final record per item (see Merge).
 	Compact bool
 }
 
-// MergeReport says what a merge read and wrote.
 type MergeReport struct {
 	Inputs     []MergeInput
 	Records    int // records written
@@ -21,7 +18,6 @@ type MergeReport struct {
 	Conflicts  []Conflict
 }
 
-// MergeInput is what a merge found in one input.
 type MergeInput struct {
 	Path       string
 	Records    int   // records read, torn tail excluded
@@ -29,10 +25,9 @@ type MergeInput struct {
 	Torn       *Torn // a torn tail, left out of the output
 }
 
-// Conflict is two records that cannot both be true: two different refunds
-// of one item, a refund and a final failure of one item, or one refund id
-// credited to two items (Batch and Item name the second). Both stay in the
-// output; people decide.
+// Conflict is two records that cannot both be true: two refunds of one
+// item, a refund and a final failure, or one refund of two items (Batch
+// and Item name the second). Both stay in the output.
 type Conflict struct {
 	Batch, Item string
 	Reason      string // what disagrees
@@ -44,38 +39,24 @@ func (c Conflict) String() string {
 	return fmt.Sprintf("%s: batch %s item %s: %s (first at %s)", c.Second, c.Batch, c.Item, c.Reason, c.First)
 }
 
-// Merge writes the records of the journals at paths (the shards of one
-// batch, or the journals of runs on several machines) to out as one
-// journal:
+// Merge writes the records of the journals at paths to out as one journal:
+//   - sorted by ts, ties in the order of the inputs, then of their lines;
+//     an input whose ts goes backwards is sorted in memory (OutOfOrder);
+//   - identical records collapse into one;
+//   - a torn tail is reported (MergeInput.Torn) and left out;
+//   - corruption or an unknown version stops it with file:line (out is
+//     then incomplete: write a temporary file and rename it);
+//   - conflicting outcomes are all kept and reported, in merge order.
 //
-//   - Order: records are sorted by ts; records with the same ts keep the
-//     order of the inputs as named, then their order within their input.
-//     An input in ts order (as one Writer nearly always leaves it) is
-//     streamed; an input whose ts ever goes backwards (concurrent appenders
-//     can stamp a record before another that is written first) is sorted
-//     in memory first, its lines kept there; MergeInput.OutOfOrder says so.
-//   - Identical records (the same line once encoded) collapse into one.
-//   - A torn tail of an input is reported (MergeInput.Torn) and left out.
-//   - Corruption or an unknown version in any input stops the merge with
-//     file:line, as Load does. Output already written to out is then
-//     incomplete: write to a temporary file and rename it only on success.
-//   - Conflicting outcomes for one item (two different refund ids, or a
-//     refund and a final failure), and a refund id credited to a second
-//     item, are all kept, and reported as Conflicts in merge order.
-//
-// With MergeOptions.Compact the output keeps, per item, only what its state
-// needs: the refunded record (the first one, which State keeps); else the
-// last final failure; else (in doubt) every record from the first intent of
-// its highest attempt on, with the last failure before it if none follows,
-// which keeps the attempt, its key's age, whether the key is burned and the
-// last error code. Canceled records are all kept. An item with a conflict,
-// or whose state the rule would not reproduce (a clock that stepped back),
-// keeps all its records.
+// Compact keeps per item only what its state needs: the first refunded
+// record, else the last final failure, else (in doubt) every record from
+// the first intent of its highest attempt, with the last failure before
+// it if none follows; canceled records, and every record of an item in
+// conflict or whose state the rule would not reproduce, are kept.
 func Merge(paths []string, out io.Writer) (MergeReport, error) {
 	return MergeWith(paths, out, MergeOptions{})
 }
 
-// MergeWith is Merge with options.
 func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, error) {
 	inOrder, err := checkOrder(paths)
 	if err != nil {
@@ -92,8 +73,7 @@ func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, e
 		}
 		return report, err
 	}
-	// Compact: a first pass learns every item's history, a second writes
-	// what it must keep.
+	// Compact: a first pass learns every item's history, a second writes.
 	items := NewIndex[compactItem]()
 	expect := expectedItems(paths)
 	items.Reserve(expect)
@@ -110,9 +90,7 @@ func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, e
 	return report, err
 }
 
-// expectedItems guesses how many items the journals at paths hold
-// (ItemsIn), so that an item index is sized once instead of growing by
-// doubling. A guess too low only lets the index grow.
+// expectedItems guesses the items at paths (ItemsIn), to size an index once.
 func expectedItems(paths []string) int {
 	var size int64
 	for _, p := range paths {

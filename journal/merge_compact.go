@@ -1,14 +1,12 @@
 package journal
 
-// compactItem is what compaction learns of an item in a first pass, in the
-// slot the merge's item index gives it, and answers from for each of its
-// records in the second pass (same merge order, same sequence numbers).
+// compactItem is what compaction's first pass learns of an item, and the
+// second answers from (same merge order, same sequence numbers).
 type compactItem struct {
 	outcomes firstOutcomes
 	conflict bool // it keeps all its records
 
-	// Its status and attempt as Next makes them: all compaction reads of
-	// its state.
+	// Status and attempt as Next makes them.
 	status  Status
 	attempt int
 
@@ -21,10 +19,8 @@ type compactItem struct {
 	sentIntent    int // the last intent Next took as what was sent
 }
 
-// learn follows the item through record r, numbered seq: what r changes,
-// Next says.
 func (ci *compactItem) learn(r *Record, seq int) {
-	// Sent starts false, so next.Sent says Next took r as what was sent.
+	// Sent starts false: next.Sent says Next took r as what was sent.
 	prev := ItemState{Status: ci.status, Attempt: ci.attempt}
 	next := Next(prev, r)
 	ci.status, ci.attempt = next.Status, next.Attempt
@@ -47,21 +43,18 @@ func (ci *compactItem) learn(r *Record, seq int) {
 	}
 }
 
-// keeps says whether the item's record numbered seq stays in the compacted
-// output, given all the item's records were learned.
+// keeps says whether the item's record seq stays in the output.
 func (ci *compactItem) keeps(seq int) bool {
 	switch {
 	case ci.conflict:
 		return true
-	// A final item keeps its outcome and the intent that says what was
-	// sent, so a plan edited afterwards is still refused.
+	// A final item keeps its outcome and the intent that says what was sent.
 	case ci.status == StatusRefunded:
 		return seq == ci.firstRefunded || seq == ci.sentIntent
 	case ci.status == StatusFailed:
 		return seq == ci.lastFinal || seq == ci.sentIntent
-	// In doubt: the records from the attempt's first intent on give the
-	// same state (older attempts' intents after it change nothing), with
-	// the last failure before it if none follows.
+	// In doubt: the records from the attempt's first intent on, with the
+	// last failure before it if none follows, give the same state.
 	case ci.status == StatusInDoubt && ci.attemptFrom > 0:
 		return seq >= ci.attemptFrom || (ci.lastFailure < ci.attemptFrom && seq == ci.failureBefore)
 	}

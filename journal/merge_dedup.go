@@ -4,13 +4,9 @@ import (
 	"bytes"
 )
 
-// dedupGroup remembers the records written at one instant: identical
-// records have the same ts, and the output is in ts order, so only this
-// group can hold a record's twin.
-//
-// Most instants have one record: its line is held where its source keeps
-// it (held), and copied only when a second record of the instant comes or
-// before that source lets its lines go (own).
+// dedupGroup remembers the records of one instant: the output is in ts
+// order, so only this group can hold a twin. A lone line stays where its
+// source holds it, copied only when a second comes or the source lets go.
 type dedupGroup struct {
 	valid bool
 	key   tsKey
@@ -21,9 +17,8 @@ type dedupGroup struct {
 	set   map[string]struct{} // once the group is large
 }
 
-// seen reports whether line, of s's head at instant key, was seen at that
-// instant, and remembers it if not; stable: line stays as it is until s
-// moves to its next span (else it is copied at once).
+// seen reports whether line was seen at instant key, and remembers it;
+// stable: line stays valid until s moves to its next span.
 func (g *dedupGroup) seen(key tsKey, line []byte, s *mergeSource, stable bool) bool {
 	if !g.valid || key != g.key {
 		g.valid, g.key = true, key
@@ -61,7 +56,6 @@ func (g *dedupGroup) seen(key tsKey, line []byte, s *mergeSource, stable bool) b
 	return false
 }
 
-// own copies the held line into the group.
 func (g *dedupGroup) own() {
 	if g.from != nil {
 		g.buf = append(g.buf, g.held...)
@@ -70,7 +64,7 @@ func (g *dedupGroup) own() {
 	}
 }
 
-// release is to be called before s lets the lines of its span go.
+// release is called before s lets the lines of its span go.
 func (g *dedupGroup) release(s *mergeSource) {
 	if g.from == s {
 		g.own()

@@ -18,9 +18,8 @@ type merger struct {
 	scratch []byte
 	rec     Record // a record decoded again from its line
 
-	// At most one of these is set, each on an item index of merge's own:
-	// outcomes checks the items' outcomes for conflicts; learn follows
-	// every record's item for compaction, and keep writes what it keeps.
+	// At most one is set, each on an index of its own: outcomes finds
+	// conflicts; learn follows items for compaction, keep writes what it keeps.
 	outcomes  *outcomeChecker
 	learn     *Index[compactItem]
 	keep      *Index[compactItem]
@@ -32,7 +31,6 @@ func newMerger(paths []string, inOrder []bool) *merger {
 	return &merger{paths: paths, inOrder: inOrder}
 }
 
-// run merges the inputs, writing to out when it is not nil.
 func (m *merger) run(out io.Writer) (MergeReport, error) {
 	m.report.Inputs = make([]MergeInput, len(m.paths))
 	m.hashItem = m.itemHash()
@@ -68,8 +66,7 @@ func (m *merger) run(out io.Writer) (MergeReport, error) {
 			return m.report, err
 		}
 		if ok && s.head.key.less(was) {
-			// The order check passed this input, so this is a bug, not bad
-			// input: stop rather than write records out of order.
+			// The order check passed this input: a bug, not bad input.
 			return m.report, fmt.Errorf("%s:%d: ts goes backwards in an input checked to be in order", s.name, s.head.lineNo)
 		}
 		if ok {
@@ -118,7 +115,6 @@ func (m *merger) finish(s *mergeSource) {
 	m.report.Inputs[s.input].Torn = s.torn
 }
 
-// before orders heads by ts, then by input.
 func (m *merger) before(a, b *mergeSource) bool {
 	if a.head.key != b.head.key {
 		return a.head.key.less(b.head.key)
@@ -144,7 +140,6 @@ func (m *merger) fix(i int) {
 	}
 }
 
-// take handles the head record of s.
 func (m *merger) take(s *mergeSource, w *framer) error {
 	h := &s.head
 	rec := h.rec // sorted in memory; streamed: decoded again only if needed
@@ -162,7 +157,7 @@ func (m *merger) take(s *mergeSource, w *framer) error {
 		}
 		line = m.scratch[:len(m.scratch)-1]
 	}
-	// A line decoded and encoded again is in scratch, overwritten next.
+	// A line encoded again is in scratch, overwritten next.
 	if m.group.seen(h.key, line, s, h.canonical) {
 		m.report.Duplicates++
 		return nil
@@ -188,7 +183,6 @@ func (m *merger) take(s *mergeSource, w *framer) error {
 		}
 		ci.learn(rec, m.seq)
 	case m.keep != nil && rec.Type != TypeCanceled:
-		// Not found cannot happen: the first pass saw every record.
 		if id, ok := m.keep.FindHashed(rec.Batch, rec.Item, m.hash(s, rec.Item)); ok && !m.keep.Slot(id).keeps(m.seq) {
 			m.report.Compacted++
 			return nil
@@ -201,9 +195,8 @@ func (m *merger) take(s *mergeSource, w *framer) error {
 	return nil
 }
 
-// itemHash is what hashes items for the merge's item index when it looks
-// up every record's item: on the parsing workers, for streamed inputs.
-// (Outcomes are hashed beside the merge.)
+// itemHash hashes items on the parsing workers when the merge looks up
+// every record's item.
 func (m *merger) itemHash() func(string) uint64 {
 	switch {
 	case m.learn != nil:
@@ -214,8 +207,6 @@ func (m *merger) itemHash() func(string) uint64 {
 	return nil
 }
 
-// hash is the hash of item, the item of s's head: hashed on the parsing
-// worker when streamed.
 func (m *merger) hash(s *mergeSource, item string) uint64 {
 	if h, ok := s.headHash(); ok {
 		return h
@@ -223,10 +214,8 @@ func (m *merger) hash(s *mergeSource, item string) uint64 {
 	return m.hashItem(item)
 }
 
-// slotOf is the slot of item id in x; added: x has just added it. A new
-// slot is written before it is read: it is zero already, but reading
-// memory fresh from the system maps the shared zero page, and the write
-// after it then takes a second fault and a TLB flush on every core.
+// slotOf writes a new slot before it is read: reading fresh memory maps
+// the zero page, and the write after it faults again on every core.
 func slotOf[S any](x *Index[S], id uint32, added bool) *S {
 	s := x.Slot(id)
 	if added {

@@ -11,7 +11,6 @@ import (
 	"time"
 )
 
-// tsKey orders records by their instant.
 type tsKey struct {
 	sec  int64
 	nsec int
@@ -21,9 +20,8 @@ func keyOf(t time.Time) tsKey { return tsKey{t.Unix(), t.Nanosecond()} }
 
 func (a tsKey) less(b tsKey) bool { return a.sec < b.sec || (a.sec == b.sec && a.nsec < b.nsec) }
 
-// checkOrder reports, per input, whether the records a Reader keeps of it
-// are in ts order. It reads only the timestamps, on all cores; lines it
-// cannot read end its check, and the merge reports them.
+// checkOrder reports per input whether the records a Reader keeps are in
+// ts order, reading only timestamps, on all cores.
 func checkOrder(paths []string) ([]bool, error) {
 	inOrder := make([]bool, len(paths))
 	errs := make([]error, len(paths))
@@ -44,9 +42,8 @@ func checkOrder(paths []string) ([]bool, error) {
 	return inOrder, errors.Join(errs...)
 }
 
-// inTSOrder finds the first record stamped before the one above it; that
-// counts only if the Reader keeps it: a torn tail, left out of the merge,
-// may go back in time.
+// inTSOrder: a step back counts only if the Reader keeps it (not in a
+// torn tail).
 func inTSOrder(path string) (bool, error) {
 	back, err := firstStepBack(path)
 	if err != nil {
@@ -59,8 +56,7 @@ func inTSOrder(path string) (bool, error) {
 	return !kept, err
 }
 
-// keepsLine reports whether a Reader of the journal at path hands on the
-// record at line n. It reads up to the commit that holds it.
+// keepsLine reports whether a Reader hands on the record at line n.
 func keepsLine(path string, n int) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -81,9 +77,8 @@ func keepsLine(path string, n int) (bool, error) {
 	return false, nil // the end of what is kept: a torn tail, or an error the merge reports
 }
 
-// firstStepBack is the line of the first record whose ts is before the
-// previous record's, reading only timestamps; 0 if none before the end or
-// a line it cannot read.
+// firstStepBack is the line of the first record stamped before the one
+// above it, reading only timestamps; 0 if none, or at a line it cannot read.
 func firstStepBack(path string) (int, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -125,7 +120,6 @@ func firstStepBack(path string) (int, error) {
 			prevZ = append(prevZ[:0], ts...)
 			continue
 		}
-		// Parse the timestamp, and the previous one if it was kept as text.
 		t, ok, _ := parseTime(string(ts))
 		if !ok {
 			if decodeLine(line, string(line), &r) != nil {
@@ -148,9 +142,8 @@ func firstStepBack(path string) (int, error) {
 	}
 }
 
-// quickTS finds the ts of a line without decoding the rest: where
-// MarshalLine puts it, else after the first "ts":" (in valid JSON a quote
-// inside a string is escaped, so that is the key). Nil if none.
+// quickTS finds a line's ts without decoding it: where MarshalLine puts
+// it, else after the first "ts":" (a quote in a string is escaped). Nil if none.
 func quickTS(line []byte) []byte {
 	const head = `{"v":1,"type":"`
 	i := -1
@@ -174,8 +167,7 @@ func quickTS(line []byte) []byte {
 	return line[i : i+j]
 }
 
-// isUTCForm reports whether ts has the form 2006-01-02T15:04:05[.9*]Z, in
-// which comparing the text orders the instants (see lessUTCForm).
+// isUTCForm: ts is 2006-01-02T15:04:05[.9*]Z, ordered as text (lessUTCForm).
 func isUTCForm(ts []byte) bool {
 	n := len(ts)
 	if n < 20 || n > 30 || ts[n-1] != 'Z' || (n > 20 && (ts[19] != '.' || n == 21)) {
@@ -205,8 +197,7 @@ func isUTCForm(ts []byte) bool {
 	return true
 }
 
-// lessUTCForm orders two timestamps of the UTC form: date and time as text,
-// then the fractions as digits padded with zeros.
+// lessUTCForm compares date and time as text, the fractions padded with zeros.
 func lessUTCForm(a, b []byte) bool {
 	if c := bytes.Compare(a[:19], b[:19]); c != 0 {
 		return c < 0

@@ -2,12 +2,9 @@ package journal
 
 import "unsafe"
 
-// outcomeChecker finds the conflicts of a merge's outcomes beside the
-// merge: the merge queues each outcome (a copy of its strings, read from a
-// block it soon lets go), a goroutine checks them a batch at a time
-// against the item index, in the order they came. Touching a batch's table
-// slots first lets the CPU overlap the cache misses that one lookup at a
-// time stalls on.
+// outcomeChecker finds the conflicts of a merge's outcomes on a goroutine
+// of its own, a batch at a time and in order, touching a batch's table
+// slots first so that their cache misses overlap.
 type outcomeChecker struct {
 	items *Index[firstOutcomes]
 	found *conflicts
@@ -22,7 +19,6 @@ type outcomeBatch struct {
 	strs    []byte // the outcomes' strings, end to end
 	pending []pendingOutcome
 
-	// Filled by check.
 	outs    []outcome
 	hashes  []uint64
 	refunds []uint64 // hashes of the refund ids (0 for a failure)
@@ -42,7 +38,6 @@ const (
 	outcomeBatches   = 3 // one filling, one being checked, one waiting
 )
 
-// newOutcomeChecker starts a checker for about expect items with outcomes.
 func newOutcomeChecker(found *conflicts, expect int) *outcomeChecker {
 	c := &outcomeChecker{
 		items: NewIndex[firstOutcomes](), found: found, cur: &outcomeBatch{},
@@ -64,7 +59,6 @@ func newOutcomeChecker(found *conflicts, expect int) *outcomeChecker {
 	return c
 }
 
-// add queues o, read at at.
 func (c *outcomeChecker) add(o outcome, at location) {
 	b := c.cur
 	p := pendingOutcome{final: o.final, amount: o.amount, done: o.done, at: at}
@@ -79,8 +73,7 @@ func (c *outcomeChecker) add(o outcome, at location) {
 	}
 }
 
-// close checks what is queued and stops the goroutine; found is complete
-// after it. It may be called more than once.
+// close checks what is queued and stops; found is complete after it.
 func (c *outcomeChecker) close() {
 	if !c.open {
 		return
@@ -91,7 +84,6 @@ func (c *outcomeChecker) close() {
 	<-c.done
 }
 
-// check checks b's outcomes, in order, and empties b.
 func (b *outcomeBatch) check(items *Index[firstOutcomes], found *conflicts) {
 	strs := unsafe.String(unsafe.SliceData(b.strs), len(b.strs))
 	b.outs, b.hashes, b.refunds = b.outs[:0], b.hashes[:0], b.refunds[:0]
@@ -106,7 +98,6 @@ func (b *outcomeBatch) check(items *Index[firstOutcomes], found *conflicts) {
 		}
 		b.outs, b.hashes, b.refunds = append(b.outs, o), append(b.hashes, items.HashItem(o.item)), append(b.refunds, rh)
 	}
-	// A loop of loads alone, so that many are in flight at once.
 	var touched uint32
 	for k, h := range b.hashes {
 		touched += items.Touch(h) + found.refunds.table.Touch(b.refunds[k])

@@ -1,14 +1,11 @@
 package journal
 
-// One refund, one item: a refund id that a merge finds credited to a
-// second item is a conflict, as two refunds of one item are. An item's
-// first refund is keyed by the id its first outcomes already hold, so the
-// table costs a slot and an item number a refund, not a copy of its id;
-// ids are compared only when their hashes meet.
+// One refund, one item: a refund id credited to a second item is a
+// conflict. An item's first refund is keyed by the id its first outcomes
+// hold, so the table keeps no copy of it.
 
 import "github.com/refundkit/refundkit/journal/arena"
 
-// outcomeItems is a merge's item index as finding conflicts reads it.
 type outcomeItems interface {
 	Key(id uint32) (batch, item string)
 	HashItem(s string) uint64
@@ -16,23 +13,19 @@ type outcomeItems interface {
 	outcomesOf(id uint32) *firstOutcomes
 }
 
-// plainItems is the item index of a plain merge: first outcomes alone.
 type plainItems struct{ *Index[firstOutcomes] }
 
 func (x plainItems) outcomesOf(id uint32) *firstOutcomes { return x.Slot(id) }
 
-// compactItems is the item index of a compacting merge's first pass.
 type compactItems struct{ *Index[compactItem] }
 
 func (x compactItems) outcomesOf(id uint32) *firstOutcomes { return &x.Slot(id).outcomes }
 
-// refundOwners numbers the refund ids of a merge, each with the item first
-// credited with it.
+// refundOwners numbers a merge's refund ids, each with its first item.
 type refundOwners struct {
 	table IDTable
 	items []uint32 // by entry: the item
-	// extras are entries of refunds that are not their item's first (the
-	// item is in conflict already): their ids and where they were read.
+	// extras: refunds that are not their item's first, with where they were read.
 	extras map[uint32]refundExtra
 }
 
@@ -41,14 +34,12 @@ type refundExtra struct {
 	at   location
 }
 
-// reserve sizes the table for about n refunds.
 func (o *refundOwners) reserve(n int) {
 	o.table.Reserve(n, func(uint32) uint64 { panic("journal: refundOwners reserved after an add") })
 	o.items = make([]uint32, 0, n)
 }
 
-// key is the refund id of entry e, in items' arena, and where it was
-// first credited.
+// key is entry e's refund id and where it was first credited.
 func (o *refundOwners) key(items outcomeItems, e uint32) (arena.Ref, location) {
 	if x, ok := o.extras[e]; ok {
 		return x.name, x.at
@@ -57,7 +48,6 @@ func (o *refundOwners) key(items outcomeItems, e uint32) (arena.Ref, location) {
 	return f.name, f.at
 }
 
-// find returns the entry of refund id name, of hash h.
 func (o *refundOwners) find(items outcomeItems, name string, h uint64) (uint32, bool) {
 	strs := items.Arena()
 	for e := range o.table.Candidates(h) {
@@ -68,8 +58,7 @@ func (o *refundOwners) find(items outcomeItems, name string, h uint64) (uint32, 
 	return 0, false
 }
 
-// add numbers the refund id of hash h first credited to item; extra, when
-// its name is not the item's first refund, keeps it and where it was read.
+// add numbers a refund id first credited to item (extra: not its first refund).
 func (o *refundOwners) add(items outcomeItems, h uint64, item uint32, extra *refundExtra) {
 	e := o.table.Add(h, func(e uint32) uint64 {
 		ref, _ := o.key(items, e)
@@ -84,15 +73,11 @@ func (o *refundOwners) add(items outcomeItems, h uint64, item uint32, extra *ref
 	}
 }
 
-// checkItem checks o, an outcome of item id read at at, against the item's
-// first outcomes (check) and, for a refund, against every other item's
-// refunds: a refund id already credited to another item is a conflict. h
-// is items.HashItem(o.name) for a refund (0 otherwise). It reports whether
-// o conflicts.
+// checkItem checks o, an outcome of item id, against the item's first
+// outcomes and, for a refund (of hash h), against every other item's.
 func (c *conflicts) checkItem(items outcomeItems, id uint32, o outcome, h uint64, at location) bool {
 	f := items.outcomesOf(id)
 	strs := items.Arena()
-	// A refund id new to its item: its first refund, or another one.
 	fresh := !o.final && o.name != "" && (f.refund.at.line == 0 || strs.Get(f.refund.name) != o.name)
 	shared := false
 	if fresh {
@@ -116,8 +101,6 @@ func (c *conflicts) checkItem(items outcomeItems, id uint32, o outcome, h uint64
 	return shared || other
 }
 
-// shared reports o, a refund of another item than owner's, whose id was
-// first credited to owner at first.
 func (c *conflicts) shared(items outcomeItems, owner uint32, o outcome, first, at location) {
 	batch, item := items.Key(owner)
 	whose := "item " + item

@@ -6,23 +6,16 @@ import (
 	"sync"
 )
 
-// PaymentItem is an item a checkpoint holds records of on a payment, with
-// its state: what refund asks before an item's call, since a provider that
-// cannot list a payment's refunds (or not all of them yet) would not show
-// the refund another item of the journal made there, or may still make.
+// PaymentItem is an item held on a payment, with its state: refund asks
+// before a call, since a provider may not show another item's refund yet.
 type PaymentItem struct {
 	Batch, Item string
 	State       ItemState
 }
 
-// payments finds the items of a payment (their charge, payment intent,
-// capture or psp_reference: the target their first record bound them
-// to), of every batch. It is built on the first ask, as holders is: a run
-// that sends nothing never pays for it. The distinct targets are numbered
-// in an IDTable; each target's items are a chain through next, newest
-// first, so an item costs 4 bytes and a target the table's slots and 4
-// more; a target's hash is computed again from its first item's slot when
-// the table grows, rather than kept. About 16 to 24 bytes an item.
+// payments finds the items of a payment (the target their first record
+// bound them to), built on the first ask: targets numbered in an IDTable,
+// each with a chain of its items through next (16 to 24 bytes an item).
 type payments struct {
 	once  sync.Once
 	seed  maphash.Seed
@@ -31,11 +24,8 @@ type payments struct {
 	next  []uint32 // by item id: the id+1 of the next item on its target; 0 ends the chain
 }
 
-// OnPayment returns the items the state holds on a payment named by any of
-// keys (the names of one payment: a charge, or a payment intent and its
-// charges), of every batch, whatever their state, in the order the
-// journal first named them. An item is found by the target its first
-// record bound it to.
+// OnPayment returns the items on a payment named by any of keys (a charge,
+// or a payment intent and its charges), of every batch, in journal order.
 func (s *State) OnPayment(keys ...string) []PaymentItem {
 	p := &s.payments
 	p.once.Do(func() {
@@ -72,7 +62,6 @@ func (s *State) OnPayment(keys ...string) []PaymentItem {
 	return out
 }
 
-// paymentOf returns the id of target in the index.
 func (s *State) paymentOf(target string) (uint32, bool) {
 	p := &s.payments
 	for t := range p.ids.Candidates(maphash.String(p.seed, target)) {
@@ -83,11 +72,9 @@ func (s *State) paymentOf(target string) (uint32, bool) {
 	return 0, false
 }
 
-// targetOf is the target item i is bound to.
 func (s *State) targetOf(i uint32) string { return s.idx.strs.Get(s.slot(i).target) }
 
-// indexPayment adds item i, whose target put has just set (Next binds an
-// item once, by its first record naming one), once the index is built.
+// indexPayment adds item i, just bound (put), once the index is built.
 func (s *State) indexPayment(i uint32) {
 	p := &s.payments
 	target := s.targetOf(i)

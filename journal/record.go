@@ -1,9 +1,7 @@
 // Package journal is the durable checkpoint of a refund run: an append-only
-// JSON-lines file of versioned records, fsynced before anything acts on them.
-//
-// A refund writes an intent before each refund call and an outcome after it,
-// so a restart knows for every item whether it is done, failed for good, or in
-// doubt (an intent with no outcome) and must be reconciled with Stripe first.
+// file of JSON-line records, fsynced before anything acts on them. An intent
+// before each refund call and an outcome after it tell a restart which items
+// are done, failed for good, or in doubt.
 package journal
 
 import (
@@ -21,7 +19,7 @@ const Version = 1
 type Type string
 
 const (
-	// TypeIntent is written and fsynced before a refund call is made.
+	// TypeIntent is written and fsynced before a refund call.
 	TypeIntent Type = "intent"
 	// TypeRefunded records a refund that exists at Stripe for the item.
 	TypeRefunded Type = "refunded"
@@ -40,10 +38,8 @@ const (
 	SourceSettled    = "settled"    // a pending refund's end, asked for by a later run
 )
 
-// HTTPStatusSaved is the http_status of a non-final failed record whose
-// answer the provider saved under the attempt's key (Stripe's own 500): it
-// burns the key (Next). A gateway's 502 or 504 is no answer and is
-// journaled as 0.
+// HTTPStatusSaved is the http_status of a failure the provider saved under
+// the key (its own 500): it burns the key. A gateway's 502 is journaled 0.
 const HTTPStatusSaved = 500
 
 // Record is one line of a journal. Field order here is the order on disk.
@@ -118,9 +114,8 @@ func (e *VersionError) Error() string {
 	return fmt.Sprintf("record version %d is not supported (this build reads version %d)", e.Version, Version)
 }
 
-// MarshalLine appends r as one JSON line, newline included, to dst. The
-// line is byte for byte what encoding/json writes for r, so jq and
-// encoding/json read it, but it is built without reflection.
+// MarshalLine appends r as one line, byte for byte what encoding/json
+// writes, without reflection.
 func MarshalLine(dst []byte, r *Record) ([]byte, error) {
 	n0 := len(dst)
 	dst = append(dst, `{"v":`...)
@@ -169,7 +164,6 @@ func MarshalLine(dst []byte, r *Record) ([]byte, error) {
 	return append(dst, '}', '\n'), nil
 }
 
-// appendField appends an omitempty string field.
 func appendField(dst []byte, key, s string) []byte {
 	if s == "" {
 		return dst
@@ -177,8 +171,7 @@ func appendField(dst []byte, key, s string) []byte {
 	return appendString(append(dst, key...), s)
 }
 
-// appendString quotes s exactly as encoding/json does (HTML-safe escapes,
-// invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped).
+// appendString quotes s exactly as encoding/json does.
 func appendString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')

@@ -5,10 +5,8 @@ import (
 	"unsafe"
 )
 
-// Scanner streams the records of a journal one at a time, on the caller's
-// goroutine: a Reader with no workers. It stops at the end of what is kept:
-// a torn tail is reported by Torn, corruption by Err. It never changes the
-// file.
+// Scanner streams the records of a journal one at a time: a Reader with no
+// workers, stopping at a torn tail (Torn) or corruption (Err).
 type Scanner struct {
 	rd   *Reader
 	k    int // the next record of the Reader's run
@@ -17,13 +15,11 @@ type Scanner struct {
 	off  int64
 }
 
-// NewScanner reads records from r; name is how errors and Torn name it.
 func NewScanner(r io.Reader, name string) *Scanner {
 	return &Scanner{rd: NewReader(r, name, ReadOptions{BlockSize: 256 << 10})}
 }
 
-// Scan reads the next record. It returns false at the end of the input, at a
-// torn tail (see Torn) and at an error (see Err).
+// Scan reads the next record; false at the end, a torn tail or an error.
 func (s *Scanner) Scan() bool {
 	s.rec = nil
 	for s.k >= len(s.rd.Records()) {
@@ -32,7 +28,7 @@ func (s *Scanner) Scan() bool {
 		}
 		s.k = 0
 	}
-	// A record of its own, with strings of its own, so callers may keep it.
+	// A record with strings of its own, so callers may keep it.
 	r, b, line, off, _ := s.rd.at(s.k)
 	str := string(b)
 	rec := new(Record)
@@ -44,19 +40,12 @@ func (s *Scanner) Scan() bool {
 	return true
 }
 
-// Record is the record Scan read. Each call to Scan makes a new one, so
-// callers may keep it.
 func (s *Scanner) Record() *Record { return s.rec }
 
-// Line is the 1-based line number of the record Scan read.
 func (s *Scanner) Line() int { return s.line }
 
-// Offset is the byte offset where the record Scan read starts.
 func (s *Scanner) Offset() int64 { return s.off }
 
-// Err is the error that stopped Scan: an I/O error, a *CorruptError, or a
-// *VersionError wrapped with file:line. A torn tail is not an error.
 func (s *Scanner) Err() error { return s.rd.Err() }
 
-// Torn reports a torn tail once Scan has returned false; nil if none.
 func (s *Scanner) Torn() *Torn { return s.rd.Torn() }

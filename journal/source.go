@@ -5,11 +5,9 @@ import (
 	"io"
 )
 
-// maxLine bounds the memory one line may take. No record comes near it: a
-// longer line is judged like any line that is not a record.
+// maxLine bounds one line's memory; a longer line is judged as no record.
 const maxLine = 1 << 20
 
-// source cuts its input into blocks of whole lines.
 type source struct {
 	r         io.Reader
 	blockSize int
@@ -19,8 +17,8 @@ type source struct {
 	skip      []byte // scratch for a long line
 }
 
-// fill reads the next block: whole lines, except for the input's last bytes
-// when they do not end in '\n'. false at the end of the input.
+// fill reads the next block of whole lines (the input's last bytes may
+// lack '\n'); false at the end.
 func (s *source) fill(b *block) (bool, error) {
 	b.data = append(b.data[:0], s.carry...)
 	s.carry = s.carry[:0]
@@ -62,8 +60,7 @@ func (s *source) fill(b *block) (bool, error) {
 	return true, nil
 }
 
-// skipLong makes b the line longer than maxLine that its data starts:
-// the rest of the line is read and counted, not kept.
+// skipLong counts, without keeping, the rest of a line longer than maxLine.
 func (s *source) skipLong(b *block) error {
 	b.long, b.size = true, int64(len(b.data))
 	b.data = b.data[:0]
