@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -99,4 +100,132 @@ func expectedItems(paths []string) int {
 		}
 	}
 	return ItemsIn(size)
+}
+
+// compactItem is what compaction's first pass learns of an item, and the
+// second answers from (same merge order, same sequence numbers).
+type compactItem struct {
+	outcomes firstOutcomes
+	conflict bool // it keeps all its records
+
+	// Status and attempt as Next makes them.
+	status  Status
+	attempt int
+
+	// Records by sequence number, 1-based; 0 is none.
+	firstRefunded int // the refunded record that settled it
+	lastFinal     int // the last final failure
+	lastFailure   int // the last failure of any kind
+	failureBefore int // the last failure before attemptFrom
+	attemptFrom   int // the first intent of the highest attempt
+	sentIntent    int // the last intent Next took as what was sent
+}
+
+func (ci *compactItem) learn(r *Record, seq int) {
+	// Sent starts false: next.Sent says Next took r as what was sent.
+	prev := ItemState{Status: ci.status, Attempt: ci.attempt}
+	next := Next(prev, r)
+	ci.status, ci.attempt = next.Status, next.Attempt
+	switch {
+	case next.Status == StatusRefunded:
+		if prev.Status != StatusRefunded {
+			ci.firstRefunded = seq
+		}
+	case r.Type == TypeFailed:
+		ci.lastFailure = seq
+		if next.Status == StatusFailed {
+			ci.lastFinal = seq
+		}
+	}
+	if next.Attempt > prev.Attempt {
+		ci.attemptFrom, ci.failureBefore = seq, ci.lastFailure
+	}
+	if next.Sent {
+		ci.sentIntent = seq
+	}
+}
+
+// keeps says whether the item's record seq stays in the output.
+func (ci *compactItem) keeps(seq int) bool {
+	switch {
+	case ci.conflict:
+		return true
+	// A final item keeps its outcome and the intent that says what was sent.
+	case ci.status == StatusRefunded:
+		return seq == ci.firstRefunded || seq == ci.sentIntent
+	case ci.status == StatusFailed:
+		return seq == ci.lastFinal || seq == ci.sentIntent
+	// In doubt: the records from the attempt's first intent on, with the
+	// last failure before it if none follows, give the same state.
+	case ci.status == StatusInDoubt && ci.attemptFrom > 0:
+		return seq >= ci.attemptFrom || (ci.lastFailure < ci.attemptFrom && seq == ci.failureBefore)
+	}
+	return true
+}
+
+// dedupGroup remembers the records of one instant: the output is in ts
+// order, so only this group can hold a twin. A lone line stays where its
+// source holds it, copied only when a second comes or the source lets go.
+type dedupGroup struct {
+	valid bool
+	key   tsKey
+	held  []byte       // the group's one line, not copied yet
+	from  *mergeSource // whose line held is
+	buf   []byte
+	ends  []int
+	set   map[string]struct{} // once the group is large
+}
+
+// seen reports whether line was seen at instant key, and remembers it;
+// stable: line stays valid until s moves to its next span.
+func (g *dedupGroup) seen(key tsKey, line []byte, s *mergeSource, stable bool) bool {
+	if !g.valid || key != g.key {
+		g.valid, g.key = true, key
+		g.buf, g.ends, g.set, g.held, g.from = g.buf[:0], g.ends[:0], nil, nil, nil
+		if stable {
+			g.held, g.from = line, s
+			return false
+		}
+	}
+	g.own()
+	if g.set != nil {
+		if _, ok := g.set[string(line)]; ok {
+			return true
+		}
+		g.set[string(line)] = struct{}{}
+		return false
+	}
+	start := 0
+	for _, end := range g.ends {
+		if bytes.Equal(g.buf[start:end], line) {
+			return true
+		}
+		start = end
+	}
+	g.buf = append(g.buf, line...)
+	g.ends = append(g.ends, len(g.buf))
+	if len(g.ends) > 32 {
+		g.set = make(map[string]struct{}, 64)
+		start := 0
+		for _, end := range g.ends {
+			g.set[string(g.buf[start:end])] = struct{}{}
+			start = end
+		}
+	}
+	return false
+}
+
+func (g *dedupGroup) own() {
+	if g.from != nil {
+		g.buf = append(g.buf, g.held...)
+		g.ends = append(g.ends, len(g.buf))
+		g.held, g.from = nil, nil
+	}
+}
+
+// release is called before s lets the lines of its span go.
+func (g *dedupGroup) release(s *mergeSource) {
+	if g.from == s {
+		g.own()
+	}
 }

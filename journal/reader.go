@@ -1,9 +1,15 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"runtime"
 	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 type ReadOptions struct {
@@ -323,3 +329,102 @@ func (rd *Reader) release() {
 		}
 	}
 }
+
+// Scanner streams the records of a journal one at a time: a Reader with no
+// workers, stopping at a torn tail (Torn) or corruption (Err).
+type Scanner struct {
+	rd   *Reader
+	k    int // the next record of the Reader's run
+	rec  *Record
+	line int
+	off  int64
+}
+
+func NewScanner(r io.Reader, name string) *Scanner {
+	return &Scanner{rd: NewReader(r, name, ReadOptions{BlockSize: 256 << 10})}
+}
+
+// Scan reads the next record; false at the end, a torn tail or an error.
+func (s *Scanner) Scan() bool {
+	s.rec = nil
+	for s.k >= len(s.rd.Records()) {
+		if !s.rd.Next() {
+			return false
+		}
+		s.k = 0
+	}
+	// A record with strings of its own, so callers may keep it.
+	r, b, line, off, _ := s.rd.at(s.k)
+	str := string(b)
+	rec := new(Record)
+	if err := decodeLine(unsafe.Slice(unsafe.StringData(str), len(str)), str, rec); err != nil {
+		*rec = *r // cannot happen: the line decoded before
+	}
+	s.rec, s.line, s.off = rec, line, off
+	s.k++
+	return true
+}
+
+func (s *Scanner) Record() *Record { return s.rec }
+
+func (s *Scanner) Line() int { return s.line }
+
+func (s *Scanner) Offset() int64 { return s.off }
+
+func (s *Scanner) Err() error { return s.rd.Err() }
+
+func (s *Scanner) Torn() *Torn { return s.rd.Torn() }
+
+// Load reads the state of a journal without locking or changing it; a torn
+// tail is reported, not repaired.
+func Load(path string) (*State, *Torn, error) {
+	f, err := journalFile.OpenRegular(path, unix.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if nf := danglingLink(path); nf != nil {
+			return nil, nil, nf // a link to nothing is no empty journal
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Only the size read now: a run appending meanwhile adds nothing half-read.
+	l, err := load(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{})
+	return l.state, l.torn, err
+}
+
+type loaded struct {
+	state *State
+	torn  *Torn
+	// framed: what is kept ends in a commit line.
+	framed bool
+}
+
+// load folds every record of r into a new State (workers: every core).
+func load(r io.Reader, name string, opts ReadOptions) (loaded, error) {
+	if opts.Workers == 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	s := NewState()
+	opts.ItemHash = s.idx.HashItem
+	rd := NewReader(r, name, opts)
+	defer rd.Close()
+	if sr, ok := r.(*io.SectionReader); ok {
+		s.idx.Reserve(ItemsIn(sr.Size()))
+	}
+	for rd.Next() {
+		s.applyRun(rd.Records(), rd.Hashes())
+	}
+	if err := rd.Err(); err != nil {
+		return loaded{}, err
+	}
+	return loaded{state: s, torn: rd.Torn(), framed: rd.endsInCommit()}, nil
+}
+
+// ItemsIn estimates the items of a journal of size bytes (an intent and
+// an outcome of about 250 bytes each), to size an index once.
+func ItemsIn(size int64) int { return int(min(size/512, 1<<30)) }
