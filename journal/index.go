@@ -203,6 +203,7 @@ type IDTable struct {
 	touched uint32 // keeps resize's loads from being optimized away
 }
 
+// MaxIDs is how many keys an IDTable numbers (at most half full).
 const MaxIDs = 1 << 31
 
 // ErrTableFull is the panic of an IDTable past MaxIDs keys, or an Interner

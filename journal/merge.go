@@ -7,10 +7,12 @@ import (
 	"os"
 )
 
+// MergeOptions tune MergeWith.
 type MergeOptions struct {
 	Compact bool
 }
 
+// MergeReport says what a merge read and wrote.
 type MergeReport struct {
 	Inputs     []MergeInput
 	Records    int // records written
@@ -19,6 +21,7 @@ type MergeReport struct {
 	Conflicts  []Conflict
 }
 
+// MergeInput is what a merge found in one input.
 type MergeInput struct {
 	Path       string
 	Records    int   // records read, torn tail excluded
@@ -58,6 +61,7 @@ func Merge(paths []string, out io.Writer) (MergeReport, error) {
 	return MergeWith(paths, out, MergeOptions{})
 }
 
+// MergeWith is Merge with options.
 func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, error) {
 	inOrder, err := checkOrder(paths)
 	if err != nil {

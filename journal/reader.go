@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ReadOptions tune a Reader.
 type ReadOptions struct {
 	// Workers parse blocks in parallel; 0 parses them in Next, with no
 	// goroutine (Close is then optional).
@@ -67,6 +68,7 @@ type span struct {
 	k, before int
 }
 
+// NewReader reads the journal r, named name in errors and Torn.
 func NewReader(r io.Reader, name string, opts ReadOptions) *Reader {
 	if opts.BlockSize <= 0 {
 		opts.BlockSize = 1 << 20
@@ -340,6 +342,7 @@ type Scanner struct {
 	off  int64
 }
 
+// NewScanner reads records from r, named name in errors and Torn.
 func NewScanner(r io.Reader, name string) *Scanner {
 	return &Scanner{rd: NewReader(r, name, ReadOptions{BlockSize: 256 << 10})}
 }

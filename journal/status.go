@@ -15,6 +15,7 @@ const (
 	CanceledStatus       = "canceled" // ended without moving money
 )
 
+// Outcome is what a refund status says of the money.
 type Outcome uint8
 
 const (

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 )
 
+// Options tune a Writer.
 type Options struct {
 	// NoGroupCommit: every Append writes and fsyncs alone (the benchmark
 	// baseline).

@@ -19,16 +19,10 @@ import (
 )
 
 // File is a Store in a file of JSON lines, one wire.Notification a line,
-// in the order received. One writer holds it at a time (an exclusive
-// flock, as journals are held); readers take no lock and read the lines
-// appended since on every query.
-//
-// What it assumes of the disk, as the journal does: a write(2) that
-// returned and an fsync(2) that returned nil are on the disk; a crash
-// during an append leaves at most one final line without its newline,
-// which was never acknowledged ([accepted] waits for the fsync), so the
-// next writer saves it aside and cuts it off. Anything else wrong in the
-// file is refused with its line.
+// as received. One writer holds it (an exclusive flock, as a journal);
+// readers take no lock. A crash tears at most the final line, never
+// acknowledged (Add waits for the fsync), which the next writer cuts off;
+// anything else wrong is refused with its line.
 type File struct {
 	path  string
 	key   []byte
@@ -42,9 +36,7 @@ type File struct {
 	off   int64      // end of the last complete line in idx
 	lines int64      // lines in idx, duplicates included
 
-	// The writer's group commit: Adds that arrive while a batch is being
-	// written and fsynced wait together for the next batch, one fsync for
-	// all of them.
+	// Group commit: Adds arriving during a flush share the next one.
 	gens     map[string]uint64 // dedup key -> batch that carries it (0: on disk at open)
 	pending  []byte            // lines of batch `batch`, not yet written
 	pendingN []wire.Notification
@@ -56,7 +48,6 @@ type File struct {
 	closed   bool
 }
 
-// notesFile opens, locks and repairs as the journal does, in its own words.
 var notesFile = &journal.FileKind{
 	What:   "notifications file",
 	Locked: func(path string) error { return &LockedError{Path: path} },
@@ -77,9 +68,8 @@ func (e *LockedError) Error() string {
 	return fmt.Sprintf("notifications file %s is held by another receiver", e.Path)
 }
 
-// WriteError is a failed write or fsync: the File that returned it is
-// failed for good, and every later Add returns it too (what it wrote may
-// be a torn line, that the next writer to open the file cuts off).
+// WriteError is a failed write or fsync: the File is failed for good (a
+// torn line it left is cut by the next writer).
 type WriteError struct {
 	Path string
 	Err  error
@@ -97,13 +87,9 @@ var ErrClosed = errors.New("notification store closed")
 var ErrReadOnly = errors.New("notification file opened for reading: Add needs write")
 
 // OpenFile opens the notifications file at path, whose lines must verify
-// under key (the HMAC key, decoded). With write it creates the file if
-// absent (mode 0600, its directory fsynced), takes the exclusive lock
-// (*LockedError at once if another receiver holds it), reads every line
-// and cuts off a torn final line, saved first to <path>.torn-<unix-nanos>
-// (Torn reports it). Without write it takes no lock and reads every
-// complete line. Any line that does not decode, is of an unknown version
-// or does not verify is a *CorruptError naming its line.
+// under key. With write it locks it (journal.FileKind) and cuts off a torn
+// final line, saved aside (Torn); without, it reads every complete line.
+// A line that does not decode or verify is a *CorruptError.
 func OpenFile(path string, key []byte, write bool) (*File, error) {
 	if len(key) == 0 {
 		return nil, errors.New("notifications file " + path + ": no HMAC key")
@@ -147,13 +133,11 @@ func OpenFile(path string, key []byte, write bool) (*File, error) {
 	return x, nil
 }
 
-// Path is the file's path as given to OpenFile.
 func (x *File) Path() string { return x.path }
 
 // Torn is the torn final line the writer cut off at open, or nil.
 func (x *File) Torn() *journal.Torn { return x.torn }
 
-// Fsyncs is how many fsyncs the writer's Adds have made.
 func (x *File) Fsyncs() int64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -161,8 +145,7 @@ func (x *File) Fsyncs() int64 {
 }
 
 // Add stores n, written and fsynced, unless one of its key (keyOf) is kept
-// or being written already; then it returns false once that one is on
-// disk. Concurrent Adds share one write and one fsync.
+// or being written: then false once that one is on disk.
 func (x *File) Add(ctx context.Context, n wire.Notification) (bool, error) {
 	if !x.write {
 		return false, ErrReadOnly
@@ -207,8 +190,7 @@ func (x *File) Add(ctx context.Context, n wire.Notification) (bool, error) {
 	return !dup, nil
 }
 
-// flush writes and fsyncs the pending batch, with x.mu held on entry and
-// on return (released meanwhile), and wakes the Adds that wait for it.
+// flush writes and fsyncs the pending batch, x.mu released meanwhile.
 func (x *File) flush() {
 	buf, ns, b := x.pending, x.pendingN, x.batch
 	x.pending, x.pendingN = nil, nil
@@ -235,18 +217,14 @@ func (x *File) flush() {
 	x.cond.Broadcast()
 }
 
-// ForRefund returns the notifications of the refund psp, in the order
-// received.
 func (x *File) ForRefund(ctx context.Context, psp string) ([]wire.Notification, error) {
 	return x.query(func(ix *index) []wire.Notification { return ix.pick(ix.byRefund[psp]) })
 }
 
-// ForPayment returns the notifications whose originalReference is psp.
 func (x *File) ForPayment(ctx context.Context, psp string) ([]wire.Notification, error) {
 	return x.query(func(ix *index) []wire.Notification { return ix.pick(ix.byPayment[psp]) })
 }
 
-// All returns every notification kept, in the order received.
 func (x *File) All(ctx context.Context) ([]wire.Notification, error) {
 	return x.query(func(ix *index) []wire.Notification {
 		out := make([]wire.Notification, len(ix.all))
@@ -257,8 +235,7 @@ func (x *File) All(ctx context.Context) ([]wire.Notification, error) {
 	})
 }
 
-// query answers from the index; a reader first reads the lines appended
-// since (a line still without its newline waits for the next query).
+// query answers from the index; a reader first reads the lines appended since.
 func (x *File) query(pick func(*index) []wire.Notification) ([]wire.Notification, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -273,8 +250,7 @@ func (x *File) query(pick func(*index) []wire.Notification) ([]wire.Notification
 	return pick(x.idx), nil
 }
 
-// Close releases the file (and the writer's lock) once a flush under way
-// is done.
+// Close releases the file once a flush under way is done.
 func (x *File) Close() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -292,9 +268,8 @@ func (x *File) Close() error {
 	return nil
 }
 
-// readNew reads and verifies the complete lines from x.off to the end of
-// the file, with x.mu held. partial is the length of a final line without
-// its newline, not read.
+// readNew reads and verifies the complete lines from x.off on, x.mu held;
+// partial is the length of a final line without its newline.
 func (x *File) readNew() (size, partial int64, err error) {
 	info, err := x.f.Stat()
 	if err != nil {
