@@ -5,17 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"unsafe"
 )
 
-// block is a run of whole lines of a journal and what parsing them found.
-// Workers parse blocks in parallel; the Reader judges them in order.
+// block is a run of whole lines and what parsing them found: parsed on
+// workers, judged in order.
 type block struct {
-	data  []byte
-	start int64 // offset of data in the input
-	size  int64 // input bytes the block covers: len(data), or a long line's length
-	long  bool  // the block is one line longer than maxLine, not kept in data
-	// newline: a long line ended with '\n' (every other line's end is in data)
+	data    []byte
+	start   int64 // offset of data in the input
+	size    int64 // input bytes the block covers: len(data), or a long line's length
+	long    bool  // the block is one line longer than maxLine, not kept in data
 	newline bool
 
 	ends  []int32 // per line: the offset just past it in data
@@ -26,19 +26,17 @@ type block struct {
 	done      chan struct{}
 }
 
-// parsed is the records of a block: the most memory a block takes, given
-// back when only the block's bytes are still needed.
+// parsed is a block's records: its most memory, given back once only its
+// bytes are needed.
 type parsed struct {
-	recs   []Record   // the record lines, in order; strings point into data
-	canon  []bool     // per record: its line is what MarshalLine writes
-	hashes []uint64   // per record: the hash of its item, when asked for
-	heads  []lineHead // per record, instead of recs: what a merge reads of it
-	nrec   int
-	// scratch is where records are decoded when only heads are kept.
+	recs    []Record   // the record lines, in order; strings point into data
+	canon   []bool     // per record: its line is what MarshalLine writes
+	hashes  []uint64   // per record: the hash of its item, when asked for
+	heads   []lineHead // per record, instead of recs: what a merge reads of it
+	nrec    int
 	scratch Record
 }
 
-// lineKind says what a line that is not a record is.
 type lineKind uint8
 
 const (
@@ -49,14 +47,12 @@ const (
 	lineUnended                     // the input's last bytes, without '\n'
 )
 
-// verdict is what checking a commit line against its records found.
 type verdict uint8
 
 const (
 	commitValid verdict = iota + 1
 	commitInvalid
-	// commitLookBack: its records start in an earlier block, so only the
-	// Reader, which holds the blocks before, can check it.
+	// commitLookBack: its records start in an earlier block (judge checks it).
 	commitLookBack
 )
 
@@ -71,7 +67,6 @@ type mark struct {
 	err     error   // why the line is wrong: decoding, or checking a commit
 }
 
-// lineStart is where line i of the block starts in data.
 func (b *block) lineStart(i int) int {
 	if i == 0 {
 		return 0
@@ -79,7 +74,6 @@ func (b *block) lineStart(i int) int {
 	return int(b.ends[i-1])
 }
 
-// lineBytes is line i without its '\n'.
 func (b *block) lineBytes(i int) []byte {
 	s, e := b.lineStart(i), int(b.ends[i])
 	if e > s && b.data[e-1] == '\n' {
@@ -88,10 +82,8 @@ func (b *block) lineBytes(i int) []byte {
 	return b.data[s:e]
 }
 
-// recordLine is line i, a record's, without its '\n'.
 func (b *block) recordLine(i int) []byte { return b.data[b.lineStart(i) : b.ends[i]-1] }
 
-// endOffset is the input offset just past line i.
 func (b *block) endOffset(i int) int64 {
 	if b.long {
 		return b.start + b.size
@@ -99,8 +91,8 @@ func (b *block) endOffset(i int) int64 {
 	return b.start + int64(b.ends[i])
 }
 
-// parse decodes every line of the block and checks every commit line
-// whose records all lie in the block. Record strings point into data.
+// parse decodes every line and checks the commit lines whose records all
+// lie in the block. Record strings point into data.
 func (b *block) parse(opts *ReadOptions) {
 	b.ends, b.recs, b.canon, b.hashes, b.heads, b.marks = b.ends[:0], b.recs[:0], b.canon[:0], b.hashes[:0], b.heads[:0], b.marks[:0]
 	b.nrec = 0
@@ -160,8 +152,6 @@ func (b *block) parse(opts *ReadOptions) {
 	}
 }
 
-// decode adds line to the block's records, or says why it is not a valid
-// record.
 func (b *block) decode(line []byte, opts *ReadOptions) error {
 	r := &b.scratch // heads alone: the record is decoded again if needed
 	if !opts.heads {
@@ -197,9 +187,8 @@ func (b *block) decode(line []byte, opts *ReadOptions) error {
 	return nil
 }
 
-// checkCommit checks the commit line at line i, naming n records and crc,
-// against the run of record lines before it, which starts at line run
-// (fromStart: the run may go on in earlier blocks).
+// checkCommit checks commit line i (n records, crc) against the record
+// lines from run on (fromStart: they may go on in earlier blocks).
 func (b *block) checkCommit(run int, fromStart bool, i, n int, crc uint32) (verdict, error) {
 	if i-run < n {
 		if fromStart {
@@ -217,13 +206,10 @@ func (b *block) checkCommit(run int, fromStart bool, i, n int, crc uint32) (verd
 	return commitValid, nil
 }
 
-// Why a line that is no record is wrong, whatever the block holding it.
 var (
 	errUnended = errors.New("line without a newline at the end of the journal")
 	errLong    = fmt.Errorf("line longer than %d bytes", maxLine)
 )
-
-// Why a commit line is not valid.
 
 func tooFewRecords(n, have int) error {
 	return fmt.Errorf("commit line names %d records, but %d record lines come before it", n, have)
@@ -235,4 +221,87 @@ func tooLarge() error {
 
 func crcMismatch(n int, want, have uint32) error {
 	return fmt.Errorf("commit line says crc32c %08x, but its %d records have %08x", want, n, have)
+}
+
+// maxLine bounds one line's memory; a longer line is judged as no record.
+const maxLine = 1 << 20
+
+type source struct {
+	r         io.Reader
+	blockSize int
+	off       int64
+	carry     []byte // the start of a line the previous block cut
+	eof       bool
+	skip      []byte // scratch for a long line
+}
+
+// fill reads the next block of whole lines (the input's last bytes may
+// lack '\n'); false at the end.
+func (s *source) fill(b *block) (bool, error) {
+	b.data = append(b.data[:0], s.carry...)
+	s.carry = s.carry[:0]
+	b.start, b.long, b.newline = s.off, false, false
+	want := s.blockSize
+	for {
+		if len(b.data) < want && !s.eof {
+			if cap(b.data) < want {
+				b.data = append(make([]byte, 0, want), b.data...)
+			}
+			n, err := io.ReadFull(s.r, b.data[len(b.data):want])
+			b.data = b.data[:len(b.data)+n]
+			switch err {
+			case nil:
+			case io.EOF, io.ErrUnexpectedEOF:
+				s.eof = true
+			default:
+				return false, err
+			}
+		}
+		if s.eof {
+			if len(b.data) == 0 {
+				return false, nil
+			}
+			break
+		}
+		if end := bytes.LastIndexByte(b.data, '\n') + 1; end > 0 {
+			s.carry = append(s.carry, b.data[end:]...)
+			b.data = b.data[:end]
+			break
+		}
+		if len(b.data) > maxLine {
+			return true, s.skipLong(b)
+		}
+		want = min(2*want, maxLine+1)
+	}
+	b.size = int64(len(b.data))
+	s.off += b.size
+	return true, nil
+}
+
+// skipLong counts, without keeping, the rest of a line longer than maxLine.
+func (s *source) skipLong(b *block) error {
+	b.long, b.size = true, int64(len(b.data))
+	b.data = b.data[:0]
+	if s.skip == nil {
+		s.skip = make([]byte, 64<<10)
+	}
+	for {
+		n, err := s.r.Read(s.skip)
+		if i := bytes.IndexByte(s.skip[:n], '\n'); i >= 0 {
+			b.size += int64(i + 1)
+			b.newline = true
+			s.carry = append(s.carry, s.skip[i+1:n]...)
+			break
+		}
+		b.size += int64(n)
+		if err == io.EOF {
+			s.eof = true
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	s.off += b.size
+	return nil
 }

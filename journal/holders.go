@@ -7,12 +7,9 @@ import (
 	"sync"
 )
 
-// holders finds an item by the refund it was credited with, so that one
-// refund is never credited to two items. It is built on the first ask: a
-// run that only skips settled items never pays for it. The refund ids are
-// numbered in an IDTable (the module's one open-addressing table) beside
-// the item each names; strings are
-// compared only for a slot whose hash matches. About 20 bytes a refund.
+// holders finds an item by the refund it was credited with, built on the
+// first ask: refund ids numbered in an IDTable beside their item, about
+// 20 bytes a refund.
 type holders struct {
 	once   sync.Once
 	seed   maphash.Seed
@@ -21,9 +18,8 @@ type holders struct {
 	hashes []uint64 // by id in ids: the refund id's hash (an item may hold several)
 }
 
-// Holder returns the item credited with refund id (refunded or pending,
-// or an extra of such an item), if the state holds one. The item first credited with it is the one
-// returned when, against the rule, several are.
+// Holder returns the item credited with refund id (its refund or an
+// extra); the first one when, against the rule, several are.
 func (s *State) Holder(id string) (batch, item string, ok bool) {
 	h := &s.holders
 	h.once.Do(func() {
@@ -55,7 +51,6 @@ func (s *State) Holder(id string) (batch, item string, ok bool) {
 	return batch, item, true
 }
 
-// holderOf returns the item the index names for refund id.
 func (s *State) holderOf(id string) (uint32, bool) {
 	h := &s.holders
 	for c := range h.ids.Candidates(maphash.String(h.seed, id)) {
@@ -66,8 +61,6 @@ func (s *State) holderOf(id string) (uint32, bool) {
 	return 0, false
 }
 
-// credits reports whether item i is credited with refund id, as its
-// refund or an extra.
 func (s *State) credits(i uint32, id string) bool {
 	if s.idx.strs.Get(s.slot(i).refund) == id {
 		return true
@@ -75,8 +68,7 @@ func (s *State) credits(i uint32, id string) bool {
 	return s.extras != nil && slices.Contains(strings.Split(s.extras[i], idSep), id)
 }
 
-// indexHolder adds item i, credited with refund id, once the index is
-// built; the first item credited with an id keeps it.
+// indexHolder adds item i once the index is built; the first keeps an id.
 func (s *State) indexHolder(i uint32, id string) {
 	h := &s.holders
 	if h.items == nil || id == "" {
@@ -90,11 +82,9 @@ func (s *State) indexHolder(i uint32, id string) {
 	h.hashes = append(h.hashes, maphash.String(h.seed, id))
 }
 
-// twice finds, on the first SharedRefund, the hashes of the refund ids
-// credited to more than one item: one hash a credited refund, let go once
-// counted (8 bytes a refund while it runs). Nearly always there is none,
-// and no item then needs the holders index (about 0.3 s a million
-// refunds to build).
+// twice holds the hashes of refund ids credited to more than one item,
+// found on the first SharedRefund: nearly always none, and then the
+// holders index (0.3 s a million refunds) is never built.
 type twice struct {
 	once   sync.Once
 	hashes map[uint64]bool
@@ -103,9 +93,8 @@ type twice struct {
 var creditSeed = maphash.MakeSeed()
 
 // SharedRefund returns the item first credited with refund id when it is
-// not batch's item: one refund credited to two items, which a journal
-// concatenated or edited by hand can hold (refundkit's writer and
-// journal-merge never write it). It must not run concurrently with Apply.
+// not batch's item (a journal concatenated or edited by hand). Not
+// concurrently with Apply.
 func (s *State) SharedRefund(id, batch, item string) (firstBatch, firstItem string, shared bool) {
 	t := &s.twice
 	t.once.Do(func() {
@@ -130,10 +119,8 @@ func (s *State) SharedRefund(id, batch, item string) (firstBatch, firstItem stri
 	return b, it, ok && (b != batch || it != item)
 }
 
-// repeated returns the hashes that occur more than once in hashes, or
-// nil. A bitmap of 2^26 buckets (8 MiB) first finds the buckets hit more
-// than once, and only their hashes are counted exactly: 60 ms a million
-// hashes where sorting them took 100 ms (BenchmarkSharedRefund).
+// repeated returns the hashes that occur more than once, or nil: a bitmap
+// of 2^26 buckets finds the busy ones, whose hashes alone are counted.
 func repeated(hashes []uint64) map[uint64]bool {
 	const bits = 26
 	seen := make([]uint64, 1<<bits/64)
@@ -164,4 +151,93 @@ func repeated(hashes []uint64) map[uint64]bool {
 		}
 	}
 	return twice
+}
+
+// PaymentItem is an item held on a payment, with its state: refund asks
+// before a call, since a provider may not show another item's refund yet.
+type PaymentItem struct {
+	Batch, Item string
+	State       ItemState
+}
+
+// payments finds the items of a payment (the target their first record
+// bound them to), built on the first ask: targets numbered in an IDTable,
+// each with a chain of its items through next (16 to 24 bytes an item).
+type payments struct {
+	once  sync.Once
+	seed  maphash.Seed
+	ids   IDTable
+	first []uint32 // by target id: the id+1 of the item that heads its chain
+	next  []uint32 // by item id: the id+1 of the next item on its target; 0 ends the chain
+}
+
+// OnPayment returns the items on a payment named by any of keys (a charge,
+// or a payment intent and its charges), of every batch, in journal order.
+func (s *State) OnPayment(keys ...string) []PaymentItem {
+	p := &s.payments
+	p.once.Do(func() {
+		p.seed = maphash.MakeSeed()
+		p.first = []uint32{} // built: put adds the items later records bind
+		n := uint32(s.idx.Len())
+		p.next = make([]uint32, n)
+		for i := range n {
+			s.indexPayment(i)
+		}
+	})
+	var ids []uint32
+	for k, key := range keys {
+		if key == "" || slices.Contains(keys[:k], key) {
+			continue
+		}
+		t, ok := s.paymentOf(key)
+		if !ok {
+			continue
+		}
+		for i := p.first[t]; i != 0; i = p.next[i-1] {
+			ids = append(ids, i-1)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	out := make([]PaymentItem, len(ids))
+	for k, i := range ids {
+		batch, item := s.idx.Key(i)
+		out[k] = PaymentItem{Batch: batch, Item: item, State: s.get(i)}
+	}
+	return out
+}
+
+func (s *State) paymentOf(target string) (uint32, bool) {
+	p := &s.payments
+	for t := range p.ids.Candidates(maphash.String(p.seed, target)) {
+		if s.targetOf(p.first[t]-1) == target {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+func (s *State) targetOf(i uint32) string { return s.idx.strs.Get(s.slot(i).target) }
+
+// indexPayment adds item i, just bound (put), once the index is built.
+func (s *State) indexPayment(i uint32) {
+	p := &s.payments
+	target := s.targetOf(i)
+	if p.first == nil || target == "" {
+		return
+	}
+	for uint32(len(p.next)) <= i {
+		p.next = append(p.next, 0)
+	}
+	t, ok := s.paymentOf(target)
+	if !ok {
+		t = p.ids.Add(maphash.String(p.seed, target), func(t uint32) uint64 {
+			return maphash.String(p.seed, s.targetOf(p.first[t]-1))
+		})
+		p.first = append(p.first, 0)
+	}
+	p.next[i] = p.first[t]
+	p.first[t] = i + 1
 }

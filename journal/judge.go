@@ -7,10 +7,9 @@ import (
 	"hash/crc32"
 )
 
-// judge walks the lines of a journal in order, block by block: it checks
-// commit lines that need bytes of earlier blocks, finds the first line
-// that is wrong, gathers the facts decide needs about what follows it, and
-// says which records are kept (safe).
+// judge walks the lines of a journal in order: it checks commit lines
+// that reach into earlier blocks, finds the first wrong line, gathers what
+// decide needs of what follows, and says which records are kept (safe).
 type judge struct {
 	name     string
 	nextLine int   // number of the next block's first line
@@ -36,13 +35,11 @@ type judge struct {
 	torn *Torn
 }
 
-// commitPos is a valid commit line.
 type commitPos struct {
 	line int
 	end  int64 // offset just past it: where a torn tail is cut
 }
 
-// problem is the first line of a journal that is wrong.
 type problem struct {
 	line   int
 	offset int64
@@ -51,7 +48,6 @@ type problem struct {
 	inside int // a syntax error: where a whole record starts inside it (recordInside), else 0
 }
 
-// facts are what is known of the lines after a problem.
 type facts struct {
 	following bool  // some line follows it
 	later     bool  // a valid commit line follows it
@@ -64,24 +60,15 @@ type facts struct {
 }
 
 // decide is the one place that tells a torn tail from corruption, for the
-// first line p that is wrong, given the last valid commit line before it
-// (nil if none) and what is known of what follows. known is false while
-// the facts cannot settle it yet.
-//
-//   - A record of another version is refused wherever it is.
-//   - A valid commit line after p means a writer acknowledged records
-//     after p: p is corruption.
-//   - After a valid commit line, anything wrong is a torn tail from the end
-//     of that commit on: those records were never acknowledged. Unless the
-//     tail is more than the one write a crash tears (see Writer): longer
-//     than a commit and its line, or ending in a commit line that names
-//     fewer records than the tail holds. Then the damage reaches records
-//     acknowledged before: corruption.
-//   - A journal with no valid commit line before p (one written before
-//     commit lines, or by hand) is judged as it always was: only its last
-//     line may be torn, when a crash explains it (no '\n', not JSON, too
-//     long); anything else is corruption. A last line that hides a whole
-//     record behind a torn one was appended to without repair.
+// first wrong line p, the last valid commit line before it (c, or nil) and
+// what follows (known false: not yet settled).
+//   - Another version is refused wherever it is.
+//   - A valid commit line after p acknowledged records after it: corrupt.
+//   - After c, the tail from c's end is torn (never acknowledged), unless
+//     it is more than one write: longer than a commit, or ending in a
+//     commit line naming fewer records than it holds.
+//   - With no c (older journals), only a last line a crash explains (no
+//     '\n', not JSON, too long) is torn, unless it hides a whole record.
 func decide(name string, p *problem, c *commitPos, f facts) (torn *Torn, err error, known bool) {
 	corrupt := func(reason string) (*Torn, error, bool) {
 		return nil, &CorruptError{Path: name, Line: p.line, Offset: p.offset, Reason: reason}, true
@@ -119,7 +106,6 @@ func decide(name string, p *problem, c *commitPos, f facts) (torn *Torn, err err
 	return corrupt(p.err.Error())
 }
 
-// block judges the lines of b, the newest of the retained blocks.
 func (j *judge) block(b *block, retained []*block) {
 	b.firstLine = j.nextLine
 	j.nextLine += len(b.ends)
@@ -172,7 +158,6 @@ func (j *judge) block(b *block, retained []*block) {
 	}
 }
 
-// found records the first line that is wrong.
 func (j *judge) found(b *block, m *mark, line int) {
 	p := &problem{line: line, offset: b.start + int64(b.lineStart(int(m.line))), kind: m.kind, err: m.err}
 	if m.kind == lineBad && errors.As(m.err, new(*syntaxError)) {
@@ -184,7 +169,6 @@ func (j *judge) found(b *block, m *mark, line int) {
 	}
 }
 
-// settle asks decide and ends the reading if it knows.
 func (j *judge) settle() bool {
 	var c *commitPos
 	if j.haveLast {
@@ -201,7 +185,6 @@ func (j *judge) settle() bool {
 	return known
 }
 
-// finish is the end of the input.
 func (j *judge) finish() {
 	if j.problem == nil {
 		j.safe = j.nextLine // records after the last commit line, nothing wrong after them
@@ -216,19 +199,17 @@ func (j *judge) finish() {
 	j.settle()
 }
 
-// fail ends the reading at an I/O error.
 func (j *judge) fail(err error) { j.done, j.err = true, err }
 
-// needs reports that the judge may still read b's bytes: the records of
-// a later commit line start at most maxCommit back, after the last line
-// that is not a record.
+// needs: a later commit line's records start at most maxCommit back,
+// after the last line that is not a record.
 func (j *judge) needs(b *block) bool {
 	end := b.start + b.size
 	return end > j.windowOff && end > j.end-maxCommit
 }
 
-// commitValid checks the commit line m (line number line) of b. A commit
-// whose records start in earlier blocks is checked here, against them.
+// commitValid checks commit line m of b, against earlier blocks if its
+// records start there.
 func (j *judge) commitValid(b *block, m *mark, line int, retained []*block) bool {
 	if m.verdict != commitLookBack {
 		return m.verdict == commitValid
@@ -267,9 +248,6 @@ func (j *judge) commitValid(b *block, m *mark, line int, retained []*block) bool
 	return true
 }
 
-// Why a tail after a valid commit line is not torn, after the error of
-// its first bad line.
-
 func tailTooLong(err error, tail int64, commit int) string {
 	return fmt.Sprintf("%v; the %d bytes after the last valid commit line (line %d) are more than one commit: the damage reaches acknowledged records", err, tail, commit)
 }
@@ -278,10 +256,9 @@ func tailTooManyRecords(err error, line, n, records, commit int) string {
 	return fmt.Sprintf("%v; the commit line at line %d names %d records, but %d record lines follow the last valid commit line (line %d): the damage reaches acknowledged records", err, line, n, records, commit)
 }
 
-// recordInside finds a whole record inside a newline-terminated line that
-// is not JSON. A crash leaves a prefix of a write, never a complete record
-// after a partial one, so such a last line is not torn: someone appended
-// to a torn journal, and cutting the line would hide their record.
+// recordInside finds a whole record inside a line that is not JSON: a
+// crash never leaves one after a partial record, so such a line is an
+// append to a torn journal, not torn itself.
 func recordInside(line []byte) int {
 	for i := 1; i < len(line); i++ {
 		j := bytes.Index(line[i:], []byte(`{"v":`))

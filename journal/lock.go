@@ -5,15 +5,39 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/refundkit/refundkit/journal/durable"
 	"golang.org/x/sys/unix"
 )
 
+// FileKind is the one opener, lock and torn-tail repair of an appended
+// file that one writer holds, and how its errors read: the journal's and
+// Adyen's notification file's (refund/provider/adyen/notes) differ.
+type FileKind struct {
+	What   string                  // "journal": errors read "journal j.jsonl: ..."
+	Locked func(path string) error // another run holds the lock
+	// NotFile is a path that names no regular file, of mode as stat(2)
+	// gives it before the open or (opened) on the opened descriptor.
+	NotFile func(path string, mode fs.FileMode, opened bool) error
+	// Dangling refuses a symbolic link to nothing at once (*NotFileError);
+	// WrapOpen puts "What path: " before an open's error.
+	Dangling, WrapOpen bool
+	Vanished, Replaced string // why opening, or locking, failed maxOpenTries times
+}
+
+var journalFile = &FileKind{
+	What:     "journal",
+	Locked:   func(path string) error { return &LockedError{Path: path} },
+	NotFile:  func(path string, mode fs.FileMode, _ bool) error { return notFile(path, mode) },
+	Dangling: true, WrapOpen: true,
+	Vanished: "created and removed again while being opened: is another program doing so?",
+	Replaced: fmt.Sprintf("replaced %d times while being locked", maxOpenTries),
+}
+
 // Lock is a journal held for writing: its file open, with the exclusive
 // flock that every refundkit tool writing or replacing a journal takes.
-// Writers hold one through Open; journal-merge -o holds its output's with
-// TakeLock until the merged file is renamed into place.
+// journal-merge -o holds its output's until the merged file is in place.
 type Lock struct {
 	path    string
 	f       *os.File
@@ -21,25 +45,32 @@ type Lock struct {
 	created bool
 }
 
-// maxOpenTries bounds the retries of a journal that appears, vanishes or is
-// replaced while it is being opened and locked: a second try settles an
-// honest race, a third that fails means some program is at it in a loop.
+// maxOpenTries bounds the retries of a path that appears, vanishes or is
+// replaced while being opened and locked: a third failure is no honest race.
 const maxOpenTries = 3
 
 // testHookBeforeFlock runs between the open and the flock (tests only).
 var testHookBeforeFlock func()
 
 // TakeLock opens the journal at path, creating it (mode 0600, directory
-// fsynced) if absent, and locks it as Open does: one held by another run or
-// tool gives *LockedError at once. A path that is not a regular file, or a
-// symbolic link to nothing, gives *NotFileError. Once locked, the path must
-// still name the locked file: a tool that replaced the journal released its
-// lock on the old file, and a lock on that guards nothing.
+// fsynced) if absent, and locks it as Open does: *LockedError at once if
+// another run holds it, *NotFileError for what is no regular file.
 func TakeLock(path string) (*Lock, error) {
-	for try := 1; ; try++ {
-		f, created, err := openFile(path)
-		if err != nil {
-			return nil, err
+	f, info, created, err := journalFile.OpenLocked(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{path: path, f: f, info: info, created: created}, nil
+}
+
+// OpenLocked opens path for appending, creating it (0600, directory
+// fsynced) if absent, and takes its exclusive flock without waiting. Once
+// locked, the path must still name the locked file: a lock on a file
+// replaced meanwhile guards nothing.
+func (k *FileKind) OpenLocked(path string) (f *os.File, info os.FileInfo, created bool, err error) {
+	for range maxOpenTries {
+		if f, created, err = k.openOrCreate(path); err != nil {
+			return nil, nil, false, err
 		}
 		if testHookBeforeFlock != nil {
 			testHookBeforeFlock()
@@ -47,29 +78,116 @@ func TakeLock(path string) (*Lock, error) {
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 			f.Close()
 			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, &LockedError{Path: path}
+				return nil, nil, false, k.Locked(path)
 			}
-			return nil, fmt.Errorf("journal %s: lock: %w", path, err)
+			return nil, nil, false, fmt.Errorf("%s %s: lock: %w", k.What, path, err)
 		}
-		info, err := f.Stat()
-		if err != nil {
+		if info, err = f.Stat(); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("journal %s: %w", path, err)
+			return nil, nil, false, fmt.Errorf("%s %s: %w", k.What, path, err)
 		}
 		if cur, err := os.Stat(path); err == nil && os.SameFile(cur, info) {
 			if created {
-				if err := durable.SyncDir("journal", path); err != nil {
+				if err := durable.SyncDir(k.What, path); err != nil {
 					f.Close()
-					return nil, err
+					return nil, nil, false, err
 				}
 			}
-			return &Lock{path: path, f: f, info: info, created: created}, nil
+			return f, info, created, nil
 		}
 		f.Close()
-		if try == maxOpenTries {
-			return nil, fmt.Errorf("journal %s: replaced %d times while being locked: is a program that ignores the lock rewriting it?", path, try)
+	}
+	return nil, nil, false, fmt.Errorf("%s %s: %s: is a program that ignores the lock rewriting it?", k.What, path, k.Replaced)
+}
+
+// openOrCreate never creates a file through a symbolic link.
+func (k *FileKind) openOrCreate(path string) (*os.File, bool, error) {
+	for range maxOpenTries {
+		f, err := k.OpenRegular(path, unix.O_RDWR|unix.O_APPEND, 0)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return f, false, k.wrapOpen(path, err)
+		}
+		// O_EXCL does not follow a symbolic link: a dangling one is EEXIST.
+		f, err = k.OpenRegular(path, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL, 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err == nil, k.wrapOpen(path, err)
+		}
+		if k.Dangling { // else a link to nothing, or a creator that won the race
+			if err := danglingLink(path); err != nil {
+				return nil, false, err
+			}
 		}
 	}
+	return nil, false, fmt.Errorf("%s %s: %s", k.What, path, k.Vanished)
+}
+
+func (k *FileKind) wrapOpen(path string, err error) error {
+	if err == nil || !k.WrapOpen || !errors.As(err, new(*fs.PathError)) {
+		return err
+	}
+	return fmt.Errorf("%s %s: %w", k.What, path, err)
+}
+
+// OpenRegular opens path only if it is a regular file, else k.NotFile.
+// O_NONBLOCK keeps a named pipe or a device from holding up the open; the
+// type is checked on the opened descriptor, so no swap can slip in.
+func (k *FileKind) OpenRegular(path string, flag int, perm uint32) (*os.File, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(path, flag|unix.O_NONBLOCK|unix.O_CLOEXEC, perm)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		if err != unix.ENOENT && err != unix.EEXIST {
+			// EISDIR, ENXIO (a socket), ...: say what the path is.
+			if info, serr := os.Stat(path); serr == nil && !info.Mode().IsRegular() {
+				return nil, k.NotFile(path, info.Mode(), false)
+			}
+		}
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, &fs.PathError{Op: "fcntl", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	info, err := f.Stat()
+	switch {
+	case err != nil:
+		err = &fs.PathError{Op: "fstat", Path: path, Err: errors.Unwrap(err)}
+	case !info.Mode().IsRegular():
+		err = k.NotFile(path, info.Mode(), true)
+	default:
+		return f, nil
+	}
+	f.Close()
+	return nil, err
+}
+
+// CutTail copies the bytes of f from off to size, a torn tail, to a new
+// file <path>.torn-<unix-nanos>, then cuts them off f and fsyncs it.
+func (k *FileKind) CutTail(f *os.File, path string, off, size int64) (saved string, err error) {
+	torn := make([]byte, size-off)
+	if _, err := f.ReadAt(torn, off); err != nil {
+		return "", fmt.Errorf("%s %s: read torn tail: %w", k.What, path, err)
+	}
+	saved = fmt.Sprintf("%s.torn-%d", path, time.Now().UnixNano())
+	if err := durable.WriteNew(saved, torn); err != nil {
+		return "", fmt.Errorf("%s %s: save torn tail: %w", k.What, path, err)
+	}
+	if err := durable.SyncDir(k.What, saved); err != nil {
+		return "", err
+	}
+	if err := f.Truncate(off); err != nil {
+		return "", fmt.Errorf("%s %s: cut torn tail: %w", k.What, path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("%s %s: fsync: %w", k.What, path, err)
+	}
+	return saved, nil
 }
 
 // Created reports whether TakeLock created the file.
@@ -89,8 +207,7 @@ func (l *Lock) Release() error {
 }
 
 // Discard removes the file if TakeLock created it and it is still empty and
-// still at the path (a failed merge leaves no empty journal behind), then
-// releases the lock. A journal that existed before is left as it was.
+// at the path (a failed merge leaves no empty journal), then releases it.
 func (l *Lock) Discard() error {
 	if l.f == nil {
 		return l.Release()
@@ -112,77 +229,26 @@ func (l *Lock) Discard() error {
 	return l.Release()
 }
 
-// openFile opens the journal at path for appending, creating it if absent.
-// It never creates a file through a symbolic link, never waits on a named
-// pipe or a device, and gives up after maxOpenTries races.
-func openFile(path string) (f *os.File, created bool, err error) {
-	for range maxOpenTries {
-		f, err = openRegular(path, unix.O_RDWR|unix.O_APPEND, 0)
-		if !errors.Is(err, fs.ErrNotExist) {
-			return f, false, wrapOpen(path, err)
-		}
-		// O_EXCL does not follow a symbolic link: a dangling one is EEXIST.
-		f, err = openRegular(path, unix.O_RDWR|unix.O_APPEND|unix.O_CREAT|unix.O_EXCL, 0o600)
-		if !errors.Is(err, fs.ErrExist) {
-			return f, err == nil, wrapOpen(path, err)
-		}
-		// There after all: a dangling link, or another creator won the race
-		// (open theirs).
-		if err := danglingLink(path); err != nil {
-			return nil, false, err
-		}
-	}
-	return nil, false, fmt.Errorf("journal %s: created and removed again while being opened: is another program doing so?", path)
-}
-
-func wrapOpen(path string, err error) error {
-	var nf *NotFileError
-	if err == nil || errors.As(err, &nf) {
-		return err
-	}
-	return fmt.Errorf("journal %s: %w", path, err)
-}
-
-// openRegular opens path and returns it only if it is a regular file; else
-// a *NotFileError that says what it is. O_NONBLOCK keeps the open of a
-// named pipe or a device from waiting; the file type is checked on the
-// opened descriptor, so a swap after a check cannot slip in.
-func openRegular(path string, flag int, perm uint32) (*os.File, error) {
-	var fd int
-	var err error
-	for {
-		fd, err = unix.Open(path, flag|unix.O_NONBLOCK|unix.O_CLOEXEC, perm)
-		if err != unix.EINTR {
-			break
-		}
-	}
+// Held reports whether a run holds the journal at path (the flock of Open
+// and TakeLock). It asks with a shared flock that never waits, on a
+// read-only descriptor, and writes, creates or repairs nothing; a writer
+// locking in that instant is refused as if another run held it.
+func Held(path string) (bool, error) {
+	f, err := journalFile.OpenRegular(path, unix.O_RDONLY, 0)
 	if err != nil {
-		if err != unix.ENOENT && err != unix.EEXIST {
-			// EISDIR, ENXIO (a socket), ...: say what the path is.
-			if info, serr := os.Stat(path); serr == nil && !info.Mode().IsRegular() {
-				return nil, notFile(path, info.Mode())
-			}
-		}
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return false, journalFile.wrapOpen(path, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	defer f.Close() // drops the shared lock, if taken
+	switch err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); {
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("journal %s: lock: %w", path, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, notFile(path, fileMode(st.Mode))
-	}
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, &fs.PathError{Op: "fcntl", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
+	return false, nil
 }
 
-// danglingLink is a *NotFileError if path is a symbolic link whose target
-// does not exist, else nil.
+// danglingLink is a *NotFileError if path is a symbolic link to nothing.
 func danglingLink(path string) error {
 	info, err := os.Lstat(path)
 	if err != nil || info.Mode()&fs.ModeSymlink == 0 {
@@ -216,23 +282,4 @@ func notFile(path string, mode fs.FileMode) *NotFileError {
 		what = "a symbolic link to " + target + ", which is " + what
 	}
 	return &NotFileError{Path: path, What: what}
-}
-
-// fileMode is the type bits of a stat(2) mode as an fs.FileMode.
-func fileMode(m uint32) fs.FileMode {
-	switch m & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return fs.ModeDir
-	case unix.S_IFIFO:
-		return fs.ModeNamedPipe
-	case unix.S_IFCHR:
-		return fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		return fs.ModeDevice
-	case unix.S_IFSOCK:
-		return fs.ModeSocket
-	case unix.S_IFLNK:
-		return fs.ModeSymlink
-	}
-	return fs.ModeIrregular
 }

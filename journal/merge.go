@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -8,7 +9,6 @@ import (
 
 // MergeOptions tune MergeWith.
 type MergeOptions struct {
-	// Compact keeps one final record per item (see Merge).
 	Compact bool
 }
 
@@ -29,10 +29,9 @@ type MergeInput struct {
 	Torn       *Torn // a torn tail, left out of the output
 }
 
-// Conflict is two records that cannot both be true: two different refunds
-// of one item, a refund and a final failure of one item, or one refund id
-// credited to two items (Batch and Item name the second). Both stay in the
-// output; people decide.
+// Conflict is two records that cannot both be true: two refunds of one
+// item, a refund and a final failure, or one refund of two items (Batch
+// and Item name the second). Both stay in the output.
 type Conflict struct {
 	Batch, Item string
 	Reason      string // what disagrees
@@ -44,33 +43,20 @@ func (c Conflict) String() string {
 	return fmt.Sprintf("%s: batch %s item %s: %s (first at %s)", c.Second, c.Batch, c.Item, c.Reason, c.First)
 }
 
-// Merge writes the records of the journals at paths (the shards of one
-// batch, or the journals of runs on several machines) to out as one
-// journal:
+// Merge writes the records of the journals at paths to out as one journal:
+//   - sorted by ts, ties in the order of the inputs, then of their lines;
+//     an input whose ts goes backwards is sorted in memory (OutOfOrder);
+//   - identical records collapse into one;
+//   - a torn tail is reported (MergeInput.Torn) and left out;
+//   - corruption or an unknown version stops it with file:line (out is
+//     then incomplete: write a temporary file and rename it);
+//   - conflicting outcomes are all kept and reported, in merge order.
 //
-//   - Order: records are sorted by ts; records with the same ts keep the
-//     order of the inputs as named, then their order within their input.
-//     An input in ts order (as one Writer nearly always leaves it) is
-//     streamed; an input whose ts ever goes backwards (concurrent appenders
-//     can stamp a record before another that is written first) is sorted
-//     in memory first, its lines kept there; MergeInput.OutOfOrder says so.
-//   - Identical records (the same line once encoded) collapse into one.
-//   - A torn tail of an input is reported (MergeInput.Torn) and left out.
-//   - Corruption or an unknown version in any input stops the merge with
-//     file:line, as Load does. Output already written to out is then
-//     incomplete: write to a temporary file and rename it only on success.
-//   - Conflicting outcomes for one item (two different refund ids, or a
-//     refund and a final failure), and a refund id credited to a second
-//     item, are all kept, and reported as Conflicts in merge order.
-//
-// With MergeOptions.Compact the output keeps, per item, only what its state
-// needs: the refunded record (the first one, which State keeps); else the
-// last final failure; else (in doubt) every record from the first intent of
-// its highest attempt on, with the last failure before it if none follows,
-// which keeps the attempt, its key's age, whether the key is burned and the
-// last error code. Canceled records are all kept. An item with a conflict,
-// or whose state the rule would not reproduce (a clock that stepped back),
-// keeps all its records.
+// Compact keeps per item only what its state needs: the first refunded
+// record, else the last final failure, else (in doubt) every record from
+// the first intent of its highest attempt, with the last failure before
+// it if none follows; canceled records, and every record of an item in
+// conflict or whose state the rule would not reproduce, are kept.
 func Merge(paths []string, out io.Writer) (MergeReport, error) {
 	return MergeWith(paths, out, MergeOptions{})
 }
@@ -92,8 +78,7 @@ func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, e
 		}
 		return report, err
 	}
-	// Compact: a first pass learns every item's history, a second writes
-	// what it must keep.
+	// Compact: a first pass learns every item's history, a second writes.
 	items := NewIndex[compactItem]()
 	expect := expectedItems(paths)
 	items.Reserve(expect)
@@ -110,9 +95,7 @@ func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, e
 	return report, err
 }
 
-// expectedItems guesses how many items the journals at paths hold
-// (ItemsIn), so that an item index is sized once instead of growing by
-// doubling. A guess too low only lets the index grow.
+// expectedItems guesses the items at paths (ItemsIn), to size an index once.
 func expectedItems(paths []string) int {
 	var size int64
 	for _, p := range paths {
@@ -121,4 +104,132 @@ func expectedItems(paths []string) int {
 		}
 	}
 	return ItemsIn(size)
+}
+
+// compactItem is what compaction's first pass learns of an item, and the
+// second answers from (same merge order, same sequence numbers).
+type compactItem struct {
+	outcomes firstOutcomes
+	conflict bool // it keeps all its records
+
+	// Status and attempt as Next makes them.
+	status  Status
+	attempt int
+
+	// Records by sequence number, 1-based; 0 is none.
+	firstRefunded int // the refunded record that settled it
+	lastFinal     int // the last final failure
+	lastFailure   int // the last failure of any kind
+	failureBefore int // the last failure before attemptFrom
+	attemptFrom   int // the first intent of the highest attempt
+	sentIntent    int // the last intent Next took as what was sent
+}
+
+func (ci *compactItem) learn(r *Record, seq int) {
+	// Sent starts false: next.Sent says Next took r as what was sent.
+	prev := ItemState{Status: ci.status, Attempt: ci.attempt}
+	next := Next(prev, r)
+	ci.status, ci.attempt = next.Status, next.Attempt
+	switch {
+	case next.Status == StatusRefunded:
+		if prev.Status != StatusRefunded {
+			ci.firstRefunded = seq
+		}
+	case r.Type == TypeFailed:
+		ci.lastFailure = seq
+		if next.Status == StatusFailed {
+			ci.lastFinal = seq
+		}
+	}
+	if next.Attempt > prev.Attempt {
+		ci.attemptFrom, ci.failureBefore = seq, ci.lastFailure
+	}
+	if next.Sent {
+		ci.sentIntent = seq
+	}
+}
+
+// keeps says whether the item's record seq stays in the output.
+func (ci *compactItem) keeps(seq int) bool {
+	switch {
+	case ci.conflict:
+		return true
+	// A final item keeps its outcome and the intent that says what was sent.
+	case ci.status == StatusRefunded:
+		return seq == ci.firstRefunded || seq == ci.sentIntent
+	case ci.status == StatusFailed:
+		return seq == ci.lastFinal || seq == ci.sentIntent
+	// In doubt: the records from the attempt's first intent on, with the
+	// last failure before it if none follows, give the same state.
+	case ci.status == StatusInDoubt && ci.attemptFrom > 0:
+		return seq >= ci.attemptFrom || (ci.lastFailure < ci.attemptFrom && seq == ci.failureBefore)
+	}
+	return true
+}
+
+// dedupGroup remembers the records of one instant: the output is in ts
+// order, so only this group can hold a twin. A lone line stays where its
+// source holds it, copied only when a second comes or the source lets go.
+type dedupGroup struct {
+	valid bool
+	key   tsKey
+	held  []byte       // the group's one line, not copied yet
+	from  *mergeSource // whose line held is
+	buf   []byte
+	ends  []int
+	set   map[string]struct{} // once the group is large
+}
+
+// seen reports whether line was seen at instant key, and remembers it;
+// stable: line stays valid until s moves to its next span.
+func (g *dedupGroup) seen(key tsKey, line []byte, s *mergeSource, stable bool) bool {
+	if !g.valid || key != g.key {
+		g.valid, g.key = true, key
+		g.buf, g.ends, g.set, g.held, g.from = g.buf[:0], g.ends[:0], nil, nil, nil
+		if stable {
+			g.held, g.from = line, s
+			return false
+		}
+	}
+	g.own()
+	if g.set != nil {
+		if _, ok := g.set[string(line)]; ok {
+			return true
+		}
+		g.set[string(line)] = struct{}{}
+		return false
+	}
+	start := 0
+	for _, end := range g.ends {
+		if bytes.Equal(g.buf[start:end], line) {
+			return true
+		}
+		start = end
+	}
+	g.buf = append(g.buf, line...)
+	g.ends = append(g.ends, len(g.buf))
+	if len(g.ends) > 32 {
+		g.set = make(map[string]struct{}, 64)
+		start := 0
+		for _, end := range g.ends {
+			g.set[string(g.buf[start:end])] = struct{}{}
+			start = end
+		}
+	}
+	return false
+}
+
+func (g *dedupGroup) own() {
+	if g.from != nil {
+		g.buf = append(g.buf, g.held...)
+		g.ends = append(g.ends, len(g.buf))
+		g.held, g.from = nil, nil
+	}
+}
+
+// release is called before s lets the lines of its span go.
+func (g *dedupGroup) release(s *mergeSource) {
+	if g.from == s {
+		g.own()
+	}
 }

@@ -1,8 +1,15 @@
 package journal
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
+	"sync"
+	"time"
 )
 
 // merger is one pass over the inputs in merge order.
@@ -18,9 +25,8 @@ type merger struct {
 	scratch []byte
 	rec     Record // a record decoded again from its line
 
-	// At most one of these is set, each on an item index of merge's own:
-	// outcomes checks the items' outcomes for conflicts; learn follows
-	// every record's item for compaction, and keep writes what it keeps.
+	// At most one is set, each on an index of its own: outcomes finds
+	// conflicts; learn follows items for compaction, keep writes what it keeps.
 	outcomes  *outcomeChecker
 	learn     *Index[compactItem]
 	keep      *Index[compactItem]
@@ -32,7 +38,6 @@ func newMerger(paths []string, inOrder []bool) *merger {
 	return &merger{paths: paths, inOrder: inOrder}
 }
 
-// run merges the inputs, writing to out when it is not nil.
 func (m *merger) run(out io.Writer) (MergeReport, error) {
 	m.report.Inputs = make([]MergeInput, len(m.paths))
 	m.hashItem = m.itemHash()
@@ -68,8 +73,7 @@ func (m *merger) run(out io.Writer) (MergeReport, error) {
 			return m.report, err
 		}
 		if ok && s.head.key.less(was) {
-			// The order check passed this input, so this is a bug, not bad
-			// input: stop rather than write records out of order.
+			// The order check passed this input: a bug, not bad input.
 			return m.report, fmt.Errorf("%s:%d: ts goes backwards in an input checked to be in order", s.name, s.head.lineNo)
 		}
 		if ok {
@@ -118,7 +122,6 @@ func (m *merger) finish(s *mergeSource) {
 	m.report.Inputs[s.input].Torn = s.torn
 }
 
-// before orders heads by ts, then by input.
 func (m *merger) before(a, b *mergeSource) bool {
 	if a.head.key != b.head.key {
 		return a.head.key.less(b.head.key)
@@ -144,7 +147,6 @@ func (m *merger) fix(i int) {
 	}
 }
 
-// take handles the head record of s.
 func (m *merger) take(s *mergeSource, w *framer) error {
 	h := &s.head
 	rec := h.rec // sorted in memory; streamed: decoded again only if needed
@@ -162,7 +164,7 @@ func (m *merger) take(s *mergeSource, w *framer) error {
 		}
 		line = m.scratch[:len(m.scratch)-1]
 	}
-	// A line decoded and encoded again is in scratch, overwritten next.
+	// A line encoded again is in scratch, overwritten next.
 	if m.group.seen(h.key, line, s, h.canonical) {
 		m.report.Duplicates++
 		return nil
@@ -188,7 +190,6 @@ func (m *merger) take(s *mergeSource, w *framer) error {
 		}
 		ci.learn(rec, m.seq)
 	case m.keep != nil && rec.Type != TypeCanceled:
-		// Not found cannot happen: the first pass saw every record.
 		if id, ok := m.keep.FindHashed(rec.Batch, rec.Item, m.hash(s, rec.Item)); ok && !m.keep.Slot(id).keeps(m.seq) {
 			m.report.Compacted++
 			return nil
@@ -201,9 +202,8 @@ func (m *merger) take(s *mergeSource, w *framer) error {
 	return nil
 }
 
-// itemHash is what hashes items for the merge's item index when it looks
-// up every record's item: on the parsing workers, for streamed inputs.
-// (Outcomes are hashed beside the merge.)
+// itemHash hashes items on the parsing workers when the merge looks up
+// every record's item.
 func (m *merger) itemHash() func(string) uint64 {
 	switch {
 	case m.learn != nil:
@@ -214,8 +214,6 @@ func (m *merger) itemHash() func(string) uint64 {
 	return nil
 }
 
-// hash is the hash of item, the item of s's head: hashed on the parsing
-// worker when streamed.
 func (m *merger) hash(s *mergeSource, item string) uint64 {
 	if h, ok := s.headHash(); ok {
 		return h
@@ -223,14 +221,219 @@ func (m *merger) hash(s *mergeSource, item string) uint64 {
 	return m.hashItem(item)
 }
 
-// slotOf is the slot of item id in x; added: x has just added it. A new
-// slot is written before it is read: it is zero already, but reading
-// memory fresh from the system maps the shared zero page, and the write
-// after it then takes a second fault and a TLB flush on every core.
+// slotOf writes a new slot before it is read: reading fresh memory maps
+// the zero page, and the write after it faults again on every core.
 func slotOf[S any](x *Index[S], id uint32, added bool) *S {
 	s := x.Slot(id)
 	if added {
 		*s = *new(S)
 	}
 	return s
+}
+
+type tsKey struct {
+	sec  int64
+	nsec int
+}
+
+func keyOf(t time.Time) tsKey { return tsKey{t.Unix(), t.Nanosecond()} }
+
+func (a tsKey) less(b tsKey) bool { return a.sec < b.sec || (a.sec == b.sec && a.nsec < b.nsec) }
+
+// checkOrder reports per input whether the records a Reader keeps are in
+// ts order, reading only timestamps, on all cores.
+func checkOrder(paths []string) ([]bool, error) {
+	inOrder := make([]bool, len(paths))
+	errs := make([]error, len(paths))
+	next := make(chan int, len(paths))
+	for i := range paths {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(len(paths), runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := range next {
+				inOrder[i], errs[i] = inTSOrder(paths[i])
+			}
+		})
+	}
+	wg.Wait()
+	return inOrder, errors.Join(errs...)
+}
+
+// inTSOrder: a step back counts only if the Reader keeps it (not in a
+// torn tail).
+func inTSOrder(path string) (bool, error) {
+	back, err := firstStepBack(path)
+	if err != nil {
+		return false, err
+	}
+	if back == 0 {
+		return true, nil
+	}
+	kept, err := keepsLine(path, back)
+	return !kept, err
+}
+
+// keepsLine reports whether a Reader hands on the record at line n.
+func keepsLine(path string, n int) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	rd := NewReader(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{Workers: 1, heads: true})
+	defer rd.Close()
+	for rd.Next() {
+		if rd.Line(rd.spanLen()-1) >= n {
+			return true, nil
+		}
+	}
+	return false, nil // the end of what is kept: a torn tail, or an error the merge reports
+}
+
+// firstStepBack is the line of the first record stamped before the one
+// above it, reading only timestamps; 0 if none, or at a line it cannot read.
+func firstStepBack(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var (
+		prev     tsKey
+		prevZ    []byte // the previous ts when in UTC form, compared as text
+		havePrev bool
+		r        Record
+		long     []byte
+		n        int // lines read
+	)
+	for {
+		n++
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long[:0], line...)
+			for err == bufio.ErrBufferFull && len(long) <= maxLine {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if err != nil {
+			return 0, nil // the end, a torn tail or an overlong line: the merge judges
+		}
+		line = line[:len(line)-1]
+		if _, _, isCommit, _ := parseCommit(line); isCommit {
+			continue // framing: no ts
+		}
+		ts := quickTS(line)
+		if prevZ != nil && isUTCForm(ts) {
+			if lessUTCForm(ts, prevZ) {
+				return n, nil
+			}
+			prevZ = append(prevZ[:0], ts...)
+			continue
+		}
+		t, ok, _ := parseTime(string(ts))
+		if !ok {
+			if decodeLine(line, string(line), &r) != nil {
+				return 0, nil
+			}
+			t = r.Time
+		}
+		if prevZ != nil {
+			p, _, _ := parseTime(string(prevZ))
+			prev, prevZ = keyOf(p), nil
+		}
+		k := keyOf(t)
+		if havePrev && k.less(prev) {
+			return n, nil
+		}
+		prev, havePrev = k, true
+		if ok && isUTCForm(ts) {
+			prevZ = append(prevZ[:0], ts...)
+		}
+	}
+}
+
+// quickTS finds a line's ts without decoding it: where MarshalLine puts
+// it, else after the first "ts":" (a quote in a string is escaped). Nil if none.
+func quickTS(line []byte) []byte {
+	const head = `{"v":1,"type":"`
+	i := -1
+	if len(line) > len(head) && string(line[:len(head)]) == head {
+		if q := bytes.IndexByte(line[len(head):], '"'); q >= 0 {
+			if at := len(head) + q; bytes.HasPrefix(line[at:], []byte(`","ts":"`)) {
+				i = at + len(`","ts":"`)
+			}
+		}
+	}
+	if i < 0 {
+		if i = bytes.Index(line, []byte(`"ts":"`)); i < 0 {
+			return nil
+		}
+		i += len(`"ts":"`)
+	}
+	j := bytes.IndexByte(line[i:], '"')
+	if j < 0 {
+		return nil
+	}
+	return line[i : i+j]
+}
+
+// isUTCForm: ts is 2006-01-02T15:04:05[.9*]Z, ordered as text (lessUTCForm).
+func isUTCForm(ts []byte) bool {
+	n := len(ts)
+	if n < 20 || n > 30 || ts[n-1] != 'Z' || (n > 20 && (ts[19] != '.' || n == 21)) {
+		return false
+	}
+	for i, c := range ts[:n-1] {
+		switch i {
+		case 4, 7:
+			if c != '-' {
+				return false
+			}
+		case 10:
+			if c != 'T' {
+				return false
+			}
+		case 13, 16:
+			if c != ':' {
+				return false
+			}
+		case 19:
+		default:
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// lessUTCForm compares date and time as text, the fractions padded with zeros.
+func lessUTCForm(a, b []byte) bool {
+	if c := bytes.Compare(a[:19], b[:19]); c != 0 {
+		return c < 0
+	}
+	fa, fb := a[19:len(a)-1], b[19:len(b)-1] // "" or ".ddd"
+	for i := 1; i < 10; i++ {
+		da, db := byte('0'), byte('0')
+		if i < len(fa) {
+			da = fa[i]
+		}
+		if i < len(fb) {
+			db = fb[i]
+		}
+		if da != db {
+			return da < db
+		}
+	}
+	return false
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/refundkit/refundkit/journal/arena"
 )
 
-// mergeRec is the head record of an input.
 type mergeRec struct {
 	line      []byte // the line as read
 	canonical bool   // line is what MarshalLine writes for the record
@@ -22,7 +21,7 @@ type mergeRec struct {
 	data      []byte    // the block head's offsets point into
 }
 
-// record is the head's record: decoded again into scratch when streamed.
+// record is the head's record, decoded again into scratch when streamed.
 func (h *mergeRec) record(scratch *Record) (*Record, error) {
 	if h.rec != nil {
 		return h.rec, nil
@@ -33,8 +32,7 @@ func (h *mergeRec) record(scratch *Record) (*Record, error) {
 	return scratch, nil
 }
 
-// outcome is the outcome h's record records, from rec if it was decoded;
-// false if it records none.
+// outcome is the outcome h's record records, from rec if decoded.
 func (h *mergeRec) outcome(rec *Record) (outcome, bool) {
 	if rec != nil {
 		return outcomeOf(rec)
@@ -43,39 +41,31 @@ func (h *mergeRec) outcome(rec *Record) (outcome, bool) {
 	if hd.outcome == 0 {
 		return outcome{}, false
 	}
-	// Streamed and canonical: the strings are in data.
 	return outcome{final: hd.outcome == outcomeFailed, batch: headString(h.data, hd.batch), item: headString(h.data, hd.item), name: headString(h.data, hd.id),
 		amount: hd.amount, currency: headString(h.data, hd.currency), done: hd.done, payment: headPayment(h.data, hd)}, true
 }
 
-// lineHead is what a merge reads of every record, taken on the parsing
-// worker: the merging goroutine then reads a few bytes a record, not the
-// whole Record.
+// lineHead is what a merge reads of a record, taken on the parsing worker.
 type lineHead struct {
 	key     tsKey
 	outcome uint8 // outcomeRefunded or outcomeFailed, else 0
-	// far: an outcome's strings lie beyond 32-bit offsets in data, so the
-	// merge takes the line as not canonical and decodes it again.
+	// far: an outcome's strings lie beyond 32-bit offsets: decoded again.
 	far bool
-	// batch, item and the refund id (or the code of a final failure) as
-	// offset and length in the block's data, when the line is canonical.
+	// Offsets and lengths in the block's data of the strings, when canonical.
 	batch, item, id [2]int32
-	// amount and currency of a refund, to check against its first record.
-	currency [2]int32
-	amount   int64
-	done     bool     // the refund's status says the money moved
-	payKind  byte     // the kind of payment named (paymentKey's first letter), 0 for none
-	payment  [2]int32 // and its id
+	currency        [2]int32
+	amount          int64
+	done            bool     // the refund's status says the money moved
+	payKind         byte     // the kind of payment named (paymentKey's first letter), 0 for none
+	payment         [2]int32 // and its id
 }
 
-// Outcomes a merge checks for conflicts.
 const (
 	outcomeRefunded = 1 + iota
 	outcomeFailed   // a final failure
 )
 
-// headOf is the head of r, decoded from a line of data; canonical: the
-// fast path took r's strings from data.
+// headOf is the head of r, decoded from data (canonical: r's strings are in data).
 func headOf(r *Record, data []byte, canonical bool) lineHead {
 	h := lineHead{key: keyOf(r.Time)}
 	switch {
@@ -100,8 +90,7 @@ func headOf(r *Record, data []byte, canonical bool) lineHead {
 		h.batch, h.item, h.id = at(r.Batch), at(r.Item), at(id)
 		if h.outcome == outcomeRefunded {
 			h.currency, h.amount, h.done = at(r.Currency), r.Amount, Done(r.Status)
-			// The field itself, not paymentKey's copy: at reads where in
-			// data a string lies.
+			// The field itself, not paymentKey's copy: at reads where it lies.
 			for _, p := range [...]struct {
 				kind byte
 				id   string
@@ -116,8 +105,7 @@ func headOf(r *Record, data []byte, canonical bool) lineHead {
 	return h
 }
 
-// span32 is the offset and length of n bytes at off in 32 bits; false if
-// they do not fit (a block is a few MiB: it cannot happen).
+// span32 is off and n in 32 bits; false if they do not fit (cannot happen).
 func span32(off, n int) ([2]int32, bool) {
 	if off < 0 || n < 0 || off > math.MaxInt32-n {
 		return [2]int32{}, false
@@ -125,7 +113,6 @@ func span32(off, n int) ([2]int32, bool) {
 	return [2]int32{int32(off), int32(n)}, true
 }
 
-// headString is a string of the data a head points into.
 func headString(data []byte, at [2]int32) string {
 	if at[1] == 0 {
 		return ""
@@ -133,19 +120,17 @@ func headString(data []byte, at [2]int32) string {
 	return unsafe.String(&data[at[0]], int(at[1]))
 }
 
-// mergeSource yields the records of one input in ts order: streamed from
-// a Reader for inputs in ts order, sorted in memory for the others.
+// mergeSource yields one input's records in ts order: streamed, or
+// sorted in memory for an input out of order.
 type mergeSource struct {
 	input int
 	name  string
 	f     *os.File
 	head  mergeRec
 
-	// Streaming: record k of the Reader's current run is next.
 	rd *Reader
 	k  int
 
-	// Sorted in memory.
 	sorted []sortedLine
 	lines  arena.Arena
 	spare  Record
@@ -153,21 +138,19 @@ type mergeSource struct {
 	count int
 	torn  *Torn
 
-	// letGo, if set, is called before a streamed input lets the lines of
-	// its span go (an input sorted in memory keeps its lines to the end).
+	// letGo, if set, runs before a streamed input lets its span's lines go.
 	letGo func(*mergeSource)
 }
 
-// sortedLine is a line of an out-of-order input, kept (in its canonical
-// form) for sorting.
+// sortedLine is a line of an out-of-order input, in canonical form.
 type sortedLine struct {
 	key    tsKey
 	line   arena.Ref
 	lineNo int
 }
 
-// openSource opens input number input; hashItem, if set, hashes the items
-// of a streamed input on the parsing worker.
+// openSource opens an input; hashItem hashes a streamed input's items on
+// the parsing worker.
 func openSource(input int, path string, inOrder bool, hashItem func(string) uint64) (*mergeSource, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -178,7 +161,7 @@ func openSource(input int, path string, inOrder bool, hashItem func(string) uint
 		f.Close()
 		return nil, err
 	}
-	// One worker an input: the merge runs several inputs at once.
+	// One worker an input: the merge reads several at once.
 	s := &mergeSource{input: input, name: path, f: f}
 	opts := ReadOptions{Workers: 1, InFlight: 3, heads: true}
 	if inOrder {
@@ -188,8 +171,7 @@ func openSource(input int, path string, inOrder bool, hashItem func(string) uint
 	if inOrder {
 		return s, nil
 	}
-	// Read it all, keep the lines, sort them; records are decoded again
-	// when served.
+	// Keep every line, sort; records are decoded again when served.
 	var scratch []byte
 	for {
 		ok, err := s.stream()
@@ -233,8 +215,6 @@ func (s *mergeSource) close() {
 	s.f.Close()
 }
 
-// headHash is the hash of the head's item, if the parsing worker hashed it
-// (ReadOptions.ItemHash).
 func (s *mergeSource) headHash() (uint64, bool) {
 	if hashes := s.rd.Hashes(); s.sorted == nil && hashes != nil {
 		return hashes[s.k-1], true
@@ -242,7 +222,7 @@ func (s *mergeSource) headHash() (uint64, bool) {
 	return 0, false
 }
 
-// advance makes the next record the head; false at the end of the input.
+// advance makes the next record the head; false at the end.
 func (s *mergeSource) advance() (bool, error) {
 	if s.sorted == nil {
 		return s.stream()
@@ -260,7 +240,6 @@ func (s *mergeSource) advance() (bool, error) {
 	return true, nil
 }
 
-// stream reads the next record from the file.
 func (s *mergeSource) stream() (bool, error) {
 	for s.k >= s.rd.spanLen() {
 		if s.letGo != nil {
@@ -279,8 +258,7 @@ func (s *mergeSource) stream() (bool, error) {
 	return true, nil
 }
 
-// headPayment is paymentKey of the record hd heads, from the data it
-// points into.
+// headPayment is paymentKey of the record hd heads.
 func headPayment(data []byte, hd *lineHead) string {
 	if hd.payKind == 0 {
 		return ""

@@ -1,40 +1,37 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"runtime"
 	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // ReadOptions tune a Reader.
 type ReadOptions struct {
-	// Workers parse blocks in parallel. 0 parses them on the goroutine
-	// that calls Next, and the Reader starts no goroutine (Close is then
-	// optional).
+	// Workers parse blocks in parallel; 0 parses them in Next, with no
+	// goroutine (Close is then optional).
 	Workers int
-	// BlockSize is how many bytes a block holds, whole lines (default
-	// 1 MiB). A line longer than a block makes its block larger.
+	// BlockSize is a block's bytes of whole lines (default 1 MiB).
 	BlockSize int
 	// InFlight is how many blocks are read ahead (default 2*Workers+2).
 	InFlight int
-	// ItemHash, when set, hashes every record's item on the workers
-	// (Hashes): work the consumer would otherwise do on its one goroutine.
+	// ItemHash, when set, hashes every record's item on the workers (Hashes).
 	ItemHash func(item string) uint64
-	// heads: keep, instead of the records, what a merge reads of each on
-	// the workers (Records is then empty): far less memory to carry.
+	// heads: keep what a merge reads of each record instead (Records empty).
 	heads bool
 }
 
-// Reader streams the records of a journal from an io.Reader: blocks of
-// whole lines (source) are parsed on worker goroutines (block.parse) and
-// judged in order (judge), and the records of a block are handed out, a
-// span at a time, as soon as they are known to be kept. Commit lines are
-// framing and never handed out; RunEnd splits a span into runs of
-// consecutive lines.
-//
-// Records after the last valid commit line are held back until what
-// follows them is known: a torn tail cuts them off (see decide). It never
-// changes the input.
+// Reader streams the records of a journal: blocks of whole lines (source)
+// are parsed on workers (block.parse), judged in order (judge) and handed
+// out a span at a time once known to be kept. Commit lines are framing,
+// never handed out; records after the last one wait until what follows is
+// known (decide). It never changes the input.
 type Reader struct {
 	name string
 	opts ReadOptions
@@ -55,14 +52,13 @@ type Reader struct {
 	judge    judge
 	retained []*block // the blocks from the oldest one still needed on
 
-	// The next line to hand out: block retained[outB], its line outLine,
-	// whose marks before it number outMark.
+	// The next line to hand out: retained[outB]'s line outLine, after outMark marks.
 	outB, outLine, outMark int
 	cur                    span
 }
 
-// span is the records of one block handed out at once: consecutive
-// records, whose lines may have commit lines between them (marks m0 to m1).
+// span is the consecutive records of one block handed out at once, with
+// the commit lines between them (marks m0 to m1).
 type span struct {
 	b      *block
 	line   int // the first record's line index in b
@@ -88,7 +84,6 @@ func NewReader(r io.Reader, name string, opts ReadOptions) *Reader {
 	return rd
 }
 
-// start runs the reading goroutine and the parsing workers.
 func (rd *Reader) start() {
 	n := rd.opts.InFlight
 	rd.ordered = make(chan *block, n)
@@ -128,7 +123,7 @@ func (rd *Reader) start() {
 	}()
 }
 
-// fetch returns the next parsed block, or nil at the end of the input.
+// fetch returns the next parsed block, nil at the end.
 func (rd *Reader) fetch() (*block, error) {
 	if rd.opts.Workers == 0 {
 		b := rd.getBlock()
@@ -171,7 +166,6 @@ func (rd *Reader) putBlock(b *block) {
 	rd.poolMu.Unlock()
 }
 
-// Close stops the reading goroutines. The Reader is done with after it.
 func (rd *Reader) Close() {
 	if rd.closed || rd.opts.Workers == 0 {
 		return
@@ -184,9 +178,8 @@ func (rd *Reader) Close() {
 	rd.workers.Wait()
 }
 
-// Next advances to the next span of records; false at the end of what is
-// kept, or at an error (see Err and Torn). The records of the previous span
-// are not valid after it.
+// Next advances to the next span; false at the end of what is kept or at
+// an error (Err, Torn).
 func (rd *Reader) Next() bool {
 	for {
 		rd.release()
@@ -211,8 +204,7 @@ func (rd *Reader) Next() bool {
 	}
 }
 
-// Records are the records of the current span, in order. They and their
-// strings are valid until the next call to Next.
+// Records of the current span, and their strings, are valid until Next.
 func (rd *Reader) Records() []Record {
 	if rd.cur.b == nil || rd.opts.heads {
 		return nil
@@ -228,15 +220,13 @@ func (rd *Reader) Hashes() []uint64 {
 	return rd.cur.b.hashes[rd.cur.rec : rd.cur.rec+rd.cur.n]
 }
 
-// Line is the 1-based line number of record k of the current span.
 func (rd *Reader) Line(k int) int {
 	c := &rd.cur
 	return c.b.firstLine + c.line + k + c.marksBefore(k)
 }
 
-// RunEnd is where the run of records of consecutive lines that record k
-// of the current span starts ends: the index of the first record after a
-// commit line, or the span's length.
+// RunEnd is the end of the run of consecutive lines that record k starts:
+// the index of the first record after a commit line, or the span's length.
 func (rd *Reader) RunEnd(k int) int {
 	c := &rd.cur
 	if i := c.m0 + c.marksBefore(k); i < c.m1 {
@@ -245,8 +235,7 @@ func (rd *Reader) RunEnd(k int) int {
 	return c.n
 }
 
-// marksBefore counts the span's marks before record k. Records are mostly
-// asked for in order: a cursor makes that cheap.
+// marksBefore counts the span's marks before record k, with a cursor.
 func (c *span) marksBefore(k int) int {
 	marks := c.b.marks[c.m0:c.m1]
 	if k < c.k {
@@ -260,19 +249,16 @@ func (c *span) marksBefore(k int) int {
 }
 
 // Err is what stopped the Reader: an I/O error, a *CorruptError, or a
-// *VersionError wrapped with file:line. A torn tail is not an error.
+// *VersionError with file:line. A torn tail is not an error.
 func (rd *Reader) Err() error { return rd.judge.err }
 
-// Torn is the torn tail found once Next has returned false; nil if none.
 func (rd *Reader) Torn() *Torn { return rd.judge.torn }
 
-// endsInCommit reports, once Next has returned false without error, that
-// what is kept ends in a commit line: a writer may append commits at once.
+// endsInCommit: what is kept ends in a commit line.
 func (rd *Reader) endsInCommit() bool { return rd.judge.lastIsCommit }
 
-// at is record k of the current span with its line (without '\n'), its
-// line number, where the line starts and whether it is what MarshalLine
-// writes for the record.
+// at is record k of the current span, its line without '\n', its line
+// number and offset, and whether the line is what MarshalLine writes.
 func (rd *Reader) at(k int) (r *Record, line []byte, lineNo int, off int64, canonical bool) {
 	c := &rd.cur
 	i := c.line + k + c.marksBefore(k)
@@ -280,7 +266,6 @@ func (rd *Reader) at(k int) (r *Record, line []byte, lineNo int, off int64, cano
 	return &b.recs[c.rec+k], b.recordLine(i), b.firstLine + i, b.start + int64(b.lineStart(i)), b.canon[c.rec+k]
 }
 
-// head is what a merge reads of record k of the current span (heads).
 func (rd *Reader) head(k int) (h *lineHead, line []byte, lineNo int, canonical bool) {
 	c := &rd.cur
 	i := c.line + k + c.marksBefore(k)
@@ -288,11 +273,9 @@ func (rd *Reader) head(k int) (h *lineHead, line []byte, lineNo int, canonical b
 	return &b.heads[c.rec+k], b.recordLine(i), b.firstLine + i, b.canon[c.rec+k]
 }
 
-// spanLen is how many records the current span holds.
 func (rd *Reader) spanLen() int { return rd.cur.n }
 
-// serve makes the next span of records the judge has kept current: from
-// the next line on, to the end of the block or of what is kept.
+// serve makes the next span the judge has kept current.
 func (rd *Reader) serve() bool {
 	for rd.outB < len(rd.retained) {
 		b := rd.retained[rd.outB]
@@ -325,9 +308,8 @@ func (rd *Reader) serve() bool {
 	return false
 }
 
-// release gives back the blocks at the front that nothing needs any more:
-// no record of theirs is still to be handed out, and the judge cannot need
-// their bytes to check a later commit line.
+// release gives back the leading blocks whose records are handed out and
+// whose bytes no later commit line needs.
 func (rd *Reader) release() {
 	k := 0
 	for k < rd.outB && k < len(rd.retained)-1 && !rd.judge.needs(rd.retained[k]) {
@@ -338,8 +320,8 @@ func (rd *Reader) release() {
 		rd.retained = append(rd.retained[:0], rd.retained[k:]...)
 		rd.outB -= k
 	}
-	// The judge reads only the bytes of the blocks before outB: their
-	// records, the most memory, serve another block.
+	// Blocks before outB are read for their bytes alone: their records go
+	// to another block.
 	for _, b := range rd.retained[:rd.outB] {
 		if b.canon != nil {
 			rd.poolMu.Lock()
@@ -349,3 +331,103 @@ func (rd *Reader) release() {
 		}
 	}
 }
+
+// Scanner streams the records of a journal one at a time: a Reader with no
+// workers, stopping at a torn tail (Torn) or corruption (Err).
+type Scanner struct {
+	rd   *Reader
+	k    int // the next record of the Reader's run
+	rec  *Record
+	line int
+	off  int64
+}
+
+// NewScanner reads records from r, named name in errors and Torn.
+func NewScanner(r io.Reader, name string) *Scanner {
+	return &Scanner{rd: NewReader(r, name, ReadOptions{BlockSize: 256 << 10})}
+}
+
+// Scan reads the next record; false at the end, a torn tail or an error.
+func (s *Scanner) Scan() bool {
+	s.rec = nil
+	for s.k >= len(s.rd.Records()) {
+		if !s.rd.Next() {
+			return false
+		}
+		s.k = 0
+	}
+	// A record with strings of its own, so callers may keep it.
+	r, b, line, off, _ := s.rd.at(s.k)
+	str := string(b)
+	rec := new(Record)
+	if err := decodeLine(unsafe.Slice(unsafe.StringData(str), len(str)), str, rec); err != nil {
+		*rec = *r // cannot happen: the line decoded before
+	}
+	s.rec, s.line, s.off = rec, line, off
+	s.k++
+	return true
+}
+
+func (s *Scanner) Record() *Record { return s.rec }
+
+func (s *Scanner) Line() int { return s.line }
+
+func (s *Scanner) Offset() int64 { return s.off }
+
+func (s *Scanner) Err() error { return s.rd.Err() }
+
+func (s *Scanner) Torn() *Torn { return s.rd.Torn() }
+
+// Load reads the state of a journal without locking or changing it; a torn
+// tail is reported, not repaired.
+func Load(path string) (*State, *Torn, error) {
+	f, err := journalFile.OpenRegular(path, unix.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if nf := danglingLink(path); nf != nil {
+			return nil, nil, nf // a link to nothing is no empty journal
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Only the size read now: a run appending meanwhile adds nothing half-read.
+	l, err := load(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{})
+	return l.state, l.torn, err
+}
+
+type loaded struct {
+	state *State
+	torn  *Torn
+	// framed: what is kept ends in a commit line.
+	framed bool
+}
+
+// load folds every record of r into a new State (workers: every core).
+func load(r io.Reader, name string, opts ReadOptions) (loaded, error) {
+	if opts.Workers == 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	s := NewState()
+	opts.ItemHash = s.idx.HashItem
+	rd := NewReader(r, name, opts)
+	defer rd.Close()
+	if sr, ok := r.(*io.SectionReader); ok {
+		s.idx.Reserve(ItemsIn(sr.Size()))
+	}
+	for rd.Next() {
+		s.applyRun(rd.Records(), rd.Hashes())
+	}
+	if err := rd.Err(); err != nil {
+		return loaded{}, err
+	}
+	return loaded{state: s, torn: rd.Torn(), framed: rd.endsInCommit()}, nil
+}
+
+// ItemsIn estimates the items of a journal of size bytes (an intent and
+// an outcome of about 250 bytes each), to size an index once.
+func ItemsIn(size int64) int { return int(min(size/512, 1<<30)) }

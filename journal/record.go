@@ -1,13 +1,12 @@
 // Package journal is the durable checkpoint of a refund run: an append-only
-// JSON-lines file of versioned records, fsynced before anything acts on them.
-//
-// A refund writes an intent before each refund call and an outcome after it,
-// so a restart knows for every item whether it is done, failed for good, or in
-// doubt (an intent with no outcome) and must be reconciled with Stripe first.
+// file of JSON-line records, fsynced before anything acts on them. An intent
+// before each refund call and an outcome after it tell a restart which items
+// are done, failed for good, or in doubt.
 package journal
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -21,7 +20,7 @@ const Version = 1
 type Type string
 
 const (
-	// TypeIntent is written and fsynced before a refund call is made.
+	// TypeIntent is written and fsynced before a refund call.
 	TypeIntent Type = "intent"
 	// TypeRefunded records a refund that exists at Stripe for the item.
 	TypeRefunded Type = "refunded"
@@ -40,10 +39,8 @@ const (
 	SourceSettled    = "settled"    // a pending refund's end, asked for by a later run
 )
 
-// HTTPStatusSaved is the http_status of a non-final failed record whose
-// answer the provider saved under the attempt's key (Stripe's own 500): it
-// burns the key (Next). A gateway's 502 or 504 is no answer and is
-// journaled as 0.
+// HTTPStatusSaved is the http_status of a failure the provider saved under
+// the key (its own 500): it burns the key. A gateway's 502 is journaled 0.
 const HTTPStatusSaved = 500
 
 // Record is one line of a journal. Field order here is the order on disk.
@@ -118,9 +115,8 @@ func (e *VersionError) Error() string {
 	return fmt.Sprintf("record version %d is not supported (this build reads version %d)", e.Version, Version)
 }
 
-// MarshalLine appends r as one JSON line, newline included, to dst. The
-// line is byte for byte what encoding/json writes for r, so jq and
-// encoding/json read it, but it is built without reflection.
+// MarshalLine appends r as one line, byte for byte what encoding/json
+// writes, without reflection.
 func MarshalLine(dst []byte, r *Record) ([]byte, error) {
 	n0 := len(dst)
 	dst = append(dst, `{"v":`...)
@@ -169,7 +165,6 @@ func MarshalLine(dst []byte, r *Record) ([]byte, error) {
 	return append(dst, '}', '\n'), nil
 }
 
-// appendField appends an omitempty string field.
 func appendField(dst []byte, key, s string) []byte {
 	if s == "" {
 		return dst
@@ -177,8 +172,7 @@ func appendField(dst []byte, key, s string) []byte {
 	return appendString(append(dst, key...), s)
 }
 
-// appendString quotes s exactly as encoding/json does (HTML-safe escapes,
-// invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped).
+// appendString quotes s exactly as encoding/json does.
 func appendString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
@@ -229,3 +223,86 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// LockedError: another writer or tool, in any process, holds the journal.
+type LockedError struct{ Path string }
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("journal %s is locked by another run", e.Path)
+}
+
+// CorruptError is a bad line that no crash explains: never skipped or repaired.
+type CorruptError struct {
+	Path   string
+	Line   int   // 1-based
+	Offset int64 // byte offset of the line's start
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("%s:%d: corrupt record: %s", e.Path, e.Line, e.Reason)
+}
+
+// WriteError is a failed write or fsync, or ErrReplaced: the writer is
+// failed for good and every later Append returns it.
+type WriteError struct {
+	Path string
+	Err  error
+}
+
+func (e *WriteError) Error() string {
+	if errors.Is(e.Err, ErrReplaced) {
+		return fmt.Sprintf("journal %s: %v", e.Path, e.Err)
+	}
+	return fmt.Sprintf("journal %s: write failed: %v", e.Path, e.Err)
+}
+
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Torn is a tail never acknowledged, as a crash leaves it (see decide).
+// Load and Scanner report it; Open saves it aside and cuts it.
+type Torn struct {
+	Path    string
+	Line    int    // 1-based line number of the torn line
+	Offset  int64  // where the torn bytes start; the file is cut here
+	Bytes   int    // how many bytes were torn
+	SavedTo string // where Open copied the torn bytes; empty for Load and Scanner
+}
+
+func (t *Torn) String() string {
+	if t.SavedTo == "" {
+		return fmt.Sprintf("%s:%d: torn final record (%d bytes at offset %d) ignored", t.Path, t.Line, t.Bytes, t.Offset)
+	}
+	return fmt.Sprintf("%s:%d: torn final record (%d bytes at offset %d) cut off and saved to %s", t.Path, t.Line, t.Bytes, t.Offset, t.SavedTo)
+}
+
+// lineError puts file:line before an error errors.As must still find.
+type lineError struct {
+	path string
+	line int
+	err  error
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("%s:%d: %v", e.path, e.line, e.err) }
+func (e *lineError) Unwrap() error { return e.err }
+
+// NotFileError is a journal path naming no regular file, or a link to
+// nothing: refused at once, never waited on or written through.
+type NotFileError struct {
+	Path string
+	What string // "a directory, not a file", "a symbolic link to x, which does not exist"
+}
+
+func (e *NotFileError) Error() string { return fmt.Sprintf("journal %s is %s", e.Path, e.What) }
+
+// ErrReplaced is the cause of a Writer's *WriteError when a program that
+// ignores the lock removed or replaced the journal.
+var ErrReplaced = errors.New("the journal file was replaced or removed while this run held it")
+
+type replacedError struct{ how string }
+
+func (e *replacedError) Error() string {
+	return fmt.Sprintf("the journal file was %s while this run held it (a program that ignores the journal's lock?): records written after that are not in the journal", e.how)
+}
+
+func (e *replacedError) Is(target error) bool { return target == ErrReplaced }

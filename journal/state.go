@@ -15,29 +15,21 @@ type Status uint8
 const (
 	// StatusUnknown: the journal holds nothing for the item.
 	StatusUnknown Status = iota
-	// StatusInDoubt: an intent with no final outcome. A refund may exist at
-	// Stripe; it must be looked up before any new call.
+	// StatusInDoubt: an intent with no final outcome; look the refund up
+	// before any new call.
 	StatusInDoubt
 	// StatusRefunded: a refund exists for the item. Nothing more is sent.
 	StatusRefunded
 	// StatusFailed: Stripe refused the refund for good (Final failure).
 	StatusFailed
-	// StatusPending: the provider accepted a refund (Refund) and has not
-	// finished it. Nothing more is sent; a later run asks the provider how
-	// it ended.
+	// StatusPending: the provider accepted a refund and has not finished it;
+	// a later run asks how it ended.
 	StatusPending
 )
 
 func (s Status) String() string {
-	switch s {
-	case StatusInDoubt:
-		return "in_doubt"
-	case StatusRefunded:
-		return "refunded"
-	case StatusFailed:
-		return "failed"
-	case StatusPending:
-		return "pending"
+	if names := [...]string{"unknown", "in_doubt", "refunded", "failed", "pending"}; int(s) < len(names) {
+		return names[s]
 	}
 	return "unknown"
 }
@@ -45,11 +37,10 @@ func (s Status) String() string {
 // ItemState is what a journal says about one item of one batch.
 type ItemState struct {
 	Status Status
-	// Attempt is the highest attempt journaled; its key is Record.Key of that
-	// attempt's intent.
+	// Attempt is the highest attempt journaled (its intent's Key).
 	Attempt int
-	// KeyBurned: Stripe saved an error answer (its own 500) under the current
-	// attempt's key and will replay it forever, so a retry needs a new key.
+	// KeyBurned: the provider saved an error answer (its own 500) under the
+	// attempt's key, so a retry needs a new key.
 	KeyBurned bool
 	// Amount is the refunded amount (StatusRefunded) or the last requested one.
 	Amount   int64
@@ -57,47 +48,30 @@ type ItemState struct {
 	Currency string // the refund's currency when StatusRefunded
 	Code     string // Stripe's error code of the last failure
 
-	// What the journal binds the item to: the charge, payment intent,
-	// capture or psp_reference its first record named, and what its last
-	// intent asked for. A plan item that says otherwise was edited after the
-	// journal was written.
+	// The payment the item's first record named. A plan item that says
+	// otherwise was edited after the journal was written.
 	Charge, PaymentIntent, Capture, PSPReference string
-	// Rebound: a later record names another payment of the same kind (a
-	// second charge, payment intent, capture or psp_reference) than the first: records of
-	// two plans merged into one journal. Which payment the item is cannot
-	// be told; refund refuses the item (refund.CheckBinding).
+	// Rebound: a later record names another payment of the same kind:
+	// two plans merged into one journal (refund.CheckBinding refuses it).
 	Rebound      bool
 	Sent         bool   // an intent was journaled: SentAmount and SentCurrency are set
 	SentAmount   int64  // requested amount of the last intent (0: the full remaining amount)
 	SentCurrency string // currency of the last intent, "" when the plan gave none
-	// Extras are the ids of the live refunds journaled for a refunded or
-	// pending item beyond the one it is credited with (Refund), each once
-	// however many records name it (ExtraIDs): refunds made twice, which a
-	// rerun reports until a journaled cancel (audit --cancel-extras, or a
-	// rerun that finds one ended at the provider) takes each back.
+	// Extras are the live refunds beyond the credited one (ExtraIDs): made
+	// twice, reported until a journaled cancel takes each back.
 	Extras string
-	// Contradiction says how the item's records cannot all be true: its
-	// refund journaled again with another amount or currency. "" for
-	// nearly every item. refund will not skip such an item as done
-	// (refund.CheckBinding); audit reports it.
+	// Contradiction: the refund journaled again with another amount or
+	// currency (refund.CheckBinding refuses to skip it; audit reports it).
 	Contradiction string
-	// SentAt is when the current attempt's first intent was journaled, for
-	// an item in doubt (Unix seconds, by the writer's clock; 0 otherwise):
-	// how old its key is, for a provider that keeps keys for a time and
-	// cannot look refunds up.
+	// SentAt is when the attempt's first intent was journaled (Unix seconds,
+	// in doubt only): the key's age, for providers that expire keys.
 	SentAt int64
 }
 
-// State folds records into per-item state. The zero value is not usable;
-// call NewState. Apply must not run concurrently with anything else;
-// Lookup, Len and Each only read, and may run concurrently with each other.
-//
-// It holds millions of items in little memory: each is a 40-byte slot of
-// integers in an Index, its strings in the index's arena and its codes and
-// currencies interned, so the garbage collector has no pointers to chase. Values that do not fit the compact
-// form (an attempt beyond int8, a code or currency id beyond uint16, a
-// requested amount other than the refunded one) are kept exactly on the
-// side.
+// State folds records into per-item state (NewState). Apply must run
+// alone; Lookup, Len and Each may run concurrently with each other.
+// An item is a 40-byte pointer-free slot in an Index; what the compact
+// form cannot hold is kept exactly in side maps.
 type State struct {
 	idx   *Index[slot]
 	codes Interner // error codes and currencies
@@ -142,8 +116,6 @@ const (
 	flagRebound               // Rebound
 )
 
-// targetKind says which of Charge, PaymentIntent, Capture and
-// PSPReference a slot's target is.
 type targetKind uint8
 
 const (
@@ -156,11 +128,10 @@ const (
 // NewState returns an empty state.
 func NewState() *State { return &State{idx: NewIndex[slot]()} }
 
-// Lookup returns the state of item in batch; ok is false if the journal
-// holds nothing for it.
+// Lookup returns the state of item in batch; false if none.
 func (s *State) Lookup(batch, item string) (st ItemState, ok bool) {
-	// A resumed run asks in plan order, which is the order its journal
-	// first named the items: the item after the last one found comes first.
+	// A resumed run asks in plan order: the item after the last one found
+	// comes first.
 	i, ok := s.idx.FindNear(batch, item, s.near.Load())
 	if !ok {
 		return ItemState{}, false
@@ -180,16 +151,12 @@ func (s *State) Each(fn func(batch, item string, st ItemState)) {
 	}
 }
 
-// Apply folds one record into the state: the item's state becomes what
-// Next says. A record that changes nothing is not stored, so one that
-// leaves an item the journal holds nothing for as it is (a canceled
-// record) makes no item.
+// Apply folds one record into the state (Next); a record that changes
+// nothing makes no item.
 func (s *State) Apply(r *Record) { s.applyHashed(r, s.idx.HashItem(r.Item)) }
 
-// applyRun applies recs, whose items hash to hashes (Index.HashItem, done
-// on the reader's workers), a span at a time: the table slots of a span are
-// touched before any record is folded, so that their cache misses overlap
-// instead of stalling one fold after another.
+// applyRun applies recs a span at a time, touching the table slots of a
+// span first so that their cache misses overlap.
 func (s *State) applyRun(recs []Record, hashes []uint64) {
 	for from := 0; from < len(recs); from += TouchSpan {
 		to := min(from+TouchSpan, len(recs))
@@ -200,7 +167,6 @@ func (s *State) applyRun(recs []Record, hashes []uint64) {
 	}
 }
 
-// applyHashed is Apply for a record whose item hashes to ih.
 func (s *State) applyHashed(r *Record, ih uint64) {
 	b := s.idx.batches.ID(r.Batch)
 	h := mix(ih, b)
@@ -219,12 +185,8 @@ func (s *State) applyHashed(r *Record, ih uint64) {
 	s.put(i, &st, &next)
 }
 
-// find returns the id of (batch, item).
-func (s *State) find(batch, item string) (uint32, bool) { return s.idx.Find(batch, item) }
-
-// Next is the state of an item after record r, given its state st before
-// (the zero ItemState for an item the journal did not hold). It is the one
-// definition of what a record means for its item; Apply stores its result.
+// Next is the state of an item after record r, given its state st before:
+// the one definition of what a record means for its item.
 func Next(st ItemState, r *Record) ItemState {
 	if r.Type != TypeCanceled && rebinds(&st, r) {
 		st.Rebound = true
@@ -276,9 +238,8 @@ func Next(st ItemState, r *Record) ItemState {
 		}
 	case TypeRefunded:
 		if OutcomeOf(r.Status) == OutcomeUnknown {
-			// A status not on the list: whether money moved cannot be
-			// told. The item is in doubt with its refund kept, settled only
-			// by the provider's word on that refund; nothing new is sent.
+			// A status not on the list: in doubt with its refund kept, settled
+			// only by the provider's word on that refund.
 			if unsure(&st) && st.Refund != r.Refund {
 				st.Extras = withID(st.Extras, st.Refund) // it may hold money too
 			}
@@ -288,8 +249,7 @@ func Next(st ItemState, r *Record) ItemState {
 			break
 		}
 		if DeadStatus(r.Status) {
-			// An older build journaled a refund the provider answered
-			// failed or canceled as refunded: no money moved.
+			// An older build journaled a failed or canceled refund as refunded.
 			st.Status, st.Code, st.Currency = StatusFailed, "refund_"+r.Status, ""
 			st.KeyBurned, st.SentAt = false, 0
 			break
@@ -314,10 +274,8 @@ func Next(st ItemState, r *Record) ItemState {
 			st.SentAt = 0
 		} else {
 			st.Status = StatusInDoubt
-			// Only Stripe's own 500 is an answer saved under the key. A
-			// gateway's 502 or 504 is no answer: the refund may still be
-			// under way, and only the same key keeps a retry from making a
-			// second one.
+			// Only the provider's own 500 is an answer saved under the key; a
+			// gateway's 502 or 504 may hide a refund under way.
 			if r.HTTPStatus == HTTPStatusSaved && r.Attempt == st.Attempt {
 				st.KeyBurned = true
 			}
@@ -326,7 +284,6 @@ func Next(st ItemState, r *Record) ItemState {
 	return st
 }
 
-// ExtraIDs are the ids in Extras.
 func (st *ItemState) ExtraIDs() []string {
 	if st.Extras == "" {
 		return nil
@@ -337,7 +294,6 @@ func (st *ItemState) ExtraIDs() []string {
 // idSep separates the ids of Extras: no refund id holds a NUL.
 const idSep = "\x00"
 
-// withID is ids (joined by idSep) with id, once.
 func withID(ids, id string) string {
 	switch {
 	case ids == "":
@@ -348,7 +304,6 @@ func withID(ids, id string) string {
 	return ids + idSep + id
 }
 
-// withoutID is ids without id.
 func withoutID(ids, id string) string {
 	if ids == "" {
 		return ids
@@ -356,10 +311,8 @@ func withoutID(ids, id string) string {
 	return strings.Join(slices.DeleteFunc(strings.Split(ids, idSep), func(x string) bool { return x == id }), idSep)
 }
 
-// rebinds reports a record that names another payment of the same kind
-// than the one st is bound to. A record naming the other kind (a charge
-// for an item bound to its payment intent: a backfill, a cancel) says
-// nothing either way.
+// rebinds reports a record naming another payment of the kind st is
+// bound to; a record of the other kind (a backfill) says nothing.
 func rebinds(st *ItemState, r *Record) bool {
 	return st.Charge != "" && r.Charge != "" && r.Charge != st.Charge ||
 		st.PaymentIntent != "" && r.PaymentIntent != "" && r.PaymentIntent != st.PaymentIntent ||
@@ -367,13 +320,11 @@ func rebinds(st *ItemState, r *Record) bool {
 		st.PSPReference != "" && r.PSPReference != "" && r.PSPReference != st.PSPReference
 }
 
-// hasRefund reports the statuses of an item with a live refund, whose
-// Currency is set and Code is not.
+// hasRefund: the statuses whose Currency is set and Code is not.
 func hasRefund(s Status) bool { return s == StatusRefunded || s == StatusPending }
 
-// differs says how refunded record r, of the refund st is credited with,
-// contradicts what st holds of it: another amount or currency. A field a
-// record leaves out says nothing.
+// differs says how refunded record r contradicts st's refund: another
+// amount or currency. A field left out says nothing.
 func differs(st *ItemState, r *Record) string {
 	switch {
 	case r.Amount != 0 && st.Amount != 0 && r.Amount != st.Amount:
@@ -384,11 +335,8 @@ func differs(st *ItemState, r *Record) string {
 	return ""
 }
 
-// undoes reports a record that takes back the done of refunded item st:
-// its own refund journaled again in a status that is not done (ended,
-// under way, or one refundkit does not know), or a final failure naming
-// it. A refund Stripe said succeeded can still fail; whichever record
-// says less than done, the item is not proven done.
+// undoes reports a record that takes back refunded item st's done: its
+// refund again in a status not done, or a final failure naming it.
 func undoes(st *ItemState, r *Record) bool {
 	if r.Refund == "" || r.Refund != st.Refund {
 		return false
@@ -396,31 +344,25 @@ func undoes(st *ItemState, r *Record) bool {
 	return r.Type == TypeRefunded && !Done(r.Status) || r.Type == TypeFailed && r.Final
 }
 
-// unsure reports an item in doubt because its refund (st.Refund) is
-// journaled in a status not on the list (CodeStatusUnknown).
 func unsure(st *ItemState) bool {
 	return st.Status == StatusInDoubt && st.Code == CodeStatusUnknown && st.Refund != ""
 }
 
-// Unsure reports an item whose refund, st.Refund, is journaled in a
-// status refundkit does not know: in doubt, and nothing new is sent for
-// it; only the provider's word on that refund settles it.
+// Unsure reports an item in doubt because its refund is journaled in a
+// status not on the list (CodeStatusUnknown).
 func (st *ItemState) Unsure() bool { return unsure(st) }
 
-// Credited reports an item its records credit with st.Refund: refunded,
-// pending, or in a status refundkit does not know (it may have moved
-// money). The one definition, for the engine's checks too.
+// Credited reports an item credited with st.Refund: refunded, pending,
+// or Unsure. The one definition, for the engine too.
 func (st *ItemState) Credited() bool { return hasRefund(st.Status) || unsure(st) }
 
-// settles reports whether r ends a pending refund: a finished refund, or
-// a final failure (the refund failed or was canceled at the provider).
+// settles reports whether r ends a pending refund.
 func settles(r *Record) bool {
 	return r.Type == TypeRefunded && !Unfinished(r.Status) || r.Type == TypeFailed && r.Final
 }
 
 func (s *State) slot(i uint32) *slot { return s.idx.Slot(i) }
 
-// get expands slot i into an ItemState.
 func (s *State) get(i uint32) ItemState {
 	sl := s.slot(i)
 	strs := &s.idx.strs
@@ -433,8 +375,8 @@ func (s *State) get(i uint32) ItemState {
 		Refund:    strs.Get(sl.refund),
 		Sent:      sl.flags&flagSent != 0,
 		SentAt:    sl.sentAt,
-		// What an intent asked is what was refunded, or the full amount, but
-		// for the odd item: one field serves, and the odd ones go to a map.
+		// What an intent asked is nearly always what was refunded or the full
+		// amount: one field serves, the odd ones spill.
 		SentCurrency: s.codes.Name(uint32(sl.currency)),
 	}
 	switch {
@@ -477,8 +419,7 @@ func (s *State) get(i uint32) ItemState {
 	return st
 }
 
-// put stores st in slot i, which holds was, exactly: what the compact form
-// cannot hold goes to the side maps. Only what changed is written.
+// put stores st in slot i, which holds was; only what changed is written.
 func (s *State) put(i uint32, was, st *ItemState) {
 	sl := s.slot(i)
 	strs := &s.idx.strs
@@ -522,8 +463,6 @@ func (s *State) put(i uint32, was, st *ItemState) {
 			s.indexHolder(i, st.Refund)
 		}
 	}
-	// An item with a refund (refunded, pending) has no error code: the field
-	// holds its currency.
 	if text, before := codeOf(st), codeOf(was); text != before {
 		code := s.codes.ID(text)
 		sl.code = uint16(code)
@@ -559,7 +498,6 @@ func (s *State) put(i uint32, was, st *ItemState) {
 	sl.flags = flags
 }
 
-// codeOf is what a slot's code field holds for st.
 func codeOf(st *ItemState) string {
 	if hasRefund(st.Status) {
 		return st.Currency
@@ -567,9 +505,8 @@ func codeOf(st *ItemState) string {
 	return st.Code
 }
 
-// spill keeps v in m under i when the slot's field cannot hold it (fits is
-// false), drops what an earlier put kept there (was), and reports whether
-// v is in m.
+// spill keeps v in m under i when the slot cannot hold it (!fits), drops
+// an earlier spill (was), and reports whether v is in m.
 func spill[V any](m *map[uint32]V, i uint32, v V, fits, was bool) bool {
 	switch {
 	case !fits:
@@ -583,9 +520,8 @@ func spill[V any](m *map[uint32]V, i uint32, v V, fits, was bool) bool {
 	return !fits
 }
 
-// addTarget keeps target, the charge or payment intent of item i: as a
-// reference to the item's own name when they are the same (plan names an
-// item by its charge unless told otherwise), so the name is kept once.
+// addTarget refers to the item's own name when target equals it (plans
+// name items by their charge), so the name is kept once.
 func (s *State) addTarget(i uint32, target string) arena.Ref {
 	if _, item := s.idx.key(i); item == target {
 		if ref, ok := s.idx.itemRef(i); ok {

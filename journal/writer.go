@@ -4,20 +4,19 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"github.com/refundkit/refundkit/journal/durable"
 )
 
 // Options tune a Writer.
 type Options struct {
-	// NoGroupCommit makes every Append do its own write and fsync instead of
-	// sharing them with concurrent appenders: the benchmark baseline.
+	// NoGroupCommit: every Append writes and fsyncs alone (the benchmark
+	// baseline).
 	NoGroupCommit bool
 }
 
@@ -39,24 +38,11 @@ type file interface {
 	Close() error
 }
 
-// Writer appends records durably to a journal it holds locked. It is safe
-// for concurrent use; concurrent Appends share one write and one fsync.
-//
-// What it assumes of the disk and the system, as raft-wal states its own:
-//   - fsync returning nil means the bytes written before it survive a crash
-//     or power loss (the disk does not lie about its cache);
-//   - a crash may leave any prefix of the last write, or zeros where its
-//     data should be (delayed allocation), but never changes bytes that an
-//     earlier fsync covered: such damage is a torn tail, repaired by Open;
-//     damage anywhere else is refused as corruption, never repaired;
-//   - after a failed fsync the state of the written pages is unknown, so
-//     the writer stops for good rather than retry (the "fsyncgate" lesson);
-//   - flock(2) is honoured by every writer: a second refundkit process gets
-//     *LockedError; nothing stops a program that ignores the lock, but one
-//     that removes or replaces the journal is noticed at the next commit
-//     (the path is checked after every fsync) and the writer fails for
-//     good (ErrReplaced). Locks on network file systems (NFS) are not
-//     relied on.
+// Writer appends records durably to a journal it holds locked; concurrent
+// Appends share one write and one fsync. It assumes that an fsync that
+// returned nil is on the disk, and that a crash tears at most the last
+// write (a torn tail, which Open repairs). After a failed fsync it stops
+// for good (fsyncgate); a path replaced behind its lock is ErrReplaced.
 type Writer struct {
 	path    string
 	f       file
@@ -78,8 +64,7 @@ type Writer struct {
 	appends, records, fsyncs atomic.Int64
 }
 
-// commit is the records of one or more Appends written, with their commit
-// line, in one write and made durable with one fsync.
+// commit is the records of one or more Appends: one write, one fsync.
 type commit struct {
 	buf     []byte // record lines; the commit line is added when written
 	appends int64  // Appends whose last records are in it
@@ -88,13 +73,9 @@ type commit struct {
 	err     error
 }
 
-// Open opens path for appending, creating it with mode 0600 (and fsyncing
-// its directory) if needed, and takes an exclusive lock on it (TakeLock): a
-// journal held by another writer gives *LockedError at once, a path that is
-// no regular file *NotFileError. It then loads the state of
-// every record. A torn tail (see decide) is copied to
-// <path>.torn-<unix-nanos>, cut off and reported; corruption (*CorruptError)
-// and an unknown version (*VersionError) are refused.
+// Open locks path (TakeLock) and loads every record. A torn tail (see
+// decide) is saved to <path>.torn-<unix-nanos>, cut off and reported;
+// corruption (*CorruptError) and an unknown version are refused.
 func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 	l, err := TakeLock(path)
 	if err != nil {
@@ -109,7 +90,7 @@ func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 	}
 	state, torn := ld.state, ld.torn
 	if torn != nil {
-		if err := repairTorn(f, torn, size); err != nil {
+		if torn.SavedTo, err = journalFile.CutTail(f, path, torn.Offset, size); err != nil {
 			f.Close()
 			return nil, nil, nil, err
 		}
@@ -125,46 +106,17 @@ func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 	return w, state, torn, nil
 }
 
-// repairTorn keeps a copy of the torn bytes, then cuts them off the journal
-// so that the next record starts on a line of its own.
-func repairTorn(f *os.File, t *Torn, size int64) error {
-	torn := make([]byte, size-t.Offset)
-	if _, err := f.ReadAt(torn, t.Offset); err != nil {
-		return fmt.Errorf("journal %s: read torn tail: %w", t.Path, err)
-	}
-	saved := fmt.Sprintf("%s.torn-%d", t.Path, time.Now().UnixNano())
-	if err := durable.WriteNew(saved, torn); err != nil {
-		return fmt.Errorf("journal %s: save torn tail: %w", t.Path, err)
-	}
-	if err := durable.SyncDir("journal", saved); err != nil {
-		return err
-	}
-	if err := f.Truncate(t.Offset); err != nil {
-		return fmt.Errorf("journal %s: cut torn tail: %w", t.Path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("journal %s: fsync: %w", t.Path, err)
-	}
-	t.SavedTo = saved
-	return nil
-}
-
-// Path is the journal's path as given to Open.
 func (w *Writer) Path() string { return w.path }
 
-// Stats reports the appends, records and fsyncs made durable so far.
 func (w *Writer) Stats() WriterStats {
 	return WriterStats{Appends: w.appends.Load(), Records: w.records.Load(), Fsyncs: w.fsyncs.Load()}
 }
 
 var linePool = sync.Pool{New: func() any { return new([]byte) }}
 
-// Append writes recs and returns once they are on disk (written and
-// fsynced). Every record is validated first: if one is invalid, nothing is
-// written. Records of concurrent Appends share a commit, up to maxCommit
-// bytes; more records than that make several commits in a row. After a
-// failed write or fsync the Writer is failed for good and every Append
-// returns the same *WriteError.
+// Append returns once recs are written and fsynced; an invalid record
+// writes nothing. After a failed write or fsync every Append returns the
+// same *WriteError.
 func (w *Writer) Append(recs ...*Record) error {
 	if len(recs) == 0 {
 		w.mu.Lock()
@@ -216,7 +168,6 @@ func (w *Writer) Append(recs ...*Record) error {
 	return c.err
 }
 
-// eachLine yields the lines of buf, '\n' included.
 func eachLine(buf []byte) func(yield func([]byte) bool) {
 	return func(yield func([]byte) bool) {
 		for len(buf) > 0 {
@@ -240,7 +191,6 @@ func (w *Writer) usable() error {
 	return nil
 }
 
-// appendAlone writes the record lines in buf as commits of their own.
 func (w *Writer) appendAlone(buf []byte) error {
 	w.ioMu.Lock()
 	defer w.ioMu.Unlock()
@@ -265,8 +215,8 @@ func (w *Writer) appendAlone(buf []byte) error {
 	return w.writeCommit(&c)
 }
 
-// flusher writes the oldest pending commit, fsyncs, wakes its appenders,
-// and repeats; Appends arriving meanwhile gather in the next commit.
+// flusher writes and fsyncs the oldest pending commit, while later Appends
+// gather in the next one.
 func (w *Writer) flusher() {
 	defer close(w.flushed)
 	for {
@@ -297,11 +247,9 @@ func (w *Writer) flusher() {
 	}
 }
 
-// writeCommit writes c's records and their commit line at the end of the
-// journal, in one write, and fsyncs. A file that does not end in a commit
-// line gets an empty commit of its own first, written and fsynced alone:
-// whatever damage the next write suffers, what the file held stays before
-// a valid commit line, and is never taken for a torn tail.
+// writeCommit writes c with its commit line. A file not ending in a commit
+// line first gets an empty commit of its own, so that what it held is never
+// taken for a torn tail.
 func (w *Writer) writeCommit(c *commit) error {
 	if !w.framed {
 		if err := w.writeSync(emptyCommit); err != nil {
@@ -320,9 +268,8 @@ func (w *Writer) writeCommit(c *commit) error {
 	return nil
 }
 
-// writeSync writes buf at the end of the journal and fsyncs. On failure it
-// cuts the journal back to what was synced before, so no partial record is
-// left for a later write to follow, and fails the writer for good.
+// writeSync writes buf and fsyncs; on failure it cuts back what it wrote
+// and fails the writer for good.
 func (w *Writer) writeSync(buf []byte) error {
 	n, err := w.f.Write(buf)
 	if err == nil {
@@ -350,10 +297,8 @@ func (w *Writer) writeSync(buf []byte) error {
 	return nil
 }
 
-// checkPath makes sure, after a commit, that the journal's path still names
-// the file this writer holds: a program that ignores the lock may have
-// removed it or renamed another file over it, and records acknowledged from
-// a file nobody reads as the journal would be lost. One stat per commit.
+// checkPath: a program that ignores the lock may have removed or replaced
+// the journal, and records acknowledged from it would be lost.
 func (w *Writer) checkPath() error {
 	cur, err := os.Stat(w.path)
 	switch {
@@ -367,8 +312,7 @@ func (w *Writer) checkPath() error {
 	return nil
 }
 
-// Close waits for Appends in progress, then closes the journal and releases
-// its lock. Append after Close returns ErrClosed.
+// Close waits for Appends in progress, then closes and unlocks the journal.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
@@ -385,4 +329,121 @@ func (w *Writer) Close() error {
 		return fmt.Errorf("journal %s: %w", w.path, err)
 	}
 	return nil
+}
+
+// A group commit is its record lines and one commit line,
+//
+// 	{"v":1,"type":"commit","records":N,"crc32c":"0a1b2c3d"}
+//
+// in one write and one fsync: N record lines, CRC-32C over their bytes.
+// It is framing, never handed on; it tells where the last acknowledged
+// commit ends, so damage after it is torn and before it corrupt (decide).
+
+// maxCommit caps the record bytes of a commit, and so a reader's look-back.
+const maxCommit = 4 << 20
+
+// maxCommitLine is the longest commit line.
+const maxCommitLine = len(commitHead) + len("4194304") + len(commitMid) + 8 + len(commitTail)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+const (
+	commitType = `{"v":1,"type":"`
+	commitHead = commitType + `commit","records":`
+	commitMid  = `,"crc32c":"`
+	commitTail = "\"}\n"
+)
+
+// emptyCommit frames a file that does not end in a commit line (writeCommit).
+var emptyCommit = AppendCommit(nil, nil, 0)
+
+// AppendCommit appends the commit line of the n record lines in records.
+func AppendCommit(dst, records []byte, n int) []byte {
+	return appendCommitCRC(dst, n, crc32.Checksum(records, castagnoli))
+}
+
+func appendCommitCRC(dst []byte, n int, crc uint32) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, commitHead...)
+	dst = strconv.AppendInt(dst, int64(n), 10)
+	dst = append(dst, commitMid...)
+	for shift := 28; shift >= 0; shift -= 4 {
+		dst = append(dst, hex[crc>>shift&0xf])
+	}
+	return append(dst, commitTail...)
+}
+
+// parseCommit reads a commit line in exactly AppendCommit's form;
+// isCommit: the line claims to be one.
+func parseCommit(line []byte) (n int, crc uint32, isCommit, ok bool) {
+	const head = commitType + `commit"`
+	if len(line) < len(head) || string(line[:len(head)]) != head {
+		return 0, 0, false, false
+	}
+	if len(line) < len(commitHead) || string(line[:len(commitHead)]) != commitHead {
+		return 0, 0, true, false
+	}
+	v, p, ok := fastInt(line, len(commitHead))
+	if !ok || v < 0 || v > maxCommit || line[len(commitHead)] == '-' {
+		return 0, 0, true, false
+	}
+	n = int(v)
+	rest := line[p:]
+	want := len(commitMid) + 8 + len(commitTail) - 1
+	if len(rest) != want || string(rest[:len(commitMid)]) != commitMid || string(rest[want-2:]) != `"}` {
+		return 0, 0, true, false
+	}
+	for _, c := range rest[len(commitMid) : len(commitMid)+8] {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		default:
+			return 0, 0, true, false
+		}
+		crc = crc<<4 | uint32(d)
+	}
+	return n, crc, true, true
+}
+
+// framer writes record lines as a journal of its own (merge output).
+type framer struct {
+	w       io.Writer
+	buf     []byte // the open commit's record lines
+	records int
+	err     error
+}
+
+// framedCommit is far below maxCommit: most commits check inside a block.
+const framedCommit = 32 << 10
+
+func newFramer(w io.Writer) *framer {
+	return &framer{w: w, buf: make([]byte, 0, framedCommit+maxLine+len(emptyCommit)+16)}
+}
+
+func (f *framer) record(line []byte) {
+	if len(f.buf)+len(line)+1 > framedCommit && f.records > 0 {
+		f.end()
+	}
+	f.buf = append(append(f.buf, line...), '\n')
+	f.records++
+}
+
+func (f *framer) end() {
+	n := len(f.buf)
+	f.buf = AppendCommit(f.buf, f.buf[:n], f.records)
+	if f.err == nil {
+		_, f.err = f.w.Write(f.buf)
+	}
+	f.buf, f.records = f.buf[:0], 0
+}
+
+// close ends the last commit; without records it writes nothing.
+func (f *framer) close() error {
+	if f.records > 0 {
+		f.end()
+	}
+	return f.err
 }

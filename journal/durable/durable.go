@@ -1,6 +1,5 @@
-// Package durable holds what makes a file's bytes and a directory's
-// entries survive a crash, for the journal and for the notification file
-// that refundkit writes as it writes the journal (refund/provider/adyen/notes).
+// Package durable makes a file's bytes and a directory's entries survive a
+// crash, for the journal and Adyen's notification file.
 package durable
 
 import (
@@ -9,8 +8,8 @@ import (
 	"path/filepath"
 )
 
-// WriteNew writes data to a new file at path (0600; an existing file is
-// an error) and fsyncs it. The entry is durable once SyncDir says so.
+// WriteNew writes data to a new file (0600) and fsyncs it; SyncDir makes
+// the entry durable.
 func WriteNew(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -27,8 +26,7 @@ func WriteNew(path string, data []byte) error {
 	return f.Close()
 }
 
-// SyncDir makes a new or renamed entry in path's directory durable; its
-// errors name the file as what (say "journal j.jsonl").
+// SyncDir makes a new or renamed entry durable; errors name the file as what.
 func SyncDir(what, path string) error {
 	d, err := os.Open(filepath.Dir(path))
 	if err != nil {

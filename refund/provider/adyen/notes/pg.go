@@ -13,18 +13,15 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 )
 
-// The tables of refund/checkpoint/postgres's migration 5: refund events, and the
-// others, kept apart.
+// The tables of refund/checkpoint/postgres's migration 5.
 const (
 	refundsTable = "refundkit.adyen_notifications"
 	othersTable  = "refundkit.adyen_other_notifications"
 )
 
-// PG is a Store in a table of the PostgreSQL checkpoint's database. Many
-// receivers (behind one load balancer) may add to it at once: the dedup
-// key is the table's primary key, and an insert that meets a row of its
-// key still being inserted by another waits for that commit, so a
-// duplicate is reported only once the first is committed.
+// PG is a Store in a table of the PostgreSQL checkpoint's database, that
+// many receivers may add to at once: the dedup key is the primary key, and
+// an insert meeting a row still being inserted waits for its commit.
 type PG struct {
 	pool   *pgxpool.Pool
 	key    []byte
@@ -33,16 +30,13 @@ type PG struct {
 	secret string // the password, scrubbed from every error
 }
 
-// OpenPG opens the store of refund events in the database at url
-// (postgres:// or postgresql://, as refund --journal takes it; PG*
-// environment variables fill in what it leaves out), creating or migrating
-// refundkit's schema first (postgres.Migrate). Rows must verify under key.
+// OpenPG opens the store of refund events at url (as refund --journal
+// takes it), migrating refundkit's schema first. Rows must verify under key.
 func OpenPG(ctx context.Context, url string, key []byte) (*PG, error) {
 	return openPG(ctx, url, key, refundsTable)
 }
 
-// OpenPGOthers opens the store of the other events, in a table of its own
-// beside OpenPG's.
+// OpenPGOthers opens the store of the other events, beside OpenPG's.
 func OpenPGOthers(ctx context.Context, url string, key []byte) (*PG, error) {
 	return openPG(ctx, url, key, othersTable)
 }
@@ -56,11 +50,8 @@ func openPG(ctx context.Context, url string, key []byte, table string) (*PG, err
 		return nil, &postgres.ConfigError{URL: postgres.Redact(url), Err: errors.New("does not parse")}
 	}
 	p := &PG{key: key, table: table, url: postgres.Redact(url), secret: cfg.ConnConfig.Password}
-	// Add answers only after the commit is durable: a database, role or
-	// server set to synchronous_commit = off would acknowledge a commit
-	// that a crash of the server can still lose, after Adyen was told
-	// [accepted] and stopped retrying. "on" waits for the local WAL flush
-	// (and for synchronous standbys, if the server names any).
+	// Add answers only once the commit is durable: synchronous_commit = off
+	// could lose a row after Adyen was told [accepted].
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	cfg.ConnConfig.RuntimeParams["application_name"] = "refundkit-adyen-webhook"
 	cfg.MaxConns = 8
@@ -78,7 +69,6 @@ func openPG(ctx context.Context, url string, key []byte, table string) (*PG, err
 	return p, nil
 }
 
-// wrap says what failed, without the password.
 func (p *PG) wrap(op string, err error) error {
 	msg := err.Error()
 	if p.secret != "" && strings.Contains(msg, p.secret) {
@@ -87,8 +77,7 @@ func (p *PG) wrap(op string, err error) error {
 	return fmt.Errorf("adyen notifications in %s (%s): %s: %w", p.table, p.url, op, err)
 }
 
-// Add inserts n unless a row of its dedup key is there; it returns once
-// the insert is committed (or the row it met is).
+// Add returns once its insert, or the row it met, is committed.
 func (p *PG) Add(ctx context.Context, n wire.Notification) (bool, error) {
 	if why := check(&n, p.key); why != "" {
 		return false, &InvalidError{Reason: why}
@@ -107,24 +96,20 @@ func (p *PG) Add(ctx context.Context, n wire.Notification) (bool, error) {
 	return tag.RowsAffected() == 1, nil
 }
 
-// ForRefund returns the rows whose pspReference is psp, in seq order.
 func (p *PG) ForRefund(ctx context.Context, psp string) ([]wire.Notification, error) {
 	return p.query(ctx, `WHERE psp_reference = $1`, psp)
 }
 
-// ForPayment returns the rows whose originalReference is psp.
 func (p *PG) ForPayment(ctx context.Context, psp string) ([]wire.Notification, error) {
 	return p.query(ctx, `WHERE original_reference = $1`, psp)
 }
 
-// All returns every row, in seq order.
 func (p *PG) All(ctx context.Context) ([]wire.Notification, error) {
 	return p.query(ctx, ``)
 }
 
-// query reads rows in seq order and verifies each: its doc, and its
-// columns against the doc (a row moved to another refund by an UPDATE is
-// refused like a forged one).
+// query verifies each row: its doc, and its columns against the doc (an
+// UPDATE that moved a row is refused like a forgery).
 func (p *PG) query(ctx context.Context, where string, args ...any) ([]wire.Notification, error) {
 	rows, err := p.pool.Query(ctx, `SELECT seq, dedup_key, psp_reference, original_reference, event_code, doc::text FROM `+p.table+` `+where+` ORDER BY seq`, args...)
 	if err != nil {
@@ -162,7 +147,6 @@ func (p *PG) query(ctx context.Context, where string, args ...any) ([]wire.Notif
 	return out, nil
 }
 
-// Close closes the pool.
 func (p *PG) Close() error {
 	p.pool.Close()
 	return nil
