@@ -16,9 +16,9 @@ func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) 
 	if c.empty || id == "" {
 		return "", "", false, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
+	ctx, cancel := context.WithTimeout(context.Background(), c.Lease())
 	defer cancel()
-	err = c.retry(ctx, time.Now().Add(c.lease), func(ctx context.Context) error {
+	err = c.retry(ctx, time.Now().Add(c.Lease()), func(ctx context.Context) error {
 		return c.pool.QueryRow(ctx, `SELECT batch, item FROM refundkit.records
 			WHERE rec::jsonb->>'type' = 'refunded' AND rec::jsonb->>'refund' = $1
 			ORDER BY seq LIMIT 1`, id).Scan(&batch, &item)
@@ -27,7 +27,7 @@ func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) 
 		return "", "", false, nil
 	}
 	if err != nil {
-		return "", "", false, c.wrap("holder", err)
+		return "", "", false, c.Wrap("holder", err)
 	}
 	return batch, item, true, nil
 }

@@ -53,8 +53,8 @@ func (c *Checkpoint) retry(ctx context.Context, until time.Time, try func(ctx co
 			}
 			return err
 		}
-		c.unanswered(err)
-		wait := min(c.pollWait(), time.Until(until))
+		c.Unanswered(err)
+		wait := min(c.PollWait(), time.Until(until))
 		if wait <= 0 {
 			return err
 		}
@@ -66,47 +66,22 @@ func (c *Checkpoint) retry(ctx context.Context, until time.Time, try func(ctx co
 	}
 }
 
-func (c *Checkpoint) unanswered(err error) { c.outage.Unanswered(err, c.lease, c.secrets...) }
-
+// answered ends an outage, and renews at once the claims it held.
 func (c *Checkpoint) answered() {
-	if c.outage.Answered() {
-		select {
-		case c.relinked <- struct{}{}:
-		default:
-		}
+	if c.Answered() {
+		c.Relink()
 	}
 }
 
 // leaseEnd is when this run's claim of k may run out in the database, by
 // this host's clock (the zero time once it holds none).
 func (c *Checkpoint) leaseEnd(k key) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cl := c.held[k]; cl != nil {
-		return cl.deadline.Add(c.lease / 10)
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if cl := c.Held[k]; cl != nil {
+		return cl.Deadline.Add(c.Lease() / 10)
 	}
 	return time.Time{}
-}
-
-// claimsUnanswered is a Claim the database did not answer: nil (ask
-// again) while that has lasted less than a lease.
-func (c *Checkpoint) claimsUnanswered(err error) error {
-	c.unanswered(err)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.claimsFailing.IsZero() {
-		c.claimsFailing = time.Now()
-	}
-	if time.Since(c.claimsFailing) < c.lease {
-		return nil
-	}
-	return c.wrap("claim", err)
-}
-
-func (c *Checkpoint) claimsAnswered() {
-	c.mu.Lock()
-	c.claimsFailing = time.Time{}
-	c.mu.Unlock()
 }
 
 // appended reports whether w's records are committed: a write whose
@@ -117,6 +92,6 @@ func (c *Checkpoint) appended(ctx context.Context, k key, gen int64, line string
 	var n int
 	err := c.pool.QueryRow(ctx, `SELECT count(*) FROM refundkit.records
 		WHERE batch = $1 AND item = $2 AND claim_gen = $3 AND worker = $4 AND rec = $5`,
-		k.batch, k.item, gen, c.worker, line).Scan(&n)
+		k.Batch, k.Item, gen, c.Worker, line).Scan(&n)
 	return n > 0, err
 }

@@ -24,14 +24,14 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	if c.empty || len(keys) == 0 {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
+	ctx, cancel := context.WithTimeout(context.Background(), c.Lease())
 	defer cancel()
 	var out []journal.PaymentItem
-	err := c.retry(ctx, time.Now().Add(c.lease), func(ctx context.Context) (err error) {
+	err := c.retry(ctx, time.Now().Add(c.Lease()), func(ctx context.Context) (err error) {
 		out, err = c.onPayment(ctx, keys)
 		return err
 	})
-	return out, c.wrap("items on payment", err)
+	return out, c.Wrap("items on payment", err)
 }
 
 func (c *Checkpoint) onPayment(ctx context.Context, keys []string) ([]journal.PaymentItem, error) {
@@ -62,10 +62,10 @@ func (c *Checkpoint) onPayment(ctx context.Context, keys []string) ([]journal.Pa
 		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
 			return nil, &CorruptError{Batch: b, Item: it, Err: err}
 		}
-		f := byKey[key{b, it}]
+		f := byKey[key{Batch: b, Item: it}]
 		if f == nil {
 			f = &folded{first: first, item: journal.PaymentItem{Batch: b, Item: it}}
-			byKey[key{b, it}] = f
+			byKey[key{Batch: b, Item: it}] = f
 		}
 		f.item.State = journal.Next(f.item.State, &rec)
 	}
