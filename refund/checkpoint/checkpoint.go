@@ -245,6 +245,13 @@ func (b *Base[C]) StopRenewing() bool {
 	return true
 }
 
+// Pause ends the renewal loop as a SIGSTOP would (tests): Close then
+// gives nothing back.
+func (b *Base[C]) Pause() {
+	b.StopRenewing()
+	b.stop = nil
+}
+
 // Relink asks the renewal loop to renew now.
 func (b *Base[C]) Relink() { signal(b.Relinked) }
 
@@ -356,6 +363,9 @@ func (i *Idle) Step(now time.Time, held int, worked, idle bool) int {
 	return Same
 }
 
+// PlanHint ends the error of a plan that differs from the one stored.
+const PlanHint = "; the checkpoint holds one plan per batch: feed every worker the same plan, or plan the change under a new batch name"
+
 // Stored is a plan line as the checkpoint stores it.
 type Stored struct {
 	Line int64
@@ -367,20 +377,19 @@ type Stored struct {
 // missing from it or is new, as a *refund.InputError; nil when every
 // item is the same.
 func PlanDiffers(batch string, lines []refund.PlanLine, docs []string, loaded fmt.Stringer, have map[string]Stored) error {
-	const hint = "; the checkpoint holds one plan per batch: feed every worker the same plan, or plan the change under a new batch name"
 	for i, pl := range lines {
 		s, ok := have[pl.Item.Item]
 		if !ok {
-			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q is not in the plan of batch %q in the checkpoint (%s)%s", pl.Item.Item, batch, loaded, hint)}
+			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q is not in the plan of batch %q in the checkpoint (%s)%s", pl.Item.Item, batch, loaded, PlanHint)}
 		}
 		if s.Plan != docs[i] {
-			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q of batch %q differs from the plan in the checkpoint (%s): %s%s", pl.Item.Item, batch, loaded, refund.FieldsDiffer(pl.Item, s.Plan), hint)}
+			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q of batch %q differs from the plan in the checkpoint (%s): %s%s", pl.Item.Item, batch, loaded, refund.FieldsDiffer(pl.Item, s.Plan), PlanHint)}
 		}
 		delete(have, pl.Item.Item)
 	}
 	missing := slices.SortedFunc(maps.Keys(have), func(a, b string) int { return cmp.Compare(have[a].Line, have[b].Line) })
 	if len(missing) > 0 {
-		return &refund.InputError{Err: fmt.Errorf("item %q of batch %q (line %d of the plan in the checkpoint, %s) is missing from this plan, and %d more%s", missing[0], batch, have[missing[0]].Line, loaded, len(missing)-1, hint)}
+		return &refund.InputError{Err: fmt.Errorf("item %q of batch %q (line %d of the plan in the checkpoint, %s) is missing from this plan, and %d more%s", missing[0], batch, have[missing[0]].Line, loaded, len(missing)-1, PlanHint)}
 	}
 	return nil
 }

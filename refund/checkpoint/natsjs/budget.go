@@ -17,6 +17,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // Budget is this worker's part of its account's budget, kept up to date
@@ -38,10 +40,6 @@ type Budget struct {
 	idle    bool // holds no claim: its presence is taken back, and the others share without it
 }
 
-// budgetIdleAfter is how long a worker holds no claim before it gives its
-// part to the others (as postgres's idleAfter).
-const budgetIdleAfter = 250 * time.Millisecond
-
 // ShareBudget makes this worker one of the live workers of account (an
 // identity of the provider account, never a secret) that share its
 // limits. apply is called with their number, this worker included, before
@@ -53,7 +51,7 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, apply func
 		return nil, &Error{Op: "budget", Err: errors.New("a budget needs a worker (opened read only)")}
 	}
 	prefix := presenceSubject(c.loc.name) + ".account." + token(account) + "."
-	b := &Budget{c: c, prefix: prefix, me: prefix + token(c.worker), notice: "refundkit." + c.loc.name + ".idle." + token(account),
+	b := &Budget{c: c, prefix: prefix, me: prefix + token(c.Worker), notice: "refundkit." + c.loc.name + ".idle." + token(account),
 		apply: apply, heard: make(chan struct{}, 1), done: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	// Subscribe before joining: a worker that joins after this one counts
@@ -68,21 +66,21 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, apply func
 		sub, err := c.nc.Subscribe(subject, hear)
 		if err != nil {
 			b.end(false)
-			return nil, c.wrap("budget", err)
+			return nil, c.Wrap("budget", err)
 		}
 		b.subs = append(b.subs, sub)
 	}
 	if err := b.sayAlive(ctx); err != nil {
 		b.end(false)
-		return nil, c.wrap("budget", err)
+		return nil, c.Wrap("budget", err)
 	}
 	if err := b.recount(ctx); err != nil {
 		b.end(false)
-		return nil, c.wrap("budget", err)
+		return nil, c.Wrap("budget", err)
 	}
-	c.mu.Lock()
+	c.Mu.Lock()
 	c.budget = b
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	go b.loop()
 	return b, nil
 }
@@ -95,7 +93,7 @@ func (b *Budget) Workers() int {
 }
 
 func (b *Budget) sayAlive(ctx context.Context) error {
-	_, err := b.c.js.Publish(ctx, b.me, nil, jetstream.WithMsgTTL(max(b.c.leaseNow(), time.Second)))
+	_, err := b.c.js.Publish(ctx, b.me, nil, jetstream.WithMsgTTL(max(b.c.Lease(), time.Second)))
 	return err
 }
 
@@ -139,10 +137,10 @@ func (b *Budget) recount(ctx context.Context) error {
 func (b *Budget) loop() {
 	defer close(b.done)
 	c := b.c
-	tick := time.NewTicker(budgetIdleAfter / 5)
+	tick := time.NewTicker(checkpoint.IdleAfter / 5)
 	defer tick.Stop()
 	said, counted := time.Now(), time.Now()
-	var busy time.Time // when it last held a claim; zero: never yet
+	var w checkpoint.Idle
 	for {
 		heard := false
 		select {
@@ -153,37 +151,34 @@ func (b *Budget) loop() {
 		case <-tick.C:
 		}
 		now := time.Now()
-		c.mu.Lock()
-		held := len(c.held)
-		worked := len(c.leaves) > 0 || c.stats.Records > 0
-		c.mu.Unlock()
+		c.Mu.Lock()
+		held := len(c.Held)
+		worked := len(c.Left) > 0 || c.Written.Records > 0
+		c.Mu.Unlock()
 		b.mu.Lock()
 		idle := b.idle
 		b.mu.Unlock()
-		ctx, cancel := context.WithTimeout(b.ctx, max(c.leaseNow()/6, 100*time.Millisecond))
-		switch {
-		case held > 0:
-			busy = now
-			if idle || now.Sub(said) >= c.leaseNow()/3 {
+		ctx, cancel := context.WithTimeout(b.ctx, max(c.Lease()/6, 100*time.Millisecond))
+		switch w.Step(now, held, worked, idle) {
+		case checkpoint.Holding:
+			if idle || now.Sub(said) >= c.Lease()/3 {
 				if b.sayAlive(ctx) == nil {
 					said = now
 					b.setIdle(false)
 				}
 			}
-		case busy.IsZero() && worked:
-			busy = now
-		case !idle && !busy.IsZero() && now.Sub(busy) >= budgetIdleAfter:
+		case checkpoint.GoIdle:
 			if b.sayIdle(ctx) == nil {
 				b.setIdle(true)
 			}
-		case !idle && now.Sub(said) >= c.leaseNow()/3:
+		case checkpoint.Same:
 			// Not worked yet: it keeps its part, so that none sends
 			// before the others count it.
-			if b.sayAlive(ctx) == nil {
+			if !idle && now.Sub(said) >= c.Lease()/3 && b.sayAlive(ctx) == nil {
 				said = now
 			}
 		}
-		if heard || now.Sub(counted) >= c.leaseNow()/6 {
+		if heard || now.Sub(counted) >= c.Lease()/6 {
 			if b.recount(ctx) == nil {
 				counted = now
 			}
@@ -212,7 +207,7 @@ func (b *Budget) end(started bool) {
 		if started {
 			<-b.done
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), b.c.margin()/3)
+		ctx, cancel := context.WithTimeout(context.Background(), b.c.Margin()/3)
 		defer cancel()
 		b.sayIdle(ctx)
 	})

@@ -33,7 +33,7 @@ func (c *Checkpoint) sortedItems(ctx context.Context, batches []string) ([]*entr
 	for _, f := range filters {
 		items, err := c.readItems(ctx, f)
 		if err != nil {
-			return nil, c.wrap("export", err)
+			return nil, c.Wrap("export", err)
 		}
 		for _, e := range items {
 			all = append(all, e)
@@ -116,7 +116,7 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]refund.Ba
 	if len(batches) == 0 {
 		lister, err := c.kv.ListKeysFiltered(ctx, "plan.>")
 		if err != nil {
-			return nil, 0, c.wrap("holders", err)
+			return nil, 0, c.Wrap("holders", err)
 		}
 		for k := range lister.Keys() {
 			b, err := untoken(strings.TrimPrefix(k, "plan."))
@@ -133,21 +133,21 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]refund.Ba
 		var m manifest
 		_, ok, err := getJSON(ctx, c.kv, planKey(b), &m)
 		if err != nil {
-			return nil, 0, c.wrap("holders", err)
+			return nil, 0, c.Wrap("holders", err)
 		}
 		if !ok {
 			continue
 		}
 		items, err := c.readItems(ctx, itemsOf(b))
 		if err != nil {
-			return nil, 0, c.wrap("holders", err)
+			return nil, 0, c.Wrap("holders", err)
 		}
 		info := refund.BatchInfo{Batch: b, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: map[string]int{}}
 		for k, e := range items {
 			if len(e.val.Plan) == 0 {
 				continue
 			}
-			st, _, err := e.val.fold(itemKey(k.batch, k.item))
+			st, _, err := e.val.fold(itemKey(k.Batch, k.Item))
 			if err != nil {
 				return nil, 0, err
 			}
@@ -162,11 +162,11 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]refund.Ba
 			continue
 		}
 		if err != nil {
-			return nil, 0, c.wrap("holders", err)
+			return nil, 0, c.Wrap("holders", err)
 		}
 		ci, err := cons.Info(ctx)
 		if err != nil {
-			return nil, 0, c.wrap("holders", err)
+			return nil, 0, c.Wrap("holders", err)
 		}
 		live += ci.NumAckPending
 	}
@@ -192,7 +192,7 @@ func (c *Checkpoint) Inspect(ctx context.Context, batch, item string) (info Item
 	var v itemValue
 	_, ok, err = getJSON(ctx, c.kv, itemKey(batch, item), &v)
 	if err != nil || !ok {
-		return info, false, c.wrap("inspect", err)
+		return info, false, c.Wrap("inspect", err)
 	}
 	st, _, err := v.fold(itemKey(batch, item))
 	if err != nil {

@@ -26,20 +26,20 @@ import (
 // item that took its lock: OnPayment's index.
 func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
-	k := key{batch, item}
-	c.mu.Lock()
-	cl := c.held[k]
-	c.mu.Unlock()
+	k := key{Batch: batch, Item: item}
+	c.Mu.Lock()
+	cl := c.Held[k]
+	c.Mu.Unlock()
 	if cl == nil {
 		return nil, &refund.LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
 	}
-	me := lockValue{Batch: batch, Item: item, Gen: cl.val.Gen, Worker: c.worker, Lease: int64(c.leaseNow())}
+	me := lockValue{Batch: batch, Item: item, Gen: cl.val.Gen, Worker: c.Worker, Lease: int64(c.Lease())}
 	var taken []string
 	giveUp := func() {
 		c.unlock(me, taken)
-		c.mu.Lock()
+		c.Mu.Lock()
 		cl.payments = nil
-		c.mu.Unlock()
+		c.Mu.Unlock()
 	}
 	for _, p := range keys {
 		var w lockWatch
@@ -56,13 +56,13 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 			})
 			if err != nil {
 				giveUp()
-				return nil, c.wrap("lock payment", err)
+				return nil, c.Wrap("lock payment", err)
 			}
 			if got {
 				break
 			}
 			select {
-			case <-time.After(c.pollWait()):
+			case <-time.After(c.PollWait()):
 			case <-ctx.Done():
 				giveUp()
 				return nil, ctx.Err()
@@ -70,9 +70,9 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 		}
 		taken = append(taken, p)
 		// Beaten from now on, while the next ones are waited for.
-		c.mu.Lock()
+		c.Mu.Lock()
 		cl.lock, cl.payments = me, slices.Clone(taken)
-		c.mu.Unlock()
+		c.Mu.Unlock()
 	}
 	return giveUp, nil
 }
@@ -108,7 +108,7 @@ func (c *Checkpoint) tryLock(ctx context.Context, p string, me lockValue, w *loc
 			return false, err
 		}
 		if !free {
-			if !w.stale(rev, pv.Lock, c.leaseNow()) {
+			if !w.stale(rev, pv.Lock, c.Lease()) {
 				return false, nil
 			}
 			if free, err = c.fence(ctx, p, pv.Lock); err != nil || !free {
@@ -187,15 +187,15 @@ func (c *Checkpoint) fence(ctx context.Context, p string, l *lockValue) (bool, e
 	if err != nil {
 		return false, err
 	}
-	c.opts.Warn(fmt.Sprintf("payment %s: its lock, held by item %q of batch %q (worker %s), was not renewed for %s: that claim is ended (its worker died, was paused or is cut off; it can write nothing more for the item, which is worked again once its ack-wait runs out)",
-		p, l.Item, l.Batch, l.Worker, l.staleAfter(c.leaseNow())))
+	c.Warn(fmt.Sprintf("payment %s: its lock, held by item %q of batch %q (worker %s), was not renewed for %s: that claim is ended (its worker died, was paused or is cut off; it can write nothing more for the item, which is worked again once its ack-wait runs out)",
+		p, l.Item, l.Batch, l.Worker, l.staleAfter(c.Lease())))
 	return true, nil
 }
 
 // unlock gives up me's locks of keys; a failure leaves them to end with
 // the claim.
 func (c *Checkpoint) unlock(me lockValue, keys []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.margin())
+	ctx, cancel := context.WithTimeout(context.Background(), c.Margin())
 	defer cancel()
 	for _, p := range keys {
 		c.rewriteLock(ctx, p, me, func(pv *paymentValue) { pv.Lock = nil })

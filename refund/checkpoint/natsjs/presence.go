@@ -56,14 +56,14 @@ func (c *Checkpoint) openPresence(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return c.wrap("open presence stream", err)
+		return c.Wrap("open presence stream", err)
 	}
 	if !s.CachedInfo().Config.AllowMsgTTL {
 		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the stream %s does not allow per-message TTLs (made by something other than refundkit?)", cfg.Name)}
 	}
-	c.mu.Lock()
+	c.Mu.Lock()
 	c.presence = s
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	return nil
 }
 
@@ -71,32 +71,32 @@ func (c *Checkpoint) openPresence(ctx context.Context) error {
 // holds it: it would take this one's claims for its own, and its presence
 // for this one's (PostgreSQL refuses it too).
 func (c *Checkpoint) checkName(ctx context.Context) error {
-	info, err := c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(presenceSubject(c.loc.name)+".batch.*."+token(c.worker)))
+	info, err := c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(presenceSubject(c.loc.name)+".batch.*."+token(c.Worker)))
 	if err != nil {
-		return c.wrap("open presence stream", err)
+		return c.Wrap("open presence stream", err)
 	}
 	if len(info.State.Subjects) > 0 {
-		return &refund.WorkerNameError{Worker: c.worker}
+		return &refund.WorkerNameError{Worker: c.Worker}
 	}
 	return nil
 }
 
 // presenceNow is the stream of presences as last opened.
 func (c *Checkpoint) presenceNow() jetstream.Stream {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	return c.presence
 }
 
 // sayAlive tells the batches' other workers that this one works on them,
 // for a lease from now.
 func (c *Checkpoint) sayAlive(ctx context.Context) {
-	c.mu.Lock()
+	c.Mu.Lock()
 	queues := c.batches
-	c.mu.Unlock()
-	ttl := max(c.leaseNow(), time.Second) // the server's least TTL
+	c.Mu.Unlock()
+	ttl := max(c.Lease(), time.Second) // the server's least TTL
 	for _, q := range queues {
-		_, err := c.js.Publish(ctx, c.batchPresence(q.batch, c.worker), c.heldIn(q.batch), jetstream.WithMsgTTL(ttl))
+		_, err := c.js.Publish(ctx, c.batchPresence(q.batch, c.Worker), c.heldIn(q.batch), jetstream.WithMsgTTL(ttl))
 		if errors.Is(err, jetstream.ErrNoStreamResponse) {
 			// The stream was deleted (by hand): make it again, and say
 			// so at the next beat.
@@ -118,13 +118,13 @@ type presenceBody struct {
 // heldIn is this worker's presence body in batch.
 func (c *Checkpoint) heldIn(batch string) []byte {
 	body := presenceBody{Claims: map[string]int64{}}
-	c.mu.Lock()
-	for k, cl := range c.held {
-		if k.batch == batch {
-			body.Claims[k.item] = cl.val.Gen
+	c.Mu.Lock()
+	for k, cl := range c.Held {
+		if k.Batch == batch {
+			body.Claims[k.Item] = cl.val.Gen
 		}
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	b, _ := json.Marshal(&body)
 	return b
 }
@@ -150,11 +150,11 @@ func (c *Checkpoint) holdsLive(ctx context.Context, batch, item, worker string, 
 
 // sayGone takes this worker's presences back: it ends.
 func (c *Checkpoint) sayGone(ctx context.Context) {
-	c.mu.Lock()
+	c.Mu.Lock()
 	queues := c.batches
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	for _, q := range queues {
-		c.presenceNow().Purge(ctx, jetstream.WithPurgeSubject(c.batchPresence(q.batch, c.worker)))
+		c.presenceNow().Purge(ctx, jetstream.WithPurgeSubject(c.batchPresence(q.batch, c.Worker)))
 	}
 }
 

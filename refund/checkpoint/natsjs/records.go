@@ -34,24 +34,24 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	k := key{recs[0].Batch, recs[0].Item}
-	c.mu.Lock()
-	cl := c.held[k]
+	k := key{Batch: recs[0].Batch, Item: recs[0].Item}
+	c.Mu.Lock()
+	cl := c.Held[k]
 	if cl == nil {
-		c.mu.Unlock()
-		return &refund.LostClaimError{Batch: k.batch, Item: k.item, Why: "this run holds no claim of it"}
+		c.Mu.Unlock()
+		return &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "this run holds no claim of it"}
 	}
 	v := *cl.val
 	v.Records = slices.Clip(v.Records)
-	next, burned := cl.state, false
+	next, burned := cl.State, false
 	for _, r := range recs {
-		if r.Batch != k.batch || r.Item != k.item {
-			c.mu.Unlock()
+		if r.Batch != k.Batch || r.Item != k.Item {
+			c.Mu.Unlock()
 			return &Error{Op: "append", Err: errors.New("records of two items in one append: each item's value is written alone")}
 		}
 		line, err := journal.MarshalLine(nil, r)
 		if err != nil {
-			c.mu.Unlock()
+			c.Mu.Unlock()
 			return &Error{Op: "append", Err: err}
 		}
 		v.Records = append(v.Records, json.RawMessage(line[:len(line)-1]))
@@ -63,7 +63,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		v.BurnPending, v.BurnRev = true, 0
 	}
 	rev := cl.rev
-	c.mu.Unlock()
+	c.Mu.Unlock()
 
 	// Tried through an outage while the claim lasts: the write is a
 	// compare-and-set either way.
@@ -72,81 +72,72 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		if r.Type == journal.TypeRefunded && r.Refund != "" {
 			if err := c.credit(ctx, until, r.Refund, k); err != nil {
 				if unreachable(err) {
-					c.drop(k)
+					c.Drop(k)
 				}
 				return err
 			}
 		}
 	}
 	body, _ := json.Marshal(&v)
-	newRev, err := c.update(ctx, until, itemKey(k.batch, k.item), body, rev)
+	newRev, err := c.update(ctx, until, itemKey(k.Batch, k.Item), body, rev)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-		c.drop(k)
-		return &refund.LostClaimError{Batch: k.batch, Item: k.item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
+		c.Drop(k)
+		return &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
 	case unreachable(err):
-		c.drop(k)
-		return &refund.LostClaimError{Batch: k.batch, Item: k.item, Why: "a write of it was not acknowledged within its lease (was this worker paused, or cut off from the servers?): it may or may not be stored"}
+		c.Drop(k)
+		return &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "a write of it was not acknowledged within its lease (was this worker paused, or cut off from the servers?): it may or may not be stored"}
 	case err != nil:
-		return c.wrap("append", err)
+		return c.Wrap("append", err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	if burned {
 		v.BurnPending, v.BurnRev = false, newRev
 	}
-	if c.held[k] == cl {
-		cl.rev, cl.val, cl.state, cl.known = newRev, &v, next, true
+	if c.Held[k] == cl {
+		cl.rev, cl.val, cl.State, cl.Known = newRev, &v, next, true
 	}
-	c.stats.Records += int64(len(recs))
-	c.stats.Fsyncs++
+	c.Written.Records += int64(len(recs))
+	c.Written.Fsyncs++
 	return nil
 }
 
 // credit binds refund id to item k, unless another item holds it. A try
 // whose answer was lost is found again as this item's binding.
 func (c *Checkpoint) credit(ctx context.Context, until func() time.Time, id string, k key) error {
-	body, _ := json.Marshal(itemRef{k.batch, k.item})
+	body, _ := json.Marshal(itemRef{k.Batch, k.Item})
 	err := c.retry(ctx, until, func(ctx context.Context) error {
 		_, err := c.kv.Create(ctx, refundKey(id), body)
 		return err
 	})
 	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return c.wrap("credit refund "+id, err)
+		return c.Wrap("credit refund "+id, err)
 	}
 	var ref itemRef
 	_, ok, err := c.getJSON(ctx, until, refundKey(id), &ref)
 	switch {
 	case err != nil:
-		return c.wrap("credit refund "+id, err)
-	case ok && (ref.Batch != k.batch || ref.Item != k.item):
+		return c.Wrap("credit refund "+id, err)
+	case ok && (ref.Batch != k.Batch || ref.Item != k.Item):
 		return &Error{Op: "credit refund " + id, Err: fmt.Errorf("the checkpoint credits it to item %q of batch %q already: a refund is one item's", ref.Item, ref.Batch)}
 	}
 	return nil
 }
 
-// Stats counts the records this run wrote and the writes that stored them.
-func (c *Checkpoint) Stats() journal.WriterStats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stats
-}
-
 // Lookup returns what the checkpoint holds of an item: its claim's state
 // when this run holds it, else what its value says now.
 func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error) {
-	k := key{batch, item}
-	c.mu.Lock()
-	if cl := c.held[k]; cl != nil {
-		st, known := cl.state, cl.known
-		c.mu.Unlock()
+	k := key{Batch: batch, Item: item}
+	if st, known, ok := c.HeldState(k); ok {
 		return st, known, nil
 	}
+	c.Mu.Lock()
 	if ch, ok := c.cache[k]; ok {
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		return ch.st, ch.known, nil
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	if c.kv == nil {
 		return journal.ItemState{}, false, nil
 	}
@@ -155,11 +146,11 @@ func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error)
 
 func (c *Checkpoint) stateOf(ctx context.Context, until func() time.Time, k key) (journal.ItemState, bool, error) {
 	var v itemValue
-	_, ok, err := c.getJSON(ctx, until, itemKey(k.batch, k.item), &v)
+	_, ok, err := c.getJSON(ctx, until, itemKey(k.Batch, k.Item), &v)
 	if err != nil || !ok {
-		return journal.ItemState{}, false, c.wrap("lookup", err)
+		return journal.ItemState{}, false, c.Wrap("lookup", err)
 	}
-	return v.fold(itemKey(k.batch, k.item))
+	return v.fold(itemKey(k.Batch, k.Item))
 }
 
 // Holder returns the item the checkpoint credits with refund id.
@@ -170,7 +161,7 @@ func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) 
 	var ref itemRef
 	_, ok, err = c.getJSON(context.Background(), c.leaseFrom(time.Now()), refundKey(id), &ref)
 	if err != nil {
-		return "", "", false, c.wrap("holder", err)
+		return "", "", false, c.Wrap("holder", err)
 	}
 	return ref.Batch, ref.Item, ok, nil
 }
@@ -189,23 +180,16 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	for _, p := range slices.Compact(slices.Sorted(slices.Values(keys))) {
 		var pv paymentValue
 		if _, _, err := c.getJSON(ctx, until, paymentKey(p), &pv); err != nil {
-			return nil, c.wrap("items on payment", err)
+			return nil, c.Wrap("items on payment", err)
 		}
 		for _, r := range pv.Items {
-			k := key{r.Batch, r.Item}
+			k := key{Batch: r.Batch, Item: r.Item}
 			if seen[k] {
 				continue
 			}
 			seen[k] = true
-			c.mu.Lock()
-			cl := c.held[k]
-			var st journal.ItemState
-			var known bool
-			if cl != nil {
-				st, known = cl.state, cl.known
-			}
-			c.mu.Unlock()
-			if cl == nil {
+			st, known, held := c.HeldState(k)
+			if !held {
 				var err error
 				if st, known, err = c.stateOf(ctx, until, k); err != nil {
 					return nil, err

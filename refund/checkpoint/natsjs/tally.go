@@ -30,29 +30,29 @@ type tally struct {
 // by status: every worker's, as their values say now. Each batch's count
 // is brought up to the latest write of its items before it is given.
 func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
-	c.mu.Lock()
+	c.Mu.Lock()
 	queues := c.batches
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	var out []refund.BatchInfo
 	for _, q := range queues {
 		var m manifest
 		if _, _, err := getJSON(ctx, c.kv, planKey(q.batch), &m); err != nil {
-			return nil, c.wrap("tally", err)
+			return nil, c.Wrap("tally", err)
 		}
 		t, err := c.tallyOf(ctx, q.batch)
 		if err != nil {
-			return nil, c.wrap("tally", err)
+			return nil, c.Wrap("tally", err)
 		}
 		// Bounded: a watch that fell behind (a server restarting, its
 		// consumer made again) gives way to a read of every item.
-		upCtx, cancel := context.WithTimeout(ctx, c.margin())
+		upCtx, cancel := context.WithTimeout(ctx, c.Margin())
 		counts, err := t.upTo(upCtx, c.lastItemWrite(upCtx, q.batch))
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			counts, err = c.countItems(ctx, q.batch)
 		}
 		if err != nil {
-			return nil, c.wrap("tally", err)
+			return nil, c.Wrap("tally", err)
 		}
 		out = append(out, refund.BatchInfo{Batch: q.batch, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: counts})
 	}
@@ -70,7 +70,7 @@ func (c *Checkpoint) countItems(ctx context.Context, batch string) (map[string]i
 		if len(e.val.Plan) == 0 {
 			continue // records imported for an item the plan does not hold
 		}
-		st, _, err := e.val.fold(itemKey(k.batch, k.item))
+		st, _, err := e.val.fold(itemKey(k.Batch, k.Item))
 		if err != nil {
 			return nil, err
 		}
@@ -91,9 +91,9 @@ func (c *Checkpoint) lastItemWrite(ctx context.Context, batch string) uint64 {
 
 // tallyOf is batch's tally, its watch started on first use.
 func (c *Checkpoint) tallyOf(ctx context.Context, batch string) (*tally, error) {
-	c.mu.Lock()
+	c.Mu.Lock()
 	t := c.tallies[batch]
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	if t != nil {
 		return t, nil
 	}
@@ -105,9 +105,9 @@ func (c *Checkpoint) tallyOf(ctx context.Context, batch string) (*tally, error) 
 		return nil, err
 	}
 	t = &tally{w: w, status: map[string]string{}, counts: map[string]int{}, changed: make(chan struct{})}
-	c.mu.Lock()
+	c.Mu.Lock()
 	if other := c.tallies[batch]; other != nil {
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		w.Stop()
 		return other, nil
 	}
@@ -115,7 +115,7 @@ func (c *Checkpoint) tallyOf(ctx context.Context, batch string) (*tally, error) 
 		c.tallies = map[string]*tally{}
 	}
 	c.tallies[batch] = t
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	go t.follow()
 	return t, nil
 }
