@@ -27,9 +27,9 @@ type Key struct{ Batch, Item string }
 // Options configure a shared checkpoint.
 type Options struct {
 	// Lease is how long a claim stays the holder's without a renewal
-	// (default 30 s); the holder renews it every third of it. On NATS it
-	// is the ack-wait of a batch's consumer this run creates: one that
-	// exists keeps its own, which every worker of the batch uses.
+	// (default 30 s); the holder renews it every third of it. NATS: the
+	// ack-wait of a batch's consumer this run makes (one that exists
+	// keeps its own).
 	Lease time.Duration
 	// Worker names this run in claims and in audit (default host:pid:random).
 	Worker string
@@ -87,9 +87,7 @@ type Base[C held] struct {
 	stopOnce   sync.Once
 }
 
-// Init fills opts's defaults and makes b ready. silent and back say an
-// outage's beginning and end ("the database does not answer"); newErr
-// makes the backend's error of an operation.
+// Init fills opts's defaults and makes b ready.
 func (b *Base[C]) Init(opts *Options, silent, back string, newErr func(op string, err error) error) {
 	if opts.Lease <= 0 {
 		opts.Lease = 30 * time.Second
@@ -141,9 +139,8 @@ func NoClaim(k Key) error {
 }
 
 // Holds is the fence: nil while this run's claim of k is live by its own
-// clock. Past its deadline (a renewal failed, or the run was paused),
-// renew asks the store, from start; a lost claim (lost says why) is
-// dropped, and nothing more may be sent for it.
+// clock. Past its deadline renew asks the store, from start; a claim
+// another took (lost says why) is dropped: nothing more is sent for it.
 func (b *Base[C]) Holds(ctx context.Context, k Key, renew func(ctx context.Context, k Key, cl C) (start time.Time, lost string, err error)) error {
 	b.Mu.Lock()
 	cl, ok := b.Held[k]
@@ -207,9 +204,8 @@ func (b *Base[C]) Wrap(op string, err error) error {
 	return b.newErr(op, refund.Scrub(err, b.Secrets...))
 }
 
-// StartRenewing runs renew every third of a lease (tick), and at once
-// when the checkpoint answers again or the lease is cut, until
-// StopRenewing.
+// StartRenewing runs renew every third of a lease (tick), and at once when
+// the checkpoint answers again or the lease is cut, until StopRenewing.
 func (b *Base[C]) StartRenewing(renew func(tick bool)) {
 	b.stop, b.done = make(chan struct{}), make(chan struct{})
 	go func() {
@@ -333,10 +329,9 @@ func ByBatch(plan []refund.PlanLine) (order []string, byBatch map[string][]refun
 // item's end and the next claim, so that a worker at -j 1 does not flap.
 const IdleAfter = 250 * time.Millisecond
 
-// Idle follows whether a worker sharing a budget is idle: it gives its
-// part to the others while it holds no claim, and takes it back as it
-// claims again. One that has not worked yet keeps its part, so that none
-// sends before the others count it.
+// Idle follows whether a worker sharing a budget is idle: it gives its part
+// to the others while it holds no claim, and takes it back as it claims
+// again.
 type Idle struct{ busy time.Time }
 
 // What Idle.Step says.

@@ -1,13 +1,8 @@
 package natsjs
 
 // The rate budget the workers of one provider account share, as
-// postgres.Budget shares it: each live worker of the account takes an
-// equal part of --share, re-split when one joins, ends, dies or has no
-// claim left. A worker says it is alive by a message under its account's
-// subject in the presence stream, sent every third of a lease and
-// forgotten by the server a lease after (presence.go); the others hear
-// each one (a subscription to the account's subjects) and count the
-// subjects the stream holds.
+// postgres.Budget shares it: each live worker of the account takes an equal
+// part of --share, re-split when one joins, ends, dies or has no claim left.
 
 import (
 	"context"
@@ -41,11 +36,7 @@ type Budget struct {
 }
 
 // ShareBudget makes this worker one of the live workers of account (an
-// identity of the provider account, never a secret) that share its
-// limits. apply is called with their number, this worker included, before
-// ShareBudget returns and whenever it changes: at once when a worker joins,
-// ends or goes idle, within a lease and a sixth after one dies or is
-// paused. The budget ends with Close.
+// identity of the provider account, never a secret) that share its limits.
 func (c *Checkpoint) ShareBudget(ctx context.Context, account string, apply func(workers int)) (*Budget, error) {
 	if c.presenceNow() == nil {
 		return nil, &Error{Op: "budget", Err: errors.New("a budget needs a worker (opened read only)")}

@@ -56,14 +56,7 @@ func consumerName(batch string) string {
 	return "batch_" + hex.EncodeToString(sum[:16])
 }
 
-// Claim takes up to n items from the batches' queues. An item is the
-// claimant's once its value's generation is bumped under the revision it
-// read: a write of an earlier holder, whose ack-wait ran out, then fails.
-// Items settled meanwhile are acknowledged and passed over; an item this
-// run gave back unsettled is not taken again by it (another worker takes
-// it, or the next run). When it takes none, wait > 0 says items are still
-// queued or held by workers (one of them may die), 0 that nothing is left
-// but what this run leaves alone.
+// Claim takes up to n items from the batches' queues.
 func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund.Claimed, time.Duration, error) {
 	c.Mu.Lock()
 	queues := c.batches
@@ -71,11 +64,9 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	var out []refund.Claimed
 	for _, q := range queues {
 		// Messages this run passes over (items it leaves to others,
-		// settled ones) do not fill its slots: it asks again until the
-		// queue has no more to give now. A left item's message is delayed
-		// as it is given back, so it is not delivered again at once: were
-		// it counted, a run could be handed its own given-back items
-		// first, every time, and never the rest.
+		// settled ones) do not fill its slots: it asks again until
+		// the queue has no more to give now: counted, a run could be
+		// handed its own given-back items first, every time.
 		for len(out) < n {
 			start := time.Now()
 			ask := n - len(out)
@@ -154,12 +145,10 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	return nil, 0, nil
 }
 
-// queuedForOthers reports whether the run is to wait for the batch's
-// queue: it holds an item this run does not leave alone (waiting, or held
-// by a worker that may die), or one it left that another worker holds now
-// (which may settle it: the batch's tally, and this run's exit, wait for
-// that). The work stream holds one message per item until it is
-// acknowledged, so its subjects are the items still queued.
+// queuedForOthers reports whether the run is to wait for the batch's queue:
+// it holds an item this run does not leave alone (waiting, or held by a
+// worker that may die), or one it left that another worker holds now (which
+// may settle it: the batch's tally, and this run's exit, wait for that).
 func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, error) {
 	c.Mu.Lock()
 	leaves := len(c.Left) > 0
@@ -227,10 +216,9 @@ func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, e
 // --allow-refunded-charges: only such a worker may work it, or end it.
 const headerRetryHeld = "Refundkit-Retry-Held"
 
-// leave gives msg back to the queue, for another worker to take: this
-// run gave its item back, lost its claim, or may not make the retry it
-// was queued for. The run ends once only such items are left.
-// gen is the item's claim generation as this run last saw it unheld.
+// leave gives msg back to the queue, for another worker to take: this run
+// gave its item back, lost its claim, or may not make the retry it was queued
+// for.
 func (c *Checkpoint) leave(k key, msg jetstream.Msg, gen int64) {
 	msg.NakWithDelay(c.PollWait())
 	c.Mu.Lock()
@@ -378,9 +366,7 @@ func (c *Checkpoint) kvSubject(k string) string {
 }
 
 // Holds returns nil while this run's claim is live by its own monotonic
-// clock. Past its deadline it renews the claim and reads the item's
-// value: if another run bumped its generation, the claim is lost and
-// nothing more may be sent.
+// clock.
 func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 	return c.Base.Holds(ctx, key{Batch: batch, Item: item}, c.renewClaim)
 }
@@ -417,12 +403,7 @@ func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start ti
 	return start, "", nil
 }
 
-// Release ends this run's claim. A settled item's message is acknowledged,
-// and the server's confirmation awaited: its outcome is stored already. An
-// item left unsettled (in doubt, pending, not started) is marked given
-// back, under the claim's fence, and its message delivered again at once:
-// another worker of the batch takes it (this run does not), or it waits in
-// the queue for the next run; its look-up comes first.
+// Release ends this run's claim.
 func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	k := key{Batch: batch, Item: item}
 	c.Mu.Lock()
@@ -458,10 +439,8 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 		beforeGiveBack()
 	}
 	// Delivered again at once, to the other workers: this run leaves it.
-	// Not past the claim's deadline: the server takes a Nak by stream
-	// sequence, and one sent late (this run was paused since its write)
-	// would take the item from a worker that claimed it meanwhile; the
-	// ack-wait runs out by itself then.
+	// Not late: the server takes a Nak by stream sequence, and a late one
+	// would take the item from a worker that claimed it meanwhile.
 	if !time.Now().Before(cl.Deadline) {
 		return nil
 	}

@@ -52,10 +52,9 @@ func lineOrder(e *entry) int {
 	return e.val.Line
 }
 
-// Export writes the records of batches (all batches when none are named)
-// as a file journal holds them: each item's records, in the order they were
-// written, as one commit, items in plan order. It returns how many records
-// it wrote and the highest revision among their values.
+// Export writes the records of batches (all batches when none are named) as a
+// file journal holds them: each item's records, in the order they were
+// written, as one commit, items in plan order.
 func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
 	items, err := c.sortedItems(ctx, batches)
 	if err != nil {
@@ -84,10 +83,9 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 	return records, last, bw.Flush()
 }
 
-// ExportPlans writes the plans the checkpoint stores for batches (all
-// when none are named) as a plan file holds them, one item a JSON line
-// (its canonical JSON, as loaded), batch by batch in plan order. It
-// returns how many items it wrote.
+// ExportPlans writes the plans the checkpoint stores for batches (all when
+// none are named) as a plan file holds them, one item a JSON line (its
+// canonical JSON, as loaded), batch by batch in plan order.
 func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []string) (int, error) {
 	items, err := c.sortedItems(ctx, batches)
 	if err != nil {

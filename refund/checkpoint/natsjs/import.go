@@ -1,13 +1,7 @@
 package natsjs
 
 // journal-merge -o nats://...: the records of journals merged into the
-// checkpoint's items. JetStream has no transaction across keys, so an
-// import checks everything first and writes nothing if anything is
-// refused; then it writes item by item, each item's records in one value
-// under compare-and-set, after the refund ids they credit and the payments
-// they name. Each write is whole, and an item already holding every record
-// of the merge is not written, so the same import again after a crash
-// completes it, and once complete adds nothing.
+// checkpoint's items.
 
 import (
 	"cmp"
@@ -34,8 +28,7 @@ type BusyError struct{ Why string }
 func (e *BusyError) Error() string { return "nats checkpoint busy: " + e.Why }
 
 // PartialImportError is an import that stopped after it wrote some of its
-// items: each holds all its records of the merge, the others none. The
-// same import again completes it.
+// items: each holds all its records of the merge, the others none.
 type PartialImportError struct {
 	Written, Items int
 	Err            error
@@ -313,10 +306,7 @@ func (e *heldError) Error() string {
 }
 
 // next is the value an import writes for it, whose value is e (nil: none
-// yet), and how many records it adds (0: nothing to write). It refuses an
-// item a worker may hold (*heldError), one with records the merge lacks
-// (*BusyError), and records that bind it otherwise than its plan line or
-// name two payments for it (*refund.InputError).
+// yet), and how many records it adds (0: nothing to write).
 func (c *Checkpoint) next(ctx context.Context, it *imported, e *entry, name string) (*itemValue, int, error) {
 	ik := itemKey(it.k.Batch, it.k.Item)
 	v := &itemValue{Batch: it.k.Batch, Item: it.k.Item}
@@ -396,12 +386,11 @@ func revOf(e *entry) uint64 {
 	return e.rev
 }
 
-// mayHold reports whether a worker may hold the claim of item k, whose
-// value names one not given back and whose records fold to st: unless it
-// is settled, as a claim of it ends it (a held item, failed for good, is
-// worked again by a worker with --allow-refunded-charges only while its
-// message is queued). An item whose worker died reads as held until its
-// batch's next run takes it over.
+// mayHold reports whether a worker may hold the claim of item k, whose value
+// names one not given back and whose records fold to st: unless it is
+// settled, as a claim of it ends it (a held item, failed for good, is worked
+// again by a worker with --allow-refunded-charges only while its message is
+// queued).
 func (c *Checkpoint) mayHold(ctx context.Context, k key, st journal.ItemState, known bool) (bool, error) {
 	if !settled(st, known, false) {
 		return true, nil
@@ -433,10 +422,9 @@ func paymentText(charge, intent, capture, psp string) string {
 	return "psp_reference " + psp
 }
 
-// importItem writes it, whose value was e when the import read it: the
-// refund ids it credits anew (ids) are bound to it and it is indexed on its payments
+// importItem writes it, whose value was e when the import read it: the refund
+// ids it credits anew (ids) are bound to it and it is indexed on its payments
 // first (both idempotent), so that once its records are stored both hold.
-// A write another writer beat is read again and checked again.
 func (c *Checkpoint) importItem(ctx context.Context, it *imported, e *entry, ids []string, name string) (int, error) {
 	ik := itemKey(it.k.Batch, it.k.Item)
 	for _, id := range ids {
@@ -515,14 +503,12 @@ func (c *Checkpoint) indexPayment(ctx context.Context, p string, k key) error {
 }
 
 // CheckJournal checks the records of the journal r, named name in errors,
-// against what the checkpoint holds, as Import checks the merge, and
-// writes nothing: records that bind an item otherwise than its stored plan
-// line (refund.CheckBinding, at the item's first line), or name another
-// payment than the records before them (at that record's line), and a
-// refund credited to two items of the journal or to an item when the
-// checkpoint credits it to another (at its refunded record's line), are a
-// *refund.InputError. journal-merge asks it of each journal it imports, so
-// that the error names the journal and line a person can look at.
+// against what the checkpoint holds, as Import checks the merge, and writes
+// nothing: records that bind an item otherwise than its stored plan line
+// (refund.CheckBinding, at the item's first line), or name another payment
+// than the records before them (at that record's line), and a refund credited
+// to two items of the journal or to an item when the checkpoint credits it to
+// another (at its refunded record's line), are a *refund.InputError.
 func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string) error {
 	items, err := readImported(r, name, true)
 	if err != nil {

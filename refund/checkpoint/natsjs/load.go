@@ -23,9 +23,8 @@ import (
 // load a batch stores its manifest (the plan's digest) and its items, then
 // queues every item; the same plan again queues what is left of it (items
 // neither refunded nor failed for good, and not queued already: the work
-// stream keeps one message per item); another plan under the batch is
-// refused with the first item that differs. A read-only checkpoint only
-// compares, and keeps the items' states for Lookup.
+// stream keeps one message per item); another plan under the batch is refused
+// with the first item that differs.
 func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
 	order, byBatch := checkpoint.ByBatch(plan)
 	for _, b := range order {
@@ -240,9 +239,8 @@ func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refun
 	return drain()
 }
 
-// givePlan gives the records imported for plan line pl, before the plan,
-// the line they lacked. An import or a worker writing the item meanwhile
-// moves its revision on: it is read, and checked, again.
+// givePlan gives the records imported for plan line pl, before the plan, the
+// line they lacked.
 func (c *Checkpoint) givePlan(ctx context.Context, pl refund.PlanLine, doc string, items map[key]*entry) error {
 	k := key{Batch: pl.Item.Batch, Item: pl.Item.Item}
 	ik := itemKey(k.Batch, k.Item)
@@ -281,10 +279,8 @@ func (c *Checkpoint) givePlan(ctx context.Context, pl refund.PlanLine, doc strin
 // at most (the client's own limit is 4000).
 const publishWindow = 1000
 
-// queue queues every item of lines that is neither refunded nor failed
-// for good. The work stream keeps one message per item: an item queued
-// already (waiting, or held by a worker) is refused, and not delivered
-// twice.
+// queue queues every item of lines that is neither refunded nor failed for
+// good.
 func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.PlanLine, items map[key]*entry) error {
 	var acks []jetstream.PubAckFuture
 	drain := func() error {
@@ -349,11 +345,8 @@ func (c *Checkpoint) planDiffers(batch string, lines []refund.PlanLine, docs []s
 	return &Error{Op: "load plan of batch " + batch, Err: errors.New("the digest differs but every item is the same (a checkpoint written by another build?)")}
 }
 
-// readItems reads every item value under filter, in one pass of an
-// ordered consumer. A watch's replay skips a value replaced while it runs
-// (its new one comes after the replay's end), so the read goes on until it
-// has seen the latest write under filter as of the replay's end: every
-// value is then read, as of then or later.
+// readItems reads every item value under filter, in one pass of an ordered
+// consumer.
 func (c *Checkpoint) readItems(ctx context.Context, filter string) (map[key]*entry, error) {
 	w, err := c.kv.WatchFiltered(ctx, []string{filter})
 	if err != nil {

@@ -15,15 +15,6 @@ import (
 
 // A payment's lock: one item of a payment at a time, beaten by its holder,
 // fenced by a waiter when the holder stops.
-// LockPayments takes the locks of an item's payment keys in order, waiting
-// while another item's live claim holds one. A lock is its item's claim's:
-// free once that claim is gone (its generation bumped by a later claim,
-// given back, or its item settled), so it needs no clock of its own. Its
-// holder beats it while the claim lives (renew); a lock whose beat stopped
-// for a whole lease is a dead or cut-off worker's, and its claim is ended
-// (fence) rather than waited on: a worker whose every slot waits on it
-// would otherwise never take its item. The payment's value lists every
-// item that took its lock: OnPayment's index.
 func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	k := key{Batch: batch, Item: item}
@@ -161,10 +152,8 @@ func (c *Checkpoint) claimEnded(v *itemValue, l *lockValue) (bool, error) {
 // fence ends the claim that holds payment p's lock l, whose holder renewed
 // nothing for a whole lease: its item's generation is bumped under the
 // revision read, as a later claim would, so its holder (paused, killed, cut
-// off) can write nothing more for it, intents included, and so send
-// nothing more. The item is marked given back; its message, still the dead
-// claim's, is delivered again once its ack-wait runs out. false: the item's
-// value changed meanwhile (its holder is alive), nothing done.
+// off) can write nothing more for it, intents included, and so send nothing
+// more.
 func (c *Checkpoint) fence(ctx context.Context, p string, l *lockValue) (bool, error) {
 	ik := itemKey(l.Batch, l.Item)
 	var v itemValue

@@ -216,9 +216,7 @@ func workSubject(name string) string {
 // Open connects to the servers of rawURL and opens the checkpoint it names:
 // unless readOnly, it creates the bucket and the work stream if they do not
 // exist, checks that their writes are durable (Durable) and starts renewing
-// this run's claims. Credentials come from the URL or the environment
-// (NATS_CREDS, a credentials file; NATS_NKEY, a seed file; NATS_USER and
-// NATS_PASSWORD; NATS_TOKEN); errors never hold a secret.
+// this run's claims.
 func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Checkpoint, error) {
 	loc, err := parseURL(rawURL)
 	if err != nil {
@@ -363,15 +361,8 @@ func (c *Checkpoint) openAssets(ctx context.Context) error {
 	return c.checkDurable(ctx, kvInfo.Config, workInfo.Config)
 }
 
-// checkDurable refuses streams whose acknowledged writes a server's kill
-// -9 could lose, and says what it cannot check. A stream in memory, or one
-// that acknowledges before it writes (persist_mode async), loses them to a
-// kill of its server. A file stream's write reaches the operating system
-// before its acknowledgment, so a kill -9 of the server keeps it; losing
-// the host (power, kernel) keeps it only if it was synced, which a single
-// server does on every write only with sync_interval: always, and a stream
-// of 3 or more replicas keeps through the loss of one node. A server shows
-// its sync_interval to its monitoring address only (monitor=).
+// checkDurable refuses streams whose acknowledged writes a server's kill -9
+// could lose, and says what it cannot check.
 func (c *Checkpoint) checkDurable(ctx context.Context, streams ...jetstream.StreamConfig) error {
 	replicas := 5
 	for _, s := range streams {

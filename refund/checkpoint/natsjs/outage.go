@@ -1,10 +1,8 @@
 package natsjs
 
 // Riding out an outage of the servers: an operation the outage failed is
-// tried again once the connection is back, for as long as the claim it is
-// for lasts by this run's clock (docs/nats.md, "An outage of the
-// servers"). Every write stays a compare-and-set: a try whose answer was
-// lost may have been stored, and is then recognised as this run's own.
+// tried again once the connection is back, for as long as the claim it is for
+// lasts by this run's clock (docs/nats.md, "An outage of the servers").
 
 import (
 	"bytes"
@@ -17,9 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// link follows the connection: a call in flight when it drops gets no
-// answer, so it is ended at once and tried again once the client is
-// connected again.
+// link follows the connection: a call in flight when it drops gets no answer,
+// so it is ended at once and tried again once the client is connected again.
 type link struct {
 	mu   sync.Mutex
 	lost chan struct{} // closed when the connection drops
@@ -76,9 +73,8 @@ func (c *Checkpoint) linkOptions() []nats.Option {
 // would never come.
 var errDropped = errors.New("the connection to them dropped")
 
-// unreachable reports an error that says the servers did not answer (or
-// not yet, while they start): the operation may be tried again. An answer
-// of theirs (a revision that moved on, a key that exists) is not.
+// unreachable reports an error that says the servers did not answer (or not
+// yet, while they start): the operation may be tried again.
 func unreachable(err error) bool {
 	var apiErr *jetstream.APIError
 	switch {
@@ -97,10 +93,8 @@ func unreachable(err error) bool {
 	return false
 }
 
-// retry runs try until it succeeds, fails with an answer of the servers,
-// or until() passes with the servers unreachable; it is run once at
-// least. Each try ends when the connection drops, or after a third of a
-// margin. The error is the last try's.
+// retry runs try until it succeeds, fails with an answer of the servers, or
+// until() passes with the servers unreachable; it is run once at least.
 func (c *Checkpoint) retry(ctx context.Context, until func() time.Time, try func(ctx context.Context) error) error {
 	for {
 		lost, back := c.link.now()
@@ -170,8 +164,7 @@ func later(a, b time.Time) time.Time {
 }
 
 // update writes body as k's value under revision rev, retried through an
-// outage. A try whose answer was lost may have been stored: the revision
-// then moved on, and a value byte for byte body's is this write's own.
+// outage.
 func (c *Checkpoint) update(ctx context.Context, until func() time.Time, k string, body []byte, rev uint64) (uint64, error) {
 	var newRev uint64
 	uncertain := false

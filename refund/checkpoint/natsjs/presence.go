@@ -2,9 +2,7 @@ package natsjs
 
 // Which workers of a batch are alive: each says so by a message of its own
 // that the server forgets a lease after it was sent (a per-message TTL,
-// nats-server 2.11 and later), sent again every third of a lease. A worker
-// waits, at the end of its batch, for the items it gave back while a live
-// worker of the batch that has not given them back may still take them.
+// nats-server 2.11 and later), sent again every third of a lease.
 
 import (
 	"context"
@@ -31,10 +29,7 @@ func (c *Checkpoint) batchPresence(batch, worker string) string {
 // minServer is the oldest nats-server with per-message TTLs.
 const minServer = "2.11.0"
 
-// openPresence opens (or makes) the stream of the workers' presences. It
-// is stored in files, as the rest: a server's restart keeps the stream
-// (one in memory would be gone, and every worker asking who is alive
-// would halt), and the presences' TTLs run on.
+// openPresence opens (or makes) the stream of the workers' presences.
 func (c *Checkpoint) openPresence(ctx context.Context) error {
 	if v := c.nc.ConnectedServerVersion(); !atLeast(v, minServer) {
 		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the server is nats-server %s: refundkit needs %s or later (per-message TTLs tell it which workers are alive)", v, minServer)}
@@ -106,11 +101,8 @@ func (c *Checkpoint) sayAlive(ctx context.Context) {
 	}
 }
 
-// presenceBody is what a worker's presence in a batch says besides that
-// it is alive: the claims it holds there, item by item with their
-// generations. A server killed -9 may forget that it delivered an item a
-// moment before, and deliver it again when it is back: the worker it comes
-// to leaves alone a claim that its live holder says it holds (take).
+// presenceBody is what a worker's presence in a batch says besides that it is
+// alive: the claims it holds there, item by item with their generations.
 type presenceBody struct {
 	Claims map[string]int64 `json:"claims,omitempty"`
 }

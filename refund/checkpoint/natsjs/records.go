@@ -20,13 +20,9 @@ type cached struct {
 	known bool
 }
 
-// Append writes recs, all of one item this run holds, as one new value of
-// the item under the revision its claim last wrote or read: a claim
-// another run took since fails with a *refund.LostClaimError, and nothing is
-// written. A refund the records credit is first bound to the item (a key
-// per refund id, made only where none is): a refund is credited to one
-// item, ever. The server acknowledges the write once it stored it
-// (Durable says how durably).
+// Append writes recs, all of one item this run holds, as one new value of the
+// item under the revision its claim last wrote or read: a claim another run
+// took since fails with a *refund.LostClaimError, and nothing is written.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if c.readOnly {
 		return &Error{Op: "append", Err: errors.New("the checkpoint was opened for reading only")}

@@ -26,9 +26,8 @@ type tally struct {
 	err     error         // the watch ended
 }
 
-// Progress is the batches of the plan this run loaded, their items counted
-// by status: every worker's, as their values say now. Each batch's count
-// is brought up to the latest write of its items before it is given.
+// Progress is the batches of the plan this run loaded, their items counted by
+// status: every worker's, as their values say now.
 func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
 	c.Mu.Lock()
 	queues := c.batches
@@ -98,8 +97,6 @@ func (c *Checkpoint) tallyOf(ctx context.Context, batch string) (*tally, error) 
 		return t, nil
 	}
 	// The watch outlives ctx: it ends with Close.
-	// Deletes too: the latest write of the items, which the tally waits
-	// to have seen, may be one (a value deleted by hand).
 	w, err := c.kv.WatchFiltered(context.WithoutCancel(ctx), []string{itemsOf(batch)})
 	if err != nil {
 		return nil, err

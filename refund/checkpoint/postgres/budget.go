@@ -1,10 +1,8 @@
 package postgres
 
-// The rate budget the workers of one provider account share: each live
-// worker of the account on this checkpoint takes an equal part of the
-// batch's --share, and the parts are re-split when one joins, ends or
-// dies. docs/design.md, "One account, many workers", says why a part per
-// live worker and not a token bucket in the database.
+// The rate budget the workers of one provider account share: each live worker
+// of the account on this checkpoint takes an equal part of the batch's
+// --share, and the parts are re-split when one joins, ends or dies.
 
 import (
 	"context"

@@ -16,13 +16,9 @@ import (
 )
 
 // Claim takes up to n items of the batches this run loaded that are open
-// (neither refunded nor failed for good; with retryHeld, held ones too),
-// not under another run's live lease and not released by this run before,
-// in plan order. FOR UPDATE SKIP LOCKED lets many runs claim at once
-// without waiting on each other; each claim bumps the item's generation,
-// which fences every later write of an earlier holder. An item whose lease
-// ran out is taken like any other: its records say it is in doubt, and the
-// engine looks it up before any call.
+// (neither refunded nor failed for good; with retryHeld, held ones too), not
+// under another run's live lease and not released by this run before, in plan
+// order.
 func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund.Claimed, time.Duration, error) {
 	c.Mu.Lock()
 	batches := c.batches
@@ -97,8 +93,7 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 
 	// The records are read by a second statement, after the claim
 	// committed: its snapshot holds every record of an earlier holder,
-	// whose later writes the new generation fences. The claim's own
-	// snapshot may predate a holder's last commit (FOR UPDATE reads the
+	// whose later writes the new generation fences (FOR UPDATE reads the
 	// newest row, not the newest records).
 	keys := make([]key, len(claimed))
 	for i, g := range claimed {
@@ -129,13 +124,9 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	return out, 0, nil
 }
 
-// seenAtStart says which of the records that burned keys (by sequence
-// number) this run's start saw committed: the 500s it may send anew with
-// --resend-after-500. A record is of this run unless its transaction had
-// ended when this run took its snapshot; sequence numbers cannot say so,
-// since they are drawn when a record is inserted, not when it commits. A
-// record written before the schema knew transactions (xact NULL) was
-// committed before any worker that reads them opened.
+// seenAtStart says which of the records that burned keys (by sequence number)
+// this run's start saw committed: the 500s it may send anew with
+// --resend-after-500.
 func (c *Checkpoint) seenAtStart(ctx context.Context, burned map[key]int64) (map[int64]bool, error) {
 	before := map[int64]bool{}
 	if len(burned) == 0 {
@@ -161,17 +152,9 @@ func (c *Checkpoint) seenAtStart(ctx context.Context, burned map[key]int64) (map
 	return before, rows.Err()
 }
 
-// waitForOthers says how long to wait before claiming again when nothing
-// was claimable: 0 when no open item of these batches is left for this run
-// or for another, else 50 to 250 ms. Left for this run: open items outside
-// the ones it released, claimed by others (whose holders may die and must
-// not be waited on alone) or locked a moment (another run's claim not yet
-// committed, an import). Left for another: an open item this run released
-// (in doubt, say) that another worker holds, or that a live worker of its
-// batch has not released yet and so will claim, look up and perhaps
-// settle. The batch's tally at the end is then final when this run ends,
-// unless every live worker gave up on an item: that one is left for a
-// later run.
+// waitForOthers says how long to wait before claiming again when nothing was
+// claimable: 0 when no open item of these batches is left for this run or for
+// another, else 50 to 250 ms.
 func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryHeld bool, doneB, doneI []string) (time.Duration, error) {
 	var left bool
 	err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refundkit.items
@@ -194,9 +177,7 @@ func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryH
 }
 
 // Holds returns nil while this run's claim of an item is live by its own
-// monotonic clock. Past its deadline it renews that claim in the
-// database, fenced by its generation: if another run took it, the claim
-// is lost and nothing more may be sent.
+// monotonic clock.
 func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 	return c.Base.Holds(ctx, key{Batch: batch, Item: item}, c.renewClaim)
 }
@@ -247,11 +228,10 @@ func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start ti
 	return start, "", nil
 }
 
-// LockPayments takes the locks of an item's payment keys, all or none in
-// one transaction, and waits while another item (of this run or another)
-// holds one; a lock whose lease ran out, or that an earlier holder of the
-// same item left, is taken over. The wait ends with the run's claim of the
-// item (Holds) or ctx.
+// LockPayments takes the locks of an item's payment keys, all or none in one
+// transaction, and waits while another item (of this run or another) holds
+// one; a lock whose lease ran out, or that an earlier holder of the same item
+// left, is taken over.
 func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	k := key{Batch: batch, Item: item}
@@ -305,8 +285,6 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 }
 
 // tryPayments takes every lock of keys for k, or none.
-// A lock is its item's claim's (worker and generation): renewed and
-// given up with it, and taken over by a later claim of the same item.
 func (c *Checkpoint) tryPayments(ctx context.Context, k key, gen int64, keys []string) (bool, error) {
 	const take = `INSERT INTO refundkit.payment_locks AS l (payment, batch, item, worker, claim_gen, lease_until)
 		SELECT p, $2, $3, $4, $6, clock_timestamp() + $5::interval FROM unnest($1::text[]) AS p
@@ -354,8 +332,7 @@ func transient(err error) bool {
 var errNotAll = errors.New("not every payment lock was free")
 
 // Release ends this run's claim of an item, fenced by its generation, and
-// keeps the item's status as its records say. This run does not claim the
-// item again.
+// keeps the item's status as its records say.
 func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	k := key{Batch: batch, Item: item}
 	c.Mu.Lock()
@@ -379,8 +356,6 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	defer cancel()
 	// An item given back unsettled names its releaser: the other workers
 	// of the batch wait for this one to take it only while it has not.
-	// Fenced, and the same again changes nothing: sent again through an
-	// outage for a lease at most.
 	err := c.retry(ctx, time.Now().Add(c.Lease()), func(ctx context.Context) error {
 		_, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET claimed_by = NULL, lease_until = NULL, status = $5, held = $6,
 			released_by = CASE WHEN $7 OR $3 = ANY(released_by) THEN released_by ELSE array_append(released_by, $3) END
@@ -390,11 +365,7 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	return c.Wrap("release claim", err)
 }
 
-// renew extends the leases of every claim this run holds, in one
-// statement. A claim the database no longer gives this run (its lease ran
-// out and another took it) is dropped: Holds and Append fail for it. A
-// failed renewal changes nothing: the claims' deadlines pass, and Holds
-// then asks the database itself.
+// renew extends the leases of every claim this run holds, in one statement.
 func (c *Checkpoint) renew(ctx context.Context) {
 	c.Mu.Lock()
 	var batches, items []string
@@ -457,10 +428,7 @@ func (c *Checkpoint) renew(ctx context.Context) {
 }
 
 // Load binds the plan to the checkpoint, batch by batch, under a lock per
-// batch so that workers starting together load it once. A batch's plan is
-// its items' canonical JSON, digested in item order; the same digest is the
-// same plan, whatever the order of the lines. Another plan is refused with
-// the first item (in this plan's order) that differs, is missing or is new.
+// batch so that workers starting together load it once.
 func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
 	order, byBatch := checkpoint.ByBatch(plan)
 	for _, b := range order {

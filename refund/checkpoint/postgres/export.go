@@ -16,11 +16,9 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// Export writes the records of batches (all batches when none are named)
-// as a file journal holds them: the same record lines, in the order they
-// were written, each commit's lines followed by its commit line. It returns
-// how many records it wrote and the highest sequence number among them,
-// for Import's check that nothing was written since.
+// Export writes the records of batches (all batches when none are named) as a
+// file journal holds them: the same record lines, in the order they were
+// written, each commit's lines followed by its commit line.
 func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
 	if c.empty {
 		return 0, 0, nil
@@ -68,11 +66,10 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 	return records, last, bw.Flush()
 }
 
-// ExportPlans writes the plans the checkpoint stores for batches (all
-// when none are named) as a plan file holds them, one item a JSON line
-// (its canonical JSON, as loaded), batch by batch in plan order: what
-// audit audits the checkpoint's items against, as audit --plan does. It
-// returns how many items it wrote.
+// ExportPlans writes the plans the checkpoint stores for batches (all when
+// none are named) as a plan file holds them, one item a JSON line (its
+// canonical JSON, as loaded), batch by batch in plan order: what audit audits
+// the checkpoint's items against, as audit --plan does.
 func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []string) (items int, err error) {
 	if c.empty {
 		return 0, nil
@@ -106,15 +103,7 @@ type BusyError struct{ Why string }
 func (e *BusyError) Error() string { return "postgres checkpoint busy: " + e.Why }
 
 // Import replaces the records of every batch that r (a journal, named name in
-// errors) holds records of with r's records, in one transaction. It is
-// journal-merge's way into the checkpoint: r is the merge of what Export
-// wrote (up to sequence number last) and the journals merged in, so nothing
-// the checkpoint held is lost. It is refused with a *BusyError while a
-// worker holds a live claim in those batches, or when records were written
-// there after last; and with a *refund.InputError when r's records bind an
-// item otherwise than the plan the checkpoint stores for its batch
-// (refund.CheckBinding, as Load checks records against a plan). The items
-// of those batches get their status anew.
+// errors) holds records of with r's records, in one transaction.
 func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last int64) (records int, batches []string, err error) {
 	sc := journal.NewScanner(r, name)
 	type row struct {
@@ -206,11 +195,9 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 }
 
 // CheckJournal checks the records of the journal r (named name in errors)
-// against the plans the checkpoint stores for their batches, as Import
-// does, and writes nothing: an item they bind otherwise than its plan
-// line is a *refund.InputError at the line of the item's first record.
-// journal-merge asks it of each journal it imports, so that the error
-// names the journal and line a person can look at, not the merge.
+// against the plans the checkpoint stores for their batches, as Import does,
+// and writes nothing: an item they bind otherwise than its plan line is a
+// *refund.InputError at the line of the item's first record.
 func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string) error {
 	sc := journal.NewScanner(r, name)
 	state := journal.NewState()
@@ -274,12 +261,10 @@ func checkPlans(ctx context.Context, q querier, batches []string, state *journal
 }
 
 // checkHolders refuses records that credit one refund to two items, among
-// themselves (journal-merge reports that as a conflict, and imports the
-// merge of the whole checkpoint), or to an item when the checkpoint
-// credits it to an item of a batch not imported: a refund is credited to
-// one item, ever (refund.Checkpoint.Holder). credits are the refund ids
-// the records' refunded records name, in any status (in doubt is never
-// free), each with its item, in the records' order.
+// themselves (journal-merge reports that as a conflict, and imports the merge
+// of the whole checkpoint), or to an item when the checkpoint credits it to
+// an item of a batch not imported: a refund is credited to one item, ever
+// (refund.Checkpoint.Holder).
 func checkHolders(ctx context.Context, tx pgx.Tx, batches []string, credits []credit, name string) error {
 	var ids []string
 	owner := map[string]key{}

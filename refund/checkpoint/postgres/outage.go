@@ -1,11 +1,9 @@
 package postgres
 
 // Riding out a restart of the database: a statement that met a dropped
-// connection, or a server that is starting, is sent again (the pool
-// connects anew) for as long as the claim it is for lasts by this run's
-// clock (docs/postgres.md, "A restart of the database"). A write whose
-// commit the drop left unknown is looked for before it is sent again:
-// never written twice, never lost.
+// connection, or a server that is starting, is sent again (the pool connects
+// anew) for as long as the claim it is for lasts by this run's clock
+// (docs/postgres.md, "A restart of the database").
 
 import (
 	"context"
@@ -20,9 +18,7 @@ import (
 )
 
 // unreachable reports an error that says the database did not answer: a
-// connection dropped or refused, a server shutting down or starting. An
-// answer of the database (a statement that failed, a lock waited on too
-// long) is not.
+// connection dropped or refused, a server shutting down or starting.
 func unreachable(err error) bool {
 	if err == nil {
 		return false
@@ -41,9 +37,8 @@ func unreachable(err error) bool {
 		errors.Is(err, syscall.ENOENT) // a unix socket gone while the server is down
 }
 
-// retry runs try until it succeeds, fails with an answer of the database,
-// ctx ends, or until passes with the database away; it is run once at
-// least. The error is the last try's.
+// retry runs try until it succeeds, fails with an answer of the database, ctx
+// ends, or until passes with the database away; it is run once at least.
 func (c *Checkpoint) retry(ctx context.Context, until time.Time, try func(ctx context.Context) error) error {
 	for {
 		err := try(ctx)
@@ -85,9 +80,7 @@ func (c *Checkpoint) leaseEnd(k key) time.Time {
 }
 
 // appended reports whether w's records are committed: a write whose
-// connection dropped before its answer may have been. Its last line is
-// looked for, as this claim wrote it; a record's line holds its time to
-// the nanosecond, so no other write holds the same.
+// connection dropped before its answer may have been.
 func (c *Checkpoint) appended(ctx context.Context, k key, gen int64, line string) (bool, error) {
 	var n int
 	err := c.pool.QueryRow(ctx, `SELECT count(*) FROM refundkit.records

@@ -14,12 +14,11 @@ import (
 // index to serve it.
 const paymentOfRecord = `coalesce(rec::jsonb->>'charge', rec::jsonb->>'payment_intent', rec::jsonb->>'capture', rec::jsonb->>'psp_reference')`
 
-// OnPayment returns the items, of every batch, whose intents or refunds
-// name a payment among keys, each with the state its records fold to, in
-// the order their first such record was committed: what every worker has
-// committed, so that an item another worker (or batch) sent on the payment
-// holds this one while the provider cannot show its refund. Items never
-// sent nor refunded are left out. One query, through records_payment.
+// OnPayment returns the items, of every batch, whose intents or refunds name
+// a payment among keys, each with the state its records fold to, in the order
+// their first such record was committed: what every worker has committed, so
+// that an item another worker (or batch) sent on the payment holds this one
+// while the provider cannot show its refund.
 func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	if c.empty || len(keys) == 0 {
 		return nil, nil

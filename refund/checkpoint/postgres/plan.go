@@ -95,9 +95,8 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 	return c.Wrap("load plan of batch "+batch, err)
 }
 
-// checkStored checks lines of batch against the records the checkpoint
-// holds of them (checkLines), in one query. A read-only checkpoint keeps
-// the state for Lookup.
+// checkStored checks lines of batch against the records the checkpoint holds
+// of them (checkLines), in one query.
 func (c *Checkpoint) checkStored(ctx context.Context, batch string, lines []refund.PlanLine) error {
 	state, err := foldBatch(ctx, c.pool, batch)
 	if err != nil {

@@ -27,9 +27,8 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
-// IsURL reports whether a --journal argument names a PostgreSQL
-// checkpoint rather than a file: postgres:// or postgresql://, as libpq
-// takes them. "postgres://" alone uses the PG* environment variables.
+// IsURL reports whether a --journal argument names a PostgreSQL checkpoint
+// rather than a file: postgres:// or postgresql://, as libpq takes them.
 func IsURL(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
@@ -64,7 +63,6 @@ type claim struct {
 // Open connects to the checkpoint at connString (a libpq URL; PG* environment
 // variables fill in what it leaves out), migrates its schema and, unless
 // readOnly, registers this run as a worker and starts renewing its claims.
-// Errors never hold the password.
 func Open(ctx context.Context, connString string, opts Options, readOnly bool) (*Checkpoint, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
@@ -111,7 +109,6 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	host, _ := os.Hostname()
 	// A name is one live worker's: a second would read the first's claims
 	// as its own and mark it stopped when it ends.
-	// started_at tells this process from an earlier one of its name.
 	err = c.pool.QueryRow(ctx, `INSERT INTO refundkit.workers AS w (worker, host, pid) VALUES ($1, $2, $3)
 		ON CONFLICT (worker) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
 			started_at = clock_timestamp(), last_seen = clock_timestamp(), stopped_at = NULL, batches = NULL,
@@ -128,9 +125,8 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	}
 	// Records committed from now on are this run's time: a key another
 	// worker burns from now on is not sent under a new key by this run.
-	// Its start is a snapshot, not the highest sequence number: a record
-	// that drew its number before another's and committed after this
-	// start is of this run.
+	// A snapshot, not the highest sequence number: those are drawn at
+	// insert, not in commit order.
 	if err := c.pool.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&c.startSnap); err != nil {
 		c.pool.Close()
 		return nil, c.Wrap("open", err)
@@ -168,16 +164,14 @@ func Migrate(ctx context.Context, connString string) error {
 	return c.Wrap("schema", migrate(ctx, pool))
 }
 
-// secretsOf are the secrets of a connection, scrubbed from every error:
-// its password, as the config and the URL hold it, and the passphrase of
-// its key.
+// secretsOf are the secrets of a connection, scrubbed from every error: its
+// password, as the config and the URL hold it, and the passphrase of its key.
 func secretsOf(cfg *pgxpool.Config, connString string) []string {
 	return append([]string{cfg.ConnConfig.Password, os.Getenv("PGSSLPASSWORD")}, passwordsIn(connString)...)
 }
 
-// Close stops renewing, gives up the claims still held (their items go to
-// the next run at once, not after their lease) and marks the worker
-// stopped.
+// Close stops renewing, gives up the claims still held (their items go to the
+// next run at once, not after their lease) and marks the worker stopped.
 func (c *Checkpoint) Close() error {
 	c.closeOnce.Do(c.close)
 	return nil

@@ -15,10 +15,7 @@ import (
 
 // Append writes recs, each of an item this run holds a claim of, in one
 // transaction: the journal lines a file journal would hold, each fenced by
-// its claim's generation. A claim another run took fails the whole append
-// with a *refund.LostClaimError, and nothing of it is written. PostgreSQL's commit
-// (synchronous_commit on, its default) makes it durable before Append
-// returns.
+// its claim's generation.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if !c.Renewing() {
 		return &Error{Op: "append", Err: fmt.Errorf("the checkpoint was opened for reading only")}
@@ -110,8 +107,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	}
 	// Through a restart of the database, sent again while the claims'
 	// leases may last, fenced as ever. A write whose connection dropped
-	// after it was sent may have committed (all of it, or none): its
-	// last line is looked for first.
+	// may have committed: its last line is looked for first.
 	until := c.leaseEnd(writes[0].k)
 	for _, w := range writes[1:] {
 		if end := c.leaseEnd(w.k); end.Before(until) {
@@ -233,9 +229,8 @@ func foldBatch(ctx context.Context, q querier, batch string) (*journal.State, er
 	return state, rows.Err()
 }
 
-// fold reads the records of items and folds each item's into its state;
-// items without records are absent. burned is, for an item whose key is
-// burned, the sequence number of the record that burned it.
+// fold reads the records of items and folds each item's into its state; items
+// without records are absent.
 func (c *Checkpoint) fold(ctx context.Context, items []key) (states map[key]journal.ItemState, burned map[key]int64, err error) {
 	batches, names := make([]string, len(items)), make([]string, len(items))
 	for i, k := range items {

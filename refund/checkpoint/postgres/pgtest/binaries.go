@@ -20,8 +20,6 @@ var ErrNoServerBinary = errors.New("no PostgreSQL server binaries (initdb, pg_ct
 // error, not a silent fallback), else `pg_config --bindir` when that holds
 // them (libpq-dev's pg_config can point at a directory without a server),
 // else the highest version under /usr/lib/postgresql (Debian's layout).
-// PATH is never searched for the server binaries: Debian does not put them
-// there.
 func findBinDir() (string, error) {
 	if dir := os.Getenv("REFUNDKIT_PG_BIN"); dir != "" {
 		if !hasServer(dir) {

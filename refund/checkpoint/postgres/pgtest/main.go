@@ -63,9 +63,8 @@ var dbSeq atomic.Int64
 // notIdent is what may not appear in NewDB's database names.
 var notIdent = regexp.MustCompile(`[^a-z0-9_]+`)
 
-// NewDB creates a fresh database on the shared server for t, named after
-// the test, and returns its URL. The database is dropped when the test
-// ends (after the test's own cleanups, which close its connections).
+// NewDB creates a fresh database on the shared server for t, named after the
+// test, and returns its URL.
 func NewDB(t testing.TB) string {
 	t.Helper()
 	name := notIdent.ReplaceAllString(strings.ToLower(t.Name()), "_")

@@ -39,8 +39,7 @@ import (
 // Options tune a server. The zero value is what tests want.
 type Options struct {
 	// Fsync keeps fsync on, for runs that measure durable writes (the
-	// bench). Off by default: it only speeds tests up. synchronous_commit
-	// stays on either way, so a commit's round trips are the real ones.
+	// bench).
 	Fsync bool
 	// MaxConnections is the server's max_connections; 0 means 200.
 	MaxConnections int
@@ -70,10 +69,7 @@ const (
 	portTries = 5
 )
 
-// Start creates and starts a fresh cluster. The binaries come from
-// $REFUNDKIT_PG_BIN if set, else `pg_config --bindir` if it holds a server,
-// else the highest /usr/lib/postgresql/*/bin; none found is
-// ErrNoServerBinary. A start that fails includes the server log's tail.
+// Start creates and starts a fresh cluster.
 func Start(opts Options) (*Server, error) {
 	if opts.MaxConnections == 0 {
 		opts.MaxConnections = 200
@@ -314,8 +310,7 @@ func (s *Server) DropDB(ctx context.Context, name string) error {
 }
 
 // CreateRole creates a login role with a password (printable ASCII), for
-// TCPURL. The password never reaches the server, its log or an error: the
-// role gets a SCRAM verifier computed here.
+// TCPURL.
 func (s *Server) CreateRole(ctx context.Context, name, password string) error {
 	verifier, err := scramVerifier(password)
 	if err != nil {
@@ -338,10 +333,9 @@ func (s *Server) Restart() error {
 	return s.Up()
 }
 
-// Down stops the server (fast shutdown) but keeps its data, socket
-// directory and port, so a test can see the database unreachable for as
-// long as it likes; Up brings it back. Down on a stopped server does
-// nothing.
+// Down stops the server (fast shutdown) but keeps its data, socket directory
+// and port, so a test can see the database unreachable for as long as it
+// likes; Up brings it back.
 func (s *Server) Down() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -363,8 +357,7 @@ func (s *Server) Crash() error {
 }
 
 // Up starts a server stopped by Down or Crash on the same data, socket and
-// port (if another process took the port meanwhile, Up fails). Up on a
-// running server does nothing.
+// port (if another process took the port meanwhile, Up fails).
 func (s *Server) Up() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -377,10 +370,7 @@ func (s *Server) Up() error {
 	return s.startLocked()
 }
 
-// Stop stops the server (fast shutdown) and removes its directory. It is
-// idempotent: later calls do nothing and return nil, so it is safe in both
-// a defer and a cleanup. If the process dies before Stop, the watchdog
-// does the same (see the package comment).
+// Stop stops the server (fast shutdown) and removes its directory.
 func (s *Server) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

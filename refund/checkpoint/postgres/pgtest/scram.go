@@ -12,11 +12,8 @@ import (
 // scramIterations is PostgreSQL's default (scram_iterations).
 const scramIterations = 4096
 
-// scramVerifier is the SCRAM-SHA-256 secret PostgreSQL stores for a
-// password (RFC 5802, RFC 7677): CREATE ROLE ... PASSWORD '<verifier>'
-// stores it as is, so the password itself never reaches the server.
-// Only printable ASCII is accepted: the server would SASLprep-normalise
-// other text, and a verifier from the raw bytes would not match it.
+// scramVerifier is the SCRAM-SHA-256 secret PostgreSQL stores for a password
+// (RFC 5802, RFC 7677): CREATE ROLE ...
 func scramVerifier(password string) (string, error) {
 	if password == "" {
 		return "", errors.New("empty password")

@@ -12,19 +12,14 @@ import (
 )
 
 // watchdog is a small shell process that outlives this one if need be: it
-// waits for EOF on a pipe whose only writer is this process, then stops
-// the server (immediate) and removes its directory. EOF comes when this
-// process closes the pipe (Stop) or dies in any way, SIGKILL included.
-// It runs in its own session, so a Ctrl-C to the test's process group
-// does not take it down with the test.
+// waits for EOF on a pipe whose only writer is this process, then stops the
+// server (immediate) and removes its directory.
 type watchdog struct {
 	cmd  *exec.Cmd
 	pipe *os.File // write end; never written, only closed
 }
 
 // watchdogScript: $1 the server's dir, $2 pg_ctl, $3 the data dir.
-// After a normal Stop the server is already down and the dir gone, so both
-// commands fail quietly.
 const watchdogScript = `read -r _
 "$2" stop -D "$3" -m immediate -w -t 60 >/dev/null 2>&1
 rm -rf -- "$1"`
@@ -61,8 +56,7 @@ func (wd *watchdog) release() {
 
 // sweepOrphans removes the servers of processes that are gone and whose
 // watchdog did not clean up (it was killed too, or the machine went down
-// under them): each dir's name carries its owner's pid. Best effort: what
-// cannot be removed (another user's) is left.
+// under them): each dir's name carries its owner's pid.
 func sweepOrphans(bin string, owner *account) {
 	tmp := os.TempDir()
 	entries, err := os.ReadDir(tmp)
