@@ -43,8 +43,11 @@ func mayImport(dir, dep string) bool {
 		// checkpoint's database, through its connection.
 		return domain || under(dep, own("refund/provider")) ||
 			under(dir, "refund/provider/adyen/notes") && dep == "refund/checkpoint/postgres"
+	case dir == "refund/checkpoint":
+		return domain
 	case under(dir, "refund/checkpoint"):
-		return domain || under(dep, own("refund/checkpoint"))
+		// Each backend runs on the claims, fence and lease they share.
+		return domain || dep == "refund/checkpoint" || under(dep, own("refund/checkpoint"))
 	case under(dir, "refund/sim"):
 		// A simulator reads the wire format its provider's client reads,
 		// and the one server serves every provider's simulator.
@@ -108,6 +111,7 @@ func TestLayoutRefusesAnUpwardImport(t *testing.T) {
 		{"refund", "refund/provider/stripe"}, {"journal", "refund"}, {"refund/provider/stripe", "refund/provider/paypal"},
 		{"refund/checkpoint/postgres", "refund/provider/stripe"}, {"refund/audit", "refund/checkpoint/postgres"},
 		{"refund/provider/stripe", "refund/sim/stripesim"}, {"refund/money", "refund"}, {"refund/sim/stripesim", "refund/checkpoint/natsjs"},
+		{"refund/checkpoint", "refund/checkpoint/postgres"}, {"refund/checkpoint/natsjs", "refund/checkpoint/postgres"},
 	} {
 		if mayImport(c[0], c[1]) {
 			t.Errorf("the map lets %s import %s", c[0], c[1])

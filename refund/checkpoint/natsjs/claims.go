@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // consumer is the batch's shared consumer, made by the first worker to
@@ -38,18 +38,13 @@ func (c *Checkpoint) consumer(ctx context.Context, batch string) (*batchQueue, e
 		}
 	}
 	if err != nil {
-		return nil, c.wrap("open the queue of batch "+batch, err)
+		return nil, c.Wrap("open the queue of batch "+batch, err)
 	}
 	// The shortest ack-wait of the run's batches is its lease.
 	if wait := cons.CachedInfo().Config.AckWait; wait > 0 && wait != c.opts.Lease {
-		c.opts.Warn(fmt.Sprintf("the queue of batch %s has an ack-wait of %s, which is the lease of every worker of the batch (--lease %s is for a queue this run makes)", batch, wait, c.opts.Lease))
-		if wait < c.leaseNow() {
-			c.lease.Store(int64(wait))
-			// Renew at a third of it from now on, not of --lease.
-			select {
-			case c.leaseCut <- struct{}{}:
-			default:
-			}
+		c.Warn(fmt.Sprintf("the queue of batch %s has an ack-wait of %s, which is the lease of every worker of the batch (--lease %s is for a queue this run makes)", batch, wait, c.opts.Lease))
+		if wait < c.Lease() {
+			c.CutLease(wait) // renewed at a third of it from now on, not of --lease
 		}
 	}
 	return &batchQueue{batch: batch, cons: cons}, nil
@@ -61,26 +56,17 @@ func consumerName(batch string) string {
 	return "batch_" + hex.EncodeToString(sum[:16])
 }
 
-// Claim takes up to n items from the batches' queues. An item is the
-// claimant's once its value's generation is bumped under the revision it
-// read: a write of an earlier holder, whose ack-wait ran out, then fails.
-// Items settled meanwhile are acknowledged and passed over; an item this
-// run gave back unsettled is not taken again by it (another worker takes
-// it, or the next run). When it takes none, wait > 0 says items are still
-// queued or held by workers (one of them may die), 0 that nothing is left
-// but what this run leaves alone.
+// Claim takes up to n items from the batches' queues.
 func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund.Claimed, time.Duration, error) {
-	c.mu.Lock()
+	c.Mu.Lock()
 	queues := c.batches
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	var out []refund.Claimed
 	for _, q := range queues {
 		// Messages this run passes over (items it leaves to others,
-		// settled ones) do not fill its slots: it asks again until the
-		// queue has no more to give now. A left item's message is delayed
-		// as it is given back, so it is not delivered again at once: were
-		// it counted, a run could be handed its own given-back items
-		// first, every time, and never the rest.
+		// settled ones) do not fill its slots: it asks again until
+		// the queue has no more to give now: counted, a run could be
+		// handed its own given-back items first, every time.
 		for len(out) < n {
 			start := time.Now()
 			ask := n - len(out)
@@ -89,16 +75,16 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 				// A consumer another worker made a moment ago is not
 				// serving yet (or a server is restarting): ask again,
 				// unless it is gone.
-				return out, c.pollWait(), c.consumerGone(ctx, q)
+				return out, c.PollWait(), c.consumerGone(ctx, q)
 			}
 			if unreachable(err) {
 				if len(out) > 0 {
 					return out, 0, nil
 				}
-				return nil, c.pollWait(), c.claimsUnanswered(err)
+				return nil, c.PollWait(), c.ClaimsUnanswered(err)
 			}
 			if err != nil {
-				return nil, 0, c.wrap("claim", err)
+				return nil, 0, c.Wrap("claim", err)
 			}
 			got := 0
 			for msg := range msgs.Messages() {
@@ -112,15 +98,15 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 				}
 			}
 			if err := msgs.Error(); errors.Is(err, nats.ErrNoResponders) && len(out) == 0 {
-				return nil, c.pollWait(), c.consumerGone(ctx, q)
+				return nil, c.PollWait(), c.consumerGone(ctx, q)
 			} else if unreachable(err) && !errors.Is(err, nats.ErrNoResponders) {
 				// The servers are away: ask again, for a lease at most.
 				if len(out) > 0 {
 					return out, 0, nil
 				}
-				return nil, c.pollWait(), c.claimsUnanswered(err)
+				return nil, c.PollWait(), c.ClaimsUnanswered(err)
 			} else if err != nil && !errors.Is(err, nats.ErrNoResponders) {
-				return nil, 0, c.wrap("claim", err)
+				return nil, 0, c.Wrap("claim", err)
 			}
 			c.claimsAnswered()
 			if got < ask {
@@ -139,7 +125,7 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 			return err
 		})
 		if err != nil {
-			return nil, 0, c.wrap("claim", err)
+			return nil, 0, c.Wrap("claim", err)
 		}
 		if info.NumPending == 0 && info.NumAckPending == 0 {
 			continue
@@ -150,25 +136,23 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 			return err
 		})
 		if err != nil {
-			return nil, 0, c.wrap("claim", err)
+			return nil, 0, c.Wrap("claim", err)
 		}
 		if others {
-			return nil, c.pollWait(), nil
+			return nil, c.PollWait(), nil
 		}
 	}
 	return nil, 0, nil
 }
 
-// queuedForOthers reports whether the run is to wait for the batch's
-// queue: it holds an item this run does not leave alone (waiting, or held
-// by a worker that may die), or one it left that another worker holds now
-// (which may settle it: the batch's tally, and this run's exit, wait for
-// that). The work stream holds one message per item until it is
-// acknowledged, so its subjects are the items still queued.
+// queuedForOthers reports whether the run is to wait for the batch's queue:
+// it holds an item this run does not leave alone (waiting, or held by a
+// worker that may die), or one it left that another worker holds now (which
+// may settle it: the batch's tally, and this run's exit, wait for that).
 func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, error) {
-	c.mu.Lock()
-	leaves := len(c.leaves) > 0
-	c.mu.Unlock()
+	c.Mu.Lock()
+	leaves := len(c.Left) > 0
+	c.Mu.Unlock()
 	if !leaves {
 		return true, nil
 	}
@@ -178,22 +162,22 @@ func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, e
 	}
 	var left []key
 	var gens []int64
-	c.mu.Lock()
+	c.Mu.Lock()
 	for subject := range info.State.Subjects {
 		b, item, err := c.parseWork(subject)
-		gen, leaves := c.leaves[key{b, item}]
+		gen, leaves := c.Left[key{Batch: b, Item: item}]
 		if err != nil || !leaves {
-			c.mu.Unlock()
+			c.Mu.Unlock()
 			return true, nil
 		}
-		left = append(left, key{b, item})
+		left = append(left, key{Batch: b, Item: item})
 		gens = append(gens, gen)
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	var live map[string]bool
 	for i, k := range left {
 		var v itemValue
-		_, ok, err := getJSON(ctx, c.kv, itemKey(k.batch, k.item), &v)
+		_, ok, err := getJSON(ctx, c.kv, itemKey(k.Batch, k.Item), &v)
 		if err != nil || !ok {
 			return false, err
 		}
@@ -204,7 +188,7 @@ func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, e
 		// Or a live worker of the batch has not given it back: it will
 		// take it, unless the item is held (only a worker with
 		// --allow-refunded-charges would; PostgreSQL's waits the same).
-		st, known, err := v.fold(itemKey(k.batch, k.item))
+		st, known, err := v.fold(itemKey(k.Batch, k.Item))
 		if err != nil {
 			return false, err
 		}
@@ -220,7 +204,7 @@ func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, e
 			}
 		}
 		for w := range live {
-			if w != c.worker && !slices.Contains(v.ReleasedBy, w) {
+			if w != c.Worker && !slices.Contains(v.ReleasedBy, w) {
 				return true, nil
 			}
 		}
@@ -232,15 +216,14 @@ func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, e
 // --allow-refunded-charges: only such a worker may work it, or end it.
 const headerRetryHeld = "Refundkit-Retry-Held"
 
-// leave gives msg back to the queue, for another worker to take: this
-// run gave its item back, lost its claim, or may not make the retry it
-// was queued for. The run ends once only such items are left.
-// gen is the item's claim generation as this run last saw it unheld.
+// leave gives msg back to the queue, for another worker to take: this run
+// gave its item back, lost its claim, or may not make the retry it was queued
+// for.
 func (c *Checkpoint) leave(k key, msg jetstream.Msg, gen int64) {
-	msg.NakWithDelay(c.pollWait())
-	c.mu.Lock()
-	c.leaves[k] = gen
-	c.mu.Unlock()
+	msg.NakWithDelay(c.PollWait())
+	c.Mu.Lock()
+	c.Left[k] = gen
+	c.Mu.Unlock()
 }
 
 // consumerGone is an error when q's consumer no longer exists (deleted by
@@ -248,7 +231,7 @@ func (c *Checkpoint) leave(k key, msg jetstream.Msg, gen int64) {
 func (c *Checkpoint) consumerGone(ctx context.Context, q *batchQueue) error {
 	_, err := c.work.Consumer(ctx, consumerName(q.batch))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return c.wrap("claim", fmt.Errorf("the queue of batch %s has no consumer %s any more (deleted by hand?): a new run makes it again", q.batch, consumerName(q.batch)))
+		return c.Wrap("claim", fmt.Errorf("the queue of batch %s has no consumer %s any more (deleted by hand?): a new run makes it again", q.batch, consumerName(q.batch)))
 	}
 	return nil
 }
@@ -261,19 +244,19 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 		msg.Term()
 		return nil, &CorruptError{Key: msg.Subject(), Err: err}
 	}
-	k := key{batch, item}
-	c.mu.Lock()
-	if cl := c.held[k]; cl != nil {
+	k := key{Batch: batch, Item: item}
+	c.Mu.Lock()
+	if cl := c.Held[k]; cl != nil {
 		// Delivered again to this run, which still works on it (its
 		// ack-wait ran out meanwhile): the new delivery carries the claim,
 		// if no other worker took it in between: the next Holds reads the
 		// item's value to know.
-		cl.msg, cl.deadline = msg, time.Time{}
-		c.mu.Unlock()
+		cl.msg, cl.Deadline = msg, time.Time{}
+		c.Mu.Unlock()
 		return nil, nil
 	}
-	_, leaves := c.leaves[k]
-	c.mu.Unlock()
+	_, leaves := c.Left[k]
+	c.Mu.Unlock()
 	ik := itemKey(batch, item)
 	until := c.leaseFrom(start)
 	if leaves {
@@ -281,8 +264,8 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 		// held by no one: its generation now is the last unheld one.
 		var v itemValue
 		if _, _, err := c.getJSON(ctx, until, ik, &v); err != nil {
-			msg.NakWithDelay(c.pollWait())
-			return nil, c.wrap("claim", err)
+			msg.NakWithDelay(c.PollWait())
+			return nil, c.Wrap("claim", err)
 		}
 		c.leave(k, msg, v.Gen)
 		return nil, nil
@@ -291,7 +274,7 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 		var v itemValue
 		rev, ok, err := c.getJSON(ctx, until, ik, &v)
 		if err != nil {
-			return nil, c.wrap("claim", err)
+			return nil, c.Wrap("claim", err)
 		}
 		if !ok {
 			msg.Term()
@@ -307,7 +290,7 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 			// it neither retries the item nor ends its message.
 			c.leave(k, msg, v.Gen)
 			c.warnHeld.Do(func() {
-				c.opts.Warn(fmt.Sprintf("item %q of batch %q is held (a refund elsewhere on its charge) and was queued again by a worker with --allow-refunded-charges: this worker, without the flag, leaves such items to workers with it, and ends once only they are left", item, batch))
+				c.Warn(fmt.Sprintf("item %q of batch %q is held (a refund elsewhere on its charge) and was queued again by a worker with --allow-refunded-charges: this worker, without the flag, leaves such items to workers with it, and ends once only they are left", item, batch))
 			})
 			return nil, nil
 		}
@@ -316,7 +299,7 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 			msg.DoubleAck(ctx)
 			return nil, nil
 		}
-		if v.Worker != "" && v.Worker != c.worker && !v.Released {
+		if v.Worker != "" && v.Worker != c.Worker && !v.Released {
 			// Delivered again while its live holder says it holds it, or
 			// wrote it since it last said what it holds (a server killed
 			// -9 forgot the delivery): left to it, and asked again later,
@@ -334,17 +317,17 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 				return err
 			})
 			if err != nil {
-				msg.NakWithDelay(c.pollWait())
-				return nil, c.wrap("claim", err)
+				msg.NakWithDelay(c.PollWait())
+				return nil, c.Wrap("claim", err)
 			}
 			if live {
-				msg.NakWithDelay(c.leaseNow() / 3)
+				msg.NakWithDelay(c.Lease() / 3)
 				return nil, nil
 			}
 		}
 		nv := v
 		nv.Gen++
-		nv.Worker, nv.Released = c.worker, false
+		nv.Worker, nv.Released = c.Worker, false
 		nv.BurnRev, nv.BurnPending = v.burnRev(rev), false
 		body, _ := json.Marshal(&nv)
 		newRev, err := c.update(ctx, until, ik, body, rev)
@@ -352,11 +335,11 @@ func (c *Checkpoint) take(ctx context.Context, msg jetstream.Msg, start time.Tim
 			continue // its earlier holder wrote a moment ago: read again
 		}
 		if err != nil {
-			return nil, c.wrap("claim", err)
+			return nil, c.Wrap("claim", err)
 		}
-		c.mu.Lock()
-		c.held[k] = &claim{msg: msg, rev: newRev, val: &nv, state: st, known: known, deadline: start.Add(c.margin())}
-		c.mu.Unlock()
+		c.Mu.Lock()
+		c.Held[k] = &claim{Claim: checkpoint.Claim{State: st, Known: known, Deadline: start.Add(c.Margin())}, msg: msg, rev: newRev, val: &nv}
+		c.Mu.Unlock()
 		return &refund.Claimed{Batch: batch, Item: item, State: st, Known: known,
 			BurnedInRun: st.KeyBurned && (nv.BurnRev == 0 || nv.BurnRev > c.startSeq)}, nil
 	}
@@ -382,46 +365,22 @@ func (c *Checkpoint) kvSubject(k string) string {
 	return "$KV." + bucketName(c.loc.name) + "." + k
 }
 
-// margin is how long after a delivery or renewal was asked for the
-// ack-wait is surely not out by this host's clock: the lease less a tenth
-// for the two clocks' drift and the renewal's way to the server.
-func (c *Checkpoint) margin() time.Duration {
-	lease := c.leaseNow()
-	return lease - lease/10
-}
-
-func (c *Checkpoint) pollWait() time.Duration {
-	return min(max(c.leaseNow()/10, 50*time.Millisecond), 250*time.Millisecond)
-}
-
-// leaseNow is the lease: the ack-wait of the batches' consumers.
-func (c *Checkpoint) leaseNow() time.Duration { return time.Duration(c.lease.Load()) }
-
 // Holds returns nil while this run's claim is live by its own monotonic
-// clock. Past its deadline (a renewal failed, or the run was paused) it
-// renews the claim and reads the item's value: if another run bumped its
-// generation, the claim is lost and nothing more may be sent.
+// clock.
 func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
-	k := key{batch, item}
-	c.mu.Lock()
-	cl := c.held[k]
-	if cl == nil {
-		c.mu.Unlock()
-		return &refund.LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
-	}
-	if time.Now().Before(cl.deadline) {
-		c.mu.Unlock()
-		return nil
-	}
+	return c.Base.Holds(ctx, key{Batch: batch, Item: item}, c.renewClaim)
+}
+
+func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start time.Time, lost string, err error) {
+	c.Mu.Lock()
 	rev := cl.rev
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	// Asked again through an outage while the lease may last.
-	var start time.Time
 	var e jetstream.KeyValueEntry
-	err := c.retry(ctx, c.claimUntil(cl, time.Now()), func(ctx context.Context) error {
-		c.mu.Lock()
+	err = c.retry(ctx, c.claimUntil(cl, time.Now()), func(ctx context.Context) error {
+		c.Mu.Lock()
 		msg := cl.msg // a delivery again replaces it
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		start = time.Now()
 		if err := msg.InProgress(); err != nil {
 			return err
@@ -430,86 +389,65 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 			return err
 		}
 		var err error
-		if e, err = c.kv.Get(ctx, itemKey(batch, item)); errors.Is(err, jetstream.ErrKeyNotFound) {
+		if e, err = c.kv.Get(ctx, itemKey(k.Batch, k.Item)); errors.Is(err, jetstream.ErrKeyNotFound) {
 			e, err = nil, nil
 		}
 		return err
 	})
 	if err != nil {
-		return c.wrap("renew claim", err)
+		return start, "", c.Wrap("renew claim", err)
 	}
 	if e == nil || e.Revision() != rev {
-		c.drop(k)
-		return &refund.LostClaimError{Batch: batch, Item: item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
+		return start, "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)", nil
 	}
-	c.mu.Lock()
-	if c.held[k] == cl {
-		cl.deadline = start.Add(c.margin())
-	}
-	c.mu.Unlock()
-	return nil
+	return start, "", nil
 }
 
-// drop forgets a claim another run took.
-func (c *Checkpoint) drop(k key) {
-	c.mu.Lock()
-	delete(c.held, k)
-	c.leaves[k] = math.MaxInt64 // this run halts: it waits for no one
-	c.mu.Unlock()
-}
-
-// Release ends this run's claim. A settled item's message is acknowledged,
-// and the server's confirmation awaited: its outcome is stored already. An
-// item left unsettled (in doubt, pending, not started) is marked given
-// back, under the claim's fence, and its message delivered again at once:
-// another worker of the batch takes it (this run does not), or it waits in
-// the queue for the next run; its look-up comes first.
+// Release ends this run's claim.
 func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
-	k := key{batch, item}
-	c.mu.Lock()
-	cl := c.held[k]
-	delete(c.held, k)
-	done := cl != nil && settled(cl.state, cl.known, c.opts.RetryHeld)
+	k := key{Batch: batch, Item: item}
+	c.Mu.Lock()
+	cl := c.Held[k]
+	delete(c.Held, k)
+	done := cl != nil && settled(cl.State, cl.Known, c.opts.RetryHeld)
 	if cl != nil && !done {
-		c.leaves[k] = cl.val.Gen
+		c.Left[k] = cl.val.Gen
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	if cl == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.margin())
+	ctx, cancel := context.WithTimeout(ctx, c.Margin())
 	defer cancel()
 	until := c.leaseFrom(time.Now())
 	if done {
-		return c.wrap("acknowledge", c.retry(ctx, until, cl.msg.DoubleAck))
+		return c.Wrap("acknowledge", c.retry(ctx, until, cl.msg.DoubleAck))
 	}
 	v := *cl.val
 	v.Released = true
-	if !slices.Contains(v.ReleasedBy, c.worker) {
-		v.ReleasedBy = append(slices.Clip(v.ReleasedBy), c.worker)
+	if !slices.Contains(v.ReleasedBy, c.Worker) {
+		v.ReleasedBy = append(slices.Clip(v.ReleasedBy), c.Worker)
 	}
 	body, _ := json.Marshal(&v)
 	if _, err := c.update(ctx, until, itemKey(batch, item), body, cl.rev); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return nil // another worker holds it now: its message is theirs
 		}
-		return c.wrap("release claim", err)
+		return c.Wrap("release claim", err)
 	}
 	if beforeGiveBack != nil {
 		beforeGiveBack()
 	}
 	// Delivered again at once, to the other workers: this run leaves it.
-	// Not past the claim's deadline: the server takes a Nak by stream
-	// sequence, and one sent late (this run was paused since its write)
-	// would take the item from a worker that claimed it meanwhile; the
-	// ack-wait runs out by itself then.
-	if !time.Now().Before(cl.deadline) {
+	// Not late: the server takes a Nak by stream sequence, and a late one
+	// would take the item from a worker that claimed it meanwhile.
+	if !time.Now().Before(cl.Deadline) {
 		return nil
 	}
 	if err := cl.msg.Nak(); err != nil {
-		return c.wrap("release claim", err)
+		return c.Wrap("release claim", err)
 	}
-	return c.wrap("release claim", c.nc.FlushTimeout(c.margin()/3))
+	return c.Wrap("release claim", c.nc.FlushTimeout(c.Margin()/3))
 }
 
 func isWrongLastSeq(err error) bool {
@@ -529,4 +467,67 @@ func cmpErr(err error, otherwise string) error {
 		return err
 	}
 	return errors.New(otherwise)
+}
+
+// Renewing this run's claims: every third of a lease, and at once when
+// the connection comes back.
+
+// renew tells the server that this run still works on each item it
+// holds, and moves their deadlines once the server has had the word (a
+// flush's round trip).
+func (c *Checkpoint) renew() {
+	start, margin := time.Now(), c.Margin()
+	c.Mu.Lock()
+	claims := make(map[*claim]bool, len(c.Held))
+	var late []*claim
+	for _, cl := range c.Held {
+		if cl.msg.InProgress() != nil {
+			continue
+		}
+		// A claim past its deadline (this run was paused, or a renewal
+		// failed) may be another worker's now: its renewal is sent, and
+		// its deadline moved only once the item's value shows it is
+		// still this run's, as Holds does.
+		if start.Before(cl.Deadline) {
+			claims[cl] = true
+		} else {
+			late = append(late, cl)
+		}
+	}
+	c.Mu.Unlock()
+	if len(claims) == 0 && len(late) == 0 {
+		return
+	}
+	if err := c.nc.FlushTimeout(margin / 3); err != nil {
+		return // not renewed: the deadlines pass, and Holds asks the server
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), margin/3)
+	defer cancel()
+	for _, cl := range late {
+		c.Mu.Lock()
+		rev, val := cl.rev, cl.val
+		c.Mu.Unlock()
+		e, err := c.kv.Get(ctx, itemKey(val.Batch, val.Item))
+		if err == nil && e.Revision() == rev {
+			claims[cl] = true // a late renewal, of a claim no one took
+		}
+	}
+	type locks struct {
+		me   lockValue
+		keys []string
+	}
+	var beats []locks
+	c.Mu.Lock()
+	for _, cl := range c.Held {
+		if claims[cl] {
+			cl.Deadline = start.Add(margin)
+			if len(cl.payments) > 0 {
+				beats = append(beats, locks{cl.lock, cl.payments})
+			}
+		}
+	}
+	c.Mu.Unlock()
+	for _, b := range beats {
+		c.beat(ctx, b.me, b.keys)
+	}
 }

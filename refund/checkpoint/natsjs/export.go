@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -33,7 +35,7 @@ func (c *Checkpoint) sortedItems(ctx context.Context, batches []string) ([]*entr
 	for _, f := range filters {
 		items, err := c.readItems(ctx, f)
 		if err != nil {
-			return nil, c.wrap("export", err)
+			return nil, c.Wrap("export", err)
 		}
 		for _, e := range items {
 			all = append(all, e)
@@ -52,10 +54,9 @@ func lineOrder(e *entry) int {
 	return e.val.Line
 }
 
-// Export writes the records of batches (all batches when none are named)
-// as a file journal holds them: each item's records, in the order they were
-// written, as one commit, items in plan order. It returns how many records
-// it wrote and the highest revision among their values.
+// Export writes the records of batches (all batches when none are named) as a
+// file journal holds them: each item's records, in the order they were
+// written, as one commit, items in plan order.
 func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
 	items, err := c.sortedItems(ctx, batches)
 	if err != nil {
@@ -84,10 +85,9 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 	return records, last, bw.Flush()
 }
 
-// ExportPlans writes the plans the checkpoint stores for batches (all
-// when none are named) as a plan file holds them, one item a JSON line
-// (its canonical JSON, as loaded), batch by batch in plan order. It
-// returns how many items it wrote.
+// ExportPlans writes the plans the checkpoint stores for batches (all when
+// none are named) as a plan file holds them, one item a JSON line (its
+// canonical JSON, as loaded), batch by batch in plan order.
 func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []string) (int, error) {
 	items, err := c.sortedItems(ctx, batches)
 	if err != nil {
@@ -116,7 +116,7 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]refund.Ba
 	if len(batches) == 0 {
 		lister, err := c.kv.ListKeysFiltered(ctx, "plan.>")
 		if err != nil {
-			return nil, 0, c.wrap("holders", err)
+			return nil, 0, c.Wrap("holders", err)
 		}
 		for k := range lister.Keys() {
 			b, err := untoken(strings.TrimPrefix(k, "plan."))
@@ -133,21 +133,21 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]refund.Ba
 		var m manifest
 		_, ok, err := getJSON(ctx, c.kv, planKey(b), &m)
 		if err != nil {
-			return nil, 0, c.wrap("holders", err)
+			return nil, 0, c.Wrap("holders", err)
 		}
 		if !ok {
 			continue
 		}
 		items, err := c.readItems(ctx, itemsOf(b))
 		if err != nil {
-			return nil, 0, c.wrap("holders", err)
+			return nil, 0, c.Wrap("holders", err)
 		}
 		info := refund.BatchInfo{Batch: b, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: map[string]int{}}
 		for k, e := range items {
 			if len(e.val.Plan) == 0 {
 				continue
 			}
-			st, _, err := e.val.fold(itemKey(k.batch, k.item))
+			st, _, err := e.val.fold(itemKey(k.Batch, k.Item))
 			if err != nil {
 				return nil, 0, err
 			}
@@ -162,11 +162,11 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]refund.Ba
 			continue
 		}
 		if err != nil {
-			return nil, 0, c.wrap("holders", err)
+			return nil, 0, c.Wrap("holders", err)
 		}
 		ci, err := cons.Info(ctx)
 		if err != nil {
-			return nil, 0, c.wrap("holders", err)
+			return nil, 0, c.Wrap("holders", err)
 		}
 		live += ci.NumAckPending
 	}
@@ -192,11 +192,194 @@ func (c *Checkpoint) Inspect(ctx context.Context, batch, item string) (info Item
 	var v itemValue
 	_, ok, err = getJSON(ctx, c.kv, itemKey(batch, item), &v)
 	if err != nil || !ok {
-		return info, false, c.wrap("inspect", err)
+		return info, false, c.Wrap("inspect", err)
 	}
 	st, _, err := v.fold(itemKey(batch, item))
 	if err != nil {
 		return info, false, err
 	}
 	return ItemInfo{Worker: v.Worker, Gen: v.Gen, Released: v.Released, Status: statusName(st), Records: len(v.Records)}, true, nil
+}
+
+// tally is a batch's items counted by status, kept up to date by a watch
+// of their values: a progress line read every few seconds costs the
+// writes since the last one, not a read of every item.
+type tally struct {
+	w jetstream.KeyWatcher
+
+	mu      sync.Mutex
+	status  map[string]string // item's key -> statusName, items of the plan only
+	counts  map[string]int
+	seen    uint64        // the revision of the last value applied
+	ready   bool          // every value present when the watch began is applied
+	changed chan struct{} // closed and replaced at each update
+	err     error         // the watch ended
+}
+
+// Progress is the batches of the plan this run loaded, their items counted by
+// status: every worker's, as their values say now.
+func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
+	c.Mu.Lock()
+	queues := c.batches
+	c.Mu.Unlock()
+	var out []refund.BatchInfo
+	for _, q := range queues {
+		var m manifest
+		if _, _, err := getJSON(ctx, c.kv, planKey(q.batch), &m); err != nil {
+			return nil, c.Wrap("tally", err)
+		}
+		t, err := c.tallyOf(ctx, q.batch)
+		if err != nil {
+			return nil, c.Wrap("tally", err)
+		}
+		// Bounded: a watch that fell behind (a server restarting, its
+		// consumer made again) gives way to a read of every item.
+		upCtx, cancel := context.WithTimeout(ctx, c.Margin())
+		counts, err := t.upTo(upCtx, c.lastItemWrite(upCtx, q.batch))
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			counts, err = c.countItems(ctx, q.batch)
+		}
+		if err != nil {
+			return nil, c.Wrap("tally", err)
+		}
+		out = append(out, refund.BatchInfo{Batch: q.batch, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: counts})
+	}
+	return out, nil
+}
+
+// countItems counts batch's items by status from a read of every one.
+func (c *Checkpoint) countItems(ctx context.Context, batch string) (map[string]int, error) {
+	items, err := c.readItems(ctx, itemsOf(batch))
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	for k, e := range items {
+		if len(e.val.Plan) == 0 {
+			continue // records imported for an item the plan does not hold
+		}
+		st, _, err := e.val.fold(itemKey(k.Batch, k.Item))
+		if err != nil {
+			return nil, err
+		}
+		counts[statusName(st)]++
+	}
+	return counts, nil
+}
+
+// lastItemWrite is the revision of the latest write of an item of batch;
+// 0 when it cannot be read (the count is then given as it stands).
+func (c *Checkpoint) lastItemWrite(ctx context.Context, batch string) uint64 {
+	msg, err := c.kvStream.GetLastMsgForSubject(ctx, c.kvSubject(itemsOf(batch)))
+	if err != nil {
+		return 0
+	}
+	return msg.Sequence
+}
+
+// tallyOf is batch's tally, its watch started on first use.
+func (c *Checkpoint) tallyOf(ctx context.Context, batch string) (*tally, error) {
+	c.Mu.Lock()
+	t := c.tallies[batch]
+	c.Mu.Unlock()
+	if t != nil {
+		return t, nil
+	}
+	// The watch outlives ctx: it ends with Close.
+	w, err := c.kv.WatchFiltered(context.WithoutCancel(ctx), []string{itemsOf(batch)})
+	if err != nil {
+		return nil, err
+	}
+	t = &tally{w: w, status: map[string]string{}, counts: map[string]int{}, changed: make(chan struct{})}
+	c.Mu.Lock()
+	if other := c.tallies[batch]; other != nil {
+		c.Mu.Unlock()
+		w.Stop()
+		return other, nil
+	}
+	if c.tallies == nil {
+		c.tallies = map[string]*tally{}
+	}
+	c.tallies[batch] = t
+	c.Mu.Unlock()
+	go t.follow()
+	return t, nil
+}
+
+// follow applies each value the watch delivers until it ends.
+func (t *tally) follow() {
+	for e := range t.w.Updates() {
+		t.mu.Lock()
+		if e == nil {
+			t.ready = true
+		} else {
+			t.apply(e)
+		}
+		close(t.changed)
+		t.changed = make(chan struct{})
+		t.mu.Unlock()
+	}
+	t.mu.Lock()
+	t.err = errors.New("the watch of the items ended")
+	close(t.changed)
+	t.mu.Unlock()
+}
+
+func (t *tally) apply(e jetstream.KeyValueEntry) {
+	t.seen = max(t.seen, e.Revision())
+	if e.Operation() != jetstream.KeyValuePut {
+		t.drop(e.Key())
+		return
+	}
+	var v itemValue
+	if err := json.Unmarshal(e.Value(), &v); err != nil || len(v.Plan) == 0 {
+		return // not refundkit's, or records imported for an item the plan does not hold
+	}
+	st, _, err := v.fold(e.Key())
+	if err != nil {
+		return
+	}
+	t.drop(e.Key())
+	name := statusName(st)
+	t.status[e.Key()] = name
+	t.counts[name]++
+}
+
+// drop takes the item of key k out of the counts.
+func (t *tally) drop(k string) {
+	if was, ok := t.status[k]; ok {
+		t.counts[was]--
+		if t.counts[was] == 0 {
+			delete(t.counts, was)
+		}
+		delete(t.status, k)
+	}
+}
+
+// upTo waits until the watch has applied every value up to revision rev,
+// and returns the counts then.
+func (t *tally) upTo(ctx context.Context, rev uint64) (map[string]int, error) {
+	for {
+		t.mu.Lock()
+		if t.err != nil {
+			t.mu.Unlock()
+			return nil, t.err
+		}
+		if t.ready && t.seen >= rev {
+			counts := make(map[string]int, len(t.counts))
+			for k, n := range t.counts {
+				counts[k] = n
+			}
+			t.mu.Unlock()
+			return counts, nil
+		}
+		changed := t.changed
+		t.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }

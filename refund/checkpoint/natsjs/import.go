@@ -1,13 +1,7 @@
 package natsjs
 
 // journal-merge -o nats://...: the records of journals merged into the
-// checkpoint's items. JetStream has no transaction across keys, so an
-// import checks everything first and writes nothing if anything is
-// refused; then it writes item by item, each item's records in one value
-// under compare-and-set, after the refund ids they credit and the payments
-// they name. Each write is whole, and an item already holding every record
-// of the merge is not written, so the same import again after a crash
-// completes it, and once complete adds nothing.
+// checkpoint's items.
 
 import (
 	"cmp"
@@ -34,8 +28,7 @@ type BusyError struct{ Why string }
 func (e *BusyError) Error() string { return "nats checkpoint busy: " + e.Why }
 
 // PartialImportError is an import that stopped after it wrote some of its
-// items: each holds all its records of the merge, the others none. The
-// same import again completes it.
+// items: each holds all its records of the merge, the others none.
 type PartialImportError struct {
 	Written, Items int
 	Err            error
@@ -84,7 +77,7 @@ func readImported(r io.Reader, name string, keep bool) ([]*imported, error) {
 			return nil, err
 		}
 		line = line[:len(line)-1]
-		k := key{rec.Batch, rec.Item}
+		k := key{Batch: rec.Batch, Item: rec.Item}
 		it := byKey[k]
 		if it == nil {
 			it = &imported{k: k, have: map[string]bool{}, first: sc.Line()}
@@ -127,13 +120,13 @@ func (c *Checkpoint) storedOf(ctx context.Context, items []*imported) (map[key]*
 	out := map[key]*entry{}
 	seen := map[string]bool{}
 	for _, it := range items {
-		if seen[it.k.batch] {
+		if seen[it.k.Batch] {
 			continue
 		}
-		seen[it.k.batch] = true
-		es, err := c.readItems(ctx, itemsOf(it.k.batch))
+		seen[it.k.Batch] = true
+		es, err := c.readItems(ctx, itemsOf(it.k.Batch))
 		if err != nil {
-			return nil, c.wrap("read batch "+it.k.batch, err)
+			return nil, c.Wrap("read batch "+it.k.Batch, err)
 		}
 		for k, e := range es {
 			out[k] = e
@@ -190,7 +183,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int
 	for _, it := range items {
 		for _, r := range it.refunds {
 			if o := owner[r.id]; o != nil && input == nil {
-				input = &refund.InputError{Name: name, Err: fmt.Errorf("refund %s is credited to item %q of batch %q and to item %q of batch %q: a refund is one item's; nothing imported", r.id, o.k.item, o.k.batch, it.k.item, it.k.batch)}
+				input = &refund.InputError{Name: name, Err: fmt.Errorf("refund %s is credited to item %q of batch %q and to item %q of batch %q: a refund is one item's; nothing imported", r.id, o.k.Item, o.k.Batch, it.k.Item, it.k.Batch)}
 			}
 			owner[r.id] = it
 		}
@@ -229,10 +222,10 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int
 			var ref itemRef
 			_, ok, err := getJSON(ctx, c.kv, refundKey(id), &ref)
 			if err != nil {
-				return 0, nil, c.wrap("import", err)
+				return 0, nil, c.Wrap("import", err)
 			}
-			if ok && (ref.Batch != w.it.k.batch || ref.Item != w.it.k.item) {
-				return 0, nil, &refund.InputError{Name: name, Err: fmt.Errorf("item %q of batch %q is credited with refund %s, which the checkpoint credits to item %q of batch %q: a refund is one item's; nothing imported", w.it.k.item, w.it.k.batch, id, ref.Item, ref.Batch)}
+			if ok && (ref.Batch != w.it.k.Batch || ref.Item != w.it.k.Item) {
+				return 0, nil, &refund.InputError{Name: name, Err: fmt.Errorf("item %q of batch %q is credited with refund %s, which the checkpoint credits to item %q of batch %q: a refund is one item's; nothing imported", w.it.k.Item, w.it.k.Batch, id, ref.Item, ref.Batch)}
 			}
 		}
 	}
@@ -277,9 +270,9 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int
 	wg.Wait()
 	seen := map[string]bool{}
 	for i, w := range writes {
-		if ok[i] && !seen[w.it.k.batch] {
-			seen[w.it.k.batch] = true
-			batches = append(batches, w.it.k.batch)
+		if ok[i] && !seen[w.it.k.Batch] {
+			seen[w.it.k.Batch] = true
+			batches = append(batches, w.it.k.Batch)
 		}
 	}
 	if failed != nil {
@@ -313,13 +306,10 @@ func (e *heldError) Error() string {
 }
 
 // next is the value an import writes for it, whose value is e (nil: none
-// yet), and how many records it adds (0: nothing to write). It refuses an
-// item a worker may hold (*heldError), one with records the merge lacks
-// (*BusyError), and records that bind it otherwise than its plan line or
-// name two payments for it (*refund.InputError).
+// yet), and how many records it adds (0: nothing to write).
 func (c *Checkpoint) next(ctx context.Context, it *imported, e *entry, name string) (*itemValue, int, error) {
-	ik := itemKey(it.k.batch, it.k.item)
-	v := &itemValue{Batch: it.k.batch, Item: it.k.item}
+	ik := itemKey(it.k.Batch, it.k.Item)
+	v := &itemValue{Batch: it.k.Batch, Item: it.k.Item}
 	var was journal.ItemState
 	var known bool
 	have := map[string]bool{}
@@ -353,7 +343,7 @@ func (c *Checkpoint) next(ctx context.Context, it *imported, e *entry, name stri
 	}
 	for line := range have {
 		if !it.have[line] {
-			return nil, 0, &BusyError{Why: fmt.Sprintf("item %q of batch %q holds records the merge does not: they were written while the merge ran; run the merge again", it.k.item, it.k.batch)}
+			return nil, 0, &BusyError{Why: fmt.Sprintf("item %q of batch %q holds records the merge does not: they were written while the merge ran; run the merge again", it.k.Item, it.k.Batch)}
 		}
 	}
 	if e != nil && v.Gen > 0 && v.Worker != "" && !v.Released {
@@ -371,11 +361,11 @@ func (c *Checkpoint) next(ctx context.Context, it *imported, e *entry, name stri
 			return nil, 0, &CorruptError{Key: ik, Err: fmt.Errorf("the plan line stored does not decode: %w", err)}
 		}
 		if err := refund.CheckBinding(&pi, it.st); err != nil {
-			return nil, 0, &refund.InputError{Name: name, Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", v.Line, it.k.batch, err)}
+			return nil, 0, &refund.InputError{Name: name, Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", v.Line, it.k.Batch, err)}
 		}
 	} else if it.st.Rebound {
 		return nil, 0, &refund.InputError{Name: name, Err: reboundError(it.k, it.st)}
-	} else if err := refund.CheckRecords(it.k.batch, it.k.item, it.st); err != nil {
+	} else if err := refund.CheckRecords(it.k.Batch, it.k.Item, it.st); err != nil {
 		return nil, 0, &refund.InputError{Name: name, Err: err}
 	}
 	v.Records = it.lines
@@ -396,12 +386,11 @@ func revOf(e *entry) uint64 {
 	return e.rev
 }
 
-// mayHold reports whether a worker may hold the claim of item k, whose
-// value names one not given back and whose records fold to st: unless it
-// is settled, as a claim of it ends it (a held item, failed for good, is
-// worked again by a worker with --allow-refunded-charges only while its
-// message is queued). An item whose worker died reads as held until its
-// batch's next run takes it over.
+// mayHold reports whether a worker may hold the claim of item k, whose value
+// names one not given back and whose records fold to st: unless it is
+// settled, as a claim of it ends it (a held item, failed for good, is worked
+// again by a worker with --allow-refunded-charges only while its message is
+// queued).
 func (c *Checkpoint) mayHold(ctx context.Context, k key, st journal.ItemState, known bool) (bool, error) {
 	if !settled(st, known, false) {
 		return true, nil
@@ -409,15 +398,15 @@ func (c *Checkpoint) mayHold(ctx context.Context, k key, st journal.ItemState, k
 	if settled(st, known, true) || c.work == nil {
 		return false, nil
 	}
-	_, err := c.work.GetLastMsgForSubject(ctx, c.workSubjectOf(k.batch, k.item))
+	_, err := c.work.GetLastMsgForSubject(ctx, c.workSubjectOf(k.Batch, k.Item))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil
 	}
-	return err == nil, c.wrap("import", err)
+	return err == nil, c.Wrap("import", err)
 }
 
 func reboundError(k key, st journal.ItemState) error {
-	return fmt.Errorf("item %q of batch %q: its records name two different payments (%s first): records of two plans merged? Which payment the item is cannot be told; a person checks its refunds at the provider and plans what is still owed under a new item id", k.item, k.batch, paymentText(st.Charge, st.PaymentIntent, st.Capture, st.PSPReference))
+	return fmt.Errorf("item %q of batch %q: its records name two different payments (%s first): records of two plans merged? Which payment the item is cannot be told; a person checks its refunds at the provider and plans what is still owed under a new item id", k.Item, k.Batch, paymentText(st.Charge, st.PaymentIntent, st.Capture, st.PSPReference))
 }
 
 // paymentText names a payment as records do: "charge ch_1".
@@ -433,12 +422,11 @@ func paymentText(charge, intent, capture, psp string) string {
 	return "psp_reference " + psp
 }
 
-// importItem writes it, whose value was e when the import read it: the
-// refund ids it credits anew (ids) are bound to it and it is indexed on its payments
+// importItem writes it, whose value was e when the import read it: the refund
+// ids it credits anew (ids) are bound to it and it is indexed on its payments
 // first (both idempotent), so that once its records are stored both hold.
-// A write another writer beat is read again and checked again.
 func (c *Checkpoint) importItem(ctx context.Context, it *imported, e *entry, ids []string, name string) (int, error) {
-	ik := itemKey(it.k.batch, it.k.item)
+	ik := itemKey(it.k.Batch, it.k.Item)
 	for _, id := range ids {
 		if err := c.credit(ctx, c.leaseFrom(time.Now()), id, it.k); err != nil {
 			return 0, err
@@ -459,7 +447,7 @@ func (c *Checkpoint) importItem(ctx context.Context, it *imported, e *entry, ids
 			return 0, err
 		}
 		if beforeImportWrite != nil {
-			beforeImportWrite(it.k.batch, it.k.item)
+			beforeImportWrite(it.k.Batch, it.k.Item)
 		}
 		body, _ := json.Marshal(v)
 		if e == nil {
@@ -471,14 +459,14 @@ func (c *Checkpoint) importItem(ctx context.Context, it *imported, e *entry, ids
 			return added, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) || try >= 32 {
-			return 0, c.wrap("import item "+it.k.item+" of batch "+it.k.batch, err)
+			return 0, c.Wrap("import item "+it.k.Item+" of batch "+it.k.Batch, err)
 		}
 		// Written by another since it was read (a worker's claim, a
 		// plan's load): read it again.
 		var nv itemValue
 		rev, ok, err := getJSON(ctx, c.kv, ik, &nv)
 		if err != nil {
-			return 0, c.wrap("import", err)
+			return 0, c.Wrap("import", err)
 		}
 		e = nil
 		if ok {
@@ -494,10 +482,10 @@ func (c *Checkpoint) indexPayment(ctx context.Context, p string, k key) error {
 		var pv paymentValue
 		rev, ok, err := getJSON(ctx, c.kv, paymentKey(p), &pv)
 		if err != nil {
-			return c.wrap("index payment "+p, err)
+			return c.Wrap("index payment "+p, err)
 		}
 		n := len(pv.Items)
-		pv.add(k.batch, k.item)
+		pv.add(k.Batch, k.Item)
 		if len(pv.Items) == n {
 			return nil // listed already
 		}
@@ -510,19 +498,17 @@ func (c *Checkpoint) indexPayment(ctx context.Context, p string, k key) error {
 		if (errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)) && try < 32 {
 			continue // a worker took or gave up its lock a moment ago: read again
 		}
-		return c.wrap("index payment "+p, err)
+		return c.Wrap("index payment "+p, err)
 	}
 }
 
 // CheckJournal checks the records of the journal r, named name in errors,
-// against what the checkpoint holds, as Import checks the merge, and
-// writes nothing: records that bind an item otherwise than its stored plan
-// line (refund.CheckBinding, at the item's first line), or name another
-// payment than the records before them (at that record's line), and a
-// refund credited to two items of the journal or to an item when the
-// checkpoint credits it to another (at its refunded record's line), are a
-// *refund.InputError. journal-merge asks it of each journal it imports, so
-// that the error names the journal and line a person can look at.
+// against what the checkpoint holds, as Import checks the merge, and writes
+// nothing: records that bind an item otherwise than its stored plan line
+// (refund.CheckBinding, at the item's first line), or name another payment
+// than the records before them (at that record's line), and a refund credited
+// to two items of the journal or to an item when the checkpoint credits it to
+// another (at its refunded record's line), are a *refund.InputError.
 func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string) error {
 	items, err := readImported(r, name, true)
 	if err != nil {
@@ -538,14 +524,14 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 	for _, it := range items {
 		var st journal.ItemState
 		if e := stored[it.k]; e != nil {
-			ik := itemKey(it.k.batch, it.k.item)
+			ik := itemKey(it.k.Batch, it.k.Item)
 			if len(e.val.Plan) > 0 {
 				var pi refund.Item
 				if err := json.Unmarshal(e.val.Plan, &pi); err != nil {
 					return &CorruptError{Key: ik, Err: fmt.Errorf("the plan line stored does not decode: %w", err)}
 				}
 				if err := refund.CheckBinding(&pi, it.st); err != nil {
-					return &refund.InputError{Name: name, Line: it.first, Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", e.val.Line, it.k.batch, err)}
+					return &refund.InputError{Name: name, Line: it.first, Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", e.val.Line, it.k.Batch, err)}
 				}
 			}
 			if st, _, err = e.val.fold(ik); err != nil {
@@ -556,13 +542,13 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 			was := st.Rebound
 			if st = journal.Next(st, rec); st.Rebound && !was {
 				return &refund.InputError{Name: name, Line: it.at[i], Err: fmt.Errorf("item %q of batch %q: this record names %s, but the records before it (the checkpoint's, then this journal's) name %s: records of two plans? Which payment the item is cannot be told; a person checks its refunds at the provider and plans what is still owed under a new item id",
-					it.k.item, it.k.batch, paymentText(rec.Charge, rec.PaymentIntent, rec.Capture, rec.PSPReference), paymentText(st.Charge, st.PaymentIntent, st.Capture, st.PSPReference))}
+					it.k.Item, it.k.Batch, paymentText(rec.Charge, rec.PaymentIntent, rec.Capture, rec.PSPReference), paymentText(st.Charge, st.PaymentIntent, st.Capture, st.PSPReference))}
 			}
 		}
 		for _, r := range it.refunds {
 			id, line := r.id, r.line
 			if o := owner[id]; o != nil {
-				return &refund.InputError{Name: name, Line: line, Err: fmt.Errorf("refund %s is credited to item %q of batch %q here and to item %q of batch %q before: a refund is one item's", id, it.k.item, it.k.batch, o.k.item, o.k.batch)}
+				return &refund.InputError{Name: name, Line: line, Err: fmt.Errorf("refund %s is credited to item %q of batch %q here and to item %q of batch %q before: a refund is one item's", id, it.k.Item, it.k.Batch, o.k.Item, o.k.Batch)}
 			}
 			owner[id] = it
 			if c.kv == nil {
@@ -571,10 +557,10 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 			var ref itemRef
 			_, ok, err := getJSON(ctx, c.kv, refundKey(id), &ref)
 			if err != nil {
-				return c.wrap("check "+name, err)
+				return c.Wrap("check "+name, err)
 			}
-			if ok && (ref.Batch != it.k.batch || ref.Item != it.k.item) {
-				return &refund.InputError{Name: name, Line: line, Err: fmt.Errorf("item %q of batch %q is credited with refund %s, which the checkpoint credits to item %q of batch %q: a refund is one item's", it.k.item, it.k.batch, id, ref.Item, ref.Batch)}
+			if ok && (ref.Batch != it.k.Batch || ref.Item != it.k.Item) {
+				return &refund.InputError{Name: name, Line: line, Err: fmt.Errorf("item %q of batch %q is credited with refund %s, which the checkpoint credits to item %q of batch %q: a refund is one item's", it.k.Item, it.k.Batch, id, ref.Item, ref.Batch)}
 			}
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // Binding the plan to the checkpoint: the manifest, an item value a line,
@@ -24,28 +23,20 @@ import (
 // load a batch stores its manifest (the plan's digest) and its items, then
 // queues every item; the same plan again queues what is left of it (items
 // neither refunded nor failed for good, and not queued already: the work
-// stream keeps one message per item); another plan under the batch is
-// refused with the first item that differs. A read-only checkpoint only
-// compares, and keeps the items' states for Lookup.
+// stream keeps one message per item); another plan under the batch is refused
+// with the first item that differs.
 func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
-	byBatch := map[string][]refund.PlanLine{}
-	var order []string
-	for _, pl := range plan {
-		if _, ok := byBatch[pl.Item.Batch]; !ok {
-			order = append(order, pl.Item.Batch)
-		}
-		byBatch[pl.Item.Batch] = append(byBatch[pl.Item.Batch], pl)
-	}
+	order, byBatch := checkpoint.ByBatch(plan)
 	for _, b := range order {
 		if err := c.loadBatch(ctx, b, byBatch[b]); err != nil {
 			return err
 		}
 	}
-	c.mu.Lock()
+	c.Mu.Lock()
 	for _, pl := range plan {
-		c.planned[key{pl.Item.Batch, pl.Item.Item}] = true
+		c.planned[key{Batch: pl.Item.Batch, Item: pl.Item.Item}] = true
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	if c.readOnly {
 		return nil
 	}
@@ -57,9 +48,9 @@ func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
 		}
 		queues = append(queues, q)
 	}
-	c.mu.Lock()
+	c.Mu.Lock()
 	c.batches = queues
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	c.sayAlive(ctx)
 	return nil
 }
@@ -81,10 +72,10 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 	var m manifest
 	mrev, ok, err := getJSON(ctx, c.kv, planKey(batch), &m)
 	if err != nil {
-		return c.wrap("load plan of batch "+batch, err)
+		return c.Wrap("load plan of batch "+batch, err)
 	}
 	if !ok && !c.readOnly {
-		m = manifest{Batch: batch, Digest: digest, Items: len(lines), LoadedAt: time.Now().UTC(), LoadedBy: c.worker}
+		m = manifest{Batch: batch, Digest: digest, Items: len(lines), LoadedAt: time.Now().UTC(), LoadedBy: c.Worker}
 		body, _ := json.Marshal(&m)
 		mrev, err = c.kv.Create(ctx, planKey(batch), body)
 		if errors.Is(err, jetstream.ErrKeyExists) {
@@ -95,25 +86,25 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 			}
 		}
 		if err != nil {
-			return c.wrap("load plan of batch "+batch, err)
+			return c.Wrap("load plan of batch "+batch, err)
 		}
 	}
 	items, err := c.readItems(ctx, itemsOf(batch))
 	if err != nil {
-		return c.wrap("load plan of batch "+batch, err)
+		return c.Wrap("load plan of batch "+batch, err)
 	}
 	if afterReadItems != nil {
 		afterReadItems(batch)
 	}
 	if (ok || !c.readOnly) && !bytes.Equal(m.Digest, digest) {
-		if ok || m.LoadedBy != c.worker {
+		if ok || m.LoadedBy != c.Worker {
 			return c.planDiffers(batch, lines, docs, &m, items)
 		}
 	}
 	// Records written before the plan (imported) or under it must agree
 	// with every line they bind, as a file journal's do.
 	for _, pl := range lines {
-		e := items[key{batch, pl.Item.Item}]
+		e := items[key{Batch: batch, Item: pl.Item.Item}]
 		if e == nil {
 			continue
 		}
@@ -122,12 +113,12 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 			return err
 		}
 		if c.readOnly {
-			c.mu.Lock()
+			c.Mu.Lock()
 			if c.cache == nil {
 				c.cache = map[key]cached{}
 			}
-			c.cache[key{batch, pl.Item.Item}] = cached{st, known}
-			c.mu.Unlock()
+			c.cache[key{Batch: batch, Item: pl.Item.Item}] = cached{st, known}
+			c.Mu.Unlock()
 		}
 	}
 	if c.readOnly {
@@ -144,7 +135,7 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 		body, _ := json.Marshal(&m)
 		// A revision another loader moved on means it queued them too.
 		if _, err := c.kv.Update(ctx, planKey(batch), body, mrev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return c.wrap("load plan of batch "+batch, err)
+			return c.Wrap("load plan of batch "+batch, err)
 		}
 	}
 	return nil
@@ -190,14 +181,14 @@ func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refun
 				items[made[i]].rev = ack.Sequence
 			case err := <-f.Err():
 				if !isWrongLastSeq(err) {
-					return c.wrap("store plan of batch "+batch, err)
+					return c.Wrap("store plan of batch "+batch, err)
 				}
 				// Stored by another loader, or by an import: read it back
 				// for its revision, and check what an import wrote.
 				var v itemValue
-				rev, ok, err := getJSON(ctx, c.kv, itemKey(made[i].batch, made[i].item), &v)
+				rev, ok, err := getJSON(ctx, c.kv, itemKey(made[i].Batch, made[i].Item), &v)
 				if err != nil || !ok {
-					return c.wrap("store plan of batch "+batch, cmpErr(err, "the item's value vanished"))
+					return c.Wrap("store plan of batch "+batch, cmpErr(err, "the item's value vanished"))
 				}
 				if _, _, err := checkStored(madeLines[i], &v); err != nil {
 					return err
@@ -221,7 +212,7 @@ func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refun
 				return err
 			}
 		}
-		k := key{batch, pl.Item.Item}
+		k := key{Batch: batch, Item: pl.Item.Item}
 		e := items[k]
 		switch {
 		case e == nil:
@@ -232,7 +223,7 @@ func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refun
 			// same values.
 			f, err := c.js.PublishAsync(c.kvSubject(itemKey(batch, pl.Item.Item)), body, jetstream.WithExpectLastSequencePerSubject(0))
 			if err != nil {
-				return c.wrap("store plan of batch "+batch, err)
+				return c.Wrap("store plan of batch "+batch, err)
 			}
 			acks = append(acks, f)
 			made, madeLines, madeAt = append(made, k), append(madeLines, pl), append(madeAt, i)
@@ -248,12 +239,11 @@ func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refun
 	return drain()
 }
 
-// givePlan gives the records imported for plan line pl, before the plan,
-// the line they lacked. An import or a worker writing the item meanwhile
-// moves its revision on: it is read, and checked, again.
+// givePlan gives the records imported for plan line pl, before the plan, the
+// line they lacked.
 func (c *Checkpoint) givePlan(ctx context.Context, pl refund.PlanLine, doc string, items map[key]*entry) error {
-	k := key{pl.Item.Batch, pl.Item.Item}
-	ik := itemKey(k.batch, k.item)
+	k := key{Batch: pl.Item.Batch, Item: pl.Item.Item}
+	ik := itemKey(k.Batch, k.Item)
 	for {
 		e := items[k]
 		if len(e.val.Plan) > 0 {
@@ -271,12 +261,12 @@ func (c *Checkpoint) givePlan(ctx context.Context, pl refund.PlanLine, doc strin
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return c.wrap("store plan of batch "+k.batch, err)
+			return c.Wrap("store plan of batch "+k.Batch, err)
 		}
 		var now itemValue
 		rev, ok, err := getJSON(ctx, c.kv, ik, &now)
 		if err != nil || !ok {
-			return c.wrap("store plan of batch "+k.batch, cmpErr(err, "the item's value vanished"))
+			return c.Wrap("store plan of batch "+k.Batch, cmpErr(err, "the item's value vanished"))
 		}
 		if _, _, err := checkStored(pl, &now); err != nil {
 			return err
@@ -289,10 +279,8 @@ func (c *Checkpoint) givePlan(ctx context.Context, pl refund.PlanLine, doc strin
 // at most (the client's own limit is 4000).
 const publishWindow = 1000
 
-// queue queues every item of lines that is neither refunded nor failed
-// for good. The work stream keeps one message per item: an item queued
-// already (waiting, or held by a worker) is refused, and not delivered
-// twice.
+// queue queues every item of lines that is neither refunded nor failed for
+// good.
 func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.PlanLine, items map[key]*entry) error {
 	var acks []jetstream.PubAckFuture
 	drain := func() error {
@@ -301,7 +289,7 @@ func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.Pla
 			case <-f.Ok():
 			case err := <-f.Err():
 				if !isQueuedAlready(err) {
-					return c.wrap("queue plan of batch "+batch, err)
+					return c.Wrap("queue plan of batch "+batch, err)
 				}
 			case <-ctx.Done():
 				return ctx.Err()
@@ -316,7 +304,7 @@ func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.Pla
 				return err
 			}
 		}
-		k := key{batch, pl.Item.Item}
+		k := key{Batch: batch, Item: pl.Item.Item}
 		st, known, err := items[k].val.fold(itemKey(batch, pl.Item.Item))
 		if err != nil {
 			return err
@@ -332,7 +320,7 @@ func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.Pla
 		}
 		f, err := c.js.PublishMsgAsync(msg)
 		if err != nil {
-			return c.wrap("queue plan of batch "+batch, err)
+			return c.Wrap("queue plan of batch "+batch, err)
 		}
 		acks = append(acks, f)
 	}
@@ -342,38 +330,23 @@ func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.Pla
 // planDiffers names the first item of lines that differs from the plan
 // stored for batch, is missing from it or is new.
 func (c *Checkpoint) planDiffers(batch string, lines []refund.PlanLine, docs []string, m *manifest, items map[key]*entry) error {
-	const hint = "; the checkpoint holds one plan per batch: feed every worker the same plan, or plan the change under a new batch name"
-	have := map[string]*itemValue{}
+	have := map[string]checkpoint.Stored{}
 	for k, e := range items {
 		if len(e.val.Plan) > 0 {
-			have[k.item] = e.val
+			have[k.Item] = checkpoint.Stored{Line: int64(e.val.Line), Plan: string(e.val.Plan)}
 		}
 	}
-	for i, pl := range lines {
-		v, ok := have[pl.Item.Item]
-		if !ok {
-			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q is not in the plan of batch %q in the checkpoint (%s)%s", pl.Item.Item, batch, m, hint)}
-		}
-		if string(v.Plan) != docs[i] {
-			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q of batch %q differs from the plan in the checkpoint (%s): %s%s", pl.Item.Item, batch, m, refund.FieldsDiffer(pl.Item, string(v.Plan)), hint)}
-		}
-		delete(have, pl.Item.Item)
-	}
-	missing := slices.SortedFunc(maps.Keys(have), func(a, b string) int { return have[a].Line - have[b].Line })
-	if len(missing) > 0 {
-		return &refund.InputError{Err: fmt.Errorf("item %q of batch %q (line %d of the plan in the checkpoint, %s) is missing from this plan, and %d more%s", missing[0], batch, have[missing[0]].Line, m, len(missing)-1, hint)}
+	if err := checkpoint.PlanDiffers(batch, lines, docs, m, have); err != nil {
+		return err
 	}
 	if m.Items > len(lines) {
-		return &refund.InputError{Err: fmt.Errorf("the plan of batch %q in the checkpoint (%s) has items not stored yet (its loader may have died while storing them): feed the same plan%s", batch, m, hint)}
+		return &refund.InputError{Err: fmt.Errorf("the plan of batch %q in the checkpoint (%s) has items not stored yet (its loader may have died while storing them): feed the same plan%s", batch, m, checkpoint.PlanHint)}
 	}
 	return &Error{Op: "load plan of batch " + batch, Err: errors.New("the digest differs but every item is the same (a checkpoint written by another build?)")}
 }
 
-// readItems reads every item value under filter, in one pass of an
-// ordered consumer. A watch's replay skips a value replaced while it runs
-// (its new one comes after the replay's end), so the read goes on until it
-// has seen the latest write under filter as of the replay's end: every
-// value is then read, as of then or later.
+// readItems reads every item value under filter, in one pass of an ordered
+// consumer.
 func (c *Checkpoint) readItems(ctx context.Context, filter string) (map[key]*entry, error) {
 	w, err := c.kv.WatchFiltered(ctx, []string{filter})
 	if err != nil {
@@ -411,7 +384,7 @@ func (c *Checkpoint) readItems(ctx context.Context, filter string) (map[key]*ent
 					if err := json.Unmarshal(e.Value(), v); err != nil {
 						return nil, &CorruptError{Key: e.Key(), Err: err}
 					}
-					k := key{v.Batch, v.Item}
+					k := key{Batch: v.Batch, Item: v.Item}
 					byKey[e.Key()] = k
 					out[k] = &entry{rev: e.Revision(), val: v}
 				}

@@ -28,9 +28,7 @@ func kill(c *Checkpoint) {
 // pause makes c a worker SIGSTOPped: its connection stays, its renewals
 // stop, and what it does next it does after the pause.
 func pause(c *Checkpoint) {
-	close(c.stopRenew)
-	<-c.renewDone
-	c.stopRenew = nil
+	c.Pause()
 }
 
 // lockedPair is two items of one charge, the first claimed by holder with

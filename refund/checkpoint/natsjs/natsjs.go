@@ -27,14 +27,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // IsURL reports whether a --journal argument names a NATS JetStream
@@ -44,62 +43,36 @@ func IsURL(s string) bool {
 }
 
 // Options configure a Checkpoint.
-type Options struct {
-	// Lease is the ack-wait of a batch's consumer when this run creates it
-	// (default 30 s); a consumer that exists keeps its own, and every
-	// worker of the batch uses that one.
-	Lease time.Duration
-	// Worker names this run in claims (default host:pid:random).
-	Worker string
-	// RetryHeld queues items held for a refund made elsewhere on their
-	// payment again (refund --allow-refunded-charges).
-	RetryHeld bool
-	// Warn hears of what the server cannot show to be durable (its
-	// sync_interval, when no monitoring address is given).
-	Warn func(msg string)
-}
+type Options = checkpoint.Options
 
 // Checkpoint is a refund.Claims on NATS JetStream. Open makes one; Close
 // ends it.
 type Checkpoint struct {
+	checkpoint.Base[*claim]
 	loc      location
-	secrets  []string
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	kv       jetstream.KeyValue // nil: read only, and the server holds no checkpoint of this name
 	work     jetstream.Stream
 	kvStream jetstream.Stream // the bucket's own
 	presence jetstream.Stream // the live workers (presence.go); nil when read only
-	worker   string
 	opts     Options
-	lease    atomic.Int64 // time.Duration: leaseNow
 	// startSeq is the bucket's last sequence when this run opened it: a
 	// value written after it is of this run's time.
 	startSeq uint64
 	readOnly bool
 
-	mu        sync.Mutex
-	held      map[key]*claim
-	leaves    map[key]int64 // given back unsettled, lost, or held for a retry it may not make: left to other workers by this run; the claim generation it last saw unheld
 	warnHeld  sync.Once
 	batches   []*batchQueue
 	planned   map[key]bool
 	cache     map[key]cached // a read-only Load's states
-	stats     journal.WriterStats
-	stopRenew chan struct{}
-	renewDone chan struct{}
-	leaseCut  chan struct{} // the lease was shortened: renewLoop's period follows
-	relinked  chan struct{} // connected again after an outage: renewLoop renews now
-	link      *link         // the connection's drops and returns (outage.go)
-	outage    refund.Outage // said as it begins and ends (outage.go)
-	// claimsFailing is since when Claim has found the servers away.
-	claimsFailing time.Time
-	tallies       map[string]*tally
-	budget        *Budget // ShareBudget's, ended by Close
-	closeOnce     sync.Once
+	link      *link          // the connection's drops and returns (outage.go)
+	tallies   map[string]*tally
+	budget    *Budget // ShareBudget's, ended by Close
+	closeOnce sync.Once
 }
 
-type key struct{ batch, item string }
+type key = checkpoint.Key
 
 // batchQueue is a batch this run works on, and its consumer.
 type batchQueue struct {
@@ -110,12 +83,10 @@ type batchQueue struct {
 // claim is an item this run holds: the message it was delivered as, and
 // the item's value as this run last wrote or read it.
 type claim struct {
+	checkpoint.Claim
 	msg      jetstream.Msg
 	rev      uint64 // the value's revision: the fence of the next write
 	val      *itemValue
-	state    journal.ItemState
-	known    bool
-	deadline time.Time // by this host's monotonic clock: the ack-wait is surely not out before it
 	payments []string  // payment keys locked for it
 	lock     lockValue // what their locks hold: beaten by renew
 }
@@ -245,27 +216,15 @@ func workSubject(name string) string {
 // Open connects to the servers of rawURL and opens the checkpoint it names:
 // unless readOnly, it creates the bucket and the work stream if they do not
 // exist, checks that their writes are durable (Durable) and starts renewing
-// this run's claims. Credentials come from the URL or the environment
-// (NATS_CREDS, a credentials file; NATS_NKEY, a seed file; NATS_USER and
-// NATS_PASSWORD; NATS_TOKEN); errors never hold a secret.
+// this run's claims.
 func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Checkpoint, error) {
 	loc, err := parseURL(rawURL)
 	if err != nil {
 		return nil, &ConfigError{URL: Redact(rawURL), Err: err}
 	}
-	if opts.Lease <= 0 {
-		opts.Lease = 30 * time.Second
-	}
-	if opts.Worker == "" {
-		opts.Worker = refund.DefaultWorker()
-	}
-	if opts.Warn == nil {
-		opts.Warn = func(string) {}
-	}
-	c := &Checkpoint{loc: loc, worker: opts.Worker, opts: opts, readOnly: readOnly,
-		held: map[key]*claim{}, leaves: map[key]int64{}, planned: map[key]bool{}, leaseCut: make(chan struct{}, 1),
-		relinked: make(chan struct{}, 1), link: newLink()}
-	c.outage = refund.Outage{Silent: "the NATS servers do not answer", Back: "the NATS servers answer again", Warn: c.opts.Warn}
+	c := &Checkpoint{loc: loc, readOnly: readOnly, planned: map[key]bool{}, link: newLink()}
+	c.Init(&opts, "the NATS servers do not answer", "the NATS servers answer again", newError)
+	c.opts = opts
 	connOpts := []nats.Option{
 		nats.Name("refundkit " + opts.Worker),
 		nats.MaxReconnects(-1),
@@ -282,11 +241,11 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 	}
 	if user != "" {
 		connOpts = append(connOpts, nats.UserInfo(user, password))
-		c.secrets = append(c.secrets, password)
+		c.Secrets = append(c.Secrets, password)
 	}
 	if tok := os.Getenv("NATS_TOKEN"); tok != "" {
 		connOpts = append(connOpts, nats.Token(tok))
-		c.secrets = append(c.secrets, tok)
+		c.Secrets = append(c.Secrets, tok)
 	}
 	if creds := os.Getenv("NATS_CREDS"); creds != "" {
 		connOpts = append(connOpts, nats.UserCredentials(creds))
@@ -294,19 +253,18 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 	if seed := os.Getenv("NATS_NKEY"); seed != "" {
 		o, err := nats.NkeyOptionFromSeed(seed)
 		if err != nil {
-			return nil, c.wrap("credentials", fmt.Errorf("NATS_NKEY: %w", err))
+			return nil, c.Wrap("credentials", fmt.Errorf("NATS_NKEY: %w", err))
 		}
 		connOpts = append(connOpts, o)
 	}
-	c.lease.Store(int64(opts.Lease))
 	c.nc, err = nats.Connect(strings.Join(loc.servers, ","), connOpts...)
 	if err != nil {
-		return nil, c.wrap("connect", err)
+		return nil, c.Wrap("connect", err)
 	}
 	c.js, err = jetstream.New(c.nc)
 	if err != nil {
 		c.nc.Close()
-		return nil, c.wrap("connect", err)
+		return nil, c.Wrap("connect", err)
 	}
 	if err := c.openAssets(ctx); err != nil {
 		c.nc.Close()
@@ -323,8 +281,14 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 		c.nc.Close()
 		return nil, err
 	}
-	c.stopRenew, c.renewDone = make(chan struct{}), make(chan struct{})
-	go c.renewLoop()
+	c.StartRenewing(func(tick bool) {
+		c.renew()
+		if tick {
+			ctx, cancel := context.WithTimeout(context.Background(), c.Margin()/3)
+			c.sayAlive(ctx)
+			cancel()
+		}
+	})
 	return c, nil
 }
 
@@ -349,12 +313,12 @@ func (c *Checkpoint) openAssets(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return c.wrap("open bucket "+bucket, err)
+		return c.Wrap("open bucket "+bucket, err)
 	}
 	c.kv = kv
 	kvStream, err := c.js.Stream(ctx, "KV_"+bucket)
 	if err != nil {
-		return c.wrap("open bucket "+bucket, err)
+		return c.Wrap("open bucket "+bucket, err)
 	}
 	c.kvStream = kvStream
 	c.work, err = c.js.Stream(ctx, workStream(c.loc.name))
@@ -377,11 +341,11 @@ func (c *Checkpoint) openAssets(ctx context.Context) error {
 		}
 	}
 	if err != nil && !(c.readOnly && errors.Is(err, jetstream.ErrStreamNotFound)) {
-		return c.wrap("open work stream", err)
+		return c.Wrap("open work stream", err)
 	}
 	kvInfo, err := kvStream.Info(ctx)
 	if err != nil {
-		return c.wrap("open bucket "+bucket, err)
+		return c.Wrap("open bucket "+bucket, err)
 	}
 	c.startSeq = kvInfo.State.LastSeq
 	if c.readOnly {
@@ -389,7 +353,7 @@ func (c *Checkpoint) openAssets(ctx context.Context) error {
 	}
 	workInfo, err := c.work.Info(ctx)
 	if err != nil {
-		return c.wrap("open work stream", err)
+		return c.Wrap("open work stream", err)
 	}
 	if !workInfo.Config.DiscardNewPerSubject || workInfo.Config.MaxMsgsPerSubject != 1 || workInfo.Config.Retention != jetstream.WorkQueuePolicy {
 		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the stream %s is not a work queue of one message per item (made by something other than refundkit?)", workInfo.Config.Name)}
@@ -397,15 +361,8 @@ func (c *Checkpoint) openAssets(ctx context.Context) error {
 	return c.checkDurable(ctx, kvInfo.Config, workInfo.Config)
 }
 
-// checkDurable refuses streams whose acknowledged writes a server's kill
-// -9 could lose, and says what it cannot check. A stream in memory, or one
-// that acknowledges before it writes (persist_mode async), loses them to a
-// kill of its server. A file stream's write reaches the operating system
-// before its acknowledgment, so a kill -9 of the server keeps it; losing
-// the host (power, kernel) keeps it only if it was synced, which a single
-// server does on every write only with sync_interval: always, and a stream
-// of 3 or more replicas keeps through the loss of one node. A server shows
-// its sync_interval to its monitoring address only (monitor=).
+// checkDurable refuses streams whose acknowledged writes a server's kill -9
+// could lose, and says what it cannot check.
 func (c *Checkpoint) checkDurable(ctx context.Context, streams ...jetstream.StreamConfig) error {
 	replicas := 5
 	for _, s := range streams {
@@ -421,12 +378,12 @@ func (c *Checkpoint) checkDurable(ctx context.Context, streams ...jetstream.Stre
 		return nil
 	}
 	if c.loc.monitor == "" {
-		c.opts.Warn(fmt.Sprintf("the checkpoint's streams have %d replica(s), and whether the server syncs every write (sync_interval: always) cannot be checked without its monitoring address (monitor=http://host:8222 in the URL): a kill -9 of the server keeps every acknowledged write, the loss of its host may lose the last ones (docs/nats.md)", replicas))
+		c.Warn(fmt.Sprintf("the checkpoint's streams have %d replica(s), and whether the server syncs every write (sync_interval: always) cannot be checked without its monitoring address (monitor=http://host:8222 in the URL): a kill -9 of the server keeps every acknowledged write, the loss of its host may lose the last ones (docs/nats.md)", replicas))
 		return nil
 	}
 	always, err := syncAlways(ctx, c.loc.monitor)
 	if err != nil {
-		return c.wrap("check sync_interval at "+redactHTTP(c.loc.monitor), err)
+		return c.Wrap("check sync_interval at "+redactHTTP(c.loc.monitor), err)
 	}
 	if !always {
 		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the server does not sync every write to disk (its sync_interval is not always) and the streams have %d replica(s) (fewer than 3): the loss of its host could lose acknowledged records. Set sync_interval: always in the server's jetstream block, or use 3 replicas", replicas)}
@@ -469,32 +426,30 @@ func syncAlways(ctx context.Context, monitor string) (bool, error) {
 // after the ack-wait).
 func (c *Checkpoint) Close() error {
 	c.closeOnce.Do(func() {
-		c.mu.Lock()
+		c.Mu.Lock()
 		b := c.budget
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		b.end(true) // the others take up its part at once
-		if c.stopRenew != nil {
-			close(c.stopRenew)
-			<-c.renewDone
-			c.mu.Lock()
+		if c.StopRenewing() {
+			c.Mu.Lock()
 			now := time.Now()
-			for _, cl := range c.held {
-				if now.Before(cl.deadline) { // a late Nak could move another's claim (Release)
+			for _, cl := range c.Held {
+				if now.Before(cl.Deadline) { // a late Nak could move another's claim (Release)
 					cl.msg.Nak()
 				}
 			}
-			c.held = map[key]*claim{}
-			c.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), c.margin()/3)
+			c.Held = map[key]*claim{}
+			c.Mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), c.Margin()/3)
 			c.sayGone(ctx)
 			cancel()
 			c.nc.Flush()
 		}
-		c.mu.Lock()
+		c.Mu.Lock()
 		for _, t := range c.tallies {
 			t.w.Stop()
 		}
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		c.nc.Close()
 	})
 	return nil
@@ -510,16 +465,7 @@ type Error struct {
 func (e *Error) Error() string { return "nats checkpoint: " + e.Op + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-func (c *Checkpoint) wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var lost *refund.LostClaimError
-	if errors.As(err, &lost) {
-		return err
-	}
-	return &Error{Op: op, Err: refund.Scrub(err, c.secrets...)}
-}
+func newError(op string, err error) error { return &Error{Op: op, Err: err} }
 
 // ConfigError is a URL that does not parse: a usage error.
 type ConfigError struct {

@@ -1,10 +1,8 @@
 package natsjs
 
 // Riding out an outage of the servers: an operation the outage failed is
-// tried again once the connection is back, for as long as the claim it is
-// for lasts by this run's clock (docs/nats.md, "An outage of the
-// servers"). Every write stays a compare-and-set: a try whose answer was
-// lost may have been stored, and is then recognised as this run's own.
+// tried again once the connection is back, for as long as the claim it is for
+// lasts by this run's clock (docs/nats.md, "An outage of the servers").
 
 import (
 	"bytes"
@@ -17,9 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// link follows the connection: a call in flight when it drops gets no
-// answer, so it is ended at once and tried again once the client is
-// connected again.
+// link follows the connection: a call in flight when it drops gets no answer,
+// so it is ended at once and tried again once the client is connected again.
 type link struct {
 	mu   sync.Mutex
 	lost chan struct{} // closed when the connection drops
@@ -67,11 +64,7 @@ func (c *Checkpoint) linkOptions() []nats.Option {
 		nats.DisconnectErrHandler(func(*nats.Conn, error) { c.link.dropped() }),
 		nats.ReconnectHandler(func(*nats.Conn) {
 			c.link.restored()
-			// Renew now: a renewal the outage missed is owed.
-			select {
-			case c.relinked <- struct{}{}:
-			default:
-			}
+			c.Relink() // a renewal the outage missed is owed
 		}),
 	}
 }
@@ -80,9 +73,8 @@ func (c *Checkpoint) linkOptions() []nats.Option {
 // would never come.
 var errDropped = errors.New("the connection to them dropped")
 
-// unreachable reports an error that says the servers did not answer (or
-// not yet, while they start): the operation may be tried again. An answer
-// of theirs (a revision that moved on, a key that exists) is not.
+// unreachable reports an error that says the servers did not answer (or not
+// yet, while they start): the operation may be tried again.
 func unreachable(err error) bool {
 	var apiErr *jetstream.APIError
 	switch {
@@ -101,14 +93,12 @@ func unreachable(err error) bool {
 	return false
 }
 
-// retry runs try until it succeeds, fails with an answer of the servers,
-// or until() passes with the servers unreachable; it is run once at
-// least. Each try ends when the connection drops, or after a third of a
-// margin. The error is the last try's.
+// retry runs try until it succeeds, fails with an answer of the servers, or
+// until() passes with the servers unreachable; it is run once at least.
 func (c *Checkpoint) retry(ctx context.Context, until func() time.Time, try func(ctx context.Context) error) error {
 	for {
 		lost, back := c.link.now()
-		tctx, cancelT := context.WithTimeout(ctx, max(min(time.Until(until()), c.margin()/3), c.margin()/30))
+		tctx, cancelT := context.WithTimeout(ctx, max(min(time.Until(until()), c.Margin()/3), c.Margin()/30))
 		actx, cancel := context.WithCancelCause(tctx)
 		go func() {
 			select {
@@ -125,18 +115,18 @@ func (c *Checkpoint) retry(ctx context.Context, until func() time.Time, try func
 		cancelT()
 		if !unreachable(err) || ctx.Err() != nil {
 			if err == nil {
-				c.answered()
+				c.Answered()
 			}
 			return err
 		}
-		c.unanswered(err)
+		c.Unanswered(err)
 		// Once connected, a moment more: a server that is starting
 		// answers "no responders" for a while.
 		end := time.NewTimer(time.Until(until()))
 		select {
 		case <-back:
 			select {
-			case <-time.After(c.pollWait()):
+			case <-time.After(c.PollWait()):
 			case <-end.C:
 			case <-ctx.Done():
 			}
@@ -150,28 +140,19 @@ func (c *Checkpoint) retry(ctx context.Context, until func() time.Time, try func
 	}
 }
 
-// unanswered says, once an outage begins, that operations are retried.
-func (c *Checkpoint) unanswered(err error) { c.outage.Unanswered(err, c.leaseNow(), c.secrets...) }
-
-// answered says, once an outage is over, that the worker goes on.
-func (c *Checkpoint) answered() { c.outage.Answered() }
-
 // claimUntil is how long an operation for claim cl, begun at start, is
 // tried: until its lease (the ack-wait) may run out at the server by this
 // host's clock, and a third of a margin at least.
 func (c *Checkpoint) claimUntil(cl *claim, start time.Time) func() time.Time {
 	return func() time.Time {
-		c.mu.Lock()
-		end := cl.deadline.Add(c.leaseNow() / 10)
-		c.mu.Unlock()
-		return later(end, start.Add(c.margin()/3))
+		return later(c.LeaseEnd(cl), start.Add(c.Margin()/3))
 	}
 }
 
 // leaseFrom is how long an operation for no claim in particular, begun at
 // start, is tried: a margin.
 func (c *Checkpoint) leaseFrom(start time.Time) func() time.Time {
-	end := start.Add(c.margin())
+	end := start.Add(c.Margin())
 	return func() time.Time { return end }
 }
 
@@ -183,8 +164,7 @@ func later(a, b time.Time) time.Time {
 }
 
 // update writes body as k's value under revision rev, retried through an
-// outage. A try whose answer was lost may have been stored: the revision
-// then moved on, and a value byte for byte body's is this write's own.
+// outage.
 func (c *Checkpoint) update(ctx context.Context, until func() time.Time, k string, body []byte, rev uint64) (uint64, error) {
 	var newRev uint64
 	uncertain := false
@@ -217,28 +197,10 @@ func (c *Checkpoint) getJSON(ctx context.Context, until func() time.Time, k stri
 	return rev, ok, err
 }
 
-// claimsUnanswered is a Claim the servers did not answer: nil (ask again)
-// while that has lasted less than a lease.
-func (c *Checkpoint) claimsUnanswered(err error) error {
-	c.unanswered(err)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.claimsFailing.IsZero() {
-		c.claimsFailing = time.Now()
-	}
-	if time.Since(c.claimsFailing) < c.leaseNow() {
-		return nil
-	}
-	return c.wrap("claim", err)
-}
-
-// claimsAnswered is a Claim the servers answered.
+// claimsAnswered is a Claim the servers answered: an outage of claims
+// ends.
 func (c *Checkpoint) claimsAnswered() {
-	c.mu.Lock()
-	failing := !c.claimsFailing.IsZero()
-	c.claimsFailing = time.Time{}
-	c.mu.Unlock()
-	if failing {
-		c.answered()
+	if c.ClaimsAnswered() {
+		c.Answered()
 	}
 }

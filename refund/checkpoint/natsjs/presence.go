@@ -2,9 +2,7 @@ package natsjs
 
 // Which workers of a batch are alive: each says so by a message of its own
 // that the server forgets a lease after it was sent (a per-message TTL,
-// nats-server 2.11 and later), sent again every third of a lease. A worker
-// waits, at the end of its batch, for the items it gave back while a live
-// worker of the batch that has not given them back may still take them.
+// nats-server 2.11 and later), sent again every third of a lease.
 
 import (
 	"context"
@@ -13,11 +11,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 func presenceStream(name string) string  { return "refundkit_" + name + "_workers" }
@@ -31,10 +32,7 @@ func (c *Checkpoint) batchPresence(batch, worker string) string {
 // minServer is the oldest nats-server with per-message TTLs.
 const minServer = "2.11.0"
 
-// openPresence opens (or makes) the stream of the workers' presences. It
-// is stored in files, as the rest: a server's restart keeps the stream
-// (one in memory would be gone, and every worker asking who is alive
-// would halt), and the presences' TTLs run on.
+// openPresence opens (or makes) the stream of the workers' presences.
 func (c *Checkpoint) openPresence(ctx context.Context) error {
 	if v := c.nc.ConnectedServerVersion(); !atLeast(v, minServer) {
 		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the server is nats-server %s: refundkit needs %s or later (per-message TTLs tell it which workers are alive)", v, minServer)}
@@ -56,14 +54,14 @@ func (c *Checkpoint) openPresence(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return c.wrap("open presence stream", err)
+		return c.Wrap("open presence stream", err)
 	}
 	if !s.CachedInfo().Config.AllowMsgTTL {
 		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the stream %s does not allow per-message TTLs (made by something other than refundkit?)", cfg.Name)}
 	}
-	c.mu.Lock()
+	c.Mu.Lock()
 	c.presence = s
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	return nil
 }
 
@@ -71,32 +69,32 @@ func (c *Checkpoint) openPresence(ctx context.Context) error {
 // holds it: it would take this one's claims for its own, and its presence
 // for this one's (PostgreSQL refuses it too).
 func (c *Checkpoint) checkName(ctx context.Context) error {
-	info, err := c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(presenceSubject(c.loc.name)+".batch.*."+token(c.worker)))
+	info, err := c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(presenceSubject(c.loc.name)+".batch.*."+token(c.Worker)))
 	if err != nil {
-		return c.wrap("open presence stream", err)
+		return c.Wrap("open presence stream", err)
 	}
 	if len(info.State.Subjects) > 0 {
-		return &refund.WorkerNameError{Worker: c.worker}
+		return &refund.WorkerNameError{Worker: c.Worker}
 	}
 	return nil
 }
 
 // presenceNow is the stream of presences as last opened.
 func (c *Checkpoint) presenceNow() jetstream.Stream {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	return c.presence
 }
 
 // sayAlive tells the batches' other workers that this one works on them,
 // for a lease from now.
 func (c *Checkpoint) sayAlive(ctx context.Context) {
-	c.mu.Lock()
+	c.Mu.Lock()
 	queues := c.batches
-	c.mu.Unlock()
-	ttl := max(c.leaseNow(), time.Second) // the server's least TTL
+	c.Mu.Unlock()
+	ttl := max(c.Lease(), time.Second) // the server's least TTL
 	for _, q := range queues {
-		_, err := c.js.Publish(ctx, c.batchPresence(q.batch, c.worker), c.heldIn(q.batch), jetstream.WithMsgTTL(ttl))
+		_, err := c.js.Publish(ctx, c.batchPresence(q.batch, c.Worker), c.heldIn(q.batch), jetstream.WithMsgTTL(ttl))
 		if errors.Is(err, jetstream.ErrNoStreamResponse) {
 			// The stream was deleted (by hand): make it again, and say
 			// so at the next beat.
@@ -106,11 +104,8 @@ func (c *Checkpoint) sayAlive(ctx context.Context) {
 	}
 }
 
-// presenceBody is what a worker's presence in a batch says besides that
-// it is alive: the claims it holds there, item by item with their
-// generations. A server killed -9 may forget that it delivered an item a
-// moment before, and deliver it again when it is back: the worker it comes
-// to leaves alone a claim that its live holder says it holds (take).
+// presenceBody is what a worker's presence in a batch says besides that it is
+// alive: the claims it holds there, item by item with their generations.
 type presenceBody struct {
 	Claims map[string]int64 `json:"claims,omitempty"`
 }
@@ -118,13 +113,13 @@ type presenceBody struct {
 // heldIn is this worker's presence body in batch.
 func (c *Checkpoint) heldIn(batch string) []byte {
 	body := presenceBody{Claims: map[string]int64{}}
-	c.mu.Lock()
-	for k, cl := range c.held {
-		if k.batch == batch {
-			body.Claims[k.item] = cl.val.Gen
+	c.Mu.Lock()
+	for k, cl := range c.Held {
+		if k.Batch == batch {
+			body.Claims[k.Item] = cl.val.Gen
 		}
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	b, _ := json.Marshal(&body)
 	return b
 }
@@ -150,11 +145,11 @@ func (c *Checkpoint) holdsLive(ctx context.Context, batch, item, worker string, 
 
 // sayGone takes this worker's presences back: it ends.
 func (c *Checkpoint) sayGone(ctx context.Context) {
-	c.mu.Lock()
+	c.Mu.Lock()
 	queues := c.batches
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	for _, q := range queues {
-		c.presenceNow().Purge(ctx, jetstream.WithPurgeSubject(c.batchPresence(q.batch, c.worker)))
+		c.presenceNow().Purge(ctx, jetstream.WithPurgeSubject(c.batchPresence(q.batch, c.Worker)))
 	}
 }
 
@@ -199,4 +194,196 @@ func atLeast(v, least string) bool {
 		}
 	}
 	return true
+}
+
+// The rate budget the workers of one provider account share, as
+// postgres.Budget shares it: each live worker of the account takes an equal
+// part of --share, re-split when one joins, ends, dies or has no claim left.
+
+// Budget is this worker's part of its account's budget, kept up to date
+// until the checkpoint is closed.
+type Budget struct {
+	c       *Checkpoint
+	prefix  string // the account's presence subjects, with a trailing dot
+	me      string // this worker's
+	apply   func(workers int)
+	notice  string // where a worker that goes idle or ends says so
+	subs    []*nats.Subscription
+	heard   chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	workers int
+	idle    bool // holds no claim: its presence is taken back, and the others share without it
+}
+
+// ShareBudget makes this worker one of the live workers of account (an
+// identity of the provider account, never a secret) that share its limits.
+func (c *Checkpoint) ShareBudget(ctx context.Context, account string, apply func(workers int)) (*Budget, error) {
+	if c.presenceNow() == nil {
+		return nil, &Error{Op: "budget", Err: errors.New("a budget needs a worker (opened read only)")}
+	}
+	prefix := presenceSubject(c.loc.name) + ".account." + token(account) + "."
+	b := &Budget{c: c, prefix: prefix, me: prefix + token(c.Worker), notice: "refundkit." + c.loc.name + ".idle." + token(account),
+		apply: apply, heard: make(chan struct{}, 1), done: make(chan struct{})}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	// Subscribe before joining: a worker that joins after this one counts
+	// is heard, one that joined before is counted.
+	hear := func(*nats.Msg) {
+		select {
+		case b.heard <- struct{}{}:
+		default:
+		}
+	}
+	for _, subject := range []string{prefix + ">", b.notice} {
+		sub, err := c.nc.Subscribe(subject, hear)
+		if err != nil {
+			b.end(false)
+			return nil, c.Wrap("budget", err)
+		}
+		b.subs = append(b.subs, sub)
+	}
+	if err := b.sayAlive(ctx); err != nil {
+		b.end(false)
+		return nil, c.Wrap("budget", err)
+	}
+	if err := b.recount(ctx); err != nil {
+		b.end(false)
+		return nil, c.Wrap("budget", err)
+	}
+	c.Mu.Lock()
+	c.budget = b
+	c.Mu.Unlock()
+	go b.loop()
+	return b, nil
+}
+
+// Workers is the number of live workers of the account as last counted.
+func (b *Budget) Workers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.workers
+}
+
+func (b *Budget) sayAlive(ctx context.Context) error {
+	_, err := b.c.js.Publish(ctx, b.me, nil, jetstream.WithMsgTTL(max(b.c.Lease(), time.Second)))
+	return err
+}
+
+// sayIdle takes this worker's presence back: the others share without it.
+func (b *Budget) sayIdle(ctx context.Context) error {
+	if err := b.c.presenceNow().Purge(ctx, jetstream.WithPurgeSubject(b.me)); err != nil {
+		return err
+	}
+	// The purge is no message the others hear: tell them, outside the
+	// stream (a message under prefix would be kept as a worker's).
+	return b.c.nc.Publish(b.notice, nil)
+}
+
+// recount counts the account's live workers, this one always included,
+// and applies their number when it changed.
+func (b *Budget) recount(ctx context.Context) error {
+	info, err := b.c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(b.prefix+">"))
+	if err != nil {
+		return err
+	}
+	n := 1
+	for subject := range info.State.Subjects {
+		if subject != b.me {
+			n++
+		}
+	}
+	b.mu.Lock()
+	changed := n != b.workers
+	b.workers = n
+	b.mu.Unlock()
+	if changed {
+		b.apply(n)
+	}
+	return nil
+}
+
+// loop says this worker is alive every third of a lease while it holds
+// claims (or has not worked yet), takes its presence back while it holds
+// none, and counts again when it hears another worker or every sixth of a
+// lease, until the budget ends.
+func (b *Budget) loop() {
+	defer close(b.done)
+	c := b.c
+	tick := time.NewTicker(checkpoint.IdleAfter / 5)
+	defer tick.Stop()
+	said, counted := time.Now(), time.Now()
+	var w checkpoint.Idle
+	for {
+		heard := false
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-b.heard:
+			heard = true
+		case <-tick.C:
+		}
+		now := time.Now()
+		c.Mu.Lock()
+		held := len(c.Held)
+		worked := len(c.Left) > 0 || c.Written.Records > 0
+		c.Mu.Unlock()
+		b.mu.Lock()
+		idle := b.idle
+		b.mu.Unlock()
+		ctx, cancel := context.WithTimeout(b.ctx, max(c.Lease()/6, 100*time.Millisecond))
+		switch w.Step(now, held, worked, idle) {
+		case checkpoint.Holding:
+			if idle || now.Sub(said) >= c.Lease()/3 {
+				if b.sayAlive(ctx) == nil {
+					said = now
+					b.setIdle(false)
+				}
+			}
+		case checkpoint.GoIdle:
+			if b.sayIdle(ctx) == nil {
+				b.setIdle(true)
+			}
+		case checkpoint.Same:
+			// Not worked yet: it keeps its part, so that none sends
+			// before the others count it.
+			if !idle && now.Sub(said) >= c.Lease()/3 && b.sayAlive(ctx) == nil {
+				said = now
+			}
+		}
+		if heard || now.Sub(counted) >= c.Lease()/6 {
+			if b.recount(ctx) == nil {
+				counted = now
+			}
+		}
+		cancel()
+	}
+}
+
+func (b *Budget) setIdle(idle bool) {
+	b.mu.Lock()
+	b.idle = idle
+	b.mu.Unlock()
+}
+
+// end stops the loop, if it started, and takes this worker's presence
+// back.
+func (b *Budget) end(started bool) {
+	if b == nil {
+		return
+	}
+	b.once.Do(func() {
+		b.cancel()
+		for _, sub := range b.subs {
+			sub.Unsubscribe()
+		}
+		if started {
+			<-b.done
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.c.Margin()/3)
+		defer cancel()
+		b.sayIdle(ctx)
+	})
 }

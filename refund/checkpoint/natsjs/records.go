@@ -20,13 +20,9 @@ type cached struct {
 	known bool
 }
 
-// Append writes recs, all of one item this run holds, as one new value of
-// the item under the revision its claim last wrote or read: a claim
-// another run took since fails with a *refund.LostClaimError, and nothing is
-// written. A refund the records credit is first bound to the item (a key
-// per refund id, made only where none is): a refund is credited to one
-// item, ever. The server acknowledges the write once it stored it
-// (Durable says how durably).
+// Append writes recs, all of one item this run holds, as one new value of the
+// item under the revision its claim last wrote or read: a claim another run
+// took since fails with a *refund.LostClaimError, and nothing is written.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if c.readOnly {
 		return &Error{Op: "append", Err: errors.New("the checkpoint was opened for reading only")}
@@ -34,24 +30,24 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	k := key{recs[0].Batch, recs[0].Item}
-	c.mu.Lock()
-	cl := c.held[k]
+	k := key{Batch: recs[0].Batch, Item: recs[0].Item}
+	c.Mu.Lock()
+	cl := c.Held[k]
 	if cl == nil {
-		c.mu.Unlock()
-		return &refund.LostClaimError{Batch: k.batch, Item: k.item, Why: "this run holds no claim of it"}
+		c.Mu.Unlock()
+		return &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "this run holds no claim of it"}
 	}
 	v := *cl.val
 	v.Records = slices.Clip(v.Records)
-	next, burned := cl.state, false
+	next, burned := cl.State, false
 	for _, r := range recs {
-		if r.Batch != k.batch || r.Item != k.item {
-			c.mu.Unlock()
+		if r.Batch != k.Batch || r.Item != k.Item {
+			c.Mu.Unlock()
 			return &Error{Op: "append", Err: errors.New("records of two items in one append: each item's value is written alone")}
 		}
 		line, err := journal.MarshalLine(nil, r)
 		if err != nil {
-			c.mu.Unlock()
+			c.Mu.Unlock()
 			return &Error{Op: "append", Err: err}
 		}
 		v.Records = append(v.Records, json.RawMessage(line[:len(line)-1]))
@@ -63,7 +59,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		v.BurnPending, v.BurnRev = true, 0
 	}
 	rev := cl.rev
-	c.mu.Unlock()
+	c.Mu.Unlock()
 
 	// Tried through an outage while the claim lasts: the write is a
 	// compare-and-set either way.
@@ -72,81 +68,72 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		if r.Type == journal.TypeRefunded && r.Refund != "" {
 			if err := c.credit(ctx, until, r.Refund, k); err != nil {
 				if unreachable(err) {
-					c.drop(k)
+					c.Drop(k)
 				}
 				return err
 			}
 		}
 	}
 	body, _ := json.Marshal(&v)
-	newRev, err := c.update(ctx, until, itemKey(k.batch, k.item), body, rev)
+	newRev, err := c.update(ctx, until, itemKey(k.Batch, k.Item), body, rev)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
-		c.drop(k)
-		return &refund.LostClaimError{Batch: k.batch, Item: k.item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
+		c.Drop(k)
+		return &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "its ack-wait ran out and another worker took it (was this worker paused, or cut off from the servers?)"}
 	case unreachable(err):
-		c.drop(k)
-		return &refund.LostClaimError{Batch: k.batch, Item: k.item, Why: "a write of it was not acknowledged within its lease (was this worker paused, or cut off from the servers?): it may or may not be stored"}
+		c.Drop(k)
+		return &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "a write of it was not acknowledged within its lease (was this worker paused, or cut off from the servers?): it may or may not be stored"}
 	case err != nil:
-		return c.wrap("append", err)
+		return c.Wrap("append", err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	if burned {
 		v.BurnPending, v.BurnRev = false, newRev
 	}
-	if c.held[k] == cl {
-		cl.rev, cl.val, cl.state, cl.known = newRev, &v, next, true
+	if c.Held[k] == cl {
+		cl.rev, cl.val, cl.State, cl.Known = newRev, &v, next, true
 	}
-	c.stats.Records += int64(len(recs))
-	c.stats.Fsyncs++
+	c.Written.Records += int64(len(recs))
+	c.Written.Fsyncs++
 	return nil
 }
 
 // credit binds refund id to item k, unless another item holds it. A try
 // whose answer was lost is found again as this item's binding.
 func (c *Checkpoint) credit(ctx context.Context, until func() time.Time, id string, k key) error {
-	body, _ := json.Marshal(itemRef{k.batch, k.item})
+	body, _ := json.Marshal(itemRef{k.Batch, k.Item})
 	err := c.retry(ctx, until, func(ctx context.Context) error {
 		_, err := c.kv.Create(ctx, refundKey(id), body)
 		return err
 	})
 	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return c.wrap("credit refund "+id, err)
+		return c.Wrap("credit refund "+id, err)
 	}
 	var ref itemRef
 	_, ok, err := c.getJSON(ctx, until, refundKey(id), &ref)
 	switch {
 	case err != nil:
-		return c.wrap("credit refund "+id, err)
-	case ok && (ref.Batch != k.batch || ref.Item != k.item):
+		return c.Wrap("credit refund "+id, err)
+	case ok && (ref.Batch != k.Batch || ref.Item != k.Item):
 		return &Error{Op: "credit refund " + id, Err: fmt.Errorf("the checkpoint credits it to item %q of batch %q already: a refund is one item's", ref.Item, ref.Batch)}
 	}
 	return nil
 }
 
-// Stats counts the records this run wrote and the writes that stored them.
-func (c *Checkpoint) Stats() journal.WriterStats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stats
-}
-
 // Lookup returns what the checkpoint holds of an item: its claim's state
 // when this run holds it, else what its value says now.
 func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error) {
-	k := key{batch, item}
-	c.mu.Lock()
-	if cl := c.held[k]; cl != nil {
-		st, known := cl.state, cl.known
-		c.mu.Unlock()
+	k := key{Batch: batch, Item: item}
+	if st, known, ok := c.HeldState(k); ok {
 		return st, known, nil
 	}
+	c.Mu.Lock()
 	if ch, ok := c.cache[k]; ok {
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		return ch.st, ch.known, nil
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	if c.kv == nil {
 		return journal.ItemState{}, false, nil
 	}
@@ -155,11 +142,11 @@ func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error)
 
 func (c *Checkpoint) stateOf(ctx context.Context, until func() time.Time, k key) (journal.ItemState, bool, error) {
 	var v itemValue
-	_, ok, err := c.getJSON(ctx, until, itemKey(k.batch, k.item), &v)
+	_, ok, err := c.getJSON(ctx, until, itemKey(k.Batch, k.Item), &v)
 	if err != nil || !ok {
-		return journal.ItemState{}, false, c.wrap("lookup", err)
+		return journal.ItemState{}, false, c.Wrap("lookup", err)
 	}
-	return v.fold(itemKey(k.batch, k.item))
+	return v.fold(itemKey(k.Batch, k.Item))
 }
 
 // Holder returns the item the checkpoint credits with refund id.
@@ -170,7 +157,7 @@ func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) 
 	var ref itemRef
 	_, ok, err = c.getJSON(context.Background(), c.leaseFrom(time.Now()), refundKey(id), &ref)
 	if err != nil {
-		return "", "", false, c.wrap("holder", err)
+		return "", "", false, c.Wrap("holder", err)
 	}
 	return ref.Batch, ref.Item, ok, nil
 }
@@ -189,23 +176,16 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	for _, p := range slices.Compact(slices.Sorted(slices.Values(keys))) {
 		var pv paymentValue
 		if _, _, err := c.getJSON(ctx, until, paymentKey(p), &pv); err != nil {
-			return nil, c.wrap("items on payment", err)
+			return nil, c.Wrap("items on payment", err)
 		}
 		for _, r := range pv.Items {
-			k := key{r.Batch, r.Item}
+			k := key{Batch: r.Batch, Item: r.Item}
 			if seen[k] {
 				continue
 			}
 			seen[k] = true
-			c.mu.Lock()
-			cl := c.held[k]
-			var st journal.ItemState
-			var known bool
-			if cl != nil {
-				st, known = cl.state, cl.known
-			}
-			c.mu.Unlock()
-			if cl == nil {
+			st, known, held := c.HeldState(k)
+			if !held {
 				var err error
 				if st, known, err = c.stateOf(ctx, until, k); err != nil {
 					return nil, err
@@ -225,4 +205,208 @@ func statusName(st journal.ItemState) string {
 		return "duplicate"
 	}
 	return st.Status.String()
+}
+
+// A payment's lock: one item of a payment at a time, beaten by its holder,
+// fenced by a waiter when the holder stops.
+func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	k := key{Batch: batch, Item: item}
+	c.Mu.Lock()
+	cl := c.Held[k]
+	c.Mu.Unlock()
+	if cl == nil {
+		return nil, &refund.LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
+	}
+	me := lockValue{Batch: batch, Item: item, Gen: cl.val.Gen, Worker: c.Worker, Lease: int64(c.Lease())}
+	var taken []string
+	giveUp := func() {
+		c.unlock(me, taken)
+		c.Mu.Lock()
+		cl.payments = nil
+		c.Mu.Unlock()
+	}
+	for _, p := range keys {
+		var w lockWatch
+		for {
+			if err := c.Holds(ctx, batch, item); err != nil {
+				giveUp()
+				return nil, err
+			}
+			// Tried again through an outage while the lease may last.
+			var got bool
+			err := c.retry(ctx, c.claimUntil(cl, time.Now()), func(ctx context.Context) (err error) {
+				got, err = c.tryLock(ctx, p, me, &w)
+				return err
+			})
+			if err != nil {
+				giveUp()
+				return nil, c.Wrap("lock payment", err)
+			}
+			if got {
+				break
+			}
+			select {
+			case <-time.After(c.PollWait()):
+			case <-ctx.Done():
+				giveUp()
+				return nil, ctx.Err()
+			}
+		}
+		taken = append(taken, p)
+		// Beaten from now on, while the next ones are waited for.
+		c.Mu.Lock()
+		cl.lock, cl.payments = me, slices.Clone(taken)
+		c.Mu.Unlock()
+	}
+	return giveUp, nil
+}
+
+// lockWatch is a waiter's view of a lock held by another claim: the
+// revision it last saw, and since when by this host's monotonic clock.
+type lockWatch struct {
+	rev   uint64
+	since time.Time
+}
+
+// stale reports whether the lock, at revision rev, has not changed for
+// longer than its holder's renewals allow.
+func (w *lockWatch) stale(rev uint64, l *lockValue, fallback time.Duration) bool {
+	if w.since.IsZero() || w.rev != rev {
+		w.rev, w.since = rev, time.Now()
+		return false
+	}
+	return time.Since(w.since) > l.staleAfter(fallback)
+}
+
+// tryLock takes the lock of payment p for me, if it is free, or ends the
+// claim of a holder that stopped beating it.
+func (c *Checkpoint) tryLock(ctx context.Context, p string, me lockValue, w *lockWatch) (bool, error) {
+	var pv paymentValue
+	rev, ok, err := getJSON(ctx, c.kv, paymentKey(p), &pv)
+	if err != nil {
+		return false, err
+	}
+	if ok && pv.Lock != nil && !pv.Lock.sameClaim(me) {
+		free, err := c.lockFree(ctx, pv.Lock, me)
+		if err != nil {
+			return false, err
+		}
+		if !free {
+			if !w.stale(rev, pv.Lock, c.Lease()) {
+				return false, nil
+			}
+			if free, err = c.fence(ctx, p, pv.Lock); err != nil || !free {
+				w.since = time.Now() // its holder wrote: alive, watch again
+				return false, err
+			}
+		}
+	}
+	pv.Lock = &me
+	pv.add(me.Batch, me.Item)
+	body, _ := json.Marshal(&pv)
+	if ok {
+		_, err = c.kv.Update(ctx, paymentKey(p), body, rev)
+	} else {
+		_, err = c.kv.Create(ctx, paymentKey(p), body)
+	}
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		return false, nil // taken or changed a moment ago: look again
+	}
+	return err == nil, err
+}
+
+// lockFree reports whether lock l no longer stands in me's way: it is an
+// earlier claim of the same item, or its item's claim has ended.
+func (c *Checkpoint) lockFree(ctx context.Context, l *lockValue, me lockValue) (bool, error) {
+	if l.Batch == me.Batch && l.Item == me.Item {
+		return l.Gen <= me.Gen, nil
+	}
+	var v itemValue
+	_, ok, err := getJSON(ctx, c.kv, itemKey(l.Batch, l.Item), &v)
+	if err != nil || !ok {
+		return !ok, err
+	}
+	return c.claimEnded(&v, l)
+}
+
+// claimEnded reports whether the claim lock l belongs to is over in v, its
+// item's value: claimed again since, given back, or settled.
+func (c *Checkpoint) claimEnded(v *itemValue, l *lockValue) (bool, error) {
+	if v.Gen != l.Gen || v.Released {
+		return true, nil
+	}
+	st, known, err := v.fold(itemKey(l.Batch, l.Item))
+	if err != nil {
+		return false, err
+	}
+	return settled(st, known, false), nil
+}
+
+// fence ends the claim that holds payment p's lock l, whose holder renewed
+// nothing for a whole lease: its item's generation is bumped under the
+// revision read, as a later claim would, so its holder (paused, killed, cut
+// off) can write nothing more for it, intents included, and so send nothing
+// more.
+func (c *Checkpoint) fence(ctx context.Context, p string, l *lockValue) (bool, error) {
+	ik := itemKey(l.Batch, l.Item)
+	var v itemValue
+	rev, ok, err := getJSON(ctx, c.kv, ik, &v)
+	if err != nil || !ok {
+		return !ok, err
+	}
+	if ended, err := c.claimEnded(&v, l); err != nil || ended {
+		return ended, err
+	}
+	nv := v
+	nv.Gen++
+	nv.Released = true
+	nv.BurnRev, nv.BurnPending = v.burnRev(rev), false
+	body, _ := json.Marshal(&nv)
+	_, err = c.kv.Update(ctx, ik, body, rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	c.Warn(fmt.Sprintf("payment %s: its lock, held by item %q of batch %q (worker %s), was not renewed for %s: that claim is ended (its worker died, was paused or is cut off; it can write nothing more for the item, which is worked again once its ack-wait runs out)",
+		p, l.Item, l.Batch, l.Worker, l.staleAfter(c.Lease())))
+	return true, nil
+}
+
+// unlock gives up me's locks of keys; a failure leaves them to end with
+// the claim.
+func (c *Checkpoint) unlock(me lockValue, keys []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.Margin())
+	defer cancel()
+	for _, p := range keys {
+		c.rewriteLock(ctx, p, me, func(pv *paymentValue) { pv.Lock = nil })
+	}
+}
+
+// beat tells waiters that me's claim still holds its locks of keys.
+func (c *Checkpoint) beat(ctx context.Context, me lockValue, keys []string) {
+	for _, p := range keys {
+		c.rewriteLock(ctx, p, me, func(pv *paymentValue) { pv.Lock.Beat++ })
+	}
+}
+
+// rewriteLock applies change to payment p's value while me holds its lock;
+// false when it does not, or the write failed.
+func (c *Checkpoint) rewriteLock(ctx context.Context, p string, me lockValue, change func(*paymentValue)) bool {
+	for try := 0; try < 4; try++ {
+		var pv paymentValue
+		rev, ok, err := getJSON(ctx, c.kv, paymentKey(p), &pv)
+		if err != nil || !ok || pv.Lock == nil || !pv.Lock.sameClaim(me) {
+			return false
+		}
+		change(&pv)
+		body, _ := json.Marshal(&pv)
+		_, err = c.kv.Update(ctx, paymentKey(p), body, rev)
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return err == nil
+		}
+	}
+	return false
 }

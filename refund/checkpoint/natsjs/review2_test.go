@@ -197,9 +197,9 @@ func TestReviewLiveHolderInLongCallFencedAfterOneFailedRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The blip: one renewal's flush failed, its deadline passed.
-	holder.mu.Lock()
-	holder.held[key{"B", x.Item}].deadline = time.Now().Add(-time.Millisecond)
-	holder.mu.Unlock()
+	holder.Mu.Lock()
+	holder.Held[key{Batch: "B", Item: x.Item}].Deadline = time.Now().Add(-time.Millisecond)
+	holder.Mu.Unlock()
 	// The holder is in its provider call (no Holds) for 3 leases; the
 	// network is fine again and renewLoop runs.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*lease)

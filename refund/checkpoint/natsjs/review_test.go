@@ -126,9 +126,7 @@ func TestReviewRenewAfterPauseDoesNotReviveClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	// SIGSTOP: no renewal.
-	close(paused.stopRenew)
-	<-paused.renewDone
-	paused.stopRenew = nil
+	paused.Pause()
 	other := reviewOpen(t, url, lease, "other")
 	if err := other.Load(context.Background(), plan); err != nil {
 		t.Fatal(err)

@@ -63,8 +63,7 @@ type itemValue struct {
 	ReleasedBy []string `json:"released_by,omitempty"`
 	// BurnPending says the write of this value journaled an answer that
 	// burned the item's key; BurnRev is that write's revision once a
-	// later write knows it. A key burned after a run started is not sent
-	// anew by it (refund.Claimed.BurnedInRun).
+	// later write knows it.
 	BurnPending bool              `json:"burn_pending,omitempty"`
 	BurnRev     uint64            `json:"burn_rev,omitempty"`
 	Records     []json.RawMessage `json:"records,omitempty"`
@@ -96,9 +95,6 @@ func (v *itemValue) burnRev(rev uint64) uint64 {
 }
 
 // lockValue is the lock of a payment: the claim of the item that holds it.
-// Its holder rewrites it (Beat) every third of its lease (Lease, in
-// nanoseconds) while the claim lives: a lock unchanged for a whole lease
-// is a dead or cut-off holder's, whose claim a waiter may end.
 type lockValue struct {
 	Batch  string `json:"batch"`
 	Item   string `json:"item"`

@@ -1,10 +1,8 @@
 package postgres
 
-// The rate budget the workers of one provider account share: each live
-// worker of the account on this checkpoint takes an equal part of the
-// batch's --share, and the parts are re-split when one joins, ends or
-// dies. docs/design.md, "One account, many workers", says why a part per
-// live worker and not a token bucket in the database.
+// The rate budget the workers of one provider account share: each live worker
+// of the account on this checkpoint takes an equal part of the batch's
+// --share, and the parts are re-split when one joins, ends or dies.
 
 import (
 	"context"
@@ -14,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // budgetChannel is the NOTIFY channel on which a worker that joins or
@@ -53,19 +53,19 @@ type Budget struct {
 // those of the same account not stopped and seen within two thirds of
 // their own lease. The budget ends with Close.
 func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share float64, apply func(workers int)) (*Budget, error) {
-	if c.stopRenew == nil {
+	if !c.Renewing() {
 		return nil, errors.New("postgres checkpoint: a budget needs a worker (opened read only)")
 	}
 	conn, err := c.pool.Acquire(ctx)
 	if err != nil {
-		return nil, c.wrap("budget", err)
+		return nil, c.Wrap("budget", err)
 	}
 	b := &Budget{c: c, account: account, share: share, apply: apply, conn: conn, done: make(chan struct{})}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	fail := func(err error) (*Budget, error) {
 		b.cancel()
 		drop(conn)
-		return nil, c.wrap("budget", err)
+		return nil, c.Wrap("budget", err)
 	}
 	// LISTEN before joining: a worker that joins after this one counted is
 	// heard, one that joined before is counted.
@@ -74,62 +74,49 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share floa
 	}
 	if _, err := conn.Exec(ctx, `WITH me AS (
 			UPDATE refundkit.workers SET account = $3, lease = $4::interval WHERE worker = $1 AND started_at = $2
-		) SELECT pg_notify($5, $3)`, c.worker, c.started, account, c.lease.String(), budgetChannel); err != nil {
+		) SELECT pg_notify($5, $3)`, c.Worker, c.started, account, c.Lease().String(), budgetChannel); err != nil {
 		return fail(err)
 	}
 	if err := b.recount(ctx); err != nil {
 		return fail(err)
 	}
-	c.mu.Lock()
+	c.Mu.Lock()
 	c.budget = b
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	b.watching.Add(1)
 	go b.loop()
 	go b.watchIdle()
 	return b, nil
 }
 
-// idleAfter is how long a worker holds no claim before it gives its part
-// to the others: longer than the gap between an item's end and the next
-// claim, so that a worker at -j 1 does not flap.
-const idleAfter = 250 * time.Millisecond
-
 // watchIdle gives this worker's part to the others while it holds no
-// claim (it has nothing left, and waits for the others to settle theirs),
-// and takes it back as soon as it claims again: at the batch's end, the
-// last items' workers go at the whole share, not at their part of it. A
-// worker that has not claimed yet keeps its part, so that none sends
-// before the others count it.
+// claim, and takes it back as it claims again (checkpoint.Idle): at the
+// batch's end, the last items' workers go at the whole share.
 func (b *Budget) watchIdle() {
 	defer b.watching.Done()
-	t := time.NewTicker(idleAfter / 5)
+	t := time.NewTicker(checkpoint.IdleAfter / 5)
 	defer t.Stop()
-	var busy time.Time // when it last held a claim; zero: never yet
+	var w checkpoint.Idle
 	for {
 		select {
 		case <-b.ctx.Done():
 			return
 		case <-t.C:
 		}
-		b.c.mu.Lock()
-		held := len(b.c.held)
+		b.c.Mu.Lock()
 		// It worked already if it gave an item back or wrote a record,
 		// however short its claims were.
-		worked := len(b.c.done) > 0 || b.c.stats.Records > 0
-		b.c.mu.Unlock()
-		now := time.Now()
+		held, worked := len(b.c.Held), len(b.c.Left) > 0 || b.c.Written.Records > 0
+		b.c.Mu.Unlock()
 		b.mu.Lock()
 		idle := b.idle
 		b.mu.Unlock()
-		switch {
-		case held > 0:
-			busy = now
+		switch w.Step(time.Now(), held, worked, idle) {
+		case checkpoint.Holding:
 			if idle {
 				b.setIdle(false)
 			}
-		case busy.IsZero() && worked:
-			busy = now
-		case !idle && !busy.IsZero() && now.Sub(busy) >= idleAfter:
+		case checkpoint.GoIdle:
 			b.setIdle(true)
 		}
 	}
@@ -149,7 +136,7 @@ func (b *Budget) setIdle(idle bool) {
 	defer cancel()
 	b.c.pool.Exec(ctx, `WITH me AS (
 			UPDATE refundkit.workers SET budget_share = $3 WHERE worker = $1 AND started_at = $2
-		) SELECT pg_notify($4, $5)`, b.c.worker, b.c.started, part, budgetChannel, b.account)
+		) SELECT pg_notify($4, $5)`, b.c.Worker, b.c.started, part, budgetChannel, b.account)
 }
 
 // Workers is the number of live workers of the account as last counted.
@@ -162,7 +149,7 @@ func (b *Budget) Workers() int {
 // budgetPoll is how often a worker counts its account's workers when no
 // one has told it of a change: a sixth of a lease, so that a dead
 // worker's part is taken up within a lease of its death.
-func (c *Checkpoint) budgetPoll() time.Duration { return max(c.lease/6, 100*time.Millisecond) }
+func (c *Checkpoint) budgetPoll() time.Duration { return max(c.Lease()/6, 100*time.Millisecond) }
 
 // loop waits for a notification from a worker of the account, or the
 // poll, and counts again; a worker woken late (it was paused, or starved)
@@ -192,7 +179,7 @@ func (b *Budget) loop() {
 			// may have taken its part. They count it again now.
 			b.conn.Exec(ctx, `WITH me AS (
 					UPDATE refundkit.workers SET last_seen = clock_timestamp() WHERE worker = $1 AND started_at = $2
-				) SELECT pg_notify($3, $4)`, b.c.worker, b.c.started, budgetChannel, b.account)
+				) SELECT pg_notify($3, $4)`, b.c.Worker, b.c.started, budgetChannel, b.account)
 		}
 		b.recount(ctx)
 		cancel()
@@ -241,7 +228,7 @@ const liveWorkersSQL = `SELECT 1 + count(*) FROM refundkit.workers
 func (b *Budget) recount(ctx context.Context) error {
 	c := b.c
 	var n int
-	err := b.conn.QueryRow(ctx, liveWorkersSQL, b.account, c.worker, c.lease.String()).Scan(&n)
+	err := b.conn.QueryRow(ctx, liveWorkersSQL, b.account, c.Worker, c.Lease().String()).Scan(&n)
 	if err != nil {
 		return err
 	}
@@ -255,7 +242,7 @@ func (b *Budget) recount(ctx context.Context) error {
 	b.apply(n)
 	// An idle worker's part stays 0: watchIdle alone moves it from or to 0.
 	_, err = b.conn.Exec(ctx, `UPDATE refundkit.workers SET budget_share = CASE WHEN budget_share = 0 THEN 0 ELSE $3::double precision END
-		WHERE worker = $1 AND started_at = $2`, c.worker, c.started, b.share/float64(n))
+		WHERE worker = $1 AND started_at = $2`, c.Worker, c.started, b.share/float64(n))
 	return err
 }
 

@@ -143,7 +143,7 @@ func BenchmarkBudgetCount(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		var n int
-		if err := c.pool.QueryRow(ctx, liveWorkersSQL, "stripe test bench", c.worker, c.lease.String()).Scan(&n); err != nil || n != 1 {
+		if err := c.pool.QueryRow(ctx, liveWorkersSQL, "stripe test bench", c.Worker, c.Lease().String()).Scan(&n); err != nil || n != 1 {
 			b.Fatal(n, err)
 		}
 	}

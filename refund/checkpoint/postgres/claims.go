@@ -12,29 +12,26 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // Claim takes up to n items of the batches this run loaded that are open
-// (neither refunded nor failed for good; with retryHeld, held ones too),
-// not under another run's live lease and not released by this run before,
-// in plan order. FOR UPDATE SKIP LOCKED lets many runs claim at once
-// without waiting on each other; each claim bumps the item's generation,
-// which fences every later write of an earlier holder. An item whose lease
-// ran out is taken like any other: its records say it is in doubt, and the
-// engine looks it up before any call.
+// (neither refunded nor failed for good; with retryHeld, held ones too), not
+// under another run's live lease and not released by this run before, in plan
+// order.
 func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund.Claimed, time.Duration, error) {
-	c.mu.Lock()
+	c.Mu.Lock()
 	batches := c.batches
 	// Not claimed again: what this run released, and what it holds (a
 	// lease of its own that ran out is renewed by Holds, never retaken).
 	var doneB, doneI []string
-	for k := range c.done {
-		doneB, doneI = append(doneB, k.batch), append(doneI, k.item)
+	for k := range c.Left {
+		doneB, doneI = append(doneB, k.Batch), append(doneI, k.Item)
 	}
-	for k := range c.held {
-		doneB, doneI = append(doneB, k.batch), append(doneI, k.item)
+	for k := range c.Held {
+		doneB, doneI = append(doneB, k.Batch), append(doneI, k.Item)
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 
 	start := time.Now()
 	rows, err := c.pool.Query(ctx, `WITH picked AS (
@@ -53,12 +50,12 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		lease_until = clock_timestamp() + $7::interval
 	FROM picked WHERE i.batch = picked.batch AND i.item = picked.item
 	RETURNING i.batch, i.item, i.claim_gen`,
-		batches, retryHeld, doneB, doneI, n, c.worker, c.lease.String())
+		batches, retryHeld, doneB, doneI, n, c.Worker, c.Lease().String())
 	if unreachable(err) {
-		return nil, c.pollWait(), c.claimsUnanswered(err)
+		return nil, c.PollWait(), c.ClaimsUnanswered(err)
 	}
 	if err != nil {
-		return nil, 0, c.wrap("claim", err)
+		return nil, 0, c.Wrap("claim", err)
 	}
 	type got struct {
 		k   key
@@ -67,37 +64,36 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	var claimed []got
 	for rows.Next() {
 		var g got
-		if err := rows.Scan(&g.k.batch, &g.k.item, &g.gen); err != nil {
+		if err := rows.Scan(&g.k.Batch, &g.k.Item, &g.gen); err != nil {
 			rows.Close()
-			return nil, 0, c.wrap("claim", err)
+			return nil, 0, c.Wrap("claim", err)
 		}
 		claimed = append(claimed, g)
 	}
 	if err := rows.Err(); unreachable(err) {
-		return nil, c.pollWait(), c.claimsUnanswered(err)
+		return nil, c.PollWait(), c.ClaimsUnanswered(err)
 	} else if err != nil {
-		return nil, 0, c.wrap("claim", err)
+		return nil, 0, c.Wrap("claim", err)
 	}
-	c.claimsAnswered()
-	deadline := start.Add(c.margin())
+	c.ClaimsAnswered()
+	deadline := start.Add(c.Margin())
 	if len(claimed) == 0 {
 		var wait time.Duration
-		err := c.retry(ctx, time.Now().Add(c.margin()), func(ctx context.Context) (err error) {
+		err := c.retry(ctx, time.Now().Add(c.Margin()), func(ctx context.Context) (err error) {
 			wait, err = c.waitForOthers(ctx, batches, retryHeld, doneB, doneI)
 			return err
 		})
-		return nil, wait, c.wrap("claim", err)
+		return nil, wait, c.Wrap("claim", err)
 	}
-	c.mu.Lock()
+	c.Mu.Lock()
 	for _, g := range claimed {
-		c.held[g.k] = &claim{gen: g.gen, deadline: deadline}
+		c.Held[g.k] = &claim{Claim: checkpoint.Claim{Deadline: deadline}, gen: g.gen}
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 
 	// The records are read by a second statement, after the claim
 	// committed: its snapshot holds every record of an earlier holder,
-	// whose later writes the new generation fences. The claim's own
-	// snapshot may predate a holder's last commit (FOR UPDATE reads the
+	// whose later writes the new generation fences (FOR UPDATE reads the
 	// newest row, not the newest records).
 	keys := make([]key, len(claimed))
 	for i, g := range claimed {
@@ -114,27 +110,23 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		return err
 	})
 	if err != nil {
-		return nil, 0, c.wrap("claim", err)
+		return nil, 0, c.Wrap("claim", err)
 	}
 	out := make([]refund.Claimed, len(claimed))
-	c.mu.Lock()
+	c.Mu.Lock()
 	for i, g := range claimed {
 		st, known := states[g.k]
-		c.held[g.k].state, c.held[g.k].known = st, known
-		out[i] = refund.Claimed{Batch: g.k.batch, Item: g.k.item, State: st, Known: known,
+		c.Held[g.k].State, c.Held[g.k].Known = st, known
+		out[i] = refund.Claimed{Batch: g.k.Batch, Item: g.k.Item, State: st, Known: known,
 			BurnedInRun: st.KeyBurned && !before[burned[g.k]]}
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	return out, 0, nil
 }
 
-// seenAtStart says which of the records that burned keys (by sequence
-// number) this run's start saw committed: the 500s it may send anew with
-// --resend-after-500. A record is of this run unless its transaction had
-// ended when this run took its snapshot; sequence numbers cannot say so,
-// since they are drawn when a record is inserted, not when it commits. A
-// record written before the schema knew transactions (xact NULL) was
-// committed before any worker that reads them opened.
+// seenAtStart says which of the records that burned keys (by sequence number)
+// this run's start saw committed: the 500s it may send anew with
+// --resend-after-500.
 func (c *Checkpoint) seenAtStart(ctx context.Context, burned map[key]int64) (map[int64]bool, error) {
 	before := map[int64]bool{}
 	if len(burned) == 0 {
@@ -160,17 +152,9 @@ func (c *Checkpoint) seenAtStart(ctx context.Context, burned map[key]int64) (map
 	return before, rows.Err()
 }
 
-// waitForOthers says how long to wait before claiming again when nothing
-// was claimable: 0 when no open item of these batches is left for this run
-// or for another, else 50 to 250 ms. Left for this run: open items outside
-// the ones it released, claimed by others (whose holders may die and must
-// not be waited on alone) or locked a moment (another run's claim not yet
-// committed, an import). Left for another: an open item this run released
-// (in doubt, say) that another worker holds, or that a live worker of its
-// batch has not released yet and so will claim, look up and perhaps
-// settle. The batch's tally at the end is then final when this run ends,
-// unless every live worker gave up on an item: that one is left for a
-// later run.
+// waitForOthers says how long to wait before claiming again when nothing was
+// claimable: 0 when no open item of these batches is left for this run or for
+// another, else 50 to 250 ms.
 func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryHeld bool, doneB, doneI []string) (time.Duration, error) {
 	var left bool
 	err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refundkit.items
@@ -182,48 +166,27 @@ func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryH
 		    OR EXISTS (SELECT 1 FROM refundkit.workers w
 		      WHERE w.worker <> $5 AND w.stopped_at IS NULL AND w.last_seen > clock_timestamp() - $6::interval
 		        AND i.batch = ANY(w.batches) AND NOT w.worker = ANY(i.released_by))))`,
-		batches, retryHeld, doneB, doneI, c.worker, c.lease.String()).Scan(&left)
+		batches, retryHeld, doneB, doneI, c.Worker, c.Lease().String()).Scan(&left)
 	if err != nil {
 		return 0, err
 	}
 	if !left {
 		return 0, nil
 	}
-	return c.pollWait(), nil
+	return c.PollWait(), nil
 }
-
-// pollWait is how long to wait before asking again for what another run
-// holds.
-func (c *Checkpoint) pollWait() time.Duration {
-	return min(max(c.lease/10, 50*time.Millisecond), 250*time.Millisecond)
-}
-
-// margin is how long after a claim or renewal was sent the lease is surely
-// still this run's by its own clock: the lease less a tenth for the two
-// clocks' drift. The database sets the lease from its own clock when the
-// statement runs, which is after it was sent.
-func (c *Checkpoint) margin() time.Duration { return c.lease - c.lease/10 }
 
 // Holds returns nil while this run's claim of an item is live by its own
-// monotonic clock. Past its deadline (a renewal failed, or the run was
-// paused), it renews that claim in the database, fenced by its generation:
-// if another run took it, the claim is lost and nothing more may be sent.
+// monotonic clock.
 func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
-	k := key{batch, item}
-	c.mu.Lock()
-	cl := c.held[k]
-	if cl == nil {
-		c.mu.Unlock()
-		return &refund.LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
-	}
-	if time.Now().Before(cl.deadline) {
-		c.mu.Unlock()
-		return nil
-	}
+	return c.Base.Holds(ctx, key{Batch: batch, Item: item}, c.renewClaim)
+}
+
+func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start time.Time, lost string, err error) {
+	c.Mu.Lock()
 	gen, payments := cl.gen, cl.payments
-	until := cl.deadline.Add(c.lease / 10) // the lease may run out in the database then
-	c.mu.Unlock()
-	var start time.Time
+	c.Mu.Unlock()
+	until := c.LeaseEnd(cl)
 	var claims, locks int
 	for try := 0; ; try++ {
 		start = time.Now()
@@ -234,7 +197,7 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 			UPDATE refundkit.items SET lease_until = clock_timestamp() + $5::interval
 			WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4 RETURNING 1
 		)
-		SELECT (SELECT count(*) FROM claim), (SELECT count(*) FROM locks)`, batch, item, c.worker, gen, c.lease.String()).Scan(&claims, &locks)
+		SELECT (SELECT count(*) FROM claim), (SELECT count(*) FROM locks)`, k.Batch, k.Item, c.Worker, gen, c.Lease().String()).Scan(&claims, &locks)
 		if err == nil {
 			c.answered()
 			break
@@ -242,10 +205,10 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 		// The database away (a restart): asked again while the lease may
 		// last; the renewal is fenced, and the same again changes nothing.
 		if unreachable(err) && ctx.Err() == nil && time.Now().Before(until) {
-			c.unanswered(err)
+			c.Unanswered(err)
 			try--
 			select {
-			case <-time.After(min(c.pollWait(), time.Until(until))):
+			case <-time.After(min(c.PollWait(), time.Until(until))):
 			case <-ctx.Done():
 			}
 			continue
@@ -253,85 +216,75 @@ func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
 		// A deadlock with another worker taking payment locks, or a lock
 		// held a moment: ask again, a few times, before halting.
 		if !transient(err) || try >= 2 {
-			return c.wrap("renew claim", err)
+			return start, "", c.Wrap("renew claim", err)
 		}
 	}
-	if claims == 0 || locks < payments {
-		c.drop(k)
-		why := "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"
-		if claims > 0 {
-			why = "the lease of its payment's lock ran out and another item of the payment took it (was this worker paused, or cut off from the database?)"
-		}
-		return &refund.LostClaimError{Batch: batch, Item: item, Why: why}
+	switch {
+	case claims == 0:
+		return start, "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)", nil
+	case locks < payments:
+		return start, "the lease of its payment's lock ran out and another item of the payment took it (was this worker paused, or cut off from the database?)", nil
 	}
-	c.mu.Lock()
-	if cl := c.held[k]; cl != nil && cl.gen == gen {
-		cl.deadline = start.Add(c.margin())
-	}
-	c.mu.Unlock()
-	return nil
+	return start, "", nil
 }
 
-// LockPayments takes the locks of an item's payment keys, all or none in
-// one transaction, and waits while another item (of this run or another)
-// holds one; a lock whose lease ran out, or that an earlier holder of the
-// same item left, is taken over. The wait ends with the run's claim of the
-// item (Holds) or ctx.
+// LockPayments takes the locks of an item's payment keys, all or none in one
+// transaction, and waits while another item (of this run or another) holds
+// one; a lock whose lease ran out, or that an earlier holder of the same item
+// left, is taken over.
 func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
-	k := key{batch, item}
+	k := key{Batch: batch, Item: item}
 	for {
 		if err := c.Holds(ctx, batch, item); err != nil {
 			return nil, err
 		}
-		c.mu.Lock()
+		c.Mu.Lock()
 		var gen int64
-		if cl := c.held[k]; cl != nil {
+		if cl := c.Held[k]; cl != nil {
 			gen = cl.gen
 		}
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		got, err := c.tryPayments(ctx, k, gen, keys)
 		if unreachable(err) && ctx.Err() == nil {
 			// The database away: asked again while Holds says the
 			// claim may last. Taking a lock again is the same lock.
-			c.unanswered(err)
+			c.Unanswered(err)
 			got, err = false, nil
 		}
 		if err != nil {
-			return nil, c.wrap("lock payment", err)
+			return nil, c.Wrap("lock payment", err)
 		}
 		if got {
 			break
 		}
 		select {
-		case <-time.After(c.pollWait()):
+		case <-time.After(c.PollWait()):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
-	c.mu.Lock()
+	c.Mu.Lock()
 	var gen int64
-	if cl := c.held[k]; cl != nil {
+	if cl := c.Held[k]; cl != nil {
 		cl.payments, gen = len(keys), cl.gen
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), c.lease)
+		ctx, cancel := context.WithTimeout(context.Background(), c.Lease())
 		defer cancel()
 		// A failure only leaves the locks to run out with their lease.
 		c.pool.Exec(ctx, `DELETE FROM refundkit.payment_locks WHERE payment = ANY($1) AND batch = $2 AND item = $3 AND worker = $4 AND claim_gen = $5`,
-			keys, batch, item, c.worker, gen)
-		c.mu.Lock()
-		if cl := c.held[k]; cl != nil {
+			keys, batch, item, c.Worker, gen)
+		c.Mu.Lock()
+		if cl := c.Held[k]; cl != nil {
 			cl.payments = 0
 		}
-		c.mu.Unlock()
+		c.Mu.Unlock()
 	}, nil
 }
 
 // tryPayments takes every lock of keys for k, or none.
-// A lock is its item's claim's (worker and generation): renewed and
-// given up with it, and taken over by a later claim of the same item.
 func (c *Checkpoint) tryPayments(ctx context.Context, k key, gen int64, keys []string) (bool, error) {
 	const take = `INSERT INTO refundkit.payment_locks AS l (payment, batch, item, worker, claim_gen, lease_until)
 		SELECT p, $2, $3, $4, $6, clock_timestamp() + $5::interval FROM unnest($1::text[]) AS p
@@ -339,7 +292,7 @@ func (c *Checkpoint) tryPayments(ctx context.Context, k key, gen int64, keys []s
 			worker = EXCLUDED.worker, claim_gen = EXCLUDED.claim_gen, lease_until = EXCLUDED.lease_until
 		WHERE l.lease_until < clock_timestamp()
 		   OR (l.batch = EXCLUDED.batch AND l.item = EXCLUDED.item AND l.claim_gen <= EXCLUDED.claim_gen)`
-	args := []any{keys, k.batch, k.item, c.worker, c.lease.String(), gen}
+	args := []any{keys, k.Batch, k.Item, c.Worker, c.Lease().String(), gen}
 	if len(keys) == 1 {
 		// One lock (a charge, a capture, a psp_reference): one statement is all or none,
 		// in one round trip.
@@ -379,78 +332,48 @@ func transient(err error) bool {
 var errNotAll = errors.New("not every payment lock was free")
 
 // Release ends this run's claim of an item, fenced by its generation, and
-// keeps the item's status as its records say. This run does not claim the
-// item again.
+// keeps the item's status as its records say.
 func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
-	k := key{batch, item}
-	c.mu.Lock()
-	cl := c.held[k]
-	delete(c.held, k)
+	k := key{Batch: batch, Item: item}
+	c.Mu.Lock()
+	cl := c.Held[k]
+	delete(c.Held, k)
 	var status string
 	var held bool
 	if cl != nil {
-		status, held = statusOf(cl.state)
+		status, held = statusOf(cl.State)
 	}
 	if cl == nil || !settled(status, held) {
 		// Settled items are no one's to claim; the rest only this run
 		// leaves alone, so the list every claim sends stays short.
-		c.done[k] = true
+		c.Left[k] = 0
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	if cl == nil || cl.wrote && settled(status, held) {
 		return nil // its settling record ended the claim
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.lease)
+	ctx, cancel := context.WithTimeout(ctx, c.Lease())
 	defer cancel()
 	// An item given back unsettled names its releaser: the other workers
 	// of the batch wait for this one to take it only while it has not.
-	// Fenced, and the same again changes nothing: sent again through an
-	// outage for a lease at most.
-	err := c.retry(ctx, time.Now().Add(c.lease), func(ctx context.Context) error {
+	err := c.retry(ctx, time.Now().Add(c.Lease()), func(ctx context.Context) error {
 		_, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET claimed_by = NULL, lease_until = NULL, status = $5, held = $6,
 			released_by = CASE WHEN $7 OR $3 = ANY(released_by) THEN released_by ELSE array_append(released_by, $3) END
-		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.worker, cl.gen, status, held, settled(status, held))
+		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.Worker, cl.gen, status, held, settled(status, held))
 		return err
 	})
-	return c.wrap("release claim", err)
+	return c.Wrap("release claim", err)
 }
 
-// renewLoop renews this run's claims every third of a lease, and says the
-// worker is alive, until Close.
-func (c *Checkpoint) renewLoop() {
-	defer close(c.renewDone)
-	t := time.NewTicker(c.lease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.stopRenew:
-			return
-		case <-c.relinked:
-			// A renewal the outage missed is owed.
-			ctx, cancel := context.WithTimeout(context.Background(), c.lease/3)
-			c.renew(ctx)
-			cancel()
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), c.lease/3)
-			c.renew(ctx)
-			cancel()
-		}
-	}
-}
-
-// renew extends the leases of every claim this run holds, in one
-// statement. A claim the database no longer gives this run (its lease ran
-// out and another took it) is dropped: Holds and Append fail for it. A
-// failed renewal changes nothing: the claims' deadlines pass, and Holds
-// then asks the database itself.
+// renew extends the leases of every claim this run holds, in one statement.
 func (c *Checkpoint) renew(ctx context.Context) {
-	c.mu.Lock()
+	c.Mu.Lock()
 	var batches, items []string
 	var gens []int64
-	for k, cl := range c.held {
-		batches, items, gens = append(batches, k.batch), append(items, k.item), append(gens, cl.gen)
+	for k, cl := range c.Held {
+		batches, items, gens = append(batches, k.Batch), append(items, k.Item), append(gens, cl.gen)
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	start := time.Now()
 	// Only the claims this run holds, and their payments' locks: a lock
 	// whose unlock failed, or a process of the same name's, is not kept
@@ -469,7 +392,7 @@ func (c *Checkpoint) renew(ctx context.Context) {
 		RETURNING i.batch, i.item, i.claim_gen
 	)
 	SELECT c.batch, c.item, c.claim_gen, (SELECT count(*) FROM locks l WHERE l.batch = c.batch AND l.item = c.item)
-	FROM claims c`, c.worker, batches, items, gens, c.lease.String(), c.started)
+	FROM claims c`, c.Worker, batches, items, gens, c.Lease().String(), c.started)
 	if err != nil {
 		return
 	}
@@ -481,59 +404,49 @@ func (c *Checkpoint) renew(ctx context.Context) {
 	for rows.Next() {
 		var k key
 		var r renewal
-		if rows.Scan(&k.batch, &k.item, &r.gen, &r.locks) == nil {
+		if rows.Scan(&k.Batch, &k.Item, &r.gen, &r.locks) == nil {
 			renewed[k] = r
 		}
 	}
 	if rows.Err() != nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
 	for i := range items {
-		k := key{batches[i], items[i]}
-		cl := c.held[k]
+		k := key{Batch: batches[i], Item: items[i]}
+		cl := c.Held[k]
 		if cl == nil || cl.gen != gens[i] {
 			continue // released meanwhile
 		}
 		if r, ok := renewed[k]; ok && r.gen == cl.gen && r.locks >= cl.payments {
-			cl.deadline = start.Add(c.margin())
+			cl.Deadline = start.Add(c.Margin())
 		} else {
-			cl.deadline = time.Time{} // lost: Holds asks the database, and fails
+			cl.Deadline = time.Time{} // lost: Holds asks the database, and fails
 		}
 	}
 }
 
 // Load binds the plan to the checkpoint, batch by batch, under a lock per
-// batch so that workers starting together load it once. A batch's plan is
-// its items' canonical JSON, digested in item order; the same digest is the
-// same plan, whatever the order of the lines. Another plan is refused with
-// the first item (in this plan's order) that differs, is missing or is new.
+// batch so that workers starting together load it once.
 func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
-	byBatch := map[string][]refund.PlanLine{}
-	var order []string
-	for _, pl := range plan {
-		if _, ok := byBatch[pl.Item.Batch]; !ok {
-			order = append(order, pl.Item.Batch)
-		}
-		byBatch[pl.Item.Batch] = append(byBatch[pl.Item.Batch], pl)
-	}
+	order, byBatch := checkpoint.ByBatch(plan)
 	for _, b := range order {
 		if err := c.loadBatch(ctx, b, byBatch[b]); err != nil {
 			return err
 		}
 	}
-	if c.stopRenew != nil {
+	if c.Renewing() {
 		// The batches this worker works on: the others of a batch wait
 		// for it while it may still take an item they gave back.
 		if _, err := c.pool.Exec(ctx, `UPDATE refundkit.workers SET batches = $3 WHERE worker = $1 AND started_at = $2`,
-			c.worker, c.started, order); err != nil {
-			return c.wrap("register worker", err)
+			c.Worker, c.started, order); err != nil {
+			return c.Wrap("register worker", err)
 		}
 	}
-	c.mu.Lock()
+	c.Mu.Lock()
 	c.batches = order
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	return nil
 }
 
@@ -550,15 +463,6 @@ func (lp loadedPlan) String() string {
 }
 
 var _ refund.Claims = (*Checkpoint)(nil)
-
-// drop forgets a claim another run took: this run neither writes for the
-// item nor claims it again.
-func (c *Checkpoint) drop(k key) {
-	c.mu.Lock()
-	delete(c.held, k)
-	c.done[k] = true
-	c.mu.Unlock()
-}
 
 // settled reports a status the claim query passes over: an item refunded,
 // or failed for good and not held.

@@ -16,11 +16,9 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// Export writes the records of batches (all batches when none are named)
-// as a file journal holds them: the same record lines, in the order they
-// were written, each commit's lines followed by its commit line. It returns
-// how many records it wrote and the highest sequence number among them,
-// for Import's check that nothing was written since.
+// Export writes the records of batches (all batches when none are named) as a
+// file journal holds them: the same record lines, in the order they were
+// written, each commit's lines followed by its commit line.
 func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
 	if c.empty {
 		return 0, 0, nil
@@ -28,7 +26,7 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 	rows, err := c.pool.Query(ctx, `SELECT seq, commit_id, rec FROM refundkit.records
 		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR batch = ANY($1) ORDER BY seq`, batches)
 	if err != nil {
-		return 0, 0, c.wrap("export", err)
+		return 0, 0, c.Wrap("export", err)
 	}
 	defer rows.Close()
 	bw := bufio.NewWriterSize(w, 256<<10)
@@ -47,7 +45,7 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 		var id int64
 		var line string
 		if err := rows.Scan(&last, &id, &line); err != nil {
-			return records, last, c.wrap("export", err)
+			return records, last, c.Wrap("export", err)
 		}
 		if id != commit {
 			if err := flush(); err != nil {
@@ -60,7 +58,7 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 		records++
 	}
 	if err := rows.Err(); err != nil {
-		return records, last, c.wrap("export", err)
+		return records, last, c.Wrap("export", err)
 	}
 	if err := flush(); err != nil {
 		return records, last, err
@@ -68,11 +66,10 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 	return records, last, bw.Flush()
 }
 
-// ExportPlans writes the plans the checkpoint stores for batches (all
-// when none are named) as a plan file holds them, one item a JSON line
-// (its canonical JSON, as loaded), batch by batch in plan order: what
-// audit audits the checkpoint's items against, as audit --plan does. It
-// returns how many items it wrote.
+// ExportPlans writes the plans the checkpoint stores for batches (all when
+// none are named) as a plan file holds them, one item a JSON line (its
+// canonical JSON, as loaded), batch by batch in plan order: what audit audits
+// the checkpoint's items against, as audit --plan does.
 func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []string) (items int, err error) {
 	if c.empty {
 		return 0, nil
@@ -80,21 +77,21 @@ func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []str
 	rows, err := c.pool.Query(ctx, `SELECT plan FROM refundkit.items
 		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR batch = ANY($1) ORDER BY batch, line`, batches)
 	if err != nil {
-		return 0, c.wrap("export plans", err)
+		return 0, c.Wrap("export plans", err)
 	}
 	defer rows.Close()
 	bw := bufio.NewWriterSize(w, 256<<10)
 	for rows.Next() {
 		var doc string
 		if err := rows.Scan(&doc); err != nil {
-			return items, c.wrap("export plans", err)
+			return items, c.Wrap("export plans", err)
 		}
 		bw.WriteString(doc)
 		bw.WriteByte('\n')
 		items++
 	}
 	if err := rows.Err(); err != nil {
-		return items, c.wrap("export plans", err)
+		return items, c.Wrap("export plans", err)
 	}
 	return items, bw.Flush()
 }
@@ -106,15 +103,7 @@ type BusyError struct{ Why string }
 func (e *BusyError) Error() string { return "postgres checkpoint busy: " + e.Why }
 
 // Import replaces the records of every batch that r (a journal, named name in
-// errors) holds records of with r's records, in one transaction. It is
-// journal-merge's way into the checkpoint: r is the merge of what Export
-// wrote (up to sequence number last) and the journals merged in, so nothing
-// the checkpoint held is lost. It is refused with a *BusyError while a
-// worker holds a live claim in those batches, or when records were written
-// there after last; and with a *refund.InputError when r's records bind an
-// item otherwise than the plan the checkpoint stores for its batch
-// (refund.CheckBinding, as Load checks records against a plan). The items
-// of those batches get their status anew.
+// errors) holds records of with r's records, in one transaction.
 func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last int64) (records int, batches []string, err error) {
 	sc := journal.NewScanner(r, name)
 	type row struct {
@@ -127,7 +116,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	for sc.Scan() {
 		rec := sc.Record()
 		if rec.Type == journal.TypeRefunded && rec.Refund != "" {
-			credits = append(credits, credit{rec.Refund, key{rec.Batch, rec.Item}})
+			credits = append(credits, credit{rec.Refund, key{Batch: rec.Batch, Item: rec.Item}})
 		}
 		line, err := journal.MarshalLine(nil, rec)
 		if err != nil {
@@ -186,7 +175,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 		if err := tx.QueryRow(ctx, `SELECT nextval('refundkit.commits')`).Scan(&commit); err != nil {
 			return err
 		}
-		worker := "import:" + c.worker
+		worker := "import:" + c.Worker
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"refundkit", "records"}, []string{"commit_id", "batch", "item", "claim_gen", "worker", "rec"},
 			pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
 				return []any{commit, rows[i].batch, rows[i].item, int64(0), worker, rows[i].line}, nil
@@ -200,17 +189,15 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 		return 0, nil, err
 	}
 	if err != nil {
-		return 0, nil, c.wrap("import", err)
+		return 0, nil, c.Wrap("import", err)
 	}
 	return len(rows), batches, nil
 }
 
 // CheckJournal checks the records of the journal r (named name in errors)
-// against the plans the checkpoint stores for their batches, as Import
-// does, and writes nothing: an item they bind otherwise than its plan
-// line is a *refund.InputError at the line of the item's first record.
-// journal-merge asks it of each journal it imports, so that the error
-// names the journal and line a person can look at, not the merge.
+// against the plans the checkpoint stores for their batches, as Import does,
+// and writes nothing: an item they bind otherwise than its plan line is a
+// *refund.InputError at the line of the item's first record.
 func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string) error {
 	sc := journal.NewScanner(r, name)
 	state := journal.NewState()
@@ -218,7 +205,7 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 	var batches []string
 	for sc.Scan() {
 		rec := sc.Record()
-		k := key{rec.Batch, rec.Item}
+		k := key{Batch: rec.Batch, Item: rec.Item}
 		if _, ok := first[k]; !ok {
 			first[k] = sc.Line()
 			if !slices.Contains(batches, rec.Batch) {
@@ -237,7 +224,7 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 	if _, ok := err.(*refund.InputError); ok {
 		return err
 	}
-	return c.wrap("check "+name, err)
+	return c.Wrap("check "+name, err)
 }
 
 // checkPlans checks every item of batches that state holds records of
@@ -266,7 +253,7 @@ func checkPlans(ctx context.Context, q querier, batches []string, state *journal
 			return fmt.Errorf("item %q of batch %q: the plan stored does not decode: %w", item, batch, err)
 		}
 		if err := refund.CheckBinding(&it, st); err != nil {
-			return &refund.InputError{Name: name, Line: lines[key{batch, item}],
+			return &refund.InputError{Name: name, Line: lines[key{Batch: batch, Item: item}],
 				Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", planLine, batch, err)}
 		}
 	}
@@ -274,19 +261,17 @@ func checkPlans(ctx context.Context, q querier, batches []string, state *journal
 }
 
 // checkHolders refuses records that credit one refund to two items, among
-// themselves (journal-merge reports that as a conflict, and imports the
-// merge of the whole checkpoint), or to an item when the checkpoint
-// credits it to an item of a batch not imported: a refund is credited to
-// one item, ever (refund.Checkpoint.Holder). credits are the refund ids
-// the records' refunded records name, in any status (in doubt is never
-// free), each with its item, in the records' order.
+// themselves (journal-merge reports that as a conflict, and imports the merge
+// of the whole checkpoint), or to an item when the checkpoint credits it to
+// an item of a batch not imported: a refund is credited to one item, ever
+// (refund.Checkpoint.Holder).
 func checkHolders(ctx context.Context, tx pgx.Tx, batches []string, credits []credit, name string) error {
 	var ids []string
 	owner := map[string]key{}
 	var shared error
 	for _, c := range credits {
 		if was, ok := owner[c.id]; ok && was != c.k && shared == nil {
-			shared = &refund.InputError{Name: name, Err: fmt.Errorf("refund %s is credited to item %q of batch %q and to item %q of batch %q: a refund is one item's; nothing imported", c.id, was.item, was.batch, c.k.item, c.k.batch)}
+			shared = &refund.InputError{Name: name, Err: fmt.Errorf("refund %s is credited to item %q of batch %q and to item %q of batch %q: a refund is one item's; nothing imported", c.id, was.Item, was.Batch, c.k.Item, c.k.Batch)}
 		}
 		if _, ok := owner[c.id]; !ok {
 			owner[c.id] = c.k
@@ -310,7 +295,7 @@ func checkHolders(ctx context.Context, tx pgx.Tx, batches []string, credits []cr
 		return err
 	}
 	k := owner[id]
-	return &refund.InputError{Name: name, Err: fmt.Errorf("item %q of batch %q is credited with refund %s, which the checkpoint credits to item %q of batch %q: a refund is one item's; nothing imported", k.item, k.batch, id, item, batch)}
+	return &refund.InputError{Name: name, Err: fmt.Errorf("item %q of batch %q is credited with refund %s, which the checkpoint credits to item %q of batch %q: a refund is one item's; nothing imported", k.Item, k.Batch, id, item, batch)}
 }
 
 // credit is a refund id a refunded record credits to its item.
@@ -378,7 +363,7 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo
 		FROM refundkit.items WHERE claimed_by IS NOT NULL AND (coalesce(cardinality($1::text[]), 0) = 0 OR batch = ANY($1))
 		ORDER BY batch, line`, batches)
 	if err != nil {
-		return nil, nil, nil, c.wrap("holders", err)
+		return nil, nil, nil, c.Wrap("holders", err)
 	}
 	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ClaimInfo, error) {
 		var ci ClaimInfo
@@ -386,14 +371,14 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo
 		return ci, err
 	})
 	if err != nil {
-		return nil, nil, nil, c.wrap("holders", err)
+		return nil, nil, nil, c.Wrap("holders", err)
 	}
 	rows, err = c.pool.Query(ctx, `SELECT w.worker, w.host, w.pid, w.started_at, w.last_seen, w.stopped_at,
 			count(i.item), count(i.item) FILTER (WHERE i.lease_until > clock_timestamp())
 		FROM refundkit.workers w LEFT JOIN refundkit.items i ON i.claimed_by = w.worker
 		GROUP BY w.worker ORDER BY w.started_at, w.worker`)
 	if err != nil {
-		return nil, nil, nil, c.wrap("holders", err)
+		return nil, nil, nil, c.Wrap("holders", err)
 	}
 	workers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WorkerInfo, error) {
 		var wi WorkerInfo
@@ -401,7 +386,7 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo
 		return wi, err
 	})
 	if err != nil {
-		return nil, nil, nil, c.wrap("holders", err)
+		return nil, nil, nil, c.Wrap("holders", err)
 	}
 	return bs, claims, workers, nil
 }
@@ -409,9 +394,9 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo
 // Progress is the batches of the plan this run loaded, their items counted
 // by status.
 func (c *Checkpoint) Progress(ctx context.Context) ([]BatchInfo, error) {
-	c.mu.Lock()
+	c.Mu.Lock()
 	batches := c.batches
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	if len(batches) == 0 {
 		return nil, nil
 	}
@@ -426,7 +411,7 @@ func (c *Checkpoint) batchInfo(ctx context.Context, batches []string) ([]BatchIn
 		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR b.batch = ANY($1)
 		GROUP BY b.batch, i.status ORDER BY b.batch, i.status`, batches)
 	if err != nil {
-		return nil, c.wrap("holders", err)
+		return nil, c.Wrap("holders", err)
 	}
 	for rows.Next() {
 		var b BatchInfo
@@ -434,7 +419,7 @@ func (c *Checkpoint) batchInfo(ctx context.Context, batches []string) ([]BatchIn
 		var n int
 		if err := rows.Scan(&b.Batch, &b.Items, &b.LoadedAt, &b.LoadedBy, &status, &n); err != nil {
 			rows.Close()
-			return nil, c.wrap("holders", err)
+			return nil, c.Wrap("holders", err)
 		}
 		if len(bs) == 0 || bs[len(bs)-1].Batch != b.Batch {
 			b.ByStatus = map[string]int{}
@@ -445,7 +430,7 @@ func (c *Checkpoint) batchInfo(ctx context.Context, batches []string) ([]BatchIn
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, c.wrap("holders", err)
+		return nil, c.Wrap("holders", err)
 	}
 	return bs, nil
 }

@@ -1,11 +1,9 @@
 package postgres
 
 // Riding out a restart of the database: a statement that met a dropped
-// connection, or a server that is starting, is sent again (the pool
-// connects anew) for as long as the claim it is for lasts by this run's
-// clock (docs/postgres.md, "A restart of the database"). A write whose
-// commit the drop left unknown is looked for before it is sent again:
-// never written twice, never lost.
+// connection, or a server that is starting, is sent again (the pool connects
+// anew) for as long as the claim it is for lasts by this run's clock
+// (docs/postgres.md, "A restart of the database").
 
 import (
 	"context"
@@ -20,9 +18,7 @@ import (
 )
 
 // unreachable reports an error that says the database did not answer: a
-// connection dropped or refused, a server shutting down or starting. An
-// answer of the database (a statement that failed, a lock waited on too
-// long) is not.
+// connection dropped or refused, a server shutting down or starting.
 func unreachable(err error) bool {
 	if err == nil {
 		return false
@@ -41,9 +37,8 @@ func unreachable(err error) bool {
 		errors.Is(err, syscall.ENOENT) // a unix socket gone while the server is down
 }
 
-// retry runs try until it succeeds, fails with an answer of the database,
-// ctx ends, or until passes with the database away; it is run once at
-// least. The error is the last try's.
+// retry runs try until it succeeds, fails with an answer of the database, ctx
+// ends, or until passes with the database away; it is run once at least.
 func (c *Checkpoint) retry(ctx context.Context, until time.Time, try func(ctx context.Context) error) error {
 	for {
 		err := try(ctx)
@@ -53,8 +48,8 @@ func (c *Checkpoint) retry(ctx context.Context, until time.Time, try func(ctx co
 			}
 			return err
 		}
-		c.unanswered(err)
-		wait := min(c.pollWait(), time.Until(until))
+		c.Unanswered(err)
+		wait := min(c.PollWait(), time.Until(until))
 		if wait <= 0 {
 			return err
 		}
@@ -66,57 +61,30 @@ func (c *Checkpoint) retry(ctx context.Context, until time.Time, try func(ctx co
 	}
 }
 
-func (c *Checkpoint) unanswered(err error) { c.outage.Unanswered(err, c.lease, c.secrets...) }
-
+// answered ends an outage, and renews at once the claims it held.
 func (c *Checkpoint) answered() {
-	if c.outage.Answered() {
-		select {
-		case c.relinked <- struct{}{}:
-		default:
-		}
+	if c.Answered() {
+		c.Relink()
 	}
 }
 
 // leaseEnd is when this run's claim of k may run out in the database, by
 // this host's clock (the zero time once it holds none).
 func (c *Checkpoint) leaseEnd(k key) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cl := c.held[k]; cl != nil {
-		return cl.deadline.Add(c.lease / 10)
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	if cl := c.Held[k]; cl != nil {
+		return cl.Deadline.Add(c.Lease() / 10)
 	}
 	return time.Time{}
 }
 
-// claimsUnanswered is a Claim the database did not answer: nil (ask
-// again) while that has lasted less than a lease.
-func (c *Checkpoint) claimsUnanswered(err error) error {
-	c.unanswered(err)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.claimsFailing.IsZero() {
-		c.claimsFailing = time.Now()
-	}
-	if time.Since(c.claimsFailing) < c.lease {
-		return nil
-	}
-	return c.wrap("claim", err)
-}
-
-func (c *Checkpoint) claimsAnswered() {
-	c.mu.Lock()
-	c.claimsFailing = time.Time{}
-	c.mu.Unlock()
-}
-
 // appended reports whether w's records are committed: a write whose
-// connection dropped before its answer may have been. Its last line is
-// looked for, as this claim wrote it; a record's line holds its time to
-// the nanosecond, so no other write holds the same.
+// connection dropped before its answer may have been.
 func (c *Checkpoint) appended(ctx context.Context, k key, gen int64, line string) (bool, error) {
 	var n int
 	err := c.pool.QueryRow(ctx, `SELECT count(*) FROM refundkit.records
 		WHERE batch = $1 AND item = $2 AND claim_gen = $3 AND worker = $4 AND rec = $5`,
-		k.batch, k.item, gen, c.worker, line).Scan(&n)
+		k.Batch, k.Item, gen, c.Worker, line).Scan(&n)
 	return n > 0, err
 }

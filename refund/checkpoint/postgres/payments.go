@@ -3,8 +3,11 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/refundkit/refundkit/journal"
 )
@@ -14,24 +17,23 @@ import (
 // index to serve it.
 const paymentOfRecord = `coalesce(rec::jsonb->>'charge', rec::jsonb->>'payment_intent', rec::jsonb->>'capture', rec::jsonb->>'psp_reference')`
 
-// OnPayment returns the items, of every batch, whose intents or refunds
-// name a payment among keys, each with the state its records fold to, in
-// the order their first such record was committed: what every worker has
-// committed, so that an item another worker (or batch) sent on the payment
-// holds this one while the provider cannot show its refund. Items never
-// sent nor refunded are left out. One query, through records_payment.
+// OnPayment returns the items, of every batch, whose intents or refunds name
+// a payment among keys, each with the state its records fold to, in the order
+// their first such record was committed: what every worker has committed, so
+// that an item another worker (or batch) sent on the payment holds this one
+// while the provider cannot show its refund.
 func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	if c.empty || len(keys) == 0 {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
+	ctx, cancel := context.WithTimeout(context.Background(), c.Lease())
 	defer cancel()
 	var out []journal.PaymentItem
-	err := c.retry(ctx, time.Now().Add(c.lease), func(ctx context.Context) (err error) {
+	err := c.retry(ctx, time.Now().Add(c.Lease()), func(ctx context.Context) (err error) {
 		out, err = c.onPayment(ctx, keys)
 		return err
 	})
-	return out, c.wrap("items on payment", err)
+	return out, c.Wrap("items on payment", err)
 }
 
 func (c *Checkpoint) onPayment(ctx context.Context, keys []string) ([]journal.PaymentItem, error) {
@@ -62,10 +64,10 @@ func (c *Checkpoint) onPayment(ctx context.Context, keys []string) ([]journal.Pa
 		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
 			return nil, &CorruptError{Batch: b, Item: it, Err: err}
 		}
-		f := byKey[key{b, it}]
+		f := byKey[key{Batch: b, Item: it}]
 		if f == nil {
 			f = &folded{first: first, item: journal.PaymentItem{Batch: b, Item: it}}
-			byKey[key{b, it}] = f
+			byKey[key{Batch: b, Item: it}] = f
 		}
 		f.item.State = journal.Next(f.item.State, &rec)
 	}
@@ -82,4 +84,28 @@ func (c *Checkpoint) onPayment(ctx context.Context, keys []string) ([]journal.Pa
 		out[i] = f.item
 	}
 	return out, nil
+}
+
+// Holder returns the item whose records credit it with refund id, the
+// first one to when, against the rule, several do: what every worker has
+// committed, so that a refund one worker credited is never credited to
+// another item by another.
+func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) {
+	if c.empty || id == "" {
+		return "", "", false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Lease())
+	defer cancel()
+	err = c.retry(ctx, time.Now().Add(c.Lease()), func(ctx context.Context) error {
+		return c.pool.QueryRow(ctx, `SELECT batch, item FROM refundkit.records
+			WHERE rec::jsonb->>'type' = 'refunded' AND rec::jsonb->>'refund' = $1
+			ORDER BY seq LIMIT 1`, id).Scan(&batch, &item)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", false, nil
+	}
+	if err != nil {
+		return "", "", false, c.Wrap("holder", err)
+	}
+	return batch, item, true, nil
 }

@@ -5,13 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // loadBatch stores the plan of one batch, or checks it against the one
@@ -24,7 +23,7 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 	if err != nil {
 		return err
 	}
-	if c.stopRenew == nil {
+	if !c.Renewing() {
 		// Read only (a dry run): compare with the plan stored, if any.
 		if c.empty {
 			return nil
@@ -36,13 +35,13 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 		case errors.Is(err, pgx.ErrNoRows), err == nil && bytes.Equal(lp.digest, digest):
 			return c.checkStored(ctx, batch, lines)
 		case err != nil:
-			return c.wrap("check plan of batch "+batch, err)
+			return c.Wrap("check plan of batch "+batch, err)
 		}
 		err = planDiffers(ctx, c.pool, batch, lines, docs, lp)
 		if _, ok := err.(*refund.InputError); ok {
 			return err
 		}
-		return c.wrap("check plan of batch "+batch, err)
+		return c.Wrap("check plan of batch "+batch, err)
 	}
 	stored := false // the plan was stored before: checked outside the batch's lock
 	err = c.inTx(ctx, func(tx pgx.Tx) error {
@@ -63,7 +62,7 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 				return err
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO refundkit.batches (batch, plan_digest, items, loaded_by) VALUES ($1, $2, $3, $4)`,
-				batch, digest, len(lines), c.worker); err != nil {
+				batch, digest, len(lines), c.Worker); err != nil {
 				return err
 			}
 			_, err = tx.CopyFrom(ctx, pgx.Identifier{"refundkit", "items"}, []string{"batch", "item", "line", "plan"},
@@ -93,21 +92,20 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 	if _, ok := err.(*refund.InputError); ok {
 		return err
 	}
-	return c.wrap("load plan of batch "+batch, err)
+	return c.Wrap("load plan of batch "+batch, err)
 }
 
-// checkStored checks lines of batch against the records the checkpoint
-// holds of them (checkLines), in one query. A read-only checkpoint keeps
-// the state for Lookup.
+// checkStored checks lines of batch against the records the checkpoint holds
+// of them (checkLines), in one query.
 func (c *Checkpoint) checkStored(ctx context.Context, batch string, lines []refund.PlanLine) error {
 	state, err := foldBatch(ctx, c.pool, batch)
 	if err != nil {
-		return c.wrap("check plan of batch "+batch, err)
+		return c.Wrap("check plan of batch "+batch, err)
 	}
-	if c.stopRenew == nil {
-		c.mu.Lock()
+	if !c.Renewing() {
+		c.Mu.Lock()
 		c.states[batch] = state
-		c.mu.Unlock()
+		c.Mu.Unlock()
 	}
 	return checkLines(batch, lines, state)
 }
@@ -142,15 +140,11 @@ func planDiffers(ctx context.Context, tx querier, batch string, lines []refund.P
 	if err != nil {
 		return err
 	}
-	type stored struct {
-		line int64
-		plan string
-	}
-	have := map[string]stored{}
+	have := map[string]checkpoint.Stored{}
 	for rows.Next() {
 		var item string
-		var s stored
-		if err := rows.Scan(&item, &s.line, &s.plan); err != nil {
+		var s checkpoint.Stored
+		if err := rows.Scan(&item, &s.Line, &s.Plan); err != nil {
 			rows.Close()
 			return err
 		}
@@ -159,20 +153,8 @@ func planDiffers(ctx context.Context, tx querier, batch string, lines []refund.P
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	const hint = "; the checkpoint holds one plan per batch: feed every worker the same plan, or plan the change under a new batch name"
-	for i, pl := range lines {
-		s, ok := have[pl.Item.Item]
-		if !ok {
-			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q is not in the plan of batch %q in the checkpoint (%s)%s", pl.Item.Item, batch, lp, hint)}
-		}
-		if s.plan != docs[i] {
-			return &refund.InputError{Line: pl.Line, Err: fmt.Errorf("item %q of batch %q differs from the plan in the checkpoint (%s): %s%s", pl.Item.Item, batch, lp, refund.FieldsDiffer(pl.Item, s.plan), hint)}
-		}
-		delete(have, pl.Item.Item)
-	}
-	missing := slices.SortedFunc(maps.Keys(have), func(a, b string) int { return int(have[a].line - have[b].line) })
-	if len(missing) > 0 {
-		return &refund.InputError{Err: fmt.Errorf("item %q of batch %q (line %d of the plan in the checkpoint, %s) is missing from this plan, and %d more%s", missing[0], batch, have[missing[0]].line, lp, len(missing)-1, hint)}
+	if err := checkpoint.PlanDiffers(batch, lines, docs, lp, have); err != nil {
+		return err
 	}
 	return fmt.Errorf("plan of batch %q: the digest differs but every item is the same (a checkpoint written by another build?)", batch)
 }

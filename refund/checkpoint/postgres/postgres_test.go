@@ -160,9 +160,9 @@ func TestClaimsAreExclusiveAndALostClaimIsFenced(t *testing.T) {
 	}
 	// i2, which a never wrote for: past its own deadline, a asks the
 	// database, and learns b took it.
-	a.mu.Lock()
-	a.held[key{"b1", "i2"}].deadline = time.Time{}
-	a.mu.Unlock()
+	a.Mu.Lock()
+	a.Held[key{Batch: "b1", Item: "i2"}].Deadline = time.Time{}
+	a.Mu.Unlock()
 	if err := a.Holds(ctx, "b1", "i2"); !errors.As(err, &lost) || !strings.Contains(err.Error(), "another worker took it") {
 		t.Fatalf("a.Holds of i2 after b took it: %v", err)
 	}
@@ -207,15 +207,15 @@ func TestHoldsRenewsPastItsDeadlineWhileNoOneTookTheItem(t *testing.T) {
 	if got, _, err := a.Claim(ctx, 1, false); err != nil || len(got) != 1 {
 		t.Fatalf("%+v %v", got, err)
 	}
-	a.mu.Lock()
-	a.held[key{"b1", "i1"}].deadline = time.Time{}
-	a.mu.Unlock()
+	a.Mu.Lock()
+	a.Held[key{Batch: "b1", Item: "i1"}].Deadline = time.Time{}
+	a.Mu.Unlock()
 	if err := a.Holds(ctx, "b1", "i1"); err != nil {
 		t.Fatalf("a claim no one took: %v", err)
 	}
-	a.mu.Lock()
-	renewed := a.held[key{"b1", "i1"}].deadline
-	a.mu.Unlock()
+	a.Mu.Lock()
+	renewed := a.Held[key{Batch: "b1", Item: "i1"}].Deadline
+	a.Mu.Unlock()
 	if !renewed.After(time.Now()) {
 		t.Fatalf("the deadline was not renewed: %v", renewed)
 	}

@@ -15,12 +15,9 @@ import (
 
 // Append writes recs, each of an item this run holds a claim of, in one
 // transaction: the journal lines a file journal would hold, each fenced by
-// its claim's generation. A claim another run took fails the whole append
-// with a *refund.LostClaimError, and nothing of it is written. PostgreSQL's commit
-// (synchronous_commit on, its default) makes it durable before Append
-// returns.
+// its claim's generation.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
-	if c.stopRenew == nil {
+	if !c.Renewing() {
 		return &Error{Op: "append", Err: fmt.Errorf("the checkpoint was opened for reading only")}
 	}
 	type write struct {
@@ -31,17 +28,17 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		payments int
 	}
 	var writes []*write
-	c.mu.Lock()
+	c.Mu.Lock()
 	for _, r := range recs {
-		k := key{r.Batch, r.Item}
-		cl := c.held[k]
+		k := key{Batch: r.Batch, Item: r.Item}
+		cl := c.Held[k]
 		if cl == nil {
-			c.mu.Unlock()
+			c.Mu.Unlock()
 			return &refund.LostClaimError{Batch: r.Batch, Item: r.Item, Why: "this run holds no claim of it"}
 		}
 		line, err := journal.MarshalLine(nil, r)
 		if err != nil {
-			c.mu.Unlock()
+			c.Mu.Unlock()
 			return &Error{Op: "append", Err: err}
 		}
 		var w *write
@@ -51,13 +48,13 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 			}
 		}
 		if w == nil {
-			w = &write{k: k, gen: cl.gen, next: cl.state, payments: cl.payments}
+			w = &write{k: k, gen: cl.gen, next: cl.State, payments: cl.payments}
 			writes = append(writes, w)
 		}
 		w.lines = append(w.lines, string(line[:len(line)-1]))
 		w.next = journal.Next(w.next, r)
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 
 	// One statement per item: the fence (the claim still this run's, by
 	// worker and generation) and the insert together, so a lost claim
@@ -80,17 +77,17 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	SELECT c.id, $1, $2, $4, $3, r.line FROM c, unnest($8::text[]) WITH ORDINALITY AS r(line, n) ORDER BY r.n`
 	// A write that cannot commit within a lease (a lock held elsewhere,
 	// a database that stopped answering) halts the run, the item in doubt.
-	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
+	ctx, cancel := context.WithTimeout(context.Background(), c.Lease())
 	defer cancel()
 	apply := func(ctx context.Context, tx pgx.Tx) error {
 		for _, w := range writes {
 			status, held := statusOf(w.next)
-			tag, err := tx.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held), w.payments)
+			tag, err := tx.Exec(ctx, stmt, w.k.Batch, w.k.Item, c.Worker, w.gen, status, held, c.Lease().String(), w.lines, settled(status, held), w.payments)
 			if err != nil {
 				return err
 			}
 			if tag.RowsAffected() != int64(len(w.lines)) {
-				return &refund.LostClaimError{Batch: w.k.batch, Item: w.k.item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
+				return &refund.LostClaimError{Batch: w.k.Batch, Item: w.k.Item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
 			}
 		}
 		return nil
@@ -102,16 +99,15 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		// One statement commits by itself: one round trip.
 		w := writes[0]
 		status, held := statusOf(w.next)
-		tag, err := c.pool.Exec(ctx, stmt, w.k.batch, w.k.item, c.worker, w.gen, status, held, c.lease.String(), w.lines, settled(status, held), w.payments)
+		tag, err := c.pool.Exec(ctx, stmt, w.k.Batch, w.k.Item, c.Worker, w.gen, status, held, c.Lease().String(), w.lines, settled(status, held), w.payments)
 		if err == nil && tag.RowsAffected() != int64(len(w.lines)) {
-			err = &refund.LostClaimError{Batch: w.k.batch, Item: w.k.item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
+			err = &refund.LostClaimError{Batch: w.k.Batch, Item: w.k.Item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
 		}
 		return err
 	}
 	// Through a restart of the database, sent again while the claims'
 	// leases may last, fenced as ever. A write whose connection dropped
-	// after it was sent may have committed (all of it, or none): its
-	// last line is looked for first.
+	// may have committed: its last line is looked for first.
 	until := c.leaseEnd(writes[0].k)
 	for _, w := range writes[1:] {
 		if end := c.leaseEnd(w.k); end.Before(until) {
@@ -135,24 +131,24 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if errors.Is(err, context.DeadlineExceeded) && len(writes) == 1 {
 		// A lease went by with the write unfinished (a worker paused
 		// mid-write, a lock held elsewhere): the claim may be another's.
-		err = &refund.LostClaimError{Batch: writes[0].k.batch, Item: writes[0].k.item, Why: "a write of it did not finish within a lease (was this worker paused, or cut off from the database?)"}
+		err = &refund.LostClaimError{Batch: writes[0].k.Batch, Item: writes[0].k.Item, Why: "a write of it did not finish within a lease (was this worker paused, or cut off from the database?)"}
 	}
 	var lost *refund.LostClaimError
 	if errors.As(err, &lost) {
-		c.drop(key{lost.Batch, lost.Item})
+		c.Drop(key{Batch: lost.Batch, Item: lost.Item})
 	}
 	if err != nil {
-		return c.wrap("append", err)
+		return c.Wrap("append", err)
 	}
-	c.mu.Lock()
+	c.Mu.Lock()
 	for _, w := range writes {
-		if cl := c.held[w.k]; cl != nil && cl.gen == w.gen {
-			cl.state, cl.known, cl.wrote = w.next, true, true
+		if cl := c.Held[w.k]; cl != nil && cl.gen == w.gen {
+			cl.State, cl.Known, cl.wrote = w.next, true, true
 		}
 	}
-	c.stats.Records += int64(len(recs))
-	c.stats.Fsyncs++
-	c.mu.Unlock()
+	c.Written.Records += int64(len(recs))
+	c.Written.Fsyncs++
+	c.Mu.Unlock()
 	return nil
 }
 
@@ -169,55 +165,45 @@ func statusOf(st journal.ItemState) (string, bool) {
 // (nothing more is sent), and not done, so every worker's tally says so.
 const statusDuplicate = "duplicate"
 
-// Stats counts the records this run wrote and the commits that made them
-// durable.
-func (c *Checkpoint) Stats() journal.WriterStats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stats
-}
-
 // Lookup returns what the checkpoint holds of an item: its claim's state
 // when this run holds it, else what its records say now.
 func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error) {
-	c.mu.Lock()
-	if cl := c.held[key{batch, item}]; cl != nil {
-		st, known := cl.state, cl.known
-		c.mu.Unlock()
+	if st, known, ok := c.HeldState(key{Batch: batch, Item: item}); ok {
 		return st, known, nil
 	}
+	c.Mu.Lock()
 	if c.empty {
-		c.mu.Unlock()
+		c.Mu.Unlock()
 		return journal.ItemState{}, false, nil
 	}
-	if c.stopRenew == nil {
+	if !c.Renewing() {
 		// Read only (a dry run): the batch as it stands, loaded once.
-		defer c.mu.Unlock()
+		defer c.Mu.Unlock()
 		state := c.states[batch]
 		if state == nil {
 			var err error
 			if state, err = foldBatch(context.Background(), c.pool, batch); err != nil {
-				return journal.ItemState{}, false, c.wrap("lookup", err)
+				return journal.ItemState{}, false, c.Wrap("lookup", err)
 			}
 			c.states[batch] = state
 		}
 		st, ok := state.Lookup(batch, item)
 		return st, ok, nil
 	}
-	c.mu.Unlock()
+	c.Mu.Unlock()
 	// A worker asks of an item it does not hold (a sibling on its charge):
 	// what the records say now.
-	ctx, cancel := context.WithTimeout(context.Background(), c.lease)
+	ctx, cancel := context.WithTimeout(context.Background(), c.Lease())
 	defer cancel()
 	var states map[key]journal.ItemState
-	err := c.retry(ctx, time.Now().Add(c.lease), func(ctx context.Context) (err error) {
-		states, _, err = c.fold(ctx, []key{{batch, item}})
+	err := c.retry(ctx, time.Now().Add(c.Lease()), func(ctx context.Context) (err error) {
+		states, _, err = c.fold(ctx, []key{{Batch: batch, Item: item}})
 		return err
 	})
 	if err != nil {
-		return journal.ItemState{}, false, c.wrap("lookup", err)
+		return journal.ItemState{}, false, c.Wrap("lookup", err)
 	}
-	st, ok := states[key{batch, item}]
+	st, ok := states[key{Batch: batch, Item: item}]
 	return st, ok, nil
 }
 
@@ -243,13 +229,12 @@ func foldBatch(ctx context.Context, q querier, batch string) (*journal.State, er
 	return state, rows.Err()
 }
 
-// fold reads the records of items and folds each item's into its state;
-// items without records are absent. burned is, for an item whose key is
-// burned, the sequence number of the record that burned it.
+// fold reads the records of items and folds each item's into its state; items
+// without records are absent.
 func (c *Checkpoint) fold(ctx context.Context, items []key) (states map[key]journal.ItemState, burned map[key]int64, err error) {
 	batches, names := make([]string, len(items)), make([]string, len(items))
 	for i, k := range items {
-		batches[i], names[i] = k.batch, k.item
+		batches[i], names[i] = k.Batch, k.Item
 	}
 	rows, err := c.pool.Query(ctx, `SELECT r.seq, r.batch, r.item, r.rec FROM refundkit.records r
 		JOIN unnest($1::text[], $2::text[]) AS k(batch, item) ON r.batch = k.batch AND r.item = k.item
@@ -269,7 +254,7 @@ func (c *Checkpoint) fold(ctx context.Context, items []key) (states map[key]jour
 		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
 			return nil, nil, &CorruptError{Batch: b, Item: it, Err: err}
 		}
-		k := key{b, it}
+		k := key{Batch: b, Item: it}
 		was := states[k]
 		states[k] = journal.Next(was, &rec)
 		if states[k].KeyBurned && !was.KeyBurned {

@@ -90,9 +90,7 @@ func TestStaleWorkerOfTheSameNameKeepsTheLiveOnesPaymentLocks(t *testing.T) {
 	ctx := context.Background()
 	old := open(t, url, "w", time.Minute)
 	// Paused past its lease: no renewals, last seen long ago.
-	close(old.stopRenew)
-	<-old.renewDone
-	old.stopRenew = make(chan struct{})
+	old.StopRenewing()
 	if _, err := old.pool.Exec(ctx, `UPDATE refundkit.workers SET last_seen = clock_timestamp() - interval '1 hour' WHERE worker = 'w'`); err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,7 @@ import (
 )
 
 // migrations are the schema's versions, in order: migration i brings the
-// schema to version i+1. A released migration is never edited; a change is
-// a new one at the end. docs/postgres.md describes the
-// tables.
+// schema to version i+1.
 var migrations = []string{
 	// 1: batches, their plans' items with claims, records, workers.
 	`CREATE TABLE refundkit.batches (
@@ -70,23 +68,17 @@ var migrations = []string{
 	`CREATE INDEX records_refund ON refundkit.records ((rec::jsonb->>'refund')) WHERE rec::jsonb->>'type' = 'refunded';`,
 	// 4: the transaction that wrote each record, so that a worker tells
 	// the records its start saw committed (its snapshot then) from later
-	// ones: sequence numbers are drawn before commit, not in commit order.
-	// Rows from before have none: the ALTER waited for their writers. And
-	// who works on what, so that a worker with nothing left waits while
-	// another worker of its batches may still settle an item: the batches
-	// each worker loaded, and the workers that released each item
-	// unsettled (they do not claim it again).
+	// ones: sequence numbers are drawn before commit, not in commit
+	// order.
 	`ALTER TABLE refundkit.records ADD COLUMN xact xid8;
 	ALTER TABLE refundkit.records ALTER COLUMN xact SET DEFAULT pg_current_xact_id();
 	ALTER TABLE refundkit.workers ADD COLUMN batches text[];
 	ALTER TABLE refundkit.items ADD COLUMN released_by text[] NOT NULL DEFAULT '{}';`,
 	// 5: Adyen's notifications as its receiver (adyen-webhook) accepted
-	// them (refund/provider/adyen/notes): one row per dedup key (event code,
-	// pspReference, success), so that receivers behind one load balancer
-	// keep a retried notification once; refund events apart from the
-	// others, which are kept, never read by refundkit. doc is the stored
-	// wire.Notification, signature included: every reader verifies it
-	// again, and the other columns against it.
+	// them (refund/provider/adyen/notes): one row per dedup key (event
+	// code, pspReference, success), so that receivers behind one load
+	// balancer keep a retried notification once; refund events apart from
+	// the others, which are kept, never read by refundkit.
 	`CREATE TABLE refundkit.adyen_notifications (
 		seq                bigint GENERATED ALWAYS AS IDENTITY,
 		dedup_key          text PRIMARY KEY,
@@ -118,8 +110,7 @@ var migrations = []string{
 var SchemaVersion = len(migrations)
 
 // schemaVersion is the version of the checkpoint's schema; 0 when the
-// database holds none. It writes nothing: a reader (audit, a dry run)
-// pointed at the wrong database must not leave a schema there.
+// database holds none.
 func schemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass('refundkit.schema_migrations') IS NOT NULL`).Scan(&exists); err != nil || !exists {
@@ -130,9 +121,8 @@ func schemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	return v, err
 }
 
-// migrate brings the schema to SchemaVersion, one transaction per
-// migration, under an advisory lock: many workers starting at once migrate
-// it once. A schema newer than this build is refused.
+// migrate brings the schema to SchemaVersion, one transaction per migration,
+// under an advisory lock: many workers starting at once migrate it once.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {

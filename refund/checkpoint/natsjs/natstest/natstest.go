@@ -154,10 +154,9 @@ func (s *Server) spawn() error {
 	return nil
 }
 
-// awaitReady waits until the server's monitoring address says JetStream
-// is up: healthz answers 200 only then, a cluster node's only once the
-// cluster has a meta leader. A restarted node may not have caught up on
-// its streams yet (Cluster.AwaitCurrent).
+// awaitReady waits until the server's monitoring address says JetStream is
+// up: healthz answers 200 only then, a cluster node's only once the cluster
+// has a meta leader.
 func (s *Server) awaitReady() error { return s.awaitReadyBy(time.Now().Add(60 * time.Second)) }
 
 // awaitReadyBy is awaitReady until deadline.

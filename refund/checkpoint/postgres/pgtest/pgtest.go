@@ -29,9 +29,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -39,8 +42,7 @@ import (
 // Options tune a server. The zero value is what tests want.
 type Options struct {
 	// Fsync keeps fsync on, for runs that measure durable writes (the
-	// bench). Off by default: it only speeds tests up. synchronous_commit
-	// stays on either way, so a commit's round trips are the real ones.
+	// bench).
 	Fsync bool
 	// MaxConnections is the server's max_connections; 0 means 200.
 	MaxConnections int
@@ -70,10 +72,7 @@ const (
 	portTries = 5
 )
 
-// Start creates and starts a fresh cluster. The binaries come from
-// $REFUNDKIT_PG_BIN if set, else `pg_config --bindir` if it holds a server,
-// else the highest /usr/lib/postgresql/*/bin; none found is
-// ErrNoServerBinary. A start that fails includes the server log's tail.
+// Start creates and starts a fresh cluster.
 func Start(opts Options) (*Server, error) {
 	if opts.MaxConnections == 0 {
 		opts.MaxConnections = 200
@@ -314,8 +313,7 @@ func (s *Server) DropDB(ctx context.Context, name string) error {
 }
 
 // CreateRole creates a login role with a password (printable ASCII), for
-// TCPURL. The password never reaches the server, its log or an error: the
-// role gets a SCRAM verifier computed here.
+// TCPURL.
 func (s *Server) CreateRole(ctx context.Context, name, password string) error {
 	verifier, err := scramVerifier(password)
 	if err != nil {
@@ -338,10 +336,9 @@ func (s *Server) Restart() error {
 	return s.Up()
 }
 
-// Down stops the server (fast shutdown) but keeps its data, socket
-// directory and port, so a test can see the database unreachable for as
-// long as it likes; Up brings it back. Down on a stopped server does
-// nothing.
+// Down stops the server (fast shutdown) but keeps its data, socket directory
+// and port, so a test can see the database unreachable for as long as it
+// likes; Up brings it back.
 func (s *Server) Down() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -363,8 +360,7 @@ func (s *Server) Crash() error {
 }
 
 // Up starts a server stopped by Down or Crash on the same data, socket and
-// port (if another process took the port meanwhile, Up fails). Up on a
-// running server does nothing.
+// port (if another process took the port meanwhile, Up fails).
 func (s *Server) Up() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -377,10 +373,7 @@ func (s *Server) Up() error {
 	return s.startLocked()
 }
 
-// Stop stops the server (fast shutdown) and removes its directory. It is
-// idempotent: later calls do nothing and return nil, so it is safe in both
-// a defer and a cleanup. If the process dies before Stop, the watchdog
-// does the same (see the package comment).
+// Stop stops the server (fast shutdown) and removes its directory.
 func (s *Server) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -401,4 +394,78 @@ func (s *Server) Stop() error {
 		s.watchdog.release()
 	}
 	return err
+}
+
+// shared is the server Main started for the package's tests.
+var shared *Server
+
+// Main runs a package's tests against one server shared by all of them;
+// call it as the package's TestMain:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// It stops the server after the tests. When no server can start it says
+// why on stderr and exits 1: the PostgreSQL tests fail, never skip, so
+// `make test` cannot pass without them.
+func Main(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	s, err := Start(Options{})
+	if err != nil {
+		if errors.Is(err, ErrNoServerBinary) {
+			fmt.Fprintf(os.Stderr, "PostgreSQL tests need a PostgreSQL server binary: apt-get install postgresql (Debian) or set REFUNDKIT_PG_BIN\n%v\n", err)
+		} else {
+			fmt.Fprintf(os.Stderr, "PostgreSQL tests could not start a PostgreSQL server:\n%v\n", err)
+		}
+		return 1
+	}
+	shared = s
+	code := m.Run()
+	if err := s.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: stopping the shared server: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// Shared is the server Main started. It panics when the package's
+// TestMain does not call Main: a programming error, not a skip.
+func Shared() *Server {
+	if shared == nil {
+		panic("pgtest.Shared: the package's TestMain must call pgtest.Main(m)")
+	}
+	return shared
+}
+
+// dbSeq keeps NewDB's names unique within the process.
+var dbSeq atomic.Int64
+
+// notIdent is what may not appear in NewDB's database names.
+var notIdent = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// NewDB creates a fresh database on the shared server for t, named after the
+// test, and returns its URL.
+func NewDB(t testing.TB) string {
+	t.Helper()
+	name := notIdent.ReplaceAllString(strings.ToLower(t.Name()), "_")
+	suffix := "_" + strconv.FormatInt(dbSeq.Add(1), 10)
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	name = "t_" + name + suffix
+	s := Shared()
+	u, err := s.CreateDB(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.DropDB(context.Background(), name); err != nil {
+			t.Errorf("dropping the test's database: %v", err)
+		}
+	})
+	return u
 }
