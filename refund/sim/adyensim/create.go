@@ -3,7 +3,6 @@ package adyensim
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 
@@ -41,8 +40,8 @@ type refundAnswer struct {
 // serveRefund is POST /v71/payments/{paymentPspReference}/refunds: through
 // the idempotency layer keyed by Idempotency-Key into createRefund.
 func (s *Server) serveRefund(w http.ResponseWriter, c call) {
-	body, err := io.ReadAll(io.LimitReader(c.r.Body, maxBody+1))
-	if err != nil || len(body) > maxBody {
+	body, ok := sim.ReadBody(c.r, maxBody)
+	if !ok {
 		s.core.Pause(c.f, c.seq)
 		s.core.Count.InvalidRequests.Add(1)
 		a := apiErr(http.StatusBadRequest, codeUnknown, msgUnparsable, typeValidation, c.requestRef)
@@ -57,11 +56,8 @@ func (s *Server) serveRefund(w http.ResponseWriter, c call) {
 		writeAnswer(w, a.Status, a.Body, "", false)
 		return
 	}
-	p := sim.Post{Method: c.r.Method, Path: c.r.URL.Path, Params: string(body), TTL: s.keyTTL, Now: s.now(),
-		Seq: c.seq, F: c.f, MayTimeOut: true}
-	if key != "" {
-		p.Scope = keyScope + key
-	}
+	p := sim.Post{Scope: sim.Scope(keyScope, key), Method: c.r.Method, Path: c.r.URL.Path, Params: string(body),
+		TTL: s.keyTTL, Now: s.now(), Seq: c.seq, F: c.f, MayTimeOut: true}
 	// createRefund may outlive the handler: it takes values, not c.r.
 	psp, ref, f, seq := c.psp, c.requestRef, c.f, c.seq
 	s.core.ServePost(w, p, adyenPost{s, key, ref, f}, func() sim.Answer {
@@ -116,19 +112,14 @@ func (p adyenPost) Write(w http.ResponseWriter, a sim.Answer) {
 	writeAnswer(w, a.Status, a.Body, key, transient)
 }
 
-func (p adyenPost) Gateway(w http.ResponseWriter, status int) {
-	var body []byte
-	if p.f.GatewayStripeBody {
-		body = gatewayBody(status)
-	}
-	sim.WriteGatewayAnswer(w, status, body)
+// GatewayBody has no pspReference: Adyen did not answer.
+func (p adyenPost) GatewayBody(status int) []byte {
+	return sim.MustJSON(sim.Error{Status: status, ErrorCode: codeUnknown, ErrorType: typeInternal, Message: sim.GatewayMessage(status)})
 }
 
 // createRefund refunds the payment, with the key held.
 func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.Faults, seq uint64) sim.Answer {
-	if h := s.hook.Load(); h != nil {
-		(*h)(key)
-	}
+	s.hook.Call(key)
 	var req refundRequest
 	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
 		return apiErr(http.StatusBadRequest, codeUnknown, msgUnparsable, typeValidation, ref) // not saved
@@ -185,15 +176,5 @@ func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.F
 	a := sim.Answer{Status: http.StatusCreated, Save: true, Ref: r.id, Body: sim.MustJSON(refundAnswer{
 		MerchantAccount: r.merchant, PaymentPSPReference: pm.psp, PSPReference: r.id, Reference: r.reference,
 		Status: "received", Amount: wire.Amount{Currency: pm.currency, Value: r.amount}})}
-	switch s.core.AfterCommitFate(f, seq) {
-	case sim.Error500:
-		e := internal(ref)
-		e.Save, e.Ref = true, r.id // saved: every retry with the key gets this 500
-		return e
-	case sim.GatewayError:
-		a.Gateway = true
-	case sim.Dropped:
-		a.Drop = true
-	}
-	return a
+	return s.core.AfterCommit(f, seq, a, internal(ref)) // a 500 is saved: every retry with the key gets it
 }

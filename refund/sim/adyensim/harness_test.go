@@ -132,7 +132,7 @@ func (h *harness) created(a answer) refundAnswer {
 // wantError checks an error answer's status and errorCode.
 func wantError(t *testing.T, a answer, status int, code, errType string) {
 	t.Helper()
-	var e errorJSON
+	var e sim.Error
 	if err := json.Unmarshal([]byte(a.body), &e); err != nil {
 		t.Fatalf("answer %d %q: %v", a.status, a.body, err)
 	}

@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/refundkit/refundkit/refund/sim"
@@ -77,7 +76,7 @@ type Server struct {
 	apiKey   string
 	keyTTL   time.Duration
 
-	hook atomic.Pointer[func(string)]
+	hook sim.Hook
 
 	paymentsMu sync.RWMutex
 	payments   map[string]*payment
@@ -204,11 +203,9 @@ func requestRef(seq uint64) string { return sim.Padded("SIMREQ", 10, int(seq%1e1
 // rateLimited answers 429 to RateLimitShare of the requests, before
 // anything else happens: never saved under a key, so transient.
 func (s *Server) rateLimited(w http.ResponseWriter, f *sim.Faults, seq uint64, ref string) bool {
-	if !s.core.Hit(f.RateLimitShare, seq, sim.KnobRateLimit) {
+	if !s.core.RateLimited(f, seq) {
 		return false
 	}
-	s.core.Count.RateLimited.Add(1)
-	s.core.Pause(f, seq)
 	a := apiErr(http.StatusTooManyRequests, "000", "Too many requests", typeValidation, ref)
 	writeAnswer(w, a.Status, a.Body, "", true)
 	return true
@@ -217,13 +214,7 @@ func (s *Server) rateLimited(w http.ResponseWriter, f *sim.Faults, seq uint64, r
 // SetCreateHook makes every refund request call fn with its
 // Idempotency-Key once the key is held and before the refund is made; the
 // request stays in flight while fn blocks. nil removes the hook.
-func (s *Server) SetCreateHook(fn func(idempotencyKey string)) {
-	if fn == nil {
-		s.hook.Store(nil)
-		return
-	}
-	s.hook.Store(&fn)
-}
+func (s *Server) SetCreateHook(fn func(idempotencyKey string)) { s.hook.Set(fn) }
 
 // ForgetKeys forgets every completed Idempotency-Key of Adyen's, as Adyen
 // does after 31 days, and returns how many; keys in flight are kept.

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
@@ -35,7 +34,7 @@ type Server struct {
 	core *sim.Core
 	now  func() time.Time
 
-	hook atomic.Pointer[func(string)]
+	hook sim.Hook
 
 	capturesMu sync.RWMutex
 	captures   map[string]*capture
@@ -160,13 +159,10 @@ func debugID(seq uint64) string { return fmt.Sprintf("%013x", seq) }
 // rateLimited answers 429 RATE_LIMIT_REACHED to RateLimitShare of the
 // requests, before anything else happens: never saved under a request id.
 func (s *Server) rateLimited(w http.ResponseWriter, f *sim.Faults, seq uint64, debugID string) bool {
-	if !s.core.Hit(f.RateLimitShare, seq, sim.KnobRateLimit) {
+	if !s.core.RateLimited(f, seq) {
 		return false
 	}
-	s.core.Count.RateLimited.Add(1)
-	s.core.Pause(f, seq)
-	a := apiErr(http.StatusTooManyRequests, nameRateLimit, msgRateLimit, debugID, "", "", "")
-	writeAnswer(w, a.Status, a.Body, debugID)
+	writeErr(w, apiErr(http.StatusTooManyRequests, nameRateLimit, msgRateLimit, debugID, "", "", ""))
 	return true
 }
 
@@ -200,8 +196,7 @@ func (s *Server) show(w http.ResponseWriter, c call, find func() ([]byte, bool))
 	s.core.Pause(c.f, c.seq)
 	body, ok := find()
 	if !ok {
-		a := notFound(c.debugID, noSuchID)
-		writeAnswer(w, a.Status, a.Body, c.debugID)
+		writeErr(w, notFound(c.debugID, noSuchID))
 		return
 	}
 	writeAnswer(w, http.StatusOK, body, c.debugID)
@@ -210,10 +205,4 @@ func (s *Server) show(w http.ResponseWriter, c call, find func() ([]byte, bool))
 // SetCreateHook makes every refund request call fn with its
 // PayPal-Request-Id once the id is held and before the refund is made; the
 // request stays in flight while fn blocks. nil removes the hook.
-func (s *Server) SetCreateHook(fn func(requestID string)) {
-	if fn == nil {
-		s.hook.Store(nil)
-		return
-	}
-	s.hook.Store(&fn)
-}
+func (s *Server) SetCreateHook(fn func(requestID string)) { s.hook.Set(fn) }

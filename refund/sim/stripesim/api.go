@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/refundkit/refundkit/refund/sim"
@@ -12,7 +11,7 @@ import (
 
 // endpoint is what one route does once a request got through the layers in
 // front of it (key, rate limits, form, idempotency).
-type endpoint func(c apiCall) answer
+type endpoint func(c apiCall) sim.Answer
 
 // apiCall is an API request as its endpoint sees it. It holds values only: a
 // request behind a gateway timeout runs on after its handler returned.
@@ -23,19 +22,6 @@ type apiCall struct {
 	key          string  // the idempotency key; empty without one (or a GET)
 	f            *Faults // the knobs in force when the request arrived
 	seq          uint64  // arrival number, for fault draws
-}
-
-// answer is the outcome of an API request before it is written.
-type answer struct {
-	status int
-	body   []byte
-	// save: the endpoint ran, so Stripe saves this answer under the
-	// idempotency key. Validation errors are not saved: the key stays free.
-	save bool
-	// drop: close the connection instead of writing the answer.
-	drop bool
-	// gateway: a gateway's error reaches the client instead of the answer.
-	gateway bool
 }
 
 // api is the handler of route rt: the request runs through serveAPI's
@@ -53,55 +39,76 @@ func (s *Server) api(rt route, fn endpoint) http.Handler {
 	})
 }
 
-// Stripe's 401s: no key, or not a test-mode key.
-var (
-	noKeyBody = errorBody(apiError{Type: typeInvalid,
-		Message: "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY')."})
-	badKeyBody = errorBody(apiError{Type: typeInvalid,
-		Message: "Invalid API Key provided: the simulator accepts only test-mode keys (sk_test_... or rk_test_...)"})
-)
-
 // serveAPI runs an API request through what stands in front of every
-// endpoint, in Stripe's order: count it, check the key, the rate limits,
-// parse the form; then a POST goes through the idempotency layer, and a
-// GET (or an unknown request) to its endpoint after its latency.
+// endpoint, in Stripe's order: count it, check the key, the rate limits
+// (a 429 neither holds nor saves the key), parse the form; then a POST
+// goes through the idempotency layer, and a GET to its endpoint.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn endpoint, id string) {
 	s.stats.requests[rt].Add(1)
 	seq, f := s.core.Arrive()
 	reqID := sim.Padded("req_sim", 10, int(seq))
-
+	write := func(a sim.Answer) { // after the latency
+		s.countInvalid(a)
+		writeAnswer(w, a.Status, a.Body, reqID, "", false)
+	}
 	apiKey, ok := bearerKey(r)
 	if !ok {
 		s.core.Count.Unauthorized.Add(1)
-		s.core.Pause(f, seq)
 		body := badKeyBody
 		if r.Header.Get("Authorization") == "" {
 			body = noKeyBody
 		}
-		writeAnswer(w, http.StatusUnauthorized, body, reqID, "", false)
+		s.core.Pause(f, seq)
+		write(sim.Answer{Status: http.StatusUnauthorized, Body: body})
 		return
 	}
-	// Limits come before the idempotency layer: a 429 neither holds nor
-	// saves the key, as Stripe saves answers only once an endpoint runs.
 	if s.rateLimited(w, rt, f, seq, reqID) {
 		return
 	}
 	if err := r.ParseForm(); err != nil {
 		s.core.Pause(f, seq)
-		a := invalid("", "", "Invalid request: the form body could not be parsed")
-		s.countInvalid(a)
-		writeAnswer(w, a.status, a.body, reqID, "", false)
+		write(invalid("", "", "Invalid request: the form body could not be parsed"))
 		return
 	}
 	c := apiCall{method: r.Method, path: r.URL.Path, id: id, form: r.Form, f: f, seq: seq}
-	if r.Method == http.MethodPost {
-		s.servePost(w, r, rt, fn, c, apiKey, reqID)
+	if r.Method != http.MethodPost {
+		s.core.Pause(f, seq)
+		write(fn(c))
 		return
 	}
-	s.core.Pause(f, seq)
-	a := fn(c)
-	s.countInvalid(a)
-	writeAnswer(w, a.status, a.body, reqID, "", false)
+	key := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
+	if len(key) > 255 {
+		s.core.Pause(f, seq)
+		write(invalid("", "", "Idempotency keys can be at most 255 characters long."))
+		return
+	}
+	c.key = key
+	p := sim.Post{Scope: sim.Scope(apiKey+"\x00", key), Method: r.Method, Path: r.URL.Path, Params: r.Form.Encode(),
+		TTL: s.keyTTL, Now: s.now(), Seq: seq, F: f, MayTimeOut: rt == routeCreateRefund}
+	s.core.ServePost(w, p, stripePost{s, key, r.URL.Path, reqID}, func() sim.Answer {
+		a := fn(c)
+		s.countInvalid(a)
+		a.RequestID = reqID
+		return a
+	})
+}
+
+// stripePost writes Stripe's answers for the idempotency layer.
+type stripePost struct {
+	s                *Server
+	key, path, reqID string
+}
+
+func (p stripePost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntry) {
+	p.s.writeKeyVerdict(w, v, saved, p.key, p.path, p.reqID)
+}
+
+func (p stripePost) Write(w http.ResponseWriter, a sim.Answer) {
+	writeAnswer(w, a.Status, a.Body, p.reqID, p.key, false)
+}
+
+func (p stripePost) GatewayBody(status int) []byte {
+	return errorBody(sim.Error{Type: typeAPI, Message: sim.GatewayMessage(status)})
 }
 
 // bearerKey returns the API key of the request if it is a test-mode key.
@@ -130,24 +137,8 @@ func bearerKey(r *http.Request) (string, bool) {
 	return "", false
 }
 
-// writeAnswer writes a JSON answer with Stripe's response headers.
-func writeAnswer(w http.ResponseWriter, status int, body []byte, reqID, key string, replayed bool) {
-	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	h["Request-Id"] = []string{reqID}
-	if key != "" {
-		h["Idempotency-Key"] = []string{key}
-	}
-	if replayed {
-		h["Idempotent-Replayed"] = []string{"true"}
-	}
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
 // parseExpandOnly accepts only expand[] with the one expandable field.
-func parseExpandOnly(form url.Values, field string) (expand bool, a answer, ok bool) {
+func parseExpandOnly(form url.Values, field string) (expand bool, a sim.Answer, ok bool) {
 	for name, vals := range form {
 		if !isArrayParam(name, "expand") {
 			return false, invalid("parameter_unknown", name, "Received unknown parameter: %s", name), false
@@ -159,7 +150,7 @@ func parseExpandOnly(form url.Values, field string) (expand bool, a answer, ok b
 			expand = true
 		}
 	}
-	return expand, answer{}, true
+	return expand, sim.Answer{}, true
 }
 
 // isArrayParam reports whether name is base[] or base[N].

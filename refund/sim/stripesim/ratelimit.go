@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-
-	"github.com/refundkit/refundkit/refund/sim"
 )
 
 // Values of the Stripe-Rate-Limited-Reason header that Stripe's 429s carry.
@@ -83,18 +81,12 @@ func (rl *rateLimiter) admit(rt route) (limitReason, bool) {
 	return 0, true
 }
 
-// rateLimitBody is the body of Stripe's 429s.
-var rateLimitBody = errorBody(apiError{Type: typeInvalid, Code: "rate_limit",
-	Message: "Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits."})
-
 // rateLimited answers 429 rate_limit and reports true if the request is
 // refused: by RateLimitShare's draw, or by the rate limits' buckets (then
 // with the Stripe-Rate-Limited-Reason header).
 func (s *Server) rateLimited(w http.ResponseWriter, rt route, f *Faults, seq uint64, reqID string) bool {
-	if s.core.Hit(f.RateLimitShare, seq, sim.KnobRateLimit) {
-		s.core.Count.RateLimited.Add(1)
+	if s.core.RateLimited(f, seq) {
 		s.stats.rateLimitedRoutes[rt].Add(1)
-		s.core.Pause(f, seq)
 		writeAnswer(w, http.StatusTooManyRequests, rateLimitBody, reqID, "", false)
 		return true
 	}

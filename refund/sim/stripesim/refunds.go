@@ -89,7 +89,7 @@ func (s *Server) Refunds() []Refund {
 }
 
 // getRefund is GET /v1/refunds/{id}.
-func (s *Server) getRefund(c apiCall) answer {
+func (s *Server) getRefund(c apiCall) sim.Answer {
 	expand, a, ok := parseExpandOnly(c.form, "charge")
 	if !ok {
 		return a
@@ -106,11 +106,11 @@ func (s *Server) getRefund(c apiCall) answer {
 	} else {
 		obj = re.object(false)
 	}
-	return answer{status: http.StatusOK, body: sim.MustJSON(obj)}
+	return found(obj)
 }
 
 // cancelRefund is POST /v1/refunds/{id}/cancel after the idempotency layer.
-func (s *Server) cancelRefund(c apiCall) answer {
+func (s *Server) cancelRefund(c apiCall) sim.Answer {
 	id := c.id
 	expand, a, ok := parseExpandOnly(c.form, "charge")
 	if !ok {
@@ -124,7 +124,7 @@ func (s *Server) cancelRefund(c apiCall) answer {
 	ch.mu.Lock()
 	if st := *re.status.Load(); st != StatusRequiresAction {
 		ch.mu.Unlock()
-		return refused(http.StatusBadRequest, apiError{Type: typeInvalid,
+		return refused(http.StatusBadRequest, sim.Error{Type: typeInvalid,
 			Message: fmt.Sprintf("Only refunds with a status of requires_action can be canceled; refund %s has status %s.", id, st)})
 	}
 	canceled := StatusCanceled
@@ -133,12 +133,12 @@ func (s *Server) cancelRefund(c apiCall) answer {
 	obj := re.object(expand)
 	ch.mu.Unlock()
 	s.stats.refundsCanceled.Add(1)
-	return answer{status: http.StatusOK, body: sim.MustJSON(obj), save: true}
+	return sim.Answer{Status: http.StatusOK, Body: sim.MustJSON(obj), Save: true}
 }
 
 // listRefunds is GET /v1/refunds: newest first, paged by starting_after or
 // ending_before, filtered by charge or payment_intent.
-func (s *Server) listRefunds(c apiCall) answer {
+func (s *Server) listRefunds(c apiCall) sim.Answer {
 	form := c.form
 	var chargeID, intentID, after, before string
 	limit := 10
@@ -231,7 +231,7 @@ func (s *Server) listRefunds(c apiCall) answer {
 			list.Data[j] = re.object(false)
 		}
 	}
-	return answer{status: http.StatusOK, body: sim.MustJSON(list)}
+	return found(list)
 }
 
 // refundObject is Stripe's refund object as stripe-go v76 decodes it.

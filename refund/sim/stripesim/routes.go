@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/refundkit/refundkit/refund/sim"
 )
 
 // route is an endpoint of the API, for dispatch, rate limits and stats.
@@ -133,7 +135,7 @@ func (s *Server) serveUnknown(w http.ResponseWriter, r *http.Request) {
 }
 
 // unrecognized is Stripe's answer to a URL it has no endpoint for.
-func unrecognized(c apiCall) answer {
-	return answer{status: http.StatusNotFound, body: errorBody(apiError{Type: typeInvalid,
+func unrecognized(c apiCall) sim.Answer {
+	return sim.Answer{Status: http.StatusNotFound, Body: errorBody(sim.Error{Type: typeInvalid,
 		Message: fmt.Sprintf("Unrecognized request URL (%s: %s).", c.method, c.path)})}
 }

@@ -63,7 +63,7 @@ type Server struct {
 	mux     *http.ServeMux   // the route table (routes.go)
 	handler http.Handler
 
-	hook atomic.Pointer[func(string)]
+	hook sim.Hook
 
 	// limiter holds the rate-limit buckets of faults.RateLimits, nil when
 	// off; limitsMu orders SetFaults calls that replace it.
@@ -262,12 +262,6 @@ func (s *Server) ForgetKeys() int { return s.core.Keys.Forget() }
 // stays in flight while fn blocks. Tests use it to hold a request at a known
 // point. nil removes the hook. Behind a gateway timeout fn runs after the
 // gateway answered, and Close waits for it to return.
-func (s *Server) SetCreateHook(fn func(idempotencyKey string)) {
-	if fn == nil {
-		s.hook.Store(nil)
-		return
-	}
-	s.hook.Store(&fn)
-}
+func (s *Server) SetCreateHook(fn func(idempotencyKey string)) { s.hook.Set(fn) }
 
 // AddCharges adds charges and their seeded refunds. Nothing is added if one

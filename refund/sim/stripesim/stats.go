@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/refundkit/refundkit/refund/sim"
 	"github.com/refundkit/refundkit/refund/sim/adyensim"
 	"github.com/refundkit/refundkit/refund/sim/paypalsim"
 )
@@ -117,8 +118,8 @@ func (s *Server) Stats() Stats {
 }
 
 // countInvalid counts a validation error: a 400 the key does not keep.
-func (s *Server) countInvalid(a answer) {
-	if a.status == http.StatusBadRequest && !a.save {
+func (s *Server) countInvalid(a sim.Answer) {
+	if a.Status == http.StatusBadRequest && !a.Save {
 		s.core.Count.InvalidRequests.Add(1)
 	}
 }
