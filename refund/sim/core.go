@@ -30,8 +30,7 @@ type Core struct {
 	// Requests still running behind a gateway timeout: Settle waits for
 	// them; once bgClosed none start in the background.
 	bgMu     sync.Mutex
-	bgN      int
-	bgIdle   chan struct{} // closed when bgN drops to zero; nil if nobody waits
+	bg       Gauge
 	bgClosed bool
 }
 
@@ -101,48 +100,62 @@ func (c *Core) GoBackground(fn func()) bool {
 	if c.bgClosed {
 		return false
 	}
-	c.bgN++
+	c.bg.Add(1)
 	go func() {
-		defer c.backgroundDone()
+		defer c.bg.Add(-1)
 		fn()
 	}()
 	return true
 }
 
-func (c *Core) backgroundDone() {
-	c.bgMu.Lock()
-	defer c.bgMu.Unlock()
-	if c.bgN--; c.bgN == 0 && c.bgIdle != nil {
-		close(c.bgIdle)
-		c.bgIdle = nil
-	}
-}
-
 // Settle waits until every request that a gateway timeout answered early
 // has finished (its refund committed and its answer saved under its key),
 // or ctx ends.
-func (c *Core) Settle(ctx context.Context) error {
-	c.bgMu.Lock()
-	if c.bgN == 0 {
-		c.bgMu.Unlock()
+func (c *Core) Settle(ctx context.Context) error { return c.bg.Wait(ctx) }
+
+// BackgroundRunning is how many requests run on behind a gateway timeout.
+func (c *Core) BackgroundRunning() int64 { return c.bg.N() }
+
+// Gauge counts work in flight, and lets callers wait until there is none.
+type Gauge struct {
+	mu   sync.Mutex
+	n    int64
+	idle chan struct{} // closed when n drops to zero; nil if nobody waits
+}
+
+// Add adds d to the work in flight.
+func (g *Gauge) Add(d int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n += d; g.n == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+}
+
+// N is the work in flight.
+func (g *Gauge) N() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
+}
+
+// Wait waits until no work is in flight, or ctx ends.
+func (g *Gauge) Wait(ctx context.Context) error {
+	g.mu.Lock()
+	if g.n == 0 {
+		g.mu.Unlock()
 		return nil
 	}
-	if c.bgIdle == nil {
-		c.bgIdle = make(chan struct{})
+	if g.idle == nil {
+		g.idle = make(chan struct{})
 	}
-	idle := c.bgIdle
-	c.bgMu.Unlock()
+	idle := g.idle
+	g.mu.Unlock()
 	select {
 	case <-idle:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// BackgroundRunning is how many requests run on behind a gateway timeout.
-func (c *Core) BackgroundRunning() int64 {
-	c.bgMu.Lock()
-	defer c.bgMu.Unlock()
-	return int64(c.bgN)
 }

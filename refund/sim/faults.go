@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
 )
@@ -211,38 +212,9 @@ type faultsJSON struct {
 
 // MarshalJSON writes the faults with snake_case names and duration strings.
 func (f Faults) MarshalJSON() ([]byte, error) {
-	return json.Marshal(faultsJSON{
-		Latency:                jsonDuration(f.Latency),
-		LatencyJitter:          jsonDuration(f.LatencyJitter),
-		RateLimitShare:         f.RateLimitShare,
-		ErrorBeforeCommitShare: f.ErrorBeforeCommitShare,
-		ErrorAfterCommitShare:  f.ErrorAfterCommitShare,
-		DropAfterCommitShare:   f.DropAfterCommitShare,
-		RequiresActionShare:    f.RequiresActionShare,
-
-		GatewayTimeoutShare:          f.GatewayTimeoutShare,
-		GatewayErrorAfterCommitShare: f.GatewayErrorAfterCommitShare,
-		GatewayStatus:                f.GatewayStatus,
-		GatewayStripeBody:            f.GatewayStripeBody,
-
-		RateLimits: f.RateLimits,
-
-		PayPalPendingShare: f.PayPalPendingShare,
-		PayPalPendingFor:   jsonDuration(f.PayPalPendingFor),
-		PayPalFailedShare:  f.PayPalFailedShare,
-		PayPalTokenTTL:     jsonDuration(f.PayPalTokenTTL),
-
-		AdyenRefundFailedShare:      f.AdyenRefundFailedShare,
-		AdyenRefundFailedLaterShare: f.AdyenRefundFailedLaterShare,
-		AdyenReversedShare:          f.AdyenReversedShare,
-		AdyenNotifyDelay:            jsonDuration(f.AdyenNotifyDelay),
-		AdyenNotifyJitter:           jsonDuration(f.AdyenNotifyJitter),
-		AdyenNotifyDuplicateShare:   f.AdyenNotifyDuplicateShare,
-		AdyenNotifyReorder:          f.AdyenNotifyReorder,
-		AdyenNotifyFailShare:        f.AdyenNotifyFailShare,
-		AdyenConflictStatus:         f.AdyenConflictStatus,
-		AdyenOverRefund422:          f.AdyenOverRefund422,
-	})
+	var w faultsJSON
+	copyFields(reflect.ValueOf(&w).Elem(), reflect.ValueOf(f))
+	return json.Marshal(w)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes; absent knobs are zero and
@@ -254,39 +226,17 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&w); err != nil {
 		return err
 	}
-	*f = Faults{
-		Latency:                time.Duration(w.Latency),
-		LatencyJitter:          time.Duration(w.LatencyJitter),
-		RateLimitShare:         w.RateLimitShare,
-		ErrorBeforeCommitShare: w.ErrorBeforeCommitShare,
-		ErrorAfterCommitShare:  w.ErrorAfterCommitShare,
-		DropAfterCommitShare:   w.DropAfterCommitShare,
-		RequiresActionShare:    w.RequiresActionShare,
-
-		GatewayTimeoutShare:          w.GatewayTimeoutShare,
-		GatewayErrorAfterCommitShare: w.GatewayErrorAfterCommitShare,
-		GatewayStatus:                w.GatewayStatus,
-		GatewayStripeBody:            w.GatewayStripeBody,
-
-		RateLimits: w.RateLimits,
-
-		PayPalPendingShare: w.PayPalPendingShare,
-		PayPalPendingFor:   time.Duration(w.PayPalPendingFor),
-		PayPalFailedShare:  w.PayPalFailedShare,
-		PayPalTokenTTL:     time.Duration(w.PayPalTokenTTL),
-
-		AdyenRefundFailedShare:      w.AdyenRefundFailedShare,
-		AdyenRefundFailedLaterShare: w.AdyenRefundFailedLaterShare,
-		AdyenReversedShare:          w.AdyenReversedShare,
-		AdyenNotifyDelay:            time.Duration(w.AdyenNotifyDelay),
-		AdyenNotifyJitter:           time.Duration(w.AdyenNotifyJitter),
-		AdyenNotifyDuplicateShare:   w.AdyenNotifyDuplicateShare,
-		AdyenNotifyReorder:          w.AdyenNotifyReorder,
-		AdyenNotifyFailShare:        w.AdyenNotifyFailShare,
-		AdyenConflictStatus:         w.AdyenConflictStatus,
-		AdyenOverRefund422:          w.AdyenOverRefund422,
-	}
+	*f = Faults{}
+	copyFields(reflect.ValueOf(f).Elem(), reflect.ValueOf(w))
 	return nil
+}
+
+// copyFields copies field i of from to field i of to, for Faults and
+// faultsJSON, which list the same fields in the same order.
+func copyFields(to, from reflect.Value) {
+	for i := range to.NumField() {
+		to.Field(i).Set(from.Field(i).Convert(to.Field(i).Type()))
+	}
 }
 
 // jsonDuration is a duration written as "1.5s" and read from such a string

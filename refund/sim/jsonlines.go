@@ -37,6 +37,39 @@ func ReadJSONLines(r io.Reader, name string, maxLine int, each func(line int, b 
 	return nil
 }
 
+// ReadSeeds reads things of kind what (charge, capture, payment) as JSON
+// lines: each decoded as DecodeLine does, then checked by check.
+func ReadSeeds[T any](r io.Reader, name string, maxLine int, what string, check func(line int, t *T) error) ([]T, error) {
+	var out []T
+	err := ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
+		var t T
+		if err := DecodeLine(b, &t, what); err != nil {
+			return err
+		}
+		if err := check(line, &t); err != nil {
+			return err
+		}
+		out = append(out, t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// FirstLines are the lines ids were first given on, in a seed file.
+type FirstLines map[string]int
+
+// Once notes id (of kind) on line, or reports the line it was given on.
+func (m FirstLines) Once(kind, id string, line int) error {
+	if first, dup := m[kind+"\x00"+id]; dup {
+		return fmt.Errorf("%s %s: already given on line %d", kind, id, first)
+	}
+	m[kind+"\x00"+id] = line
+	return nil
+}
+
 // DecodeLine decodes the one JSON object of a line into v: an unknown
 // field or anything after the object is an error, "not a <what>: ...".
 func DecodeLine(b []byte, v any, what string) error {

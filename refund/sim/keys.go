@@ -144,24 +144,10 @@ func (k *KeyStore) Abandon(scope string, e *KeyEntry) {
 	sh.mu.Unlock()
 }
 
-// Forget drops every completed key, as their expiry would. Keys
-// whose first request is still running stay: no real expiry can overtake a
-// request in flight, and dropping them would let a retry run it twice.
-func (k *KeyStore) Forget() int {
-	n := 0
-	for i := range k.shards {
-		sh := &k.shards[i]
-		sh.mu.Lock()
-		for scope, e := range sh.m {
-			if e.done {
-				delete(sh.m, scope)
-				n++
-			}
-		}
-		sh.mu.Unlock()
-	}
-	return n
-}
+// Forget drops every completed key, as their expiry would. Keys whose
+// first request is still running stay: dropping them would let a retry
+// run it twice.
+func (k *KeyStore) Forget() int { return k.ForgetScope("") }
 
 // ForgetScope drops the completed keys whose scope starts with prefix (one
 // API's: "adyen\x00"), as Forget drops every API's.

@@ -54,6 +54,7 @@ func (c *Core) ServePost(w http.ResponseWriter, p Post, api PostAPI, fn func() A
 	run := func() Answer {
 		c.Pause(p.F, p.Seq)
 		a := fn()
+		c.CountInvalid(a)
 		if held != nil {
 			if a.Save {
 				c.Keys.Finish(p.Scope, held, a.Status, a.Body, a.RequestID, a.Ref)
@@ -89,6 +90,13 @@ func (c *Core) ServePost(w http.ResponseWriter, p Post, api PostAPI, fn func() A
 		gateway(p.F.GatewayStatusOr(http.StatusBadGateway))
 	default:
 		api.Write(w, a)
+	}
+}
+
+// CountInvalid counts a validation error: a 400 the key does not keep.
+func (c *Core) CountInvalid(a Answer) {
+	if a.Status == http.StatusBadRequest && !a.Save {
+		c.Count.InvalidRequests.Add(1)
 	}
 }
 

@@ -60,13 +60,7 @@ func (s *Server) serveRefund(w http.ResponseWriter, c call) {
 		TTL: s.keyTTL, Now: s.now(), Seq: c.seq, F: c.f, MayTimeOut: true}
 	// createRefund may outlive the handler: it takes values, not c.r.
 	psp, ref, f, seq := c.psp, c.requestRef, c.f, c.seq
-	s.core.ServePost(w, p, adyenPost{s, key, ref, f}, func() sim.Answer {
-		a := s.createRefund(psp, body, key, ref, f, seq)
-		if a.Status == http.StatusBadRequest {
-			s.core.Count.InvalidRequests.Add(1)
-		}
-		return a
-	})
+	s.core.ServePost(w, p, adyenPost{s, key, ref, f}, func() sim.Answer { return s.createRefund(psp, body, key, ref, f, seq) })
 }
 
 // adyenPost writes Adyen's answers for the idempotency layer.

@@ -38,9 +38,8 @@ type notifier struct {
 
 	mu      sync.Mutex
 	queue   deliveryHeap
-	order   uint64        // arrival order in the queue, for equal due times
-	pending int64         // deliveries queued or in flight, later ones of a refund included
-	idle    chan struct{} // closed when pending drops to zero; nil if nobody waits
+	order   uint64    // arrival order in the queue, for equal due times
+	pending sim.Gauge // deliveries queued or in flight, later ones of a refund included
 	closed  bool
 
 	wake      chan struct{} // a delivery was queued: the dispatcher looks again
@@ -149,7 +148,7 @@ func (n *notifier) enqueue(num int, items []wire.Item, f *sim.Faults) {
 		n.mu.Unlock()
 		return
 	}
-	n.pending += int64(len(chain))
+	n.pending.Add(int64(len(chain)))
 	n.mu.Unlock()
 	n.queued.Add(int64(len(chain)))
 	n.push(chain[0])
@@ -256,12 +255,7 @@ func (n *notifier) attempt(d *delivery) {
 		}
 		n.push(nx)
 	}
-	n.mu.Lock()
-	if n.pending--; n.pending == 0 && n.idle != nil {
-		close(n.idle)
-		n.idle = nil
-	}
-	n.mu.Unlock()
+	n.pending.Add(-1)
 }
 
 // post sends d and reports whether the receiver accepted it: a 2xx whose
@@ -283,24 +277,7 @@ func (n *notifier) post(d *delivery) bool {
 }
 
 // flush waits until no notification is pending, or ctx ends.
-func (n *notifier) flush(ctx context.Context) error {
-	n.mu.Lock()
-	if n.pending == 0 {
-		n.mu.Unlock()
-		return nil
-	}
-	if n.idle == nil {
-		n.idle = make(chan struct{})
-	}
-	idle := n.idle
-	n.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (n *notifier) flush(ctx context.Context) error { return n.pending.Wait(ctx) }
 
 // close stops the dispatcher and the workers, cutting posts in flight.
 func (n *notifier) close() {
@@ -316,10 +293,7 @@ func (n *notifier) close() {
 }
 
 func (n *notifier) stats() NotifyStats {
-	n.mu.Lock()
-	pending := n.pending
-	n.mu.Unlock()
-	return NotifyStats{Queued: n.queued.Load(), Delivered: n.delivered.Load(), Retries: n.retries.Load(), Pending: pending,
+	return NotifyStats{Queued: n.queued.Load(), Delivered: n.delivered.Load(), Retries: n.retries.Load(), Pending: n.pending.N(),
 		Duplicates: n.duplicates.Load(), FailedByKnob: n.failedByKnob.Load()}
 }
 

@@ -68,27 +68,13 @@ const maxLine = 1 << 20
 // ReadPayments reads payments as JSON lines (blank lines skipped); name is
 // used in errors, which read "name:line: what is wrong".
 func ReadPayments(r io.Reader, name string) ([]Payment, error) {
-	var out []Payment
-	seen := map[string]int{}
-	err := sim.ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
-		var p Payment
-		if err := sim.DecodeLine(b, &p, "payment"); err != nil {
-			return err
-		}
+	seen := sim.FirstLines{}
+	return sim.ReadSeeds(r, name, maxLine, "payment", func(line int, p *Payment) error {
 		if err := p.Validate(); err != nil {
 			return err
 		}
-		if first, dup := seen[p.PSPReference]; dup {
-			return fmt.Errorf("payment %s: already given on line %d", p.PSPReference, first)
-		}
-		seen[p.PSPReference] = line
-		out = append(out, p)
-		return nil
+		return seen.Once("payment", p.PSPReference, line)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // payment is the simulator's state of one payment; mu guards its refunds

@@ -126,31 +126,17 @@ const maxLine = 1 << 20
 // ReadCaptures reads captures as JSON lines (blank lines skipped); name is
 // used in errors, which read "name:line: what is wrong".
 func ReadCaptures(r io.Reader, name string) ([]Capture, error) {
-	var out []Capture
-	seen := map[string]int{}
+	seen := sim.FirstLines{}
 	orders := map[string]string{} // order id: currency
-	err := sim.ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
-		var c Capture
-		if err := sim.DecodeLine(b, &c, "capture"); err != nil {
-			return err
-		}
+	return sim.ReadSeeds(r, name, maxLine, "capture", func(line int, c *Capture) error {
 		if err := c.Validate(); err != nil {
 			return err
 		}
-		if first, dup := seen[c.ID]; dup {
-			return fmt.Errorf("capture %s: already given on line %d", c.ID, first)
-		}
-		if err := inOneCurrency(orders, &c); err != nil {
+		if err := seen.Once("capture", c.ID, line); err != nil {
 			return err
 		}
-		seen[c.ID] = line
-		out = append(out, c)
-		return nil
+		return inOneCurrency(orders, c)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // capture is the simulator's state of one capture; mu guards its refunds.

@@ -101,11 +101,7 @@ func (s *Server) serveRefund(w http.ResponseWriter, c call) {
 	// createRefund may outlive the handler: it takes values, not c.r.
 	captureID, debugID, base, f, seq := c.id, c.debugID, c.base, c.f, c.seq
 	s.core.ServePost(w, p, paypalPost{s, base, debugID}, func() sim.Answer {
-		a := s.createRefund(captureID, body, requestID, debugID, base, f, seq)
-		if a.Status == http.StatusBadRequest {
-			s.core.Count.InvalidRequests.Add(1)
-		}
-		return a
+		return s.createRefund(captureID, body, requestID, debugID, base, f, seq)
 	})
 }
 

@@ -48,7 +48,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn e
 	seq, f := s.core.Arrive()
 	reqID := sim.Padded("req_sim", 10, int(seq))
 	write := func(a sim.Answer) { // after the latency
-		s.countInvalid(a)
+		s.core.CountInvalid(a)
 		writeAnswer(w, a.Status, a.Body, reqID, "", false)
 	}
 	apiKey, ok := bearerKey(r)
@@ -87,7 +87,6 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn e
 		TTL: s.keyTTL, Now: s.now(), Seq: seq, F: f, MayTimeOut: rt == routeCreateRefund}
 	s.core.ServePost(w, p, stripePost{s, key, r.URL.Path, reqID}, func() sim.Answer {
 		a := fn(c)
-		s.countInvalid(a)
 		a.RequestID = reqID
 		return a
 	})

@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-
-	"github.com/refundkit/refundkit/refund/sim/adyensim"
-	"github.com/refundkit/refundkit/refund/sim/paypalsim"
 )
 
 // maxControlBody bounds what a control request may upload (charges files
@@ -66,43 +63,20 @@ func (s *Server) listAllRefunds(w http.ResponseWriter, r *http.Request) {
 	bw.Flush()
 }
 
-func (s *Server) addCharges(w http.ResponseWriter, r *http.Request) {
-	charges, err := ReadCharges(io.LimitReader(r.Body, maxControlBody), "<body>")
-	if err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
-		return
+// addSeeds is a control endpoint that adds what read reads from the body.
+func addSeeds[T any](read func(io.Reader, string) ([]T, error), add func(...T) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		seeds, err := read(io.LimitReader(r.Body, maxControlBody), "<body>")
+		if err != nil {
+			controlError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if err := add(seeds...); err != nil {
+			controlError(w, http.StatusConflict, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]int{"added": len(seeds)})
 	}
-	if err := s.AddCharges(charges...); err != nil {
-		controlError(w, http.StatusConflict, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]int{"added": len(charges)})
-}
-
-func (s *Server) addCaptures(w http.ResponseWriter, r *http.Request) {
-	captures, err := paypalsim.ReadCaptures(io.LimitReader(r.Body, maxControlBody), "<body>")
-	if err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if err := s.paypal.AddCaptures(captures...); err != nil {
-		controlError(w, http.StatusConflict, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]int{"added": len(captures)})
-}
-
-func (s *Server) addAdyenPayments(w http.ResponseWriter, r *http.Request) {
-	payments, err := adyensim.ReadPayments(io.LimitReader(r.Body, maxControlBody), "<body>")
-	if err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if err := s.adyen.AddPayments(payments...); err != nil {
-		controlError(w, http.StatusConflict, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]int{"added": len(payments)})
 }
 
 func (s *Server) listAdyenPayments(w http.ResponseWriter, r *http.Request) {

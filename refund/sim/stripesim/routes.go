@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/refundkit/refundkit/refund/sim"
+	"github.com/refundkit/refundkit/refund/sim/adyensim"
+	"github.com/refundkit/refundkit/refund/sim/paypalsim"
 )
 
 // route is an endpoint of the API, for dispatch, rate limits and stats.
@@ -86,9 +88,9 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /_sim/stats", s.getStats)
 	mux.HandleFunc("POST /_sim/settle", s.settle)
 	mux.HandleFunc("GET /_sim/refunds", s.listAllRefunds)
-	mux.HandleFunc("POST /_sim/charges", s.addCharges)
-	mux.HandleFunc("POST /_sim/captures", s.addCaptures)
-	mux.HandleFunc("POST /_sim/adyen/payments", s.addAdyenPayments)
+	mux.HandleFunc("POST /_sim/charges", addSeeds(ReadCharges, s.AddCharges))
+	mux.HandleFunc("POST /_sim/captures", addSeeds(paypalsim.ReadCaptures, s.paypal.AddCaptures))
+	mux.HandleFunc("POST /_sim/adyen/payments", addSeeds(adyensim.ReadPayments, s.adyen.AddPayments))
 	mux.HandleFunc("GET /_sim/adyen/payments", s.listAdyenPayments)
 	mux.HandleFunc("GET /_sim/adyen/refunds", s.listAdyenRefunds)
 	mux.HandleFunc("POST /_sim/adyen/flush", s.flushAdyen)

@@ -157,32 +157,14 @@ const maxLine = 4 << 20
 // used in errors, which read "name:line: what is wrong". Unknown fields,
 // invalid charges and an id or payment intent given twice are errors.
 func ReadCharges(r io.Reader, name string) ([]Charge, error) {
-	var charges []Charge
-	ids := map[string]int{}
-	intents := map[string]int{}
-	err := sim.ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
-		var c Charge
-		if err := sim.DecodeLine(b, &c, "charge"); err != nil {
-			return err
-		}
+	seen := sim.FirstLines{}
+	return sim.ReadSeeds(r, name, maxLine, "charge", func(line int, c *Charge) error {
 		if err := c.Validate(); err != nil {
 			return err
 		}
-		if first, dup := ids[c.ID]; dup {
-			return fmt.Errorf("charge %s: already given on line %d", c.ID, first)
+		if err := seen.Once("charge", c.ID, line); err != nil || c.PaymentIntent == "" {
+			return err
 		}
-		ids[c.ID] = line
-		if c.PaymentIntent != "" {
-			if first, dup := intents[c.PaymentIntent]; dup {
-				return fmt.Errorf("payment_intent %s: already given on line %d", c.PaymentIntent, first)
-			}
-			intents[c.PaymentIntent] = line
-		}
-		charges = append(charges, c)
-		return nil
+		return seen.Once("payment_intent", c.PaymentIntent, line)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return charges, nil
 }

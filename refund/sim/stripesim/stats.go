@@ -1,10 +1,8 @@
 package stripesim
 
 import (
-	"net/http"
 	"sync/atomic"
 
-	"github.com/refundkit/refundkit/refund/sim"
 	"github.com/refundkit/refundkit/refund/sim/adyensim"
 	"github.com/refundkit/refundkit/refund/sim/paypalsim"
 )
@@ -115,11 +113,4 @@ func (s *Server) Stats() Stats {
 	}
 	st.Adyen = s.adyen.Stats()
 	return st
-}
-
-// countInvalid counts a validation error: a 400 the key does not keep.
-func (s *Server) countInvalid(a sim.Answer) {
-	if a.Status == http.StatusBadRequest && !a.Save {
-		s.core.Count.InvalidRequests.Add(1)
-	}
 }
