@@ -10,15 +10,14 @@ import (
 type Answer struct {
 	Status int
 	Body   []byte
-	// Save: the endpoint ran, so the answer is kept under the key;
-	// validation errors are not, and leave the key free.
+	// Save keeps it under the key (not a validation error's).
 	Save bool
 	// Drop: close the connection instead of answering.
 	Drop bool
 	// Gateway: a gateway's error reaches the client instead.
 	Gateway bool
-	// RequestID is the API's id of the request, saved with the answer;
-	// Ref, what the request made (a refund id), saved with it.
+	// RequestID (the API's id of the request) and Ref (what it made) are
+	// saved with it.
 	RequestID, Ref string
 }
 
@@ -75,9 +74,8 @@ func Write(w http.ResponseWriter, status int, body []byte, headers ...string) {
 	w.Write(body)
 }
 
-// WriteGatewayAnswer writes what a gateway in front of the API answers on
-// its own: none of the API's headers, and an HTML page unless jsonBody,
-// the API's own error shape, is given.
+// WriteGatewayAnswer writes a gateway's own answer: none of the API's
+// headers, and an HTML page unless jsonBody is given.
 func WriteGatewayAnswer(w http.ResponseWriter, status int, jsonBody []byte) {
 	text := GatewayText(status)
 	body := jsonBody
@@ -101,8 +99,7 @@ func GatewayText(status int) string {
 	return "Server Error"
 }
 
-// DropConnection closes the connection without a byte of answer, as a
-// load balancer or a network failure would after the work was done.
+// DropConnection closes the connection without a byte of answer.
 func DropConnection(w http.ResponseWriter) {
 	hj, ok := w.(http.Hijacker)
 	if !ok {

@@ -10,10 +10,8 @@ import (
 	"strings"
 )
 
-// ReadJSONLines calls each with every non-blank line of r (trimmed, and
-// numbered from 1) of the seed files both APIs read: Stripe's charges,
-// PayPal's captures. An error, each's or the reader's, reads
-// "name:line: what is wrong".
+// ReadJSONLines calls each with every non-blank line of a seed file,
+// trimmed and numbered from 1; errors read "name:line: what is wrong".
 func ReadJSONLines(r io.Reader, name string, maxLine int, each func(line int, b []byte) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
@@ -37,8 +35,8 @@ func ReadJSONLines(r io.Reader, name string, maxLine int, each func(line int, b 
 	return nil
 }
 
-// ReadSeeds reads things of kind what (charge, capture, payment) as JSON
-// lines: each decoded as DecodeLine does, then checked by check.
+// ReadSeeds reads the seeds (what: charge, capture, payment) of a JSON
+// lines file, each decoded by DecodeLine and checked by check.
 func ReadSeeds[T any](r io.Reader, name string, maxLine int, what string, check func(line int, t *T) error) ([]T, error) {
 	var out []T
 	err := ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
@@ -70,8 +68,7 @@ func (m FirstLines) Once(kind, id string, line int) error {
 	return nil
 }
 
-// DecodeLine decodes the one JSON object of a line into v: an unknown
-// field or anything after the object is an error, "not a <what>: ...".
+// DecodeLine decodes the line's one JSON object into v, strictly.
 func DecodeLine(b []byte, v any, what string) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -84,8 +81,7 @@ func DecodeLine(b []byte, v any, what string) error {
 	return nil
 }
 
-// MustJSON is v as JSON, for the simulators' own bodies: plain structs of
-// strings and numbers, which cannot fail to encode.
+// MustJSON is v as JSON, for bodies that cannot fail to encode.
 func MustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -9,36 +9,31 @@ import (
 
 // Post is a POST as the idempotency layer sees it.
 type Post struct {
-	// Scope is the key's scope (credentials and key); "" when the request
-	// carries no key, which then runs with nothing held or saved.
+	// Scope is the key's scope; "" without a key: nothing held or saved.
 	Scope                string
 	Method, Path, Params string        // what the key is bound to
 	TTL                  time.Duration // how long the key is kept once done; 0 until Forget
 	Now                  time.Time
 	Seq                  uint64  // arrival number, for draws and latency
 	F                    *Faults // the knobs in force when it arrived
-	// MayTimeOut: a gateway timeout may answer it at once while it goes on
-	// (refund creations).
+	// MayTimeOut: a gateway timeout may answer it (refund creations).
 	MayTimeOut bool
 }
 
 // PostAPI writes one API's answers for ServePost.
 type PostAPI interface {
-	// Known answers a request whose key is not new: a replay, a 409 while
-	// the first request runs, a mismatch.
+	// Known answers a request whose key is not new.
 	Known(w http.ResponseWriter, v Verdict, saved KeyEntry)
 	// Write writes the endpoint's answer.
 	Write(w http.ResponseWriter, a Answer)
-	// GatewayBody is a gateway's answer in the API's own error shape, for
-	// GatewayStripeBody.
+	// GatewayBody is a gateway's answer in the API's error shape.
 	GatewayBody(status int) []byte
 }
 
-// ServePost runs a POST through the idempotency layer into fn: a request
-// with a key holds it while it runs (its latency included), and the answer
-// fn saves is kept under it for every later request with the key. The
-// gateway's faults stand in front: a timeout answers at once while the
-// request goes on behind it, an error after commit replaces the answer.
+// ServePost runs a POST through the idempotency layer into fn: a key is
+// held while it runs, latency included, and keeps the answer fn saves. The
+// gateway stands in front: a timeout answers at once while the request
+// goes on behind it; an error after commit replaces the answer.
 func (c *Core) ServePost(w http.ResponseWriter, p Post, api PostAPI, fn func() Answer) {
 	var held *KeyEntry
 	if p.Scope != "" {
@@ -114,8 +109,8 @@ func ReadBody(r *http.Request, max int) ([]byte, bool) {
 	return body, err == nil && len(body) <= max
 }
 
-// RateLimited reports (and counts) whether request seq is drawn for a 429
-// (RateLimitShare), which it gets after its latency and never under a key.
+// RateLimited reports (and counts) whether request seq is drawn for a 429,
+// which it gets after its latency.
 func (c *Core) RateLimited(f *Faults, seq uint64) bool {
 	if !c.Hit(f.RateLimitShare, seq, KnobRateLimit) {
 		return false
@@ -136,9 +131,8 @@ func (c *Core) FailBeforeCommit(f *Faults, seq uint64) bool {
 }
 
 // AfterCommit draws what becomes of a committed creation's answer a: the
-// API's 500 internal instead (saved, with a's Ref), a gateway's error, a
-// dropped connection, or a as it is. It counts the 500; ServePost counts
-// the others.
+// API's 500 internal (saved, with a's Ref), a gateway's error, a dropped
+// connection, or a as it is.
 func (c *Core) AfterCommit(f *Faults, seq uint64, a, internal Answer) Answer {
 	switch {
 	case c.Hit(f.ErrorAfterCommitShare, seq, KnobErrorAfterCommit):
@@ -153,8 +147,7 @@ func (c *Core) AfterCommit(f *Faults, seq uint64, a, internal Answer) Answer {
 	return a
 }
 
-// Hook is a test's create hook: a creation calls it with its key, held,
-// before it commits anything.
+// Hook is a test's create hook, called with the key held before a commit.
 type Hook struct{ fn atomic.Pointer[func(string)] }
 
 // Set makes fn the hook; nil removes it.
