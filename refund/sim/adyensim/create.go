@@ -27,16 +27,6 @@ type refundRequest struct {
 	Reference       string       `json:"reference"`
 }
 
-// refundAnswer is the 201 of a refund Adyen received.
-type refundAnswer struct {
-	MerchantAccount     string      `json:"merchantAccount"`
-	PaymentPSPReference string      `json:"paymentPspReference"`
-	PSPReference        string      `json:"pspReference"`
-	Reference           string      `json:"reference,omitempty"`
-	Status              string      `json:"status"`
-	Amount              wire.Amount `json:"amount"`
-}
-
 // serveRefund is POST /v71/payments/{paymentPspReference}/refunds: through
 // the idempotency layer keyed by Idempotency-Key into createRefund.
 func (s *Server) serveRefund(w http.ResponseWriter, c call) {
@@ -167,7 +157,7 @@ func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.F
 	if s.notes != nil {
 		s.notes.enqueue(r.n, r.events(), f)
 	}
-	a := sim.Answer{Status: http.StatusCreated, Save: true, Ref: r.id, Body: sim.MustJSON(refundAnswer{
+	a := sim.Answer{Status: http.StatusCreated, Save: true, Ref: r.id, Body: sim.MustJSON(wire.RefundAnswer{
 		MerchantAccount: r.merchant, PaymentPSPReference: pm.psp, PSPReference: r.id, Reference: r.reference,
 		Status: "received", Amount: wire.Amount{Currency: pm.currency, Value: r.amount}})}
 	return s.core.AfterCommit(f, seq, a, internal(ref)) // a 500 is saved: every retry with the key gets it
