@@ -24,8 +24,7 @@ type Core struct {
 	closing   chan struct{} // closed by CutLatency
 	closeOnce sync.Once
 
-	// Requests still running behind a gateway timeout: Settle waits for
-	// them; once bgClosed none start in the background.
+	// Requests behind a gateway timeout, which Settle waits for.
 	bgMu     sync.Mutex
 	bg       Gauge
 	bgClosed bool
@@ -85,8 +84,8 @@ func (c *Core) StopBackground() {
 	c.bgMu.Unlock()
 }
 
-// GoBackground runs fn on a goroutine of its own that Settle waits for,
-// unless StopBackground was called: then it reports false and runs nothing.
+// GoBackground runs fn on its own goroutine for Settle to wait for, unless
+// StopBackground was called (then false).
 func (c *Core) GoBackground(fn func()) bool {
 	c.bgMu.Lock()
 	defer c.bgMu.Unlock()

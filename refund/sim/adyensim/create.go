@@ -13,22 +13,17 @@ import (
 // maxBody bounds a refund request's body.
 const maxBody = 64 << 10
 
-// keyScope prefixes Adyen's keys in the core's store. Adyen keeps keys at
-// the company account's level, whatever the endpoint or merchant account:
-// the simulator is one company with one API key.
+// keyScope prefixes Adyen's keys, kept per company (one API key).
 const keyScope = "adyen\x00"
 
-// refundRequest is the body of a refund: the fields refundkit sends. Other
-// fields of Adyen's (lineItems, splits, merchantRefundReason, store) are
-// accepted and not acted on.
+// refundRequest is the part of a refund's body the simulator acts on.
 type refundRequest struct {
 	Amount          *wire.Amount `json:"amount"`
 	MerchantAccount string       `json:"merchantAccount"`
 	Reference       string       `json:"reference"`
 }
 
-// serveRefund is POST /v71/payments/{paymentPspReference}/refunds: through
-// the idempotency layer keyed by Idempotency-Key into createRefund.
+// serveRefund is POST /v71/payments/{psp}/refunds, under Idempotency-Key.
 func (s *Server) serveRefund(w http.ResponseWriter, c call) {
 	body, ok := sim.ReadBody(c.r, maxBody)
 	if !ok {
@@ -60,11 +55,8 @@ type adyenPost struct {
 	f        *sim.Faults
 }
 
-// Known answers a key seen before. While its first request runs: 704, 422
-// (or 409, adyen_conflict_status), transient. Once it finished: "the
-// response to the first attempt", status and body, whatever this
-// request's body or path says (Adyen documents no check of either; the
-// simulator counts such replays as replayed_other_params).
+// Known answers a key seen before: 704 (transient) while in flight, then
+// the first answer, whatever this body or path says.
 func (p adyenPost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntry) {
 	if v == sim.KeyInUse || !saved.Done() {
 		p.s.core.Count.KeyInUse.Add(1)
@@ -85,8 +77,7 @@ func (p adyenPost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntr
 	writeAnswer(w, saved.Status, saved.Body, p.key, false)
 }
 
-// Write writes the endpoint's answer: a 5xx it did not save is transient
-// (nothing was done; the key is free for a retry).
+// Write writes the answer: an unsaved 5xx is transient, the key free.
 func (p adyenPost) Write(w http.ResponseWriter, a sim.Answer) {
 	transient := !a.Save && a.Status >= 500
 	key := p.key

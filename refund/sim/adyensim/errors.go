@@ -13,8 +13,7 @@ const (
 	typeInternal   = "internal"
 )
 
-// The error codes the simulator answers with, and their messages as Adyen
-// writes them.
+// The error codes the simulator answers, and Adyen's messages.
 const (
 	codeUnknown      = "000" // generic: unauthorised, unable to parse message
 	codeNoAmount     = "100" // Required object 'amount' is not provided.
@@ -39,14 +38,12 @@ const (
 	headerIdempotent = "Idempotency-Key"
 )
 
-// apiErr is an error answer in Adyen's shape; ref is the request's
-// pspReference ("" for none, as in a 401).
+// apiErr is an error answer; ref is the request's pspReference, if any.
 func apiErr(status int, code, msg, errType, ref string) sim.Answer {
 	return sim.Fail(status, sim.Error{Status: status, ErrorCode: code, Message: msg, ErrorType: errType, PSPReference: ref}, false)
 }
 
-// refused is a business refusal (unknown payment, merchant account,
-// amount), saved under the key: Adyen processed the request.
+// refused is a business refusal, saved under the key.
 func refused(status int, code, msg, errType, ref string) sim.Answer {
 	return sim.Fail(status, sim.Error{Status: status, ErrorCode: code, Message: msg, ErrorType: errType, PSPReference: ref}, true)
 }
@@ -56,10 +53,8 @@ func internal(ref string) sim.Answer {
 	return apiErr(http.StatusInternalServerError, codeInternal, msgInternal, typeInternal, ref)
 }
 
-// writeAnswer writes an answer of Adyen's own: the Idempotency-Key echoed
-// when key is not "" (Adyen's sign that the request went through its
-// idempotency layer), Transient-Error: true when the request may be sent
-// again with the same key.
+// writeAnswer writes Adyen's answer, echoing the key if any, with
+// Transient-Error: true if it may be sent again with the key.
 func writeAnswer(w http.ResponseWriter, status int, body []byte, key string, transient bool) {
 	t := ""
 	if transient {

@@ -22,12 +22,9 @@ import (
 // notifyWorkers is how many notifications are posted at once.
 const notifyWorkers = 4
 
-// notifier is Adyen's side of the webhook: a queue in memory of signed
-// notifications, each posted (one item per request) until the receiver
-// answers [accepted], with backoff. A refund's notifications go out one
-// after the other, in the order they are due (REFUND first, unless
-// adyen_notify_reorder): the next is queued once the one before was
-// accepted. Different refunds' go out side by side.
+// notifier is Adyen's side of the webhook: signed notifications, each
+// posted until accepted, with backoff. A refund's go out one after the
+// other, in the order they are due; different refunds' side by side.
 type notifier struct {
 	core    *sim.Core
 	url     string
@@ -66,8 +63,7 @@ type delivery struct {
 	next     *delivery // queued once this one is accepted
 }
 
-// CheckNotifyURL reports an error unless u is an http(s) URL on a loopback
-// host: the simulator sends nothing off the machine.
+// CheckNotifyURL reports an error unless u is an http(s) loopback URL.
 func CheckNotifyURL(u string) error {
 	p, err := url.Parse(u)
 	if err != nil {
@@ -107,14 +103,12 @@ func newNotifier(core *sim.Core, u string, key []byte, backoff time.Duration, to
 	return n, nil
 }
 
-// drawSeq numbers a delivery attempt for the draws: refund, place, copy,
-// attempt, so that the draws do not depend on timing.
+// drawSeq numbers a delivery attempt for the draws, not by timing.
 func drawSeq(n, pos, copy, attempt int) uint64 {
 	return uint64(n)<<24 | uint64(pos&0xf)<<20 | uint64(copy&1)<<19 | uint64(attempt&0x7ffff)
 }
 
-// enqueue queues the notifications of refund n, items in the order they
-// happen, under the knobs f of the request that made it.
+// enqueue queues refund n's items, in order, under the knobs f that made it.
 func (n *notifier) enqueue(num int, items []wire.Item, f *sim.Faults) {
 	if f.AdyenNotifyReorder && len(items) == 2 {
 		items = []wire.Item{items[1], items[0]}
@@ -228,8 +222,7 @@ func (n *notifier) work() {
 	}
 }
 
-// attempt posts d once: accepted, the refund's next notification is
-// queued; otherwise d is queued again after the backoff.
+// attempt posts d once: accepted, the next is queued; else d, after backoff.
 func (n *notifier) attempt(d *delivery) {
 	ok := n.post(d)
 	if n.ctx.Err() != nil {
@@ -258,8 +251,7 @@ func (n *notifier) attempt(d *delivery) {
 	n.pending.Add(-1)
 }
 
-// post sends d and reports whether the receiver accepted it: a 2xx whose
-// body is [accepted] (Adyen takes nothing else).
+// post sends d and reports whether it got a 2xx [accepted].
 func (n *notifier) post(d *delivery) bool {
 	req, err := http.NewRequestWithContext(n.ctx, http.MethodPost, n.url, bytes.NewReader(d.body))
 	if err != nil {

@@ -34,8 +34,7 @@ type parsed struct {
 	fields          refundFields
 }
 
-// parseRefund checks the body against the refund schema; a refusal is a
-// 400 that is not saved under the request id.
+// parseRefund checks the body against the schema (a 400, unsaved).
 func parseRefund(body []byte, debugID string) (parsed, sim.Answer, bool) {
 	var p parsed
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -85,8 +84,8 @@ func parseRefund(body []byte, debugID string) (parsed, sim.Answer, bool) {
 	return p, sim.Answer{}, true
 }
 
-// serveRefund is POST /v2/payments/captures/{id}/refund: through the
-// idempotency layer keyed by PayPal-Request-Id into createRefund.
+// serveRefund is POST /v2/payments/captures/{id}/refund, under
+// PayPal-Request-Id.
 func (s *Server) serveRefund(w http.ResponseWriter, c call) {
 	body, ok := sim.ReadBody(c.r, maxBody)
 	if !ok {
@@ -111,10 +110,8 @@ type paypalPost struct {
 	base, debugID string
 }
 
-// Known answers a request id seen before. PayPal "returns the latest status
-// of the previous request that used that same header": the refund it made
-// as it is now (201, as the first answer), or the error it ended with;
-// whatever this request's body says. While the first request runs: 409.
+// Known answers a request id seen before with "the latest status of the
+// previous request": its refund now, or its error; 409 while in flight.
 func (p paypalPost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntry) {
 	if v == sim.KeyInUse || !saved.Done() {
 		p.s.core.Count.KeyInUse.Add(1)
@@ -139,9 +136,7 @@ func (p paypalPost) GatewayBody(status int) []byte {
 	return sim.MustJSON(sim.Error{Name: nameInternal, Message: sim.GatewayMessage(status), DebugID: new(string)})
 }
 
-// refuseAmount is the 422 for an amount PayPal's refund refuses: zero or
-// less, decimals the currency has not, another currency than the capture's
-// (the issues of the refund endpoint's 422).
+// refuseAmount is the 422 for an amount the refund endpoint refuses.
 func (s *Server) refuseAmount(problem valueProblem, currency, captureCurrency, debugID string) (sim.Answer, bool) {
 	var issue, description string
 	switch {

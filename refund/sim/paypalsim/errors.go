@@ -40,8 +40,7 @@ func apiErr(status int, name, msg, debugID, issue, field, description string) si
 	return a
 }
 
-// invalid is a 400: the request violates the schema. Not saved under the
-// request id: nothing was done.
+// invalid is a 400 (the schema), not saved under the request id.
 func invalid(debugID, issue, field, description string) sim.Answer {
 	return apiErr(http.StatusBadRequest, nameInvalidRequest, msgInvalidRequest, debugID, issue, field, description)
 }

@@ -9,12 +9,11 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// endpoint is what one route does once a request got through the layers in
-// front of it (key, rate limits, form, idempotency).
+// endpoint is what a route does once past key, limits, form and key.
 type endpoint func(c apiCall) sim.Answer
 
-// apiCall is an API request as its endpoint sees it. It holds values only: a
-// request behind a gateway timeout runs on after its handler returned.
+// apiCall is a request as its endpoint sees it: values only, as it may
+// outlive its handler.
 type apiCall struct {
 	method, path string // as the request named them, for error messages
 	id           string // the path's {id}, for the routes that take one
@@ -24,14 +23,12 @@ type apiCall struct {
 	seq          uint64  // arrival number, for fault draws
 }
 
-// api is the handler of route rt: the request runs through serveAPI's
-// layers into fn.
+// api is the handler of route rt, through serveAPI into fn.
 func (s *Server) api(rt route, fn endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		if strings.Contains(id, "/") {
-			// An escaped slash (re%2Fx): no id of Stripe's, and the
-			// decoded path has one segment more than the pattern.
+			// An escaped slash (re%2Fx) is no id of Stripe's.
 			s.serveUnknown(w, r)
 			return
 		}
@@ -39,10 +36,8 @@ func (s *Server) api(rt route, fn endpoint) http.Handler {
 	})
 }
 
-// serveAPI runs an API request through what stands in front of every
-// endpoint, in Stripe's order: count it, check the key, the rate limits
-// (a 429 neither holds nor saves the key), parse the form; then a POST
-// goes through the idempotency layer, and a GET to its endpoint.
+// serveAPI runs a request through what stands in front of every endpoint,
+// in Stripe's order: key, rate limits, form; a POST through the keys.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn endpoint, id string) {
 	s.stats.requests[rt].Add(1)
 	seq, f := s.core.Arrive()
@@ -110,8 +105,7 @@ func (p stripePost) GatewayBody(status int) []byte {
 	return errorBody(sim.Error{Type: typeAPI, Message: sim.GatewayMessage(status)})
 }
 
-// bearerKey returns the API key of the request if it is a test-mode key.
-// The key is compared and used as a scope, never logged or echoed.
+// bearerKey returns the request's API key if it is a test-mode key.
 func bearerKey(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
 	key, ok := strings.CutPrefix(h, "Bearer ")
@@ -167,8 +161,7 @@ func isArrayParam(name, base string) bool {
 	return true
 }
 
-// emptyMetadata is the metadata of an object that has none: {} on the
-// wire, as Stripe writes it.
+// emptyMetadata is {}, as Stripe writes no metadata.
 var emptyMetadata = map[string]string{}
 
 // optional is a nullable string field: nil for "".

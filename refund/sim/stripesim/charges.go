@@ -8,8 +8,7 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// charge is the simulator's state of one charge; mu guards refunded, the
-// status changes of its refunds, and appends to refunds.
+// charge is one charge; mu guards refunded, its refunds' statuses and list.
 type charge struct {
 	id, intent, currency string
 	amount               int64
@@ -20,8 +19,7 @@ type charge struct {
 	refunds  []*refund // oldest first; entries are never removed
 }
 
-// AddCharges adds charges and their seeded refunds. Nothing is added if one
-// is invalid or reuses a charge id or payment intent already known.
+// AddCharges adds charges and their seeded refunds, all or none.
 func (s *Server) AddCharges(charges ...Charge) error {
 	seen := make(map[string]bool, len(charges))
 	for i := range charges {
@@ -69,8 +67,7 @@ func (s *Server) AddCharges(charges ...Charge) error {
 	return nil
 }
 
-// copyMetadata copies a metadata map so no caller shares the simulator's;
-// an empty one becomes nil.
+// copyMetadata copies a metadata map; an empty one becomes nil.
 func copyMetadata(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return nil
@@ -147,18 +144,14 @@ func (ch *charge) object() chargeObject {
 	}
 }
 
-// chargeByIntent is the charge of a payment intent, nil if none. A
-// simulated payment intent is the one charge it captured (Charge's
-// PaymentIntent): the refund endpoints and GET /v1/charges find the charge
-// by it.
+// chargeByIntent is the charge of a payment intent (its one), or nil.
 func (s *Server) chargeByIntent(id string) *charge {
 	s.chargesMu.RLock()
 	defer s.chargesMu.RUnlock()
 	return s.byIntent[id]
 }
 
-// listCharges is GET /v1/charges filtered by payment_intent, the one filter
-// the tools use: the charges of a payment intent (here at most one).
+// listCharges is GET /v1/charges by payment_intent, the tools' one filter.
 func (s *Server) listCharges(c apiCall) sim.Answer {
 	form := c.form
 	for name := range form {
@@ -181,8 +174,7 @@ func (s *Server) listCharges(c apiCall) sim.Answer {
 	return found(list)
 }
 
-// target finds the charge a refund request names by its id, or else by
-// its payment intent, or answers Stripe's 404 for the one it names.
+// target finds the charge a refund request names, or Stripe's 404.
 func (s *Server) target(chargeID, intentID string) (*charge, sim.Answer, bool) {
 	if chargeID != "" {
 		if ch := s.chargeByID(chargeID); ch != nil {

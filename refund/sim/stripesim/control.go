@@ -8,8 +8,7 @@ import (
 	"net/http"
 )
 
-// maxControlBody bounds what a control request may upload (charges files
-// are JSON lines of a few hundred bytes each).
+// maxControlBody bounds a control request's upload.
 const maxControlBody = 256 << 20
 
 // The control endpoints, routed under /_sim/ (routes.go lists them).

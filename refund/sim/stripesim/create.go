@@ -10,8 +10,7 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// createParams are the parameters of POST /v1/refunds that the simulator
-// acts on.
+// createParams are what the simulator acts on of POST /v1/refunds.
 type createParams struct {
 	charge, intent       string
 	hasCharge, hasIntent bool
@@ -27,8 +26,7 @@ type createParams struct {
 	unknown              string
 }
 
-// Parameters of POST /v1/refunds that stripe-go may send and the simulator
-// accepts without acting on them.
+// ignoredCreateParams are accepted and not acted on.
 var ignoredCreateParams = map[string]bool{
 	"currency": true, "customer": true, "instructions_email": true, "origin": true,
 	"refund_application_fee": true, "reverse_transfer": true,
@@ -121,8 +119,7 @@ func (p *createParams) validate() (sim.Answer, bool) {
 	return sim.Answer{}, true
 }
 
-// createRefund is POST /v1/refunds after the idempotency layer. The create
-// hook runs first, with the request's key held.
+// createRefund is POST /v1/refunds after the idempotency layer.
 func (s *Server) createRefund(c apiCall) sim.Answer {
 	s.hook.Call(c.key)
 	f, seq := c.f, c.seq
@@ -168,8 +165,7 @@ func (s *Server) createRefund(c apiCall) sim.Answer {
 	return s.core.AfterCommit(f, seq, sim.Answer{Status: http.StatusOK, Body: sim.MustJSON(obj), Save: true}, internalError)
 }
 
-// money formats minor units as Stripe's messages do for two-decimal
-// currencies ("$12.00" there; "12.00 usd" here).
+// money formats minor units of a two-decimal currency ("12.00 usd").
 func money(minor int64, currency string) string {
 	return fmt.Sprintf("%d.%02d %s", minor/100, minor%100, currency)
 }

@@ -64,8 +64,7 @@ func writeAnswer(w http.ResponseWriter, status int, body []byte, reqID, key stri
 	sim.Write(w, status, body, "Request-Id", reqID, "Idempotency-Key", key, "Idempotent-Replayed", rep)
 }
 
-// writeKeyVerdict answers a request whose key is not new: the saved answer
-// replayed, or Stripe's 409 or 400.
+// writeKeyVerdict answers a known key: its replay, a 409 or a 400.
 func (s *Server) writeKeyVerdict(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntry, key, path, reqID string) {
 	var msg string
 	switch v {

@@ -10,8 +10,7 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// refund is one refund. Only status changes after creation (under the
-// charge's lock); it is atomic so lists can read it without that lock.
+// refund is one refund; only its status changes (atomic, for lists).
 type refund struct {
 	id       string
 	seq      int
@@ -24,8 +23,7 @@ type refund struct {
 	status   atomic.Pointer[string]
 }
 
-// Refund is a refund as the simulator holds it, for checks by tests and
-// scripts (GET /_sim/refunds writes these as JSON lines).
+// Refund is a refund as the simulator holds it, for checks.
 type Refund struct {
 	ID            string            `json:"id"`
 	Charge        string            `json:"charge"`
@@ -36,8 +34,7 @@ type Refund struct {
 	Reason        string            `json:"reason,omitempty"`
 	Metadata      map[string]string `json:"metadata,omitempty"`
 	Created       int64             `json:"created"`
-	// IdempotencyKey is the key of the request that created the refund
-	// (empty for seeded refunds). Stripe does not expose it; checks may.
+	// IdempotencyKey made it; Stripe does not show it, checks may.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
@@ -63,8 +60,7 @@ func (s *Server) refundByID(id string) *refund {
 	return re
 }
 
-// allRefunds is every refund so far, oldest first; the slice is shared and
-// must not be modified.
+// allRefunds is every refund, oldest first (shared).
 func (s *Server) allRefunds() []*refund { return s.refunds.All() }
 
 // Refunds returns every refund, oldest first, for checks.
@@ -136,8 +132,7 @@ func (s *Server) cancelRefund(c apiCall) sim.Answer {
 	return sim.Answer{Status: http.StatusOK, Body: sim.MustJSON(obj), Save: true}
 }
 
-// listRefunds is GET /v1/refunds: newest first, paged by starting_after or
-// ending_before, filtered by charge or payment_intent.
+// listRefunds is GET /v1/refunds: newest first, paged, filtered.
 func (s *Server) listRefunds(c apiCall) sim.Answer {
 	form := c.form
 	var chargeID, intentID, after, before string
@@ -171,8 +166,7 @@ func (s *Server) listRefunds(c apiCall) sim.Answer {
 				expand = true
 			}
 		default:
-			// created filters included: the simulator does not implement
-			// them, and must not pretend to.
+			// created filters too: not simulated, so refused.
 			return invalid("parameter_unknown", name, "Received unknown parameter: %s", name)
 		}
 	}
