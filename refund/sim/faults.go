@@ -4,126 +4,89 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// Faults are the misbehaviours the simulator injects, each as the share of
-// eligible requests (0 to 1) it hits. One set of knobs serves every API:
-// a knob that names a concept of all (latency, 429, 500 before or after
-// commit, dropped answers, the gateway) hits Stripe's, PayPal's and Adyen's
-// routes alike; the Stripe, PayPal or Adyen ones hit only theirs. Draws come from the seed
-// and the order requests arrive in, so a sequential client sees the same
-// faults on every run.
+// Faults are the misbehaviours the simulator injects, most as the share
+// (0 to 1) of eligible requests they hit. A knob of a concept all APIs
+// have hits all their routes; a Stripe, PayPal or Adyen one only its API's.
+// Draws come from the seed and the arrival order, so a sequential client
+// meets the same faults on every run.
 type Faults struct {
-	// Latency is added to every API request; a POST holds its idempotency
-	// key (PayPal-Request-Id) for that long, so a concurrent retry with the
-	// key gets a 409.
-	Latency time.Duration
-	// LatencyJitter adds up to this much more, drawn per request.
+	// Latency is added to every API request (a POST holds its key that
+	// long); LatencyJitter adds up to this much more, drawn per request.
+	Latency       time.Duration
 	LatencyJitter time.Duration
-	// RateLimitShare of API requests are answered 429 (Stripe's
-	// rate_limit, PayPal's RATE_LIMIT_REACHED) before anything else
-	// happens; the answer is never saved under a key.
+	// RateLimitShare of API requests are answered 429 before anything
+	// else, never saved under a key.
 	RateLimitShare float64
 	// ErrorBeforeCommitShare of refund creations are answered 500 without
-	// creating the refund. Stripe saves the 500 under the key; PayPal does
-	// not (its docs say a 5xx may be retried with the request id), so a
-	// retry makes the refund.
+	// the refund (Stripe saves it under the key; PayPal and Adyen do not).
 	ErrorBeforeCommitShare float64
-	// ErrorAfterCommitShare of refund creations create the refund, then
-	// answer 500; the 500 is saved under the key (PayPal: a retry with the
-	// request id gets the refund's latest status).
+	// ErrorAfterCommitShare of refund creations make the refund, then
+	// answer 500, saved under the key.
 	ErrorAfterCommitShare float64
-	// DropAfterCommitShare of refund creations create the refund and save the
-	// success under the key, then close the connection without answering
-	// (the server must allow hijacking: HTTP/1.x, as Start and
-	// httptest.NewServer serve).
+	// DropAfterCommitShare of refund creations make the refund and save
+	// the success, then close the connection (it must be hijackable).
 	DropAfterCommitShare float64
-	// RequiresActionShare of new Stripe refunds get status requires_action
-	// instead of succeeded (they still hold their amount until canceled).
+	// RequiresActionShare of new Stripe refunds are requires_action.
 	RequiresActionShare float64
-	// GatewayTimeoutShare of refund creations get a gateway's answer
+	// GatewayTimeoutShare of refund creations get the gateway's answer
 	// (GatewayStatus, else 504) at once while the request goes on behind it
-	// exactly as it would have: it holds its key for its latency, then
-	// commits and saves its answer under the key. A retry with the key
-	// meanwhile gets 409, after it the saved answer replayed. Close and
-	// Shutdown wait for such requests; Settle waits for them alone.
+	// as it would have, holding its key; Settle waits for them.
 	GatewayTimeoutShare float64
-	// GatewayErrorAfterCommitShare of refund creations create the refund
-	// and save the success under the key, then get a gateway's answer
-	// (GatewayStatus, else 502) instead of it.
+	// GatewayErrorAfterCommitShare of refund creations make the refund and
+	// save the success, then get the gateway's answer (else 502).
 	GatewayErrorAfterCommitShare float64
-	// GatewayStatus is the status of the gateway's answers, 500 to 599;
-	// 0 gives 504 for timeouts and 502 for errors after commit.
+	// GatewayStatus is the gateway's status, 500 to 599 (0: 504 or 502).
 	GatewayStatus int
-	// GatewayStripeBody gives the gateway's answers a JSON error body in
-	// the API's own shape (Stripe's api_error, PayPal's
-	// INTERNAL_SERVER_ERROR), as some gateways forward or forge; otherwise
-	// they carry an HTML page. Neither carries the API's request id header
-	// (Request-Id, Paypal-Debug-Id): only the API's own answers do, and that
-	// is how a client tells them apart.
+	// GatewayStripeBody gives the gateway's answers a JSON body in the
+	// API's own error shape instead of an HTML page; neither carries the
+	// API's request id header, which is how a client tells them apart.
 	GatewayStripeBody bool
-	// RateLimits enforces Stripe's documented rate limits as token buckets
-	// (off in the zero value) on Stripe's routes; PayPal publishes no
-	// numbers, so its routes are never limited by them.
+	// RateLimits enforces Stripe's documented rate limits on its routes.
 	RateLimits RateLimits
 
-	// PayPalPendingShare of new PayPal refunds are PENDING (status_details
-	// reason ECHECK) instead of COMPLETED; they settle PayPalPendingFor
-	// after they were made.
+	// PayPalPendingShare of new PayPal refunds are PENDING (reason
+	// ECHECK), settling PayPalPendingFor later (0: never);
+	// PayPalFailedShare of those end FAILED.
 	PayPalPendingShare float64
-	// PayPalPendingFor is how long a PENDING refund stays so; 0 keeps it
-	// PENDING for good (an eCheck that never clears while the run lasts).
-	PayPalPendingFor time.Duration
-	// PayPalFailedShare of PENDING refunds end FAILED instead of COMPLETED,
-	// giving their amount back to the capture.
-	PayPalFailedShare float64
-	// PayPalTokenTTL is the lifetime of new access tokens; 0 is PayPal's
-	// usual nine hours. A short one makes clients renew tokens mid-run.
+	PayPalPendingFor   time.Duration
+	PayPalFailedShare  float64
+	// PayPalTokenTTL is the life of new access tokens (0: nine hours).
 	PayPalTokenTTL time.Duration
 
-	// AdyenRefundFailedShare of new Adyen refunds are refused: their REFUND
-	// notification says success "false" and they hold nothing.
-	AdyenRefundFailedShare float64
-	// AdyenRefundFailedLaterShare of the others succeed (REFUND "true"),
-	// then fail: a REFUND_FAILED notification follows (the bank returned
-	// the money), and the amount is refundable again.
+	// AdyenRefundFailedShare of new Adyen refunds are refused (REFUND
+	// success "false"); AdyenRefundFailedLaterShare of the others are
+	// followed by REFUND_FAILED, AdyenReversedShare by REFUNDED_REVERSED.
+	AdyenRefundFailedShare      float64
 	AdyenRefundFailedLaterShare float64
-	// AdyenReversedShare of the others succeed, then come back: a
-	// REFUNDED_REVERSED notification follows.
-	AdyenReversedShare float64
-	// AdyenNotifyDelay is how long after a refund is made its first
-	// notification is due (each later one as long after the one before);
-	// AdyenNotifyJitter adds up to this much more, drawn per notification.
+	AdyenReversedShare          float64
+	// AdyenNotifyDelay is how long after the one before a notification is
+	// due; AdyenNotifyJitter adds up to this much more, drawn.
 	AdyenNotifyDelay  time.Duration
 	AdyenNotifyJitter time.Duration
-	// AdyenNotifyDuplicateShare of notifications are delivered twice, as
-	// Adyen may: the same item, signed alike.
+	// AdyenNotifyDuplicateShare of notifications are delivered twice.
 	AdyenNotifyDuplicateShare float64
-	// AdyenNotifyReorder sends a refund's later notification
-	// (REFUND_FAILED, REFUNDED_REVERSED) before its REFUND.
+	// AdyenNotifyReorder sends a refund's later notification first.
 	AdyenNotifyReorder bool
-	// AdyenNotifyFailShare of delivery attempts count as failed whatever
-	// the receiver answered, so Adyen sends the notification again.
+	// AdyenNotifyFailShare of deliveries count as failed, and are resent.
 	AdyenNotifyFailShare float64
-	// AdyenConflictStatus is the status of the 704 answer to a request
-	// whose Idempotency-Key is still in flight: 422 (when 0) or 409, the
-	// two Adyen documents.
+	// AdyenConflictStatus is the status of errorCode 704 (key in flight):
+	// 422 (0) or 409.
 	AdyenConflictStatus int
-	// AdyenOverRefund422 refuses a refund past the payment's refundable
-	// amount at once, 422 errorCode 137; otherwise Adyen's way: the
-	// refund is received (201) and its REFUND notification says success
-	// "false", reason "Insufficient balance on payment".
+	// AdyenOverRefund422 refuses a refund past the refundable amount at
+	// once (422, 137) instead of in its REFUND notification.
 	AdyenOverRefund422 bool
 }
 
-// PayPalTokenTTLDefault is an access token's life when PayPalTokenTTL is 0:
-// PayPal's tokens last about nine hours (expires_in 32400).
+// PayPalTokenTTLDefault is PayPal's token life (expires_in 32400).
 const PayPalTokenTTLDefault = 9 * time.Hour
 
-// GatewayStatusOr is the status a gateway answers with, def unless
-// GatewayStatus says otherwise.
+// GatewayStatusOr is GatewayStatus, or def when it is 0.
 func (f *Faults) GatewayStatusOr(def int) int {
 	if f.GatewayStatus != 0 {
 		return f.GatewayStatus
@@ -145,27 +108,14 @@ func (f *Faults) Validate() error {
 	if f.PayPalPendingFor < 0 || f.PayPalTokenTTL < 0 {
 		return fmt.Errorf("paypal_pending_for %v, paypal_token_ttl %v: want durations of zero or more", f.PayPalPendingFor, f.PayPalTokenTTL)
 	}
-	for _, s := range []struct {
-		name  string
-		share float64
-	}{
-		{"rate_limit_share", f.RateLimitShare},
-		{"error_before_commit_share", f.ErrorBeforeCommitShare},
-		{"error_after_commit_share", f.ErrorAfterCommitShare},
-		{"drop_after_commit_share", f.DropAfterCommitShare},
-		{"requires_action_share", f.RequiresActionShare},
-		{"gateway_timeout_share", f.GatewayTimeoutShare},
-		{"gateway_error_after_commit_share", f.GatewayErrorAfterCommitShare},
-		{"paypal_pending_share", f.PayPalPendingShare},
-		{"paypal_failed_share", f.PayPalFailedShare},
-		{"adyen_refund_failed_share", f.AdyenRefundFailedShare},
-		{"adyen_refund_failed_later_share", f.AdyenRefundFailedLaterShare},
-		{"adyen_reversed_share", f.AdyenReversedShare},
-		{"adyen_notify_duplicate_share", f.AdyenNotifyDuplicateShare},
-		{"adyen_notify_fail_share", f.AdyenNotifyFailShare},
-	} {
-		if !(s.share >= 0 && s.share <= 1) { // also rejects NaN
-			return fmt.Errorf("%s %v: want a share between 0 and 1", s.name, s.share)
+	v, w := reflect.ValueOf(*f), reflect.TypeFor[faultsJSON]()
+	for i := range w.NumField() { // the *_share knobs, in their order
+		name := w.Field(i).Tag.Get("json")
+		if !strings.HasSuffix(name, "_share") {
+			continue
+		}
+		if share := v.Field(i).Float(); !(share >= 0 && share <= 1) { // also rejects NaN
+			return fmt.Errorf("%s %v: want a share between 0 and 1", name, share)
 		}
 	}
 	if f.GatewayStatus != 0 && (f.GatewayStatus < 500 || f.GatewayStatus > 599) {
@@ -174,8 +124,7 @@ func (f *Faults) Validate() error {
 	return f.RateLimits.Validate()
 }
 
-// faultsJSON is the wire form of Faults for the control endpoint: snake_case
-// names and durations as Go duration strings ("20ms").
+// faultsJSON is Faults on the wire: snake_case names, durations as "20ms".
 type faultsJSON struct {
 	Latency                jsonDuration `json:"latency"`
 	LatencyJitter          jsonDuration `json:"latency_jitter"`
@@ -211,38 +160,9 @@ type faultsJSON struct {
 
 // MarshalJSON writes the faults with snake_case names and duration strings.
 func (f Faults) MarshalJSON() ([]byte, error) {
-	return json.Marshal(faultsJSON{
-		Latency:                jsonDuration(f.Latency),
-		LatencyJitter:          jsonDuration(f.LatencyJitter),
-		RateLimitShare:         f.RateLimitShare,
-		ErrorBeforeCommitShare: f.ErrorBeforeCommitShare,
-		ErrorAfterCommitShare:  f.ErrorAfterCommitShare,
-		DropAfterCommitShare:   f.DropAfterCommitShare,
-		RequiresActionShare:    f.RequiresActionShare,
-
-		GatewayTimeoutShare:          f.GatewayTimeoutShare,
-		GatewayErrorAfterCommitShare: f.GatewayErrorAfterCommitShare,
-		GatewayStatus:                f.GatewayStatus,
-		GatewayStripeBody:            f.GatewayStripeBody,
-
-		RateLimits: f.RateLimits,
-
-		PayPalPendingShare: f.PayPalPendingShare,
-		PayPalPendingFor:   jsonDuration(f.PayPalPendingFor),
-		PayPalFailedShare:  f.PayPalFailedShare,
-		PayPalTokenTTL:     jsonDuration(f.PayPalTokenTTL),
-
-		AdyenRefundFailedShare:      f.AdyenRefundFailedShare,
-		AdyenRefundFailedLaterShare: f.AdyenRefundFailedLaterShare,
-		AdyenReversedShare:          f.AdyenReversedShare,
-		AdyenNotifyDelay:            jsonDuration(f.AdyenNotifyDelay),
-		AdyenNotifyJitter:           jsonDuration(f.AdyenNotifyJitter),
-		AdyenNotifyDuplicateShare:   f.AdyenNotifyDuplicateShare,
-		AdyenNotifyReorder:          f.AdyenNotifyReorder,
-		AdyenNotifyFailShare:        f.AdyenNotifyFailShare,
-		AdyenConflictStatus:         f.AdyenConflictStatus,
-		AdyenOverRefund422:          f.AdyenOverRefund422,
-	})
+	var w faultsJSON
+	copyFields(reflect.ValueOf(&w).Elem(), reflect.ValueOf(f))
+	return json.Marshal(w)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes; absent knobs are zero and
@@ -254,43 +174,20 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&w); err != nil {
 		return err
 	}
-	*f = Faults{
-		Latency:                time.Duration(w.Latency),
-		LatencyJitter:          time.Duration(w.LatencyJitter),
-		RateLimitShare:         w.RateLimitShare,
-		ErrorBeforeCommitShare: w.ErrorBeforeCommitShare,
-		ErrorAfterCommitShare:  w.ErrorAfterCommitShare,
-		DropAfterCommitShare:   w.DropAfterCommitShare,
-		RequiresActionShare:    w.RequiresActionShare,
-
-		GatewayTimeoutShare:          w.GatewayTimeoutShare,
-		GatewayErrorAfterCommitShare: w.GatewayErrorAfterCommitShare,
-		GatewayStatus:                w.GatewayStatus,
-		GatewayStripeBody:            w.GatewayStripeBody,
-
-		RateLimits: w.RateLimits,
-
-		PayPalPendingShare: w.PayPalPendingShare,
-		PayPalPendingFor:   time.Duration(w.PayPalPendingFor),
-		PayPalFailedShare:  w.PayPalFailedShare,
-		PayPalTokenTTL:     time.Duration(w.PayPalTokenTTL),
-
-		AdyenRefundFailedShare:      w.AdyenRefundFailedShare,
-		AdyenRefundFailedLaterShare: w.AdyenRefundFailedLaterShare,
-		AdyenReversedShare:          w.AdyenReversedShare,
-		AdyenNotifyDelay:            time.Duration(w.AdyenNotifyDelay),
-		AdyenNotifyJitter:           time.Duration(w.AdyenNotifyJitter),
-		AdyenNotifyDuplicateShare:   w.AdyenNotifyDuplicateShare,
-		AdyenNotifyReorder:          w.AdyenNotifyReorder,
-		AdyenNotifyFailShare:        w.AdyenNotifyFailShare,
-		AdyenConflictStatus:         w.AdyenConflictStatus,
-		AdyenOverRefund422:          w.AdyenOverRefund422,
-	}
+	*f = Faults{}
+	copyFields(reflect.ValueOf(f).Elem(), reflect.ValueOf(w))
 	return nil
 }
 
-// jsonDuration is a duration written as "1.5s" and read from such a string
-// or from a number of nanoseconds.
+// copyFields copies field i of from to field i of to, for Faults and
+// faultsJSON, which list the same fields in the same order.
+func copyFields(to, from reflect.Value) {
+	for i := range to.NumField() {
+		to.Field(i).Set(from.Field(i).Convert(to.Field(i).Type()))
+	}
+}
+
+// jsonDuration is written "1.5s", and read from that or nanoseconds.
 type jsonDuration time.Duration
 
 func (d jsonDuration) MarshalJSON() ([]byte, error) {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,19 @@ func TestFaultsJSONRoundTrip(t *testing.T) {
 	for _, bad := range []Faults{{AdyenNotifyFailShare: 1.5}, {AdyenNotifyDelay: -1}, {AdyenConflictStatus: 400}} {
 		if bad.Validate() == nil {
 			t.Errorf("%+v validated", bad)
+		}
+	}
+}
+
+// TestFaultsJSONFields: faultsJSON lists Faults' fields, in its order.
+func TestFaultsJSONFields(t *testing.T) {
+	f, w := reflect.TypeFor[Faults](), reflect.TypeFor[faultsJSON]()
+	if f.NumField() != w.NumField() {
+		t.Fatalf("Faults has %d fields, faultsJSON %d", f.NumField(), w.NumField())
+	}
+	for i := range f.NumField() {
+		if f.Field(i).Name != w.Field(i).Name {
+			t.Errorf("field %d: %s in Faults, %s in faultsJSON", i, f.Field(i).Name, w.Field(i).Name)
 		}
 	}
 }

@@ -10,10 +10,8 @@ import (
 	"strings"
 )
 
-// ReadJSONLines calls each with every non-blank line of r (trimmed, and
-// numbered from 1) of the seed files both APIs read: Stripe's charges,
-// PayPal's captures. An error, each's or the reader's, reads
-// "name:line: what is wrong".
+// ReadJSONLines calls each with every non-blank line of a seed file,
+// trimmed and numbered from 1; errors read "name:line: what is wrong".
 func ReadJSONLines(r io.Reader, name string, maxLine int, each func(line int, b []byte) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
@@ -37,8 +35,40 @@ func ReadJSONLines(r io.Reader, name string, maxLine int, each func(line int, b 
 	return nil
 }
 
-// DecodeLine decodes the one JSON object of a line into v: an unknown
-// field or anything after the object is an error, "not a <what>: ...".
+// ReadSeeds reads the seeds (what: charge, capture, payment) of a JSON
+// lines file, each decoded by DecodeLine and checked by check.
+func ReadSeeds[T any](r io.Reader, name string, maxLine int, what string, check func(line int, t *T) error) ([]T, error) {
+	var out []T
+	err := ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
+		var t T
+		if err := DecodeLine(b, &t, what); err != nil {
+			return err
+		}
+		if err := check(line, &t); err != nil {
+			return err
+		}
+		out = append(out, t)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// FirstLines are the lines ids were first given on, in a seed file.
+type FirstLines map[string]int
+
+// Once notes id (of kind) on line, or reports the line it was given on.
+func (m FirstLines) Once(kind, id string, line int) error {
+	if first, dup := m[kind+"\x00"+id]; dup {
+		return fmt.Errorf("%s %s: already given on line %d", kind, id, first)
+	}
+	m[kind+"\x00"+id] = line
+	return nil
+}
+
+// DecodeLine decodes the line's one JSON object into v, strictly.
 func DecodeLine(b []byte, v any, what string) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -51,8 +81,7 @@ func DecodeLine(b []byte, v any, what string) error {
 	return nil
 }
 
-// MustJSON is v as JSON, for the simulators' own bodies: plain structs of
-// strings and numbers, which cannot fail to encode.
+// MustJSON is v as JSON, for bodies that cannot fail to encode.
 func MustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -6,14 +6,12 @@ import (
 	"time"
 )
 
-// keyShards spreads idempotency keys over independent locks so concurrent
-// requests with different keys never wait for each other.
+// keyShards spreads the keys over locks: different keys never wait.
 const keyShards = 64
 
-// KeyStore is the idempotency layer of both APIs: per scope (Stripe: API
-// key and Idempotency-Key; PayPal: client id and PayPal-Request-Id), the
-// first request and, once it completed, its answer. Each entry keeps its
-// own time to live (Stripe 24 hours, PayPal 45 days).
+// KeyStore is the idempotency layer of every API: per scope (credentials
+// and key), the first request and, once done, its answer, each kept for
+// its own time to live.
 type KeyStore struct {
 	shards     [keyShards]keyShard
 	sweepEvery int // new keys a shard takes between sweeps of expired keys
@@ -27,21 +25,18 @@ type keyShard struct {
 }
 
 // sweepEvery is how many new keys a shard takes between sweeps of its
-// expired keys: keys never asked for again must not pile up in a long
-// benchmark, and a sweep's cost is spread over that many inserts.
+// expired ones, so a long benchmark does not pile them up.
 const sweepEvery = 1024
 
-// KeyEntry is one idempotency key: its first request, and once that request
-// finished, the answer saved for it.
+// KeyEntry is one key: its first request and, once done, its answer.
 type KeyEntry struct {
 	Method, Path string
 	params       string // canonical encoding of the first request
 	created      time.Time
 	ttl          time.Duration // 0: kept until Forget
 	done         bool
-	// The saved answer: status, body and the request id header it went
-	// out with; Ref names what the request made (PayPal's refund id), for
-	// an API whose replay renders that thing's latest status.
+	// The saved answer and its request id; Ref, what it made, for an API
+	// whose replay renders that thing's latest status.
 	Status    int
 	Body      []byte
 	RequestID string
@@ -78,10 +73,9 @@ func (k *KeyStore) shard(scope string) *keyShard {
 	return &k.shards[h%keyShards]
 }
 
-// Begin looks the key up. For KeyNew it returns the new in-flight entry the
-// caller must finish or abandon; for KeyReplay and the mismatches, a copy of
-// the saved entry. ttl > 0 makes the key, once completed, unknown ttl after
-// its first request.
+// Begin looks the key up: for KeyNew, the new entry the caller must finish
+// or abandon; otherwise a copy of the saved one. ttl > 0 forgets a done key
+// ttl after its first request.
 func (k *KeyStore) Begin(scope, method, path, params string, now time.Time, ttl time.Duration) (KeyEntry, *KeyEntry, Verdict) {
 	sh := k.shard(scope)
 	sh.mu.Lock()
@@ -114,8 +108,7 @@ func (k *KeyStore) Begin(scope, method, path, params string, now time.Time, ttl 
 	return KeyEntry{}, e, KeyNew
 }
 
-// Done reports whether the key's first request has finished: a mismatch
-// verdict may come for a key still in flight.
+// Done reports whether the key's first request has finished.
 func (e KeyEntry) Done() bool { return e.done }
 
 // expired reports whether a completed key has outlived its ttl.
@@ -123,9 +116,7 @@ func (e *KeyEntry) expired(now time.Time) bool {
 	return e.done && e.ttl > 0 && now.Sub(e.created) >= e.ttl
 }
 
-// Finish saves the answer of the request that holds e, and ref, what it
-// made. If the key was forgotten meanwhile the answer is simply not
-// reachable any more.
+// Finish saves the answer of the request that holds e.
 func (k *KeyStore) Finish(scope string, e *KeyEntry, status int, body []byte, requestID, ref string) {
 	sh := k.shard(scope)
 	sh.mu.Lock()
@@ -133,8 +124,7 @@ func (k *KeyStore) Finish(scope string, e *KeyEntry, status int, body []byte, re
 	sh.mu.Unlock()
 }
 
-// Abandon releases a key whose request ended without an answer worth saving
-// (a validation error): Stripe lets the key be used again.
+// Abandon frees a key whose request ended unsaved (a validation error).
 func (k *KeyStore) Abandon(scope string, e *KeyEntry) {
 	sh := k.shard(scope)
 	sh.mu.Lock()
@@ -144,27 +134,11 @@ func (k *KeyStore) Abandon(scope string, e *KeyEntry) {
 	sh.mu.Unlock()
 }
 
-// Forget drops every completed key, as their expiry would. Keys
-// whose first request is still running stay: no real expiry can overtake a
-// request in flight, and dropping them would let a retry run it twice.
-func (k *KeyStore) Forget() int {
-	n := 0
-	for i := range k.shards {
-		sh := &k.shards[i]
-		sh.mu.Lock()
-		for scope, e := range sh.m {
-			if e.done {
-				delete(sh.m, scope)
-				n++
-			}
-		}
-		sh.mu.Unlock()
-	}
-	return n
-}
+// Forget drops every completed key, as expiry would; keys in flight stay,
+// or a retry could run their request twice.
+func (k *KeyStore) Forget() int { return k.ForgetScope("") }
 
-// ForgetScope drops the completed keys whose scope starts with prefix (one
-// API's: "adyen\x00"), as Forget drops every API's.
+// ForgetScope is Forget for the scopes that start with prefix.
 func (k *KeyStore) ForgetScope(prefix string) int {
 	n := 0
 	for i := range k.shards {

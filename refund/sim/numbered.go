@@ -6,10 +6,9 @@ import (
 	"sync"
 )
 
-// Numbered holds things numbered from 1 in creation order, whose ids are
-// Prefix and the number in at least Width digits (re_sim0000000001,
-// REFSIM00000000001): an id is found by its number, without a map, and ids
-// sort like their numbers. It is safe for concurrent use.
+// Numbered holds things numbered from 1 in creation order, with ids of
+// Prefix and at least Width digits (re_sim0000000001), found without a map;
+// safe for concurrent use.
 type Numbered[T any] struct {
 	Prefix string
 	Width  int
@@ -59,8 +58,7 @@ func (l *Numbered[T]) Get(id string) (T, bool) {
 	return l.items[n-1], true
 }
 
-// All is every thing so far, oldest first; the slice is shared and must
-// not be modified.
+// All is every thing so far, oldest first (shared: not to be modified).
 func (l *Numbered[T]) All() []T {
 	l.mu.RLock()
 	defer l.mu.RUnlock()

@@ -1,57 +1,39 @@
 package sim
 
 import (
+	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
 // Post is a POST as the idempotency layer sees it.
 type Post struct {
-	// Scope is the key's scope (API credentials and key); "" when the
-	// request carries no key, which then runs with nothing held or saved.
+	// Scope is the key's scope; "" without a key: nothing held or saved.
 	Scope                string
 	Method, Path, Params string        // what the key is bound to
 	TTL                  time.Duration // how long the key is kept once done; 0 until Forget
 	Now                  time.Time
 	Seq                  uint64  // arrival number, for draws and latency
 	F                    *Faults // the knobs in force when it arrived
-	// MayTimeOut: a gateway timeout may answer it at once while it goes on
-	// (refund creations).
+	// MayTimeOut: a gateway timeout may answer it (refund creations).
 	MayTimeOut bool
-}
-
-// Answer is an endpoint's outcome before it is written.
-type Answer struct {
-	Status int
-	Body   []byte
-	// Save: the endpoint ran, so the answer is saved under the key.
-	// Validation errors are not saved: the key stays free.
-	Save bool
-	// Drop: close the connection instead of writing the answer.
-	Drop bool
-	// Gateway: a gateway's error reaches the client instead of the answer.
-	Gateway bool
-	// RequestID is the API's id of the request, saved with the answer;
-	// Ref, what the request made (PayPal's refund id), saved with it.
-	RequestID, Ref string
 }
 
 // PostAPI writes one API's answers for ServePost.
 type PostAPI interface {
-	// Known answers a request whose key is not new: a replay, a 409 while
-	// the first request runs, a mismatch.
+	// Known answers a request whose key is not new.
 	Known(w http.ResponseWriter, v Verdict, saved KeyEntry)
 	// Write writes the endpoint's answer.
 	Write(w http.ResponseWriter, a Answer)
-	// Gateway writes the gateway's own answer with status.
-	Gateway(w http.ResponseWriter, status int)
+	// GatewayBody is a gateway's answer in the API's error shape.
+	GatewayBody(status int) []byte
 }
 
-// ServePost runs a POST through the idempotency layer into fn: a request
-// with a key holds it while it runs (its latency included), and the answer
-// fn saves is kept under it for every later request with the key. The
-// gateway's faults stand in front: a timeout answers at once while the
-// request goes on behind it, an error after commit replaces the answer.
+// ServePost runs a POST through the idempotency layer into fn: a key is
+// held while it runs, latency included, and keeps the answer fn saves. The
+// gateway stands in front: a timeout answers at once while the request
+// goes on behind it; an error after commit replaces the answer.
 func (c *Core) ServePost(w http.ResponseWriter, p Post, api PostAPI, fn func() Answer) {
 	var held *KeyEntry
 	if p.Scope != "" {
@@ -63,11 +45,11 @@ func (c *Core) ServePost(w http.ResponseWriter, p Post, api PostAPI, fn func() A
 		}
 		held = e
 	}
-	// The key is held from here: latency keeps it in flight. run may
-	// outlive the handler, so it takes nothing from the request.
+	// run may outlive the handler, so it takes nothing from the request.
 	run := func() Answer {
 		c.Pause(p.F, p.Seq)
 		a := fn()
+		c.CountInvalid(a)
 		if held != nil {
 			if a.Save {
 				c.Keys.Finish(p.Scope, held, a.Status, a.Body, a.RequestID, a.Ref)
@@ -77,11 +59,17 @@ func (c *Core) ServePost(w http.ResponseWriter, p Post, api PostAPI, fn func() A
 		}
 		return a
 	}
+	gateway := func(status int) {
+		var body []byte
+		if p.F.GatewayStripeBody {
+			body = api.GatewayBody(status)
+		}
+		WriteGatewayAnswer(w, status, body)
+	}
 	if p.MayTimeOut && c.Hit(p.F.GatewayTimeoutShare, p.Seq, KnobGatewayTimeout) {
-		// The gateway gives up at once; the request goes on behind it.
 		c.Count.GatewayTimeouts.Add(1)
 		background := c.GoBackground(func() { run() })
-		api.Gateway(w, p.F.GatewayStatusOr(http.StatusGatewayTimeout))
+		gateway(p.F.GatewayStatusOr(http.StatusGatewayTimeout))
 		if !background { // the simulator is closing: finish it here
 			run()
 		}
@@ -94,10 +82,42 @@ func (c *Core) ServePost(w http.ResponseWriter, p Post, api PostAPI, fn func() A
 		DropConnection(w)
 	case a.Gateway:
 		c.Count.GatewayErrorsAfter.Add(1)
-		api.Gateway(w, p.F.GatewayStatusOr(http.StatusBadGateway))
+		gateway(p.F.GatewayStatusOr(http.StatusBadGateway))
 	default:
 		api.Write(w, a)
 	}
+}
+
+// CountInvalid counts a validation error: a 400 the key does not keep.
+func (c *Core) CountInvalid(a Answer) {
+	if a.Status == http.StatusBadRequest && !a.Save {
+		c.Count.InvalidRequests.Add(1)
+	}
+}
+
+// Scope is the key store's scope of key under prefix, "" without a key.
+func Scope(prefix, key string) string {
+	if key == "" {
+		return ""
+	}
+	return prefix + key
+}
+
+// ReadBody reads a request body of at most max bytes.
+func ReadBody(r *http.Request, max int) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(max)+1))
+	return body, err == nil && len(body) <= max
+}
+
+// RateLimited reports (and counts) whether request seq is drawn for a 429,
+// which it gets after its latency.
+func (c *Core) RateLimited(f *Faults, seq uint64) bool {
+	if !c.Hit(f.RateLimitShare, seq, KnobRateLimit) {
+		return false
+	}
+	c.Count.RateLimited.Add(1)
+	c.Pause(f, seq)
+	return true
 }
 
 // FailBeforeCommit reports (and counts) whether a refund creation is
@@ -110,27 +130,38 @@ func (c *Core) FailBeforeCommit(f *Faults, seq uint64) bool {
 	return false
 }
 
-// AfterCommit is what becomes of a committed refund creation's answer.
-type AfterCommit int
-
-const (
-	Answered     AfterCommit = iota // the answer goes out as it is
-	Error500                        // the API answers 500 instead (saved under the key)
-	GatewayError                    // a gateway's error replaces the saved success
-	Dropped                         // the connection closes, the success saved
-)
-
-// AfterCommitFate draws what becomes of a committed creation's answer, and
-// counts the API's own 500 (ServePost counts the gateway's and the drop).
-func (c *Core) AfterCommitFate(f *Faults, seq uint64) AfterCommit {
+// AfterCommit draws what becomes of a committed creation's answer a: the
+// API's 500 internal (saved, with a's Ref), a gateway's error, a dropped
+// connection, or a as it is.
+func (c *Core) AfterCommit(f *Faults, seq uint64, a, internal Answer) Answer {
 	switch {
 	case c.Hit(f.ErrorAfterCommitShare, seq, KnobErrorAfterCommit):
 		c.Count.ErrorsAfter.Add(1)
-		return Error500
+		internal.Save, internal.Ref = true, a.Ref
+		return internal
 	case c.Hit(f.GatewayErrorAfterCommitShare, seq, KnobGatewayErrorAfterCommit):
-		return GatewayError
+		a.Gateway = true
 	case c.Hit(f.DropAfterCommitShare, seq, KnobDropAfterCommit):
-		return Dropped
+		a.Drop = true
 	}
-	return Answered
+	return a
+}
+
+// Hook is a test's create hook, called with the key held before a commit.
+type Hook struct{ fn atomic.Pointer[func(string)] }
+
+// Set makes fn the hook; nil removes it.
+func (h *Hook) Set(fn func(string)) {
+	if fn == nil {
+		h.fn.Store(nil)
+		return
+	}
+	h.fn.Store(&fn)
+}
+
+// Call calls the hook, if any, with key.
+func (h *Hook) Call(key string) {
+	if fn := h.fn.Load(); fn != nil {
+		(*fn)(key)
+	}
 }

@@ -6,51 +6,36 @@ import (
 	"strconv"
 )
 
-// Stripe's documented rate limits (https://docs.stripe.com/rate-limits):
-// per account, 100 requests a second in live mode and 25 in test mode (a
-// sandbox) for all endpoints together, and 25 a second for each endpoint
-// unless its documentation says otherwise (the refund and charge endpoints
-// do not). An endpoint is a method and a route: POST /v1/refunds and GET
-// /v1/refunds are limited separately, and GET /v1/refunds/{id} counts every
-// id against one limit.
+// Stripe's documented rate limits (docs.stripe.com/rate-limits), per
+// second: 100 (live) or 25 (test) for the account, 25 for each endpoint, a
+// method and a route (every id of GET /v1/refunds/{id} counts as one).
 const (
 	StripeLiveGlobalRate = 100
 	StripeTestGlobalRate = 25
 	StripeEndpointRate   = 25
 )
 
-// Rate-limit modes: whose limits the simulator's keys get. It accepts only
-// test-mode keys, which Stripe gives test-mode limits; "live" gives them
-// live-mode limits for a run that measures pacing against those.
+// Rate-limit modes: whose limits the test-mode keys get.
 const (
 	RateLimitsOff  = "off"
 	RateLimitsTest = "test"
 	RateLimitsLive = "live"
 )
 
-// RateLimits are Stripe's rate limits enforced as token buckets: one for
-// the account (global) and one per endpoint, each refilled at its rate and
-// holding at most its burst. A request takes a token from both or, if
-// either is empty, from neither and is answered 429 rate_limit with a
-// Stripe-Rate-Limited-Reason header (global-rate when both are empty).
-// Such an answer is never saved under an idempotency key. A request the
-// simulator has no endpoint for takes from the global bucket only; control
-// endpoints (/_sim/) and requests without a valid key are never limited.
-//
-// The zero value enforces nothing, so tests and benchmarks that do not ask
-// for limits keep their behaviour. Zero numbers take Stripe's documented
-// ones for the mode; Stripe does not document bursts, so a bucket holds one
-// second's worth (its rate, rounded up) unless told otherwise.
+// RateLimits are Stripe's rate limits as token buckets, one for the account
+// and one per endpoint: a request takes a token from both, or from neither
+// and gets 429 rate_limit with Stripe-Rate-Limited-Reason, never saved
+// under a key. Unknown routes take from the account's only; control
+// endpoints and requests without a valid key are never limited. The zero
+// value enforces nothing; zero numbers are Stripe's for the mode, and a
+// burst one second's worth (Stripe documents none).
 type RateLimits struct {
-	// Mode is "test" (25 requests/s for the account) or "live" (100/s);
-	// "" or "off" enforces no limit and allows no other field.
+	// Mode is "test" or "live"; "" or "off" enforces nothing.
 	Mode string `json:"mode"`
-	// GlobalRate is the account's requests per second over all endpoints;
-	// GlobalBurst, how many it may send at once after a pause.
+	// GlobalRate is the account's requests per second; GlobalBurst, its burst.
 	GlobalRate  float64 `json:"global_rate"`
 	GlobalBurst int     `json:"global_burst"`
-	// EndpointRate is the requests per second of each endpoint (25 in both
-	// modes); EndpointBurst, how many one endpoint takes at once.
+	// EndpointRate and EndpointBurst are each endpoint's.
 	EndpointRate  float64 `json:"endpoint_rate"`
 	EndpointBurst int     `json:"endpoint_burst"`
 }
@@ -58,8 +43,7 @@ type RateLimits struct {
 // Enabled reports whether the limits are enforced.
 func (l RateLimits) Enabled() bool { return l.Mode != "" && l.Mode != RateLimitsOff }
 
-// Effective returns the limits with Stripe's numbers for the mode filled in
-// where l leaves them zero; the zero value when l enforces nothing.
+// Effective is l with Stripe's numbers where l has zeros.
 func (l RateLimits) Effective() RateLimits {
 	if !l.Enabled() {
 		return RateLimits{}

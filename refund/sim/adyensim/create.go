@@ -3,7 +3,6 @@ package adyensim
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 
@@ -14,35 +13,20 @@ import (
 // maxBody bounds a refund request's body.
 const maxBody = 64 << 10
 
-// keyScope prefixes Adyen's keys in the core's store. Adyen keeps keys at
-// the company account's level, whatever the endpoint or merchant account:
-// the simulator is one company with one API key.
+// keyScope prefixes Adyen's keys, kept per company (one API key).
 const keyScope = "adyen\x00"
 
-// refundRequest is the body of a refund: the fields refundkit sends. Other
-// fields of Adyen's (lineItems, splits, merchantRefundReason, store) are
-// accepted and not acted on.
+// refundRequest is the part of a refund's body the simulator acts on.
 type refundRequest struct {
 	Amount          *wire.Amount `json:"amount"`
 	MerchantAccount string       `json:"merchantAccount"`
 	Reference       string       `json:"reference"`
 }
 
-// refundAnswer is the 201 of a refund Adyen received.
-type refundAnswer struct {
-	MerchantAccount     string      `json:"merchantAccount"`
-	PaymentPSPReference string      `json:"paymentPspReference"`
-	PSPReference        string      `json:"pspReference"`
-	Reference           string      `json:"reference,omitempty"`
-	Status              string      `json:"status"`
-	Amount              wire.Amount `json:"amount"`
-}
-
-// serveRefund is POST /v71/payments/{paymentPspReference}/refunds: through
-// the idempotency layer keyed by Idempotency-Key into createRefund.
+// serveRefund is POST /v71/payments/{psp}/refunds, under Idempotency-Key.
 func (s *Server) serveRefund(w http.ResponseWriter, c call) {
-	body, err := io.ReadAll(io.LimitReader(c.r.Body, maxBody+1))
-	if err != nil || len(body) > maxBody {
+	body, ok := sim.ReadBody(c.r, maxBody)
+	if !ok {
 		s.core.Pause(c.f, c.seq)
 		s.core.Count.InvalidRequests.Add(1)
 		a := apiErr(http.StatusBadRequest, codeUnknown, msgUnparsable, typeValidation, c.requestRef)
@@ -57,20 +41,11 @@ func (s *Server) serveRefund(w http.ResponseWriter, c call) {
 		writeAnswer(w, a.Status, a.Body, "", false)
 		return
 	}
-	p := sim.Post{Method: c.r.Method, Path: c.r.URL.Path, Params: string(body), TTL: s.keyTTL, Now: s.now(),
-		Seq: c.seq, F: c.f, MayTimeOut: true}
-	if key != "" {
-		p.Scope = keyScope + key
-	}
+	p := sim.Post{Scope: sim.Scope(keyScope, key), Method: c.r.Method, Path: c.r.URL.Path, Params: string(body),
+		TTL: s.keyTTL, Now: s.now(), Seq: c.seq, F: c.f, MayTimeOut: true}
 	// createRefund may outlive the handler: it takes values, not c.r.
 	psp, ref, f, seq := c.psp, c.requestRef, c.f, c.seq
-	s.core.ServePost(w, p, adyenPost{s, key, ref, f}, func() sim.Answer {
-		a := s.createRefund(psp, body, key, ref, f, seq)
-		if a.Status == http.StatusBadRequest {
-			s.core.Count.InvalidRequests.Add(1)
-		}
-		return a
-	})
+	s.core.ServePost(w, p, adyenPost{s, key, ref, f}, func() sim.Answer { return s.createRefund(psp, body, key, ref, f, seq) })
 }
 
 // adyenPost writes Adyen's answers for the idempotency layer.
@@ -80,11 +55,8 @@ type adyenPost struct {
 	f        *sim.Faults
 }
 
-// Known answers a key seen before. While its first request runs: 704, 422
-// (or 409, adyen_conflict_status), transient. Once it finished: "the
-// response to the first attempt", status and body, whatever this
-// request's body or path says (Adyen documents no check of either; the
-// simulator counts such replays as replayed_other_params).
+// Known answers a key seen before: 704 (transient) while in flight, then
+// the first answer, whatever this body or path says.
 func (p adyenPost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntry) {
 	if v == sim.KeyInUse || !saved.Done() {
 		p.s.core.Count.KeyInUse.Add(1)
@@ -105,8 +77,7 @@ func (p adyenPost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntr
 	writeAnswer(w, saved.Status, saved.Body, p.key, false)
 }
 
-// Write writes the endpoint's answer: a 5xx it did not save is transient
-// (nothing was done; the key is free for a retry).
+// Write writes the answer: an unsaved 5xx is transient, the key free.
 func (p adyenPost) Write(w http.ResponseWriter, a sim.Answer) {
 	transient := !a.Save && a.Status >= 500
 	key := p.key
@@ -116,19 +87,14 @@ func (p adyenPost) Write(w http.ResponseWriter, a sim.Answer) {
 	writeAnswer(w, a.Status, a.Body, key, transient)
 }
 
-func (p adyenPost) Gateway(w http.ResponseWriter, status int) {
-	var body []byte
-	if p.f.GatewayStripeBody {
-		body = gatewayBody(status)
-	}
-	sim.WriteGatewayAnswer(w, status, body)
+// GatewayBody has no pspReference: Adyen did not answer.
+func (p adyenPost) GatewayBody(status int) []byte {
+	return sim.MustJSON(sim.Error{Status: status, ErrorCode: codeUnknown, ErrorType: typeInternal, Message: sim.GatewayMessage(status)})
 }
 
 // createRefund refunds the payment, with the key held.
 func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.Faults, seq uint64) sim.Answer {
-	if h := s.hook.Load(); h != nil {
-		(*h)(key)
-	}
+	s.hook.Call(key)
 	var req refundRequest
 	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&req); err != nil {
 		return apiErr(http.StatusBadRequest, codeUnknown, msgUnparsable, typeValidation, ref) // not saved
@@ -182,18 +148,8 @@ func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.F
 	if s.notes != nil {
 		s.notes.enqueue(r.n, r.events(), f)
 	}
-	a := sim.Answer{Status: http.StatusCreated, Save: true, Ref: r.id, Body: sim.MustJSON(refundAnswer{
+	a := sim.Answer{Status: http.StatusCreated, Save: true, Ref: r.id, Body: sim.MustJSON(wire.RefundAnswer{
 		MerchantAccount: r.merchant, PaymentPSPReference: pm.psp, PSPReference: r.id, Reference: r.reference,
 		Status: "received", Amount: wire.Amount{Currency: pm.currency, Value: r.amount}})}
-	switch s.core.AfterCommitFate(f, seq) {
-	case sim.Error500:
-		e := internal(ref)
-		e.Save, e.Ref = true, r.id // saved: every retry with the key gets this 500
-		return e
-	case sim.GatewayError:
-		a.Gateway = true
-	case sim.Dropped:
-		a.Drop = true
-	}
-	return a
+	return s.core.AfterCommit(f, seq, a, internal(ref)) // a 500 is saved: every retry with the key gets it
 }

@@ -2,20 +2,9 @@ package adyensim
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/refundkit/refundkit/refund/sim"
 )
-
-// errorJSON is Adyen's error body (docs.adyen.com, "Error codes and
-// messages"): {status, errorCode, message, errorType, pspReference}.
-type errorJSON struct {
-	Status       int    `json:"status"`
-	ErrorCode    string `json:"errorCode"`
-	Message      string `json:"message"`
-	ErrorType    string `json:"errorType"`
-	PSPReference string `json:"pspReference,omitempty"`
-}
 
 // Adyen's errorType values.
 const (
@@ -24,8 +13,7 @@ const (
 	typeInternal   = "internal"
 )
 
-// The error codes the simulator answers with, and their messages as Adyen
-// writes them.
+// The error codes the simulator answers, and Adyen's messages.
 const (
 	codeUnknown      = "000" // generic: unauthorised, unable to parse message
 	codeNoAmount     = "100" // Required object 'amount' is not provided.
@@ -50,18 +38,14 @@ const (
 	headerIdempotent = "Idempotency-Key"
 )
 
-// apiErr is an error answer in Adyen's shape; ref is the request's
-// pspReference ("" for none, as in a 401).
+// apiErr is an error answer; ref is the request's pspReference, if any.
 func apiErr(status int, code, msg, errType, ref string) sim.Answer {
-	return sim.Answer{Status: status, Body: sim.MustJSON(errorJSON{Status: status, ErrorCode: code, Message: msg, ErrorType: errType, PSPReference: ref})}
+	return sim.Fail(status, sim.Error{Status: status, ErrorCode: code, Message: msg, ErrorType: errType, PSPReference: ref}, false)
 }
 
-// refused is a business refusal (unknown payment, merchant account,
-// amount), saved under the key: Adyen processed the request.
+// refused is a business refusal, saved under the key.
 func refused(status int, code, msg, errType, ref string) sim.Answer {
-	a := apiErr(status, code, msg, errType, ref)
-	a.Save = true
-	return a
+	return sim.Fail(status, sim.Error{Status: status, ErrorCode: code, Message: msg, ErrorType: errType, PSPReference: ref}, true)
 }
 
 // internal is Adyen's 500, which the fault knobs inject.
@@ -69,28 +53,12 @@ func internal(ref string) sim.Answer {
 	return apiErr(http.StatusInternalServerError, codeInternal, msgInternal, typeInternal, ref)
 }
 
-// writeAnswer writes an answer of Adyen's own: the Idempotency-Key echoed
-// when key is not "" (Adyen's sign that the request went through its
-// idempotency layer), Transient-Error: true when the request may be sent
-// again with the same key.
+// writeAnswer writes Adyen's answer, echoing the key if any, with
+// Transient-Error: true if it may be sent again with the key.
 func writeAnswer(w http.ResponseWriter, status int, body []byte, key string, transient bool) {
-	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	if key != "" {
-		h[headerIdempotent] = []string{key}
-	}
+	t := ""
 	if transient {
-		h[headerTransient] = []string{"true"}
+		t = "true"
 	}
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
-// gatewayBody is the gateway's answer in Adyen's shape (GatewayStripeBody
-// asks for the API's own shape); it has no pspReference, as Adyen did not
-// answer.
-func gatewayBody(status int) []byte {
-	return sim.MustJSON(errorJSON{Status: status, ErrorCode: codeUnknown, ErrorType: typeInternal,
-		Message: "An error occurred at the gateway in front of the API (" + strconv.Itoa(status) + " " + sim.GatewayText(status) + ")."})
+	sim.Write(w, status, body, headerIdempotent, key, headerTransient, t)
 }

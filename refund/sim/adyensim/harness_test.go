@@ -117,12 +117,12 @@ func body(value int64, currency, reference string) string {
 }
 
 // created decodes a 201.
-func (h *harness) created(a answer) refundAnswer {
+func (h *harness) created(a answer) wire.RefundAnswer {
 	h.t.Helper()
 	if a.status != http.StatusCreated {
 		h.t.Fatalf("answer %d %s, want 201", a.status, a.body)
 	}
-	var r refundAnswer
+	var r wire.RefundAnswer
 	if err := json.Unmarshal([]byte(a.body), &r); err != nil {
 		h.t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func (h *harness) created(a answer) refundAnswer {
 // wantError checks an error answer's status and errorCode.
 func wantError(t *testing.T, a answer, status int, code, errType string) {
 	t.Helper()
-	var e errorJSON
+	var e sim.Error
 	if err := json.Unmarshal([]byte(a.body), &e); err != nil {
 		t.Fatalf("answer %d %q: %v", a.status, a.body, err)
 	}

@@ -22,12 +22,9 @@ import (
 // notifyWorkers is how many notifications are posted at once.
 const notifyWorkers = 4
 
-// notifier is Adyen's side of the webhook: a queue in memory of signed
-// notifications, each posted (one item per request) until the receiver
-// answers [accepted], with backoff. A refund's notifications go out one
-// after the other, in the order they are due (REFUND first, unless
-// adyen_notify_reorder): the next is queued once the one before was
-// accepted. Different refunds' go out side by side.
+// notifier is Adyen's side of the webhook: signed notifications, each
+// posted until accepted, with backoff. A refund's go out one after the
+// other, in the order they are due; different refunds' side by side.
 type notifier struct {
 	core    *sim.Core
 	url     string
@@ -38,9 +35,8 @@ type notifier struct {
 
 	mu      sync.Mutex
 	queue   deliveryHeap
-	order   uint64        // arrival order in the queue, for equal due times
-	pending int64         // deliveries queued or in flight, later ones of a refund included
-	idle    chan struct{} // closed when pending drops to zero; nil if nobody waits
+	order   uint64    // arrival order in the queue, for equal due times
+	pending sim.Gauge // deliveries queued or in flight, later ones of a refund included
 	closed  bool
 
 	wake      chan struct{} // a delivery was queued: the dispatcher looks again
@@ -67,8 +63,7 @@ type delivery struct {
 	next     *delivery // queued once this one is accepted
 }
 
-// CheckNotifyURL reports an error unless u is an http(s) URL on a loopback
-// host: the simulator sends nothing off the machine.
+// CheckNotifyURL reports an error unless u is an http(s) loopback URL.
 func CheckNotifyURL(u string) error {
 	p, err := url.Parse(u)
 	if err != nil {
@@ -108,14 +103,12 @@ func newNotifier(core *sim.Core, u string, key []byte, backoff time.Duration, to
 	return n, nil
 }
 
-// drawSeq numbers a delivery attempt for the draws: refund, place, copy,
-// attempt, so that the draws do not depend on timing.
+// drawSeq numbers a delivery attempt for the draws, not by timing.
 func drawSeq(n, pos, copy, attempt int) uint64 {
 	return uint64(n)<<24 | uint64(pos&0xf)<<20 | uint64(copy&1)<<19 | uint64(attempt&0x7ffff)
 }
 
-// enqueue queues the notifications of refund n, items in the order they
-// happen, under the knobs f of the request that made it.
+// enqueue queues refund n's items, in order, under the knobs f that made it.
 func (n *notifier) enqueue(num int, items []wire.Item, f *sim.Faults) {
 	if f.AdyenNotifyReorder && len(items) == 2 {
 		items = []wire.Item{items[1], items[0]}
@@ -149,7 +142,7 @@ func (n *notifier) enqueue(num int, items []wire.Item, f *sim.Faults) {
 		n.mu.Unlock()
 		return
 	}
-	n.pending += int64(len(chain))
+	n.pending.Add(int64(len(chain)))
 	n.mu.Unlock()
 	n.queued.Add(int64(len(chain)))
 	n.push(chain[0])
@@ -229,8 +222,7 @@ func (n *notifier) work() {
 	}
 }
 
-// attempt posts d once: accepted, the refund's next notification is
-// queued; otherwise d is queued again after the backoff.
+// attempt posts d once: accepted, the next is queued; else d, after backoff.
 func (n *notifier) attempt(d *delivery) {
 	ok := n.post(d)
 	if n.ctx.Err() != nil {
@@ -256,16 +248,10 @@ func (n *notifier) attempt(d *delivery) {
 		}
 		n.push(nx)
 	}
-	n.mu.Lock()
-	if n.pending--; n.pending == 0 && n.idle != nil {
-		close(n.idle)
-		n.idle = nil
-	}
-	n.mu.Unlock()
+	n.pending.Add(-1)
 }
 
-// post sends d and reports whether the receiver accepted it: a 2xx whose
-// body is [accepted] (Adyen takes nothing else).
+// post sends d and reports whether it got a 2xx [accepted].
 func (n *notifier) post(d *delivery) bool {
 	req, err := http.NewRequestWithContext(n.ctx, http.MethodPost, n.url, bytes.NewReader(d.body))
 	if err != nil {
@@ -283,24 +269,7 @@ func (n *notifier) post(d *delivery) bool {
 }
 
 // flush waits until no notification is pending, or ctx ends.
-func (n *notifier) flush(ctx context.Context) error {
-	n.mu.Lock()
-	if n.pending == 0 {
-		n.mu.Unlock()
-		return nil
-	}
-	if n.idle == nil {
-		n.idle = make(chan struct{})
-	}
-	idle := n.idle
-	n.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (n *notifier) flush(ctx context.Context) error { return n.pending.Wait(ctx) }
 
 // close stops the dispatcher and the workers, cutting posts in flight.
 func (n *notifier) close() {
@@ -316,10 +285,7 @@ func (n *notifier) close() {
 }
 
 func (n *notifier) stats() NotifyStats {
-	n.mu.Lock()
-	pending := n.pending
-	n.mu.Unlock()
-	return NotifyStats{Queued: n.queued.Load(), Delivered: n.delivered.Load(), Retries: n.retries.Load(), Pending: pending,
+	return NotifyStats{Queued: n.queued.Load(), Delivered: n.delivered.Load(), Retries: n.retries.Load(), Pending: n.pending.N(),
 		Duplicates: n.duplicates.Load(), FailedByKnob: n.failedByKnob.Load()}
 }
 

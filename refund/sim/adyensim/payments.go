@@ -12,19 +12,16 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// Payment is a captured payment the simulator knows, as seeded by a test,
-// a payments file or POST /_sim/adyen/payments (one JSON object per line,
-// with these field names).
+// Payment is a captured payment, as seeded (JSON lines of these fields).
 type Payment struct {
-	// PSPReference is Adyen's reference of the payment: letters and
-	// digits (Adyen's are 16 of them).
+	// PSPReference is letters and digits (Adyen's: 16).
 	PSPReference string `json:"psp_reference"`
 	// Currency is an ISO code, upper or lower case; empty means EUR.
 	Currency string `json:"currency,omitempty"`
 	// Amount is the captured amount in the currency's minor units.
 	Amount int64 `json:"amount"`
-	// MerchantAccount is the account the payment was made on; empty means
-	// the simulator's. The API key acts for every account a payment names.
+	// MerchantAccount is its account (empty: the simulator's); the API key
+	// acts for every account a payment names.
 	MerchantAccount string `json:"merchant_account,omitempty"`
 }
 
@@ -49,10 +46,8 @@ func (p *Payment) Validate() error {
 	return nil
 }
 
-// GeneratePayments makes n EUR payments with pspReferences
-// SIMPAY0000000001, ... (16 characters, as Adyen's), amounts between 1.00
-// and 1000.00 drawn from seed: the same n and seed always give the same
-// payments.
+// GeneratePayments makes n EUR payments SIMPAY0000000001, ... of 1.00 to
+// 1000.00 drawn from seed.
 func GeneratePayments(n int, seed int64) []Payment {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0xad7e))
 	out := make([]Payment, n)
@@ -65,34 +60,18 @@ func GeneratePayments(n int, seed int64) []Payment {
 // maxLine bounds one line of a payments file.
 const maxLine = 1 << 20
 
-// ReadPayments reads payments as JSON lines (blank lines skipped); name is
-// used in errors, which read "name:line: what is wrong".
+// ReadPayments reads payments as JSON lines; errors read "name:line: ...".
 func ReadPayments(r io.Reader, name string) ([]Payment, error) {
-	var out []Payment
-	seen := map[string]int{}
-	err := sim.ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
-		var p Payment
-		if err := sim.DecodeLine(b, &p, "payment"); err != nil {
-			return err
-		}
+	seen := sim.FirstLines{}
+	return sim.ReadSeeds(r, name, maxLine, "payment", func(line int, p *Payment) error {
 		if err := p.Validate(); err != nil {
 			return err
 		}
-		if first, dup := seen[p.PSPReference]; dup {
-			return fmt.Errorf("payment %s: already given on line %d", p.PSPReference, first)
-		}
-		seen[p.PSPReference] = line
-		out = append(out, p)
-		return nil
+		return seen.Once("payment", p.PSPReference, line)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
-// payment is the simulator's state of one payment; mu guards its refunds
-// and what their notifications have told.
+// payment is one payment; mu guards its refunds and what they told.
 type payment struct {
 	psp, currency, merchant string
 	amount                  int64
@@ -101,8 +80,7 @@ type payment struct {
 	refunds []*refund // oldest first; never removed
 }
 
-// AddPayments adds payments. Nothing is added if one is invalid or reuses
-// a pspReference.
+// AddPayments adds payments, all or none.
 func (s *Server) AddPayments(ps ...Payment) error {
 	seen := make(map[string]bool, len(ps))
 	for i := range ps {
@@ -159,15 +137,14 @@ func (p *payment) held() int64 {
 	return n
 }
 
-// PaymentState is a payment as the simulator holds it, for checks (GET
-// /_sim/adyen/payments writes these as JSON lines).
+// PaymentState is a payment as the simulator holds it, for checks.
 type PaymentState struct {
 	PSPReference    string `json:"psp_reference"`
 	Currency        string `json:"currency"`
 	Amount          int64  `json:"amount"`
 	MerchantAccount string `json:"merchant_account"`
-	// Refunded is what its refunds hold: all but the refused ones, and
-	// those a REFUND_FAILED or REFUNDED_REVERSED was delivered for.
+	// Refunded is what its refunds hold (refusals and those told failed or
+	// reversed hold nothing).
 	Refunded int64 `json:"refunded"`
 	// Refunds counts its refunds, refused ones included.
 	Refunds int `json:"refunds"`

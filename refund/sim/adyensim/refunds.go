@@ -16,12 +16,10 @@ const (
 	StatusReceived = "received"
 )
 
-// refundPrefix and the number in ten digits make a refund's pspReference:
-// 16 characters of A-Z and 0-9, as Adyen's.
+// refundPrefix and ten digits make a pspReference, 16 characters as Adyen's.
 const refundPrefix = "SIMREF"
 
-// refund is one refund. Everything but what its notifications have told
-// (under p.mu) is fixed when it is made.
+// refund is one refund, fixed when made but for what was told (under p.mu).
 type refund struct {
 	id        string
 	n         int // its number, for the draws of its notifications
@@ -38,13 +36,10 @@ type refund struct {
 	refundTold, laterTold bool
 }
 
-// holds reports whether the refund holds part of its payment's amount:
-// a refused one never does, a failed or reversed one no more once that
-// was told. The caller holds r.p.mu.
+// holds reports whether the refund holds its amount; the caller holds r.p.mu.
 func (r *refund) holds() bool { return r.outcome != OutcomeRefused && !r.laterTold }
 
-// status is the refund as its delivered notifications tell it; the caller
-// holds r.p.mu.
+// status is what the delivered notifications told; the caller holds r.p.mu.
 func (r *refund) status() string {
 	switch {
 	case r.laterTold:
@@ -57,8 +52,7 @@ func (r *refund) status() string {
 	return StatusReceived
 }
 
-// events are the refund's notification items, unsigned, in the order
-// they happen: REFUND, then REFUND_FAILED or REFUNDED_REVERSED.
+// events are the refund's items, unsigned, in the order they happen.
 func (r *refund) events() []wire.Item {
 	it := wire.Item{Amount: wire.Amount{Currency: r.p.currency, Value: r.amount}, EventCode: wire.EventRefund,
 		EventDate: r.created.UTC().Format(time.RFC3339), MerchantAccountCode: r.merchant, MerchantReference: r.reference,
@@ -85,28 +79,24 @@ func (s *Server) addRefund(r *refund) {
 	r.p.refunds = append(r.p.refunds, r)
 }
 
-// Refund is a refund as the simulator holds it, for checks by tests and
-// scripts (GET /_sim/adyen/refunds writes these as JSON lines).
+// Refund is a refund as the simulator holds it, for checks.
 type Refund struct {
 	// ID is the refund's pspReference; Payment, its payment's.
 	ID       string `json:"id"`
 	Payment  string `json:"payment"`
 	Amount   int64  `json:"amount"` // minor units
 	Currency string `json:"currency"`
-	// Reference is the request's reference (merchantReference in its
-	// notifications).
+	// Reference is the request's (merchantReference in notifications).
 	Reference       string `json:"reference"`
 	MerchantAccount string `json:"merchant_account"`
-	// Status is what its delivered notifications told: received (none
-	// yet), refunded, refused, failed, reversed.
+	// Status is what its delivered notifications told; Outcome, its end.
 	Status string `json:"status"`
 	// Outcome is what it ends as, once every notification is delivered.
 	Outcome string `json:"outcome"`
 	// Reason is a refused refund's reason (REFUND success "false").
 	Reason  string `json:"reason,omitempty"`
 	Created int64  `json:"created"`
-	// IdempotencyKey is the Idempotency-Key of the request that made it;
-	// Adyen does not show it, checks may.
+	// IdempotencyKey made it; Adyen does not show it, checks may.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
@@ -125,8 +115,7 @@ func (s *Server) Refunds() []Refund {
 	return out
 }
 
-// delivered is told by the notifier that a receiver accepted item: the
-// refund's status moves on, and a failed or reversed one holds no more.
+// delivered is told that a receiver accepted item.
 func (s *Server) delivered(it *wire.Item) {
 	r, ok := s.refunds.Get(it.PSPReference)
 	if !ok {

@@ -1,17 +1,9 @@
 // Package adyensim is Adyen's refund API in the simulator: the Checkout
-// API's POST /v71/payments/{paymentPspReference}/refunds, with Adyen's
-// semantics (X-API-Key, Idempotency-Key replaying the first answer with
-// the key echoed, 422 or 409 errorCode 704 while the first request runs,
-// transient-error: true on what may be retried with the key, Adyen's error
-// JSON), and what Adyen tells later: signed REFUND notifications (and
-// REFUND_FAILED, REFUNDED_REVERSED) posted to a receiver and retried until
-// it answers [accepted]. The fault knobs are the simulator's (refund/sim),
-// as on Stripe's and PayPal's routes.
-//
-// It has no server of its own: refund/sim/stripesim mounts its routes on the
-// simulator's one port and shares its core (knobs, draws, keys, counters).
-// What Adyen puts on the wire is refund/provider/adyen/wire's, shared with the
-// client and the receiver.
+// API's refunds with Adyen's semantics (X-API-Key, Idempotency-Key
+// replaying the first answer, errorCode 704 while in flight, Transient-Error)
+// and the signed notifications that tell their outcome later, posted until
+// accepted. stripesim serves its routes over the shared core; the wire
+// format is refund/provider/adyen/wire's.
 package adyensim
 
 import (
@@ -20,7 +12,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/refundkit/refundkit/refund/sim"
@@ -28,19 +19,15 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultAPIKey is the X-API-Key the simulator takes when none is
-	// configured (stripe-sim reads ADYEN_API_KEY).
+	// DefaultAPIKey is the X-API-Key taken when none is configured.
 	DefaultAPIKey = "adyen_sim_test_key"
-	// DefaultMerchantAccount is the merchant account of the simulated
-	// company when none is configured.
+	// DefaultMerchantAccount is the company's when none is configured.
 	DefaultMerchantAccount = "RefundkitSim"
-	// KeyTTL is how long Adyen keeps an Idempotency-Key: "valid for a
-	// minimum period of 31 days after first submission" (Adyen's API
-	// idempotency page; refund/provider/adyen/wire.KeyTTL is the client's own,
-	// lower, figure).
+	// KeyTTL is how long Adyen keeps an Idempotency-Key ("a minimum period
+	// of 31 days"; wire.KeyTTL is the client's lower figure).
 	KeyTTL = 31 * 24 * time.Hour
-	// DefaultNotifyBackoff is the wait before a failed notification is
-	// sent again, doubling with each failure up to 64 times as long.
+	// DefaultNotifyBackoff is the first wait to resend a notification,
+	// doubling up to 64 times as long.
 	DefaultNotifyBackoff = 50 * time.Millisecond
 )
 
@@ -48,28 +35,22 @@ const (
 type Config struct {
 	// Payments are seeded before the first request.
 	Payments []Payment
-	// MerchantAccount is the company's merchant account, and that of
-	// payments that name none; DefaultMerchantAccount when empty.
+	// MerchantAccount is the company's, and of payments that name none.
 	MerchantAccount string
-	// APIKey is the one X-API-Key accepted; DefaultAPIKey when empty.
+	// APIKey is the one X-API-Key accepted.
 	APIKey string
-	// KeyTTL forgets a completed Idempotency-Key this long after its first
-	// request; 0 keeps keys until ForgetKeys (stripe-sim's flag defaults
-	// to KeyTTL, Adyen's 31 days).
+	// KeyTTL forgets a completed key this long after its first request;
+	// 0 keeps keys until ForgetKeys.
 	KeyTTL time.Duration
-	// NotifyURL receives the notifications (a loopback URL); none are sent
-	// when empty.
+	// NotifyURL (loopback) receives the notifications; none when empty.
 	NotifyURL string
-	// HMACKey signs the notifications (wire.ParseHMACKey of Adyen's hex);
-	// required with NotifyURL.
+	// HMACKey signs the notifications; required with NotifyURL.
 	HMACKey []byte
-	// NotifyBackoff is the wait before the first resend of a notification
-	// that was not accepted; DefaultNotifyBackoff when 0.
+	// NotifyBackoff is the wait before a notification's first resend.
 	NotifyBackoff time.Duration
 }
 
-// Server is Adyen's side of one simulated company. It is safe for
-// concurrent use.
+// Server is Adyen's side of one simulated company; safe for concurrent use.
 type Server struct {
 	core     *sim.Core
 	now      func() time.Time
@@ -77,14 +58,12 @@ type Server struct {
 	apiKey   string
 	keyTTL   time.Duration
 
-	hook atomic.Pointer[func(string)]
+	hook sim.Hook
 
 	paymentsMu sync.RWMutex
 	payments   map[string]*payment
 	merchants  map[string]bool // the accounts the API key acts for; under paymentsMu
 
-	// refunds holds every refund in creation order, refund n with id
-	// SIMREF and n in ten digits (16 characters, as Adyen's).
 	refunds sim.Numbered[*refund]
 
 	notes *notifier // nil without a NotifyURL
@@ -123,9 +102,8 @@ func New(core *sim.Core, cfg Config, now func() time.Time) (*Server, error) {
 	return s, nil
 }
 
-// Close stops sending notifications; those not yet accepted stay pending
-// (Stats counts them). Requests that may still queue notifications (behind
-// a gateway timeout) should be settled first.
+// Close stops sending notifications; those not yet accepted stay pending.
+// Settle the requests behind a gateway timeout first.
 func (s *Server) Close() {
 	if s.notes != nil {
 		s.notes.close()
@@ -140,28 +118,15 @@ const (
 	numRoutes
 )
 
-// RouteNames are the routes' ServeMux patterns, which are also their names
-// in the simulator's stats.
+// RouteNames are the routes' patterns, and their names in the stats.
 var RouteNames = [numRoutes]string{
 	routeRefund: "POST /v71/payments/{paymentPspReference}/refunds",
 }
 
-// Register adds Adyen's routes to the simulator's route table:
-//
-//	POST /v71/payments/{paymentPspReference}/refunds
-//	        refund part or all of a payment: {amount:{value, currency},
-//	        merchantAccount, reference}, under Idempotency-Key; 201
-//	        {merchantAccount, paymentPspReference, pspReference, reference,
-//	        status:"received", amount}, the outcome told later by a
-//	        notification
-//
-// Every request needs the X-API-Key (401 errorType security otherwise).
-// The knobs (refund/sim Faults) apply as on Stripe's routes: latency and
-// rate_limit_share (429, transient-error: true, never saved) on every
-// request; 500 before commit (transient-error: true, not saved: a retry
-// with the key runs as the first), 500 after commit (saved under the key),
-// dropped answers after commit and the gateway's 502/504 on refunds; the
-// adyen_* knobs shape outcomes and notifications.
+// Register adds Adyen's route to the route table: a refund (201
+// "received", its outcome told by notifications later), with the X-API-Key
+// (401 otherwise). The knobs apply as on Stripe's routes; a 429 and a 500
+// before commit are transient, not saved.
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc(RouteNames[routeRefund], func(w http.ResponseWriter, r *http.Request) {
 		s.stats.requests[routeRefund].Add(1)
@@ -190,43 +155,30 @@ type call struct {
 	requestRef string // the pspReference of an error answer
 }
 
-// authorized compares the X-API-Key in constant time; the key is never
-// logged or echoed.
+// authorized compares the X-API-Key in constant time.
 func (s *Server) authorized(r *http.Request) bool {
 	got := strings.TrimSpace(r.Header.Get("X-API-Key"))
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.apiKey)) == 1
 }
 
-// requestRef is the pspReference Adyen puts in an error answer of request
-// seq: 16 characters, as Adyen's.
+// requestRef is the pspReference of request seq's error answers.
 func requestRef(seq uint64) string { return sim.Padded("SIMREQ", 10, int(seq%1e10)) }
 
-// rateLimited answers 429 to RateLimitShare of the requests, before
-// anything else happens: never saved under a key, so transient.
+// rateLimited answers the 429 draw's, transient.
 func (s *Server) rateLimited(w http.ResponseWriter, f *sim.Faults, seq uint64, ref string) bool {
-	if !s.core.Hit(f.RateLimitShare, seq, sim.KnobRateLimit) {
+	if !s.core.RateLimited(f, seq) {
 		return false
 	}
-	s.core.Count.RateLimited.Add(1)
-	s.core.Pause(f, seq)
 	a := apiErr(http.StatusTooManyRequests, "000", "Too many requests", typeValidation, ref)
 	writeAnswer(w, a.Status, a.Body, "", true)
 	return true
 }
 
 // SetCreateHook makes every refund request call fn with its
-// Idempotency-Key once the key is held and before the refund is made; the
-// request stays in flight while fn blocks. nil removes the hook.
-func (s *Server) SetCreateHook(fn func(idempotencyKey string)) {
-	if fn == nil {
-		s.hook.Store(nil)
-		return
-	}
-	s.hook.Store(&fn)
-}
+// Idempotency-Key, held, before the refund is made (nil: none).
+func (s *Server) SetCreateHook(fn func(idempotencyKey string)) { s.hook.Set(fn) }
 
-// ForgetKeys forgets every completed Idempotency-Key of Adyen's, as Adyen
-// does after 31 days, and returns how many; keys in flight are kept.
+// ForgetKeys forgets Adyen's completed keys and returns how many.
 func (s *Server) ForgetKeys() int { return s.core.Keys.ForgetScope(keyScope) }
 
 // MerchantAccount is the company's merchant account.

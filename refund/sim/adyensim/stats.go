@@ -5,8 +5,7 @@ import (
 	"sync/atomic"
 )
 
-// counters are Adyen's own statistics; the ones shared with the other
-// APIs' routes (refunds created, 429s, 500s, replays...) are the core's.
+// counters are Adyen's own statistics; the shared ones are the core's.
 type counters struct {
 	requests            [numRoutes]atomic.Int64
 	created             atomic.Int64
@@ -15,40 +14,30 @@ type counters struct {
 	keyInUse            atomic.Int64
 }
 
-// Stats counts what Adyen's routes did, beside the simulator's shared
-// counters.
+// Stats counts what Adyen's routes alone did.
 type Stats struct {
-	// RefundsCreated counts refunds received (201), refused ones included;
-	// Replayed, answers given again from an Idempotency-Key, of which
-	// ReplayedOtherParams for a request whose body or path differed from
-	// the first's; KeyInUse, 704s while the key's first request ran.
+	// RefundsCreated counts 201s (refused included); ReplayedOtherParams, replays
+	// to another body or path; KeyInUse, 704s.
 	RefundsCreated      int64 `json:"refunds_created"`
 	Replayed            int64 `json:"replayed"`
 	ReplayedOtherParams int64 `json:"replayed_other_params"`
 	KeyInUse            int64 `json:"key_in_use"`
-	// Refunds counts Adyen's refunds by their status now: received,
-	// refunded, refused, failed, reversed.
+	// Refunds counts the refunds by their status now.
 	Refunds map[string]int64 `json:"refunds"`
-	// Notifications are the webhook's counts (all zero without a notify
-	// URL).
+	// Notifications are the webhook's counts.
 	Notifications NotifyStats `json:"notifications"`
 }
 
-// NotifyStats count the notifications: deliveries, each the post of one
-// item until it is accepted.
+// NotifyStats count the deliveries: each the posts of one item until accepted.
 type NotifyStats struct {
-	// Queued counts deliveries queued, duplicates included; Delivered,
-	// those a receiver accepted; Pending, those not yet (queued, waiting
-	// for the refund's one before, or in flight).
+	// Pending are queued, waiting for the one before, or in flight.
 	Queued    int64 `json:"queued"`
 	Delivered int64 `json:"delivered"`
 	Pending   int64 `json:"pending"`
-	// Retries counts posts that were not accepted and are made again:
-	// the receiver's refusals and FailedByKnob's (adyen_notify_fail_share).
+	// Retries are posts not accepted (FailedByKnob: adyen_notify_fail_share).
 	Retries      int64 `json:"retries"`
 	FailedByKnob int64 `json:"failed_by_knob"`
-	// Duplicates counts notifications queued twice
-	// (adyen_notify_duplicate_share).
+	// Duplicates are notifications queued twice.
 	Duplicates int64 `json:"duplicates"`
 }
 
@@ -72,10 +61,8 @@ func (s *Server) NotifyStats() NotifyStats {
 	return s.notes.stats()
 }
 
-// Flush waits until every notification queued so far has been accepted,
-// or ctx ends: first for the requests still running behind a gateway
-// timeout (they may queue some), then for the queue. Tests and the demo
-// wait on it instead of sleeping.
+// Flush waits until every notification queued so far is accepted (the
+// requests behind a gateway timeout settled first), or ctx ends.
 func (s *Server) Flush(ctx context.Context) (NotifyStats, error) {
 	if err := s.core.Settle(ctx); err != nil {
 		return s.NotifyStats(), err

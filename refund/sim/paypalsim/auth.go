@@ -12,8 +12,7 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// tokens are the access tokens issued, by token: whose client id, until
-// when. A token is compared and used as a key, never logged or echoed.
+// tokens are the access tokens issued: whose client id, until when.
 type tokens struct {
 	mu     sync.Mutex
 	m      map[string]tokenInfo
@@ -73,17 +72,14 @@ func (t *tokens) check(r *http.Request, now time.Time) (string, tokenVerdict) {
 	return info.clientID, tokenValid
 }
 
-// oauthError is the OAuth2 error shape of the token endpoint and of a
-// refused bearer token.
+// oauthError is OAuth2's error shape (the token endpoint, bad tokens).
 type oauthError struct {
 	Error       string `json:"error"`
 	Description string `json:"error_description"`
 }
 
-// refuseToken answers a request whose bearer token is no good: 401
-// invalid_token (PayPal's answer to an expired or unknown token, which a
-// client meets by fetching a new token and sending the same request id),
-// or AUTHENTICATION_FAILURE without any token.
+// refuseToken answers 401 to a bad bearer token: invalid_token, or
+// AUTHENTICATION_FAILURE without one.
 func (s *Server) refuseToken(w http.ResponseWriter, v tokenVerdict, debugID string) {
 	s.core.Count.Unauthorized.Add(1)
 	var body []byte
@@ -109,9 +105,7 @@ type tokenAnswer struct {
 	Nonce       string `json:"nonce"`
 }
 
-// issueToken is POST /v1/oauth2/token: client credentials in Basic auth,
-// grant_type=client_credentials in the form. Any non-empty client id and
-// secret are accepted; the secret is checked for presence and never kept.
+// issueToken is POST /v1/oauth2/token: any client id and secret (not kept).
 func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, seq uint64, f *sim.Faults, debugID string) {
 	id, secret, ok := basicAuth(r)
 	if !ok || id == "" || secret == "" {
@@ -136,8 +130,7 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, seq uint64, 
 	now := s.now()
 	tok := s.tokens.issue(id, now, ttl)
 	s.stats.tokensIssued.Add(1)
-	// expires_in rounds up to whole seconds, at least 1: a client that
-	// trusts it to the last second still meets the 401 of an expired token.
+	// expires_in rounds up, so a client that trusts it meets no expired token.
 	secs := int64((ttl + time.Second - 1) / time.Second)
 	writeAnswer(w, http.StatusOK, sim.MustJSON(tokenAnswer{
 		Scope: "https://uri.paypal.com/services/payments/refund", AccessToken: tok, TokenType: "Bearer",
@@ -145,8 +138,7 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, seq uint64, 
 	}), debugID)
 }
 
-// basicAuth reads client id and secret, as net/http's BasicAuth does, but
-// also with padding-free base64, which some clients send.
+// basicAuth is BasicAuth that also takes base64 without padding.
 func basicAuth(r *http.Request) (id, secret string, ok bool) {
 	if id, secret, ok = r.BasicAuth(); ok {
 		return id, secret, true

@@ -13,11 +13,9 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// Capture is a captured payment the simulator knows, as seeded by a test
-// or a captures file (one JSON object per line, with these field names).
+// Capture is a captured payment, as seeded (JSON lines of these fields).
 type Capture struct {
-	// ID is PayPal's capture id: letters and digits (PayPal's are 17
-	// upper-case ones, 2GG279541U471931P).
+	// ID is letters and digits (PayPal's: 17 upper-case ones).
 	ID string `json:"id"`
 	// Currency is an ISO code, upper or lower case; empty means USD.
 	Currency string `json:"currency,omitempty"`
@@ -25,21 +23,17 @@ type Capture struct {
 	Amount int64 `json:"amount"`
 	// Refunds already on the capture when it is added, oldest first.
 	Refunds []SeedRefund `json:"refunds,omitempty"`
-	// OrderID is the Orders v2 order the capture was made through
-	// (upper-case letters and digits, at most 20, as related_ids.order_id):
-	// captures that name the same order are its captures, in one purchase
-	// unit. Empty gives the capture an order of its own (ORDSIM...).
+	// OrderID is the Orders v2 order it was made through, with the others
+	// that name it (empty: an order of its own, ORDSIM...).
 	OrderID string `json:"order_id,omitempty"`
-	// NoOrder: the capture was not made through Orders v2 (an older API,
-	// an invoice), so it names no order and no order lists its refunds.
+	// NoOrder: made without Orders v2, so no order lists its refunds.
 	NoOrder bool `json:"no_order,omitempty"`
 }
 
 // SeedRefund is a refund made before the run under test.
 type SeedRefund struct {
 	Amount int64 `json:"amount"`
-	// Status is COMPLETED (the default), PENDING (for good), FAILED or
-	// CANCELLED; the last two do not count against the capture.
+	// Status is COMPLETED (""), PENDING (for good), FAILED or CANCELLED.
 	Status   string `json:"status,omitempty"`
 	CustomID string `json:"custom_id,omitempty"`
 }
@@ -61,8 +55,7 @@ var (
 	customIDRE = regexp.MustCompile(`^[A-Za-z0-9\-_.,]{1,127}$`)
 )
 
-// holds reports whether a refund in this status holds part of the
-// capture's refundable amount.
+// holds reports whether a refund of this status holds its amount.
 func holds(status string) bool { return status == StatusCompleted || status == StatusPending }
 
 // Validate reports the first thing wrong with the capture, if any.
@@ -108,9 +101,8 @@ func (c *Capture) Validate() error {
 	return nil
 }
 
-// GenerateCaptures makes n USD captures with ids CAPSIM00000000001, ...
-// (17 characters, as PayPal's), amounts between 1.00 and 1000.00 drawn
-// from seed: the same n and seed always give the same captures.
+// GenerateCaptures makes n USD captures CAPSIM00000000001, ... of 1.00 to
+// 1000.00 drawn from seed.
 func GenerateCaptures(n int, seed int64) []Capture {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0xca97))
 	out := make([]Capture, n)
@@ -123,34 +115,19 @@ func GenerateCaptures(n int, seed int64) []Capture {
 // maxLine bounds one line of a captures file.
 const maxLine = 1 << 20
 
-// ReadCaptures reads captures as JSON lines (blank lines skipped); name is
-// used in errors, which read "name:line: what is wrong".
+// ReadCaptures reads captures as JSON lines; errors read "name:line: ...".
 func ReadCaptures(r io.Reader, name string) ([]Capture, error) {
-	var out []Capture
-	seen := map[string]int{}
+	seen := sim.FirstLines{}
 	orders := map[string]string{} // order id: currency
-	err := sim.ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
-		var c Capture
-		if err := sim.DecodeLine(b, &c, "capture"); err != nil {
-			return err
-		}
+	return sim.ReadSeeds(r, name, maxLine, "capture", func(line int, c *Capture) error {
 		if err := c.Validate(); err != nil {
 			return err
 		}
-		if first, dup := seen[c.ID]; dup {
-			return fmt.Errorf("capture %s: already given on line %d", c.ID, first)
-		}
-		if err := inOneCurrency(orders, &c); err != nil {
+		if err := seen.Once("capture", c.ID, line); err != nil {
 			return err
 		}
-		seen[c.ID] = line
-		out = append(out, c)
-		return nil
+		return inOneCurrency(orders, c)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // capture is the simulator's state of one capture; mu guards its refunds.
@@ -165,8 +142,7 @@ type capture struct {
 	refunds []*refund // oldest first; never removed
 }
 
-// AddCaptures adds captures and their seeded refunds. Nothing is added if
-// one is invalid or reuses an id.
+// AddCaptures adds captures and their seeded refunds, all or none.
 func (s *Server) AddCaptures(cs ...Capture) error {
 	seen := make(map[string]bool, len(cs))
 	for i := range cs {
@@ -206,8 +182,7 @@ func (s *Server) AddCaptures(cs ...Capture) error {
 	return nil
 }
 
-// currencyOf is a capture's currency as PayPal writes it: upper case,
-// USD when not given.
+// currencyOf is a currency as PayPal writes it (upper case; "": USD).
 func currencyOf(c string) string {
 	if c == "" {
 		return "USD"

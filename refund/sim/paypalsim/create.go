@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -35,8 +34,7 @@ type parsed struct {
 	fields          refundFields
 }
 
-// parseRefund checks the body against the refund schema; a refusal is a
-// 400 that is not saved under the request id.
+// parseRefund checks the body against the schema (a 400, unsaved).
 func parseRefund(body []byte, debugID string) (parsed, sim.Answer, bool) {
 	var p parsed
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -86,31 +84,23 @@ func parseRefund(body []byte, debugID string) (parsed, sim.Answer, bool) {
 	return p, sim.Answer{}, true
 }
 
-// serveRefund is POST /v2/payments/captures/{id}/refund: through the
-// idempotency layer keyed by PayPal-Request-Id into createRefund.
+// serveRefund is POST /v2/payments/captures/{id}/refund, under
+// PayPal-Request-Id.
 func (s *Server) serveRefund(w http.ResponseWriter, c call) {
-	body, err := io.ReadAll(io.LimitReader(c.r.Body, maxBody+1))
-	if err != nil || len(body) > maxBody {
+	body, ok := sim.ReadBody(c.r, maxBody)
+	if !ok {
 		s.core.Pause(c.f, c.seq)
 		s.core.Count.InvalidRequests.Add(1)
-		a := invalid(c.debugID, "MALFORMED_REQUEST_JSON", "", "The request body could not be read.")
-		writeAnswer(w, a.Status, a.Body, c.debugID)
+		writeErr(w, invalid(c.debugID, "MALFORMED_REQUEST_JSON", "", "The request body could not be read."))
 		return
 	}
 	requestID := strings.TrimSpace(c.r.Header.Get(wire.RequestIDHeader))
-	p := sim.Post{Method: c.r.Method, Path: c.r.URL.Path, Params: string(body), TTL: RequestIDTTL, Now: s.now(),
-		Seq: c.seq, F: c.f, MayTimeOut: true}
-	if requestID != "" {
-		p.Scope = "paypal\x00" + c.clientID + "\x00" + requestID
-	}
+	p := sim.Post{Scope: sim.Scope("paypal\x00"+c.clientID+"\x00", requestID), Method: c.r.Method, Path: c.r.URL.Path,
+		Params: string(body), TTL: RequestIDTTL, Now: s.now(), Seq: c.seq, F: c.f, MayTimeOut: true}
 	// createRefund may outlive the handler: it takes values, not c.r.
 	captureID, debugID, base, f, seq := c.id, c.debugID, c.base, c.f, c.seq
-	s.core.ServePost(w, p, paypalPost{s, base, debugID, f.GatewayStripeBody}, func() sim.Answer {
-		a := s.createRefund(captureID, body, requestID, debugID, base, f, seq)
-		if a.Status == http.StatusBadRequest {
-			s.core.Count.InvalidRequests.Add(1)
-		}
-		return a
+	s.core.ServePost(w, p, paypalPost{s, base, debugID}, func() sim.Answer {
+		return s.createRefund(captureID, body, requestID, debugID, base, f, seq)
 	})
 }
 
@@ -118,19 +108,15 @@ func (s *Server) serveRefund(w http.ResponseWriter, c call) {
 type paypalPost struct {
 	s             *Server
 	base, debugID string
-	jsonGateway   bool // the gateway's answers in PayPal's shape
 }
 
-// Known answers a request id seen before. PayPal "returns the latest status
-// of the previous request that used that same header": the refund it made
-// as it is now (201, as the first answer), or the error it ended with;
-// whatever this request's body says. While the first request runs: 409.
+// Known answers a request id seen before with "the latest status of the
+// previous request": its refund now, or its error; 409 while in flight.
 func (p paypalPost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntry) {
 	if v == sim.KeyInUse || !saved.Done() {
 		p.s.core.Count.KeyInUse.Add(1)
-		a := apiErr(http.StatusConflict, nameConflict, msgConflict, p.debugID, "PREVIOUS_REQUEST_IN_PROGRESS", "",
-			"A previous request with this PayPal-Request-Id is still in progress. Retry the request later with the same PayPal-Request-Id.")
-		writeAnswer(w, a.Status, a.Body, p.debugID)
+		writeErr(w, apiErr(http.StatusConflict, nameConflict, msgConflict, p.debugID, "PREVIOUS_REQUEST_IN_PROGRESS", "",
+			"A previous request with this PayPal-Request-Id is still in progress. Retry the request later with the same PayPal-Request-Id."))
 		return
 	}
 	p.s.core.Count.Replayed.Add(1)
@@ -145,17 +131,12 @@ func (p paypalPost) Write(w http.ResponseWriter, a sim.Answer) {
 	writeAnswer(w, a.Status, a.Body, p.debugID)
 }
 
-func (p paypalPost) Gateway(w http.ResponseWriter, status int) {
-	var body []byte
-	if p.jsonGateway {
-		body = gatewayBody(status)
-	}
-	sim.WriteGatewayAnswer(w, status, body)
+// GatewayBody has no debug id: PayPal did not answer.
+func (p paypalPost) GatewayBody(status int) []byte {
+	return sim.MustJSON(sim.Error{Name: nameInternal, Message: sim.GatewayMessage(status), DebugID: new(string)})
 }
 
-// refuseAmount is the 422 for an amount PayPal's refund refuses: zero or
-// less, decimals the currency has not, another currency than the capture's
-// (the issues of the refund endpoint's 422).
+// refuseAmount is the 422 for an amount the refund endpoint refuses.
 func (s *Server) refuseAmount(problem valueProblem, currency, captureCurrency, debugID string) (sim.Answer, bool) {
 	var issue, description string
 	switch {
@@ -176,9 +157,7 @@ func (s *Server) refuseAmount(problem valueProblem, currency, captureCurrency, d
 
 // createRefund refunds the capture, with the request id held.
 func (s *Server) createRefund(captureID string, body []byte, requestID, debugID, base string, f *sim.Faults, seq uint64) sim.Answer {
-	if h := s.hook.Load(); h != nil {
-		(*h)(requestID)
-	}
+	s.hook.Call(requestID)
 	p, a, ok := parseRefund(body, debugID)
 	if !ok {
 		return a
@@ -223,16 +202,7 @@ func (s *Server) createRefund(captureID string, body []byte, requestID, debugID,
 	}
 	s.addRefund(r)
 	s.core.Count.RefundsCreated.Add(1)
+	// After a 500 too, a retry gets the refund's latest status.
 	a = sim.Answer{Status: http.StatusCreated, Body: sim.MustJSON(r.object(base, now)), Save: true, RequestID: debugID, Ref: r.id}
-	switch s.core.AfterCommitFate(f, seq) {
-	case sim.Error500:
-		e := internal(debugID)
-		e.Save, e.Ref = true, r.id // a retry gets the refund's latest status
-		return e
-	case sim.GatewayError:
-		a.Gateway = true
-	case sim.Dropped:
-		a.Drop = true
-	}
-	return a
+	return s.core.AfterCommit(f, seq, a, internal(debugID))
 }

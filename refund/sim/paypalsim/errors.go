@@ -2,29 +2,10 @@ package paypalsim
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 	"github.com/refundkit/refundkit/refund/sim"
 )
-
-// errorJSON is PayPal's REST error body: a name, a message, the issues in
-// details, a debug id and links (developer.paypal.com, error definitions).
-type errorJSON struct {
-	Name    string       `json:"name"`
-	Message string       `json:"message"`
-	DebugID string       `json:"debug_id"`
-	Details []detailJSON `json:"details,omitempty"`
-	Links   []linkJSON   `json:"links,omitempty"`
-}
-
-type detailJSON struct {
-	Field       string `json:"field,omitempty"`
-	Value       string `json:"value,omitempty"`
-	Location    string `json:"location,omitempty"`
-	Issue       string `json:"issue"`
-	Description string `json:"description,omitempty"`
-}
 
 // The error names and messages PayPal documents for its status codes.
 const (
@@ -46,19 +27,20 @@ const (
 
 // apiErr is an error answer with one issue (none when issue is "").
 func apiErr(status int, name, msg, debugID, issue, field, description string) sim.Answer {
-	e := errorJSON{Name: name, Message: msg, DebugID: debugID}
+	e := sim.Error{Name: name, Message: msg, DebugID: &debugID}
 	if issue != "" {
-		d := detailJSON{Issue: issue, Description: description, Field: field}
+		d := sim.Detail{Issue: issue, Description: description, Field: field}
 		if field != "" {
 			d.Location = "body"
 		}
-		e.Details = []detailJSON{d}
+		e.Details = []sim.Detail{d}
 	}
-	return sim.Answer{Status: status, Body: sim.MustJSON(e), RequestID: debugID}
+	a := sim.Fail(status, e, false)
+	a.RequestID = debugID
+	return a
 }
 
-// invalid is a 400: the request violates the schema. Not saved under the
-// request id: nothing was done.
+// invalid is a 400 (the schema), not saved under the request id.
 func invalid(debugID, issue, field, description string) sim.Answer {
 	return apiErr(http.StatusBadRequest, nameInvalidRequest, msgInvalidRequest, debugID, issue, field, description)
 }
@@ -90,17 +72,8 @@ const DebugIDHeader = wire.DebugIDHeader
 
 // writeAnswer writes an answer with PayPal's headers.
 func writeAnswer(w http.ResponseWriter, status int, body []byte, debugID string) {
-	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	h[DebugIDHeader] = []string{debugID}
-	w.WriteHeader(status)
-	w.Write(body)
+	sim.Write(w, status, body, DebugIDHeader, debugID)
 }
 
-// gatewayBody is the gateway's answer in PayPal's shape (GatewayStripeBody
-// asks for the API's own shape); it has no debug id, as PayPal did not
-// answer.
-func gatewayBody(status int) []byte {
-	return sim.MustJSON(errorJSON{Name: nameInternal, Message: "An error occurred at the gateway in front of the API (" + strconv.Itoa(status) + " " + sim.GatewayText(status) + ")."})
-}
+// writeErr writes an error answer of apiErr's.
+func writeErr(w http.ResponseWriter, a sim.Answer) { writeAnswer(w, a.Status, a.Body, a.RequestID) }

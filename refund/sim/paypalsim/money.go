@@ -7,10 +7,8 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 )
 
-// PayPal's money is {"currency_code":"USD","value":"10.50"}; refund/provider/paypal/wire
-// converts it, exactly and with PayPal's whole-only currencies, for the
-// client and the simulator alike. This file sorts what it refuses into
-// PayPal's answers.
+// PayPal's money (refund/provider/paypal/wire converts it); this file sorts
+// what it refuses into PayPal's answers.
 
 // maxValue is the longest value PayPal's money schema takes.
 const maxValue = 32
@@ -45,9 +43,8 @@ func parseValue(value, currency string) (int64, valueProblem) {
 	return n, valueOK
 }
 
-// moneyOf is an amount as the API writes it. Captures are whole in
-// PayPal's whole-only currencies (Capture.Validate), and so is every part
-// of them a refund can take, so wire.Value cannot refuse one.
+// moneyOf is an amount as the API writes it; captures and their parts are
+// whole in whole-only currencies, so wire.Value cannot refuse one.
 func moneyOf(minor int64, currency string) moneyJSON {
 	v, err := wire.Value(minor, currency)
 	if err != nil {

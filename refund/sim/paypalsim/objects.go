@@ -6,8 +6,7 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// The wire objects of PayPal's Payments v2 API, as far as the simulator
-// keeps them (developer.paypal.com/docs/api/payments/v2).
+// The objects of PayPal's Payments v2 API the simulator keeps.
 
 type moneyJSON struct {
 	CurrencyCode string `json:"currency_code"`
@@ -33,9 +32,7 @@ type refundJSON struct {
 	CustomID      string             `json:"custom_id,omitempty"`
 	InvoiceID     string             `json:"invoice_id,omitempty"`
 	NoteToPayer   string             `json:"note_to_payer,omitempty"`
-	// SellerPayableBreakdown.TotalRefundedAmount is "the total amount
-	// refunded from the original capture to date": how a client sees what
-	// the capture has given back.
+	// TotalRefundedAmount: what the capture has given back to date.
 	SellerPayableBreakdown payableJSON `json:"seller_payable_breakdown"`
 	CreateTime             string      `json:"create_time"`
 	UpdateTime             string      `json:"update_time"`
@@ -56,8 +53,7 @@ type captureJSON struct {
 	Amount                    moneyJSON      `json:"amount"`
 	FinalCapture              bool           `json:"final_capture"`
 	SellerReceivableBreakdown receivableJSON `json:"seller_receivable_breakdown"`
-	// SupplementaryData.RelatedIDs.OrderID names the order the capture
-	// was made through (Payments v2, captured payment); none without one.
+	// SupplementaryData names the capture's order, if any.
 	SupplementaryData *supplementaryJSON `json:"supplementary_data,omitempty"`
 	CreateTime        string             `json:"create_time"`
 	UpdateTime        string             `json:"update_time"`
@@ -78,8 +74,7 @@ type receivableJSON struct {
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// object renders r as seen at now; base is the API's URL for links. The
-// caller holds r.cp.mu (the capture's total refunded is part of it).
+// object renders r at now, base the URL for links; the caller holds r.cp.mu.
 func (r *refund) object(base string, now time.Time) refundJSON {
 	cur := r.cp.currency
 	st := r.statusAt(now)

@@ -1,11 +1,7 @@
 package paypalsim
 
-// Orders v2: the order a capture was made through. Its captures name it
-// (supplementary_data.related_ids.order_id, and an "up" link), and
-// GET /v2/checkout/orders/{id} lists its payments: the captures and the
-// refunds of each purchase unit, which is where PayPal shows a capture's
-// refunds with their custom_id (developer.paypal.com, Orders v2
-// payment_collection: "refunds: An array of refunds for a purchase unit").
+// Orders v2: the order a capture was made through, where PayPal lists a
+// capture's refunds with their custom_id (payment_collection).
 
 import (
 	"fmt"
@@ -15,8 +11,7 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// order is an order and its captures, in one purchase unit. Its captures
-// never change once added; each guards its own refunds.
+// order is an order and its captures (never changed), in one purchase unit.
 type order struct {
 	id       string
 	currency string
@@ -24,12 +19,10 @@ type order struct {
 	captures []*capture // in the order they were added
 }
 
-// orderPrefix and eleven digits make the id of an order the simulator
-// gives a capture seeded without one: 17 characters, as PayPal's.
+// orderPrefix and eleven digits make the id of a capture's own order.
 const orderPrefix = "ORDSIM"
 
-// checkOrders refuses captures that would put two currencies in one
-// order's purchase unit. The caller holds capturesMu.
+// checkOrders refuses two currencies in one order; under capturesMu.
 func (s *Server) checkOrders(cs []Capture) error {
 	currency := map[string]string{}
 	for id, o := range s.orders {
@@ -43,8 +36,7 @@ func (s *Server) checkOrders(cs []Capture) error {
 	return nil
 }
 
-// inOneCurrency checks that c's order, if named, is in c's currency as far
-// as currency (order id: currency) knows, and notes it there.
+// inOneCurrency checks c's order's currency (order id: currency), noting it.
 func inOneCurrency(currency map[string]string, c *Capture) error {
 	if c.OrderID == "" {
 		return nil
@@ -57,8 +49,7 @@ func inOneCurrency(currency map[string]string, c *Capture) error {
 	return nil
 }
 
-// placeInOrder adds cp to order id, made if new; "" makes an order of its
-// own with the next free ORDSIM id. The caller holds capturesMu.
+// placeInOrder adds cp to order id ("": a new ORDSIM one); under capturesMu.
 func (s *Server) placeInOrder(cp *capture, id string, now time.Time) {
 	if id == "" {
 		for id == "" || s.orders[id] != nil {
@@ -89,8 +80,7 @@ func (s *Server) orderByID(id string) *order {
 	return s.orders[id]
 }
 
-// getOrder is GET /v2/checkout/orders/{id}: the order with its payments
-// as they are now, with the latency and rate limit of every look-up.
+// getOrder is GET /v2/checkout/orders/{id}: the order as it is now.
 func (s *Server) getOrder(w http.ResponseWriter, c call) {
 	s.show(w, c, func() ([]byte, bool) {
 		o := s.orderByID(c.id)
@@ -101,8 +91,7 @@ func (s *Server) getOrder(w http.ResponseWriter, c call) {
 	})
 }
 
-// orderJSON is an order, as show-order answers it (the fields refundkit
-// and a checkout would read).
+// orderJSON is an order, as show-order answers it.
 type orderJSON struct {
 	ID            string             `json:"id"`
 	Intent        string             `json:"intent"`
@@ -125,8 +114,7 @@ type paymentsJSON struct {
 	Refunds  []refundJSON  `json:"refunds,omitempty"`
 }
 
-// object renders the order at now. Each capture is rendered under its own
-// lock, one at a time, as every other path takes them.
+// object renders the order at now, each capture under its own lock.
 func (o *order) object(base string, now time.Time) orderJSON {
 	var total int64
 	pay := paymentsJSON{Captures: make([]captureJSON, 0, len(o.captures))}

@@ -6,9 +6,8 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// refund is one refund. Nothing of it changes after creation: a PENDING
-// refund's later status is fixed when it is made (settleAt, final) and
-// read against the clock, so a look-up needs no lock and no timer runs.
+// refund is one refund, never changed: a PENDING one's later status is
+// fixed when made and read against the clock.
 type refund struct {
 	id        string
 	cp        *capture
@@ -43,14 +42,12 @@ func (r *refund) updatedAt(now time.Time) time.Time {
 	return r.created
 }
 
-// refundPrefix and the number in eleven digits make a refund's id: 17
-// characters, like PayPal's ids.
+// refundPrefix and eleven digits make a refund's id, 17 characters.
 const refundPrefix = "REFSIM"
 
 func refundID(n int) string { return sim.Padded(refundPrefix, 11, n) }
 
-// addRefund numbers r and records it on r.cp, whose lock the caller holds
-// or which nobody else sees yet. r is complete: nothing of it changes after.
+// addRefund numbers r and adds it to r.cp, which the caller holds.
 func (s *Server) addRefund(r *refund) *refund {
 	s.refunds.Add(func(_ int, id string) *refund { r.id = id; return r })
 	r.cp.refunds = append(r.cp.refunds, r)
@@ -62,8 +59,7 @@ func (s *Server) refundByID(id string) *refund {
 	return r
 }
 
-// Refund is a refund as the simulator holds it, for checks by tests and
-// scripts (GET /_sim/refunds writes these as JSON lines after Stripe's).
+// Refund is a refund as the simulator holds it, for checks.
 type Refund struct {
 	ID       string `json:"id"`
 	Capture  string `json:"capture"`
@@ -76,8 +72,7 @@ type Refund struct {
 	InvoiceID   string `json:"invoice_id,omitempty"`
 	NoteToPayer string `json:"note_to_payer,omitempty"`
 	Created     int64  `json:"created"`
-	// RequestID is the PayPal-Request-Id of the request that made it;
-	// PayPal does not show it, checks may.
+	// RequestID made it; PayPal does not show it, checks may.
 	RequestID string `json:"paypal_request_id,omitempty"`
 }
 
@@ -95,9 +90,7 @@ func (s *Server) Refunds() []Refund {
 	return out
 }
 
-// reasonOf is status_details.reason for a status: the simulator's pending
-// refunds are eChecks that have not cleared (PayPal's one documented
-// reason, "why the refund has the PENDING or FAILED status").
+// reasonOf is status_details.reason: ECHECK while PENDING or once FAILED.
 func reasonOf(status string) string {
 	if status == StatusPending || status == StatusFailed {
 		return "ECHECK"

@@ -1,19 +1,14 @@
-// Package paypalsim is PayPal's refund API in the simulator: the OAuth2
-// token endpoint, the Payments v2 refund, show-refund and show-capture
-// endpoints and Orders v2's show-order, with PayPal's semantics (PayPal-Request-Id replays the
-// request's latest status, 409 while the first request runs, 422 issues
-// for business refusals, PENDING refunds that settle later, tokens that
-// expire) and the same fault knobs as Stripe's routes (refund/sim).
-//
-// It has no server of its own: refund/sim/stripesim mounts its routes on the
-// simulator's one port and shares its core (knobs, draws, keys, counters).
+// Package paypalsim is PayPal's refund API in the simulator: OAuth2 tokens
+// that expire, Payments v2's refund, show-refund and show-capture and
+// Orders v2's show-order, with PayPal's semantics (PayPal-Request-Id
+// replays the latest status, 409 while in flight, 422 issues, PENDING
+// refunds that settle). stripesim serves its routes over the shared core.
 package paypalsim
 
 import (
 	"fmt"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
@@ -29,21 +24,18 @@ type Config struct {
 	Captures []Capture
 }
 
-// Server is PayPal's side of one simulated account. It is safe for
-// concurrent use.
+// Server is PayPal's side of one simulated account; safe for concurrent use.
 type Server struct {
 	core *sim.Core
 	now  func() time.Time
 
-	hook atomic.Pointer[func(string)]
+	hook sim.Hook
 
 	capturesMu sync.RWMutex
 	captures   map[string]*capture
 	orders     map[string]*order // Orders v2 orders, by id; under capturesMu
 	ordersMade int               // ORDSIM ids handed out
 
-	// refunds holds every refund in creation order, refund n with id
-	// refundID(n).
 	refunds sim.Numbered[*refund]
 
 	tokens tokens
@@ -72,8 +64,7 @@ const (
 	numRoutes
 )
 
-// RouteNames are the routes' ServeMux patterns, which are also their names
-// in the simulator's stats (requests["POST /v2/payments/captures/{id}/refund"]).
+// RouteNames are the routes' patterns, and their names in the stats.
 var RouteNames = [numRoutes]string{
 	routeToken:      "POST /v1/oauth2/token",
 	routeRefund:     "POST /v2/payments/captures/{id}/refund",
@@ -82,34 +73,10 @@ var RouteNames = [numRoutes]string{
 	routeGetOrder:   "GET /v2/checkout/orders/{id}",
 }
 
-// Register adds PayPal's routes to the simulator's route table:
-//
-//	POST /v1/oauth2/token                    Basic auth client id:secret,
-//	                                         grant_type=client_credentials:
-//	                                         an access token and expires_in
-//	POST /v2/payments/captures/{id}/refund   refund a capture (empty body: the
-//	                                         rest; amount {value, currency_code}:
-//	                                         part), under PayPal-Request-Id
-//	GET  /v2/payments/refunds/{id}           a refund's current status
-//	GET  /v2/payments/captures/{id}          a capture: amount, status
-//	                                         (COMPLETED, PARTIALLY_REFUNDED,
-//	                                         REFUNDED), its order's id
-//	                                         (supplementary_data.related_ids)
-//	GET  /v2/checkout/orders/{id}            an order (Orders v2): its
-//	                                         captures and their refunds,
-//	                                         custom_id included
-//
-// Every API route but the token's needs a bearer token from the token
-// endpoint: none is 401 AUTHENTICATION_FAILURE, an unknown or expired one
-// 401 invalid_token. The knobs (refund/sim Faults) apply as on Stripe's
-// routes: latency and rate_limit_share (429 RATE_LIMIT_REACHED, never
-// saved) on every route; 500 before commit (never saved: PayPal lets a 5xx
-// be retried with its request id), 500 after commit, dropped answers after
-// commit and the gateway's 502/504 on refunds; paypal_pending_share,
-// paypal_pending_for and paypal_failed_share make refunds PENDING (reason
-// ECHECK) that settle to COMPLETED or FAILED later; paypal_token_ttl makes
-// tokens expire. POST /_sim/forget-keys forgets request ids as Stripe's
-// keys. Stripe's rate-limit buckets do not apply: PayPal publishes none.
+// Register adds PayPal's routes (RouteNames) to the route table. All but
+// the token's need a bearer token (none: 401 AUTHENTICATION_FAILURE;
+// unknown or expired: 401 invalid_token). The knobs apply as on Stripe's
+// routes, but for its rate-limit buckets (PayPal publishes no limits).
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc(RouteNames[routeToken], func(w http.ResponseWriter, r *http.Request) {
 		s.stats.requests[routeToken].Add(1)
@@ -133,8 +100,7 @@ type call struct {
 	base     string // the API's URL as the client reached it, for links
 }
 
-// api registers route rt: the request runs through the token check and the
-// rate limit into fn.
+// api registers route rt: through the token check and the 429 draw into fn.
 func (s *Server) api(mux *http.ServeMux, rt route, fn func(w http.ResponseWriter, c call)) {
 	mux.HandleFunc(RouteNames[rt], func(w http.ResponseWriter, r *http.Request) {
 		s.stats.requests[rt].Add(1)
@@ -157,16 +123,12 @@ func (s *Server) api(mux *http.ServeMux, rt route, fn func(w http.ResponseWriter
 // debugID is the Paypal-Debug-Id of request seq: 13 hex digits as PayPal's.
 func debugID(seq uint64) string { return fmt.Sprintf("%013x", seq) }
 
-// rateLimited answers 429 RATE_LIMIT_REACHED to RateLimitShare of the
-// requests, before anything else happens: never saved under a request id.
+// rateLimited answers the 429 draw's RATE_LIMIT_REACHED.
 func (s *Server) rateLimited(w http.ResponseWriter, f *sim.Faults, seq uint64, debugID string) bool {
-	if !s.core.Hit(f.RateLimitShare, seq, sim.KnobRateLimit) {
+	if !s.core.RateLimited(f, seq) {
 		return false
 	}
-	s.core.Count.RateLimited.Add(1)
-	s.core.Pause(f, seq)
-	a := apiErr(http.StatusTooManyRequests, nameRateLimit, msgRateLimit, debugID, "", "", "")
-	writeAnswer(w, a.Status, a.Body, debugID)
+	writeErr(w, apiErr(http.StatusTooManyRequests, nameRateLimit, msgRateLimit, debugID, "", "", ""))
 	return true
 }
 
@@ -194,26 +156,17 @@ func (s *Server) getCapture(w http.ResponseWriter, c call) {
 	})
 }
 
-// show answers a look-up after its latency: what find renders, or PayPal's
-// 404 when it finds nothing.
+// show answers a look-up after its latency: what find renders, or a 404.
 func (s *Server) show(w http.ResponseWriter, c call, find func() ([]byte, bool)) {
 	s.core.Pause(c.f, c.seq)
 	body, ok := find()
 	if !ok {
-		a := notFound(c.debugID, noSuchID)
-		writeAnswer(w, a.Status, a.Body, c.debugID)
+		writeErr(w, notFound(c.debugID, noSuchID))
 		return
 	}
 	writeAnswer(w, http.StatusOK, body, c.debugID)
 }
 
 // SetCreateHook makes every refund request call fn with its
-// PayPal-Request-Id once the id is held and before the refund is made; the
-// request stays in flight while fn blocks. nil removes the hook.
-func (s *Server) SetCreateHook(fn func(requestID string)) {
-	if fn == nil {
-		s.hook.Store(nil)
-		return
-	}
-	s.hook.Store(&fn)
-}
+// PayPal-Request-Id, held, before the refund is made (nil: none).
+func (s *Server) SetCreateHook(fn func(requestID string)) { s.hook.Set(fn) }

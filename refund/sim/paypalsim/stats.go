@@ -2,23 +2,19 @@ package paypalsim
 
 import "sync/atomic"
 
-// counters are PayPal's own statistics; the ones shared with Stripe's
-// routes (refunds created, 429s, 500s, replays...) are the core's.
+// counters are PayPal's own statistics; the shared ones are the core's.
 type counters struct {
 	requests      [numRoutes]atomic.Int64
 	tokensIssued  atomic.Int64
 	tokensExpired atomic.Int64
 }
 
-// Stats counts what PayPal's routes did, beside the simulator's shared
-// counters.
+// Stats counts what PayPal's routes alone did.
 type Stats struct {
-	// TokensIssued counts access tokens; TokensExpired, requests refused
-	// 401 invalid_token because their token had expired.
+	// TokensExpired counts 401 invalid_token for an expired token.
 	TokensIssued  int64 `json:"tokens_issued"`
 	TokensExpired int64 `json:"tokens_expired"`
-	// Refunds counts PayPal's refunds by their status now (seeded ones
-	// included): COMPLETED, PENDING, FAILED, CANCELLED.
+	// Refunds counts the refunds by their status now.
 	Refunds map[string]int64 `json:"refunds"`
 }
 

@@ -2,8 +2,7 @@ package stripesim
 
 import "github.com/refundkit/refundkit/refund/sim"
 
-// The fault knobs and the rate limits' settings are the simulator's, shared
-// with the PayPal routes (refund/sim); these names keep stripesim's API.
+// The knobs and rate limits are the core's; these names keep stripesim's API.
 type (
 	// Faults are the fault knobs (sim.Faults).
 	Faults = sim.Faults

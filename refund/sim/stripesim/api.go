@@ -4,18 +4,16 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// endpoint is what one route does once a request got through the layers in
-// front of it (key, rate limits, form, idempotency).
-type endpoint func(c apiCall) answer
+// endpoint is what a route does once past key, limits, form and key.
+type endpoint func(c apiCall) sim.Answer
 
-// apiCall is an API request as its endpoint sees it. It holds values only: a
-// request behind a gateway timeout runs on after its handler returned.
+// apiCall is a request as its endpoint sees it: values only, as it may
+// outlive its handler.
 type apiCall struct {
 	method, path string // as the request named them, for error messages
 	id           string // the path's {id}, for the routes that take one
@@ -25,27 +23,12 @@ type apiCall struct {
 	seq          uint64  // arrival number, for fault draws
 }
 
-// answer is the outcome of an API request before it is written.
-type answer struct {
-	status int
-	body   []byte
-	// save: the endpoint ran, so Stripe saves this answer under the
-	// idempotency key. Validation errors are not saved: the key stays free.
-	save bool
-	// drop: close the connection instead of writing the answer.
-	drop bool
-	// gateway: a gateway's error reaches the client instead of the answer.
-	gateway bool
-}
-
-// api is the handler of route rt: the request runs through serveAPI's
-// layers into fn.
+// api is the handler of route rt, through serveAPI into fn.
 func (s *Server) api(rt route, fn endpoint) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		if strings.Contains(id, "/") {
-			// An escaped slash (re%2Fx): no id of Stripe's, and the
-			// decoded path has one segment more than the pattern.
+			// An escaped slash (re%2Fx) is no id of Stripe's.
 			s.serveUnknown(w, r)
 			return
 		}
@@ -53,59 +36,76 @@ func (s *Server) api(rt route, fn endpoint) http.Handler {
 	})
 }
 
-// Stripe's 401s: no key, or not a test-mode key.
-var (
-	noKeyBody = errorBody(apiError{Type: typeInvalid,
-		Message: "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY')."})
-	badKeyBody = errorBody(apiError{Type: typeInvalid,
-		Message: "Invalid API Key provided: the simulator accepts only test-mode keys (sk_test_... or rk_test_...)"})
-)
-
-// serveAPI runs an API request through what stands in front of every
-// endpoint, in Stripe's order: count it, check the key, the rate limits,
-// parse the form; then a POST goes through the idempotency layer, and a
-// GET (or an unknown request) to its endpoint after its latency.
+// serveAPI runs a request through what stands in front of every endpoint,
+// in Stripe's order: key, rate limits, form; a POST through the keys.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn endpoint, id string) {
 	s.stats.requests[rt].Add(1)
 	seq, f := s.core.Arrive()
 	reqID := sim.Padded("req_sim", 10, int(seq))
-
+	write := func(a sim.Answer) { // after the latency
+		s.core.CountInvalid(a)
+		writeAnswer(w, a.Status, a.Body, reqID, "", false)
+	}
 	apiKey, ok := bearerKey(r)
 	if !ok {
 		s.core.Count.Unauthorized.Add(1)
-		s.core.Pause(f, seq)
 		body := badKeyBody
 		if r.Header.Get("Authorization") == "" {
 			body = noKeyBody
 		}
-		writeAnswer(w, http.StatusUnauthorized, body, reqID, "", false)
+		s.core.Pause(f, seq)
+		write(sim.Answer{Status: http.StatusUnauthorized, Body: body})
 		return
 	}
-	// Limits come before the idempotency layer: a 429 neither holds nor
-	// saves the key, as Stripe saves answers only once an endpoint runs.
 	if s.rateLimited(w, rt, f, seq, reqID) {
 		return
 	}
 	if err := r.ParseForm(); err != nil {
 		s.core.Pause(f, seq)
-		a := invalid("", "", "Invalid request: the form body could not be parsed")
-		s.countInvalid(a)
-		writeAnswer(w, a.status, a.body, reqID, "", false)
+		write(invalid("", "", "Invalid request: the form body could not be parsed"))
 		return
 	}
 	c := apiCall{method: r.Method, path: r.URL.Path, id: id, form: r.Form, f: f, seq: seq}
-	if r.Method == http.MethodPost {
-		s.servePost(w, r, rt, fn, c, apiKey, reqID)
+	if r.Method != http.MethodPost {
+		s.core.Pause(f, seq)
+		write(fn(c))
 		return
 	}
-	s.core.Pause(f, seq)
-	a := fn(c)
-	s.countInvalid(a)
-	writeAnswer(w, a.status, a.body, reqID, "", false)
+	key := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
+	if len(key) > 255 {
+		s.core.Pause(f, seq)
+		write(invalid("", "", "Idempotency keys can be at most 255 characters long."))
+		return
+	}
+	c.key = key
+	p := sim.Post{Scope: sim.Scope(apiKey+"\x00", key), Method: r.Method, Path: r.URL.Path, Params: r.Form.Encode(),
+		TTL: s.keyTTL, Now: s.now(), Seq: seq, F: f, MayTimeOut: rt == routeCreateRefund}
+	s.core.ServePost(w, p, stripePost{s, key, r.URL.Path, reqID}, func() sim.Answer {
+		a := fn(c)
+		a.RequestID = reqID
+		return a
+	})
 }
 
-// bearerKey returns the API key of the request if it is a test-mode key.
-// The key is compared and used as a scope, never logged or echoed.
+// stripePost writes Stripe's answers for the idempotency layer.
+type stripePost struct {
+	s                *Server
+	key, path, reqID string
+}
+
+func (p stripePost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntry) {
+	p.s.writeKeyVerdict(w, v, saved, p.key, p.path, p.reqID)
+}
+
+func (p stripePost) Write(w http.ResponseWriter, a sim.Answer) {
+	writeAnswer(w, a.Status, a.Body, p.reqID, p.key, false)
+}
+
+func (p stripePost) GatewayBody(status int) []byte {
+	return errorBody(sim.Error{Type: typeAPI, Message: sim.GatewayMessage(status)})
+}
+
+// bearerKey returns the request's API key if it is a test-mode key.
 func bearerKey(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
 	key, ok := strings.CutPrefix(h, "Bearer ")
@@ -130,24 +130,8 @@ func bearerKey(r *http.Request) (string, bool) {
 	return "", false
 }
 
-// writeAnswer writes a JSON answer with Stripe's response headers.
-func writeAnswer(w http.ResponseWriter, status int, body []byte, reqID, key string, replayed bool) {
-	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	h["Request-Id"] = []string{reqID}
-	if key != "" {
-		h["Idempotency-Key"] = []string{key}
-	}
-	if replayed {
-		h["Idempotent-Replayed"] = []string{"true"}
-	}
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
 // parseExpandOnly accepts only expand[] with the one expandable field.
-func parseExpandOnly(form url.Values, field string) (expand bool, a answer, ok bool) {
+func parseExpandOnly(form url.Values, field string) (expand bool, a sim.Answer, ok bool) {
 	for name, vals := range form {
 		if !isArrayParam(name, "expand") {
 			return false, invalid("parameter_unknown", name, "Received unknown parameter: %s", name), false
@@ -159,7 +143,7 @@ func parseExpandOnly(form url.Values, field string) (expand bool, a answer, ok b
 			expand = true
 		}
 	}
-	return expand, answer{}, true
+	return expand, sim.Answer{}, true
 }
 
 // isArrayParam reports whether name is base[] or base[N].
@@ -177,8 +161,7 @@ func isArrayParam(name, base string) bool {
 	return true
 }
 
-// emptyMetadata is the metadata of an object that has none: {} on the
-// wire, as Stripe writes it.
+// emptyMetadata is {}, as Stripe writes no metadata.
 var emptyMetadata = map[string]string{}
 
 // optional is a nullable string field: nil for "".

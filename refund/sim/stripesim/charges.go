@@ -3,14 +3,12 @@ package stripesim
 import (
 	"fmt"
 	"maps"
-	"net/http"
 	"sync"
 
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// charge is the simulator's state of one charge; mu guards refunded, the
-// status changes of its refunds, and appends to refunds.
+// charge is one charge; mu guards refunded, its refunds' statuses and list.
 type charge struct {
 	id, intent, currency string
 	amount               int64
@@ -21,8 +19,7 @@ type charge struct {
 	refunds  []*refund // oldest first; entries are never removed
 }
 
-// AddCharges adds charges and their seeded refunds. Nothing is added if one
-// is invalid or reuses a charge id or payment intent already known.
+// AddCharges adds charges and their seeded refunds, all or none.
 func (s *Server) AddCharges(charges ...Charge) error {
 	seen := make(map[string]bool, len(charges))
 	for i := range charges {
@@ -70,8 +67,7 @@ func (s *Server) AddCharges(charges ...Charge) error {
 	return nil
 }
 
-// copyMetadata copies a metadata map so no caller shares the simulator's;
-// an empty one becomes nil.
+// copyMetadata copies a metadata map; an empty one becomes nil.
 func copyMetadata(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return nil
@@ -106,7 +102,7 @@ func (s *Server) Charge(id string) (ChargeState, bool) {
 }
 
 // getCharge is GET /v1/charges/{id}.
-func (s *Server) getCharge(c apiCall) answer {
+func (s *Server) getCharge(c apiCall) sim.Answer {
 	if _, a, ok := parseExpandOnly(c.form, ""); !ok {
 		return a
 	}
@@ -117,7 +113,7 @@ func (s *Server) getCharge(c apiCall) answer {
 	ch.mu.Lock()
 	obj := ch.object()
 	ch.mu.Unlock()
-	return answer{status: http.StatusOK, body: sim.MustJSON(obj)}
+	return found(obj)
 }
 
 // chargeObject is the part of Stripe's charge object the simulator keeps.
@@ -146,4 +142,56 @@ func (ch *charge) object() chargeObject {
 		Metadata: emptyMetadata, Paid: true, PaymentIntent: optional(ch.intent),
 		Refunded: ch.refunded == ch.amount, Status: "succeeded",
 	}
+}
+
+// chargeByIntent is the charge of a payment intent (its one), or nil.
+func (s *Server) chargeByIntent(id string) *charge {
+	s.chargesMu.RLock()
+	defer s.chargesMu.RUnlock()
+	return s.byIntent[id]
+}
+
+// listCharges is GET /v1/charges by payment_intent, the tools' one filter.
+func (s *Server) listCharges(c apiCall) sim.Answer {
+	form := c.form
+	for name := range form {
+		switch name {
+		case "payment_intent", "limit":
+		default:
+			return invalid("parameter_unknown", name, "Received unknown parameter: %s", name)
+		}
+	}
+	pi := form.Get("payment_intent")
+	if pi == "" {
+		return invalid("parameter_missing", "payment_intent", "The simulator lists charges only by payment_intent.")
+	}
+	list := chargeList{Object: "list", Data: []chargeObject{}, URL: "/v1/charges"}
+	if ch := s.chargeByIntent(pi); ch != nil {
+		ch.mu.Lock()
+		list.Data = append(list.Data, ch.object())
+		ch.mu.Unlock()
+	}
+	return found(list)
+}
+
+// target finds the charge a refund request names, or Stripe's 404.
+func (s *Server) target(chargeID, intentID string) (*charge, sim.Answer, bool) {
+	if chargeID != "" {
+		if ch := s.chargeByID(chargeID); ch != nil {
+			return ch, sim.Answer{}, true
+		}
+		return nil, missing("charge", "charge", chargeID), false
+	}
+	if ch := s.chargeByIntent(intentID); ch != nil {
+		return ch, sim.Answer{}, true
+	}
+	return nil, missing("payment_intent", "payment_intent", intentID), false
+}
+
+// chargeList is Stripe's list object of charges.
+type chargeList struct {
+	Object  string         `json:"object"`
+	Data    []chargeObject `json:"data"`
+	HasMore bool           `json:"has_more"`
+	URL     string         `json:"url"`
 }

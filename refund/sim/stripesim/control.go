@@ -6,13 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-
-	"github.com/refundkit/refundkit/refund/sim/adyensim"
-	"github.com/refundkit/refundkit/refund/sim/paypalsim"
 )
 
-// maxControlBody bounds what a control request may upload (charges files
-// are JSON lines of a few hundred bytes each).
+// maxControlBody bounds a control request's upload.
 const maxControlBody = 256 << 20
 
 // The control endpoints, routed under /_sim/ (routes.go lists them).
@@ -66,43 +62,20 @@ func (s *Server) listAllRefunds(w http.ResponseWriter, r *http.Request) {
 	bw.Flush()
 }
 
-func (s *Server) addCharges(w http.ResponseWriter, r *http.Request) {
-	charges, err := ReadCharges(io.LimitReader(r.Body, maxControlBody), "<body>")
-	if err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
-		return
+// addSeeds is a control endpoint that adds what read reads from the body.
+func addSeeds[T any](read func(io.Reader, string) ([]T, error), add func(...T) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		seeds, err := read(io.LimitReader(r.Body, maxControlBody), "<body>")
+		if err != nil {
+			controlError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if err := add(seeds...); err != nil {
+			controlError(w, http.StatusConflict, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]int{"added": len(seeds)})
 	}
-	if err := s.AddCharges(charges...); err != nil {
-		controlError(w, http.StatusConflict, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]int{"added": len(charges)})
-}
-
-func (s *Server) addCaptures(w http.ResponseWriter, r *http.Request) {
-	captures, err := paypalsim.ReadCaptures(io.LimitReader(r.Body, maxControlBody), "<body>")
-	if err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if err := s.paypal.AddCaptures(captures...); err != nil {
-		controlError(w, http.StatusConflict, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]int{"added": len(captures)})
-}
-
-func (s *Server) addAdyenPayments(w http.ResponseWriter, r *http.Request) {
-	payments, err := adyensim.ReadPayments(io.LimitReader(r.Body, maxControlBody), "<body>")
-	if err != nil {
-		controlError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if err := s.adyen.AddPayments(payments...); err != nil {
-		controlError(w, http.StatusConflict, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]int{"added": len(payments)})
 }
 
 func (s *Server) listAdyenPayments(w http.ResponseWriter, r *http.Request) {

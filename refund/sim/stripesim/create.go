@@ -10,8 +10,7 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// createParams are the parameters of POST /v1/refunds that the simulator
-// acts on.
+// createParams are what the simulator acts on of POST /v1/refunds.
 type createParams struct {
 	charge, intent       string
 	hasCharge, hasIntent bool
@@ -27,8 +26,7 @@ type createParams struct {
 	unknown              string
 }
 
-// Parameters of POST /v1/refunds that stripe-go may send and the simulator
-// accepts without acting on them.
+// ignoredCreateParams are accepted and not acted on.
 var ignoredCreateParams = map[string]bool{
 	"currency": true, "customer": true, "instructions_email": true, "origin": true,
 	"refund_application_fee": true, "reverse_transfer": true,
@@ -78,7 +76,7 @@ func parseCreate(form url.Values) createParams {
 }
 
 // validate checks the parameters as Stripe does before the endpoint runs.
-func (p *createParams) validate() (answer, bool) {
+func (p *createParams) validate() (sim.Answer, bool) {
 	switch {
 	case p.unknown != "":
 		return invalid("parameter_unknown", p.unknown, "Received unknown parameter: %s", p.unknown), false
@@ -118,15 +116,12 @@ func (p *createParams) validate() (answer, bool) {
 	if p.badExpand != "" {
 		return invalid("", "expand", "This property cannot be expanded (%s).", p.badExpand), false
 	}
-	return answer{}, true
+	return sim.Answer{}, true
 }
 
-// createRefund is POST /v1/refunds after the idempotency layer. The create
-// hook runs first, with the request's key held.
-func (s *Server) createRefund(c apiCall) answer {
-	if h := s.hook.Load(); h != nil {
-		(*h)(c.key)
-	}
+// createRefund is POST /v1/refunds after the idempotency layer.
+func (s *Server) createRefund(c apiCall) sim.Answer {
+	s.hook.Call(c.key)
 	f, seq := c.f, c.seq
 	p := parseCreate(c.form)
 	if a, ok := p.validate(); !ok {
@@ -138,7 +133,7 @@ func (s *Server) createRefund(c apiCall) answer {
 		return a
 	}
 	if s.core.FailBeforeCommit(f, seq) {
-		return answer{status: http.StatusInternalServerError, body: internalErrorBody, save: true}
+		return internalError
 	}
 	status := StatusSucceeded
 	if s.core.Hit(f.RequiresActionShare, seq, sim.KnobRequiresAction) {
@@ -149,7 +144,7 @@ func (s *Server) createRefund(c apiCall) answer {
 	if remaining == 0 {
 		ch.mu.Unlock()
 		s.core.Count.RefundsRefused.Add(1)
-		return refused(http.StatusBadRequest, apiError{Type: typeInvalid, Code: "charge_already_refunded", Charge: ch.id,
+		return refused(http.StatusBadRequest, sim.Error{Type: typeInvalid, Code: "charge_already_refunded", Charge: ch.id,
 			Message: fmt.Sprintf("Charge %s has already been refunded.", ch.id)})
 	}
 	amount := p.amount
@@ -159,7 +154,7 @@ func (s *Server) createRefund(c apiCall) answer {
 	if amount > remaining {
 		ch.mu.Unlock()
 		s.core.Count.RefundsRefused.Add(1)
-		return refused(http.StatusBadRequest, apiError{Type: typeInvalid, Code: "amount_too_large", Param: "amount",
+		return refused(http.StatusBadRequest, sim.Error{Type: typeInvalid, Code: "amount_too_large", Param: "amount",
 			Message: fmt.Sprintf("Refund amount (%s) is greater than unrefunded amount on charge (%s)", money(amount, ch.currency), money(remaining, ch.currency))})
 	}
 	re := s.addRefund(ch, amount, status, p.reason, p.metadata, c.key)
@@ -167,20 +162,10 @@ func (s *Server) createRefund(c apiCall) answer {
 	ch.mu.Unlock()
 	s.core.Count.RefundsCreated.Add(1)
 
-	a = answer{status: http.StatusOK, body: sim.MustJSON(obj), save: true}
-	switch s.core.AfterCommitFate(f, seq) {
-	case sim.Error500:
-		return answer{status: http.StatusInternalServerError, body: internalErrorBody, save: true}
-	case sim.GatewayError:
-		a.gateway = true
-	case sim.Dropped:
-		a.drop = true
-	}
-	return a
+	return s.core.AfterCommit(f, seq, sim.Answer{Status: http.StatusOK, Body: sim.MustJSON(obj), Save: true}, internalError)
 }
 
-// money formats minor units as Stripe's messages do for two-decimal
-// currencies ("$12.00" there; "12.00 usd" here).
+// money formats minor units of a two-decimal currency ("12.00 usd").
 func money(minor int64, currency string) string {
 	return fmt.Sprintf("%d.%02d %s", minor/100, minor%100, currency)
 }

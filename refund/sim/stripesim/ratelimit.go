@@ -6,14 +6,9 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-
-	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// Values of the Stripe-Rate-Limited-Reason header that Stripe's 429s carry.
-// The simulator enforces the two rate limiters; Stripe also documents
-// global-concurrency, endpoint-concurrency and resource-specific, which it
-// does not model.
+// The Stripe-Rate-Limited-Reason of the two limiters the simulator models.
 const (
 	ReasonGlobalRate   = "global-rate"
 	ReasonEndpointRate = "endpoint-rate"
@@ -34,9 +29,8 @@ var rateLimitedReasons = [numLimitReasons]string{
 	limitedEndpoint: ReasonEndpointRate,
 }
 
-// rateLimiter is the token buckets of one RateLimits. One lock covers all
-// buckets, so a request refused by one takes nothing from the other and a
-// clock read under it never goes backwards between two requests.
+// rateLimiter is the buckets of one RateLimits, under one lock: a refused
+// request takes nothing, and the clock never goes backwards.
 type rateLimiter struct {
 	limits RateLimits // as configured, to tell whether SetFaults changes them
 	now    func() time.Time
@@ -46,8 +40,7 @@ type rateLimiter struct {
 	endpoints [numRoutes]*rate.Limiter // nil: not an endpoint (routeOther)
 }
 
-// newRateLimiter makes full buckets for l, or returns nil if l enforces
-// nothing.
+// newRateLimiter makes full buckets for l; nil if l enforces nothing.
 func newRateLimiter(l RateLimits, now func() time.Time) *rateLimiter {
 	if !l.Enabled() {
 		return nil
@@ -62,8 +55,7 @@ func newRateLimiter(l RateLimits, now func() time.Time) *rateLimiter {
 	return rl
 }
 
-// admit takes a token from the global bucket and the route's and reports
-// true, or takes none and reports false with the bucket that refused.
+// admit takes a token from both buckets, or none and reports which refused.
 func (rl *rateLimiter) admit(rt route) (limitReason, bool) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
@@ -83,18 +75,10 @@ func (rl *rateLimiter) admit(rt route) (limitReason, bool) {
 	return 0, true
 }
 
-// rateLimitBody is the body of Stripe's 429s.
-var rateLimitBody = errorBody(apiError{Type: typeInvalid, Code: "rate_limit",
-	Message: "Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits."})
-
-// rateLimited answers 429 rate_limit and reports true if the request is
-// refused: by RateLimitShare's draw, or by the rate limits' buckets (then
-// with the Stripe-Rate-Limited-Reason header).
+// rateLimited answers 429 if the draw or the buckets refuse the request.
 func (s *Server) rateLimited(w http.ResponseWriter, rt route, f *Faults, seq uint64, reqID string) bool {
-	if s.core.Hit(f.RateLimitShare, seq, sim.KnobRateLimit) {
-		s.core.Count.RateLimited.Add(1)
+	if s.core.RateLimited(f, seq) {
 		s.stats.rateLimitedRoutes[rt].Add(1)
-		s.core.Pause(f, seq)
 		writeAnswer(w, http.StatusTooManyRequests, rateLimitBody, reqID, "", false)
 		return true
 	}

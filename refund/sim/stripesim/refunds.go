@@ -10,8 +10,7 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// refund is one refund. Only status changes after creation (under the
-// charge's lock); it is atomic so lists can read it without that lock.
+// refund is one refund; only its status changes (atomic, for lists).
 type refund struct {
 	id       string
 	seq      int
@@ -24,8 +23,7 @@ type refund struct {
 	status   atomic.Pointer[string]
 }
 
-// Refund is a refund as the simulator holds it, for checks by tests and
-// scripts (GET /_sim/refunds writes these as JSON lines).
+// Refund is a refund as the simulator holds it, for checks.
 type Refund struct {
 	ID            string            `json:"id"`
 	Charge        string            `json:"charge"`
@@ -36,8 +34,7 @@ type Refund struct {
 	Reason        string            `json:"reason,omitempty"`
 	Metadata      map[string]string `json:"metadata,omitempty"`
 	Created       int64             `json:"created"`
-	// IdempotencyKey is the key of the request that created the refund
-	// (empty for seeded refunds). Stripe does not expose it; checks may.
+	// IdempotencyKey made it; Stripe does not show it, checks may.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
@@ -63,8 +60,7 @@ func (s *Server) refundByID(id string) *refund {
 	return re
 }
 
-// allRefunds is every refund so far, oldest first; the slice is shared and
-// must not be modified.
+// allRefunds is every refund, oldest first (shared).
 func (s *Server) allRefunds() []*refund { return s.refunds.All() }
 
 // Refunds returns every refund, oldest first, for checks.
@@ -89,7 +85,7 @@ func (s *Server) Refunds() []Refund {
 }
 
 // getRefund is GET /v1/refunds/{id}.
-func (s *Server) getRefund(c apiCall) answer {
+func (s *Server) getRefund(c apiCall) sim.Answer {
 	expand, a, ok := parseExpandOnly(c.form, "charge")
 	if !ok {
 		return a
@@ -106,11 +102,11 @@ func (s *Server) getRefund(c apiCall) answer {
 	} else {
 		obj = re.object(false)
 	}
-	return answer{status: http.StatusOK, body: sim.MustJSON(obj)}
+	return found(obj)
 }
 
 // cancelRefund is POST /v1/refunds/{id}/cancel after the idempotency layer.
-func (s *Server) cancelRefund(c apiCall) answer {
+func (s *Server) cancelRefund(c apiCall) sim.Answer {
 	id := c.id
 	expand, a, ok := parseExpandOnly(c.form, "charge")
 	if !ok {
@@ -124,7 +120,7 @@ func (s *Server) cancelRefund(c apiCall) answer {
 	ch.mu.Lock()
 	if st := *re.status.Load(); st != StatusRequiresAction {
 		ch.mu.Unlock()
-		return refused(http.StatusBadRequest, apiError{Type: typeInvalid,
+		return refused(http.StatusBadRequest, sim.Error{Type: typeInvalid,
 			Message: fmt.Sprintf("Only refunds with a status of requires_action can be canceled; refund %s has status %s.", id, st)})
 	}
 	canceled := StatusCanceled
@@ -133,12 +129,11 @@ func (s *Server) cancelRefund(c apiCall) answer {
 	obj := re.object(expand)
 	ch.mu.Unlock()
 	s.stats.refundsCanceled.Add(1)
-	return answer{status: http.StatusOK, body: sim.MustJSON(obj), save: true}
+	return sim.Answer{Status: http.StatusOK, Body: sim.MustJSON(obj), Save: true}
 }
 
-// listRefunds is GET /v1/refunds: newest first, paged by starting_after or
-// ending_before, filtered by charge or payment_intent.
-func (s *Server) listRefunds(c apiCall) answer {
+// listRefunds is GET /v1/refunds: newest first, paged, filtered.
+func (s *Server) listRefunds(c apiCall) sim.Answer {
 	form := c.form
 	var chargeID, intentID, after, before string
 	limit := 10
@@ -171,8 +166,7 @@ func (s *Server) listRefunds(c apiCall) answer {
 				expand = true
 			}
 		default:
-			// created filters included: the simulator does not implement
-			// them, and must not pretend to.
+			// created filters too: not simulated, so refused.
 			return invalid("parameter_unknown", name, "Received unknown parameter: %s", name)
 		}
 	}
@@ -231,7 +225,7 @@ func (s *Server) listRefunds(c apiCall) answer {
 			list.Data[j] = re.object(false)
 		}
 	}
-	return answer{status: http.StatusOK, body: sim.MustJSON(list)}
+	return found(list)
 }
 
 // refundObject is Stripe's refund object as stripe-go v76 decodes it.

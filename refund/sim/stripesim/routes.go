@@ -5,6 +5,10 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/refundkit/refundkit/refund/sim"
+	"github.com/refundkit/refundkit/refund/sim/adyensim"
+	"github.com/refundkit/refundkit/refund/sim/paypalsim"
 )
 
 // route is an endpoint of the API, for dispatch, rate limits and stats.
@@ -21,9 +25,8 @@ const (
 	numRoutes
 )
 
-// routeNames are the routes' ServeMux patterns, which are also their names
-// in Stats (Requests["GET /v1/charges/{id}"]) and their rate-limit
-// endpoints: a method and a path, an id counting as one path.
+// routeNames are the routes' patterns, their names in Stats and their
+// rate-limit endpoints.
 var routeNames = [numRoutes]string{
 	routeCreateRefund: "POST /v1/refunds",
 	routeListRefunds:  "GET /v1/refunds",
@@ -34,36 +37,19 @@ var routeNames = [numRoutes]string{
 	routeOther:        "other",
 }
 
-// routes is the simulator's route table: Stripe's endpoints, PayPal's and
-// Adyen's (paypalsim's and adyensim's Server.Register document them and
-// their knobs), then the
-// control endpoints that scripts use to steer and check the simulator. The
-// control endpoints need no key (the server is on loopback only), take no
-// fault and count in no statistic.
+// routes is the route table: Stripe's endpoints, PayPal's and Adyen's (see
+// their Register), then the control endpoints (docs/stripe-sim.md), which
+// need no key, take no fault and count in no statistic:
 //
-//	GET  /_sim/faults       the fault knobs in force
-//	POST /_sim/faults       replace the fault knobs (JSON Faults; absent = 0),
-//	                        rate limits included: {"rate_limits":{"mode":"test"}}
-//	POST /_sim/forget-keys  forget completed idempotency keys and
-//	                        PayPal-Request-Ids
-//	GET  /_sim/stats        counters (JSON Stats; PayPal's routes among the
-//	                        requests, PayPal's own counts under "paypal")
-//	POST /_sim/settle       wait for requests still running behind a gateway
-//	                        timeout, then answer the counters (JSON Stats)
-//	GET  /_sim/refunds      every refund, oldest first, as JSON lines:
-//	                        Stripe's, then PayPal's (paypalsim.Refund, with
-//	                        "capture" where Stripe's have "charge")
-//	POST /_sim/charges      add charges given as JSON lines
-//	POST /_sim/captures     add PayPal captures given as JSON lines
-//	POST /_sim/adyen/payments     add Adyen payments given as JSON lines
-//	GET  /_sim/adyen/payments     every Adyen payment (JSON lines,
-//	                              adyensim.PaymentState)
-//	GET  /_sim/adyen/refunds      every Adyen refund, oldest first (JSON
-//	                              lines, adyensim.Refund)
-//	POST /_sim/adyen/flush        wait until every queued notification is
-//	                              accepted (bounded by the request), then
-//	                              answer the counts (adyensim.NotifyStats)
-//	POST /_sim/adyen/forget-keys  forget Adyen's completed Idempotency-Keys
+//	GET, POST /_sim/faults        the knobs in force; replace them (JSON Faults)
+//	POST /_sim/forget-keys        forget every API's completed keys
+//	GET  /_sim/stats              the counters (JSON Stats)
+//	POST /_sim/settle             wait for requests behind a gateway timeout, then the counters
+//	GET  /_sim/refunds            Stripe's refunds, then PayPal's, as JSON lines
+//	POST /_sim/charges, captures, adyen/payments   add seeds given as JSON lines
+//	GET  /_sim/adyen/payments, adyen/refunds       Adyen's, as JSON lines
+//	POST /_sim/adyen/flush        wait until every notification is accepted
+//	POST /_sim/adyen/forget-keys  forget Adyen's completed keys
 //
 // Every other request is serveUnknown's.
 func (s *Server) routes() *http.ServeMux {
@@ -84,24 +70,22 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /_sim/stats", s.getStats)
 	mux.HandleFunc("POST /_sim/settle", s.settle)
 	mux.HandleFunc("GET /_sim/refunds", s.listAllRefunds)
-	mux.HandleFunc("POST /_sim/charges", s.addCharges)
-	mux.HandleFunc("POST /_sim/captures", s.addCaptures)
-	mux.HandleFunc("POST /_sim/adyen/payments", s.addAdyenPayments)
+	mux.HandleFunc("POST /_sim/charges", addSeeds(ReadCharges, s.AddCharges))
+	mux.HandleFunc("POST /_sim/captures", addSeeds(paypalsim.ReadCaptures, s.paypal.AddCaptures))
+	mux.HandleFunc("POST /_sim/adyen/payments", addSeeds(adyensim.ReadPayments, s.adyen.AddPayments))
 	mux.HandleFunc("GET /_sim/adyen/payments", s.listAdyenPayments)
 	mux.HandleFunc("GET /_sim/adyen/refunds", s.listAdyenRefunds)
 	mux.HandleFunc("POST /_sim/adyen/flush", s.flushAdyen)
 	mux.HandleFunc("POST /_sim/adyen/forget-keys", s.forgetAdyenKeys)
 
-	// Any method on any path, so ServeMux never answers a plain-text 404
-	// or 405; no "/_sim/" beside it, or ServeMux would redirect /_sim.
+	// Any method on any path: ServeMux never answers a plain 404 or 405
+	// (and no "/_sim/", or it would redirect /_sim).
 	mux.HandleFunc("/", s.serveUnknown)
 	return mux
 }
 
-// serveHTTP routes a request by the table, except two kinds that ServeMux
-// does not route as Stripe does: a path it would clean (/v1//refunds), which
-// it answers with a redirect, and a HEAD, which it gives to the GET pattern.
-// Neither is a route of Stripe's: both are unknown requests.
+// serveHTTP routes a request by the table, but for what ServeMux routes
+// unlike Stripe: a path it would clean (/v1//refunds) and a HEAD.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead || !routable(r.URL.EscapedPath()) {
 		s.serveUnknown(w, r)
@@ -110,8 +94,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// routable reports whether ServeMux routes p as it is rather than
-// redirecting to its cleaned form; a trailing slash is kept by both.
+// routable reports whether ServeMux routes p as it is, not redirected.
 func routable(p string) bool {
 	if p == "" || p[0] != '/' {
 		return false
@@ -121,9 +104,7 @@ func routable(p string) bool {
 }
 
 // serveUnknown answers a request no route takes: under /_sim/ with the
-// control endpoints' JSON error, anywhere else as Stripe answers a URL it
-// does not know, after the key check and the rate limits as every API
-// request (it counts as "other").
+// control endpoints' error, elsewhere as Stripe does, as route "other".
 func (s *Server) serveUnknown(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/_sim/") {
 		controlError(w, http.StatusNotFound, "no control endpoint "+r.Method+" "+r.URL.Path)
@@ -133,7 +114,7 @@ func (s *Server) serveUnknown(w http.ResponseWriter, r *http.Request) {
 }
 
 // unrecognized is Stripe's answer to a URL it has no endpoint for.
-func unrecognized(c apiCall) answer {
-	return answer{status: http.StatusNotFound, body: errorBody(apiError{Type: typeInvalid,
+func unrecognized(c apiCall) sim.Answer {
+	return sim.Answer{Status: http.StatusNotFound, Body: errorBody(sim.Error{Type: typeInvalid,
 		Message: fmt.Sprintf("Unrecognized request URL (%s: %s).", c.method, c.path)})}
 }

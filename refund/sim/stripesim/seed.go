@@ -10,8 +10,7 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// Charge is a charge the simulator knows, as seeded by a test or a charges
-// file (one JSON object per line, with these field names).
+// Charge is a charge, as seeded (JSON lines of these fields).
 type Charge struct {
 	ID            string `json:"id"`
 	PaymentIntent string `json:"payment_intent,omitempty"`
@@ -19,18 +18,15 @@ type Charge struct {
 	Currency string `json:"currency,omitempty"`
 	// Amount is the captured amount in the currency's minor units.
 	Amount int64 `json:"amount"`
-	// Refunds already on the charge when it is added, oldest first: the
-	// traces of an earlier run that the tools must find and account for.
+	// Refunds already on the charge, oldest first: an earlier run's traces.
 	Refunds []SeedRefund `json:"refunds,omitempty"`
 }
 
-// SeedRefund is a refund that exists on a charge before the run under test,
-// for example one made by an old script that kept no checkpoint.
+// SeedRefund is a refund made before the run under test.
 type SeedRefund struct {
 	Amount int64 `json:"amount"`
-	// Status is succeeded (the default), pending or requires_action; canceled
-	// and failed refunds are kept but do not count against the charge. A
-	// status that begins StatusUnlistedPrefix is served as it is.
+	// Status is succeeded (""), pending, requires_action, canceled or failed
+	// (the last two hold nothing), or StatusUnlistedPrefix...: served as it is.
 	Status   string            `json:"status,omitempty"`
 	Reason   string            `json:"reason,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
@@ -43,9 +39,8 @@ const (
 	StatusRequiresAction = "requires_action"
 	StatusCanceled       = "canceled"
 	StatusFailed         = "failed"
-	// StatusUnlistedPrefix begins a status Stripe does not document (one
-	// it might add), for tests that a client judges statuses by an
-	// allow-list: such a refund holds its amount of the charge.
+	// StatusUnlistedPrefix begins a status Stripe does not document, for tests
+	// of a client's allow-list; such a refund holds its amount.
 	StatusUnlistedPrefix = "unlisted_"
 )
 
@@ -67,9 +62,8 @@ func validReason(r string) bool {
 	return false
 }
 
-// countsAgainstCharge reports whether a refund in this status holds part of
-// the charge's refundable amount (Stripe releases it only when the refund is
-// canceled or fails).
+// countsAgainstCharge reports whether a refund of this status holds its
+// amount of the charge.
 func countsAgainstCharge(status string) bool {
 	return status != StatusCanceled && status != StatusFailed
 }
@@ -114,8 +108,8 @@ func (c *Charge) Validate() error {
 	return nil
 }
 
-// checkMetadata applies Stripe's metadata limits: 50 keys, keys up to 40
-// characters without square brackets, values up to 500 characters.
+// checkMetadata applies Stripe's limits: 50 keys of 1-40 characters
+// without [ or ], values up to 500.
 func checkMetadata(md map[string]string) string {
 	if len(md) > 50 {
 		return fmt.Sprintf("metadata has %d keys: at most 50", len(md))
@@ -131,9 +125,8 @@ func checkMetadata(md map[string]string) string {
 	return ""
 }
 
-// GenerateCharges makes n usd charges with ids ch_sim0000001, ... and
-// payment intents pi_sim0000001, ..., and amounts between 1.00 and 1000.00
-// drawn from seed: the same n and seed always give the same charges.
+// GenerateCharges makes n usd charges ch_sim0000001 (pi_sim0000001), ... of
+// 1.00 to 1000.00 drawn from seed.
 func GenerateCharges(n int, seed int64) []Charge {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 	charges := make([]Charge, n)
@@ -149,40 +142,19 @@ func GenerateCharges(n int, seed int64) []Charge {
 	return charges
 }
 
-// maxLine bounds one line of a charges file; a charge with 50 seeded refunds
-// full of metadata still fits.
+// maxLine bounds a line: 50 seeded refunds full of metadata fit.
 const maxLine = 4 << 20
 
-// ReadCharges reads charges as JSON lines (blank lines are skipped). name is
-// used in errors, which read "name:line: what is wrong". Unknown fields,
-// invalid charges and an id or payment intent given twice are errors.
+// ReadCharges reads charges as JSON lines; errors read "name:line: ...".
 func ReadCharges(r io.Reader, name string) ([]Charge, error) {
-	var charges []Charge
-	ids := map[string]int{}
-	intents := map[string]int{}
-	err := sim.ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
-		var c Charge
-		if err := sim.DecodeLine(b, &c, "charge"); err != nil {
-			return err
-		}
+	seen := sim.FirstLines{}
+	return sim.ReadSeeds(r, name, maxLine, "charge", func(line int, c *Charge) error {
 		if err := c.Validate(); err != nil {
 			return err
 		}
-		if first, dup := ids[c.ID]; dup {
-			return fmt.Errorf("charge %s: already given on line %d", c.ID, first)
+		if err := seen.Once("charge", c.ID, line); err != nil || c.PaymentIntent == "" {
+			return err
 		}
-		ids[c.ID] = line
-		if c.PaymentIntent != "" {
-			if first, dup := intents[c.PaymentIntent]; dup {
-				return fmt.Errorf("payment_intent %s: already given on line %d", c.PaymentIntent, first)
-			}
-			intents[c.PaymentIntent] = line
-		}
-		charges = append(charges, c)
-		return nil
+		return seen.Once("payment_intent", c.PaymentIntent, line)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return charges, nil
 }

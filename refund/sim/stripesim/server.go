@@ -1,24 +1,9 @@
-// Package stripesim is a stateful simulator of Stripe's refund API: a real
-// HTTP server on loopback that the real stripe-go client talks to, with
-// Stripe's validation, idempotency-key semantics (replay, 400 on other
-// parameters, 409 while in flight, expiry) and list pagination, plus knobs
-// for the faults refundkit must survive: latency, 429s, 500s before and
-// after the refund is committed, connections dropped after the commit,
-// refunds that need action, a gateway in front of the API that answers
-// 502 or 504 on its own (at once while the request goes on, or after the
-// commit), and Stripe's documented rate limits as token buckets (global and
-// per endpoint, test or live mode), so a client's pacing can be measured
-// against them.
-//
-// The same server serves PayPal's refund API on the same port
-// (refund/sim/paypalsim: OAuth2 tokens, refunds under PayPal-Request-Id,
-// PENDING refunds that settle) and Adyen's (refund/sim/adyensim: refunds
-// under Idempotency-Key, their outcome in signed notifications posted to a
-// receiver), with the same fault knobs: the knobs, their draws, the
-// idempotency keys and the shared counters live in refund/sim.
-//
-// Tests, the demo, chaos runs and benchmarks all use it; cmd/stripe-sim
-// serves it as a process with control endpoints under /_sim/.
+// Package stripesim is a stateful simulator of Stripe's refund API, a real
+// HTTP server on loopback for the real stripe-go client: Stripe's
+// validation, idempotency keys and list pagination, with the fault knobs of
+// refund/sim and Stripe's rate limits. The same port serves PayPal's API
+// (paypalsim) and Adyen's (adyensim) over the same core, and the control
+// endpoints under /_sim/ that cmd/stripe-sim, tests and scripts use.
 package stripesim
 
 import (
@@ -39,34 +24,32 @@ import (
 type Config struct {
 	// Charges are seeded before the first request.
 	Charges []Charge
-	// Faults are the initial fault knobs; SetFaults changes them at run time.
+	// Faults are the initial knobs (SetFaults changes them).
 	Faults Faults
 	// Seed makes fault draws deterministic for a given request order.
 	Seed int64
-	// KeyTTL forgets completed idempotency keys this long after their first
-	// request (Stripe: 24 hours); 0 keeps them until ForgetKeys. PayPal's
-	// request ids are kept 45 days (paypalsim.RequestIDTTL).
+	// KeyTTL forgets a completed key this long after its first request
+	// (Stripe: 24 hours); 0 keeps them until ForgetKeys.
 	KeyTTL time.Duration
-	// PayPal configures PayPal's routes, served on the same port.
+	// PayPal and Adyen configure their APIs' routes.
 	PayPal paypalsim.Config
-	// Adyen configures Adyen's routes, served on the same port.
-	Adyen adyensim.Config
+	Adyen  adyensim.Config
 }
 
 // Server is one simulated Stripe account. It is safe for concurrent use.
 type Server struct {
-	core    *sim.Core         // knobs, draws, keys, counters shared with PayPal's routes
-	paypal  *paypalsim.Server // PayPal's routes (paypalsim)
-	adyen   *adyensim.Server  // Adyen's routes (adyensim)
+	core    *sim.Core // shared with PayPal's and Adyen's routes
+	paypal  *paypalsim.Server
+	adyen   *adyensim.Server
 	keyTTL  time.Duration
 	now     func() time.Time // replaced by tests that move time
 	mux     *http.ServeMux   // the route table (routes.go)
 	handler http.Handler
 
-	hook atomic.Pointer[func(string)]
+	hook sim.Hook
 
-	// limiter holds the rate-limit buckets of faults.RateLimits, nil when
-	// off; limitsMu orders SetFaults calls that replace it.
+	// limiter holds the buckets of RateLimits (nil when off); limitsMu
+	// orders the SetFaults that replace it.
 	limiter  atomic.Pointer[rateLimiter]
 	limitsMu sync.Mutex
 
@@ -74,8 +57,6 @@ type Server struct {
 	charges   map[string]*charge
 	byIntent  map[string]*charge
 
-	// refunds holds every refund in creation order, refund n with id
-	// re_sim%010d(n).
 	refunds sim.Numbered[*refund]
 
 	stats counters
@@ -84,8 +65,8 @@ type Server struct {
 	url     string
 }
 
-// New makes a simulator to serve through Handler. It panics if a seeded
-// charge is invalid or given twice (use Start or Listen to get an error).
+// New makes a simulator to serve through Handler; it panics where Start
+// would fail.
 func New(cfg Config) *Server {
 	s, err := newServer(cfg)
 	if err != nil {
@@ -132,8 +113,8 @@ func newServer(cfg Config) (*Server, error) {
 // Start serves a new simulator on a free port of 127.0.0.1.
 func Start(cfg Config) (*Server, error) { return Listen(cfg, "127.0.0.1:0") }
 
-// Listen serves a new simulator on addr, which must be a loopback address:
-// the simulator accepts any test key and must never face a network.
+// Listen serves a new simulator on addr, which must be loopback: the
+// simulator accepts any test key.
 func Listen(cfg Config, addr string) (*Server, error) {
 	if err := CheckLoopback(addr); err != nil {
 		return nil, err
@@ -159,8 +140,7 @@ func Listen(cfg Config, addr string) (*Server, error) {
 	return s, nil
 }
 
-// CheckLoopback reports an error unless addr (host:port) names a loopback
-// address: 127.0.0.0/8, ::1 or localhost.
+// CheckLoopback reports an error unless addr (host:port) is loopback.
 func CheckLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -178,32 +158,26 @@ func CheckLoopback(addr string) error {
 // Handler serves the API and the /_sim/ control endpoints.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// URL is the base URL of a started simulator (http://127.0.0.1:PORT), to
-// give stripe-go as its backend URL; empty for one made with New.
+// URL is a started simulator's base URL; empty for one made with New.
 func (s *Server) URL() string { return s.url }
 
-// Close stops serving at once, dropping open connections, and waits for
-// requests still running behind a gateway timeout, cutting their injected
-// latency short (a create hook that blocks holds Close until it returns);
-// then it stops sending Adyen's notifications.
-func (s *Server) Close() {
-	s.core.CutLatency()
-	if s.httpSrv != nil {
-		s.httpSrv.Close()
-	}
-	s.core.StopBackground()
-	s.Settle(context.Background())
-	s.adyen.Close()
-}
+// Close stops serving at once, waits for the requests behind a gateway
+// timeout (latency cut short, a blocking create hook waited for), then
+// stops Adyen's notifications.
+func (s *Server) Close() { s.stop(context.Background(), false) }
 
-// Shutdown stops accepting connections and waits for requests in flight,
-// those behind a gateway timeout included, cutting injected latency short,
-// until ctx ends.
-func (s *Server) Shutdown(ctx context.Context) error {
+// Shutdown is Close that lets the requests in flight finish, until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.stop(ctx, true) }
+
+func (s *Server) stop(ctx context.Context, graceful bool) error {
 	s.core.CutLatency()
 	var err error
-	if s.httpSrv != nil {
+	switch {
+	case s.httpSrv == nil:
+	case graceful:
 		err = s.httpSrv.Shutdown(ctx)
+	default:
+		s.httpSrv.Close()
 	}
 	s.core.StopBackground()
 	if err2 := s.Settle(ctx); err == nil {
@@ -213,23 +187,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Settle waits until every request that a gateway timeout answered early
-// has finished at the simulator (its refund committed and its answer saved
-// under its key), or ctx ends. Tests call it before they check what a
-// retry replays, instead of sleeping.
+// Settle waits until every request a gateway timeout answered early has
+// finished (committed, its answer saved), or ctx ends.
 func (s *Server) Settle(ctx context.Context) error { return s.core.Settle(ctx) }
 
-// PayPal is PayPal's side of the simulator: its captures, refunds and
-// create hook.
+// PayPal is PayPal's side of the simulator.
 func (s *Server) PayPal() *paypalsim.Server { return s.paypal }
 
-// Adyen is Adyen's side of the simulator: its payments, refunds,
-// notifications and create hook.
+// Adyen is Adyen's side of the simulator.
 func (s *Server) Adyen() *adyensim.Server { return s.adyen }
 
-// SetFaults replaces the fault knobs for requests that arrive from now on.
-// Rate-limit buckets start full when the rate limits change, and keep their
-// tokens when they stay as they were.
+// SetFaults replaces the knobs for requests arriving from now on; the
+// rate-limit buckets start full if the rate limits change.
 func (s *Server) SetFaults(f Faults) error {
 	if err := f.Validate(); err != nil {
 		return err
@@ -243,31 +212,18 @@ func (s *Server) SetFaults(f Faults) error {
 	return nil
 }
 
-// clock reads s.now when called, so a test that replaces s.now moves the
-// rate-limit buckets' time too.
+// clock reads s.now, which tests replace, when called.
 func (s *Server) clock() time.Time { return s.now() }
 
 // Faults returns the fault knobs in force.
 func (s *Server) Faults() Faults { return *s.core.Faults() }
 
-// ForgetKeys forgets every completed idempotency key, as Stripe does after
-// 24 hours, every PayPal-Request-Id, as PayPal does after 45 days, and
-// every Adyen Idempotency-Key, as Adyen does after 31 days, and returns
-// how many it forgot. Keys whose first request is
-// still in flight are kept.
+// ForgetKeys forgets every API's completed keys, as their expiry would,
+// and returns how many.
 func (s *Server) ForgetKeys() int { return s.core.Keys.Forget() }
 
-// SetCreateHook makes every POST /v1/refunds call fn with its idempotency
-// key once the key is reserved and before the refund is created; the request
-// stays in flight while fn blocks. Tests use it to hold a request at a known
-// point. nil removes the hook. Behind a gateway timeout fn runs after the
-// gateway answered, and Close waits for it to return.
-func (s *Server) SetCreateHook(fn func(idempotencyKey string)) {
-	if fn == nil {
-		s.hook.Store(nil)
-		return
-	}
-	s.hook.Store(&fn)
-}
+// SetCreateHook makes every POST /v1/refunds call fn with its key, held,
+// before the refund is made (nil: none): tests hold a request with it.
+func (s *Server) SetCreateHook(fn func(idempotencyKey string)) { s.hook.Set(fn) }
 
 // AddCharges adds charges and their seeded refunds. Nothing is added if one

@@ -112,6 +112,16 @@ type Amount struct {
 	Value    int64  `json:"value"`
 }
 
+// RefundAnswer is Adyen's 201 to a refund: "received", never an outcome.
+type RefundAnswer struct {
+	MerchantAccount     string `json:"merchantAccount"`
+	PaymentPSPReference string `json:"paymentPspReference"`
+	PSPReference        string `json:"pspReference"`
+	Reference           string `json:"reference,omitempty"`
+	Status              string `json:"status"`
+	Amount              Amount `json:"amount"`
+}
+
 // Item is one NotificationRequestItem as Adyen posts it. success is the
 // string "true" or "false", as Adyen writes it.
 type Item struct {

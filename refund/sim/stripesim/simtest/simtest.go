@@ -1,7 +1,5 @@
-// Package simtest serves the simulator (refund/sim/stripesim, with PayPal's
-// routes of refund/sim/paypalsim on the same URL) to a unit test, as
-// net/http/httptest serves a handler, and counts the calls made to it from
-// the simulator's own Stats, so that no test counts requests by hand.
+// Package simtest serves the simulator (stripesim, every API on one URL) to
+// a test, as httptest serves a handler, and counts calls from its Stats.
 package simtest
 
 import (
@@ -52,8 +50,7 @@ func Start(t testing.TB, cfg stripesim.Config) *Sim {
 	return s
 }
 
-// Serve serves a simulator made with cfg until Close: for harnesses that
-// are not a test, such as a testscript's setup.
+// Serve serves a simulator made with cfg until Close, outside a test.
 func Serve(cfg stripesim.Config) *Sim {
 	s := &Sim{Server: stripesim.New(cfg)}
 	s.http = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -67,8 +64,7 @@ func Serve(cfg stripesim.Config) *Sim {
 	return s
 }
 
-// Close stops serving, then stops the simulator: refunds still going on
-// behind a gateway's 504 end with it.
+// Close stops serving, then the simulator.
 func (s *Sim) Close() {
 	s.http.Close()
 	s.Server.Close()
@@ -95,8 +91,7 @@ func (s *Sim) Lists() int64 { return s.Calls(List) }
 // PayPalCreates counts PayPal refund requests since the last Reset.
 func (s *Sim) PayPalCreates() int64 { return s.Calls(PayPalRefund) }
 
-// PayPalLookups counts PayPal refund, capture and order look-ups since
-// the last Reset.
+// PayPalLookups counts PayPal look-ups since the last Reset.
 func (s *Sim) PayPalLookups() int64 {
 	return s.Calls(PayPalGetRefund, PayPalGetCapture, PayPalGetOrder)
 }
