@@ -68,6 +68,13 @@ func (j journalCheckpoint) OnPayment(keys []string) ([]journal.PaymentItem, erro
 	return j.state.OnPayment(keys...), nil
 }
 
+// sharer is a checkpoint whose records can credit one refund to two items:
+// a file journal, concatenated or edited by hand. A shared checkpoint
+// checks each credit as it is written.
+type sharer interface {
+	SharedRefund(id, batch, item string) (firstBatch, firstItem string, shared bool)
+}
+
 var errReadOnly = errors.New("the journal was opened for reading only")
 
 func (j journalCheckpoint) Append(recs ...*journal.Record) error {

@@ -161,14 +161,14 @@ func (p Payment) ID() string {
 	return p.PSPReference
 }
 
-// paymentField names the field of the plan item that names its payment.
-func paymentField(it *Item) string {
+// field names the plan item field that names the payment.
+func (p Payment) field() string {
 	switch {
-	case it.Charge != "":
+	case p.Charge != "":
 		return "charge"
-	case it.PaymentIntent != "":
+	case p.PaymentIntent != "":
 		return "payment_intent"
-	case it.Capture != "":
+	case p.Capture != "":
 		return "capture"
 	}
 	return "psp_reference"
@@ -176,7 +176,7 @@ func paymentField(it *Item) string {
 
 // accepts says why the provider cannot refund the item's payment, if so.
 func (f *Facts) accepts(it *Item) *InputError {
-	field := paymentField(it)
+	field := paymentOf(it).field()
 	switch {
 	case len(f.Payments) > 0 && !slices.Contains(f.Payments, field):
 		return fieldError(field, "%s refunds a %s, not a %s: is this the plan for another provider (--provider)?", f.Name, strings.Join(f.Payments, " or "), field)

@@ -30,6 +30,51 @@ const (
 	StatusWouldFail  = "would_fail"      // the real run would fail it (the code says why)
 )
 
+// Codes of the results and journal records an item's life writes.
+const (
+	// CodeRefundedByOtherBatch: the charge holds a live refund of another
+	// refundkit batch; the item is held, nothing is sent.
+	CodeRefundedByOtherBatch = "refunded_by_other_batch"
+	// CodeRefundedOutside: the charge holds a live refund without refundkit
+	// metadata and AllRefunds asks to hold such items.
+	CodeRefundedOutside = "refunded_outside_refundkit"
+	// CodeRefundedUnattributed: the charge holds a live refund whose maker
+	// cannot be told (Refund.Unattributed); the item is held.
+	CodeRefundedUnattributed = "refunded_unattributed"
+	// CodeDuplicateRefunds: the provider holds more than one live refund
+	// for the item; one is kept, the others journaled and reported.
+	CodeDuplicateRefunds = "duplicate_refunds"
+	// CodeRefundedByOtherItem: the charge holds a live refund of this batch
+	// for an item the plan does not put on this payment (renamed, dropped,
+	// moved); the item is held.
+	CodeRefundedByOtherItem = "refunded_by_other_item"
+	// CodeAnswerMismatch: the provider answered with a refund that is not
+	// the item's; the run halts.
+	CodeAnswerMismatch = "answer_mismatch"
+	// CodeSharedRefund: the journal credits the item's refund to another
+	// item too; nothing sent until a person mends it.
+	CodeSharedRefund = "shared_refund"
+	// CodeAmountDiffers: the item's own refund is of another amount than
+	// the plan's, or a full refund's payment does not add up.
+	CodeAmountDiffers = "refund_amount_differs"
+	// CodeCurrencyDiffers: the payment or the item's refund is in another
+	// currency than the plan says; nothing is sent.
+	CodeCurrencyDiffers = "currency_differs"
+	// CodeLookupFailed: the payment's refunds could not be listed; nothing
+	// sent or journaled, the next run tries again.
+	CodeLookupFailed = "lookup_failed"
+	// CodeNoLookup: an item in doubt the provider cannot look up and whose
+	// key it may have forgotten; nothing is sent, a person checks.
+	CodeNoLookup = "no_lookup"
+)
+
+// heldCode reports a failure that is a hold for a refund made elsewhere on
+// the charge, which AllowRefundedCharges lifts.
+func heldCode(code string) bool {
+	return code == CodeRefundedByOtherBatch || code == CodeRefundedOutside || code == CodeRefundedByOtherItem ||
+		code == CodeRefundedUnattributed
+}
+
 // Kinds of dry run (Summary.Dry).
 const (
 	DryLookup  = "lookup"  // items looked up at the provider, read only
