@@ -18,10 +18,6 @@ const (
 	EndpointGet                     // Provider.Get (GET /v1/refunds/{id})
 )
 
-// DefaultShare of a provider's limits a run takes: the rest is headroom
-// for the account's other traffic.
-const DefaultShare = 0.8
-
 // Limits are request rates per second; 0 means no limit.
 type Limits struct {
 	Global, Create, List, Charges, Get float64
