@@ -4,6 +4,7 @@ package refund
 // plan item: pure functions that say what is wrong, and decide nothing.
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -123,6 +124,15 @@ func CheckRecords(batch, item string, st journal.ItemState) error {
 		return fmt.Errorf("item %q of batch %q: the journal records refund %s of %d for it, which is no refund: a record not written by refundkit, or edited; nothing is sent for it until a person checks the refund at the provider (audit --stripe) and its record", item, batch, st.Refund, st.Amount)
 	}
 	return nil
+}
+
+// parseAttempt reads the attempt a refund's metadata names.
+func parseAttempt(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err == nil && n < 1 {
+		err = errors.New("attempt below 1")
+	}
+	return n, err
 }
 
 func amountText(a int64) string {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,6 +152,11 @@ func (e *engine) halt(h *HaltError) {
 		e.stopRun()
 		e.cfg.Log.Error(h.Error())
 	})
+}
+
+// refusedKey halts the run: the provider refused the API key, as why says.
+func (e *engine) refusedKey(why string) {
+	e.halt(&HaltError{Err: fmt.Errorf("%s refused the API key (%s)", strings.ToLower(e.name), why)})
 }
 
 // append records recs durably, in one commit; a failure halts the run. In

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
@@ -211,7 +210,7 @@ func (e *engine) read(ctx context.Context, it *Item, attempt int, unsent bool, e
 				continue
 			}
 		case ClassFatal:
-			e.halt(&HaltError{Err: fmt.Errorf("%s refused the API key (%s)", strings.ToLower(e.name), code)})
+			e.refusedKey(code)
 		case ClassFinal:
 			msg := "could not " + what + ": " + f.Message
 			if unsent {

@@ -577,7 +577,7 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 		if status != 0 {
 			why = fmt.Sprintf("%d %s", status, code)
 		}
-		e.halt(&HaltError{Err: fmt.Errorf("%s refused the API key (%s)", strings.ToLower(e.name), why)})
+		e.refusedKey(why)
 		return inDoubt(it, attempt, code, "run halted")
 	case ClassStopped:
 		return inDoubt(it, attempt, code, "interrupted while retrying a call that was sent; a later run looks it up first")

@@ -5,11 +5,9 @@ package refund
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -342,14 +340,6 @@ func withExtras(r Result, extras []string) Result {
 	r.Message = fmt.Sprintf("the journal holds %d more %s for this item beside %s (%s): refunded more than once; audit reports them (a succeeded refund cannot be reversed through the API)",
 		len(extras), plural(len(extras), "refund"), r.Refund, strings.Join(extras, ", "))
 	return r
-}
-
-func parseAttempt(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err == nil && n < 1 {
-		err = errors.New("attempt below 1")
-	}
-	return n, err
 }
 
 // upperFirst starts a sentence with s.
