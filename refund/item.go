@@ -14,25 +14,22 @@ import (
 // Item is one planned refund: the JSON-lines schema that plan writes and
 // refund reads.
 type Item struct {
-	Batch         string `json:"batch"`
-	Item          string `json:"item"`
-	Charge        string `json:"charge,omitempty"`
-	PaymentIntent string `json:"payment_intent,omitempty"`
-	Capture       string `json:"capture,omitempty"`       // a PayPal capture
-	PSPReference  string `json:"psp_reference,omitempty"` // an Adyen payment
-	// Amount in the currency's minor units; 0 means the full remaining amount.
-	Amount int64 `json:"amount,omitempty"`
-	// Currency is informational: Stripe refunds in the charge's currency.
-	Currency string            `json:"currency,omitempty"`
-	Reason   string            `json:"reason,omitempty"`
-	Metadata map[string]string `json:"metadata,omitempty"`
+	Batch         string            `json:"batch"`
+	Item          string            `json:"item"`
+	Charge        string            `json:"charge,omitempty"`
+	PaymentIntent string            `json:"payment_intent,omitempty"`
+	Capture       string            `json:"capture,omitempty"`       // a PayPal capture
+	PSPReference  string            `json:"psp_reference,omitempty"` // an Adyen payment
+	Amount        int64             `json:"amount,omitempty"`        // minor units; 0 is the full remaining amount
+	Currency      string            `json:"currency,omitempty"`      // checked against the payment's
+	Reason        string            `json:"reason,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
 }
 
 // Reasons Stripe accepts on a refund.
 var Reasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
 
-// Metadata keys refund sets on every refund so Stripe-side records can be
-// matched to their item; plan metadata may not use them.
+// Metadata keys refund sets on every refund, to match it to its item.
 const (
 	MetaBatch   = "refundkit_batch"
 	MetaItem    = "refundkit_item"
@@ -40,8 +37,7 @@ const (
 )
 
 // InputError is an input line that was not understood, or a whole input
-// (Line 0). refund sent nothing for the line nor after it; audit and plan
-// stopped short of a result.
+// (Line 0): nothing was sent for it nor after it.
 type InputError struct {
 	Name  string // the input: a file name, or <stdin>
 	Line  int    // 1-based; 0 for the whole input
@@ -78,9 +74,8 @@ func fieldError(field, format string, args ...any) *InputError {
 	return &InputError{Field: field, Err: fmt.Errorf(format, args...)}
 }
 
-// Show renders an input value inside a message: bare when it is plain
-// printable ASCII, else quoted, and cut short so that one wild value
-// cannot make a megabyte of error text.
+// Show renders an input value in a message: bare when plain printable
+// ASCII, else quoted, and cut short.
 func Show(s string) string {
 	plain := s != ""
 	for i := 0; i < len(s) && plain; i++ {
@@ -104,14 +99,12 @@ func cut(s string) string {
 	return s
 }
 
-// Id alphabets. Hand-written checks instead of regular expressions: they
-// run for every line of a million-item plan.
+// Hand-written, not regular expressions: they run for every plan line.
 func alnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-// validID: 1 to max bytes, the first alphanumeric, the rest alphanumeric or
-// in extra.
+// validID: 1 to max bytes, alphanumeric first, then alphanumeric or extra.
 func validID(s string, max int, extra string) bool {
 	if len(s) == 0 || len(s) > max || !alnum(s[0]) {
 		return false
@@ -154,16 +147,13 @@ const (
 	amountRule = "want a positive whole number of minor units"
 )
 
-// ValidCapture reports whether id may name a capture: a PayPal capture id
-// (17 upper-case letters and digits), or the payment id of the API an exec
-// command calls, so any 1-128 of [A-Za-z0-9_.:-] starting with a letter or
-// digit.
+// ValidCapture reports whether id may name a capture: PayPal's, or the
+// payment id of the API an exec command calls.
 func ValidCapture(id string) bool { return validID(id, 128, "_.:-") }
 
 const captureRule = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
 
-// ValidPSPReference reports whether id may name an Adyen payment: its
-// pspReference, 16 characters of A-Z and 0-9.
+// ValidPSPReference reports whether id may be an Adyen pspReference.
 func ValidPSPReference(id string) bool {
 	if len(id) != 16 {
 		return false
@@ -189,12 +179,11 @@ func targets(it *Item) int {
 	return n
 }
 
-// ValidBatch reports whether id may name a batch: 1-64 of [A-Za-z0-9_.-],
-// starting with a letter or digit.
+// ValidBatch reports whether id may name a batch.
 func ValidBatch(id string) bool { return validID(id, 64, "_.-") }
 
-// Validate reports the first thing wrong with the item, if any, as an
-// *InputError naming the field at fault (its Name and Line left empty).
+// Validate reports the first thing wrong with the item as an *InputError
+// naming the field at fault (Name and Line left empty).
 func (it *Item) Validate() error {
 	switch {
 	case !ValidBatch(it.Batch):
@@ -254,14 +243,11 @@ func MetadataKeyError(k string) error {
 	return nil
 }
 
-// MetadataField names metadata key k in messages, as CSV headers name its
-// column: metadata.<key>.
+// MetadataField names metadata key k in messages, as its CSV column.
 func MetadataField(k string) string { return "metadata." + Show(k) }
 
-// ParseAmount parses an amount of minor units: decimal digits only, so
-// 10.00, -5, +5, 1e3 and 1,000 are refused rather than guessed at, above 0
-// (an absent amount, not 0, is the full remaining amount). Its errors name
-// the field amount.
+// ParseAmount parses an amount of minor units above 0: decimal digits
+// only, so 10.00, -5, 1e3 and 1,000 are refused, not guessed at.
 func ParseAmount(s string) (int64, error) {
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
@@ -278,8 +264,7 @@ func ParseAmount(s string) (int64, error) {
 	return n, nil
 }
 
-// clone is a deep copy of it, sharing no memory with the input it was
-// decoded from.
+// clone is a deep copy of it, sharing no memory with its input.
 func (it *Item) clone() *Item {
 	c := *it
 	for _, s := range []*string{&c.Batch, &c.Item, &c.Charge, &c.PaymentIntent, &c.Capture, &c.PSPReference, &c.Currency, &c.Reason} {
@@ -294,20 +279,16 @@ func (it *Item) clone() *Item {
 	return &c
 }
 
-// Target is the id the refund is made against: the charge, payment intent,
-// capture or psp_reference.
+// Target is the id of the payment the refund is made on.
 func (it *Item) Target() string { return paymentOf(it).ID() }
 
-// IdempotencyKey is the key of one attempt at an item. It depends only on
-// batch, item and attempt, so every run, machine and operator that sends the
-// same attempt sends the same key, and Stripe answers at most once.
+// IdempotencyKey is the key of one attempt at an item: the same on every
+// run, machine and operator, so the provider answers it at most once.
 func IdempotencyKey(batch, item string, attempt int) string {
 	return "refundkit:" + batch + ":" + item + ":" + strconv.Itoa(attempt)
 }
 
-// ParseItem decodes and validates one plan line, in the one grammar of
-// plan items (docs/records.md, Plan item). Nothing is refunded for a line
-// that was not fully understood.
+// ParseItem decodes and validates one plan line (ItemDecoder).
 func ParseItem(line []byte) (Item, error) {
 	var d ItemDecoder
 	return d.Decode(line)

@@ -6,39 +6,30 @@ import (
 	"strings"
 )
 
-// ItemDecoder decodes plan item lines: one JSON object a line, in the one
-// grammar docs/records.md describes (Plan item). refund, audit --plan and
-// plan's JSON-lines input all decode with it, so every line means the same
-// to all three. It is stricter than encoding/json, which would match
-// "AMOUNT" to amount, let a repeated field silently win and turn broken
-// text into U+FFFD; for money each must be an error. It is also several
-// times faster, which a restart over a million-item plan needs.
-//
-// A decoder keeps the last batch and currency it read, so that the lines
-// of a large plan share one copy of each; it is not safe for concurrent use.
+// ItemDecoder decodes plan item lines in the one grammar of docs/records.md
+// (Plan item), for refund, audit --plan and plan alike. Stricter than
+// encoding/json (which matches "AMOUNT" to amount, lets a repeated field
+// win, turns broken text into U+FFFD), and several times faster. It keeps
+// the last batch and currency read, for lines to share; not safe for
+// concurrent use.
 type ItemDecoder struct {
-	// Input decodes plan's input rather than a plan: batch and item may be
-	// left out (plan fills them in), and the item is returned unvalidated,
-	// for plan to complete and validate.
+	// Input decodes plan's input: batch and item may be left out, and the
+	// item is returned unvalidated, for plan to complete.
 	Input bool
 	// KeepUnknown keeps a field of no known name whose value is a string,
-	// number or boolean as metadata under its own name (a number or
-	// boolean as written); null keeps nothing (plan --keep-columns).
+	// number or boolean as metadata, as written (plan --keep-columns).
 	KeepUnknown bool
 
 	batch, currency string
 	planItems       int // the plan_items of the line last decoded
 }
 
-// PlanItems is the plan_items the line last decoded gave: the number of
-// items of the plan plan wrote it in, 0 when the line gave none. It is
-// not part of the item (nothing binds, digests or compares it): a plan
-// cut, sharded or edited after plan wrote it has the same items, and a
-// count that no longer tells its size.
+// PlanItems is the plan_items the line last decoded gave (0: none): the
+// size of the plan plan wrote, a hint that is not part of the item.
 func (d *ItemDecoder) PlanItems() int { return d.planItems }
 
-// ErrUnknownField is the Err of an *InputError for a field that is not
-// one of the plan item's and that ItemDecoder.KeepUnknown would keep.
+// ErrUnknownField is the Err of an *InputError for a field of no known name
+// that KeepUnknown would keep.
 var ErrUnknownField = errors.New("unknown field")
 
 // The fields of a plan item, in the order messages list them.
@@ -59,9 +50,9 @@ const (
 
 var fieldNames = [nFields]string{"batch", "item", "charge", "payment_intent", "capture", "psp_reference", "amount", "currency", "reason", "metadata", "plan_items"}
 
-// Decode decodes one line and, unless d.Input, validates the item. A line
-// that is not a valid item is an *InputError whose Field names the field
-// at fault, if one is; its Name and Line are the caller's to set.
+// Decode decodes one line and, unless d.Input, validates the item. A bad
+// line is an *InputError naming the field at fault; Name and Line are the
+// caller's to set.
 func (d *ItemDecoder) Decode(line []byte) (Item, error) {
 	var it Item
 	d.planItems = 0
@@ -92,8 +83,7 @@ func (d *ItemDecoder) Decode(line []byte) (Item, error) {
 	return it, nil
 }
 
-// required is what is wrong with required field f when it is missing or
-// null.
+// required is what is wrong with required field f, missing or null.
 func required(f int, given, nulls uint16, rule string) error {
 	switch {
 	case given&(1<<f) == 0:
@@ -104,8 +94,7 @@ func required(f int, given, nulls uint16, rule string) error {
 	return nil
 }
 
-// object reads the line's one object into it, returning the fields given
-// and those given as null.
+// object reads the line's one object into it: the fields given, and null.
 func (d *ItemDecoder) object(s *scanner, it *Item) (given, nulls uint16, err error) {
 	s.ws()
 	if s.end() || s.b[s.i] != '{' {
@@ -201,8 +190,8 @@ func (d *ItemDecoder) value(s *scanner, it *Item, f int) (null bool, err error) 
 	return false, nil
 }
 
-// known returns body as a string: the one in names that it equals, if
-// any, so that the lines of a plan share one copy.
+// known returns body as the string in names that it equals, if any, so
+// that lines share one copy.
 func known(names []string, body []byte) string {
 	for _, name := range names {
 		if string(body) == name {
@@ -212,8 +201,8 @@ func known(names []string, body []byte) string {
 	return string(body)
 }
 
-// same returns body as a string, item when it is the same: plan names an
-// item by its charge when the CSV gives no item id, and one copy serves.
+// same returns body as a string, item when equal (an item named by its
+// charge).
 func same(item string, body []byte) string {
 	if string(body) == item {
 		return item
@@ -221,8 +210,7 @@ func same(item string, body []byte) string {
 	return string(body)
 }
 
-// recurring returns body as a string, the one in *last when it is the
-// same: the value most lines repeat.
+// recurring returns body as a string, *last when equal.
 func recurring(last *string, body []byte) string {
 	if string(body) != *last {
 		*last = string(body)
@@ -230,24 +218,30 @@ func recurring(last *string, body []byte) string {
 	return *last
 }
 
-// amount reads a JSON integer of minor units above 0, or null.
-func (d *ItemDecoder) amount(s *scanner, it *Item) (null bool, err error) {
-	switch s.b[s.i] {
+// number reads field's value as a number token, or null; rule says what
+// it must be, unit what a string of it is not.
+func number(s *scanner, field, unit, rule string) (tok []byte, null bool, err error) {
+	switch c := s.b[s.i]; c {
 	case '"':
 		body, _, err := s.str("")
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
-		return false, fieldError("amount", "%s: want a JSON number of minor units, not a string", quote(string(body)))
+		return nil, false, fieldError(field, "%s: want a JSON number%s, not a string", quote(string(body)), unit)
 	case '{', '[':
-		return false, fieldError("amount", "%s: %s", kind(s.b[s.i]), amountRule)
+		return nil, false, fieldError(field, "%s: %s", kind(c), rule)
 	}
-	tok, err := s.token()
-	if err != nil {
-		return false, err
+	if tok, err = s.token(); err == nil && string(tok) == "null" {
+		return nil, true, nil
 	}
-	if string(tok) == "null" {
-		return true, nil
+	return tok, false, err
+}
+
+// amount reads a JSON integer of minor units above 0, or null.
+func (d *ItemDecoder) amount(s *scanner, it *Item) (null bool, err error) {
+	tok, null, err := number(s, "amount", " of minor units", amountRule)
+	if err != nil || null {
+		return null, err
 	}
 	if len(tok) > 1 && tok[0] == '0' { // not JSON, which ParseAmount would take
 		return false, fieldError("amount", "%s: %s", Show(string(tok)), amountRule)
@@ -263,22 +257,9 @@ func (d *ItemDecoder) amount(s *scanner, it *Item) (null bool, err error) {
 // count reads plan_items: a JSON integer above 0, or null.
 func (d *ItemDecoder) count(s *scanner) (null bool, err error) {
 	const rule = "want a whole number of items above 0"
-	switch c := s.b[s.i]; c {
-	case '"':
-		body, _, err := s.str("")
-		if err != nil {
-			return false, err
-		}
-		return false, fieldError("plan_items", "%s: want a JSON number, not a string", quote(string(body)))
-	case '{', '[':
-		return false, fieldError("plan_items", "%s: %s", kind(c), rule)
-	}
-	tok, err := s.token()
-	if err != nil {
-		return false, err
-	}
-	if string(tok) == "null" {
-		return true, nil
+	tok, null, err := number(s, "plan_items", "", rule)
+	if err != nil || null {
+		return null, err
 	}
 	n, ok := digits(tok)
 	if !ok || tok[0] == '0' {
@@ -288,8 +269,7 @@ func (d *ItemDecoder) count(s *scanner) (null bool, err error) {
 	return false, nil
 }
 
-// digits parses a whole number above 0 written in at most 18 digits,
-// which cannot overflow: nearly every amount, parsed without a copy.
+// digits parses a whole number above 0 of at most 18 digits (no overflow).
 func digits(tok []byte) (int64, bool) {
 	if len(tok) == 0 || len(tok) > 18 {
 		return 0, false
@@ -304,8 +284,7 @@ func digits(tok []byte) (int64, bool) {
 	return n, n > 0
 }
 
-// metadata reads an object of string values, or null. A key given twice
-// is refused here; what keys may be, Validate says.
+// metadata reads an object of string values, or null; Validate checks keys.
 func (d *ItemDecoder) metadata(s *scanner, it *Item) (null bool, err error) {
 	switch s.b[s.i] {
 	case '{':
@@ -354,7 +333,7 @@ func (d *ItemDecoder) metadata(s *scanner, it *Item) (null bool, err error) {
 }
 
 // unknown reads the value of a field of no known name: an error, unless
-// d.KeepUnknown keeps it as metadata.
+// KeepUnknown keeps it as metadata.
 func (d *ItemDecoder) unknown(s *scanner, it *Item, key string) error {
 	for _, name := range fieldNames {
 		if strings.EqualFold(key, name) {

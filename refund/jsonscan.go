@@ -53,9 +53,8 @@ func jsonNumber(tok []byte) bool {
 	return i == len(tok)
 }
 
-// scanner steps through one line of JSON, for ItemDecoder: what it needs of
-// JSON and no more (objects of strings, numbers and literals), with errors
-// that say where in the line and in which field.
+// scanner steps through one line of JSON for ItemDecoder (objects of
+// strings, numbers and literals), with errors that say column and field.
 type scanner struct {
 	b     []byte
 	i     int
@@ -93,8 +92,7 @@ func (s *scanner) unexpected() string {
 	return fmt.Sprintf("byte %#02x", s.b[s.i])
 }
 
-// next moves past the comma after a value (false) or the brace that ends
-// the object (true).
+// next moves past the comma after a value, or the closing brace (done).
 func (s *scanner) next() (done bool, err error) {
 	s.ws()
 	if s.end() {
@@ -158,10 +156,9 @@ func (s *scanner) token() ([]byte, error) {
 	return s.b[start:s.i], nil
 }
 
-// str reads a string, or null (null true) when want says what else is
-// allowed; with want "" the value is known to be a string. The text is a
-// slice of the line, or of s.buf when it holds escapes: valid until the
-// next call either way.
+// str reads a string, or null when want says what else is allowed (""
+// when the value is known to be a string). The text is valid until the
+// next call.
 func (s *scanner) str(want string) (body []byte, null bool, err error) {
 	if c := s.b[s.i]; c != '"' {
 		if c == '{' || c == '[' {
@@ -193,8 +190,7 @@ func (s *scanner) str(want string) (body []byte, null bool, err error) {
 	return nil, false, s.syntax("")
 }
 
-// text checks a decoded string: UTF-8, as JSON must be, and refused
-// rather than replaced: the line says something that was not meant.
+// text checks a decoded string is UTF-8: refused, never replaced.
 func (s *scanner) text(body []byte) ([]byte, bool, error) {
 	if !utf8.Valid(body) {
 		return nil, false, fieldError(s.field, "not valid UTF-8")

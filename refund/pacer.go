@@ -8,39 +8,25 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Endpoint names the budget a request spends: providers limit each
-// endpoint on its own besides the account as a whole.
+// Endpoint names the budget a request spends, besides the account's.
 type Endpoint int
 
 const (
-	// EndpointCreate is Provider.Create (Stripe: POST /v1/refunds).
-	EndpointCreate Endpoint = iota
-	// EndpointList is Provider.Find, the look-up (GET /v1/refunds).
-	EndpointList
-	// EndpointCharges is Provider.Charges (GET /v1/charges).
-	EndpointCharges
-	// EndpointGet is Provider.Get (GET /v1/refunds/{id}).
-	EndpointGet
+	EndpointCreate  Endpoint = iota // Provider.Create (Stripe: POST /v1/refunds)
+	EndpointList                    // Provider.Find, the look-up (GET /v1/refunds)
+	EndpointCharges                 // Provider.Payment (GET /v1/charges)
+	EndpointGet                     // Provider.Get (GET /v1/refunds/{id})
 )
 
-// DefaultShare of a provider's limits a run takes: the rest is headroom
-// for the account's other traffic (its checkout, its dashboard, other jobs).
-const DefaultShare = 0.8
-
-// Limits are request rates per second; 0 means no limit. A provider's
-// package says what its own are (stripe.Limits).
+// Limits are request rates per second; 0 means no limit.
 type Limits struct {
 	Global, Create, List, Charges, Get float64
-	// ListRequests is how many requests of the account's budget (Global)
-	// one look-up spends (PayPal's is two); 0 is one.
+	// ListRequests is how many of Global one look-up spends; 0 is one.
 	ListRequests int
 }
 
 // Slowest is the lowest of the rates l limits (requests/s), 0 when it
-// limits none: a request of that budget may wait one over it for its
-// turn. A run whose slowest budget cannot send one request in the time it
-// can wait is refused by its command (a pace of 1e-300 requests/s is a run
-// that never sends, not a careful one).
+// limits none: a command refuses a pace that never sends in time.
 func (l Limits) Slowest() float64 {
 	slowest := 0.0
 	for _, r := range []float64{l.Global, l.Create, l.List, l.Charges, l.Get} {
@@ -51,12 +37,10 @@ func (l Limits) Slowest() float64 {
 	return slowest
 }
 
-// Pacer paces a run's requests within its limits, the account's and each
-// endpoint's, and adapts to what the provider says: a refusal for the rate
-// (a 429) halves the rate of the budget it names, and each answered request
-// wins back a little of it, so a run settles near what it is allowed
-// without a storm of 429s. It is safe for concurrent use; a nil *Pacer
-// lets everything through.
+// Pacer paces a run's requests within the account's and each endpoint's
+// limits, and adapts: a 429 halves the budget it names, each answer wins a
+// little back, so a run settles near what it is allowed. Safe for
+// concurrent use; a nil *Pacer lets everything through.
 type Pacer struct {
 	global, create, list, charges, get *adaptive
 	listRequests                       int // of global, a look-up's
@@ -106,8 +90,7 @@ func (p *Pacer) Throttled(e Endpoint, account bool) {
 }
 
 // Done tells the pacer how a request to e went (err from a Provider): a
-// refusal for the rate slows the budget it names, any other answer wins
-// some rate back, and no answer changes nothing.
+// 429 slows, an answer speeds up, no answer changes nothing.
 func (p *Pacer) Done(e Endpoint, err error) {
 	if p == nil {
 		return
@@ -130,12 +113,9 @@ func (p *Pacer) Answered(e Endpoint) {
 	p.global.grow()
 }
 
-// Scale sets every budget's ceiling to f times the limit NewPacer was
-// given (f in (0, 1]): the share of this run when several workers split
-// one account's limits (refund/checkpoint/postgres's Budget tells it how many they
-// are). Each budget keeps its adaptive state: one cut by a 429 to half its
-// ceiling stays at half of the new one, and wins it back as before. It is
-// safe for concurrent use with Wait; a nil *Pacer ignores it.
+// Scale sets every budget's ceiling to f times its limit (f in (0, 1]):
+// this run's share when workers split one account. A budget cut to half
+// its ceiling stays at half of the new one. A nil *Pacer ignores it.
 func (p *Pacer) Scale(f float64) {
 	if p == nil || !(f > 0) {
 		return
@@ -146,14 +126,13 @@ func (p *Pacer) Scale(f float64) {
 	}
 }
 
-// Rates reports the current rates (requests/s) of the budgets: what the
-// pacer has settled on.
+// Rates reports the current rates (requests/s) of the budgets.
 func (p *Pacer) Rates() Limits {
 	return Limits{Global: p.global.rate(), Create: p.create.rate(), List: p.list.rate(), Charges: p.charges.rate(), Get: p.get.rate()}
 }
 
 // adaptive is one budget: a token bucket whose rate moves between a floor
-// and its target. A nil *adaptive (no limit) lets everything through.
+// and its target; nil (no limit) lets everything through.
 type adaptive struct {
 	mu      sync.Mutex
 	lim     *rate.Limiter
@@ -170,13 +149,11 @@ func newAdaptive(target float64) *adaptive {
 	return &adaptive{lim: rate.NewLimiter(rate.Limit(target), burstOf(target)), limit: target, target: target, cur: target}
 }
 
-// burstOf is a budget's bucket at rate r: a tenth of a second's worth at
-// once, so that workers starting together send no burst Stripe would
-// count against the next second.
+// burstOf is a budget's bucket at rate r: a tenth of a second's worth, so
+// workers starting together send no burst.
 func burstOf(r float64) int { return max(1, int(r/10)) }
 
-// scale sets the ceiling to f times the limit, keeping where the budget
-// stands under it (cur over target) and the time of its last cut.
+// scale sets the ceiling to f times the limit, keeping cur/target.
 func (a *adaptive) scale(f float64) {
 	if a == nil {
 		return
@@ -195,8 +172,7 @@ func (a *adaptive) scale(f float64) {
 
 func (a *adaptive) wait(ctx context.Context) error { return a.waitN(ctx, 1) }
 
-// waitN waits for n requests' worth, at most the bucket (burstOf) at
-// once: a budget slower than n a tenth of a second takes them one by one.
+// waitN waits for n requests' worth, at most a bucket at once.
 func (a *adaptive) waitN(ctx context.Context, n int) error {
 	if a == nil {
 		return ctx.Err()
@@ -211,8 +187,8 @@ func (a *adaptive) waitN(ctx context.Context, n int) error {
 	return nil
 }
 
-// cutEvery bounds how often 429s cut a budget: the requests in flight when
-// the first 429 came get theirs too, and one cut answers them all.
+// cutEvery bounds how often 429s cut a budget: one cut answers the 429s
+// of all the requests in flight.
 const cutEvery = 500 * time.Millisecond
 
 func (a *adaptive) cut(now time.Time) {
@@ -229,8 +205,7 @@ func (a *adaptive) cut(now time.Time) {
 	a.lim.SetLimit(rate.Limit(a.cur))
 }
 
-// grow adds a hundredth of the target per answered request: from half the
-// target back to all of it in 50 answers.
+// grow adds a hundredth of the target per answered request.
 func (a *adaptive) grow() {
 	if a == nil {
 		return

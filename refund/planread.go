@@ -17,6 +17,121 @@ import (
 	"github.com/refundkit/refundkit/journal"
 )
 
+// ItemReader reads plan items, one JSON object a line: the one loop refund,
+// audit --plan and plan's JSON-lines input read with.
+type ItemReader struct {
+	// Decoder decodes each line; the zero value reads a plan as refund does.
+	Decoder ItemDecoder
+	lines   *LineReader
+}
+
+// NewItemReader reads items from r, named name in errors.
+func NewItemReader(r io.Reader, name string) *ItemReader {
+	return &ItemReader{lines: NewLineReader(r, name)}
+}
+
+// Next returns the next item and its line. A bad line is an *InputError
+// naming input, line and field; reading can go on past it. At the end
+// Next returns io.EOF.
+func (r *ItemReader) Next() (Item, int, error) {
+	text, line, err := r.lines.Next()
+	if err != nil {
+		return Item{}, line, err
+	}
+	it, err := r.Decoder.Decode(text)
+	if err != nil {
+		if ie, ok := err.(*InputError); ok {
+			ie.Name, ie.Line = r.lines.name, line
+			return Item{}, line, ie
+		}
+		return Item{}, line, &InputError{Name: r.lines.name, Line: line, Err: err}
+	}
+	return it, line, nil
+}
+
+// LineReader reads the lines of a plan, or of plan's input: numbered from
+// 1, blank ones skipped, none longer than MaxLineBytes.
+type LineReader struct {
+	br   *bufio.Reader
+	name string
+	line int // the number of the line last read
+	buf  []byte
+}
+
+// NewLineReader reads lines from r, named name in errors.
+func NewLineReader(r io.Reader, name string) *LineReader {
+	return &LineReader{br: bufio.NewReaderSize(r, 64<<10), name: name}
+}
+
+// Next returns the next line that is not blank, without its line end, and
+// its number; the text is valid until the next call. A line too long is an
+// *InputError, and reading can go on past it. At the end: io.EOF.
+func (lr *LineReader) Next() ([]byte, int, error) {
+	for {
+		text, err := lr.read()
+		if err != nil {
+			return nil, lr.line, err
+		}
+		if !blank(text) {
+			return text, lr.line, nil
+		}
+	}
+}
+
+// read reads one line: where it lies in the buffer, or gathered in lr.buf.
+func (lr *LineReader) read() ([]byte, error) {
+	lr.buf = lr.buf[:0]
+	size, started := 0, false
+	for {
+		chunk, err := lr.br.ReadSlice('\n')
+		size += len(chunk)
+		started = started || len(chunk) > 0
+		switch err {
+		case bufio.ErrBufferFull:
+			if size <= MaxLineBytes {
+				lr.buf = append(lr.buf, chunk...)
+			}
+			continue
+		case nil, io.EOF:
+			if !started {
+				return nil, io.EOF
+			}
+		default:
+			return nil, err
+		}
+		lr.line++
+		switch {
+		case size > MaxLineBytes:
+			return nil, &InputError{Name: lr.name, Line: lr.line, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)}
+		case len(lr.buf) > 0:
+			lr.buf = append(lr.buf, chunk...)
+			return trimEOL(lr.buf), nil
+		}
+		return trimEOL(chunk), nil
+	}
+}
+
+// trimEOL drops a line end, LF or CRLF.
+func trimEOL(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return b
+}
+
+// blank reports a line of JSON white space only.
+func blank(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
 // parsedLine is one plan line read, or the error that ends the plan.
 type parsedLine struct {
 	line int
@@ -25,21 +140,15 @@ type parsedLine struct {
 }
 
 // planIndex is what a run knows of its plan so far: for each (batch, item)
-// the line that lists it and its target, hashed. readPlan fills it; the
-// workers ask it whether a refund of another item of the batch on a charge
-// is the plan's own (two partial refunds of one charge).
-//
-// Items are numbered in a journal.IDTable (4 bytes a slot, one cache miss
-// a new item) beside flat slices, not a Go map: the map's lookups and
-// growth were an eighth of a restart's CPU over a million-item plan.
+// its line and target, hashed, so workers can tell whether another item's
+// refund on a payment is the plan's own. A journal.IDTable beside flat
+// slices, not a map: the map was an eighth of a restart's CPU.
 type planIndex struct {
 	mu    sync.RWMutex
 	seed  maphash.Seed
 	ids   journal.IDTable
 	items [][]plannedItem // by id, in chunks of planChunk so growing never copies
-	// whole: every line of the plan has been read, so an item it does not
-	// list is not in it (until then, such an item may be on a later line).
-	whole atomic.Bool
+	whole atomic.Bool     // every line is read: an item not listed is not in the plan
 }
 
 type plannedItem struct {
@@ -65,8 +174,7 @@ func (p *planIndex) key(batch, item string) uint64 {
 	return h.Sum64()
 }
 
-// targetHash hashes a payment id: 64 bits, so that another payment's id
-// never passes for an item's own but once in 2^64.
+// targetHash hashes a payment id in 64 bits.
 func (p *planIndex) targetHash(target string) uint64 {
 	return maphash.String(p.seed, "t\x00"+target)
 }
@@ -93,9 +201,8 @@ func (p *planIndex) lineOf(k uint64) int {
 	return 0
 }
 
-// add records it at line, or returns the line that listed it before.
-// The caller holds p.mu for writing, only around the call: never while it
-// waits for input, so workers asking on never wait on a slow plan.
+// add records it at line, or returns the line that listed it before. The
+// caller holds p.mu, only around the call, never while waiting for input.
 func (p *planIndex) add(it *Item, line int) (prev int, dup bool) {
 	k := p.key(it.Batch, it.Item)
 	if id, ok := p.find(k); ok {
@@ -128,12 +235,9 @@ func (p *planIndex) on(batch, item string, targets ...string) (on, listed bool) 
 }
 
 // readPlan parses plan lines on a goroutine of its own, in batches, so that
-// parsing a large plan overlaps with the journal lookups and the output. It
-// refuses an item listed twice, and stops at the first bad line, which ends
-// the last batch as its error. Batches the consumer is done with may come
-// back on free (nil: none do), to be filled again: a resumed run over a
-// large plan would otherwise make a batch's worth of garbage every 256
-// lines.
+// parsing overlaps with the journal look-ups and the output. It refuses an
+// item listed twice and stops at the first bad line, the last batch's
+// error. Batches done with may come back on free (nil: none do).
 func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, out chan<- []parsedLine, free <-chan []parsedLine) {
 	defer close(out)
 	const batchSize = 256
@@ -160,9 +264,8 @@ func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, 
 			return false
 		}
 	}
-	// Before the reader waits for more input, what it has read goes to the
-	// workers: a plan that streams in slowly (a producer still running, a
-	// terminal) is worked on as it comes, not 256 lines at a time.
+	// Before the reader waits for more input, what it has read goes out: a
+	// plan that streams in slowly is worked on as it comes.
 	items := NewItemReader(readerFunc(func(p []byte) (int, error) {
 		if len(batch) > 0 {
 			send()
@@ -214,22 +317,16 @@ type readerFunc func(p []byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
-// PeekPlan reads in up to its first line that is not blank and checks that
-// line is a plan item, before a run opens its journal or checkpoint: a
-// plan that is not one (the charges themselves, piped past plan) or no plan
-// at all (a failed command before the pipe) must leave no journal and no
-// summary behind. It returns a reader of the whole input, the lines read
-// included, and whether there is a line to read. A first line that is not
-// a plan item is an *InputError naming it, as Run would name it (with a
-// JSON object that is not one: the field at fault), wrapping ErrNotPlanItem
-// when the line is not a JSON object at all. Only the first line is read
-// ahead: a plan that streams in is still worked on as it comes.
+// PeekPlan checks that the first line of in that is not blank is a plan
+// item, before a run opens its journal: no plan, or one that is not (the
+// charges piped past plan), leaves no journal behind. It returns a reader
+// of the whole input and whether there is a line to read; a bad first line
+// is an *InputError, wrapping ErrNotPlanItem when it is not a JSON object.
 func PeekPlan(in io.Reader, name string) (io.Reader, bool, error) {
 	return (*PlanSize)(nil).Peek(in, name)
 }
 
-// Peek is PeekPlan, and s learns the plan_items of the first line: the
-// total is known before the first item is worked on.
+// Peek is PeekPlan, and s learns the plan_items of the first line.
 func (s *PlanSize) Peek(in io.Reader, name string) (io.Reader, bool, error) {
 	var seen bytes.Buffer
 	items := NewItemReader(io.TeeReader(in, &seen), name)
@@ -271,28 +368,15 @@ func firstText(b []byte) []byte {
 	return nil
 }
 
-// PlanSize is what a run knows of how many items its plan has, for the
-// progress display's total and ETA; Items is 0 while that is unknown. It
-// learns it from three sources, the best first:
-//
-//   - the plan read to its end: the items read (of the run's shard), exact;
-//   - a plan file (File): its lines that are not blank, counted once;
-//   - the plan_items that plan writes on every item: the total while every
-//     line read gives the same count and no more lines than it.
-//
-// A count is a hint about the plan, never part of it: one that the plan's
-// own lines contradict (a plan cut short or filtered keeps its count;
-// plans concatenated, or edited by hand, give counts that disagree or are
-// exceeded) is dropped, and the total is unknown until the plan is read
-// to its end. With a Shard, neither count is the shard's: the total is
-// known once the plan is read. The methods of a nil *PlanSize do nothing.
+// PlanSize is how many items a run's plan has, for the progress display
+// (Items is 0 while unknown), from the best source known: the plan read to
+// its end; a plan File's lines that are not blank; the plan_items every
+// line gives, while they agree and are not exceeded (a hint, dropped once
+// the lines contradict it). With a Shard, only the first. A nil *PlanSize
+// does nothing.
 type PlanSize struct {
-	// Shard is the run's shard (Config.Shard): the items it works are
-	// the ones counted.
-	Shard Shard
-	// File, when the plan is a file, is counted the first time Items is
-	// asked (one more pass over it, only for the display).
-	File string
+	Shard Shard  // the run's (Config.Shard): its items are counted
+	File  string // the plan file, counted the first time Items is asked
 
 	countOnce sync.Once
 	mu        sync.Mutex
@@ -379,8 +463,7 @@ func (s *PlanSize) end() {
 
 type planSizeKey struct{}
 
-// WithPlanSize returns ctx carrying s: the run given it (Run) tells s what
-// it reads of its plan, as net/http/httptrace's context carries hooks.
+// WithPlanSize returns ctx carrying s: Run tells s what it reads of its plan.
 func WithPlanSize(ctx context.Context, s *PlanSize) context.Context {
 	return context.WithValue(ctx, planSizeKey{}, s)
 }
@@ -390,8 +473,8 @@ func planSizeOf(ctx context.Context) *PlanSize {
 	return s
 }
 
-// countLines counts the lines of a plan file that are not blank; 0 when
-// it cannot be read (the run will say why).
+// countLines counts the lines of a file that are not blank; 0 when it
+// cannot be read (the run will say why).
 func countLines(path string) int {
 	f, err := os.Open(path)
 	if err != nil {

@@ -1,23 +1,95 @@
 package refund
 
-// The refund of one item that needs the provider: the look-up, the intent,
-// the call and its outcome.
+// An item's life, top to bottom: what the journal settles (settled); then,
+// on a worker (process), a pending refund asked after or extras rechecked,
+// the look-up and what it decides (decide, unlooked, otherItems, adopt),
+// the call and its answer recorded (record, refused). It calls down only:
+// reads (lookup.go), checks (answer.go), records (records.go), engine.go.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/refundkit/refundkit/journal"
 )
 
-// process settles one item that needs the provider: in doubt from an
-// earlier run, held and now allowed, or never tried. Items on one charge or
-// payment intent are processed one at a time, so that one's look-up sees
-// the other's refund.
+// settled answers items the journal has finished with. In an offline dry
+// run so are the items it cannot look up.
+func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bool) {
+	offline := e.cfg.DryRun && e.cfg.Offline
+	if !known {
+		if offline {
+			r := newResult(it, StatusWould)
+			r.Amount, r.Currency = it.Amount, it.Currency
+			r.Message = "not in the journal (offline: not looked up at the provider)"
+			return r, true
+		}
+		return Result{}, false
+	}
+	if res, shared := e.sharedRefund(it, st); shared {
+		return res, true
+	}
+	switch st.Status {
+	case journal.StatusRefunded:
+		if st.Extras != "" && !e.cfg.DryRun {
+			if _, shared := e.cfg.Checkpoint.(Claims); !shared {
+				return Result{}, false // a worker asks whether its extras still stand
+			}
+		}
+		r := newResult(it, StatusSkipped)
+		r.Refund, r.Amount, r.Currency, r.Attempt = st.Refund, st.Amount, st.Currency, st.Attempt
+		return withExtras(r, st.ExtraIDs()), true
+	case journal.StatusFailed:
+		if e.cfg.AllowRefundedCharges && heldCode(st.Code) {
+			break // held for a refund elsewhere on its charge: now allowed
+		}
+		r := newResult(it, StatusFailed)
+		r.Code, r.Attempt = st.Code, st.Attempt
+		r.Message = "failed for good in an earlier run (journaled); not retried"
+		if heldCode(st.Code) {
+			r.Message = "held in an earlier run: its charge has a refund made elsewhere; run again with --allow-refunded-charges if another refund is intended"
+		}
+		return r, true
+	}
+	if st.Status == journal.StatusPending && offline {
+		return stillPending(it, st, "", "its refund was pending when journaled: a run asks the provider how it ended (offline: not asked)"), true
+	}
+	if offline {
+		r := newResult(it, StatusWouldRec)
+		r.Attempt = st.Attempt
+		r.Message = "in doubt in the journal: the real run looks it up first (offline: not looked up)"
+		if st.Unsure() {
+			r.Refund, r.Code = st.Refund, journal.CodeStatusUnknown
+			r.Message = "its refund is journaled in a status refundkit does not know: the real run asks the provider for it, sending nothing (offline: not asked)"
+		}
+		return r, true
+	}
+	return Result{}, false
+}
+
+// sharedRefund answers an item whose refund the journal credits to another
+// item first: it is not done, and nothing is sent for it.
+func (e *engine) sharedRefund(it *Item, st journal.ItemState) (Result, bool) {
+	s, ok := e.cfg.Checkpoint.(sharer)
+	if !ok || st.Refund == "" || !st.Credited() {
+		return Result{}, false
+	}
+	batch, item, shared := s.SharedRefund(st.Refund, it.Batch, it.Item)
+	if !shared {
+		return Result{}, false
+	}
+	r := inDoubt(it, st.Attempt, CodeSharedRefund, fmt.Sprintf("the journal credits refund %s to this item and, first, to item %q of batch %q: one refund refunds one item at most, so the records cannot all be true. Nothing is sent for it; a person checks the refund at the provider (audit --stripe) and mends the journal", st.Refund, item, batch))
+	r.Refund = st.Refund
+	return r, true
+}
+
+// process settles one item that needs the provider. Items on one payment
+// are processed one at a time, so one's look-up sees the other's refund.
 func (e *engine) process(ctx context.Context, j job) Result {
 	it, st := j.it, j.st
 	switch {
@@ -39,18 +111,29 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	defer e.targets.lock(pay.keys...)()
 	unlock, ok := e.lockPayments(ctx, it, pay.keys)
 	if !ok {
-		return e.notCalled(it, unsent, "interrupted", "stopped while another run held the payment's lock; a later run looks it up first")
+		return notCalled(it, unsent, "interrupted", "stopped while another run held the payment's lock; a later run looks it up first")
 	}
 	defer unlock()
-	// An earlier run, a run under another journal or another batch may have
-	// refunded the charge: look before the first call. Only NoLookup skips
-	// it, and only for an item the journal has never seen.
+	// Another run, journal or batch may have refunded the charge: look
+	// before the first call. NoLookup skips it, only for an item never seen.
 	var listed *[]Refund // the payment's refunds, when they were listed
 	if j.known || !e.cfg.NoLookup {
-		var res Result
-		var done bool
-		if res, done, listed = e.lookup(ctx, it, attempt, unsent, st, j.burnedInRun, pay); done {
+		refunds, looked, res, ok := e.list(ctx, it, attempt, unsent)
+		switch {
+		case !ok:
 			return res
+		case looked:
+			if res, done := e.decide(ctx, it, attempt, unsent, st, j.burnedInRun, refunds, pay); done {
+				return res
+			}
+			listed = &refunds
+		default:
+			if res, done := e.otherItems(it, attempt, unsent, pay, true); done {
+				return res
+			}
+			if res, done := e.unlooked(it, attempt, unsent, st); done {
+				return res
+			}
 		}
 	} else if res, done := e.otherItems(it, attempt, unsent, pay, true); done {
 		return res // the journal alone is trusted: its other items on the payment too
@@ -58,17 +141,12 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	if res, done := e.checkPayment(ctx, it, attempt, unsent, pay); done {
 		return res
 	}
-	// A new key only after a look-up that lists every refund found none
-	// for an item whose key holds an indeterminate answer (lookup let it
-	// through). Without one (no look-up, or a PartialLookup), unlooked
-	// let it through under its same key, which the provider still keeps:
-	// it answers for the first call, never a second refund.
+	// A new key only after a full listing found nothing for an item whose
+	// key replays an indeterminate answer; never for the key's age: an old
+	// key can still be in flight. Otherwise the same key, which the
+	// provider answers for the first call, never with a second refund.
 	newKey := st.KeyBurned && listed != nil && !e.facts.PartialLookup
 	if newKey {
-		// The provider replays its saved answer under this key forever, and
-		// lookup let it through: a new key. Never because of the key's age:
-		// an old key can still be in flight, and reusing it is never less
-		// safe than a new one.
 		attempt++
 		e.newKeys.Add(1)
 		msg := fmt.Sprintf("new idempotency key: the old one replays %s's 500 and the look-up found no refund", e.name)
@@ -91,130 +169,333 @@ func (e *engine) process(ctx context.Context, j job) Result {
 		if unsent {
 			return Result{} // never sent: the next run starts it afresh
 		}
-		return e.inDoubt(it, attempt, "interrupted", "stopped before this call was sent, but an earlier one was: a later run looks it up first")
+		return inDoubt(it, attempt, "interrupted", "stopped before this call was sent, but an earlier one was: a later run looks it up first")
 	}
 	return e.refused(it, attempt, unsent, Classify(err))
 }
 
-// refused settles an item whose create call failed as f says.
-func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
-	status, code, msg := f.Status, f.Code, f.Message
-	final := f.Class == ClassFinal
-	if f.Class == ClassKeyReused {
-		msg = e.name + " holds another request under this item's key (other parameters: the plan changed after an earlier run); nothing sent now. Plan the changed refund under a new item id"
-		if !unsent {
-			// That earlier request is this item's own intent: it may still
-			// be making its refund. In doubt, not failed.
-			msg = e.name + " holds this item's earlier request under its key, with other parameters (the plan's reason or metadata changed since): nothing sent now, but that request may have made or still make a refund. Restore the plan as it was and run again; a later run looks it up first"
-			e.logItem(slog.LevelWarn, "key used before with other parameters", it, attempt)
-			if !e.append(e.failure(it, attempt, status, code, msg, false)) {
-				return e.unrecorded(it, attempt, "answer could not be journaled")
-			}
-			return e.inDoubt(it, attempt, code, msg)
+// settlePending asks the provider how the item's pending refund ended, and
+// journals the end if it came; so, too, for a refund journaled in a status
+// refundkit does not know (unsure): only a status on the allow-list ends it.
+func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemState) Result {
+	journaled := "pending"
+	if st.Unsure() {
+		journaled = "in a status refundkit does not know"
+	}
+	r, res, ok, last := e.getRefund(ctx, it, st, st.Refund)
+	switch {
+	case !ok && last != nil && Classify(last).Class == ClassFinal && !errors.Is(last, ErrNoLookup):
+		// The provider says for good it has no such refund (another
+		// account's key?). Nothing is journaled: every run asks again.
+		f := Classify(last)
+		res := inDoubt(it, st.Attempt, f.Code, fmt.Sprintf("journaled %s as refund %s, but %s answers %s: %s. No refund is known to exist for this item: check the payment and the API key's account and mode", journaled, st.Refund, e.name, f.Code, f.Message))
+		res.Refund = st.Refund // the refund it is not
+		return res
+	case !ok:
+		return e.unsettled(it, st, res.Code, res.Message+"; a later run asks again")
+	}
+	if r.ID != st.Refund {
+		return e.mismatch(it, st.Attempt, &r, 0, fmt.Errorf("asked for refund %s, %s answered with %s", st.Refund, e.name, r.ID))
+	}
+	if err := contradicts(it, st, &r); err != nil {
+		return e.mismatch(it, st.Attempt, &r, 0, err)
+	}
+	if r.Amount == 0 && r.Currency == "" {
+		r.Amount, r.Currency = st.Amount, st.Currency // a read that says only the status
+	}
+	switch journal.OutcomeOf(r.Status) {
+	case journal.OutcomeDone:
+		e.logItem(slog.LevelDebug, "pending refund settled", it, st.Attempt, "refund", r.ID)
+		return e.settle(it, st.Attempt, &r, journal.SourceSettled)
+	case journal.OutcomeDead:
+		if x, found := e.liveExtra(ctx, it, st); found {
+			// Another refund of the item's own stands: it is the item's now.
+			return e.recredit(it, st, &r, &x)
 		}
-		final = true
-	}
-	journaled := status
-	if f.Class == ClassIndeterminate {
-		// The journal's mark of an answer saved under the key, which
-		// burns it, whatever status the provider gave that answer.
-		journaled = journal.HTTPStatusSaved
-	}
-	if !e.append(e.failure(it, attempt, journaled, code, msg, final)) {
-		return e.unrecorded(it, attempt, "answer could not be journaled")
-	}
-	switch f.Class {
-	case ClassFinal, ClassKeyReused:
-		e.logItem(slog.LevelDebug, "refused for good", it, attempt, "status", status, "code", code)
-		return e.failed(it, attempt, code, msg)
-	case ClassFatal:
-		why := code // an exec command's refusal has no HTTP status
-		if status != 0 {
-			why = fmt.Sprintf("%d %s", status, code)
+		msg := fmt.Sprintf("%s refund %s ended %s at %s", journaled, r.ID, r.Status, e.name)
+		if st.Unsure() {
+			msg = fmt.Sprintf("refund %s, journaled %s, ended %s at %s", r.ID, journaled, r.Status, e.name)
 		}
-		e.halt(&HaltError{Err: fmt.Errorf("%s refused the API key (%s)", strings.ToLower(e.name), why)})
-		return e.inDoubt(it, attempt, code, "run halted")
-	case ClassStopped:
-		return e.inDoubt(it, attempt, code, "interrupted while retrying a call that was sent; a later run looks it up first")
-	case ClassInDoubt:
-		e.logItem(slog.LevelDebug, "no answer: in doubt, not sent again in this run", it, attempt, "code", code)
-		return e.inDoubt(it, attempt, code, msg+"; a later run looks it up first and sends nothing new until it knows")
-	case ClassRetry:
-		// call gave up after too many unanswered tries and halted the run.
-		return e.inDoubt(it, attempt, code, e.name+" did not answer; a later run looks it up first")
+		if r.FailureReason != "" {
+			msg += " (" + r.FailureReason + ")"
+		}
+		msg += ": it does not stand (no money moved, or it came back) and nothing is sent again; if it is still owed, refund it under a new item id"
+		return e.failedWith(it, st.Attempt, r.ID, "refund_"+r.Status, msg)
+	case journal.OutcomeMoving:
+		if st.Unsure() {
+			return e.settle(it, st.Attempt, &r, journal.SourceSettled) // known now: pending
+		}
+		return stillPending(it, st, "", fmt.Sprintf("refund %s is still %s at %s: run again later to settle it", r.ID, r.Status, e.name))
 	}
-	// An indeterminate answer is saved under the key, and the call may
-	// still complete later (Facts.LateOutcomes): no new key in this run;
-	// see ResendAfter500.
-	e.indeterminate.Add(1)
-	e.logItem(slog.LevelDebug, fmt.Sprintf("%s answered %d: in doubt, no new key in this run", strings.ToLower(e.name), status), it, attempt, "code", code)
-	if e.facts.LateOutcomes {
-		return e.inDoubt(it, attempt, code, fmt.Sprintf("%s answered %d: its result is indeterminate (%s may still complete it). A later run looks it up; it sends under a new key only with --resend-after-500", e.name, status, e.name))
+	if st.Unsure() {
+		return e.unsettled(it, st, journal.CodeStatusUnknown, unknownStatus(e.name, &r))
 	}
-	return e.inDoubt(it, attempt, code, fmt.Sprintf("%s answered %d: its result is indeterminate. %s", e.name, status, upperFirst(e.facts.AfterIndeterminate())))
+	return e.settle(it, st.Attempt, &r, journal.SourceSettled) // journaled: no longer pending, not done
 }
 
-// upperFirst starts a sentence with s.
-func upperFirst(s string) string {
-	if s == "" {
-		return s
+// recheckExtras answers an item the journal holds refunded more than once:
+// the end of each extra the provider shows ended is journaled, and the item
+// is said refunded twice while any stands. One the listing leaves out is
+// asked for by its id, and stands unless that answer says it ended.
+func (e *engine) recheckExtras(ctx context.Context, it *Item, st journal.ItemState) Result {
+	res := newResult(it, StatusSkipped)
+	res.Refund, res.Amount, res.Currency, res.Attempt = st.Refund, st.Amount, st.Currency, st.Attempt
+	extras := st.ExtraIDs()
+	refunds, looked, _, ok := e.list(ctx, it, st.Attempt, false)
+	if !ok || !looked {
+		return withExtras(res, extras) // as journaled; a later run asks again
 	}
-	return strings.ToUpper(s[:1]) + s[1:]
+	listed := make(map[string]*Refund, len(refunds))
+	for i := range refunds {
+		listed[refunds[i].ID] = &refunds[i]
+	}
+	var still []string
+	for _, id := range extras {
+		r, found := listed[id]
+		if !found {
+			if x, _, ok, _ := e.getRefund(ctx, it, st, id); ok && x.ID == id {
+				r, found = &x, true
+			}
+		}
+		if !found || Live(r) {
+			still = append(still, id)
+			continue
+		}
+		if !e.append(e.ended(it, max(st.Attempt, 1), r)) {
+			return e.unrecorded(it, st.Attempt, fmt.Sprintf("extra refund %s ended at %s but its end could not be journaled", id, e.name))
+		}
+		e.logItem(slog.LevelInfo, "an extra refund ended at "+e.name+"; journaled", it, st.Attempt, "refund", id)
+	}
+	return withExtras(res, still)
+}
+
+// decide settles the item by its payment's refunds as listed: its own is
+// adopted, a dead one or one made elsewhere holds it; done is false when
+// nothing stands in the way of a call. burnedInRun: no new key in this run.
+func (e *engine) decide(ctx context.Context, it *Item, attempt int, unsent bool, st journal.ItemState, burnedInRun bool, refunds []Refund, pay *payment) (res Result, done bool) {
+	burned := st.KeyBurned
+	c := sortRefunds(it, refunds, func(r *Refund) int { return e.owner(it, r, pay.keys) })
+	allowed := e.cfg.AllowRefundedCharges
+	switch {
+	case len(c.own) > 0:
+		return e.adopt(ctx, it, attempt, unsent, c.own, refunds, pay), true
+	case c.dead != nil:
+		return e.deadRefund(it, c.dead), true
+	case len(c.otherBatch) > 0 && !allowed:
+		return e.hold(it, attempt, unsent, CodeRefundedByOtherBatch, c.otherBatch), true
+	case len(c.unread) > 0 && !allowed:
+		return Result{Status: statusDeferred}, true // whose is known once the plan is whole
+	case len(c.otherItem) > 0 && !allowed:
+		return e.hold(it, attempt, unsent, CodeRefundedByOtherItem, c.otherItem), true
+	case len(c.unknown) > 0 && !allowed:
+		return e.hold(it, attempt, unsent, CodeRefundedUnattributed, c.unknown), true
+	case len(c.outside) > 0 && e.cfg.AllRefunds && !allowed:
+		return e.hold(it, attempt, unsent, CodeRefundedOutside, c.outside), true
+	case burned && burnedInRun && e.facts.LateOutcomes:
+		return inDoubt(it, attempt, "api_error", fmt.Sprintf("%s answered 500 to a call of another worker during this run and has no refund for it yet: its result is indeterminate (%[1]s may still complete it). No new key in this run; a later run looks it up again", e.name)), true
+	case burned && !e.cfg.ResendAfter500 && e.facts.LateOutcomes:
+		return inDoubt(it, attempt, "api_error", fmt.Sprintf("%s answered 500 to an earlier call and still has no refund for it: its result is indeterminate (%[1]s may still complete it while it repairs an incident). Check the charge; to send it under a new key, run again with --resend-after-500", e.name)), true
+	}
+	// What the listing cannot show yet, the checkpoint may: a refund the
+	// provider has not told of (PartialLookup), or one a 500 may still make.
+	if res, done := e.otherItems(it, attempt, unsent, pay, e.facts.PartialLookup); done {
+		return res, true
+	}
+	if e.facts.PartialLookup {
+		// Nothing found is not nothing made: as without a look-up.
+		if res, done := e.unlooked(it, attempt, unsent, st); done {
+			return res, true
+		}
+	}
+	if len(c.otherBatch)+len(c.otherItem)+len(c.unread)+len(c.unknown) > 0 {
+		e.logItem(slog.LevelWarn, "charge already refunded for another batch or item, or by whom cannot be told; refunding again as --allow-refunded-charges says", it, 0,
+			"refunds", describe(slices.Concat(c.otherBatch, c.otherItem, c.unread, c.unknown)))
+	}
+	if len(c.outside) > 0 && !e.cfg.AllRefunds {
+		e.logItem(slog.LevelWarn, "charge has refunds without refundkit metadata; refunding anyway (--all-refunds holds such items)", it, 0,
+			"refunds", describe(c.outside))
+	}
+	e.logItem(slog.LevelDebug, "looked up: nothing stands in the way of a call", it, 0, "refunds_on_charge", len(refunds))
+	return Result{}, false
+}
+
+// unlooked decides, by the checkpoint alone, for an item whose refunds the
+// provider cannot look up (ErrNoLookup, or a PartialLookup that found
+// nothing). One never sent is sent; one in doubt, or whose key holds a
+// 500, again under its key only while the provider surely keeps it
+// (keyKept), so that it answers for the earlier call. Never a new key.
+func (e *engine) unlooked(it *Item, attempt int, unsent bool, st journal.ItemState) (Result, bool) {
+	switch {
+	case unsent:
+		return Result{}, false
+	case !keyKept(st.SentAt, e.facts.KeyTTL, e.cfg.Now()) && !st.KeyBurned && !e.facts.PartialLookup:
+		return inDoubt(it, attempt, CodeNoLookup, fmt.Sprintf("an earlier call was sent (%s), %s cannot look its refunds up and keeps keys only %v: check the payment there before planning it again", sentWhen(st.SentAt), e.name, e.facts.KeyTTL)), true
+	case !keyKept(st.SentAt, e.facts.KeyTTL, e.cfg.Now()):
+		what := "an earlier call was sent"
+		if st.KeyBurned {
+			what = e.name + " answered 500 to an earlier call"
+		}
+		return inDoubt(it, attempt, CodeNoLookup, fmt.Sprintf("%s (%s); %s cannot list refunds and is counted on to keep keys only %s, half of which may have passed by the journal's clock, so nothing is sent: %s", what, sentWhen(st.SentAt), e.name, keyLife(e.facts.KeyTTL), e.personChecks())), true
+	case st.KeyBurned:
+		e.logItem(slog.LevelInfo, fmt.Sprintf("in doubt after %[1]s's 500, and %[1]s cannot list refunds: the same key again while %[1]s surely keeps it (it answers for the first call, or makes the refund once)", e.name), it, attempt)
+		return Result{}, false
+	}
+	e.logItem(slog.LevelDebug, "in doubt, no look-up, the key is still kept: the same key again", it, attempt)
+	return Result{}, false
+}
+
+// otherItems holds the item when the checkpoint holds another item on its
+// payment whose refund may stand there unseen (renamed, moved, planned
+// again). unlisted (no full listing) counts every other item in doubt,
+// pending or refunded; a listing only keys holding a 500 that may still
+// complete. Items the plan puts on this payment are its own.
+func (e *engine) otherItems(it *Item, attempt int, unsent bool, pay *payment, unlisted bool) (Result, bool) {
+	if !unlisted && !e.facts.LateOutcomes {
+		return Result{}, false // the listing is the whole truth
+	}
+	items, err := e.cfg.Checkpoint.OnPayment(pay.keys)
+	if err != nil {
+		e.halt(&HaltError{Journal: true, Err: err})
+		return notCalled(it, unsent, "halted", "run halted before the look-up"), true
+	}
+	var otherBatch, otherItem, unread []journal.PaymentItem
+	for _, p := range items {
+		st := &p.State
+		switch {
+		case p.Batch == it.Batch && p.Item == it.Item:
+			continue
+		case st.Status == journal.StatusInDoubt && (unlisted || st.KeyBurned && e.facts.LateOutcomes):
+		case hasRefundStatus(st.Status) && unlisted:
+		default:
+			continue
+		}
+		if p.Batch != it.Batch {
+			otherBatch = append(otherBatch, p)
+			continue
+		}
+		on, listed := e.plan.on(it.Batch, p.Item, append([]string{it.Target()}, pay.keys...)...)
+		switch {
+		case on: // two refunds the plan means on one payment
+		case !listed && !e.plan.whole.Load():
+			unread = append(unread, p)
+		default:
+			otherItem = append(otherItem, p)
+		}
+	}
+	if e.cfg.AllowRefundedCharges {
+		if all := slices.Concat(otherBatch, otherItem, unread); len(all) > 0 {
+			e.logItem(slog.LevelWarn, "the journal holds other items on this payment; refunding again as --allow-refunded-charges says", it, 0,
+				"items", describeItems(all))
+		}
+		return Result{}, false
+	}
+	switch {
+	case len(otherBatch) > 0:
+		return e.holdFor(it, attempt, unsent, CodeRefundedByOtherBatch, "the journal holds an item of another refundkit batch on this payment", e.unseen(otherBatch, unlisted)), true
+	case len(unread) > 0:
+		return Result{Status: statusDeferred}, true
+	case len(otherItem) > 0:
+		return e.holdFor(it, attempt, unsent, CodeRefundedByOtherItem, "the journal holds an item of this batch on this payment that the plan does not put there (an item renamed, dropped or moved to another payment?)", e.unseen(otherItem, unlisted)), true
+	}
+	return Result{}, false
+}
+
+// adopt journals the item's own refunds found by the look-up (oldest
+// first): the first is its refund, any other a second one. One not as the
+// plan asks was made under an earlier plan: nothing sent, a person decides.
+func (e *engine) adopt(ctx context.Context, it *Item, attempt int, unsent bool, own []*Refund, all []Refund, pay *payment) Result {
+	e.reconciled.Add(1)
+	r := own[0]
+	if a, err := parseAttempt(r.Metadata[MetaAttempt]); err == nil {
+		attempt = a
+	}
+	if it.Amount > 0 && r.Amount != it.Amount {
+		return e.amountDiffers(it, attempt, r)
+	}
+	if it.Currency != "" && r.Currency != it.Currency {
+		msg := fmt.Sprintf("refund %s of this item at %s is in %s, the plan says %s: an earlier plan made it. Nothing sent; if more is owed, plan it under a new item id", r.ID, e.name, r.Currency, it.Currency)
+		return e.failedWith(it, attempt, r.ID, CodeCurrencyDiffers, msg)
+	}
+	if it.Amount == 0 {
+		if res, ok := e.readPayment(ctx, it, attempt, unsent, pay); !ok {
+			return res
+		}
+		if live, ok := liveSum(all); pay.known && (!ok || live != pay.info.Amount) {
+			sum := strconv.FormatInt(live, 10)
+			if !ok {
+				sum = "more than an int64 of minor units holds"
+			}
+			msg := fmt.Sprintf("the plan asks for the whole of the payment (%d %s), but its live refunds at %s add up to %s, this item's own %s of %d among them: an earlier plan made it. Nothing sent; if more is owed, plan the difference under a new item id", pay.info.Amount, pay.info.Currency, e.name, sum, r.ID, r.Amount)
+			return e.failedWith(it, attempt, r.ID, CodeAmountDiffers, msg)
+		}
+	}
+	if err := verify(it, r, 0); err != nil {
+		return e.mismatch(it, attempt, r, 0, err)
+	}
+	res := e.settle(it, attempt, r, journal.SourceReconciled)
+	res.Found = true
+	e.logItem(slog.LevelDebug, "found at "+e.name+" and adopted: nothing sent", it, attempt, "refund", r.ID)
+	if res.Status != StatusRefunded && res.Status != StatusPending || len(own) == 1 {
+		return res
+	}
+	for _, x := range own[1:] {
+		a, err := parseAttempt(x.Metadata[MetaAttempt])
+		if err != nil {
+			a = attempt
+		}
+		if res, ok := e.credit(it, a, x); !ok {
+			return res
+		}
+		if !e.append(e.refunded(it, a, x, journal.SourceReconciled)) {
+			return e.unrecorded(it, attempt, fmt.Sprintf("a second refund %s exists but could not be journaled", x.ID))
+		}
+	}
+	extra := describe(own[1:])
+	e.logItem(slog.LevelError, "item has more than one refund at "+e.name, it, attempt, "kept", r.ID, "extra", extra)
+	res.Code = CodeDuplicateRefunds
+	res.Message = fmt.Sprintf("%s holds more than one refund for this item: kept %s, also %s; all are journaled and audit reports them (a succeeded refund cannot be reversed through the API)", e.name, r.ID, extra)
+	return res
+}
+
+// checkPayment checks, before a call, that the provider holds the payment
+// in the plan's currency: a refund is made in the payment's currency
+// whatever the plan says. A provider that cannot read payments is taken on
+// the plan's word (the answer is checked: verify).
+func (e *engine) checkPayment(ctx context.Context, it *Item, attempt int, unsent bool, pay *payment) (res Result, done bool) {
+	if it.Currency == "" {
+		return Result{}, false
+	}
+	if res, ok := e.readPayment(ctx, it, attempt, unsent, pay); !ok {
+		return res, true
+	}
+	if !pay.known || pay.info.Currency == it.Currency {
+		return Result{}, false
+	}
+	msg := fmt.Sprintf("the plan says %s, but %s holds the payment in %s: nothing sent. Plan it in the payment's currency under a new item id", it.Currency, e.name, pay.info.Currency)
+	if !unsent {
+		msg += "; an earlier call for it was sent, and its refund is not found"
+	}
+	if !e.append(e.failure(it, attempt, 0, CodeCurrencyDiffers, msg, unsent)) {
+		return e.unrecorded(it, attempt, msg), true
+	}
+	e.logItem(slog.LevelWarn, "currency differs from the payment's", it, attempt, "plan", it.Currency, "payment", pay.info.Currency)
+	if !unsent {
+		return inDoubt(it, attempt, CodeCurrencyDiffers, msg), true
+	}
+	return failed(it, attempt, CodeCurrencyDiffers, msg), true
 }
 
 // Errors of call that say nothing was sent under the attempt's key by it.
 var (
-	// errNotSent: stopped (signal or halt) before the first request.
-	errNotSent = errors.New("stopped before the call was sent")
-	// errIntentUnwritten: the intent could not be journaled, so the call
-	// was not made.
+	errNotSent         = errors.New("stopped before the call was sent") // a signal or halt before the first request
 	errIntentUnwritten = errors.New("intent not journaled")
-	// errWouldSend: a dry run came to the call, and made none.
-	errWouldSend = errors.New("a dry run sends nothing")
+	errWouldSend       = errors.New("a dry run sends nothing")
 )
 
-// wouldSend is a dry run's result for an item the real run would send:
-// how much, in what currency, under which key. A full refund (no amount)
-// would refund what the payment has left: its amount, read at the
-// provider, less its live refunds as listed; unknown (0) when the
-// provider cannot say either.
-func (e *engine) wouldSend(ctx context.Context, it *Item, attempt int, unsent, newKey bool, pay *payment, listed *[]Refund) Result {
-	r := newResult(it, StatusWould)
-	r.Attempt, r.Amount, r.Currency = attempt, it.Amount, it.Currency
-	if r.Amount == 0 || r.Currency == "" {
-		if res, ok := e.readPayment(ctx, it, attempt, unsent, pay); !ok {
-			return res
-		}
-		if pay.known {
-			r.Currency = cmp.Or(r.Currency, pay.info.Currency)
-			if r.Amount == 0 && listed != nil {
-				// Live refunds that add up beyond int64 (or below 0) leave
-				// the rest unknown.
-				if live, ok := liveSum(*listed); ok && live >= 0 {
-					r.Amount = max(pay.info.Amount-live, 0)
-				}
-			}
-		}
-	}
-	key := IdempotencyKey(it.Batch, it.Item, attempt)
-	switch {
-	case unsent:
-		r.Message = "the real run sends it under key " + key
-	case newKey:
-		r.Message = fmt.Sprintf("in doubt, and %s has no refund for it: the real run sends it under a new key, %s", e.name, key)
-	default:
-		r.Message = fmt.Sprintf("in doubt, and %s has no refund for it: the real run sends it again under the same key, %s (%s answers for the earlier call if it made a refund)", e.name, key, e.name)
-	}
-	if it.Amount == 0 && r.Amount == 0 {
-		r.Message += "; the rest of the payment, of an amount " + e.name + " did not say"
-	}
-	return r
-}
-
 // call sends one refund request, repeating it with the same key while the
-// provider asks for patience (429, 409, 503) or does not answer. The intent
-// is journaled only once the pacer lets the first request go, so a stop
-// while waiting leaves nothing in doubt that was never sent.
+// provider asks for patience or does not answer. The intent is journaled
+// once the pacer lets the first request go: a stop while waiting leaves
+// nothing in doubt that was never sent.
 func (e *engine) call(ctx context.Context, it *Item, attempt int) (Answer, error) {
 	if e.cfg.DryRun {
 		return Answer{}, errWouldSend // before the pacer: no create budget spent
@@ -230,8 +511,8 @@ func (e *engine) call(ctx context.Context, it *Item, attempt int) (Answer, error
 			return Answer{}, errIntentUnwritten
 		}
 		e.creates.Add(1)
-		// A sent request is never abandoned half-way on the first signal:
-		// its answer must be journaled.
+		// A sent request is never abandoned on the first signal: its
+		// answer must be journaled.
 		a, err := e.cfg.Provider.Create(context.WithoutCancel(ctx), it, attempt)
 		e.cfg.Pacer.Done(EndpointCreate, err)
 		if err == nil {
@@ -245,4 +526,74 @@ func (e *engine) call(ctx context.Context, it *Item, attempt int) (Answer, error
 			return Answer{}, err
 		}
 	}
+}
+
+// record journals a refund the create call answered with.
+func (e *engine) record(it *Item, attempt int, a Answer) Result {
+	if err := verify(it, &a.Refund, attempt); err != nil {
+		return e.mismatch(it, attempt, &a.Refund, a.HTTPStatus, err)
+	}
+	if journal.DeadStatus(a.Status) {
+		return e.deadRefund(it, &a.Refund) // created and already failed or canceled: no money moved
+	}
+	source := journal.SourceAPI
+	if a.Replayed {
+		source = journal.SourceReplay
+	}
+	return e.settle(it, attempt, &a.Refund, source)
+}
+
+// refused settles an item whose create call failed as f says.
+func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
+	status, code, msg := f.Status, f.Code, f.Message
+	final := f.Class == ClassFinal
+	if f.Class == ClassKeyReused {
+		msg = e.name + " holds another request under this item's key (other parameters: the plan changed after an earlier run); nothing sent now. Plan the changed refund under a new item id"
+		if !unsent {
+			// That request is this item's own intent: it may still make its
+			// refund. In doubt, not failed.
+			msg = e.name + " holds this item's earlier request under its key, with other parameters (the plan's reason or metadata changed since): nothing sent now, but that request may have made or still make a refund. Restore the plan as it was and run again; a later run looks it up first"
+			e.logItem(slog.LevelWarn, "key used before with other parameters", it, attempt)
+			if !e.append(e.failure(it, attempt, status, code, msg, false)) {
+				return e.unrecorded(it, attempt, "answer could not be journaled")
+			}
+			return inDoubt(it, attempt, code, msg)
+		}
+		final = true
+	}
+	journaled := status
+	if f.Class == ClassIndeterminate {
+		journaled = journal.HTTPStatusSaved // the mark of an answer saved under the key, which burns it
+	}
+	if !e.append(e.failure(it, attempt, journaled, code, msg, final)) {
+		return e.unrecorded(it, attempt, "answer could not be journaled")
+	}
+	switch f.Class {
+	case ClassFinal, ClassKeyReused:
+		e.logItem(slog.LevelDebug, "refused for good", it, attempt, "status", status, "code", code)
+		return failed(it, attempt, code, msg)
+	case ClassFatal:
+		why := code // an exec command's refusal has no HTTP status
+		if status != 0 {
+			why = fmt.Sprintf("%d %s", status, code)
+		}
+		e.refusedKey(why)
+		return inDoubt(it, attempt, code, "run halted")
+	case ClassStopped:
+		return inDoubt(it, attempt, code, "interrupted while retrying a call that was sent; a later run looks it up first")
+	case ClassInDoubt:
+		e.logItem(slog.LevelDebug, "no answer: in doubt, not sent again in this run", it, attempt, "code", code)
+		return inDoubt(it, attempt, code, msg+"; a later run looks it up first and sends nothing new until it knows")
+	case ClassRetry:
+		// call gave up after too many unanswered tries and halted the run.
+		return inDoubt(it, attempt, code, e.name+" did not answer; a later run looks it up first")
+	}
+	// An indeterminate answer is saved under the key, and the call may still
+	// complete (LateOutcomes): no new key in this run (ResendAfter500).
+	e.indeterminate.Add(1)
+	e.logItem(slog.LevelDebug, fmt.Sprintf("%s answered %d: in doubt, no new key in this run", strings.ToLower(e.name), status), it, attempt, "code", code)
+	if e.facts.LateOutcomes {
+		return inDoubt(it, attempt, code, fmt.Sprintf("%s answered %d: its result is indeterminate (%s may still complete it). A later run looks it up; it sends under a new key only with --resend-after-500", e.name, status, e.name))
+	}
+	return inDoubt(it, attempt, code, fmt.Sprintf("%s answered %d: its result is indeterminate. %s", e.name, status, upperFirst(e.facts.AfterIndeterminate())))
 }

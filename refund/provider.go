@@ -1,9 +1,7 @@
 package refund
 
-// The provider interface: what the engine and audit ask of a payment
-// provider's refund API, in refundkit's own terms. Each provider is a
-// package of its own beside this one (refund/provider/stripe), as litestream keeps
-// each ReplicaClient in a sibling package: nothing here names its types.
+// What the engine and audit ask of a provider's refund API, in refundkit's
+// terms; each provider is a package under refund/provider.
 
 import (
 	"context"
@@ -16,30 +14,23 @@ import (
 	"github.com/refundkit/refundkit/journal"
 )
 
-// Provider is a payment provider's refund API. Its methods return errors
-// that are, or wrap, a *Failure saying what the error means for the item
-// and the run; any other error counts as no answer.
+// Provider is a payment provider's refund API. Its errors are, or wrap, a
+// *Failure saying what they mean; any other error counts as no answer.
 type Provider interface {
-	// Facts are what the engine decides by.
 	Facts() Facts
-	// Create asks for the refund of it under the idempotency key of
-	// attempt (IdempotencyKey), with metadata naming its batch, item and
-	// attempt (MetaBatch, MetaItem, MetaAttempt) so that Find can tell it.
+	// Create asks for the refund of it under the key of attempt
+	// (IdempotencyKey), with metadata naming batch, item and attempt.
 	Create(ctx context.Context, it *Item, attempt int) (Answer, error)
 	// Find returns every refund of the payment, newest first, whoever made
-	// it: an earlier run's, another batch's, one made by hand. A provider
-	// that cannot list them returns ErrNoLookup.
+	// it; ErrNoLookup when the provider cannot list them.
 	Find(ctx context.Context, p Payment) ([]Refund, error)
-	// Payment returns what the provider holds of payment p: its amount and
-	// currency, which an item's plan must agree with, and for a payment
-	// intent the ids of its charges, so that a payment named by its intent
-	// on one plan line and by its charge on another is one. A provider
-	// that cannot read payments returns ErrNoLookup.
+	// Payment returns the payment's amount and currency, and a payment
+	// intent's charges (so its two names are one payment); ErrNoLookup when
+	// the provider cannot read payments.
 	Payment(ctx context.Context, p Payment) (PaymentInfo, error)
 	// Cancel cancels refund id, if the provider still can.
 	Cancel(ctx context.Context, id string) (Refund, error)
-	// Get returns refund id as the provider holds it now: a pending
-	// refund is settled by asking again.
+	// Get returns refund id as the provider holds it now.
 	Get(ctx context.Context, id string) (Refund, error)
 }
 
@@ -51,63 +42,50 @@ type PaymentInfo struct {
 }
 
 // ErrNoLookup is Find's answer from a provider that cannot list a payment's
-// refunds: the engine then trusts the checkpoint alone (see Facts.KeyTTL);
-// and Payment's from one that cannot read a payment: its currency and
-// amount are then taken on the plan's word.
+// refunds (the checkpoint alone is then trusted: Facts.KeyTTL), and
+// Payment's from one that cannot read a payment (the plan's word is taken).
 var ErrNoLookup = errors.New("the provider cannot look refunds up")
 
 // Facts are what a provider promises, which the engine decides by.
 type Facts struct {
-	// Name names the provider in messages ("Stripe").
-	Name string
-	// KeyTTL is how long the provider keeps an idempotency key and replays
-	// its answer; 0 is for ever. Without a look-up (ErrNoLookup) an item in
-	// doubt is sent again under its key only when keys are kept for ever:
-	// once a key may be gone, a second call could refund twice.
+	Name string // in messages ("Stripe")
+	// KeyTTL is how long the provider keeps an idempotency key (0: for
+	// ever). Without a look-up an item in doubt is sent again under its key
+	// only while the key is surely kept: after, a second call could refund
+	// twice.
 	KeyTTL time.Duration
 	// LateOutcomes: a call answered as indeterminate may still complete
-	// later (Stripe may finish a call it answered 500 while it repairs an
-	// incident). Its item then gets a new key only in a later run, after a
-	// look-up, and only with Config.ResendAfter500; without LateOutcomes,
-	// that look-up is enough.
+	// (Stripe's 500 during an incident): a new key only in a later run,
+	// after a look-up, with Config.ResendAfter500.
 	LateOutcomes bool
 	// PartialLookup: Find lists only the refunds the provider has told of
-	// so far (Adyen: those its notifications named), so a refund it does
-	// not list may still exist. A listing that shows the item's own refund
-	// or one that holds it decides as any other; one that decides nothing
-	// proves nothing, and the item is decided as without a look-up
-	// (KeyTTL).
+	// (Adyen's notifications): a listing that decides nothing proves
+	// nothing, and the item is decided as without a look-up.
 	PartialLookup bool
-	// AmountRequired: the provider has no "refund the rest"; an item
-	// without amount and currency is refused as bad input.
+	// AmountRequired: no "refund the rest"; an item without amount and
+	// currency is bad input.
 	AmountRequired bool
-	// MaxBatchItem bounds batch and item together, in characters, when the
-	// provider names them in a field of limited size (Adyen's reference);
-	// 0 is no bound. A longer item is refused as bad input.
+	// MaxBatchItem bounds batch and item together, in characters (Adyen's
+	// reference); 0 is none.
 	MaxBatchItem int
-	// LookupRequests is how many requests one Find sends (PayPal: the
-	// capture, then its order); 0 is one. The summary counts them, and
-	// the pacer spends as many of the account's budget.
+	// LookupRequests is how many requests one Find sends (PayPal: 2); 0 is
+	// one.
 	LookupRequests int
-	// LookupName names one Find in the summary, singular, when it is not a
-	// call of the provider's list API (Adyen's: a look-up in the kept
-	// notifications, "notification look-up"); "" is "list call".
+	// LookupName names one Find in the summary when it is not a list call
+	// ("notification look-up").
 	LookupName string
-	// CheckAt is where a person sees the provider's refunds of a payment
-	// ("Adyen's Customer Area"), named for an item left to them; "" is
-	// the provider itself.
+	// CheckAt is where a person sees the payment's refunds ("Adyen's
+	// Customer Area"); "" is the provider itself.
 	CheckAt string
 	// Backoff spaces the retries of a call the provider asks to repeat.
 	Backoff Backoff
 	// Payments are the plan item fields naming what this provider refunds
-	// ("charge", "payment_intent", "capture", "psp_reference"); none is any. An item naming
-	// another is refused as bad input, before anything is sent for it.
+	// ("charge", "payment_intent", "capture", "psp_reference"); none is any.
 	Payments []string
 }
 
 // AfterIndeterminate says what a later run does with an item the provider
-// answered with its own 500 (ClassIndeterminate), as the engine decides it
-// by these facts (lookup, unlooked, process).
+// answered with its own 500, as the engine decides it by these facts.
 func (f *Facts) AfterIndeterminate() string {
 	switch {
 	case f.LateOutcomes:
@@ -143,9 +121,8 @@ func keyLife(d time.Duration) string {
 	return d.String()
 }
 
-// Payment is what a refund is made on: a charge or a payment intent
-// (Stripe), a capture (PayPal), or a payment named by its pspReference
-// (Adyen).
+// Payment is what a refund is made on: a charge or payment intent (Stripe),
+// a capture (PayPal), a pspReference (Adyen).
 type Payment struct{ Charge, PaymentIntent, Capture, PSPReference string }
 
 // ID is the payment's id, the charge's when both are named.
@@ -161,14 +138,14 @@ func (p Payment) ID() string {
 	return p.PSPReference
 }
 
-// paymentField names the field of the plan item that names its payment.
-func paymentField(it *Item) string {
+// field names the plan item field that names the payment.
+func (p Payment) field() string {
 	switch {
-	case it.Charge != "":
+	case p.Charge != "":
 		return "charge"
-	case it.PaymentIntent != "":
+	case p.PaymentIntent != "":
 		return "payment_intent"
-	case it.Capture != "":
+	case p.Capture != "":
 		return "capture"
 	}
 	return "psp_reference"
@@ -176,7 +153,7 @@ func paymentField(it *Item) string {
 
 // accepts says why the provider cannot refund the item's payment, if so.
 func (f *Facts) accepts(it *Item) *InputError {
-	field := paymentField(it)
+	field := paymentOf(it).field()
 	switch {
 	case len(f.Payments) > 0 && !slices.Contains(f.Payments, field):
 		return fieldError(field, "%s refunds a %s, not a %s: is this the plan for another provider (--provider)?", f.Name, strings.Join(f.Payments, " or "), field)
@@ -194,10 +171,9 @@ func paymentOf(it *Item) Payment {
 	return Payment{Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture, PSPReference: it.PSPReference}
 }
 
-// Refund statuses, in Stripe's words, which refundkit's journals and
-// findings use; a provider maps its own onto them, and passes on one it
-// does not know as it came (journal.Statuses is the one allow-list: such
-// a status is neither done nor failed).
+// Refund statuses, in Stripe's words, which journals and findings use; a
+// provider maps its own onto them and passes on one it does not know as it
+// came (journal.Statuses is the one allow-list).
 const (
 	RefundSucceeded      = journal.SucceededStatus
 	RefundPending        = journal.PendingStatus
@@ -218,15 +194,11 @@ type Refund struct {
 	Status        string // RefundSucceeded...
 	FailureReason string // why a failed refund failed, or whose an Unattributed one cannot be told, when said
 	Created       int64  // Unix seconds
-	// Unattributed: the provider shows this refund, or says one exists,
-	// but cannot say whose it is (PayPal: a capture whose refunds cannot
-	// be listed, a custom_id that only Create can read back). It may be
-	// refundkit's own, from a journal that was lost, so it holds the item
-	// as another batch's refund does.
+	// Unattributed: the provider cannot say whose it is (PayPal: a capture
+	// whose refunds cannot be listed); it may be refundkit's own, so it
+	// holds the item as another batch's refund does.
 	Unattributed bool
-	// Metadata holds refundkit's keys (MetaBatch, MetaItem, MetaAttempt)
-	// and the plan item's own.
-	Metadata map[string]string
+	Metadata     map[string]string // refundkit's keys (MetaBatch...) and the plan item's own
 }
 
 // Answer is a create call's answer.
@@ -236,15 +208,12 @@ type Answer struct {
 	HTTPStatus int  // the answer's status, 0 when not known
 }
 
-// Live reports a refund that may hold or move money: any not known to
-// have ended without moving it (failed, canceled), one in a status
-// refundkit does not know included. It holds a payment, counts against
-// what is left of it, and is a second refund beside another.
+// Live reports a refund that may hold or move money: any not known to have
+// ended without moving it (failed, canceled).
 func Live(r *Refund) bool { return !journal.DeadStatus(r.Status) }
 
-// Standing reports a refund known to hold or move money: succeeded, or
-// accepted and not finished. Only such a refund is credited to an item in
-// place of another.
+// Standing reports a refund known to hold or move money (succeeded, or not
+// finished): only such a refund is credited to an item in place of another.
 func Standing(r *Refund) bool {
 	o := journal.OutcomeOf(r.Status)
 	return o == journal.OutcomeDone || o == journal.OutcomeMoving
@@ -255,24 +224,21 @@ func Matches(r *Refund, batch, item string) bool {
 	return r.Metadata[MetaBatch] == batch && r.Metadata[MetaItem] == item
 }
 
-// NoAnswer is a call that got no answer at all (a network error, a
-// timeout, an answer cut short): the same call again.
+// NoAnswer is a call that got no answer at all: the same call again.
 func NoAnswer(err error) *Failure {
 	return &Failure{Class: ClassRetry, Code: "network_error", Message: err.Error(), Err: err}
 }
 
 // Unreadable is a success status whose body is not the provider's answer
-// (a proxy's page): no answer from the provider either. name is the
-// provider's, lower-case, as its errors begin ("paypal").
+// (a proxy's page): no answer either. name is the provider's, lower-case.
 func Unreadable(name string, status int, err error) *Failure {
 	f := NoAnswer(fmt.Errorf("%s: %d answer not understood: %w", name, status, err))
 	f.Code = "unreadable_answer"
 	return f
 }
 
-// RefusedHere is a request refundkit cannot send as it stands (no
-// capture, an amount the provider cannot take): final, and nothing was
-// sent.
+// RefusedHere is a request refundkit cannot send as it stands: final, and
+// nothing was sent.
 func RefusedHere(code string, err error) *Failure {
 	return &Failure{Class: ClassFinal, Code: code, Message: err.Error(), Err: err}
 }
@@ -281,29 +247,24 @@ func RefusedHere(code string, err error) *Failure {
 type Class int
 
 const (
-	// ClassRetry: nothing was saved under the key (rate limited, a request
-	// in flight, unavailable) or no answer came back: the same call again.
+	// ClassRetry: nothing was saved under the key (rate limited, in flight,
+	// unavailable) or no answer came: the same call again.
 	ClassRetry Class = iota
-	// ClassIndeterminate: the provider saved an error answer under the key
-	// and a refund may or may not exist: the item stays in doubt, and its
-	// key is burned (journaled as http_status 500, whatever Status says).
+	// ClassIndeterminate: an error answer is saved under the key and a
+	// refund may or may not exist: in doubt, the key burned (journaled as
+	// http_status 500).
 	ClassIndeterminate
-	// ClassFinal: the provider refused the refund; retrying cannot change it.
+	// ClassFinal: the provider refused the refund for good.
 	ClassFinal
-	// ClassFatal: the credentials are refused: no call of the run can
-	// succeed, and it halts.
+	// ClassFatal: the credentials are refused: the run halts.
 	ClassFatal
-	// ClassKeyReused: the provider holds another request, with other
-	// parameters, under the key.
+	// ClassKeyReused: another request, with other parameters, holds the key.
 	ClassKeyReused
 	// ClassStopped: the run was stopped (a signal) before an answer.
 	ClassStopped
-	// ClassInDoubt: no answer to stand by, and the call may have been
-	// made (a command that exited abnormally, was killed or timed out):
-	// it is not repeated in this run, and the item stays in doubt under
-	// its key, not burned; a later run looks it up first, and sends it
-	// under the same key if the look-up finds nothing (or, without one,
-	// while the provider keeps keys: Facts.KeyTTL).
+	// ClassInDoubt: no answer, and the call may have been made (a command
+	// killed or timed out): not repeated in this run; in doubt under its
+	// key, not burned.
 	ClassInDoubt
 )
 
@@ -311,16 +272,13 @@ const (
 // engine and audit only read it.
 type Failure struct {
 	Class Class
-	// Status is the HTTP status of the provider's own answer; 0 when it
-	// gave none (a network error, a gateway in front of it answered).
-	Status int
-	// Code is the provider's error code, or a short cause
-	// ("network_error", "gateway_502").
-	Code string
-	// Message is the provider's own words, for people.
-	Message string
-	// RateLimited: the provider refused the call for its rate; the pacer
-	// slows the account's budget when AccountLimit, else the endpoint's.
+	// Status is the HTTP status of the provider's own answer; 0 when none
+	// (a network error, a gateway in front of it answered).
+	Status  int
+	Code    string // the provider's error code, or a short cause ("gateway_502")
+	Message string // the provider's own words, for people
+	// RateLimited: refused for its rate; the pacer slows the account's
+	// budget when AccountLimit, else the endpoint's.
 	RateLimited, AccountLimit bool
 	Err                       error
 }
@@ -328,8 +286,8 @@ type Failure struct {
 func (f *Failure) Error() string { return f.Err.Error() }
 func (f *Failure) Unwrap() error { return f.Err }
 
-// Classify says what err, from a Provider, means. A stop (context.Canceled)
-// is ClassStopped; an error that carries no *Failure counts as no answer.
+// Classify says what err, from a Provider, means: a stop is ClassStopped,
+// an error without a *Failure no answer.
 func Classify(err error) Failure {
 	if errors.Is(err, context.Canceled) {
 		return Failure{Class: ClassStopped, Code: "interrupted", Message: err.Error(), Err: err}

@@ -30,14 +30,35 @@ const (
 	StatusWouldFail  = "would_fail"      // the real run would fail it (the code says why)
 )
 
+// Codes of the results and journal records an item's life writes.
+const (
+	CodeRefundedByOtherBatch = "refunded_by_other_batch"    // a live refund of another batch holds the item
+	CodeRefundedOutside      = "refunded_outside_refundkit" // one without refundkit metadata does (AllRefunds)
+	CodeRefundedUnattributed = "refunded_unattributed"      // one whose maker cannot be told does
+	CodeRefundedByOtherItem  = "refunded_by_other_item"     // one of this batch for an item the plan puts elsewhere does
+	CodeDuplicateRefunds     = "duplicate_refunds"          // more than one live refund for the item: one kept, all journaled
+	CodeAnswerMismatch       = "answer_mismatch"            // an answer that is not the item's refund: the run halts
+	CodeSharedRefund         = "shared_refund"              // the journal credits its refund to another item too
+	CodeAmountDiffers        = "refund_amount_differs"      // its own refund is of another amount than the plan's
+	CodeCurrencyDiffers      = "currency_differs"           // the payment or its refund is in another currency
+	CodeLookupFailed         = "lookup_failed"              // the look-up failed: nothing sent or journaled
+	CodeNoLookup             = "no_lookup"                  // in doubt, no look-up, its key maybe forgotten: a person checks
+)
+
+// heldCode reports a failure that is a hold for a refund made elsewhere on
+// the charge, which AllowRefundedCharges lifts.
+func heldCode(code string) bool {
+	return code == CodeRefundedByOtherBatch || code == CodeRefundedOutside || code == CodeRefundedByOtherItem ||
+		code == CodeRefundedUnattributed
+}
+
 // Kinds of dry run (Summary.Dry).
 const (
 	DryLookup  = "lookup"  // items looked up at the provider, read only
 	DryOffline = "offline" // the checkpoint alone, no look-up
 )
 
-// Result is the line refund prints on stdout for an item once its outcome
-// is journaled.
+// Result is the line refund prints for an item once its outcome is journaled.
 type Result struct {
 	Batch         string `json:"batch"`
 	Item          string `json:"item"`
@@ -50,11 +71,9 @@ type Result struct {
 	Amount        int64  `json:"amount,omitempty"`
 	Currency      string `json:"currency,omitempty"`
 	Attempt       int    `json:"attempt,omitempty"`
-	// Found: the refund was found at Stripe (made by an earlier run, under
-	// another journal), not made by this run.
-	Found   bool   `json:"found,omitempty"`
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
+	Found         bool   `json:"found,omitempty"` // found at the provider, not made by this run
+	Code          string `json:"code,omitempty"`
+	Message       string `json:"message,omitempty"`
 }
 
 func newResult(it *Item, status string) Result {
@@ -63,54 +82,34 @@ func newResult(it *Item, status string) Result {
 
 // Summary counts what a run did.
 type Summary struct {
-	// Provider names the provider in the summary ("Stripe"); "" is "the
-	// provider".
-	Provider string
-	Items    int
-	ByStatus map[string]int
-	// Refunded sums the amounts refunded in this run, per currency.
-	Refunded money.Totals
-	// Found sums the refunds found at Stripe and adopted, per currency:
-	// money an earlier run refunded.
-	Found       money.Totals
-	CreateCalls int64
-	ListCalls   int64
-	// Lookup names one of ListCalls when it is not a call of a list API
-	// (Facts.LookupName); "" is a list call.
-	Lookup string
-	// ListRequests is what ListCalls sent, when a look-up is more than
-	// one request (Facts.LookupRequests); 0 when each is one.
-	ListRequests int64
-	RateLimited  int64 // 429 answers
-	Retries      int64 // calls repeated with the same key
-	Reconciled   int64 // in-doubt items settled by listing the charge's refunds
-	NewKeys      int64 // attempts that needed a new idempotency key
-	Duplicates   int64 // items Stripe holds more than one live refund for
-	// Indeterminate counts items left in doubt by Stripe's own 500.
-	Indeterminate int64
-	// OtherShards counts the plan's items of other shards, read and not
-	// worked (Config.Shard).
-	OtherShards int
-	// Dry names the kind of dry run (DryLookup, DryOffline); "" for a
-	// real run.
-	Dry string
-	// WouldRefund sums, per currency, the amounts a dry run's would_refund
-	// items would refund ("": the plan's amounts of items that name no
-	// currency, offline); WouldUnknown counts those whose amount is not
-	// known (a full refund, offline or where the provider cannot say the
-	// rest of the payment).
+	Provider      string // in the summary ("Stripe"); "" is "the provider"
+	Items         int
+	ByStatus      map[string]int
+	Refunded      money.Totals // refunded in this run, per currency
+	Found         money.Totals // found at the provider and adopted: refunded earlier
+	CreateCalls   int64
+	ListCalls     int64
+	Lookup        string // names one of ListCalls when not a list call (Facts.LookupName)
+	ListRequests  int64  // what ListCalls sent, when a look-up is more than one request; else 0
+	RateLimited   int64  // 429 answers
+	Retries       int64  // calls repeated with the same key
+	Reconciled    int64  // in-doubt items settled by listing the charge's refunds
+	NewKeys       int64  // attempts that needed a new idempotency key
+	Duplicates    int64  // items Stripe holds more than one live refund for
+	Indeterminate int64  // items left in doubt by the provider's own 500
+	OtherShards   int    // the plan's items of other shards, read and not worked
+	Dry           string // the kind of dry run (DryLookup, DryOffline); "" for a real run
+	// WouldRefund sums what would_refund items would refund, per currency
+	// ("": offline, a plan that names none); WouldUnknown counts those of
+	// an amount not known. WouldAdopt sums the refunds a dry run found.
 	WouldRefund  money.Totals
 	WouldUnknown int
-	// WouldAdopt sums the refunds a dry run found for its items, which the
-	// real run would adopt: money an earlier run refunded.
 	WouldAdopt   money.Totals
 	Records      int64 // journal records written
 	Fsyncs       int64
 	HaltedReason string
-	// Overflow is the first total that went beyond what an int64 of minor
-	// units holds (a *money.TotalError naming the item): String says that
-	// total is beyond int64, never a wrapped or partial one, and refund
-	// exits 2. The run goes on: every refund is journaled as ever.
+	// Overflow is the first total beyond int64 (a *money.TotalError): String
+	// says so, never a wrapped total, and refund exits 2; the run goes on.
 	Overflow error
 	over     map[string]bool // what+"/"+currency of the totals beyond int64
 }
@@ -145,8 +144,8 @@ const (
 	sumWouldAdopt  = "would adopt"
 )
 
-// sum adds r's amount to the total what, checked: a total beyond int64
-// is kept out of the summary's sums from then on (Overflow).
+// sum adds r's amount to the total what; one beyond int64 is kept out of
+// the sums from then on (Overflow).
 func (s *Summary) sum(t *money.Totals, what string, r Result) {
 	if *t == nil {
 		*t = money.Totals{}
@@ -183,9 +182,8 @@ func (s *Summary) sums(t money.Totals, what string) money.Totals {
 	return out
 }
 
-// statusOrder is the order String names statuses in, and always those it
-// names even at 0, by the kind of run (Summary.Dry): a real run never
-// says would_*, nor a dry run refunded.
+// statusOrder is the order String names statuses in; statusAlways those it
+// names even at 0, by the kind of run.
 var (
 	statusOrder = []string{StatusRefunded, StatusSkipped, StatusFailed, StatusInDoubt, StatusPending,
 		StatusWould, StatusWouldAdopt, StatusWouldHold, StatusWouldFail, StatusWouldRec}
@@ -204,8 +202,6 @@ func orEmpty(m money.Totals) money.Totals {
 }
 
 // String is the one-paragraph summary printed on stderr, amounts as money.
-// A dry run's starts by saying which kind it is, names the statuses a dry
-// run emits and the money that would move, and no journal counts.
 func (s *Summary) String() string {
 	var b strings.Builder
 	provider := cmp.Or(s.Provider, "the provider")
@@ -278,8 +274,7 @@ func (s *Summary) lookups() string {
 	return fmt.Sprintf("%d %s", s.ListCalls, plural(int(s.ListCalls), s.Lookup))
 }
 
-// LogAttrs is the summary as a log record's fields (--log-format json):
-// the counts String says, amounts in minor units by currency.
+// LogAttrs is the summary as a log record's fields (--log-format json).
 func (s *Summary) LogAttrs() []any {
 	by := make(map[string]int, len(s.ByStatus))
 	for st, n := range s.ByStatus {
@@ -324,8 +319,8 @@ func plural(n int, word string) string {
 	return word + "s"
 }
 
-// AppendJSON appends r as one JSON line, newline included: the same object
-// encoding/json writes, without its reflection, for the million-line resume.
+// AppendJSON appends r as one JSON line: what encoding/json writes, without
+// its reflection, for the million-line resume.
 func (r *Result) AppendJSON(b []byte) []byte {
 	b = append(b, `{"batch":`...)
 	b = appendJSONString(b, r.Batch)
@@ -362,8 +357,7 @@ func appendOptString(b []byte, key, s string) []byte {
 	return appendJSONString(append(b, key...), s)
 }
 
-// appendJSONString writes s as a JSON string; plain ASCII is copied as it
-// is, anything else goes through encoding/json for exactly its escaping.
+// appendJSONString writes s as a JSON string, as encoding/json would.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {

@@ -13,12 +13,9 @@ func (s Shard) Holds(it *Item) bool {
 }
 
 // ShardOf is the 1-based shard, of n, of the items of batch on target (a
-// charge, payment intent, capture or psp_reference id): FNV-1a (64-bit) of batch, a zero
-// byte and target, modulo n. The same on every run and machine, and
-// independent of the input's order; the zero byte keeps ("a", "bc") and
-// ("ab", "c") apart, and neither id may contain one. It is drawn from the
-// id string: a payment named by its charge on one line and by its payment
-// intent on another can fall in two shards.
+// payment's id): FNV-1a of batch, a zero byte (("a", "bc") is not ("ab",
+// "c")) and target, modulo n. From the id string: a payment named by its
+// charge and by its intent can fall in two shards.
 func ShardOf(batch, target string, n int) int {
 	const (
 		offset64 = 14695981039346656037

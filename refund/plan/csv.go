@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -128,19 +130,16 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 		case isID(f):
 			c.problem(line, "no header row: %s is an id; want a first row naming the columns, such as charge,amount", refund.Show(f))
 			return nil, false
-		case isPayPalID(f):
-			hint := ""
-			if c.opts.IDs != IDsCapture {
-				hint = ", or --ids capture for capture ids one a line"
+		case isPayPalID(f), isAdyenID(f):
+			what, ids := "a PayPal id", IDsCapture
+			if isAdyenID(f) {
+				what, ids = "an Adyen pspReference", IDsPSPReference
 			}
-			c.problem(line, "no header row: %s looks like a PayPal id; want a first row naming the columns, such as capture,amount%s", refund.Show(f), hint)
-			return nil, false
-		case isAdyenID(f):
 			hint := ""
-			if c.opts.IDs != IDsPSPReference {
-				hint = ", or --ids psp_reference for psp_reference ids one a line"
+			if c.opts.IDs != ids {
+				hint = fmt.Sprintf(", or --ids %s for %s ids one a line", ids, ids)
 			}
-			c.problem(line, "no header row: %s looks like an Adyen pspReference; want a first row naming the columns, such as psp_reference,amount%s", refund.Show(f), hint)
+			c.problem(line, "no header row: %s looks like %s; want a first row naming the columns, such as %s,amount%s", refund.Show(f), what, ids, hint)
 			return nil, false
 		}
 	}
@@ -232,29 +231,14 @@ func (c *collector) csvRow(line int, rec []string, columns []column) {
 		case colUnnamed:
 			c.problem(line, "value %s in column %d, which has no name in the header", refund.Show(v), i+1)
 			return
-		case colBatch:
-			it.Batch = v
-		case colItem:
-			it.Item = v
-		case colCharge:
-			it.Charge = v
-		case colPaymentIntent:
-			it.PaymentIntent = v
-		case colCapture:
-			it.Capture = v
-		case colPSPReference:
-			it.PSPReference = v
-		case colAmount:
-			amount = v
-		case colCurrency:
-			it.Currency = v
-		case colReason:
-			it.Reason = v
 		case colMetadata:
 			if it.Metadata == nil {
 				it.Metadata = make(map[string]string)
 			}
 			it.Metadata[col.key] = strings.Clone(v)
+		default:
+			*[...]*string{colBatch: &it.Batch, colItem: &it.Item, colCharge: &it.Charge, colPaymentIntent: &it.PaymentIntent,
+				colCapture: &it.Capture, colPSPReference: &it.PSPReference, colAmount: &amount, colCurrency: &it.Currency, colReason: &it.Reason}[col.kind] = v
 		}
 	}
 	if amount != "" {
@@ -333,4 +317,143 @@ func allDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// Delimiters plan reads CSV with: Excel writes semicolons where the decimal
+// separator is a comma, tabs for "Text (Tab delimited)".
+const (
+	Comma     = ','
+	Semicolon = ';'
+	Tab       = '\t'
+)
+
+// delimiters are the ones detected, the default first.
+var delimiters = []rune{Comma, Semicolon, Tab}
+
+// ParseDelimiter reads a --delimiter value: , ; or tab (also comma,
+// semicolon, \t), or auto (0).
+func ParseDelimiter(s string) (rune, error) {
+	switch strings.ToLower(s) {
+	case "", "auto":
+		return 0, nil
+	case ",", "comma":
+		return Comma, nil
+	case ";", "semicolon":
+		return Semicolon, nil
+	case "\t", `\t`, "tab":
+		return Tab, nil
+	}
+	return 0, fmt.Errorf("delimiter %q: want , ; or tab (or auto, to tell it from the header row)", s)
+}
+
+// DelimiterName names a delimiter for people: ",", ";", "tab".
+func DelimiterName(d rune) string {
+	if d == Tab {
+		return "tab"
+	}
+	return string(d)
+}
+
+// delimiterError is a header row that more than one delimiter reads as well.
+type delimiterError struct{ candidates []rune }
+
+func (e *delimiterError) Error() string {
+	names, flags := make([]string, len(e.candidates)), make([]string, len(e.candidates))
+	for i, d := range e.candidates {
+		names[i], flags[i] = delimiterWords(d), "--delimiter "+delimiterFlag(d)
+	}
+	return fmt.Sprintf("header row: %s separate names in it and no one of them reads as the columns better: say which delimits them (%s)",
+		strings.Join(names, " and "), strings.Join(flags, " or "))
+}
+
+// detectDelimiter tells the delimiter of a CSV input from its header row,
+// the first line that is not blank, and says that line's number. None of
+// the delimiters outside quotes: comma; one: it; more: the one that splits
+// it into the most known column names, a tie a *delimiterError. The rows
+// are never looked at: a decimal comma must not pass for a delimiter.
+func detectDelimiter(br *bufio.Reader) (d rune, header int, err error) {
+	line, header, err := headLine(br)
+	if err != nil {
+		return 0, 0, err
+	}
+	var found []rune
+	for _, d := range delimiters {
+		if unquotedIndex(line, byte(d)) {
+			found = append(found, d)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return Comma, header, nil
+	case 1:
+		return found[0], header, nil
+	}
+	best, bestScore, tie := rune(0), -1, false
+	for _, d := range found {
+		switch s := knownNames(line, d); {
+		case s > bestScore:
+			best, bestScore, tie = d, s, false
+		case s == bestScore:
+			tie = true
+		}
+	}
+	if tie {
+		return 0, header, &delimiterError{candidates: found}
+	}
+	return best, header, nil
+}
+
+// unquotedIndex reports whether b holds c outside double quotes.
+func unquotedIndex(b []byte, c byte) bool {
+	quoted := false
+	for _, x := range b {
+		switch {
+		case x == '"':
+			quoted = !quoted
+		case x == c && !quoted:
+			return true
+		}
+	}
+	return false
+}
+
+// knownNames counts the cells of line, split by d, that name a column.
+func knownNames(line []byte, d rune) int {
+	cr := csv.NewReader(bytes.NewReader(line))
+	cr.Comma = d
+	cr.LazyQuotes = true
+	rec, err := cr.Read()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, f := range rec {
+		if isColumn(strings.TrimSpace(f)) {
+			n++
+		}
+	}
+	return n
+}
+
+// delimiterWords names a delimiter in a sentence: "commas", "semicolons",
+// "tabs".
+func delimiterWords(d rune) string {
+	switch d {
+	case Semicolon:
+		return "semicolons"
+	case Tab:
+		return "tabs"
+	}
+	return "commas"
+}
+
+// delimiterFlag is d as --delimiter takes it on a shell's command line.
+func delimiterFlag(d rune) string {
+	switch d {
+	case Semicolon:
+		return "';'"
+	case Tab:
+		return "tab"
+	}
+	return ","
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 
@@ -13,20 +14,16 @@ import (
 // IDs says what the bare ids of an input name.
 type IDs string
 
-// What bare ids name. A capture id has no prefix to tell it by (PayPal's
-// are 17 capitals and digits, as are its order, authorization and refund
-// ids; another API's may be anything), nor has an Adyen pspReference (16
-// capitals and digits), so captures and psp_references are read only when
-// the caller says so: a guess could plan refunds of the wrong payments.
+// What bare ids name. Capture ids and pspReferences have no prefix to tell
+// them by, so they are read only when the caller says so: a guess could
+// plan refunds of the wrong payments.
 const (
 	IDsStripe       IDs = "stripe"        // ch_/py_ a charge, pi_ a payment intent
 	IDsCapture      IDs = "capture"       // every id a capture
 	IDsPSPReference IDs = "psp_reference" // every id an Adyen pspReference
 )
 
-// readIDs reads one id a line: a charge (ch_, py_) or payment intent (pi_)
-// id, with IDsCapture a capture id, or with IDsPSPReference a
-// psp_reference. Each is a refund of the full
+// readIDs reads one id a line (by IDs), each a refund of the full
 // remaining amount, its id the item id.
 func readIDs(br *bufio.Reader, c *collector) error {
 	lines := refund.NewLineReader(br, c.name)
@@ -80,9 +77,8 @@ func readIDs(br *bufio.Reader, c *collector) error {
 	}
 }
 
-// isPayPalID reports whether s has the shape of a PayPal id (capture,
-// order, refund...): 17 capitals and digits, with a digit. It only picks
-// a hint for a message.
+// isPayPalID reports whether s has the shape of a PayPal id: 17 capitals
+// and digits, with a digit. It only picks a hint for a message.
 func isPayPalID(s string) bool {
 	if len(s) != 17 {
 		return false
@@ -99,8 +95,35 @@ func isPayPalID(s string) bool {
 	return digit
 }
 
-// isAdyenID reports whether s has the shape of an Adyen pspReference: 16
-// capitals and digits, with a digit. It only picks a hint for a message.
+// isAdyenID reports whether s has the shape of an Adyen pspReference, with
+// a digit. It only picks a hint for a message.
 func isAdyenID(s string) bool {
 	return refund.ValidPSPReference(s) && strings.ContainsAny(s, "0123456789")
+}
+
+// readJSONL reads one plan item a line, in refund's grammar (so a plan can
+// be read back), batch and item id left to plan to fill in.
+func readJSONL(br *bufio.Reader, c *collector) error {
+	items := refund.NewItemReader(br, c.name)
+	items.Decoder = refund.ItemDecoder{Input: true, KeepUnknown: c.opts.KeepColumns}
+	var it refund.Item // one for every line: add keeps its fields, not it
+	for {
+		var line int
+		var err error
+		it, line, err = items.Next()
+		var ie *refund.InputError
+		switch {
+		case err == io.EOF:
+			return nil
+		case errors.As(err, &ie):
+			if errors.Is(ie.Err, refund.ErrUnknownField) {
+				ie.Err = fmt.Errorf("%w (--keep-columns keeps others as metadata)", ie.Err)
+			}
+			c.fail(line, ie)
+		case err != nil:
+			return readError(c.name, err)
+		default:
+			c.add(line, &it, false)
+		}
+	}
 }

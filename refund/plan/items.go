@@ -1,15 +1,16 @@
 package plan
 
 import (
+	"fmt"
 	"iter"
+	"strconv"
+	"strings"
 
 	"github.com/refundkit/refundkit/refund"
 )
 
-// Plan is a validated list of plan items of one batch, in input order.
-// It stores each item in 40 bytes plus its id (a refund.Item takes 128),
-// moving what most rows leave empty aside, so a million-row plan fits in
-// about a hundred megabytes.
+// Plan is a validated list of plan items of one batch, in input order, 40
+// bytes an item plus its id (a refund.Item takes 128).
 type Plan struct {
 	batch      string
 	entries    [][]entry // chunks of chunkSize: growing never copies the plan
@@ -78,9 +79,8 @@ func (p *Plan) at(i int) *entry { return &p.entries[i>>chunkBits][i&(chunkSize-1
 // Batch is the batch of every item.
 func (p *Plan) Batch() string { return p.batch }
 
-// Delimiter is the delimiter of the CSV input the plan was read from,
-// given or told from its header row (Comma, Semicolon, Tab); 0 when the
-// input was not CSV.
+// Delimiter is the delimiter of the CSV input, given or told from its
+// header row; 0 when the input was not CSV.
 func (p *Plan) Delimiter() rune { return p.delimiter }
 
 // Len is the number of items.
@@ -110,8 +110,7 @@ func (p *Plan) Item(i int) refund.Item {
 	return it
 }
 
-// All yields the items in input order, one at a time, so a large plan can
-// be written out without a second copy of it in memory.
+// All yields the items in input order, one at a time.
 func (p *Plan) All() iter.Seq[refund.Item] {
 	return func(yield func(refund.Item) bool) {
 		for i := 0; i < p.n; i++ {
@@ -129,4 +128,83 @@ func (p *Plan) Items() []refund.Item {
 		items[i] = p.Item(i)
 	}
 	return items
+}
+
+// ParseShard parses "K/N", shard K of N with 1 <= K <= N.
+func ParseShard(s string) (k, n int, err error) {
+	ks, ns, ok := strings.Cut(s, "/")
+	if ok {
+		k, err = strconv.Atoi(ks)
+		if err == nil {
+			n, err = strconv.Atoi(ns)
+		}
+	}
+	if !ok || err != nil || k < 1 || k > n {
+		return 0, 0, fmt.Errorf("shard %s: want K/N with 1 <= K <= N, such as 1/4", refund.Show(s))
+	}
+	return k, n, nil
+}
+
+// InShard reports whether the items of a batch on target (a payment's id)
+// fall in shard k of n: a hash of batch and target only, so every run
+// splits alike and every item of one payment goes to one worker, whose
+// look-ups see each other's refunds. It panics unless 1 <= k <= n.
+func InShard(batch, target string, k, n int) bool {
+	checkShard(k, n)
+	return shardOf(batch, target, n) == k
+}
+
+// shardOf is refund.ShardOf, the one partition plan and refund --shard share.
+func shardOf(batch, target string, n int) int { return refund.ShardOf(batch, target, n) }
+
+// Shard returns the items of shard k of n, in input order, in a new slice
+// (Plan.Shard for items read back). It panics unless 1 <= k <= n.
+func Shard(items []refund.Item, k, n int) []refund.Item {
+	checkShard(k, n)
+	var out []refund.Item
+	for _, it := range items {
+		if shardOf(it.Batch, it.Target(), n) == k {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// MixedPayments reports a plan that names payments both by charge and by
+// payment intent, with the first line of each: a charge and its intent
+// hash to two shards, so such a plan cannot be split offline.
+func (p *Plan) MixedPayments() (chargeLine, intentLine int, mixed bool) {
+	for i := 0; i < p.n && (chargeLine == 0 || intentLine == 0); i++ {
+		switch e := p.at(i); {
+		case e.flags&entryIntent != 0:
+			if intentLine == 0 {
+				intentLine = int(e.line)
+			}
+		case e.flags&kindFlags == 0:
+			if chargeLine == 0 {
+				chargeLine = int(e.line)
+			}
+		}
+	}
+	return chargeLine, intentLine, chargeLine > 0 && intentLine > 0
+}
+
+// Shard returns the plan of shard k of n (InShard), in input order,
+// sharing the items' strings with p. It panics unless 1 <= k <= n.
+func (p *Plan) Shard(k, n int) *Plan {
+	checkShard(k, n)
+	out := &Plan{batch: p.batch, currencies: p.currencies, delimiter: p.delimiter}
+	for i := 0; i < p.n; i++ {
+		e := p.at(i)
+		if shardOf(p.batch, e.target, n) == k {
+			out.add(*e)
+		}
+	}
+	return out
+}
+
+func checkShard(k, n int) {
+	if k < 1 || k > n {
+		panic(fmt.Sprintf("plan: shard %d/%d", k, n))
+	}
 }

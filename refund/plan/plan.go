@@ -1,16 +1,11 @@
 // Package plan reads lists of charges, payment intents, captures or
 // psp_references to refund (CSV, JSON lines or bare ids) into validated
-// plan items of one batch, and splits a plan into shards that workers run
-// independently.
+// plan items of one batch, and splits a plan into shards.
 //
-// Read takes the whole input before it returns anything: a plan is either
-// complete and valid or not produced at all, so a bad line near the end of a
-// file cannot leave half a batch planned.
-//
-// Item ids are stable: taken from the input's item column when given, else
-// the charge, payment intent, capture or psp_reference id itself. The same
-// input therefore yields the same ids, and so the same idempotency keys, on
-// every run and machine, and editing one row does not renumber the others.
+// Read takes the whole input before it returns anything, so a bad line
+// near the end cannot leave half a batch planned. Item ids are the input's
+// item column, else the payment's own id: the same input yields the same
+// ids, and so the same idempotency keys, on every run.
 package plan
 
 import (
@@ -20,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 
 	"github.com/refundkit/refundkit/refund"
 )
@@ -27,10 +23,9 @@ import (
 // Format is an input format.
 type Format string
 
-// Input formats. FormatAuto (or "") detects the format from the first
-// non-blank line: "{" starts JSON lines, a bare ch_/py_/pi_ id (with
-// IDsCapture, a bare capture id; with IDsPSPReference, a bare
-// psp_reference) starts a list of ids, anything else is a CSV header row.
+// Input formats. FormatAuto (or "") detects it from the first line that is
+// not blank: "{" starts JSON lines, a bare id (with IDsCapture or
+// IDsPSPReference, one of those) a list of ids, anything else a CSV header.
 const (
 	FormatAuto  Format = "auto"
 	FormatCSV   Format = "csv"
@@ -40,28 +35,58 @@ const (
 
 // Options control Read.
 type Options struct {
-	// Batch is written on every item; rows that name a batch must name this one.
-	Batch string
-	// Format of the input; FormatAuto or "" detects it.
-	Format Format
-	// IDs says what bare ids name; IDsStripe or "" reads them by prefix.
-	IDs IDs
+	Batch  string // written on every item; rows that name a batch must name this one
+	Format Format // FormatAuto or "" detects it
+	IDs    IDs    // what bare ids name; IDsStripe or "" reads them by prefix
 	// Delimiter separates CSV fields: Comma, Semicolon or Tab; 0 tells it
-	// from the header row (see Plan.Delimiter).
+	// from the header row (Plan.Delimiter).
 	Delimiter rune
-	// KeepColumns keeps unknown CSV columns and JSON fields as refund
-	// metadata (under their own name) instead of rejecting them.
+	// KeepColumns keeps unknown CSV columns and JSON fields as metadata.
 	KeepColumns bool
 	// MaxProblems bounds the problems a Rejection keeps (all are counted);
 	// 0 means DefaultMaxProblems.
 	MaxProblems int
 }
 
-// Read reads every row of r, named name in messages (a file name or
-// <stdin>), and returns the plan. Whatever is wrong with the input is
-// returned as a *Rejection listing each problem (a *refund.InputError
-// naming its line and field, as refund and audit name it); then no
-// plan is returned. Other errors are I/O errors reading r or invalid opts.
+// DefaultMaxProblems is how many problems Read keeps by default: enough to
+// fix a file in one pass without flooding a terminal.
+const DefaultMaxProblems = 20
+
+// Rejection is what Read returns for an input with problems: the first
+// ones in input order, each a *refund.InputError, and how many in all.
+// errors.As finds the first problem through it.
+type Rejection struct {
+	Problems []*refund.InputError // the first Options.MaxProblems problems, in input order
+	Total    int                  // all problems found, including those not kept
+}
+
+// Error lists the problems kept, one a line, and how many more there were.
+func (e *Rejection) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.Error())
+	}
+	if more := e.Total - len(e.Problems); more > 0 {
+		fmt.Fprintf(&b, "\n%d more problems not shown", more)
+	}
+	return b.String()
+}
+
+// Unwrap is the problems kept, for errors.As and errors.Is.
+func (e *Rejection) Unwrap() []error {
+	errs := make([]error, len(e.Problems))
+	for i, p := range e.Problems {
+		errs[i] = p
+	}
+	return errs
+}
+
+// Read reads every row of r, named name in messages, and returns the plan.
+// Whatever is wrong with the input is a *Rejection, and no plan; other
+// errors are I/O errors reading r or invalid opts.
 func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 	if !refund.ValidBatch(opts.Batch) {
 		return nil, fmt.Errorf("batch %s: want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit", refund.Show(opts.Batch))
@@ -85,7 +110,6 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 	default:
 		return nil, fmt.Errorf("ids %s: want stripe, capture or psp_reference", refund.Show(string(opts.IDs)))
 	}
-
 	switch opts.Delimiter {
 	case 0, Comma, Semicolon, Tab:
 	default:
@@ -130,10 +154,9 @@ func Read(r io.Reader, name string, opts Options) (*Plan, error) {
 	return c.result(err)
 }
 
-// checkEncoding drops a UTF-8 byte order mark, which Excel writes at the
-// start of "CSV UTF-8" files, and refuses what would otherwise read as
-// garbage: UTF-16 ("Unicode text") exports, whose every other byte is
-// zero, and old Mac exports, whose lines end in a bare CR.
+// checkEncoding drops a UTF-8 byte order mark (Excel's "CSV UTF-8") and
+// refuses what would read as garbage: UTF-16 exports, and old Mac ones
+// whose lines end in a bare CR.
 func (c *collector) checkEncoding(br *bufio.Reader) (ok bool, err error) {
 	head, err := br.Peek(br.Size())
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
@@ -153,42 +176,54 @@ func (c *collector) checkEncoding(br *bufio.Reader) (ok bool, err error) {
 	return true, nil
 }
 
-// detect picks the format from the first non-blank line, as far as it fits
-// in the reader's buffer. Nothing is consumed. Capture ids and
-// psp_references have no prefix to tell them by: with IDsCapture (or
-// IDsPSPReference), a line that is one valid id and no column name starts
-// a list of ids.
-func detect(br *bufio.Reader, ids IDs) (Format, error) {
+// headLine returns the first line of br that is not blank, without its
+// line end, and its number, as far as the reader's buffer holds; nothing
+// is consumed. A line of none: the input is blank so far.
+func headLine(br *bufio.Reader) (line []byte, n int, err error) {
 	head, err := br.Peek(br.Size())
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
-		return "", err
+		return nil, 0, err
 	}
-	for len(head) > 0 {
-		line := head
+	for len(head) > 0 && len(line) == 0 {
+		n++
+		line = head
 		if i := bytes.IndexByte(head, '\n'); i >= 0 {
 			line, head = head[:i], head[i+1:]
 		} else {
 			head = nil
 		}
-		line = bytes.TrimSpace(line)
-		switch {
-		case len(line) == 0:
-			continue
-		case line[0] == '{':
-			return FormatJSONL, nil
-		case ids == IDsStripe && isID(string(line)),
-			ids == IDsCapture && refund.ValidCapture(string(line)) && !isColumn(string(line)),
-			ids == IDsPSPReference && refund.ValidPSPReference(string(line)) && !isColumn(string(line)):
-			return FormatIDs, nil
+		line = bytes.TrimRight(line, "\r")
+		if len(bytes.TrimSpace(line)) == 0 {
+			line = nil
 		}
-		return FormatCSV, nil
 	}
-	return FormatCSV, nil // blank so far: CSV reports it as empty
+	return line, n, nil
 }
 
-// isID reports whether s looks like a charge or payment intent id. It is
-// looser than refund's validation on purpose: it only decides the format,
-// and the row is validated later with a precise message.
+// detect picks the format from the first line that is not blank. Capture
+// ids and psp_references have no prefix to tell them by: with IDsCapture
+// (or IDsPSPReference), a line that is one valid id and no column name
+// starts a list of ids.
+func detect(br *bufio.Reader, ids IDs) (Format, error) {
+	line, _, err := headLine(br)
+	if err != nil {
+		return "", err
+	}
+	switch s := string(bytes.TrimSpace(line)); {
+	case s == "":
+		return FormatCSV, nil // blank so far: CSV reports it as empty
+	case s[0] == '{':
+		return FormatJSONL, nil
+	case ids == IDsStripe && isID(s),
+		ids == IDsCapture && refund.ValidCapture(s) && !isColumn(s),
+		ids == IDsPSPReference && refund.ValidPSPReference(s) && !isColumn(s):
+		return FormatIDs, nil
+	}
+	return FormatCSV, nil
+}
+
+// isID reports whether s looks like a charge or payment intent id: looser
+// than refund's validation, it only decides the format.
 func isID(s string) bool {
 	if len(s) < 4 || !stripePrefix(s) {
 		return false
