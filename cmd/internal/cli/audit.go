@@ -130,7 +130,7 @@ func Audit(env Env) (exit int) {
 		if !isShared(path) {
 			continue
 		}
-		x, err := exportCheckpoint(context.Background(), path, "audit", c.Batch)
+		x, err := exportCheckpoint(context.Background(), path, "audit", c.Batch, nil)
 		if err != nil {
 			warnf(env.Stderr, name, "%v", err)
 			if code, ok := knownCode(err); ok && code == ExitCorrupt {

@@ -76,7 +76,7 @@ func Refund(env Env) (exit int) {
 	// Signals are caught from the start: a deploy that stops a run while it
 	// loads its journal gets the same clean exit as one mid-batch.
 	stderr := newProgressWriter(env.Stderr)
-	log := newLoggerAs(stderr, name, c.Verbose, c.LogFormat)
+	log := newLogger(stderr, name, c.Verbose, c.LogFormat)
 	// Messages go where the log goes: with --log-format json every line on
 	// stderr is a JSON record, the summary and the stop message included.
 	msgs := io.Writer(stderr)
