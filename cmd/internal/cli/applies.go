@@ -2,21 +2,6 @@ package cli
 
 import "github.com/refundkit/refundkit/refund/checkpoint/postgres"
 
-// inapplicable refuses refund's flags that do not apply to this run.
-func (c *refundCmd) inapplicable() error {
-	rules := append([]applies{{[]string{"exec-create"}, c.Provider == providerExec, "--provider exec"}}, providerRules(c.Provider, "--provider adyen",
-		applies{[]string{"live"}, c.Provider != providerExec, "--provider stripe, paypal or adyen: an exec command chooses its own API and account"})...)
-	rules = append(rules,
-		applies{[]string{"lease", "worker"}, isShared(c.Journal), "a shared checkpoint (--journal postgres://... or nats://...): a journal file is held by one run, with no claims to lease or name"},
-		applies{[]string{"shard"}, !isShared(c.Journal), "a journal file: the workers of a shared checkpoint claim items instead"},
-		applies{[]string{"share"}, c.Provider != providerExec, "a provider whose limits refundkit knows (stripe, paypal, adyen): pace an exec command's API with --rate"},
-		applies{[]string{"metrics-every"}, c.MetricsFile != "", "--metrics-file"},
-		applies{[]string{"offline"}, c.DryRun, "--dry-run: a run that sends refunds looks each item up at the provider first"},
-		applies{[]string{"resend-after-500"}, c.Provider == providerStripe, "--provider stripe, which may still complete a call it answered 500: no other provider's item is ever sent under a new key after its 500 (Adyen's is sent again under its same key while Adyen keeps it, without this flag)"},
-	)
-	return c.refuseInapplicable(rules...)
-}
-
 // inapplicable refuses audit's flags that do not apply to this audit.
 func (c *auditCmd) inapplicable() error {
 	pf := providerFlags{Provider: c.Provider}
