@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -122,15 +121,11 @@ func Refund(env Env) (exit int) {
 		client = metrics.provider(client)
 	}
 
-	in, inName := env.Stdin, "<stdin>"
-	if c.Input != "-" {
-		f, err := os.Open(c.Input)
-		if err != nil {
-			return usage(msgs, name, err)
-		}
-		defer f.Close()
-		in, inName = f, c.Input
+	in, inName, closeIn, err := openInput(env, c.Input)
+	if err != nil {
+		return usage(msgs, name, err)
 	}
+	defer closeIn()
 	if isTerminal(in) {
 		warnf(msgs, name, "waiting for plan items on stdin (JSON lines, as plan writes them; end with Ctrl-D)")
 	}
