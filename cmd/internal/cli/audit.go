@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,7 +61,7 @@ func Audit(env Env) (exit int) {
 	}
 	catchBrokenPipe()
 	env.Stderr = c.messages(env.Stderr, name)
-	if err := cmp.Or(c.inapplicable(), c.check()); err != nil {
+	if err := c.check(); err != nil {
 		return usage(env.Stderr, name, err)
 	}
 	stopProfile, err := startCPUProfile(c.CPUProfile)
@@ -293,23 +292,14 @@ func heldJournal(in io.Reader, inName, path string, wInfo os.FileInfo) (bool, er
 	return held, nil
 }
 
-// openInput opens path, or stdin for "-"; closeIn closes what it opened.
-func openInput(env Env, path string) (in io.Reader, inName string, closeIn func(), err error) {
-	if path == "-" {
-		return env.Stdin, "<stdin>", func() {}, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	return f, path, func() { f.Close() }, nil
-}
-
 // findingsLost is what a stdout failure costs audit.
 const findingsLost = "findings were lost; audit again with stdout where it can be written"
 
-// check reports flags that do not fit together.
+// check reports flags that do not apply or do not fit together.
 func (c *auditCmd) check() error {
+	if err := c.inapplicable(); err != nil {
+		return err
+	}
 	if c.Stripe && c.Provider != "" && c.Provider != providerStripe {
 		return &usageError{fmt.Sprintf("--stripe and --provider %s: give one", c.Provider)}
 	}

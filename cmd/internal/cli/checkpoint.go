@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
@@ -236,9 +235,9 @@ func exportInputs(env Env, name string, journals, batches []string) (inputs []st
 			x.close()
 		}
 	}
-	inputs = slices.Clone(journals)
-	for i, path := range journals {
+	for _, path := range journals {
 		if !isShared(path) {
+			inputs = append(inputs, path)
 			continue
 		}
 		x, err := exportCheckpoint(context.Background(), path, name, batches, nil)
@@ -248,7 +247,7 @@ func exportInputs(env Env, name string, journals, batches []string) (inputs []st
 			return nil, nil, exportError(err)
 		}
 		xs = append(xs, x)
-		inputs[i] = x.path
+		inputs = append(inputs, x.path)
 		warnf(env.Stderr, name, "%s: %d records, read as %s", x.name, x.records, x.path)
 	}
 	return inputs, done, nil

@@ -257,6 +257,18 @@ func warnf(w io.Writer, name, format string, args ...any) {
 	fmt.Fprintf(w, name+": "+format+"\n", args...)
 }
 
+// openInput opens path, or stdin for "-"; closeIn closes what it opened.
+func openInput(env Env, path string) (in io.Reader, inName string, closeIn func(), err error) {
+	if path == "-" {
+		return env.Stdin, "<stdin>", func() {}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return f, path, func() { f.Close() }, nil
+}
+
 // startCPUProfile writes a CPU profile to path (none when "") until stop.
 func startCPUProfile(path string) (stop func(), err error) {
 	if path == "" {

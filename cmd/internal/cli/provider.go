@@ -74,12 +74,12 @@ type execFlags struct {
 	ExecKeyTTL  time.Duration `name:"exec-key-ttl" default:"0s" placeholder:"D" group:"exec" help:"--provider exec: how long the API keeps an idempotency key (0: for ever). Without --exec-find, an item in doubt is sent again under its key while the key is surely kept (for ever, or within half this TTL of its first call); later it is left for a person."`
 }
 
-// minExecTimeout is the shortest --exec-timeout: /bin/sh alone takes
-// milliseconds to start.
+// minExecTimeout is the shortest --exec-timeout: shorter, /bin/sh could
+// not start, and every item would be in doubt.
 const minExecTimeout = 100 * time.Millisecond
 
-// provider builds the provider the flags name; stderr receives what its
-// commands print there (exec). Its errors never contain a secret.
+// provider builds the provider the flags name; stderr receives what exec's
+// commands print there. Its errors never contain a secret.
 func (f *providerFlags) provider(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
 	if f.Provider == providerExec && f.ExecCreate == "" {
 		return nil, &usageError{"--provider exec needs --exec-create CMD"}
@@ -87,8 +87,7 @@ func (f *providerFlags) provider(env Env, stderr io.Writer, name string, conns i
 	return f.build(env, stderr, name, conns)
 }
 
-// lister builds the provider for a run that only lists refunds (audit):
-// with exec, the find command is what it needs, and create is never run.
+// lister builds the provider for a run that only lists refunds (audit).
 func (f *providerFlags) lister(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
 	if f.Provider == providerExec && f.ExecFind == "" {
 		return nil, &usageError{"--provider exec lists refunds with --exec-find CMD: give it"}
@@ -290,8 +289,6 @@ func (f *providerFlags) exec(stderr io.Writer, name string) (refund.Provider, er
 	case f.ExecTimeout <= 0:
 		return nil, &usageError{fmt.Sprintf("--exec-timeout %v: want a duration above 0", f.ExecTimeout)}
 	case f.ExecTimeout < minExecTimeout:
-		// Every command would be killed as it starts: each item in
-		// doubt, none ever refunded.
 		return nil, &usageError{fmt.Sprintf("--exec-timeout %v: want %v or more (a command cannot start and answer sooner)", f.ExecTimeout, minExecTimeout)}
 	case f.ExecKeyTTL < 0:
 		return nil, &usageError{fmt.Sprintf("--exec-key-ttl %v: want 0 (kept for ever) or more", f.ExecKeyTTL)}
@@ -301,15 +298,10 @@ func (f *providerFlags) exec(stderr io.Writer, name string) (refund.Provider, er
 }
 
 // pacer paces the run: --rate for all endpoints together when given (0:
-// no pacing at all), and each provider's own limits as it knows them.
-// Stripe's and PayPal's (--share of them) are their packages'; an exec
-// command's API is unknown to refund, so it gets no limit but --rate, and
-// its exit 75 halves that rate as a 429 would.
-//
-// A pace that cannot send one request within paceBound is refused, naming
-// the flag that set it: such a run never sends (--rate 1e-300 waited
-// 1e300 seconds for its second request) while it holds the journal, or
-// the claims of a shared checkpoint.
+// none), and --share of each provider's own limits (an exec command's API
+// gets only --rate). A pace that cannot send one request within paceBound
+// is refused: such a run would hold the journal or its claims and never
+// send (--rate 1e-300).
 func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 	if c.Rate != nil && *c.Rate == 0 {
 		return nil, nil
@@ -355,12 +347,9 @@ func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 	return refund.NewPacer(limits), nil
 }
 
-// paceBound is the longest a run's request may wait for its turn at the
-// pace it starts at, and how to say it: a minute; with a PostgreSQL
-// checkpoint, a lease when that is shorter. A claimed item waits for its
-// requests under a lease that this run renews, out of every other worker's
-// reach: a pace slower than one request a lease keeps items from workers
-// that could send them.
+// paceBound is the longest a request may wait for its turn, and how to
+// say it: a minute, or with a PostgreSQL checkpoint a shorter lease (a
+// slower pace keeps claimed items from workers that could send them).
 func (c *refundCmd) paceBound() (time.Duration, string) {
 	if postgres.IsURL(c.Journal) && c.Lease < time.Minute {
 		return c.Lease, "in a --lease of " + c.Lease.String()
@@ -368,8 +357,8 @@ func (c *refundCmd) paceBound() (time.Duration, string) {
 	return time.Minute, "a minute"
 }
 
-// paces reports whether rate (requests/s) sends one request within bound;
-// a hair of slack keeps the floor printed by ceilDigits accepted.
+// paces reports whether rate (requests/s) sends one request within bound,
+// with the slack that keeps ceilDigits' floor accepted.
 func paces(rate float64, bound time.Duration) bool {
 	return rate*bound.Seconds() >= 1-1e-9
 }
@@ -381,14 +370,11 @@ func ceilDigits(x float64) string {
 	return strconv.FormatFloat(math.Ceil(x/p-1e-6)*p, 'g', 3, 64)
 }
 
-// shareBudget makes this run one of the workers that split --share of its
-// provider account's limits, on a shared checkpoint: each live worker
-// of the account takes an equal part, re-split as workers join, end or
-// die (postgres.ShareBudget, natsjs.ShareBudget). Not with --rate (the run's own rate, as
-// given), a journal file (its shards take --share 0.8/N by hand), a dry
-// run (it writes nothing to the checkpoint, not even a worker's row: its
-// look-ups are paced by the run's own pacer, at --share) or an unpaced
-// provider.
+// shareBudget makes this run one of the live workers of a shared
+// checkpoint that split --share of their account's limits equally,
+// re-split as they join, end or die. Not with --rate, a journal file
+// (shards take --share 0.8/N by hand), a dry run (it writes nothing to the
+// checkpoint) or an unpaced provider.
 func (c *refundCmd) shareBudget(ctx context.Context, env Env, log *slog.Logger, cp refund.Checkpoint, pacer *refund.Pacer) error {
 	if pacer == nil || c.Rate != nil || c.DryRun {
 		return nil
@@ -412,14 +398,11 @@ func (c *refundCmd) shareBudget(ctx context.Context, env Env, log *slog.Logger, 
 	return err
 }
 
-// budgetAccount names the provider account whose limits the run's pace
-// is a share of, so that the workers of one account find each other in
-// the checkpoint: the provider, its mode, its API base and a digest of
-// the credential (a key is high-entropy: its digest, cut to 96 bits, tells
-// two keys apart and gives nothing back). Two batches on one account share
-// with each other; a test key and a live key are two accounts, and so are
-// two keys of one account (a restricted key beside a secret key): their
-// workers do not see each other. "" for a provider without limits.
+// budgetAccount names the account whose limits the pace is a share of, so
+// its workers find each other in the checkpoint: the provider, its mode,
+// its API base and a digest of the credential (96 bits of a high-entropy
+// key tell keys apart and give nothing back). "" for a provider without
+// limits.
 func (c *refundCmd) budgetAccount(env Env) string {
 	var mode, base string
 	var secret []string

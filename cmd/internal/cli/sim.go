@@ -147,12 +147,13 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 	if err := faults.Validate(); err != nil {
 		return stripesim.Config{}, err
 	}
-	switch {
-	case c.Charges < 0:
+	if c.Charges < 0 {
 		return stripesim.Config{}, fmt.Errorf("--charges %d: want zero or more", c.Charges)
-	case c.Captures < 0:
+	}
+	if c.Captures < 0 {
 		return stripesim.Config{}, fmt.Errorf("--captures %d: want zero or more", c.Captures)
-	case c.KeyTTL < 0:
+	}
+	if c.KeyTTL < 0 {
 		return stripesim.Config{}, fmt.Errorf("--key-ttl %v: want zero (keep keys) or more", c.KeyTTL)
 	}
 	cfg := stripesim.Config{Faults: faults, Seed: c.Seed, KeyTTL: c.KeyTTL}
