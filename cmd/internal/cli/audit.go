@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,9 +79,7 @@ func Audit(env Env) (exit int) {
 		if client, err = pf.lister(env, env.Stderr, name, c.Concurrency); err != nil {
 			return usage(env.Stderr, name, err)
 		}
-		if cl, ok := client.(io.Closer); ok {
-			defer cl.Close()
-		}
+		defer closeProvider(client)
 	}
 
 	a := audit.New()
@@ -264,32 +261,6 @@ func Audit(env Env) (exit int) {
 		return ExitFailed
 	}
 	return ExitOK
-}
-
-// heldJournal reports a journal file, in read from path, that a running
-// refund holds; the one this audit writes (wInfo) it holds itself. A
-// directory is refused.
-func heldJournal(in io.Reader, inName, path string, wInfo os.FileInfo) (bool, error) {
-	f, ok := in.(*os.File)
-	if !ok {
-		return false, nil
-	}
-	info, err := f.Stat()
-	switch {
-	case err != nil:
-		return false, nil
-	case info.IsDir():
-		return false, &journal.NotFileError{Path: inName, What: "a directory, not a file"}
-	case !info.Mode().IsRegular() || wInfo != nil && os.SameFile(info, wInfo):
-		return false, nil
-	}
-	if path == "-" {
-		// stdin reopened, so that journal.Held probes it with a descriptor
-		// of its own (Linux; elsewhere the probe fails and is skipped)
-		path = "/proc/self/fd/0"
-	}
-	held, _ := journal.Held(path)
-	return held, nil
 }
 
 // findingsLost is what a stdout failure costs audit.

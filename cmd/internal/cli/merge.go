@@ -350,6 +350,32 @@ func syncMergeDir(dir string) error {
 	return nil
 }
 
+// heldJournal reports a journal file, in read from path, that a running
+// refund holds; the one this audit writes (wInfo) it holds itself. A
+// directory is refused.
+func heldJournal(in io.Reader, inName, path string, wInfo os.FileInfo) (bool, error) {
+	f, ok := in.(*os.File)
+	if !ok {
+		return false, nil
+	}
+	info, err := f.Stat()
+	switch {
+	case err != nil:
+		return false, nil
+	case info.IsDir():
+		return false, &journal.NotFileError{Path: inName, What: "a directory, not a file"}
+	case !info.Mode().IsRegular() || wInfo != nil && os.SameFile(info, wInfo):
+		return false, nil
+	}
+	if path == "-" {
+		// stdin reopened, so that journal.Held probes it with a descriptor
+		// of its own (Linux; elsewhere the probe fails and is skipped)
+		path = "/proc/self/fd/0"
+	}
+	held, _ := journal.Held(path)
+	return held, nil
+}
+
 // heldInputs are the journal files among journals that a running refund
 // holds (journal.Held), as named. A checkpoint's URL is not a file, and
 // OUT named as a journal too is left to OUT's own lock, which refuses it

@@ -95,6 +95,13 @@ func (f *providerFlags) lister(env Env, stderr io.Writer, name string, conns int
 	return f.build(env, stderr, name, conns)
 }
 
+// closeProvider closes what a provider holds open (Adyen's notifications).
+func closeProvider(p refund.Provider) {
+	if cl, ok := p.(io.Closer); ok {
+		cl.Close()
+	}
+}
+
 func (f *providerFlags) build(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
 	// The commands refused the flags that do not apply (applies.go).
 	switch f.Provider {

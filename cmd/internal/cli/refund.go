@@ -115,9 +115,7 @@ func Refund(env Env) (exit int) {
 		if client, err = c.provider(env, msgs, name, c.Concurrency); err != nil {
 			return usage(msgs, name, err)
 		}
-		if cl, ok := client.(io.Closer); ok {
-			defer cl.Close() // Adyen's notifications, read only
-		}
+		defer closeProvider(client)
 		client = metrics.provider(client)
 	}
 
