@@ -2,12 +2,10 @@ package cli
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,9 +49,9 @@ type auditCmd struct {
 	givenFlags `kong:"-"`
 }
 
-// Audit is the audit command: it reads journals (and a plan, and Stripe's
-// refunds) and reports, as JSON lines, every item that is not refunded
-// exactly once. Exit codes: see exit.go and auditHelp.
+// Audit is the audit command: it reads journals (and a plan, and the
+// provider's refunds) and reports, as JSON lines, every item that is not
+// refunded exactly once.
 func Audit(env Env) (exit int) {
 	const name = "audit"
 	var c auditCmd
@@ -62,18 +60,14 @@ func Audit(env Env) (exit int) {
 	}
 	catchBrokenPipe()
 	env.Stderr = c.messages(env.Stderr, name)
-	if err := cmp.Or(c.inapplicable(), c.check()); err != nil {
-		warnf(env.Stderr, name, "%v", err)
-		return ExitUsage
+	if err := c.check(); err != nil {
+		return usage(env.Stderr, name, err)
 	}
-	if c.CPUProfile != "" {
-		stop, err := startCPUProfile(c.CPUProfile)
-		if err != nil {
-			warnf(env.Stderr, name, "%v", err)
-			return ExitUsage
-		}
-		defer stop()
+	stopProfile, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return usage(env.Stderr, name, err)
 	}
+	defer stopProfile()
 	var client refund.Provider
 	if c.Provider != "" {
 		pf := providerFlags{Provider: c.Provider, stripeFlags: c.stripeFlags, paypalFlags: c.paypalFlags, adyenFlags: c.adyenFlags, execFlags: c.execFlags}
@@ -82,35 +76,33 @@ func Audit(env Env) (exit int) {
 				pf.checkpoint = j // Adyen's notifications may be kept there too
 			}
 		}
-		var err error
 		if client, err = pf.lister(env, env.Stderr, name, c.Concurrency); err != nil {
-			warnf(env.Stderr, name, "%v", err)
-			return ExitUsage
+			return usage(env.Stderr, name, err)
 		}
-		if cl, ok := client.(io.Closer); ok {
-			defer cl.Close()
-		}
+		defer closeProvider(client)
 	}
 
 	a := audit.New()
 	if c.Plan != "" {
-		if code, ok := c.readPlan(env, name, a); !ok {
-			return code
+		in, inName, closeIn, err := openInput(env, c.Plan)
+		if err != nil {
+			return usage(env.Stderr, name, err)
+		}
+		defer closeIn()
+		if err := a.AddPlan(in, inName); err != nil {
+			return fail(env.Stderr, name, err)
 		}
 	}
-	// Opened once the plan is read, so a bad plan leaves no new file behind.
+	// Opened once the plan is read, so a bad plan leaves no new file behind,
+	// and held for the whole audit: no refund run can write to it meanwhile.
 	var (
 		w     *journal.Writer
-		wInfo os.FileInfo // the journal w holds, which only this audit can hold
+		wInfo os.FileInfo // the journal w holds
 	)
 	if path := c.writeJournal(); path != "" {
 		var torn *journal.Torn
-		var err error
-		// Held for the whole audit: no refund run can write to it meanwhile.
-		w, _, torn, err = journal.Open(path, journal.Options{})
-		if err != nil {
-			warnf(env.Stderr, name, "%v", err)
-			return exitCodeFor(unwritable(err))
+		if w, _, torn, err = journal.Open(path, journal.Options{}); err != nil {
+			return fail(env.Stderr, name, unwritable(err))
 		}
 		defer w.Close()
 		if torn != nil {
@@ -130,98 +122,57 @@ func Audit(env Env) (exit int) {
 		if !isShared(path) {
 			continue
 		}
-		x, err := exportCheckpoint(context.Background(), path, "audit", c.Batch)
+		x, err := exportCheckpoint(context.Background(), path, "audit", c.Batch, nil)
 		if err != nil {
-			warnf(env.Stderr, name, "%v", err)
-			if code, ok := knownCode(err); ok && code == ExitCorrupt {
-				return ExitCorrupt
-			}
-			return ExitUsage // the checkpoint could not be read
+			return fail(env.Stderr, name, exportError(err))
 		}
 		defer x.close()
 		inputs[i], exported[x.path] = x.path, x
-		// The checkpoint stores the plan: audited item by item as --plan
-		// audits a plan file (a plan given with --plan is the one audited).
+		// The checkpoint's stored plan is audited as --plan's would be
+		// (a plan given with --plan is the one audited).
 		if c.Plan == "" {
 			if err := x.addPlans(context.Background(), a, c.Batch); err != nil {
-				warnf(env.Stderr, name, "%v", err)
-				return exitCodeFor(err)
+				return fail(env.Stderr, name, err)
 			}
 		}
 	}
 	var inNames []string
 	for _, path := range inputs {
-		in, inName := env.Stdin, "<stdin>"
-		var file *os.File  // the file read, if it is one
-		probe := stdinPath // where journal.Held finds that file
-		if x := exported[path]; x != nil {
-			f, err := os.Open(path)
-			if err != nil {
-				warnf(env.Stderr, name, "%v", err)
-				return ExitUsage
-			}
-			defer f.Close()
+		in, inName, closeIn, err := openInput(env, path)
+		if err != nil {
+			return usage(env.Stderr, name, err)
+		}
+		defer closeIn()
+		add, x := a.AddJournal, exported[path]
+		if x != nil {
+			inName = x.name
 			live, err := describeHolders(context.Background(), env.Stderr, name, x, c.Batch)
 			if err != nil {
-				warnf(env.Stderr, name, "%v", err)
-				return ExitUsage
+				return usage(env.Stderr, name, err)
 			}
-			add := a.AddJournal
 			if live > 0 {
 				warnf(env.Stderr, name, "%s: %d %s claimed by live workers: items in flight show as in doubt; audit again when the workers have finished", x.name, live, plural(live, "item"))
 				add = a.AddHeldJournal
 			}
-			inNames = append(inNames, x.name)
-			torn, err := add(f, x.name)
-			if err != nil {
-				warnf(env.Stderr, name, "%v", err)
-				return exitCodeFor(err)
-			}
-			if torn != nil {
-				warnf(env.Stderr, name, "%s", torn) // cannot happen: exported whole
-			}
-			continue
-		}
-		if path != "-" {
-			f, err := os.Open(path)
-			if err != nil {
-				warnf(env.Stderr, name, "%v", err)
-				return ExitUsage
-			}
-			defer f.Close()
-			in, inName, file, probe = f, path, f, path
-		} else if f, ok := env.Stdin.(*os.File); ok {
-			file = f
+		} else if held, err := heldJournal(in, inName, path, wInfo); err != nil {
+			return usage(env.Stderr, name, err)
+		} else if held {
+			warnf(env.Stderr, name, "journal %s is held by a running refund: items in flight show as in doubt; audit again when it has finished", inName)
+			add = a.AddHeldJournal
 		}
 		inNames = append(inNames, inName)
-		add := a.AddJournal
-		if file != nil {
-			info, err := file.Stat()
-			if err == nil && info.IsDir() {
-				warnf(env.Stderr, name, "%v", &journal.NotFileError{Path: inName, What: "a directory, not a file"})
-				return ExitUsage
-			}
-			// A journal a refund run holds is read as it stands: say so.
-			// The one this audit writes to, it holds itself.
-			if err == nil && info.Mode().IsRegular() && (wInfo == nil || !os.SameFile(info, wInfo)) {
-				if held, _ := journal.Held(probe); held {
-					warnf(env.Stderr, name, "journal %s is held by a running refund: items in flight show as in doubt; audit again when it has finished", inName)
-					add = a.AddHeldJournal
-				}
-			}
-		}
 		torn, err := add(in, inName)
 		if err != nil {
 			warnf(env.Stderr, name, "%v", err)
-			if lineError(err) {
+			if x == nil && lineError(err) {
 				warnf(env.Stderr, name, "the journal cannot be audited past that line: nothing was checked")
-			} else {
+			} else if x == nil {
 				warnf(env.Stderr, name, "nothing was checked")
 			}
 			return exitCodeFor(err)
 		}
 		if torn != nil {
-			warnf(env.Stderr, name, "%s", torn)
+			warnf(env.Stderr, name, "%s", torn) // not of an export: exported whole
 		}
 	}
 	if a.Empty() {
@@ -236,26 +187,20 @@ func Audit(env Env) (exit int) {
 	ctx, stdout, stop := signalContext(env.Stderr, name, env.Stdout)
 	defer stop()
 	defer func() { exit = interruptedCode(ctx, exit) }()
-	// A refund without metadata is a full refund when its amount is the
-	// charge's: the provider fetches charges too (Options.Charges).
 	opts := audit.Options{Provider: client, AllRefunds: c.AllRefunds, Workers: c.Concurrency, CancelExtras: c.CancelExtras,
-		PendingAfter: c.PendingAfter}
+		PendingAfter: c.PendingAfter, Actions: w}
 	if c.Rate > 0 {
 		opts.Pacer = refund.NewPacer(refund.Limits{Global: c.Rate})
 	}
 	if c.Backfill != "" {
 		opts.Backfill = w
 	}
-	opts.Actions = w
 	if t, ok := client.(interface {
 		Told(context.Context) ([]refund.Refund, error)
 	}); ok {
-		told, err := t.Told(ctx)
-		if err != nil {
-			warnf(env.Stderr, name, "%v", err)
-			return ExitUsage
+		if opts.Told, err = t.Told(ctx); err != nil {
+			return usage(env.Stderr, name, err)
 		}
-		opts.Told = told
 	}
 
 	out := bufio.NewWriterSize(stdout, 64*1024) // a failed write stops the audit
@@ -270,8 +215,7 @@ func Audit(env Env) (exit int) {
 	}
 	rep, runErr := a.Run(ctx, opts, func(f *audit.Finding) {
 		b, _ := json.Marshal(f) // a Finding always marshals
-		out.Write(b)
-		out.WriteByte('\n')
+		out.Write(append(b, '\n'))
 		if client != nil {
 			out.Flush() // a long audit shows its findings as they come
 		}
@@ -307,14 +251,13 @@ func Audit(env Env) (exit int) {
 	case runErr != nil:
 		warnf(env.Stderr, name, "%v", runErr)
 	}
-	if runErr != nil {
+	switch {
+	case runErr != nil:
 		return exitCodeFor(runErr)
-	}
-	if outErr != nil {
+	case outErr != nil:
 		warnf(env.Stderr, name, "stdout: %v: %s", outErr, findingsLost)
 		return ExitJournal
-	}
-	if !rep.Clean() {
+	case !rep.Clean():
 		return ExitFailed
 	}
 	return ExitOK
@@ -323,8 +266,11 @@ func Audit(env Env) (exit int) {
 // findingsLost is what a stdout failure costs audit.
 const findingsLost = "findings were lost; audit again with stdout where it can be written"
 
-// check reports flags that do not fit together.
+// check reports flags that do not apply or do not fit together.
 func (c *auditCmd) check() error {
+	if err := c.inapplicable(); err != nil {
+		return err
+	}
 	if c.Stripe && c.Provider != "" && c.Provider != providerStripe {
 		return &usageError{fmt.Sprintf("--stripe and --provider %s: give one", c.Provider)}
 	}
@@ -393,29 +339,6 @@ func (c *auditCmd) audits(path string) bool {
 	return false
 }
 
-func (c *auditCmd) readPlan(env Env, name string, a *audit.Auditor) (int, bool) {
-	in, inName := env.Stdin, "<stdin>"
-	if c.Plan != "-" {
-		f, err := os.Open(c.Plan)
-		if err != nil {
-			warnf(env.Stderr, name, "%v", err)
-			return ExitUsage, false
-		}
-		defer f.Close()
-		in, inName = io.Reader(f), c.Plan
-	}
-	if err := a.AddPlan(in, inName); err != nil {
-		warnf(env.Stderr, name, "%v", err)
-		return exitCodeFor(err), false
-	}
-	return 0, true
-}
-
-// stdinPath reopens stdin, so that journal.Held probes the file audit reads
-// on stdin with a descriptor of its own (Linux; elsewhere the probe fails
-// and is skipped).
-const stdinPath = "/proc/self/fd/0"
-
 // planName is how messages name the plan given as path.
 func planName(path string) string {
 	if path == "-" {
@@ -431,4 +354,27 @@ func lineError(err error) bool {
 	var version *journal.VersionError
 	var input *refund.InputError
 	return errors.As(err, &corrupt) || errors.As(err, &version) || errors.As(err, &input)
+}
+
+// inapplicable refuses audit's flags that do not apply to this audit.
+func (c *auditCmd) inapplicable() error {
+	pf := providerFlags{Provider: c.Provider}
+	if c.Stripe {
+		pf.Provider = providerStripe
+	}
+	asked := pf.Provider != ""
+	pg := false
+	for _, j := range c.Journals {
+		pg = pg || postgres.IsURL(j)
+	}
+	notesFor := "--provider adyen"
+	if !asked {
+		notesFor += ": add --provider adyen, and ADYEN_HMAC_KEY to the environment to verify them (audit --provider adyen --notifications FILE --plan PLAN JOURNAL)"
+	}
+	rules := append([]applies{{[]string{"exec-create"}, false, "refund: audit never creates a refund (with --provider exec it runs --exec-find)"}}, providerRules(pf.Provider, notesFor,
+		applies{[]string{"live"}, asked && pf.Provider != providerExec, "--provider stripe, paypal or adyen: without one audit reads no account"})...)
+	rules = append(rules,
+		applies{[]string{"concurrency", "rate"}, asked, "--provider: without one audit asks no API"},
+		applies{[]string{"batch"}, pg, "a PostgreSQL checkpoint (a postgres://... JOURNAL): a journal file's batches are all audited"})
+	return c.refuseInapplicable(rules...)
 }

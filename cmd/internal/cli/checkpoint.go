@@ -1,35 +1,50 @@
 package cli
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/audit"
 	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 )
 
-// openCheckpoint opens refund's checkpoint: the journal file, locked (read
-// only in a dry run), the PostgreSQL checkpoint at a postgres:// URL or the
-// NATS JetStream one at a nats:// URL. close gives it up.
-func (c *refundCmd) openCheckpoint(ctx context.Context, msgs io.Writer, name string) (refund.Checkpoint, func(), error) {
-	if natsjs.IsURL(c.Journal) {
-		cp, err := natsjs.Open(ctx, c.Journal, natsjs.Options{Lease: c.Lease, Worker: c.Worker, RetryHeld: c.AllowRefunded,
-			Warn: func(msg string) { warnf(msgs, name, "%s", msg) }}, c.DryRun)
-		if err != nil {
-			return nil, nil, err
-		}
-		return cp, func() { cp.Close() }, nil
+// sharedCheckpoint is a checkpoint many runs share: *postgres.Checkpoint
+// or *natsjs.Checkpoint.
+type sharedCheckpoint interface {
+	refund.Checkpoint
+	Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error)
+	ExportPlans(ctx context.Context, w io.Writer, batches []string) (int, error)
+	// CheckJournal and Import are journal-merge -o URL's: each journal is
+	// checked first, so an error names its file and line.
+	CheckJournal(ctx context.Context, r io.Reader, name string) error
+	Import(ctx context.Context, r io.Reader, name string, last int64) (records int, batches []string, err error)
+	Close() error
+}
+
+// openShared opens the shared checkpoint at url: NATS JetStream at a
+// nats:// URL, else PostgreSQL (which takes no RetryHeld).
+func openShared(ctx context.Context, url string, o natsjs.Options, readOnly bool) (sharedCheckpoint, error) {
+	if natsjs.IsURL(url) {
+		return natsjs.Open(ctx, url, o, readOnly)
 	}
-	if postgres.IsURL(c.Journal) {
-		if c.Lease < time.Second {
-			return nil, nil, withCode(ExitUsage, fmt.Errorf("--lease %s: want 1s or more", c.Lease))
-		}
-		cp, err := postgres.Open(ctx, c.Journal, postgres.Options{Lease: c.Lease, Worker: c.Worker,
-			Warn: func(msg string) { warnf(msgs, name, "%s", msg) }}, c.DryRun)
+	return postgres.Open(ctx, url, postgres.Options{Lease: o.Lease, Worker: o.Worker, Warn: o.Warn}, readOnly)
+}
+
+// openCheckpoint opens refund's checkpoint: a shared one at its URL, or the
+// journal file, locked (only read in a dry run). close gives it up.
+func (c *refundCmd) openCheckpoint(ctx context.Context, msgs io.Writer, name string) (refund.Checkpoint, func(), error) {
+	warn := func(msg string) { warnf(msgs, name, "%s", msg) }
+	if isShared(c.Journal) {
+		cp, err := openShared(ctx, c.Journal, natsjs.Options{Lease: c.Lease, Worker: c.Worker, RetryHeld: c.AllowRefunded, Warn: warn}, c.DryRun)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -42,7 +57,9 @@ func (c *refundCmd) openCheckpoint(ctx context.Context, msgs io.Writer, name str
 		err   error
 	)
 	if c.DryRun {
-		state, torn, err = loadForDryRun(c.Journal)
+		if state, torn, err = journal.Load(c.Journal); errors.Is(err, os.ErrNotExist) {
+			state, err = journal.NewState(), nil
+		}
 	} else {
 		w, state, torn, err = journal.Open(c.Journal, journal.Options{NoGroupCommit: c.NoGroupCommit})
 	}
@@ -50,7 +67,7 @@ func (c *refundCmd) openCheckpoint(ctx context.Context, msgs io.Writer, name str
 		return nil, nil, err
 	}
 	if torn != nil {
-		warnf(msgs, name, "%s", torn)
+		warn(torn.String())
 	}
 	return refund.Journal(w, state), func() {
 		if w != nil {
@@ -59,8 +76,8 @@ func (c *refundCmd) openCheckpoint(ctx context.Context, msgs io.Writer, name str
 	}, nil
 }
 
-// isShared reports a --journal argument that names a checkpoint many runs
-// share (PostgreSQL, NATS JetStream) rather than a journal file.
+// isShared reports a --journal argument that names a shared checkpoint
+// (PostgreSQL, NATS JetStream) rather than a journal file.
 func isShared(journal string) bool { return postgres.IsURL(journal) || natsjs.IsURL(journal) }
 
 // redactCheckpoint names a checkpoint in messages: a URL without its
@@ -73,4 +90,174 @@ func redactCheckpoint(journal string) string {
 		return natsjs.Redact(journal)
 	}
 	return journal
+}
+
+// checkpointExport is a shared checkpoint exported as a file journal for
+// the tools that read journals (audit, journal-merge): the same record
+// lines, in the order they were written, framed in commits.
+type checkpointExport struct {
+	name    string // the checkpoint's URL, password redacted
+	path    string // the temporary journal (0600), removed by close
+	records int
+	last    int64 // the highest sequence number (revision) exported
+	cp      sharedCheckpoint
+}
+
+// exportCheckpoint opens the checkpoint at url read-only and exports the
+// records of batches (all when none) to a temporary file. With importWarn
+// it is opened to import into: NATS as a worker opens it, which makes its
+// bucket and checks its durability (importWarn hears what it cannot check).
+func exportCheckpoint(ctx context.Context, url, worker string, batches []string, importWarn func(string)) (*checkpointExport, error) {
+	opts, readOnly := natsjs.Options{Worker: worker}, true
+	if importWarn != nil && natsjs.IsURL(url) {
+		opts.Warn, readOnly = importWarn, false
+	}
+	cp, err := openShared(ctx, url, opts, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	x := &checkpointExport{name: redactCheckpoint(url), cp: cp}
+	dir, err := os.MkdirTemp("", "refundkit-export-")
+	if err != nil {
+		cp.Close()
+		return nil, err
+	}
+	x.path = filepath.Join(dir, "checkpoint.jsonl")
+	f, err := os.OpenFile(x.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err == nil {
+		x.records, x.last, err = cp.Export(ctx, f, batches)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		x.close()
+		return nil, err
+	}
+	return x, nil
+}
+
+// addPlans adds the plans the checkpoint stores for batches (all when
+// none) to a, as audit --plan adds a plan file.
+func (x *checkpointExport) addPlans(ctx context.Context, a *audit.Auditor, batches []string) error {
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(x.path), "plans.jsonl"), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	n, err := x.cp.ExportPlans(ctx, f, batches)
+	if err != nil {
+		return withCode(ExitUsage, err) // the checkpoint cannot be read
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	return a.AddPlan(f, x.name+" (the plans it stores)")
+}
+
+func (x *checkpointExport) close() {
+	os.RemoveAll(filepath.Dir(x.path))
+	x.cp.Close()
+}
+
+// describeHolders writes who holds what in the checkpoint's batches (all
+// when none): each batch's items by status, and its claims and workers. It
+// returns how many claims are live: items in flight, which read as in doubt.
+func describeHolders(ctx context.Context, w io.Writer, name string, x *checkpointExport, batches []string) (int, error) {
+	say := func(format string, args ...any) { warnf(w, name, "%s: "+format, append([]any{x.name}, args...)...) }
+	var (
+		bs      []refund.BatchInfo
+		claims  []postgres.ClaimInfo
+		workers []postgres.WorkerInfo
+		live    int
+		err     error
+	)
+	js, isNATS := x.cp.(*natsjs.Checkpoint)
+	if isNATS {
+		bs, live, err = js.Holders(ctx, batches)
+	} else {
+		bs, claims, workers, err = x.cp.(*postgres.Checkpoint).Holders(ctx, batches)
+	}
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	for _, b := range bs {
+		say("batch %s: %d items (%s), plan loaded %s by %s", b.Batch, b.Items, countsText(b.ByStatus), b.LoadedAt.UTC().Format(time.RFC3339), b.LoadedBy)
+	}
+	if isNATS && live > 0 {
+		say("%d %s delivered to workers and not acknowledged yet (in flight, or a worker's ack-wait not yet out)", live, plural(live, "item"))
+	}
+	for _, cl := range claims {
+		state := "live"
+		if cl.Expired {
+			state = "expired: the next worker to claim it looks it up first"
+		} else {
+			live++
+		}
+		say("claim: item %s of batch %s by %s (generation %d), lease until %s (%s)", cl.Item, cl.Batch, cl.Worker, cl.Generation, cl.LeaseUntil.UTC().Format(time.RFC3339), state)
+	}
+	for _, wk := range workers {
+		state := fmt.Sprintf("last seen %s ago", now.Sub(wk.LastSeen).Round(time.Second))
+		if wk.Stopped != nil {
+			state = "stopped " + wk.Stopped.UTC().Format(time.RFC3339)
+		}
+		say("worker %s (host %s, pid %d): %s, %d claims (%d live)", wk.Worker, wk.Host, wk.PID, state, wk.Claims, wk.LiveLease)
+	}
+	return live, nil
+}
+
+// countsText is "3 refunded, 1 in_doubt" in a fixed order.
+func countsText(by map[string]int) string {
+	s := ""
+	for _, k := range []string{"refunded", "duplicate", "failed", "pending", "in_doubt", "unknown"} {
+		if n := by[k]; n > 0 {
+			if s != "" {
+				s += ", "
+			}
+			label := map[string]string{"unknown": "not started", "duplicate": "refunded twice"}[k]
+			s += fmt.Sprintf("%d %s", n, cmp.Or(label, k))
+		}
+	}
+	return cmp.Or(s, "none")
+}
+
+// exportInputs exports the shared checkpoints among journals (their
+// batches, or all) to temporary files, and returns journals with each
+// replaced by its file; done removes them.
+func exportInputs(env Env, name string, journals, batches []string) (inputs []string, done func(), err error) {
+	var xs []*checkpointExport
+	done = func() {
+		for _, x := range xs {
+			x.close()
+		}
+	}
+	for _, path := range journals {
+		if !isShared(path) {
+			inputs = append(inputs, path)
+			continue
+		}
+		x, err := exportCheckpoint(context.Background(), path, name, batches, nil)
+		if err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			done()
+			return nil, nil, exportError(err)
+		}
+		xs = append(xs, x)
+		inputs = append(inputs, x.path)
+		warnf(env.Stderr, name, "%s: %d records, read as %s", x.name, x.records, x.path)
+	}
+	return inputs, done, nil
+}
+
+// exportError is a checkpoint that could not be read: corrupt (exit 5),
+// else an input that cannot be read.
+func exportError(err error) error {
+	if code, ok := knownCode(err); ok && code == ExitCorrupt {
+		return err
+	}
+	return withCode(ExitUsage, err)
 }

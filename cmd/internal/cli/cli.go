@@ -4,14 +4,20 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"reflect"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/alecthomas/kong"
+	"github.com/posener/complete"
 	"github.com/willabides/kongplete"
 )
 
@@ -24,9 +30,7 @@ const Release = "0.9.0"
 var Version = ""
 
 // versionString is what --version prints after the command's name: the
-// release, then the build: make's Version, else what the go command
-// stamped (a module version for go install ...@v, else the commit, with
-// -dirty when the tree had changes).
+// release, then make's Version, else what the go command stamped.
 func versionString() string {
 	build := Version
 	if build == "" {
@@ -38,8 +42,8 @@ func versionString() string {
 	return Release + " (" + build + ")"
 }
 
-// buildInfoVersion is the version the go command stamped into this binary,
-// "" for none.
+// buildInfoVersion is the module version go install stamped, else the
+// commit (-dirty when the tree had changes), else "".
 func buildInfoVersion() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -50,22 +54,17 @@ func buildInfoVersion() string {
 	}
 	var rev, dirty string
 	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
+		switch {
+		case s.Key == "vcs.revision":
 			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "-dirty"
-			}
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
 		}
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
 	}
 	if rev == "" {
 		return ""
 	}
-	return rev + dirty
+	return rev[:min(len(rev), 12)] + dirty
 }
 
 // Env is everything a command may touch of its process.
@@ -82,9 +81,7 @@ func OSEnv() Env {
 	return Env{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 }
 
-// liveHelp is --live's help in each command that has it: refund moves
-// money with a live key, audit only reads (and cancels what --cancel-extras
-// names).
+// liveHelp is --live's help in each command that has it.
 var liveHelp = map[string]string{
 	"refund": "Allow live credentials (Stripe's sk_live_/rk_live_ key, PayPal's or Adyen's live API): real money moves.",
 	"audit":  "Allow live credentials (Stripe's sk_live_/rk_live_ key, PayPal's or Adyen's live API): audit reads the live account's refunds and moves no money; with --cancel-extras it cancels the extra refunds it names.",
@@ -148,9 +145,18 @@ func parse(env Env, name, description string, grammar any) (code int, done bool)
 	return 0, false
 }
 
+// predictors complete the values of the flags and arguments tagged
+// predictor:"NAME" (complete -C); the rest complete their enum, or nothing.
+var predictors = map[string]complete.Predictor{
+	"file": complete.PredictFiles("*"),
+	"plan": complete.PredictFiles("*.jsonl"),
+	// audit's --provider, whose enum's empty value (none) is no word to offer
+	"providers": complete.PredictSet(providerStripe, providerPayPal, providerAdyen, providerExec),
+}
+
 // joinNegativeValues writes "--rate -1" as "--rate=-1": kong would take
-// "-1" for a short flag and answer with a parser's hint, where the command's
-// own check says what is wrong in a sentence. No flag of ours is a digit.
+// "-1" for a short flag, where the command's own check says what is wrong.
+// No flag of ours is a digit.
 func joinNegativeValues(args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
@@ -169,6 +175,77 @@ func joinNegativeValues(args []string) []string {
 	return out
 }
 
+// fractionMapper reads a float flag given as a number or as a fraction:
+// `--share 0.8/2` is 0.4, as the docs write a share split by hand.
+type fractionMapper struct{}
+
+func (fractionMapper) Decode(ctx *kong.DecodeContext, target reflect.Value) error {
+	var s string
+	if err := ctx.Scan.PopValueInto("value", &s); err != nil {
+		return err
+	}
+	v, err := parseFraction(s)
+	if err != nil {
+		return err
+	}
+	target.SetFloat(v)
+	return nil
+}
+
+// parseFraction is s as a number: "0.4", or "0.8/2" (a number over a
+// positive one).
+func parseFraction(s string) (float64, error) {
+	num, den, split := strings.Cut(s, "/")
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want a number or a fraction such as 0.8/2", s)
+	}
+	if !split {
+		return n, nil
+	}
+	d, err := strconv.ParseFloat(strings.TrimSpace(den), 64)
+	if err != nil || !(d > 0) {
+		return 0, fmt.Errorf("%q: want a number or a fraction such as 0.8/2, over a number above 0", s)
+	}
+	return n / d, nil
+}
+
+// givenFlags are the flags a command line gave, defaults aside, so that a
+// command refuses a flag that does not apply (`--lease 5s` with a journal
+// file) instead of ignoring it. Embedded (kong:"-"), parse fills it.
+type givenFlags struct {
+	names map[string]bool
+}
+
+func (g *givenFlags) recordGiven(ctx *kong.Context) {
+	g.names = map[string]bool{}
+	for _, p := range ctx.Path {
+		if p.Flag != nil && !p.Resolved {
+			g.names[p.Flag.Name] = true
+		}
+	}
+}
+
+// applies says when flags mean something: what, in words after "is for".
+type applies struct {
+	flags []string
+	when  bool
+	what  string
+}
+
+// refuseInapplicable is the usage error naming the first flag given whose
+// rule does not hold.
+func (g *givenFlags) refuseInapplicable(rules ...applies) error {
+	for _, r := range rules {
+		for _, f := range r.flags {
+			if !r.when && g.names[f] {
+				return &usageError{"--" + f + " is for " + r.what}
+			}
+		}
+	}
+	return nil
+}
+
 // usageError is bad flags or arguments found after parsing.
 type usageError struct{ msg string }
 
@@ -178,4 +255,117 @@ func (e *usageError) ExitCode() int { return ExitUsage }
 // warnf prints a message for people on stderr, prefixed with the program name.
 func warnf(w io.Writer, name, format string, args ...any) {
 	fmt.Fprintf(w, name+": "+format+"\n", args...)
+}
+
+// openInput opens path, or stdin for "-"; closeIn closes what it opened.
+func openInput(env Env, path string) (in io.Reader, inName string, closeIn func(), err error) {
+	if path == "-" {
+		return env.Stdin, "<stdin>", func() {}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return f, path, func() { f.Close() }, nil
+}
+
+// startCPUProfile writes a CPU profile to path (none when "") until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// newLogger logs `name: message key=value` lines for people on w, or, in
+// format "json", JSON lines (slog's own handler) for log pipelines.
+func newLogger(w io.Writer, name string, verbose bool, format string) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})).With("program", name)
+	}
+	return slog.New(&lineHandler{w: w, name: name, level: level, mu: new(sync.Mutex)})
+}
+
+type lineHandler struct {
+	w     io.Writer
+	name  string
+	level slog.Level
+	mu    *sync.Mutex
+	attrs []slog.Attr
+}
+
+func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(h.name + ": " + r.Message)
+	write := func(a slog.Attr) bool {
+		s := a.Value.String()
+		if s == "" || strings.ContainsAny(s, " \t\"=") {
+			s = strconv.Quote(s)
+		}
+		fmt.Fprintf(&b, " %s=%s", a.Key, s)
+		return true
+	}
+	for _, a := range h.attrs {
+		write(a)
+	}
+	r.Attrs(write)
+	b.WriteByte('\n')
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+func (h *lineHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append(append([]slog.Attr{}, h.attrs...), attrs...)
+	return &c
+}
+
+func (h *lineHandler) WithGroup(string) slog.Handler { return h }
+
+// logFormatFlag is --log-format, the same in every command that logs.
+type logFormatFlag struct {
+	LogFormat string `enum:"text,json" default:"text" group:"output" help:"Messages on stderr as text lines for people, or JSON lines (log/slog) for agents and log pipelines."`
+}
+
+// messages is where a command's messages go: stderr itself for text, or,
+// with --log-format json, a writer that makes each line a JSON record.
+func (f logFormatFlag) messages(stderr io.Writer, name string) io.Writer {
+	if f.LogFormat != "json" {
+		return stderr
+	}
+	return logWriter{log: newLogger(stderr, name, false, "json"), prefix: name + ": "}
+}
+
+// logWriter turns the lines warnf writes (`name: message`) into records.
+type logWriter struct {
+	log    *slog.Logger
+	prefix string
+}
+
+func (w logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if line = strings.TrimPrefix(line, w.prefix); line != "" {
+			w.log.Info(line)
+		}
+	}
+	return len(p), nil
 }

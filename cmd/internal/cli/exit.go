@@ -3,6 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
@@ -13,8 +18,8 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
 )
 
-// Exit codes, stable across releases, the same condition the same code in
-// every command, and documented in the README.
+// Exit codes, stable across releases and documented in the README: the
+// same condition ends every command with the same code.
 const (
 	ExitOK          = 0   // done: every item refunded, skipped or pending (refund), clean (audit), no conflict (merge)
 	ExitFailed      = 1   // items failed or left in doubt; audit findings; merge conflicts
@@ -27,9 +32,8 @@ const (
 	ExitTerminated  = 143 // stopped by SIGTERM (128+15), the same way
 )
 
-// exitError is an error of a command that says which code it ends in, as
-// gojq's errors do: the libraries' errors are typed instead, and mapped
-// by exitCodeFor, the one place that knows both.
+// exitError is an error that names its command's exit code, as gojq's do;
+// the libraries' errors are typed instead, and knownCode maps them.
 type exitError struct {
 	code int
 	err  error
@@ -47,9 +51,8 @@ func withCode(code int, err error) error {
 	return &exitError{code: code, err: err}
 }
 
-// exitCodeFor is the exit code for err: its own if it carries one, else the
-// code of the condition its type names. Anything else is input that could
-// not be read or used: a usage error.
+// exitCodeFor is err's exit code: its own, else its type's condition's,
+// else ExitUsage (input that could not be read or used).
 func exitCodeFor(err error) int {
 	if code, ok := knownCode(err); ok {
 		return code
@@ -82,11 +85,8 @@ func knownCode(err error) (int, bool) {
 		natsBusy    *natsjs.BusyError
 		overflow    *money.OverflowError
 		notesLocked *notes.LockedError
-		// A kept notification that does not verify (forged, or the wrong
-		// ADYEN_HMAC_KEY), decode or is of an unknown version: an input
-		// that cannot be trusted, as refund and audit say of it, not a
-		// journal that is corrupt. The same in adyen-webhook for its own
-		// --out.
+		// A kept notification that does not verify or decode: an input
+		// that cannot be trusted (exit 2), not a corrupt journal.
 		notesBad *notes.CorruptError
 	)
 	switch {
@@ -117,12 +117,135 @@ func knownCode(err error) (int, bool) {
 	return 0, false
 }
 
-// unwritable says that an error opening or writing a journal (or another
-// output) that names no condition of its own (permission denied, EIO, a
-// missing directory) means the output cannot be written.
+// unwritable makes an error opening or writing an output that names no
+// condition of its own (EACCES, EIO, no directory) an unwritable output.
 func unwritable(err error) error {
 	if _, ok := knownCode(err); ok {
 		return err
 	}
 	return withCode(ExitJournal, err)
+}
+
+// usage prints err and ends the command with ExitUsage.
+func usage(w io.Writer, name string, err error) int {
+	warnf(w, name, "%v", err)
+	return ExitUsage
+}
+
+// fail prints err and ends the command with err's exit code.
+func fail(w io.Writer, name string, err error) int {
+	warnf(w, name, "%v", err)
+	return exitCodeFor(err)
+}
+
+// interrupted is the cause of a run's context canceled by a signal.
+type interrupted struct{ sig syscall.Signal }
+
+func (i interrupted) Error() string { return "stopped by " + i.sig.String() }
+
+// signalCode is 128 + sig's number, as a shell reports a process the
+// signal killed.
+func signalCode(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok && s == syscall.SIGTERM {
+		return ExitTerminated
+	}
+	return ExitInterrupted
+}
+
+// interruptedCode refines ExitInterrupted by ctx's cause: ExitTerminated
+// for SIGTERM, ExitJournal when stdout failed.
+func interruptedCode(ctx context.Context, code int) int {
+	var i interrupted
+	switch cause := context.Cause(ctx); {
+	case code != ExitInterrupted:
+	case errors.As(cause, &i):
+		return signalCode(i.sig)
+	case errors.As(cause, new(stdoutFailed)):
+		return ExitJournal
+	}
+	return code
+}
+
+// stdoutFailed is the cause of a run's context canceled because stdout
+// could not be written (a closed pipe, a full disk): it stops as on a
+// signal, and exits 3.
+type stdoutFailed struct{ err error }
+
+func (s stdoutFailed) Error() string { return "stdout: " + s.err.Error() }
+func (s stdoutFailed) Unwrap() error { return s.err }
+
+// stdoutFailure is the stdout error that stopped ctx's run, or nil.
+func stdoutFailure(ctx context.Context) error {
+	var s stdoutFailed
+	if errors.As(context.Cause(ctx), &s) {
+		return s.err
+	}
+	return nil
+}
+
+// catchBrokenPipe makes a write to a closed pipe fail with EPIPE instead
+// of killing the process (Go's default for fds 1 and 2). Notify, not
+// Ignore: an ignored SIGPIPE would be inherited by exec's commands.
+var catchBrokenPipe = sync.OnceFunc(func() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+})
+
+// stopOnFailure is stdout for a run that stops at its first failed write,
+// as on a signal: it says so and cancels the run with stdoutFailed.
+type stopOnFailure struct {
+	w      io.Writer
+	once   sync.Once
+	stderr io.Writer
+	name   string
+	cancel context.CancelCauseFunc
+}
+
+func (s *stopOnFailure) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.once.Do(func() {
+			warnf(s.stderr, s.name, "stdout: %v: stopping: finishing the calls in flight", err)
+			s.cancel(stdoutFailed{err})
+		})
+	}
+	return n, err
+}
+
+// done disarms it once the run is over: the command reports later errors.
+func (s *stopOnFailure) done() { s.once.Do(func() {}) }
+
+// signalContext is canceled by the first SIGINT or SIGTERM, or a failed
+// write to its stdout (w): the run finishes what it sent. A second signal
+// exits at once (the journal is consistent at every instant).
+func signalContext(stderr io.Writer, name string, w io.Writer) (context.Context, *stopOnFailure, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stdout := &stopOnFailure{w: w, stderr: stderr, name: name, cancel: cancel}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		var sig os.Signal
+		select {
+		case sig = <-sigs:
+		case <-done:
+			return
+		}
+		warnf(stderr, name, "stopping: finishing the calls in flight (signal again to exit at once)")
+		if s, ok := sig.(syscall.Signal); ok {
+			cancel(interrupted{s})
+		} else {
+			cancel(nil)
+		}
+		select {
+		case sig = <-sigs:
+			warnf(stderr, name, "exiting at once")
+			os.Exit(signalCode(sig))
+		case <-done:
+		}
+	}()
+	return ctx, stdout, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
 }

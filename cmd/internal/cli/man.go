@@ -12,16 +12,12 @@ import (
 	"github.com/muesli/roff"
 )
 
-// Man pages, --help's groups and examples, and shell completion all come
-// from each command's kong grammar, so none of them can drift from the
-// flags the command parses. What the grammar cannot hold (a one-line
-// summary, the environment a command reads, examples, the exit codes of
-// the commands whose description lists none) is in commandDocs, and the
-// tests hold it to the grammar: every example parses, every variable named
-// is one the code reads.
+// Man pages, --help's groups and examples, and shell completion come from
+// each command's kong grammar, so they cannot drift from its flags. What
+// the grammar cannot hold is in commandDocs, which the tests hold to the
+// grammar and the code: every example parses, every variable is read.
 
-// Commands are refundkit's binaries, in the order their man pages list
-// them, each with the function that is its body.
+// Commands are refundkit's binaries, in the order their man pages list them.
 func Commands() []string {
 	return []string{"plan", "refund", "audit", "journal-merge", "adyen-webhook", "stripe-sim"}
 }
@@ -47,8 +43,7 @@ func commandRun(name string) func(Env) int {
 }
 
 // flagGroups are the titles of the flag groups (group:"KEY" tags) in
-// --help; a man page's section for a group is its title. Groups come in
-// the order of their first flag in the grammar.
+// --help and the man pages, in the order of their first flag.
 var flagGroups = []kong.Group{
 	{Key: "input", Title: "Input flags:"},
 	{Key: "checkpoint", Title: "Checkpoint flags:"},
@@ -77,9 +72,8 @@ type commandDoc struct {
 
 type envDoc struct{ name, text string }
 
-// example is one example of --help's and the man page's EXAMPLES: a
-// comment and a command line (pipes allowed; the refundkit commands in it
-// are parsed by the tests against their grammars).
+// example is one of --help's and the man page's examples: a comment and a
+// command line (its refundkit commands parsed by the tests).
 type example struct{ comment, line string }
 
 var (
@@ -353,28 +347,13 @@ func manPage(k *kong.Kong, date time.Time) string {
 		d.EndSection()
 	}
 
-	if len(exits) > 0 {
-		d.Section("Exit status")
-		for _, e := range exits {
-			code, text, _ := strings.Cut(e, " ")
-			d.TaggedParagraph(-1)
-			d.TextBold(code)
-			d.EndSection()
-			d.Text(text)
-		}
-		d.EndSection()
+	var codes []envDoc
+	for _, e := range exits {
+		code, text, _ := strings.Cut(e, " ")
+		codes = append(codes, envDoc{code, text})
 	}
-
-	if len(doc.env) > 0 {
-		d.Section("Environment")
-		for _, e := range doc.env {
-			d.TaggedParagraph(-1)
-			d.TextBold(e.name)
-			d.EndSection()
-			d.Text(e.text)
-		}
-		d.EndSection()
-	}
+	taggedSection(d, "Exit status", codes)
+	taggedSection(d, "Environment", doc.env)
 
 	if len(doc.examples) > 0 {
 		d.Section("Examples")
@@ -403,6 +382,21 @@ func manPage(k *kong.Kong, date time.Time) string {
 	// roff's heading names the command as the page's source; refundkit
 	// and its release say it better.
 	return strings.Replace(page, fmt.Sprintf(`"%s" "refundkit manual"`, name), fmt.Sprintf(`"refundkit %s" "refundkit manual"`, Release), 1)
+}
+
+// taggedSection is a section of bold names, each with its text.
+func taggedSection(d *roff.Document, title string, items []envDoc) {
+	if len(items) == 0 {
+		return
+	}
+	d.Section(title)
+	for _, e := range items {
+		d.TaggedParagraph(-1)
+		d.TextBold(e.name)
+		d.EndSection()
+		d.Text(e.text)
+	}
+	d.EndSection()
 }
 
 // splitExit takes the paragraph that lists the exit codes ("Exit codes:"

@@ -1,16 +1,21 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/google/renameio/v2"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 )
 
 type mergeArgs struct {
@@ -44,12 +49,10 @@ func JournalMerge(env Env) (exit int) {
 	}
 	catchBrokenPipe()
 	env.Stderr = args.messages(env.Stderr, name)
-	// A directory named as a journal is a usage error, found before OUT
-	// is touched.
+	// A directory named as a journal is found before OUT is touched.
 	for _, path := range args.Journals {
 		if info, err := os.Stat(path); err == nil && info.IsDir() {
-			warnf(env.Stderr, name, "%v", &journal.NotFileError{Path: path, What: "a directory, not a file"})
-			return ExitUsage
+			return usage(env.Stderr, name, &journal.NotFileError{Path: path, What: "a directory, not a file"})
 		}
 	}
 
@@ -83,13 +86,9 @@ func JournalMerge(env Env) (exit int) {
 		return exitCodeFor(err)
 	}
 	defer done()
-	names := displayNames(args.Journals)
-	args.Journals = inputs
 
-	// Output to a file goes to a temporary file beside it first, so a failed
-	// merge leaves nothing half-written and the old file whole. OUT's lock is
-	// held from before the first write until the rename is done: a run
-	// writing OUT refuses the merge, and a run starting meanwhile is refused.
+	// OUT is written to a temporary file beside it, renamed over it once
+	// whole; its lock is held from before the first write until the rename.
 	out := io.Writer(&outWriter{w: env.Stdout, path: "stdout"})
 	var (
 		pending *renameio.PendingFile
@@ -101,8 +100,7 @@ func JournalMerge(env Env) (exit int) {
 			if _, named := knownCode(err); !named {
 				err = outputError(args.Output, err)
 			}
-			warnf(env.Stderr, name, "%v", err) // locked, no journal file, or unwritable
-			return exitCodeFor(err)
+			return fail(env.Stderr, name, err) // locked, no journal file, or unwritable
 		}
 		defer func() {
 			if renamed {
@@ -114,16 +112,33 @@ func JournalMerge(env Env) (exit int) {
 		pending, err = renameio.NewPendingFile(args.Output,
 			renameio.WithTempDir(filepath.Dir(args.Output)), renameio.WithStaticPermissions(0o600))
 		if err != nil {
-			err = outputError(args.Output, err)
-			warnf(env.Stderr, name, "%v", err)
-			return exitCodeFor(err)
+			return fail(env.Stderr, name, outputError(args.Output, err))
 		}
 		defer pending.Cleanup()
 		out = &outWriter{w: pending, path: args.Output}
 	}
 
-	report, err := journal.MergeWith(args.Journals, out, journal.MergeOptions{Compact: args.Compact})
-	renameInputs(&report, inputs, names)
+	report, err := mergeJournals(env, name, inputs, displayNames(args.Journals), out, args.Compact)
+	if err != nil {
+		return exitCodeFor(err)
+	}
+	if pending != nil {
+		if err := pending.CloseAtomicallyReplace(); err != nil {
+			return fail(env.Stderr, name, outputError(args.Output, err))
+		}
+		renamed = true
+		if err := syncMergeDir(filepath.Dir(args.Output)); err != nil {
+			return fail(env.Stderr, name, outputError(args.Output, err))
+		}
+	}
+	return reportMerge(env, name, report)
+}
+
+// mergeJournals merges the journals at paths, named names in messages,
+// into out, and tells of torn records and the error that stopped it.
+func mergeJournals(env Env, name string, paths, names []string, out io.Writer, compact bool) (journal.MergeReport, error) {
+	report, err := journal.MergeWith(paths, out, journal.MergeOptions{Compact: compact})
+	renameInputs(&report, paths, names)
 	for _, in := range report.Inputs {
 		if in.Torn != nil {
 			warnf(env.Stderr, name, "%s", in.Torn)
@@ -131,23 +146,127 @@ func JournalMerge(env Env) (exit int) {
 	}
 	if err != nil {
 		warnf(env.Stderr, name, "%v", err)
+	}
+	return report, err
+}
+
+// mergeIntoCheckpoint is journal-merge -o postgres://... or nats://...:
+// the checkpoint's records and the journals merged as a file merge is,
+// each journal checked against the checkpoint first, then imported.
+// PostgreSQL replaces the records of every batch the merge holds in one
+// transaction; NATS adds to each item the records it lacks, checking all
+// before it writes. Either refuses (exit 4) while workers hold live claims
+// of what it would change, or wrote there while it ran.
+func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
+	const untouched = "nothing was imported: the checkpoint is as it was"
+	if len(args.Batch) > 0 {
+		warnf(env.Stderr, name, "--batch: an import merges the journals with all the checkpoint holds; drop --batch")
+		return ExitUsage
+	}
+	if args.Compact && natsjs.IsURL(args.Output) {
+		warnf(env.Stderr, name, "--compact: an import into a NATS checkpoint adds records to its items and takes none away; drop --compact (or compact into a file)")
+		return ExitUsage
+	}
+	ctx := context.Background()
+	// An import is a writer: it creates and migrates the schema as a
+	// worker does (the readers write nothing).
+	if postgres.IsURL(args.Output) {
+		if err := postgres.Migrate(ctx, args.Output); err != nil {
+			warnf(env.Stderr, name, "%v", err)
+			warnf(env.Stderr, name, untouched)
+			return exitCodeFor(unwritable(err))
+		}
+	}
+	x, err := exportCheckpoint(ctx, args.Output, name, nil, func(msg string) { warnf(env.Stderr, name, "%s", msg) })
+	if err != nil {
+		return fail(env.Stderr, name, unwritable(err))
+	}
+	defer x.close()
+	inputs, done, err := exportInputs(env, name, args.Journals, nil)
+	if err != nil {
 		return exitCodeFor(err)
 	}
-	if pending != nil {
-		if err := pending.CloseAtomicallyReplace(); err != nil {
-			err = outputError(args.Output, err)
+	defer done()
+	// Records that bind an item otherwise than the checkpoint does are
+	// refused journal by journal, so the error names the journal and line.
+	names := displayNames(args.Journals)
+	for i, path := range inputs {
+		if err := checkImported(ctx, x.cp, path, names[i]); err != nil {
 			warnf(env.Stderr, name, "%v", err)
-			return exitCodeFor(err)
-		}
-		renamed = true
-		if err := syncMergeDir(filepath.Dir(args.Output)); err != nil {
-			err = outputError(args.Output, err)
-			warnf(env.Stderr, name, "%v", err)
-			return exitCodeFor(err)
+			warnf(env.Stderr, name, untouched)
+			return exitCodeFor(unwritable(err))
 		}
 	}
-
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(x.path), "merged.jsonl"), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return fail(env.Stderr, name, withCode(ExitJournal, err))
+	}
+	defer f.Close()
+	report, err := mergeJournals(env, name, append([]string{x.path}, inputs...), append([]string{x.name}, names...), f, args.Compact)
+	if err != nil {
+		return exitCodeFor(err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fail(env.Stderr, name, withCode(ExitJournal, err))
+	}
+	n, batches, err := x.cp.Import(ctx, f, "the merge of "+strings.Join(names, ", "), x.last)
+	if err != nil {
+		warnf(env.Stderr, name, "%s: %v", x.name, err)
+		if !errors.As(err, new(*natsjs.PartialImportError)) {
+			warnf(env.Stderr, name, untouched)
+		}
+		return exitCodeFor(unwritable(err))
+	}
+	if n == 0 {
+		warnf(env.Stderr, name, "%s: nothing new imported: it holds every record of the merge already", x.name)
+	} else {
+		warnf(env.Stderr, name, "%s: imported %d %s of %d %s (%s)", x.name, n, plural(n, "record"), len(batches), map[bool]string{true: "batch", false: "batches"}[len(batches) == 1], strings.Join(batches, ", "))
+	}
 	return reportMerge(env, name, report)
+}
+
+// checkImported checks the journal at path, named name, against cp.
+func checkImported(ctx context.Context, cp sharedCheckpoint, path, name string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	defer f.Close()
+	return cp.CheckJournal(ctx, f, name)
+}
+
+// displayNames are journals as messages name them: a checkpoint's URL
+// with its password redacted.
+func displayNames(journals []string) []string {
+	names := make([]string, len(journals))
+	for i, j := range journals {
+		names[i] = redactCheckpoint(j)
+	}
+	return names
+}
+
+// renameInputs makes report name each input read from paths[i] as
+// names[i]: a checkpoint by its URL, not its temporary file.
+func renameInputs(report *journal.MergeReport, paths, names []string) {
+	rename := func(loc string) string {
+		for i, p := range paths {
+			if rest, ok := strings.CutPrefix(loc, p+":"); ok && p != names[i] {
+				return names[i] + ":" + rest
+			}
+		}
+		return loc
+	}
+	for i := range report.Conflicts {
+		report.Conflicts[i].First = rename(report.Conflicts[i].First)
+		report.Conflicts[i].Second = rename(report.Conflicts[i].Second)
+	}
+	for _, in := range report.Inputs {
+		if in.Torn != nil {
+			if i := slices.Index(paths, in.Torn.Path); i >= 0 {
+				in.Torn.Path = names[i]
+			}
+		}
+	}
 }
 
 // reportMerge says what a merge did and ends it: exit 1 when items have
@@ -229,6 +348,32 @@ func syncMergeDir(dir string) error {
 		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// heldJournal reports a journal file, in read from path, that a running
+// refund holds; the one this audit writes (wInfo) it holds itself. A
+// directory is refused.
+func heldJournal(in io.Reader, inName, path string, wInfo os.FileInfo) (bool, error) {
+	f, ok := in.(*os.File)
+	if !ok {
+		return false, nil
+	}
+	info, err := f.Stat()
+	switch {
+	case err != nil:
+		return false, nil
+	case info.IsDir():
+		return false, &journal.NotFileError{Path: inName, What: "a directory, not a file"}
+	case !info.Mode().IsRegular() || wInfo != nil && os.SameFile(info, wInfo):
+		return false, nil
+	}
+	if path == "-" {
+		// stdin reopened, so that journal.Held probes it with a descriptor
+		// of its own (Linux; elsewhere the probe fails and is skipped)
+		path = "/proc/self/fd/0"
+	}
+	held, _ := journal.Held(path)
+	return held, nil
 }
 
 // heldInputs are the journal files among journals that a running refund

@@ -23,22 +23,13 @@ import (
 	"github.com/refundkit/refundkit/refund/audit"
 )
 
-// --metrics-file: Prometheus' text format in a file, the node_exporter
-// textfile collector's convention for cron jobs and batches. client_golang
-// holds the metrics and writes the format; renameio replaces the file:
-// a temporary file in the same directory (hidden, and not *.prom, so the
-// collector never reads it), fsynced, then renamed over the old one.
-// prometheus.WriteToTextfile renames too, but without the fsync a crash
-// can leave an empty file behind the rename (ext4, XFS), which the
-// collector reports as a scrape error instead of the last good numbers.
+// --metrics-file: Prometheus' text format in a file, node_exporter's
+// textfile collector's convention for batch jobs. renameio replaces the
+// file (a hidden temporary file, fsynced, then renamed): without the fsync
+// (prometheus.WriteToTextfile) a crash can leave it empty.
 
-// metricsFileMode is the file's mode: it holds counts, never a secret,
-// and node_exporter usually runs as a user of its own, which must read it.
+// metricsFileMode: counts, no secret, and node_exporter must read them.
 const metricsFileMode = 0o644
-
-// metricsEvery is how often a run rewrites its metrics file; the last
-// write is at exit.
-const metricsEvery = 5 * time.Second
 
 // metricsFile writes a registry's metrics to a file, atomically, every
 // interval and once more at close.
@@ -50,13 +41,11 @@ type metricsFile struct {
 
 	mu     sync.Mutex // one write at a time
 	warned bool
-	quit   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	stop   func()
 }
 
 func newMetricsFile(path string, reg *prometheus.Registry, warn func(error)) *metricsFile {
-	return &metricsFile{path: path, reg: reg, warn: warn}
+	return &metricsFile{path: path, reg: reg, warn: warn, stop: func() {}}
 }
 
 // write replaces the file with the metrics as they are now.
@@ -102,38 +91,16 @@ func (m *metricsFile) writeOrWarn() {
 }
 
 // start rewrites the file every interval until close.
-func (m *metricsFile) start(every time.Duration) {
-	m.quit, m.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(m.done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				m.writeOrWarn()
-			case <-m.quit:
-				return
-			}
-		}
-	}()
-}
+func (m *metricsFile) start(interval time.Duration) { m.stop = every(interval, false, m.writeOrWarn) }
 
 // close stops the rewrites and writes the file a last time.
 func (m *metricsFile) close() error {
-	m.once.Do(func() {
-		if m.quit != nil {
-			close(m.quit)
-			<-m.done
-		}
-	})
+	m.stop()
 	return m.write()
 }
 
-// previousSuccess reads the last success an earlier run wrote to path
-// (the largest value of the metric named name), so that a run that does
-// not succeed keeps it: an alert on a stale success then fires, while a
-// failed run never looks like a success.
+// previousSuccess is the last success an earlier run wrote to path (the
+// largest value of metric name), which a run that does not succeed keeps.
 func previousSuccess(path, name string) (float64, bool) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -163,9 +130,8 @@ func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
 	return p.TextToMetricFamilies(r)
 }
 
-// metricLabels are the labels every series of a run carries: those that
-// tell two runs' files apart on one host (node_exporter refuses the same
-// series in two files).
+// metricLabels tell two runs' files apart on one host (node_exporter
+// refuses the same series in two files).
 func metricLabels(worker, shard string) prometheus.Labels {
 	l := prometheus.Labels{}
 	if worker != "" {
@@ -177,10 +143,9 @@ func metricLabels(worker, shard string) prometheus.Labels {
 	return l
 }
 
-// refundMetrics are refund's metrics: the run's results (fed by the same
-// results the summary counts), its requests (counted at the provider's
-// door), and the batch's progress (the checkpoint's tally, all workers,
-// with PostgreSQL).
+// refundMetrics are refund's: the run's results (as the summary counts
+// them), its requests (counted at the provider's door), and the batch's
+// progress (with a shared checkpoint, its tally of all workers).
 type refundMetrics struct {
 	file *metricsFile
 
@@ -312,9 +277,8 @@ func (m *refundMetrics) finish(exit int, complete bool, now time.Time) error {
 	return m.file.close()
 }
 
-// countingProvider counts a provider's requests by endpoint and outcome.
-// A call the provider cannot make (ErrNoLookup) asked nothing: the
-// summary does not count it either.
+// countingProvider counts a provider's requests by endpoint and outcome;
+// a call it cannot make (ErrNoLookup) asked nothing.
 type countingProvider struct {
 	refund.Provider
 	name     string
@@ -328,11 +292,11 @@ func (m *refundMetrics) provider(p refund.Provider) refund.Provider {
 	return countingProvider{Provider: p, name: strings.ToLower(p.Facts().Name), requests: m.requests}
 }
 
-func (p countingProvider) count(endpoint string, err error) {
-	if errors.Is(err, refund.ErrNoLookup) {
-		return
+func (p countingProvider) count(endpoint string, err error) error {
+	if !errors.Is(err, refund.ErrNoLookup) {
+		p.requests.WithLabelValues(p.name, endpoint, outcome(err)).Inc()
 	}
-	p.requests.WithLabelValues(p.name, endpoint, outcome(err)).Inc()
+	return err
 }
 
 // outcome names what became of a request.
@@ -368,39 +332,33 @@ func outcome(err error) string {
 
 func (p countingProvider) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	a, err := p.Provider.Create(ctx, it, attempt)
-	p.count("create", err)
-	return a, err
+	return a, p.count("create", err)
 }
 
 func (p countingProvider) Find(ctx context.Context, pay refund.Payment) ([]refund.Refund, error) {
 	rs, err := p.Provider.Find(ctx, pay)
-	p.count("list", err)
-	return rs, err
+	return rs, p.count("list", err)
 }
 
 func (p countingProvider) Payment(ctx context.Context, pay refund.Payment) (refund.PaymentInfo, error) {
 	info, err := p.Provider.Payment(ctx, pay)
-	p.count("payment", err)
-	return info, err
+	return info, p.count("payment", err)
 }
 
 func (p countingProvider) Cancel(ctx context.Context, id string) (refund.Refund, error) {
 	r, err := p.Provider.Cancel(ctx, id)
-	p.count("cancel", err)
-	return r, err
+	return r, p.count("cancel", err)
 }
 
 func (p countingProvider) Get(ctx context.Context, id string) (refund.Refund, error) {
 	r, err := p.Provider.Get(ctx, id)
-	p.count("get", err)
-	return r, err
+	return r, p.count("get", err)
 }
 
 const auditLastSuccess = "refundkit_audit_last_success_timestamp_seconds"
 
-// writeAuditMetrics writes audit's metrics at its exit: findings by kind
-// and items by status from its report, the exit code, and the last clean
-// audit (exit 0), kept from the file by an audit that is not.
+// writeAuditMetrics writes audit's metrics at its exit: its report's
+// findings by kind and items by status, the exit code, the last clean audit.
 func writeAuditMetrics(path string, rep *audit.Report, exit int, now time.Time) error {
 	reg := prometheus.NewRegistry()
 	findings := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_audit_findings",
@@ -431,9 +389,8 @@ func writeAuditMetrics(path string, rep *audit.Report, exit int, now time.Time) 
 	return newMetricsFile(path, reg, nil).write()
 }
 
-// startMetrics makes refund's metrics when --metrics-file asks for them,
-// and writes the file once: a path that cannot be written is refused
-// before anything is sent.
+// startMetrics makes refund's metrics for --metrics-file, and writes the
+// file once: a path that cannot be written is refused before anything is sent.
 func (c *refundCmd) startMetrics(msgs io.Writer, name string) (*refundMetrics, error) {
 	if c.MetricsFile == "" {
 		return nil, nil
@@ -461,9 +418,8 @@ func (m *refundMetrics) finishOrWarn(exit int, planRead bool) {
 	}
 }
 
-// watchBatches watches the batch's tally, with a shared checkpoint,
-// when the progress line or the metrics show it: as often as the line
-// redraws its batch part (2s) or the metrics are written.
+// watchBatches watches a shared checkpoint's tally for the progress line
+// (every 2s) and the metrics (as often as they are written).
 func (c *refundCmd) watchBatches(cp refund.Checkpoint, bar *progress, m *refundMetrics) *batchWatch {
 	if c.DryRun || (bar == nil && m == nil) {
 		return nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 
 	"github.com/alecthomas/kong"
@@ -49,8 +48,7 @@ func Plan(env Env) int {
 	if args.Shard != "" {
 		var err error
 		if shardK, shardN, err = plan.ParseShard(args.Shard); err != nil {
-			warnf(env.Stderr, name, "--%v", err)
-			return ExitUsage
+			return usage(env.Stderr, name, fmt.Errorf("--%v", err))
 		}
 	}
 	if !refund.ValidBatch(args.Batch) {
@@ -60,24 +58,18 @@ func Plan(env Env) int {
 
 	delim, err := plan.ParseDelimiter(args.Delimiter)
 	if err != nil {
-		warnf(env.Stderr, name, "--%v", err)
-		return ExitUsage
+		return usage(env.Stderr, name, fmt.Errorf("--%v", err))
 	}
 	if delim != 0 && args.Format != "auto" && args.Format != "csv" {
 		warnf(env.Stderr, name, "--delimiter is for CSV input, not --format %s: drop it", args.Format)
 		return ExitUsage
 	}
 
-	in, inName := env.Stdin, "<stdin>"
-	if args.File != "-" {
-		f, err := os.Open(args.File)
-		if err != nil {
-			warnf(env.Stderr, name, "%v", err)
-			return ExitUsage
-		}
-		defer f.Close()
-		in, inName = f, args.File
+	in, inName, closeIn, err := openInput(env, args.File)
+	if err != nil {
+		return usage(env.Stderr, name, err)
 	}
+	defer closeIn()
 	p, err := plan.Read(in, inName, plan.Options{
 		Batch:       args.Batch,
 		Format:      plan.Format(args.Format),
@@ -98,8 +90,7 @@ func Plan(env Env) int {
 		return ExitUsage
 	}
 	if err != nil {
-		warnf(env.Stderr, name, "%v", err)
-		return ExitUsage
+		return usage(env.Stderr, name, err)
 	}
 
 	summary := fmt.Sprintf("%d %s, batch %s", p.Len(), plural(p.Len(), "item"), args.Batch)
@@ -127,11 +118,9 @@ func Plan(env Env) int {
 }
 
 // writePlan writes one JSON object an item, each with plan_items, the
-// number of items written: plan holds the whole plan before it writes its
-// first line, so a reader of a stream (refund's progress display) knows
-// the total from the first line. The count is on every item rather than
-// on a header line, so that every line stays a plan item (for jq, wc -l,
-// sort, split, cat) and PeekPlan's first line is one (docs/plan.md).
+// number of items written, so a reader of a stream knows the total from
+// the first line; on every item, not a header, so every line stays a plan
+// item (jq, wc -l, split: docs/plan.md).
 func writePlan(w io.Writer, p *plan.Plan) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var line bytes.Buffer

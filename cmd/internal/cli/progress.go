@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -15,9 +17,34 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
+// every calls f every d (and once at once when now) in a goroutine of its
+// own until stop, which waits for the last call to end.
+func every(d time.Duration, now bool, f func()) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		if now {
+			f()
+		}
+		for {
+			select {
+			case <-t.C:
+				f()
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return sync.OnceFunc(func() {
+		close(quit)
+		<-done
+	})
+}
+
 // progressWriter is stderr shared by messages and the progress line: a
-// message first clears the line, which is drawn again after it, so neither
-// lands in the middle of the other.
+// message first clears the line, which is drawn again after it.
 type progressWriter struct {
 	mu   sync.Mutex
 	w    io.Writer
@@ -46,21 +73,23 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 func (p *progressWriter) show(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if line == p.line {
-		return
+	if line != p.line {
+		io.WriteString(p.w, clearLine+line)
+		p.line = line
 	}
-	io.WriteString(p.w, clearLine+line)
-	p.line = line
+}
+
+func isTerminal(x any) bool {
+	f, ok := x.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // progress is refund's one-line display on a terminal: counts by outcome,
 // items retrying, the rate of items settled through the API and, when the
 // plan's size is known, the total and an ETA. A nil *progress shows nothing.
 type progress struct {
-	out *progressWriter
-	// size is the plan's number of items as far as the run knows it
-	// (refund.PlanSize.Items), asked at every frame: 0 is unknown.
-	size func() int
+	out  *progressWriter
+	size func() int // the plan's items as far as the run knows (0: unknown)
 
 	mu       sync.Mutex
 	counts   map[string]int
@@ -68,80 +97,48 @@ type progress struct {
 	api      int       // results that took API calls (not skipped)
 	firstAPI time.Time // when the first of them came
 	waiting  int       // items waiting to retry
-	// batch, with a shared checkpoint, is the batch's tally, all
-	// workers': the line then shows it, and the ETA comes from its rate.
-	batch *batchWatch
+	batch    *batchWatch
 
 	// log, with --log-format json, takes the display as a "progress"
-	// record every jsonProgressEvery instead: a JSON log never carries
-	// the terminal's control bytes.
+	// record every jsonProgressEvery: a JSON log never carries the
+	// terminal's control bytes.
 	log *slog.Logger
-
-	stopOnce sync.Once
-	quit     chan struct{}
-	finished chan struct{}
+	end func()
 }
 
-// jsonProgressEvery spaces the progress records of a JSON log: a log
-// pipeline wants a heartbeat, not five lines a second.
+// jsonProgressEvery spaces the progress records of a JSON log.
 const jsonProgressEvery = 5 * time.Second
 
 // newProgress starts the display when mode says so: always, or auto with
-// stderr a terminal. With log (--log-format json) it is written as records
-// of log, never drawn.
+// stderr a terminal. With log it is written as records of log.
 func newProgress(w *progressWriter, mode string, log *slog.Logger, total func() int) *progress {
-	show := mode == "always"
-	if mode == "auto" {
-		f, ok := w.w.(*os.File)
-		show = ok && term.IsTerminal(int(f.Fd()))
-	}
-	if !show {
+	if mode == "never" || mode == "auto" && !isTerminal(w.w) {
 		return nil
 	}
-	p := &progress{out: w, log: log, size: total, counts: map[string]int{}, quit: make(chan struct{}), finished: make(chan struct{})}
-	go p.loop()
+	p := &progress{out: w, log: log, size: total, counts: map[string]int{}}
+	draw, d := func() { p.out.show(p.line(time.Now())) }, 200*time.Millisecond
+	if log != nil {
+		draw, d = func() { p.log.Info("progress", p.attrs(time.Now())...) }, jsonProgressEvery
+	}
+	stop := every(d, true, draw)
+	p.end = sync.OnceFunc(func() {
+		stop()
+		if log != nil {
+			draw() // the run's last counts, against the total known at the end
+		} else {
+			p.out.show("")
+		}
+	})
 	return p
 }
 
-// loop redraws a few times a second: the rate, the ETA and the retries move
-// between results too. A JSON log gets a record at the start, every
-// jsonProgressEvery and at the end: its last record has the run's last
-// counts, against the total known once the plan was read.
-func (p *progress) loop() {
-	defer close(p.finished)
-	every := 200 * time.Millisecond
-	if p.log != nil {
-		every = jsonProgressEvery
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if p.log != nil {
-			p.log.Info("progress", p.attrs(time.Now())...)
-		} else {
-			p.out.show(p.line(time.Now()))
-		}
-		select {
-		case <-t.C:
-		case <-p.quit:
-			if p.log != nil {
-				p.log.Info("progress", p.attrs(time.Now())...)
-			}
-			return
-		}
-	}
-}
-
-// total is the plan's number of items, 0 when unknown. A total below the
-// items done is unknown too: a count that the run outgrew (a plan edited
-// after plan counted it) is never shown as more than 100%. The caller
-// holds p.mu.
+// total is the plan's number of items, 0 when unknown or below the items
+// done (a plan edited after plan counted it). The caller holds p.mu.
 func (p *progress) total() int {
-	n := p.size()
-	if n < p.done {
-		return 0
+	if n := p.size(); n >= p.done {
+		return n
 	}
-	return n
+	return 0
 }
 
 func (p *progress) add(r refund.Result) {
@@ -172,32 +169,26 @@ func (p *progress) retrying(delta int) {
 
 // stop removes the line for good.
 func (p *progress) stop() {
-	if p == nil {
-		return
+	if p != nil {
+		p.end()
 	}
-	p.stopOnce.Do(func() {
-		close(p.quit)
-		<-p.finished
-		if p.log == nil {
-			p.out.show("")
-		}
-	})
+}
+
+func (p *progress) watch() *batchWatch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.batch
 }
 
 // line is the display at now. The rate counts only items settled through
-// the API, from the first of them: skipped items go by at thousands a
-// second and would make the first frames absurd.
+// the API: skipped items go by at thousands a second.
 func (p *progress) line(now time.Time) string {
-	p.mu.Lock()
-	w := p.batch
-	p.mu.Unlock()
-	if s, ok := w.line(now); ok {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return fmt.Sprintf("%s · this run %d items, %d retrying", s, p.done, p.waiting)
-	}
+	batch, ok := p.watch().line(now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if ok {
+		return fmt.Sprintf("%s · this run %d items, %d retrying", batch, p.done, p.waiting)
+	}
 	var b strings.Builder
 	b.WriteString("refund ")
 	if total := p.total(); total > 0 {
@@ -210,20 +201,18 @@ func (p *progress) line(now time.Time) string {
 	if n := p.counts[refund.StatusPending]; n > 0 {
 		fmt.Fprintf(&b, ", %d pending", n)
 	}
-	rate, eta := p.pace(now)
-	if rate == 0 {
-		return b.String()
-	}
-	fmt.Fprintf(&b, " · %.1f items/s", rate)
-	if eta > 0 {
-		fmt.Fprintf(&b, " · ETA %s", eta.Round(time.Second))
+	if rate, eta := p.pace(now); rate > 0 {
+		fmt.Fprintf(&b, " · %.1f items/s", rate)
+		if eta > 0 {
+			fmt.Fprintf(&b, " · ETA %s", eta.Round(time.Second))
+		}
 	}
 	return b.String()
 }
 
-// pace is this run's rate of items settled through the API at now, and
-// the ETA when the plan's size is known; 0s until two items and a second.
-// The caller holds p.mu.
+// pace is this run's rate of items settled through the API, and the ETA
+// when the plan's size is known; 0s until two items and a second. The
+// caller holds p.mu.
 func (p *progress) pace(now time.Time) (rate float64, eta time.Duration) {
 	elapsed := now.Sub(p.firstAPI)
 	if p.api < 2 || elapsed < time.Second {
@@ -239,26 +228,13 @@ func (p *progress) pace(now time.Time) (rate float64, eta time.Duration) {
 // attrs is the display at now as a log record's fields: this run's counts,
 // and the batch's, all workers', with a shared checkpoint.
 func (p *progress) attrs(now time.Time) []any {
-	p.mu.Lock()
-	w := p.batch
-	p.mu.Unlock()
 	var out []any
-	if tally, done, total, rate, ok := w.snapshot(); ok {
-		by := map[string]int{}
-		for _, b := range tally {
-			for st, n := range b.ByStatus {
-				by[st] += n
-			}
-		}
-		out = append(out, slog.Group("batch", "done", done, "total", total, "by_status", by, "items_per_second", rate))
+	if tally, s, rate, ok := p.watch().sample(); ok {
+		out = append(out, slog.Group("batch", "done", s.done, "total", s.total, "by_status", byStatus(tally), "items_per_second", rate))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	counts := make(map[string]int, len(p.counts))
-	for st, n := range p.counts {
-		counts[st] = n
-	}
-	out = append(out, "done", p.done, "by_status", counts, "retrying", p.waiting)
+	out = append(out, "done", p.done, "by_status", maps.Clone(p.counts), "retrying", p.waiting)
 	if total := p.total(); total > 0 {
 		out = append(out, "total", total)
 	}
@@ -271,12 +247,21 @@ func (p *progress) attrs(now time.Time) []any {
 	return out
 }
 
-// batchWatch reads the tally of the run's batches from a PostgreSQL
-// checkpoint every interval (one query grouping the batch's items by
-// status, Checkpoint.Progress), for the progress line and the metrics: the
-// batch's counts across all workers, and its rate, items done over time
-// by all of them, from which the ETA follows. A nil *batchWatch watches
-// nothing.
+// byStatus adds up the batches' items by status.
+func byStatus(tally []refund.BatchInfo) map[string]int {
+	by := map[string]int{}
+	for _, b := range tally {
+		for st, n := range b.ByStatus {
+			by[st] += n
+		}
+	}
+	return by
+}
+
+// batchWatch reads the tally of the run's batches from a shared checkpoint
+// every interval, for the progress line and the metrics: the batch's
+// counts across all workers, and its rate, whence the ETA. A nil
+// *batchWatch watches nothing.
 type batchWatch struct {
 	cp      refund.Tallier
 	onTally func([]refund.BatchInfo)
@@ -286,9 +271,7 @@ type batchWatch struct {
 	first  batchSample // the first tally that named a batch
 	latest batchSample
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	finished chan struct{}
+	end func()
 }
 
 // batchSample is how many of the batches' items were done at a time.
@@ -298,39 +281,28 @@ type batchSample struct {
 }
 
 // watchBatches starts a watch of cp's batches every interval; onTally,
-// when set, hears each tally. A cp that is not a shared checkpoint is
-// no watch.
-func watchBatches(cp refund.Checkpoint, every time.Duration, onTally func([]refund.BatchInfo)) *batchWatch {
+// when set, hears each tally. A cp that is not shared is no watch.
+func watchBatches(cp refund.Checkpoint, interval time.Duration, onTally func([]refund.BatchInfo)) *batchWatch {
 	tallier, ok := cp.(refund.Tallier)
 	if !ok {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &batchWatch{cp: tallier, onTally: onTally, cancel: cancel, finished: make(chan struct{})}
-	go func() {
-		defer close(w.finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			w.poll(ctx)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	w := &batchWatch{cp: tallier, onTally: onTally}
+	stop := every(interval, true, func() { w.poll(ctx) })
+	w.end = func() {
+		cancel()
+		stop()
+	}
 	return w
 }
 
 // poll reads the tally once; a failed read keeps the last one (the run
-// itself says when the database is gone).
+// itself says when the checkpoint is gone).
 func (w *batchWatch) poll(ctx context.Context) {
-	bs, err := w.cp.Progress(ctx)
-	if err != nil || len(bs) == 0 {
-		return
+	if bs, err := w.cp.Progress(ctx); err == nil && len(bs) > 0 {
+		w.observe(time.Now(), bs)
 	}
-	w.observe(time.Now(), bs)
 }
 
 // observe takes the tally bs read at now.
@@ -351,75 +323,92 @@ func (w *batchWatch) observe(now time.Time, bs []refund.BatchInfo) {
 	}
 }
 
-// stop ends the watch.
 func (w *batchWatch) stop() {
-	if w == nil {
-		return
+	if w != nil {
+		w.end()
 	}
-	w.stopOnce.Do(func() {
-		w.cancel()
-		<-w.finished
-	})
 }
 
-// rate is the batches' items done per second by all workers since the
-// watch's first tally; 0 until a second has passed and an item was done.
-func (w *batchWatch) rate() float64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	d := w.latest.at.Sub(w.first.at)
-	if d < time.Second || w.latest.done <= w.first.done {
-		return 0
-	}
-	return float64(w.latest.done-w.first.done) / d.Seconds()
-}
-
-// snapshot is the latest tally with its done and total items and the
-// batches' rate; false before the first tally.
-func (w *batchWatch) snapshot() (tally []refund.BatchInfo, done, total int, rate float64, ok bool) {
+// sample is the latest tally and its sample, with the batches' rate by all
+// workers since the first tally (0 until a second has passed and an item
+// was done); false before the first tally.
+func (w *batchWatch) sample() (tally []refund.BatchInfo, s batchSample, rate float64, ok bool) {
 	if w == nil {
-		return nil, 0, 0, 0, false
+		return nil, s, 0, false
 	}
-	rate = w.rate()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.latest.at.IsZero() || w.latest.total == 0 {
-		return nil, 0, 0, 0, false
+	if d := w.latest.at.Sub(w.first.at); d >= time.Second && w.latest.done > w.first.done {
+		rate = float64(w.latest.done-w.first.done) / d.Seconds()
 	}
-	return w.tally, w.latest.done, w.latest.total, rate, true
+	return w.tally, w.latest, rate, !w.latest.at.IsZero() && w.latest.total > 0
 }
 
 // line is the batch's part of the progress line at now; false before the
 // first tally.
 func (w *batchWatch) line(now time.Time) (string, bool) {
-	if w == nil {
+	tally, s, rate, ok := w.sample()
+	if !ok {
 		return "", false
 	}
-	rate := w.rate()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.latest.at.IsZero() || w.latest.total == 0 {
-		return "", false
+	what := "batch " + tally[0].Batch
+	if len(tally) > 1 {
+		what = fmt.Sprintf("%d batches", len(tally))
 	}
-	by := map[string]int{}
-	for _, b := range w.tally {
-		for st, n := range b.ByStatus {
-			by[st] += n
-		}
-	}
-	var b strings.Builder
-	what := "batch " + w.tally[0].Batch
-	if len(w.tally) > 1 {
-		what = fmt.Sprintf("%d batches", len(w.tally))
-	}
-	fmt.Fprintf(&b, "refund %s: %d/%d (%d%%) by all workers · %s", what, w.latest.done, w.latest.total, w.latest.done*100/w.latest.total, countsText(by))
+	line := fmt.Sprintf("refund %s: %d/%d (%d%%) by all workers · %s", what, s.done, s.total, s.done*100/s.total, countsText(byStatus(tally)))
 	if rate > 0 {
-		fmt.Fprintf(&b, " · %.1f items/s", rate)
-		if left := w.latest.total - w.latest.done; left > 0 {
+		line += fmt.Sprintf(" · %.1f items/s", rate)
+		if left := s.total - s.done; left > 0 {
 			// From the tally's time: the rate holds between tallies.
-			eta := time.Duration(float64(left)/rate*float64(time.Second)) - now.Sub(w.latest.at)
-			fmt.Fprintf(&b, " · ETA %s", max(eta, 0).Round(time.Second))
+			eta := time.Duration(float64(left)/rate*float64(time.Second)) - now.Sub(s.at)
+			line += fmt.Sprintf(" · ETA %s", max(eta, 0).Round(time.Second))
 		}
 	}
-	return b.String(), true
+	return line, true
+}
+
+// resultWriter prints result lines on stdout, buffered, flushed at least
+// every 100 ms so a pipeline sees progress.
+type resultWriter struct {
+	mu     sync.Mutex
+	w      *bufio.Writer
+	dirty  bool
+	failed error // the first write to stdout that failed; bufio keeps it
+	stop   func()
+}
+
+func newResultWriter(w io.Writer) *resultWriter {
+	rw := &resultWriter{w: bufio.NewWriterSize(w, 64*1024)}
+	stop := every(100*time.Millisecond, false, rw.flush)
+	rw.stop = sync.OnceFunc(func() {
+		stop()
+		rw.flush()
+	})
+	return rw
+}
+
+func (rw *resultWriter) write(r refund.Result) {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	// Encoded straight into the writer's free space: no copy when it fits.
+	rw.w.Write(r.AppendJSON(rw.w.AvailableBuffer()))
+	rw.dirty = true
+}
+
+func (rw *resultWriter) flush() {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if rw.dirty {
+		if err := rw.w.Flush(); err != nil && rw.failed == nil {
+			rw.failed = err
+		}
+		rw.dirty = false
+	}
+}
+
+// err is the first error writing stdout, nil while every line got out.
+func (rw *resultWriter) err() error {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	return rw.failed
 }

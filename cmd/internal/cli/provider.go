@@ -12,6 +12,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +22,8 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 	"github.com/refundkit/refundkit/refund/provider/adyen"
+	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
+	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 	"github.com/refundkit/refundkit/refund/provider/exec"
 	"github.com/refundkit/refundkit/refund/provider/paypal"
 	"github.com/refundkit/refundkit/refund/provider/stripe"
@@ -41,13 +45,28 @@ type providerFlags struct {
 	paypalFlags
 	adyenFlags
 	execFlags
-	// checkpoint is the run's checkpoint, whose PostgreSQL database also
-	// holds Adyen's notifications when --notifications names none.
+	// checkpoint is the run's, whose PostgreSQL database also holds
+	// Adyen's notifications when --notifications names none.
 	checkpoint string `kong:"-"`
 }
 
-// execFlags are the settings of --provider exec. Commands are run with
-// /bin/sh -c and inherit refund's environment, which refund never prints.
+// The key itself is never a flag, nor any other secret: they come from the
+// environment only, so they stay out of shell history and process listings.
+type stripeFlags struct {
+	APIBase string `name:"api-base" placeholder:"URL" group:"provider" help:"Stripe API base URL (default: env STRIPE_API_BASE, else https://api.stripe.com)."`
+	Live    bool   `group:"provider" help:"${live_help}"`
+}
+
+type paypalFlags struct {
+	PayPalAPIBase string `name:"paypal-api-base" placeholder:"URL" group:"provider" help:"PayPal API base URL (default: env PAYPAL_API_BASE, else the sandbox, https://api-m.sandbox.paypal.com; with --live, https://api-m.paypal.com)."`
+}
+
+type adyenFlags struct {
+	Notifications string `placeholder:"FILE|URL" group:"provider" predictor:"file" help:"--provider adyen: the notifications adyen-webhook keeps (its --out: a file, or a PostgreSQL URL; default with a PostgreSQL checkpoint: its database), verified with ADYEN_HMAC_KEY. They settle pending refunds and tell of refunds whose answer was lost; without them every Adyen refund stays pending."`
+}
+
+// execFlags are --provider exec's. Its commands (/bin/sh -c) inherit
+// refund's environment, which refund never prints.
 type execFlags struct {
 	ExecCreate  string        `name:"exec-create" placeholder:"CMD" group:"exec" help:"--provider exec: the command run once per refund attempt, the plan item as JSON on stdin, REFUNDKIT_IDEMPOTENCY_KEY and the rest in its environment; it prints one JSON answer. Exit 0 answered, 75 retry later with the same key, anything else leaves the item in doubt."`
 	ExecFind    string        `name:"exec-find" placeholder:"CMD" group:"exec" help:"--provider exec: the command that prints the refunds the API holds for a payment (JSON lines), so that an item in doubt is looked up before anything is sent again. Without it, an item in doubt is sent again only under the same key."`
@@ -55,12 +74,12 @@ type execFlags struct {
 	ExecKeyTTL  time.Duration `name:"exec-key-ttl" default:"0s" placeholder:"D" group:"exec" help:"--provider exec: how long the API keeps an idempotency key (0: for ever). Without --exec-find, an item in doubt is sent again under its key while the key is surely kept (for ever, or within half this TTL of its first call); later it is left for a person."`
 }
 
-// minExecTimeout is the shortest --exec-timeout: /bin/sh alone takes
-// milliseconds to start.
+// minExecTimeout is the shortest --exec-timeout: shorter, /bin/sh could
+// not start, and every item would be in doubt.
 const minExecTimeout = 100 * time.Millisecond
 
-// provider builds the provider the flags name; stderr receives what its
-// commands print there (exec). Its errors never contain a secret.
+// provider builds the provider the flags name; stderr receives what exec's
+// commands print there. Its errors never contain a secret.
 func (f *providerFlags) provider(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
 	if f.Provider == providerExec && f.ExecCreate == "" {
 		return nil, &usageError{"--provider exec needs --exec-create CMD"}
@@ -68,13 +87,19 @@ func (f *providerFlags) provider(env Env, stderr io.Writer, name string, conns i
 	return f.build(env, stderr, name, conns)
 }
 
-// lister builds the provider for a run that only lists refunds (audit):
-// with exec, the find command is what it needs, and create is never run.
+// lister builds the provider for a run that only lists refunds (audit).
 func (f *providerFlags) lister(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
 	if f.Provider == providerExec && f.ExecFind == "" {
 		return nil, &usageError{"--provider exec lists refunds with --exec-find CMD: give it"}
 	}
 	return f.build(env, stderr, name, conns)
+}
+
+// closeProvider closes what a provider holds open (Adyen's notifications).
+func closeProvider(p refund.Provider) {
+	if cl, ok := p.(io.Closer); ok {
+		cl.Close()
+	}
 }
 
 func (f *providerFlags) build(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
@@ -91,7 +116,179 @@ func (f *providerFlags) build(env Env, stderr io.Writer, name string, conns int)
 		}
 		return adyenProvider(env, f.Live, conns, store)
 	}
-	return f.client(env, conns)
+	return f.stripe(env, conns)
+}
+
+// stripe builds the Stripe client from the flags and STRIPE_API_KEY.
+func (f *providerFlags) stripe(env Env, conns int) (refund.Provider, error) {
+	key := env.Getenv("STRIPE_API_KEY")
+	switch {
+	case key == "":
+		return nil, &usageError{"STRIPE_API_KEY is not set"}
+	case !strings.HasPrefix(key, "sk_") && !strings.HasPrefix(key, "rk_"):
+		return nil, &usageError{"STRIPE_API_KEY does not look like a Stripe secret or restricted key (sk_... or rk_...)"}
+	case stripeLive(key) && !f.Live:
+		return nil, &usageError{"STRIPE_API_KEY is a live-mode key: pass --live to move real money"}
+	}
+	f.APIBase = cmp.Or(f.APIBase, env.Getenv("STRIPE_API_BASE"))
+	if f.APIBase != "" {
+		if err := checkAPIBase("--api-base", f.APIBase, "the key", "", false); err != nil {
+			return nil, err
+		}
+	}
+	return stripe.New(f.APIBase, key, conns), nil
+}
+
+func stripeLive(key string) bool {
+	return strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_")
+}
+
+// provider builds the PayPal client: the sandbox, or the live API with
+// live (and only then).
+func (f *paypalFlags) provider(env Env, live bool, conns int) (refund.Provider, error) {
+	id, secret := env.Getenv("PAYPAL_CLIENT_ID"), env.Getenv("PAYPAL_CLIENT_SECRET")
+	switch {
+	case id == "":
+		return nil, &usageError{"PAYPAL_CLIENT_ID is not set"}
+	case secret == "":
+		return nil, &usageError{"PAYPAL_CLIENT_SECRET is not set"}
+	}
+	base, from := f.PayPalAPIBase, "--paypal-api-base"
+	if base == "" {
+		base, from = env.Getenv("PAYPAL_API_BASE"), "PAYPAL_API_BASE"
+	}
+	if base == "" {
+		base = paypal.SandboxAPIBase
+		if live {
+			base = paypal.LiveAPIBase
+		}
+	} else if err := checkAPIBase(from, base, "the credentials", "PayPal's", live); err != nil {
+		return nil, err
+	}
+	return paypal.New(base, id, secret, conns), nil
+}
+
+// adyenNotes are the notifications the flags name, opened for reading;
+// pgDefault, a PostgreSQL checkpoint's URL, is where they are by default.
+// None is a usage error: Adyen cannot list a payment's refunds, so without
+// them a run would send blind and audit could check nothing.
+func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) {
+	src := f.Notifications
+	if src == "" && postgres.IsURL(pgDefault) {
+		src = pgDefault
+	}
+	if src == "" {
+		return nil, &usageError{"--provider adyen needs --notifications FILE|URL, the notifications adyen-webhook keeps (its --out): Adyen has no API that lists a payment's refunds, so they are the only look-up; without them a refund already made cannot be seen"}
+	}
+	raw := env.Getenv("ADYEN_HMAC_KEY")
+	if raw == "" {
+		return nil, &usageError{"ADYEN_HMAC_KEY is not set: the notifications cannot be verified without it"}
+	}
+	key, err := wire.ParseHMACKey(raw)
+	if err != nil {
+		return nil, &usageError{"ADYEN_HMAC_KEY: " + err.Error()}
+	}
+	if postgres.IsURL(src) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := notes.OpenPG(ctx, src, key)
+		if err != nil {
+			return nil, fmt.Errorf("--notifications: %w", err)
+		}
+		return s, nil
+	}
+	s, err := notes.OpenFile(src, key, false)
+	if err != nil {
+		return nil, &usageError{fmt.Sprintf("--notifications: %v", err)}
+	}
+	return s, nil
+}
+
+// adyenProvider builds the Adyen client: the test API unless
+// ADYEN_API_BASE names another (a live one only with live).
+func adyenProvider(env Env, live bool, conns int, store notes.Store) (refund.Provider, error) {
+	key, merchant := env.Getenv("ADYEN_API_KEY"), env.Getenv("ADYEN_MERCHANT_ACCOUNT")
+	switch {
+	case key == "":
+		return nil, &usageError{"ADYEN_API_KEY is not set"}
+	case merchant == "":
+		return nil, &usageError{"ADYEN_MERCHANT_ACCOUNT is not set"}
+	}
+	base := env.Getenv("ADYEN_API_BASE")
+	if base == "" {
+		if live {
+			return nil, &usageError{"--live with Adyen needs ADYEN_API_BASE: Adyen's live Checkout API is at your own prefix (https://[prefix]-checkout-live.adyenpayments.com/checkout)"}
+		}
+		base = adyen.TestAPIBase
+	}
+	if err := checkAPIBase("ADYEN_API_BASE", base, "the API key", "Adyen's", live); err != nil {
+		return nil, err
+	}
+	cfg := adyen.Config{Base: base, APIKey: key, Merchant: merchant, Conns: conns}
+	if store != nil { // a nil Store in the interface would not be nil
+		cfg.Notes = store
+	}
+	return adyen.New(cfg), nil
+}
+
+// checkAPIBase refuses an API base, from a flag or variable, that is not
+// http(s); plain http but to loopback (secret would cross the network in
+// clear); or whose's live API without live (whose "": no live host).
+func checkAPIBase(from, base, secret, whose string, live bool) error {
+	u, err := url.Parse(base)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+		return &usageError{fmt.Sprintf("%s %q: want an http(s) URL", from, redactURL(base))}
+	case u.Scheme == "http" && !isLoopback(u.Hostname()):
+		return &usageError{fmt.Sprintf("%s %q: plain http is allowed only to a loopback address (%s would cross the network in clear)", from, redactURL(base), secret)}
+	case !live && (whose == "PayPal's" && paypalLive(u.Hostname()) || whose == "Adyen's" && adyenLive(u.Hostname())):
+		return &usageError{fmt.Sprintf("%s %q is %s live API: pass --live to move real money", from, redactURL(base), whose)}
+	}
+	return nil
+}
+
+// paypalLive reports a host of PayPal's live API: any paypal.com host but
+// the sandbox's.
+func paypalLive(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return (h == "paypal.com" || strings.HasSuffix(h, ".paypal.com")) && !strings.Contains(h, "sandbox")
+}
+
+// adyenLive reports a host of Adyen's live APIs: any adyen.com or
+// adyenpayments.com host but the test environment's.
+func adyenLive(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	adyenHost := h == "adyen.com" || strings.HasSuffix(h, ".adyen.com") || h == "adyenpayments.com" || strings.HasSuffix(h, ".adyenpayments.com")
+	return adyenHost && !strings.Contains(h, "-test.") && !strings.HasPrefix(h, "test.")
+}
+
+// redactURL is a URL as messages may show it: without the password a
+// user put in it, and an unparsable one with credentials not at all.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	if strings.Contains(raw, "@") {
+		return "(a URL with credentials, not shown)"
+	}
+	return raw
+}
+
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
+}
+
+// providerRules are the rules of the providers' own flags, in refund and
+// audit; live is --live's.
+func providerRules(p, notesFor string, live applies) []applies {
+	return []applies{
+		{[]string{"exec-find", "exec-timeout", "exec-key-ttl"}, p == providerExec, "--provider exec"},
+		{[]string{"api-base"}, p == providerStripe, "--provider stripe"},
+		{[]string{"paypal-api-base"}, p == providerPayPal, "--provider paypal"},
+		{[]string{"notifications"}, p == providerAdyen, notesFor},
+		live,
+	}
 }
 
 func (f *providerFlags) exec(stderr io.Writer, name string) (refund.Provider, error) {
@@ -99,8 +296,6 @@ func (f *providerFlags) exec(stderr io.Writer, name string) (refund.Provider, er
 	case f.ExecTimeout <= 0:
 		return nil, &usageError{fmt.Sprintf("--exec-timeout %v: want a duration above 0", f.ExecTimeout)}
 	case f.ExecTimeout < minExecTimeout:
-		// Every command would be killed as it starts: each item in
-		// doubt, none ever refunded.
 		return nil, &usageError{fmt.Sprintf("--exec-timeout %v: want %v or more (a command cannot start and answer sooner)", f.ExecTimeout, minExecTimeout)}
 	case f.ExecKeyTTL < 0:
 		return nil, &usageError{fmt.Sprintf("--exec-key-ttl %v: want 0 (kept for ever) or more", f.ExecKeyTTL)}
@@ -110,15 +305,10 @@ func (f *providerFlags) exec(stderr io.Writer, name string) (refund.Provider, er
 }
 
 // pacer paces the run: --rate for all endpoints together when given (0:
-// no pacing at all), and each provider's own limits as it knows them.
-// Stripe's and PayPal's (--share of them) are their packages'; an exec
-// command's API is unknown to refund, so it gets no limit but --rate, and
-// its exit 75 halves that rate as a 429 would.
-//
-// A pace that cannot send one request within paceBound is refused, naming
-// the flag that set it: such a run never sends (--rate 1e-300 waited
-// 1e300 seconds for its second request) while it holds the journal, or
-// the claims of a shared checkpoint.
+// none), and --share of each provider's own limits (an exec command's API
+// gets only --rate). A pace that cannot send one request within paceBound
+// is refused: such a run would hold the journal or its claims and never
+// send (--rate 1e-300).
 func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 	if c.Rate != nil && *c.Rate == 0 {
 		return nil, nil
@@ -136,8 +326,7 @@ func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 	whose := ""
 	switch c.Provider {
 	case providerStripe:
-		key := env.Getenv("STRIPE_API_KEY")
-		live := strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_")
+		live := stripeLive(env.Getenv("STRIPE_API_KEY"))
 		limits, whole, whose = stripe.Limits(live, c.Share), stripe.Limits(live, 1), "Stripe's"
 	case providerPayPal:
 		limits, whole, whose = paypal.Limits(c.Share), paypal.Limits(1), "PayPal's"
@@ -165,12 +354,9 @@ func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 	return refund.NewPacer(limits), nil
 }
 
-// paceBound is the longest a run's request may wait for its turn at the
-// pace it starts at, and how to say it: a minute; with a PostgreSQL
-// checkpoint, a lease when that is shorter. A claimed item waits for its
-// requests under a lease that this run renews, out of every other worker's
-// reach: a pace slower than one request a lease keeps items from workers
-// that could send them.
+// paceBound is the longest a request may wait for its turn, and how to
+// say it: a minute, or with a PostgreSQL checkpoint a shorter lease (a
+// slower pace keeps claimed items from workers that could send them).
 func (c *refundCmd) paceBound() (time.Duration, string) {
 	if postgres.IsURL(c.Journal) && c.Lease < time.Minute {
 		return c.Lease, "in a --lease of " + c.Lease.String()
@@ -178,8 +364,8 @@ func (c *refundCmd) paceBound() (time.Duration, string) {
 	return time.Minute, "a minute"
 }
 
-// paces reports whether rate (requests/s) sends one request within bound;
-// a hair of slack keeps the floor printed by ceilDigits accepted.
+// paces reports whether rate (requests/s) sends one request within bound,
+// with the slack that keeps ceilDigits' floor accepted.
 func paces(rate float64, bound time.Duration) bool {
 	return rate*bound.Seconds() >= 1-1e-9
 }
@@ -191,14 +377,11 @@ func ceilDigits(x float64) string {
 	return strconv.FormatFloat(math.Ceil(x/p-1e-6)*p, 'g', 3, 64)
 }
 
-// shareBudget makes this run one of the workers that split --share of its
-// provider account's limits, on a shared checkpoint: each live worker
-// of the account takes an equal part, re-split as workers join, end or
-// die (postgres.ShareBudget, natsjs.ShareBudget). Not with --rate (the run's own rate, as
-// given), a journal file (its shards take --share 0.8/N by hand), a dry
-// run (it writes nothing to the checkpoint, not even a worker's row: its
-// look-ups are paced by the run's own pacer, at --share) or an unpaced
-// provider.
+// shareBudget makes this run one of the live workers of a shared
+// checkpoint that split --share of their account's limits equally,
+// re-split as they join, end or die. Not with --rate, a journal file
+// (shards take --share 0.8/N by hand), a dry run (it writes nothing to the
+// checkpoint) or an unpaced provider.
 func (c *refundCmd) shareBudget(ctx context.Context, env Env, log *slog.Logger, cp refund.Checkpoint, pacer *refund.Pacer) error {
 	if pacer == nil || c.Rate != nil || c.DryRun {
 		return nil
@@ -222,14 +405,11 @@ func (c *refundCmd) shareBudget(ctx context.Context, env Env, log *slog.Logger, 
 	return err
 }
 
-// budgetAccount names the provider account whose limits the run's pace
-// is a share of, so that the workers of one account find each other in
-// the checkpoint: the provider, its mode, its API base and a digest of
-// the credential (a key is high-entropy: its digest, cut to 96 bits, tells
-// two keys apart and gives nothing back). Two batches on one account share
-// with each other; a test key and a live key are two accounts, and so are
-// two keys of one account (a restricted key beside a secret key): their
-// workers do not see each other. "" for a provider without limits.
+// budgetAccount names the account whose limits the pace is a share of, so
+// its workers find each other in the checkpoint: the provider, its mode,
+// its API base and a digest of the credential (96 bits of a high-entropy
+// key tell keys apart and give nothing back). "" for a provider without
+// limits.
 func (c *refundCmd) budgetAccount(env Env) string {
 	var mode, base string
 	var secret []string
@@ -237,7 +417,7 @@ func (c *refundCmd) budgetAccount(env Env) string {
 	case providerStripe:
 		key := env.Getenv("STRIPE_API_KEY")
 		mode, base, secret = "test", cmp.Or(c.APIBase, env.Getenv("STRIPE_API_BASE"), "https://api.stripe.com"), []string{key}
-		if strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_") {
+		if stripeLive(key) {
 			mode = "live"
 		}
 	case providerPayPal:

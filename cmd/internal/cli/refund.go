@@ -1,18 +1,16 @@
 package cli
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime/debug"
-	"sync"
+	"sort"
+	"strings"
 	"time"
-
-	"golang.org/x/term"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
@@ -48,7 +46,8 @@ type refundCmd struct {
 	givenFlags `kong:"-"`
 }
 
-// The leases --lease may give a PostgreSQL checkpoint's claims.
+// The leases --lease may give a shared checkpoint's claims: far longer,
+// its half (PostgreSQL's lock timeout) overflows.
 const (
 	minLease = time.Second
 	maxLease = 24 * time.Hour
@@ -73,105 +72,65 @@ func Refund(env Env) (exit int) {
 	var metrics *refundMetrics
 	planRead := false // the whole plan was read: a journal file's batch total is known
 	defer func() { metrics.finishOrWarn(exit, planRead) }()
-	// Signals are caught from the start: a deploy that stops a run while it
-	// loads its journal gets the same clean exit as one mid-batch.
 	stderr := newProgressWriter(env.Stderr)
-	log := newLoggerAs(stderr, name, c.Verbose, c.LogFormat)
-	// Messages go where the log goes: with --log-format json every line on
-	// stderr is a JSON record, the summary and the stop message included.
+	log := newLogger(stderr, name, c.Verbose, c.LogFormat)
+	// With --log-format json every line on stderr is a JSON record, the
+	// summary and the stop message included.
 	msgs := io.Writer(stderr)
 	if c.LogFormat == "json" {
 		msgs = logWriter{log: log, prefix: name + ": "}
 	}
+	// Signals are caught from the start: a run stopped while it loads its
+	// journal exits as cleanly as one mid-batch.
 	ctx, stdout, stop := signalContext(msgs, name, env.Stdout)
 	defer stop()
 	defer func() { exit = interruptedCode(ctx, exit) }()
 	if env.Getenv("GOGC") == "" {
 		// Most of refund's heap is the journal's index, alive for the whole
-		// run; garbage is little. A lower target keeps a million-item resume
-		// well under 200 MB for about 1% more CPU.
+		// run: a lower target keeps a million-item resume well under 200 MB
+		// for about 1% more CPU.
 		debug.SetGCPercent(50)
 	}
-	if c.CPUProfile != "" {
-		stop, err := startCPUProfile(c.CPUProfile)
-		if err != nil {
-			warnf(msgs, name, "%v", err)
-			return ExitUsage
-		}
-		defer stop()
+	stopProfile, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return usage(msgs, name, err)
 	}
-	var shard refund.Shard
-	if c.Shard != "" {
-		var err error
-		if shard.K, shard.N, err = plan.ParseShard(c.Shard); err != nil {
-			warnf(msgs, name, "--%v", err)
-			return ExitUsage
-		}
-	}
-	if err := c.inapplicable(); err != nil {
-		warnf(msgs, name, "%v", err)
-		return ExitUsage
-	}
-	if c.Concurrency < 1 || c.Concurrency > 256 {
-		warnf(msgs, name, "--concurrency %d: want 1 to 256", c.Concurrency)
-		return ExitUsage
-	}
-	if c.Rate != nil && !(*c.Rate >= 0) {
-		warnf(msgs, name, "--rate %g: want 0 (no pacing) or more requests per second", *c.Rate)
-		return ExitUsage
-	}
-	if !(c.Share > 0 && c.Share <= 1) {
-		warnf(msgs, name, "--share %g: want a share of Stripe's limits above 0 and at most 1", c.Share)
-		return ExitUsage
-	}
-	if isShared(c.Journal) && (c.Lease < minLease || c.Lease > maxLease) {
-		// Far longer, its half (the lock timeout) overflows PostgreSQL's.
-		warnf(msgs, name, "--lease %s: want 1s to 24h", c.Lease)
-		return ExitUsage
+	defer stopProfile()
+	shard, err := c.check()
+	if err != nil {
+		return usage(msgs, name, err)
 	}
 	pacer, err := c.pacer(env)
 	if err != nil {
-		warnf(msgs, name, "%v", err)
-		return ExitUsage
+		return usage(msgs, name, err)
 	}
 	if metrics, err = c.startMetrics(msgs, name); err != nil {
-		warnf(msgs, name, "%v", err)
-		return ExitUsage
+		return usage(msgs, name, err)
 	}
 
 	var client refund.Provider
 	if !c.Offline {
-		// A dry run looks items up as the run would: the same provider,
-		// which the engine lets read only.
+		// A dry run looks items up as the run would, read only.
 		c.checkpoint = c.Journal
 		if client, err = c.provider(env, msgs, name, c.Concurrency); err != nil {
-			warnf(msgs, name, "%v", err)
-			return ExitUsage
+			return usage(msgs, name, err)
 		}
-		if cl, ok := client.(io.Closer); ok {
-			defer cl.Close() // Adyen's notifications, read only
-		}
+		defer closeProvider(client)
 		client = metrics.provider(client)
 	}
 
-	in, inName := env.Stdin, "<stdin>"
-	if c.Input != "-" {
-		f, err := os.Open(c.Input)
-		if err != nil {
-			warnf(msgs, name, "%v", err)
-			return ExitUsage
-		}
-		defer f.Close()
-		in, inName = f, c.Input
+	in, inName, closeIn, err := openInput(env, c.Input)
+	if err != nil {
+		return usage(msgs, name, err)
 	}
+	defer closeIn()
 	if isTerminal(in) {
 		warnf(msgs, name, "waiting for plan items on stdin (JSON lines, as plan writes them; end with Ctrl-D)")
 	}
-	// No plan items is an error before anything is opened: a failed plan
-	// before the pipe must not end in an empty journal and exit 0.
-	// So is a first line that is not a plan item: nothing is opened.
-	// The plan's size, for the progress display: what its first line says
-	// (plan_items), then what the run reads of it.
+	// No plan items, or a first line that is not one, is an error before
+	// anything is opened: a failed plan before the pipe must not end in an
+	// empty journal and exit 0. The plan's size, for the progress display,
+	// is what its first line says (plan_items), then what the run reads.
 	size := &refund.PlanSize{Shard: shard}
 	if c.Input != "-" {
 		size.File = c.Input
@@ -192,13 +151,11 @@ func Refund(env Env) (exit int) {
 
 	checkpoint, closeCheckpoint, err := c.openCheckpoint(ctx, msgs, name)
 	if err != nil {
-		warnf(msgs, name, "%v", err)
-		return exitCodeFor(unwritable(err))
+		return fail(msgs, name, unwritable(err))
 	}
 	defer closeCheckpoint()
 	if err := c.shareBudget(ctx, env, log, checkpoint, pacer); err != nil {
-		warnf(msgs, name, "%v", err)
-		return exitCodeFor(unwritable(err))
+		return fail(msgs, name, unwritable(err))
 	}
 
 	out := newResultWriter(stdout) // a failed write stops the run
@@ -244,14 +201,14 @@ func Refund(env Env) (exit int) {
 		warnf(msgs, name, "%s", line)
 	}
 	if summary.Overflow != nil {
-		// No provider takes such amounts: the plan or the answers are not
-		// what they seem, though each refund is journaled as it was.
+		// No provider takes such amounts, though each refund is journaled.
 		warnf(msgs, name, "%v", summary.Overflow)
 		warnf(msgs, name, "that total is beyond what refundkit can count, and beyond any amounts a provider takes: every refund was journaled as it happened; check the plan's amounts and the payments at the provider")
 	}
 	// The summary counts this run's items; the batch is everyone's, and
 	// refund's exit says whether it is done (audit names the items).
 	shared, unfinished := false, 0
+	where := redactCheckpoint(c.Journal)
 	if cp, ok := checkpoint.(refund.Tallier); ok && !c.DryRun {
 		shared = true
 		bs, err := cp.Progress(context.WithoutCancel(ctx))
@@ -261,18 +218,15 @@ func Refund(env Env) (exit int) {
 			unfinished += b.ByStatus["failed"] + b.ByStatus["in_doubt"] + b.ByStatus["unknown"] + b.ByStatus["duplicate"]
 		}
 		if err != nil && runErr == nil {
-			// Done cannot be said without the tally.
-			unfinished = 1
-			warnf(msgs, name, "the batch's tally could not be read (%v): audit %s says whether it is done", err, redactCheckpoint(c.Journal))
+			unfinished = 1 // done cannot be said without the tally
+			warnf(msgs, name, "the batch's tally could not be read (%v): audit %s says whether it is done", err, where)
 		} else if unfinished > 0 && runErr == nil {
-			warnf(msgs, name, "the batch is not done: %d %s failed, held, in doubt, refunded twice or not started (other workers may still be on some); audit %s names them", unfinished, plural(unfinished, "item"), redactCheckpoint(c.Journal))
+			warnf(msgs, name, "the batch is not done: %d %s failed, held, in doubt, refunded twice or not started (other workers may still be on some); audit %s names them", unfinished, plural(unfinished, "item"), where)
 		}
 	}
-	// With a shared checkpoint, an item this run left in doubt may have
-	// been settled since by another worker's look-up; each is asked of the
-	// checkpoint. The tally counts a pending item as done (its refund was
-	// accepted), but not the pending refund this run found the provider
-	// does not have (the result names it): that keeps the batch undone.
+	// An item this run left in doubt may have been settled since by another
+	// worker's look-up. The tally counts a pending item as done, but not the
+	// pending refund this run found the provider does not have.
 	if shared && unfinished == 0 && runErr == nil {
 		for _, r := range doubts {
 			st, known, err := checkpoint.Lookup(r.Batch, r.Item)
@@ -283,43 +237,39 @@ func Refund(env Env) (exit int) {
 			}
 		}
 		if unfinished > 0 {
-			warnf(msgs, name, "the batch is not done: %d %s this run left in doubt %s not settled since; audit %s names them", unfinished, plural(unfinished, "item"), map[bool]string{true: "is", false: "are"}[unfinished == 1], redactCheckpoint(c.Journal))
+			warnf(msgs, name, "the batch is not done: %d %s this run left in doubt %s not settled since; audit %s names them", unfinished, plural(unfinished, "item"), isAre(unfinished, "is", "are"), where)
 		}
 	}
 	batchDone := shared && unfinished == 0
 	if n := summary.ByStatus[refund.StatusInDoubt]; batchDone && runErr == nil && n > 0 {
-		were := "were"
-		if n == 1 {
-			were = "was"
-		}
-		warnf(msgs, name, "the %d %s this run left in doubt %s settled since, by another worker's look-up: the batch is done", n, plural(n, "item"), were)
+		warnf(msgs, name, "the %d %s this run left in doubt %s settled since, by another worker's look-up: the batch is done", n, plural(n, "item"), isAre(n, "was", "were"))
 	}
 
 	var inputErr *refund.InputError
 	var haltErr *refund.HaltError
+	journalHalt := errors.As(runErr, &haltErr) && haltErr.Journal
+	inDoubt := summary.ByStatus[refund.StatusInDoubt]
 	switch {
 	case errors.As(runErr, &inputErr):
 		warnf(msgs, name, "%v", inputErr)
 		warnf(msgs, name, "stopped at that line: nothing was sent for it or after it")
-	case errors.As(runErr, &haltErr) && haltErr.Journal && errors.Is(haltErr, journal.ErrReplaced):
+	case journalHalt && errors.Is(haltErr, journal.ErrReplaced):
 		warnf(msgs, name, "no API call was made after that; find what replaced or moved the journal (a tool that ignores its lock?), merge the file it moved (if it still exists) into the journal with journal-merge, then run again")
-	case errors.As(runErr, &haltErr) && haltErr.Journal && errors.Is(runErr, refund.ErrClaimLost):
+	case journalHalt && errors.Is(runErr, refund.ErrClaimLost):
 		warnf(msgs, name, "no API call was made for that item after its claim was lost; run again: the item's new holder looks it up before anything is sent")
-	case errors.As(runErr, &haltErr) && haltErr.Journal && natsjs.IsURL(c.Journal):
+	case journalHalt && natsjs.IsURL(c.Journal):
 		warnf(msgs, name, "no API call was made after the failed write; once the NATS servers answer again, run again: the checkpoint resumes where it stopped")
-	case errors.As(runErr, &haltErr) && haltErr.Journal && postgres.IsURL(c.Journal):
+	case journalHalt && postgres.IsURL(c.Journal):
 		warnf(msgs, name, "no API call was made after the failed write; once the database answers again, run again: the checkpoint resumes where it stopped")
-	case errors.As(runErr, &haltErr) && haltErr.Journal:
+	case journalHalt:
 		warnf(msgs, name, "no API call was made after the failed write; free the space or fix the disk, then run again: the journal resumes where it stopped")
-	case errors.As(runErr, &haltErr):
+	case haltErr != nil:
 		// The summary names what halted the run.
 	case errors.Is(runErr, context.Canceled) && stdoutFailure(ctx) != nil:
-		n := summary.ByStatus[refund.StatusInDoubt]
 		warnf(msgs, name, "stdout: %v: %s", stdoutFailure(ctx), resultLinesLost)
-		warnf(msgs, name, "stopped: nothing new was sent; the calls in flight were finished and journaled, %d %s left in doubt; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
+		warnf(msgs, name, "stopped: nothing new was sent; the calls in flight were finished and journaled, %d %s left in doubt; items not yet sent were left untouched; run again to continue", inDoubt, plural(inDoubt, "item"))
 	case errors.Is(runErr, context.Canceled):
-		n := summary.ByStatus[refund.StatusInDoubt]
-		warnf(msgs, name, "interrupted: the calls in flight were finished and journaled, %d %s left in doubt; items not yet sent were left untouched; run again to continue", n, plural(n, "item"))
+		warnf(msgs, name, "interrupted: the calls in flight were finished and journaled, %d %s left in doubt; items not yet sent were left untouched; run again to continue", inDoubt, plural(inDoubt, "item"))
 	case runErr != nil:
 		warnf(msgs, name, "%v", runErr)
 	}
@@ -335,37 +285,28 @@ func Refund(env Env) (exit int) {
 	if summary.Overflow != nil {
 		return exitCodeFor(summary.Overflow)
 	}
-	switch n := int(summary.Indeterminate); {
-	case n > 0 && batchDone:
-		// Their items were adopted since: nothing is left to look up.
-		warnf(msgs, name, "%s answered %d %s with its own 500; the refunds were found since and every item of the batch is settled", client.Facts().Name, n, plural(n, "call"))
-	case n > 0 && client.Facts().LateOutcomes:
-		p := client.Facts().Name
-		warnf(msgs, name, "%s answered %d %s with its own 500: the result is indeterminate (%[1]s may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", p, n, plural(n, "call"))
-	case n > 0:
+	if n := int(summary.Indeterminate); n > 0 {
 		f := client.Facts()
-		warnf(msgs, name, "%s answered %d %s with its own 500: the result is indeterminate; %s", f.Name, n, plural(n, "call"), f.AfterIndeterminate())
+		switch {
+		case batchDone: // their items were adopted since
+			warnf(msgs, name, "%s answered %d %s with its own 500; the refunds were found since and every item of the batch is settled", f.Name, n, plural(n, "call"))
+		case f.LateOutcomes:
+			warnf(msgs, name, "%s answered %d %s with its own 500: the result is indeterminate (%[1]s may still complete them while it repairs an incident); a rerun looks them up, and sends under a new key only with --resend-after-500", f.Name, n, plural(n, "call"))
+		default:
+			warnf(msgs, name, "%s answered %d %s with its own 500: the result is indeterminate; %s", f.Name, n, plural(n, "call"), f.AfterIndeterminate())
+		}
 	}
 	if n := summary.ByStatus[refund.StatusPending]; n > 0 {
 		warnf(msgs, name, "%d %s accepted and not finished at %s (pending): nothing more is sent for them; run again later to settle them", n, plural(n, "refund"), cmp.Or(summary.Provider, "the provider"))
 	}
 	// Duplicates this run found and items it saw fail stay this run's to
-	// report, whatever the tally says: the tally counts a doubly refunded
-	// item as refunded, and a hold another run lifted is still a failure
-	// of this one. An item this run left in doubt is the batch's: with a
-	// shared checkpoint the tally says whether someone settled it.
-	// A dry run exits as the run would, as far as its look-ups tell: 1
-	// when it would hold or fail items (or leave them in doubt, below).
+	// report, whatever the tally says; an item it left in doubt is the
+	// batch's: with a shared checkpoint the tally says whether it is
+	// settled. A dry run exits as the run would, as far as it can tell.
 	switch {
 	case summary.Duplicates > 0 || summary.ByStatus[refund.StatusFailed] > 0 ||
-		summary.ByStatus[refund.StatusWouldHold] > 0 || summary.ByStatus[refund.StatusWouldFail] > 0:
-		return ExitFailed
-	case shared:
-		if unfinished > 0 {
-			return ExitFailed
-		}
-		return ExitOK
-	case summary.ByStatus[refund.StatusInDoubt] > 0:
+		summary.ByStatus[refund.StatusWouldHold] > 0 || summary.ByStatus[refund.StatusWouldFail] > 0,
+		shared && unfinished > 0, !shared && inDoubt > 0:
 		return ExitFailed
 	}
 	return ExitOK
@@ -375,76 +316,115 @@ func Refund(env Env) (exit int) {
 // the result lines, is the record.
 const resultLinesLost = "result lines were lost (the journal holds every outcome: audit it, or run again to print them as skipped)"
 
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-func loadForDryRun(path string) (*journal.State, *journal.Torn, error) {
-	state, torn, err := journal.Load(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return journal.NewState(), nil, nil
-	}
-	return state, torn, err
-}
-
-// resultWriter prints result lines on stdout, buffered, flushed at least
-// every 100 ms so a pipeline sees progress.
-type resultWriter struct {
-	mu      sync.Mutex
-	w       *bufio.Writer
-	dirty   bool
-	failed  error // the first write to stdout that failed; bufio keeps it
-	done    chan struct{}
-	stopped sync.Once
-	ticker  *time.Ticker
-}
-
-func newResultWriter(w io.Writer) *resultWriter {
-	rw := &resultWriter{w: bufio.NewWriterSize(w, 64*1024), done: make(chan struct{}), ticker: time.NewTicker(100 * time.Millisecond)}
-	go func() {
-		for {
-			select {
-			case <-rw.ticker.C:
-				rw.flush()
-			case <-rw.done:
-				return
-			}
+// check refuses refund's flags that do not apply or are out of range, and
+// reads --shard.
+func (c *refundCmd) check() (shard refund.Shard, err error) {
+	if c.Shard != "" {
+		if shard.K, shard.N, err = plan.ParseShard(c.Shard); err != nil {
+			return shard, fmt.Errorf("--%v", err)
 		}
-	}()
-	return rw
+	}
+	switch err := c.inapplicable(); {
+	case err != nil:
+		return shard, err
+	case c.Concurrency < 1 || c.Concurrency > 256:
+		return shard, fmt.Errorf("--concurrency %d: want 1 to 256", c.Concurrency)
+	case c.Rate != nil && !(*c.Rate >= 0):
+		return shard, fmt.Errorf("--rate %g: want 0 (no pacing) or more requests per second", *c.Rate)
+	case !(c.Share > 0 && c.Share <= 1):
+		return shard, fmt.Errorf("--share %g: want a share of Stripe's limits above 0 and at most 1", c.Share)
+	case isShared(c.Journal) && (c.Lease < minLease || c.Lease > maxLease):
+		return shard, fmt.Errorf("--lease %s: want 1s to 24h", c.Lease)
+	}
+	return shard, nil
 }
 
-func (rw *resultWriter) write(r refund.Result) {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	// Encoded straight into the writer's free space: no copy when it fits.
-	rw.w.Write(r.AppendJSON(rw.w.AvailableBuffer()))
-	rw.dirty = true
+// inapplicable refuses refund's flags that do not apply to this run.
+func (c *refundCmd) inapplicable() error {
+	rules := append([]applies{{[]string{"exec-create"}, c.Provider == providerExec, "--provider exec"}}, providerRules(c.Provider, "--provider adyen",
+		applies{[]string{"live"}, c.Provider != providerExec, "--provider stripe, paypal or adyen: an exec command chooses its own API and account"})...)
+	rules = append(rules,
+		applies{[]string{"lease", "worker"}, isShared(c.Journal), "a shared checkpoint (--journal postgres://... or nats://...): a journal file is held by one run, with no claims to lease or name"},
+		applies{[]string{"shard"}, !isShared(c.Journal), "a journal file: the workers of a shared checkpoint claim items instead"},
+		applies{[]string{"share"}, c.Provider != providerExec, "a provider whose limits refundkit knows (stripe, paypal, adyen): pace an exec command's API with --rate"},
+		applies{[]string{"metrics-every"}, c.MetricsFile != "", "--metrics-file"},
+		applies{[]string{"offline"}, c.DryRun, "--dry-run: a run that sends refunds looks each item up at the provider first"},
+		applies{[]string{"resend-after-500"}, c.Provider == providerStripe, "--provider stripe, which may still complete a call it answered 500: no other provider's item is ever sent under a new key after its 500 (Adyen's is sent again under its same key while Adyen keeps it, without this flag)"},
+	)
+	return c.refuseInapplicable(rules...)
 }
 
-func (rw *resultWriter) flush() {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	if rw.dirty {
-		if err := rw.w.Flush(); err != nil && rw.failed == nil {
-			rw.failed = err
-		}
-		rw.dirty = false
+func isAre(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// outcomeGroups gathers a run's unfinished items (failed, held, in doubt)
+// by status and code, so that two hundred held items end the run as one
+// line per reason; each item's own message is on its result line.
+type outcomeGroups struct {
+	groups map[groupKey]*outcomeGroup
+}
+
+// groupShown is how many items a group names before "and N more".
+const groupShown = 3
+
+type groupKey struct{ status, code string }
+
+type outcomeGroup struct {
+	n     int
+	items []string // the first groupShown
+	first string   // the first item's message
+}
+
+func (g *outcomeGroups) add(r refund.Result) {
+	if r.Status != refund.StatusFailed && r.Status != refund.StatusInDoubt {
+		return
+	}
+	if g.groups == nil {
+		g.groups = map[groupKey]*outcomeGroup{}
+	}
+	k := groupKey{r.Status, r.Code}
+	x := g.groups[k]
+	if x == nil {
+		x = &outcomeGroup{first: r.Message}
+		g.groups[k] = x
+	}
+	x.n++
+	if len(x.items) < groupShown {
+		x.items = append(x.items, r.Item)
 	}
 }
 
-// err is the first error writing stdout, nil while every line got out.
-func (rw *resultWriter) err() error {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	return rw.failed
-}
-
-func (rw *resultWriter) stop() {
-	rw.stopped.Do(func() {
-		rw.ticker.Stop()
-		close(rw.done)
-		rw.flush()
+// lines are the groups, the largest first: "12 items failed
+// (refunded_by_other_batch): i1, i2, i3 and 9 more; the first: ...".
+func (g *outcomeGroups) lines() []string {
+	keys := make([]groupKey, 0, len(g.groups))
+	for k := range g.groups {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := g.groups[keys[i]], g.groups[keys[j]]
+		if a.n != b.n {
+			return a.n > b.n
+		}
+		return keys[i].status+keys[i].code < keys[j].status+keys[j].code
 	})
+	var out []string
+	for _, k := range keys {
+		x := g.groups[k]
+		status := strings.ReplaceAll(k.status, "_", " ")
+		names := strings.Join(x.items, ", ")
+		if more := x.n - len(x.items); more > 0 {
+			names += fmt.Sprintf(" and %d more", more)
+		}
+		line := fmt.Sprintf("%d %s %s (%s): %s", x.n, plural(x.n, "item"), status, cmp.Or(k.code, "no code"), names)
+		if x.first != "" {
+			line += "; the first: " + x.first
+		}
+		out = append(out, line)
+	}
+	return out
 }

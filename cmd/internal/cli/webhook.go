@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -51,11 +50,10 @@ func AdyenWebhook(env Env) int {
 	if code, done := parse(env, name, "Receive Adyen's notifications (webhooks): verify each item's HMAC signature, keep refund outcomes in --out and other events in --others, and answer [accepted] once they are durable.", &c); done {
 		return code
 	}
-	stderr := &lockedWriter{w: env.Stderr}
+	stderr := newProgressWriter(env.Stderr) // serializes the requests' messages
 	cfg, err := c.config(env)
 	if err != nil {
-		warnf(stderr, name, "%v", err)
-		return ExitUsage
+		return usage(stderr, name, err)
 	}
 
 	// Signals are caught before the URL is published, so a script that
@@ -66,27 +64,24 @@ func AdyenWebhook(env Env) int {
 	refunds, err := openNotes(ctx, stderr, name, c.Out, cfg.Key, false)
 	if err != nil {
 		warnf(stderr, name, "--out: %v", err)
-		return notesExit(err)
+		return exitCodeFor(unwritable(err))
 	}
 	defer refunds.Close()
 	others, err := openNotes(ctx, stderr, name, c.Others, cfg.Key, true)
 	if err != nil {
 		warnf(stderr, name, "--others: %v", err)
-		return notesExit(err)
+		return exitCodeFor(unwritable(err))
 	}
 	defer others.Close()
 	cfg.Refunds, cfg.Others = refunds, others
 	cfg.Logf = func(format string, args ...any) { warnf(stderr, name, format, args...) }
 	h, err := webhook.New(cfg)
 	if err != nil {
-		warnf(stderr, name, "%v", err)
-		return ExitUsage
+		return usage(stderr, name, err)
 	}
-
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
-		warnf(stderr, name, "%v", err)
-		return ExitFailed
+		return fail(stderr, name, withCode(ExitFailed, err))
 	}
 	srv := &http.Server{
 		Handler:           h,
@@ -195,13 +190,7 @@ func checkListen(addr string, public bool) error {
 	if err != nil {
 		return fmt.Errorf("--listen %q: %v", addr, err)
 	}
-	if public {
-		return nil
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if public || isLoopback(host) {
 		return nil
 	}
 	return fmt.Errorf("--listen %s is not a loopback address: add --public to listen on it (behind a proxy that ends TLS; Adyen's live webhooks need HTTPS)", addr)
@@ -226,27 +215,10 @@ func openNotes(ctx context.Context, stderr io.Writer, name, spec string, key []b
 	return f, nil
 }
 
-// notesExit is the exit code of a store that cannot be opened: the one
-// mapping's (exitCodeFor), an error it does not name being a store that
-// cannot be written.
-func notesExit(err error) int { return exitCodeFor(unwritable(err)) }
-
 // redactStore names a store in messages: a URL without its password.
 func redactStore(spec string) string {
 	if postgres.IsURL(spec) {
 		return postgres.Redact(spec)
 	}
 	return spec
-}
-
-// lockedWriter serializes the messages of concurrent requests.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
