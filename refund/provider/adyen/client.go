@@ -15,14 +15,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+	"github.com/refundkit/refundkit/refund/provider/httpx"
 )
 
 // Adyen's Checkout API: the test environment, refundkit's default, and
@@ -75,15 +74,13 @@ func New(cfg Config) *Client {
 	if base == "" {
 		base = TestAPIBase
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = max(cfg.Conns, 2)
 	return &Client{base: strings.TrimSuffix(base, "/"), key: cfg.APIKey, merchant: cfg.Merchant, notes: cfg.Notes,
-		http: &http.Client{Transport: transport, Timeout: 80 * time.Second}}
+		http: httpx.Client(max(cfg.Conns, 2))}
 }
 
 // Close closes the notifications, when they can be.
 func (c *Client) Close() error {
-	if cl, ok := c.notes.(io.Closer); ok {
+	if cl, ok := c.notes.(interface{ Close() error }); ok {
 		return cl.Close()
 	}
 	return nil
@@ -228,26 +225,18 @@ func (c *Client) post(ctx context.Context, path string, body []byte, key string,
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", key)
-	res, err := c.http.Do(req)
+	res, data, err := httpx.Do(c.http, req)
 	if err != nil {
-		return 0, refund.NoAnswer(err)
+		return 0, err
 	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
-	if err != nil {
-		return 0, refund.NoAnswer(err)
+	if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated {
+		return res.StatusCode, classify(res.StatusCode, res.Header, data)
 	}
-	if res.StatusCode == http.StatusOK || res.StatusCode == http.StatusCreated {
-		if err := json.Unmarshal(data, out); err != nil {
-			return res.StatusCode, refund.Unreadable("adyen", res.StatusCode, err)
-		}
-		return res.StatusCode, nil
+	if err := json.Unmarshal(data, out); err != nil {
+		return res.StatusCode, refund.Unreadable("adyen", res.StatusCode, err)
 	}
-	return res.StatusCode, classify(res.StatusCode, res.Header, data)
+	return res.StatusCode, nil
 }
-
-// maxAnswer bounds the body of an answer that is read.
-const maxAnswer = 1 << 20
 
 // Why a request is not sent.
 var (

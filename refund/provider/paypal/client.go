@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/provider/httpx"
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 )
 
@@ -49,10 +50,7 @@ func New(base, id, secret string, conns int) *Client {
 	if base == "" {
 		base = SandboxAPIBase
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = conns
-	return &Client{base: strings.TrimSuffix(base, "/"), id: id, secret: secret,
-		http: &http.Client{Transport: transport, Timeout: 80 * time.Second}, now: time.Now}
+	return &Client{base: strings.TrimSuffix(base, "/"), id: id, secret: secret, http: httpx.Client(conns), now: time.Now}
 }
 
 // APIBase is the API the client calls: the sandbox, the live API or a

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/provider/httpx"
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 )
 
@@ -74,14 +74,9 @@ func (c *Client) fetchToken(ctx context.Context) (tokenAnswer, error) {
 	req.SetBasicAuth(c.id, c.secret)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	res, err := c.http.Do(req)
+	res, data, err := httpx.Do(c.http, req)
 	if err != nil {
-		return tokenAnswer{}, refund.NoAnswer(err)
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
-	if err != nil {
-		return tokenAnswer{}, refund.NoAnswer(err)
+		return tokenAnswer{}, err
 	}
 	if res.StatusCode != http.StatusOK {
 		return tokenAnswer{}, classify(res.StatusCode, res.Header.Get(wire.DebugIDHeader), data, true)

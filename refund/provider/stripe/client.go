@@ -6,7 +6,6 @@ package stripe
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/money"
+	"github.com/refundkit/refundkit/refund/provider/httpx"
 )
 
 // DefaultAPIBase is Stripe's API.
@@ -37,11 +37,11 @@ func New(base, key string, conns int) *Client {
 	if base == "" {
 		base = DefaultAPIBase
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = conns
+	hc := httpx.Client(conns)
+	hc.Transport = noteTransport{hc.Transport}
 	backend := stripego.GetBackendWithConfig(stripego.APIBackend, &stripego.BackendConfig{
 		URL:               stripego.String(base),
-		HTTPClient:        &http.Client{Transport: noteTransport{transport}, Timeout: 80 * time.Second},
+		HTTPClient:        hc,
 		MaxNetworkRetries: stripego.Int64(0),
 		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
 	})
