@@ -1,8 +1,6 @@
 // Package paypal is refundkit's PayPal provider: refund.Provider over
-// PayPal's REST API (Payments v2), hand-written on net/http. It is the only
-// code that knows PayPal's API: its token, request ids, where a refund says
-// whose it is, how its errors classify, and its limits; what the simulator
-// must read alike (headers, amounts) is in refund/provider/paypal/wire.
+// PayPal's REST API (Payments v2) on net/http, the only code that knows
+// PayPal's API.
 package paypal
 
 import (
@@ -20,8 +18,7 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 )
 
-// PayPal's APIs: the sandbox, refundkit's default, and the live one, which
-// moves real money.
+// PayPal's APIs: the sandbox, refundkit's default, and the live one.
 const (
 	SandboxAPIBase = "https://api-m.sandbox.paypal.com"
 	LiveAPIBase    = "https://api-m.paypal.com"
@@ -30,9 +27,8 @@ const (
 // KeyTTL is how long PayPal keeps a PayPal-Request-Id (45 days).
 const KeyTTL = wire.RequestIDTTL
 
-// Client is the part of PayPal's API refundkit uses. It repeats no call of
-// its own accord but one: a call PayPal refused for its access token is
-// sent again, once, with a new token and the same request id.
+// Client is the part of PayPal's API refundkit uses. It repeats no call
+// but one PayPal refused for its access token: once, with a new token.
 type Client struct {
 	base, id, secret string
 	http             *http.Client
@@ -44,8 +40,7 @@ type Client struct {
 var _ refund.Provider = (*Client)(nil)
 
 // New returns a client for the API at base (SandboxAPIBase when empty)
-// that authenticates with the app's client id and secret. conns bounds the
-// connections kept open.
+// with the app's client id and secret, keeping conns connections open.
 func New(base, id, secret string, conns int) *Client {
 	if base == "" {
 		base = SandboxAPIBase
@@ -53,22 +48,16 @@ func New(base, id, secret string, conns int) *Client {
 	return &Client{base: strings.TrimSuffix(base, "/"), id: id, secret: secret, http: httpx.Client(conns), now: time.Now}
 }
 
-// APIBase is the API the client calls: the sandbox, the live API or a
-// simulator.
+// APIBase is the API the client calls.
 func (c *Client) APIBase() string { return c.base }
 
-// Facts are PayPal's. Request ids are kept 45 days. No answer is saved
-// under a request id that a retry would not update (a retry gets the
-// request's latest status), so no call is indeterminate and none completes
-// late behind a saved error. A capture's refunds are looked up through its
-// order (Find), so an item in doubt is looked up before anything is sent
-// again, as Stripe's are; KeyTTL still bounds a resend under the same key.
+// Facts are PayPal's. A retry gets the request's latest status, so no
+// call is indeterminate and none completes late behind a saved error.
 func (*Client) Facts() refund.Facts {
 	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"capture"}, LookupRequests: lookupRequests}
 }
 
-// refundRequest is the body of a refund: no amount refunds what is left of
-// the capture.
+// refundRequest is the body of a refund: no amount refunds the rest.
 type refundRequest struct {
 	Amount   *amountJSON `json:"amount,omitempty"`
 	CustomID string      `json:"custom_id,omitempty"`
@@ -81,10 +70,8 @@ type amountJSON struct {
 }
 
 // Create refunds the item's capture under the PayPal-Request-Id of
-// attempt (refund.IdempotencyKey: PayPal takes ids of up to 10,000
-// characters, so it is sent as it is, the id the journal names). A partial
-// refund's amount is converted from minor units exactly; a full refund
-// sends no amount. custom_id names batch, item and attempt (see customID).
+// attempt (refundkit's own key: PayPal takes up to 10,000 characters), its
+// custom_id naming batch, item and attempt.
 func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	if it.Capture == "" {
 		return refund.Answer{}, refund.RefusedHere("capture_required", errNoCapture)
@@ -114,15 +101,11 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 	if err != nil {
 		return refund.Answer{}, refund.Unreadable("paypal", status, err)
 	}
-	// Replayed stays false: PayPal answers a request id seen before with
-	// the request's latest status, and its docs show that answer as 201
-	// Created (idempotency guide) or 200 OK (refunds guide); captures.refund
-	// lists both for any success. Nothing in the answer says which it was.
+	// Replayed stays false: nothing in PayPal's answer says it is a replay.
 	return refund.Answer{Refund: out, HTTPStatus: status}, nil
 }
 
-// Payment reads capture p: what it captured and in which currency (a
-// capture is one payment; PayPal has no payment intents).
+// Payment reads capture p: what it captured and in which currency.
 func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {
 	if p.Capture == "" {
 		return refund.PaymentInfo{}, refund.RefusedHere("capture_required", errNoCapture)
@@ -149,8 +132,7 @@ func (*Client) Cancel(context.Context, string) (refund.Refund, error) {
 	return refund.Refund{}, refund.RefusedHere("cancel_unsupported", errNoCancel)
 }
 
-// Get reads refund id as PayPal holds it now: a PENDING refund settles
-// into COMPLETED, FAILED or CANCELLED.
+// Get reads refund id as PayPal holds it now.
 func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	var r paypalRefund
 	status, err := c.do(ctx, http.MethodGet, "/v2/payments/refunds/"+url.PathEscape(id), nil, "", &r)

@@ -1,8 +1,5 @@
 package paypal
 
-// One request to PayPal's API with the client's access token, and its
-// answer read.
-
 import (
 	"bytes"
 	"context"
