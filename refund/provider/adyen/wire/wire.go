@@ -74,19 +74,15 @@ func ParseReference(s string) (batch, item string, attempt int, ok bool) {
 	return rest[:i], rest[i+1 : j], n, true
 }
 
-// Event codes of the notifications that tell a refund's outcome.
+// Event codes: those that tell a refund's outcome, and two others kept
+// apart (every other event is kept apart too).
 const (
-	EventRefund          = "REFUND"            // success true: refunded; false: refused
-	EventRefundFailed    = "REFUND_FAILED"     // a refund that succeeded failed later (the bank returned it)
-	EventRefundReversed  = "REFUNDED_REVERSED" // the refunded money came back to the merchant
-	EventRefundWithData  = "REFUND_WITH_DATA"  // an unreferenced refund: not refundkit's kind, kept
-	EventCancelOrRefund  = "CANCEL_OR_REFUND"  // kept, never refundkit's
-	EventCaptureFailed   = "CAPTURE_FAILED"    // kept
-	EventAuthorisation   = "AUTHORISATION"     // kept
-	EventCancellation    = "CANCELLATION"      // kept
-	EventCapture         = "CAPTURE"           // kept
-	EventRefundPending   = "REFUND_PENDING"    // some payment methods: accepted, not done
-	EventTechnicalCancel = "TECHNICAL_CANCEL"  // kept
+	EventRefund         = "REFUND"            // success true: refunded; false: refused
+	EventRefundFailed   = "REFUND_FAILED"     // a refund that succeeded failed later (the bank returned it)
+	EventRefundReversed = "REFUNDED_REVERSED" // the refunded money came back to the merchant
+	EventRefundPending  = "REFUND_PENDING"    // some payment methods: accepted, not done
+	EventAuthorisation  = "AUTHORISATION"
+	EventCapture        = "CAPTURE"
 )
 
 // RefundEvent reports an event code that speaks of a refund's outcome.
