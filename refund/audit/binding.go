@@ -75,8 +75,15 @@ func (r *run) mismatchOf(sl *itemSlot, amount int64, currency string) string {
 }
 
 // creditFindings reports the refunds the journals credit to item i that
-// are not what it asked for: one finding a kind.
+// are not what it asked for.
 func (r *run) creditFindings(i uint32, sl *itemSlot, refunds []Refund) {
+	r.mismatches(func() itemView { return r.view(i) }, sl, refunds, "the journal")
+}
+
+// mismatches reports refunds credited to item v by who (the journal, the
+// provider) that are not what it asked for, one finding a kind; it
+// reports whether some are in another currency.
+func (r *run) mismatches(v func() itemView, sl *itemSlot, refunds []Refund, who string) (currency bool) {
 	byKind := map[string][]Refund{}
 	for _, x := range refunds {
 		if k := r.mismatchOf(sl, x.Amount, x.Currency); k != "" {
@@ -85,14 +92,15 @@ func (r *run) creditFindings(i uint32, sl *itemSlot, refunds []Refund) {
 	}
 	for _, k := range []string{KindCurrencyMismatch, KindAmountMismatch} {
 		if xs := byKind[k]; len(xs) > 0 {
-			v := r.view(i)
-			r.out(r.mismatchFinding(&v, sl, k, xs, "the journal"))
+			v := v()
+			r.out(r.mismatchFinding(&v, sl, k, xs, who))
 		}
 	}
+	return len(byKind[KindCurrencyMismatch]) > 0
 }
 
-// mismatchFinding reports refunds xs, credited to item v by who (the
-// journal, the provider), that are not what it asked for.
+// mismatchFinding reports refunds xs, credited to item v by who, that are
+// not what it asked for.
 func (r *run) mismatchFinding(v *itemView, sl *itemSlot, kind string, xs []Refund, who string) *Finding {
 	f := v.finding(kind)
 	f.Refunds = xs
@@ -123,32 +131,13 @@ func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 		return nil
 	}
 	var live []Refund
-	for _, x := range m.refunds {
-		if x.Action != ActionCanceled {
-			ref := x.Refund
-			ref.Action, ref.Note = "", ""
-			live = append(live, ref)
-		}
+	for _, x := range m.live() {
+		live = append(live, x.plain())
 	}
 	if len(live) == 0 {
 		return nil
 	}
-	byKind := map[string][]Refund{}
-	for _, x := range live {
-		if k := r.mismatchOf(sl, x.Amount, x.Currency); k != "" {
-			byKind[k] = append(byKind[k], x)
-		}
-	}
-	name := "the provider"
-	if r.opts.Provider != nil {
-		name = r.opts.Provider.Facts().Name
-	}
-	for _, k := range []string{KindCurrencyMismatch, KindAmountMismatch} {
-		if xs := byKind[k]; len(xs) > 0 {
-			r.out(r.mismatchFinding(&m.v, sl, k, xs, name))
-		}
-	}
-	if sl.reqAmount != 0 || len(byKind[KindCurrencyMismatch]) > 0 {
+	if r.mismatches(func() itemView { return m.v }, sl, live, r.opts.Provider.Facts().Name) || sl.reqAmount != 0 {
 		return nil
 	}
 	// A full refund: its payment is to be refunded whole.
@@ -257,7 +246,7 @@ type refundIndex struct {
 	owners []uint32       // by entry: the item
 	extra  map[uint32]int // entries of an item's extra refund: its index in state.extras
 
-	touched uint32 // keeps the touches from being optimized away
+	touched uint64 // keeps the touches from being optimized away
 }
 
 // key is the refund id of entry e.
@@ -303,37 +292,24 @@ func (r *run) sharedPass() []*Finding {
 	x := &refundIndex{owners: make([]uint32, 0, s.n), extra: map[uint32]int{}}
 	hashOf := func(e uint32) uint64 { return s.hashRefund(x.key(s, e)) }
 	x.table.Reserve(int(s.n), hashOf)
-	const span = 64
-	var hashes [span]uint64
-	var touched uint32
-	for base := uint32(0); base < s.n; base += span {
-		end := min(base+span, s.n)
-		// Hash a span of refunds and touch their slots first: the loads
-		// are independent, so their cache misses overlap.
-		for i := base; i < end; i++ {
-			if sl := s.slot(i); sl.flags&flagRefunded != 0 {
-				hashes[i-base] = s.hashRefund(s.str(sl.refund))
-				touched += x.table.Touch(hashes[i-base])
-			}
+	refunded := func(sl *itemSlot) (string, bool) {
+		if sl.flags&flagRefunded == 0 {
+			return "", false
 		}
-		for i := base; i < end; i++ {
-			sl := s.slot(i)
-			if sl.flags&flagRefunded == 0 {
-				continue
-			}
-			if f := r.credit(x, hashOf, i, s.str(sl.refund), hashes[i-base], -1); f != nil {
-				found = append(found, f)
-			}
-			if sl.flags&flagExtras != 0 {
-				for k, e := range s.extras[i] {
-					if f := r.credit(x, hashOf, i, e.id, s.hashRefund(e.id), k); f != nil {
-						found = append(found, f)
-					}
+		return s.str(sl.refund), true
+	}
+	x.touched = s.inSpans(&x.table, refunded, s.hashRefund, func(i uint32, sl *itemSlot, h uint64) {
+		if f := r.credit(x, hashOf, i, s.str(sl.refund), h, -1); f != nil {
+			found = append(found, f)
+		}
+		if sl.flags&flagExtras != 0 {
+			for k, e := range s.extras[i] {
+				if f := r.credit(x, hashOf, i, e.id, s.hashRefund(e.id), k); f != nil {
+					found = append(found, f)
 				}
 			}
 		}
-	}
-	x.touched = touched
+	})
 	return found
 }
 

@@ -47,8 +47,15 @@ func newSref(x *refund.Refund) *sref {
 	return s
 }
 
-// reversible reports a refund Stripe can still cancel.
+// reversible reports a refund the provider can still cancel.
 func (x *sref) reversible() bool { return x.Status == refund.RefundRequiresAction }
+
+// plain is x's refund without what audit did with it.
+func (x *sref) plain() Refund {
+	ref := x.Refund
+	ref.Action, ref.Note = "", ""
+	return ref
+}
 
 // describe names a refund for messages: "re_1 (5.00 USD, no refundkit
 // metadata)".
@@ -60,16 +67,27 @@ func (x *sref) describe() string {
 	return fmt.Sprintf("%s (%s, %s)", x.ID, money.Format(x.Amount, x.Currency), meta)
 }
 
-// member is one item of a group as Stripe sees it.
+// member is one item of a group as the provider sees it.
 type member struct {
 	v       itemView
 	sl      *itemSlot
 	planned bool
-	refunds []*sref // live refunds Stripe has for it, oldest first
+	refunds []*sref // live refunds the provider has for it, oldest first
 	// misnamed are live refunds its journal names that are not its own:
 	// of another item, or without metadata and not what it asked for.
 	misnamed []*sref
 	why      []string
+}
+
+// live are m's refunds that this audit did not cancel.
+func (m *member) live() []*sref {
+	var live []*sref
+	for _, x := range m.refunds {
+		if x.Action != ActionCanceled {
+			live = append(live, x)
+		}
+	}
+	return live
 }
 
 // ownRefund reports a refund whose metadata names the member.
@@ -247,12 +265,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		r.out(f)
 	}
 
-	var live []*sref // after any cancel
-	for _, x := range m.refunds {
-		if x.Action != ActionCanceled {
-			live = append(live, x)
-		}
-	}
+	live := m.live()
 	var unjournaled []*sref
 	for _, x := range live {
 		if !inJournal[x.ID] {
@@ -350,25 +363,13 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		r.out(f)
 	}
 
-	if len(live) > 0 || len(journaled) > 0 {
-		return nil
-	}
-	switch {
-	case m.sl.flags&flagRefunded == 0 && m.sl.status == statusInDoubt:
-		f := m.v.finding(KindInDoubt)
-		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.Name(m.sl.reqCurrency)
-		f.Remedy = "Stripe has no refund for this item: run refund again with this journal to finish it (it looks the item up at Stripe before any new call)"
+	if len(live) == 0 && len(journaled) == 0 {
+		doubt := "Stripe has no refund for this item: run refund again with this journal to finish it (it looks the item up at Stripe before any new call)"
 		if partial {
-			f.Remedy = r.partialInDoubtRemedy(m.v.idx)
+			doubt = r.partialInDoubtRemedy(m.v.idx)
 		}
-		r.mismatch(m.v.idx, m.sl, f, "; Stripe lists no refund for the item on its charge")
-		r.noteLive(f, m.sl)
-		r.out(f)
-	case r.st.planned && m.sl.flags&flagInPlan != 0 && m.sl.flags&flagInJournal == 0:
-		f := m.v.finding(KindMissing)
-		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.Name(m.sl.reqCurrency)
-		f.Remedy = "nothing was journaled for this planned item and Stripe has no refund for it: refund --journal with this journal and plan refunds it" + note
-		r.out(f)
+		r.unsettled(m.v.idx, m.sl, doubt, "; Stripe lists no refund for the item on its charge",
+			"nothing was journaled for this planned item and Stripe has no refund for it: refund --journal with this journal and plan refunds it"+note)
 	}
 	return nil
 }
@@ -414,24 +415,18 @@ func (r *run) stripeCharge(ctx context.Context, t *target, batch string, ms, pla
 	empty := 0
 	var refunds []Refund // the planned items' own
 	for _, m := range ms {
-		var live []*sref
-		for _, x := range m.refunds {
-			if x.Action != ActionCanceled {
-				live = append(live, x)
-			}
-		}
+		live := m.live()
 		switch {
 		case !m.planned:
 			spare = append(spare, live...)
+			continue
 		case len(live) == 0:
 			empty++
 		}
-		if m.planned {
-			for _, x := range live {
-				ref := x.Refund
-				ref.Item, ref.Action, ref.Note = m.v.item, "", ""
-				refunds = append(refunds, ref)
-			}
+		for _, x := range live {
+			ref := x.plain()
+			ref.Item = m.v.item
+			refunds = append(refunds, ref)
 		}
 	}
 	if len(spare) <= empty {

@@ -262,6 +262,9 @@ func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
 		return // all canceled: reported as a conflict
 	}
 	switch {
+	case n == 0:
+		r.unsettled(i, sl, "a refund call may have been made without its outcome journaled: run refund again with this journal (it looks the item up at Stripe before any new call), or audit --stripe to see now", "",
+			"nothing was journaled for this planned item: refund --journal with this journal and plan refunds it"+note)
 	case n > 1:
 		v := r.view(i)
 		f := v.finding(KindDuplicate)
@@ -273,21 +276,30 @@ func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
 		f.Remedy = r.duplicateRemedy(f, true)
 		r.noteExtras(f)
 		r.out(f)
-	case n == 0 && sl.status == statusInDoubt:
-		v := r.view(i)
-		f := v.finding(KindInDoubt)
-		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.Name(sl.reqCurrency)
-		f.Remedy = "a refund call may have been made without its outcome journaled: run refund again with this journal (it looks the item up at Stripe before any new call), or audit --stripe to see now"
-		r.mismatch(i, sl, f, "")
-		r.noteLive(f, sl)
-		r.out(f)
-	case n == 0 && r.st.planned && sl.flags&flagInPlan != 0 && sl.flags&flagInJournal == 0:
-		v := r.view(i)
-		f := v.finding(KindMissing)
-		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.Name(sl.reqCurrency)
-		f.Remedy = "nothing was journaled for this planned item: refund --journal with this journal and plan refunds it" + note
-		r.out(f)
 	}
+}
+
+// unsettled reports item i when it has no refund and is in doubt (doubt is
+// the remedy, seen what the provider lists for it) or planned and never
+// journaled (missing is the remedy).
+func (r *run) unsettled(i uint32, sl *itemSlot, doubt, seen, missing string) {
+	kind, remedy := KindInDoubt, doubt
+	switch {
+	case sl.flags&flagRefunded == 0 && sl.status == statusInDoubt:
+	case r.st.planned && sl.flags&flagInPlan != 0 && sl.flags&flagInJournal == 0:
+		kind, remedy = KindMissing, missing
+	default:
+		return
+	}
+	v := r.view(i)
+	f := v.finding(kind)
+	f.Amount, f.Currency = sl.reqAmount, r.st.currencies.Name(sl.reqCurrency)
+	f.Remedy = remedy
+	if kind == KindInDoubt {
+		r.mismatch(i, sl, f, seen)
+		r.noteLive(f, sl)
+	}
+	r.out(f)
 }
 
 // journalCharge reports a charge with more refunds of the batch than items

@@ -30,34 +30,24 @@ func (r *run) otherBatchPass() {
 	targets.Reserve(int(s.n), firstHash)
 	var overlaps []uint32 // first items of targets with two batches
 	flagged := map[uint32]bool{}
-	const span = 64
-	var hashes [span]uint64
-	var touched uint64
-	for base := uint32(0); base < s.n; base += span {
-		end := min(base+span, s.n)
-		// Hash a span of items and touch their table slots first: the
-		// loads are independent, so their cache misses overlap.
-		for i := base; i < end; i++ {
-			if sl := s.slot(i); sl.target != 0 && sl.flags&flagRefunded != 0 {
-				hashes[i-base] = s.hashItem(s.str(sl.target))
-				touched += uint64(targets.Touch(hashes[i-base]))
-			}
+	targetOf := func(sl *itemSlot) (string, bool) {
+		if sl.target == 0 || sl.flags&flagRefunded == 0 {
+			return "", false
 		}
-		for i := base; i < end; i++ {
-			sl := s.slot(i)
-			if sl.target == 0 || r.liveRefundCount(i, sl) == 0 {
-				continue
-			}
-			if first, ok := s.firstOn(&targets, firsts, hashes[i-base], s.str(sl.target)); !ok {
-				targets.Add(hashes[i-base], firstHash)
-				firsts = append(firsts, i)
-			} else if s.idx.BatchOf(first) != s.idx.BatchOf(i) && !flagged[first] {
-				flagged[first] = true
-				overlaps = append(overlaps, first)
-			}
-		}
+		return s.str(sl.target), true
 	}
-	s.touched = touched
+	s.touched = s.inSpans(&targets, targetOf, s.hashItem, func(i uint32, sl *itemSlot, h uint64) {
+		if r.liveRefundCount(i, sl) == 0 {
+			return
+		}
+		if first, ok := s.firstOn(&targets, firsts, h, s.str(sl.target)); !ok {
+			targets.Add(h, firstHash)
+			firsts = append(firsts, i)
+		} else if s.idx.BatchOf(first) != s.idx.BatchOf(i) && !flagged[first] {
+			flagged[first] = true
+			overlaps = append(overlaps, first)
+		}
+	})
 	if len(overlaps) == 0 {
 		return
 	}

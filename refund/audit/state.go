@@ -366,6 +366,33 @@ func (s *state) conflict(i uint32, sl *itemSlot, reason string) {
 	s.conflicts[i] = append(s.conflicts[i], reason)
 }
 
+// inSpans calls each for every item whose key says ok, with the key's
+// hash, in spans of items whose keys are hashed and whose slots in t are
+// touched first: the loads are independent, so their cache misses overlap.
+// It returns the touches, to keep them from being optimized away.
+func (s *state) inSpans(t *journal.IDTable, key func(*itemSlot) (string, bool), hash func(string) uint64, each func(i uint32, sl *itemSlot, h uint64)) uint64 {
+	const span = 64
+	var hashes [span]uint64
+	var touched uint64
+	for base := uint32(0); base < s.n; base += span {
+		end := min(base+span, s.n)
+		var keyed uint64 // bit k: item base+k has a key
+		for i := base; i < end; i++ {
+			if k, ok := key(s.slot(i)); ok {
+				keyed |= 1 << (i - base)
+				hashes[i-base] = hash(k)
+				touched += uint64(t.Touch(hashes[i-base]))
+			}
+		}
+		for i := base; i < end; i++ {
+			if keyed&(1<<(i-base)) != 0 {
+				each(i, s.slot(i), hashes[i-base])
+			}
+		}
+	}
+	return touched
+}
+
 // upsert returns the id of (batch, item), adding it if it is new; ih is
 // hashItem(item).
 func (s *state) upsert(batch, item string, ih uint64) uint32 {
