@@ -68,9 +68,9 @@ type Finding struct {
 	Amount   int64  `json:"amount,omitempty"`
 	Currency string `json:"currency,omitempty"`
 	Planned  int    `json:"planned,omitempty"` // items planned on the charge
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
-	Remedy  string `json:"remedy,omitempty"`
+	Code     string `json:"code,omitempty"`
+	Message  string `json:"message,omitempty"`
+	Remedy   string `json:"remedy,omitempty"`
 }
 
 // Refund is one refund named by a finding.
