@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -212,13 +211,6 @@ func (c *Client) post(ctx context.Context, path string, body []byte, key string,
 	}
 	return res.StatusCode, nil
 }
-
-// Why a request is not sent.
-var (
-	errNoPayment = errors.New("adyen: the item names no psp_reference")
-	errNoAmount  = errors.New("adyen: a refund needs the item's amount and currency (Adyen has no \"refund the rest\")")
-	errNoCancel  = errors.New("adyen: a refund Adyen received cannot be canceled through its API")
-)
 
 // Rate is the refund requests per second refundkit assumes an Adyen API
 // credential may send: Adyen publishes no limit for modifications (it

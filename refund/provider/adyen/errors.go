@@ -5,6 +5,7 @@ package adyen
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -66,3 +67,10 @@ func notesFailed(err error) *refund.Failure {
 	return &refund.Failure{Class: refund.ClassRetry, Code: "notifications_unreadable", Message: err.Error(),
 		Err: fmt.Errorf("adyen: read the notifications: %w", err)}
 }
+
+// Why a request is not sent.
+var (
+	errNoPayment = errors.New("adyen: the item names no psp_reference")
+	errNoAmount  = errors.New("adyen: a refund needs the item's amount and currency (Adyen has no \"refund the rest\")")
+	errNoCancel  = errors.New("adyen: a refund Adyen received cannot be canceled through its API")
+)

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -147,13 +146,6 @@ func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	}
 	return out, nil
 }
-
-// Why a request is not sent.
-var (
-	errNoCapture  = errors.New("paypal: the item names no capture")
-	errNoCurrency = errors.New("paypal: a partial refund needs the item's currency")
-	errNoCancel   = errors.New("paypal: a refund cannot be canceled through PayPal's API")
-)
 
 // Rate is the requests per second refundkit assumes a PayPal app may
 // send: PayPal publishes no limit, so this is a conservative guess, which

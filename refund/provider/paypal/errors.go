@@ -5,6 +5,7 @@ package paypal
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -81,3 +82,10 @@ func (e *apiError) message() string {
 	}
 	return strings.Join(parts, ": ")
 }
+
+// Why a request is not sent.
+var (
+	errNoCapture  = errors.New("paypal: the item names no capture")
+	errNoCurrency = errors.New("paypal: a partial refund needs the item's currency")
+	errNoCancel   = errors.New("paypal: a refund cannot be canceled through PayPal's API")
+)
