@@ -39,9 +39,10 @@ func mayImport(dir, dep string) bool {
 	case dir == "refund/plan", dir == "refund/audit":
 		return domain
 	case under(dir, "refund/provider"):
-		// Adyen's notification store keeps them in the PostgreSQL
-		// checkpoint's database, through its connection.
-		return domain || under(dep, own("refund/provider")) ||
+		// Every provider may use the shared HTTP client (httpx); Adyen's
+		// notification store keeps them in the PostgreSQL checkpoint's
+		// database, through its connection.
+		return domain || under(dep, own("refund/provider")) || dep == "refund/provider/httpx" ||
 			under(dir, "refund/provider/adyen/notes") && dep == "refund/checkpoint/postgres"
 	case dir == "refund/checkpoint":
 		return domain
@@ -110,7 +111,7 @@ func TestLayoutRefusesAnUpwardImport(t *testing.T) {
 	for _, c := range [][2]string{
 		{"refund", "refund/provider/stripe"}, {"journal", "refund"}, {"refund/provider/stripe", "refund/provider/paypal"},
 		{"refund/checkpoint/postgres", "refund/provider/stripe"}, {"refund/audit", "refund/checkpoint/postgres"},
-		{"refund/provider/stripe", "refund/sim/stripesim"}, {"refund/money", "refund"}, {"refund/sim/stripesim", "refund/checkpoint/natsjs"},
+		{"refund/provider/stripe", "refund/sim/stripesim"}, {"refund/provider/httpx", "refund/provider/paypal"}, {"refund/money", "refund"}, {"refund/sim/stripesim", "refund/checkpoint/natsjs"},
 		{"refund/checkpoint", "refund/checkpoint/postgres"}, {"refund/checkpoint/natsjs", "refund/checkpoint/postgres"},
 	} {
 		if mayImport(c[0], c[1]) {

@@ -17,11 +17,10 @@ type unattributed struct {
 	why string
 }
 
-// attribute gives refunds without refundkit metadata to items: one that an
-// item's journal names stays the item's if it is what the item asked for;
-// with AllRefunds, another is an item's only when it matches exactly what
-// one item without a refund asked for, and nothing else matches either of
-// them. The rest are returned, unattributed.
+// attribute gives refunds without refundkit metadata to items: one an
+// item's journal names, if it is what the item asked for; with AllRefunds,
+// one that matches exactly what one item without a refund asked for, and
+// nothing else matches either. The rest are returned, unattributed.
 func (r *run) attribute(ctx context.Context, gs []*group, all []*sref, byID map[string]*sref) ([]unattributed, error) {
 	var open []*member // planned items without a refund
 	for _, g := range gs {
@@ -98,9 +97,8 @@ func srefRefunds(xs []*sref) []Refund {
 	return out
 }
 
-// journalNamed adds to m the live refunds without metadata that its
-// journal names and that are what it asked for; a live refund its journal
-// names that is another item's, or not what it asked for, is misnamed.
+// journalNamed adds to m the live refunds without metadata its journal
+// names that are what it asked for; another it names is misnamed.
 func (r *run) journalNamed(ctx context.Context, m *member, byID map[string]*sref) error {
 	if m.sl.flags&flagRefunded == 0 {
 		return nil
@@ -153,8 +151,7 @@ func (r *run) asked(m *member, x *sref) string {
 }
 
 // matches reports whether x, a refund without refundkit metadata, is
-// exactly what item m asked for: the amount it asked for, or for a full
-// refund the charge's whole amount, in its currency.
+// exactly what item m asked for (a full refund: the charge's amount).
 func (r *run) matches(ctx context.Context, m *member, x *sref) (bool, error) {
 	if m.sl.flags&flagRequested == 0 {
 		return false, nil

@@ -1,12 +1,7 @@
-// Package audit tells whether a batch was refunded exactly once. It reads
-// journals (and a plan) into compact per-item state and reports findings:
-// items refunded twice, in doubt, failed, in conflict, missing or not
-// planned, charges refunded by more than one batch, and torn journal
-// tails. With Stripe it lists the refunds of every charge and compares them
-// with the journal; it can backfill the refunds the journal lacks, so that a
-// later refund run skips them, and cancel extra refunds that Stripe can
-// still cancel. A refund is an item's by its metadata; one without metadata
-// only when it is exactly what the item asked for and nothing else matches.
+// Package audit tells whether a batch was refunded exactly once: it reads
+// journals (and a plan) into compact per-item state and reports findings,
+// and with a provider it compares every payment's refunds with the
+// journals, backfills those they lack and cancels extras it still can.
 package audit
 
 import (
@@ -24,7 +19,6 @@ import (
 )
 
 // Auditor gathers a plan and journals, then reports findings with Run.
-// It is not safe for concurrent use.
 type Auditor struct {
 	st       *state
 	torn     []*journal.Torn
@@ -36,9 +30,9 @@ type Auditor struct {
 // New returns an Auditor with nothing read yet.
 func New() *Auditor { return &Auditor{st: newState()} }
 
-// AddPlan reads plan items (refund.Item JSON lines, blank lines skipped)
-// from r, named name in errors, with refund's own reader. A line that is
-// not a valid item, or an item listed twice, is a *refund.InputError.
+// AddPlan reads plan items (refund.Item JSON lines) from r, named name in
+// errors. A line that is not a valid item, or an item listed twice, is a
+// *refund.InputError.
 func (a *Auditor) AddPlan(r io.Reader, name string) error {
 	a.st.planned = true
 	items := refund.NewItemReader(r, name)
@@ -59,11 +53,10 @@ func (a *Auditor) AddPlan(r io.Reader, name string) error {
 	}
 }
 
-// AddJournal reads every record of a journal from r, named name in
-// messages. Journals are folded in the order they are added. A torn final
-// line is returned and becomes a torn_tail finding; a corrupt line
-// (*journal.CorruptError) or an unknown version is an error naming the file
-// and line, and the audit cannot go on.
+// AddJournal folds every record of a journal from r, named name in
+// messages. A torn final line is returned and becomes a torn_tail finding;
+// a corrupt line or an unknown version is an error, and the audit cannot
+// go on.
 func (a *Auditor) AddJournal(r io.Reader, name string) (*journal.Torn, error) {
 	a.journals++
 	if f, ok := r.(*os.File); ok {
@@ -82,9 +75,8 @@ func (a *Auditor) AddJournal(r io.Reader, name string) (*journal.Torn, error) {
 	return torn, nil
 }
 
-// AddHeldJournal is AddJournal for a journal that a running refund holds
-// (journal.Held): its items in doubt may be in flight, not lost, and their
-// findings say so.
+// AddHeldJournal is AddJournal for a journal a running refund holds: its
+// items in doubt may be in flight, and their findings say so.
 func (a *Auditor) AddHeldJournal(r io.Reader, name string) (*journal.Torn, error) {
 	a.held = append(a.held, name)
 	a.st.live = true
@@ -92,59 +84,41 @@ func (a *Auditor) AddHeldJournal(r io.Reader, name string) (*journal.Torn, error
 	return a.AddJournal(r, name)
 }
 
-// Empty reports an Auditor with nothing to audit: no plan item, no journal
-// record, no torn tail. Its audit would find nothing and prove nothing.
+// Empty reports an Auditor with nothing to audit, whose audit would prove
+// nothing.
 func (a *Auditor) Empty() bool { return a.st.n == 0 && a.records == 0 && len(a.torn) == 0 }
 
-// AddTorn reports a torn tail that journal.Open cut off (and saved aside)
-// before the journal was read.
+// AddTorn reports a torn tail journal.Open cut off before the journal was
+// read.
 func (a *Auditor) AddTorn(t *journal.Torn) { a.torn = append(a.torn, t) }
 
 // Options say how far Run goes beyond the journals.
 type Options struct {
-	// Provider, when set, is asked for the refunds of every charge and
-	// payment intent of the plan and journals (refund/provider/stripe).
+	// Provider, when set, is asked for the refunds of every payment.
 	Provider refund.Provider
-	// AllRefunds counts refunds without refundkit metadata (made by older
-	// scripts or by hand) as refunds of the batch. Such a refund is an
-	// item's, and is backfilled as its, only when it is exactly what the
-	// item asked for (the planned amount; for a full refund, the charge's
-	// whole amount), the item has no refund whose metadata names it, and no
-	// other such refund or item matches either; any other is reported as
-	// unattributed. Refunds whose metadata names another batch are never
-	// an item's; they are reported as other_batch.
+	// AllRefunds counts refunds without refundkit metadata as the batch's:
+	// one is an item's only when it is exactly what the item asked for and
+	// nothing else matches; any other is reported unattributed.
 	AllRefunds bool
-	// Charges fetches a charge whose amount tells whether a refund without
-	// metadata is a full refund; nil: the Provider, if it can, else such a
-	// refund never matches a full-refund item.
-	Charges ChargeGetter
-	// Pacer paces every API call; nil means unlimited.
-	Pacer *refund.Pacer
-	// Workers is how many lists are in flight at once (default 4).
-	Workers int
-	// Backfill, when set, receives a refunded record (source backfill) for
-	// every refund Stripe has for an item and the journal lacks.
-	Backfill *journal.Writer
-	// CancelExtras cancels the extra refunds Stripe can still cancel
-	// (requires_action), keeping one refund per item, and journals each
-	// cancel in Actions.
+	// Charges reads a charge's amount, which tells whether a refund without
+	// metadata is a full refund (default: the Provider).
+	Charges  ChargeGetter
+	Pacer    *refund.Pacer   // paces every API call; nil: unlimited
+	Workers  int             // lists in flight at once (default 4)
+	Backfill *journal.Writer // receives a refunded record for every refund the journal lacks
+	// CancelExtras cancels the extras the provider can still cancel,
+	// keeping one refund per item, and journals each cancel in Actions.
 	CancelExtras bool
 	Actions      *journal.Writer
-	// Retry spaces retries of a call the provider did not answer (429, 409,
-	// 5xx, network; default: its Facts.Backoff); after MaxTries tries it
-	// counts as unreachable.
-	Retry    refund.Backoff
-	MaxTries int
-	// Now is the clock for journal records and the age of pending refunds
-	// (default time.Now).
-	Now func() time.Time
-	// PendingAfter is how long a refund may stay pending before it is a
-	// finding (KindPending); 0 is DefaultPendingAfter.
-	PendingAfter time.Duration
+	// Retry spaces retries of a call not answered (default: the provider's
+	// Facts.Backoff); after MaxTries tries it counts as unreachable.
+	Retry        refund.Backoff
+	MaxTries     int
+	Now          func() time.Time // for records and the age of pending refunds
+	PendingAfter time.Duration    // a pending refund older is a finding (default DefaultPendingAfter)
 	// Told are refunds the provider told of on its own (Adyen's
-	// notifications), beyond those of the payments audited: a live one
-	// naming an audited batch for an item no journal or plan knows is a
-	// finding (a journal lost, an item renamed).
+	// notifications): a live one of an audited batch for an item nobody
+	// knows is a finding.
 	Told []refund.Refund
 }
 
@@ -152,27 +126,25 @@ type Options struct {
 // PayPal's eCheck refunds take up to about a week to clear.
 const DefaultPendingAfter = 7 * 24 * time.Hour
 
-// StripeError is an audit stopped because Stripe refused the key or could
-// not be reached: what Stripe holds is unknown, so nothing can be concluded.
+// StripeError is an audit stopped because the provider refused the key or
+// could not be reached: nothing can be concluded.
 type StripeError struct{ Err error }
 
 func (e *StripeError) Error() string { return e.Err.Error() }
 func (e *StripeError) Unwrap() error { return e.Err }
 
-// JournalError is a backfill or cancel record that could not be written.
-// The audit stopped there: no call was made after it.
+// JournalError is a backfill or cancel record that could not be written:
+// the audit stopped there.
 type JournalError struct{ Err error }
 
 func (e *JournalError) Error() string { return fmt.Sprintf("journal write failed: %v", e.Err) }
 func (e *JournalError) Unwrap() error { return e.Err }
 
-// Run reports every finding to emit, in a stable order (torn tails, then
-// items in the order first read, then per charge), and returns the counts.
-// The error is a *StripeError, a *JournalError or ctx's error; the report
-// then covers what was checked before it. A sum beyond int64 is a
-// *money.TotalError, and no report: no total can be told past it. A plan whose batches the
-// journals share none of is a *BatchMismatchError, and no report: nothing
-// is checked.
+// Run reports every finding to emit, in a stable order, and returns the
+// counts. The error is a *StripeError, a *JournalError or ctx's, and the
+// report covers what was checked before it; a sum beyond int64
+// (*money.TotalError) or a plan of other batches (*BatchMismatchError)
+// gives no report.
 func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*Report, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = 4
@@ -198,8 +170,6 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	if opts.Charges == nil && opts.Provider != nil {
 		opts.Charges = opts.Provider
 	}
-	// Another batch's plan is one mistake, said once, not a finding for
-	// every item of both.
 	if err := a.st.batchMismatch(); err != nil {
 		return nil, err
 	}
@@ -211,7 +181,7 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 		rep.Told = opts.Provider.Facts().PartialLookup
 	}
 	var r *run
-	r = &run{Auditor: a, opts: opts, rep: rep, charges: map[string]chargeInfo{}, out: func(f *Finding) {
+	r = &run{Auditor: a, opts: opts, rep: rep, charges: map[string]payInfo{}, out: func(f *Finding) {
 		if r.overflow.Load() != nil {
 			return // f may hold the sum that overflowed
 		}
@@ -226,14 +196,12 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 		return nil, e
 	}
 	if opts.Provider != nil || a.st.planned {
-		// Groups of items on one charge matter with a plan (items it does not
-		// list may hold a planned charge's refunds) and with Stripe (refunds
-		// are listed per charge); without either, each item's own checks
-		// find every duplicate, and grouping a million items is spared.
+		// Without either, each item's own checks find every duplicate, and
+		// grouping a million items is spared.
 		a.st.groupItems()
 	}
-	// The state is only read from here on: the refund ids are indexed
-	// beside the other passes, and their findings come last.
+	// The state is only read from here on: shared refunds are found beside
+	// the other passes.
 	shared := r.startShared()
 	if opts.Provider == nil {
 		r.journalPass()
@@ -273,8 +241,8 @@ type run struct {
 	opts    Options
 	rep     *Report
 	out     func(*Finding)
-	charges map[string]chargeInfo // fetched charges, by id
-	wholes  map[string]wholeInfo  // payments read for a full refund's amount, by id
+	charges map[string]payInfo // fetched charges, by id
+	wholes  map[string]payInfo // payments read for a full refund's amount, by id
 	// bothWays: the plan or journals name some payments by charge and
 	// others by payment intent, so one payment may go by both (links.go).
 	bothWays bool
@@ -320,8 +288,8 @@ func (v *itemView) finding(kind string) *Finding {
 	return f
 }
 
-// journalRefunds are the refunds the journal holds for item i and has not
-// journaled as canceled, first journaled first.
+// journalRefunds are the refunds the journals hold for item i, not
+// canceled, first journaled first.
 func (r *run) journalRefunds(i uint32) []Refund {
 	s := r.st
 	sl := s.slot(i)

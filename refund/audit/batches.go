@@ -7,10 +7,8 @@ import (
 )
 
 // BatchMismatchError is an audit with a plan of other batches than the
-// journals': no item is in both, so item by item it would report every
-// planned item missing and every journaled one not_in_plan. That is one
-// mistake in the inputs (another batch's plan, or another batch's
-// journals), said once instead.
+// journals': one mistake in the inputs, said once instead of a finding for
+// every item.
 type BatchMismatchError struct {
 	Plan     []string // the plan's batches, sorted
 	Journals []string // the journals' batches, sorted
@@ -34,9 +32,7 @@ func batchNames(bs []string) string {
 }
 
 // batchMismatch is a *BatchMismatchError when a plan was added, the
-// journals hold records, and no batch is both planned and journaled; else
-// nil. A batch the journals share with the plan makes the inputs each
-// other's, and their item findings the audit's answer.
+// journals hold records, and no batch is both planned and journaled.
 func (s *state) batchMismatch() error {
 	if !s.planned {
 		return nil

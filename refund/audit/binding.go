@@ -1,26 +1,18 @@
 package audit
 
-// The bindings of a refund to an item, checked whatever source credits it:
-//
-//   - an item is credited only with a refund in its currency, for its
-//     amount; a full-refund item only with refunds that leave its payment
-//     refunded whole, as the provider reports the payment's amount
-//     (amount_mismatch, currency_mismatch);
-//   - a refund id is credited to one item at most, across every journal
-//     audited (shared_refund);
-//   - with a plan, a refund of the batch on a planned payment that no item
-//     of the plan puts on that payment belongs to no item, whatever the
-//     journals say of its item (unowned).
+// The bindings of a refund to an item, whatever source credits it: an
+// item only with refunds in its currency, of its amount, or leaving its
+// payment refunded whole (amount_mismatch, currency_mismatch); a refund id
+// to one item at most (shared_refund); with a plan, a refund of the batch
+// on a planned payment only to an item the plan puts there (unowned).
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/refundkit/refundkit/journal"
-	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/money"
 )
 
@@ -36,10 +28,8 @@ func (r *run) askedFor(sl *itemSlot, currency string) string {
 	return money.Format(sl.reqAmount, currency)
 }
 
-// creditDiffers reports whether a refund the journals credit to item i
-// (refunded) is in another currency or of another amount than the item
-// asked for (the plan's, else its last intent's). Most items have one
-// refund, checked without building the list.
+// creditDiffers reports whether a refund the journals credit to item i is
+// not what it asked for; most items have one, checked without a list.
 func (r *run) creditDiffers(i uint32, sl *itemSlot) bool {
 	if sl.flags&flagRequested == 0 || sl.reqAmount == 0 && sl.reqCurrency == 0 {
 		return false
@@ -57,10 +47,7 @@ func (r *run) creditDiffers(i uint32, sl *itemSlot) bool {
 }
 
 // mismatchOf is the kind of finding a refund of amount in currency
-// credited to item sl is, or "" when it is what the item asked for. An
-// item that names no currency compares none; a refund that names none is
-// not shown to be in the item's (refund refuses it too); in another
-// currency, amounts are not compared either.
+// credited to item sl is, or "" when it is what the item asked for.
 func (r *run) mismatchOf(sl *itemSlot, amount int64, currency string) string {
 	if sl.flags&flagRequested == 0 {
 		return ""
@@ -75,8 +62,15 @@ func (r *run) mismatchOf(sl *itemSlot, amount int64, currency string) string {
 }
 
 // creditFindings reports the refunds the journals credit to item i that
-// are not what it asked for: one finding a kind.
+// are not what it asked for.
 func (r *run) creditFindings(i uint32, sl *itemSlot, refunds []Refund) {
+	r.mismatches(func() itemView { return r.view(i) }, sl, refunds, "the journal")
+}
+
+// mismatches reports refunds credited to item v by who (the journal, the
+// provider) that are not what it asked for, one finding a kind; it
+// reports whether some are in another currency.
+func (r *run) mismatches(v func() itemView, sl *itemSlot, refunds []Refund, who string) (currency bool) {
 	byKind := map[string][]Refund{}
 	for _, x := range refunds {
 		if k := r.mismatchOf(sl, x.Amount, x.Currency); k != "" {
@@ -85,14 +79,15 @@ func (r *run) creditFindings(i uint32, sl *itemSlot, refunds []Refund) {
 	}
 	for _, k := range []string{KindCurrencyMismatch, KindAmountMismatch} {
 		if xs := byKind[k]; len(xs) > 0 {
-			v := r.view(i)
-			r.out(r.mismatchFinding(&v, sl, k, xs, "the journal"))
+			v := v()
+			r.out(r.mismatchFinding(&v, sl, k, xs, who))
 		}
 	}
+	return len(byKind[KindCurrencyMismatch]) > 0
 }
 
-// mismatchFinding reports refunds xs, credited to item v by who (the
-// journal, the provider), that are not what it asked for.
+// mismatchFinding reports refunds xs, credited to item v by who, that are
+// not what it asked for.
 func (r *run) mismatchFinding(v *itemView, sl *itemSlot, kind string, xs []Refund, who string) *Finding {
 	f := v.finding(kind)
 	f.Refunds = xs
@@ -111,44 +106,22 @@ func (r *run) mismatchFinding(v *itemView, sl *itemSlot, kind string, xs []Refun
 }
 
 // stripeCredit checks the live refunds the provider has for item m
-// against what it asked for: each one's currency and amount, and for a
-// full refund that its payment, as the item names it, is refunded whole,
-// by every live refund listed on it (all, those on its charge for an item
-// naming a charge) against the payment's amount as the provider reports
-// it. A provider that cannot read payments (exec) leaves full refunds
-// unchecked.
+// against what it asked for; for a full refund, that every live refund on
+// its payment (all) adds up to the payment's amount, as the provider
+// reports it.
 func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 	sl := m.sl
 	if sl.flags&flagRequested == 0 {
 		return nil
 	}
 	var live []Refund
-	for _, x := range m.refunds {
-		if x.Action != ActionCanceled {
-			ref := x.Refund
-			ref.Action, ref.Note = "", ""
-			live = append(live, ref)
-		}
+	for _, x := range m.live() {
+		live = append(live, x.plain())
 	}
 	if len(live) == 0 {
 		return nil
 	}
-	byKind := map[string][]Refund{}
-	for _, x := range live {
-		if k := r.mismatchOf(sl, x.Amount, x.Currency); k != "" {
-			byKind[k] = append(byKind[k], x)
-		}
-	}
-	name := "the provider"
-	if r.opts.Provider != nil {
-		name = r.opts.Provider.Facts().Name
-	}
-	for _, k := range []string{KindCurrencyMismatch, KindAmountMismatch} {
-		if xs := byKind[k]; len(xs) > 0 {
-			r.out(r.mismatchFinding(&m.v, sl, k, xs, name))
-		}
-	}
-	if sl.reqAmount != 0 || len(byKind[KindCurrencyMismatch]) > 0 {
+	if r.mismatches(func() itemView { return m.v }, sl, live, r.opts.Provider.Facts().Name) || sl.reqAmount != 0 {
 		return nil
 	}
 	// A full refund: its payment is to be refunded whole.
@@ -169,8 +142,7 @@ func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 	}
 	var total int64
 	for _, x := range all {
-		// A payment named both ways is listed by its intent: an item
-		// naming one of its charges counts the refunds of that charge.
+		// An item naming one charge of a payment counts that charge's.
 		if x.live && x.Action != ActionCanceled && (pay.Charge == "" || x.charge == "" || x.charge == pay.Charge) {
 			total = r.add(total, x.Amount, x.Currency, "the total of live refunds on a payment", itemWhere(m.v.batch, m.v.item))
 		}
@@ -196,68 +168,15 @@ func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 	return nil
 }
 
-// wholeInfo is what a run learned of a payment's whole amount.
-type wholeInfo struct {
-	fetched bool
-	amount  int64
-	cannot  bool   // the provider cannot read payments
-	err     string // why it could not be read
-}
-
-// whole returns the amount of payment pay, named id, read once per run: a
-// charge as Options.Charges fetches it (shared with the attribution of
-// refunds without metadata), any other payment by Provider.Payment. The
-// error is a *StripeError or ctx's.
-func (r *run) whole(ctx context.Context, id string, pay refund.Payment) (wholeInfo, error) {
-	if pay.Charge != "" && r.opts.Charges != nil {
-		c, err := r.charge(ctx, pay.Charge)
-		return wholeInfo{fetched: c.fetched, amount: c.amount, err: c.err}, err
-	}
-	if w, ok := r.wholes[id]; ok {
-		return w, nil
-	}
-	var w wholeInfo
-	if r.opts.Provider == nil {
-		return wholeInfo{cannot: true}, nil
-	}
-	var info refund.PaymentInfo
-	err := r.call(ctx, refund.EndpointCharges, "reading payment "+id, func() error {
-		r.rep.chargeCalls.Add(1)
-		var err error
-		info, err = r.opts.Provider.Payment(ctx, pay)
-		if errors.Is(err, refund.ErrNoLookup) {
-			w.cannot = true
-			return nil
-		}
-		return err
-	})
-	switch {
-	case errors.As(err, new(*StripeError)) || ctx.Err() != nil:
-		return w, err
-	case err != nil:
-		_, code, msg := classify(err)
-		w.err = code + ": " + msg
-	case !w.cannot:
-		w.fetched, w.amount = true, info.Amount
-	}
-	if r.wholes == nil {
-		r.wholes = map[string]wholeInfo{}
-	}
-	r.wholes[id] = w
-	return w, nil
-}
-
 // refundIndex numbers the refund ids the journals credit, each with the
-// item first credited with it. An entry holds an item number, not the id:
-// the id is the item's first refund (in the arena already) or one of its
-// extras, so a million refunds cost the table's slots and an item number
-// each. Ids are compared only when their hashes meet.
+// item first credited with it: an entry holds an item number, not the id,
+// so a million refunds cost a slot and an item number each.
 type refundIndex struct {
 	table  journal.IDTable
 	owners []uint32       // by entry: the item
 	extra  map[uint32]int // entries of an item's extra refund: its index in state.extras
 
-	touched uint32 // keeps the touches from being optimized away
+	touched uint64 // keeps the touches from being optimized away
 }
 
 // key is the refund id of entry e.
@@ -278,7 +197,7 @@ func (s *state) hashRefund(id string) uint64 {
 }
 
 // startShared runs sharedPass beside the caller, which may only read the
-// state meanwhile; wait waits for it and reports what it found.
+// state meanwhile; wait reports what it found.
 func (r *run) startShared() (wait func()) {
 	var found []*Finding
 	done := make(chan struct{})
@@ -294,46 +213,32 @@ func (r *run) startShared() (wait func()) {
 	}
 }
 
-// sharedPass finds every item credited with a refund id that an item read
-// before it is credited with: a refund is one item's at most. It only
-// reads the state.
+// sharedPass finds every item credited with a refund id an item read
+// before it is credited with. It only reads the state.
 func (r *run) sharedPass() []*Finding {
 	s := r.st
 	var found []*Finding
 	x := &refundIndex{owners: make([]uint32, 0, s.n), extra: map[uint32]int{}}
 	hashOf := func(e uint32) uint64 { return s.hashRefund(x.key(s, e)) }
 	x.table.Reserve(int(s.n), hashOf)
-	const span = 64
-	var hashes [span]uint64
-	var touched uint32
-	for base := uint32(0); base < s.n; base += span {
-		end := min(base+span, s.n)
-		// Hash a span of refunds and touch their slots first: the loads
-		// are independent, so their cache misses overlap.
-		for i := base; i < end; i++ {
-			if sl := s.slot(i); sl.flags&flagRefunded != 0 {
-				hashes[i-base] = s.hashRefund(s.str(sl.refund))
-				touched += x.table.Touch(hashes[i-base])
-			}
+	refunded := func(sl *itemSlot) (string, bool) {
+		if sl.flags&flagRefunded == 0 {
+			return "", false
 		}
-		for i := base; i < end; i++ {
-			sl := s.slot(i)
-			if sl.flags&flagRefunded == 0 {
-				continue
-			}
-			if f := r.credit(x, hashOf, i, s.str(sl.refund), hashes[i-base], -1); f != nil {
-				found = append(found, f)
-			}
-			if sl.flags&flagExtras != 0 {
-				for k, e := range s.extras[i] {
-					if f := r.credit(x, hashOf, i, e.id, s.hashRefund(e.id), k); f != nil {
-						found = append(found, f)
-					}
+		return s.str(sl.refund), true
+	}
+	x.touched = s.inSpans(&x.table, refunded, s.hashRefund, func(i uint32, sl *itemSlot, h uint64) {
+		if f := r.credit(x, hashOf, i, s.str(sl.refund), h, -1); f != nil {
+			found = append(found, f)
+		}
+		if sl.flags&flagExtras != 0 {
+			for k, e := range s.extras[i] {
+				if f := r.credit(x, hashOf, i, e.id, s.hashRefund(e.id), k); f != nil {
+					found = append(found, f)
 				}
 			}
 		}
-	}
-	x.touched = touched
+	})
 	return found
 }
 
@@ -392,8 +297,7 @@ func (r *run) sharedFinding(i uint32, id string, owner uint32) *Finding {
 }
 
 // unownedJournal reports, with a plan, the refunds the journals credit to
-// items of a group (one batch, one payment) that the plan does not put on
-// that payment, when the plan puts items of the batch there.
+// items of a group that the plan puts elsewhere, beside planned ones.
 func (r *run) unownedJournal(members []uint32) {
 	s := r.st
 	if !s.planned {
@@ -424,9 +328,7 @@ func (r *run) unownedJournal(members []uint32) {
 }
 
 // unownedStripe reports, with a plan, the live refunds of group g's batch
-// that the provider lists on the payment for items the plan does not put
-// on it (items renamed, dropped or moved), when the plan puts items of the
-// batch there.
+// the provider lists on the payment for items the plan puts elsewhere.
 func (r *run) unownedStripe(t *target, g *group) {
 	if !r.st.planned || len(g.planned) == 0 {
 		return
@@ -454,12 +356,11 @@ func (r *run) unownedStripe(t *target, g *group) {
 	sort.SliceStable(xs, func(a, b int) bool { return xs[a].x.Created < xs[b].x.Created })
 	var refunds []Refund
 	for _, o := range xs {
-		if o.x.Action == ActionCanceled {
-			continue
+		if o.x.Action != ActionCanceled {
+			ref := o.x.plain()
+			ref.Item = o.item
+			refunds = append(refunds, ref)
 		}
-		ref := o.x.Refund
-		ref.Item, ref.Action, ref.Note = o.item, "", ""
-		refunds = append(refunds, ref)
 	}
 	if len(refunds) == 0 {
 		return
@@ -468,8 +369,8 @@ func (r *run) unownedStripe(t *target, g *group) {
 	r.out(r.unownedFinding(v, len(g.planned), refunds))
 }
 
-// unownedFinding reports refunds of v's batch on v's payment, where the
-// plan puts planned items, for items it does not put there.
+// unownedFinding reports refunds of v's batch on v's payment for items the
+// plan does not put there.
 func (r *run) unownedFinding(v itemView, planned int, refunds []Refund) *Finding {
 	f := v.finding(KindUnowned)
 	f.Item, f.Status = "", ""

@@ -1,7 +1,8 @@
 package audit
 
-// Charges, fetched only to tell whether a refund without refundkit
-// metadata is a full refund: it is one when its amount is the charge's.
+// Payments read for their amount: a charge's tells whether a refund
+// without refundkit metadata is a full refund, a payment's whether a full
+// refund left it refunded whole.
 
 import (
 	"context"
@@ -10,57 +11,100 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// ChargeGetter reads a payment: every refund.Provider is one
-// (refund.Provider.Payment), the one way refundkit reads a payment.
+// ChargeGetter reads a payment: every refund.Provider is one.
 type ChargeGetter interface {
 	Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error)
 }
 
-// chargeInfo is what a run learned of a charge.
-type chargeInfo struct {
+// payInfo is what a run learned of a payment's amount.
+type payInfo struct {
 	fetched bool
 	amount  int64
-	err     string // why it could not be fetched
+	cannot  bool   // the provider cannot read payments
+	err     string // why it could not be read
 }
 
-// charge returns the charge id, fetched once per run. A charge that cannot
-// be fetched (no getter, refused, unknown) has fetched false and the
-// reason in err; the error is a *StripeError or ctx's.
-func (r *run) charge(ctx context.Context, id string) (chargeInfo, error) {
+// charge returns the charge id, fetched once per run. One that cannot be
+// fetched has fetched false and the reason in err; the error is a
+// *StripeError or ctx's.
+func (r *run) charge(ctx context.Context, id string) (payInfo, error) {
 	if c, ok := r.charges[id]; ok {
 		return c, nil
 	}
-	var c chargeInfo
+	var c payInfo
 	switch {
 	case id == "":
 		c.err = "the refund names no charge"
 	case r.opts.Charges == nil:
 		c.err = "no charge look-up was given"
 	default:
-		var amount int64
-		cannot := false
-		err := r.call(ctx, refund.EndpointCharges, "fetching charge "+id, func() error {
-			info, err := r.opts.Charges.Payment(ctx, refund.Payment{Charge: id})
-			if errors.Is(err, refund.ErrNoLookup) {
-				cannot = true
-				return nil
-			}
-			r.rep.chargeCalls.Add(1)
-			amount = info.Amount
-			return err
+		var err error
+		c, err = r.readPayment(ctx, "fetching charge "+id, false, func() (refund.PaymentInfo, error) {
+			return r.opts.Charges.Payment(ctx, refund.Payment{Charge: id})
 		})
-		switch {
-		case errors.As(err, new(*StripeError)) || ctx.Err() != nil:
+		if err != nil {
 			return c, err
-		case cannot:
-			c.err = "the provider cannot read payments"
-		case err != nil:
-			_, code, msg := classify(err)
-			c.err = code + ": " + msg
-		default:
-			c.fetched, c.amount = true, amount
+		}
+		if c.cannot {
+			c.cannot, c.err = false, "the provider cannot read payments"
 		}
 	}
 	r.charges[id] = c
 	return c, nil
+}
+
+// whole returns the amount of payment pay, named id, read once per run (a
+// charge through charge). The error is a *StripeError or ctx's.
+func (r *run) whole(ctx context.Context, id string, pay refund.Payment) (payInfo, error) {
+	if pay.Charge != "" && r.opts.Charges != nil {
+		return r.charge(ctx, pay.Charge)
+	}
+	if w, ok := r.wholes[id]; ok {
+		return w, nil
+	}
+	if r.opts.Provider == nil {
+		return payInfo{cannot: true}, nil
+	}
+	w, err := r.readPayment(ctx, "reading payment "+id, true, func() (refund.PaymentInfo, error) {
+		return r.opts.Provider.Payment(ctx, pay)
+	})
+	if err != nil {
+		return w, err
+	}
+	if r.wholes == nil {
+		r.wholes = map[string]payInfo{}
+	}
+	r.wholes[id] = w
+	return w, nil
+}
+
+// readPayment reads a payment through get, paced and retried; a call get
+// answers refund.ErrNoLookup is counted only when countCannot. The error
+// is a *StripeError or ctx's.
+func (r *run) readPayment(ctx context.Context, what string, countCannot bool, get func() (refund.PaymentInfo, error)) (payInfo, error) {
+	var p payInfo
+	var info refund.PaymentInfo
+	err := r.call(ctx, refund.EndpointCharges, what, func() error {
+		var err error
+		info, err = get()
+		if errors.Is(err, refund.ErrNoLookup) {
+			if countCannot {
+				r.rep.chargeCalls.Add(1)
+			}
+			p.cannot = true
+			return nil
+		}
+		r.rep.chargeCalls.Add(1)
+		return err
+	})
+	switch {
+	case errors.As(err, new(*StripeError)) || ctx.Err() != nil:
+		return p, err
+	case err != nil:
+		_, code, msg := classify(err)
+		p.err = code + ": " + msg
+	case !p.cannot:
+		p.fetched, p.amount = true, info.Amount
+	}
+	return p, nil
 }

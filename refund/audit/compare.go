@@ -19,16 +19,12 @@ import (
 // sref is a refund as the provider listed it, with its refundkit metadata.
 type sref struct {
 	Refund
-	live    bool
-	batch   string
-	item    string
-	attempt int
-	charge  string // the charge refunded
-	intent  string // its payment intent, "" when not said
-	reason  string // why it failed, when said (Adyen: REFUNDED_REVERSED)
-	// claimed: a refund without metadata that an item's journal names or
-	// that matched an item exactly; the others are unattributed.
-	claimed bool
+	live           bool
+	batch, item    string
+	attempt        int
+	charge, intent string // what it refunded; intent "" when not said
+	reason         string // why it failed, when said
+	claimed        bool   // without metadata, yet an item's (journal, exact match)
 }
 
 func newSref(x *refund.Refund) *sref {
@@ -47,11 +43,17 @@ func newSref(x *refund.Refund) *sref {
 	return s
 }
 
-// reversible reports a refund Stripe can still cancel.
+// reversible reports a refund the provider can still cancel.
 func (x *sref) reversible() bool { return x.Status == refund.RefundRequiresAction }
 
-// describe names a refund for messages: "re_1 (5.00 USD, no refundkit
-// metadata)".
+// plain is x's refund without what audit did with it.
+func (x *sref) plain() Refund {
+	ref := x.Refund
+	ref.Action, ref.Note = "", ""
+	return ref
+}
+
+// describe names a refund for messages: "re_1 (5.00 USD, batch B, item i)".
 func (x *sref) describe() string {
 	meta := "no refundkit metadata"
 	if x.batch != "" {
@@ -60,16 +62,27 @@ func (x *sref) describe() string {
 	return fmt.Sprintf("%s (%s, %s)", x.ID, money.Format(x.Amount, x.Currency), meta)
 }
 
-// member is one item of a group as Stripe sees it.
+// member is one item of a group as the provider sees it.
 type member struct {
 	v       itemView
 	sl      *itemSlot
 	planned bool
-	refunds []*sref // live refunds Stripe has for it, oldest first
+	refunds []*sref // live refunds the provider has for it, oldest first
 	// misnamed are live refunds its journal names that are not its own:
 	// of another item, or without metadata and not what it asked for.
 	misnamed []*sref
 	why      []string
+}
+
+// live are m's refunds that this audit did not cancel.
+func (m *member) live() []*sref {
+	var live []*sref
+	for _, x := range m.refunds {
+		if x.Action != ActionCanceled {
+			live = append(live, x)
+		}
+	}
+	return live
 }
 
 // ownRefund reports a refund whose metadata names the member.
@@ -92,8 +105,8 @@ type group struct {
 	others  []*sref // live refunds of the batch for items not in the group
 }
 
-// newGroup is the group of the items of heads, groups of one batch on the
-// names of one payment (one head unless the payment goes by several).
+// newGroup is the group of the items of heads: one batch on the names of
+// one payment (one head unless it goes by several).
 func (r *run) newGroup(heads ...uint32) *group {
 	s := r.st
 	ids := heads[:1]
@@ -169,9 +182,8 @@ func (r *run) stripeTarget(ctx context.Context, t *target, list []refund.Refund)
 	return nil
 }
 
-// groups are the groups of items on target t, one a batch: of a payment
-// checked under several names (links), the groups of a batch on each name
-// are one.
+// groups are the groups of items on target t, one a batch (across the
+// names of a payment, links).
 func (r *run) groups(t *target) []*group {
 	if len(t.heads) == 1 {
 		return []*group{r.newGroup(t.heads[0])}
@@ -193,9 +205,8 @@ func (r *run) groups(t *target) []*group {
 	return gs
 }
 
-// stripeGroup checks the items of one batch on one target: refunds per
-// item and per charge, refunds only Stripe or only the journal has, items
-// in doubt or missing. It backfills and cancels as the options ask.
+// stripeGroup checks the items of one batch on one target, backfilling
+// and canceling as the options ask.
 func (r *run) stripeGroup(ctx context.Context, t *target, g *group, byID map[string]*sref, un []unattributed) error {
 	// Refunds no planned item accounts for, named in a missing item's remedy.
 	var spare []string
@@ -230,8 +241,8 @@ func (r *run) stripeGroup(ctx context.Context, t *target, g *group, byID map[str
 	return nil
 }
 
-// stripeItem checks one item against its refunds at Stripe; note is added
-// to the remedy of a missing item.
+// stripeItem checks one item against its refunds at the provider; note is
+// added to the remedy of a missing item.
 func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, note string) error {
 	journaled := r.journalRefunds(m.v.idx)
 	inJournal := make(map[string]bool, len(journaled))
@@ -247,12 +258,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		r.out(f)
 	}
 
-	var live []*sref // after any cancel
-	for _, x := range m.refunds {
-		if x.Action != ActionCanceled {
-			live = append(live, x)
-		}
-	}
+	live := m.live()
 	var unjournaled []*sref
 	for _, x := range live {
 		if !inJournal[x.ID] {
@@ -276,15 +282,12 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		x := byID[j.ID]
 		switch {
 		case x != nil && x.live && x.Amount != j.Amount:
-			// One refund, two amounts: the journal's record of it is not
-			// what the provider holds (edited, or another refund's). Its
-			// currency is judged against the plan (stripeCredit).
+			// One refund, two amounts (its currency: stripeCredit).
 			differ = append(differ, fmt.Sprintf("the journal records refund %s of %s, %s holds it of %s", j.ID,
 				money.Format(j.Amount, j.Currency), r.providerName(), money.Format(x.Amount, x.Currency)))
 			continue
 		case x == nil && partial:
-			// The provider lists only the refunds it has told of (Adyen:
-			// by notification): one not listed may be on its way.
+			// Listed only once told of: it may be on its way.
 			continue
 		case x == nil:
 			j.Note = "Stripe has no such refund on this charge"
@@ -317,14 +320,13 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 	}
 
 	if m.sl.flags&flagFinalFailure != 0 && m.sl.flags&flagRefunded != 0 && !r.recordConflict(m.v.idx, m.sl) {
-		// Failed for good after its refund: the failure was a later call
-		// refused. What counts is whether the refund is live.
+		// Failed for good after its refund (a later call refused): what
+		// counts is whether the refund is live.
 		switch {
 		case len(live) == 0:
 			r.out(r.conflictFinding(m.v.idx, m.sl, true, "Stripe has no live refund for this item, yet refund skips it as refunded: check the charge in the dashboard and refund the item under a new item id if it is still owed"))
 		case r.opts.Backfill != nil && len(unjournaled) == 0:
-			// Journaled again after the failure, so that the journal
-			// alone says refunded too.
+			// Journaled again after the failure, for the journal alone.
 			if err := r.opts.Backfill.Append(r.record(journal.TypeRefunded, m.v.batch, m.v.item, m.v, live[0])); err != nil {
 				return &JournalError{err}
 			}
@@ -333,8 +335,6 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 	}
 
 	if m.sl.flags&flagRefunded == 0 && m.sl.status == statusFailed && len(live) == 0 {
-		// With a live refund of its own, the failure was a later call
-		// refused, and the stripe_only finding says what to do.
 		r.out(r.failedFinding(m.v.idx, m.sl))
 	}
 	if len(m.misnamed) > 0 {
@@ -350,32 +350,19 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		r.out(f)
 	}
 
-	if len(live) > 0 || len(journaled) > 0 {
-		return nil
-	}
-	switch {
-	case m.sl.flags&flagRefunded == 0 && m.sl.status == statusInDoubt:
-		f := m.v.finding(KindInDoubt)
-		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.Name(m.sl.reqCurrency)
-		f.Remedy = "Stripe has no refund for this item: run refund again with this journal to finish it (it looks the item up at Stripe before any new call)"
+	if len(live) == 0 && len(journaled) == 0 {
+		doubt := "Stripe has no refund for this item: run refund again with this journal to finish it (it looks the item up at Stripe before any new call)"
 		if partial {
-			f.Remedy = r.partialInDoubtRemedy(m.v.idx)
+			doubt = r.partialInDoubtRemedy(m.v.idx)
 		}
-		r.mismatch(m.v.idx, m.sl, f, "; Stripe lists no refund for the item on its charge")
-		r.noteLive(f, m.sl)
-		r.out(f)
-	case r.st.planned && m.sl.flags&flagInPlan != 0 && m.sl.flags&flagInJournal == 0:
-		f := m.v.finding(KindMissing)
-		f.Amount, f.Currency = m.sl.reqAmount, r.st.currencies.Name(m.sl.reqCurrency)
-		f.Remedy = "nothing was journaled for this planned item and Stripe has no refund for it: refund --journal with this journal and plan refunds it" + note
-		r.out(f)
+		r.unsettled(m.v.idx, m.sl, doubt, "; Stripe lists no refund for the item on its charge",
+			"nothing was journaled for this planned item and Stripe has no refund for it: refund --journal with this journal and plan refunds it"+note)
 	}
 	return nil
 }
 
-// stripeOthers reports refunds of the batch on the target for items that
-// are not in its group. An item nobody has heard of is backfilled; an item
-// that the journal or plan puts on another charge is left to that group.
+// stripeOthers reports refunds of the batch on the target for items not in
+// its group, known nowhere else: they are backfilled.
 func (r *run) stripeOthers(ctx context.Context, t *target, batch string, others []*sref) error {
 	byItem := map[string][]*sref{}
 	var order []string
@@ -403,9 +390,7 @@ func (r *run) stripeOthers(ctx context.Context, t *target, batch string, others 
 }
 
 // stripeCharge reports a charge with more live refunds of the batch than
-// items planned on it, beyond what the items' own duplicates explain:
-// refunds of items not planned. Refunds matched to no item are reported
-// on their own: whether they are the batch's is for a person to say.
+// items planned on it, beyond the items' own duplicates.
 func (r *run) stripeCharge(ctx context.Context, t *target, batch string, ms, planned []*member, others []*sref) error {
 	if len(planned) == 0 {
 		return nil
@@ -414,24 +399,18 @@ func (r *run) stripeCharge(ctx context.Context, t *target, batch string, ms, pla
 	empty := 0
 	var refunds []Refund // the planned items' own
 	for _, m := range ms {
-		var live []*sref
-		for _, x := range m.refunds {
-			if x.Action != ActionCanceled {
-				live = append(live, x)
-			}
-		}
+		live := m.live()
 		switch {
 		case !m.planned:
 			spare = append(spare, live...)
+			continue
 		case len(live) == 0:
 			empty++
 		}
-		if m.planned {
-			for _, x := range live {
-				ref := x.Refund
-				ref.Item, ref.Action, ref.Note = m.v.item, "", ""
-				refunds = append(refunds, ref)
-			}
+		for _, x := range live {
+			ref := x.plain()
+			ref.Item = m.v.item
+			refunds = append(refunds, ref)
 		}
 	}
 	if len(spare) <= empty {
@@ -452,17 +431,14 @@ func (r *run) stripeCharge(ctx context.Context, t *target, batch string, ms, pla
 	return nil
 }
 
-// partialLookup reports a provider whose listing holds only the refunds it
-// has told of (refund.Facts.PartialLookup): a refund it does not list may
-// still exist.
+// partialLookup reports a provider that lists only the refunds it told of.
 func (r *run) partialLookup() bool {
 	return r.opts.Provider != nil && r.opts.Provider.Facts().PartialLookup
 }
 
-// partialInDoubtRemedy says what to do with an item in doubt that a
-// partial listing does not settle: whether refund may still send it again
-// under its key (within half the provider's key memory of its first call),
-// or a person must check the payment at the provider.
+// partialInDoubtRemedy says what to do with an item in doubt a partial
+// listing does not settle: send it again under its key while half the
+// key's life is left, or a person checks.
 func (r *run) partialInDoubtRemedy(i uint32) string {
 	facts := r.opts.Provider.Facts()
 	sent, ok := r.st.sentAt[i]
@@ -479,9 +455,7 @@ func (r *run) partialInDoubtRemedy(i uint32) string {
 }
 
 // unknownStatuses reports every refund the provider lists for an item of
-// gs in a status not on the allow-list (journal.Statuses): whether it
-// moved money cannot be told, so the item is in doubt whatever else is
-// said of it, and the audit is not clean.
+// gs in a status not on the allow-list: the item is in doubt.
 func (r *run) unknownStatuses(gs []*group, all []*sref) {
 	for _, x := range all {
 		if x.batch == "" || journal.OutcomeOf(x.Status) != journal.OutcomeUnknown {

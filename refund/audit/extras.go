@@ -1,7 +1,7 @@
 package audit
 
-// Acting on what Stripe has: keeping one refund per item and canceling or
-// owning up to the others, and backfilling the journal.
+// Acting on what the provider has: one refund kept per item, the others
+// canceled or owned up to, and the journal backfilled.
 
 import (
 	"cmp"
@@ -14,21 +14,11 @@ import (
 )
 
 // settleExtras fills f with refunds xs (oldest first), of which keep are
-// the item's (or charge's) own: it keeps those Stripe can no longer cancel
-// first, so that what remains extra is as reversible as it can be. The
-// extras are canceled when asked and possible, and f gets the remedy.
+// the item's (or charge's) own: those that can no longer be canceled are
+// kept first, so the extras are as reversible as can be. Extras are
+// canceled when asked and possible, and f gets the remedy.
 func (r *run) settleExtras(ctx context.Context, f *Finding, batch, item string, xs []*sref, keep int, v itemView) error {
-	order := make([]*sref, 0, len(xs))
-	for _, x := range xs {
-		if !x.reversible() {
-			order = append(order, x)
-		}
-	}
-	for _, x := range xs {
-		if x.reversible() {
-			order = append(order, x)
-		}
-	}
+	order := firstThen(xs, func(x *sref) bool { return !x.reversible() })
 	kept := map[*sref]bool{}
 	for _, x := range order[:min(keep, len(order))] {
 		kept[x] = true
@@ -38,9 +28,7 @@ func (r *run) settleExtras(ctx context.Context, f *Finding, batch, item string, 
 		case kept[x]:
 			x.Action = ActionKeep
 		case !x.reversible():
-			x.Action = ActionIrreversible
-			r.rep.Irreversible++
-			r.addTo(r.rep.IrreversibleAmount, x.Currency, x.Amount, "the total of irreversible extra refunds", f.where())
+			r.irreversible(x, f.where())
 		default:
 			owner := item
 			if owner == "" && x.batch == batch {
@@ -85,8 +73,7 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v i
 	err := r.call(ctx, refund.EndpointCreate, "canceling "+x.ID, func() error {
 		r.rep.cancelCalls.Add(1)
 		var err error
-		// Once sent, a cancel is not abandoned on a signal: its answer
-		// must be journaled.
+		// Once sent, a cancel's answer must be journaled, signal or not.
 		res, err = r.opts.Provider.Cancel(context.WithoutCancel(ctx), x.ID)
 		return err
 	})
@@ -95,18 +82,14 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v i
 			return err
 		}
 		_, code, msg := classify(err)
-		// Stripe cancels only refunds that still require action: a refusal
-		// means the refund went on and cannot be reversed any more.
-		x.Action, x.Note = ActionIrreversible, fmt.Sprintf("Stripe refused the cancel (%s: %s)", code, msg)
-		r.rep.Irreversible++
-		r.addTo(r.rep.IrreversibleAmount, x.Currency, x.Amount, "the total of irreversible extra refunds", where)
+		// A refusal means the refund went on: it cannot be reversed.
+		r.irreversible(x, where)
+		x.Note = fmt.Sprintf("Stripe refused the cancel (%s: %s)", code, msg)
 		return nil
 	}
 	if res.Status != refund.RefundCanceled {
-		x.Status = res.Status
-		x.Action, x.Note = ActionIrreversible, r.opts.Provider.Facts().Name+" answered the cancel with status "+res.Status
-		r.rep.Irreversible++
-		r.addTo(r.rep.IrreversibleAmount, x.Currency, x.Amount, "the total of irreversible extra refunds", where)
+		r.irreversible(x, where)
+		x.Status, x.Note = res.Status, r.opts.Provider.Facts().Name+" answered the cancel with status "+res.Status
 		return nil
 	}
 	x.Status, x.Action = res.Status, ActionCanceled
@@ -120,22 +103,10 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v i
 }
 
 // backfill fills a stripe_only finding with refunds xs and journals them
-// when Backfill is set: the one the item keeps first, so a journal that
-// had nothing for the item now names it as the item's refund.
+// when Backfill is set, the one the item keeps first.
 func (r *run) backfill(f *Finding, batch, item string, v itemView, xs []*sref) error {
-	order := make([]*sref, 0, len(xs))
-	for _, x := range xs {
-		if x.Action == ActionKeep {
-			order = append(order, x)
-		}
-	}
-	for _, x := range xs {
-		if x.Action != ActionKeep {
-			order = append(order, x)
-		}
-	}
 	var recs []*journal.Record
-	for _, x := range order {
+	for _, x := range firstThen(xs, func(x *sref) bool { return x.Action == ActionKeep }) {
 		ref := x.Refund
 		ref.Note = ""
 		if r.opts.Backfill != nil {
@@ -160,6 +131,26 @@ func (r *run) backfill(f *Finding, batch, item string, v itemView, xs []*sref) e
 	return nil
 }
 
+// irreversible marks extra x as past canceling, counted in the report.
+func (r *run) irreversible(x *sref, where string) {
+	x.Action = ActionIrreversible
+	r.rep.Irreversible++
+	r.addTo(r.rep.IrreversibleAmount, x.Currency, x.Amount, "the total of irreversible extra refunds", where)
+}
+
+// firstThen is xs, those first says first, each part in its order.
+func firstThen(xs []*sref, first func(*sref) bool) []*sref {
+	out := make([]*sref, 0, len(xs))
+	for _, pass := range []bool{true, false} {
+		for _, x := range xs {
+			if first(x) == pass {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
 // record is the journal record of a refund found or canceled by audit.
 func (r *run) record(typ journal.Type, batch, item string, v itemView, x *sref) *journal.Record {
 	rec := &journal.Record{
@@ -168,8 +159,7 @@ func (r *run) record(typ journal.Type, batch, item string, v itemView, x *sref) 
 	}
 	p := v.pay
 	if p.Charge != "" && p.PaymentIntent != "" {
-		// A payment named both ways: a record names one, the charge
-		// refunded.
+		// A payment named both ways: a record names the charge refunded.
 		p = refund.Payment{Charge: cmp.Or(x.charge, p.Charge)}
 	}
 	rec.Charge, rec.PaymentIntent, rec.Capture, rec.PSPReference = p.Charge, p.PaymentIntent, p.Capture, p.PSPReference

@@ -2,68 +2,33 @@ package audit
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/money"
 )
 
-// Kinds of finding. Every finding makes the audit fail (exit 1): each one
-// is an item that is not refunded exactly once, or a record that cannot be
-// trusted to say so.
+// Kinds of finding. Each is an item not refunded exactly once, or a record
+// that cannot be trusted to say so: the audit fails (exit 1).
 const (
-	// KindDuplicate: an item with more than one refund, or a charge with
-	// more refunds of the batch than items planned on it.
-	KindDuplicate = "duplicate"
-	// KindOtherBatch: a charge (or payment intent) holding live refunds of
-	// two or more refundkit batches: refunded again by a later batch.
-	KindOtherBatch = "other_batch"
-	// KindInDoubt: an intent with no outcome; a refund may exist at Stripe.
-	KindInDoubt = "in_doubt"
-	// KindConflict: records that cannot all be true: failed for good after
-	// a refund, one item naming two charges, one refund id with two amounts,
-	// every refund of a refunded item canceled, a journaled refund that
-	// Stripe has for another item or that does not match the item.
-	KindConflict = "conflict"
-	// KindFailed: Stripe refused the item's refund for good, or refund held
-	// the item before any call because its charge already holds a refund
-	// made elsewhere (codes refunded_by_other_batch,
-	// refunded_outside_refundkit).
-	KindFailed = "failed"
-	// KindPending: a refund the provider accepted, journaled pending longer
-	// ago than Options.PendingAfter, and not settled since.
-	KindPending = "pending"
-	// KindTornTail: a journal's last line was cut by a crash.
-	KindTornTail = "torn_tail"
-	// KindMissing: a planned item the journal has nothing for (and, with
-	// Stripe, that Stripe has no refund for).
-	KindMissing = "missing"
-	// KindNotInPlan: a journal item the plan does not list.
-	KindNotInPlan = "not_in_plan"
-	// KindStripeOnly: a live refund at Stripe that the journal lacks.
-	KindStripeOnly = "stripe_only"
-	// KindJournalOnly: a journaled refund that Stripe does not have as a
-	// live refund (unknown, canceled or failed there).
-	KindJournalOnly = "journal_only"
-	// KindUnchecked: Stripe would not list a charge's refunds, so its items
-	// could not be checked; or the amount of a full-refund item's charge
-	// could not be fetched.
-	KindUnchecked = "unchecked"
-	// KindSharedRefund: an item credited with a refund id that another item
-	// is credited with: one refund refunds one item at most.
-	KindSharedRefund = "shared_refund"
-	// KindUnowned: with a plan, refunds of the batch on a planned payment
-	// for items the plan does not put on that payment (renamed, dropped,
-	// moved), whatever the journals say of those items.
-	KindUnowned = "unowned"
-	// KindAmountMismatch: an item credited with a refund of another amount
-	// than it asked for, or, asking for a full refund, whose charge is not
-	// refunded whole (as the provider reports the charge's amount).
-	KindAmountMismatch = "amount_mismatch"
-	// KindCurrencyMismatch: an item credited with a refund in another
-	// currency than it asked for (the plan's, or what its intent sent).
-	KindCurrencyMismatch = "currency_mismatch"
+	KindDuplicate        = "duplicate"         // an item, or a charge, with more refunds than planned
+	KindOtherBatch       = "other_batch"       // a charge with live refunds of two or more batches
+	KindInDoubt          = "in_doubt"          // an intent with no outcome: a refund may exist
+	KindConflict         = "conflict"          // records that cannot all be true
+	KindFailed           = "failed"            // refused for good, or held before any call (a refund made elsewhere)
+	KindPending          = "pending"           // journaled pending longer than Options.PendingAfter
+	KindTornTail         = "torn_tail"         // a journal's last line cut by a crash
+	KindMissing          = "missing"           // a planned item nothing has (journal or provider)
+	KindNotInPlan        = "not_in_plan"       // a journal item the plan does not list
+	KindStripeOnly       = "stripe_only"       // a live refund at the provider the journal lacks
+	KindJournalOnly      = "journal_only"      // a journaled refund the provider does not have live
+	KindUnchecked        = "unchecked"         // a payment whose refunds or amount could not be read
+	KindSharedRefund     = "shared_refund"     // a refund id credited to two items
+	KindUnowned          = "unowned"           // refunds of the batch on a planned payment for items the plan puts elsewhere
+	KindAmountMismatch   = "amount_mismatch"   // credited with another amount, or a full refund not whole
+	KindCurrencyMismatch = "currency_mismatch" // credited with a refund in another currency
 )
 
 // Kinds lists every kind of finding in the order summaries show them.
@@ -71,8 +36,7 @@ var Kinds = []string{KindDuplicate, KindSharedRefund, KindOtherBatch, KindUnowne
 	KindAmountMismatch, KindCurrencyMismatch, KindFailed, KindPending, KindTornTail,
 	KindMissing, KindNotInPlan, KindStripeOnly, KindJournalOnly, KindUnchecked}
 
-// Actions on a refund listed in a finding: what audit did with it or what
-// can be done.
+// Actions on a refund listed in a finding: what audit did or can do.
 const (
 	ActionKeep         = "keep"         // the item's one refund; the others are extras
 	ActionCancelable   = "cancelable"   // an extra that still requires action: --cancel-extras cancels it
@@ -96,51 +60,38 @@ type Finding struct {
 	PaymentIntent string `json:"payment_intent,omitempty"`
 	Capture       string `json:"capture,omitempty"`
 	PSPReference  string `json:"psp_reference,omitempty"`
-	// Status is what the journal says of the item: refunded, failed,
-	// in_doubt, or none.
-	Status string `json:"status,omitempty"`
+	Status        string `json:"status,omitempty"` // the journal's: refunded, failed, in_doubt
 	// Refunds are the refunds the finding is about, oldest first.
 	Refunds []Refund `json:"refunds,omitempty"`
 	// Amount is the sum of the extra refunds (duplicate), of the refunds
-	// listed (stripe_only, journal_only, not_in_plan), or the requested
-	// amount (failed, in_doubt, missing; 0: the full remaining amount).
+	// listed, or the requested amount (failed, in_doubt, missing; 0: full).
 	Amount   int64  `json:"amount,omitempty"`
 	Currency string `json:"currency,omitempty"`
-	// Planned is the number of items planned on the charge (duplicate of a
-	// charge).
-	Planned int    `json:"planned,omitempty"`
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
-	Remedy  string `json:"remedy,omitempty"`
+	Planned  int    `json:"planned,omitempty"` // items planned on the charge
+	Code     string `json:"code,omitempty"`
+	Message  string `json:"message,omitempty"`
+	Remedy   string `json:"remedy,omitempty"`
 }
 
 // Refund is one refund named by a finding.
 type Refund struct {
 	ID string `json:"id"`
-	// Batch and Item are what the refund is for, when known and different
-	// from the finding's (the refunds of a charge).
+	// Batch and Item are what the refund is for, when not the finding's.
 	Batch    string `json:"batch,omitempty"`
 	Item     string `json:"item,omitempty"`
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency,omitempty"`
-	// Status is Stripe's status of the refund (with --stripe).
-	Status  string `json:"status,omitempty"`
-	Created int64  `json:"created,omitempty"`
-	Action  string `json:"action,omitempty"`
-	// Note says why an action could not be taken.
-	Note string `json:"note,omitempty"`
+	Status   string `json:"status,omitempty"` // the provider's
+	Created  int64  `json:"created,omitempty"`
+	Action   string `json:"action,omitempty"`
+	Note     string `json:"note,omitempty"` // why an action could not be taken
 }
 
 // amounts formats sums per currency as money, currencies in code order:
 // "3.000 KWD, 10,073.92 USD".
 func amounts(sums money.Totals) string {
-	cur := make([]string, 0, len(sums))
-	for c := range sums {
-		cur = append(cur, c)
-	}
-	sort.Strings(cur)
-	parts := make([]string, 0, len(cur))
-	for _, c := range cur {
+	parts := make([]string, 0, len(sums))
+	for _, c := range slices.Sorted(maps.Keys(sums)) {
 		parts = append(parts, money.Format(sums[c], c))
 	}
 	return strings.Join(parts, ", ")
@@ -155,24 +106,15 @@ func refundIDs(rs []Refund) string {
 }
 
 // duplicateRemedy says what can be done about the extra refunds listed in
-// f, after any cancel was tried. journalOnly is true when Stripe was not
-// asked, so the state of the extras is not known.
+// f, after any cancel was tried. journalOnly: the provider was not asked,
+// so the state of the extras is not known.
 func (rn *run) duplicateRemedy(f *Finding, journalOnly bool) string {
-	var keep, cancelable, canceled, irreversible, unattributed []Refund
+	by := map[string][]Refund{}
 	for _, r := range f.Refunds {
-		switch r.Action {
-		case ActionKeep:
-			keep = append(keep, r)
-		case ActionCancelable:
-			cancelable = append(cancelable, r)
-		case ActionCanceled:
-			canceled = append(canceled, r)
-		case ActionIrreversible:
-			irreversible = append(irreversible, r)
-		case ActionUnattributed:
-			unattributed = append(unattributed, r)
-		}
+		by[r.Action] = append(by[r.Action], r)
 	}
+	keep, cancelable, canceled := by[ActionKeep], by[ActionCancelable], by[ActionCanceled]
+	irreversible, unattributed := by[ActionIrreversible], by[ActionUnattributed]
 	lost := rn.totals(f, irreversible)
 	if journalOnly {
 		extra := rn.totals(f, f.Refunds[1:])

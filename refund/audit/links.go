@@ -1,16 +1,11 @@
 package audit
 
-// One payment, many names. A plan or journal may name a payment by its
-// charge on one line and by its payment intent on another: two partial
-// refunds of one payment. Stripe lists the same refunds under either name,
-// each naming its charge and its payment intent, so a name checked alone
-// would take the other name's items' refunds for refunds of items the plan
-// does not put on the payment (duplicate, unowned) and cancel them as
-// extras. The names are joined as the refunds say, and the payment is
-// checked once, when its first name comes in order, with every item on any
-// of its names, against the list of its intent (which holds the refunds of
-// every charge of it). A plan that names payments one way only needs none
-// of this: links is nil then.
+// One payment, many names: a plan may name a payment by its charge on one
+// line and by its payment intent on another. Checked alone, a name would
+// take the other's refunds for extras; so the names are joined as the
+// refunds say, and the payment is checked once, when its first name comes,
+// with every item on any of its names, against its intent's list. links is
+// nil for a plan that names payments one way only.
 
 import (
 	"context"
@@ -22,8 +17,8 @@ import (
 // Where a target's listing stands (links.state).
 const (
 	linkNew        uint8 = iota // not yet handed to the workers
-	linkDispatched              // handed to the workers: its job is in links.jobs until checked in order
-	linkTaken                   // listed by the checker with another name of its payment, or not at all: never dispatched
+	linkDispatched              // handed to the workers: its job is in links.jobs until checked
+	linkTaken                   // listed with another name of its payment, or not at all: never dispatched
 )
 
 // links joins the names of one payment across targets.
@@ -35,9 +30,7 @@ type links struct {
 	state []uint8          // by target: linkNew...
 	jobs  map[int]*listJob // dispatched, not yet taken from the ordered queue
 
-	// joined: checked, alone or with another name of its payment. Only
-	// the checker reads and writes it.
-	joined []bool
+	joined []bool // checked, alone or with another name (the checker's only)
 }
 
 func newLinks(targets []*target, index map[string]int) *links {
@@ -46,7 +39,7 @@ func newLinks(targets []*target, index map[string]int) *links {
 }
 
 // dispatch records job j as handed to the workers, unless the checker took
-// its target first; a nil links dispatches every job.
+// its target first.
 func (l *links) dispatch(j *listJob) bool {
 	if l == nil {
 		return true
@@ -61,8 +54,7 @@ func (l *links) dispatch(j *listJob) bool {
 	return true
 }
 
-// forget drops job j, taken from the ordered queue: its list is not kept
-// beyond its turn.
+// forget drops job j, taken from the ordered queue.
 func (l *links) forget(j *listJob) {
 	if l == nil {
 		return
@@ -72,8 +64,8 @@ func (l *links) forget(j *listJob) {
 	l.mu.Unlock()
 }
 
-// take returns the job of target k if it was dispatched; otherwise it
-// marks the target taken, never to be dispatched, and returns nil.
+// take returns the job of target k if it was dispatched, else marks the
+// target never to be dispatched and returns nil.
 func (l *links) take(k int) *listJob {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -84,8 +76,8 @@ func (l *links) take(k int) *listJob {
 	return nil
 }
 
-// name returns the target named id, of a payment intent when intent is
-// set and of a charge otherwise, if it was not checked yet.
+// name returns the target named id, an intent's or a charge's, if it was
+// not checked yet.
 func (l *links) name(id string, intent bool) (int, bool) {
 	if id == "" {
 		return 0, false
@@ -101,12 +93,11 @@ func (l *links) name(id string, intent bool) (int, bool) {
 	return k, p.Charge != ""
 }
 
-// join checks target j.t's payment under every name the plan or journals
-// give it: a charge whose refunds name a payment intent that is a target
-// is checked with it, on the intent's list; an intent takes with it every
-// charge its refunds name that is a target. It returns the payment to
-// check and its refunds (or the error of a list), and how many targets it
-// took that were never dispatched (they are checked here, not in order).
+// join gathers target j.t's payment under every name it has: a charge
+// goes with the intent its refunds name, on the intent's list, and an
+// intent with every charge its refunds name. It returns the payment to
+// check, its refunds (or a list's error), and how many targets it took
+// that were never dispatched.
 func (r *run) join(ctx context.Context, l *links, j *listJob) (t *target, list []refund.Refund, taken int, err error) {
 	l.joined[j.k] = true
 	if j.err != nil {
@@ -153,8 +144,8 @@ func (r *run) join(ctx context.Context, l *links, j *listJob) (t *target, list [
 	return l.payment(names, intent), list, taken, nil
 }
 
-// listOf returns the refunds of target k: its job's when it was
-// dispatched, else listed now. took says it was never dispatched.
+// listOf returns the refunds of target k: its job's, else listed now
+// (took).
 func (r *run) listOf(ctx context.Context, l *links, k int) (list []refund.Refund, took bool, err error) {
 	if j := l.take(k); j != nil {
 		select {
@@ -169,8 +160,7 @@ func (r *run) listOf(ctx context.Context, l *links, k int) (list []refund.Refund
 }
 
 // payment is the target of one payment named by targets names, among them
-// the payment intent: the groups of every name, named by the intent and,
-// when there is one, its charge.
+// its intent: every name's groups, named by the intent and its one charge.
 func (l *links) payment(names []int, intent int) *target {
 	id := l.targets[intent].id
 	t := &target{id: id, pay: refund.Payment{PaymentIntent: id}}
@@ -188,12 +178,10 @@ func (l *links) payment(names []int, intent int) *target {
 	return t
 }
 
-// elsewhere reports a refund of the batch for an item that the plan (or,
-// without one, a journal) puts on another name of the refund's payment,
-// its charge or its payment intent, than the target being checked: a
-// partial refund of the same payment, checked with that name's items,
-// never an extra of this one. Only when names were not joined, as a
-// refund made between the lists of the two names leaves them.
+// elsewhere reports a refund of the batch for an item the plan (or a
+// journal) puts on another name of the refund's payment: checked with that
+// name's items, never an extra of this one (names a refund made between
+// their lists left unjoined).
 func (r *run) elsewhere(batch string, x *sref) bool {
 	if !r.bothWays {
 		return false

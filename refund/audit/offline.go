@@ -14,7 +14,7 @@ import (
 )
 
 // itemPass counts every item by status and reports what needs no look at
-// other items or at Stripe: final failures, conflicts, items not planned.
+// other items or at the provider.
 func (r *run) itemPass() {
 	s := r.st
 	var sums [len(passStatuses)]tally
@@ -59,12 +59,10 @@ func (r *run) itemPass() {
 		default:
 			sums[3].items++
 		}
-		// With Stripe, a final failure is judged once Stripe tells whether
-		// the item has a live refund.
+		// With a provider, failures and credits are judged by what it lists.
 		if !refunded && sl.status == statusFailed && (r.opts.Provider == nil || sl.target == 0) {
 			r.out(r.failedFinding(i, sl))
 		}
-		// With a provider, what it lists for the item is checked instead.
 		if refunded && (r.opts.Provider == nil || sl.target == 0) && r.creditDiffers(i, sl) {
 			r.creditFindings(i, sl, r.journalRefunds(i))
 		}
@@ -95,8 +93,8 @@ type tally struct {
 	summed []bool  // by currency id: some amount other than 0 was added
 }
 
-// add counts an item of amount in currency (an id of currencies), checked:
-// beyond int64 it is a *money.OverflowError and the sum stays as it was.
+// add counts an item of amount in currency, checked: beyond int64 it is a
+// *money.OverflowError and the sum stays as it was.
 func (t *tally) add(currency uint32, amount int64, currencies *journal.Interner) error {
 	t.items++
 	if amount == 0 {
@@ -116,8 +114,7 @@ func (t *tally) add(currency uint32, amount int64, currencies *journal.Interner)
 	return nil
 }
 
-// addTally adds the tally of status to the report as report would have,
-// one item at a time.
+// addTally adds the tally of status to the report.
 func (r *run) addTally(t *tally, status string) {
 	rep := r.rep
 	if t.items > 0 {
@@ -128,15 +125,14 @@ func (r *run) addTally(t *tally, status string) {
 	}
 	for c, ok := range t.summed {
 		if ok {
-			// Summing to 0 still names the currency. The items are told
-			// apart no more: the sum is the status's.
+			// Summing to 0 still names the currency.
 			r.addTo(rep.amounts(status), r.st.currencies.Name(uint32(c)), t.sums[c], totalName(status), "the end of the journals")
 		}
 	}
 }
 
-// recordConflict reports the conflicts of item i that the records settle
-// without Stripe: records that disagree, or every refund canceled.
+// recordConflict reports the conflicts of item i the records settle alone:
+// records that disagree, or every refund canceled.
 func (r *run) recordConflict(i uint32, sl *itemSlot) bool {
 	return sl.flags&flagConflict != 0 || sl.flags&flagRefunded != 0 && len(r.st.canceled) > 0 && r.liveRefundCount(i, sl) == 0
 }
@@ -152,8 +148,7 @@ func (r *run) failedFinding(i uint32, sl *itemSlot) *Finding {
 	return f
 }
 
-// providerName names the provider audited against in messages; "" when
-// audit reads the journals alone (they do not say which).
+// providerName names the provider audited against; "" for none.
 func (r *run) providerName() string {
 	if r.opts.Provider != nil {
 		return r.opts.Provider.Facts().Name
@@ -162,7 +157,7 @@ func (r *run) providerName() string {
 }
 
 // failedRemedy is the remedy of a final failure with code, refused by
-// provider (its name, or "" for unknown).
+// provider ("" for unknown).
 func failedRemedy(code, provider string) string {
 	if provider == "" {
 		provider = "The provider"
@@ -186,7 +181,7 @@ func failedRemedy(code, provider string) string {
 
 // conflictFinding reports the records of item i that cannot all be true;
 // failedAfter includes a final failure journaled after its refund, and
-// stripe, when set, is what Stripe says of the item.
+// stripe, when set, is the provider's remedy.
 func (r *run) conflictFinding(i uint32, sl *itemSlot, failedAfter bool, stripe string) *Finding {
 	s := r.st
 	v := r.view(i)
@@ -216,9 +211,8 @@ func (r *run) conflictFinding(i uint32, sl *itemSlot, failedAfter bool, stripe s
 	return f
 }
 
-// journalPass checks every group of items sharing a batch and charge by the
-// journal alone: refunds per item and per charge, items in doubt, planned
-// items never journaled.
+// journalPass checks every group of items sharing a batch and charge by
+// the journals alone.
 func (r *run) journalPass() {
 	s := r.st
 	for i := range s.n {
@@ -245,8 +239,8 @@ func (r *run) journalPass() {
 	}
 }
 
-// unplannedNote warns a missing item's remedy of refunds on its charge
-// that no planned item accounts for.
+// unplannedNote warns a missing item's remedy of refunds on its charge no
+// planned item accounts for.
 func unplannedNote(items []string) string {
 	if len(items) == 0 {
 		return ""
@@ -262,6 +256,9 @@ func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
 		return // all canceled: reported as a conflict
 	}
 	switch {
+	case n == 0:
+		r.unsettled(i, sl, "a refund call may have been made without its outcome journaled: run refund again with this journal (it looks the item up at Stripe before any new call), or audit --stripe to see now", "",
+			"nothing was journaled for this planned item: refund --journal with this journal and plan refunds it"+note)
 	case n > 1:
 		v := r.view(i)
 		f := v.finding(KindDuplicate)
@@ -273,26 +270,34 @@ func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
 		f.Remedy = r.duplicateRemedy(f, true)
 		r.noteExtras(f)
 		r.out(f)
-	case n == 0 && sl.status == statusInDoubt:
-		v := r.view(i)
-		f := v.finding(KindInDoubt)
-		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.Name(sl.reqCurrency)
-		f.Remedy = "a refund call may have been made without its outcome journaled: run refund again with this journal (it looks the item up at Stripe before any new call), or audit --stripe to see now"
-		r.mismatch(i, sl, f, "")
-		r.noteLive(f, sl)
-		r.out(f)
-	case n == 0 && r.st.planned && sl.flags&flagInPlan != 0 && sl.flags&flagInJournal == 0:
-		v := r.view(i)
-		f := v.finding(KindMissing)
-		f.Amount, f.Currency = sl.reqAmount, r.st.currencies.Name(sl.reqCurrency)
-		f.Remedy = "nothing was journaled for this planned item: refund --journal with this journal and plan refunds it" + note
-		r.out(f)
 	}
 }
 
+// unsettled reports item i when it has no refund and is in doubt (doubt is
+// the remedy, seen what the provider lists for it) or planned and never
+// journaled (missing is the remedy).
+func (r *run) unsettled(i uint32, sl *itemSlot, doubt, seen, missing string) {
+	kind, remedy := KindInDoubt, doubt
+	switch {
+	case sl.flags&flagRefunded == 0 && sl.status == statusInDoubt:
+	case r.st.planned && sl.flags&flagInPlan != 0 && sl.flags&flagInJournal == 0:
+		kind, remedy = KindMissing, missing
+	default:
+		return
+	}
+	v := r.view(i)
+	f := v.finding(kind)
+	f.Amount, f.Currency = sl.reqAmount, r.st.currencies.Name(sl.reqCurrency)
+	f.Remedy = remedy
+	if kind == KindInDoubt {
+		r.mismatch(i, sl, f, seen)
+		r.noteLive(f, sl)
+	}
+	r.out(f)
+}
+
 // journalCharge reports a charge with more refunds of the batch than items
-// planned on it that the items' own duplicates do not explain: refunds of
-// items the plan does not list.
+// planned on it, beyond the items' own duplicates.
 func (r *run) journalCharge(members []uint32) {
 	planned, empty := 0, 0
 	var refunds, unplanned []Refund
@@ -333,7 +338,7 @@ func (r *run) journalCharge(members []uint32) {
 }
 
 // mismatch fills the in_doubt finding f of an item whose last failure is
-// an answer that was not its refund; seen is what Stripe lists for it.
+// an answer that was not its refund; seen is what the provider lists.
 func (r *run) mismatch(i uint32, sl *itemSlot, f *Finding, seen string) {
 	if r.st.codes.Name(sl.code) == journal.CodeStatusUnknown {
 		f.Code, f.Message = journal.CodeStatusUnknown, r.st.mismatches[i]
@@ -349,10 +354,8 @@ func (r *run) mismatch(i uint32, sl *itemSlot, f *Finding, seen string) {
 }
 
 // noteLive says, in the finding f about an item in doubt, that a running
-// refund holds a journal that names the item: the item may be in flight,
-// its outcome not yet journaled, rather than left in doubt by a crash. An
-// answer that was not the item's refund keeps its own message: that run
-// has halted.
+// refund holds a journal naming it: it may be in flight, not left in doubt
+// by a crash. An answer that was not its refund keeps its message.
 func (r *run) noteLive(f *Finding, sl *itemSlot) {
 	if sl.flags&flagLive == 0 || f.Code == refund.CodeAnswerMismatch {
 		return
@@ -378,9 +381,8 @@ func (r *run) noteExtras(f *Finding) {
 	}
 }
 
-// stalePending reports item i, whose refund was journaled pending, when
-// it has been for longer than Options.PendingAfter: a refund the provider
-// accepted and has not finished is news to a person after a while.
+// stalePending reports item i, journaled pending, when it has been for
+// longer than Options.PendingAfter.
 func (r *run) stalePending(i uint32) *Finding {
 	since := time.Unix(r.st.pendingSince[i], 0)
 	age := r.opts.Now().Sub(since)
@@ -393,8 +395,8 @@ func (r *run) stalePending(i uint32) *Finding {
 	return f
 }
 
-// withJournalRefunds starts a finding of kind about item i with the
-// refunds the journals hold for it, and their sum.
+// withJournalRefunds starts a finding of kind about item i with its
+// journaled refunds and their sum.
 func (r *run) withJournalRefunds(i uint32, kind string) *Finding {
 	v := r.view(i)
 	f := v.finding(kind)

@@ -1,8 +1,7 @@
 package audit
 
-// Charges refunded by more than one refundkit batch: a plan run again
-// under a new batch id refunds its charges again, and no item of either
-// batch is refunded twice, so only a look across batches finds it.
+// Charges refunded by more than one batch: a plan run again under a new
+// batch id refunds no item twice, so only a look across batches finds it.
 
 import (
 	"fmt"
@@ -20,8 +19,8 @@ func (r *run) otherBatchPass() {
 	if s.idx.Batches().Len() <= 2 {
 		return // one batch (id 0 is ""): nothing to look across
 	}
-	// First pass: the first item with a live refund on each target, and
-	// the targets where an item of another batch has one too.
+	// First the first item with a live refund on each target, and the
+	// targets where an item of another batch has one too.
 	var (
 		targets journal.IDTable // target -> its number in firsts
 		firsts  []uint32        // by target number: its first item with a live refund
@@ -30,38 +29,28 @@ func (r *run) otherBatchPass() {
 	targets.Reserve(int(s.n), firstHash)
 	var overlaps []uint32 // first items of targets with two batches
 	flagged := map[uint32]bool{}
-	const span = 64
-	var hashes [span]uint64
-	var touched uint64
-	for base := uint32(0); base < s.n; base += span {
-		end := min(base+span, s.n)
-		// Hash a span of items and touch their table slots first: the
-		// loads are independent, so their cache misses overlap.
-		for i := base; i < end; i++ {
-			if sl := s.slot(i); sl.target != 0 && sl.flags&flagRefunded != 0 {
-				hashes[i-base] = s.hashItem(s.str(sl.target))
-				touched += uint64(targets.Touch(hashes[i-base]))
-			}
+	targetOf := func(sl *itemSlot) (string, bool) {
+		if sl.target == 0 || sl.flags&flagRefunded == 0 {
+			return "", false
 		}
-		for i := base; i < end; i++ {
-			sl := s.slot(i)
-			if sl.target == 0 || r.liveRefundCount(i, sl) == 0 {
-				continue
-			}
-			if first, ok := s.firstOn(&targets, firsts, hashes[i-base], s.str(sl.target)); !ok {
-				targets.Add(hashes[i-base], firstHash)
-				firsts = append(firsts, i)
-			} else if s.idx.BatchOf(first) != s.idx.BatchOf(i) && !flagged[first] {
-				flagged[first] = true
-				overlaps = append(overlaps, first)
-			}
-		}
+		return s.str(sl.target), true
 	}
-	s.touched = touched
+	s.touched = s.inSpans(&targets, targetOf, s.hashItem, func(i uint32, sl *itemSlot, h uint64) {
+		if r.liveRefundCount(i, sl) == 0 {
+			return
+		}
+		if first, ok := s.firstOn(&targets, firsts, h, s.str(sl.target)); !ok {
+			targets.Add(h, firstHash)
+			firsts = append(firsts, i)
+		} else if s.idx.BatchOf(first) != s.idx.BatchOf(i) && !flagged[first] {
+			flagged[first] = true
+			overlaps = append(overlaps, first)
+		}
+	})
 	if len(overlaps) == 0 {
 		return
 	}
-	// Second pass: the items with live refunds on those targets.
+	// Then the items with live refunds on those targets.
 	onTarget := make(map[string][]uint32, len(overlaps))
 	for _, first := range overlaps {
 		onTarget[s.str(s.slot(first).target)] = nil
@@ -108,15 +97,15 @@ func (s *state) firstOn(targets *journal.IDTable, firsts []uint32, h uint64, t s
 	return 0, false
 }
 
-// otherBatches reports a target on which Stripe lists live refunds of
-// more than one refundkit batch.
+// otherBatches reports a target on which the provider lists live refunds
+// of more than one batch.
 func (r *run) otherBatches(t *target, gs []*group, all []*sref) {
 	var refunds []Refund
 	batches := map[string]bool{}
 	for _, x := range all {
 		if x.live && x.batch != "" {
-			ref := x.Refund
-			ref.Batch, ref.Item, ref.Action, ref.Note = x.batch, x.item, "", ""
+			ref := x.plain()
+			ref.Batch, ref.Item = x.batch, x.item
 			refunds = append(refunds, ref)
 			batches[x.batch] = true
 		}
@@ -137,10 +126,9 @@ func (r *run) otherBatches(t *target, gs []*group, all []*sref) {
 	}
 }
 
-// otherBatchFinding reports refunds (oldest or first journaled first) of
-// several batches on one target, unless every batch but one was allowed
-// to refund on top of the others (--allow-refunded-charges after refund
-// held one of its items there): nil then.
+// otherBatchFinding reports refunds (oldest first) of several batches on
+// one target; nil when every batch but one was allowed to refund on top of
+// the others (--allow-refunded-charges).
 func (r *run) otherBatchFinding(pay refund.Payment, refunds []Refund, allowed map[string]bool) *Finding {
 	var batches []string
 	seen := map[string]bool{}

@@ -14,38 +14,25 @@ type Report struct {
 	Records  int    // records read
 	Items    int    // items of the plan and journals
 	Provider string // the provider asked, by name; "" for none
-	// Told: the provider's look-ups read what it has told of (Adyen's
-	// notifications), not its API: the summary says so.
-	Told bool
+	Told     bool   // its look-ups read what it told of (Adyen's notifications), not its API
 	// ByStatus counts items by what the journal says: refunded, pending,
 	// failed, in_doubt, or none (planned, never journaled).
 	ByStatus map[string]int
-	// Amounts sums per status and currency: the refunds journaled
-	// (refunded), the requested amounts (failed, in_doubt; a request for the
-	// full remaining amount adds 0 and is counted in Full).
-	Amounts map[string]money.Totals
-	Full    map[string]int
-	// Findings counts findings by kind.
-	Findings map[string]int
-	// ExtraJournal counts extra refunds the journals hold (without Stripe).
-	ExtraJournal       int
+	// Amounts sums per status and currency the refunds journaled or the
+	// amounts requested; Full counts requests of the whole (adding 0).
+	Amounts            map[string]money.Totals
+	Full               map[string]int
+	Findings           map[string]int // by kind
+	ExtraJournal       int            // extra refunds the journals hold (without a provider)
 	ExtraJournalAmount money.Totals
-	// Irreversible counts extra refunds at Stripe that succeeded (or are
-	// pending): the API cannot take them back.
-	Irreversible       int
+	Irreversible       int // extra refunds the provider cannot take back
 	IrreversibleAmount money.Totals
 	Cancelable         int // extras that still require action and were not canceled
 	Canceled           int // extras this audit canceled
 	CanceledAmount     money.Totals
-	Backfilled         int // refunded records written by --backfill
-	// Planned: a plan was audited (a file's, or the ones a PostgreSQL
-	// checkpoint stores). Without one, only the items the journals name
-	// are audited, and a clean verdict cannot say the batch is done: items
-	// never started are in no journal.
-	Planned bool
-	// Complete: the audit checked everything it was asked to. An audit
-	// halted (Stripe, a journal write) or interrupted has no verdict.
-	Complete bool
+	Backfilled         int  // refunded records written by --backfill
+	Planned            bool // a plan was audited: without, a clean verdict cannot say the batch is done
+	Complete           bool // checked everything asked: an audit halted or interrupted has no verdict
 
 	listCalls, cancelCalls, chargeCalls atomic.Int64
 }
@@ -58,8 +45,7 @@ func newReport() *Report {
 	}
 }
 
-// report adds amount to status's total, checked (run.addTo); where names the
-// item it is of.
+// report adds amount to status's total, checked; where names its item.
 func (r *run) report(status, currency string, amount int64, where string) {
 	if amount == 0 {
 		r.rep.Full[status]++
@@ -78,13 +64,10 @@ func (r *Report) amounts(status string) money.Totals {
 	return m
 }
 
-// ListCalls is the number of list requests sent to Stripe.
-func (r *Report) ListCalls() int64 { return r.listCalls.Load() }
-
-// ChargeCalls is the number of charges fetched from Stripe.
+// ListCalls, ChargeCalls and CancelCalls count the list, payment and
+// cancel requests sent to the provider.
+func (r *Report) ListCalls() int64   { return r.listCalls.Load() }
 func (r *Report) ChargeCalls() int64 { return r.chargeCalls.Load() }
-
-// CancelCalls is the number of cancel requests sent to Stripe.
 func (r *Report) CancelCalls() int64 { return r.cancelCalls.Load() }
 
 // FindingCount is the number of findings of every kind.
@@ -96,13 +79,11 @@ func (r *Report) FindingCount() int {
 	return n
 }
 
-// Clean reports a complete audit without findings: every audited item has
-// exactly one refund and nothing is in doubt.
+// Clean reports a complete audit without findings.
 func (r *Report) Clean() bool { return r.Complete && r.FindingCount() == 0 }
 
 // Lines is the summary for people, one message per line: what was read,
-// the amounts as money, the calls made, then the verdict. An audit that
-// did not complete has no verdict: its lines end with the findings so far.
+// the amounts, the calls made, then the verdict (or the findings so far).
 func (r *Report) Lines() []string {
 	var lines []string
 	items := fmt.Sprintf("%s, %s, %s: %d refunded, %d failed, %d in doubt",
@@ -143,14 +124,11 @@ func (r *Report) Lines() []string {
 		verdict := ""
 		switch {
 		case r.Complete && r.Told:
-			// The provider lists only the refunds it has told of: a second
-			// one it has not told of yet cannot be seen.
 			verdict = "no findings: every audited item has exactly one refund, and no notification " + r.Provider + " sent tells of another; refunds it has not told of yet cannot be seen: audit again once every notification has arrived"
 		case r.Complete:
 			verdict = "no findings: every audited item has exactly one refund"
 		}
 		if verdict != "" && !r.Planned {
-			// A merge of shards one of which is half done reads clean here.
 			verdict += " (without --plan, only the items the journals name: audit --plan PLAN to know the batch is done)"
 		}
 		if verdict != "" {

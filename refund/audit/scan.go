@@ -16,17 +16,15 @@ var blockSize = 1 << 20
 type recordSink interface {
 	// hashItem hashes an item name; workers call it concurrently.
 	hashItem(item string) uint64
-	// applyRun takes records read from consecutive lines starting at line
-	// first, with the hashes of their items. The records and their strings
-	// are valid only during the call (their bytes are reused for the next
-	// block): applyRun copies whatever it keeps.
+	// applyRun takes records of consecutive lines from line first, with
+	// their items' hashes, valid only during the call: it copies what it
+	// keeps.
 	applyRun(recs []*journal.Record, hashes []uint64, name string, first int)
 }
 
-// scanJournal hands every record the journal's Reader keeps to the sink,
-// in order; the Reader's workers hash the items. It returns the number of
-// records and the torn tail, if any; a corrupt line or an unknown version
-// is an error naming the file and line.
+// scanJournal hands every record to the sink, in order, the Reader's
+// workers hashing the items. It returns the number of records and the
+// torn tail; a corrupt line or an unknown version is an error.
 func scanJournal(r io.Reader, name string, sink recordSink) (int, *journal.Torn, error) {
 	rd := journal.NewReader(r, name, journal.ReadOptions{
 		Workers:   max(1, runtime.GOMAXPROCS(0)),

@@ -12,7 +12,7 @@ import (
 )
 
 // itemStatus is where an item stands by its latest record that is not a
-// refund (a refund is recorded by flagRefunded and wins over it).
+// refund (flagRefunded wins over it).
 type itemStatus uint8
 
 const (
@@ -26,26 +26,21 @@ const (
 	flagInPlan       uint16 = 1 << iota
 	flagInJournal           // at least one record names the item
 	flagRefunded            // a refunded record names the item
-	flagFinalFailure        // a final failure record names the item, and no refund record follows it
+	flagFinalFailure        // a final failure names the item, and no refund record follows it
 	flagIntent              // the target is a payment intent, not a charge
-	flagCapture             // the target is a capture (PayPal), not a charge
-	flagPSPReference        // the target is a psp_reference (Adyen), not a charge
-	flagPending             // its refund was journaled pending and no end of it since: see state.pendingSince
+	flagCapture             // the target is a capture (PayPal)
+	flagPSPReference        // the target is a psp_reference (Adyen)
+	flagPending             // its refund was journaled pending, no end of it since (state.pendingSince)
 	flagGroupHead           // first item of its (batch, target) group
-	flagExtras              // more than one refund id: see state.extras
-	flagConflict            // see state.conflicts
+	flagExtras              // more than one refund id (state.extras)
+	flagConflict            // state.conflicts
 	flagRequested           // the plan or an intent says what was asked (reqAmount: 0 is a full refund)
-	// flagAllowed: refunded after refund held it for a refund made
-	// elsewhere on its charge: a rerun with --allow-refunded-charges.
-	flagAllowed
-	// flagLive: a journal that a running refund holds names the item, so
-	// it may be in flight (see Auditor.AddHeldJournal).
-	flagLive
+	flagAllowed             // refunded after refund held it: a rerun with --allow-refunded-charges
+	flagLive                // a journal a running refund holds names it: it may be in flight
 )
 
-// itemSlot is one item in compact form: no pointers, so a million of them
-// cost the garbage collector nothing to scan. It is the item's slot in the
-// index, beside its batch and name.
+// itemSlot is one item in compact form, its slot in the index: no
+// pointers, so a million of them cost the garbage collector nothing.
 type itemSlot struct {
 	amount      int64     // amount of the first refund journaled
 	reqAmount   int64     // requested amount: the plan's, else the last intent's (0: full)
@@ -74,9 +69,8 @@ type failure struct {
 }
 
 // state folds plan items and journal records into per-item state, keeping
-// what audit needs that journal.State folds away: every refund id of an
-// item, whether a final failure and a refund were both journaled, and which
-// items share a charge.
+// what journal.State folds away: every refund id of an item, a final
+// failure beside a refund, and which items share a charge.
 type state struct {
 	idx *journal.Index[itemSlot] // the items and their slots; its arena holds their strings
 	n   uint32                   // items: idx.Len()
@@ -89,29 +83,21 @@ type state struct {
 
 	touched uint64 // keeps applyRun's loads from being optimized away
 
-	extras    map[uint32][]extraRefund
-	conflicts map[uint32][]string
-	failures  map[uint32]failure
-	// mismatches are the messages of answer_mismatch failures: the item
-	// is in doubt, and the message names the refund Stripe answered with.
-	mismatches map[uint32]string
-	// pendingSince is when an item's refund was journaled pending (Unix
-	// seconds), while no end of it is journaled (flagPending).
-	pendingSince map[uint32]int64
+	extras       map[uint32][]extraRefund
+	conflicts    map[uint32][]string
+	failures     map[uint32]failure
+	mismatches   map[uint32]string // messages of answer_mismatch failures
+	pendingSince map[uint32]int64  // when a refund was journaled pending (flagPending), Unix seconds
 	// sentAt is when the last attempt journaled for an item was first sent
-	// (its first intent, Unix seconds), sentAttempt which attempt that is:
-	// how old its key is, for a provider that keeps keys a while.
+	// (Unix seconds), sentAttempt which attempt: how old its key is.
 	sentAt      map[uint32]int64
 	sentAttempt map[uint32]int
-	canceled    map[string]bool // refund ids journaled as canceled
-	planned     bool            // a plan was added
-	live        bool            // the records applied are of a journal a running refund holds
-	// refundHash, when set, hashes refund ids for the refund index instead
-	// of the index's own hash (tests make ids collide with it).
-	refundHash func(string) uint64
-	// grouped: items are linked into groups as their targets become known.
-	// Linking costs a table probe per item, and a journal read without a
-	// plan or Stripe needs no groups, so it starts with groupItems.
+	canceled    map[string]bool     // refund ids journaled as canceled
+	planned     bool                // a plan was added
+	live        bool                // the records applied are of a journal a running refund holds
+	refundHash  func(string) uint64 // when set, hashes refund ids instead of the index (tests)
+	// grouped: items are linked into groups as their targets become known
+	// (from groupItems on: a journal read alone needs no groups).
 	grouped bool
 }
 
@@ -161,8 +147,7 @@ func (s *state) hashItem(item string) uint64 { return s.idx.HashItem(item) }
 // applyRun folds records read from consecutive lines into the state.
 func (s *state) applyRun(recs []*journal.Record, hashes []uint64, name string, first int) {
 	// Touch the table slots of the run's items before folding: the loads
-	// are independent, so the CPU overlaps their cache misses instead of
-	// stalling on each one in turn while it folds.
+	// are independent, so their cache misses overlap.
 	for from := 0; from < len(recs); from += journal.TouchSpan {
 		to := min(from+journal.TouchSpan, len(recs))
 		s.touched += uint64(s.idx.TouchAll(hashes[from:to]))
@@ -181,8 +166,7 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 		r = &x
 	}
 	if r.Type == journal.TypeRefunded && journal.OutcomeOf(r.Status) == journal.OutcomeUnknown {
-		// Neither done nor failed (journal.Next: in doubt): whether money
-		// moved cannot be told, so it is a finding, never a refund.
+		// Neither done nor failed: a finding, never a refund.
 		x := *r
 		x.Type, x.Code = journal.TypeFailed, journal.CodeStatusUnknown
 		x.Message = fmt.Sprintf("%s: refund %s is journaled in status %q, which refundkit does not know: whether money moved cannot be told", at, r.Refund, r.Status)
@@ -214,13 +198,11 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 			s.sentAttempt[i], s.sentAt[i] = r.Attempt, r.Time.Unix()
 		}
 	case journal.TypeRefunded:
-		// Only items in doubt need their key's age: the maps stay small.
 		delete(s.sentAt, i)
 		delete(s.sentAttempt, i)
 		if sl.flags&flagFinalFailure != 0 {
-			// A refund journaled after a final failure supersedes it: the
-			// item was taken up again (--allow-refunded-charges) or its
-			// refund was found at Stripe (backfill).
+			// A refund journaled after a final failure supersedes it
+			// (--allow-refunded-charges, or backfill).
 			sl.flags &^= flagFinalFailure
 			if heldCode(s.codes.Name(sl.code)) {
 				sl.flags |= flagAllowed
@@ -266,8 +248,7 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 	case journal.TypeFailed:
 		sl.code = s.codes.ID(r.Code)
 		if r.Final && sl.flags&flagPending != 0 && r.Refund == s.str(sl.refund) {
-			// The pending refund ended failed or canceled: no money moved,
-			// and the item is failed, not refunded.
+			// The pending refund ended failed or canceled: no money moved.
 			sl.flags &^= flagPending | flagRefunded
 			delete(s.pendingSince, i)
 		}
@@ -287,9 +268,8 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 	}
 }
 
-// setTarget records the payment (charge, payment intent, capture or
-// psp_reference) of an item and links the item into its group; a
-// different target than before is a conflict.
+// setTarget records the payment of an item and links the item into its
+// group; a different target than before is a conflict.
 func (s *state) setTarget(i uint32, sl *itemSlot, p refund.Payment, at origin) {
 	t := p.ID()
 	if t == "" {
@@ -329,9 +309,8 @@ func paymentOf(id string, flags uint16) refund.Payment {
 	return refund.Payment{Charge: id}
 }
 
-// heldCode reports the codes of a final failure that refund journals when
-// it holds an item, before any call, for a refund made elsewhere on its
-// charge.
+// heldCode reports the codes refund journals when it holds an item, before
+// any call, for a refund made elsewhere on its charge.
 func heldCode(code string) bool {
 	return code == refund.CodeRefundedByOtherBatch || code == refund.CodeRefundedOutside ||
 		code == refund.CodeRefundedByOtherItem || code == refund.CodeRefundedUnattributed
@@ -345,9 +324,8 @@ type origin struct {
 
 func (o origin) String() string { return fmt.Sprintf("%s:%d", o.name, o.line) }
 
-// undone ends the reason of a conflict that a later record of the same
-// refund in a done status takes back (a refund journaled done, then in a
-// status that is not, then settled done again by the provider's word).
+// undone ends the reason of a conflict that a later record of the refund
+// as done takes back.
 const undone = "; a later record of it as done settles it"
 
 // redone drops the conflicts of item i that a done record takes back.
@@ -366,6 +344,33 @@ func (s *state) conflict(i uint32, sl *itemSlot, reason string) {
 	s.conflicts[i] = append(s.conflicts[i], reason)
 }
 
+// inSpans calls each for every item whose key says ok, with the key's
+// hash, in spans of items whose keys are hashed and whose slots in t are
+// touched first: the loads are independent, so their cache misses overlap.
+// It returns the touches, to keep them from being optimized away.
+func (s *state) inSpans(t *journal.IDTable, key func(*itemSlot) (string, bool), hash func(string) uint64, each func(i uint32, sl *itemSlot, h uint64)) uint64 {
+	const span = 64
+	var hashes [span]uint64
+	var touched uint64
+	for base := uint32(0); base < s.n; base += span {
+		end := min(base+span, s.n)
+		var keyed uint64 // bit k: item base+k has a key
+		for i := base; i < end; i++ {
+			if k, ok := key(s.slot(i)); ok {
+				keyed |= 1 << (i - base)
+				hashes[i-base] = hash(k)
+				touched += uint64(t.Touch(hashes[i-base]))
+			}
+		}
+		for i := base; i < end; i++ {
+			if keyed&(1<<(i-base)) != 0 {
+				each(i, s.slot(i), hashes[i-base])
+			}
+		}
+	}
+	return touched
+}
+
 // upsert returns the id of (batch, item), adding it if it is new; ih is
 // hashItem(item).
 func (s *state) upsert(batch, item string, ih uint64) uint32 {
@@ -376,12 +381,11 @@ func (s *state) upsert(batch, item string, ih uint64) uint32 {
 	return i
 }
 
-// reserve sizes the item table for about n more items, sparing the rehashes
-// of growing it one doubling at a time.
+// reserve sizes the item table for about n more items.
 func (s *state) reserve(n int) { s.idx.Reserve(n) }
 
-// groupItems links every item with a target into its group, and every item
-// added from now on as its target becomes known.
+// groupItems links every item with a target into its group, and every
+// item added from now on.
 func (s *state) groupItems() {
 	if s.grouped {
 		return
@@ -426,9 +430,6 @@ func (s *state) members(head uint32) []uint32 {
 	for n := s.slot(head).next; n != 0; n = s.slot(n - 1).next {
 		out = append(out, n-1)
 	}
-	// Linked newest first after the head: put them back in order.
-	for a, b := 1, len(out)-1; a < b; a, b = a+1, b-1 {
-		out[a], out[b] = out[b], out[a]
-	}
+	slices.Reverse(out[1:]) // linked newest first after the head
 	return out
 }

@@ -1,7 +1,7 @@
 package audit
 
-// Asking the provider (Stripe): the refunds of every charge, listed in
-// parallel, paced and retried, and checked in order.
+// Asking the provider: the refunds of every payment, listed in parallel,
+// paced and retried, and checked in order.
 
 import (
 	"context"
@@ -14,10 +14,8 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// target is a charge or payment intent whose refunds are listed once for
-// every group (batch) of items on it; or (links) one payment the plan or
-// journals name both ways, a payment intent and its charges, checked once
-// with every item on any of its names.
+// target is a payment whose refunds are listed once for every group
+// (batch) of items on it, under one name or (links) all of its names.
 type target struct {
 	id    string
 	pay   refund.Payment
@@ -33,16 +31,14 @@ type listJob struct {
 	done    chan struct{}
 }
 
-// listRefused is a list the provider refused for a reason other than the key:
-// the target's items cannot be checked.
+// listRefused is a list the provider refused, not for the key: the
+// target's items cannot be checked.
 type listRefused struct{ code, msg string }
 
 func (e *listRefused) Error() string { return e.code + ": " + e.msg }
 
-// stripePass lists the refunds of every target, in parallel and paced by
-// the limiter, and checks each target's groups in order as its list comes.
-// A payment the plan or journals name both ways is checked once, when its
-// first name comes (links).
+// stripePass lists the refunds of every target, in parallel and paced,
+// and checks each target's groups in order as its list comes.
 func (r *run) stripePass(ctx context.Context) error {
 	s := r.st
 	var targets []*target
@@ -51,7 +47,7 @@ func (r *run) stripePass(ctx context.Context) error {
 	for i := range s.n {
 		sl := s.slot(i)
 		if sl.target == 0 {
-			r.journalItem(i, sl, "") // nothing to look up at Stripe
+			r.journalItem(i, sl, "") // nothing to look up
 			continue
 		}
 		if sl.flags&flagGroupHead == 0 {
@@ -73,8 +69,7 @@ func (r *run) stripePass(ctx context.Context) error {
 	}
 	var l *links
 	if intents && charges {
-		// Some payment may be named by its charge and by its intent: the
-		// names are kept to join them as their refunds say.
+		// A payment may be named by its charge and by its intent.
 		l = newLinks(targets, index)
 		r.bothWays = true
 	}
@@ -103,7 +98,7 @@ func (r *run) stripePass(ctx context.Context) error {
 				continue // listed by the checker, with another name of its payment
 			}
 			// To the workers first: a job the checker may wait for (links)
-			// is listed whether or not the checker is reading.
+			// is listed whether or not it is reading.
 			select {
 			case work <- j:
 			case <-ctx.Done():
@@ -151,15 +146,14 @@ func (r *run) stripePass(ctx context.Context) error {
 		}
 	}
 	if stop == nil && checked < len(targets) {
-		// Stopped (SIGINT) between lists: the targets never listed were
-		// not checked.
+		// Stopped between lists: the targets never listed were not checked.
 		stop = ctx.Err()
 	}
 	return stop
 }
 
-// unchecked reports a target Stripe would not list, and checks its items by
-// the journal alone.
+// unchecked reports a target the provider would not list, and checks its
+// items by the journals alone, as itemPass left them.
 func (r *run) unchecked(t *target, e *listRefused) {
 	f := &Finding{Finding: KindUnchecked, Code: e.code, Message: e.msg,
 		Remedy: "the provider would not list this payment's refunds, or could not say whose they are, so its items were checked against the journal only: look at the payment in the provider's dashboard"}
@@ -168,7 +162,6 @@ func (r *run) unchecked(t *target, e *listRefused) {
 	for _, h := range t.heads {
 		for _, m := range r.st.members(h) {
 			sl := r.st.slot(m)
-			// Left to this pass by itemPass.
 			switch {
 			case sl.flags&flagRefunded == 0 && sl.status == statusFailed:
 				r.out(r.failedFinding(m, sl))
@@ -193,9 +186,8 @@ const (
 	classRefused                 // any other refusal
 )
 
-// classify sorts a provider's error (refund.Classify) for the audit. A
-// read or a cancel under its own key is safe to repeat, so an
-// indeterminate answer is tried again too.
+// classify sorts a provider's error for the audit: a read or a cancel
+// under its own key is safe to repeat, an indeterminate one too.
 func classify(err error) (errClass, string, string) {
 	switch f := refund.Classify(err); {
 	case f.Class == refund.ClassFatal:
@@ -210,7 +202,7 @@ func classify(err error) (errClass, string, string) {
 }
 
 // call makes one API call to ep with pacing and retries. The key never
-// appears in its errors: on a refused key only the status is named.
+// appears in its errors.
 func (r *run) call(ctx context.Context, ep refund.Endpoint, what string, fn func() error) error {
 	name := "the provider"
 	if r.opts.Provider != nil {
@@ -258,7 +250,7 @@ func (r *run) halted(e *StripeError) *StripeError {
 	return r.halt.Load()
 }
 
-// list returns every refund of a target; a charge the provider does not
+// list returns every refund of a target; a payment the provider does not
 // know has none.
 func (r *run) list(ctx context.Context, t *target) ([]refund.Refund, error) {
 	p := t.pay
@@ -272,9 +264,8 @@ func (r *run) list(ctx context.Context, t *target) ([]refund.Refund, error) {
 	if err == nil {
 		for _, x := range out {
 			if x.Unattributed {
-				// The provider says refunds exist that it cannot show
-				// whose they are: the journal cannot be compared with
-				// them, so its items are checked by the journal alone.
+				// Refunds whose maker it cannot show: the items are
+				// checked by the journals alone.
 				msg := "the provider cannot say whose some of its refunds are"
 				if x.FailureReason != "" {
 					msg += ": " + x.FailureReason

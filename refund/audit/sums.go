@@ -1,8 +1,7 @@
 package audit
 
-// Every sum of amounts an audit makes, checked (money.Add): a total beyond
-// what an int64 of minor units holds stops the audit with a
-// *money.TotalError rather than wrap, and it gives no verdict.
+// Every sum an audit makes, checked: a total beyond int64 stops the audit
+// with a *money.TotalError rather than wrap.
 
 import (
 	"errors"
@@ -11,9 +10,8 @@ import (
 	"github.com/refundkit/refundkit/refund/money"
 )
 
-// overflowed keeps the first sum that went beyond int64. From then on no
-// finding is emitted (the one being built may hold that sum), and Run
-// ends with it.
+// overflowed keeps the first sum that went beyond int64: from then on no
+// finding is emitted, and Run ends with it.
 func (r *run) overflowed(what, where string, err error) {
 	var oe *money.OverflowError
 	if errors.As(err, &oe) {
@@ -21,8 +19,7 @@ func (r *run) overflowed(what, where string, err error) {
 	}
 }
 
-// add is total+amount, checked: beyond int64 the audit stops and total
-// is returned as it was.
+// add is total+amount, checked; beyond int64, total as it was.
 func (r *run) add(total, amount int64, currency, what, where string) int64 {
 	t, err := money.Add(total, amount, currency)
 	if err != nil {
@@ -43,8 +40,7 @@ func (r *run) addFinding(f *Finding, amount int64, currency string) {
 	f.Amount = r.add(f.Amount, amount, currency, "the amount of a "+f.Finding+" finding", f.where())
 }
 
-// sumRefunds sets f's amount to the sum of refunds rs, and its currency
-// to the last one's.
+// sumRefunds adds refunds rs to f's amount, its currency the last one's.
 func (r *run) sumRefunds(f *Finding, rs []Refund) {
 	for _, x := range rs {
 		r.addFinding(f, x.Amount, x.Currency)

@@ -7,10 +7,8 @@ import (
 )
 
 // toldPass reports the refunds the provider told of on its own
-// (Options.Told: Adyen's notifications) that name an audited batch and an
-// item that no journal or plan audited knows: the refunds of known items
-// were checked with their payments, and another batch's are that batch's
-// business. Such a refund moved money for an item nobody accounts for.
+// (Options.Told) that name an audited batch and an item nobody knows: they
+// moved money for an item nobody accounts for.
 func (r *run) toldPass() {
 	batches := r.st.idx.Batches()
 	for k := range r.opts.Told {

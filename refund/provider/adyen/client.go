@@ -1,21 +1,15 @@
 // Package adyen is refundkit's Adyen provider: refund.Provider over
-// Adyen's Checkout API, hand-written on net/http (Adyen's Go library is
-// not served here, and a refund is one POST). Adyen answers a refund
-// only "received"; its outcome comes later, as a signed notification that
-// refundkit's receiver (adyen-webhook) keeps, and Adyen has no API to list
-// a payment's refunds. So the client reads outcomes, and what is known of
-// a payment's refunds, from those notifications (Notifications); what
-// must be read and written alike by the receiver and the simulator is in
-// refund/provider/adyen/wire.
+// Adyen's Checkout API on net/http. Adyen answers a refund only
+// "received", its outcome comes later as a signed notification that
+// adyen-webhook keeps, and it has no API to list a payment's refunds: the
+// client reads outcomes and refunds from the kept notifications.
 package adyen
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,24 +17,21 @@ import (
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+	"github.com/refundkit/refundkit/refund/provider/httpx"
 )
 
-// Adyen's Checkout API: the test environment, refundkit's default, and
-// the live one, whose host is the merchant's own prefix
-// ([prefix]-checkout-live.adyenpayments.com): it must be given.
+// Adyen's Checkout API: the test environment (the live one's host is the
+// merchant's own prefix, so it must be given).
 const (
 	TestAPIBase = "https://checkout-test.adyen.com"
 	APIVersion  = "v71"
 )
 
-// KeyTTL is how long refundkit counts on Adyen keeping an idempotency key
-// (wire.KeyTTL: 7 days, the lower of the figures Adyen has published).
+// KeyTTL is how long refundkit counts on Adyen keeping an idempotency key.
 const KeyTTL = wire.KeyTTL
 
-// Notifications are the notifications a receiver kept, which tell how a
-// refund ended and which refunds a payment is known to have
-// (refund/provider/adyen/notes keeps them: a file or a PostgreSQL table). Each is
-// verified (HMAC) before it is returned.
+// Notifications are those a receiver kept (refund/provider/adyen/notes),
+// each verified (HMAC) before it is returned.
 type Notifications interface {
 	ForRefund(ctx context.Context, psp string) ([]wire.Notification, error)
 	ForPayment(ctx context.Context, psp string) ([]wire.Notification, error)
@@ -52,15 +43,12 @@ type Notifications interface {
 type Config struct {
 	Base     string // the Checkout API, TestAPIBase when empty
 	APIKey   string
-	Merchant string // the merchant account refunds are made on
-	// Notes are the kept notifications; nil when the run has none, and
-	// then every refund stays pending and nothing can be looked up.
-	Notes Notifications
-	Conns int // connections kept open
+	Merchant string        // the merchant account refunds are made on
+	Notes    Notifications // nil: every refund stays pending, nothing can be looked up
+	Conns    int           // connections kept open
 }
 
-// Client is the part of Adyen's API refundkit uses. It repeats no call of
-// its own accord.
+// Client is the part of Adyen's API refundkit uses. It repeats no call.
 type Client struct {
 	base, key, merchant string
 	notes               Notifications
@@ -75,15 +63,13 @@ func New(cfg Config) *Client {
 	if base == "" {
 		base = TestAPIBase
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = max(cfg.Conns, 2)
 	return &Client{base: strings.TrimSuffix(base, "/"), key: cfg.APIKey, merchant: cfg.Merchant, notes: cfg.Notes,
-		http: &http.Client{Transport: transport, Timeout: 80 * time.Second}}
+		http: httpx.Client(max(cfg.Conns, 2))}
 }
 
 // Close closes the notifications, when they can be.
 func (c *Client) Close() error {
-	if cl, ok := c.notes.(io.Closer); ok {
+	if cl, ok := c.notes.(interface{ Close() error }); ok {
 		return cl.Close()
 	}
 	return nil
@@ -92,21 +78,16 @@ func (c *Client) Close() error {
 // APIBase is the API the client calls.
 func (c *Client) APIBase() string { return c.base }
 
-// Facts are Adyen's. Keys are counted on for 7 days (KeyTTL). After
-// Adyen's own 500 the refund may or may not exist: the call is
-// indeterminate. Find knows only the refunds that notifications told of:
-// PartialLookup, so finding none proves nothing, and such an item is
-// never sent under a new key: under its same key while Adyen surely keeps
-// it (Adyen replays its first answer, or, if it kept none, makes the
-// refund once), else it waits for its notification or a person. Find's
-// look-ups are of the kept notifications, not of Adyen's API (LookupName).
+// Facts are Adyen's. Find knows only the refunds notifications told of
+// (PartialLookup): finding none proves nothing, so an item in doubt is
+// sent again only under its same key while Adyen surely keeps it.
 func (*Client) Facts() refund.Facts {
 	return refund.Facts{Name: "Adyen", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"psp_reference"},
 		PartialLookup: true, AmountRequired: true, MaxBatchItem: wire.MaxBatchItem, LookupName: "notification look-up", CheckAt: "Adyen's Customer Area"}
 }
 
-// refundRequest is the body of POST /payments/{psp}/refunds: Adyen has no
-// "refund the rest", so the amount is always sent.
+// refundRequest is the body of POST /payments/{psp}/refunds (always with
+// an amount: Adyen has no "refund the rest").
 type refundRequest struct {
 	Amount          wire.Amount `json:"amount"`
 	MerchantAccount string      `json:"merchantAccount"`
@@ -123,11 +104,9 @@ type refundAnswer struct {
 	Amount              wire.Amount `json:"amount"`
 }
 
-// Create asks for the refund of the item's payment under the
-// Idempotency-Key of attempt (wire.Key, a digest: refundkit's own key may
-// pass Adyen's 64 characters), with a reference naming batch, item and
-// attempt (wire.Reference), which Adyen's notifications echo. The answer
-// is a pending refund: Adyen has received it, no more.
+// Create asks for the refund under the Idempotency-Key of attempt
+// (wire.Key) with a reference naming batch, item and attempt, which the
+// notifications echo. The answer is a pending refund.
 func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	switch {
 	case it.PSPReference == "":
@@ -156,9 +135,7 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 	return refund.Answer{Refund: r, HTTPStatus: status}, nil
 }
 
-// Payment: Adyen's Checkout API cannot read a payment; the plan's amount
-// and currency are taken on its word, and Adyen refuses refunds past the
-// captured amount by default (a safety net, not refundkit's design).
+// Payment: Adyen's Checkout API cannot read a payment.
 func (*Client) Payment(context.Context, refund.Payment) (refund.PaymentInfo, error) {
 	return refund.PaymentInfo{}, refund.ErrNoLookup
 }
@@ -168,9 +145,8 @@ func (*Client) Cancel(context.Context, string) (refund.Refund, error) {
 	return refund.Refund{}, refund.RefusedHere("cancel_unsupported", errNoCancel)
 }
 
-// Get returns refund id as its notifications tell it: pending until one
-// says how it ended (Outcome). Without notifications it cannot be read
-// (refund.ErrNoLookup): the refund stays pending.
+// Get returns refund id as its notifications tell it (Outcome): pending
+// until one says how it ended.
 func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	if c.notes == nil {
 		return refund.Refund{}, refund.ErrNoLookup
@@ -181,17 +157,13 @@ func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	}
 	r, ok := Outcome(id, notes)
 	if !ok {
-		// Nothing heard of it yet: received, and no more is known. Its
-		// payment and amount are not said, and checked by nobody.
 		return refund.Refund{ID: id, Status: refund.RefundPending}, nil
 	}
 	return r, nil
 }
 
 // Find returns the refunds of payment p that notifications told of,
-// newest first: those of refundkit's batches carry their metadata (from
-// the reference), others none. It is a partial list (Facts.PartialLookup):
-// a refund whose notification has not come is not in it.
+// newest first, with the metadata their references name.
 func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, error) {
 	if c.notes == nil || p.PSPReference == "" {
 		return nil, refund.ErrNoLookup
@@ -204,8 +176,7 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 }
 
 // Told returns every refund the notifications tell of, newest first, for
-// audit to find those of items no journal knows; nil without
-// notifications.
+// audit to find those of items no journal knows.
 func (c *Client) Told(ctx context.Context) ([]refund.Refund, error) {
 	if c.notes == nil {
 		return nil, nil
@@ -228,30 +199,30 @@ func (c *Client) post(ctx context.Context, path string, body []byte, key string,
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", key)
-	res, err := c.http.Do(req)
+	res, data, err := httpx.Do(c.http, req)
 	if err != nil {
-		return 0, refund.NoAnswer(err)
+		return 0, err
 	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
-	if err != nil {
-		return 0, refund.NoAnswer(err)
+	if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated {
+		return res.StatusCode, classify(res.StatusCode, res.Header, data)
 	}
-	if res.StatusCode == http.StatusOK || res.StatusCode == http.StatusCreated {
-		if err := json.Unmarshal(data, out); err != nil {
-			return res.StatusCode, refund.Unreadable("adyen", res.StatusCode, err)
-		}
-		return res.StatusCode, nil
+	if err := json.Unmarshal(data, out); err != nil {
+		return res.StatusCode, refund.Unreadable("adyen", res.StatusCode, err)
 	}
-	return res.StatusCode, classify(res.StatusCode, res.Header, data)
+	return res.StatusCode, nil
 }
 
-// maxAnswer bounds the body of an answer that is read.
-const maxAnswer = 1 << 20
+// Rate is the refund requests per second refundkit assumes an Adyen API
+// credential may send: Adyen publishes no limit for modifications (it
+// answers 429 past one), so this is a conservative guess, which --rate
+// replaces.
+const Rate = 10
 
-// Why a request is not sent.
-var (
-	errNoPayment = errors.New("adyen: the item names no psp_reference")
-	errNoAmount  = errors.New("adyen: a refund needs the item's amount and currency (Adyen has no \"refund the rest\")")
-	errNoCancel  = errors.New("adyen: a refund Adyen received cannot be canceled through its API")
-)
+// Limits is share (0 to 1] of Rate for refund.NewPacer. Only creations go
+// to Adyen: look-ups read the kept notifications.
+func Limits(share float64) refund.Limits {
+	return refund.Limits{Create: Rate * share}
+}
+
+// Backoff spaces retries of a call Adyen asks to repeat.
+var Backoff = refund.Backoff{Base: 250 * time.Millisecond, Max: 20 * time.Second}

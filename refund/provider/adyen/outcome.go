@@ -1,9 +1,8 @@
 package adyen
 
-// What the notifications of a refund say of it: how it ended, and whose it
-// is (its reference). Notifications come more than once and out of order,
-// so an outcome is decided from all of a refund's notifications, never by
-// the last to arrive.
+// What a refund's notifications say of it. They come more than once and
+// out of order, so an outcome is decided from all of them, never by the
+// last to arrive.
 
 import (
 	"slices"
@@ -14,34 +13,20 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 )
 
-// Reasons a failed refund carries (Refund.FailureReason) when a later
-// event undid it; audit reports a reversed one apart.
+// Reasons a refund's FailureReason gives for its status.
 const (
-	ReasonFailedLater = "REFUND_FAILED"
-	ReasonReversed    = "REFUNDED_REVERSED"
+	ReasonFailedLater    = "REFUND_FAILED"            // a later event undid it
+	ReasonReversed       = "REFUNDED_REVERSED"        // a later event undid it; audit reports it apart
+	ReasonContradicts    = "notifications_contradict" // pending: success and failure, or two amounts
+	ReasonSuccessUnknown = "success_not_understood"   // success neither "true" nor "false"
 )
 
-// ReasonContradicts is the FailureReason of a refund left pending because
-// its REFUND notifications say both success and failure, or two amounts.
-const ReasonContradicts = "notifications_contradict"
-
-// ReasonSuccessUnknown is the FailureReason of a refund whose REFUND
-// notification's success is neither "true" nor "false" (only those two
-// are on the allow-list): its status is then none refundkit knows
-// (statusOfSuccess), neither done nor failed.
-const ReasonSuccessUnknown = "success_not_understood"
-
-// statusOfSuccess is the status of a refund told of with success s, not
-// "true" nor "false": a status on no allow-list, which says what came.
-func statusOfSuccess(s string) string { return "success " + strconv.Quote(s) }
-
 // Outcome is refund id as its notifications tell it; ok is false when none
-// names it. A REFUND with success "true" is refunded, with "false" failed;
-// REFUND_FAILED or REFUNDED_REVERSED, in whatever order they came, undo a
-// success: the money is back with the merchant, and the refund counts as
-// failed (FailureReason says which). REFUND true and false for one refund
-// contradict: it stays pending, for a person. A success that is neither
-// leaves it in a status on no allow-list: neither done nor failed.
+// names it. REFUND true is refunded, false failed; REFUND_FAILED or
+// REFUNDED_REVERSED, in whatever order they came, undo a success. True and
+// false for one refund contradict: it stays pending, for a person. A
+// success that is neither leaves a status on no allow-list
+// ("success \"x\""): neither done nor failed.
 func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 	var yes, no, failedLater, reversed, differ bool
 	odd := "" // the status of a success neither true nor false
@@ -57,9 +42,7 @@ func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 				Created: notes[i].Received.Unix(), Metadata: metadata(it.MerchantReference)}
 		}
 		if it.Amount.Value != 0 && (it.Amount.Value != r.Amount || !strings.EqualFold(it.Amount.Currency, r.Currency)) {
-			// Two notifications of one refund that say two amounts: which
-			// is its amount cannot be told, whichever came first.
-			differ = true
+			differ = true // which is its amount cannot be told
 		}
 		switch it.EventCode {
 		case wire.EventRefund:
@@ -73,7 +56,7 @@ func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 				}
 			default:
 				if odd == "" {
-					odd = statusOfSuccess(it.Success)
+					odd = "success " + strconv.Quote(it.Success)
 				}
 			}
 		case wire.EventRefundFailed:
@@ -122,8 +105,7 @@ func Refunds(notes []wire.Notification) []refund.Refund {
 }
 
 // metadata is what a reference says in refundkit's metadata keys; nil for
-// a reference that is not refundkit's (a refund made by hand, or by
-// another system).
+// one that is not refundkit's.
 func metadata(ref string) map[string]string {
 	batch, item, attempt, ok := wire.ParseReference(ref)
 	if !ok {

@@ -1,8 +1,7 @@
 package exec
 
-// What a command's run means: its exit status and its answer on stdout,
-// read as the contract says (docs/providers.md, "Any refund API"), and classified in
-// the engine's terms.
+// What a command's run means, read as the contract says (docs/providers.md,
+// "Any refund API"), in the engine's terms.
 
 import (
 	"bytes"
@@ -17,11 +16,9 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// classNoAnswer is a create run that gave no answer to stand by (another
-// exit status, a signal, a timeout, an answer not understood): the call
-// may have been made, so the item stays in doubt, is not run again in this
-// run, and a later run looks it up first; its key is not burned, so it is
-// the key sent next.
+// classNoAnswer is a create run that gave no answer to stand by (an exit
+// status, a signal, a timeout, an answer not understood): the call may
+// have been made, so the item stays in doubt under its key, not burned.
 const classNoAnswer = refund.ClassInDoubt
 
 // answer is the create command's answer object.
@@ -57,8 +54,8 @@ func itemJSON(it *refund.Item) ([]byte, error) {
 	return append(b, '\n'), err
 }
 
-// paymentJSON is the payment the find command lists, in a plan line's
-// field names.
+// paymentJSON is the payment the find command lists, as a plan line
+// names it.
 func paymentJSON(p refund.Payment) ([]byte, error) {
 	b, err := json.Marshal(struct {
 		Charge        string `json:"charge,omitempty"`
@@ -71,38 +68,32 @@ func paymentJSON(p refund.Payment) ([]byte, error) {
 
 // createAnswer classifies a create run for attempt of it.
 func createAnswer(it *refund.Item, attempt int, o outcome) (refund.Answer, error) {
+	if f := o.unanswered(); f != nil {
+		return refund.Answer{}, f
+	}
 	switch {
-	case o.startErr != nil:
-		// Nothing ran, so nothing was sent: the same call again, as for a
-		// request that never left (the engine halts when none starts).
-		return refund.Answer{}, failure(refund.ClassRetry, 0, "exec_not_started", o.describe())
 	case o.timedOut:
-		return refund.Answer{}, failure(classNoAnswer, 0, "exec_timeout", o.describe())
+		return refund.Answer{}, failure(classNoAnswer, "exec_timeout", o.describe())
 	case o.signal != "":
-		return refund.Answer{}, failure(classNoAnswer, 0, "exec_signal", o.describe())
-	case o.exit == exitTempFail:
-		return refund.Answer{}, tempFail(o)
-	case o.exit == exitNoPerm:
-		return refund.Answer{}, noPerm(o)
+		return refund.Answer{}, failure(classNoAnswer, "exec_signal", o.describe())
 	case o.exit != exitAnswered:
-		return refund.Answer{}, failure(classNoAnswer, 0, "exec_exit_"+strconv.Itoa(o.exit), o.describe()+": in doubt")
+		return refund.Answer{}, failure(classNoAnswer, "exec_exit_"+strconv.Itoa(o.exit), o.describe()+": in doubt")
 	}
 	a, err := parseAnswer(o)
 	if err != nil {
-		return refund.Answer{}, failure(classNoAnswer, 0, "exec_bad_answer", err.Error()+": in doubt")
+		return refund.Answer{}, failure(classNoAnswer, "exec_bad_answer", err.Error()+": in doubt")
 	}
 	if a.Status == refund.RefundFailed {
 		msg := a.Message
 		if msg == "" {
 			msg = "refused: " + a.Code
 		}
-		return refund.Answer{}, failure(refund.ClassFinal, 0, a.Code, msg)
+		return refund.Answer{}, failure(refund.ClassFinal, a.Code, msg)
 	}
 	amount, _ := minorUnits(a.Amount)
 	r := refund.Refund{ID: a.ID, Status: a.Status, Amount: amount, Currency: strings.ToLower(a.Currency),
 		Charge: it.Charge, PaymentIntent: it.PaymentIntent, Capture: it.Capture, PSPReference: it.PSPReference,
-		// The command was told these, and the contract makes it the one
-		// that files them where find reads them back.
+		// The command was told these; the contract has find give them back.
 		Metadata: map[string]string{refund.MetaBatch: it.Batch, refund.MetaItem: it.Item, refund.MetaAttempt: strconv.Itoa(attempt)}}
 	return refund.Answer{Refund: r}, nil
 }
@@ -145,18 +136,15 @@ func parseAnswer(o outcome) (answer, error) {
 
 // findAnswer reads a find run's refunds of payment p, newest first.
 func findAnswer(p refund.Payment, o outcome) ([]refund.Refund, error) {
+	if f := o.unanswered(); f != nil {
+		return nil, f
+	}
 	switch {
-	case o.startErr != nil:
-		return nil, failure(refund.ClassRetry, 0, "exec_not_started", o.describe())
-	case o.exit == exitTempFail:
-		return nil, tempFail(o)
-	case o.exit == exitNoPerm:
-		return nil, noPerm(o)
 	case o.timedOut || o.signal != "" || o.exit != exitAnswered:
 		// A look-up changes nothing: the engine may run it again.
-		return nil, failure(refund.ClassIndeterminate, 0, "exec_find_failed", o.describe())
+		return nil, failure(refund.ClassIndeterminate, "exec_find_failed", o.describe())
 	case o.overflow:
-		return nil, failure(refund.ClassIndeterminate, 0, "exec_bad_answer", fmt.Sprintf("%s printed more than %d bytes", o.what, maxFindOutput))
+		return nil, failure(refund.ClassIndeterminate, "exec_bad_answer", fmt.Sprintf("%s printed more than %d bytes", o.what, maxFindOutput))
 	}
 	var out []refund.Refund
 	for n, line := range bytes.Split(o.stdout, []byte("\n")) {
@@ -165,12 +153,12 @@ func findAnswer(p refund.Payment, o outcome) ([]refund.Refund, error) {
 		}
 		r, err := parseListed(p, line)
 		if err != nil {
-			return nil, failure(refund.ClassIndeterminate, 0, "exec_bad_answer", fmt.Sprintf("%s: line %d: %v", o.what, n+1, err))
+			return nil, failure(refund.ClassIndeterminate, "exec_bad_answer", fmt.Sprintf("%s: line %d: %v", o.what, n+1, err))
 		}
 		out = append(out, r)
 	}
-	// Newest first, as the engine expects; lines the command gave in the
-	// same second (or without created) keep its order.
+	// Newest first; lines of the same second (or without created) keep
+	// their order.
 	slices.SortStableFunc(out, func(a, b refund.Refund) int { return cmp.Compare(b.Created, a.Created) })
 	return out, nil
 }
@@ -249,24 +237,29 @@ func or(a, b string) string {
 	return b
 }
 
-// tempFail is an exit 75: the same call again after a backoff. The pacer
-// halves the run's --rate as for a 429. Status 0 counts it as no answer
-// from the API: Config.MaxUnanswered of them in a row, with no other
-// answer between, halt the run (exit 6) instead of retrying for ever a
-// command that cannot reach its API.
-func tempFail(o outcome) *refund.Failure {
-	f := failure(refund.ClassRetry, 0, "exec_tempfail", o.describe()+" (retry later with the same key)")
-	f.RateLimited, f.AccountLimit = true, true
-	return f
+// unanswered is the failure of a run that gave no answer of the API's,
+// create or find alike; nil for another.
+//   - Nothing ran, so nothing was sent: the same call again (the engine
+//     halts when none starts).
+//   - Exit 75: the same call again after a backoff, rate limited as a 429.
+//     As no answer (Status 0), Config.MaxUnanswered of them in a row halt
+//     the run (exit 6) rather than retry for ever an API out of reach.
+//   - Exit 77: the API refused the credentials: the run halts (exit 6).
+func (o *outcome) unanswered() *refund.Failure {
+	switch {
+	case o.startErr != nil:
+		return failure(refund.ClassRetry, "exec_not_started", o.describe())
+	case o.exit == exitTempFail:
+		f := failure(refund.ClassRetry, "exec_tempfail", o.describe()+" (retry later with the same key)")
+		f.RateLimited, f.AccountLimit = true, true
+		return f
+	case o.exit == exitNoPerm:
+		return failure(refund.ClassFatal, "exec_credentials_refused", o.describe()+" (the API refused the credentials)")
+	}
+	return nil
 }
 
-// noPerm is a run that says the API refused its credentials: no call of
-// the run can succeed, and it halts (exit 6).
-func noPerm(o outcome) *refund.Failure {
-	return failure(refund.ClassFatal, 0, "exec_credentials_refused", o.describe()+" (the API refused the credentials)")
-}
-
-// failure builds the engine's failure.
-func failure(c refund.Class, status int, code, msg string) *refund.Failure {
-	return &refund.Failure{Class: c, Status: status, Code: code, Message: msg, Err: errors.New(msg)}
+// failure builds the engine's failure of a run: never an HTTP status.
+func failure(c refund.Class, code, msg string) *refund.Failure {
+	return &refund.Failure{Class: c, Code: code, Message: msg, Err: errors.New(msg)}
 }

@@ -1,9 +1,8 @@
 // Package exec is refundkit's provider for any refund API: refund.Provider
-// over commands the user supplies. refundkit keeps the exactly-once
-// machinery (intent, lock, halt, resume, reconcile, audit); the commands
-// make one refund call, or list a payment's refunds, and say what came of
-// it by their exit status and one JSON answer on stdout (docs/providers.md, "Any
-// refund API"). This package is the only code that knows that contract.
+// over commands the user supplies, which make one refund call or list a
+// payment's refunds and say what came of it by their exit status and JSON
+// on stdout (docs/providers.md, "Any refund API"). It is the only code that
+// knows that contract.
 package exec
 
 import (
@@ -28,17 +27,10 @@ var Backoff = refund.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second
 
 // Config is what the provider runs.
 type Config struct {
-	// Create is the shell command run once per attempt (required).
-	Create string
-	// Find is the shell command that lists a payment's refunds; "" when
-	// the API cannot list them (Find then returns refund.ErrNoLookup).
-	Find string
-	// Timeout bounds each run; the command's process group is killed
-	// when it is over (default DefaultTimeout).
-	Timeout time.Duration
-	// KeyTTL is how long the API keeps an idempotency key (0: for ever);
-	// see refund.Facts.KeyTTL.
-	KeyTTL time.Duration
+	Create  string        // the shell command run once per attempt
+	Find    string        // lists a payment's refunds; "": refund.ErrNoLookup
+	Timeout time.Duration // then the process group is killed (default DefaultTimeout)
+	KeyTTL  time.Duration // how long the API keeps an idempotency key (0: for ever)
 	// Stderr receives the commands' stderr, each line prefixed with Prefix
 	// and the command and payment ("refund: exec-create ch_1: ...").
 	Stderr io.Writer
@@ -70,10 +62,8 @@ func New(cfg Config) (*Provider, error) {
 	return &Provider{cfg: cfg}, nil
 }
 
-// Facts: keys are kept as long as the user says (for ever by default, the
-// promise that lets an item in doubt be sent again under its key when no
-// find command can look it up), and an unknown API may complete a call
-// after any failure it gave.
+// Facts: keys are kept as long as the user says (for ever by default), and
+// an unknown API may complete a call after any failure it gave.
 func (p *Provider) Facts() refund.Facts {
 	return refund.Facts{Name: Name, KeyTTL: p.cfg.KeyTTL, LateOutcomes: true, Backoff: Backoff}
 }
@@ -81,7 +71,7 @@ func (p *Provider) Facts() refund.Facts {
 // Create runs the create command once for attempt of it.
 func (p *Provider) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	if p.cfg.Create == "" {
-		return refund.Answer{}, failure(refund.ClassFatal, 0, "exec_no_create", "no create command: this provider only lists refunds")
+		return refund.Answer{}, failure(refund.ClassFatal, "exec_no_create", "no create command: this provider only lists refunds")
 	}
 	in, err := itemJSON(it)
 	if err != nil {
@@ -100,8 +90,7 @@ func (p *Provider) Create(ctx context.Context, it *refund.Item, attempt int) (re
 	return createAnswer(it, attempt, out)
 }
 
-// Find runs the find command for payment pay; refund.ErrNoLookup without
-// one.
+// Find runs the find command for payment pay.
 func (p *Provider) Find(ctx context.Context, pay refund.Payment) ([]refund.Refund, error) {
 	if p.cfg.Find == "" {
 		return nil, refund.ErrNoLookup
@@ -122,14 +111,12 @@ func (p *Provider) Payment(context.Context, refund.Payment) (refund.PaymentInfo,
 // Cancel: the contract has no cancel command; audit reports the refund
 // instead of canceling it.
 func (p *Provider) Cancel(_ context.Context, id string) (refund.Refund, error) {
-	err := fmt.Errorf("refund %s: the exec provider has no cancel command", id)
-	return refund.Refund{}, &refund.Failure{Class: refund.ClassFinal, Code: "unsupported", Message: err.Error(), Err: err}
+	return refund.Refund{}, failure(refund.ClassFinal, "unsupported", fmt.Sprintf("refund %s: the exec provider has no cancel command", id))
 }
 
-// Get: the contract has no command that reads one refund by its id. The
-// error is final, so that a pending item stays pending for a later run
-// instead of being asked again and again, and it wraps ErrNoLookup, so
-// that the engine can tell it and settle the item by Find instead.
+// Get: the contract has no command that reads one refund. The error is
+// final, so a pending item stays pending for a later run, and wraps
+// ErrNoLookup, so the engine settles the item by Find instead.
 func (p *Provider) Get(_ context.Context, id string) (refund.Refund, error) {
 	err := fmt.Errorf("refund %s: %w (the exec provider reads refunds only through --exec-find)", id, refund.ErrNoLookup)
 	return refund.Refund{}, &refund.Failure{Class: refund.ClassFinal, Code: "no_get", Message: err.Error(), Err: err}

@@ -1,9 +1,7 @@
 package exec
 
-// Running one command: /bin/sh -c in a process group of its own, the
-// input on stdin, refundkit's variables added to the inherited
-// environment, stdout kept up to a cap, stderr passed through line by line
-// with a prefix, the whole group killed when the timeout is over.
+// Running one command: /bin/sh -c in a process group of its own, stdout
+// kept up to a cap, stderr passed through line by line with a prefix.
 
 import (
 	"bytes"
@@ -17,8 +15,7 @@ import (
 	"time"
 )
 
-// Caps on what a command may print on stdout: one answer object, or one
-// payment's refunds. More is not an answer.
+// Caps on what a command may print: more is not an answer.
 const (
 	maxCreateOutput = 64 << 10
 	maxFindOutput   = 16 << 20
@@ -32,8 +29,8 @@ const (
 	exitNoPerm   = 77 // EX_NOPERM (sysexits.h): the API refused the credentials: halt
 )
 
-// waitDelay is how long a command's pipes may stay open after it exits or
-// is killed (a background child holding them) before they are closed.
+// waitDelay is how long a command's pipes may stay open after it ends (a
+// background child holding them).
 const waitDelay = time.Second
 
 // outcome is how one run of a command ended.
@@ -108,7 +105,7 @@ func (p *Provider) emit(line []byte) {
 }
 
 // capped keeps up to limit bytes and drops the rest, so that a command
-// printing without end is neither blocked nor kept in memory.
+// printing without end is neither blocked nor kept.
 type capped struct {
 	buf   bytes.Buffer
 	limit int
@@ -124,8 +121,7 @@ func (c *capped) Write(b []byte) (int, error) {
 	return c.buf.Write(b)
 }
 
-// lines cuts a stream into lines and emits each with prefix, cut short at
-// maxStderrLine bytes.
+// lines emits a stream line by line with prefix, each cut at maxStderrLine.
 type lines struct {
 	prefix string
 	emit   func([]byte)
@@ -171,8 +167,8 @@ func (l *lines) flush() {
 	}
 }
 
-// describe says how the run ended, for messages: never the command's text
-// or environment, which may hold secrets.
+// describe says how the run ended: never the command's text or
+// environment, which may hold secrets.
 func (o *outcome) describe() string {
 	switch {
 	case o.timedOut:

@@ -31,8 +31,6 @@ type paypalRefund struct {
 	Amount    *amountJSON `json:"amount"`
 	CustomID  string      `json:"custom_id"`
 	Breakdown struct {
-		// TotalRefunded is "the total amount refunded from the original
-		// capture to date" (Find checks its list against it).
 		TotalRefunded *amountJSON `json:"total_refunded_amount"`
 	} `json:"seller_payable_breakdown"`
 	CreateTime string `json:"create_time"`
@@ -71,8 +69,8 @@ func (r *paypalRefund) refund(meta func(custom string) map[string]string) (refun
 	return out, nil
 }
 
-// capture is the id of the capture the refund refunds, from its "up" link
-// (.../v2/payments/captures/{id}); "" when it has none.
+// capture is the id of the capture the refund refunds, from its "up"
+// link; "" when it has none.
 func (r *paypalRefund) capture() string {
 	for _, l := range r.Links {
 		if l.Rel != "up" {

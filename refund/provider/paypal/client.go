@@ -1,26 +1,25 @@
 // Package paypal is refundkit's PayPal provider: refund.Provider over
-// PayPal's REST API (Payments v2), hand-written on net/http. It is the only
-// code that knows PayPal's API: its token, request ids, where a refund says
-// whose it is, how its errors classify, and its limits; what the simulator
-// must read alike (headers, amounts) is in refund/provider/paypal/wire.
+// PayPal's REST API (Payments v2) on net/http, the only code that knows
+// PayPal's API.
 package paypal
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/provider/httpx"
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 )
 
-// PayPal's APIs: the sandbox, refundkit's default, and the live one, which
-// moves real money.
+// PayPal's APIs: the sandbox, refundkit's default, and the live one.
 const (
 	SandboxAPIBase = "https://api-m.sandbox.paypal.com"
 	LiveAPIBase    = "https://api-m.paypal.com"
@@ -29,9 +28,8 @@ const (
 // KeyTTL is how long PayPal keeps a PayPal-Request-Id (45 days).
 const KeyTTL = wire.RequestIDTTL
 
-// Client is the part of PayPal's API refundkit uses. It repeats no call of
-// its own accord but one: a call PayPal refused for its access token is
-// sent again, once, with a new token and the same request id.
+// Client is the part of PayPal's API refundkit uses. It repeats no call
+// but one PayPal refused for its access token: once, with a new token.
 type Client struct {
 	base, id, secret string
 	http             *http.Client
@@ -43,34 +41,24 @@ type Client struct {
 var _ refund.Provider = (*Client)(nil)
 
 // New returns a client for the API at base (SandboxAPIBase when empty)
-// that authenticates with the app's client id and secret. conns bounds the
-// connections kept open.
+// with the app's client id and secret, keeping conns connections open.
 func New(base, id, secret string, conns int) *Client {
 	if base == "" {
 		base = SandboxAPIBase
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = conns
-	return &Client{base: strings.TrimSuffix(base, "/"), id: id, secret: secret,
-		http: &http.Client{Transport: transport, Timeout: 80 * time.Second}, now: time.Now}
+	return &Client{base: strings.TrimSuffix(base, "/"), id: id, secret: secret, http: httpx.Client(conns), now: time.Now}
 }
 
-// APIBase is the API the client calls: the sandbox, the live API or a
-// simulator.
+// APIBase is the API the client calls.
 func (c *Client) APIBase() string { return c.base }
 
-// Facts are PayPal's. Request ids are kept 45 days. No answer is saved
-// under a request id that a retry would not update (a retry gets the
-// request's latest status), so no call is indeterminate and none completes
-// late behind a saved error. A capture's refunds are looked up through its
-// order (Find), so an item in doubt is looked up before anything is sent
-// again, as Stripe's are; KeyTTL still bounds a resend under the same key.
+// Facts are PayPal's. A retry gets the request's latest status, so no
+// call is indeterminate and none completes late behind a saved error.
 func (*Client) Facts() refund.Facts {
 	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"capture"}, LookupRequests: lookupRequests}
 }
 
-// refundRequest is the body of a refund: no amount refunds what is left of
-// the capture.
+// refundRequest is the body of a refund: no amount refunds the rest.
 type refundRequest struct {
 	Amount   *amountJSON `json:"amount,omitempty"`
 	CustomID string      `json:"custom_id,omitempty"`
@@ -83,10 +71,8 @@ type amountJSON struct {
 }
 
 // Create refunds the item's capture under the PayPal-Request-Id of
-// attempt (refund.IdempotencyKey: PayPal takes ids of up to 10,000
-// characters, so it is sent as it is, the id the journal names). A partial
-// refund's amount is converted from minor units exactly; a full refund
-// sends no amount. custom_id names batch, item and attempt (see customID).
+// attempt (refundkit's own key: PayPal takes up to 10,000 characters), its
+// custom_id naming batch, item and attempt.
 func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	if it.Capture == "" {
 		return refund.Answer{}, refund.RefusedHere("capture_required", errNoCapture)
@@ -116,15 +102,11 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 	if err != nil {
 		return refund.Answer{}, refund.Unreadable("paypal", status, err)
 	}
-	// Replayed stays false: PayPal answers a request id seen before with
-	// the request's latest status, and its docs show that answer as 201
-	// Created (idempotency guide) or 200 OK (refunds guide); captures.refund
-	// lists both for any success. Nothing in the answer says which it was.
+	// Replayed stays false: nothing in PayPal's answer says it is a replay.
 	return refund.Answer{Refund: out, HTTPStatus: status}, nil
 }
 
-// Payment reads capture p: what it captured and in which currency (a
-// capture is one payment; PayPal has no payment intents).
+// Payment reads capture p: what it captured and in which currency.
 func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {
 	if p.Capture == "" {
 		return refund.PaymentInfo{}, refund.RefusedHere("capture_required", errNoCapture)
@@ -151,8 +133,7 @@ func (*Client) Cancel(context.Context, string) (refund.Refund, error) {
 	return refund.Refund{}, refund.RefusedHere("cancel_unsupported", errNoCancel)
 }
 
-// Get reads refund id as PayPal holds it now: a PENDING refund settles
-// into COMPLETED, FAILED or CANCELLED.
+// Get reads refund id as PayPal holds it now.
 func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	var r paypalRefund
 	status, err := c.do(ctx, http.MethodGet, "/v2/payments/refunds/"+url.PathEscape(id), nil, "", &r)
@@ -166,9 +147,74 @@ func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	return out, nil
 }
 
-// Why a request is not sent.
-var (
-	errNoCapture  = errors.New("paypal: the item names no capture")
-	errNoCurrency = errors.New("paypal: a partial refund needs the item's currency")
-	errNoCancel   = errors.New("paypal: a refund cannot be canceled through PayPal's API")
-)
+// Rate is the requests per second refundkit assumes a PayPal app may
+// send: PayPal publishes no limit, so this is a conservative guess, which
+// the pacer lowers on a 429 and --rate replaces.
+const Rate = 10
+
+// Limits is share (0 to 1] of Rate for refund.NewPacer, for each
+// endpoint: the look-up is two requests (the capture, then its order).
+func Limits(share float64) refund.Limits {
+	r := Rate * share
+	return refund.Limits{Global: r, Create: r, List: r / lookupRequests, Charges: r, Get: r, ListRequests: lookupRequests}
+}
+
+const lookupRequests = 2
+
+// Backoff spaces retries, further than Stripe's: PayPal judges its rate
+// over a minute.
+var Backoff = refund.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second}
+
+// do sends one request with the current access token and decodes a
+// success into out; its error is a *refund.Failure. A 401 from PayPal (a
+// token expired or revoked) renews the token and sends the same request
+// again once, with the same body and requestID.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, requestID string, out any) (int, error) {
+	stale := ""
+	for try := 0; ; try++ {
+		token, err := c.accessToken(ctx, stale)
+		if err != nil {
+			return 0, err
+		}
+		res, data, err := c.send(ctx, method, path, body, requestID, token)
+		if err != nil {
+			return 0, err
+		}
+		status, debugID := res.StatusCode, res.Header.Get(wire.DebugIDHeader)
+		if status >= 200 && status < 300 { // 200 or 201; any other has no refund to read
+			if err := json.Unmarshal(data, out); err != nil {
+				return status, refund.Unreadable("paypal", status, err)
+			}
+			return status, nil
+		}
+		if status == http.StatusUnauthorized && debugID != "" && try == 0 {
+			stale = token
+			continue
+		}
+		return status, classify(status, debugID, data, false)
+	}
+}
+
+// send makes one HTTP request and reads its answer.
+func (c *Client) send(ctx context.Context, method, path string, body []byte, requestID, token string) (*http.Response, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, nil, refund.NoAnswer(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+		// The whole refund in the answer, custom_id and amount included
+		// (the default, return=minimal, gives only id and status).
+		req.Header.Set("Prefer", "return=representation")
+	}
+	if requestID != "" {
+		req.Header.Set(wire.RequestIDHeader, requestID)
+	}
+	return httpx.Do(c.http, req)
+}

@@ -1,13 +1,9 @@
 package paypal
 
 // The look-up: a capture's refunds, whoever made them. Payments v2 shows a
-// capture without its refunds but names the order it was made through
-// (supplementary_data.related_ids.order_id: "Order ID related to the
-// resource"); Orders v2 shows that order with each purchase unit's
-// payments ("refunds: An array of refunds for a purchase unit"), each
-// refund with its status, amount, custom_id and links, "up" to the
-// capture it refunds. Where no order lists them, the capture's own status
-// (REFUNDED, PARTIALLY_REFUNDED) still says whether refunds exist.
+// capture without its refunds but names its order, and Orders v2 shows the
+// order's refunds, each linked "up" to the capture it refunds. Where no
+// order lists them, the capture's status still says whether refunds exist.
 
 import (
 	"cmp"
@@ -25,8 +21,7 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 )
 
-// captureJSON is a captured payment as Payments v2 shows it: the fields
-// the look-up reads.
+// captureJSON is a captured payment as Payments v2 shows it.
 type captureJSON struct {
 	ID                string      `json:"id"`
 	Status            string      `json:"status"`
@@ -38,8 +33,7 @@ type captureJSON struct {
 	} `json:"supplementary_data"`
 }
 
-// orderJSON is an order as Orders v2 shows it: its purchase units'
-// payments.
+// orderJSON is an order as Orders v2 shows it.
 type orderJSON struct {
 	ID            string `json:"id"`
 	PurchaseUnits []struct {
@@ -55,15 +49,11 @@ type idJSON struct {
 	ID string `json:"id"`
 }
 
-// Find returns the capture's refunds, newest first: GET the capture, then
-// GET its order and keep the order's refunds of this capture, their
-// metadata read from custom_id (a digest custom_id is refundkit's, but
-// whose only Create can tell: unattributed). What PayPal says the capture
-// has given back, and the order does not show, is one more unattributed
-// refund standing for the refunds not listed: all of them where nothing
-// can be listed (the capture names no order, the order cannot be read or
-// does not list it), so that a capture PayPal says is refunded in whole or
-// in part holds its item. Only a capture that cannot be read is an error.
+// Find returns the capture's refunds, newest first, from its order. What
+// PayPal says the capture has given back and the order does not show is
+// one more unattributed refund (unlisted), so that a capture PayPal says
+// is refunded holds its item. Only a capture that cannot be read is an
+// error.
 func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, error) {
 	if p.Capture == "" {
 		return nil, refund.RefusedHere("capture_required", errNoCapture)
@@ -113,9 +103,8 @@ func (c *Client) capture(ctx context.Context, id string) (captureJSON, int, erro
 	return cp, status, err
 }
 
-// capturedAmounts keeps what captures read lately captured, and in which
-// currency, which never changes: the check of an item's currency before
-// its call asks again for the capture its look-up has just read.
+// capturedAmounts keeps what captures read lately captured (it never
+// changes): Payment asks again for the capture a look-up has just read.
 type capturedAmounts struct {
 	mu sync.Mutex
 	m  map[string]refund.PaymentInfo
@@ -140,11 +129,9 @@ func (c *capturedAmounts) put(id string, info refund.PaymentInfo) {
 var errNotInOrder = errors.New("the order does not list the capture")
 
 // refundsOf returns the order's refunds of capture, newest first, and the
-// most any of them says the capture has given back to date
-// (seller_payable_breakdown.total_refunded_amount). A refund names its
-// capture by its "up" link; one without that link is the capture's when
-// its purchase unit holds no other capture, and otherwise unattributed: it
-// may be this capture's.
+// most any says the capture has given back to date. A refund without an
+// "up" link is the capture's when its purchase unit holds no other
+// capture, else unattributed.
 func (o *orderJSON) refundsOf(capture string) ([]refund.Refund, int64, error) {
 	var out []refund.Refund
 	var total int64
@@ -169,7 +156,7 @@ func (o *orderJSON) refundsOf(capture string) ([]refund.Refund, int64, error) {
 				x.Capture = capture
 			}
 			// A digest custom_id is refundkit's, but whose only Create can
-			// tell (matchCustomID): it may be this item's own.
+			// tell (matchCustomID).
 			if up == "" && len(pay.Captures) > 1 || strings.HasPrefix(r.CustomID, digestPrefix) {
 				x = unattributed(x)
 			}
@@ -189,14 +176,10 @@ func (o *orderJSON) refundsOf(capture string) ([]refund.Refund, int64, error) {
 	return out, total, nil
 }
 
-// unlisted completes refunds, the capture's refunds as listed (why: what
-// keeps the list from being whole), with one unattributed refund standing
-// for what PayPal says the capture has given back and the list does not
-// show: a capture REFUNDED or PARTIALLY_REFUNDED with no live refund
-// listed, a REFUNDED one whose listed refunds do not add up to it, or a
-// total_refunded_amount beyond them. The engine then holds the item rather
-// than refund it again: one of the unlisted refunds may be refundkit's
-// own, from a journal that was lost.
+// unlisted completes refunds, the capture's as listed (why: what keeps
+// the list from being whole), with one unattributed refund for what PayPal
+// says the capture has given back beyond them. The engine then holds the
+// item: an unlisted refund may be refundkit's own, from a lost journal.
 func (cp *captureJSON) unlisted(refunds []refund.Refund, total int64, why string) []refund.Refund {
 	var live int64
 	anyLive, summed := false, true
@@ -219,8 +202,7 @@ func (cp *captureJSON) unlisted(refunds []refund.Refund, total int64, why string
 	var missing int64 // 0: some, how much unknown
 	switch {
 	case anyLive && (!summed || live < 0):
-		// Refunds that add up beyond int64, or below 0, are no sum: how
-		// much is missing cannot be told.
+		// No sum (beyond int64, or below 0): how much is missing is unknown.
 	case cp.Status == "REFUNDED" && live < amount:
 		missing = amount - live
 	case total > live:
@@ -237,4 +219,12 @@ func (cp *captureJSON) unlisted(refunds []refund.Refund, total int64, why string
 // refunded reports whether PayPal says the capture holds refunds.
 func (cp *captureJSON) refunded() bool {
 	return cp.Status == "REFUNDED" || cp.Status == "PARTIALLY_REFUNDED"
+}
+
+// unattributed marks r as a refund whose maker cannot be told: it holds
+// the item (refund.Refund.Unattributed).
+func unattributed(r refund.Refund) refund.Refund {
+	r.Unattributed = true
+	r.Metadata = nil
+	return r
 }

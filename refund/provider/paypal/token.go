@@ -1,14 +1,12 @@
 package paypal
 
-// The OAuth2 access token (client credentials), shared by every call of a
-// client: fetched once, renewed before it expires, and renewed when PayPal
-// refuses it, without a new request id for the call that is repeated.
+// The OAuth2 access token (client credentials) every call of a client
+// shares: renewed before it expires, and when PayPal refuses it.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,11 +14,11 @@ import (
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/provider/httpx"
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 )
 
-// renewBefore is how long before its expiry a token is renewed: a call
-// never leaves with a token about to expire on its way.
+// renewBefore is how long before its expiry a token is renewed.
 const renewBefore = 5 * time.Minute
 
 // tokens holds the current access token. Its zero value has none.
@@ -37,11 +35,9 @@ type tokenAnswer struct {
 	ExpiresIn   int64  `json:"expires_in"` // seconds
 }
 
-// accessToken returns a token that is good for at least renewBefore (or
-// half its life, for a short-lived one), fetching one when there is none
-// or it is about to expire. stale is a token PayPal refused: it is
-// dropped, unless another call has renewed it already. Calls wait for one
-// fetch rather than each fetching.
+// accessToken returns a token good for at least renewBefore (or half its
+// life, for a short-lived one); stale is a token PayPal refused, dropped
+// unless another call renewed it already. Calls wait for one fetch.
 func (c *Client) accessToken(ctx context.Context, stale string) (string, error) {
 	t := &c.tokens
 	t.mu.Lock()
@@ -62,9 +58,8 @@ func (c *Client) accessToken(ctx context.Context, stale string) (string, error) 
 	return t.token, nil
 }
 
-// fetchToken asks the token endpoint for a new token with the client's
-// id and secret. Neither the secret nor the token ever appears in its
-// errors.
+// fetchToken asks for a new token. Neither the secret nor the token ever
+// appears in its errors.
 func (c *Client) fetchToken(ctx context.Context) (tokenAnswer, error) {
 	body := strings.NewReader(url.Values{"grant_type": {"client_credentials"}}.Encode())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/oauth2/token", body)
@@ -74,14 +69,9 @@ func (c *Client) fetchToken(ctx context.Context) (tokenAnswer, error) {
 	req.SetBasicAuth(c.id, c.secret)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	res, err := c.http.Do(req)
+	res, data, err := httpx.Do(c.http, req)
 	if err != nil {
-		return tokenAnswer{}, refund.NoAnswer(err)
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
-	if err != nil {
-		return tokenAnswer{}, refund.NoAnswer(err)
+		return tokenAnswer{}, err
 	}
 	if res.StatusCode != http.StatusOK {
 		return tokenAnswer{}, classify(res.StatusCode, res.Header.Get(wire.DebugIDHeader), data, true)

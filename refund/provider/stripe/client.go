@@ -1,12 +1,10 @@
 // Package stripe is refundkit's Stripe provider: refund.Provider over
-// stripe-go. It is the only code that knows Stripe's API: its parameters
-// and metadata, how its errors classify, its rate limits and backoff.
+// stripe-go, the only code that knows Stripe's API.
 package stripe
 
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -16,14 +14,14 @@ import (
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/money"
+	"github.com/refundkit/refundkit/refund/provider/httpx"
 )
 
 // DefaultAPIBase is Stripe's API.
 const DefaultAPIBase = "https://api.stripe.com"
 
-// Client is the part of Stripe's API refundkit uses, through stripe-go.
-// stripe-go's own retries are off: whether a call may be repeated, and with
-// which key, is decided by the engine, where the checkpoint is.
+// Client is the part of Stripe's API refundkit uses. stripe-go's retries
+// are off: the engine, where the checkpoint is, decides.
 type Client struct {
 	refunds striperefund.Client
 	charges stripecharge.Client
@@ -32,33 +30,31 @@ type Client struct {
 var _ refund.Provider = (*Client)(nil)
 
 // New returns a client for the API at base (DefaultAPIBase when empty)
-// that authenticates with key. conns bounds the connections kept open.
+// with key, keeping conns connections open.
 func New(base, key string, conns int) *Client {
 	if base == "" {
 		base = DefaultAPIBase
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = conns
+	hc := httpx.Client(conns)
+	hc.Transport = noteTransport{hc.Transport}
 	backend := stripego.GetBackendWithConfig(stripego.APIBackend, &stripego.BackendConfig{
 		URL:               stripego.String(base),
-		HTTPClient:        &http.Client{Transport: noteTransport{transport}, Timeout: 80 * time.Second},
+		HTTPClient:        hc,
 		MaxNetworkRetries: stripego.Int64(0),
 		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
 	})
 	return &Client{refunds: striperefund.Client{B: backend, Key: key}, charges: stripecharge.Client{B: backend, Key: key}}
 }
 
-// Facts are Stripe's: keys are kept at least 24 hours, and a call answered
-// with Stripe's own 500 may still complete while Stripe repairs an
-// incident. They depend on no client: a nil *Client has them too.
+// Facts are Stripe's: a call answered with its own 500 may still complete
+// (LateOutcomes). A nil *Client has them too.
 func (*Client) Facts() refund.Facts {
 	return refund.Facts{Name: "Stripe", KeyTTL: 24 * time.Hour, LateOutcomes: true, Backoff: Backoff,
 		Payments: []string{"charge", "payment_intent"}}
 }
 
 // Create sends one refund request for it under the idempotency key of
-// attempt. The refund's metadata names batch, item and attempt so the
-// refund can be found and matched later.
+// attempt, its metadata naming batch, item and attempt.
 func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	params := &stripego.RefundParams{}
 	ctx, note := noted(ctx)
@@ -116,9 +112,8 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	return out, nil
 }
 
-// Payment reads a charge (GET /v1/charges/{id}), or the charges of a
-// payment intent (GET /v1/charges?payment_intent=), in one request: what
-// was captured, in which currency, and by which charges.
+// Payment reads a charge, or the charges of a payment intent, in one
+// request: what was captured, in which currency, by which charges.
 func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {
 	ctx, note := noted(ctx)
 	var info refund.PaymentInfo
@@ -131,11 +126,6 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 			info.Currency = string(ch.Currency)
 		}
 	}
-	// No payment captures that much: an answer not understood, for good.
-	overflow := func() error {
-		return &refund.Failure{Class: refund.ClassFinal, Code: refund.CodeLookupFailed, Err: over,
-			Message: fmt.Sprintf("the captured amounts of %s: %v", p.ID(), over)}
-	}
 	if p.Charge != "" {
 		params := &stripego.ChargeParams{}
 		params.Context = ctx
@@ -144,33 +134,29 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 			return refund.PaymentInfo{}, note.failure(err)
 		}
 		add(ch)
-		if over != nil {
-			return refund.PaymentInfo{}, overflow()
+	} else {
+		params := &stripego.ChargeListParams{PaymentIntent: stripego.String(p.PaymentIntent)}
+		params.Context = ctx
+		params.Limit = stripego.Int64(100)
+		iter := c.charges.List(params)
+		for iter.Next() {
+			ch := iter.Charge()
+			info.Charges = append(info.Charges, ch.ID)
+			add(ch)
 		}
-		return info, nil
+		if err := iter.Err(); err != nil {
+			return refund.PaymentInfo{}, note.failure(err)
+		}
 	}
-	params := &stripego.ChargeListParams{PaymentIntent: stripego.String(p.PaymentIntent)}
-	params.Context = ctx
-	params.Limit = stripego.Int64(100)
-	iter := c.charges.List(params)
-	for iter.Next() {
-		ch := iter.Charge()
-		info.Charges = append(info.Charges, ch.ID)
-		add(ch)
-	}
-	if err := iter.Err(); err != nil {
-		return refund.PaymentInfo{}, note.failure(err)
-	}
-	if over != nil {
-		return refund.PaymentInfo{}, overflow()
+	if over != nil { // no payment captures that much: not understood, for good
+		return refund.PaymentInfo{}, &refund.Failure{Class: refund.ClassFinal, Code: refund.CodeLookupFailed, Err: over,
+			Message: fmt.Sprintf("the captured amounts of %s: %v", p.ID(), over)}
 	}
 	return info, nil
 }
 
-// Cancel cancels a refund. Stripe cancels only refunds that still require
-// action; it refuses the others (succeeded and pending refunds cannot be
-// reversed through the API). The key, derived from the refund id, makes a
-// repeated cancel harmless.
+// Cancel cancels a refund that still requires action (Stripe refuses the
+// others), under a key of the refund id that makes a repeat harmless.
 func (c *Client) Cancel(ctx context.Context, id string) (refund.Refund, error) {
 	params := &stripego.RefundCancelParams{}
 	ctx, note := noted(ctx)
@@ -206,3 +192,25 @@ func toRefund(r *stripego.Refund) refund.Refund {
 	}
 	return out
 }
+
+// Stripe's documented rate limits per second (docs.stripe.com/rate-limits):
+// per account, live and test mode, and per endpoint.
+const (
+	LiveRate     = 100
+	TestRate     = 25
+	EndpointRate = 25
+)
+
+// Limits is share (0 to 1] of Stripe's limits for the mode, for
+// refund.NewPacer.
+func Limits(live bool, share float64) refund.Limits {
+	global := float64(TestRate)
+	if live {
+		global = LiveRate
+	}
+	e := EndpointRate * share
+	return refund.Limits{Global: global * share, Create: e, List: e, Charges: e, Get: e}
+}
+
+// Backoff spaces retries within Stripe's rate limits.
+var Backoff = refund.Backoff{Base: 250 * time.Millisecond, Max: 16 * time.Second}

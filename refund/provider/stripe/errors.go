@@ -18,8 +18,7 @@ import (
 // noteKey carries an *answerNote in a request's context.
 type noteKey struct{}
 
-// answerNote is what the headers of a call's answer say beyond what
-// stripe-go keeps: its status, and why Stripe refused it for its rate.
+// answerNote is what an answer says beyond what stripe-go keeps.
 type answerNote struct {
 	mu              sync.Mutex
 	status          int // the HTTP status of the last answer
@@ -54,15 +53,10 @@ func (n *answerNote) failure(err error) *refund.Failure {
 }
 
 // classify sorts an error from stripe-go; answered is the HTTP status of
-// the answer as it came (0: none) and reason its
-// Stripe-Rate-Limited-Reason.
-//
-// Only Stripe's own 500 (an api_error body, with the Request-Id header
-// Stripe puts on every answer) is saved under the key. A 502 or 504 comes
-// from a gateway in front of Stripe, even with a Stripe-shaped body, and
-// an answer stripe-go cannot read as Stripe's (a gateway's HTML page) is no
-// answer from Stripe either: the refund may still be under way, so they
-// count as no answer and are retried with the same key.
+// the answer (0: none), reason its Stripe-Rate-Limited-Reason. Only
+// Stripe's own 500 (api_error, with a Request-Id) is saved under the key;
+// a 502 or 504, or an answer that is not Stripe's, is a gateway's: no
+// answer, retried with the same key.
 func classify(err error, answered int, reason string) *refund.Failure {
 	f := &refund.Failure{Class: refund.ClassRetry, Err: err, Message: err.Error()}
 	var se *stripego.Error

@@ -1,23 +1,12 @@
 // Package webhook is refundkit's receiver of Adyen's notifications, as an
-// http.Handler: Adyen posts a refund's outcome as a signed notification,
-// retried until it is answered [accepted]; the handler verifies every
-// item, keeps it in a notes.Store and answers [accepted] only once the
-// store has made it durable. A request with any item that does not verify
-// is refused whole, with nothing of it written.
-//
-// Statuses (each refusal but 404 is counted by reason, Stats):
-//
-//	200 [accepted]  every item kept (or kept already: Adyen's retry)
-//	404             another path
-//	405             not a POST
-//	401             basic auth configured and wrong or missing ("auth"); an item's
-//	                hmacSignature wrong or missing ("hmac")
-//	413             body over MaxBody ("too_large")
-//	400             not a notification request: broken JSON, no items, live not
-//	                "true"/"false" ("bad_request")
-//	422             an item of another merchant account than the one configured
-//	                ("merchant"): a webhook pointed at the wrong receiver
-//	500             the store failed: nothing is answered [accepted], Adyen retries
+// http.Handler: it verifies every item of a request, keeps them in a
+// notes.Store, and answers [accepted] (which ends Adyen's retries) only
+// once the store made them durable. A request with an item that does not
+// verify is refused whole. Refusals, counted by reason (Stats): 401 basic
+// auth ("auth") or an item's hmacSignature ("hmac") wrong or missing, 405
+// not a POST ("method"), 413 over MaxBody ("too_large"), 400 not a
+// notification request ("bad_request"), 422 another merchant account
+// ("merchant"); 404 another path, 500 the store failed.
 package webhook
 
 import (
@@ -36,34 +25,21 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 )
 
-// DefaultMaxBody is the largest request body taken by default: Adyen
-// batches a few items in one request, far below it.
+// DefaultMaxBody is the largest request body taken by default.
 const DefaultMaxBody = 1 << 20
 
 // Config configures a Handler.
 type Config struct {
-	// Key is the HMAC key (wire.ParseHMACKey): every item must carry its
-	// signature under it.
-	Key []byte
-	// Path is the one path served (default /adyen/notifications).
-	Path string
-	// MerchantAccount, if set, is the only merchantAccountCode taken.
-	MerchantAccount string
-	// Username and Password, if set, are the basic auth Adyen's webhook
-	// sends (both or neither).
-	Username, Password string
-	// Refunds keeps refund events (wire.RefundEvent); Others every other
-	// event, kept apart so that none is lost.
+	Key                []byte // the HMAC key (wire.ParseHMACKey) every item is signed under
+	Path               string // the one path served (default DefaultPath)
+	MerchantAccount    string // if set, the only merchantAccountCode taken
+	Username, Password string // if set, the basic auth Adyen sends (both or neither)
+	// Refunds keeps refund events (wire.RefundEvent), Others the rest.
 	Refunds, Others notes.Store
-	// MaxBody bounds a request's body (default DefaultMaxBody).
-	MaxBody int64
-	// StoreTimeout bounds a request's Adds (default 30s; Adyen waits 10s
-	// for an answer, then retries).
-	StoreTimeout time.Duration
-	// Now is the clock of Received (default time.Now).
-	Now func() time.Time
-	// Logf prints a message for people (default: none).
-	Logf func(format string, args ...any)
+	MaxBody         int64                            // default DefaultMaxBody
+	StoreTimeout    time.Duration                    // bounds a request's Adds (default 30s; Adyen waits 10s)
+	Now             func() time.Time                 // the clock of Received (default time.Now)
+	Logf            func(format string, args ...any) // messages for people (default: none)
 }
 
 // DefaultPath is the path served when Config.Path is empty.
@@ -108,7 +84,6 @@ type Stats struct {
 	NotFound         int64            `json:"not_found"`         // requests for another path
 }
 
-// New checks cfg and returns its Handler.
 func New(cfg Config) (*Handler, error) {
 	if len(cfg.Key) == 0 {
 		return nil, errors.New("no HMAC key")
@@ -192,8 +167,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusBadRequest, ReasonBadRequest, fmt.Sprintf("live %q: want \"true\" or \"false\"", req.Live))
 		return
 	}
-	// Every item is checked before any is kept: a request with one bad
-	// item writes nothing.
+	// Every item is checked before any is kept.
 	for i := range req.NotificationItems {
 		it := &req.NotificationItems[i].NotificationRequestItem
 		if !wire.Verify(it, h.cfg.Key) {
@@ -251,8 +225,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, wire.Accepted)
 }
 
-// authorized compares the basic auth in constant time (of digests, so
-// that not even the lengths tell).
+// authorized compares the basic auth in constant time, of digests so that
+// not even the lengths tell.
 func (h *Handler) authorized(r *http.Request) bool {
 	u, p, ok := r.BasicAuth()
 	uh, ph := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))

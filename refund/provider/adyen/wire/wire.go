@@ -1,8 +1,7 @@
-// Package wire is what refundkit's Adyen client (refund/provider/adyen), its
-// notification receiver (refund/provider/adyen/webhook) and the simulator
-// (refund/sim/adyensim) must read and write alike: the idempotency key and
-// reference that name a refund's batch, item and attempt, the notification
-// Adyen posts, and its HMAC signature. Nothing here makes a call.
+// Package wire is what Adyen's client, its notification receiver and the
+// simulator must read and write alike: the idempotency key and reference
+// that name a refund's batch, item and attempt, the notification Adyen
+// posts, and its HMAC signature.
 package wire
 
 import (
@@ -17,10 +16,7 @@ import (
 )
 
 // KeyTTL is how long refundkit trusts Adyen to keep an idempotency key:
-// Adyen's current page says "valid for a minimum period of 31 days after
-// first submission", its legacy page (still linked, for older
-// integrations) said 7 days. refundkit designs by the lower figure it
-// cannot rule out for a given account.
+// Adyen says 31 days now, its legacy page 7; the lower cannot be ruled out.
 const KeyTTL = 7 * 24 * time.Hour
 
 // Limits of Adyen's fields.
@@ -34,9 +30,8 @@ const (
 	refPrefix = "refundkit:"
 )
 
-// Key is the Idempotency-Key of a refund attempt: a digest of batch, item
-// and attempt, since refundkit's own key (refundkit:<batch>:<item>:<n>)
-// may pass Adyen's 64 characters.
+// Key is the Idempotency-Key of a refund attempt: a digest, since
+// refundkit's own key may pass Adyen's 64 characters.
 func Key(batch, item string, attempt int) string {
 	return keyPrefix + hex.EncodeToString(digest(batch, item, attempt)[:24])
 }
@@ -46,26 +41,23 @@ func digest(batch, item string, attempt int) []byte {
 	return sum[:]
 }
 
-// Reference is a refund's reference, which Adyen echoes as the
-// merchantReference of the refund's notifications, so that a notification
-// names its item without the journal: refundkit:<batch>:<item>:<attempt>.
-// A batch holds no ':', so the first and last ':' split it. It must fit
-// Adyen's 80 characters (ReferenceFits), so an item whose batch and item
-// do not fit is refused before anything is sent.
+// Reference is a refund's reference, refundkit:<batch>:<item>:<attempt>,
+// which Adyen echoes as its notifications' merchantReference. A batch holds
+// no ':', so the first and last ':' split it.
 func Reference(batch, item string, attempt int) string {
 	return refPrefix + batch + ":" + item + ":" + strconv.Itoa(attempt)
 }
 
-// MaxBatchItem is how long batch and item may be together: a reference
-// holds them, the prefix, two ':' and an attempt of up to four digits.
+// MaxBatchItem is how long batch and item may be together in a reference
+// (with the prefix, two ':' and an attempt of up to four digits).
 const MaxBatchItem = MaxReference - len(refPrefix) - 2 - 4
 
-// ReferenceFits reports whether the references of batch and item fit
-// Adyen's 80 characters for every attempt a run can make.
+// ReferenceFits reports whether the references of batch and item fit for
+// every attempt a run can make.
 func ReferenceFits(batch, item string) bool { return len(batch)+len(item) <= MaxBatchItem }
 
-// ParseReference reads batch, item and attempt from a reference Reference
-// wrote; ok is false for a reference that is not refundkit's.
+// ParseReference reads back what Reference wrote; ok is false for any
+// other reference.
 func ParseReference(s string) (batch, item string, attempt int, ok bool) {
 	rest, found := strings.CutPrefix(s, refPrefix)
 	if !found {
@@ -82,19 +74,15 @@ func ParseReference(s string) (batch, item string, attempt int, ok bool) {
 	return rest[:i], rest[i+1 : j], n, true
 }
 
-// Event codes of the notifications that tell a refund's outcome.
+// Event codes: those that tell a refund's outcome, and two others kept
+// apart (every other event is kept apart too).
 const (
-	EventRefund          = "REFUND"            // success true: refunded; false: refused
-	EventRefundFailed    = "REFUND_FAILED"     // a refund that succeeded failed later (the bank returned it)
-	EventRefundReversed  = "REFUNDED_REVERSED" // the refunded money came back to the merchant
-	EventRefundWithData  = "REFUND_WITH_DATA"  // an unreferenced refund: not refundkit's kind, kept
-	EventCancelOrRefund  = "CANCEL_OR_REFUND"  // kept, never refundkit's
-	EventCaptureFailed   = "CAPTURE_FAILED"    // kept
-	EventAuthorisation   = "AUTHORISATION"     // kept
-	EventCancellation    = "CANCELLATION"      // kept
-	EventCapture         = "CAPTURE"           // kept
-	EventRefundPending   = "REFUND_PENDING"    // some payment methods: accepted, not done
-	EventTechnicalCancel = "TECHNICAL_CANCEL"  // kept
+	EventRefund         = "REFUND"            // success true: refunded; false: refused
+	EventRefundFailed   = "REFUND_FAILED"     // a refund that succeeded failed later (the bank returned it)
+	EventRefundReversed = "REFUNDED_REVERSED" // the refunded money came back to the merchant
+	EventRefundPending  = "REFUND_PENDING"    // some payment methods: accepted, not done
+	EventAuthorisation  = "AUTHORISATION"
+	EventCapture        = "CAPTURE"
 )
 
 // RefundEvent reports an event code that speaks of a refund's outcome.
@@ -122,8 +110,8 @@ type RefundAnswer struct {
 	Amount              Amount `json:"amount"`
 }
 
-// Item is one NotificationRequestItem as Adyen posts it. success is the
-// string "true" or "false", as Adyen writes it.
+// Item is one NotificationRequestItem as Adyen posts it (success is the
+// string "true" or "false").
 type Item struct {
 	AdditionalData      map[string]string `json:"additionalData,omitempty"`
 	Amount              Amount            `json:"amount"`
@@ -139,8 +127,7 @@ type Item struct {
 	Operations          []string          `json:"operations,omitempty"`
 }
 
-// Request is the body of one notification request: Adyen posts one or
-// more items, and expects "[accepted]" once all are stored.
+// Request is the body of one notification request.
 type Request struct {
 	Live              string `json:"live"`
 	NotificationItems []struct {
@@ -154,16 +141,14 @@ const Accepted = "[accepted]"
 // SignatureField is where an item's signature is, in additionalData.
 const SignatureField = "hmacSignature"
 
-// SigningString is what an item's signature is computed over:
-// pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success,
-// an absent field as the empty string.
+// SigningString is what an item's signature is computed over, an absent
+// field as "".
 func SigningString(it *Item) string {
 	return strings.Join([]string{it.PSPReference, it.OriginalReference, it.MerchantAccountCode, it.MerchantReference,
 		strconv.FormatInt(it.Amount.Value, 10), it.Amount.Currency, it.EventCode, it.Success}, ":")
 }
 
-// ErrBadHMACKey: the HMAC key is not the hex string Adyen's Customer Area
-// shows.
+// ErrBadHMACKey is ParseHMACKey's error.
 var ErrBadHMACKey = errors.New("the HMAC key is not hex (Adyen shows it as 64 hex digits)")
 
 // ParseHMACKey decodes the HMAC key as Adyen gives it, in hex.
@@ -175,12 +160,14 @@ func ParseHMACKey(s string) ([]byte, error) {
 	return k, nil
 }
 
-// Sign returns the signature of it under key (decoded, ParseHMACKey):
-// base64 of HMAC-SHA256 over SigningString.
-func Sign(it *Item, key []byte) string {
+// Sign returns the signature of it under key (ParseHMACKey): base64 of
+// HMAC-SHA256 over SigningString.
+func Sign(it *Item, key []byte) string { return base64.StdEncoding.EncodeToString(mac(it, key)) }
+
+func mac(it *Item, key []byte) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(SigningString(it)))
-	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+	return m.Sum(nil)
 }
 
 // SetSignature signs it in place (the simulator's, and tests').
@@ -198,15 +185,11 @@ func Verify(it *Item, key []byte) bool {
 	if err != nil || len(got) == 0 {
 		return false
 	}
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(SigningString(it)))
-	return hmac.Equal(got, m.Sum(nil))
+	return hmac.Equal(got, mac(it, key))
 }
 
-// Notification is one accepted item as a store keeps it (a line of the
-// receiver's file, a row of its table): the item as Adyen sent it, its
-// signature included, so that every reader verifies it again, and when it
-// was first received.
+// Notification is one accepted item as a store keeps it: as Adyen sent
+// it, its signature included so that every reader verifies it again.
 type Notification struct {
 	V        int       `json:"v"`
 	Received time.Time `json:"received"`
@@ -217,9 +200,7 @@ type Notification struct {
 // Version is the version of Notification this build writes.
 const Version = 1
 
-// DedupKey is what makes two notifications one: Adyen retries a
-// notification until it is answered [accepted], with the same event code,
-// pspReference and success.
+// DedupKey is what makes two notifications one (Adyen's retries).
 func DedupKey(it *Item) string {
 	return it.EventCode + ":" + it.PSPReference + ":" + it.Success
 }

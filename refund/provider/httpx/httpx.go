@@ -1,0 +1,81 @@
+// Package httpx is what the providers' HTTP clients share: their
+// connections, one answer read, and the one mapping of an answer that is
+// not a success to a *refund.Failure (Adyen's and PayPal's).
+package httpx
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// Client keeps conns connections open per host and gives up a call after
+// 80 s.
+func Client(conns int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = conns
+	return &http.Client{Transport: t, Timeout: 80 * time.Second}
+}
+
+// Do sends req and reads the answer's body, up to 1 MiB. An error is no
+// answer (refund.NoAnswer).
+func Do(c *http.Client, req *http.Request) (*http.Response, []byte, error) {
+	res, err := c.Do(req)
+	if err != nil {
+		return nil, nil, refund.NoAnswer(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if err != nil {
+		return nil, nil, refund.NoAnswer(err)
+	}
+	return res, body, nil
+}
+
+// Provider names a provider in its failures.
+type Provider struct {
+	Name    string // errors start with it: "adyen"
+	Title   string // "from something in front of Adyen"
+	NotOwn  string // what an answer not the provider's lacks: "no Adyen error body"
+	RefName string // what names an answer for the provider's support: "pspReference"
+}
+
+// Failure classifies an answer of status that is not a success. code and
+// msg are what its body says ("" for nothing), ref names it for the
+// provider's support (added to the message). In order:
+//   - an answer that is not the provider's own (own false) is a gateway's or
+//     a proxy's: no answer, the refund may be under way, so the call is
+//     repeated under the same key;
+//   - rule, the provider's own, decides when it returns true (it may change
+//     f and leave the rest to decide);
+//   - 429 is rate limited: repeated;
+//   - 401 and 403 refuse the credentials: the run halts;
+//   - any other refuses the refund: final.
+func (p Provider) Failure(status int, own bool, code, msg, ref string, rule func(f *refund.Failure) bool) *refund.Failure {
+	if code == "" {
+		code = "http_" + strconv.Itoa(status)
+	}
+	if msg == "" {
+		msg = "no error message"
+	}
+	f := &refund.Failure{Class: refund.ClassFinal, Status: status, Code: code, Message: msg}
+	switch {
+	case !own:
+		f.Class, f.Status, f.Code = refund.ClassRetry, 0, "gateway_"+strconv.Itoa(status)
+		f.Message = fmt.Sprintf("%d from something in front of %s (%s)", status, p.Title, p.NotOwn)
+	case rule(f):
+	case status == http.StatusTooManyRequests:
+		f.Class, f.RateLimited, f.AccountLimit = refund.ClassRetry, true, true
+	case status == http.StatusUnauthorized, status == http.StatusForbidden:
+		f.Class = refund.ClassFatal
+	}
+	if ref != "" {
+		f.Message += " (" + p.RefName + " " + ref + ")"
+	}
+	f.Err = fmt.Errorf("%s: %d %s: %s", p.Name, status, f.Code, f.Message)
+	return f
+}
