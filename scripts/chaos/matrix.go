@@ -68,85 +68,58 @@ type sizes struct {
 	WrongURLItems int
 }
 
-var quickSizes = sizes{
-	Seeds:     1,
-	KillItems: 200, Kills: 20,
-	TermItems: 80, Terms: 3,
-	StormItems: 24,
-	FaultItems: 80, FaultRounds: 3,
-	DiskItems: 120, DiskStartK: 16, DiskStepK: 16,
-	TornItems: 60, TornRounds: 4, Corruptions: 3,
-	LockRounds: 2, ShardItems: 60,
-	HostileCases: 25,
-	LegacyItems:  40, LegacyRefundedEach: 3,
+// sizesOf gives every count its quick value (CI) or its full one (the
+// report): each pick is (quick, full).
+func sizesOf(quick bool) sizes {
+	pick := func(q, f int) int {
+		if quick {
+			return q
+		}
+		return f
+	}
+	return sizes{
+		Seeds:     pick(1, 5),
+		KillItems: pick(200, 4000), Kills: pick(20, 150),
+		TermItems: pick(80, 1000), Terms: pick(3, 20),
+		StormItems: pick(24, 200),
+		FaultItems: pick(80, 1500), FaultRounds: pick(3, 8),
+		DiskItems: pick(120, 2000), DiskStartK: pick(16, 32), DiskStepK: pick(16, 64),
+		TornItems: pick(60, 800), TornRounds: pick(4, 30), Corruptions: pick(3, 16),
+		LockRounds: pick(2, 10), ShardItems: pick(60, 2000),
+		HostileCases: pick(25, 300),
+		LegacyItems:  pick(40, 600), LegacyRefundedEach: 3,
 
-	NewBatchItems: 40, NewBatchKills: 2,
-	StaleItems: 60, StaleRounds: 3,
-	ReshardItems: 60,
-	GatewayItems: 60, GatewayKills: 1,
-	ClockItems: 40, ClockRounds: 2,
-	MergeItems: 40, MergeRounds: 3,
-	EditItems: 40, EditRounds: 2,
+		NewBatchItems: pick(40, 2000), NewBatchKills: pick(2, 20),
+		StaleItems: pick(60, 2000), StaleRounds: pick(3, 12),
+		ReshardItems: pick(60, 3000),
+		GatewayItems: pick(60, 300), GatewayKills: pick(1, 6),
+		ClockItems: pick(40, 800), ClockRounds: pick(2, 12),
+		MergeItems: pick(40, 1000), MergeRounds: pick(3, 10),
+		EditItems: pick(40, 1200), EditRounds: pick(2, 8),
 
-	PayPalFaultItems: 24, PayPalStormItems: 8,
-	PendingItems: 30, PendingKills: 2,
-	KeyAgeItems: 40, KeyAgeRounds: 2,
-	ExecItems: 30, ExecKills: 4,
-	ExecDoubtItems: 16,
-	AdyenKillItems: 60, AdyenKills: 4,
-	AdyenFaultItems: 40, AdyenFaultRounds: 3,
-	AdyenKeyAgeItems: 30, AdyenKeyAgeRounds: 2,
+		PayPalFaultItems: pick(24, 300), PayPalStormItems: pick(8, 200),
+		// PayPal's pending row runs at 150ms a request (tokens must expire
+		// mid-run) and exec runs a shell, curl and jq per call: sized to take
+		// minutes, not an hour.
+		PendingItems: pick(30, 200), PendingKills: pick(2, 10),
+		KeyAgeItems: pick(40, 800), KeyAgeRounds: pick(2, 12),
+		ExecItems: pick(30, 300), ExecKills: pick(4, 20),
+		ExecDoubtItems: pick(16, 96),
+		// The Adyen rows wait for every notification before each settling
+		// run; the faults row's requests take 100-250ms.
+		AdyenKillItems: pick(60, 4000), AdyenKills: pick(4, 150),
+		AdyenFaultItems: pick(40, 600), AdyenFaultRounds: pick(3, 10),
+		AdyenKeyAgeItems: pick(30, 800), AdyenKeyAgeRounds: pick(2, 10),
 
-	SharedKillItems: 120, SharedKills: 6,
-	SharedStopItems: 60, SharedStops: 1,
-	SharedRestartItems: 80, SharedRestarts: 2,
-	SharedFaultItems:   80,
-	SharedReshardItems: 100,
-	WrongURLItems:      40,
-}
-
-var fullSizes = sizes{
-	Seeds:     5,
-	KillItems: 4000, Kills: 150,
-	TermItems: 1000, Terms: 20,
-	StormItems: 200,
-	FaultItems: 1500, FaultRounds: 8,
-	DiskItems: 2000, DiskStartK: 32, DiskStepK: 64,
-	TornItems: 800, TornRounds: 30, Corruptions: 16,
-	LockRounds: 10, ShardItems: 2000,
-	HostileCases: 300,
-	LegacyItems:  600, LegacyRefundedEach: 3,
-
-	NewBatchItems: 2000, NewBatchKills: 20,
-	StaleItems: 2000, StaleRounds: 12,
-	ReshardItems: 3000,
-	GatewayItems: 300, GatewayKills: 6,
-	ClockItems: 800, ClockRounds: 12,
-	MergeItems: 1000, MergeRounds: 10,
-	EditItems: 1200, EditRounds: 8,
-
-	PayPalFaultItems: 300, PayPalStormItems: 200,
-	// PayPal's pending row runs at 150ms a request (tokens must expire
-	// mid-run) and exec runs a shell, curl and jq per call: sized to take
-	// minutes, not an hour.
-	PendingItems: 200, PendingKills: 10,
-	KeyAgeItems: 800, KeyAgeRounds: 12,
-	ExecItems: 300, ExecKills: 20,
-	ExecDoubtItems: 96,
-	// The Adyen rows wait for every notification before each settling
-	// run; the faults row's requests take 100-250ms.
-	AdyenKillItems: 4000, AdyenKills: 150,
-	AdyenFaultItems: 600, AdyenFaultRounds: 10,
-	AdyenKeyAgeItems: 800, AdyenKeyAgeRounds: 10,
-
-	// The shared-checkpoint rows wait out leases (2-3 s) after every kill,
-	// stop and server restart: sized for minutes, not an hour.
-	SharedKillItems: 2000, SharedKills: 40,
-	SharedStopItems: 600, SharedStops: 6,
-	SharedRestartItems: 1000, SharedRestarts: 8,
-	SharedFaultItems:   600,
-	SharedReshardItems: 1500,
-	WrongURLItems:      1000,
+		// The shared-checkpoint rows wait out leases (2-3 s) after every kill,
+		// stop and server restart: sized for minutes, not an hour.
+		SharedKillItems: pick(120, 2000), SharedKills: pick(6, 40),
+		SharedStopItems: pick(60, 600), SharedStops: pick(1, 6),
+		SharedRestartItems: pick(80, 1000), SharedRestarts: pick(2, 8),
+		SharedFaultItems:   pick(80, 600),
+		SharedReshardItems: pick(100, 1500),
+		WrongURLItems:      pick(40, 1000),
+	}
 }
 
 // scenario is one row of the matrix.
@@ -264,10 +237,7 @@ func runMatrix(opts options) (*report, error) {
 	m.work = work
 	defer m.pg.stop()
 
-	sz := fullSizes
-	if opts.Quick {
-		sz = quickSizes
-	}
+	sz := sizesOf(opts.Quick)
 	rep := &report{
 		Quick:   opts.Quick,
 		Command: opts.Command,
