@@ -35,22 +35,7 @@ func runKill9(r *rig, sz sizes) {
 		}
 		killing := inFlight+timed < sz.Kills
 		byHook := killing && round%2 == 0
-		snap := crashrig.TakeSnapshot(j)
-		started := time.Now()
-		pr := r.startRefund(j, p.Path)
-		var timer *time.Timer
-		switch {
-		case byHook:
-			kill.Arm(r.sim, pr.Proc, r.rng, gap)
-		case killing:
-			timer = time.AfterFunc(time.Duration(r.rng.Int64N(int64(delay)+1)), func() { pr.Cmd.Process.Kill() })
-		}
-		r.wait(pr)
-		kill.Disarm()
-		if timer != nil {
-			timer.Stop()
-		}
-		r.checkKept(snap)
+		pr, started := r.signalledRun(kill, syscall.SIGKILL, killing, byHook, gap, delay, j, p.Path)
 		if pr.Code == 0 {
 			break // every item settled
 		}
@@ -84,8 +69,7 @@ const whatSigterm = "A deploy: `refund -j 8` gets SIGTERM mid-batch, from inside
 // runSigterm sends SIGTERM mid-batch again and again, then lets the run
 // finish.
 func runSigterm(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.TermItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{})
+	charges := r.serveCharges(sz.TermItems, stripesim.Faults{})
 	p := r.makePlan("plan.jsonl", "sigterm", r.writeCharges("charges.csv", charges))
 	j := r.path("j.jsonl")
 
@@ -99,22 +83,7 @@ func runSigterm(r *rig, sz sizes) {
 		}
 		signalling := signals+early < sz.Terms
 		byHook := signalling && round%2 == 0
-		snap := crashrig.TakeSnapshot(j)
-		started := time.Now()
-		pr := r.startRefund(j, p.Path)
-		var timer *time.Timer
-		switch {
-		case byHook:
-			term.Arm(r.sim, pr.Proc, r.rng, gap)
-		case signalling:
-			timer = time.AfterFunc(time.Duration(r.rng.Int64N(int64(delay)+1)), func() { pr.Cmd.Process.Signal(syscall.SIGTERM) })
-		}
-		r.wait(pr)
-		term.Disarm()
-		if timer != nil {
-			timer.Stop()
-		}
-		r.checkKept(snap)
+		pr, started := r.signalledRun(term, syscall.SIGTERM, signalling, byHook, gap, delay, j, p.Path)
 		switch pr.Code {
 		case 0:
 		case exitTerminated:
@@ -143,6 +112,30 @@ func runSigterm(r *rig, sz sizes) {
 	}
 	r.t.inject("SIGTERM", signals+early)
 	r.finish(p, j)
+}
+
+// signalledRun runs refund once and, when signalling, sends it sig: by the
+// striker from inside the create hook (byHook) or at a random time within
+// delay. The journal's complete records must be kept. It returns when the
+// run started.
+func (r *rig) signalledRun(s *crashrig.Striker, sig syscall.Signal, signalling, byHook bool, gap int, delay time.Duration, j, planPath string) (*proc, time.Time) {
+	snap := crashrig.TakeSnapshot(j)
+	started := time.Now()
+	pr := r.startRefund(j, planPath)
+	var timer *time.Timer
+	switch {
+	case byHook:
+		s.Arm(r.sim, pr.Proc, r.rng, gap)
+	case signalling:
+		timer = time.AfterFunc(time.Duration(r.rng.Int64N(int64(delay)+1)), func() { pr.Cmd.Process.Signal(sig) })
+	}
+	r.wait(pr)
+	s.Disarm()
+	if timer != nil {
+		timer.Stop()
+	}
+	r.checkKept(snap)
+	return pr, started
 }
 
 // checkNothingAbandoned: after a SIGTERM, every refund the simulator holds
