@@ -53,8 +53,7 @@ import (
 // kept by bin/adyen-webhook in notes.jsonl.
 func onAdyen(run func(*rig, sizes)) func(*rig, sizes) {
 	return func(r *rig, sz sizes) {
-		if r.m.bins["adyen-webhook"] == "" {
-			r.t.Skipped = "bin/adyen-webhook is not built"
+		if !r.need("adyen-webhook") {
 			return
 		}
 		r.prov = provider{Name: provAdyen, Notes: r.path("notes.jsonl")}

@@ -205,8 +205,7 @@ func runDiskFull(r *rig, sz sizes) {
 		r.t.Skipped = "mounting a tmpfs needs root"
 		return
 	}
-	charges := stripesim.GenerateCharges(sz.DiskItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{})
+	charges := r.serveCharges(sz.DiskItems, stripesim.Faults{})
 	p := r.makePlan("plan.jsonl", "diskfull", r.writeCharges("charges.csv", charges))
 	mnt := r.path("small")
 	r.must(os.Mkdir(mnt, 0o700))

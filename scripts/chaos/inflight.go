@@ -119,8 +119,7 @@ const whatClock = "`refund -j 8` is killed with SIGKILL while one to four of its
 const clockJump = 49 * time.Hour
 
 func runClock(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.ClockItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
+	charges := r.serveCharges(sz.ClockItems, stripesim.Faults{LatencyJitter: time.Millisecond})
 	p := r.makePlan("plan.jsonl", "clock", r.writePartialCharges("charges.csv", charges))
 	j := r.path("j.jsonl")
 
@@ -241,12 +240,10 @@ const whatMerge = "While `refund` holds journal J with one to three refund calls
 	"The next run goes on from the copy (the records the old file got after the rename are lost to it: their items are found by the look-up); the last run exits 0, every item once."
 
 func runMerge(r *rig, sz sizes) {
-	if r.m.bins["journal-merge"] == "" {
-		r.t.Skipped = "bin/journal-merge is not built"
+	if !r.need("journal-merge") {
 		return
 	}
-	charges := stripesim.GenerateCharges(sz.MergeItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
+	charges := r.serveCharges(sz.MergeItems, stripesim.Faults{LatencyJitter: time.Millisecond})
 	p := r.makePlan("plan.jsonl", "merge", r.writePartialCharges("charges.csv", charges))
 	j := r.path("j.jsonl")
 	other := r.path("other.jsonl")

@@ -78,8 +78,7 @@ var corruptions = []struct {
 }
 
 func runTorn(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.TornItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{})
+	charges := r.serveCharges(sz.TornItems, stripesim.Faults{})
 	p := r.makePlan("plan.jsonl", "torn", r.writeCharges("charges.csv", charges))
 	j := r.path("j.jsonl")
 	kill := r.newStriker(syscall.SIGKILL)

@@ -101,8 +101,7 @@ const whatNewBatch = "A batch of partial refunds is run under batch `day-1` and 
 	"Then `day-2` with `--allow-refunded-charges` (into the journal that holds the hold; the old one or the new one by seed), killed at random too, must refund each charge exactly once more and exit 0: two live refunds per charge, exactly, and audit clean for day-2."
 
 func runNewBatch(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.NewBatchItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
+	charges := r.serveCharges(sz.NewBatchItems, stripesim.Faults{LatencyJitter: time.Millisecond})
 	csvPath := r.writePartialCharges("charges.csv", charges)
 	day1 := r.makePlan("day1.jsonl", "day-1", csvPath)
 	j := r.path("j.jsonl")
@@ -203,8 +202,7 @@ const whatStale = "A batch of partial refunds is killed with SIGKILL at a random
 	"The next run must find every refund the journal no longer knows by its look-up: no create call for an item that held a refund before the run; at the end every item is refunded exactly once and the journal names its refund."
 
 func runStale(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.StaleItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
+	charges := r.serveCharges(sz.StaleItems, stripesim.Faults{LatencyJitter: time.Millisecond})
 	p := r.makePlan("plan.jsonl", "stale", r.writePartialCharges("charges.csv", charges))
 	j := r.path("j.jsonl")
 
@@ -339,12 +337,10 @@ const whatReshard = "Two workers, `refund --shard 1/2` and `--shard 2/2` over th
 	"`journal-merge -o all.jsonl` of all five journals must exit 0, and the merged journal must account for every item exactly once (`audit --stripe --plan` clean)."
 
 func runReshard(r *rig, sz sizes) {
-	if r.m.bins["journal-merge"] == "" {
-		r.t.Skipped = "bin/journal-merge is not built"
+	if !r.need("journal-merge") {
 		return
 	}
-	charges := stripesim.GenerateCharges(sz.ReshardItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
+	charges := r.serveCharges(sz.ReshardItems, stripesim.Faults{LatencyJitter: time.Millisecond})
 	chargesPath := r.writePartialCharges("charges.csv", charges)
 	full := r.makePlan("plan.jsonl", "reshard", chargesPath)
 

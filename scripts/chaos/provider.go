@@ -182,8 +182,7 @@ func (r *rig) newPartialBatch(n int, faults stripesim.Faults, batch string) *pla
 
 func (r *rig) newBatchOf(n int, faults stripesim.Faults, batch string, partial bool) *plan {
 	if r.prov.name() != provPayPal {
-		charges := stripesim.GenerateCharges(n, int64(r.seed))
-		r.serve(charges, faults)
+		charges := r.serveCharges(n, faults)
 		return r.makePlan("plan.jsonl", batch, r.writeChargesCSV("charges.csv", charges, partial))
 	}
 	captures := paypalsim.GenerateCaptures(n, int64(r.seed))

@@ -107,6 +107,22 @@ func (r *rig) serve(charges []stripesim.Charge, faults stripesim.Faults) {
 	r.serveConfig(stripesim.Config{Charges: charges, Faults: faults})
 }
 
+// serveCharges starts the simulator with n charges of the rig's seed.
+func (r *rig) serveCharges(n int, faults stripesim.Faults) []stripesim.Charge {
+	charges := stripesim.GenerateCharges(n, int64(r.seed))
+	r.serve(charges, faults)
+	return charges
+}
+
+// need says whether bin/name is built; without it the row is skipped.
+func (r *rig) need(name string) bool {
+	if r.m.bins[name] == "" {
+		r.t.Skipped = "bin/" + name + " is not built"
+		return false
+	}
+	return true
+}
+
 // serveConfig starts the simulator with cfg, seeded with the rig's seed.
 func (r *rig) serveConfig(cfg stripesim.Config) {
 	cfg.Seed = int64(r.seed)
