@@ -5,121 +5,108 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
 )
 
-// sizes are the counts of one matrix: quick for CI, full for the report.
+// sizes are the counts of one matrix. Each count's tag holds its quick
+// value (CI) and its full one (the report).
 type sizes struct {
-	Seeds int // runs of each scenario, each with its own seed and simulator
+	Seeds int `size:"1 5"` // runs of each scenario, each with its own seed and simulator
 
-	KillItems, Kills   int // kill -9: batch size and kills per seed
-	TermItems, Terms   int // SIGTERM: batch size and signals per seed
-	StormItems         int // 429 storm: batch size
-	FaultItems         int // 500s and drops: batch size
-	FaultRounds        int // runs with faults on, keys forgotten after each
-	DiskItems          int // full disk: batch size
-	DiskStartK         int // first tmpfs size, KiB
-	DiskStepK          int // growth of the tmpfs after each halt, KiB
-	TornItems          int // torn tails: batch size
-	TornRounds         int // killed runs whose journal tail is torn by hand
-	Corruptions        int // mid-file corruptions tried per seed
-	LockRounds         int // second runs started while a first holds the journal
-	ShardItems         int // two shards together
-	HostileCases       int // random mutations per seed, besides the fixed cases
-	LegacyItems        int // old uncheckpointed run: batch size
-	LegacyRefundedEach int // every n-th item was refunded by the old run
+	KillItems          int `size:"200 4000"` // kill -9: batch size
+	Kills              int `size:"20 150"`   // kill -9: kills per seed
+	TermItems          int `size:"80 1000"`  // SIGTERM: batch size
+	Terms              int `size:"3 20"`     // SIGTERM: signals per seed
+	StormItems         int `size:"24 200"`   // 429 storm: batch size
+	FaultItems         int `size:"80 1500"`  // 500s and drops: batch size
+	FaultRounds        int `size:"3 8"`      // runs with faults on, keys forgotten after each
+	DiskItems          int `size:"120 2000"` // full disk: batch size
+	DiskStartK         int `size:"16 32"`    // first tmpfs size, KiB
+	DiskStepK          int `size:"16 64"`    // growth of the tmpfs after each halt, KiB
+	TornItems          int `size:"60 800"`   // torn tails: batch size
+	TornRounds         int `size:"4 30"`     // killed runs whose journal tail is torn by hand
+	Corruptions        int `size:"3 16"`     // mid-file corruptions tried per seed
+	LockRounds         int `size:"2 10"`     // second runs started while a first holds the journal
+	ShardItems         int `size:"60 2000"`  // two shards together
+	HostileCases       int `size:"25 300"`   // random mutations per seed, besides the fixed cases
+	LegacyItems        int `size:"40 600"`   // old uncheckpointed run: batch size
+	LegacyRefundedEach int `size:"3 3"`      // every n-th item was refunded by the old run
 
 	// Operator rows: batch sizes and kills or rounds per seed.
-	NewBatchItems, NewBatchKills int // new batch id on refunded charges
-	StaleItems, StaleRounds      int // journal put back stale or deleted
-	ReshardItems                 int // 2 shards, then 3
-	GatewayItems, GatewayKills   int // gateway 504s, request going on
-	ClockItems, ClockRounds      int // clock jumps with calls in flight
-	MergeItems, MergeRounds      int // merge onto, rename over a live journal
-	EditItems, EditRounds        int // plan edited after a crash
+	NewBatchItems int `size:"40 2000"` // new batch id on refunded charges
+	NewBatchKills int `size:"2 20"`
+	StaleItems    int `size:"60 2000"` // journal put back stale or deleted
+	StaleRounds   int `size:"3 12"`
+	ReshardItems  int `size:"60 3000"` // 2 shards, then 3
+	GatewayItems  int `size:"60 300"`  // gateway 504s, request going on
+	GatewayKills  int `size:"1 6"`
+	ClockItems    int `size:"40 800"` // clock jumps with calls in flight
+	ClockRounds   int `size:"2 12"`
+	MergeItems    int `size:"40 1000"` // merge onto, rename over a live journal
+	MergeRounds   int `size:"3 10"`
+	EditItems     int `size:"40 1200"` // plan edited after a crash
+	EditRounds    int `size:"2 8"`
 
 	// Provider rows: PayPal's kill -9 row takes the Stripe row's sizes;
-	// these are their own.
-	PayPalFaultItems           int // PayPal 500s, drops, gateway, kills (FaultRounds kills)
-	PayPalStormItems           int // PayPal 429 storm
-	PendingItems, PendingKills int // PayPal PENDING refunds settled by reruns
-	KeyAgeItems, KeyAgeRounds  int // in doubt past half PayPal's id memory
-	ExecItems, ExecKills       int // exec: kill -9 with commands in flight
-	ExecDoubtItems             int // exec: exit 75, exit 1, timeouts
+	// these are their own. PayPal's pending row runs at 150ms a request
+	// (tokens must expire mid-run) and exec runs a shell, curl and jq per
+	// call: sized to take minutes, not an hour.
+	PayPalFaultItems int `size:"24 300"` // PayPal 500s, drops, gateway, kills (FaultRounds kills)
+	PayPalStormItems int `size:"8 200"`  // PayPal 429 storm
+	PendingItems     int `size:"30 200"` // PayPal PENDING refunds settled by reruns
+	PendingKills     int `size:"2 10"`
+	KeyAgeItems      int `size:"40 800"` // in doubt past half PayPal's id memory
+	KeyAgeRounds     int `size:"2 12"`
+	ExecItems        int `size:"30 300"` // exec: kill -9 with commands in flight
+	ExecKills        int `size:"4 20"`
+	ExecDoubtItems   int `size:"16 96"` // exec: exit 75, exit 1, timeouts
 	// Adyen: kill -9 (kills per seed), faults (kills per seed, the
-	// receiver killed once), in doubt past half the key window.
-	AdyenKillItems, AdyenKills          int
-	AdyenFaultItems, AdyenFaultRounds   int
-	AdyenKeyAgeItems, AdyenKeyAgeRounds int
+	// receiver killed once), in doubt past half the key window. They wait
+	// for every notification before each settling run; the faults row's
+	// requests take 100-250ms.
+	AdyenKillItems    int `size:"60 4000"`
+	AdyenKills        int `size:"4 150"`
+	AdyenFaultItems   int `size:"40 600"`
+	AdyenFaultRounds  int `size:"3 10"`
+	AdyenKeyAgeItems  int `size:"30 800"`
+	AdyenKeyAgeRounds int `size:"2 10"`
 
 	// Shared-checkpoint rows (PostgreSQL, NATS): batch sizes, and kills,
 	// stops or server restarts per seed (the faults row runs up to
-	// FaultRounds rounds).
-	SharedKillItems, SharedKills       int // 4 workers under kill -9
-	SharedStopItems, SharedStops       int // a worker stopped past its lease
-	SharedRestartItems, SharedRestarts int // the server crashed or shut down
-	SharedFaultItems                   int // 500s, drops, 504s, 429s, 4 workers
-	SharedReshardItems                 int // 1 worker, then 4, then 2
+	// FaultRounds rounds). They wait out leases (2-3 s) after every kill,
+	// stop and server restart: sized for minutes, not an hour.
+	SharedKillItems    int `size:"120 2000"` // 4 workers under kill -9
+	SharedKills        int `size:"6 40"`
+	SharedStopItems    int `size:"60 600"` // a worker stopped past its lease
+	SharedStops        int `size:"1 6"`
+	SharedRestartItems int `size:"80 1000"` // the server crashed or shut down
+	SharedRestarts     int `size:"2 8"`
+	SharedFaultItems   int `size:"80 600"`   // 500s, drops, 504s, 429s, 4 workers
+	SharedReshardItems int `size:"100 1500"` // 1 worker, then 4, then 2
 	// NATS operator rows besides the file journal's (NewBatch*, Edit*):
 	// reruns on a wrong URL or NAME.
-	WrongURLItems int
+	WrongURLItems int `size:"40 1000"`
 }
 
-// sizesOf gives every count its quick value (CI) or its full one (the
-// report): each pick is (quick, full).
+// sizesOf reads every count's quick or full value from its tag.
 func sizesOf(quick bool) sizes {
-	pick := func(q, f int) int {
-		if quick {
-			return q
+	var sz sizes
+	v := reflect.ValueOf(&sz).Elem()
+	for i := range v.NumField() {
+		var q, f int
+		if _, err := fmt.Sscan(v.Type().Field(i).Tag.Get("size"), &q, &f); err != nil {
+			panic(fmt.Sprintf("sizes.%s: %v", v.Type().Field(i).Name, err))
 		}
-		return f
+		if !quick {
+			q = f
+		}
+		v.Field(i).SetInt(int64(q))
 	}
-	return sizes{
-		Seeds:     pick(1, 5),
-		KillItems: pick(200, 4000), Kills: pick(20, 150),
-		TermItems: pick(80, 1000), Terms: pick(3, 20),
-		StormItems: pick(24, 200),
-		FaultItems: pick(80, 1500), FaultRounds: pick(3, 8),
-		DiskItems: pick(120, 2000), DiskStartK: pick(16, 32), DiskStepK: pick(16, 64),
-		TornItems: pick(60, 800), TornRounds: pick(4, 30), Corruptions: pick(3, 16),
-		LockRounds: pick(2, 10), ShardItems: pick(60, 2000),
-		HostileCases: pick(25, 300),
-		LegacyItems:  pick(40, 600), LegacyRefundedEach: 3,
-
-		NewBatchItems: pick(40, 2000), NewBatchKills: pick(2, 20),
-		StaleItems: pick(60, 2000), StaleRounds: pick(3, 12),
-		ReshardItems: pick(60, 3000),
-		GatewayItems: pick(60, 300), GatewayKills: pick(1, 6),
-		ClockItems: pick(40, 800), ClockRounds: pick(2, 12),
-		MergeItems: pick(40, 1000), MergeRounds: pick(3, 10),
-		EditItems: pick(40, 1200), EditRounds: pick(2, 8),
-
-		PayPalFaultItems: pick(24, 300), PayPalStormItems: pick(8, 200),
-		// PayPal's pending row runs at 150ms a request (tokens must expire
-		// mid-run) and exec runs a shell, curl and jq per call: sized to take
-		// minutes, not an hour.
-		PendingItems: pick(30, 200), PendingKills: pick(2, 10),
-		KeyAgeItems: pick(40, 800), KeyAgeRounds: pick(2, 12),
-		ExecItems: pick(30, 300), ExecKills: pick(4, 20),
-		ExecDoubtItems: pick(16, 96),
-		// The Adyen rows wait for every notification before each settling
-		// run; the faults row's requests take 100-250ms.
-		AdyenKillItems: pick(60, 4000), AdyenKills: pick(4, 150),
-		AdyenFaultItems: pick(40, 600), AdyenFaultRounds: pick(3, 10),
-		AdyenKeyAgeItems: pick(30, 800), AdyenKeyAgeRounds: pick(2, 10),
-
-		// The shared-checkpoint rows wait out leases (2-3 s) after every kill,
-		// stop and server restart: sized for minutes, not an hour.
-		SharedKillItems: pick(120, 2000), SharedKills: pick(6, 40),
-		SharedStopItems: pick(60, 600), SharedStops: pick(1, 6),
-		SharedRestartItems: pick(80, 1000), SharedRestarts: pick(2, 8),
-		SharedFaultItems:   pick(80, 600),
-		SharedReshardItems: pick(100, 1500),
-		WrongURLItems:      pick(40, 1000),
-	}
+	return sz
 }
 
 // scenario is one row of the matrix.
