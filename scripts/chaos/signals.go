@@ -20,35 +20,18 @@ const whatKill9 = "`refund -j 8` over a batch of thousands of items is killed wi
 func runKill9(r *rig, sz sizes) {
 	p := r.newBatch(sz.KillItems, stripesim.Faults{}, "kill9")
 	j := r.path("j.jsonl")
-
-	kill := r.newStriker(syscall.SIGKILL)
-	// Spread the kills over the batch, leaving about half of it for the
-	// kills' budget to be spent before it is done. A timed kill waits up
-	// to as long as the last hook kill took to come, so it lands anywhere
-	// from start-up to as far in, whatever the machine's speed.
-	gap := max(2, len(p.Items)/(sz.Kills+1))
-	delay := 20 * time.Millisecond
 	inFlight, timed := 0, 0
-	for round := 0; ; round++ {
-		if round > 3*sz.Kills+20 {
-			r.fatalf("not done after %d runs", round)
-		}
-		killing := inFlight+timed < sz.Kills
-		byHook := killing && round%2 == 0
-		pr, started := r.signalledRun(kill, syscall.SIGKILL, killing, byHook, gap, delay, j, p.Path)
-		if pr.Code == 0 {
-			break // every item settled
-		}
+	r.signalRuns(syscall.SIGKILL, sz.Kills, p, j, func(pr *proc, byHook bool) bool {
 		if !r.expectExit(pr, "a run under kill -9", 0, -int(syscall.SIGKILL)) {
-			continue
+			return false
 		}
 		if byHook {
 			inFlight++
-			delay = time.Since(started)
 		} else {
 			timed++
 		}
-	}
+		return true
+	})
 	r.t.inject("kill -9 with a call in flight", inFlight)
 	r.t.inject("kill -9 at a random time", timed)
 	st := r.sim.Stats()
@@ -72,41 +55,26 @@ func runSigterm(r *rig, sz sizes) {
 	charges := r.serveCharges(sz.TermItems, stripesim.Faults{})
 	p := r.makePlan("plan.jsonl", "sigterm", r.writeCharges("charges.csv", charges))
 	j := r.path("j.jsonl")
-
-	term := r.newStriker(syscall.SIGTERM) // the call goes on: it must be journaled
-	gap := max(2, len(p.Items)/(sz.Terms+1))
-	delay := 20 * time.Millisecond
 	signals, early := 0, 0
-	for round := 0; ; round++ {
-		if round > 3*sz.Terms+20 {
-			r.fatalf("not done after %d runs", round)
-		}
-		signalling := signals+early < sz.Terms
-		byHook := signalling && round%2 == 0
-		pr, started := r.signalledRun(term, syscall.SIGTERM, signalling, byHook, gap, delay, j, p.Path)
+	// The call goes on after the signal: it must be journaled.
+	r.signalRuns(syscall.SIGTERM, sz.Terms, p, j, func(pr *proc, _ bool) bool {
 		switch pr.Code {
-		case 0:
 		case exitTerminated:
 			signals++
-			if byHook {
-				delay = time.Since(started)
-			}
 			if !strings.Contains(pr.Stderr.String(), "finishing the calls in flight") {
 				r.t.Errorf("after SIGTERM, refund did not say it finishes the calls in flight: %s", firstLines(pr.Stderr.String(), 3))
 			}
 			r.checkNothingAbandoned(p, j)
-			continue
+			return true
 		case -int(syscall.SIGTERM):
 			// Signalled before its handler was installed: the process
 			// died at once, like a kill -9, and must be as safe.
 			early++
-			continue
-		default:
-			r.expectExit(pr, "a run under SIGTERM", 0, exitTerminated)
-			continue
+			return true
 		}
-		break
-	}
+		r.expectExit(pr, "a run under SIGTERM", 0, exitTerminated)
+		return false
+	})
 	if early > 0 {
 		r.t.note("seed %d: %d of the SIGTERMs arrived before refund installed its handler, at process start, and ended it like a kill", r.seed, early)
 	}
@@ -114,28 +82,51 @@ func runSigterm(r *rig, sz sizes) {
 	r.finish(p, j)
 }
 
-// signalledRun runs refund once and, when signalling, sends it sig: by the
-// striker from inside the create hook (byHook) or at a random time within
-// delay. The journal's complete records must be kept. It returns when the
-// run started.
-func (r *rig) signalledRun(s *crashrig.Striker, sig syscall.Signal, signalling, byHook bool, gap int, delay time.Duration, j, planPath string) (*proc, time.Time) {
-	snap := crashrig.TakeSnapshot(j)
-	started := time.Now()
-	pr := r.startRefund(j, planPath)
-	var timer *time.Timer
-	switch {
-	case byHook:
-		s.Arm(r.sim, pr.Proc, r.rng, gap)
-	case signalling:
-		timer = time.AfterFunc(time.Duration(r.rng.Int64N(int64(delay)+1)), func() { pr.Cmd.Process.Signal(sig) })
+// signalRuns runs refund over p until a run exits 0, sending sig to runs
+// until budget of them count (counted says which). Even rounds are struck
+// from inside the create hook, a call in flight; odd ones at a random time
+// up to as long as the last hook signal took to come, so it lands anywhere
+// from start-up to as far in, whatever the machine's speed. The gap
+// spreads the signals over about half the batch. Each run must keep the
+// journal's complete records.
+func (r *rig) signalRuns(sig syscall.Signal, budget int, p *plan, j string, counted func(pr *proc, byHook bool) bool) {
+	s := r.newStriker(sig)
+	gap := max(2, len(p.Items)/(budget+1))
+	delay := 20 * time.Millisecond
+	sent := 0
+	for round := 0; ; round++ {
+		if round > 3*budget+20 {
+			r.fatalf("not done after %d runs", round)
+		}
+		signalling := sent < budget
+		byHook := signalling && round%2 == 0
+		snap := crashrig.TakeSnapshot(j)
+		started := time.Now()
+		pr := r.startRefund(j, p.Path)
+		var timer *time.Timer
+		switch {
+		case byHook:
+			s.Arm(r.sim, pr.Proc, r.rng, gap)
+		case signalling:
+			timer = time.AfterFunc(time.Duration(r.rng.Int64N(int64(delay)+1)), func() { pr.Cmd.Process.Signal(sig) })
+		}
+		r.wait(pr)
+		s.Disarm()
+		if timer != nil {
+			timer.Stop()
+		}
+		r.checkKept(snap)
+		if pr.Code == 0 {
+			return // every item settled
+		}
+		took := time.Since(started)
+		if counted(pr, byHook) {
+			sent++
+			if byHook {
+				delay = took
+			}
+		}
 	}
-	r.wait(pr)
-	s.Disarm()
-	if timer != nil {
-		timer.Stop()
-	}
-	r.checkKept(snap)
-	return pr, started
 }
 
 // checkNothingAbandoned: after a SIGTERM, every refund the simulator holds
