@@ -49,16 +49,8 @@ import (
 // refused none; and `audit --provider adyen --notifications` names
 // exactly the items the simulator says did not end refunded.
 
-// onAdyen runs a scenario against Adyen's API, with its notifications
-// kept by bin/adyen-webhook in notes.jsonl.
 func onAdyen(run func(*rig, sizes)) func(*rig, sizes) {
-	return func(r *rig, sz sizes) {
-		if !r.need("adyen-webhook") {
-			return
-		}
-		r.prov = provider{Name: provAdyen, Notes: r.path("notes.jsonl")}
-		run(r, sz)
-	}
+	return needs("adyen-webhook", onProvider(provAdyen, run))
 }
 
 // hmacKey is adyenHMACKey decoded.

@@ -191,10 +191,7 @@ func runAdyenFaults(r *rig, sz sizes) {
 	rc.stop()
 	st := r.sim.Stats()
 	r.t.inject("429 answers", int(st.RateLimited))
-	r.t.inject("500 before commit", int(st.ErrorsBeforeCommit))
-	r.t.inject("500 after commit", int(st.ErrorsAfterCommit))
-	r.t.inject("answers dropped after commit", int(st.Dropped))
-	r.t.inject("gateway 504s while the refund went on", int(st.GatewayTimeouts))
+	r.t.injectFaults(st, true)
 	r.t.inject("refunds refused", int(st.Adyen.Refunds[adyensim.OutcomeRefused]))
 	r.t.inject("refunds failed later", int(st.Adyen.Refunds[adyensim.OutcomeFailed]))
 	r.t.inject("refunds reversed", int(st.Adyen.Refunds[adyensim.OutcomeReversed]))
@@ -225,9 +222,7 @@ const whatAdyenKeyAge = "refundkit counts on Adyen keeping an Idempotency-Key 7 
 const adyenKeyAge = 4 * 24 * time.Hour
 
 func runAdyenKeyAge(r *rig, sz sizes) {
-	if adyen.KeyTTL/2 >= adyenKeyAge {
-		r.fatalf("setup: intents %v old are not past half of Adyen's %v", adyenKeyAge, adyen.KeyTTL)
-	}
+	r.pastHalf(adyenKeyAge, adyen.KeyTTL, "Adyen's")
 	p, rc := r.newAdyenBatch(sz.AdyenKeyAgeItems, stripesim.Faults{LatencyJitter: time.Millisecond}, "adyenkeyage")
 	j := r.path("j.jsonl")
 	rc.kill() // down until every aged item has been checked
@@ -256,22 +251,9 @@ func runAdyenKeyAge(r *rig, sz sizes) {
 		}
 		if pr.Code == -int(syscall.SIGKILL) {
 			kills++
-			// The killed run's calls end at the simulator first (a refund
-			// made, or refused): then no call of it is still to come.
-			if !await(func() bool {
-				st := r.sim.Stats()
-				return st.RefundsCreated+st.RefundsRefused >= r.sim.Creates()
-			}, nil, time.Minute) {
-				r.fatalf("the killed run's calls did not end at the simulator")
+			for _, item := range r.ageIntents(p, j, adyenKeyAge) {
+				aged[item] = true
 			}
-			st, _, err := journal.Load(j)
-			r.must(err)
-			for _, it := range p.Items {
-				if s, ok := st.Lookup(p.Batch, it.Item.Item); ok && s.Status == journal.StatusInDoubt {
-					aged[it.Item.Item] = true
-				}
-			}
-			r.shiftIntents(j, -adyenKeyAge)
 			continue
 		}
 		a := r.adyenRunOf(pr)

@@ -175,9 +175,6 @@ const whatShardBothWays = "One payment, two names, three shards: a plan that nam
 	"`journal-merge` of the three journals must account for every item exactly once, each payment must hold exactly the refunds its items plan (none held, none twice), and `audit --stripe --plan` must be clean, as for the same plan run unsplit."
 
 func runShardBothWays(r *rig, sz sizes) {
-	if !r.need("journal-merge") {
-		return
-	}
 	charges := r.serveCharges(sz.ShardItems, stripesim.Faults{LatencyJitter: time.Millisecond})
 	rows := [][]string{{"item", "charge", "payment_intent", "amount", "currency"}}
 	for i, ch := range charges {

@@ -83,15 +83,13 @@ const whatErrors = "Refund creations are answered 500 without a refund (saved un
 	"Go's HTTP transport silently re-sends a request that carries an Idempotency-Key when a reused keep-alive connection turns out dead; that is safe, and the simulator replays the saved answer."
 
 func runErrors(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.FaultItems, int64(r.seed))
 	faults := stripesim.Faults{
 		ErrorBeforeCommitShare: 0.1,
 		ErrorAfterCommitShare:  0.1,
 		DropAfterCommitShare:   0.1,
 		LatencyJitter:          time.Millisecond,
 	}
-	r.serve(charges, faults)
-	p := r.makePlan("plan.jsonl", "errors", r.writeCharges("charges.csv", charges))
+	p := r.newBatch(sz.FaultItems, faults, "errors")
 	j := r.path("j.jsonl")
 
 	var total summary
@@ -156,9 +154,7 @@ func runErrors(r *rig, sz sizes) {
 	}
 
 	st := r.sim.Stats()
-	r.t.inject("500 before commit", int(st.ErrorsBeforeCommit))
-	r.t.inject("500 after commit", int(st.ErrorsAfterCommit))
-	r.t.inject("answers dropped after commit", int(st.Dropped))
+	r.t.injectFaults(st, false)
 	r.t.inject("key expiries", expiries)
 	r.t.inject("kill -9 with a call in flight", kills)
 	r.t.inject("network cuts (halted, exit 6)", blackouts)
@@ -205,8 +201,7 @@ func runDiskFull(r *rig, sz sizes) {
 		r.t.Skipped = "mounting a tmpfs needs root"
 		return
 	}
-	charges := r.serveCharges(sz.DiskItems, stripesim.Faults{})
-	p := r.makePlan("plan.jsonl", "diskfull", r.writeCharges("charges.csv", charges))
+	p := r.newBatch(sz.DiskItems, stripesim.Faults{}, "diskfull")
 	mnt := r.path("small")
 	r.must(os.Mkdir(mnt, 0o700))
 	// Sizes drawn from the seed, so the disk fills at other records on

@@ -56,7 +56,6 @@ const whatGateway = "A gateway in front of Stripe answers a share of refund crea
 	"No key may be burned by a gateway: every key the simulator received and every refund's metadata is attempt 1."
 
 func runGateway(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.GatewayItems, int64(r.seed))
 	faults := func(stripeBody bool) stripesim.Faults {
 		return stripesim.Faults{
 			Latency: gatewayLatency, LatencyJitter: gatewayJitter,
@@ -64,8 +63,7 @@ func runGateway(r *rig, sz sizes) {
 			GatewayStripeBody: stripeBody,
 		}
 	}
-	r.serve(charges, faults(true))
-	p := r.makePlan("plan.jsonl", "gateway", r.writePartialCharges("charges.csv", charges))
+	p := r.newPartialBatch(sz.GatewayItems, faults(true), "gateway")
 	j := r.path("j.jsonl")
 
 	kill := r.newStriker(syscall.SIGKILL)
@@ -119,8 +117,7 @@ const whatClock = "`refund -j 8` is killed with SIGKILL while one to four of its
 const clockJump = 49 * time.Hour
 
 func runClock(r *rig, sz sizes) {
-	charges := r.serveCharges(sz.ClockItems, stripesim.Faults{LatencyJitter: time.Millisecond})
-	p := r.makePlan("plan.jsonl", "clock", r.writePartialCharges("charges.csv", charges))
+	p := r.newPartialBatch(sz.ClockItems, stripesim.Faults{LatencyJitter: time.Millisecond}, "clock")
 	j := r.path("j.jsonl")
 
 	var cur atomic.Pointer[crashrig.Hold]
@@ -223,6 +220,34 @@ func runClock(r *rig, sz sizes) {
 	r.finish(p, j)
 }
 
+// pastHalf checks the rig's setup: intents age old are past half of ttl,
+// how long whose API keeps a key.
+func (r *rig) pastHalf(age, ttl time.Duration, whose string) {
+	if ttl/2 >= age {
+		r.fatalf("setup: intents %v old are not past half of %s %v", age, whose, ttl)
+	}
+}
+
+// ageIntents waits for a killed run's calls to end at the simulator (a
+// refund made, or refused: then no call of it is still to come and whether
+// a payment holds a refund is settled), moves every intent of the journal
+// at j back by age, and returns the items it holds in doubt.
+func (r *rig) ageIntents(p *plan, j string, age time.Duration) []string {
+	if !await(func() bool { st := r.sim.Stats(); return st.RefundsCreated+st.RefundsRefused >= r.sim.Creates() }, nil, awaitGuard) {
+		r.fatalf("the killed run's calls did not end at the simulator")
+	}
+	st, _, err := journal.Load(j)
+	r.must(err)
+	var inDoubt []string
+	for _, it := range p.Items {
+		if s, ok := st.Lookup(p.Batch, it.Item.Item); ok && s.Status == journal.StatusInDoubt {
+			inDoubt = append(inDoubt, it.Item.Item)
+		}
+	}
+	r.shiftIntents(j, -age)
+	return inDoubt
+}
+
 // shiftIntents moves the ts of every intent in the journal at path by d;
 // every other record stays as it is (a torn tail too).
 func (r *rig) shiftIntents(path string, d time.Duration) {
@@ -240,11 +265,7 @@ const whatMerge = "While `refund` holds journal J with one to three refund calls
 	"The next run goes on from the copy (the records the old file got after the rename are lost to it: their items are found by the look-up); the last run exits 0, every item once."
 
 func runMerge(r *rig, sz sizes) {
-	if !r.need("journal-merge") {
-		return
-	}
-	charges := r.serveCharges(sz.MergeItems, stripesim.Faults{LatencyJitter: time.Millisecond})
-	p := r.makePlan("plan.jsonl", "merge", r.writePartialCharges("charges.csv", charges))
+	p := r.newPartialBatch(sz.MergeItems, stripesim.Faults{LatencyJitter: time.Millisecond}, "merge")
 	j := r.path("j.jsonl")
 	other := r.path("other.jsonl")
 	rec := journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: time.Now().UTC(), Batch: "other", Item: "o1",

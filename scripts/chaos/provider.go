@@ -72,6 +72,18 @@ const (
 	provExec   = "exec"
 )
 
+// onProvider runs a scenario against the named provider's API; Adyen's
+// notifications are kept by bin/adyen-webhook in notes.jsonl.
+func onProvider(name string, run func(*rig, sizes)) func(*rig, sizes) {
+	return func(r *rig, sz sizes) {
+		r.prov = provider{Name: name}
+		if name == provAdyen {
+			r.prov.Notes = r.path("notes.jsonl")
+		}
+		run(r, sz)
+	}
+}
+
 func (p provider) name() string {
 	if p.Name == "" {
 		return provStripe

@@ -114,13 +114,15 @@ func (r *rig) serveCharges(n int, faults stripesim.Faults) []stripesim.Charge {
 	return charges
 }
 
-// need says whether bin/name is built; without it the row is skipped.
-func (r *rig) need(name string) bool {
-	if r.m.bins[name] == "" {
-		r.t.Skipped = "bin/" + name + " is not built"
-		return false
+// needs skips a row when bin/name is not built.
+func needs(name string, run func(*rig, sizes)) func(*rig, sizes) {
+	return func(r *rig, sz sizes) {
+		if r.m.bins[name] == "" {
+			r.t.Skipped = "bin/" + name + " is not built"
+			return
+		}
+		run(r, sz)
 	}
-	return true
 }
 
 // serveConfig starts the simulator with cfg, seeded with the rig's seed.

@@ -52,8 +52,7 @@ const whatSigterm = "A deploy: `refund -j 8` gets SIGTERM mid-batch, from inside
 // runSigterm sends SIGTERM mid-batch again and again, then lets the run
 // finish.
 func runSigterm(r *rig, sz sizes) {
-	charges := r.serveCharges(sz.TermItems, stripesim.Faults{})
-	p := r.makePlan("plan.jsonl", "sigterm", r.writeCharges("charges.csv", charges))
+	p := r.newBatch(sz.TermItems, stripesim.Faults{}, "sigterm")
 	j := r.path("j.jsonl")
 	signals, early := 0, 0
 	// The call goes on after the signal: it must be journaled.
