@@ -98,24 +98,18 @@ const whatAdyenFaults = "Adyen's refund calls are answered 429 (a tenth), 500 be
 	"`refund --provider adyen -j 16` runs are killed with SIGKILL at random refund calls; once per seed the receiver is killed with SIGKILL too, while a run goes on, and restarted on the same address and file after it (the simulator retries every notification until [accepted]). Then every notification is delivered before each run (flush) until a run ends with nothing pending or in doubt (exit 1 when items failed). " +
 	"Every item must have one refund, under attempt 1's key; an item whose refund was refused must be journaled failed; one failed later or reversed may be journaled refunded (its REFUND came first) or failed, and audit --provider adyen must report exactly those items, and the refused ones (exit 1). The audit column counts the runs where both audits agreed with the simulator."
 
-// adyenFaultLatency holds every request a little: long enough for a retry
-// after a gateway's 504 to meet the call still running.
-const (
-	adyenLatency = 100 * time.Millisecond
-	adyenJitter  = 150 * time.Millisecond
-)
-
 func runAdyenFaults(r *rig, sz sizes) {
-	faults := func(reorder bool) stripesim.Faults {
-		return stripesim.Faults{
-			RateLimitShare: 0.1, ErrorBeforeCommitShare: 0.1, ErrorAfterCommitShare: 0.1, DropAfterCommitShare: 0.1,
-			GatewayTimeoutShare: 0.1, Latency: adyenLatency, LatencyJitter: adyenJitter,
-			AdyenRefundFailedShare: 0.1, AdyenRefundFailedLaterShare: 0.1, AdyenReversedShare: 0.1,
-			AdyenNotifyDelay: 20 * time.Millisecond, AdyenNotifyJitter: 80 * time.Millisecond,
-			AdyenNotifyDuplicateShare: 0.2, AdyenNotifyFailShare: 0.2, AdyenNotifyReorder: reorder,
-		}
+	faults := stripesim.Faults{
+		RateLimitShare: 0.1, ErrorBeforeCommitShare: 0.1, ErrorAfterCommitShare: 0.1, DropAfterCommitShare: 0.1,
+		GatewayTimeoutShare: 0.1,
+		// Every request held long enough for a retry after a gateway's
+		// 504 to meet the call still running.
+		Latency: 100 * time.Millisecond, LatencyJitter: 150 * time.Millisecond,
+		AdyenRefundFailedShare: 0.1, AdyenRefundFailedLaterShare: 0.1, AdyenReversedShare: 0.1,
+		AdyenNotifyDelay: 20 * time.Millisecond, AdyenNotifyJitter: 80 * time.Millisecond,
+		AdyenNotifyDuplicateShare: 0.2, AdyenNotifyFailShare: 0.2,
 	}
-	p, rc := r.newAdyenBatch(sz.AdyenFaultItems, faults(false), "adyenfaults")
+	p, rc := r.newAdyenBatch(sz.AdyenFaultItems, faults, "adyenfaults")
 	j := r.path("j.jsonl")
 	kill := crashrig.NewStriker(syscall.SIGKILL)
 	// The receiver is killed at a refund call of a killed run, no later
@@ -152,7 +146,8 @@ func runAdyenFaults(r *rig, sz sizes) {
 			r.fatalf("not done after %d runs", round)
 		}
 		killing := round < sz.AdyenFaultRounds
-		r.must(r.sim.SetFaults(faults((round+int(r.seed))%2 == 0)))
+		faults.AdyenNotifyReorder = (round+int(r.seed))%2 == 0
+		r.must(r.sim.SetFaults(faults))
 		if !killing {
 			r.flush()
 			settling++

@@ -41,14 +41,6 @@ func await(cond func() bool, stop <-chan struct{}, limit time.Duration) bool {
 	return true
 }
 
-// gatewayLatency holds every request well beyond refund's first backoff
-// (at most 250ms), so a retry after a gateway's 504 comes while the
-// original is still running behind it: 409, then the saved answer.
-const (
-	gatewayLatency = 300 * time.Millisecond
-	gatewayJitter  = 100 * time.Millisecond
-)
-
 const whatGateway = "A gateway in front of Stripe answers a share of refund creations on its own: 504 at once while the request goes on behind it and commits (`gateway_timeout_share` 0.2), or 502 after the refund was committed (`gateway_error_after_commit_share` 0.1); " +
 	"its answers carry a Stripe-shaped `api_error` JSON body in every other run (`gateway_stripe_body` true, then false) and never Stripe's Request-Id. " +
 	"Every request takes 300-400ms, longer than refund's first backoff, so the retry with the same key comes while the original is in flight (409) and the one after gets the saved answer replayed. " +
@@ -56,14 +48,15 @@ const whatGateway = "A gateway in front of Stripe answers a share of refund crea
 	"No key may be burned by a gateway: every key the simulator received and every refund's metadata is attempt 1."
 
 func runGateway(r *rig, sz sizes) {
-	faults := func(stripeBody bool) stripesim.Faults {
-		return stripesim.Faults{
-			Latency: gatewayLatency, LatencyJitter: gatewayJitter,
-			GatewayTimeoutShare: 0.2, GatewayErrorAfterCommitShare: 0.1,
-			GatewayStripeBody: stripeBody,
-		}
+	faults := stripesim.Faults{
+		// Every request held well beyond refund's first backoff (at most
+		// 250ms), so a retry after a gateway's 504 comes while the original
+		// is still running behind it: 409, then the saved answer.
+		Latency: 300 * time.Millisecond, LatencyJitter: 100 * time.Millisecond,
+		GatewayTimeoutShare: 0.2, GatewayErrorAfterCommitShare: 0.1,
+		GatewayStripeBody: true,
 	}
-	p := r.newPartialBatch(sz.GatewayItems, faults(true), "gateway")
+	p := r.newPartialBatch(sz.GatewayItems, faults, "gateway")
 	j := r.path("j.jsonl")
 
 	kill := r.newStriker(syscall.SIGKILL)
@@ -76,7 +69,8 @@ func runGateway(r *rig, sz sizes) {
 			r.fatalf("not done after %d runs", round)
 		}
 		body := (round+int(r.seed))%2 == 0
-		r.must(r.sim.SetFaults(faults(body)))
+		faults.GatewayStripeBody = body
+		r.must(r.sim.SetFaults(faults))
 		bodies[body]++
 		before := r.sim.Stats()
 		pr := r.runStruck(kill, round < sz.GatewayKills, gap, j, p.Path, "-j", "32")

@@ -37,21 +37,13 @@ const whatPayPalRateLimit = "A third of all PayPal API requests (tokens, reads o
 // paypalStormShare is the share of PayPal requests the storm answers 429.
 const paypalStormShare = 1.0 / 3
 
-// paypalLatency holds every request beyond PayPal's first backoff.
-const (
-	paypalLatency = 350 * time.Millisecond
-	paypalJitter  = 150 * time.Millisecond
-)
-
 func runPayPalFaults(r *rig, sz sizes) {
-	faults := func(body bool) stripesim.Faults {
-		return stripesim.Faults{
-			ErrorBeforeCommitShare: 0.1, ErrorAfterCommitShare: 0.1, DropAfterCommitShare: 0.1,
-			GatewayTimeoutShare: 0.1, GatewayErrorAfterCommitShare: 0.05, GatewayStripeBody: body,
-			Latency: paypalLatency, LatencyJitter: paypalJitter,
-		}
+	faults := stripesim.Faults{
+		ErrorBeforeCommitShare: 0.1, ErrorAfterCommitShare: 0.1, DropAfterCommitShare: 0.1,
+		GatewayTimeoutShare: 0.1, GatewayErrorAfterCommitShare: 0.05, GatewayStripeBody: true,
+		Latency: 350 * time.Millisecond, LatencyJitter: 150 * time.Millisecond, // beyond PayPal's first backoff
 	}
-	p := r.newBatch(sz.PayPalFaultItems, faults(true), "ppfaults")
+	p := r.newBatch(sz.PayPalFaultItems, faults, "ppfaults")
 	j := r.path("j.jsonl")
 	kill := r.newStriker(syscall.SIGKILL)
 	gap := max(2, len(p.Items)/(sz.FaultRounds+1))
@@ -60,7 +52,8 @@ func runPayPalFaults(r *rig, sz sizes) {
 		if round > sz.FaultRounds+20 {
 			r.fatalf("not done after %d runs", round)
 		}
-		r.must(r.sim.SetFaults(faults((round+int(r.seed))%2 == 0)))
+		faults.GatewayStripeBody = (round+int(r.seed))%2 == 0
+		r.must(r.sim.SetFaults(faults))
 		pr := r.runStruck(kill, round < sz.FaultRounds, gap, j, p.Path, "-j", "32")
 		if s, ok := parseSummary(pr.Stderr.String()); ok {
 			newKeys += s.NewKeys
