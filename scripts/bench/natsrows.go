@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
 	"github.com/refundkit/refundkit/refund/checkpoint/natsjs/natstest"
 )
@@ -197,22 +198,15 @@ func (b *bench) natsOnSim(items int, plan string, n int, simArgs []string) (simR
 // (-j 8N) and in N shard processes, against the simulator at zero latency
 // and at 100 ms, all in the same rounds.
 func (b *bench) natsWorkers(r *row) error {
-	r.what = fmt.Sprintf("N `refund` processes sharing one NATS JetStream checkpoint (`--journal nats://...`, -j %d each; one nats-server, sync_interval: always) against N on one PostgreSQL checkpoint (fsync on), one file journal (one process, -j %d×N) and N file-journal shards (`plan --shard K/N`, -j %d each): %s items at zero latency, %s at `--latency 100ms`, `--rate 0`", sharedJobs, sharedJobs, sharedJobs, num(b.sz.SharedItems), num(b.sz.SharedSlowItems))
-	r.target = "measured, no target"
-	pg, err := b.startPG()
-	if err != nil {
-		return err
-	}
-	defer pg.Stop()
 	nats := workerSide{"NATS, N processes", "NATS",
 		[]string{
 			b.short("nats-server -c $WORK/nats-K/nats.conf &   # a fresh server per run (natstest): listen and http on free loopback ports; jetstream { store_dir: $WORK/nats-K/js, sync_interval: always }"),
 			b.short(fmt.Sprintf("bin/refund --journal 'nats://127.0.0.1:PORT/bench?monitor=http://127.0.0.1:MONITOR' --worker wK -j %d --rate 0 --api-base $SIM_URL PLAN > /dev/null   # N at once", sharedJobs)),
 		},
 		func(st *workerSetting, n int) (simRun, error) { return b.natsOnSim(st.items, st.plan, n, st.simArgs) }}
-	sides := append([]workerSide{nats, b.pgSide(pg)}, b.fileSides()...)
+	head := fmt.Sprintf("N `refund` processes sharing one NATS JetStream checkpoint (`--journal nats://...`, -j %d each; one nats-server, sync_interval: always) against N on one PostgreSQL checkpoint (fsync on), ", sharedJobs)
 	cols := []perItem{{"NATS KV writes per item", kvWritesPerItem}, {"NATS messages to the server per item", clientMsgsPerItem}}
-	if err := b.workersRow(r, "nats", sides, cols); err != nil {
+	if err := b.sharedWorkers(r, "nats", head, []workerSide{nats}, cols); err != nil {
 		return err
 	}
 	r.detailf("Every run refunded every item exactly once (the processes' summaries and the simulator's `refunds_created`; with NATS, every item refunded in the checkpoint's tally, read back after the run; with PostgreSQL, in the items table). %s", natsNote)
@@ -230,22 +224,21 @@ const natsNote = "The NATS columns are the server's own counts for the run (a fr
 // nats-server (refund/checkpoint/natsjs in-process over loopback, sync_interval:
 // always).
 func (b *bench) natsClaimCost(r *row) error {
-	r.what = fmt.Sprintf("the NATS JetStream checkpoint's operations (refund/checkpoint/natsjs against a local nats-server over loopback, sync_interval: always): Claim of 1 item + Release, fenced Appends of 1 record, one item's whole way; %d rounds each", b.sz.SharedRounds)
-	r.target = "measured, no target"
-	srv, stop, err := b.startNATS()
-	if err != nil {
-		return err
-	}
-	defer stop()
-	r.commands = append(r.commands,
-		b.short("nats-server -c $WORK/nats-K/nats.conf &   # natstest: jetstream { store_dir: $WORK/nats-K/js, sync_interval: always }"),
-		"go run ./scripts/bench -only nats-claim   # in-process: natsjs.Open, Load, then each operation timed one by one")
-	cp, err := natsjs.Open(b.ctx, natsURL(srv), natsjs.Options{Lease: 30 * time.Second, Worker: "bench"}, false)
-	if err != nil {
-		return err
-	}
-	defer cp.Close()
-	med, err := b.checkpointOps(r, cp)
+	med, err := b.claimCost(r, "the NATS JetStream checkpoint's operations (refund/checkpoint/natsjs against a local nats-server over loopback, sync_interval: always)", func() (refund.Claims, func(), error) {
+		srv, stop, err := b.startNATS()
+		if err != nil {
+			return nil, nil, err
+		}
+		r.commands = append(r.commands,
+			b.short("nats-server -c $WORK/nats-K/nats.conf &   # natstest: jetstream { store_dir: $WORK/nats-K/js, sync_interval: always }"),
+			"go run ./scripts/bench -only nats-claim   # in-process: natsjs.Open, Load, then each operation timed one by one")
+		cp, err := natsjs.Open(b.ctx, natsURL(srv), natsjs.Options{Lease: 30 * time.Second, Worker: "bench"}, false)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		return cp, func() { cp.Close(); stop() }, nil
+	})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres/pgtest"
 )
@@ -43,19 +44,26 @@ func (b *bench) freshDB(srv *pgtest.Server) (string, func(), error) {
 // --shard K/N, a journal each), against the simulator at zero latency and
 // at 100 ms.
 func (b *bench) pgWorkers(r *row) error {
-	r.what = fmt.Sprintf("N `refund` processes sharing one PostgreSQL checkpoint (`--journal postgres://...`, -j %d each; fsync on) against one file journal (one process, -j %d×N) and N file-journal shards (`plan --shard K/N`, -j %d each): %s items at zero latency, %s at `--latency 100ms`, `--rate 0`", sharedJobs, sharedJobs, sharedJobs, num(b.sz.SharedItems), num(b.sz.SharedSlowItems))
-	r.target = "measured, no target"
-	srv, err := b.startPG()
-	if err != nil {
-		return err
-	}
-	defer srv.Stop()
-	sides := append([]workerSide{b.pgSide(srv)}, b.fileSides()...)
-	if err := b.workersRow(r, "pg", sides, []perItem{{"PostgreSQL commits per item", recordsPerItem}}); err != nil {
+	head := fmt.Sprintf("N `refund` processes sharing one PostgreSQL checkpoint (`--journal postgres://...`, -j %d each; fsync on) against ", sharedJobs)
+	if err := b.sharedWorkers(r, "pg", head, nil, []perItem{{"PostgreSQL commits per item", recordsPerItem}}); err != nil {
 		return err
 	}
 	r.detailf("Every run refunded every item exactly once (the processes' summaries and the simulator's `refunds_created`; with PostgreSQL, every item refunded in the items table). %s", pgNote)
 	return nil
+}
+
+// sharedWorkers runs a workers row: the sides first, then N processes on
+// one PostgreSQL checkpoint (a server the row starts), then the file
+// journal's; head is the row's what up to the file journal's sides.
+func (b *bench) sharedWorkers(r *row, tag, head string, first []workerSide, cols []perItem) error {
+	r.what = head + fmt.Sprintf("one file journal (one process, -j %d×N) and N file-journal shards (`plan --shard K/N`, -j %d each): %s items at zero latency, %s at `--latency 100ms`, `--rate 0`", sharedJobs, sharedJobs, num(b.sz.SharedItems), num(b.sz.SharedSlowItems))
+	r.target = "measured, no target"
+	pg, err := b.startPG()
+	if err != nil {
+		return err
+	}
+	defer pg.Stop()
+	return b.workersRow(r, tag, append(append(first, b.pgSide(pg)), b.fileSides()...), cols)
 }
 
 // pgNote says what a PostgreSQL worker's item costs.
@@ -108,28 +116,41 @@ func (b *bench) pgOnSim(srv *pgtest.Server, items int, plan string, n int, simAr
 // pgClaimCost times the checkpoint's operations against the real server
 // (refund/checkpoint/postgres, fsync on), each a commit or none.
 func (b *bench) pgClaimCost(r *row) error {
-	r.what = fmt.Sprintf("the PostgreSQL checkpoint's operations (refund/checkpoint/postgres against a local server over its unix socket, fsync on): Claim of 1 item + Release, fenced Appends of 1 record, one item's whole way; %d rounds each", b.sz.SharedRounds)
-	r.target = "measured, no target"
-	srv, err := b.startPG()
-	if err != nil {
-		return err
-	}
-	defer srv.Stop()
-	url, drop, err := b.freshDB(srv)
-	if err != nil {
-		return err
-	}
-	defer drop()
-	r.commands = append(r.commands, "go run ./scripts/bench -only pg-claim   # in-process: postgres.Open, Load, then each operation timed one by one")
-	cp, err := postgres.Open(b.ctx, url, postgres.Options{Lease: 30 * time.Second, Worker: "bench"}, false)
-	if err != nil {
-		return err
-	}
-	defer cp.Close()
-	med, err := b.checkpointOps(r, cp)
+	med, err := b.claimCost(r, "the PostgreSQL checkpoint's operations (refund/checkpoint/postgres against a local server over its unix socket, fsync on)", func() (refund.Claims, func(), error) {
+		srv, err := b.startPG()
+		if err != nil {
+			return nil, nil, err
+		}
+		url, drop, err := b.freshDB(srv)
+		if err != nil {
+			srv.Stop()
+			return nil, nil, err
+		}
+		r.commands = append(r.commands, "go run ./scripts/bench -only pg-claim   # in-process: postgres.Open, Load, then each operation timed one by one")
+		cp, err := postgres.Open(b.ctx, url, postgres.Options{Lease: 30 * time.Second, Worker: "bench"}, false)
+		if err != nil {
+			drop()
+			srv.Stop()
+			return nil, nil, err
+		}
+		return cp, func() { cp.Close(); drop(); srv.Stop() }, nil
+	})
 	if err != nil {
 		return err
 	}
 	r.detailf("Each item a worker refunds costs a share of a Claim (it claims as many items as it has free slots), two fenced Appends (intent, outcome; the outcome that settles the item ends its claim, so its Release writes nothing) and its payment's lock taken and given up (one statement each): about %.1f ms of database round trips at these medians, spread over the worker's -j slots.", med[opWhole])
 	return nil
+}
+
+// claimCost times the operations of the checkpoint open starts and opens
+// (checkpointOps), and closes it; what names the checkpoint in the row.
+func (b *bench) claimCost(r *row, what string, open func() (refund.Claims, func(), error)) (map[string]float64, error) {
+	r.what = fmt.Sprintf("%s: Claim of 1 item + Release, fenced Appends of 1 record, one item's whole way; %d rounds each", what, b.sz.SharedRounds)
+	r.target = "measured, no target"
+	cp, closeAll, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll()
+	return b.checkpointOps(r, cp)
 }

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -49,17 +47,8 @@ import (
 // refused none; and `audit --provider adyen --notifications` names
 // exactly the items the simulator says did not end refunded.
 
-// onAdyen runs a scenario against Adyen's API, with its notifications
-// kept by bin/adyen-webhook in notes.jsonl.
 func onAdyen(run func(*rig, sizes)) func(*rig, sizes) {
-	return func(r *rig, sz sizes) {
-		if r.m.bins["adyen-webhook"] == "" {
-			r.t.Skipped = "bin/adyen-webhook is not built"
-			return
-		}
-		r.prov = provider{Name: provAdyen, Notes: r.path("notes.jsonl")}
-		run(r, sz)
-	}
+	return needs("adyen-webhook", onProvider(provAdyen, run))
 }
 
 // hmacKey is adyenHMACKey decoded.
@@ -244,52 +233,25 @@ func (r *rig) newAdyenBatch(n int, faults stripesim.Faults, batch string) (*plan
 	return r.makePlan("plan.jsonl", batch, r.writeCSV("payments.csv", rows)), rc
 }
 
-// adyenControl calls one of the simulator's /_sim/adyen/ endpoints and
-// returns its body. Flush waits as long as notifications are pending: the
-// deadline only bounds a hang.
-func (r *rig) adyenControl(method, path string) []byte {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, r.sim.URL()+"/_sim/adyen/"+path, nil)
-	r.must(err)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		r.fatalf("%s /_sim/adyen/%s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil || res.StatusCode != http.StatusOK {
-		r.fatalf("%s /_sim/adyen/%s: %d %v: %s", method, path, res.StatusCode, err, firstLines(string(b), 2))
-	}
-	return b
-}
-
 // flush waits until the simulator has delivered every notification
 // queued so far (the receiver answered [accepted] to each); a gateway's
-// requests still running behind a 504 end first.
+// requests still running behind a 504 end first. The deadline only bounds
+// a hang.
 func (r *rig) flush() adyensim.NotifyStats {
-	var st adyensim.NotifyStats
-	r.must(json.Unmarshal(r.adyenControl(http.MethodPost, "flush"), &st))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	st, err := r.sim.Adyen().Flush(ctx)
+	if err != nil {
+		r.fatalf("flush: %v", err)
+	}
 	if st.Pending != 0 {
 		r.fatalf("flush: %d notifications still pending", st.Pending)
 	}
 	return st
 }
 
-// adyenRefunds are the simulator's Adyen refunds, oldest first, from its
-// control endpoint.
-func (r *rig) adyenRefunds() []adyensim.Refund {
-	var out []adyensim.Refund
-	sc := bufio.NewScanner(bytes.NewReader(r.adyenControl(http.MethodGet, "refunds")))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var rf adyensim.Refund
-		r.must(json.Unmarshal(sc.Bytes(), &rf))
-		out = append(out, rf)
-	}
-	r.must(sc.Err())
-	return out
-}
+// adyenRefunds are the simulator's Adyen refunds, oldest first.
+func (r *rig) adyenRefunds() []adyensim.Refund { return r.sim.Adyen().Refunds() }
 
 // adyenItem names an Adyen refund's item from its reference.
 func adyenItem(rf adyensim.Refund) (batch, item string, attempt int, ok bool) {

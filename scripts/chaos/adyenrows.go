@@ -98,24 +98,18 @@ const whatAdyenFaults = "Adyen's refund calls are answered 429 (a tenth), 500 be
 	"`refund --provider adyen -j 16` runs are killed with SIGKILL at random refund calls; once per seed the receiver is killed with SIGKILL too, while a run goes on, and restarted on the same address and file after it (the simulator retries every notification until [accepted]). Then every notification is delivered before each run (flush) until a run ends with nothing pending or in doubt (exit 1 when items failed). " +
 	"Every item must have one refund, under attempt 1's key; an item whose refund was refused must be journaled failed; one failed later or reversed may be journaled refunded (its REFUND came first) or failed, and audit --provider adyen must report exactly those items, and the refused ones (exit 1). The audit column counts the runs where both audits agreed with the simulator."
 
-// adyenFaultLatency holds every request a little: long enough for a retry
-// after a gateway's 504 to meet the call still running.
-const (
-	adyenLatency = 100 * time.Millisecond
-	adyenJitter  = 150 * time.Millisecond
-)
-
 func runAdyenFaults(r *rig, sz sizes) {
-	faults := func(reorder bool) stripesim.Faults {
-		return stripesim.Faults{
-			RateLimitShare: 0.1, ErrorBeforeCommitShare: 0.1, ErrorAfterCommitShare: 0.1, DropAfterCommitShare: 0.1,
-			GatewayTimeoutShare: 0.1, Latency: adyenLatency, LatencyJitter: adyenJitter,
-			AdyenRefundFailedShare: 0.1, AdyenRefundFailedLaterShare: 0.1, AdyenReversedShare: 0.1,
-			AdyenNotifyDelay: 20 * time.Millisecond, AdyenNotifyJitter: 80 * time.Millisecond,
-			AdyenNotifyDuplicateShare: 0.2, AdyenNotifyFailShare: 0.2, AdyenNotifyReorder: reorder,
-		}
+	faults := stripesim.Faults{
+		RateLimitShare: 0.1, ErrorBeforeCommitShare: 0.1, ErrorAfterCommitShare: 0.1, DropAfterCommitShare: 0.1,
+		GatewayTimeoutShare: 0.1,
+		// Every request held long enough for a retry after a gateway's
+		// 504 to meet the call still running.
+		Latency: 100 * time.Millisecond, LatencyJitter: 150 * time.Millisecond,
+		AdyenRefundFailedShare: 0.1, AdyenRefundFailedLaterShare: 0.1, AdyenReversedShare: 0.1,
+		AdyenNotifyDelay: 20 * time.Millisecond, AdyenNotifyJitter: 80 * time.Millisecond,
+		AdyenNotifyDuplicateShare: 0.2, AdyenNotifyFailShare: 0.2,
 	}
-	p, rc := r.newAdyenBatch(sz.AdyenFaultItems, faults(false), "adyenfaults")
+	p, rc := r.newAdyenBatch(sz.AdyenFaultItems, faults, "adyenfaults")
 	j := r.path("j.jsonl")
 	kill := crashrig.NewStriker(syscall.SIGKILL)
 	// The receiver is killed at a refund call of a killed run, no later
@@ -152,7 +146,8 @@ func runAdyenFaults(r *rig, sz sizes) {
 			r.fatalf("not done after %d runs", round)
 		}
 		killing := round < sz.AdyenFaultRounds
-		r.must(r.sim.SetFaults(faults((round+int(r.seed))%2 == 0)))
+		faults.AdyenNotifyReorder = (round+int(r.seed))%2 == 0
+		r.must(r.sim.SetFaults(faults))
 		if !killing {
 			r.flush()
 			settling++
@@ -191,10 +186,7 @@ func runAdyenFaults(r *rig, sz sizes) {
 	rc.stop()
 	st := r.sim.Stats()
 	r.t.inject("429 answers", int(st.RateLimited))
-	r.t.inject("500 before commit", int(st.ErrorsBeforeCommit))
-	r.t.inject("500 after commit", int(st.ErrorsAfterCommit))
-	r.t.inject("answers dropped after commit", int(st.Dropped))
-	r.t.inject("gateway 504s while the refund went on", int(st.GatewayTimeouts))
+	r.t.injectFaults(st, true)
 	r.t.inject("refunds refused", int(st.Adyen.Refunds[adyensim.OutcomeRefused]))
 	r.t.inject("refunds failed later", int(st.Adyen.Refunds[adyensim.OutcomeFailed]))
 	r.t.inject("refunds reversed", int(st.Adyen.Refunds[adyensim.OutcomeReversed]))
@@ -225,9 +217,7 @@ const whatAdyenKeyAge = "refundkit counts on Adyen keeping an Idempotency-Key 7 
 const adyenKeyAge = 4 * 24 * time.Hour
 
 func runAdyenKeyAge(r *rig, sz sizes) {
-	if adyen.KeyTTL/2 >= adyenKeyAge {
-		r.fatalf("setup: intents %v old are not past half of Adyen's %v", adyenKeyAge, adyen.KeyTTL)
-	}
+	r.pastHalf(adyenKeyAge, adyen.KeyTTL, "Adyen's")
 	p, rc := r.newAdyenBatch(sz.AdyenKeyAgeItems, stripesim.Faults{LatencyJitter: time.Millisecond}, "adyenkeyage")
 	j := r.path("j.jsonl")
 	rc.kill() // down until every aged item has been checked
@@ -256,22 +246,9 @@ func runAdyenKeyAge(r *rig, sz sizes) {
 		}
 		if pr.Code == -int(syscall.SIGKILL) {
 			kills++
-			// The killed run's calls end at the simulator first (a refund
-			// made, or refused): then no call of it is still to come.
-			if !await(func() bool {
-				st := r.sim.Stats()
-				return st.RefundsCreated+st.RefundsRefused >= r.sim.Creates()
-			}, nil, time.Minute) {
-				r.fatalf("the killed run's calls did not end at the simulator")
+			for _, item := range r.ageIntents(p, j, adyenKeyAge) {
+				aged[item] = true
 			}
-			st, _, err := journal.Load(j)
-			r.must(err)
-			for _, it := range p.Items {
-				if s, ok := st.Lookup(p.Batch, it.Item.Item); ok && s.Status == journal.StatusInDoubt {
-					aged[it.Item.Item] = true
-				}
-			}
-			r.shiftIntents(j, -adyenKeyAge)
 			continue
 		}
 		a := r.adyenRunOf(pr)

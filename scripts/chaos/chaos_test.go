@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -20,6 +21,17 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(b), "\n"))
 	return len(b), nil
+}
+
+// TestSizesTags: every count of sizes has a quick and a full value in its
+// tag, the full one at least the quick one.
+func TestSizesTags(t *testing.T) {
+	q, f := reflect.ValueOf(sizesOf(true)), reflect.ValueOf(sizesOf(false))
+	for i := range q.NumField() {
+		if q.Field(i).Int() <= 0 || f.Field(i).Int() < q.Field(i).Int() {
+			t.Errorf("sizes.%s: quick %d, full %d", q.Type().Field(i).Name, q.Field(i).Int(), f.Field(i).Int())
+		}
+	}
 }
 
 // TestChaosQuick runs the quick fault matrix over freshly built binaries:

@@ -94,8 +94,7 @@ type execDoubtHalf struct {
 }
 
 func runExecDoubt(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.ExecDoubtItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{LatencyJitter: 0})
+	charges := r.serveCharges(sz.ExecDoubtItems, stripesim.Faults{LatencyJitter: 0})
 	half := len(charges) / 2
 	real := r.prov
 	var halves []*execDoubtHalf

@@ -41,14 +41,6 @@ func await(cond func() bool, stop <-chan struct{}, limit time.Duration) bool {
 	return true
 }
 
-// gatewayLatency holds every request well beyond refund's first backoff
-// (at most 250ms), so a retry after a gateway's 504 comes while the
-// original is still running behind it: 409, then the saved answer.
-const (
-	gatewayLatency = 300 * time.Millisecond
-	gatewayJitter  = 100 * time.Millisecond
-)
-
 const whatGateway = "A gateway in front of Stripe answers a share of refund creations on its own: 504 at once while the request goes on behind it and commits (`gateway_timeout_share` 0.2), or 502 after the refund was committed (`gateway_error_after_commit_share` 0.1); " +
 	"its answers carry a Stripe-shaped `api_error` JSON body in every other run (`gateway_stripe_body` true, then false) and never Stripe's Request-Id. " +
 	"Every request takes 300-400ms, longer than refund's first backoff, so the retry with the same key comes while the original is in flight (409) and the one after gets the saved answer replayed. " +
@@ -56,16 +48,15 @@ const whatGateway = "A gateway in front of Stripe answers a share of refund crea
 	"No key may be burned by a gateway: every key the simulator received and every refund's metadata is attempt 1."
 
 func runGateway(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.GatewayItems, int64(r.seed))
-	faults := func(stripeBody bool) stripesim.Faults {
-		return stripesim.Faults{
-			Latency: gatewayLatency, LatencyJitter: gatewayJitter,
-			GatewayTimeoutShare: 0.2, GatewayErrorAfterCommitShare: 0.1,
-			GatewayStripeBody: stripeBody,
-		}
+	faults := stripesim.Faults{
+		// Every request held well beyond refund's first backoff (at most
+		// 250ms), so a retry after a gateway's 504 comes while the original
+		// is still running behind it: 409, then the saved answer.
+		Latency: 300 * time.Millisecond, LatencyJitter: 100 * time.Millisecond,
+		GatewayTimeoutShare: 0.2, GatewayErrorAfterCommitShare: 0.1,
+		GatewayStripeBody: true,
 	}
-	r.serve(charges, faults(true))
-	p := r.makePlan("plan.jsonl", "gateway", r.writePartialCharges("charges.csv", charges))
+	p := r.newPartialBatch(sz.GatewayItems, faults, "gateway")
 	j := r.path("j.jsonl")
 
 	kill := r.newStriker(syscall.SIGKILL)
@@ -78,7 +69,8 @@ func runGateway(r *rig, sz sizes) {
 			r.fatalf("not done after %d runs", round)
 		}
 		body := (round+int(r.seed))%2 == 0
-		r.must(r.sim.SetFaults(faults(body)))
+		faults.GatewayStripeBody = body
+		r.must(r.sim.SetFaults(faults))
 		bodies[body]++
 		before := r.sim.Stats()
 		pr := r.runStruck(kill, round < sz.GatewayKills, gap, j, p.Path, "-j", "32")
@@ -119,9 +111,7 @@ const whatClock = "`refund -j 8` is killed with SIGKILL while one to four of its
 const clockJump = 49 * time.Hour
 
 func runClock(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.ClockItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
-	p := r.makePlan("plan.jsonl", "clock", r.writePartialCharges("charges.csv", charges))
+	p := r.newPartialBatch(sz.ClockItems, stripesim.Faults{LatencyJitter: time.Millisecond}, "clock")
 	j := r.path("j.jsonl")
 
 	var cur atomic.Pointer[crashrig.Hold]
@@ -224,6 +214,34 @@ func runClock(r *rig, sz sizes) {
 	r.finish(p, j)
 }
 
+// pastHalf checks the rig's setup: intents age old are past half of ttl,
+// how long whose API keeps a key.
+func (r *rig) pastHalf(age, ttl time.Duration, whose string) {
+	if ttl/2 >= age {
+		r.fatalf("setup: intents %v old are not past half of %s %v", age, whose, ttl)
+	}
+}
+
+// ageIntents waits for a killed run's calls to end at the simulator (a
+// refund made, or refused: then no call of it is still to come and whether
+// a payment holds a refund is settled), moves every intent of the journal
+// at j back by age, and returns the items it holds in doubt.
+func (r *rig) ageIntents(p *plan, j string, age time.Duration) []string {
+	if !await(func() bool { st := r.sim.Stats(); return st.RefundsCreated+st.RefundsRefused >= r.sim.Creates() }, nil, awaitGuard) {
+		r.fatalf("the killed run's calls did not end at the simulator")
+	}
+	st, _, err := journal.Load(j)
+	r.must(err)
+	var inDoubt []string
+	for _, it := range p.Items {
+		if s, ok := st.Lookup(p.Batch, it.Item.Item); ok && s.Status == journal.StatusInDoubt {
+			inDoubt = append(inDoubt, it.Item.Item)
+		}
+	}
+	r.shiftIntents(j, -age)
+	return inDoubt
+}
+
 // shiftIntents moves the ts of every intent in the journal at path by d;
 // every other record stays as it is (a torn tail too).
 func (r *rig) shiftIntents(path string, d time.Duration) {
@@ -241,13 +259,7 @@ const whatMerge = "While `refund` holds journal J with one to three refund calls
 	"The next run goes on from the copy (the records the old file got after the rename are lost to it: their items are found by the look-up); the last run exits 0, every item once."
 
 func runMerge(r *rig, sz sizes) {
-	if r.m.bins["journal-merge"] == "" {
-		r.t.Skipped = "bin/journal-merge is not built"
-		return
-	}
-	charges := stripesim.GenerateCharges(sz.MergeItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
-	p := r.makePlan("plan.jsonl", "merge", r.writePartialCharges("charges.csv", charges))
+	p := r.newPartialBatch(sz.MergeItems, stripesim.Faults{LatencyJitter: time.Millisecond}, "merge")
 	j := r.path("j.jsonl")
 	other := r.path("other.jsonl")
 	rec := journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: time.Now().UTC(), Batch: "other", Item: "o1",

@@ -95,8 +95,7 @@ var fixedHostile = []struct {
 func runHostile(r *rig, sz sizes) {
 	r.t.NoAudit = true // many tiny batches, each checked by itself
 	cases := len(fixedHostile) + sz.HostileCases
-	charges := stripesim.GenerateCharges(cases*linesPerCase, int64(r.seed))
-	r.serve(charges, stripesim.Faults{})
+	charges := r.serveCharges(cases*linesPerCase, stripesim.Faults{})
 
 	hostile, mutantsRefused, mutantsValid := 0, 0, 0
 	for c := range cases {

@@ -78,9 +78,7 @@ var corruptions = []struct {
 }
 
 func runTorn(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.TornItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{})
-	p := r.makePlan("plan.jsonl", "torn", r.writeCharges("charges.csv", charges))
+	p := r.newBatch(sz.TornItems, stripesim.Faults{}, "torn")
 	j := r.path("j.jsonl")
 	kill := r.newStriker(syscall.SIGKILL)
 	gap := max(2, len(p.Items)/(sz.TornRounds+1))

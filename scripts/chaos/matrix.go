@@ -5,148 +5,108 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
 )
 
-// sizes are the counts of one matrix: quick for CI, full for the report.
+// sizes are the counts of one matrix. Each count's tag holds its quick
+// value (CI) and its full one (the report).
 type sizes struct {
-	Seeds int // runs of each scenario, each with its own seed and simulator
+	Seeds int `size:"1 5"` // runs of each scenario, each with its own seed and simulator
 
-	KillItems, Kills   int // kill -9: batch size and kills per seed
-	TermItems, Terms   int // SIGTERM: batch size and signals per seed
-	StormItems         int // 429 storm: batch size
-	FaultItems         int // 500s and drops: batch size
-	FaultRounds        int // runs with faults on, keys forgotten after each
-	DiskItems          int // full disk: batch size
-	DiskStartK         int // first tmpfs size, KiB
-	DiskStepK          int // growth of the tmpfs after each halt, KiB
-	TornItems          int // torn tails: batch size
-	TornRounds         int // killed runs whose journal tail is torn by hand
-	Corruptions        int // mid-file corruptions tried per seed
-	LockRounds         int // second runs started while a first holds the journal
-	ShardItems         int // two shards together
-	HostileCases       int // random mutations per seed, besides the fixed cases
-	LegacyItems        int // old uncheckpointed run: batch size
-	LegacyRefundedEach int // every n-th item was refunded by the old run
+	KillItems          int `size:"200 4000"` // kill -9: batch size
+	Kills              int `size:"20 150"`   // kill -9: kills per seed
+	TermItems          int `size:"80 1000"`  // SIGTERM: batch size
+	Terms              int `size:"3 20"`     // SIGTERM: signals per seed
+	StormItems         int `size:"24 200"`   // 429 storm: batch size
+	FaultItems         int `size:"80 1500"`  // 500s and drops: batch size
+	FaultRounds        int `size:"3 8"`      // runs with faults on, keys forgotten after each
+	DiskItems          int `size:"120 2000"` // full disk: batch size
+	DiskStartK         int `size:"16 32"`    // first tmpfs size, KiB
+	DiskStepK          int `size:"16 64"`    // growth of the tmpfs after each halt, KiB
+	TornItems          int `size:"60 800"`   // torn tails: batch size
+	TornRounds         int `size:"4 30"`     // killed runs whose journal tail is torn by hand
+	Corruptions        int `size:"3 16"`     // mid-file corruptions tried per seed
+	LockRounds         int `size:"2 10"`     // second runs started while a first holds the journal
+	ShardItems         int `size:"60 2000"`  // two shards together
+	HostileCases       int `size:"25 300"`   // random mutations per seed, besides the fixed cases
+	LegacyItems        int `size:"40 600"`   // old uncheckpointed run: batch size
+	LegacyRefundedEach int `size:"3 3"`      // every n-th item was refunded by the old run
 
 	// Operator rows: batch sizes and kills or rounds per seed.
-	NewBatchItems, NewBatchKills int // new batch id on refunded charges
-	StaleItems, StaleRounds      int // journal put back stale or deleted
-	ReshardItems                 int // 2 shards, then 3
-	GatewayItems, GatewayKills   int // gateway 504s, request going on
-	ClockItems, ClockRounds      int // clock jumps with calls in flight
-	MergeItems, MergeRounds      int // merge onto, rename over a live journal
-	EditItems, EditRounds        int // plan edited after a crash
+	NewBatchItems int `size:"40 2000"` // new batch id on refunded charges
+	NewBatchKills int `size:"2 20"`
+	StaleItems    int `size:"60 2000"` // journal put back stale or deleted
+	StaleRounds   int `size:"3 12"`
+	ReshardItems  int `size:"60 3000"` // 2 shards, then 3
+	GatewayItems  int `size:"60 300"`  // gateway 504s, request going on
+	GatewayKills  int `size:"1 6"`
+	ClockItems    int `size:"40 800"` // clock jumps with calls in flight
+	ClockRounds   int `size:"2 12"`
+	MergeItems    int `size:"40 1000"` // merge onto, rename over a live journal
+	MergeRounds   int `size:"3 10"`
+	EditItems     int `size:"40 1200"` // plan edited after a crash
+	EditRounds    int `size:"2 8"`
 
 	// Provider rows: PayPal's kill -9 row takes the Stripe row's sizes;
-	// these are their own.
-	PayPalFaultItems           int // PayPal 500s, drops, gateway, kills (FaultRounds kills)
-	PayPalStormItems           int // PayPal 429 storm
-	PendingItems, PendingKills int // PayPal PENDING refunds settled by reruns
-	KeyAgeItems, KeyAgeRounds  int // in doubt past half PayPal's id memory
-	ExecItems, ExecKills       int // exec: kill -9 with commands in flight
-	ExecDoubtItems             int // exec: exit 75, exit 1, timeouts
+	// these are their own. PayPal's pending row runs at 150ms a request
+	// (tokens must expire mid-run) and exec runs a shell, curl and jq per
+	// call: sized to take minutes, not an hour.
+	PayPalFaultItems int `size:"24 300"` // PayPal 500s, drops, gateway, kills (FaultRounds kills)
+	PayPalStormItems int `size:"8 200"`  // PayPal 429 storm
+	PendingItems     int `size:"30 200"` // PayPal PENDING refunds settled by reruns
+	PendingKills     int `size:"2 10"`
+	KeyAgeItems      int `size:"40 800"` // in doubt past half PayPal's id memory
+	KeyAgeRounds     int `size:"2 12"`
+	ExecItems        int `size:"30 300"` // exec: kill -9 with commands in flight
+	ExecKills        int `size:"4 20"`
+	ExecDoubtItems   int `size:"16 96"` // exec: exit 75, exit 1, timeouts
 	// Adyen: kill -9 (kills per seed), faults (kills per seed, the
-	// receiver killed once), in doubt past half the key window.
-	AdyenKillItems, AdyenKills          int
-	AdyenFaultItems, AdyenFaultRounds   int
-	AdyenKeyAgeItems, AdyenKeyAgeRounds int
+	// receiver killed once), in doubt past half the key window. They wait
+	// for every notification before each settling run; the faults row's
+	// requests take 100-250ms.
+	AdyenKillItems    int `size:"60 4000"`
+	AdyenKills        int `size:"4 150"`
+	AdyenFaultItems   int `size:"40 600"`
+	AdyenFaultRounds  int `size:"3 10"`
+	AdyenKeyAgeItems  int `size:"30 800"`
+	AdyenKeyAgeRounds int `size:"2 10"`
 
 	// Shared-checkpoint rows (PostgreSQL, NATS): batch sizes, and kills,
 	// stops or server restarts per seed (the faults row runs up to
-	// FaultRounds rounds).
-	SharedKillItems, SharedKills       int // 4 workers under kill -9
-	SharedStopItems, SharedStops       int // a worker stopped past its lease
-	SharedRestartItems, SharedRestarts int // the server crashed or shut down
-	SharedFaultItems                   int // 500s, drops, 504s, 429s, 4 workers
-	SharedReshardItems                 int // 1 worker, then 4, then 2
+	// FaultRounds rounds). They wait out leases (2-3 s) after every kill,
+	// stop and server restart: sized for minutes, not an hour.
+	SharedKillItems    int `size:"120 2000"` // 4 workers under kill -9
+	SharedKills        int `size:"6 40"`
+	SharedStopItems    int `size:"60 600"` // a worker stopped past its lease
+	SharedStops        int `size:"1 6"`
+	SharedRestartItems int `size:"80 1000"` // the server crashed or shut down
+	SharedRestarts     int `size:"2 8"`
+	SharedFaultItems   int `size:"80 600"`   // 500s, drops, 504s, 429s, 4 workers
+	SharedReshardItems int `size:"100 1500"` // 1 worker, then 4, then 2
 	// NATS operator rows besides the file journal's (NewBatch*, Edit*):
 	// reruns on a wrong URL or NAME.
-	WrongURLItems int
+	WrongURLItems int `size:"40 1000"`
 }
 
-var quickSizes = sizes{
-	Seeds:     1,
-	KillItems: 200, Kills: 20,
-	TermItems: 80, Terms: 3,
-	StormItems: 24,
-	FaultItems: 80, FaultRounds: 3,
-	DiskItems: 120, DiskStartK: 16, DiskStepK: 16,
-	TornItems: 60, TornRounds: 4, Corruptions: 3,
-	LockRounds: 2, ShardItems: 60,
-	HostileCases: 25,
-	LegacyItems:  40, LegacyRefundedEach: 3,
-
-	NewBatchItems: 40, NewBatchKills: 2,
-	StaleItems: 60, StaleRounds: 3,
-	ReshardItems: 60,
-	GatewayItems: 60, GatewayKills: 1,
-	ClockItems: 40, ClockRounds: 2,
-	MergeItems: 40, MergeRounds: 3,
-	EditItems: 40, EditRounds: 2,
-
-	PayPalFaultItems: 24, PayPalStormItems: 8,
-	PendingItems: 30, PendingKills: 2,
-	KeyAgeItems: 40, KeyAgeRounds: 2,
-	ExecItems: 30, ExecKills: 4,
-	ExecDoubtItems: 16,
-	AdyenKillItems: 60, AdyenKills: 4,
-	AdyenFaultItems: 40, AdyenFaultRounds: 3,
-	AdyenKeyAgeItems: 30, AdyenKeyAgeRounds: 2,
-
-	SharedKillItems: 120, SharedKills: 6,
-	SharedStopItems: 60, SharedStops: 1,
-	SharedRestartItems: 80, SharedRestarts: 2,
-	SharedFaultItems:   80,
-	SharedReshardItems: 100,
-	WrongURLItems:      40,
-}
-
-var fullSizes = sizes{
-	Seeds:     5,
-	KillItems: 4000, Kills: 150,
-	TermItems: 1000, Terms: 20,
-	StormItems: 200,
-	FaultItems: 1500, FaultRounds: 8,
-	DiskItems: 2000, DiskStartK: 32, DiskStepK: 64,
-	TornItems: 800, TornRounds: 30, Corruptions: 16,
-	LockRounds: 10, ShardItems: 2000,
-	HostileCases: 300,
-	LegacyItems:  600, LegacyRefundedEach: 3,
-
-	NewBatchItems: 2000, NewBatchKills: 20,
-	StaleItems: 2000, StaleRounds: 12,
-	ReshardItems: 3000,
-	GatewayItems: 300, GatewayKills: 6,
-	ClockItems: 800, ClockRounds: 12,
-	MergeItems: 1000, MergeRounds: 10,
-	EditItems: 1200, EditRounds: 8,
-
-	PayPalFaultItems: 300, PayPalStormItems: 200,
-	// PayPal's pending row runs at 150ms a request (tokens must expire
-	// mid-run) and exec runs a shell, curl and jq per call: sized to take
-	// minutes, not an hour.
-	PendingItems: 200, PendingKills: 10,
-	KeyAgeItems: 800, KeyAgeRounds: 12,
-	ExecItems: 300, ExecKills: 20,
-	ExecDoubtItems: 96,
-	// The Adyen rows wait for every notification before each settling
-	// run; the faults row's requests take 100-250ms.
-	AdyenKillItems: 4000, AdyenKills: 150,
-	AdyenFaultItems: 600, AdyenFaultRounds: 10,
-	AdyenKeyAgeItems: 800, AdyenKeyAgeRounds: 10,
-
-	// The shared-checkpoint rows wait out leases (2-3 s) after every kill,
-	// stop and server restart: sized for minutes, not an hour.
-	SharedKillItems: 2000, SharedKills: 40,
-	SharedStopItems: 600, SharedStops: 6,
-	SharedRestartItems: 1000, SharedRestarts: 8,
-	SharedFaultItems:   600,
-	SharedReshardItems: 1500,
-	WrongURLItems:      1000,
+// sizesOf reads every count's quick or full value from its tag.
+func sizesOf(quick bool) sizes {
+	var sz sizes
+	v := reflect.ValueOf(&sz).Elem()
+	for i := range v.NumField() {
+		var q, f int
+		if _, err := fmt.Sscan(v.Type().Field(i).Tag.Get("size"), &q, &f); err != nil {
+			panic(fmt.Sprintf("sizes.%s: %v", v.Type().Field(i).Name, err))
+		}
+		if !quick {
+			q = f
+		}
+		v.Field(i).SetInt(int64(q))
+	}
+	return sz
 }
 
 // scenario is one row of the matrix.
@@ -166,15 +126,15 @@ var scenarios = []scenario{
 	{"diskfull", "journal disk fills up", whatDiskFull, runDiskFull},
 	{"torn", "torn tail, mid-file corruption", whatTorn, runTorn},
 	{"concurrent", "second run on a journal; two shards", whatConcurrent, runConcurrent},
-	{"shard-both-ways", "one payment by two names in three shards, kill -9", whatShardBothWays, runShardBothWays},
+	{"shard-both-ways", "one payment by two names in three shards, kill -9", whatShardBothWays, needs("journal-merge", runShardBothWays)},
 	{"hostile", "hostile plan input", whatHostile, runHostile},
-	{"legacy", "old uncheckpointed run, backfilled", whatLegacy, runLegacy},
+	{"legacy", "old uncheckpointed run, backfilled", whatLegacy, needs("audit", runLegacy)},
 	{"newbatch", "operator: new batch id on refunded charges", whatNewBatch, runNewBatch},
 	{"stale", "operator: journal restored stale or deleted, keys expired", whatStale, runStale},
-	{"reshard", "operator: 2 shards killed, rerun as 3", whatReshard, runReshard},
+	{"reshard", "operator: 2 shards killed, rerun as 3", whatReshard, needs("journal-merge", runReshard)},
 	{"gateway", "operator: gateway 504s while the refund goes on", whatGateway, runGateway},
 	{"clock", "operator: clock jump with calls in flight", whatClock, runClock},
-	{"merge", "operator: merge onto a live journal, rename behind it", whatMerge, runMerge},
+	{"merge", "operator: merge onto a live journal, rename behind it", whatMerge, needs("journal-merge", runMerge)},
 	{"edited", "operator: plan edited after a crash", whatEdited, runEdited},
 
 	{"paypal-kill9", "PayPal: kill -9 at random moments", whatKill9, onPayPal(runKill9)},
@@ -264,10 +224,7 @@ func runMatrix(opts options) (*report, error) {
 	m.work = work
 	defer m.pg.stop()
 
-	sz := fullSizes
-	if opts.Quick {
-		sz = quickSizes
-	}
+	sz := sizesOf(opts.Quick)
 	rep := &report{
 		Quick:   opts.Quick,
 		Command: opts.Command,

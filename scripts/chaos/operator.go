@@ -101,8 +101,7 @@ const whatNewBatch = "A batch of partial refunds is run under batch `day-1` and 
 	"Then `day-2` with `--allow-refunded-charges` (into the journal that holds the hold; the old one or the new one by seed), killed at random too, must refund each charge exactly once more and exit 0: two live refunds per charge, exactly, and audit clean for day-2."
 
 func runNewBatch(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.NewBatchItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
+	charges := r.serveCharges(sz.NewBatchItems, stripesim.Faults{LatencyJitter: time.Millisecond})
 	csvPath := r.writePartialCharges("charges.csv", charges)
 	day1 := r.makePlan("day1.jsonl", "day-1", csvPath)
 	j := r.path("j.jsonl")
@@ -203,9 +202,7 @@ const whatStale = "A batch of partial refunds is killed with SIGKILL at a random
 	"The next run must find every refund the journal no longer knows by its look-up: no create call for an item that held a refund before the run; at the end every item is refunded exactly once and the journal names its refund."
 
 func runStale(r *rig, sz sizes) {
-	charges := stripesim.GenerateCharges(sz.StaleItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
-	p := r.makePlan("plan.jsonl", "stale", r.writePartialCharges("charges.csv", charges))
+	p := r.newPartialBatch(sz.StaleItems, stripesim.Faults{LatencyJitter: time.Millisecond}, "stale")
 	j := r.path("j.jsonl")
 
 	kill := r.newStriker(syscall.SIGKILL)
@@ -303,6 +300,32 @@ func copyFile(from, to string) error {
 	return os.WriteFile(to, data, 0o600)
 }
 
+const whatReshard = "Two workers, `refund --shard 1/2` and `--shard 2/2` over the whole plan, each with its journal, run at once and are killed with SIGKILL at random refund calls, twice, leaving the batch half done with items in doubt; the simulator forgets every key. " +
+	"The next day three workers (`--shard k/3`, new journals) run it, killed once at random and then resumed until each exits 0: every item that held a refund before must get no create call (its refund is found by the look-up), " +
+	"`journal-merge -o all.jsonl` of all five journals must exit 0, and the merged journal must account for every item exactly once (`audit --stripe --plan` clean)."
+
+func runReshard(r *rig, sz sizes) {
+	full := r.newPartialBatch(sz.ReshardItems, stripesim.Faults{LatencyJitter: time.Millisecond}, "reshard")
+
+	two, twoJ := r.shardPlans(full, 2), r.shardJournals(2)
+	kills := r.runWorkers(two, twoJ, 2, false)
+	forgotten := r.sim.ForgetKeys()
+	before, since := r.refundedNow(full.Batch), r.sim.Creates()
+
+	three, threeJ := r.shardPlans(full, 3), r.shardJournals(3)
+	kills += r.runWorkers(three, threeJ, 1, true)
+	r.checkNoCreate(full.Batch, before, since, "a worker of 3 after 2", "which already had its refund")
+	r.t.inject("shard workers killed", kills)
+	r.t.inject("reshards, keys forgotten", 1)
+	r.t.note("seed %d: %d items; 2 workers left %d refunded and were killed %d times in all; %d keys forgotten; 3 workers finished with no create call for those",
+		r.seed, len(full.Items), len(before), kills, forgotten)
+
+	merged := r.path("all.jsonl")
+	pr := r.run(nil, "journal-merge", append([]string{"-o", merged}, append(twoJ, threeJ...)...)...)
+	r.expectExit(pr, "journal-merge of 2 and 3 shards' journals", 0)
+	r.finish(full, merged)
+}
+
 // shardPlans splits the full plan in n shards as refund --shard k/n
 // works them, each worker reading the whole plan, and checks they split
 // it: every item in exactly one shard.
@@ -332,39 +355,6 @@ func (r *rig) shardJournals(n int) []string {
 		journals[k] = r.path(fmt.Sprintf("j%d-of-%d.jsonl", k+1, n))
 	}
 	return journals
-}
-
-const whatReshard = "Two workers, `refund --shard 1/2` and `--shard 2/2` over the whole plan, each with its journal, run at once and are killed with SIGKILL at random refund calls, twice, leaving the batch half done with items in doubt; the simulator forgets every key. " +
-	"The next day three workers (`--shard k/3`, new journals) run it, killed once at random and then resumed until each exits 0: every item that held a refund before must get no create call (its refund is found by the look-up), " +
-	"`journal-merge -o all.jsonl` of all five journals must exit 0, and the merged journal must account for every item exactly once (`audit --stripe --plan` clean)."
-
-func runReshard(r *rig, sz sizes) {
-	if r.m.bins["journal-merge"] == "" {
-		r.t.Skipped = "bin/journal-merge is not built"
-		return
-	}
-	charges := stripesim.GenerateCharges(sz.ReshardItems, int64(r.seed))
-	r.serve(charges, stripesim.Faults{LatencyJitter: time.Millisecond})
-	chargesPath := r.writePartialCharges("charges.csv", charges)
-	full := r.makePlan("plan.jsonl", "reshard", chargesPath)
-
-	two, twoJ := r.shardPlans(full, 2), r.shardJournals(2)
-	kills := r.runWorkers(two, twoJ, 2, false)
-	forgotten := r.sim.ForgetKeys()
-	before, since := r.refundedNow(full.Batch), r.sim.Creates()
-
-	three, threeJ := r.shardPlans(full, 3), r.shardJournals(3)
-	kills += r.runWorkers(three, threeJ, 1, true)
-	r.checkNoCreate(full.Batch, before, since, "a worker of 3 after 2", "which already had its refund")
-	r.t.inject("shard workers killed", kills)
-	r.t.inject("reshards, keys forgotten", 1)
-	r.t.note("seed %d: %d items; 2 workers left %d refunded and were killed %d times in all; %d keys forgotten; 3 workers finished with no create call for those",
-		r.seed, len(full.Items), len(before), kills, forgotten)
-
-	merged := r.path("all.jsonl")
-	pr := r.run(nil, "journal-merge", append([]string{"-o", merged}, append(twoJ, threeJ...)...)...)
-	r.expectExit(pr, "journal-merge of 2 and 3 shards' journals", 0)
-	r.finish(full, merged)
 }
 
 func (r *rig) readFile(path string) []byte {

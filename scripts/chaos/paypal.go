@@ -23,13 +23,7 @@ import (
 // captures without an order, which have no look-up (paypal-keyage), shows
 // what refund does when they may be running out.
 
-// onPayPal runs a scenario against PayPal's API.
-func onPayPal(run func(*rig, sizes)) func(*rig, sizes) {
-	return func(r *rig, sz sizes) {
-		r.prov = provider{Name: provPayPal}
-		run(r, sz)
-	}
-}
+func onPayPal(run func(*rig, sizes)) func(*rig, sizes) { return onProvider(provPayPal, run) }
 
 const whatPayPalFaults = "PayPal's refund calls are answered 500 before the refund is made (not saved: PayPal lets a 5xx be retried with its request id), 500 after it was made, or made and left unanswered (connection closed), each for a tenth of the calls; " +
 	"a gateway in front answers a tenth with 504 at once while the call goes on behind it and commits, and a twentieth with 502 after the commit, with a PayPal-shaped body in every other run and without a Paypal-Debug-Id. " +
@@ -43,21 +37,13 @@ const whatPayPalRateLimit = "A third of all PayPal API requests (tokens, reads o
 // paypalStormShare is the share of PayPal requests the storm answers 429.
 const paypalStormShare = 1.0 / 3
 
-// paypalLatency holds every request beyond PayPal's first backoff.
-const (
-	paypalLatency = 350 * time.Millisecond
-	paypalJitter  = 150 * time.Millisecond
-)
-
 func runPayPalFaults(r *rig, sz sizes) {
-	faults := func(body bool) stripesim.Faults {
-		return stripesim.Faults{
-			ErrorBeforeCommitShare: 0.1, ErrorAfterCommitShare: 0.1, DropAfterCommitShare: 0.1,
-			GatewayTimeoutShare: 0.1, GatewayErrorAfterCommitShare: 0.05, GatewayStripeBody: body,
-			Latency: paypalLatency, LatencyJitter: paypalJitter,
-		}
+	faults := stripesim.Faults{
+		ErrorBeforeCommitShare: 0.1, ErrorAfterCommitShare: 0.1, DropAfterCommitShare: 0.1,
+		GatewayTimeoutShare: 0.1, GatewayErrorAfterCommitShare: 0.05, GatewayStripeBody: true,
+		Latency: 350 * time.Millisecond, LatencyJitter: 150 * time.Millisecond, // beyond PayPal's first backoff
 	}
-	p := r.newBatch(sz.PayPalFaultItems, faults(true), "ppfaults")
+	p := r.newBatch(sz.PayPalFaultItems, faults, "ppfaults")
 	j := r.path("j.jsonl")
 	kill := r.newStriker(syscall.SIGKILL)
 	gap := max(2, len(p.Items)/(sz.FaultRounds+1))
@@ -66,7 +52,8 @@ func runPayPalFaults(r *rig, sz sizes) {
 		if round > sz.FaultRounds+20 {
 			r.fatalf("not done after %d runs", round)
 		}
-		r.must(r.sim.SetFaults(faults((round+int(r.seed))%2 == 0)))
+		faults.GatewayStripeBody = (round+int(r.seed))%2 == 0
+		r.must(r.sim.SetFaults(faults))
 		pr := r.runStruck(kill, round < sz.FaultRounds, gap, j, p.Path, "-j", "32")
 		if s, ok := parseSummary(pr.Stderr.String()); ok {
 			newKeys += s.NewKeys
@@ -79,10 +66,7 @@ func runPayPalFaults(r *rig, sz sizes) {
 	r.calm()
 	r.checkAttemptOne(p.Batch, newKeys, "a fault")
 	st := r.sim.Stats()
-	r.t.inject("500 before commit", int(st.ErrorsBeforeCommit))
-	r.t.inject("500 after commit", int(st.ErrorsAfterCommit))
-	r.t.inject("answers dropped after commit", int(st.Dropped))
-	r.t.inject("gateway 504s while the refund went on", int(st.GatewayTimeouts))
+	r.t.injectFaults(st, true)
 	r.t.inject("gateway 502s after commit", int(st.GatewayErrorsAfterCommit))
 	r.t.inject("kill -9 with a call in flight", kills)
 	r.t.note("seed %d: %d items; %d 500s before and %d after commit, %d answers dropped, %d gateway 504s and %d 502s; %d 409s while the first call was in flight, %d answers replayed to a request id sent again; %d kills, %d runs left items in doubt (exit 1), %d halted (exit 6); every request id and refund attempt 1",
@@ -244,9 +228,7 @@ const whatPayPalKeyAge = "PayPal keeps a request id 45 days, and a capture made 
 const keyAge = 23 * 24 * time.Hour
 
 func runPayPalKeyAge(r *rig, sz sizes) {
-	if paypal.KeyTTL/2 >= keyAge {
-		r.fatalf("setup: intents %v old are not past half of PayPal's %v", keyAge, paypal.KeyTTL)
-	}
+	r.pastHalf(keyAge, paypal.KeyTTL, "PayPal's")
 	captures := paypalsim.GenerateCaptures(sz.KeyAgeItems, int64(r.seed))
 	for i := range captures {
 		captures[i].NoOrder = true
@@ -270,24 +252,18 @@ func runPayPalKeyAge(r *rig, sz sizes) {
 		}
 		if pr.Code == -int(syscall.SIGKILL) {
 			kills++
-			// The killed run's calls in flight end at the simulator first:
-			// then whether an item's capture holds a refund is settled.
-			if !await(func() bool { st := r.sim.Stats(); return st.RefundsCreated+st.RefundsRefused >= r.sim.Creates() }, nil, awaitGuard) {
-				r.fatalf("the killed run's calls did not end at the simulator")
-			}
-			st, _, err := journal.Load(j)
-			r.must(err)
+			inDoubt := r.ageIntents(p, j, keyAge)
 			live := r.sim.LiveRefunds(p.Batch)
-			for _, it := range p.Items {
-				if s, ok := st.Lookup(p.Batch, it.Item.Item); ok && s.Status == journal.StatusInDoubt && !forPerson[it.Item.Item] {
-					if len(live[it.Item.Item]) > 0 {
-						forPerson[it.Item.Item] = true
-					} else {
-						resendable++
-					}
+			for _, item := range inDoubt {
+				if forPerson[item] {
+					continue
+				}
+				if len(live[item]) > 0 {
+					forPerson[item] = true
+				} else {
+					resendable++
 				}
 			}
-			r.shiftIntents(j, -keyAge)
 			continue
 		}
 		want := 0

@@ -72,6 +72,18 @@ const (
 	provExec   = "exec"
 )
 
+// onProvider runs a scenario against the named provider's API; Adyen's
+// notifications are kept by bin/adyen-webhook in notes.jsonl.
+func onProvider(name string, run func(*rig, sizes)) func(*rig, sizes) {
+	return func(r *rig, sz sizes) {
+		r.prov = provider{Name: name}
+		if name == provAdyen {
+			r.prov.Notes = r.path("notes.jsonl")
+		}
+		run(r, sz)
+	}
+}
+
 func (p provider) name() string {
 	if p.Name == "" {
 		return provStripe
@@ -182,8 +194,7 @@ func (r *rig) newPartialBatch(n int, faults stripesim.Faults, batch string) *pla
 
 func (r *rig) newBatchOf(n int, faults stripesim.Faults, batch string, partial bool) *plan {
 	if r.prov.name() != provPayPal {
-		charges := stripesim.GenerateCharges(n, int64(r.seed))
-		r.serve(charges, faults)
+		charges := r.serveCharges(n, faults)
 		return r.makePlan("plan.jsonl", batch, r.writeChargesCSV("charges.csv", charges, partial))
 	}
 	captures := paypalsim.GenerateCaptures(n, int64(r.seed))

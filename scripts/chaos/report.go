@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
 )
 
 // tally is what the runs of one scenario found. Processes waited for in
@@ -56,6 +58,17 @@ func (t *tally) inject(kind string, n int) {
 		t.injected = append(t.injected, kind)
 	}
 	t.injectedN[kind] += n
+}
+
+// injectFaults counts the simulator's 500s before and after commit and the
+// answers it dropped, then (gateway) its gateway 504s.
+func (t *tally) injectFaults(st stripesim.Stats, gateway bool) {
+	t.inject("500 before commit", int(st.ErrorsBeforeCommit))
+	t.inject("500 after commit", int(st.ErrorsAfterCommit))
+	t.inject("answers dropped after commit", int(st.Dropped))
+	if gateway {
+		t.inject("gateway 504s while the refund went on", int(st.GatewayTimeouts))
+	}
 }
 
 // countRun counts one refund process.

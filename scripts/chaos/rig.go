@@ -107,6 +107,24 @@ func (r *rig) serve(charges []stripesim.Charge, faults stripesim.Faults) {
 	r.serveConfig(stripesim.Config{Charges: charges, Faults: faults})
 }
 
+// serveCharges starts the simulator with n charges of the rig's seed.
+func (r *rig) serveCharges(n int, faults stripesim.Faults) []stripesim.Charge {
+	charges := stripesim.GenerateCharges(n, int64(r.seed))
+	r.serve(charges, faults)
+	return charges
+}
+
+// needs skips a row when bin/name is not built.
+func needs(name string, run func(*rig, sizes)) func(*rig, sizes) {
+	return func(r *rig, sz sizes) {
+		if r.m.bins[name] == "" {
+			r.t.Skipped = "bin/" + name + " is not built"
+			return
+		}
+		run(r, sz)
+	}
+}
+
 // serveConfig starts the simulator with cfg, seeded with the rig's seed.
 func (r *rig) serveConfig(cfg stripesim.Config) {
 	cfg.Seed = int64(r.seed)

@@ -444,15 +444,10 @@ func runSharedSigstop(r *rig, sz sizes) {
 	// One worker stopped at a time: the others must be left to take its
 	// items over (all three stopped would wait on each other).
 	var stoppedNow atomic.Bool
-	rng := rand.New(rand.NewPCG(r.seed, 11))
-	gap := int64(max(2, len(b.p.Items)*2/3/(sz.SharedStops+1)))
-	var mu sync.Mutex
-	mark, over := 1+rng.Int64N(gap), false
-	r.sim.OnCreate(func(n int64, key string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if over || n < mark || stopped.Load() >= int64(sz.SharedStops) || stoppedNow.Load() {
-			return
+	marks := newMarks(r, 11, len(b.p.Items), sz.SharedStops)
+	marks.onCall(func(n int64, key string) bool {
+		if stopped.Load() >= int64(sz.SharedStops) || stoppedNow.Load() {
+			return false
 		}
 		// A call whose holder cannot be stopped (none named, or gone)
 		// leaves the mark where it is: the next call is tried, so a busy
@@ -460,14 +455,14 @@ func runSharedSigstop(r *rig, sz sizes) {
 		w := b.holder(key)
 		if w == nil || w.Cmd.Process.Signal(syscall.SIGSTOP) != nil {
 			r.m.logf("%s: call %d (%s): no running holder to stop; the next call is tried", r.t.Name, n, key)
-			return
+			return false
 		}
-		mark = n + 1 + rng.Int64N(gap)
 		stoppedNow.Store(true)
 		batch, item, _, _ := parseKey(key)
 		c, _ := b.cp.claim(batch, item)
 		stopped.Add(1)
 		stops <- stop{w: w, batch: batch, item: item, gen: c.Gen}
+		return true
 	})
 	defer r.sim.OnCreate(nil)
 
@@ -490,9 +485,7 @@ func runSharedSigstop(r *rig, sz sizes) {
 			case settledFirst:
 				stopped.Add(-1) // not a stop past the lease with the call in flight
 				r.m.logf("%s: item %s was settled by %s before its stop landed; the next call is tried", r.t.Name, s.item, s.w.name)
-				mu.Lock()
-				mark = 0
-				mu.Unlock()
+				marks.again()
 			case taken:
 				tookOver.Add(1)
 			default:
@@ -524,10 +517,7 @@ func runSharedSigstop(r *rig, sz sizes) {
 	before, err := b.cp.snapshot()
 	r.must(err)
 	ends := b.crew(3, "a worker that may be stopped", nil, exitJournal)
-	mu.Lock()
-	over = true // a request of a worker gone may still reach the hook
-	close(stops)
-	mu.Unlock()
+	marks.over(func() { close(stops) }) // a request of a worker gone may still reach the hook
 	<-resumer
 	b.checkKept(before, "after the stops")
 	r.t.inject("SIGSTOP past the lease with a call in flight", int(stopped.Load()))

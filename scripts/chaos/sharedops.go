@@ -41,27 +41,21 @@ func runSharedRestart(r *rig, sz sizes, d serverDown) {
 	downs := make(chan down, sz.SharedRestarts)
 	var up sync.RWMutex // held for writing while the server is down
 	var crashes, stops atomic.Int64
-	rng := rand.New(rand.NewPCG(r.seed, 12))
-	gap := int64(max(2, len(b.p.Items)*2/3/(sz.SharedRestarts+1)))
-	var mu sync.Mutex
-	mark, over := 1+rng.Int64N(gap), false
-	r.sim.OnCreate(func(n int64, _ string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if over || n < mark || crashes.Load()+stops.Load() >= int64(sz.SharedRestarts) || !up.TryLock() {
-			return
+	marks := newMarks(r, 12, len(b.p.Items), sz.SharedRestarts)
+	marks.onCall(func(int64, string) bool {
+		if crashes.Load()+stops.Load() >= int64(sz.SharedRestarts) || !up.TryLock() {
+			return false
 		}
-		mark = n + 1 + rng.Int64N(gap)
 		snap, err := b.cp.snapshot()
 		if err != nil {
 			up.Unlock()
-			return
+			return true
 		}
 		crash := (crashes.Load()+stops.Load())%2 == 0
 		if err := b.cp.down(crash); err != nil {
 			r.t.Errorf("stop the checkpoint's server: %v", err)
 			up.Unlock()
-			return
+			return true
 		}
 		if crash {
 			crashes.Add(1)
@@ -69,6 +63,7 @@ func runSharedRestart(r *rig, sz sizes, d serverDown) {
 			stops.Add(1)
 		}
 		downs <- down{snap, crash}
+		return true
 	})
 	defer r.sim.OnCreate(nil)
 
@@ -99,10 +94,7 @@ func runSharedRestart(r *rig, sz sizes, d serverDown) {
 	before, err := b.cp.snapshot()
 	r.must(err)
 	ends := b.crew(4, "a worker while the checkpoint's server goes down", gate, d.again...)
-	mu.Lock()
-	over = true
-	close(downs)
-	mu.Unlock()
+	marks.over(func() { close(downs) })
 	<-restarted
 	b.checkKept(before, "at the end")
 	r.t.inject(d.crash, int(crashes.Load()))
@@ -110,6 +102,50 @@ func runSharedRestart(r *rig, sz sizes, d serverDown) {
 	r.t.note("seed %d: 4 workers, %d items; %d %s and %d %s with calls in flight; workers replaced after %s",
 		r.seed, len(b.p.Items), crashes.Load(), d.crash, stops.Load(), d.stop, exitsText(ends))
 	b.finish(nil)
+}
+
+// marks are the create calls a row strikes at, drawn within a gap that
+// spreads n strikes over two thirds of the batch.
+type marks struct {
+	r        *rig
+	mu       sync.Mutex
+	rng      *rand.Rand
+	gap, at  int64
+	finished bool
+}
+
+func newMarks(r *rig, stream uint64, items, n int) *marks {
+	m := &marks{r: r, rng: rand.New(rand.NewPCG(r.seed, stream)), gap: int64(max(2, items*2/3/(n+1)))}
+	m.at = 1 + m.rng.Int64N(m.gap)
+	return m
+}
+
+// onCall installs the create hook: strike runs, under the lock, for each
+// call at or past the mark until the row is over; when it returns true the
+// next mark is drawn.
+func (m *marks) onCall(strike func(n int64, key string) bool) {
+	m.r.sim.OnCreate(func(n int64, key string) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !m.finished && n >= m.at && strike(n, key) {
+			m.at = n + 1 + m.rng.Int64N(m.gap)
+		}
+	})
+}
+
+// again makes the next call a strike's.
+func (m *marks) again() {
+	m.mu.Lock()
+	m.at = 0
+	m.mu.Unlock()
+}
+
+// over ends the strikes, running then under the lock.
+func (m *marks) over(then func()) {
+	m.mu.Lock()
+	m.finished = true
+	then()
+	m.mu.Unlock()
 }
 
 // exitsText says how many workers exited with each code, in order.
@@ -159,10 +195,7 @@ func runSharedFaults(r *rig, sz sizes) {
 	}
 	b.checkKept(before, "after the rounds")
 	st := r.sim.Stats()
-	r.t.inject("500 before commit", int(st.ErrorsBeforeCommit))
-	r.t.inject("500 after commit", int(st.ErrorsAfterCommit))
-	r.t.inject("answers dropped after commit", int(st.Dropped))
-	r.t.inject("gateway 504s while the refund went on", int(st.GatewayTimeouts))
+	r.t.injectFaults(st, true)
 	r.t.inject("429 answers", int(st.RateLimited))
 	r.t.inject("key expiries", expiries)
 	r.t.note("seed %d: 4 workers, %d items; %d rounds with faults (keys forgotten after each), 1 after, %d with --resend-after-500; %d 500s before and %d after commit, %d answers dropped, %d gateway 504s, %d 429s; %d answers replayed, %d 409s",
