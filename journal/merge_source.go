@@ -251,8 +251,9 @@ func (s *mergeSource) stream() (bool, error) {
 		}
 		s.k = 0
 	}
-	h, line, lineNo, canonical := s.rd.head(s.k)
-	s.head = mergeRec{line: line, canonical: canonical && !h.far, lineNo: lineNo, key: h.key, head: h, data: s.rd.cur.b.data}
+	b, k, i := s.rd.at(s.k)
+	h := &b.heads[k]
+	s.head = mergeRec{line: b.recordLine(i), canonical: b.canon[k] && !h.far, lineNo: b.firstLine + i, key: h.key, head: h, data: b.data}
 	s.k++
 	s.count++
 	return true, nil

@@ -357,7 +357,7 @@ func merged(t *testing.T, out *bytes.Buffer) []byte {
 	t.Helper()
 	data := out.Bytes()
 	var recs []byte
-	for line := range eachLine(data) {
+	for line := range bytes.Lines(data) {
 		if _, _, isCommit, _ := parseCommit(line); !isCommit {
 			recs = append(recs, line...)
 		}

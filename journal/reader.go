@@ -221,8 +221,8 @@ func (rd *Reader) Hashes() []uint64 {
 }
 
 func (rd *Reader) Line(k int) int {
-	c := &rd.cur
-	return c.b.firstLine + c.line + k + c.marksBefore(k)
+	b, _, i := rd.at(k)
+	return b.firstLine + i
 }
 
 // RunEnd is the end of the run of consecutive lines that record k starts:
@@ -257,20 +257,11 @@ func (rd *Reader) Torn() *Torn { return rd.judge.torn }
 // endsInCommit: what is kept ends in a commit line.
 func (rd *Reader) endsInCommit() bool { return rd.judge.lastIsCommit }
 
-// at is record k of the current span, its line without '\n', its line
-// number and offset, and whether the line is what MarshalLine writes.
-func (rd *Reader) at(k int) (r *Record, line []byte, lineNo int, off int64, canonical bool) {
+// at is record k of the current span: its block, its index in the
+// block's records, and its line's.
+func (rd *Reader) at(k int) (b *block, rec, i int) {
 	c := &rd.cur
-	i := c.line + k + c.marksBefore(k)
-	b := c.b
-	return &b.recs[c.rec+k], b.recordLine(i), b.firstLine + i, b.start + int64(b.lineStart(i)), b.canon[c.rec+k]
-}
-
-func (rd *Reader) head(k int) (h *lineHead, line []byte, lineNo int, canonical bool) {
-	c := &rd.cur
-	i := c.line + k + c.marksBefore(k)
-	b := c.b
-	return &b.heads[c.rec+k], b.recordLine(i), b.firstLine + i, b.canon[c.rec+k]
+	return c.b, c.rec + k, c.line + k + c.marksBefore(k)
 }
 
 func (rd *Reader) spanLen() int { return rd.cur.n }
@@ -357,13 +348,13 @@ func (s *Scanner) Scan() bool {
 		s.k = 0
 	}
 	// A record with strings of its own, so callers may keep it.
-	r, b, line, off, _ := s.rd.at(s.k)
-	str := string(b)
+	b, k, i := s.rd.at(s.k)
+	str := string(b.recordLine(i))
 	rec := new(Record)
 	if err := decodeLine(unsafe.Slice(unsafe.StringData(str), len(str)), str, rec); err != nil {
-		*rec = *r // cannot happen: the line decoded before
+		*rec = b.recs[k] // cannot happen: the line decoded before
 	}
-	s.rec, s.line, s.off = rec, line, off
+	s.rec, s.line, s.off = rec, b.firstLine+i, b.start+int64(b.lineStart(i))
 	s.k++
 	return true
 }

@@ -2,6 +2,8 @@ package journal
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -150,7 +152,7 @@ func (w *Writer) Append(recs ...*Record) error {
 		return err
 	}
 	var c *commit
-	for line := range eachLine(buf) {
+	for line := range bytes.Lines(buf) {
 		if n := len(w.pending); n > 0 && len(w.pending[n-1].buf)+len(line) <= maxCommit {
 			c = w.pending[n-1]
 		} else {
@@ -166,18 +168,6 @@ func (w *Writer) Append(recs ...*Record) error {
 	w.mu.Unlock()
 	<-c.done
 	return c.err
-}
-
-func eachLine(buf []byte) func(yield func([]byte) bool) {
-	return func(yield func([]byte) bool) {
-		for len(buf) > 0 {
-			n := bytes.IndexByte(buf, '\n') + 1
-			if !yield(buf[:n]) {
-				return
-			}
-			buf = buf[n:]
-		}
-	}
 }
 
 // usable is the error that stops an Append before it writes; w.mu held.
@@ -201,7 +191,7 @@ func (w *Writer) appendAlone(buf []byte) error {
 		return err
 	}
 	var c commit
-	for line := range eachLine(buf) {
+	for line := range bytes.Lines(buf) {
 		if len(c.buf)+len(line) > maxCommit && c.records > 0 {
 			if err := w.writeCommit(&c); err != nil {
 				return err
@@ -363,47 +353,29 @@ func AppendCommit(dst, records []byte, n int) []byte {
 }
 
 func appendCommitCRC(dst []byte, n int, crc uint32) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, commitHead...)
-	dst = strconv.AppendInt(dst, int64(n), 10)
-	dst = append(dst, commitMid...)
-	for shift := 28; shift >= 0; shift -= 4 {
-		dst = append(dst, hex[crc>>shift&0xf])
-	}
-	return append(dst, commitTail...)
+	dst = strconv.AppendInt(append(dst, commitHead...), int64(n), 10)
+	sum := binary.BigEndian.AppendUint32(make([]byte, 0, 4), crc)
+	return append(hex.AppendEncode(append(dst, commitMid...), sum), commitTail...)
 }
 
 // parseCommit reads a commit line in exactly AppendCommit's form;
 // isCommit: the line claims to be one.
 func parseCommit(line []byte) (n int, crc uint32, isCommit, ok bool) {
-	const head = commitType + `commit"`
-	if len(line) < len(head) || string(line[:len(head)]) != head {
+	if !bytes.HasPrefix(line, []byte(commitType+`commit"`)) {
 		return 0, 0, false, false
 	}
-	if len(line) < len(commitHead) || string(line[:len(commitHead)]) != commitHead {
-		return 0, 0, true, false
-	}
 	v, p, ok := fastInt(line, len(commitHead))
-	if !ok || v < 0 || v > maxCommit || line[len(commitHead)] == '-' {
+	var sum [4]byte
+	if !ok || v < 0 || v > maxCommit || p+len(commitMid)+8 > len(line) {
 		return 0, 0, true, false
 	}
-	n = int(v)
-	rest := line[p:]
-	want := len(commitMid) + 8 + len(commitTail) - 1
-	if len(rest) != want || string(rest[:len(commitMid)]) != commitMid || string(rest[want-2:]) != `"}` {
+	if _, err := hex.Decode(sum[:], line[p+len(commitMid):p+len(commitMid)+8]); err != nil {
 		return 0, 0, true, false
 	}
-	for _, c := range rest[len(commitMid) : len(commitMid)+8] {
-		var d byte
-		switch {
-		case c >= '0' && c <= '9':
-			d = c - '0'
-		case c >= 'a' && c <= 'f':
-			d = c - 'a' + 10
-		default:
-			return 0, 0, true, false
-		}
-		crc = crc<<4 | uint32(d)
+	n, crc = int(v), binary.BigEndian.Uint32(sum[:])
+	var buf [maxCommitLine]byte // the line as AppendCommit writes it, '\n' cut
+	if want := appendCommitCRC(buf[:0], n, crc); string(want[:len(want)-1]) != string(line) {
+		return 0, 0, true, false
 	}
 	return n, crc, true, true
 }

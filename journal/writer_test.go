@@ -802,7 +802,7 @@ func TestCommitCap(t *testing.T) {
 			}
 			data, _ := os.ReadFile(path)
 			commits, records := 0, 0
-			for line := range eachLine(data) {
+			for line := range bytes.Lines(data) {
 				n, _, isCommit, ok := parseCommit(line[:len(line)-1])
 				switch {
 				case isCommit && !ok:
