@@ -216,10 +216,8 @@ func (e *engine) read(ctx context.Context, it *Item, attempt int, unsent bool, e
 			if unsent {
 				// Nothing was ever sent, and the payment cannot be read (an
 				// unknown charge): nothing can be refunded on it either.
-				if !e.append(e.failure(it, attempt, f.Status, code, msg, true)) {
-					return e.unrecorded(it, attempt, msg), false
-				}
-				return failed(it, attempt, code, msg), false
+				res, _ := e.fail(it, e.failure(it, attempt, f.Status, code, msg, true), msg)
+				return res, false
 			}
 			return inDoubt(it, 0, code, msg), false
 		}

@@ -475,14 +475,11 @@ func (e *engine) checkPayment(ctx context.Context, it *Item, attempt int, unsent
 	if !unsent {
 		msg += "; an earlier call for it was sent, and its refund is not found"
 	}
-	if !e.append(e.failure(it, attempt, 0, CodeCurrencyDiffers, msg, unsent)) {
-		return e.unrecorded(it, attempt, msg), true
+	res, ok := e.fail(it, e.failure(it, attempt, 0, CodeCurrencyDiffers, msg, unsent), msg)
+	if ok {
+		e.logItem(slog.LevelWarn, "currency differs from the payment's", it, attempt, "plan", it.Currency, "payment", pay.info.Currency)
 	}
-	e.logItem(slog.LevelWarn, "currency differs from the payment's", it, attempt, "plan", it.Currency, "payment", pay.info.Currency)
-	if !unsent {
-		return inDoubt(it, attempt, CodeCurrencyDiffers, msg), true
-	}
-	return failed(it, attempt, CodeCurrencyDiffers, msg), true
+	return res, true
 }
 
 // Errors of call that say nothing was sent under the attempt's key by it.
@@ -554,10 +551,8 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 			// refund. In doubt, not failed.
 			msg = e.name + " holds this item's earlier request under its key, with other parameters (the plan's reason or metadata changed since): nothing sent now, but that request may have made or still make a refund. Restore the plan as it was and run again; a later run looks it up first"
 			e.logItem(slog.LevelWarn, "key used before with other parameters", it, attempt)
-			if !e.append(e.failure(it, attempt, status, code, msg, false)) {
-				return e.unrecorded(it, attempt, "answer could not be journaled")
-			}
-			return inDoubt(it, attempt, code, msg)
+			res, _ := e.fail(it, e.failure(it, attempt, status, code, msg, false), "answer could not be journaled")
+			return res
 		}
 		final = true
 	}

@@ -50,16 +50,33 @@ func (e *engine) ended(it *Item, attempt int, r *Refund) *journal.Record {
 }
 
 func inDoubt(it *Item, attempt int, code, msg string) Result {
-	r := newResult(it, StatusInDoubt)
-	r.Attempt, r.Code, r.Message = attempt, code, msg
-	return r
+	return outcome(it, StatusInDoubt, attempt, code, msg)
 }
 
 // failed is the result of an item failed for good, as journaled.
 func failed(it *Item, attempt int, code, msg string) Result {
-	r := newResult(it, StatusFailed)
+	return outcome(it, StatusFailed, attempt, code, msg)
+}
+
+func outcome(it *Item, status string, attempt int, code, msg string) Result {
+	r := newResult(it, status)
 	r.Attempt, r.Code, r.Message = attempt, code, msg
 	return r
+}
+
+// fail journals rec, the item's failure, and returns its result: failed
+// when final, else in doubt; ok is false when the checkpoint could not take
+// it (the result then says lost).
+func (e *engine) fail(it *Item, rec *journal.Record, lost string) (res Result, ok bool) {
+	if !e.append(rec) {
+		return e.unrecorded(it, rec.Attempt, lost), false
+	}
+	res = inDoubt(it, rec.Attempt, rec.Code, rec.Message)
+	if rec.Final {
+		res.Status = StatusFailed
+	}
+	res.Refund = rec.Refund
+	return res, true
 }
 
 // notCalled is the result of an item stopped before any call of this run:
@@ -73,8 +90,8 @@ func notCalled(it *Item, unsent bool, code, msg string) Result {
 
 // stillPending is the result of an item whose refund has not finished.
 func stillPending(it *Item, st journal.ItemState, code, msg string) Result {
-	r := newResult(it, StatusPending)
-	r.Refund, r.Amount, r.Currency, r.Attempt, r.Code, r.Message = st.Refund, st.Amount, st.Currency, st.Attempt, code, msg
+	r := outcome(it, StatusPending, st.Attempt, code, msg)
+	r.Refund, r.Amount, r.Currency = st.Refund, st.Amount, st.Currency
 	return r
 }
 
@@ -197,12 +214,12 @@ func (e *engine) recredit(it *Item, st journal.ItemState, r, x *Refund) Result {
 // answer's HTTP status (0 for a refund found by a look-up).
 func (e *engine) mismatch(it *Item, attempt int, r *Refund, status int, err error) Result {
 	msg := err.Error() + ": not this item's refund; check it at " + e.name + " before running again"
-	if !e.append(e.failure(it, attempt, status, CodeAnswerMismatch, msg, false)) {
-		return e.unrecorded(it, attempt, msg)
+	res, ok := e.fail(it, e.failure(it, attempt, status, CodeAnswerMismatch, msg, false), msg)
+	if ok {
+		e.logItem(slog.LevelError, "answer is not this item's refund", it, attempt, "refund", r.ID, "detail", err.Error())
+		e.halt(&HaltError{Err: fmt.Errorf("%s answered item %s of batch %s with a refund that is not its own: %v", strings.ToLower(e.name), it.Item, it.Batch, err)})
 	}
-	e.logItem(slog.LevelError, "answer is not this item's refund", it, attempt, "refund", r.ID, "detail", err.Error())
-	e.halt(&HaltError{Err: fmt.Errorf("%s answered item %s of batch %s with a refund that is not its own: %v", strings.ToLower(e.name), it.Item, it.Batch, err)})
-	return inDoubt(it, attempt, CodeAnswerMismatch, msg)
+	return res
 }
 
 // failedWith journals the item as failed for good because of its refund
@@ -210,11 +227,7 @@ func (e *engine) mismatch(it *Item, attempt int, r *Refund, status int, err erro
 func (e *engine) failedWith(it *Item, attempt int, refundID, code, msg string) Result {
 	rec := e.failure(it, attempt, 0, code, msg, true)
 	rec.Refund = refundID
-	if !e.append(rec) {
-		return e.unrecorded(it, attempt, msg)
-	}
-	res := failed(it, attempt, code, msg)
-	res.Refund = refundID
+	res, _ := e.fail(it, rec, msg)
 	return res
 }
 
@@ -265,14 +278,11 @@ func (e *engine) holdFor(it *Item, attempt int, unsent bool, code, why, what str
 		sent = fmt.Sprintf("nothing sent now; attempt %d was sent by an earlier run and its refund is not found", attempt)
 	}
 	msg := fmt.Sprintf("%s: %s; %s. If another refund is intended, run again with --allow-refunded-charges", why, what, sent)
-	if !e.append(e.failure(it, attempt, 0, code, msg, unsent)) {
-		return e.unrecorded(it, attempt, msg)
+	res, ok := e.fail(it, e.failure(it, attempt, 0, code, msg, unsent), msg)
+	if ok {
+		e.logItem(slog.LevelDebug, "item held: "+why, it, attempt, "refunds", what)
 	}
-	e.logItem(slog.LevelDebug, "item held: "+why, it, attempt, "refunds", what)
-	if !unsent {
-		return inDoubt(it, attempt, code, msg)
-	}
-	return failed(it, attempt, code, msg)
+	return res
 }
 
 // unseen names items for a hold, and says why the look-up did not show
