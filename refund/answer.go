@@ -4,7 +4,6 @@ package refund
 // plan item: pure functions that say what is wrong, and decide nothing.
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -126,13 +125,12 @@ func CheckRecords(batch, item string, st journal.ItemState) error {
 	return nil
 }
 
-// parseAttempt reads the attempt a refund's metadata names.
-func parseAttempt(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err == nil && n < 1 {
-		err = errors.New("attempt below 1")
+// attemptOf is the attempt r's metadata names, else def.
+func attemptOf(r *Refund, def int) int {
+	if n, err := strconv.Atoi(r.Metadata[MetaAttempt]); err == nil && n >= 1 {
+		return n
 	}
-	return n, err
+	return def
 }
 
 func amountText(a int64) string {

@@ -20,10 +20,8 @@ import (
 	"github.com/refundkit/refundkit/journal"
 )
 
-// Checkpoint is where a run records what it does: an intent before every
-// call, an outcome after it. It is held by one run from the moment it is
-// opened (journal.Open locks the file: *journal.LockedError). An error of
-// any method halts the run.
+// Checkpoint is where a run records an intent before every call and an
+// outcome after it, held by one run. An error of any method halts the run.
 type Checkpoint interface {
 	// Lookup returns what the checkpoint held of item of batch when the run
 	// took it; ok is false when it holds no record of it.
@@ -42,9 +40,8 @@ type Checkpoint interface {
 	Stats() journal.WriterStats
 }
 
-// Journal is the Checkpoint of a journal file: w, opened (and locked) by
-// journal.Open, and the state it loaded. With w nil (a dry run) it only
-// reads state.
+// Journal is the Checkpoint of a journal file: w (nil: read only) and the
+// state it loaded.
 func Journal(w *journal.Writer, state *journal.State) Checkpoint {
 	return journalCheckpoint{w: w, state: state}
 }
@@ -73,9 +70,8 @@ func (j journalCheckpoint) OnPayment(keys []string) ([]journal.PaymentItem, erro
 	return j.state.OnPayment(keys...), nil
 }
 
-// sharer is a checkpoint whose records can credit one refund to two items:
-// a file journal, concatenated or edited by hand. A shared checkpoint
-// checks each credit as it is written.
+// sharer is a checkpoint whose records can credit one refund to two items
+// (a file journal, concatenated or edited by hand).
 type sharer interface {
 	SharedRefund(id, batch, item string) (firstBatch, firstItem string, shared bool)
 }
@@ -96,12 +92,8 @@ func (j journalCheckpoint) Stats() journal.WriterStats {
 	return j.w.Stats()
 }
 
-// Claims is a Checkpoint many runs on many hosts share: every run is fed
-// the same plan, and an item is worked on only by the run that claimed it.
-// A claim is a lease its holder renews: a run that dies loses its claims
-// when they run out, and the next to claim such an item looks it up before
-// any call, as a rerun does. Every write is fenced by the claim: once
-// another run took it, the old holder's writes fail and halt it.
+// Claims is a Checkpoint many runs share: an item is worked only by the run
+// that claimed it, a lease its holder renews and every write is fenced by.
 type Claims interface {
 	Checkpoint
 	// Load binds the plan to the checkpoint: the first run to load a batch
@@ -219,8 +211,7 @@ type Tallier interface {
 }
 
 // Outage says, once as it begins and once as it ends, that a shared
-// checkpoint does not answer: its workers retry while their leases last.
-// The zero value needs only its fields set.
+// checkpoint does not answer.
 type Outage struct {
 	Silent string // "the database does not answer": said as it begins
 	Back   string // "the database answers again": said as it ends
@@ -260,8 +251,7 @@ func (o *Outage) Answered() bool {
 }
 
 // PlanDocs returns each line's item as canonical JSON and the digest of
-// the docs in item order: what a shared checkpoint stores of a batch's
-// plan, and how it tells the same plan, in any order, from another.
+// the docs in item order: the same plan in any order has one digest.
 func PlanDocs(lines []PlanLine) (docs []string, digest []byte, err error) {
 	docs = make([]string, len(lines))
 	for i, pl := range lines {

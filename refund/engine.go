@@ -2,7 +2,7 @@ package refund
 
 // The state of one run and the primitives every layer of it uses: halt,
 // emit a result, append to the checkpoint, log, hold a claim. Run and its
-// feeds are in run.go, an item's life in life.go.
+// feeds are in run.go, an item's life in process.go.
 
 import (
 	"context"
@@ -24,53 +24,33 @@ const MaxLineBytes = 1 << 20
 // Config is what a run needs. Checkpoint and OnResult are required, and
 // Provider unless an Offline DryRun.
 type Config struct {
-	// Provider makes, finds and cancels refunds (refund/provider/stripe).
-	Provider Provider
+	Provider Provider // makes, finds and cancels refunds (refund/provider/stripe)
 	// Checkpoint records intents and outcomes, and says what earlier runs
 	// recorded (Journal); read only in a DryRun.
 	Checkpoint Checkpoint
-	// Workers is how many items are in flight at once (default 8).
-	Workers int
-	// Pacer paces every API call within the run's limits; nil means none.
-	Pacer *Pacer
-	// DryRun says what the real run would do and does none of it: no create
-	// or cancel, no Append. Items the checkpoint does not settle are looked
-	// up by reads alone; a shared checkpoint is read, not claimed.
-	DryRun bool
-	// Offline makes a DryRun answer from the checkpoint alone (Provider may
-	// be nil): every item it does not hold is would_refund.
-	Offline bool
-	// ResendAfter500 lets an item whose key Stripe's own 500 burned in an
-	// earlier run be sent under a new key once the look-up finds nothing
-	// (Facts.LateOutcomes: such a call may still complete).
+	Workers    int    // items in flight at once (default 8)
+	Pacer      *Pacer // paces every API call; nil means none
+	// DryRun says what the real run would do and does none of it: items the
+	// checkpoint does not settle are looked up by reads alone.
+	DryRun  bool
+	Offline bool // a DryRun from the checkpoint alone (Provider may be nil)
+	// ResendAfter500 lets an item whose key the provider's own 500 burned in
+	// an earlier run go under a new key once the look-up finds nothing.
 	ResendAfter500 bool
-	// MaxUnanswered bounds the calls in a row that get no answer before the
-	// run halts as unable to reach the provider (default 8).
-	MaxUnanswered int
+	MaxUnanswered  int // unanswered calls in a row before the run halts (default 8)
 	// NoLookup trusts the journal alone before an item's first call: a new
 	// batch name, a lost journal or a reshard can then refund twice.
 	NoLookup bool
-	// AllowRefundedCharges lets items whose charge holds a refund of another
-	// batch be refunded again; without it they are held (failed, unsent).
+	// AllowRefundedCharges refunds items whose charge holds a refund of
+	// another batch; without it they are held (failed, unsent).
 	AllowRefundedCharges bool
-	// AllRefunds holds items whose charge has refunds without refundkit
-	// metadata too.
-	AllRefunds bool
-	// Shard is the shard of the plan this run works (refund --shard K/N;
-	// zero: all). Every item is read; only the shard's are worked. A file
-	// journal's feed only.
-	Shard Shard
-	// Backoff spaces retries (default: the provider's Facts.Backoff).
-	Backoff Backoff
-	Log     *slog.Logger
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// OnResult receives each item's result, one call at a time, after its
-	// outcome is durably journaled.
-	OnResult func(Result)
-	// OnRetry, when set, hears of an item starting (+1) or ending (-1) a
-	// wait to retry.
-	OnRetry func(delta int)
+	AllRefunds           bool    // hold for refunds without refundkit metadata too
+	Shard                Shard   // the shard this run works (a file journal's feed only); zero: all
+	Backoff              Backoff // default: Facts.Backoff
+	Log                  *slog.Logger
+	Now                  func() time.Time // default time.Now
+	OnResult             func(Result)     // each result, one at a time, once durably journaled
+	OnRetry              func(delta int)  // when set: an item starts (+1) or ends (-1) a retry wait
 }
 
 // HaltError is a run stopped because continuing could go unrecorded (the
@@ -97,19 +77,18 @@ type engine struct {
 	summary Summary
 	outMu   sync.Mutex // serialises OnResult and summary
 
-	haltOnce   sync.Once
-	haltErr    atomic.Pointer[HaltError]
-	stopRun    context.CancelFunc
-	unanswered atomic.Int64
-	creates    atomic.Int64
-	lists      atomic.Int64
-	retries    atomic.Int64
-	limited    atomic.Int64
-	reconciled atomic.Int64
-	newKeys    atomic.Int64
-	// indeterminate counts items an indeterminate answer left in doubt.
-	indeterminate atomic.Int64
-	otherShards   int // the plan's items of other shards, counted by the feed alone
+	haltOnce      sync.Once
+	haltErr       atomic.Pointer[HaltError]
+	stopRun       context.CancelFunc
+	unanswered    atomic.Int64
+	creates       atomic.Int64
+	lists         atomic.Int64
+	retries       atomic.Int64
+	limited       atomic.Int64
+	reconciled    atomic.Int64
+	newKeys       atomic.Int64
+	indeterminate atomic.Int64 // items an indeterminate answer left in doubt
+	otherShards   int          // the plan's items of other shards, counted by the feed alone
 	targets       targetLocks
 	plan          *planIndex
 	// credits are the refunds this run credited (hashed id -> hashed batch

@@ -6,6 +6,7 @@ package refund
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,15 +122,7 @@ func validID(s string, max int, extra string) bool {
 func validStripeID(s string, prefixes ...string) bool {
 	for _, p := range prefixes {
 		if rest, ok := strings.CutPrefix(s, p); ok {
-			if len(rest) == 0 || len(rest) > 250 {
-				return false
-			}
-			for i := 0; i < len(rest); i++ {
-				if !alnum(rest[i]) {
-					return false
-				}
-			}
-			return true
+			return validID(rest, 250, "")
 		}
 	}
 	return false
@@ -216,12 +209,7 @@ func (it *Item) Validate() error {
 		return nil
 	}
 	// In key order, so that the first of two bad keys is always the one named.
-	keys := make([]string, 0, len(it.Metadata))
-	for k := range it.Metadata {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(it.Metadata)) {
 		if err := MetadataKeyError(k); err != nil {
 			return fieldError(MetadataField(k), "%v", err)
 		}

@@ -1,9 +1,7 @@
 package refund
 
-// The look-up's reads at the provider, which stand before every call that
-// could make a second refund: the payment, its refunds, one refund. They
-// return what they read, or the result of an item whose read failed; they
-// call only records (records.go), retries (retry.go) and engine.go.
+// The look-up's reads at the provider: the payment, its refunds, one
+// refund. They call only records.go, retry.go and engine.go.
 
 import (
 	"context"
@@ -103,9 +101,7 @@ func (e *engine) owner(it *Item, r *Refund, keys []string) int {
 }
 
 // keyKept reports whether a provider that keeps keys for ttl (0: for ever)
-// surely still keeps one first sent at sentAt (Unix seconds): within half
-// its time, as clocks step and journals are restored from other hosts. A
-// time ahead of now means the clock went back.
+// surely still keeps one first sent at sentAt: within half its time.
 func keyKept(sentAt int64, ttl time.Duration, now time.Time) bool {
 	if ttl == 0 {
 		return true
@@ -159,10 +155,8 @@ func (e *engine) readPayment(ctx context.Context, it *Item, attempt int, unsent 
 	return res, ok
 }
 
-// list returns the refunds of the item's payment, newest first. looked is
-// false when the provider cannot look this payment's refunds up
-// (ErrNoLookup, said per payment, never for the run). ok is false when the
-// listing failed; res then says what became of the item.
+// list returns the refunds of the item's payment, newest first; looked is
+// false on ErrNoLookup. ok is false when the listing failed (res: why).
 func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (refunds []Refund, looked bool, res Result, ok bool) {
 	looked = true
 	res, ok = e.read(ctx, it, attempt, unsent, EndpointList, "list the charge's refunds", func(ctx context.Context) error {
@@ -180,9 +174,7 @@ func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (
 
 // read makes one read call for the item at endpoint ep, repeating it while
 // it may succeed. ok is false when it failed; res then says what became of
-// the item: failed for good when the payment cannot be read and nothing was
-// ever sent, lookup_failed (not journaled) when it could not be read now,
-// in doubt when an earlier call was sent.
+// the item.
 func (e *engine) read(ctx context.Context, it *Item, attempt int, unsent bool, ep Endpoint, what string, call func(context.Context) error) (res Result, ok bool) {
 	for try := 0; ; try++ {
 		if err := e.cfg.Pacer.Wait(ctx, ep); err != nil {
@@ -216,10 +208,8 @@ func (e *engine) read(ctx context.Context, it *Item, attempt int, unsent bool, e
 			if unsent {
 				// Nothing was ever sent, and the payment cannot be read (an
 				// unknown charge): nothing can be refunded on it either.
-				if !e.append(e.failure(it, attempt, f.Status, code, msg, true)) {
-					return e.unrecorded(it, attempt, msg), false
-				}
-				return failed(it, attempt, code, msg), false
+				res, _ := e.fail(it, e.failure(it, attempt, f.Status, code, msg, true), msg)
+				return res, false
 			}
 			return inDoubt(it, 0, code, msg), false
 		}

@@ -16,6 +16,7 @@ const (
 	EndpointList                    // Provider.Find, the look-up (GET /v1/refunds)
 	EndpointCharges                 // Provider.Payment (GET /v1/charges)
 	EndpointGet                     // Provider.Get (GET /v1/refunds/{id})
+	nEndpoints
 )
 
 // Limits are request rates per second; 0 means no limit.
@@ -29,7 +30,7 @@ type Limits struct {
 // limits none: a command refuses a pace that never sends in time.
 func (l Limits) Slowest() float64 {
 	slowest := 0.0
-	for _, r := range []float64{l.Global, l.Create, l.List, l.Charges, l.Get} {
+	for _, r := range l.rates() {
 		if r > 0 && (slowest == 0 || r < slowest) {
 			slowest = r
 		}
@@ -42,27 +43,27 @@ func (l Limits) Slowest() float64 {
 // little back, so a run settles near what it is allowed. Safe for
 // concurrent use; a nil *Pacer lets everything through.
 type Pacer struct {
-	global, create, list, charges, get *adaptive
-	listRequests                       int // of global, a look-up's
+	budgets      [1 + nEndpoints]*adaptive // the account's, then by Endpoint
+	listRequests int                       // of the account's, a look-up's
+}
+
+// rates are l's: the account's, then by Endpoint.
+func (l Limits) rates() [1 + nEndpoints]float64 {
+	return [...]float64{l.Global, l.Create, l.List, l.Charges, l.Get}
 }
 
 // NewPacer returns a pacer for limits.
 func NewPacer(l Limits) *Pacer {
-	return &Pacer{global: newAdaptive(l.Global), create: newAdaptive(l.Create), list: newAdaptive(l.List),
-		charges: newAdaptive(l.Charges), get: newAdaptive(l.Get), listRequests: max(l.ListRequests, 1)}
+	p := &Pacer{listRequests: max(l.ListRequests, 1)}
+	for i, r := range l.rates() {
+		p.budgets[i] = newAdaptive(r)
+	}
+	return p
 }
 
-func (p *Pacer) endpoint(e Endpoint) *adaptive {
-	switch e {
-	case EndpointList:
-		return p.list
-	case EndpointCharges:
-		return p.charges
-	case EndpointGet:
-		return p.get
-	}
-	return p.create
-}
+func (p *Pacer) global() *adaptive { return p.budgets[0] }
+
+func (p *Pacer) endpoint(e Endpoint) *adaptive { return p.budgets[1+e] }
 
 // Wait blocks until a request to e may go, or ctx ends.
 func (p *Pacer) Wait(ctx context.Context, e Endpoint) error {
@@ -76,14 +77,14 @@ func (p *Pacer) Wait(ctx context.Context, e Endpoint) error {
 	if e == EndpointList {
 		n = p.listRequests
 	}
-	return p.global.waitN(ctx, n)
+	return p.global().waitN(ctx, n)
 }
 
 // Throttled slows the budget a refusal for the rate named
 // (Failure.AccountLimit): the account's, else the endpoint's.
 func (p *Pacer) Throttled(e Endpoint, account bool) {
 	if account {
-		p.global.cut(time.Now())
+		p.global().cut(time.Now())
 		return
 	}
 	p.endpoint(e).cut(time.Now())
@@ -110,7 +111,7 @@ func (p *Pacer) Done(e Endpoint, err error) {
 // Answered wins back some of the rate of the budgets a request spent.
 func (p *Pacer) Answered(e Endpoint) {
 	p.endpoint(e).grow()
-	p.global.grow()
+	p.global().grow()
 }
 
 // Scale sets every budget's ceiling to f times its limit (f in (0, 1]):
@@ -121,14 +122,18 @@ func (p *Pacer) Scale(f float64) {
 		return
 	}
 	f = min(f, 1)
-	for _, a := range []*adaptive{p.global, p.create, p.list, p.charges, p.get} {
+	for _, a := range p.budgets {
 		a.scale(f)
 	}
 }
 
 // Rates reports the current rates (requests/s) of the budgets.
 func (p *Pacer) Rates() Limits {
-	return Limits{Global: p.global.rate(), Create: p.create.rate(), List: p.list.rate(), Charges: p.charges.rate(), Get: p.get.rate()}
+	var r [1 + nEndpoints]float64
+	for i, a := range p.budgets {
+		r[i] = a.rate()
+	}
+	return Limits{Global: r[0], Create: r[1], List: r[2], Charges: r[3], Get: r[4]}
 }
 
 // adaptive is one budget: a token bucket whose rate moves between a floor

@@ -9,17 +9,17 @@ import (
 func TestPacerAdapts(t *testing.T) {
 	p := NewPacer(Limits{Global: 80, Create: 20, List: 20})
 	t0 := time.Now()
-	p.create.cut(t0)
+	p.endpoint(EndpointCreate).cut(t0)
 	if got := p.Rates(); got.Create != 10 || got.Global != 80 || got.List != 20 {
 		t.Fatalf("after an endpoint 429: %+v, want create halved only", got)
 	}
 	// The 429s of the other requests in flight then do not cut again.
-	p.create.cut(t0.Add(cutEvery / 2))
+	p.endpoint(EndpointCreate).cut(t0.Add(cutEvery / 2))
 	if got := p.Rates().Create; got != 10 {
 		t.Fatalf("a second 429 within %v cut again: %v", cutEvery, got)
 	}
 	for i := 0; i < 5; i++ {
-		p.create.cut(t0.Add(time.Duration(i+1) * cutEvery))
+		p.endpoint(EndpointCreate).cut(t0.Add(time.Duration(i+1) * cutEvery))
 	}
 	if got := p.Rates().Create; got != 1 {
 		t.Fatalf("after many 429s: %v, want the floor, a twentieth of 20", got)
@@ -74,7 +74,7 @@ func TestPacerScale(t *testing.T) {
 	if got := p.Rates(); got != (Limits{Global: 10, Create: 5, List: 10, Get: 5}) {
 		t.Fatalf("scaled by 1/2: %+v, want every ceiling halved, create still at half its own", got)
 	}
-	if got := p.global.lim.Limit(); got != 10 {
+	if got := p.global().lim.Limit(); got != 10 {
 		t.Fatalf("the global limiter paces at %v, want 10", got)
 	}
 	for range 1000 {
@@ -122,18 +122,18 @@ func TestPacerScaleConcurrent(t *testing.T) {
 func TestPacerLookupSpendsItsRequests(t *testing.T) {
 	p := NewPacer(Limits{Global: 100, List: 50, ListRequests: 2})
 	now := time.Now()
-	before := p.global.lim.TokensAt(now)
+	before := p.global().lim.TokensAt(now)
 	if err := p.Wait(context.Background(), EndpointList); err != nil {
 		t.Fatal(err)
 	}
-	if spent := before - p.global.lim.TokensAt(now); spent < 1.99 || spent > 2.01 {
+	if spent := before - p.global().lim.TokensAt(now); spent < 1.99 || spent > 2.01 {
 		t.Errorf("a look-up spent %.2f of the account's budget, want 2", spent)
 	}
-	before = p.global.lim.TokensAt(now)
+	before = p.global().lim.TokensAt(now)
 	if err := p.Wait(context.Background(), EndpointCreate); err != nil {
 		t.Fatal(err)
 	}
-	if spent := before - p.global.lim.TokensAt(now); spent < 0.99 || spent > 1.01 {
+	if spent := before - p.global().lim.TokensAt(now); spent < 0.99 || spent > 1.01 {
 		t.Errorf("a create spent %.2f, want 1", spent)
 	}
 }

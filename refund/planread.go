@@ -30,9 +30,8 @@ func NewItemReader(r io.Reader, name string) *ItemReader {
 	return &ItemReader{lines: NewLineReader(r, name)}
 }
 
-// Next returns the next item and its line. A bad line is an *InputError
-// naming input, line and field; reading can go on past it. At the end
-// Next returns io.EOF.
+// Next returns the next item and its line; a bad line is an *InputError,
+// and reading can go on past it. At the end: io.EOF.
 func (r *ItemReader) Next() (Item, int, error) {
 	text, line, err := r.lines.Next()
 	if err != nil {
@@ -64,8 +63,7 @@ func NewLineReader(r io.Reader, name string) *LineReader {
 }
 
 // Next returns the next line that is not blank, without its line end, and
-// its number; the text is valid until the next call. A line too long is an
-// *InputError, and reading can go on past it. At the end: io.EOF.
+// its number, valid until the next call. At the end: io.EOF.
 func (lr *LineReader) Next() ([]byte, int, error) {
 	for {
 		text, err := lr.read()
@@ -139,10 +137,8 @@ type parsedLine struct {
 	err  error
 }
 
-// planIndex is what a run knows of its plan so far: for each (batch, item)
-// its line and target, hashed, so workers can tell whether another item's
-// refund on a payment is the plan's own. A journal.IDTable beside flat
-// slices, not a map: the map was an eighth of a restart's CPU.
+// planIndex is the plan read so far: each (batch, item)'s line and target,
+// hashed. Not a map: the map was an eighth of a restart's CPU.
 type planIndex struct {
 	mu    sync.RWMutex
 	seed  maphash.Seed
@@ -234,10 +230,9 @@ func (p *planIndex) on(batch, item string, targets ...string) (on, listed bool) 
 	return false, true
 }
 
-// readPlan parses plan lines on a goroutine of its own, in batches, so that
-// parsing overlaps with the journal look-ups and the output. It refuses an
-// item listed twice and stops at the first bad line, the last batch's
-// error. Batches done with may come back on free (nil: none do).
+// readPlan parses plan lines in batches on a goroutine of its own; the
+// first bad line (or item listed twice) is the last batch's error.
+// Batches done with may come back on free (nil: none do).
 func readPlan(ctx context.Context, in io.Reader, name string, index *planIndex, out chan<- []parsedLine, free <-chan []parsedLine) {
 	defer close(out)
 	const batchSize = 256
@@ -317,11 +312,9 @@ type readerFunc func(p []byte) (int, error)
 
 func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
-// PeekPlan checks that the first line of in that is not blank is a plan
-// item, before a run opens its journal: no plan, or one that is not (the
-// charges piped past plan), leaves no journal behind. It returns a reader
-// of the whole input and whether there is a line to read; a bad first line
-// is an *InputError, wrapping ErrNotPlanItem when it is not a JSON object.
+// PeekPlan checks the first line of in that is not blank is a plan item,
+// before a run opens its journal, and returns a reader of the whole input
+// and whether there is a line; one not a JSON object wraps ErrNotPlanItem.
 func PeekPlan(in io.Reader, name string) (io.Reader, bool, error) {
 	return (*PlanSize)(nil).Peek(in, name)
 }
@@ -368,12 +361,9 @@ func firstText(b []byte) []byte {
 	return nil
 }
 
-// PlanSize is how many items a run's plan has, for the progress display
-// (Items is 0 while unknown), from the best source known: the plan read to
-// its end; a plan File's lines that are not blank; the plan_items every
-// line gives, while they agree and are not exceeded (a hint, dropped once
-// the lines contradict it). With a Shard, only the first. A nil *PlanSize
-// does nothing.
+// PlanSize is how many items a run's plan has, for the progress display:
+// the plan read to its end, else File's lines, else the plan_items every
+// line gives while they hold. With a Shard, only the first. Nil does nothing.
 type PlanSize struct {
 	Shard Shard  // the run's (Config.Shard): its items are counted
 	File  string // the plan file, counted the first time Items is asked
@@ -419,13 +409,10 @@ func (s *PlanSize) Items() int {
 
 // first takes the plan_items of the plan's first line, seen ahead.
 func (s *PlanSize) first(given int) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.given == 0 {
-		s.given = cmp.Or(given, -1)
+	if s != nil {
+		s.mu.Lock()
+		s.given = cmp.Or(s.given, given, -1)
+		s.mu.Unlock()
 	}
 }
 
@@ -453,12 +440,11 @@ func (s *PlanSize) item(it *Item, given int) {
 
 // end says the plan was read to its end.
 func (s *PlanSize) end() {
-	if s == nil {
-		return
+	if s != nil {
+		s.mu.Lock()
+		s.whole = true
+		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	s.whole = true
-	s.mu.Unlock()
 }
 
 type planSizeKey struct{}

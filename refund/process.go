@@ -141,10 +141,8 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	if res, done := e.checkPayment(ctx, it, attempt, unsent, pay); done {
 		return res
 	}
-	// A new key only after a full listing found nothing for an item whose
-	// key replays an indeterminate answer; never for the key's age: an old
-	// key can still be in flight. Otherwise the same key, which the
-	// provider answers for the first call, never with a second refund.
+	// A new key only after a full listing found nothing for a key that
+	// replays an indeterminate answer; never for the key's age.
 	newKey := st.KeyBurned && listed != nil && !e.facts.PartialLookup
 	if newKey {
 		attempt++
@@ -174,9 +172,8 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	return e.refused(it, attempt, unsent, Classify(err))
 }
 
-// settlePending asks the provider how the item's pending refund ended, and
-// journals the end if it came; so, too, for a refund journaled in a status
-// refundkit does not know (unsure): only a status on the allow-list ends it.
+// settlePending asks the provider how the item's pending (or unsure)
+// refund ended, and journals the end if it came.
 func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemState) Result {
 	journaled := "pending"
 	if st.Unsure() {
@@ -233,10 +230,8 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 	return e.settle(it, st.Attempt, &r, journal.SourceSettled) // journaled: no longer pending, not done
 }
 
-// recheckExtras answers an item the journal holds refunded more than once:
-// the end of each extra the provider shows ended is journaled, and the item
-// is said refunded twice while any stands. One the listing leaves out is
-// asked for by its id, and stands unless that answer says it ended.
+// recheckExtras answers an item the journal holds refunded more than once,
+// journaling the end of each extra the provider shows ended.
 func (e *engine) recheckExtras(ctx context.Context, it *Item, st journal.ItemState) Result {
 	res := newResult(it, StatusSkipped)
 	res.Refund, res.Amount, res.Currency, res.Attempt = st.Refund, st.Amount, st.Currency, st.Attempt
@@ -319,11 +314,9 @@ func (e *engine) decide(ctx context.Context, it *Item, attempt int, unsent bool,
 	return Result{}, false
 }
 
-// unlooked decides, by the checkpoint alone, for an item whose refunds the
-// provider cannot look up (ErrNoLookup, or a PartialLookup that found
-// nothing). One never sent is sent; one in doubt, or whose key holds a
-// 500, again under its key only while the provider surely keeps it
-// (keyKept), so that it answers for the earlier call. Never a new key.
+// unlooked decides by the checkpoint alone for an item whose refunds
+// cannot be looked up: one sent before goes again under its key only while
+// the provider surely keeps it (keyKept). Never a new key.
 func (e *engine) unlooked(it *Item, attempt int, unsent bool, st journal.ItemState) (Result, bool) {
 	switch {
 	case unsent:
@@ -345,10 +338,9 @@ func (e *engine) unlooked(it *Item, attempt int, unsent bool, st journal.ItemSta
 }
 
 // otherItems holds the item when the checkpoint holds another item on its
-// payment whose refund may stand there unseen (renamed, moved, planned
-// again). unlisted (no full listing) counts every other item in doubt,
-// pending or refunded; a listing only keys holding a 500 that may still
-// complete. Items the plan puts on this payment are its own.
+// payment whose refund may stand there unseen. unlisted (no full listing)
+// counts every other item in doubt, pending or refunded; else only keys
+// holding a 500 that may still complete.
 func (e *engine) otherItems(it *Item, attempt int, unsent bool, pay *payment, unlisted bool) (Result, bool) {
 	if !unlisted && !e.facts.LateOutcomes {
 		return Result{}, false // the listing is the whole truth
@@ -400,15 +392,12 @@ func (e *engine) otherItems(it *Item, attempt int, unsent bool, pay *payment, un
 	return Result{}, false
 }
 
-// adopt journals the item's own refunds found by the look-up (oldest
-// first): the first is its refund, any other a second one. One not as the
-// plan asks was made under an earlier plan: nothing sent, a person decides.
+// adopt journals the item's own refunds found (oldest first): the first is
+// its refund, any other a second one.
 func (e *engine) adopt(ctx context.Context, it *Item, attempt int, unsent bool, own []*Refund, all []Refund, pay *payment) Result {
 	e.reconciled.Add(1)
 	r := own[0]
-	if a, err := parseAttempt(r.Metadata[MetaAttempt]); err == nil {
-		attempt = a
-	}
+	attempt = attemptOf(r, attempt)
 	if it.Amount > 0 && r.Amount != it.Amount {
 		return e.amountDiffers(it, attempt, r)
 	}
@@ -439,10 +428,7 @@ func (e *engine) adopt(ctx context.Context, it *Item, attempt int, unsent bool, 
 		return res
 	}
 	for _, x := range own[1:] {
-		a, err := parseAttempt(x.Metadata[MetaAttempt])
-		if err != nil {
-			a = attempt
-		}
+		a := attemptOf(x, attempt)
 		if res, ok := e.credit(it, a, x); !ok {
 			return res
 		}
@@ -458,9 +444,7 @@ func (e *engine) adopt(ctx context.Context, it *Item, attempt int, unsent bool, 
 }
 
 // checkPayment checks, before a call, that the provider holds the payment
-// in the plan's currency: a refund is made in the payment's currency
-// whatever the plan says. A provider that cannot read payments is taken on
-// the plan's word (the answer is checked: verify).
+// in the plan's currency (one that cannot read payments: verify checks).
 func (e *engine) checkPayment(ctx context.Context, it *Item, attempt int, unsent bool, pay *payment) (res Result, done bool) {
 	if it.Currency == "" {
 		return Result{}, false
@@ -475,14 +459,11 @@ func (e *engine) checkPayment(ctx context.Context, it *Item, attempt int, unsent
 	if !unsent {
 		msg += "; an earlier call for it was sent, and its refund is not found"
 	}
-	if !e.append(e.failure(it, attempt, 0, CodeCurrencyDiffers, msg, unsent)) {
-		return e.unrecorded(it, attempt, msg), true
+	res, ok := e.fail(it, e.failure(it, attempt, 0, CodeCurrencyDiffers, msg, unsent), msg)
+	if ok {
+		e.logItem(slog.LevelWarn, "currency differs from the payment's", it, attempt, "plan", it.Currency, "payment", pay.info.Currency)
 	}
-	e.logItem(slog.LevelWarn, "currency differs from the payment's", it, attempt, "plan", it.Currency, "payment", pay.info.Currency)
-	if !unsent {
-		return inDoubt(it, attempt, CodeCurrencyDiffers, msg), true
-	}
-	return failed(it, attempt, CodeCurrencyDiffers, msg), true
+	return res, true
 }
 
 // Errors of call that say nothing was sent under the attempt's key by it.
@@ -492,10 +473,9 @@ var (
 	errWouldSend       = errors.New("a dry run sends nothing")
 )
 
-// call sends one refund request, repeating it with the same key while the
+// call sends one refund request, repeating it under the same key while the
 // provider asks for patience or does not answer. The intent is journaled
-// once the pacer lets the first request go: a stop while waiting leaves
-// nothing in doubt that was never sent.
+// once the pacer lets the first request go.
 func (e *engine) call(ctx context.Context, it *Item, attempt int) (Answer, error) {
 	if e.cfg.DryRun {
 		return Answer{}, errWouldSend // before the pacer: no create budget spent
@@ -554,10 +534,8 @@ func (e *engine) refused(it *Item, attempt int, unsent bool, f Failure) Result {
 			// refund. In doubt, not failed.
 			msg = e.name + " holds this item's earlier request under its key, with other parameters (the plan's reason or metadata changed since): nothing sent now, but that request may have made or still make a refund. Restore the plan as it was and run again; a later run looks it up first"
 			e.logItem(slog.LevelWarn, "key used before with other parameters", it, attempt)
-			if !e.append(e.failure(it, attempt, status, code, msg, false)) {
-				return e.unrecorded(it, attempt, "answer could not be journaled")
-			}
-			return inDoubt(it, attempt, code, msg)
+			res, _ := e.fail(it, e.failure(it, attempt, status, code, msg, false), "answer could not be journaled")
+			return res
 		}
 		final = true
 	}

@@ -50,35 +50,20 @@ var ErrNoLookup = errors.New("the provider cannot look refunds up")
 type Facts struct {
 	Name string // in messages ("Stripe")
 	// KeyTTL is how long the provider keeps an idempotency key (0: for
-	// ever). Without a look-up an item in doubt is sent again under its key
-	// only while the key is surely kept: after, a second call could refund
-	// twice.
+	// ever): past it, a resend under the key could refund twice.
 	KeyTTL time.Duration
-	// LateOutcomes: a call answered as indeterminate may still complete
-	// (Stripe's 500 during an incident): a new key only in a later run,
-	// after a look-up, with Config.ResendAfter500.
+	// LateOutcomes: an indeterminate answer may still complete (Stripe's
+	// 500): a new key only in a later run, with Config.ResendAfter500.
 	LateOutcomes bool
 	// PartialLookup: Find lists only the refunds the provider has told of
-	// (Adyen's notifications): a listing that decides nothing proves
-	// nothing, and the item is decided as without a look-up.
-	PartialLookup bool
-	// AmountRequired: no "refund the rest"; an item without amount and
-	// currency is bad input.
-	AmountRequired bool
-	// MaxBatchItem bounds batch and item together, in characters (Adyen's
-	// reference); 0 is none.
-	MaxBatchItem int
-	// LookupRequests is how many requests one Find sends (PayPal: 2); 0 is
-	// one.
-	LookupRequests int
-	// LookupName names one Find in the summary when it is not a list call
-	// ("notification look-up").
-	LookupName string
-	// CheckAt is where a person sees the payment's refunds ("Adyen's
-	// Customer Area"); "" is the provider itself.
-	CheckAt string
-	// Backoff spaces the retries of a call the provider asks to repeat.
-	Backoff Backoff
+	// (Adyen's notifications): finding none proves nothing.
+	PartialLookup  bool
+	AmountRequired bool   // no "refund the rest": amount and currency are required
+	MaxBatchItem   int    // bounds len(batch)+len(item) (Adyen's reference); 0 is none
+	LookupRequests int    // requests one Find sends (PayPal: 2); 0 is one
+	LookupName     string // one Find in the summary, when not a list call ("notification look-up")
+	CheckAt        string // where a person sees the payment's refunds; "" is the provider itself
+	Backoff        Backoff
 	// Payments are the plan item fields naming what this provider refunds
 	// ("charge", "payment_intent", "capture", "psp_reference"); none is any.
 	Payments []string
@@ -126,29 +111,21 @@ func keyLife(d time.Duration) string {
 type Payment struct{ Charge, PaymentIntent, Capture, PSPReference string }
 
 // ID is the payment's id, the charge's when both are named.
-func (p Payment) ID() string {
-	switch {
-	case p.Charge != "":
-		return p.Charge
-	case p.PaymentIntent != "":
-		return p.PaymentIntent
-	case p.Capture != "":
-		return p.Capture
-	}
-	return p.PSPReference
-}
+func (p Payment) ID() string { _, id := p.named(); return id }
 
-// field names the plan item field that names the payment.
-func (p Payment) field() string {
+func (p Payment) field() string { f, _ := p.named(); return f }
+
+// named is the plan item field that names the payment, and its id.
+func (p Payment) named() (field, id string) {
 	switch {
 	case p.Charge != "":
-		return "charge"
+		return "charge", p.Charge
 	case p.PaymentIntent != "":
-		return "payment_intent"
+		return "payment_intent", p.PaymentIntent
 	case p.Capture != "":
-		return "capture"
+		return "capture", p.Capture
 	}
-	return "psp_reference"
+	return "psp_reference", p.PSPReference
 }
 
 // accepts says why the provider cannot refund the item's payment, if so.
@@ -184,19 +161,15 @@ const (
 
 // Refund is a refund as a provider holds it.
 type Refund struct {
-	ID            string
-	Charge        string // the charge refunded, "" when not said
-	PaymentIntent string // its payment intent, "" when not said
-	Capture       string // the capture refunded (PayPal), "" when not said
-	PSPReference  string // the payment refunded (Adyen), "" when not said
-	Amount        int64  // minor units
-	Currency      string // lower-case ISO code
-	Status        string // RefundSucceeded...
-	FailureReason string // why a failed refund failed, or whose an Unattributed one cannot be told, when said
-	Created       int64  // Unix seconds
-	// Unattributed: the provider cannot say whose it is (PayPal: a capture
-	// whose refunds cannot be listed); it may be refundkit's own, so it
-	// holds the item as another batch's refund does.
+	ID                                           string
+	Charge, PaymentIntent, Capture, PSPReference string // the payment refunded, as said
+	Amount                                       int64  // minor units
+	Currency                                     string // lower-case ISO code
+	Status                                       string // RefundSucceeded...
+	FailureReason                                string // why a failed refund failed, or whose an Unattributed one cannot be told, when said
+	Created                                      int64  // Unix seconds
+	// Unattributed: whose cannot be told (PayPal); it may be refundkit's
+	// own, so it holds the item as another batch's refund does.
 	Unattributed bool
 	Metadata     map[string]string // refundkit's keys (MetaBatch...) and the plan item's own
 }
@@ -247,25 +220,13 @@ func RefusedHere(code string, err error) *Failure {
 type Class int
 
 const (
-	// ClassRetry: nothing was saved under the key (rate limited, in flight,
-	// unavailable) or no answer came: the same call again.
-	ClassRetry Class = iota
-	// ClassIndeterminate: an error answer is saved under the key and a
-	// refund may or may not exist: in doubt, the key burned (journaled as
-	// http_status 500).
-	ClassIndeterminate
-	// ClassFinal: the provider refused the refund for good.
-	ClassFinal
-	// ClassFatal: the credentials are refused: the run halts.
-	ClassFatal
-	// ClassKeyReused: another request, with other parameters, holds the key.
-	ClassKeyReused
-	// ClassStopped: the run was stopped (a signal) before an answer.
-	ClassStopped
-	// ClassInDoubt: no answer, and the call may have been made (a command
-	// killed or timed out): not repeated in this run; in doubt under its
-	// key, not burned.
-	ClassInDoubt
+	ClassRetry         Class = iota // nothing saved under the key, or no answer: the same call again
+	ClassIndeterminate              // an error saved under the key, a refund maybe: in doubt, the key burned
+	ClassFinal                      // refused for good
+	ClassFatal                      // the credentials are refused: the run halts
+	ClassKeyReused                  // another request, with other parameters, holds the key
+	ClassStopped                    // the run was stopped (a signal) before an answer
+	ClassInDoubt                    // no answer, maybe called (a command killed): in doubt, key not burned
 )
 
 // Failure is a provider's error with its meaning. Providers build it; the

@@ -50,20 +50,37 @@ func (e *engine) ended(it *Item, attempt int, r *Refund) *journal.Record {
 }
 
 func inDoubt(it *Item, attempt int, code, msg string) Result {
-	r := newResult(it, StatusInDoubt)
-	r.Attempt, r.Code, r.Message = attempt, code, msg
-	return r
+	return outcome(it, StatusInDoubt, attempt, code, msg)
 }
 
 // failed is the result of an item failed for good, as journaled.
 func failed(it *Item, attempt int, code, msg string) Result {
-	r := newResult(it, StatusFailed)
+	return outcome(it, StatusFailed, attempt, code, msg)
+}
+
+func outcome(it *Item, status string, attempt int, code, msg string) Result {
+	r := newResult(it, status)
 	r.Attempt, r.Code, r.Message = attempt, code, msg
 	return r
 }
 
+// fail journals rec, the item's failure, and returns its result: failed
+// when final, else in doubt; ok is false when the checkpoint could not take
+// it (the result then says lost).
+func (e *engine) fail(it *Item, rec *journal.Record, lost string) (res Result, ok bool) {
+	if !e.append(rec) {
+		return e.unrecorded(it, rec.Attempt, lost), false
+	}
+	res = inDoubt(it, rec.Attempt, rec.Code, rec.Message)
+	if rec.Final {
+		res.Status = StatusFailed
+	}
+	res.Refund = rec.Refund
+	return res, true
+}
+
 // notCalled is the result of an item stopped before any call of this run:
-// one never sent is left for the next run without a word in the journal.
+// one never sent is dropped, unjournaled.
 func notCalled(it *Item, unsent bool, code, msg string) Result {
 	if unsent {
 		return Result{} // not started: emit drops it
@@ -73,21 +90,19 @@ func notCalled(it *Item, unsent bool, code, msg string) Result {
 
 // stillPending is the result of an item whose refund has not finished.
 func stillPending(it *Item, st journal.ItemState, code, msg string) Result {
-	r := newResult(it, StatusPending)
-	r.Refund, r.Amount, r.Currency, r.Attempt, r.Code, r.Message = st.Refund, st.Amount, st.Currency, st.Attempt, code, msg
+	r := outcome(it, StatusPending, st.Attempt, code, msg)
+	r.Refund, r.Amount, r.Currency = st.Refund, st.Amount, st.Currency
 	return r
 }
 
-// unrecorded reports an item whose outcome the checkpoint could not take:
-// the next run finds it in doubt and reconciles.
+// unrecorded reports an item whose outcome the checkpoint could not take.
 func (e *engine) unrecorded(it *Item, attempt int, msg string) Result {
 	e.logItem(slog.LevelError, "item not journaled", it, attempt, "detail", msg)
 	return inDoubt(it, attempt, "journal_failed", msg)
 }
 
 // unsettled is the result of an item whose refund's end did not come:
-// still pending, or still in doubt when its status is one refundkit does
-// not know.
+// pending, or in doubt when its status is not known.
 func (e *engine) unsettled(it *Item, st journal.ItemState, code, msg string) Result {
 	if !st.Unsure() {
 		return stillPending(it, st, code, msg)
@@ -129,15 +144,14 @@ func (e *engine) settle(it *Item, attempt int, r *Refund, source string) Result 
 }
 
 // unknownStatus says why an item whose refund r is in a status not on the
-// allow-list is neither done nor failed, and what happens next.
+// allow-list is neither done nor failed.
 func unknownStatus(provider string, r *Refund) string {
 	return fmt.Sprintf("refund %s is in status %q at %s, which refundkit does not know: whether money moved cannot be told. Nothing new is sent for this item; a later run asks %s again, and only a status it knows settles it (check the refund at %s)",
 		r.ID, r.Status, provider, provider, provider)
 }
 
-// credit reserves refund r for it before it is journaled as it's: a refund
-// is credited to one item, ever, in this run and in the checkpoint. ok is
-// false when another item holds it; res is then the mismatch.
+// credit reserves refund r for it before it is journaled: one item per
+// refund, ever. ok is false when another item holds it (res: the mismatch).
 func (e *engine) credit(it *Item, attempt int, r *Refund) (res Result, ok bool) {
 	if !e.holds(context.Background(), it) {
 		// Paused past its lease: the item is another worker's now.
@@ -170,10 +184,7 @@ func (e *engine) credit(it *Item, attempt int, r *Refund) (res Result, ok bool) 
 // recredit journals, in one commit, the end of the item's refund r and its
 // credit to x, another refund of its own that still stands.
 func (e *engine) recredit(it *Item, st journal.ItemState, r, x *Refund) Result {
-	attempt := max(st.Attempt, 1)
-	if a, err := parseAttempt(x.Metadata[MetaAttempt]); err == nil {
-		attempt = a
-	}
+	attempt := attemptOf(x, max(st.Attempt, 1))
 	if res, ok := e.credit(it, attempt, x); !ok {
 		return res
 	}
@@ -191,18 +202,16 @@ func (e *engine) recredit(it *Item, st journal.ItemState, r, x *Refund) Result {
 	return res
 }
 
-// mismatch handles an answer that is not the item's refund: the API (or
-// something in front of it) is not what refund expects, so the run sends
-// nothing more and the item stays in doubt for a person. status is the
-// answer's HTTP status (0 for a refund found by a look-up).
+// mismatch handles an answer that is not the item's refund: the run halts
+// and the item stays in doubt. status is the answer's (0: a look-up's).
 func (e *engine) mismatch(it *Item, attempt int, r *Refund, status int, err error) Result {
 	msg := err.Error() + ": not this item's refund; check it at " + e.name + " before running again"
-	if !e.append(e.failure(it, attempt, status, CodeAnswerMismatch, msg, false)) {
-		return e.unrecorded(it, attempt, msg)
+	res, ok := e.fail(it, e.failure(it, attempt, status, CodeAnswerMismatch, msg, false), msg)
+	if ok {
+		e.logItem(slog.LevelError, "answer is not this item's refund", it, attempt, "refund", r.ID, "detail", err.Error())
+		e.halt(&HaltError{Err: fmt.Errorf("%s answered item %s of batch %s with a refund that is not its own: %v", strings.ToLower(e.name), it.Item, it.Batch, err)})
 	}
-	e.logItem(slog.LevelError, "answer is not this item's refund", it, attempt, "refund", r.ID, "detail", err.Error())
-	e.halt(&HaltError{Err: fmt.Errorf("%s answered item %s of batch %s with a refund that is not its own: %v", strings.ToLower(e.name), it.Item, it.Batch, err)})
-	return inDoubt(it, attempt, CodeAnswerMismatch, msg)
+	return res
 }
 
 // failedWith journals the item as failed for good because of its refund
@@ -210,11 +219,7 @@ func (e *engine) mismatch(it *Item, attempt int, r *Refund, status int, err erro
 func (e *engine) failedWith(it *Item, attempt int, refundID, code, msg string) Result {
 	rec := e.failure(it, attempt, 0, code, msg, true)
 	rec.Refund = refundID
-	if !e.append(rec) {
-		return e.unrecorded(it, attempt, msg)
-	}
-	res := failed(it, attempt, code, msg)
-	res.Refund = refundID
+	res, _ := e.fail(it, rec, msg)
 	return res
 }
 
@@ -225,14 +230,10 @@ func (e *engine) amountDiffers(it *Item, attempt int, r *Refund) Result {
 	return e.failedWith(it, attempt, r.ID, CodeAmountDiffers, msg)
 }
 
-// deadRefund fails for good an item whose refund was canceled or failed at
-// the provider: its key would replay the success, a new key send the money
-// again to where it did not arrive; a person decides.
+// deadRefund fails for good an item whose refund was canceled or failed:
+// its key would replay it, a new key resend to where it did not arrive.
 func (e *engine) deadRefund(it *Item, r *Refund) Result {
-	attempt, err := parseAttempt(r.Metadata[MetaAttempt])
-	if err != nil {
-		attempt = 1
-	}
+	attempt := attemptOf(r, 1)
 	msg := fmt.Sprintf("refund %s for this item is %s at %s", r.ID, r.Status, e.name)
 	if r.FailureReason != "" {
 		msg += " (" + r.FailureReason + ")"
@@ -241,9 +242,8 @@ func (e *engine) deadRefund(it *Item, r *Refund) Result {
 	return e.failedWith(it, attempt, r.ID, "refund_"+r.Status, msg)
 }
 
-// hold journals an item whose charge holds refunds made elsewhere: nothing
-// is sent until an operator says more are intended. One never sent is
-// failed for good; one an earlier run sent stays in doubt.
+// hold journals an item whose charge holds refunds made elsewhere: failed
+// for good when never sent, else in doubt.
 func (e *engine) hold(it *Item, attempt int, unsent bool, code string, refunds []*Refund) Result {
 	why := "the charge already has refunds made outside refundkit"
 	switch code {
@@ -265,14 +265,11 @@ func (e *engine) holdFor(it *Item, attempt int, unsent bool, code, why, what str
 		sent = fmt.Sprintf("nothing sent now; attempt %d was sent by an earlier run and its refund is not found", attempt)
 	}
 	msg := fmt.Sprintf("%s: %s; %s. If another refund is intended, run again with --allow-refunded-charges", why, what, sent)
-	if !e.append(e.failure(it, attempt, 0, code, msg, unsent)) {
-		return e.unrecorded(it, attempt, msg)
+	res, ok := e.fail(it, e.failure(it, attempt, 0, code, msg, unsent), msg)
+	if ok {
+		e.logItem(slog.LevelDebug, "item held: "+why, it, attempt, "refunds", what)
 	}
-	e.logItem(slog.LevelDebug, "item held: "+why, it, attempt, "refunds", what)
-	if !unsent {
-		return inDoubt(it, attempt, code, msg)
-	}
-	return failed(it, attempt, code, msg)
+	return res
 }
 
 // unseen names items for a hold, and says why the look-up did not show
@@ -328,9 +325,8 @@ func describeItems(items []journal.PaymentItem) string {
 	return strings.Join(parts, "; ")
 }
 
-// withExtras says, on the result of an item the provider refunded, that it
-// was refunded more than once (extras: its other live refunds), on every
-// run until each extra's end is journaled.
+// withExtras says on a refunded item's result that it was refunded more
+// than once (extras: its other live refunds).
 func withExtras(r Result, extras []string) Result {
 	extras = slices.DeleteFunc(slices.Clone(extras), func(id string) bool { return id == r.Refund }) // the one credited now
 	if len(extras) == 0 || r.Code != "" || r.Status != StatusRefunded && r.Status != StatusSkipped && r.Status != StatusPending {

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -228,12 +228,7 @@ func (s *Summary) String() string {
 		amounts   money.Totals
 	}{{"refunded", sumRefunded, s.Refunded}, {"found at " + provider + " (refunded earlier)", sumFound, s.Found},
 		{"would refund", sumWouldRefund, s.WouldRefund}, {"would adopt", sumWouldAdopt, s.WouldAdopt}} {
-		cur := make([]string, 0, len(sum.amounts))
-		for c := range sum.amounts {
-			cur = append(cur, c)
-		}
-		sort.Strings(cur)
-		for _, c := range cur {
+		for _, c := range slices.Sorted(maps.Keys(sum.amounts)) {
 			if s.over[sum.key+"/"+c] {
 				fmt.Fprintf(&b, "; %s more than %s (beyond what an int64 of minor units holds)", sum.what, money.Format(math.MaxInt64, c))
 				continue
@@ -252,13 +247,11 @@ func (s *Summary) String() string {
 	if s.WouldUnknown > 0 {
 		fmt.Fprintf(&b, "; %d would_refund %s of an amount not known (the rest of the payment)", s.WouldUnknown, plural(s.WouldUnknown, "item"))
 	}
-	switch s.Dry {
-	case DryLookup:
+	if s.Dry != DryOffline {
 		fmt.Fprintf(&b, "; %d create and %s, %d retried, %d rate-limited", s.CreateCalls, s.lookups(), s.Retries, s.RateLimited)
-	case DryOffline:
-	default:
-		fmt.Fprintf(&b, "; %d create and %s, %d retried, %d rate-limited, %d reconciled, %d new keys; %d journal records in %d fsyncs",
-			s.CreateCalls, s.lookups(), s.Retries, s.RateLimited, s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
+	}
+	if s.Dry == "" {
+		fmt.Fprintf(&b, ", %d reconciled, %d new keys; %d journal records in %d fsyncs", s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
 	}
 	if s.ListRequests > 0 {
 		fmt.Fprintf(&b, "; a list call is %d requests at %s: %d list requests", s.ListRequests/max(s.ListCalls, 1), s.Provider, s.ListRequests)
@@ -277,9 +270,7 @@ func (s *Summary) lookups() string {
 // LogAttrs is the summary as a log record's fields (--log-format json).
 func (s *Summary) LogAttrs() []any {
 	by := make(map[string]int, len(s.ByStatus))
-	for st, n := range s.ByStatus {
-		by[st] = n
-	}
+	maps.Copy(by, s.ByStatus)
 	lookups := []any{"list_calls", s.ListCalls, "list_requests", max(s.ListRequests, s.ListCalls)}
 	if s.Lookup != "" {
 		// Not requests to the provider: no request count.

@@ -151,15 +151,18 @@ func (e *engine) journaled(it *Item, st journal.ItemState, known bool, name stri
 	return done, nil
 }
 
-// journalState asks the checkpoint for the item; ok is false when that halted
-// the run.
-func (e *engine) journalState(c Checkpoint, it *Item) (st journal.ItemState, known, ok bool) {
+// offer answers it from what c holds of it, or hands it to a worker
+// (handed); ok is false when the feed is to stop, with err if not a halt.
+func (e *engine) offer(ctx context.Context, c Checkpoint, it *Item, name string, line int, work chan<- job) (handed, ok bool, err error) {
 	st, known, err := c.Lookup(it.Batch, it.Item)
 	if err != nil {
 		e.halt(&HaltError{Journal: true, Err: err})
-		return st, false, false
+		return false, false, nil
 	}
-	return st, known, true
+	if done, err := e.journaled(it, st, known, name, line); done {
+		return false, err == nil, err
+	}
+	return true, !e.halted() && e.dispatch(ctx, work, job{it: it, st: st, known: known}), nil
 }
 
 // feed hands out the plan items that need work, as the plan is read. It
@@ -198,20 +201,11 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 				e.otherShards++
 				continue
 			}
-			st, known, ok := e.journalState(e.cfg.Checkpoint, it)
+			handed, ok, err := e.offer(ctx, e.cfg.Checkpoint, it, name, p.line, work)
 			if !ok {
-				return nil
+				return err
 			}
-			if done, err := e.journaled(it, st, known, name, p.line); done {
-				if err != nil {
-					return err
-				}
-				continue
-			}
-			if !e.dispatch(ctx, work, job{it: it, st: st, known: known}) {
-				return nil
-			}
-			held = true
+			held = held || handed
 		}
 		if !held {
 			clear(batch)
@@ -356,18 +350,8 @@ func (e *engine) feedDryClaims(ctx context.Context, c Claims, in io.Reader, name
 		if ctx.Err() != nil {
 			return nil
 		}
-		st, known, ok := e.journalState(c, pl.Item)
-		if !ok {
-			return nil
-		}
-		if done, err := e.journaled(pl.Item, st, known, name, pl.Line); done {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if e.halted() || !e.dispatch(ctx, work, job{it: pl.Item, st: st, known: known}) {
-			return nil
+		if _, ok, err := e.offer(ctx, c, pl.Item, name, pl.Line, work); !ok {
+			return err
 		}
 	}
 	return nil

@@ -252,28 +252,30 @@ func targetKind(it *refund.Item) string { return kindName(kindFlag(it)) }
 
 // kindFlag is the entry flag of the item's target.
 func kindFlag(it *refund.Item) uint8 {
-	switch {
-	case it.Charge != "":
-		return 0
-	case it.PaymentIntent != "":
-		return entryIntent
-	case it.Capture != "":
-		return entryCapture
+	for _, f := range []uint8{0, entryIntent, entryCapture} {
+		if *targetField(it, f) != "" {
+			return f
+		}
 	}
 	return entryPSPReference
 }
 
-// kindName names the target of an entry with flags.
-func kindName(flags uint8) string {
+// targetField is the field of it that an entry with flags names.
+func targetField(it *refund.Item, flags uint8) *string {
 	switch flags & kindFlags {
 	case entryIntent:
-		return "payment_intent"
+		return &it.PaymentIntent
 	case entryCapture:
-		return "capture"
+		return &it.Capture
 	case entryPSPReference:
-		return "psp_reference"
+		return &it.PSPReference
 	}
-	return "charge"
+	return &it.Charge
+}
+
+// kindName names the target of an entry with flags.
+func kindName(flags uint8) string {
+	return map[uint8]string{0: "charge", entryIntent: "payment_intent", entryCapture: "capture", entryPSPReference: "psp_reference"}[flags&kindFlags]
 }
 
 // lowerASCII lower-cases ASCII letters: currency codes are written USD as

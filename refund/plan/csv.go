@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/refundkit/refundkit/refund"
@@ -172,7 +173,7 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 		id := lower
 		if col.kind == colMetadata {
 			id = "metadata." + col.key
-			if err := checkMetadataKey(col.key); err != nil {
+			if err := refund.MetadataKeyError(col.key); err != nil { // once, not once per row
 				c.problem(line, "column %s: %v", refund.Show(name), err)
 				ok = false
 			}
@@ -199,20 +200,12 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 		c.problem(line, "unknown columns %s (%s; --keep-columns keeps others as metadata)%s", strings.Join(unknown, ", "), knownColumnsHint, hint)
 		ok = false
 	}
-	_, charge := named["charge"]
-	_, intent := named["payment_intent"]
-	_, capture := named["capture"]
-	_, psp := named["psp_reference"]
-	if !charge && !intent && !capture && !psp {
+	if !slices.ContainsFunc([]string{"charge", "payment_intent", "capture", "psp_reference"}, func(k string) bool { return named[k] > 0 }) {
 		c.problem(line, "no charge, payment_intent, capture or psp_reference column (%s)", knownColumnsHint)
 		ok = false
 	}
 	return columns, ok
 }
-
-// checkMetadataKey applies refund's rules for metadata keys once, to the
-// header, instead of once per row.
-func checkMetadataKey(key string) error { return refund.MetadataKeyError(key) }
 
 // csvRow turns one data row into an item for the collector.
 func (c *collector) csvRow(line int, rec []string, columns []column) {
@@ -303,20 +296,11 @@ func (c *collector) decimalCommaHint(rec []string, columns []column) string {
 			continue
 		}
 		a, b := strings.TrimSpace(rec[i]), strings.TrimSpace(rec[i+1])
-		if a != "" && len(b) == 2 && allDigits(a) && allDigits(b) { // cents
+		if a != "" && len(b) == 2 && strings.Trim(a+b, "0123456789") == "" { // cents
 			return fmt.Sprintf(": is %s,%s an amount with a decimal comma? amounts are whole minor units, with no separator (12.50 EUR is 1250)", a, b)
 		}
 	}
 	return ""
-}
-
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // Delimiters plan reads CSV with: Excel writes semicolons where the decimal

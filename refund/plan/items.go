@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -91,16 +92,7 @@ func (p *Plan) Len() int { return p.n }
 func (p *Plan) Item(i int) refund.Item {
 	e := p.at(i)
 	it := refund.Item{Batch: p.batch, Item: e.item(), Amount: e.amount, Currency: p.currencies[e.currency]}
-	switch e.flags & kindFlags {
-	case entryIntent:
-		it.PaymentIntent = e.target
-	case entryCapture:
-		it.Capture = e.target
-	case entryPSPReference:
-		it.PSPReference = e.target
-	default:
-		it.Charge = e.target
-	}
+	*targetField(&it, e.flags) = e.target
 	if e.reason > 0 {
 		it.Reason = refund.Reasons[e.reason-1]
 	}
@@ -123,11 +115,7 @@ func (p *Plan) All() iter.Seq[refund.Item] {
 
 // Items returns all the items in a new slice.
 func (p *Plan) Items() []refund.Item {
-	items := make([]refund.Item, p.n)
-	for i := range items {
-		items[i] = p.Item(i)
-	}
-	return items
+	return slices.AppendSeq(make([]refund.Item, 0, p.n), p.All())
 }
 
 // ParseShard parses "K/N", shard K of N with 1 <= K <= N.
@@ -151,11 +139,8 @@ func ParseShard(s string) (k, n int, err error) {
 // look-ups see each other's refunds. It panics unless 1 <= k <= n.
 func InShard(batch, target string, k, n int) bool {
 	checkShard(k, n)
-	return shardOf(batch, target, n) == k
+	return refund.ShardOf(batch, target, n) == k
 }
-
-// shardOf is refund.ShardOf, the one partition plan and refund --shard share.
-func shardOf(batch, target string, n int) int { return refund.ShardOf(batch, target, n) }
 
 // Shard returns the items of shard k of n, in input order, in a new slice
 // (Plan.Shard for items read back). It panics unless 1 <= k <= n.
@@ -163,7 +148,7 @@ func Shard(items []refund.Item, k, n int) []refund.Item {
 	checkShard(k, n)
 	var out []refund.Item
 	for _, it := range items {
-		if shardOf(it.Batch, it.Target(), n) == k {
+		if refund.ShardOf(it.Batch, it.Target(), n) == k {
 			out = append(out, it)
 		}
 	}
@@ -196,7 +181,7 @@ func (p *Plan) Shard(k, n int) *Plan {
 	out := &Plan{batch: p.batch, currencies: p.currencies, delimiter: p.delimiter}
 	for i := 0; i < p.n; i++ {
 		e := p.at(i)
-		if shardOf(p.batch, e.target, n) == k {
+		if refund.ShardOf(p.batch, e.target, n) == k {
 			out.add(*e)
 		}
 	}

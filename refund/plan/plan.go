@@ -177,8 +177,7 @@ func (c *collector) checkEncoding(br *bufio.Reader) (ok bool, err error) {
 }
 
 // headLine returns the first line of br that is not blank, without its
-// line end, and its number, as far as the reader's buffer holds; nothing
-// is consumed. A line of none: the input is blank so far.
+// line end, and its number, as far as the buffer holds; nothing consumed.
 func headLine(br *bufio.Reader) (line []byte, n int, err error) {
 	head, err := br.Peek(br.Size())
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
@@ -200,10 +199,8 @@ func headLine(br *bufio.Reader) (line []byte, n int, err error) {
 	return line, n, nil
 }
 
-// detect picks the format from the first line that is not blank. Capture
-// ids and psp_references have no prefix to tell them by: with IDsCapture
-// (or IDsPSPReference), a line that is one valid id and no column name
-// starts a list of ids.
+// detect picks the format from the first line that is not blank: with
+// IDsCapture or IDsPSPReference, one valid id, no column name, is a list.
 func detect(br *bufio.Reader, ids IDs) (Format, error) {
 	line, _, err := headLine(br)
 	if err != nil {
@@ -225,15 +222,7 @@ func detect(br *bufio.Reader, ids IDs) (Format, error) {
 // isID reports whether s looks like a charge or payment intent id: looser
 // than refund's validation, it only decides the format.
 func isID(s string) bool {
-	if len(s) < 4 || !stripePrefix(s) {
-		return false
-	}
-	for i := 3; i < len(s); i++ {
-		if !isAlnum(s[i]) {
-			return false
-		}
-	}
-	return true
+	return len(s) >= 4 && stripePrefix(s) && strings.Trim(s[3:], alnums) == ""
 }
 
 // stripePrefix reports whether s starts ch_, py_ or pi_.
@@ -241,9 +230,7 @@ func stripePrefix(s string) bool {
 	return len(s) >= 3 && s[2] == '_' && (s[:2] == "ch" || s[:2] == "py" || s[:2] == "pi")
 }
 
-func isAlnum(b byte) bool {
-	return b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
-}
+const alnums = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 // readError names the input in an error reading it, unless the error
 // already names the file.

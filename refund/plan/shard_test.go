@@ -124,13 +124,13 @@ func TestShardStable(t *testing.T) {
 		h.Write([]byte(it.Batch + "\x00" + it.Target()))
 		for _, n := range []int{1, 2, 3, 4, 7, 16} {
 			want := int(h.Sum64()%uint64(n)) + 1
-			if got := shardOf(it.Batch, it.Target(), n); got != want {
+			if got := refund.ShardOf(it.Batch, it.Target(), n); got != want {
 				t.Fatalf("shardOf(%s, %s, %d) = %d, want %d", it.Batch, it.Target(), n, got, want)
 			}
 		}
 	}
 	// The batch is part of the hash: ("a","bc") and ("ab","c") differ.
-	if shardOf("a", "bc", 1<<30) == shardOf("ab", "c", 1<<30) {
+	if refund.ShardOf("a", "bc", 1<<30) == refund.ShardOf("ab", "c", 1<<30) {
 		t.Error("batch and item are not kept apart in the hash")
 	}
 }
