@@ -130,8 +130,9 @@ var RouteNames = [numRoutes]string{
 // (401 otherwise). The knobs apply as on Stripe's routes; a 429 and a 500
 // before commit are transient, not saved.
 func (s *Server) Register(mux *http.ServeMux) {
+	n := s.core.Route(RouteNames[routeRefund])
 	mux.HandleFunc(RouteNames[routeRefund], func(w http.ResponseWriter, r *http.Request) {
-		s.stats.requests[routeRefund].Add(1)
+		n.Add(1)
 		seq, f := s.core.Arrive()
 		c := call{r: r, psp: r.PathValue("paymentPspReference"), seq: seq, f: f, requestRef: requestRef(seq)}
 		if !s.authorized(r) {
@@ -188,7 +189,6 @@ func (s *Server) MerchantAccount() string { return s.merchant }
 
 // counters are Adyen's own statistics; the shared ones are the core's.
 type counters struct {
-	requests            [numRoutes]atomic.Int64
 	created             atomic.Int64
 	replayed            atomic.Int64
 	replayedOtherParams atomic.Int64
@@ -254,13 +254,4 @@ func (s *Server) Flush(ctx context.Context) (NotifyStats, error) {
 		}
 	}
 	return s.NotifyStats(), nil
-}
-
-// Requests counts API requests by route name (RouteNames).
-func (s *Server) Requests() map[string]int64 {
-	m := make(map[string]int64, numRoutes)
-	for rt := range numRoutes {
-		m[RouteNames[rt]] = s.stats.requests[rt].Load()
-	}
-	return m
 }

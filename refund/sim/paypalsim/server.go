@@ -79,8 +79,9 @@ var RouteNames = [numRoutes]string{
 // unknown or expired: 401 invalid_token). The knobs apply as on Stripe's
 // routes, but for its rate-limit buckets (PayPal publishes no limits).
 func (s *Server) Register(mux *http.ServeMux) {
+	n := s.core.Route(RouteNames[routeToken])
 	mux.HandleFunc(RouteNames[routeToken], func(w http.ResponseWriter, r *http.Request) {
-		s.stats.requests[routeToken].Add(1)
+		n.Add(1)
 		seq, f := s.core.Arrive()
 		s.issueToken(w, r, seq, f, debugID(seq))
 	})
@@ -103,8 +104,9 @@ type call struct {
 
 // api registers route rt: through the token check and the 429 draw into fn.
 func (s *Server) api(mux *http.ServeMux, rt route, fn func(w http.ResponseWriter, c call)) {
+	n := s.core.Route(RouteNames[rt])
 	mux.HandleFunc(RouteNames[rt], func(w http.ResponseWriter, r *http.Request) {
-		s.stats.requests[rt].Add(1)
+		n.Add(1)
 		seq, f := s.core.Arrive()
 		c := call{r: r, id: r.PathValue("id"), seq: seq, f: f, debugID: debugID(seq), base: "http://" + r.Host}
 		clientID, v := s.tokens.check(r, s.now())
@@ -174,7 +176,6 @@ func (s *Server) SetCreateHook(fn func(requestID string)) { s.hook.Set(fn) }
 
 // counters are PayPal's own statistics; the shared ones are the core's.
 type counters struct {
-	requests      [numRoutes]atomic.Int64
 	tokensIssued  atomic.Int64
 	tokensExpired atomic.Int64
 }
@@ -196,13 +197,4 @@ func (s *Server) Stats() Stats {
 		st.Refunds[r.Status]++
 	}
 	return st
-}
-
-// Requests counts API requests by route name (RouteNames).
-func (s *Server) Requests() map[string]int64 {
-	m := make(map[string]int64, numRoutes)
-	for rt := range numRoutes {
-		m[RouteNames[rt]] = s.stats.requests[rt].Load()
-	}
-	return m
 }

@@ -40,7 +40,7 @@ func (s *Server) api(rt route, fn endpoint) http.Handler {
 // serveAPI runs a request through what stands in front of every endpoint,
 // in Stripe's order: key, rate limits, form; a POST through the keys.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn endpoint, id string) {
-	s.stats.requests[rt].Add(1)
+	s.core.Route(routeNames[rt]).Add(1)
 	seq, f := s.core.Arrive()
 	reqID := sim.Padded("req_sim", 10, int(seq))
 	write := func(a sim.Answer) { // after the latency

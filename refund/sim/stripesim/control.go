@@ -136,7 +136,6 @@ func controlError(w http.ResponseWriter, status int, msg string) {
 
 // counters are the Stripe routes' own statistics.
 type counters struct {
-	requests        [numRoutes]atomic.Int64
 	refundsCanceled atomic.Int64
 	keyMismatch     atomic.Int64
 
@@ -177,7 +176,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	c, k := &s.stats, &s.core.Count
 	st := Stats{
-		Requests:           make(map[string]int64, numRoutes),
+		Requests:           s.core.Requests(),
 		RefundsCreated:     k.RefundsCreated.Load(),
 		RefundsCanceled:    c.refundsCanceled.Load(),
 		RateLimited:        k.RateLimited.Load(),
@@ -201,16 +200,9 @@ func (s *Server) Stats() Stats {
 	}
 	st.RateLimitedRoutes = make(map[string]int64, numRoutes)
 	for r := range numRoutes {
-		st.Requests[routeNames[r]] = c.requests[r].Load()
 		st.RateLimitedRoutes[routeNames[r]] = c.rateLimitedRoutes[r].Load()
 	}
-	for name, n := range s.paypal.Requests() {
-		st.Requests[name] = n
-	}
 	st.PayPal = s.paypal.Stats()
-	for name, n := range s.adyen.Requests() {
-		st.Requests[name] = n
-	}
 	st.Adyen = s.adyen.Stats()
 	return st
 }
