@@ -108,7 +108,7 @@ func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.F
 		s.core.Count.RefundsRefused.Add(1)
 		return refused(http.StatusUnprocessableEntity, codeBadAmount, msgBadAmount, typeValidation, ref)
 	}
-	pm := s.paymentByPSP(psp)
+	pm := s.payments.Get(psp)
 	if pm == nil || pm.merchant != req.MerchantAccount {
 		s.core.Count.RefundsRefused.Add(1)
 		return refused(http.StatusUnprocessableEntity, codeNoOriginal, msgNoOriginal, typeValidation, ref)

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,9 +61,8 @@ type Server struct {
 
 	hook sim.Hook
 
-	paymentsMu sync.RWMutex
-	payments   map[string]*payment
-	merchants  map[string]bool // the accounts the API key acts for; under paymentsMu
+	payments  sim.Store[*payment]
+	merchants map[string]bool // the accounts the API key acts for; under payments' lock
 
 	refunds sim.Numbered[*refund]
 
@@ -78,8 +76,8 @@ func New(core *sim.Core, cfg Config, now func() time.Time) (*Server, error) {
 		return nil, fmt.Errorf("adyen key ttl %v, notify backoff %v: want durations of zero or more", cfg.KeyTTL, cfg.NotifyBackoff)
 	}
 	s := &Server{core: core, now: now, merchant: cfg.MerchantAccount, apiKey: cfg.APIKey, keyTTL: cfg.KeyTTL,
-		payments: make(map[string]*payment), merchants: make(map[string]bool),
-		refunds: sim.Numbered[*refund]{Prefix: refundPrefix, Width: 10}}
+		merchants: make(map[string]bool),
+		refunds:   sim.Numbered[*refund]{Prefix: refundPrefix, Width: 10}}
 	if s.merchant == "" {
 		s.merchant = DefaultMerchantAccount
 	}

@@ -162,7 +162,7 @@ func (s *Server) createRefund(captureID string, body []byte, requestID, debugID,
 	if !ok {
 		return a
 	}
-	cp := s.captureByID(captureID)
+	cp := s.captures.Get(captureID)
 	if cp == nil {
 		s.core.Count.RefundsRefused.Add(1)
 		return notFound(debugID, noSuchID)

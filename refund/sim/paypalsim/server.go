@@ -8,7 +8,6 @@ package paypalsim
 import (
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,9 +31,8 @@ type Server struct {
 
 	hook sim.Hook
 
-	capturesMu sync.RWMutex
-	captures   map[string]*capture
-	orders     map[string]*order // Orders v2 orders, by id; under capturesMu
+	captures   sim.Store[*capture]
+	orders     map[string]*order // Orders v2 orders, by id; under captures' lock
 	ordersMade int               // ORDSIM ids handed out
 
 	refunds sim.Numbered[*refund]
@@ -45,7 +43,7 @@ type Server struct {
 
 // New makes PayPal's routes over core; now is the simulator's clock.
 func New(core *sim.Core, cfg Config, now func() time.Time) (*Server, error) {
-	s := &Server{core: core, now: now, captures: make(map[string]*capture), orders: make(map[string]*order), tokens: tokens{m: make(map[string]tokenInfo)},
+	s := &Server{core: core, now: now, orders: make(map[string]*order), tokens: tokens{m: make(map[string]tokenInfo)},
 		refunds: sim.Numbered[*refund]{Prefix: refundPrefix, Width: 11}}
 	if err := s.AddCaptures(cfg.Captures...); err != nil {
 		return nil, err
@@ -149,7 +147,7 @@ func (s *Server) getRefund(w http.ResponseWriter, c call) {
 // getCapture is GET /v2/payments/captures/{id}.
 func (s *Server) getCapture(w http.ResponseWriter, c call) {
 	s.show(w, c, func() ([]byte, bool) {
-		cp := s.captureByID(c.id)
+		cp := s.captures.Get(c.id)
 		if cp == nil {
 			return nil, false
 		}

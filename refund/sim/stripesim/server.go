@@ -53,9 +53,7 @@ type Server struct {
 	limiter  atomic.Pointer[rateLimiter]
 	limitsMu sync.Mutex
 
-	chargesMu sync.RWMutex
-	charges   map[string]*charge
-	byIntent  map[string]*charge
+	charges, byIntent sim.Store[*charge] // AddCharges locks both
 
 	refunds sim.Numbered[*refund]
 
@@ -83,12 +81,10 @@ func newServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("key ttl %v: want zero (keep) or more", cfg.KeyTTL)
 	}
 	s := &Server{
-		core:     sim.NewCore(cfg.Seed, cfg.Faults),
-		keyTTL:   cfg.KeyTTL,
-		now:      time.Now,
-		charges:  make(map[string]*charge),
-		byIntent: make(map[string]*charge),
-		refunds:  sim.Numbered[*refund]{Prefix: refundPrefix, Width: 10},
+		core:    sim.NewCore(cfg.Seed, cfg.Faults),
+		keyTTL:  cfg.KeyTTL,
+		now:     time.Now,
+		refunds: sim.Numbered[*refund]{Prefix: refundPrefix, Width: 10},
 	}
 	s.limiter.Store(newRateLimiter(cfg.Faults.RateLimits, s.clock))
 	pp, err := paypalsim.New(s.core, cfg.PayPal, s.clock)
