@@ -144,7 +144,6 @@ func (s *Server) getRefund(w http.ResponseWriter, c call) {
 	})
 }
 
-// getCapture is GET /v2/payments/captures/{id}.
 func (s *Server) getCapture(w http.ResponseWriter, c call) {
 	s.show(w, c, func() ([]byte, bool) {
 		cp := s.captures.Get(c.id)

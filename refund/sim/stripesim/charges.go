@@ -97,7 +97,6 @@ func (s *Server) Charge(id string) (ChargeState, bool) {
 	return ChargeState{ID: ch.id, PaymentIntent: ch.intent, Currency: ch.currency, Amount: ch.amount, AmountRefunded: ch.refunded}, true
 }
 
-// getCharge is GET /v1/charges/{id}.
 func (s *Server) getCharge(c apiCall) sim.Answer {
 	if _, a, ok := parseExpandOnly(c.form, ""); !ok {
 		return a

@@ -193,6 +193,8 @@ func (s *Server) Stats() Stats {
 		GatewayTimeouts:          k.GatewayTimeouts.Load(),
 		GatewayErrorsAfterCommit: k.GatewayErrorsAfter.Load(),
 		GatewayInFlight:          s.core.BackgroundRunning(),
+		PayPal:                   s.paypal.Stats(),
+		Adyen:                    s.adyen.Stats(),
 	}
 	st.RateLimitedReasons = make(map[string]int64, numLimitReasons)
 	for i, reason := range rateLimitedReasons {
@@ -202,7 +204,5 @@ func (s *Server) Stats() Stats {
 	for r := range numRoutes {
 		st.RateLimitedRoutes[routeNames[r]] = c.rateLimitedRoutes[r].Load()
 	}
-	st.PayPal = s.paypal.Stats()
-	st.Adyen = s.adyen.Stats()
 	return st
 }
