@@ -24,6 +24,8 @@ type Core struct {
 	closing   chan struct{} // closed by CutLatency
 	closeOnce sync.Once
 
+	routes sync.Map // route name: *atomic.Int64, its requests
+
 	// Requests behind a gateway timeout, which Settle waits for.
 	bgMu     sync.Mutex
 	bg       Gauge
@@ -106,6 +108,22 @@ func (c *Core) Settle(ctx context.Context) error { return c.bg.Wait(ctx) }
 
 // BackgroundRunning is how many requests run on behind a gateway timeout.
 func (c *Core) BackgroundRunning() int64 { return c.bg.N() }
+
+// Route is the request counter of the route named name, every API's alike.
+func (c *Core) Route(name string) *atomic.Int64 {
+	n, _ := c.routes.LoadOrStore(name, new(atomic.Int64))
+	return n.(*atomic.Int64)
+}
+
+// Requests counts every API's requests by route name.
+func (c *Core) Requests() map[string]int64 {
+	m := make(map[string]int64)
+	c.routes.Range(func(name, n any) bool {
+		m[name.(string)] = n.(*atomic.Int64).Load()
+		return true
+	})
+	return m
+}
 
 // Gauge counts work in flight, and lets callers wait until there is none.
 type Gauge struct {

@@ -64,3 +64,25 @@ func (l *Numbered[T]) All() []T {
 	defer l.mu.RUnlock()
 	return l.items[:len(l.items):len(l.items)]
 }
+
+// Store holds an API's payments by id; its lock also guards what the API
+// keeps beside them. The zero value is empty.
+type Store[T any] struct {
+	sync.RWMutex
+	M map[string]T
+}
+
+// Get is the thing of id, or the zero T.
+func (st *Store[T]) Get(id string) T {
+	st.RLock()
+	defer st.RUnlock()
+	return st.M[id]
+}
+
+// Put holds t under id; the caller holds the lock.
+func (st *Store[T]) Put(id string, t T) {
+	if st.M == nil {
+		st.M = make(map[string]T)
+	}
+	st.M[id] = t
+}

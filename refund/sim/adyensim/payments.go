@@ -92,10 +92,10 @@ func (s *Server) AddPayments(ps ...Payment) error {
 		}
 		seen[ps[i].PSPReference] = true
 	}
-	s.paymentsMu.Lock()
-	defer s.paymentsMu.Unlock()
+	s.payments.Lock()
+	defer s.payments.Unlock()
 	for i, p := range ps {
-		if s.payments[p.PSPReference] != nil {
+		if s.payments.M[p.PSPReference] != nil {
 			return fmt.Errorf("payment %d: %s already exists", i+1, p.PSPReference)
 		}
 	}
@@ -108,21 +108,15 @@ func (s *Server) AddPayments(ps ...Payment) error {
 			pm.merchant = p.MerchantAccount
 		}
 		s.merchants[pm.merchant] = true
-		s.payments[p.PSPReference] = pm
+		s.payments.Put(p.PSPReference, pm)
 	}
 	return nil
 }
 
-func (s *Server) paymentByPSP(psp string) *payment {
-	s.paymentsMu.RLock()
-	defer s.paymentsMu.RUnlock()
-	return s.payments[psp]
-}
-
 // knownMerchant reports whether the API key acts for account m.
 func (s *Server) knownMerchant(m string) bool {
-	s.paymentsMu.RLock()
-	defer s.paymentsMu.RUnlock()
+	s.payments.RLock()
+	defer s.payments.RUnlock()
 	return s.merchants[m]
 }
 
@@ -152,12 +146,12 @@ type PaymentState struct {
 
 // Payments returns every payment, by pspReference.
 func (s *Server) Payments() []PaymentState {
-	s.paymentsMu.RLock()
-	all := make([]*payment, 0, len(s.payments))
-	for _, p := range s.payments {
+	s.payments.RLock()
+	all := make([]*payment, 0, len(s.payments.M))
+	for _, p := range s.payments.M {
 		all = append(all, p)
 	}
-	s.paymentsMu.RUnlock()
+	s.payments.RUnlock()
 	slices.SortFunc(all, func(a, b *payment) int { return strings.Compare(a.psp, b.psp) })
 	out := make([]PaymentState, len(all))
 	for i, p := range all {
@@ -168,7 +162,7 @@ func (s *Server) Payments() []PaymentState {
 
 // Payment returns the state of one payment, and whether it exists.
 func (s *Server) Payment(psp string) (PaymentState, bool) {
-	p := s.paymentByPSP(psp)
+	p := s.payments.Get(psp)
 	if p == nil {
 		return PaymentState{}, false
 	}

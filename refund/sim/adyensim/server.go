@@ -7,11 +7,12 @@
 package adyensim
 
 import (
+	"context"
 	"crypto/subtle"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/refundkit/refundkit/refund/sim"
@@ -60,9 +61,8 @@ type Server struct {
 
 	hook sim.Hook
 
-	paymentsMu sync.RWMutex
-	payments   map[string]*payment
-	merchants  map[string]bool // the accounts the API key acts for; under paymentsMu
+	payments  sim.Store[*payment]
+	merchants map[string]bool // the accounts the API key acts for; under payments' lock
 
 	refunds sim.Numbered[*refund]
 
@@ -76,8 +76,8 @@ func New(core *sim.Core, cfg Config, now func() time.Time) (*Server, error) {
 		return nil, fmt.Errorf("adyen key ttl %v, notify backoff %v: want durations of zero or more", cfg.KeyTTL, cfg.NotifyBackoff)
 	}
 	s := &Server{core: core, now: now, merchant: cfg.MerchantAccount, apiKey: cfg.APIKey, keyTTL: cfg.KeyTTL,
-		payments: make(map[string]*payment), merchants: make(map[string]bool),
-		refunds: sim.Numbered[*refund]{Prefix: refundPrefix, Width: 10}}
+		merchants: make(map[string]bool),
+		refunds:   sim.Numbered[*refund]{Prefix: refundPrefix, Width: 10}}
 	if s.merchant == "" {
 		s.merchant = DefaultMerchantAccount
 	}
@@ -128,8 +128,9 @@ var RouteNames = [numRoutes]string{
 // (401 otherwise). The knobs apply as on Stripe's routes; a 429 and a 500
 // before commit are transient, not saved.
 func (s *Server) Register(mux *http.ServeMux) {
+	n := s.core.Route(RouteNames[routeRefund])
 	mux.HandleFunc(RouteNames[routeRefund], func(w http.ResponseWriter, r *http.Request) {
-		s.stats.requests[routeRefund].Add(1)
+		n.Add(1)
 		seq, f := s.core.Arrive()
 		c := call{r: r, psp: r.PathValue("paymentPspReference"), seq: seq, f: f, requestRef: requestRef(seq)}
 		if !s.authorized(r) {
@@ -183,3 +184,72 @@ func (s *Server) ForgetKeys() int { return s.core.Keys.ForgetScope(keyScope) }
 
 // MerchantAccount is the company's merchant account.
 func (s *Server) MerchantAccount() string { return s.merchant }
+
+// counters are Adyen's own statistics; the shared ones are the core's.
+type counters struct {
+	created             atomic.Int64
+	replayed            atomic.Int64
+	replayedOtherParams atomic.Int64
+	keyInUse            atomic.Int64
+}
+
+// Stats counts what Adyen's routes alone did.
+type Stats struct {
+	// RefundsCreated counts 201s (refused included); ReplayedOtherParams, replays
+	// to another body or path; KeyInUse, 704s.
+	RefundsCreated      int64 `json:"refunds_created"`
+	Replayed            int64 `json:"replayed"`
+	ReplayedOtherParams int64 `json:"replayed_other_params"`
+	KeyInUse            int64 `json:"key_in_use"`
+	// Refunds counts the refunds by their status now.
+	Refunds map[string]int64 `json:"refunds"`
+	// Notifications are the webhook's counts.
+	Notifications NotifyStats `json:"notifications"`
+}
+
+// NotifyStats count the deliveries: each the posts of one item until accepted.
+type NotifyStats struct {
+	// Pending are queued, waiting for the one before, or in flight.
+	Queued    int64 `json:"queued"`
+	Delivered int64 `json:"delivered"`
+	Pending   int64 `json:"pending"`
+	// Retries are posts not accepted (FailedByKnob: adyen_notify_fail_share).
+	Retries      int64 `json:"retries"`
+	FailedByKnob int64 `json:"failed_by_knob"`
+	// Duplicates are notifications queued twice.
+	Duplicates int64 `json:"duplicates"`
+}
+
+// Stats returns Adyen's counters so far.
+func (s *Server) Stats() Stats {
+	st := Stats{RefundsCreated: s.stats.created.Load(), Replayed: s.stats.replayed.Load(),
+		ReplayedOtherParams: s.stats.replayedOtherParams.Load(), KeyInUse: s.stats.keyInUse.Load(),
+		Refunds:       map[string]int64{StatusReceived: 0, OutcomeRefunded: 0, OutcomeRefused: 0, OutcomeFailed: 0, OutcomeReversed: 0},
+		Notifications: s.NotifyStats()}
+	for _, r := range s.Refunds() {
+		st.Refunds[r.Status]++
+	}
+	return st
+}
+
+// NotifyStats returns the webhook's counts so far.
+func (s *Server) NotifyStats() NotifyStats {
+	if s.notes == nil {
+		return NotifyStats{}
+	}
+	return s.notes.stats()
+}
+
+// Flush waits until every notification queued so far is accepted (the
+// requests behind a gateway timeout settled first), or ctx ends.
+func (s *Server) Flush(ctx context.Context) (NotifyStats, error) {
+	if err := s.core.Settle(ctx); err != nil {
+		return s.NotifyStats(), err
+	}
+	if s.notes != nil {
+		if err := s.notes.flush(ctx); err != nil {
+			return s.NotifyStats(), err
+		}
+	}
+	return s.NotifyStats(), nil
+}

@@ -154,10 +154,10 @@ func (s *Server) AddCaptures(cs ...Capture) error {
 		}
 		seen[cs[i].ID] = true
 	}
-	s.capturesMu.Lock()
-	defer s.capturesMu.Unlock()
+	s.captures.Lock()
+	defer s.captures.Unlock()
 	for i, c := range cs {
-		if s.captures[c.ID] != nil {
+		if s.captures.M[c.ID] != nil {
 			return fmt.Errorf("capture %d: %s already exists", i+1, c.ID)
 		}
 	}
@@ -177,7 +177,7 @@ func (s *Server) AddCaptures(cs ...Capture) error {
 			}
 			s.addRefund(&refund{cp: cp, amount: r.Amount, fields: refundFields{customID: r.CustomID}, created: now, initial: st})
 		}
-		s.captures[c.ID] = cp
+		s.captures.Put(c.ID, cp)
 	}
 	return nil
 }
@@ -188,12 +188,6 @@ func currencyOf(c string) string {
 		return "USD"
 	}
 	return strings.ToUpper(c)
-}
-
-func (s *Server) captureByID(id string) *capture {
-	s.capturesMu.RLock()
-	defer s.capturesMu.RUnlock()
-	return s.captures[id]
 }
 
 // CaptureState is a capture as the simulator holds it, for checks.
@@ -210,7 +204,7 @@ type CaptureState struct {
 
 // Capture returns the state of one capture, and whether it exists.
 func (s *Server) Capture(id string) (CaptureState, bool) {
-	cp := s.captureByID(id)
+	cp := s.captures.Get(id)
 	if cp == nil {
 		return CaptureState{}, false
 	}

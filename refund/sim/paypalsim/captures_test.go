@@ -69,7 +69,7 @@ func FuzzReadCaptures(f *testing.F) {
 			t.Fatalf("read captures the simulator refuses: %v", err)
 		}
 		for _, c := range cs {
-			cp := s.captureByID(c.ID)
+			cp := s.captures.Get(c.ID)
 			cp.mu.Lock()
 			cp.object("http://sim", now)
 			for _, r := range cp.refunds {

@@ -22,7 +22,7 @@ type order struct {
 // orderPrefix and eleven digits make the id of a capture's own order.
 const orderPrefix = "ORDSIM"
 
-// checkOrders refuses two currencies in one order; under capturesMu.
+// checkOrders refuses two currencies in one order; under captures' lock.
 func (s *Server) checkOrders(cs []Capture) error {
 	currency := map[string]string{}
 	for id, o := range s.orders {
@@ -49,7 +49,7 @@ func inOneCurrency(currency map[string]string, c *Capture) error {
 	return nil
 }
 
-// placeInOrder adds cp to order id ("": a new ORDSIM one); under capturesMu.
+// placeInOrder adds cp to order id ("": a new ORDSIM one); under captures' lock.
 func (s *Server) placeInOrder(cp *capture, id string, now time.Time) {
 	if id == "" {
 		for id == "" || s.orders[id] != nil {
@@ -75,8 +75,8 @@ func (cp *capture) orderID() string {
 }
 
 func (s *Server) orderByID(id string) *order {
-	s.capturesMu.RLock()
-	defer s.capturesMu.RUnlock()
+	s.captures.RLock()
+	defer s.captures.RUnlock()
 	return s.orders[id]
 }
 

@@ -8,7 +8,7 @@ package paypalsim
 import (
 	"fmt"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
@@ -31,9 +31,8 @@ type Server struct {
 
 	hook sim.Hook
 
-	capturesMu sync.RWMutex
-	captures   map[string]*capture
-	orders     map[string]*order // Orders v2 orders, by id; under capturesMu
+	captures   sim.Store[*capture]
+	orders     map[string]*order // Orders v2 orders, by id; under captures' lock
 	ordersMade int               // ORDSIM ids handed out
 
 	refunds sim.Numbered[*refund]
@@ -44,7 +43,7 @@ type Server struct {
 
 // New makes PayPal's routes over core; now is the simulator's clock.
 func New(core *sim.Core, cfg Config, now func() time.Time) (*Server, error) {
-	s := &Server{core: core, now: now, captures: make(map[string]*capture), orders: make(map[string]*order), tokens: tokens{m: make(map[string]tokenInfo)},
+	s := &Server{core: core, now: now, orders: make(map[string]*order), tokens: tokens{m: make(map[string]tokenInfo)},
 		refunds: sim.Numbered[*refund]{Prefix: refundPrefix, Width: 11}}
 	if err := s.AddCaptures(cfg.Captures...); err != nil {
 		return nil, err
@@ -78,8 +77,9 @@ var RouteNames = [numRoutes]string{
 // unknown or expired: 401 invalid_token). The knobs apply as on Stripe's
 // routes, but for its rate-limit buckets (PayPal publishes no limits).
 func (s *Server) Register(mux *http.ServeMux) {
+	n := s.core.Route(RouteNames[routeToken])
 	mux.HandleFunc(RouteNames[routeToken], func(w http.ResponseWriter, r *http.Request) {
-		s.stats.requests[routeToken].Add(1)
+		n.Add(1)
 		seq, f := s.core.Arrive()
 		s.issueToken(w, r, seq, f, debugID(seq))
 	})
@@ -102,8 +102,9 @@ type call struct {
 
 // api registers route rt: through the token check and the 429 draw into fn.
 func (s *Server) api(mux *http.ServeMux, rt route, fn func(w http.ResponseWriter, c call)) {
+	n := s.core.Route(RouteNames[rt])
 	mux.HandleFunc(RouteNames[rt], func(w http.ResponseWriter, r *http.Request) {
-		s.stats.requests[rt].Add(1)
+		n.Add(1)
 		seq, f := s.core.Arrive()
 		c := call{r: r, id: r.PathValue("id"), seq: seq, f: f, debugID: debugID(seq), base: "http://" + r.Host}
 		clientID, v := s.tokens.check(r, s.now())
@@ -143,10 +144,9 @@ func (s *Server) getRefund(w http.ResponseWriter, c call) {
 	})
 }
 
-// getCapture is GET /v2/payments/captures/{id}.
 func (s *Server) getCapture(w http.ResponseWriter, c call) {
 	s.show(w, c, func() ([]byte, bool) {
-		cp := s.captureByID(c.id)
+		cp := s.captures.Get(c.id)
 		if cp == nil {
 			return nil, false
 		}
@@ -170,3 +170,28 @@ func (s *Server) show(w http.ResponseWriter, c call, find func() ([]byte, bool))
 // SetCreateHook makes every refund request call fn with its
 // PayPal-Request-Id, held, before the refund is made (nil: none).
 func (s *Server) SetCreateHook(fn func(requestID string)) { s.hook.Set(fn) }
+
+// counters are PayPal's own statistics; the shared ones are the core's.
+type counters struct {
+	tokensIssued  atomic.Int64
+	tokensExpired atomic.Int64
+}
+
+// Stats counts what PayPal's routes alone did.
+type Stats struct {
+	// TokensExpired counts 401 invalid_token for an expired token.
+	TokensIssued  int64 `json:"tokens_issued"`
+	TokensExpired int64 `json:"tokens_expired"`
+	// Refunds counts the refunds by their status now.
+	Refunds map[string]int64 `json:"refunds"`
+}
+
+// Stats returns PayPal's counters so far.
+func (s *Server) Stats() Stats {
+	st := Stats{TokensIssued: s.stats.tokensIssued.Load(), TokensExpired: s.stats.tokensExpired.Load(),
+		Refunds: map[string]int64{StatusCompleted: 0, StatusPending: 0, StatusFailed: 0, StatusCancelled: 0}}
+	for _, r := range s.Refunds() {
+		st.Refunds[r.Status]++
+	}
+	return st
+}

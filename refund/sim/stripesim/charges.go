@@ -34,13 +34,15 @@ func (s *Server) AddCharges(charges ...Charge) error {
 			seen[id] = true
 		}
 	}
-	s.chargesMu.Lock()
-	defer s.chargesMu.Unlock()
+	s.charges.Lock()
+	defer s.charges.Unlock()
+	s.byIntent.Lock()
+	defer s.byIntent.Unlock()
 	for i, c := range charges {
-		if s.charges[c.ID] != nil {
+		if s.charges.M[c.ID] != nil {
 			return fmt.Errorf("charge %d: %s already exists", i+1, c.ID)
 		}
-		if c.PaymentIntent != "" && s.byIntent[c.PaymentIntent] != nil {
+		if c.PaymentIntent != "" && s.byIntent.M[c.PaymentIntent] != nil {
 			return fmt.Errorf("charge %d: payment intent %s already has a charge", i+1, c.PaymentIntent)
 		}
 	}
@@ -59,9 +61,9 @@ func (s *Server) AddCharges(charges ...Charge) error {
 			s.addRefund(ch, r.Amount, status, r.Reason, copyMetadata(r.Metadata), "")
 		}
 		ch.mu.Unlock()
-		s.charges[ch.id] = ch
+		s.charges.Put(ch.id, ch)
 		if ch.intent != "" {
-			s.byIntent[ch.intent] = ch
+			s.byIntent.Put(ch.intent, ch)
 		}
 	}
 	return nil
@@ -75,12 +77,6 @@ func copyMetadata(m map[string]string) map[string]string {
 	return maps.Clone(m)
 }
 
-func (s *Server) chargeByID(id string) *charge {
-	s.chargesMu.RLock()
-	defer s.chargesMu.RUnlock()
-	return s.charges[id]
-}
-
 // ChargeState is a charge as the simulator holds it, for checks.
 type ChargeState struct {
 	ID             string `json:"id"`
@@ -92,7 +88,7 @@ type ChargeState struct {
 
 // Charge returns the state of one charge, and whether it exists.
 func (s *Server) Charge(id string) (ChargeState, bool) {
-	ch := s.chargeByID(id)
+	ch := s.charges.Get(id)
 	if ch == nil {
 		return ChargeState{}, false
 	}
@@ -101,12 +97,11 @@ func (s *Server) Charge(id string) (ChargeState, bool) {
 	return ChargeState{ID: ch.id, PaymentIntent: ch.intent, Currency: ch.currency, Amount: ch.amount, AmountRefunded: ch.refunded}, true
 }
 
-// getCharge is GET /v1/charges/{id}.
 func (s *Server) getCharge(c apiCall) sim.Answer {
 	if _, a, ok := parseExpandOnly(c.form, ""); !ok {
 		return a
 	}
-	ch := s.chargeByID(c.id)
+	ch := s.charges.Get(c.id)
 	if ch == nil {
 		return missing("charge", "id", c.id)
 	}
@@ -144,13 +139,6 @@ func (ch *charge) object() chargeObject {
 	}
 }
 
-// chargeByIntent is the charge of a payment intent (its one), or nil.
-func (s *Server) chargeByIntent(id string) *charge {
-	s.chargesMu.RLock()
-	defer s.chargesMu.RUnlock()
-	return s.byIntent[id]
-}
-
 // listCharges is GET /v1/charges by payment_intent, the tools' one filter.
 func (s *Server) listCharges(c apiCall) sim.Answer {
 	form := c.form
@@ -166,7 +154,7 @@ func (s *Server) listCharges(c apiCall) sim.Answer {
 		return invalid("parameter_missing", "payment_intent", "The simulator lists charges only by payment_intent.")
 	}
 	list := chargeList{Object: "list", Data: []chargeObject{}, URL: "/v1/charges"}
-	if ch := s.chargeByIntent(pi); ch != nil {
+	if ch := s.byIntent.Get(pi); ch != nil {
 		ch.mu.Lock()
 		list.Data = append(list.Data, ch.object())
 		ch.mu.Unlock()
@@ -177,12 +165,12 @@ func (s *Server) listCharges(c apiCall) sim.Answer {
 // target finds the charge a refund request names, or Stripe's 404.
 func (s *Server) target(chargeID, intentID string) (*charge, sim.Answer, bool) {
 	if chargeID != "" {
-		if ch := s.chargeByID(chargeID); ch != nil {
+		if ch := s.charges.Get(chargeID); ch != nil {
 			return ch, sim.Answer{}, true
 		}
 		return nil, missing("charge", "charge", chargeID), false
 	}
-	if ch := s.chargeByIntent(intentID); ch != nil {
+	if ch := s.byIntent.Get(intentID); ch != nil {
 		return ch, sim.Answer{}, true
 	}
 	return nil, missing("payment_intent", "payment_intent", intentID), false

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -103,7 +104,7 @@ func (p *createParams) validate() (sim.Answer, bool) {
 		if p.reason == "" {
 			return invalid("parameter_invalid_empty", "reason", "You passed an empty string for 'reason'. We assume empty values are an attempt to unset a parameter; however 'reason' cannot be unset. You should remove 'reason' from your request or supply a non-empty value."), false
 		}
-		if !validReason(p.reason) {
+		if !slices.Contains(reasons, p.reason) {
 			return invalid("", "reason", "Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer"), false
 		}
 	}

@@ -60,12 +60,9 @@ func (s *Server) refundByID(id string) *refund {
 	return re
 }
 
-// allRefunds is every refund, oldest first (shared).
-func (s *Server) allRefunds() []*refund { return s.refunds.All() }
-
 // Refunds returns every refund, oldest first, for checks.
 func (s *Server) Refunds() []Refund {
-	all := s.allRefunds()
+	all := s.refunds.All()
 	out := make([]Refund, len(all))
 	for i, re := range all {
 		out[i] = Refund{
@@ -84,7 +81,6 @@ func (s *Server) Refunds() []Refund {
 	return out
 }
 
-// getRefund is GET /v1/refunds/{id}.
 func (s *Server) getRefund(c apiCall) sim.Answer {
 	expand, a, ok := parseExpandOnly(c.form, "charge")
 	if !ok {
@@ -179,7 +175,7 @@ func (s *Server) listRefunds(c apiCall) sim.Answer {
 
 	var scope []*refund
 	if chargeID == "" && intentID == "" {
-		scope = s.allRefunds()
+		scope = s.refunds.All()
 	} else {
 		ch, a, ok := s.target(chargeID, intentID)
 		if !ok {

@@ -54,6 +54,9 @@ var routeNames = [numRoutes]string{
 // Every other request is serveUnknown's.
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
+	for _, name := range routeNames {
+		s.core.Route(name) // counted from 0 in Stats
+	}
 	handle := func(rt route, fn endpoint) { mux.Handle(routeNames[rt], s.api(rt, fn)) }
 	handle(routeCreateRefund, s.createRefund)
 	handle(routeListRefunds, s.listRefunds)

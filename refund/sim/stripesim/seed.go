@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/refundkit/refundkit/refund/sim"
@@ -53,15 +54,6 @@ var (
 // reasons are the refund reasons Stripe accepts on create.
 var reasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
 
-func validReason(r string) bool {
-	for _, ok := range reasons {
-		if r == ok {
-			return true
-		}
-	}
-	return false
-}
-
 // countsAgainstCharge reports whether a refund of this status holds its
 // amount of the charge.
 func countsAgainstCharge(status string) bool {
@@ -92,7 +84,7 @@ func (c *Charge) Validate() error {
 		if r.Amount <= 0 {
 			return fmt.Errorf("refunds[%d]: amount %d: want a positive whole number of minor units", i, r.Amount)
 		}
-		if r.Reason != "" && !validReason(r.Reason) {
+		if r.Reason != "" && !slices.Contains(reasons, r.Reason) {
 			return fmt.Errorf("refunds[%d]: reason %q: want one of %s", i, r.Reason, strings.Join(reasons, ", "))
 		}
 		if msg := checkMetadata(r.Metadata); msg != "" {

@@ -53,9 +53,7 @@ type Server struct {
 	limiter  atomic.Pointer[rateLimiter]
 	limitsMu sync.Mutex
 
-	chargesMu sync.RWMutex
-	charges   map[string]*charge
-	byIntent  map[string]*charge
+	charges, byIntent sim.Store[*charge] // AddCharges locks both
 
 	refunds sim.Numbered[*refund]
 
@@ -83,12 +81,10 @@ func newServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("key ttl %v: want zero (keep) or more", cfg.KeyTTL)
 	}
 	s := &Server{
-		core:     sim.NewCore(cfg.Seed, cfg.Faults),
-		keyTTL:   cfg.KeyTTL,
-		now:      time.Now,
-		charges:  make(map[string]*charge),
-		byIntent: make(map[string]*charge),
-		refunds:  sim.Numbered[*refund]{Prefix: refundPrefix, Width: 10},
+		core:    sim.NewCore(cfg.Seed, cfg.Faults),
+		keyTTL:  cfg.KeyTTL,
+		now:     time.Now,
+		refunds: sim.Numbered[*refund]{Prefix: refundPrefix, Width: 10},
 	}
 	s.limiter.Store(newRateLimiter(cfg.Faults.RateLimits, s.clock))
 	pp, err := paypalsim.New(s.core, cfg.PayPal, s.clock)
@@ -227,3 +223,21 @@ func (s *Server) ForgetKeys() int { return s.core.Keys.Forget() }
 func (s *Server) SetCreateHook(fn func(idempotencyKey string)) { s.hook.Set(fn) }
 
 // AddCharges adds charges and their seeded refunds. Nothing is added if one
+
+// The knobs and rate limits are the core's; these names keep stripesim's API.
+type (
+	// Faults are the fault knobs (sim.Faults).
+	Faults = sim.Faults
+	// RateLimits are Stripe's rate limits as token buckets (sim.RateLimits).
+	RateLimits = sim.RateLimits
+)
+
+// Rate-limit modes and Stripe's documented rates (sim's).
+const (
+	RateLimitsOff        = sim.RateLimitsOff
+	RateLimitsTest       = sim.RateLimitsTest
+	RateLimitsLive       = sim.RateLimitsLive
+	StripeLiveGlobalRate = sim.StripeLiveGlobalRate
+	StripeTestGlobalRate = sim.StripeTestGlobalRate
+	StripeEndpointRate   = sim.StripeEndpointRate
+)
