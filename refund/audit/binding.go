@@ -364,16 +364,9 @@ func (r *run) unowned(v itemView, planned []*itemSlot, refunds []Refund) {
 	f.Item, f.Status = "", ""
 	f.Planned = len(planned)
 	f.Refunds = refunds
-	var items []string
-	seen := map[string]bool{}
 	sums := r.totals(f, refunds)
 	r.sumRefunds(f, refunds)
-	for _, x := range refunds {
-		if !seen[x.Item] {
-			seen[x.Item] = true
-			items = append(items, x.Item)
-		}
-	}
+	items := distinct(refunds, func(x Refund) string { return x.Item })
 	f.Message = fmt.Sprintf("%s of the batch on this payment %s for items the plan does not put on it (%s), beside %s",
 		count(len(refunds), "refund"), verb(len(refunds), "is", "are"), strings.Join(items, ", "), count(len(planned), "planned item"))
 	f.Remedy = fmt.Sprintf("no item of the plan owns these refunds (%s): their items were renamed, dropped or moved to another payment; if one of them was meant for a planned item of this payment, that item must not be refunded again (refund holds it, refunded_by_other_item); if none was, they moved money outside the plan: a person decides, and a succeeded refund cannot be reversed through the API", amounts(sums))
