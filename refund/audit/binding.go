@@ -299,45 +299,24 @@ func (r *run) sharedFinding(i uint32, id string, owner uint32) *Finding {
 // unownedJournal reports, with a plan, the refunds the journals credit to
 // items of a group that the plan puts elsewhere, beside planned ones.
 func (r *run) unownedJournal(members []uint32) {
-	s := r.st
-	if !s.planned {
-		return
-	}
-	planned := 0
+	var planned []*itemSlot
 	var refunds []Refund
 	for _, m := range members {
-		sl := s.slot(m)
-		if sl.flags&flagInPlan != 0 {
-			if sl.flags&flagAllowed != 0 {
-				return // refund was told a refund on top of these is meant
-			}
-			planned++
+		if sl := r.st.slot(m); sl.flags&flagInPlan != 0 {
+			planned = append(planned, sl)
 			continue
 		}
-		item := s.item(m)
 		for _, x := range r.journalRefunds(m) {
-			x.Item = item
+			x.Item = r.st.item(m)
 			refunds = append(refunds, x)
 		}
 	}
-	if planned == 0 || len(refunds) == 0 {
-		return
-	}
-	v := r.view(members[0])
-	r.out(r.unownedFinding(v, planned, refunds))
+	r.unowned(r.view(members[0]), planned, refunds)
 }
 
 // unownedStripe reports, with a plan, the live refunds of group g's batch
 // the provider lists on the payment for items the plan puts elsewhere.
 func (r *run) unownedStripe(t *target, g *group) {
-	if !r.st.planned || len(g.planned) == 0 {
-		return
-	}
-	for _, m := range g.planned {
-		if m.sl.flags&flagAllowed != 0 {
-			return // refund was told a refund on top of these is meant
-		}
-	}
 	type owned struct {
 		x    *sref
 		item string
@@ -362,32 +341,34 @@ func (r *run) unownedStripe(t *target, g *group) {
 			refunds = append(refunds, ref)
 		}
 	}
-	if len(refunds) == 0 {
-		return
+	planned := make([]*itemSlot, len(g.planned))
+	for k, m := range g.planned {
+		planned[k] = m.sl
 	}
-	v := itemView{batch: g.batch, target: t.id, pay: t.pay}
-	r.out(r.unownedFinding(v, len(g.planned), refunds))
+	r.unowned(itemView{batch: g.batch, target: t.id, pay: t.pay}, planned, refunds)
 }
 
-// unownedFinding reports refunds of v's batch on v's payment for items the
-// plan does not put there.
-func (r *run) unownedFinding(v itemView, planned int, refunds []Refund) *Finding {
-	f := v.finding(KindUnowned)
-	f.Item, f.Status = "", ""
-	f.Planned = planned
-	f.Refunds = refunds
-	var items []string
-	seen := map[string]bool{}
-	sums := r.totals(f, refunds)
-	r.sumRefunds(f, refunds)
-	for _, x := range refunds {
-		if !seen[x.Item] {
-			seen[x.Item] = true
-			items = append(items, x.Item)
+// unowned reports, with a plan, refunds of v's batch on v's payment for
+// items the plan does not put there, beside planned items, unless refund
+// was told a refund on top of these is meant.
+func (r *run) unowned(v itemView, planned []*itemSlot, refunds []Refund) {
+	if !r.st.planned || len(planned) == 0 || len(refunds) == 0 {
+		return
+	}
+	for _, sl := range planned {
+		if sl.flags&flagAllowed != 0 {
+			return
 		}
 	}
+	f := v.finding(KindUnowned)
+	f.Item, f.Status = "", ""
+	f.Planned = len(planned)
+	f.Refunds = refunds
+	sums := r.totals(f, refunds)
+	r.sumRefunds(f, refunds)
+	items := distinct(refunds, func(x Refund) string { return x.Item })
 	f.Message = fmt.Sprintf("%s of the batch on this payment %s for items the plan does not put on it (%s), beside %s",
-		count(len(refunds), "refund"), verb(len(refunds), "is", "are"), strings.Join(items, ", "), count(planned, "planned item"))
+		count(len(refunds), "refund"), verb(len(refunds), "is", "are"), strings.Join(items, ", "), count(len(planned), "planned item"))
 	f.Remedy = fmt.Sprintf("no item of the plan owns these refunds (%s): their items were renamed, dropped or moved to another payment; if one of them was meant for a planned item of this payment, that item must not be refunded again (refund holds it, refunded_by_other_item); if none was, they moved money outside the plan: a person decides, and a succeeded refund cannot be reversed through the API", amounts(sums))
-	return f
+	r.out(f)
 }

@@ -155,3 +155,16 @@ func (rn *run) duplicateRemedy(f *Finding, journalOnly bool) string {
 func (f *Finding) on(p refund.Payment) {
 	f.Charge, f.PaymentIntent, f.Capture, f.PSPReference = p.Charge, p.PaymentIntent, p.Capture, p.PSPReference
 }
+
+// distinct is the keys of rs, each once, in the order first seen.
+func distinct(rs []Refund, key func(Refund) string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, x := range rs {
+		if k := key(x); !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}

@@ -162,8 +162,7 @@ func failedRemedy(code, provider string) string {
 	if provider == "" {
 		provider = "The provider"
 	}
-	switch code {
-	case refund.CodeRefundedByOtherBatch, refund.CodeRefundedOutside, refund.CodeRefundedByOtherItem, refund.CodeRefundedUnattributed:
+	if heldCode(code) {
 		what := "a refund of another refundkit batch"
 		switch code {
 		case refund.CodeRefundedOutside:

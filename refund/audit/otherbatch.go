@@ -130,14 +130,7 @@ func (r *run) otherBatches(t *target, gs []*group, all []*sref) {
 // one target; nil when every batch but one was allowed to refund on top of
 // the others (--allow-refunded-charges).
 func (r *run) otherBatchFinding(pay refund.Payment, refunds []Refund, allowed map[string]bool) *Finding {
-	var batches []string
-	seen := map[string]bool{}
-	for _, x := range refunds {
-		if !seen[x.Batch] {
-			seen[x.Batch] = true
-			batches = append(batches, x.Batch)
-		}
-	}
+	batches := distinct(refunds, func(x Refund) string { return x.Batch })
 	unallowed := 0
 	for _, b := range batches {
 		if !allowed[b] {

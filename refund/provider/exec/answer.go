@@ -187,8 +187,8 @@ func parseListed(p refund.Payment, line []byte) (refund.Refund, error) {
 	}
 	r := refund.Refund{ID: l.ID, Status: l.Status, Amount: amount, Currency: strings.ToLower(l.Currency),
 		Created: l.Created, FailureReason: l.FailureReason,
-		Charge: or(l.Charge, p.Charge), PaymentIntent: or(l.PaymentIntent, p.PaymentIntent), Capture: or(l.Capture, p.Capture),
-		PSPReference: or(l.PSPReference, p.PSPReference)}
+		Charge: cmp.Or(l.Charge, p.Charge), PaymentIntent: cmp.Or(l.PaymentIntent, p.PaymentIntent), Capture: cmp.Or(l.Capture, p.Capture),
+		PSPReference: cmp.Or(l.PSPReference, p.PSPReference)}
 	if l.Batch != "" || l.Item != "" {
 		attempt, err := attemptOf(l.Attempt)
 		if err != nil {
@@ -228,13 +228,6 @@ func attemptOf(raw json.RawMessage) (string, error) {
 		return "", fmt.Errorf("%s: want a positive integer", refund.Show(string(raw)))
 	}
 	return s, nil
-}
-
-func or(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // unanswered is the failure of a run that gave no answer of the API's,
