@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,21 +26,8 @@ func Commands() []string {
 // commandRun is the body of each command: a function, not a variable, so
 // that parse may read commandDocs without an initialization cycle.
 func commandRun(name string) func(Env) int {
-	switch name {
-	case "plan":
-		return Plan
-	case "refund":
-		return Refund
-	case "audit":
-		return Audit
-	case "journal-merge":
-		return JournalMerge
-	case "adyen-webhook":
-		return AdyenWebhook
-	case "stripe-sim":
-		return StripeSim
-	}
-	return nil
+	return map[string]func(Env) int{"plan": Plan, "refund": Refund, "audit": Audit,
+		"journal-merge": JournalMerge, "adyen-webhook": AdyenWebhook, "stripe-sim": StripeSim}[name]
 }
 
 // flagGroups are the titles of the flag groups (group:"KEY" tags) in
@@ -114,7 +102,7 @@ var commandDocs = map[string]commandDoc{
 	},
 	"refund": {
 		summary: "refund a plan's items exactly once, journaling every step",
-		env:     concat(envStripe, envPayPal, envAdyen, []envDoc{envPG}, envNATS),
+		env:     slices.Concat(envStripe, envPayPal, envAdyen, []envDoc{envPG}, envNATS),
 		examples: []example{
 			{"Plan a batch and refund it through Stripe, journaled (run the same command again to resume)", "plan --batch 2026-11-refunds charges.csv | tee plan.jsonl | refund --journal refunds.jsonl"},
 			{"Refund through PayPal at half the account's rate limits", "refund --provider paypal --share 0.5 --journal pp.jsonl plan.jsonl"},
@@ -125,7 +113,7 @@ var commandDocs = map[string]commandDoc{
 	},
 	"audit": {
 		summary: "tell whether a batch was refunded exactly once",
-		env:     concat(envStripe, envPayPal, []envDoc{{"ADYEN_HMAC_KEY", "The HMAC key (hex) that verifies the notifications --notifications holds (--provider adyen). Never printed."}, envPG}, envNATS),
+		env:     slices.Concat(envStripe, envPayPal, []envDoc{{"ADYEN_HMAC_KEY", "The HMAC key (hex) that verifies the notifications --notifications holds (--provider adyen). Never printed."}, envPG}, envNATS),
 		examples: []example{
 			{"Offline: duplicates, items in doubt, failures, items never refunded", "audit --plan plan.jsonl refunds.jsonl"},
 			{"And ask Stripe itself for every charge's refunds", "audit --provider stripe --plan plan.jsonl refunds.jsonl"},
@@ -136,7 +124,7 @@ var commandDocs = map[string]commandDoc{
 	},
 	"journal-merge": {
 		summary: "merge refund journals into one",
-		env:     concat([]envDoc{envPG}, envNATS),
+		env:     slices.Concat([]envDoc{envPG}, envNATS),
 		examples: []example{
 			{"Merge the shards' journals, then audit the whole batch against its plan", "journal-merge -o all.jsonl refunds-1.jsonl refunds-2.jsonl refunds-3.jsonl"},
 			{"Compact a finished journal in place: one final record per item", "journal-merge --compact -o refunds.jsonl refunds.jsonl"},
@@ -181,14 +169,6 @@ var commandDocs = map[string]commandDoc{
 			{"Faults: 10% 429s and 5% refunds created behind a 500", "stripe-sim --charges 1000 --rate-limit-share 0.1 --error-after-commit-share 0.05 --addr-file sim.url"},
 		},
 	},
-}
-
-func concat(lists ...[]envDoc) []envDoc {
-	var out []envDoc
-	for _, l := range lists {
-		out = append(out, l...)
-	}
-	return out
 }
 
 // grammarSink is the Stdout of a command run only for its grammar: parse

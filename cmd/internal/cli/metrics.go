@@ -130,6 +130,18 @@ func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
 	return p.TextToMetricFamilies(r)
 }
 
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
 // metricLabels tell two runs' files apart on one host (node_exporter
 // refuses the same series in two files).
 func metricLabels(worker, shard string) prometheus.Labels {
@@ -170,26 +182,16 @@ func newRefundMetrics(path string, labels prometheus.Labels, shared bool, warn f
 	root := prometheus.NewRegistry()
 	reg := prometheus.WrapRegistererWith(labels, root)
 	m := &refundMetrics{reg: reg, shared: shared, own: map[string]*batchOwn{}}
-	m.items = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_items_total",
-		Help: "Items this run settled, skipped or left in doubt, by result status (the summary's counts)."}, []string{"batch", "status"})
-	m.refunds = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_refunds_total",
-		Help: "Refunds this run made (found=false) or found made earlier and adopted (found=true), by currency."}, []string{"batch", "currency", "found"})
-	m.amounts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_refunded_minor_units_total",
-		Help: "Amounts of those refunds in the currency's minor units (cents), by currency."}, []string{"batch", "currency", "found"})
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_requests_total",
-		Help: "Requests to the provider by endpoint and outcome (rate_limited: its 429s)."}, []string{"provider", "endpoint", "outcome"})
-	m.batchItems = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_batch_items",
-		Help: "Items of the batch's plan (all workers' with a PostgreSQL checkpoint)."}, []string{"batch"})
-	m.batchDone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_batch_items_done",
-		Help: "Items of the batch with an outcome: refunded, pending, failed or refunded twice (all workers' with a PostgreSQL checkpoint)."}, []string{"batch"})
-	m.inDoubt = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_batch_items_in_doubt",
-		Help: "Items of the batch in doubt: sent, outcome unknown until looked up (all workers' with a PostgreSQL checkpoint)."}, []string{"batch"})
-	m.lastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Name: refundLastSuccess,
-		Help: "When a run last ended with exit 0 (the batch done), as a Unix time; kept from the file's previous value by a run that does not."})
-	m.exitCode = prometheus.NewGauge(prometheus.GaugeOpts{Name: "refundkit_refund_exit_code",
-		Help: "The exit code of the run that wrote the file, once it ended."})
-	start := prometheus.NewGauge(prometheus.GaugeOpts{Name: "refundkit_refund_start_time_seconds",
-		Help: "When the run that wrote the file started, as a Unix time."})
+	m.items = counterVec("refundkit_refund_items_total", "Items this run settled, skipped or left in doubt, by result status (the summary's counts).", "batch", "status")
+	m.refunds = counterVec("refundkit_refund_refunds_total", "Refunds this run made (found=false) or found made earlier and adopted (found=true), by currency.", "batch", "currency", "found")
+	m.amounts = counterVec("refundkit_refund_refunded_minor_units_total", "Amounts of those refunds in the currency's minor units (cents), by currency.", "batch", "currency", "found")
+	m.requests = counterVec("refundkit_refund_requests_total", "Requests to the provider by endpoint and outcome (rate_limited: its 429s).", "provider", "endpoint", "outcome")
+	m.batchItems = gaugeVec("refundkit_batch_items", "Items of the batch's plan (all workers' with a PostgreSQL checkpoint).", "batch")
+	m.batchDone = gaugeVec("refundkit_batch_items_done", "Items of the batch with an outcome: refunded, pending, failed or refunded twice (all workers' with a PostgreSQL checkpoint).", "batch")
+	m.inDoubt = gaugeVec("refundkit_batch_items_in_doubt", "Items of the batch in doubt: sent, outcome unknown until looked up (all workers' with a PostgreSQL checkpoint).", "batch")
+	m.lastSuccess = gauge(refundLastSuccess, "When a run last ended with exit 0 (the batch done), as a Unix time; kept from the file's previous value by a run that does not.")
+	m.exitCode = gauge("refundkit_refund_exit_code", "The exit code of the run that wrote the file, once it ended.")
+	start := gauge("refundkit_refund_start_time_seconds", "When the run that wrote the file started, as a Unix time.")
 	start.SetToCurrentTime()
 	reg.MustRegister(m.items, m.refunds, m.amounts, m.requests, m.batchItems, m.batchDone, m.inDoubt, start)
 	if t, ok := previousSuccess(path, refundLastSuccess); ok {
@@ -361,14 +363,10 @@ const auditLastSuccess = "refundkit_audit_last_success_timestamp_seconds"
 // findings by kind and items by status, the exit code, the last clean audit.
 func writeAuditMetrics(path string, rep *audit.Report, exit int, now time.Time) error {
 	reg := prometheus.NewRegistry()
-	findings := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_audit_findings",
-		Help: "Findings of the last audit, by kind."}, []string{"kind"})
-	items := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_audit_items",
-		Help: "Items the last audit read, by what the checkpoint says of them (none: planned, never journaled)."}, []string{"status"})
-	exitCode := prometheus.NewGauge(prometheus.GaugeOpts{Name: "refundkit_audit_exit_code",
-		Help: "The exit code of the audit that wrote the file."})
-	last := prometheus.NewGauge(prometheus.GaugeOpts{Name: auditLastSuccess,
-		Help: "When an audit last ended with exit 0 (no findings), as a Unix time; kept from the file's previous value by one that does not."})
+	findings := gaugeVec("refundkit_audit_findings", "Findings of the last audit, by kind.", "kind")
+	items := gaugeVec("refundkit_audit_items", "Items the last audit read, by what the checkpoint says of them (none: planned, never journaled).", "status")
+	exitCode := gauge("refundkit_audit_exit_code", "The exit code of the audit that wrote the file.")
+	last := gauge(auditLastSuccess, "When an audit last ended with exit 0 (no findings), as a Unix time; kept from the file's previous value by one that does not.")
 	reg.MustRegister(findings, items, exitCode)
 	if rep != nil {
 		for kind, n := range rep.Findings {
