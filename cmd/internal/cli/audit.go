@@ -180,8 +180,7 @@ func Audit(env Env) (exit int) {
 		if c.Plan != "" {
 			what = "no plan items in " + planName(c.Plan) + " and " + what
 		}
-		warnf(env.Stderr, name, "%s: nothing to audit", what)
-		return ExitUsage
+		return failf(env.Stderr, name, ExitUsage, "%s: nothing to audit", what)
 	}
 
 	ctx, stdout, stop := signalContext(env.Stderr, name, env.Stdout)
@@ -255,8 +254,7 @@ func Audit(env Env) (exit int) {
 	case runErr != nil:
 		return exitCodeFor(runErr)
 	case outErr != nil:
-		warnf(env.Stderr, name, "stdout: %v: %s", outErr, findingsLost)
-		return ExitJournal
+		return failf(env.Stderr, name, ExitJournal, "stdout: %v: %s", outErr, findingsLost)
 	case !rep.Clean():
 		return ExitFailed
 	}

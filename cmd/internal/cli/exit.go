@@ -127,15 +127,17 @@ func unwritable(err error) error {
 }
 
 // usage prints err and ends the command with ExitUsage.
-func usage(w io.Writer, name string, err error) int {
-	warnf(w, name, "%v", err)
-	return ExitUsage
-}
+func usage(w io.Writer, name string, err error) int { return failf(w, name, ExitUsage, "%v", err) }
 
 // fail prints err and ends the command with err's exit code.
 func fail(w io.Writer, name string, err error) int {
-	warnf(w, name, "%v", err)
-	return exitCodeFor(err)
+	return failf(w, name, exitCodeFor(err), "%v", err)
+}
+
+// failf prints a message and ends the command with code.
+func failf(w io.Writer, name string, code int, format string, args ...any) int {
+	warnf(w, name, format, args...)
+	return code
 }
 
 // interrupted is the cause of a run's context canceled by a signal.

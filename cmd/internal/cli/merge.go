@@ -63,8 +63,7 @@ func JournalMerge(env Env) (exit int) {
 		for _, path := range held {
 			warnf(env.Stderr, name, "journal %s is held by a running refund: its batch is not done, and a merge of it would read as if it were", path)
 		}
-		warnf(env.Stderr, name, "nothing merged: merge when the run has finished, or give --allow-held for a snapshot of the batch as it stands")
-		return ExitLocked
+		return failf(env.Stderr, name, ExitLocked, "nothing merged: merge when the run has finished, or give --allow-held for a snapshot of the batch as it stands")
 	}
 	if len(held) > 0 {
 		defer func() {
@@ -160,12 +159,10 @@ func mergeJournals(env Env, name string, paths, names []string, out io.Writer, c
 func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 	const untouched = "nothing was imported: the checkpoint is as it was"
 	if len(args.Batch) > 0 {
-		warnf(env.Stderr, name, "--batch: an import merges the journals with all the checkpoint holds; drop --batch")
-		return ExitUsage
+		return failf(env.Stderr, name, ExitUsage, "--batch: an import merges the journals with all the checkpoint holds; drop --batch")
 	}
 	if args.Compact && natsjs.IsURL(args.Output) {
-		warnf(env.Stderr, name, "--compact: an import into a NATS checkpoint adds records to its items and takes none away; drop --compact (or compact into a file)")
-		return ExitUsage
+		return failf(env.Stderr, name, ExitUsage, "--compact: an import into a NATS checkpoint adds records to its items and takes none away; drop --compact (or compact into a file)")
 	}
 	ctx := context.Background()
 	// An import is a writer: it creates and migrates the schema as a
@@ -173,8 +170,7 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 	if postgres.IsURL(args.Output) {
 		if err := postgres.Migrate(ctx, args.Output); err != nil {
 			warnf(env.Stderr, name, "%v", err)
-			warnf(env.Stderr, name, untouched)
-			return exitCodeFor(unwritable(err))
+			return failf(env.Stderr, name, exitCodeFor(unwritable(err)), untouched)
 		}
 	}
 	x, err := exportCheckpoint(ctx, args.Output, name, nil, func(msg string) { warnf(env.Stderr, name, "%s", msg) })
@@ -193,8 +189,7 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 	for i, path := range inputs {
 		if err := checkImported(ctx, x.cp, path, names[i]); err != nil {
 			warnf(env.Stderr, name, "%v", err)
-			warnf(env.Stderr, name, untouched)
-			return exitCodeFor(unwritable(err))
+			return failf(env.Stderr, name, exitCodeFor(unwritable(err)), untouched)
 		}
 	}
 	f, err := os.OpenFile(filepath.Join(filepath.Dir(x.path), "merged.jsonl"), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
@@ -288,11 +283,9 @@ func reportMerge(env Env, name string, report journal.MergeReport) int {
 		items[[2]string{c.Batch, c.Item}] = true
 	}
 	if n := len(items); n == 1 {
-		warnf(env.Stderr, name, "1 item has conflicting outcomes: all its records are kept; check it at the provider")
-		return ExitFailed
+		return failf(env.Stderr, name, ExitFailed, "1 item has conflicting outcomes: all its records are kept; check it at the provider")
 	} else if n > 1 {
-		warnf(env.Stderr, name, "%d items have conflicting outcomes: all their records are kept; check them at the provider", n)
-		return ExitFailed
+		return failf(env.Stderr, name, ExitFailed, "%d items have conflicting outcomes: all their records are kept; check them at the provider", n)
 	}
 	return ExitOK
 }

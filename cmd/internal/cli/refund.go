@@ -145,8 +145,7 @@ func Refund(env Env) (exit int) {
 	}
 	if !ok {
 		warnf(msgs, name, "no plan items in %s: nothing to refund", inName)
-		warnf(msgs, name, "did the command before the pipe fail? run pipelines with set -o pipefail")
-		return ExitUsage
+		return failf(msgs, name, ExitUsage, "did the command before the pipe fail? run pipelines with set -o pipefail")
 	}
 
 	checkpoint, closeCheckpoint, err := c.openCheckpoint(ctx, msgs, name)
@@ -279,8 +278,7 @@ func Refund(env Env) (exit int) {
 	// The journal holds every outcome; a result line that did not reach
 	// stdout (a full disk, a closed pipe) is a lost signal all the same.
 	if err := out.err(); err != nil {
-		warnf(msgs, name, "stdout: %v: %s", err, resultLinesLost)
-		return ExitJournal
+		return failf(msgs, name, ExitJournal, "stdout: %v: %s", err, resultLinesLost)
 	}
 	if summary.Overflow != nil {
 		return exitCodeFor(summary.Overflow)

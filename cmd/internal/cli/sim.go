@@ -85,8 +85,7 @@ func StripeSim(env Env) int {
 		return usage(env.Stderr, name, err)
 	}
 	if err := stripesim.CheckLoopback(c.Addr); err != nil {
-		warnf(env.Stderr, name, "--addr: %v", err)
-		return ExitUsage
+		return failf(env.Stderr, name, ExitUsage, "--addr: %v", err)
 	}
 
 	// Signals are caught before the URL is published, so a script that
@@ -101,8 +100,7 @@ func StripeSim(env Env) int {
 	defer s.Close()
 	if c.AddrFile != "" {
 		if err := publishURL(ctx, c.AddrFile, s.URL()); err != nil {
-			warnf(env.Stderr, name, "--addr-file: %v", err)
-			return ExitFailed
+			return failf(env.Stderr, name, ExitFailed, "--addr-file: %v", err)
 		}
 	}
 	warnf(env.Stderr, name, "listening on %s", s.URL())
@@ -120,8 +118,7 @@ func StripeSim(env Env) int {
 	st := s.Stats()
 	warnf(env.Stderr, name, "stopped: %d refunds created, %d replayed, %d rate limited, %d dropped", st.RefundsCreated, st.Replayed, st.RateLimited, st.Dropped)
 	if err := json.NewEncoder(env.Stdout).Encode(st); err != nil {
-		warnf(env.Stderr, name, "write the stats: %v", err)
-		return ExitFailed
+		return failf(env.Stderr, name, ExitFailed, "write the stats: %v", err)
 	}
 	return ExitOK
 }

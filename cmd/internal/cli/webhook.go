@@ -63,14 +63,12 @@ func AdyenWebhook(env Env) int {
 
 	refunds, err := openNotes(ctx, stderr, name, c.Out, cfg.Key, false)
 	if err != nil {
-		warnf(stderr, name, "--out: %v", err)
-		return exitCodeFor(unwritable(err))
+		return failf(stderr, name, exitCodeFor(unwritable(err)), "--out: %v", err)
 	}
 	defer refunds.Close()
 	others, err := openNotes(ctx, stderr, name, c.Others, cfg.Key, true)
 	if err != nil {
-		warnf(stderr, name, "--others: %v", err)
-		return exitCodeFor(unwritable(err))
+		return failf(stderr, name, exitCodeFor(unwritable(err)), "--others: %v", err)
 	}
 	defer others.Close()
 	cfg.Refunds, cfg.Others = refunds, others
@@ -132,8 +130,7 @@ func AdyenWebhook(env Env) int {
 	warnf(stderr, name, "stopped: %d requests accepted, %d refund notifications kept, %d duplicates, %d others kept, %d requests refused, %d store errors",
 		st.Accepted, st.Added, st.Duplicates, st.Others, rejected, st.StoreErrors)
 	if err := json.NewEncoder(env.Stdout).Encode(st); err != nil {
-		warnf(stderr, name, "write the counters: %v", err)
-		return ExitFailed
+		return failf(stderr, name, ExitFailed, "write the counters: %v", err)
 	}
 	return code
 }
