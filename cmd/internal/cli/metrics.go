@@ -23,16 +23,13 @@ import (
 	"github.com/refundkit/refundkit/refund/audit"
 )
 
-// --metrics-file: Prometheus' text format in a file, node_exporter's
-// textfile collector's convention for batch jobs. renameio replaces the
-// file (a hidden temporary file, fsynced, then renamed): without the fsync
-// (prometheus.WriteToTextfile) a crash can leave it empty.
+// --metrics-file, for node_exporter's textfile collector. renameio fsyncs
+// before the rename: prometheus.WriteToTextfile's file can be empty after a crash.
 
 // metricsFileMode: counts, no secret, and node_exporter must read them.
 const metricsFileMode = 0o644
 
-// metricsFile writes a registry's metrics to a file, atomically, every
-// interval and once more at close.
+// metricsFile writes a registry to a file every interval and at close.
 type metricsFile struct {
 	path    string
 	reg     *prometheus.Registry
@@ -48,7 +45,6 @@ func newMetricsFile(path string, reg *prometheus.Registry, warn func(error)) *me
 	return &metricsFile{path: path, reg: reg, warn: warn, stop: func() {}}
 }
 
-// write replaces the file with the metrics as they are now.
 func (m *metricsFile) write() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -76,8 +72,7 @@ func (m *metricsFile) write() error {
 	return f.CloseAtomicallyReplace()
 }
 
-// writeOrWarn writes; a failure is told once: the metrics are the
-// operator's view of the run, not a reason to stop it.
+// writeOrWarn tells a failure once: no reason to stop the run.
 func (m *metricsFile) writeOrWarn() {
 	if err := m.write(); err != nil {
 		m.mu.Lock()
@@ -90,17 +85,14 @@ func (m *metricsFile) writeOrWarn() {
 	}
 }
 
-// start rewrites the file every interval until close.
 func (m *metricsFile) start(interval time.Duration) { m.stop = every(interval, false, m.writeOrWarn) }
 
-// close stops the rewrites and writes the file a last time.
 func (m *metricsFile) close() error {
 	m.stop()
 	return m.write()
 }
 
-// previousSuccess is the last success an earlier run wrote to path (the
-// largest value of metric name), which a run that does not succeed keeps.
+// previousSuccess is the last success an earlier run wrote to path.
 func previousSuccess(path, name string) (float64, bool) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -124,7 +116,6 @@ func previousSuccess(path, name string) (float64, bool) {
 	return best, ok
 }
 
-// parseMetrics reads Prometheus' text format with its own parser.
 func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	return p.TextToMetricFamilies(r)
@@ -142,8 +133,7 @@ func gauge(name, help string) prometheus.Gauge {
 	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 }
 
-// metricLabels tell two runs' files apart on one host (node_exporter
-// refuses the same series in two files).
+// metricLabels tell two runs' files apart (node_exporter refuses duplicates).
 func metricLabels(worker, shard string) prometheus.Labels {
 	l := prometheus.Labels{}
 	if worker != "" {
@@ -155,9 +145,7 @@ func metricLabels(worker, shard string) prometheus.Labels {
 	return l
 }
 
-// refundMetrics are refund's: the run's results (as the summary counts
-// them), its requests (counted at the provider's door), and the batch's
-// progress (with a shared checkpoint, its tally of all workers).
+// refundMetrics are the run's results, its requests and the batch's progress.
 type refundMetrics struct {
 	file *metricsFile
 
@@ -237,8 +225,7 @@ func (m *refundMetrics) batches(bs []refund.BatchInfo) {
 	m.mu.Unlock()
 }
 
-// refreshBatches sets the batch gauges from the tally (PostgreSQL) or the
-// run's own results (a journal file: this run is the batch's one writer).
+// refreshBatches sets the batch gauges from the tally, or this run's results.
 func (m *refundMetrics) refreshBatches() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -264,8 +251,7 @@ func tallyDone(b refund.BatchInfo) int {
 	return b.ByStatus["refunded"] + b.ByStatus["pending"] + b.ByStatus["failed"] + b.ByStatus["duplicate"]
 }
 
-// finish writes the file a last time for a run that ends with exit: its
-// last success moves only on exit 0.
+// finish writes the file a last time; last success moves only on exit 0.
 func (m *refundMetrics) finish(exit int, complete bool, now time.Time) error {
 	m.mu.Lock()
 	m.complete = complete
@@ -279,8 +265,7 @@ func (m *refundMetrics) finish(exit int, complete bool, now time.Time) error {
 	return m.file.close()
 }
 
-// countingProvider counts a provider's requests by endpoint and outcome;
-// a call it cannot make (ErrNoLookup) asked nothing.
+// countingProvider counts requests by endpoint and outcome (not ErrNoLookup).
 type countingProvider struct {
 	refund.Provider
 	name     string
@@ -359,8 +344,7 @@ func (p countingProvider) Get(ctx context.Context, id string) (refund.Refund, er
 
 const auditLastSuccess = "refundkit_audit_last_success_timestamp_seconds"
 
-// writeAuditMetrics writes audit's metrics at its exit: its report's
-// findings by kind and items by status, the exit code, the last clean audit.
+// writeAuditMetrics writes audit's metrics at its exit.
 func writeAuditMetrics(path string, rep *audit.Report, exit int, now time.Time) error {
 	reg := prometheus.NewRegistry()
 	findings := gaugeVec("refundkit_audit_findings", "Findings of the last audit, by kind.", "kind")
@@ -387,8 +371,7 @@ func writeAuditMetrics(path string, rep *audit.Report, exit int, now time.Time) 
 	return newMetricsFile(path, reg, nil).write()
 }
 
-// startMetrics makes refund's metrics for --metrics-file, and writes the
-// file once: a path that cannot be written is refused before anything is sent.
+// startMetrics writes --metrics-file once: refused before anything is sent.
 func (c *refundCmd) startMetrics(msgs io.Writer, name string) (*refundMetrics, error) {
 	if c.MetricsFile == "" {
 		return nil, nil
@@ -416,8 +399,7 @@ func (m *refundMetrics) finishOrWarn(exit int, planRead bool) {
 	}
 }
 
-// watchBatches watches a shared checkpoint's tally for the progress line
-// (every 2s) and the metrics (as often as they are written).
+// watchBatches watches the tally for the progress line and the metrics.
 func (c *refundCmd) watchBatches(cp refund.Checkpoint, bar *progress, m *refundMetrics) *batchWatch {
 	if c.DryRun || (bar == nil && m == nil) {
 		return nil

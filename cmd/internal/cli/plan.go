@@ -112,10 +112,8 @@ func Plan(env Env) int {
 	return ExitOK
 }
 
-// writePlan writes one JSON object an item, each with plan_items, the
-// number of items written, so a reader of a stream knows the total from
-// the first line; on every item, not a header, so every line stays a plan
-// item (jq, wc -l, split: docs/plan.md).
+// writePlan writes an item a line, each with plan_items (the total from
+// the first line; not a header, so every line is an item: docs/plan.md).
 func writePlan(w io.Writer, p *plan.Plan) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var line bytes.Buffer
