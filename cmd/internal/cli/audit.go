@@ -49,9 +49,7 @@ type auditCmd struct {
 	givenFlags `kong:"-"`
 }
 
-// Audit is the audit command: it reads journals (and a plan, and the
-// provider's refunds) and reports, as JSON lines, every item that is not
-// refunded exactly once.
+// Audit is the audit command: every item not refunded exactly once.
 func Audit(env Env) (exit int) {
 	const name = "audit"
 	var c auditCmd
@@ -93,8 +91,7 @@ func Audit(env Env) (exit int) {
 			return fail(env.Stderr, name, err)
 		}
 	}
-	// Opened once the plan is read, so a bad plan leaves no new file behind,
-	// and held for the whole audit: no refund run can write to it meanwhile.
+	// Opened after the plan (a bad one leaves no file), held throughout.
 	var (
 		w     *journal.Writer
 		wInfo os.FileInfo // the journal w holds
@@ -128,8 +125,7 @@ func Audit(env Env) (exit int) {
 		}
 		defer x.close()
 		inputs[i], exported[x.path] = x.path, x
-		// The checkpoint's stored plan is audited as --plan's would be
-		// (a plan given with --plan is the one audited).
+		// The stored plan is audited unless --plan gives one.
 		if c.Plan == "" {
 			if err := x.addPlans(context.Background(), a, c.Batch); err != nil {
 				return fail(env.Stderr, name, err)
@@ -180,8 +176,7 @@ func Audit(env Env) (exit int) {
 		if c.Plan != "" {
 			what = "no plan items in " + planName(c.Plan) + " and " + what
 		}
-		warnf(env.Stderr, name, "%s: nothing to audit", what)
-		return ExitUsage
+		return failf(env.Stderr, name, ExitUsage, "%s: nothing to audit", what)
 	}
 
 	ctx, stdout, stop := signalContext(env.Stderr, name, env.Stdout)
@@ -231,8 +226,7 @@ func Audit(env Env) (exit int) {
 	var stripeErr *audit.StripeError
 	var journalErr *audit.JournalError
 	var overflow *money.TotalError
-	// Halted or interrupted, the report's lines end with the findings so
-	// far: no verdict.
+	// Halted or interrupted: the findings so far, no verdict.
 	switch {
 	case errors.As(runErr, &stripeErr):
 		warnf(env.Stderr, name, "halted: %v", stripeErr)
@@ -255,8 +249,7 @@ func Audit(env Env) (exit int) {
 	case runErr != nil:
 		return exitCodeFor(runErr)
 	case outErr != nil:
-		warnf(env.Stderr, name, "stdout: %v: %s", outErr, findingsLost)
-		return ExitJournal
+		return failf(env.Stderr, name, ExitJournal, "stdout: %v: %s", outErr, findingsLost)
 	case !rep.Clean():
 		return ExitFailed
 	}
@@ -347,8 +340,7 @@ func planName(path string) string {
 	return path
 }
 
-// lineError reports an error that names the line of a journal that cannot
-// be read, past which nothing can be audited.
+// lineError reports an error naming a journal line that cannot be read.
 func lineError(err error) bool {
 	var corrupt *journal.CorruptError
 	var version *journal.VersionError

@@ -17,21 +17,18 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 )
 
-// sharedCheckpoint is a checkpoint many runs share: *postgres.Checkpoint
-// or *natsjs.Checkpoint.
+// sharedCheckpoint is *postgres.Checkpoint or *natsjs.Checkpoint.
 type sharedCheckpoint interface {
 	refund.Checkpoint
 	Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error)
 	ExportPlans(ctx context.Context, w io.Writer, batches []string) (int, error)
-	// CheckJournal and Import are journal-merge -o URL's: each journal is
-	// checked first, so an error names its file and line.
+	// journal-merge -o URL's: each journal checked first, errors at file:line.
 	CheckJournal(ctx context.Context, r io.Reader, name string) error
 	Import(ctx context.Context, r io.Reader, name string, last int64) (records int, batches []string, err error)
 	Close() error
 }
 
-// openShared opens the shared checkpoint at url: NATS JetStream at a
-// nats:// URL, else PostgreSQL (which takes no RetryHeld).
+// openShared opens NATS at a nats:// url, else PostgreSQL (no RetryHeld).
 func openShared(ctx context.Context, url string, o natsjs.Options, readOnly bool) (sharedCheckpoint, error) {
 	if natsjs.IsURL(url) {
 		return natsjs.Open(ctx, url, o, readOnly)
@@ -39,8 +36,8 @@ func openShared(ctx context.Context, url string, o natsjs.Options, readOnly bool
 	return postgres.Open(ctx, url, postgres.Options{Lease: o.Lease, Worker: o.Worker, Warn: o.Warn}, readOnly)
 }
 
-// openCheckpoint opens refund's checkpoint: a shared one at its URL, or the
-// journal file, locked (only read in a dry run). close gives it up.
+// openCheckpoint opens refund's checkpoint: shared, or the journal file,
+// locked (only read in a dry run).
 func (c *refundCmd) openCheckpoint(ctx context.Context, msgs io.Writer, name string) (refund.Checkpoint, func(), error) {
 	warn := func(msg string) { warnf(msgs, name, "%s", msg) }
 	if isShared(c.Journal) {
@@ -76,12 +73,10 @@ func (c *refundCmd) openCheckpoint(ctx context.Context, msgs io.Writer, name str
 	}, nil
 }
 
-// isShared reports a --journal argument that names a shared checkpoint
-// (PostgreSQL, NATS JetStream) rather than a journal file.
+// isShared reports a --journal that is a URL, not a journal file.
 func isShared(journal string) bool { return postgres.IsURL(journal) || natsjs.IsURL(journal) }
 
-// redactCheckpoint names a checkpoint in messages: a URL without its
-// password, or the file's path.
+// redactCheckpoint names a checkpoint in messages, its password redacted.
 func redactCheckpoint(journal string) string {
 	switch {
 	case postgres.IsURL(journal):
@@ -92,9 +87,8 @@ func redactCheckpoint(journal string) string {
 	return journal
 }
 
-// checkpointExport is a shared checkpoint exported as a file journal for
-// the tools that read journals (audit, journal-merge): the same record
-// lines, in the order they were written, framed in commits.
+// checkpointExport is a shared checkpoint exported as a journal file for
+// audit and journal-merge: its record lines in order, framed in commits.
 type checkpointExport struct {
 	name    string // the checkpoint's URL, password redacted
 	path    string // the temporary journal (0600), removed by close
@@ -103,10 +97,8 @@ type checkpointExport struct {
 	cp      sharedCheckpoint
 }
 
-// exportCheckpoint opens the checkpoint at url read-only and exports the
-// records of batches (all when none) to a temporary file. With importWarn
-// it is opened to import into: NATS as a worker opens it, which makes its
-// bucket and checks its durability (importWarn hears what it cannot check).
+// exportCheckpoint exports url's batches (all when none) to a temporary
+// file. With importWarn NATS opens as a worker's, to import into.
 func exportCheckpoint(ctx context.Context, url, worker string, batches []string, importWarn func(string)) (*checkpointExport, error) {
 	opts, readOnly := natsjs.Options{Worker: worker}, true
 	if importWarn != nil && natsjs.IsURL(url) {
@@ -137,8 +129,7 @@ func exportCheckpoint(ctx context.Context, url, worker string, batches []string,
 	return x, nil
 }
 
-// addPlans adds the plans the checkpoint stores for batches (all when
-// none) to a, as audit --plan adds a plan file.
+// addPlans adds the checkpoint's stored plans to a, as audit --plan does.
 func (x *checkpointExport) addPlans(ctx context.Context, a *audit.Auditor, batches []string) error {
 	f, err := os.OpenFile(filepath.Join(filepath.Dir(x.path), "plans.jsonl"), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
@@ -163,9 +154,8 @@ func (x *checkpointExport) close() {
 	x.cp.Close()
 }
 
-// describeHolders writes who holds what in the checkpoint's batches (all
-// when none): each batch's items by status, and its claims and workers. It
-// returns how many claims are live: items in flight, which read as in doubt.
+// describeHolders tells each batch's items, claims and workers, and returns
+// the live claims: items in flight, which read as in doubt.
 func describeHolders(ctx context.Context, w io.Writer, name string, x *checkpointExport, batches []string) (int, error) {
 	say := func(format string, args ...any) { warnf(w, name, "%s: "+format, append([]any{x.name}, args...)...) }
 	var (
@@ -225,9 +215,8 @@ func countsText(by map[string]int) string {
 	return cmp.Or(s, "none")
 }
 
-// exportInputs exports the shared checkpoints among journals (their
-// batches, or all) to temporary files, and returns journals with each
-// replaced by its file; done removes them.
+// exportInputs replaces the checkpoints among journals by exported files;
+// done removes them.
 func exportInputs(env Env, name string, journals, batches []string) (inputs []string, done func(), err error) {
 	var xs []*checkpointExport
 	done = func() {
@@ -253,8 +242,7 @@ func exportInputs(env Env, name string, journals, batches []string) (inputs []st
 	return inputs, done, nil
 }
 
-// exportError is a checkpoint that could not be read: corrupt (exit 5),
-// else an input that cannot be read.
+// exportError: corrupt (exit 5), else an unreadable input.
 func exportError(err error) error {
 	if code, ok := knownCode(err); ok && code == ExitCorrupt {
 		return err

@@ -1,6 +1,5 @@
-// Package cli holds the body of every refundkit command as a function over
-// its streams and environment, so the binaries, the unit tests and the
-// testscript suites run the same code. Each cmd/<bin>/main.go is one line.
+// Package cli holds every refundkit command as a function of its Env, so
+// binaries, unit tests and testscripts run the same code.
 package cli
 
 import (
@@ -21,16 +20,13 @@ import (
 	"github.com/willabides/kongplete"
 )
 
-// Release is refundkit's version: the first heading of CHANGELOG.md
-// names it (a test holds them together).
+// Release is refundkit's version, CHANGELOG.md's first heading (tested).
 const Release = "0.9.0"
 
-// Version is set at build time with -ldflags "-X ...cli.Version=..." (make
-// build: git describe); empty, the module's build info says it.
+// Version is set by make build (-ldflags -X: git describe).
 var Version = ""
 
-// versionString is what --version prints after the command's name: the
-// release, then make's Version, else what the go command stamped.
+// versionString is --version's: the release, then the build's version.
 func versionString() string {
 	build := Version
 	if build == "" {
@@ -42,8 +38,7 @@ func versionString() string {
 	return Release + " (" + build + ")"
 }
 
-// buildInfoVersion is the module version go install stamped, else the
-// commit (-dirty when the tree had changes), else "".
+// buildInfoVersion is go install's module version, else the commit.
 func buildInfoVersion() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -90,12 +85,10 @@ var liveHelp = map[string]string{
 // versionFlag is the --version flag of every command.
 type versionFlag = kong.VersionFlag
 
-// exitRequest carries kong's request to exit (after --help or --version)
-// out of the parser without ending the process, so tests can run commands.
+// exitRequest carries kong's exit out of the parser, not out of the process.
 type exitRequest int
 
-// parse fills grammar from env.Args. done is true when the command must
-// return code at once: after --help/--version (0) or a usage error (2).
+// parse fills grammar from env.Args; done: return code at once.
 func parse(env Env, name, description string, grammar any) (code int, done bool) {
 	parser, err := kong.New(grammar,
 		kong.Name(name),
@@ -128,8 +121,7 @@ func parse(env Env, name, description string, grammar any) (code int, done bool)
 			}
 		}
 	}()
-	// Run by a shell to complete a word (complete -C: COMP_LINE and
-	// COMP_POINT set), print the words that fit and exit 0.
+	// Run by a shell to complete a word (complete -C).
 	if env.Getenv != nil && env.Getenv("COMP_LINE") != "" {
 		kongplete.Complete(parser, kongplete.WithPredictors(predictors))
 	}
@@ -145,8 +137,7 @@ func parse(env Env, name, description string, grammar any) (code int, done bool)
 	return 0, false
 }
 
-// predictors complete the values of the flags and arguments tagged
-// predictor:"NAME" (complete -C); the rest complete their enum, or nothing.
+// predictors complete the values tagged predictor:"NAME".
 var predictors = map[string]complete.Predictor{
 	"file": complete.PredictFiles("*"),
 	"plan": complete.PredictFiles("*.jsonl"),
@@ -154,9 +145,8 @@ var predictors = map[string]complete.Predictor{
 	"providers": complete.PredictSet(providerStripe, providerPayPal, providerAdyen, providerExec),
 }
 
-// joinNegativeValues writes "--rate -1" as "--rate=-1": kong would take
-// "-1" for a short flag, where the command's own check says what is wrong.
-// No flag of ours is a digit.
+// joinNegativeValues writes "--rate -1" as "--rate=-1" for the command's
+// own check: kong would take "-1" for a short flag (none of ours is a digit).
 func joinNegativeValues(args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
@@ -175,8 +165,7 @@ func joinNegativeValues(args []string) []string {
 	return out
 }
 
-// fractionMapper reads a float flag given as a number or as a fraction:
-// `--share 0.8/2` is 0.4, as the docs write a share split by hand.
+// fractionMapper reads a float flag as a number or a fraction (0.8/2).
 type fractionMapper struct{}
 
 func (fractionMapper) Decode(ctx *kong.DecodeContext, target reflect.Value) error {
@@ -192,8 +181,7 @@ func (fractionMapper) Decode(ctx *kong.DecodeContext, target reflect.Value) erro
 	return nil
 }
 
-// parseFraction is s as a number: "0.4", or "0.8/2" (a number over a
-// positive one).
+// parseFraction is "0.4", or "0.8/2" (over a positive number).
 func parseFraction(s string) (float64, error) {
 	num, den, split := strings.Cut(s, "/")
 	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
@@ -210,9 +198,8 @@ func parseFraction(s string) (float64, error) {
 	return n / d, nil
 }
 
-// givenFlags are the flags a command line gave, defaults aside, so that a
-// command refuses a flag that does not apply (`--lease 5s` with a journal
-// file) instead of ignoring it. Embedded (kong:"-"), parse fills it.
+// givenFlags are the flags given, so a command refuses one that does not
+// apply instead of ignoring it. Embedded (kong:"-"), parse fills it.
 type givenFlags struct {
 	names map[string]bool
 }
@@ -233,8 +220,7 @@ type applies struct {
 	what  string
 }
 
-// refuseInapplicable is the usage error naming the first flag given whose
-// rule does not hold.
+// refuseInapplicable names the first flag given whose rule does not hold.
 func (g *givenFlags) refuseInapplicable(rules ...applies) error {
 	for _, r := range rules {
 		for _, f := range r.flags {
@@ -288,8 +274,7 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
-// newLogger logs `name: message key=value` lines for people on w, or, in
-// format "json", JSON lines (slog's own handler) for log pipelines.
+// newLogger logs `name: message key=value` lines, or JSON lines ("json").
 func newLogger(w io.Writer, name string, verbose bool, format string) *slog.Logger {
 	level := slog.LevelInfo
 	if verbose {
@@ -346,8 +331,7 @@ type logFormatFlag struct {
 	LogFormat string `enum:"text,json" default:"text" group:"output" help:"Messages on stderr as text lines for people, or JSON lines (log/slog) for agents and log pipelines."`
 }
 
-// messages is where a command's messages go: stderr itself for text, or,
-// with --log-format json, a writer that makes each line a JSON record.
+// messages is stderr, or with --log-format json a writer of JSON records.
 func (f logFormatFlag) messages(stderr io.Writer, name string) io.Writer {
 	if f.LogFormat != "json" {
 		return stderr

@@ -18,8 +18,7 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
 )
 
-// Exit codes, stable across releases and documented in the README: the
-// same condition ends every command with the same code.
+// Exit codes, stable and documented in the README: one per condition.
 const (
 	ExitOK          = 0   // done: every item refunded, skipped or pending (refund), clean (audit), no conflict (merge)
 	ExitFailed      = 1   // items failed or left in doubt; audit findings; merge conflicts
@@ -32,8 +31,7 @@ const (
 	ExitTerminated  = 143 // stopped by SIGTERM (128+15), the same way
 )
 
-// exitError is an error that names its command's exit code, as gojq's do;
-// the libraries' errors are typed instead, and knownCode maps them.
+// exitError names its exit code; knownCode maps the libraries' types.
 type exitError struct {
 	code int
 	err  error
@@ -51,8 +49,7 @@ func withCode(code int, err error) error {
 	return &exitError{code: code, err: err}
 }
 
-// exitCodeFor is err's exit code: its own, else its type's condition's,
-// else ExitUsage (input that could not be read or used).
+// exitCodeFor is err's known code, else ExitUsage.
 func exitCodeFor(err error) int {
 	if code, ok := knownCode(err); ok {
 		return code
@@ -85,8 +82,7 @@ func knownCode(err error) (int, bool) {
 		natsBusy    *natsjs.BusyError
 		overflow    *money.OverflowError
 		notesLocked *notes.LockedError
-		// A kept notification that does not verify or decode: an input
-		// that cannot be trusted (exit 2), not a corrupt journal.
+		// A kept notification that does not verify: untrusted input.
 		notesBad *notes.CorruptError
 	)
 	switch {
@@ -117,8 +113,7 @@ func knownCode(err error) (int, bool) {
 	return 0, false
 }
 
-// unwritable makes an error opening or writing an output that names no
-// condition of its own (EACCES, EIO, no directory) an unwritable output.
+// unwritable makes an output error of no known condition exit 3.
 func unwritable(err error) error {
 	if _, ok := knownCode(err); ok {
 		return err
@@ -127,15 +122,17 @@ func unwritable(err error) error {
 }
 
 // usage prints err and ends the command with ExitUsage.
-func usage(w io.Writer, name string, err error) int {
-	warnf(w, name, "%v", err)
-	return ExitUsage
-}
+func usage(w io.Writer, name string, err error) int { return failf(w, name, ExitUsage, "%v", err) }
 
 // fail prints err and ends the command with err's exit code.
 func fail(w io.Writer, name string, err error) int {
-	warnf(w, name, "%v", err)
-	return exitCodeFor(err)
+	return failf(w, name, exitCodeFor(err), "%v", err)
+}
+
+// failf prints a message and ends the command with code.
+func failf(w io.Writer, name string, code int, format string, args ...any) int {
+	warnf(w, name, format, args...)
+	return code
 }
 
 // interrupted is the cause of a run's context canceled by a signal.
@@ -143,8 +140,7 @@ type interrupted struct{ sig syscall.Signal }
 
 func (i interrupted) Error() string { return "stopped by " + i.sig.String() }
 
-// signalCode is 128 + sig's number, as a shell reports a process the
-// signal killed.
+// signalCode is 128 + sig's number, as a shell reports it.
 func signalCode(sig os.Signal) int {
 	if s, ok := sig.(syscall.Signal); ok && s == syscall.SIGTERM {
 		return ExitTerminated
@@ -152,8 +148,7 @@ func signalCode(sig os.Signal) int {
 	return ExitInterrupted
 }
 
-// interruptedCode refines ExitInterrupted by ctx's cause: ExitTerminated
-// for SIGTERM, ExitJournal when stdout failed.
+// interruptedCode refines ExitInterrupted by ctx's cause (SIGTERM, stdout).
 func interruptedCode(ctx context.Context, code int) int {
 	var i interrupted
 	switch cause := context.Cause(ctx); {
@@ -166,9 +161,7 @@ func interruptedCode(ctx context.Context, code int) int {
 	return code
 }
 
-// stdoutFailed is the cause of a run's context canceled because stdout
-// could not be written (a closed pipe, a full disk): it stops as on a
-// signal, and exits 3.
+// stdoutFailed cancels a run whose stdout failed: it stops as on a signal.
 type stdoutFailed struct{ err error }
 
 func (s stdoutFailed) Error() string { return "stdout: " + s.err.Error() }
@@ -183,15 +176,13 @@ func stdoutFailure(ctx context.Context) error {
 	return nil
 }
 
-// catchBrokenPipe makes a write to a closed pipe fail with EPIPE instead
-// of killing the process (Go's default for fds 1 and 2). Notify, not
-// Ignore: an ignored SIGPIPE would be inherited by exec's commands.
+// catchBrokenPipe makes a closed pipe EPIPE, not death. Notify, not Ignore:
+// exec's commands would inherit an ignored SIGPIPE.
 var catchBrokenPipe = sync.OnceFunc(func() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 })
 
-// stopOnFailure is stdout for a run that stops at its first failed write,
-// as on a signal: it says so and cancels the run with stdoutFailed.
+// stopOnFailure is stdout that cancels the run at its first failed write.
 type stopOnFailure struct {
 	w      io.Writer
 	once   sync.Once
@@ -214,9 +205,8 @@ func (s *stopOnFailure) Write(p []byte) (int, error) {
 // done disarms it once the run is over: the command reports later errors.
 func (s *stopOnFailure) done() { s.once.Do(func() {}) }
 
-// signalContext is canceled by the first SIGINT or SIGTERM, or a failed
-// write to its stdout (w): the run finishes what it sent. A second signal
-// exits at once (the journal is consistent at every instant).
+// signalContext is canceled by SIGINT, SIGTERM or a failed write to w; a
+// second signal exits at once (the journal is consistent at every instant).
 func signalContext(stderr io.Writer, name string, w io.Writer) (context.Context, *stopOnFailure, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	stdout := &stopOnFailure{w: w, stderr: stderr, name: name, cancel: cancel}

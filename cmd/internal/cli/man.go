@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,38 +13,21 @@ import (
 	"github.com/muesli/roff"
 )
 
-// Man pages, --help's groups and examples, and shell completion come from
-// each command's kong grammar, so they cannot drift from its flags. What
-// the grammar cannot hold is in commandDocs, which the tests hold to the
-// grammar and the code: every example parses, every variable is read.
+// Man pages, --help and completion come from the kong grammars; the rest is
+// in commandDocs, which the tests hold to the grammar and the code.
 
 // Commands are refundkit's binaries, in the order their man pages list them.
 func Commands() []string {
 	return []string{"plan", "refund", "audit", "journal-merge", "adyen-webhook", "stripe-sim"}
 }
 
-// commandRun is the body of each command: a function, not a variable, so
-// that parse may read commandDocs without an initialization cycle.
+// commandRun is a function, not a variable: no initialization cycle.
 func commandRun(name string) func(Env) int {
-	switch name {
-	case "plan":
-		return Plan
-	case "refund":
-		return Refund
-	case "audit":
-		return Audit
-	case "journal-merge":
-		return JournalMerge
-	case "adyen-webhook":
-		return AdyenWebhook
-	case "stripe-sim":
-		return StripeSim
-	}
-	return nil
+	return map[string]func(Env) int{"plan": Plan, "refund": Refund, "audit": Audit,
+		"journal-merge": JournalMerge, "adyen-webhook": AdyenWebhook, "stripe-sim": StripeSim}[name]
 }
 
-// flagGroups are the titles of the flag groups (group:"KEY" tags) in
-// --help and the man pages, in the order of their first flag.
+// flagGroups are the titles of the group:"KEY" tags.
 var flagGroups = []kong.Group{
 	{Key: "input", Title: "Input flags:"},
 	{Key: "checkpoint", Title: "Checkpoint flags:"},
@@ -61,8 +45,7 @@ var flagGroups = []kong.Group{
 	{Key: "limits", Title: "Rate limit and key flags:"},
 }
 
-// commandDoc is what a command's man page and --help tell beyond its
-// grammar.
+// commandDoc is what man and --help tell beyond the grammar.
 type commandDoc struct {
 	summary  string   // the man page's NAME line
 	exit     []string // "CODE meaning", for a command whose description lists no exit codes
@@ -72,8 +55,7 @@ type commandDoc struct {
 
 type envDoc struct{ name, text string }
 
-// example is one of --help's and the man page's examples: a comment and a
-// command line (its refundkit commands parsed by the tests).
+// example is a comment and a command line (the tests parse it).
 type example struct{ comment, line string }
 
 var (
@@ -114,7 +96,7 @@ var commandDocs = map[string]commandDoc{
 	},
 	"refund": {
 		summary: "refund a plan's items exactly once, journaling every step",
-		env:     concat(envStripe, envPayPal, envAdyen, []envDoc{envPG}, envNATS),
+		env:     slices.Concat(envStripe, envPayPal, envAdyen, []envDoc{envPG}, envNATS),
 		examples: []example{
 			{"Plan a batch and refund it through Stripe, journaled (run the same command again to resume)", "plan --batch 2026-11-refunds charges.csv | tee plan.jsonl | refund --journal refunds.jsonl"},
 			{"Refund through PayPal at half the account's rate limits", "refund --provider paypal --share 0.5 --journal pp.jsonl plan.jsonl"},
@@ -125,7 +107,7 @@ var commandDocs = map[string]commandDoc{
 	},
 	"audit": {
 		summary: "tell whether a batch was refunded exactly once",
-		env:     concat(envStripe, envPayPal, []envDoc{{"ADYEN_HMAC_KEY", "The HMAC key (hex) that verifies the notifications --notifications holds (--provider adyen). Never printed."}, envPG}, envNATS),
+		env:     slices.Concat(envStripe, envPayPal, []envDoc{{"ADYEN_HMAC_KEY", "The HMAC key (hex) that verifies the notifications --notifications holds (--provider adyen). Never printed."}, envPG}, envNATS),
 		examples: []example{
 			{"Offline: duplicates, items in doubt, failures, items never refunded", "audit --plan plan.jsonl refunds.jsonl"},
 			{"And ask Stripe itself for every charge's refunds", "audit --provider stripe --plan plan.jsonl refunds.jsonl"},
@@ -136,7 +118,7 @@ var commandDocs = map[string]commandDoc{
 	},
 	"journal-merge": {
 		summary: "merge refund journals into one",
-		env:     concat([]envDoc{envPG}, envNATS),
+		env:     slices.Concat([]envDoc{envPG}, envNATS),
 		examples: []example{
 			{"Merge the shards' journals, then audit the whole batch against its plan", "journal-merge -o all.jsonl refunds-1.jsonl refunds-2.jsonl refunds-3.jsonl"},
 			{"Compact a finished journal in place: one final record per item", "journal-merge --compact -o refunds.jsonl refunds.jsonl"},
@@ -183,23 +165,13 @@ var commandDocs = map[string]commandDoc{
 	},
 }
 
-func concat(lists ...[]envDoc) []envDoc {
-	var out []envDoc
-	for _, l := range lists {
-		out = append(out, l...)
-	}
-	return out
-}
-
-// grammarSink is the Stdout of a command run only for its grammar: parse
-// hands it the parser and the command returns at once.
+// grammarSink is the Stdout of a command run only for its grammar.
 type grammarSink struct {
 	io.Writer
 	parser *kong.Kong
 }
 
-// grammar is the kong parser of the command called name, as the command
-// itself builds it (the same vars, groups and help).
+// grammar is the kong parser of the command name, as it builds it.
 func grammar(name string) (*kong.Kong, error) {
 	run := commandRun(name)
 	if run == nil {
@@ -213,8 +185,7 @@ func grammar(name string) (*kong.Kong, error) {
 	return sink.parser, nil
 }
 
-// helpWithExamples is kong's help followed by the command's examples, as
-// gh and kubectl end theirs.
+// helpWithExamples is kong's help, then the command's examples.
 func helpWithExamples(name string) kong.HelpPrinter {
 	return func(options kong.HelpOptions, ctx *kong.Context) error {
 		if err := kong.DefaultHelpPrinter(options, ctx); err != nil {
@@ -237,8 +208,7 @@ func helpWithExamples(name string) kong.HelpPrinter {
 	}
 }
 
-// manFlag is every command's hidden --help-man, which make man runs:
-// print the command's man page and exit 0.
+// manFlag is every command's hidden --help-man (make man).
 type manFlag struct {
 	HelpMan manPageFlag `name:"help-man" hidden:"" help:"Print this command's man page (roff, section 1) and exit."`
 }
@@ -248,8 +218,7 @@ type manPageFlag bool
 // manGetenv is the command's environment, bound for --help-man's hook.
 type manGetenv func(string) string
 
-// BeforeReset prints the man page as soon as --help-man is seen, as
-// --version prints the version: required flags are not asked for.
+// BeforeReset prints the man page before required flags are asked for.
 func (manPageFlag) BeforeReset(app *kong.Kong, getenv manGetenv) error {
 	date := time.Now().UTC()
 	if s := getenv("SOURCE_DATE_EPOCH"); s != "" {
@@ -266,8 +235,7 @@ func (manPageFlag) BeforeReset(app *kong.Kong, getenv manGetenv) error {
 	return nil
 }
 
-// manPage is the man page (section 1, roff) of the command k parses,
-// dated date (SOURCE_DATE_EPOCH's, for a reproducible build).
+// manPage is k's man page (roff, section 1), dated date.
 func manPage(k *kong.Kong, date time.Time) string {
 	name := k.Model.Name
 	doc := commandDocs[name]
@@ -379,8 +347,7 @@ func manPage(k *kong.Kong, date time.Time) string {
 	d.Text(strings.Join(others, ", ") + "; the guides in docs/ beside the source, and README.md.")
 	d.EndSection()
 	page := d.String()
-	// roff's heading names the command as the page's source; refundkit
-	// and its release say it better.
+	// The heading's source: refundkit and its release, not the command.
 	return strings.Replace(page, fmt.Sprintf(`"%s" "refundkit manual"`, name), fmt.Sprintf(`"refundkit %s" "refundkit manual"`, Release), 1)
 }
 
@@ -399,8 +366,7 @@ func taggedSection(d *roff.Document, title string, items []envDoc) {
 	d.EndSection()
 }
 
-// splitExit takes the paragraph that lists the exit codes ("Exit codes:"
-// or "Exit status:") out of a command's description.
+// splitExit takes the exit codes' paragraph out of a description.
 func splitExit(help string) (description, exit string) {
 	var kept []string
 	for _, p := range strings.Split(help, "\n\n") {
@@ -416,8 +382,7 @@ func splitExit(help string) (description, exit string) {
 	return strings.Join(kept, "\n\n"), exit
 }
 
-// exitItems splits "0 a; 1 b (x; y); 2 c" into its codes at the
-// semicolons outside parentheses that a code follows.
+// exitItems splits "0 a; 1 b (x; y); 2 c" at the codes.
 func exitItems(s string) []string {
 	var items []string
 	depth, start := 0, 0
@@ -442,8 +407,7 @@ type flagGroup struct {
 	flags []*kong.Flag
 }
 
-// groupedFlags are the flags --help shows as it shows them: ungrouped
-// first (as "Flags:"), then each group in the order its first flag comes.
+// groupedFlags are the flags grouped as --help shows them.
 func groupedFlags(node *kong.Node) []flagGroup {
 	byKey := map[string][]*kong.Flag{}
 	var groups []*kong.Group
@@ -478,8 +442,7 @@ func visibleFlags(node *kong.Node) []*kong.Flag {
 	return out
 }
 
-// placeholder is a flag's value as the man page names it: its
-// placeholder, its values, else its kind.
+// placeholder names a flag's value: placeholder, values, else kind.
 func placeholder(f *kong.Flag) string {
 	if f.PlaceHolder != "" {
 		return f.PlaceHolder
@@ -531,8 +494,7 @@ func enumNote(f *kong.Flag) string {
 	return " One of: " + strings.Join(enumValues(f.Value), ", ") + "."
 }
 
-// defaultNote says a value's default, unless it is a bool's false,
-// nothing, or said by the help already.
+// defaultNote says a default the help does not say already.
 func defaultNote(v *kong.Value) string {
 	if !v.HasDefault || v.Default == "" || v.IsBool() ||
 		strings.Contains(v.Help, "default "+v.Default) || strings.Contains(v.Help, "default: "+v.Default) {

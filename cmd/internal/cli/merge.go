@@ -56,15 +56,13 @@ func JournalMerge(env Env) (exit int) {
 		}
 	}
 
-	// A journal a run still writes is half a batch: merged, it would read
-	// as a finished one (audit without --plan finds nothing missing).
+	// A journal a run still writes is half a batch that would read as done.
 	held := heldInputs(args.Journals, args.Output)
 	if len(held) > 0 && !args.AllowHeld {
 		for _, path := range held {
 			warnf(env.Stderr, name, "journal %s is held by a running refund: its batch is not done, and a merge of it would read as if it were", path)
 		}
-		warnf(env.Stderr, name, "nothing merged: merge when the run has finished, or give --allow-held for a snapshot of the batch as it stands")
-		return ExitLocked
+		return failf(env.Stderr, name, ExitLocked, "nothing merged: merge when the run has finished, or give --allow-held for a snapshot of the batch as it stands")
 	}
 	if len(held) > 0 {
 		defer func() {
@@ -87,8 +85,7 @@ func JournalMerge(env Env) (exit int) {
 	}
 	defer done()
 
-	// OUT is written to a temporary file beside it, renamed over it once
-	// whole; its lock is held from before the first write until the rename.
+	// OUT: a temporary file beside it, renamed over it, locked throughout.
 	out := io.Writer(&outWriter{w: env.Stdout, path: "stdout"})
 	var (
 		pending *renameio.PendingFile
@@ -134,8 +131,7 @@ func JournalMerge(env Env) (exit int) {
 	return reportMerge(env, name, report)
 }
 
-// mergeJournals merges the journals at paths, named names in messages,
-// into out, and tells of torn records and the error that stopped it.
+// mergeJournals merges paths (named names) into out, telling torn records.
 func mergeJournals(env Env, name string, paths, names []string, out io.Writer, compact bool) (journal.MergeReport, error) {
 	report, err := journal.MergeWith(paths, out, journal.MergeOptions{Compact: compact})
 	renameInputs(&report, paths, names)
@@ -150,31 +146,23 @@ func mergeJournals(env Env, name string, paths, names []string, out io.Writer, c
 	return report, err
 }
 
-// mergeIntoCheckpoint is journal-merge -o postgres://... or nats://...:
-// the checkpoint's records and the journals merged as a file merge is,
-// each journal checked against the checkpoint first, then imported.
-// PostgreSQL replaces the records of every batch the merge holds in one
-// transaction; NATS adds to each item the records it lacks, checking all
-// before it writes. Either refuses (exit 4) while workers hold live claims
-// of what it would change, or wrote there while it ran.
+// mergeIntoCheckpoint is journal-merge -o URL: the checkpoint's records and
+// the journals merged, each journal checked against it first, then imported
+// (refused, exit 4, while workers hold what it would change).
 func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 	const untouched = "nothing was imported: the checkpoint is as it was"
 	if len(args.Batch) > 0 {
-		warnf(env.Stderr, name, "--batch: an import merges the journals with all the checkpoint holds; drop --batch")
-		return ExitUsage
+		return failf(env.Stderr, name, ExitUsage, "--batch: an import merges the journals with all the checkpoint holds; drop --batch")
 	}
 	if args.Compact && natsjs.IsURL(args.Output) {
-		warnf(env.Stderr, name, "--compact: an import into a NATS checkpoint adds records to its items and takes none away; drop --compact (or compact into a file)")
-		return ExitUsage
+		return failf(env.Stderr, name, ExitUsage, "--compact: an import into a NATS checkpoint adds records to its items and takes none away; drop --compact (or compact into a file)")
 	}
 	ctx := context.Background()
-	// An import is a writer: it creates and migrates the schema as a
-	// worker does (the readers write nothing).
+	// An import is a writer: it migrates the schema as a worker does.
 	if postgres.IsURL(args.Output) {
 		if err := postgres.Migrate(ctx, args.Output); err != nil {
 			warnf(env.Stderr, name, "%v", err)
-			warnf(env.Stderr, name, untouched)
-			return exitCodeFor(unwritable(err))
+			return failf(env.Stderr, name, exitCodeFor(unwritable(err)), untouched)
 		}
 	}
 	x, err := exportCheckpoint(ctx, args.Output, name, nil, func(msg string) { warnf(env.Stderr, name, "%s", msg) })
@@ -187,14 +175,12 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 		return exitCodeFor(err)
 	}
 	defer done()
-	// Records that bind an item otherwise than the checkpoint does are
-	// refused journal by journal, so the error names the journal and line.
+	// Checked journal by journal, so an error names the journal and line.
 	names := displayNames(args.Journals)
 	for i, path := range inputs {
 		if err := checkImported(ctx, x.cp, path, names[i]); err != nil {
 			warnf(env.Stderr, name, "%v", err)
-			warnf(env.Stderr, name, untouched)
-			return exitCodeFor(unwritable(err))
+			return failf(env.Stderr, name, exitCodeFor(unwritable(err)), untouched)
 		}
 	}
 	f, err := os.OpenFile(filepath.Join(filepath.Dir(x.path), "merged.jsonl"), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
@@ -235,8 +221,7 @@ func checkImported(ctx context.Context, cp sharedCheckpoint, path, name string) 
 	return cp.CheckJournal(ctx, f, name)
 }
 
-// displayNames are journals as messages name them: a checkpoint's URL
-// with its password redacted.
+// displayNames are journals as messages name them (passwords redacted).
 func displayNames(journals []string) []string {
 	names := make([]string, len(journals))
 	for i, j := range journals {
@@ -245,8 +230,7 @@ func displayNames(journals []string) []string {
 	return names
 }
 
-// renameInputs makes report name each input read from paths[i] as
-// names[i]: a checkpoint by its URL, not its temporary file.
+// renameInputs names paths[i] names[i] in report: a URL, not a temp file.
 func renameInputs(report *journal.MergeReport, paths, names []string) {
 	rename := func(loc string) string {
 		for i, p := range paths {
@@ -269,8 +253,7 @@ func renameInputs(report *journal.MergeReport, paths, names []string) {
 	}
 }
 
-// reportMerge says what a merge did and ends it: exit 1 when items have
-// conflicting outcomes.
+// reportMerge says what a merge did: exit 1 on conflicting outcomes.
 func reportMerge(env Env, name string, report journal.MergeReport) int {
 	for _, c := range report.Conflicts {
 		warnf(env.Stderr, name, "conflict: %s", c)
@@ -288,17 +271,14 @@ func reportMerge(env Env, name string, report journal.MergeReport) int {
 		items[[2]string{c.Batch, c.Item}] = true
 	}
 	if n := len(items); n == 1 {
-		warnf(env.Stderr, name, "1 item has conflicting outcomes: all its records are kept; check it at the provider")
-		return ExitFailed
+		return failf(env.Stderr, name, ExitFailed, "1 item has conflicting outcomes: all its records are kept; check it at the provider")
 	} else if n > 1 {
-		warnf(env.Stderr, name, "%d items have conflicting outcomes: all their records are kept; check them at the provider", n)
-		return ExitFailed
+		return failf(env.Stderr, name, ExitFailed, "%d items have conflicting outcomes: all their records are kept; check them at the provider", n)
 	}
 	return ExitOK
 }
 
-// outWriter is OUT's temporary file, whose write errors name OUT: the
-// temporary file means nothing to the person who asked for OUT.
+// outWriter is OUT's temporary file, whose write errors name OUT.
 type outWriter struct {
 	w    io.Writer
 	path string
@@ -312,9 +292,8 @@ func (o *outWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// outputError is a failure to write OUT at path (exit 3), said in OUT's
-// name: a missing directory is named, and the temporary file beside OUT
-// that the merge writes first is not.
+// outputError is a failure to write OUT (exit 3) in OUT's name, not the
+// temporary file's; a missing directory is named.
 func outputError(path string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		if dir := filepath.Dir(path); !isDir(dir) {
@@ -350,9 +329,8 @@ func syncMergeDir(dir string) error {
 	return nil
 }
 
-// heldJournal reports a journal file, in read from path, that a running
-// refund holds; the one this audit writes (wInfo) it holds itself. A
-// directory is refused.
+// heldJournal reports a journal file a running refund holds (wInfo, the
+// one audit writes, it holds itself); a directory is refused.
 func heldJournal(in io.Reader, inName, path string, wInfo os.FileInfo) (bool, error) {
 	f, ok := in.(*os.File)
 	if !ok {
@@ -368,19 +346,15 @@ func heldJournal(in io.Reader, inName, path string, wInfo os.FileInfo) (bool, er
 		return false, nil
 	}
 	if path == "-" {
-		// stdin reopened, so that journal.Held probes it with a descriptor
-		// of its own (Linux; elsewhere the probe fails and is skipped)
+		// a descriptor of its own for the probe (Linux; elsewhere it fails)
 		path = "/proc/self/fd/0"
 	}
 	held, _ := journal.Held(path)
 	return held, nil
 }
 
-// heldInputs are the journal files among journals that a running refund
-// holds (journal.Held), as named. A checkpoint's URL is not a file, and
-// OUT named as a journal too is left to OUT's own lock, which refuses it
-// if held. A journal that cannot be probed (missing, unreadable, not a
-// file) is left to the merge, which says why it cannot read it.
+// heldInputs are the journal files a running refund holds. OUT is left to
+// its own lock; one that cannot be probed, to the merge, which says why.
 func heldInputs(journals []string, out string) []string {
 	var outInfo os.FileInfo
 	if out != "" && !isShared(out) {

@@ -23,16 +23,13 @@ import (
 	"github.com/refundkit/refundkit/refund/audit"
 )
 
-// --metrics-file: Prometheus' text format in a file, node_exporter's
-// textfile collector's convention for batch jobs. renameio replaces the
-// file (a hidden temporary file, fsynced, then renamed): without the fsync
-// (prometheus.WriteToTextfile) a crash can leave it empty.
+// --metrics-file, for node_exporter's textfile collector. renameio fsyncs
+// before the rename: prometheus.WriteToTextfile's file can be empty after a crash.
 
 // metricsFileMode: counts, no secret, and node_exporter must read them.
 const metricsFileMode = 0o644
 
-// metricsFile writes a registry's metrics to a file, atomically, every
-// interval and once more at close.
+// metricsFile writes a registry to a file every interval and at close.
 type metricsFile struct {
 	path    string
 	reg     *prometheus.Registry
@@ -48,7 +45,6 @@ func newMetricsFile(path string, reg *prometheus.Registry, warn func(error)) *me
 	return &metricsFile{path: path, reg: reg, warn: warn, stop: func() {}}
 }
 
-// write replaces the file with the metrics as they are now.
 func (m *metricsFile) write() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -76,8 +72,7 @@ func (m *metricsFile) write() error {
 	return f.CloseAtomicallyReplace()
 }
 
-// writeOrWarn writes; a failure is told once: the metrics are the
-// operator's view of the run, not a reason to stop it.
+// writeOrWarn tells a failure once: no reason to stop the run.
 func (m *metricsFile) writeOrWarn() {
 	if err := m.write(); err != nil {
 		m.mu.Lock()
@@ -90,17 +85,14 @@ func (m *metricsFile) writeOrWarn() {
 	}
 }
 
-// start rewrites the file every interval until close.
 func (m *metricsFile) start(interval time.Duration) { m.stop = every(interval, false, m.writeOrWarn) }
 
-// close stops the rewrites and writes the file a last time.
 func (m *metricsFile) close() error {
 	m.stop()
 	return m.write()
 }
 
-// previousSuccess is the last success an earlier run wrote to path (the
-// largest value of metric name), which a run that does not succeed keeps.
+// previousSuccess is the last success an earlier run wrote to path.
 func previousSuccess(path, name string) (float64, bool) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -124,14 +116,24 @@ func previousSuccess(path, name string) (float64, bool) {
 	return best, ok
 }
 
-// parseMetrics reads Prometheus' text format with its own parser.
 func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	return p.TextToMetricFamilies(r)
 }
 
-// metricLabels tell two runs' files apart on one host (node_exporter
-// refuses the same series in two files).
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+// metricLabels tell two runs' files apart (node_exporter refuses duplicates).
 func metricLabels(worker, shard string) prometheus.Labels {
 	l := prometheus.Labels{}
 	if worker != "" {
@@ -143,9 +145,7 @@ func metricLabels(worker, shard string) prometheus.Labels {
 	return l
 }
 
-// refundMetrics are refund's: the run's results (as the summary counts
-// them), its requests (counted at the provider's door), and the batch's
-// progress (with a shared checkpoint, its tally of all workers).
+// refundMetrics are the run's results, its requests and the batch's progress.
 type refundMetrics struct {
 	file *metricsFile
 
@@ -170,26 +170,16 @@ func newRefundMetrics(path string, labels prometheus.Labels, shared bool, warn f
 	root := prometheus.NewRegistry()
 	reg := prometheus.WrapRegistererWith(labels, root)
 	m := &refundMetrics{reg: reg, shared: shared, own: map[string]*batchOwn{}}
-	m.items = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_items_total",
-		Help: "Items this run settled, skipped or left in doubt, by result status (the summary's counts)."}, []string{"batch", "status"})
-	m.refunds = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_refunds_total",
-		Help: "Refunds this run made (found=false) or found made earlier and adopted (found=true), by currency."}, []string{"batch", "currency", "found"})
-	m.amounts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_refunded_minor_units_total",
-		Help: "Amounts of those refunds in the currency's minor units (cents), by currency."}, []string{"batch", "currency", "found"})
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refundkit_refund_requests_total",
-		Help: "Requests to the provider by endpoint and outcome (rate_limited: its 429s)."}, []string{"provider", "endpoint", "outcome"})
-	m.batchItems = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_batch_items",
-		Help: "Items of the batch's plan (all workers' with a PostgreSQL checkpoint)."}, []string{"batch"})
-	m.batchDone = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_batch_items_done",
-		Help: "Items of the batch with an outcome: refunded, pending, failed or refunded twice (all workers' with a PostgreSQL checkpoint)."}, []string{"batch"})
-	m.inDoubt = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_batch_items_in_doubt",
-		Help: "Items of the batch in doubt: sent, outcome unknown until looked up (all workers' with a PostgreSQL checkpoint)."}, []string{"batch"})
-	m.lastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{Name: refundLastSuccess,
-		Help: "When a run last ended with exit 0 (the batch done), as a Unix time; kept from the file's previous value by a run that does not."})
-	m.exitCode = prometheus.NewGauge(prometheus.GaugeOpts{Name: "refundkit_refund_exit_code",
-		Help: "The exit code of the run that wrote the file, once it ended."})
-	start := prometheus.NewGauge(prometheus.GaugeOpts{Name: "refundkit_refund_start_time_seconds",
-		Help: "When the run that wrote the file started, as a Unix time."})
+	m.items = counterVec("refundkit_refund_items_total", "Items this run settled, skipped or left in doubt, by result status (the summary's counts).", "batch", "status")
+	m.refunds = counterVec("refundkit_refund_refunds_total", "Refunds this run made (found=false) or found made earlier and adopted (found=true), by currency.", "batch", "currency", "found")
+	m.amounts = counterVec("refundkit_refund_refunded_minor_units_total", "Amounts of those refunds in the currency's minor units (cents), by currency.", "batch", "currency", "found")
+	m.requests = counterVec("refundkit_refund_requests_total", "Requests to the provider by endpoint and outcome (rate_limited: its 429s).", "provider", "endpoint", "outcome")
+	m.batchItems = gaugeVec("refundkit_batch_items", "Items of the batch's plan (all workers' with a PostgreSQL checkpoint).", "batch")
+	m.batchDone = gaugeVec("refundkit_batch_items_done", "Items of the batch with an outcome: refunded, pending, failed or refunded twice (all workers' with a PostgreSQL checkpoint).", "batch")
+	m.inDoubt = gaugeVec("refundkit_batch_items_in_doubt", "Items of the batch in doubt: sent, outcome unknown until looked up (all workers' with a PostgreSQL checkpoint).", "batch")
+	m.lastSuccess = gauge(refundLastSuccess, "When a run last ended with exit 0 (the batch done), as a Unix time; kept from the file's previous value by a run that does not.")
+	m.exitCode = gauge("refundkit_refund_exit_code", "The exit code of the run that wrote the file, once it ended.")
+	start := gauge("refundkit_refund_start_time_seconds", "When the run that wrote the file started, as a Unix time.")
 	start.SetToCurrentTime()
 	reg.MustRegister(m.items, m.refunds, m.amounts, m.requests, m.batchItems, m.batchDone, m.inDoubt, start)
 	if t, ok := previousSuccess(path, refundLastSuccess); ok {
@@ -235,8 +225,7 @@ func (m *refundMetrics) batches(bs []refund.BatchInfo) {
 	m.mu.Unlock()
 }
 
-// refreshBatches sets the batch gauges from the tally (PostgreSQL) or the
-// run's own results (a journal file: this run is the batch's one writer).
+// refreshBatches sets the batch gauges from the tally, or this run's results.
 func (m *refundMetrics) refreshBatches() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -262,8 +251,7 @@ func tallyDone(b refund.BatchInfo) int {
 	return b.ByStatus["refunded"] + b.ByStatus["pending"] + b.ByStatus["failed"] + b.ByStatus["duplicate"]
 }
 
-// finish writes the file a last time for a run that ends with exit: its
-// last success moves only on exit 0.
+// finish writes the file a last time; last success moves only on exit 0.
 func (m *refundMetrics) finish(exit int, complete bool, now time.Time) error {
 	m.mu.Lock()
 	m.complete = complete
@@ -277,8 +265,7 @@ func (m *refundMetrics) finish(exit int, complete bool, now time.Time) error {
 	return m.file.close()
 }
 
-// countingProvider counts a provider's requests by endpoint and outcome;
-// a call it cannot make (ErrNoLookup) asked nothing.
+// countingProvider counts requests by endpoint and outcome (not ErrNoLookup).
 type countingProvider struct {
 	refund.Provider
 	name     string
@@ -357,18 +344,13 @@ func (p countingProvider) Get(ctx context.Context, id string) (refund.Refund, er
 
 const auditLastSuccess = "refundkit_audit_last_success_timestamp_seconds"
 
-// writeAuditMetrics writes audit's metrics at its exit: its report's
-// findings by kind and items by status, the exit code, the last clean audit.
+// writeAuditMetrics writes audit's metrics at its exit.
 func writeAuditMetrics(path string, rep *audit.Report, exit int, now time.Time) error {
 	reg := prometheus.NewRegistry()
-	findings := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_audit_findings",
-		Help: "Findings of the last audit, by kind."}, []string{"kind"})
-	items := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "refundkit_audit_items",
-		Help: "Items the last audit read, by what the checkpoint says of them (none: planned, never journaled)."}, []string{"status"})
-	exitCode := prometheus.NewGauge(prometheus.GaugeOpts{Name: "refundkit_audit_exit_code",
-		Help: "The exit code of the audit that wrote the file."})
-	last := prometheus.NewGauge(prometheus.GaugeOpts{Name: auditLastSuccess,
-		Help: "When an audit last ended with exit 0 (no findings), as a Unix time; kept from the file's previous value by one that does not."})
+	findings := gaugeVec("refundkit_audit_findings", "Findings of the last audit, by kind.", "kind")
+	items := gaugeVec("refundkit_audit_items", "Items the last audit read, by what the checkpoint says of them (none: planned, never journaled).", "status")
+	exitCode := gauge("refundkit_audit_exit_code", "The exit code of the audit that wrote the file.")
+	last := gauge(auditLastSuccess, "When an audit last ended with exit 0 (no findings), as a Unix time; kept from the file's previous value by one that does not.")
 	reg.MustRegister(findings, items, exitCode)
 	if rep != nil {
 		for kind, n := range rep.Findings {
@@ -389,8 +371,7 @@ func writeAuditMetrics(path string, rep *audit.Report, exit int, now time.Time) 
 	return newMetricsFile(path, reg, nil).write()
 }
 
-// startMetrics makes refund's metrics for --metrics-file, and writes the
-// file once: a path that cannot be written is refused before anything is sent.
+// startMetrics writes --metrics-file once: refused before anything is sent.
 func (c *refundCmd) startMetrics(msgs io.Writer, name string) (*refundMetrics, error) {
 	if c.MetricsFile == "" {
 		return nil, nil
@@ -418,8 +399,7 @@ func (m *refundMetrics) finishOrWarn(exit int, planRead bool) {
 	}
 }
 
-// watchBatches watches a shared checkpoint's tally for the progress line
-// (every 2s) and the metrics (as often as they are written).
+// watchBatches watches the tally for the progress line and the metrics.
 func (c *refundCmd) watchBatches(cp refund.Checkpoint, bar *progress, m *refundMetrics) *batchWatch {
 	if c.DryRun || (bar == nil && m == nil) {
 		return nil

@@ -52,8 +52,7 @@ func Plan(env Env) int {
 		}
 	}
 	if !refund.ValidBatch(args.Batch) {
-		warnf(env.Stderr, name, "--batch %q: want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit", args.Batch)
-		return ExitUsage
+		return failf(env.Stderr, name, ExitUsage, "--batch %q: want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit", args.Batch)
 	}
 
 	delim, err := plan.ParseDelimiter(args.Delimiter)
@@ -61,8 +60,7 @@ func Plan(env Env) int {
 		return usage(env.Stderr, name, fmt.Errorf("--%v", err))
 	}
 	if delim != 0 && args.Format != "auto" && args.Format != "csv" {
-		warnf(env.Stderr, name, "--delimiter is for CSV input, not --format %s: drop it", args.Format)
-		return ExitUsage
+		return failf(env.Stderr, name, ExitUsage, "--delimiter is for CSV input, not --format %s: drop it", args.Format)
 	}
 
 	in, inName, closeIn, err := openInput(env, args.File)
@@ -86,8 +84,7 @@ func Plan(env Env) int {
 		if inputErr.Total > len(inputErr.Problems) {
 			shown = fmt.Sprintf(" (first %d shown)", len(inputErr.Problems))
 		}
-		warnf(env.Stderr, name, "%d %s%s, no plan written", inputErr.Total, plural(inputErr.Total, "problem"), shown)
-		return ExitUsage
+		return failf(env.Stderr, name, ExitUsage, "%d %s%s, no plan written", inputErr.Total, plural(inputErr.Total, "problem"), shown)
 	}
 	if err != nil {
 		return usage(env.Stderr, name, err)
@@ -103,24 +100,20 @@ func Plan(env Env) int {
 	if shardN > 0 {
 		if c, pi, mixed := p.MixedPayments(); mixed {
 			warnf(env.Stderr, name, "--shard %s: %s:%d names a charge and %s:%d a payment intent: a charge and its payment intent are one payment, and plan cannot tell offline which are, so it cannot keep every payment in one shard; nothing written", args.Shard, inName, c, inName, pi)
-			warnf(env.Stderr, name, "give every worker the whole plan and split it with refund --shard K/N: each works its shard and knows every item")
-			return ExitUsage
+			return failf(env.Stderr, name, ExitUsage, "give every worker the whole plan and split it with refund --shard K/N: each works its shard and knows every item")
 		}
 		p = p.Shard(shardK, shardN)
 		summary += fmt.Sprintf(", shard %d/%d: %d %s", shardK, shardN, p.Len(), plural(p.Len(), "item"))
 	}
 	if err := writePlan(env.Stdout, p); err != nil {
-		warnf(env.Stderr, name, "write the plan: %v", err)
-		return ExitJournal
+		return failf(env.Stderr, name, ExitJournal, "write the plan: %v", err)
 	}
 	warnf(env.Stderr, name, "%s", summary)
 	return ExitOK
 }
 
-// writePlan writes one JSON object an item, each with plan_items, the
-// number of items written, so a reader of a stream knows the total from
-// the first line; on every item, not a header, so every line stays a plan
-// item (jq, wc -l, split: docs/plan.md).
+// writePlan writes an item a line, each with plan_items (the total from
+// the first line; not a header, so every line is an item: docs/plan.md).
 func writePlan(w io.Writer, p *plan.Plan) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var line bytes.Buffer

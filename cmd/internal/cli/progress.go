@@ -17,8 +17,7 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// every calls f every d (and once at once when now) in a goroutine of its
-// own until stop, which waits for the last call to end.
+// every calls f every d (first at once when now) until stop, which waits.
 func every(d time.Duration, now bool, f func()) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -43,8 +42,7 @@ func every(d time.Duration, now bool, f func()) (stop func()) {
 	})
 }
 
-// progressWriter is stderr shared by messages and the progress line: a
-// message first clears the line, which is drawn again after it.
+// progressWriter is stderr shared by messages and the progress line.
 type progressWriter struct {
 	mu   sync.Mutex
 	w    io.Writer
@@ -53,7 +51,6 @@ type progressWriter struct {
 
 func newProgressWriter(w io.Writer) *progressWriter { return &progressWriter{w: w} }
 
-// clearLine returns to the start of the line and erases it.
 const clearLine = "\r\x1b[K"
 
 func (p *progressWriter) Write(b []byte) (int, error) {
@@ -84,9 +81,7 @@ func isTerminal(x any) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// progress is refund's one-line display on a terminal: counts by outcome,
-// items retrying, the rate of items settled through the API and, when the
-// plan's size is known, the total and an ETA. A nil *progress shows nothing.
+// progress is refund's one-line display; a nil *progress shows nothing.
 type progress struct {
 	out  *progressWriter
 	size func() int // the plan's items as far as the run knows (0: unknown)
@@ -99,9 +94,7 @@ type progress struct {
 	waiting  int       // items waiting to retry
 	batch    *batchWatch
 
-	// log, with --log-format json, takes the display as a "progress"
-	// record every jsonProgressEvery: a JSON log never carries the
-	// terminal's control bytes.
+	// log, with --log-format json, takes "progress" records instead.
 	log *slog.Logger
 	end func()
 }
@@ -109,8 +102,7 @@ type progress struct {
 // jsonProgressEvery spaces the progress records of a JSON log.
 const jsonProgressEvery = 5 * time.Second
 
-// newProgress starts the display when mode says so: always, or auto with
-// stderr a terminal. With log it is written as records of log.
+// newProgress starts the display: always, or auto with stderr a terminal.
 func newProgress(w *progressWriter, mode string, log *slog.Logger, total func() int) *progress {
 	if mode == "never" || mode == "auto" && !isTerminal(w.w) {
 		return nil
@@ -132,8 +124,7 @@ func newProgress(w *progressWriter, mode string, log *slog.Logger, total func() 
 	return p
 }
 
-// total is the plan's number of items, 0 when unknown or below the items
-// done (a plan edited after plan counted it). The caller holds p.mu.
+// total is the plan's size, 0 when unknown or below done. Holds p.mu.
 func (p *progress) total() int {
 	if n := p.size(); n >= p.done {
 		return n
@@ -167,7 +158,6 @@ func (p *progress) retrying(delta int) {
 	p.mu.Unlock()
 }
 
-// stop removes the line for good.
 func (p *progress) stop() {
 	if p != nil {
 		p.end()
@@ -180,8 +170,7 @@ func (p *progress) watch() *batchWatch {
 	return p.batch
 }
 
-// line is the display at now. The rate counts only items settled through
-// the API: skipped items go by at thousands a second.
+// line is the display at now; skipped items go by too fast to count in the rate.
 func (p *progress) line(now time.Time) string {
 	batch, ok := p.watch().line(now)
 	p.mu.Lock()
@@ -210,9 +199,7 @@ func (p *progress) line(now time.Time) string {
 	return b.String()
 }
 
-// pace is this run's rate of items settled through the API, and the ETA
-// when the plan's size is known; 0s until two items and a second. The
-// caller holds p.mu.
+// pace is the rate of items settled through the API, and the ETA. Holds p.mu.
 func (p *progress) pace(now time.Time) (rate float64, eta time.Duration) {
 	elapsed := now.Sub(p.firstAPI)
 	if p.api < 2 || elapsed < time.Second {
@@ -225,8 +212,7 @@ func (p *progress) pace(now time.Time) (rate float64, eta time.Duration) {
 	return rate, eta
 }
 
-// attrs is the display at now as a log record's fields: this run's counts,
-// and the batch's, all workers', with a shared checkpoint.
+// attrs is the display at now as a log record's fields.
 func (p *progress) attrs(now time.Time) []any {
 	var out []any
 	if tally, s, rate, ok := p.watch().sample(); ok {
@@ -258,10 +244,8 @@ func byStatus(tally []refund.BatchInfo) map[string]int {
 	return by
 }
 
-// batchWatch reads the tally of the run's batches from a shared checkpoint
-// every interval, for the progress line and the metrics: the batch's
-// counts across all workers, and its rate, whence the ETA. A nil
-// *batchWatch watches nothing.
+// batchWatch reads a shared checkpoint's tally of the run's batches, all
+// workers', every interval. A nil *batchWatch watches nothing.
 type batchWatch struct {
 	cp      refund.Tallier
 	onTally func([]refund.BatchInfo)
@@ -280,8 +264,7 @@ type batchSample struct {
 	done, total int
 }
 
-// watchBatches starts a watch of cp's batches every interval; onTally,
-// when set, hears each tally. A cp that is not shared is no watch.
+// watchBatches watches cp, if shared; onTally hears each tally.
 func watchBatches(cp refund.Checkpoint, interval time.Duration, onTally func([]refund.BatchInfo)) *batchWatch {
 	tallier, ok := cp.(refund.Tallier)
 	if !ok {
@@ -297,15 +280,13 @@ func watchBatches(cp refund.Checkpoint, interval time.Duration, onTally func([]r
 	return w
 }
 
-// poll reads the tally once; a failed read keeps the last one (the run
-// itself says when the checkpoint is gone).
+// poll reads the tally; a failed read keeps the last (the run reports it).
 func (w *batchWatch) poll(ctx context.Context) {
 	if bs, err := w.cp.Progress(ctx); err == nil && len(bs) > 0 {
 		w.observe(time.Now(), bs)
 	}
 }
 
-// observe takes the tally bs read at now.
 func (w *batchWatch) observe(now time.Time, bs []refund.BatchInfo) {
 	s := batchSample{at: now}
 	for _, b := range bs {
@@ -329,9 +310,7 @@ func (w *batchWatch) stop() {
 	}
 }
 
-// sample is the latest tally and its sample, with the batches' rate by all
-// workers since the first tally (0 until a second has passed and an item
-// was done); false before the first tally.
+// sample is the latest tally, with the rate since the first; false before it.
 func (w *batchWatch) sample() (tally []refund.BatchInfo, s batchSample, rate float64, ok bool) {
 	if w == nil {
 		return nil, s, 0, false
@@ -344,8 +323,7 @@ func (w *batchWatch) sample() (tally []refund.BatchInfo, s batchSample, rate flo
 	return w.tally, w.latest, rate, !w.latest.at.IsZero() && w.latest.total > 0
 }
 
-// line is the batch's part of the progress line at now; false before the
-// first tally.
+// line is the batch's part of the progress line at now.
 func (w *batchWatch) line(now time.Time) (string, bool) {
 	tally, s, rate, ok := w.sample()
 	if !ok {
@@ -367,8 +345,7 @@ func (w *batchWatch) line(now time.Time) (string, bool) {
 	return line, true
 }
 
-// resultWriter prints result lines on stdout, buffered, flushed at least
-// every 100 ms so a pipeline sees progress.
+// resultWriter prints result lines, flushed every 100 ms for pipelines.
 type resultWriter struct {
 	mu     sync.Mutex
 	w      *bufio.Writer

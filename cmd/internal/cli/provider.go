@@ -1,7 +1,6 @@
 package cli
 
-// Choosing the refund API a run calls (--provider), with each provider's
-// settings and the pace it is called at.
+// --provider: the refund API a run calls, its settings and its pace.
 
 import (
 	"cmp"
@@ -37,8 +36,7 @@ const (
 	providerAdyen  = "adyen"
 )
 
-// providerFlags choose the provider and carry the settings of those that
-// take flags.
+// providerFlags choose the provider and carry its settings.
 type providerFlags struct {
 	Provider string `enum:"stripe,paypal,adyen,exec" default:"stripe" group:"provider" help:"The refund API: stripe (STRIPE_API_KEY), paypal (PAYPAL_CLIENT_ID, PAYPAL_CLIENT_SECRET), adyen (ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT, ADYEN_HMAC_KEY; ADYEN_API_BASE) or exec (any API, through the commands of --exec-create and --exec-find: docs/providers.md, \"Any refund API\")."`
 	stripeFlags
@@ -78,8 +76,7 @@ type execFlags struct {
 // not start, and every item would be in doubt.
 const minExecTimeout = 100 * time.Millisecond
 
-// provider builds the provider the flags name; stderr receives what exec's
-// commands print there. Its errors never contain a secret.
+// provider builds the provider the flags name (errors never hold a secret).
 func (f *providerFlags) provider(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
 	if f.Provider == providerExec && f.ExecCreate == "" {
 		return nil, &usageError{"--provider exec needs --exec-create CMD"}
@@ -143,8 +140,7 @@ func stripeLive(key string) bool {
 	return strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_")
 }
 
-// provider builds the PayPal client: the sandbox, or the live API with
-// live (and only then).
+// provider builds the PayPal client: the live API only with live.
 func (f *paypalFlags) provider(env Env, live bool, conns int) (refund.Provider, error) {
 	id, secret := env.Getenv("PAYPAL_CLIENT_ID"), env.Getenv("PAYPAL_CLIENT_SECRET")
 	switch {
@@ -168,10 +164,8 @@ func (f *paypalFlags) provider(env Env, live bool, conns int) (refund.Provider, 
 	return paypal.New(base, id, secret, conns), nil
 }
 
-// adyenNotes are the notifications the flags name, opened for reading;
-// pgDefault, a PostgreSQL checkpoint's URL, is where they are by default.
-// None is a usage error: Adyen cannot list a payment's refunds, so without
-// them a run would send blind and audit could check nothing.
+// adyenNotes opens the notifications named (by default pgDefault's). None is
+// a usage error: Adyen lists no refunds, so a run would send blind.
 func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) {
 	src := f.Notifications
 	if src == "" && postgres.IsURL(pgDefault) {
@@ -204,8 +198,7 @@ func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) 
 	return s, nil
 }
 
-// adyenProvider builds the Adyen client: the test API unless
-// ADYEN_API_BASE names another (a live one only with live).
+// adyenProvider builds the Adyen client (a live ADYEN_API_BASE only with live).
 func adyenProvider(env Env, live bool, conns int, store notes.Store) (refund.Provider, error) {
 	key, merchant := env.Getenv("ADYEN_API_KEY"), env.Getenv("ADYEN_MERCHANT_ACCOUNT")
 	switch {
@@ -231,9 +224,8 @@ func adyenProvider(env Env, live bool, conns int, store notes.Store) (refund.Pro
 	return adyen.New(cfg), nil
 }
 
-// checkAPIBase refuses an API base, from a flag or variable, that is not
-// http(s); plain http but to loopback (secret would cross the network in
-// clear); or whose's live API without live (whose "": no live host).
+// checkAPIBase refuses a base that is not http(s), plain http off loopback
+// (secret in clear), or whose's live API without live.
 func checkAPIBase(from, base, secret, whose string, live bool) error {
 	u, err := url.Parse(base)
 	switch {
@@ -247,23 +239,20 @@ func checkAPIBase(from, base, secret, whose string, live bool) error {
 	return nil
 }
 
-// paypalLive reports a host of PayPal's live API: any paypal.com host but
-// the sandbox's.
+// paypalLive: any paypal.com host but the sandbox's.
 func paypalLive(host string) bool {
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
 	return (h == "paypal.com" || strings.HasSuffix(h, ".paypal.com")) && !strings.Contains(h, "sandbox")
 }
 
-// adyenLive reports a host of Adyen's live APIs: any adyen.com or
-// adyenpayments.com host but the test environment's.
+// adyenLive: any adyen.com or adyenpayments.com host but the test ones.
 func adyenLive(host string) bool {
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
 	adyenHost := h == "adyen.com" || strings.HasSuffix(h, ".adyen.com") || h == "adyenpayments.com" || strings.HasSuffix(h, ".adyenpayments.com")
 	return adyenHost && !strings.Contains(h, "-test.") && !strings.HasPrefix(h, "test.")
 }
 
-// redactURL is a URL as messages may show it: without the password a
-// user put in it, and an unparsable one with credentials not at all.
+// redactURL is raw without its password (unparsable with one: not shown).
 func redactURL(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.User != nil {
 		return u.Redacted()
@@ -279,8 +268,7 @@ func isLoopback(host string) bool {
 	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
-// providerRules are the rules of the providers' own flags, in refund and
-// audit; live is --live's.
+// providerRules are the provider flags' rules; live is --live's.
 func providerRules(p, notesFor string, live applies) []applies {
 	return []applies{
 		{[]string{"exec-find", "exec-timeout", "exec-key-ttl"}, p == providerExec, "--provider exec"},
@@ -304,11 +292,9 @@ func (f *providerFlags) exec(stderr io.Writer, name string) (refund.Provider, er
 		Stderr: stderr, Prefix: name + ": "})
 }
 
-// pacer paces the run: --rate for all endpoints together when given (0:
-// none), and --share of each provider's own limits (an exec command's API
-// gets only --rate). A pace that cannot send one request within paceBound
-// is refused: such a run would hold the journal or its claims and never
-// send (--rate 1e-300).
+// pacer paces the run: --rate for all endpoints (0: none), and --share of
+// each provider's limits. A pace that sends nothing within paceBound is
+// refused: the run would hold the journal or its claims and never send.
 func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 	if c.Rate != nil && *c.Rate == 0 {
 		return nil, nil
@@ -335,14 +321,12 @@ func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 	}
 	switch {
 	case c.Rate != nil && c.Provider == providerPayPal:
-		// PayPal and Adyen publish no limit of an endpoint's own: their
-		// budgets are all the one guessed rate, which --rate replaces.
+		// No per-endpoint limits published: --rate replaces the guessed one.
 		limits, whole = paypal.Limits(*c.Rate/paypal.Rate), refund.Limits{}
 	case c.Rate != nil && c.Provider == providerAdyen:
 		limits, whole = adyen.Limits(*c.Rate/adyen.Rate), refund.Limits{}
 	case c.Rate != nil:
-		// --rate is the run's total instead of the account's share; each
-		// of Stripe's endpoints keeps its share of its own limit.
+		// The run's total; Stripe's endpoints keep their share of their own.
 		limits.Global, whole.Global = *c.Rate, 0
 	}
 	if limits == (refund.Limits{}) {
@@ -354,9 +338,8 @@ func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 	return refund.NewPacer(limits), nil
 }
 
-// paceBound is the longest a request may wait for its turn, and how to
-// say it: a minute, or with a PostgreSQL checkpoint a shorter lease (a
-// slower pace keeps claimed items from workers that could send them).
+// paceBound is the longest a request may wait, and how to say it: a minute,
+// or a shorter lease (slower, claimed items starve other workers).
 func (c *refundCmd) paceBound() (time.Duration, string) {
 	if postgres.IsURL(c.Journal) && c.Lease < time.Minute {
 		return c.Lease, "in a --lease of " + c.Lease.String()
@@ -377,11 +360,8 @@ func ceilDigits(x float64) string {
 	return strconv.FormatFloat(math.Ceil(x/p-1e-6)*p, 'g', 3, 64)
 }
 
-// shareBudget makes this run one of the live workers of a shared
-// checkpoint that split --share of their account's limits equally,
-// re-split as they join, end or die. Not with --rate, a journal file
-// (shards take --share 0.8/N by hand), a dry run (it writes nothing to the
-// checkpoint) or an unpaced provider.
+// shareBudget splits --share among a shared checkpoint's live workers of
+// one account, re-split as they come and go (not with --rate or a dry run).
 func (c *refundCmd) shareBudget(ctx context.Context, env Env, log *slog.Logger, cp refund.Checkpoint, pacer *refund.Pacer) error {
 	if pacer == nil || c.Rate != nil || c.DryRun {
 		return nil
@@ -405,11 +385,8 @@ func (c *refundCmd) shareBudget(ctx context.Context, env Env, log *slog.Logger, 
 	return err
 }
 
-// budgetAccount names the account whose limits the pace is a share of, so
-// its workers find each other in the checkpoint: the provider, its mode,
-// its API base and a digest of the credential (96 bits of a high-entropy
-// key tell keys apart and give nothing back). "" for a provider without
-// limits.
+// budgetAccount names the account the pace shares, for its workers to find
+// each other: provider, mode, API base and a 96-bit digest of the credential.
 func (c *refundCmd) budgetAccount(env Env) string {
 	var mode, base string
 	var secret []string

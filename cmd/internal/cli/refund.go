@@ -46,8 +46,7 @@ type refundCmd struct {
 	givenFlags `kong:"-"`
 }
 
-// The leases --lease may give a shared checkpoint's claims: far longer,
-// its half (PostgreSQL's lock timeout) overflows.
+// --lease's range: far longer, its half (PostgreSQL's lock timeout) overflows.
 const (
 	minLease = time.Second
 	maxLease = 24 * time.Hour
@@ -59,8 +58,7 @@ Reads plan items (JSON lines, as plan writes them) and writes one result line pe
 
 Exit codes: 0 every item refunded, skipped, or accepted and pending at the provider (a later run settles it); 1 some failed, held, in doubt or refunded twice (with a shared checkpoint, PostgreSQL or NATS: by the batch's tally, all workers together, so an item this run left in doubt that another worker settled since is settled; and still 1 for an item this run found refunded twice or saw fail); 2 usage or input error (a plan item that differs from what the journal recorded for it, or a plan that differs from the one a shared checkpoint holds for the batch, included; and a summary total beyond what an int64 of minor units holds, each refund journaled as ever); 3 journal unwritable or replaced (with a shared checkpoint: unreachable for longer than a lease, or unwritable, or a claim lost to another worker; a NATS server refused as not durable enough, without sync_interval: always and under 3 replicas), or stdout unwritable (a full disk, or a closed pipe: refund ... | head -1 exits 3, not by SIGPIPE; nothing new is sent, the calls in flight are journaled first); 4 journal locked by another run; 5 journal corrupt; 6 the provider refused the key, does not answer, or answered with a refund that is not the item's; 130 stopped by SIGINT, 143 by SIGTERM (the calls in flight journaled first). A --dry-run exits as the run would, as far as its look-ups tell: 1 when the run would hold or fail items or leave them in doubt; with --offline it tells only the journal's failures.`
 
-// Refund is the refund command: it refunds plan items from stdin exactly
-// once, journaling every step.
+// Refund is the refund command.
 func Refund(env Env) (exit int) {
 	const name = "refund"
 	var c refundCmd
@@ -74,21 +72,18 @@ func Refund(env Env) (exit int) {
 	defer func() { metrics.finishOrWarn(exit, planRead) }()
 	stderr := newProgressWriter(env.Stderr)
 	log := newLogger(stderr, name, c.Verbose, c.LogFormat)
-	// With --log-format json every line on stderr is a JSON record, the
-	// summary and the stop message included.
+	// With --log-format json every line on stderr is a JSON record.
 	msgs := io.Writer(stderr)
 	if c.LogFormat == "json" {
 		msgs = logWriter{log: log, prefix: name + ": "}
 	}
-	// Signals are caught from the start: a run stopped while it loads its
-	// journal exits as cleanly as one mid-batch.
+	// Caught from the start: a run stopped while loading exits cleanly.
 	ctx, stdout, stop := signalContext(msgs, name, env.Stdout)
 	defer stop()
 	defer func() { exit = interruptedCode(ctx, exit) }()
 	if env.Getenv("GOGC") == "" {
-		// Most of refund's heap is the journal's index, alive for the whole
-		// run: a lower target keeps a million-item resume well under 200 MB
-		// for about 1% more CPU.
+		// The heap is mostly the journal's index: a million-item resume
+		// stays well under 200 MB for about 1% more CPU.
 		debug.SetGCPercent(50)
 	}
 	stopProfile, err := startCPUProfile(c.CPUProfile)
@@ -127,10 +122,8 @@ func Refund(env Env) (exit int) {
 	if isTerminal(in) {
 		warnf(msgs, name, "waiting for plan items on stdin (JSON lines, as plan writes them; end with Ctrl-D)")
 	}
-	// No plan items, or a first line that is not one, is an error before
-	// anything is opened: a failed plan before the pipe must not end in an
-	// empty journal and exit 0. The plan's size, for the progress display,
-	// is what its first line says (plan_items), then what the run reads.
+	// No plan items is an error before anything is opened: a failed plan
+	// before the pipe must not end in an empty journal and exit 0.
 	size := &refund.PlanSize{Shard: shard}
 	if c.Input != "-" {
 		size.File = c.Input
@@ -145,8 +138,7 @@ func Refund(env Env) (exit int) {
 	}
 	if !ok {
 		warnf(msgs, name, "no plan items in %s: nothing to refund", inName)
-		warnf(msgs, name, "did the command before the pipe fail? run pipelines with set -o pipefail")
-		return ExitUsage
+		return failf(msgs, name, ExitUsage, "did the command before the pipe fail? run pipelines with set -o pipefail")
 	}
 
 	checkpoint, closeCheckpoint, err := c.openCheckpoint(ctx, msgs, name)
@@ -205,8 +197,7 @@ func Refund(env Env) (exit int) {
 		warnf(msgs, name, "%v", summary.Overflow)
 		warnf(msgs, name, "that total is beyond what refundkit can count, and beyond any amounts a provider takes: every refund was journaled as it happened; check the plan's amounts and the payments at the provider")
 	}
-	// The summary counts this run's items; the batch is everyone's, and
-	// refund's exit says whether it is done (audit names the items).
+	// The summary counts this run's items; the exit says if the batch is done.
 	shared, unfinished := false, 0
 	where := redactCheckpoint(c.Journal)
 	if cp, ok := checkpoint.(refund.Tallier); ok && !c.DryRun {
@@ -225,8 +216,7 @@ func Refund(env Env) (exit int) {
 		}
 	}
 	// An item this run left in doubt may have been settled since by another
-	// worker's look-up. The tally counts a pending item as done, but not the
-	// pending refund this run found the provider does not have.
+	// worker (pending counts, unless as the refund this run found missing).
 	if shared && unfinished == 0 && runErr == nil {
 		for _, r := range doubts {
 			st, known, err := checkpoint.Lookup(r.Batch, r.Item)
@@ -276,11 +266,9 @@ func Refund(env Env) (exit int) {
 	if runErr != nil {
 		return exitCodeFor(runErr)
 	}
-	// The journal holds every outcome; a result line that did not reach
-	// stdout (a full disk, a closed pipe) is a lost signal all the same.
+	// A result line that did not reach stdout is a lost signal all the same.
 	if err := out.err(); err != nil {
-		warnf(msgs, name, "stdout: %v: %s", err, resultLinesLost)
-		return ExitJournal
+		return failf(msgs, name, ExitJournal, "stdout: %v: %s", err, resultLinesLost)
 	}
 	if summary.Overflow != nil {
 		return exitCodeFor(summary.Overflow)
@@ -299,10 +287,8 @@ func Refund(env Env) (exit int) {
 	if n := summary.ByStatus[refund.StatusPending]; n > 0 {
 		warnf(msgs, name, "%d %s accepted and not finished at %s (pending): nothing more is sent for them; run again later to settle them", n, plural(n, "refund"), cmp.Or(summary.Provider, "the provider"))
 	}
-	// Duplicates this run found and items it saw fail stay this run's to
-	// report, whatever the tally says; an item it left in doubt is the
-	// batch's: with a shared checkpoint the tally says whether it is
-	// settled. A dry run exits as the run would, as far as it can tell.
+	// Duplicates and failures are this run's to report; items in doubt are
+	// the batch's (the tally says, when shared).
 	switch {
 	case summary.Duplicates > 0 || summary.ByStatus[refund.StatusFailed] > 0 ||
 		summary.ByStatus[refund.StatusWouldHold] > 0 || summary.ByStatus[refund.StatusWouldFail] > 0,
@@ -312,12 +298,10 @@ func Refund(env Env) (exit int) {
 	return ExitOK
 }
 
-// resultLinesLost is what a stdout failure costs refund: the journal, not
-// the result lines, is the record.
+// resultLinesLost: the journal, not the result lines, is the record.
 const resultLinesLost = "result lines were lost (the journal holds every outcome: audit it, or run again to print them as skipped)"
 
-// check refuses refund's flags that do not apply or are out of range, and
-// reads --shard.
+// check refuses flags that do not apply or are out of range; reads --shard.
 func (c *refundCmd) check() (shard refund.Shard, err error) {
 	if c.Shard != "" {
 		if shard.K, shard.N, err = plan.ParseShard(c.Shard); err != nil {
@@ -361,9 +345,8 @@ func isAre(n int, one, many string) string {
 	return many
 }
 
-// outcomeGroups gathers a run's unfinished items (failed, held, in doubt)
-// by status and code, so that two hundred held items end the run as one
-// line per reason; each item's own message is on its result line.
+// outcomeGroups gathers unfinished items by status and code: one line per
+// reason, not per item.
 type outcomeGroups struct {
 	groups map[groupKey]*outcomeGroup
 }
@@ -398,8 +381,7 @@ func (g *outcomeGroups) add(r refund.Result) {
 	}
 }
 
-// lines are the groups, the largest first: "12 items failed
-// (refunded_by_other_batch): i1, i2, i3 and 9 more; the first: ...".
+// lines are the groups, largest first: "12 items failed (CODE): i1, ...".
 func (g *outcomeGroups) lines() []string {
 	keys := make([]groupKey, 0, len(g.groups))
 	for k := range g.groups {

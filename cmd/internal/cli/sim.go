@@ -67,10 +67,8 @@ type stripeSimCmd struct {
 	Version                      versionFlag   `help:"Print the version and exit."`
 }
 
-// StripeSim is the stripe-sim command: a Stripe refund API simulator, with
-// PayPal's and Adyen's refund APIs on the same port, on loopback for tests, demos,
-// chaos runs and benchmarks. It serves until
-// SIGINT or SIGTERM, then prints its final counters as one JSON line.
+// StripeSim is stripe-sim: Stripe's, PayPal's and Adyen's refund APIs
+// simulated on loopback until a signal, then its counters as JSON.
 func StripeSim(env Env) int {
 	const name = "stripe-sim"
 	var c stripeSimCmd
@@ -85,12 +83,10 @@ func StripeSim(env Env) int {
 		return usage(env.Stderr, name, err)
 	}
 	if err := stripesim.CheckLoopback(c.Addr); err != nil {
-		warnf(env.Stderr, name, "--addr: %v", err)
-		return ExitUsage
+		return failf(env.Stderr, name, ExitUsage, "--addr: %v", err)
 	}
 
-	// Signals are caught before the URL is published, so a script that
-	// reads the URL and then stops the server always gets a clean exit.
+	// Caught before the URL is published: a script's stop exits cleanly.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -101,8 +97,7 @@ func StripeSim(env Env) int {
 	defer s.Close()
 	if c.AddrFile != "" {
 		if err := publishURL(ctx, c.AddrFile, s.URL()); err != nil {
-			warnf(env.Stderr, name, "--addr-file: %v", err)
-			return ExitFailed
+			return failf(env.Stderr, name, ExitFailed, "--addr-file: %v", err)
 		}
 	}
 	warnf(env.Stderr, name, "listening on %s", s.URL())
@@ -120,14 +115,12 @@ func StripeSim(env Env) int {
 	st := s.Stats()
 	warnf(env.Stderr, name, "stopped: %d refunds created, %d replayed, %d rate limited, %d dropped", st.RefundsCreated, st.Replayed, st.RateLimited, st.Dropped)
 	if err := json.NewEncoder(env.Stdout).Encode(st); err != nil {
-		warnf(env.Stderr, name, "write the stats: %v", err)
-		return ExitFailed
+		return failf(env.Stderr, name, ExitFailed, "write the stats: %v", err)
 	}
 	return ExitOK
 }
 
-// config turns the flags into a simulator configuration, reading the
-// data files; its errors read "file:line: what is wrong".
+// config is the flags' configuration, data files read.
 func (c *stripeSimCmd) config() (stripesim.Config, error) {
 	var faults stripesim.Faults
 	copyFields(&faults, c)
@@ -174,8 +167,7 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 	return cfg, nil
 }
 
-// copyFields sets each field of *dst from the field of *src of the same
-// name and type: the fault flags are named as the knobs they set.
+// copyFields sets *dst's fields from *src's of the same name and type.
 func copyFields(dst, src any) {
 	d, s := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src).Elem()
 	for i := range d.NumField() {
@@ -190,8 +182,7 @@ func copyFields(dst, src any) {
 	}
 }
 
-// withFile is generated and the records in file, read by read; an id
-// (ids) both name is refused.
+// withFile adds file's records to generated, refusing an id in both.
 func withFile[T any](generated []T, file string, read func(io.Reader, string) ([]T, error), ids func(T) []string, flag string, n int) ([]T, error) {
 	if file == "" {
 		return generated, nil
@@ -221,8 +212,7 @@ func withFile[T any](generated []T, file string, read func(io.Reader, string) ([
 	return append(generated, fromFile...), nil
 }
 
-// adyen is the configuration of Adyen's routes from the flags (the keys
-// come from the environment: adyenKeys).
+// adyen is Adyen's routes' configuration (keys: adyenKeys).
 func (c *stripeSimCmd) adyen() (adyensim.Config, error) {
 	switch {
 	case c.AdyenPayments < 0:
@@ -246,10 +236,8 @@ func (c *stripeSimCmd) adyen() (adyensim.Config, error) {
 		KeyTTL: c.AdyenKeyTTL, NotifyURL: c.AdyenNotifyURL, NotifyBackoff: c.AdyenNotifyBackoff}, nil
 }
 
-// adyenKeys reads the simulator's Adyen keys from the environment, never
-// from a flag: ADYEN_API_KEY, the X-API-Key it accepts (a test default
-// when unset), and ADYEN_HMAC_KEY, the hex key its notifications are
-// signed with, needed with --adyen-notify-url. Neither is ever printed.
+// adyenKeys reads ADYEN_API_KEY and ADYEN_HMAC_KEY (needed with
+// --adyen-notify-url) from the environment, never a flag; never printed.
 func adyenKeys(cfg *adyensim.Config, getenv func(string) string) error {
 	cfg.APIKey = getenv("ADYEN_API_KEY")
 	raw := getenv("ADYEN_HMAC_KEY")
@@ -267,10 +255,8 @@ func adyenKeys(cfg *adyensim.Config, getenv func(string) string) error {
 	return nil
 }
 
-// publishURL writes the base URL to path: atomically for a regular file,
-// so a polling script never reads half a line; straight into the pipe for
-// a named pipe, so a reader blocks until the server is up. A pipe nobody
-// reads does not hold up serving or the shutdown.
+// publishURL writes url to path: atomically to a file, or into a named pipe
+// (a reader blocks until the server is up; none holds nothing up).
 func publishURL(ctx context.Context, path, url string) error {
 	line := []byte(url + "\n")
 	fi, err := os.Stat(path)

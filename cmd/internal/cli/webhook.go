@@ -39,11 +39,8 @@ const (
 	envWebhookPassword = "ADYEN_WEBHOOK_PASSWORD"
 )
 
-// AdyenWebhook is the adyen-webhook command: the receiver of Adyen's
-// notifications, which keeps every one it verified (refund outcomes in
-// --out, other events in --others) and answers [accepted] once it is
-// durable. It serves until SIGINT or SIGTERM, then prints its counters as
-// one JSON line on stdout and exits 0.
+// AdyenWebhook is adyen-webhook: it keeps Adyen's verified notifications
+// and answers [accepted] once durable, until a signal; then its counters.
 func AdyenWebhook(env Env) int {
 	const name = "adyen-webhook"
 	var c adyenWebhookCmd
@@ -56,21 +53,18 @@ func AdyenWebhook(env Env) int {
 		return usage(stderr, name, err)
 	}
 
-	// Signals are caught before the URL is published, so a script that
-	// reads the URL and then stops the receiver always gets a clean exit.
+	// Caught before the URL is published: a script's stop exits cleanly.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	refunds, err := openNotes(ctx, stderr, name, c.Out, cfg.Key, false)
 	if err != nil {
-		warnf(stderr, name, "--out: %v", err)
-		return exitCodeFor(unwritable(err))
+		return failf(stderr, name, exitCodeFor(unwritable(err)), "--out: %v", err)
 	}
 	defer refunds.Close()
 	others, err := openNotes(ctx, stderr, name, c.Others, cfg.Key, true)
 	if err != nil {
-		warnf(stderr, name, "--others: %v", err)
-		return exitCodeFor(unwritable(err))
+		return failf(stderr, name, exitCodeFor(unwritable(err)), "--others: %v", err)
 	}
 	defer others.Close()
 	cfg.Refunds, cfg.Others = refunds, others
@@ -110,9 +104,7 @@ func AdyenWebhook(env Env) int {
 		warnf(stderr, name, "serve: %v", err)
 		code = ExitFailed
 	}
-	// Requests under way finish (their notifications are stored and
-	// answered); still running after 10s, they are cut, unanswered, and
-	// Adyen retries them.
+	// Requests under way finish; after 10s they are cut, and Adyen retries.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
@@ -132,14 +124,12 @@ func AdyenWebhook(env Env) int {
 	warnf(stderr, name, "stopped: %d requests accepted, %d refund notifications kept, %d duplicates, %d others kept, %d requests refused, %d store errors",
 		st.Accepted, st.Added, st.Duplicates, st.Others, rejected, st.StoreErrors)
 	if err := json.NewEncoder(env.Stdout).Encode(st); err != nil {
-		warnf(stderr, name, "write the counters: %v", err)
-		return ExitFailed
+		return failf(stderr, name, ExitFailed, "write the counters: %v", err)
 	}
 	return code
 }
 
-// config reads the flags and the environment into the handler's
-// configuration (stores aside). The HMAC key is never printed.
+// config is the handler's configuration (stores aside); the key never printed.
 func (c *adyenWebhookCmd) config(env Env) (webhook.Config, error) {
 	hexKey := env.Getenv(envHMACKey)
 	if hexKey == "" {
@@ -174,8 +164,7 @@ func (c *adyenWebhookCmd) config(env Env) (webhook.Config, error) {
 	return cfg, nil
 }
 
-// defaultOthers is where other events go beside out: notes.jsonl's are in
-// notes.others.jsonl; a database's in its other table.
+// defaultOthers: notes.others.jsonl beside notes.jsonl; a database's own.
 func defaultOthers(out string) string {
 	if postgres.IsURL(out) {
 		return out
@@ -183,8 +172,7 @@ func defaultOthers(out string) string {
 	return strings.TrimSuffix(out, ".jsonl") + ".others.jsonl"
 }
 
-// checkListen refuses an address that is not loopback unless public: a
-// receiver open to the network is a decision, not a default.
+// checkListen refuses an address off loopback unless public.
 func checkListen(addr string, public bool) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -196,8 +184,7 @@ func checkListen(addr string, public bool) error {
 	return fmt.Errorf("--listen %s is not a loopback address: add --public to listen on it (behind a proxy that ends TLS; Adyen's live webhooks need HTTPS)", addr)
 }
 
-// openNotes opens the store at spec: a file held for writing (a torn
-// final line is cut off and said), or a table in PostgreSQL.
+// openNotes opens a file held for writing, or a table in PostgreSQL.
 func openNotes(ctx context.Context, stderr io.Writer, name, spec string, key []byte, others bool) (notes.Store, error) {
 	if postgres.IsURL(spec) {
 		if others {
