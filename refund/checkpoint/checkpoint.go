@@ -1,7 +1,8 @@
-// Package checkpoint is what the shared checkpoints (postgres, natsjs) do
-// alike: claims under leases, the fence that halts a run whose claim
-// another took, renewal, an outage's bookkeeping. Each backend supplies
-// how a claim is taken, renewed and fenced in its store.
+// Package checkpoint is what the two shared checkpoints (postgres,
+// natsjs) do alike: the claims a run holds under their leases, the fence
+// that halts a run whose claim another took, the renewal loop, the
+// lease's timing and an outage's bookkeeping. Each backend supplies its
+// storage: how a claim is taken, renewed and fenced there.
 package checkpoint
 
 import (
@@ -9,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"slices"
@@ -131,40 +131,6 @@ func (b *Base[C]) LeaseEnd(cl C) time.Time {
 	defer b.Mu.Unlock()
 	return cl.claim().Deadline.Add(b.Lease() / 10)
 }
-
-// Await asks try again, PollWait apart, until it gets what it waits for
-// or fails, while holds says this run's claim lasts.
-func (b *Base[C]) Await(ctx context.Context, holds func() error, try func() (bool, error)) error {
-	for {
-		if err := holds(); err != nil {
-			return err
-		}
-		if got, err := try(); err != nil || got {
-			return err
-		}
-		select {
-		case <-time.After(b.PollWait()):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// Error is a failure of a shared checkpoint's store (Backend "postgres" or
-// "nats"), named by what was being done; it never holds a secret.
-type Error struct {
-	Backend, Op string
-	Err         error
-}
-
-func (e *Error) Error() string { return e.Backend + " checkpoint: " + e.Op + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-// BusyError is an import refused because workers hold live claims of what
-// it would change, or wrote records there after the merge read them.
-type BusyError struct{ Backend, Why string }
-
-func (e *BusyError) Error() string { return e.Backend + " checkpoint busy: " + e.Why }
 
 // NoClaim is the error of a write or call for an item this run holds no
 // claim of.
@@ -358,11 +324,14 @@ func ByBatch(plan []refund.PlanLine) (order []string, byBatch map[string][]refun
 	return order, byBatch
 }
 
-// IdleAfter is how long a worker holds no claim before it gives its budget
-// part away: longer than the gap between claims, so -j 1 does not flap.
+// IdleAfter is how long a worker holds no claim before it gives its part
+// of the account's budget to the others: longer than the gap between an
+// item's end and the next claim, so that a worker at -j 1 does not flap.
 const IdleAfter = 250 * time.Millisecond
 
-// Idle follows whether a worker sharing a budget holds no claim.
+// Idle follows whether a worker sharing a budget is idle: it gives its part
+// to the others while it holds no claim, and takes it back as it claims
+// again.
 type Idle struct{ busy time.Time }
 
 // What Idle.Step says.
@@ -389,27 +358,6 @@ func (i *Idle) Step(now time.Time, held int, worked, idle bool) int {
 	return Same
 }
 
-// ScanJournal calls fn with each record of journal r (named name in
-// errors), its canonical line without the newline, and its line number; a
-// torn end is an error.
-func ScanJournal(r io.Reader, name string, fn func(rec *journal.Record, line string, at int)) error {
-	sc := journal.NewScanner(r, name)
-	for sc.Scan() {
-		line, err := journal.MarshalLine(nil, sc.Record())
-		if err != nil {
-			return err
-		}
-		fn(sc.Record(), string(line[:len(line)-1]), sc.Line())
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	if t := sc.Torn(); t != nil {
-		return fmt.Errorf("%s", t)
-	}
-	return nil
-}
-
 // PlanHint ends the error of a plan that differs from the one stored.
 const PlanHint = "; the checkpoint holds one plan per batch: feed every worker the same plan, or plan the change under a new batch name"
 
@@ -419,9 +367,10 @@ type Stored struct {
 	Plan string // refund.PlanDocs's doc
 }
 
-// PlanDiffers is a *refund.InputError naming the first item of lines (docs
-// their PlanDocs) that differs from have, batch's stored plan, or is new
-// or missing; nil when all are the same.
+// PlanDiffers names the first item of lines (docs their PlanDocs) that
+// differs from have, the plan stored for batch (described by loaded), is
+// missing from it or is new, as a *refund.InputError; nil when every
+// item is the same.
 func PlanDiffers(batch string, lines []refund.PlanLine, docs []string, loaded fmt.Stringer, have map[string]Stored) error {
 	for i, pl := range lines {
 		s, ok := have[pl.Item.Item]

@@ -65,8 +65,9 @@ func (c *Checkpoint) openPresence(ctx context.Context) error {
 	return nil
 }
 
-// checkName refuses a name a live worker of any batch holds: it would take
-// this one's claims and presence for its own (as PostgreSQL refuses it).
+// checkName refuses this worker's name when a live worker, of any batch,
+// holds it: it would take this one's claims for its own, and its presence
+// for this one's (PostgreSQL refuses it too).
 func (c *Checkpoint) checkName(ctx context.Context) error {
 	info, err := c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(presenceSubject(c.loc.name)+".batch.*."+token(c.Worker)))
 	if err != nil {
@@ -124,7 +125,8 @@ func (c *Checkpoint) heldIn(batch string) []byte {
 }
 
 // holdsLive reports whether worker is alive and may hold its claim gen of
-// the item, written at claimed: it says so, or has not beaten since.
+// item of batch, written at claimed by the server's clock: it says it
+// holds it, or it has not said what it holds since (its next beat will).
 func (c *Checkpoint) holdsLive(ctx context.Context, batch, item, worker string, gen int64, claimed time.Time) (bool, error) {
 	msg, err := c.presenceNow().GetLastMsgForSubject(ctx, c.batchPresence(batch, worker))
 	if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -194,8 +196,12 @@ func atLeast(v, least string) bool {
 	return true
 }
 
-// Budget is this worker's part of its account's budget, as postgres.Budget:
-// re-split when a worker joins, ends, dies or has no claim left; until Close.
+// The rate budget the workers of one provider account share, as
+// postgres.Budget shares it: each live worker of the account takes an equal
+// part of --share, re-split when one joins, ends, dies or has no claim left.
+
+// Budget is this worker's part of its account's budget, kept up to date
+// until the checkpoint is closed.
 type Budget struct {
 	c       *Checkpoint
 	prefix  string // the account's presence subjects, with a trailing dot
@@ -217,7 +223,7 @@ type Budget struct {
 // identity of the provider account, never a secret) that share its limits.
 func (c *Checkpoint) ShareBudget(ctx context.Context, account string, apply func(workers int)) (*Budget, error) {
 	if c.presenceNow() == nil {
-		return nil, newError("budget", errors.New("a budget needs a worker (opened read only)"))
+		return nil, &Error{Op: "budget", Err: errors.New("a budget needs a worker (opened read only)")}
 	}
 	prefix := presenceSubject(c.loc.name) + ".account." + token(account) + "."
 	b := &Budget{c: c, prefix: prefix, me: prefix + token(c.Worker), notice: "refundkit." + c.loc.name + ".idle." + token(account),
@@ -301,7 +307,8 @@ func (b *Budget) recount(ctx context.Context) error {
 
 // loop says this worker is alive every third of a lease while it holds
 // claims (or has not worked yet), takes its presence back while it holds
-// none, and counts again when it hears another or every sixth of a lease.
+// none, and counts again when it hears another worker or every sixth of a
+// lease, until the budget ends.
 func (b *Budget) loop() {
 	defer close(b.done)
 	c := b.c

@@ -1,7 +1,8 @@
 package postgres
 
-// The rate budget an account's live workers share in equal parts of --share,
-// re-split when one joins, ends or dies.
+// The rate budget the workers of one provider account share: each live worker
+// of the account on this checkpoint takes an equal part of the batch's
+// --share, and the parts are re-split when one joins, ends or dies.
 
 import (
 	"context"
@@ -15,10 +16,12 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
-// budgetChannel is where a worker that joins or ends NOTIFYs its account.
+// budgetChannel is the NOTIFY channel on which a worker that joins or
+// ends names its account, so that the others re-split at once.
 const budgetChannel = "refundkit_budget"
 
-// Budget is this worker's part of its account's budget, until Close.
+// Budget is this worker's part of its account's budget, kept up to date
+// until the checkpoint is closed. Checkpoint.ShareBudget starts it.
 type Budget struct {
 	c        *Checkpoint
 	account  string
@@ -36,11 +39,19 @@ type Budget struct {
 	idle    bool // holds no claim: its part is 0, and the others share without it
 }
 
-// ShareBudget makes this worker one of account's live workers (an identity,
-// never a secret) sharing share of its limits. apply hears their count now
-// and at each change: at once when one starts or ends (NOTIFY), within
-// 5/6 of a lease when one dies or pauses (its last_seen goes stale). A
-// worker counts itself always. The budget ends with Close.
+// ShareBudget makes this worker one of the live workers of account (an
+// identity of the provider account, never a secret: see the cli's
+// budgetAccount) that share share of its limits. apply is called with the
+// number of live workers of the account now, before ShareBudget returns
+// and again whenever it changes: at once when a worker starts or ends
+// cleanly (they NOTIFY), within two thirds of a lease and a sixth after a
+// worker dies or is paused (its last_seen goes stale: a third of a lease
+// is its heartbeat, a third more its slack). A paused worker that comes
+// back counts again at once, and counts the others as they are.
+//
+// A worker counts its account's live workers, itself always included:
+// those of the same account not stopped and seen within two thirds of
+// their own lease. The budget ends with Close.
 func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share float64, apply func(workers int)) (*Budget, error) {
 	if !c.Renewing() {
 		return nil, errors.New("postgres checkpoint: a budget needs a worker (opened read only)")
@@ -79,7 +90,8 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share floa
 }
 
 // watchIdle gives this worker's part to the others while it holds no
-// claim (checkpoint.Idle): the last items' workers go at the whole share.
+// claim, and takes it back as it claims again (checkpoint.Idle): at the
+// batch's end, the last items' workers go at the whole share.
 func (b *Budget) watchIdle() {
 	defer b.watching.Done()
 	t := time.NewTicker(checkpoint.IdleAfter / 5)
@@ -92,6 +104,8 @@ func (b *Budget) watchIdle() {
 		case <-t.C:
 		}
 		b.c.Mu.Lock()
+		// It worked already if it gave an item back or wrote a record,
+		// however short its claims were.
 		held, worked := len(b.c.Held), len(b.c.Left) > 0 || b.c.Written.Records > 0
 		b.c.Mu.Unlock()
 		b.mu.Lock()
@@ -132,12 +146,14 @@ func (b *Budget) Workers() int {
 	return b.workers
 }
 
-// budgetPoll is how often a worker counts unasked: a dead worker's part
-// is taken up within a lease.
+// budgetPoll is how often a worker counts its account's workers when no
+// one has told it of a change: a sixth of a lease, so that a dead
+// worker's part is taken up within a lease of its death.
 func (c *Checkpoint) budgetPoll() time.Duration { return max(c.Lease()/6, 100*time.Millisecond) }
 
-// loop counts again at each notification of the account, or the poll; a
-// worker woken late (paused, starved) tells the others it is back.
+// loop waits for a notification from a worker of the account, or the
+// poll, and counts again; a worker woken late (it was paused, or starved)
+// tells the others it is back.
 func (b *Budget) loop() {
 	defer close(b.done)
 	poll := b.c.budgetPoll()
@@ -172,7 +188,8 @@ func (b *Budget) loop() {
 }
 
 // reconnect replaces a listening connection the database dropped; false
-// when it cannot (the part stays; the next poll tries again).
+// when it cannot (the database is down: the next poll tries again, and
+// the part stays as it was).
 func (b *Budget) reconnect() bool {
 	if !b.conn.Conn().PgConn().IsClosed() {
 		return true
@@ -198,14 +215,16 @@ func (b *Budget) reconnect() bool {
 	return true
 }
 
-// liveWorkersSQL counts account $1's workers, $2 (lease $3) included, not
-// stopped, not idle (part 0) and seen within 2/3 of their own lease.
+// liveWorkersSQL counts the live workers of account $1, worker $2 (with
+// lease $3) included: those not stopped, not idle (a part of 0: no claim
+// held) and seen within two thirds of their own lease.
 const liveWorkersSQL = `SELECT 1 + count(*) FROM refundkit.workers
 	WHERE account = $1 AND worker <> $2 AND stopped_at IS NULL AND coalesce(budget_share, 1) > 0
 	  AND last_seen > clock_timestamp() - coalesce(lease, $3::interval) * 2 / 3`
 
-// recount counts the account's live workers and, when that changed,
-// applies it and records this worker's part (workers.budget_share).
+// recount counts the account's live workers and, when the count changed,
+// applies it and records this worker's part (workers.budget_share, for
+// audit and the operator).
 func (b *Budget) recount(ctx context.Context) error {
 	c := b.c
 	var n int

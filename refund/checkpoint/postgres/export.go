@@ -14,11 +14,11 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
-// Export writes the records of batches (all when none are named) as a file
-// journal holds them: in written order, each commit followed by its line.
+// Export writes the records of batches (all batches when none are named) as a
+// file journal holds them: the same record lines, in the order they were
+// written, each commit's lines followed by its commit line.
 func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
 	if c.empty {
 		return 0, 0, nil
@@ -66,8 +66,10 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 	return records, last, bw.Flush()
 }
 
-// ExportPlans writes the stored plans of batches (all when none are named)
-// as a plan file, batch by batch in plan order: what audit checks against.
+// ExportPlans writes the plans the checkpoint stores for batches (all when
+// none are named) as a plan file holds them, one item a JSON line (its
+// canonical JSON, as loaded), batch by batch in plan order: what audit audits
+// the checkpoint's items against, as audit --plan does.
 func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []string) (items int, err error) {
 	if c.empty {
 		return 0, nil
@@ -94,9 +96,16 @@ func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []str
 	return items, bw.Flush()
 }
 
+// BusyError is an import refused because workers hold live claims in the
+// batches it would change, or wrote records since they were exported.
+type BusyError struct{ Why string }
+
+func (e *BusyError) Error() string { return "postgres checkpoint busy: " + e.Why }
+
 // Import replaces the records of every batch that r (a journal, named name in
 // errors) holds records of with r's records, in one transaction.
 func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last int64) (records int, batches []string, err error) {
+	sc := journal.NewScanner(r, name)
 	type row struct {
 		batch, item, line string
 	}
@@ -104,19 +113,27 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	seen := map[string]bool{}
 	state := journal.NewState()
 	var credits []credit
-	err = checkpoint.ScanJournal(r, name, func(rec *journal.Record, line string, _ int) {
+	for sc.Scan() {
+		rec := sc.Record()
 		if rec.Type == journal.TypeRefunded && rec.Refund != "" {
 			credits = append(credits, credit{rec.Refund, key{Batch: rec.Batch, Item: rec.Item}})
 		}
-		rows = append(rows, row{rec.Batch, rec.Item, line})
+		line, err := journal.MarshalLine(nil, rec)
+		if err != nil {
+			return 0, nil, err
+		}
+		rows = append(rows, row{rec.Batch, rec.Item, string(line[:len(line)-1])})
 		if !seen[rec.Batch] {
 			seen[rec.Batch] = true
 			batches = append(batches, rec.Batch)
 		}
 		state.Apply(rec)
-	})
-	if err != nil {
+	}
+	if err := sc.Err(); err != nil {
 		return 0, nil, err
+	}
+	if t := sc.Torn(); t != nil {
+		return 0, nil, fmt.Errorf("%s", t)
 	}
 	err = c.inTx(ctx, func(tx pgx.Tx) error {
 		for _, b := range batches {
@@ -136,14 +153,14 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 			return err
 		}
 		if live > 0 {
-			return busy(fmt.Sprintf("%d items of the batches imported are claimed by live workers (%s among them): import once they have stopped", live, *holder))
+			return &BusyError{Why: fmt.Sprintf("%d items of the batches imported are claimed by live workers (%s among them): import once they have stopped", live, *holder)}
 		}
 		var newer int64
 		if err := tx.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM refundkit.records WHERE batch = ANY($1)`, batches).Scan(&newer); err != nil {
 			return err
 		}
 		if newer > last {
-			return busy("records were written to the batches imported while the merge ran: run the merge again")
+			return &BusyError{Why: "records were written to the batches imported while the merge ran: run the merge again"}
 		}
 		if err := checkPlans(ctx, tx, batches, state, name, nil); err != nil {
 			return err
@@ -177,8 +194,10 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	return len(rows), batches, nil
 }
 
-// CheckJournal checks r's records against the stored plans, as Import does,
-// and writes nothing: a mismatch is a *refund.InputError at the item's first record.
+// CheckJournal checks the records of the journal r (named name in errors)
+// against the plans the checkpoint stores for their batches, as Import does,
+// and writes nothing: an item they bind otherwise than its plan line is a
+// *refund.InputError at the line of the item's first record.
 func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string) error {
 	sc := journal.NewScanner(r, name)
 	state := journal.NewState()
@@ -208,9 +227,11 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 	return c.Wrap("check "+name, err)
 }
 
-// checkPlans checks, in one query, the items state holds records of against
-// their stored plan lines (refund.CheckBinding): the first that differs is
-// an *refund.InputError at the line lines gives (none when nil).
+// checkPlans checks every item of batches that state holds records of
+// against the plan line the checkpoint stores for it, with
+// refund.CheckBinding, in one query: the first that differs (in the
+// order of the stored plans) is an *refund.InputError named name, at the
+// line lines gives for the item (none when lines is nil).
 func checkPlans(ctx context.Context, q querier, batches []string, state *journal.State, name string, lines map[key]int) error {
 	rows, err := q.Query(ctx, `SELECT batch, item, line, plan FROM refundkit.items WHERE batch = ANY($1) ORDER BY batch, line`, batches)
 	if err != nil {
@@ -240,8 +261,10 @@ func checkPlans(ctx context.Context, q querier, batches []string, state *journal
 }
 
 // checkHolders refuses records that credit one refund to two items, among
-// themselves or against an item of a batch not imported: a refund is one
-// item's, ever (refund.Checkpoint.Holder).
+// themselves (journal-merge reports that as a conflict, and imports the merge
+// of the whole checkpoint), or to an item when the checkpoint credits it to
+// an item of a batch not imported: a refund is credited to one item, ever
+// (refund.Checkpoint.Holder).
 func checkHolders(ctx context.Context, tx pgx.Tx, batches []string, credits []credit, name string) error {
 	var ids []string
 	owner := map[string]key{}

@@ -11,14 +11,14 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
-// Append writes recs, each of a held item, in one transaction, each line
-// fenced by its claim's generation.
+// Append writes recs, each of an item this run holds a claim of, in one
+// transaction: the journal lines a file journal would hold, each fenced by
+// its claim's generation.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if !c.Renewing() {
-		return newError("append", fmt.Errorf("the checkpoint was opened for reading only"))
+		return &Error{Op: "append", Err: fmt.Errorf("the checkpoint was opened for reading only")}
 	}
 	type write struct {
 		k        key
@@ -34,12 +34,12 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		cl := c.Held[k]
 		if cl == nil {
 			c.Mu.Unlock()
-			return checkpoint.NoClaim(key{Batch: r.Batch, Item: r.Item})
+			return &refund.LostClaimError{Batch: r.Batch, Item: r.Item, Why: "this run holds no claim of it"}
 		}
 		line, err := journal.MarshalLine(nil, r)
 		if err != nil {
 			c.Mu.Unlock()
-			return newError("append", err)
+			return &Error{Op: "append", Err: err}
 		}
 		var w *write
 		for _, x := range writes {
