@@ -203,18 +203,11 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	// The state is only read from here on: shared refunds are found beside
 	// the other passes.
 	shared := r.startShared()
+	var err error
 	if opts.Provider == nil {
 		r.journalPass()
 		r.otherBatchPass()
-		shared()
-		if e := r.overflow.Load(); e != nil {
-			return nil, e
-		}
-		rep.Complete = true
-		return rep, nil
-	}
-	err := r.stripePass(ctx)
-	if err == nil {
+	} else if err = r.stripePass(ctx); err == nil {
 		r.toldPass()
 	}
 	shared()
@@ -282,7 +275,7 @@ func (r *run) view(i uint32) itemView {
 }
 
 // finding starts a finding about item v.
-func (v *itemView) finding(kind string) *Finding {
+func (v itemView) finding(kind string) *Finding {
 	f := &Finding{Finding: kind, Batch: v.batch, Item: v.item, Status: v.status}
 	f.on(v.pay)
 	return f

@@ -296,27 +296,18 @@ func (r *run) sharedFinding(i uint32, id string, owner uint32) *Finding {
 	return f
 }
 
-// unownedJournal reports, with a plan, the refunds the journals credit to
-// items of a group that the plan puts elsewhere, beside planned ones.
-func (r *run) unownedJournal(members []uint32) {
-	var planned []*itemSlot
-	var refunds []Refund
-	for _, m := range members {
-		if sl := r.st.slot(m); sl.flags&flagInPlan != 0 {
-			planned = append(planned, sl)
-			continue
-		}
-		for _, x := range r.journalRefunds(m) {
-			x.Item = r.st.item(m)
-			refunds = append(refunds, x)
+// unowned reports, with a plan, the live refunds of group g's batch on its
+// payment for items the plan does not put there, beside planned items,
+// unless refund was told a refund on top of these is meant.
+func (r *run) unowned(g *group) {
+	if !r.st.planned || len(g.planned) == 0 {
+		return
+	}
+	for _, m := range g.planned {
+		if m.sl.flags&flagAllowed != 0 {
+			return
 		}
 	}
-	r.unowned(r.view(members[0]), planned, refunds)
-}
-
-// unownedStripe reports, with a plan, the live refunds of group g's batch
-// the provider lists on the payment for items the plan puts elsewhere.
-func (r *run) unownedStripe(t *target, g *group) {
 	type owned struct {
 		x    *sref
 		item string
@@ -341,34 +332,17 @@ func (r *run) unownedStripe(t *target, g *group) {
 			refunds = append(refunds, ref)
 		}
 	}
-	planned := make([]*itemSlot, len(g.planned))
-	for k, m := range g.planned {
-		planned[k] = m.sl
-	}
-	r.unowned(itemView{batch: g.batch, target: t.id, pay: t.pay}, planned, refunds)
-}
-
-// unowned reports, with a plan, refunds of v's batch on v's payment for
-// items the plan does not put there, beside planned items, unless refund
-// was told a refund on top of these is meant.
-func (r *run) unowned(v itemView, planned []*itemSlot, refunds []Refund) {
-	if !r.st.planned || len(planned) == 0 || len(refunds) == 0 {
+	if len(refunds) == 0 {
 		return
 	}
-	for _, sl := range planned {
-		if sl.flags&flagAllowed != 0 {
-			return
-		}
-	}
-	f := v.finding(KindUnowned)
-	f.Item, f.Status = "", ""
-	f.Planned = len(planned)
+	f := g.at.finding(KindUnowned)
+	f.Planned = len(g.planned)
 	f.Refunds = refunds
 	sums := r.totals(f, refunds)
 	r.sumRefunds(f, refunds)
 	items := distinct(refunds, func(x Refund) string { return x.Item })
 	f.Message = fmt.Sprintf("%s of the batch on this payment %s for items the plan does not put on it (%s), beside %s",
-		count(len(refunds), "refund"), verb(len(refunds), "is", "are"), strings.Join(items, ", "), count(len(planned), "planned item"))
+		count(len(refunds), "refund"), verb(len(refunds), "is", "are"), strings.Join(items, ", "), count(len(g.planned), "planned item"))
 	f.Remedy = fmt.Sprintf("no item of the plan owns these refunds (%s): their items were renamed, dropped or moved to another payment; if one of them was meant for a planned item of this payment, that item must not be refunded again (refund holds it, refunded_by_other_item); if none was, they moved money outside the plan: a person decides, and a succeeded refund cannot be reversed through the API", amounts(sums))
 	r.out(f)
 }
