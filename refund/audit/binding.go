@@ -64,13 +64,13 @@ func (r *run) mismatchOf(sl *itemSlot, amount int64, currency string) string {
 // creditFindings reports the refunds the journals credit to item i that
 // are not what it asked for.
 func (r *run) creditFindings(i uint32, sl *itemSlot, refunds []Refund) {
-	r.mismatches(func() itemView { return r.view(i) }, sl, refunds, "the journal")
+	r.mismatches(r.view(i), sl, refunds, "the journal")
 }
 
 // mismatches reports refunds credited to item v by who (the journal, the
 // provider) that are not what it asked for, one finding a kind; it
 // reports whether some are in another currency.
-func (r *run) mismatches(v func() itemView, sl *itemSlot, refunds []Refund, who string) (currency bool) {
+func (r *run) mismatches(v itemView, sl *itemSlot, refunds []Refund, who string) (currency bool) {
 	byKind := map[string][]Refund{}
 	for _, x := range refunds {
 		if k := r.mismatchOf(sl, x.Amount, x.Currency); k != "" {
@@ -79,8 +79,7 @@ func (r *run) mismatches(v func() itemView, sl *itemSlot, refunds []Refund, who 
 	}
 	for _, k := range []string{KindCurrencyMismatch, KindAmountMismatch} {
 		if xs := byKind[k]; len(xs) > 0 {
-			v := v()
-			r.out(r.mismatchFinding(&v, sl, k, xs, who))
+			r.out(r.mismatchFinding(v, sl, k, xs, who))
 		}
 	}
 	return len(byKind[KindCurrencyMismatch]) > 0
@@ -88,7 +87,7 @@ func (r *run) mismatches(v func() itemView, sl *itemSlot, refunds []Refund, who 
 
 // mismatchFinding reports refunds xs, credited to item v by who, that are
 // not what it asked for.
-func (r *run) mismatchFinding(v *itemView, sl *itemSlot, kind string, xs []Refund, who string) *Finding {
+func (r *run) mismatchFinding(v itemView, sl *itemSlot, kind string, xs []Refund, who string) *Finding {
 	f := v.finding(kind)
 	f.Refunds = xs
 	var credited []string
@@ -121,7 +120,7 @@ func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 	if len(live) == 0 {
 		return nil
 	}
-	if r.mismatches(func() itemView { return m.v }, sl, live, r.opts.Provider.Facts().Name) || sl.reqAmount != 0 {
+	if r.mismatches(m.v, sl, live, r.rep.Provider) || sl.reqAmount != 0 {
 		return nil
 	}
 	// A full refund: its payment is to be refunded whole.
@@ -280,9 +279,8 @@ func (r *run) creditOf(i uint32, id string) Refund {
 // sharedFinding reports item i, credited with refund id that item owner
 // was credited with first.
 func (r *run) sharedFinding(i uint32, id string, owner uint32) *Finding {
-	v := r.view(i)
 	o := r.view(owner)
-	f := v.finding(KindSharedRefund)
+	f := r.view(i).finding(KindSharedRefund)
 	mine, theirs := r.creditOf(i, id), r.creditOf(owner, id)
 	theirs.Batch, theirs.Item = o.batch, o.item
 	f.Refunds = []Refund{mine, theirs}

@@ -263,7 +263,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 
 	if len(m.refunds) > 1 {
 		f := m.v.finding(KindDuplicate)
-		if err := r.settleExtras(ctx, f, m.v.batch, m.v.item, m.refunds, 1, m.v); err != nil {
+		if err := r.settleExtras(ctx, f, m.v, m.refunds, 1); err != nil {
 			return err
 		}
 		r.out(f)
@@ -278,7 +278,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 	}
 	if len(unjournaled) > 0 {
 		f := m.v.finding(KindStripeOnly)
-		if err := r.backfill(f, m.v.batch, m.v.item, m.v, unjournaled); err != nil {
+		if err := r.backfill(f, m.v, unjournaled); err != nil {
 			return err
 		}
 		if r.opts.Backfill == nil && m.sl.flags&flagRefunded == 0 && m.sl.status == statusInDoubt {
@@ -295,7 +295,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		case x != nil && x.live && x.Amount != j.Amount:
 			// One refund, two amounts (its currency: stripeCredit).
 			differ = append(differ, fmt.Sprintf("the journal records refund %s of %s, %s holds it of %s", j.ID,
-				money.Format(j.Amount, j.Currency), r.providerName(), money.Format(x.Amount, x.Currency)))
+				money.Format(j.Amount, j.Currency), r.rep.Provider, money.Format(x.Amount, x.Currency)))
 			continue
 		case x == nil && partial:
 			// Listed only once told of: it may be on its way.
@@ -303,7 +303,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		case x == nil:
 			j.Note = "Stripe has no such refund on this charge"
 		case !x.live:
-			j.Status, j.Note = x.Status, r.opts.Provider.Facts().Name+" has it as "+x.Status
+			j.Status, j.Note = x.Status, r.rep.Provider+" has it as "+x.Status
 			if x.reason != "" {
 				j.Note += " (" + x.reason + ")"
 			}
@@ -323,7 +323,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		f := m.v.finding(KindJournalOnly)
 		f.Refunds = gone
 		r.sumRefunds(f, gone)
-		f.Remedy = "the journal records these refunds but " + r.opts.Provider.Facts().Name + " does not have them as live refunds: the customer was not refunded by them"
+		f.Remedy = "the journal records these refunds but " + r.rep.Provider + " does not have them as live refunds: the customer was not refunded by them"
 		if len(live) == 0 {
 			f.Remedy += ", yet refund skips the item as refunded: check the charge in the dashboard and refund the item under a new item id if it is still owed"
 		}
@@ -338,7 +338,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 			r.out(r.conflictFinding(m.v.idx, m.sl, true, "Stripe has no live refund for this item, yet refund skips it as refunded: check the charge in the dashboard and refund the item under a new item id if it is still owed"))
 		case r.opts.Backfill != nil && len(unjournaled) == 0:
 			// Journaled again after the failure, for the journal alone.
-			if err := r.opts.Backfill.Append(r.record(journal.TypeRefunded, m.v.batch, m.v.item, m.v, live[0])); err != nil {
+			if err := r.opts.Backfill.Append(r.record(journal.TypeRefunded, m.v.item, m.v, live[0])); err != nil {
 				return &JournalError{err}
 			}
 			r.rep.Backfilled++
@@ -390,7 +390,7 @@ func (r *run) stripeOthers(ctx context.Context, g *group) error {
 		v := g.at
 		v.item = item
 		f := v.finding(KindStripeOnly)
-		if err := r.backfill(f, g.batch, item, v, byItem[item]); err != nil {
+		if err := r.backfill(f, v, byItem[item]); err != nil {
 			return err
 		}
 		if r.st.planned {
@@ -445,7 +445,7 @@ func (r *run) chargeCheck(ctx context.Context, g *group) error {
 	}
 	sort.SliceStable(spare, func(a, b int) bool { return spare[a].Created < spare[b].Created })
 	f.Message = fmt.Sprintf("%d live refunds of the batch on a charge with %s", len(own)+len(spare), count(f.Planned, "planned item"))
-	if err := r.settleExtras(ctx, f, g.batch, "", spare, empty, g.at); err != nil {
+	if err := r.settleExtras(ctx, f, g.at, spare, empty); err != nil {
 		return err
 	}
 	// The planned items' own refunds too, so the charge's whole story is here.
@@ -493,7 +493,7 @@ func (r *run) unknownStatuses(gs []*group, all []*sref) {
 			f := m.v.finding(KindInDoubt)
 			f.Code, f.Refunds = journal.CodeStatusUnknown, []Refund{x.Refund}
 			f.Amount, f.Currency = x.Amount, x.Currency
-			f.Message = fmt.Sprintf("%s holds refund %s for this item in status %q, which refundkit does not know: whether money moved cannot be told", r.providerName(), x.ID, x.Status)
+			f.Message = fmt.Sprintf("%s holds refund %s for this item in status %q, which refundkit does not know: whether money moved cannot be told", r.rep.Provider, x.ID, x.Status)
 			f.Remedy = "refund sends nothing new for this item and asks the provider for that refund on every run until it says a status refundkit knows; check the refund at the provider"
 			r.out(f)
 		}

@@ -141,20 +141,11 @@ func (r *run) recordConflict(i uint32, sl *itemSlot) bool {
 // failedFinding reports an item that failed for good.
 func (r *run) failedFinding(i uint32, sl *itemSlot) *Finding {
 	s := r.st
-	v := r.view(i)
-	f := v.finding(KindFailed)
+	f := r.view(i).finding(KindFailed)
 	f.Code, f.Message = s.codes.Name(sl.code), s.failures[i].message
 	f.Amount, f.Currency = sl.reqAmount, s.currencies.Name(sl.reqCurrency)
-	f.Remedy = failedRemedy(f.Code, r.providerName())
+	f.Remedy = failedRemedy(f.Code, r.rep.Provider)
 	return f
-}
-
-// providerName names the provider audited against; "" for none.
-func (r *run) providerName() string {
-	if r.opts.Provider != nil {
-		return r.opts.Provider.Facts().Name
-	}
-	return ""
 }
 
 // failedRemedy is the remedy of a final failure with code, refused by
@@ -184,8 +175,7 @@ func failedRemedy(code, provider string) string {
 // stripe, when set, is the provider's remedy.
 func (r *run) conflictFinding(i uint32, sl *itemSlot, failedAfter bool, stripe string) *Finding {
 	s := r.st
-	v := r.view(i)
-	f := v.finding(KindConflict)
+	f := r.view(i).finding(KindConflict)
 	f.Refunds = r.journalRefunds(i)
 	var reasons, remedies []string
 	refunded := sl.flags&flagRefunded != 0
@@ -276,8 +266,7 @@ func (r *run) unsettled(i uint32, sl *itemSlot, doubt, seen, missing string) {
 	default:
 		return
 	}
-	v := r.view(i)
-	f := v.finding(kind)
+	f := r.view(i).finding(kind)
 	f.Amount, f.Currency = sl.reqAmount, r.st.currencies.Name(sl.reqCurrency)
 	f.Remedy = remedy
 	if kind == KindInDoubt {
@@ -348,8 +337,7 @@ func (r *run) stalePending(i uint32) *Finding {
 // withJournalRefunds starts a finding of kind about item i with its
 // journaled refunds and their sum.
 func (r *run) withJournalRefunds(i uint32, kind string) *Finding {
-	v := r.view(i)
-	f := v.finding(kind)
+	f := r.view(i).finding(kind)
 	f.Refunds = r.journalRefunds(i)
 	r.sumRefunds(f, f.Refunds)
 	return f

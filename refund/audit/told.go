@@ -27,7 +27,7 @@ func (r *run) toldPass() {
 			Refunds: []Refund{{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created}},
 			Amount:  x.Amount, Currency: x.Currency}
 		f.Message = fmt.Sprintf("%s told of refund %s of batch %s for item %s on payment %s, which no journal or plan audited here names",
-			r.opts.Provider.Facts().Name, x.ID, batch, item, x.PSPReference)
+			r.rep.Provider, x.ID, batch, item, x.PSPReference)
 		f.Remedy = "a journal of this batch is missing from the audit, or the item was renamed: audit with every journal of the batch; if the item is still planned under another name, that item must not be refunded again"
 		r.out(f)
 	}
