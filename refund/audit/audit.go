@@ -61,7 +61,7 @@ func (a *Auditor) AddJournal(r io.Reader, name string) (*journal.Torn, error) {
 	a.journals++
 	if f, ok := r.(*os.File); ok {
 		if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
-			a.st.reserve(journal.ItemsIn(info.Size()))
+			a.st.idx.Reserve(journal.ItemsIn(info.Size()))
 		}
 	}
 	n, torn, err := scanJournal(r, name, a.st)

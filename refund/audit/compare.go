@@ -378,7 +378,7 @@ func (r *run) stripeOthers(ctx context.Context, g *group) error {
 	byItem := map[string][]*sref{}
 	var order []string
 	for _, x := range g.others {
-		if _, known := r.st.find(g.batch, x.item); known {
+		if _, known := r.st.idx.Find(g.batch, x.item); known {
 			continue
 		}
 		if byItem[x.item] == nil {

@@ -142,7 +142,7 @@ func (r *run) recordConflict(i uint32, sl *itemSlot) bool {
 func (r *run) failedFinding(i uint32, sl *itemSlot) *Finding {
 	s := r.st
 	f := r.view(i).finding(KindFailed)
-	f.Code, f.Message = s.codes.Name(sl.code), s.failures[i].message
+	f.Code, f.Message = s.codes.Name(sl.code), s.failures[i]
 	f.Amount, f.Currency = sl.reqAmount, s.currencies.Name(sl.reqCurrency)
 	f.Remedy = failedRemedy(f.Code, r.rep.Provider)
 	return f
@@ -181,7 +181,7 @@ func (r *run) conflictFinding(i uint32, sl *itemSlot, failedAfter bool, stripe s
 	refunded := sl.flags&flagRefunded != 0
 	if failedAfter {
 		f.Code = s.codes.Name(sl.code)
-		reasons = append(reasons, fmt.Sprintf("journaled as refunded (%s), then as failed for good (%s: %s)", s.str(sl.refund), f.Code, s.failures[i].message))
+		reasons = append(reasons, fmt.Sprintf("journaled as refunded (%s), then as failed for good (%s: %s)", s.str(sl.refund), f.Code, s.failures[i]))
 		if stripe == "" {
 			remedies = append(remedies, "refund skips the item as refunded; run audit --stripe: if Stripe has the refund live, the item is refunded once and that audit says nothing of it, and with --backfill JOURNAL it journals the refund again after the failure so this audit agrees")
 		} else {

@@ -20,7 +20,7 @@ func (r *run) toldPass() {
 		if _, audited := batches.Lookup(batch); !audited {
 			continue
 		}
-		if _, known := r.st.find(batch, item); known {
+		if _, known := r.st.idx.Find(batch, item); known {
 			continue
 		}
 		f := &Finding{Finding: KindStripeOnly, Batch: batch, Item: item, PSPReference: x.PSPReference,
