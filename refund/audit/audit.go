@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -284,21 +285,19 @@ func (v itemView) finding(kind string) *Finding {
 // journalRefunds are the refunds the journals hold for item i, not
 // canceled, first journaled first.
 func (r *run) journalRefunds(i uint32) []Refund {
+	return slices.DeleteFunc(r.credited(i), func(x Refund) bool { return r.st.canceled[x.ID] })
+}
+
+// credited are the refunds the journals credit item i with, canceled too.
+func (r *run) credited(i uint32) []Refund {
 	s := r.st
 	sl := s.slot(i)
 	if sl.flags&flagRefunded == 0 {
 		return nil
 	}
-	var out []Refund
-	if id := s.str(sl.refund); !s.canceled[id] {
-		out = append(out, Refund{ID: id, Amount: sl.amount, Currency: s.currencies.Name(sl.currency)})
-	}
-	if sl.flags&flagExtras != 0 {
-		for _, x := range s.extras[i] {
-			if !s.canceled[x.id] {
-				out = append(out, Refund{ID: x.id, Amount: x.amount, Currency: x.currency})
-			}
-		}
+	out := []Refund{{ID: s.str(sl.refund), Amount: sl.amount, Currency: s.currencies.Name(sl.currency)}}
+	for _, x := range s.extras[i] {
+		out = append(out, Refund{ID: x.id, Amount: x.amount, Currency: x.currency})
 	}
 	return out
 }

@@ -263,14 +263,9 @@ func (r *run) credit(x *refundIndex, hashOf func(uint32) uint64, i uint32, id st
 
 // creditOf is refund id as the journals credit it to item i.
 func (r *run) creditOf(i uint32, id string) Refund {
-	s := r.st
-	sl := s.slot(i)
-	if s.str(sl.refund) == id {
-		return Refund{ID: id, Amount: sl.amount, Currency: s.currencies.Name(sl.currency)}
-	}
-	for _, x := range s.extras[i] {
-		if x.id == id {
-			return Refund{ID: id, Amount: x.amount, Currency: x.currency}
+	for _, x := range r.credited(i) {
+		if x.ID == id {
+			return x
 		}
 	}
 	return Refund{ID: id}
