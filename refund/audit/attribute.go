@@ -18,10 +18,8 @@ type unattributed struct {
 	why string
 }
 
-// attribute gives refunds without refundkit metadata to items: one an
-// item's journal names, if it is what the item asked for; with AllRefunds,
-// one that matches exactly what one item without a refund asked for, and
-// nothing else matches either. The rest are returned, unattributed.
+// attribute gives refunds without refundkit metadata to items (journalNamed;
+// with AllRefunds, an exact and only match) and returns the rest.
 func (r *run) attribute(ctx context.Context, gs []*group, all []*sref, byID map[string]*sref) ([]unattributed, error) {
 	var open []*member // planned items without a refund
 	for _, g := range gs {

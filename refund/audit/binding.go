@@ -63,8 +63,8 @@ func (r *run) mismatchOf(sl *itemSlot, amount int64, currency string) string {
 
 // creditFindings reports the refunds the journals credit to item i that
 // are not what it asked for.
-func (r *run) creditFindings(i uint32, sl *itemSlot, refunds []Refund) {
-	r.mismatches(r.view(i), sl, refunds, "the journal")
+func (r *run) creditFindings(i uint32, sl *itemSlot) {
+	r.mismatches(r.view(i), sl, r.journalRefunds(i), "the journal")
 }
 
 // mismatches reports refunds credited to item v by who (the journal, the
@@ -104,10 +104,8 @@ func (r *run) mismatchFinding(v itemView, sl *itemSlot, kind string, xs []Refund
 	return f
 }
 
-// stripeCredit checks the live refunds the provider has for item m
-// against what it asked for; for a full refund, that every live refund on
-// its payment (all) adds up to the payment's amount, as the provider
-// reports it.
+// stripeCredit checks item m's live refunds against what it asked for; for
+// a full refund, that the live refunds on its payment (all) add up to it.
 func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 	sl := m.sl
 	if sl.flags&flagRequested == 0 {

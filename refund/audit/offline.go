@@ -65,7 +65,7 @@ func (r *run) itemPass() {
 			r.out(r.failedFinding(i, sl))
 		}
 		if refunded && (r.opts.Provider == nil || sl.target == 0) && r.creditDiffers(i, sl) {
-			r.creditFindings(i, sl, r.journalRefunds(i))
+			r.creditFindings(i, sl)
 		}
 		failedAfter := refunded && sl.flags&flagFinalFailure != 0
 		if other := r.recordConflict(i, sl); other || failedAfter && (r.opts.Provider == nil || sl.target == 0) {

@@ -332,10 +332,8 @@ func (s *state) conflict(i uint32, sl *itemSlot, reason string) {
 	s.conflicts[i] = append(s.conflicts[i], reason)
 }
 
-// inSpans calls each for every item whose key says ok, with the key's
-// hash, in spans of items whose keys are hashed and whose slots in t are
-// touched first: the loads are independent, so their cache misses overlap.
-// It returns the touches, to keep them from being optimized away.
+// inSpans calls each for every item with a key, and its hash, touching t's
+// slots a span at a time first so that the cache misses overlap.
 func (s *state) inSpans(t *journal.IDTable, key func(*itemSlot) (string, bool), hash func(string) uint64, each func(i uint32, sl *itemSlot, h uint64)) uint64 {
 	const span = 64
 	var hashes [span]uint64

@@ -170,7 +170,7 @@ func (r *run) unchecked(t *target, e *listRefused) {
 				r.out(r.conflictFinding(m, sl, true, ""))
 			}
 			if sl.flags&flagRefunded != 0 && r.creditDiffers(m, sl) {
-				r.creditFindings(m, sl, r.journalRefunds(m))
+				r.creditFindings(m, sl)
 			}
 			r.journalItem(m, sl, "")
 		}
