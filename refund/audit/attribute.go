@@ -4,6 +4,7 @@ package audit
 // word first, then (with AllRefunds) an exact match to what one item asked.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -17,10 +18,8 @@ type unattributed struct {
 	why string
 }
 
-// attribute gives refunds without refundkit metadata to items: one an
-// item's journal names, if it is what the item asked for; with AllRefunds,
-// one that matches exactly what one item without a refund asked for, and
-// nothing else matches either. The rest are returned, unattributed.
+// attribute gives refunds without refundkit metadata to items (journalNamed;
+// with AllRefunds, an exact and only match) and returns the rest.
 func (r *run) attribute(ctx context.Context, gs []*group, all []*sref, byID map[string]*sref) ([]unattributed, error) {
 	var open []*member // planned items without a refund
 	for _, g := range gs {
@@ -137,15 +136,11 @@ func (r *run) journalNamed(ctx context.Context, m *member, byID map[string]*sref
 
 // asked says what item m asked for, for a message about refund x.
 func (r *run) asked(m *member, x *sref) string {
-	cur := r.st.currencies.Name(m.sl.reqCurrency)
-	if cur == "" {
-		cur = x.Currency
-	}
 	if m.sl.reqAmount > 0 {
-		return money.Format(m.sl.reqAmount, cur)
+		return r.askedFor(m.sl, x.Currency)
 	}
 	if c := r.charges[x.charge]; c.err == "" && c.fetched {
-		return "a full refund of the " + money.Format(c.amount, cur) + " charge"
+		return "a full refund of the " + money.Format(c.amount, cmp.Or(r.st.currencies.Name(m.sl.reqCurrency), x.Currency)) + " charge"
 	}
 	return "a full refund of a charge whose amount could not be fetched"
 }
@@ -153,14 +148,11 @@ func (r *run) asked(m *member, x *sref) string {
 // matches reports whether x, a refund without refundkit metadata, is
 // exactly what item m asked for (a full refund: the charge's amount).
 func (r *run) matches(ctx context.Context, m *member, x *sref) (bool, error) {
-	if m.sl.flags&flagRequested == 0 {
-		return false, nil
-	}
-	if cur := r.st.currencies.Name(m.sl.reqCurrency); cur != "" && cur != x.Currency {
+	if m.sl.flags&flagRequested == 0 || r.mismatchOf(m.sl, x.Amount, x.Currency) != "" {
 		return false, nil
 	}
 	if m.sl.reqAmount > 0 {
-		return x.Amount == m.sl.reqAmount, nil
+		return true, nil
 	}
 	c, err := r.charge(ctx, x.charge)
 	if err != nil {

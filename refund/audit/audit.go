@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -61,7 +62,7 @@ func (a *Auditor) AddJournal(r io.Reader, name string) (*journal.Torn, error) {
 	a.journals++
 	if f, ok := r.(*os.File); ok {
 		if info, err := f.Stat(); err == nil && info.Mode().IsRegular() {
-			a.st.reserve(journal.ItemsIn(info.Size()))
+			a.st.idx.Reserve(journal.ItemsIn(info.Size()))
 		}
 	}
 	n, torn, err := scanJournal(r, name, a.st)
@@ -203,18 +204,11 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 	// The state is only read from here on: shared refunds are found beside
 	// the other passes.
 	shared := r.startShared()
+	var err error
 	if opts.Provider == nil {
 		r.journalPass()
 		r.otherBatchPass()
-		shared()
-		if e := r.overflow.Load(); e != nil {
-			return nil, e
-		}
-		rep.Complete = true
-		return rep, nil
-	}
-	err := r.stripePass(ctx)
-	if err == nil {
+	} else if err = r.stripePass(ctx); err == nil {
 		r.toldPass()
 	}
 	shared()
@@ -282,7 +276,7 @@ func (r *run) view(i uint32) itemView {
 }
 
 // finding starts a finding about item v.
-func (v *itemView) finding(kind string) *Finding {
+func (v itemView) finding(kind string) *Finding {
 	f := &Finding{Finding: kind, Batch: v.batch, Item: v.item, Status: v.status}
 	f.on(v.pay)
 	return f
@@ -291,21 +285,19 @@ func (v *itemView) finding(kind string) *Finding {
 // journalRefunds are the refunds the journals hold for item i, not
 // canceled, first journaled first.
 func (r *run) journalRefunds(i uint32) []Refund {
+	return slices.DeleteFunc(r.credited(i), func(x Refund) bool { return r.st.canceled[x.ID] })
+}
+
+// credited are the refunds the journals credit item i with, canceled too.
+func (r *run) credited(i uint32) []Refund {
 	s := r.st
 	sl := s.slot(i)
 	if sl.flags&flagRefunded == 0 {
 		return nil
 	}
-	var out []Refund
-	if id := s.str(sl.refund); !s.canceled[id] {
-		out = append(out, Refund{ID: id, Amount: sl.amount, Currency: s.currencies.Name(sl.currency)})
-	}
-	if sl.flags&flagExtras != 0 {
-		for _, x := range s.extras[i] {
-			if !s.canceled[x.id] {
-				out = append(out, Refund{ID: x.id, Amount: x.amount, Currency: x.currency})
-			}
-		}
+	out := []Refund{{ID: s.str(sl.refund), Amount: sl.amount, Currency: s.currencies.Name(sl.currency)}}
+	for _, x := range s.extras[i] {
+		out = append(out, Refund{ID: x.id, Amount: x.amount, Currency: x.currency})
 	}
 	return out
 }

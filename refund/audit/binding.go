@@ -63,14 +63,14 @@ func (r *run) mismatchOf(sl *itemSlot, amount int64, currency string) string {
 
 // creditFindings reports the refunds the journals credit to item i that
 // are not what it asked for.
-func (r *run) creditFindings(i uint32, sl *itemSlot, refunds []Refund) {
-	r.mismatches(func() itemView { return r.view(i) }, sl, refunds, "the journal")
+func (r *run) creditFindings(i uint32, sl *itemSlot) {
+	r.mismatches(r.view(i), sl, r.journalRefunds(i), "the journal")
 }
 
 // mismatches reports refunds credited to item v by who (the journal, the
 // provider) that are not what it asked for, one finding a kind; it
 // reports whether some are in another currency.
-func (r *run) mismatches(v func() itemView, sl *itemSlot, refunds []Refund, who string) (currency bool) {
+func (r *run) mismatches(v itemView, sl *itemSlot, refunds []Refund, who string) (currency bool) {
 	byKind := map[string][]Refund{}
 	for _, x := range refunds {
 		if k := r.mismatchOf(sl, x.Amount, x.Currency); k != "" {
@@ -79,8 +79,7 @@ func (r *run) mismatches(v func() itemView, sl *itemSlot, refunds []Refund, who 
 	}
 	for _, k := range []string{KindCurrencyMismatch, KindAmountMismatch} {
 		if xs := byKind[k]; len(xs) > 0 {
-			v := v()
-			r.out(r.mismatchFinding(&v, sl, k, xs, who))
+			r.out(r.mismatchFinding(v, sl, k, xs, who))
 		}
 	}
 	return len(byKind[KindCurrencyMismatch]) > 0
@@ -88,7 +87,7 @@ func (r *run) mismatches(v func() itemView, sl *itemSlot, refunds []Refund, who 
 
 // mismatchFinding reports refunds xs, credited to item v by who, that are
 // not what it asked for.
-func (r *run) mismatchFinding(v *itemView, sl *itemSlot, kind string, xs []Refund, who string) *Finding {
+func (r *run) mismatchFinding(v itemView, sl *itemSlot, kind string, xs []Refund, who string) *Finding {
 	f := v.finding(kind)
 	f.Refunds = xs
 	var credited []string
@@ -105,10 +104,8 @@ func (r *run) mismatchFinding(v *itemView, sl *itemSlot, kind string, xs []Refun
 	return f
 }
 
-// stripeCredit checks the live refunds the provider has for item m
-// against what it asked for; for a full refund, that every live refund on
-// its payment (all) adds up to the payment's amount, as the provider
-// reports it.
+// stripeCredit checks item m's live refunds against what it asked for; for
+// a full refund, that the live refunds on its payment (all) add up to it.
 func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 	sl := m.sl
 	if sl.flags&flagRequested == 0 {
@@ -121,7 +118,7 @@ func (r *run) stripeCredit(ctx context.Context, m *member, all []*sref) error {
 	if len(live) == 0 {
 		return nil
 	}
-	if r.mismatches(func() itemView { return m.v }, sl, live, r.opts.Provider.Facts().Name) || sl.reqAmount != 0 {
+	if r.mismatches(m.v, sl, live, r.rep.Provider) || sl.reqAmount != 0 {
 		return nil
 	}
 	// A full refund: its payment is to be refunded whole.
@@ -264,14 +261,9 @@ func (r *run) credit(x *refundIndex, hashOf func(uint32) uint64, i uint32, id st
 
 // creditOf is refund id as the journals credit it to item i.
 func (r *run) creditOf(i uint32, id string) Refund {
-	s := r.st
-	sl := s.slot(i)
-	if s.str(sl.refund) == id {
-		return Refund{ID: id, Amount: sl.amount, Currency: s.currencies.Name(sl.currency)}
-	}
-	for _, x := range s.extras[i] {
-		if x.id == id {
-			return Refund{ID: id, Amount: x.amount, Currency: x.currency}
+	for _, x := range r.credited(i) {
+		if x.ID == id {
+			return x
 		}
 	}
 	return Refund{ID: id}
@@ -280,9 +272,8 @@ func (r *run) creditOf(i uint32, id string) Refund {
 // sharedFinding reports item i, credited with refund id that item owner
 // was credited with first.
 func (r *run) sharedFinding(i uint32, id string, owner uint32) *Finding {
-	v := r.view(i)
 	o := r.view(owner)
-	f := v.finding(KindSharedRefund)
+	f := r.view(i).finding(KindSharedRefund)
 	mine, theirs := r.creditOf(i, id), r.creditOf(owner, id)
 	theirs.Batch, theirs.Item = o.batch, o.item
 	f.Refunds = []Refund{mine, theirs}
@@ -296,27 +287,18 @@ func (r *run) sharedFinding(i uint32, id string, owner uint32) *Finding {
 	return f
 }
 
-// unownedJournal reports, with a plan, the refunds the journals credit to
-// items of a group that the plan puts elsewhere, beside planned ones.
-func (r *run) unownedJournal(members []uint32) {
-	var planned []*itemSlot
-	var refunds []Refund
-	for _, m := range members {
-		if sl := r.st.slot(m); sl.flags&flagInPlan != 0 {
-			planned = append(planned, sl)
-			continue
-		}
-		for _, x := range r.journalRefunds(m) {
-			x.Item = r.st.item(m)
-			refunds = append(refunds, x)
+// unowned reports, with a plan, the live refunds of group g's batch on its
+// payment for items the plan does not put there, beside planned items,
+// unless refund was told a refund on top of these is meant.
+func (r *run) unowned(g *group) {
+	if !r.st.planned || len(g.planned) == 0 {
+		return
+	}
+	for _, m := range g.planned {
+		if m.sl.flags&flagAllowed != 0 {
+			return
 		}
 	}
-	r.unowned(r.view(members[0]), planned, refunds)
-}
-
-// unownedStripe reports, with a plan, the live refunds of group g's batch
-// the provider lists on the payment for items the plan puts elsewhere.
-func (r *run) unownedStripe(t *target, g *group) {
 	type owned struct {
 		x    *sref
 		item string
@@ -341,34 +323,17 @@ func (r *run) unownedStripe(t *target, g *group) {
 			refunds = append(refunds, ref)
 		}
 	}
-	planned := make([]*itemSlot, len(g.planned))
-	for k, m := range g.planned {
-		planned[k] = m.sl
-	}
-	r.unowned(itemView{batch: g.batch, target: t.id, pay: t.pay}, planned, refunds)
-}
-
-// unowned reports, with a plan, refunds of v's batch on v's payment for
-// items the plan does not put there, beside planned items, unless refund
-// was told a refund on top of these is meant.
-func (r *run) unowned(v itemView, planned []*itemSlot, refunds []Refund) {
-	if !r.st.planned || len(planned) == 0 || len(refunds) == 0 {
+	if len(refunds) == 0 {
 		return
 	}
-	for _, sl := range planned {
-		if sl.flags&flagAllowed != 0 {
-			return
-		}
-	}
-	f := v.finding(KindUnowned)
-	f.Item, f.Status = "", ""
-	f.Planned = len(planned)
+	f := g.at.finding(KindUnowned)
+	f.Planned = len(g.planned)
 	f.Refunds = refunds
 	sums := r.totals(f, refunds)
 	r.sumRefunds(f, refunds)
 	items := distinct(refunds, func(x Refund) string { return x.Item })
 	f.Message = fmt.Sprintf("%s of the batch on this payment %s for items the plan does not put on it (%s), beside %s",
-		count(len(refunds), "refund"), verb(len(refunds), "is", "are"), strings.Join(items, ", "), count(len(planned), "planned item"))
+		count(len(refunds), "refund"), verb(len(refunds), "is", "are"), strings.Join(items, ", "), count(len(g.planned), "planned item"))
 	f.Remedy = fmt.Sprintf("no item of the plan owns these refunds (%s): their items were renamed, dropped or moved to another payment; if one of them was meant for a planned item of this payment, that item must not be refunded again (refund holds it, refunded_by_other_item); if none was, they moved money outside the plan: a person decides, and a succeeded refund cannot be reversed through the API", amounts(sums))
 	r.out(f)
 }

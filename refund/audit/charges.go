@@ -24,9 +24,8 @@ type payInfo struct {
 	err     string // why it could not be read
 }
 
-// charge returns the charge id, fetched once per run. One that cannot be
-// fetched has fetched false and the reason in err; the error is a
-// *StripeError or ctx's.
+// charge returns the charge id, fetched once per run (else the reason in
+// err); the error is a *StripeError or ctx's.
 func (r *run) charge(ctx context.Context, id string) (payInfo, error) {
 	if c, ok := r.charges[id]; ok {
 		return c, nil

@@ -95,10 +95,12 @@ func (m *member) ownRefund() bool {
 	return false
 }
 
-// group is the items of one batch on a target.
+// group is the items of one batch on a payment, with the refunds the
+// provider lists for each, or (no provider) the journals credit it.
 type group struct {
 	batch   string
-	all     []*sref // every refund listed on the target, oldest first
+	at      itemView // the payment: batch, target and payment, no item
+	all     []*sref  // every refund listed on the target, oldest first
 	ms      []*member
 	byItem  map[string]*member
 	planned []*member
@@ -126,7 +128,8 @@ func (r *run) newGroup(heads ...uint32) *group {
 			g.planned = append(g.planned, m)
 		}
 	}
-	g.batch = g.ms[0].v.batch
+	v := g.ms[0].v
+	g.batch, g.at = v.batch, itemView{batch: v.batch, target: v.target, pay: v.pay}
 	return g
 }
 
@@ -143,7 +146,7 @@ func (r *run) stripeTarget(ctx context.Context, t *target, list []refund.Refund)
 	}
 	gs := r.groups(t)
 	for _, g := range gs {
-		g.all = all
+		g.all, g.at.target, g.at.pay = all, t.id, t.pay
 	}
 	// A refund whose metadata names an item is that item's, always.
 	for _, x := range all {
@@ -167,7 +170,7 @@ func (r *run) stripeTarget(ctx context.Context, t *target, list []refund.Refund)
 		return err
 	}
 	for _, g := range gs {
-		if err := r.stripeGroup(ctx, t, g, byID, un); err != nil {
+		if err := r.checkGroup(ctx, g, byID, un); err != nil {
 			return err
 		}
 	}
@@ -205,9 +208,9 @@ func (r *run) groups(t *target) []*group {
 	return gs
 }
 
-// stripeGroup checks the items of one batch on one target, backfilling
+// checkGroup checks the items of one batch on one payment, backfilling
 // and canceling as the options ask.
-func (r *run) stripeGroup(ctx context.Context, t *target, g *group, byID map[string]*sref, un []unattributed) error {
+func (r *run) checkGroup(ctx context.Context, g *group, byID map[string]*sref, un []unattributed) error {
 	// Refunds no planned item accounts for, named in a missing item's remedy.
 	var spare []string
 	for _, x := range g.others {
@@ -217,13 +220,21 @@ func (r *run) stripeGroup(ctx context.Context, t *target, g *group, byID map[str
 		spare = append(spare, u.x.ID+" (no metadata)")
 	}
 	for _, m := range g.ms {
-		if !m.planned {
+		switch {
+		case m.planned:
+		case r.opts.Provider == nil && len(m.refunds) > 0:
+			spare = append(spare, m.v.item)
+		case r.opts.Provider != nil:
 			for _, x := range m.refunds {
 				spare = append(spare, x.ID+" (item "+m.v.item+")")
 			}
 		}
 	}
 	for _, m := range g.ms {
+		if r.opts.Provider == nil {
+			r.journalItem(m.v.idx, m.sl, unplannedNote(spare))
+			continue
+		}
 		if err := r.stripeItem(ctx, m, byID, unplannedNote(spare)); err != nil {
 			return err
 		}
@@ -231,13 +242,13 @@ func (r *run) stripeGroup(ctx context.Context, t *target, g *group, byID map[str
 			return err
 		}
 	}
-	if err := r.stripeOthers(ctx, t, g.batch, g.others); err != nil {
+	if err := r.stripeOthers(ctx, g); err != nil {
 		return err
 	}
-	if err := r.stripeCharge(ctx, t, g.batch, g.ms, g.planned, g.others); err != nil {
+	if err := r.chargeCheck(ctx, g); err != nil {
 		return err
 	}
-	r.unownedStripe(t, g)
+	r.unowned(g)
 	return nil
 }
 
@@ -252,7 +263,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 
 	if len(m.refunds) > 1 {
 		f := m.v.finding(KindDuplicate)
-		if err := r.settleExtras(ctx, f, m.v.batch, m.v.item, m.refunds, 1, m.v); err != nil {
+		if err := r.settleExtras(ctx, f, m.v, m.refunds, 1); err != nil {
 			return err
 		}
 		r.out(f)
@@ -267,7 +278,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 	}
 	if len(unjournaled) > 0 {
 		f := m.v.finding(KindStripeOnly)
-		if err := r.backfill(f, m.v.batch, m.v.item, m.v, unjournaled); err != nil {
+		if err := r.backfill(f, m.v, unjournaled); err != nil {
 			return err
 		}
 		if r.opts.Backfill == nil && m.sl.flags&flagRefunded == 0 && m.sl.status == statusInDoubt {
@@ -284,7 +295,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		case x != nil && x.live && x.Amount != j.Amount:
 			// One refund, two amounts (its currency: stripeCredit).
 			differ = append(differ, fmt.Sprintf("the journal records refund %s of %s, %s holds it of %s", j.ID,
-				money.Format(j.Amount, j.Currency), r.providerName(), money.Format(x.Amount, x.Currency)))
+				money.Format(j.Amount, j.Currency), r.rep.Provider, money.Format(x.Amount, x.Currency)))
 			continue
 		case x == nil && partial:
 			// Listed only once told of: it may be on its way.
@@ -292,7 +303,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		case x == nil:
 			j.Note = "Stripe has no such refund on this charge"
 		case !x.live:
-			j.Status, j.Note = x.Status, r.opts.Provider.Facts().Name+" has it as "+x.Status
+			j.Status, j.Note = x.Status, r.rep.Provider+" has it as "+x.Status
 			if x.reason != "" {
 				j.Note += " (" + x.reason + ")"
 			}
@@ -312,7 +323,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 		f := m.v.finding(KindJournalOnly)
 		f.Refunds = gone
 		r.sumRefunds(f, gone)
-		f.Remedy = "the journal records these refunds but " + r.opts.Provider.Facts().Name + " does not have them as live refunds: the customer was not refunded by them"
+		f.Remedy = "the journal records these refunds but " + r.rep.Provider + " does not have them as live refunds: the customer was not refunded by them"
 		if len(live) == 0 {
 			f.Remedy += ", yet refund skips the item as refunded: check the charge in the dashboard and refund the item under a new item id if it is still owed"
 		}
@@ -327,7 +338,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 			r.out(r.conflictFinding(m.v.idx, m.sl, true, "Stripe has no live refund for this item, yet refund skips it as refunded: check the charge in the dashboard and refund the item under a new item id if it is still owed"))
 		case r.opts.Backfill != nil && len(unjournaled) == 0:
 			// Journaled again after the failure, for the journal alone.
-			if err := r.opts.Backfill.Append(r.record(journal.TypeRefunded, m.v.batch, m.v.item, m.v, live[0])); err != nil {
+			if err := r.opts.Backfill.Append(r.record(journal.TypeRefunded, m.v.item, m.v, live[0])); err != nil {
 				return &JournalError{err}
 			}
 			r.rep.Backfilled++
@@ -363,11 +374,11 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 
 // stripeOthers reports refunds of the batch on the target for items not in
 // its group, known nowhere else: they are backfilled.
-func (r *run) stripeOthers(ctx context.Context, t *target, batch string, others []*sref) error {
+func (r *run) stripeOthers(ctx context.Context, g *group) error {
 	byItem := map[string][]*sref{}
 	var order []string
-	for _, x := range others {
-		if _, known := r.st.find(batch, x.item); known {
+	for _, x := range g.others {
+		if _, known := r.st.idx.Find(g.batch, x.item); known {
 			continue
 		}
 		if byItem[x.item] == nil {
@@ -376,9 +387,10 @@ func (r *run) stripeOthers(ctx context.Context, t *target, batch string, others 
 		byItem[x.item] = append(byItem[x.item], x)
 	}
 	for _, item := range order {
-		v := itemView{batch: batch, item: item, target: t.id, pay: t.pay}
+		v := g.at
+		v.item = item
 		f := v.finding(KindStripeOnly)
-		if err := r.backfill(f, batch, item, v, byItem[item]); err != nil {
+		if err := r.backfill(f, v, byItem[item]); err != nil {
 			return err
 		}
 		if r.st.planned {
@@ -389,43 +401,55 @@ func (r *run) stripeOthers(ctx context.Context, t *target, batch string, others 
 	return nil
 }
 
-// stripeCharge reports a charge with more live refunds of the batch than
+// chargeCheck reports a charge with more live refunds of the batch than
 // items planned on it, beyond the items' own duplicates.
-func (r *run) stripeCharge(ctx context.Context, t *target, batch string, ms, planned []*member, others []*sref) error {
-	if len(planned) == 0 {
+func (r *run) chargeCheck(ctx context.Context, g *group) error {
+	if len(g.planned) == 0 {
 		return nil
 	}
-	spare := append([]*sref(nil), others...)
+	spare := slices.Clone(g.others)
 	empty := 0
-	var refunds []Refund // the planned items' own
-	for _, m := range ms {
+	var own, all []Refund // the planned items' own refunds; every item's
+	for _, m := range g.ms {
 		live := m.live()
-		switch {
-		case !m.planned:
-			spare = append(spare, live...)
-			continue
-		case len(live) == 0:
-			empty++
-		}
 		for _, x := range live {
 			ref := x.plain()
 			ref.Item = m.v.item
-			refunds = append(refunds, ref)
+			all = append(all, ref)
+			if m.planned {
+				own = append(own, ref)
+			}
+		}
+		switch {
+		case !m.planned:
+			spare = append(spare, live...)
+		case len(live) == 0:
+			empty++
 		}
 	}
 	if len(spare) <= empty {
 		return nil
 	}
+	f := g.at.finding(KindDuplicate)
+	f.Planned = len(g.planned)
+	if r.opts.Provider == nil {
+		extra := srefRefunds(spare[empty:])
+		f.Refunds = all
+		sums := r.totals(f, extra)
+		r.sumRefunds(f, extra)
+		r.noteExtras(f, extra)
+		f.Message = fmt.Sprintf("%d refunds of the batch on a charge with %s, %d of them for items the plan does not list", len(all), count(f.Planned, "planned item"), len(spare))
+		f.Remedy = fmt.Sprintf("%s more than planned was refunded on this charge: run audit --stripe to see which refunds can still be canceled; a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it", amounts(sums))
+		r.out(f)
+		return nil
+	}
 	sort.SliceStable(spare, func(a, b int) bool { return spare[a].Created < spare[b].Created })
-	v := itemView{batch: batch, target: t.id, pay: t.pay}
-	f := v.finding(KindDuplicate)
-	f.Planned = len(planned)
-	f.Message = fmt.Sprintf("%d live refunds of the batch on a charge with %s", len(refunds)+len(spare), count(len(planned), "planned item"))
-	if err := r.settleExtras(ctx, f, batch, "", spare, empty, v); err != nil {
+	f.Message = fmt.Sprintf("%d live refunds of the batch on a charge with %s", len(own)+len(spare), count(f.Planned, "planned item"))
+	if err := r.settleExtras(ctx, f, g.at, spare, empty); err != nil {
 		return err
 	}
 	// The planned items' own refunds too, so the charge's whole story is here.
-	f.Refunds = append(refunds, f.Refunds...)
+	f.Refunds = append(own, f.Refunds...)
 	sort.SliceStable(f.Refunds, func(a, b int) bool { return f.Refunds[a].Created < f.Refunds[b].Created })
 	r.out(f)
 	return nil
@@ -469,7 +493,7 @@ func (r *run) unknownStatuses(gs []*group, all []*sref) {
 			f := m.v.finding(KindInDoubt)
 			f.Code, f.Refunds = journal.CodeStatusUnknown, []Refund{x.Refund}
 			f.Amount, f.Currency = x.Amount, x.Currency
-			f.Message = fmt.Sprintf("%s holds refund %s for this item in status %q, which refundkit does not know: whether money moved cannot be told", r.providerName(), x.ID, x.Status)
+			f.Message = fmt.Sprintf("%s holds refund %s for this item in status %q, which refundkit does not know: whether money moved cannot be told", r.rep.Provider, x.ID, x.Status)
 			f.Remedy = "refund sends nothing new for this item and asks the provider for that refund on every run until it says a status refundkit knows; check the refund at the provider"
 			r.out(f)
 		}

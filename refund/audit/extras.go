@@ -13,11 +13,11 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// settleExtras fills f with refunds xs (oldest first), of which keep are
-// the item's (or charge's) own: those that can no longer be canceled are
+// settleExtras fills f, about item (or payment) v, with refunds xs (oldest
+// first), of which keep are its own: those that can no longer be canceled are
 // kept first, so the extras are as reversible as can be. Extras are
 // canceled when asked and possible, and f gets the remedy.
-func (r *run) settleExtras(ctx context.Context, f *Finding, batch, item string, xs []*sref, keep int, v itemView) error {
+func (r *run) settleExtras(ctx context.Context, f *Finding, v itemView, xs []*sref, keep int) error {
 	order := firstThen(xs, func(x *sref) bool { return !x.reversible() })
 	kept := map[*sref]bool{}
 	for _, x := range order[:min(keep, len(order))] {
@@ -30,11 +30,11 @@ func (r *run) settleExtras(ctx context.Context, f *Finding, batch, item string, 
 		case !x.reversible():
 			r.irreversible(x, f.where())
 		default:
-			owner := item
-			if owner == "" && x.batch == batch {
+			owner := v.item
+			if owner == "" && x.batch == v.batch {
 				owner = x.item
 			}
-			if err := r.cancelExtra(ctx, x, batch, owner, v); err != nil {
+			if err := r.cancelExtra(ctx, x, owner, v); err != nil {
 				return err
 			}
 		}
@@ -43,7 +43,7 @@ func (r *run) settleExtras(ctx context.Context, f *Finding, batch, item string, 
 			f.Currency = x.Currency
 		}
 		ref := x.Refund
-		if item == "" && x.batch == batch {
+		if v.item == "" && x.batch == v.batch {
 			ref.Item = x.item
 		}
 		f.Refunds = append(f.Refunds, ref)
@@ -54,11 +54,11 @@ func (r *run) settleExtras(ctx context.Context, f *Finding, batch, item string, 
 
 // cancelExtra cancels an extra refund that still requires action when
 // CancelExtras is set, journaling the cancel; owner is the item it is for.
-func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v itemView) error {
+func (r *run) cancelExtra(ctx context.Context, x *sref, owner string, v itemView) error {
 	x.Action = ActionCancelable
-	where := itemWhere(batch, owner)
+	where := itemWhere(v.batch, owner)
 	if owner == "" {
-		where = fmt.Sprintf("payment %s of batch %s", v.target, batch)
+		where = fmt.Sprintf("payment %s of batch %s", v.target, v.batch)
 	}
 	switch {
 	case !r.opts.CancelExtras:
@@ -89,13 +89,13 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v i
 	}
 	if res.Status != refund.RefundCanceled {
 		r.irreversible(x, where)
-		x.Status, x.Note = res.Status, r.opts.Provider.Facts().Name+" answered the cancel with status "+res.Status
+		x.Status, x.Note = res.Status, r.rep.Provider+" answered the cancel with status "+res.Status
 		return nil
 	}
 	x.Status, x.Action = res.Status, ActionCanceled
 	r.rep.Canceled++
 	r.addTo(r.rep.CanceledAmount, x.Currency, x.Amount, "the total of canceled extra refunds", where)
-	rec := r.record(journal.TypeCanceled, batch, owner, v, x)
+	rec := r.record(journal.TypeCanceled, owner, v, x)
 	if err := r.opts.Actions.Append(rec); err != nil {
 		return &JournalError{err}
 	}
@@ -104,14 +104,14 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, batch, owner string, v i
 
 // backfill fills a stripe_only finding with refunds xs and journals them
 // when Backfill is set, the one the item keeps first.
-func (r *run) backfill(f *Finding, batch, item string, v itemView, xs []*sref) error {
+func (r *run) backfill(f *Finding, v itemView, xs []*sref) error {
 	var recs []*journal.Record
 	for _, x := range firstThen(xs, func(x *sref) bool { return x.Action == ActionKeep }) {
 		ref := x.Refund
 		ref.Note = ""
 		if r.opts.Backfill != nil {
 			ref.Action = ActionBackfilled
-			recs = append(recs, r.record(journal.TypeRefunded, batch, item, v, x))
+			recs = append(recs, r.record(journal.TypeRefunded, v.item, v, x))
 		} else {
 			ref.Action = ""
 		}
@@ -152,9 +152,9 @@ func firstThen(xs []*sref, first func(*sref) bool) []*sref {
 }
 
 // record is the journal record of a refund found or canceled by audit.
-func (r *run) record(typ journal.Type, batch, item string, v itemView, x *sref) *journal.Record {
+func (r *run) record(typ journal.Type, item string, v itemView, x *sref) *journal.Record {
 	rec := &journal.Record{
-		V: journal.Version, Type: typ, Time: r.opts.Now().UTC(), Batch: batch, Item: item,
+		V: journal.Version, Type: typ, Time: r.opts.Now().UTC(), Batch: v.batch, Item: item,
 		Attempt: x.attempt, Amount: x.Amount, Currency: x.Currency, Refund: x.ID, Status: x.Status,
 	}
 	p := v.pay
@@ -164,7 +164,7 @@ func (r *run) record(typ journal.Type, batch, item string, v itemView, x *sref) 
 	}
 	rec.Charge, rec.PaymentIntent, rec.Capture, rec.PSPReference = p.Charge, p.PaymentIntent, p.Capture, p.PSPReference
 	if x.attempt > 0 {
-		rec.Key = refund.IdempotencyKey(batch, item, x.attempt)
+		rec.Key = refund.IdempotencyKey(v.batch, item, x.attempt)
 	}
 	if typ == journal.TypeRefunded {
 		rec.Source = journal.SourceBackfill

@@ -187,7 +187,7 @@ func (r *run) elsewhere(batch string, x *sref) bool {
 		return false
 	}
 	s := r.st
-	i, ok := s.find(batch, x.item)
+	i, ok := s.idx.Find(batch, x.item)
 	if !ok {
 		return false
 	}

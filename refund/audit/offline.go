@@ -4,6 +4,7 @@ package audit
 // charge together.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -64,7 +65,7 @@ func (r *run) itemPass() {
 			r.out(r.failedFinding(i, sl))
 		}
 		if refunded && (r.opts.Provider == nil || sl.target == 0) && r.creditDiffers(i, sl) {
-			r.creditFindings(i, sl, r.journalRefunds(i))
+			r.creditFindings(i, sl)
 		}
 		failedAfter := refunded && sl.flags&flagFinalFailure != 0
 		if other := r.recordConflict(i, sl); other || failedAfter && (r.opts.Provider == nil || sl.target == 0) {
@@ -140,20 +141,11 @@ func (r *run) recordConflict(i uint32, sl *itemSlot) bool {
 // failedFinding reports an item that failed for good.
 func (r *run) failedFinding(i uint32, sl *itemSlot) *Finding {
 	s := r.st
-	v := r.view(i)
-	f := v.finding(KindFailed)
-	f.Code, f.Message = s.codes.Name(sl.code), s.failures[i].message
+	f := r.view(i).finding(KindFailed)
+	f.Code, f.Message = s.codes.Name(sl.code), s.failures[i]
 	f.Amount, f.Currency = sl.reqAmount, s.currencies.Name(sl.reqCurrency)
-	f.Remedy = failedRemedy(f.Code, r.providerName())
+	f.Remedy = failedRemedy(f.Code, r.rep.Provider)
 	return f
-}
-
-// providerName names the provider audited against; "" for none.
-func (r *run) providerName() string {
-	if r.opts.Provider != nil {
-		return r.opts.Provider.Facts().Name
-	}
-	return ""
 }
 
 // failedRemedy is the remedy of a final failure with code, refused by
@@ -183,14 +175,13 @@ func failedRemedy(code, provider string) string {
 // stripe, when set, is the provider's remedy.
 func (r *run) conflictFinding(i uint32, sl *itemSlot, failedAfter bool, stripe string) *Finding {
 	s := r.st
-	v := r.view(i)
-	f := v.finding(KindConflict)
+	f := r.view(i).finding(KindConflict)
 	f.Refunds = r.journalRefunds(i)
 	var reasons, remedies []string
 	refunded := sl.flags&flagRefunded != 0
 	if failedAfter {
 		f.Code = s.codes.Name(sl.code)
-		reasons = append(reasons, fmt.Sprintf("journaled as refunded (%s), then as failed for good (%s: %s)", s.str(sl.refund), f.Code, s.failures[i].message))
+		reasons = append(reasons, fmt.Sprintf("journaled as refunded (%s), then as failed for good (%s: %s)", s.str(sl.refund), f.Code, s.failures[i]))
 		if stripe == "" {
 			remedies = append(remedies, "refund skips the item as refunded; run audit --stripe: if Stripe has the refund live, the item is refunded once and that audit says nothing of it, and with --backfill JOURNAL it journals the refund again after the failure so this audit agrees")
 		} else {
@@ -223,18 +214,14 @@ func (r *run) journalPass() {
 			r.journalItem(i, sl, "") // the common case: one item on its charge
 			continue
 		}
-		members := s.members(i)
-		var unplanned []string
-		for _, m := range members {
-			if msl := s.slot(m); s.planned && msl.flags&flagInPlan == 0 && r.liveRefundCount(m, msl) > 0 {
-				unplanned = append(unplanned, s.item(m))
+		g := r.newGroup(i)
+		for _, m := range g.ms {
+			for _, x := range r.journalRefunds(m.v.idx) {
+				x.Item = m.v.item
+				m.refunds = append(m.refunds, &sref{Refund: x, live: true, batch: g.batch, item: m.v.item})
 			}
 		}
-		for _, m := range members {
-			r.journalItem(m, s.slot(m), unplannedNote(unplanned))
-		}
-		r.journalCharge(members)
-		r.unownedJournal(members)
+		r.checkGroup(context.Background(), g, nil, nil) // no provider: no error
 	}
 }
 
@@ -250,24 +237,19 @@ func unplannedNote(items []string) string {
 // journalItem reports an item's duplicate refunds, doubt or absence; note
 // is added to the remedy of a missing item.
 func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
-	n := r.liveRefundCount(i, sl)
-	if n == 0 && sl.flags&flagRefunded != 0 {
-		return // all canceled: reported as a conflict
-	}
-	switch {
+	switch n := r.liveRefundCount(i, sl); {
 	case n == 0:
 		r.unsettled(i, sl, "a refund call may have been made without its outcome journaled: run refund again with this journal (it looks the item up at Stripe before any new call), or audit --stripe to see now", "",
 			"nothing was journaled for this planned item: refund --journal with this journal and plan refunds it"+note)
 	case n > 1:
-		v := r.view(i)
-		f := v.finding(KindDuplicate)
+		f := r.view(i).finding(KindDuplicate)
 		f.Refunds = r.journalRefunds(i)
 		for _, x := range f.Refunds[1:] {
 			r.addFinding(f, x.Amount, x.Currency)
 		}
 		f.Currency = f.Refunds[0].Currency
 		f.Remedy = r.duplicateRemedy(f, true)
-		r.noteExtras(f)
+		r.noteExtras(f, f.Refunds[1:])
 		r.out(f)
 	}
 }
@@ -284,55 +266,13 @@ func (r *run) unsettled(i uint32, sl *itemSlot, doubt, seen, missing string) {
 	default:
 		return
 	}
-	v := r.view(i)
-	f := v.finding(kind)
+	f := r.view(i).finding(kind)
 	f.Amount, f.Currency = sl.reqAmount, r.st.currencies.Name(sl.reqCurrency)
 	f.Remedy = remedy
 	if kind == KindInDoubt {
 		r.mismatch(i, sl, f, seen)
 		r.noteLive(f, sl)
 	}
-	r.out(f)
-}
-
-// journalCharge reports a charge with more refunds of the batch than items
-// planned on it, beyond the items' own duplicates.
-func (r *run) journalCharge(members []uint32) {
-	planned, empty := 0, 0
-	var refunds, unplanned []Refund
-	for _, m := range members {
-		sl := r.st.slot(m)
-		rs := r.journalRefunds(m)
-		item := r.st.item(m)
-		for k := range rs {
-			rs[k].Item = item
-		}
-		refunds = append(refunds, rs...)
-		if r.st.planned && sl.flags&flagInPlan == 0 {
-			unplanned = append(unplanned, rs...)
-			continue
-		}
-		planned++
-		if len(rs) == 0 {
-			empty++
-		}
-	}
-	if len(unplanned) <= empty || planned == 0 {
-		return
-	}
-	v := r.view(members[0])
-	f := v.finding(KindDuplicate)
-	f.Item, f.Status = "", ""
-	f.Planned = planned
-	f.Refunds = refunds
-	extra := r.totals(f, unplanned[empty:])
-	r.sumRefunds(f, unplanned[empty:])
-	for _, x := range unplanned[empty:] {
-		r.addTo(r.rep.ExtraJournalAmount, x.Currency, x.Amount, "the total of extra refunds in the journals", f.where())
-	}
-	f.Message = fmt.Sprintf("%d refunds of the batch on a charge with %s, %d of them for items the plan does not list", len(refunds), count(planned, "planned item"), len(unplanned))
-	f.Remedy = fmt.Sprintf("%s more than planned was refunded on this charge: run audit --stripe to see which refunds can still be canceled; a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it", amounts(extra))
-	r.rep.ExtraJournal += len(unplanned) - empty
 	r.out(f)
 }
 
@@ -372,10 +312,10 @@ func (r *run) noteLive(f *Finding, sl *itemSlot) {
 	f.Remedy = "audit again when the run has finished: it journals the outcome of each call it makes; if the item is still in doubt then, run refund again with this journal (it looks the item up at Stripe before any new call)"
 }
 
-// noteExtras counts a journal-only duplicate's extras in the report.
-func (r *run) noteExtras(f *Finding) {
-	r.rep.ExtraJournal += len(f.Refunds) - 1
-	for _, x := range f.Refunds[1:] {
+// noteExtras counts the extra refunds of journal-only finding f in the report.
+func (r *run) noteExtras(f *Finding, extras []Refund) {
+	r.rep.ExtraJournal += len(extras)
+	for _, x := range extras {
 		r.addTo(r.rep.ExtraJournalAmount, x.Currency, x.Amount, "the total of extra refunds in the journals", f.where())
 	}
 }
@@ -397,8 +337,7 @@ func (r *run) stalePending(i uint32) *Finding {
 // withJournalRefunds starts a finding of kind about item i with its
 // journaled refunds and their sum.
 func (r *run) withJournalRefunds(i uint32, kind string) *Finding {
-	v := r.view(i)
-	f := v.finding(kind)
+	f := r.view(i).finding(kind)
 	f.Refunds = r.journalRefunds(i)
 	r.sumRefunds(f, f.Refunds)
 	return f

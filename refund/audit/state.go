@@ -62,12 +62,6 @@ type extraRefund struct {
 	attempt  int
 }
 
-// failure is the last final failure of an item, for its finding.
-type failure struct {
-	message    string
-	httpStatus int
-}
-
 // state folds plan items and journal records into per-item state, keeping
 // what journal.State folds away: every refund id of an item, a final
 // failure beside a refund, and which items share a charge.
@@ -85,7 +79,7 @@ type state struct {
 
 	extras       map[uint32][]extraRefund
 	conflicts    map[uint32][]string
-	failures     map[uint32]failure
+	failures     map[uint32]string // messages of the last final failures
 	mismatches   map[uint32]string // messages of answer_mismatch failures
 	pendingSince map[uint32]int64  // when a refund was journaled pending (flagPending), Unix seconds
 	// sentAt is when the last attempt journaled for an item was first sent
@@ -106,7 +100,7 @@ func newState() *state {
 		idx:        journal.NewIndex[itemSlot](),
 		extras:     map[uint32][]extraRefund{},
 		conflicts:  map[uint32][]string{},
-		failures:   map[uint32]failure{},
+		failures:   map[uint32]string{},
 		mismatches: map[uint32]string{},
 		canceled:   map[string]bool{},
 
@@ -119,12 +113,6 @@ func newState() *state {
 func (s *state) slot(i uint32) *itemSlot { return s.idx.Slot(i) }
 
 func (s *state) str(r arena.Ref) string { return s.idx.Arena().Get(r) }
-
-// item is the name of item i.
-func (s *state) item(i uint32) string {
-	_, item := s.idx.Key(i)
-	return item
-}
 
 // addPlanItem records a planned item; false if the plan names it twice.
 func (s *state) addPlanItem(batch, item string, p refund.Payment, amount int64, currency string, at origin) bool {
@@ -255,7 +243,7 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 		if r.Final {
 			sl.flags |= flagFinalFailure
 			sl.status = statusFailed
-			s.failures[i] = failure{message: strings.Clone(r.Message), httpStatus: r.HTTPStatus}
+			s.failures[i] = strings.Clone(r.Message)
 		} else {
 			sl.status = statusInDoubt
 			if r.Code == journal.CodeStatusUnknown && refunded && s.str(sl.refund) == r.Refund {
@@ -344,10 +332,8 @@ func (s *state) conflict(i uint32, sl *itemSlot, reason string) {
 	s.conflicts[i] = append(s.conflicts[i], reason)
 }
 
-// inSpans calls each for every item whose key says ok, with the key's
-// hash, in spans of items whose keys are hashed and whose slots in t are
-// touched first: the loads are independent, so their cache misses overlap.
-// It returns the touches, to keep them from being optimized away.
+// inSpans calls each for every item with a key, and its hash, touching t's
+// slots a span at a time first so that the cache misses overlap.
 func (s *state) inSpans(t *journal.IDTable, key func(*itemSlot) (string, bool), hash func(string) uint64, each func(i uint32, sl *itemSlot, h uint64)) uint64 {
 	const span = 64
 	var hashes [span]uint64
@@ -381,9 +367,6 @@ func (s *state) upsert(batch, item string, ih uint64) uint32 {
 	return i
 }
 
-// reserve sizes the item table for about n more items.
-func (s *state) reserve(n int) { s.idx.Reserve(n) }
-
 // groupItems links every item with a target into its group, and every
 // item added from now on.
 func (s *state) groupItems() {
@@ -397,9 +380,6 @@ func (s *state) groupItems() {
 		}
 	}
 }
-
-// find returns the id of (batch, item) without adding it.
-func (s *state) find(batch, item string) (uint32, bool) { return s.idx.Find(batch, item) }
 
 // link adds item i to the group of its batch and target.
 func (s *state) link(i uint32, sl *itemSlot) {

@@ -4,6 +4,7 @@ package audit
 // paced and retried, and checked in order.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -169,7 +170,7 @@ func (r *run) unchecked(t *target, e *listRefused) {
 				r.out(r.conflictFinding(m, sl, true, ""))
 			}
 			if sl.flags&flagRefunded != 0 && r.creditDiffers(m, sl) {
-				r.creditFindings(m, sl, r.journalRefunds(m))
+				r.creditFindings(m, sl)
 			}
 			r.journalItem(m, sl, "")
 		}
@@ -204,10 +205,7 @@ func classify(err error) (errClass, string, string) {
 // call makes one API call to ep with pacing and retries. The key never
 // appears in its errors.
 func (r *run) call(ctx context.Context, ep refund.Endpoint, what string, fn func() error) error {
-	name := "the provider"
-	if r.opts.Provider != nil {
-		name = strings.ToLower(r.opts.Provider.Facts().Name)
-	}
+	name := cmp.Or(strings.ToLower(r.rep.Provider), "the provider")
 	for try := 1; ; try++ {
 		if err := r.opts.Pacer.Wait(ctx, ep); err != nil {
 			if ctx.Err() != nil {

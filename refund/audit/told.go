@@ -20,14 +20,14 @@ func (r *run) toldPass() {
 		if _, audited := batches.Lookup(batch); !audited {
 			continue
 		}
-		if _, known := r.st.find(batch, item); known {
+		if _, known := r.st.idx.Find(batch, item); known {
 			continue
 		}
 		f := &Finding{Finding: KindStripeOnly, Batch: batch, Item: item, PSPReference: x.PSPReference,
 			Refunds: []Refund{{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created}},
 			Amount:  x.Amount, Currency: x.Currency}
 		f.Message = fmt.Sprintf("%s told of refund %s of batch %s for item %s on payment %s, which no journal or plan audited here names",
-			r.opts.Provider.Facts().Name, x.ID, batch, item, x.PSPReference)
+			r.rep.Provider, x.ID, batch, item, x.PSPReference)
 		f.Remedy = "a journal of this batch is missing from the audit, or the item was renamed: audit with every journal of the batch; if the item is still planned under another name, that item must not be refunded again"
 		r.out(f)
 	}
