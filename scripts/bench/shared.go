@@ -263,18 +263,13 @@ func (b *bench) planInto(r *row, out, charges string, extra ...string) error {
 	return err
 }
 
-// workersOn runs n refund processes on one shared checkpoint (journalURL)
-// at once over the same plan against the simulator s, -j 8 each.
-func (b *bench) workersOn(s *sim, items int, journalURL, plan string, n int) (simRun, error) {
-	exe, err := b.tool("refund")
-	if err != nil {
-		return simRun{}, err
-	}
-	cmds := make([]cmdSpec, n)
-	for k := range cmds {
-		cmds[k] = cmdSpec{argv: []string{exe, "--journal", journalURL, "--worker", fmt.Sprintf("w%d", k+1), "-j", strconv.Itoa(sharedJobs), "--rate", "0", "--api-base", s.url, plan}}
-	}
-	return b.refundsAt(s, items, cmds)
+// workersOn starts a simulator with simArgs and runs n refund processes
+// on one shared checkpoint (journalURL) at once over the same plan
+// against it, -j 8 each.
+func (b *bench) workersOn(simArgs []string, items int, journalURL, plan string, n int) (simRun, error) {
+	return b.refundsAt(simArgs, items, n, func(k int, exe, apiBase string) []string {
+		return []string{exe, "--journal", journalURL, "--worker", fmt.Sprintf("w%d", k+1), "-j", strconv.Itoa(sharedJobs), "--rate", "0", "--api-base", apiBase, plan}
+	})
 }
 
 // recordsPerItem is the records a run wrote over its items: a shared
