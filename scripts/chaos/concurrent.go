@@ -40,12 +40,7 @@ func renamed(charges []stripesim.Charge, tag string) []stripesim.Charge {
 
 func (r *rig) runLocked(sz sizes, p *plan) {
 	j := r.path("lock.jsonl")
-	var current atomic.Pointer[crashrig.Hold]
-	r.sim.OnCreate(func(n int64, key string) {
-		if h := current.Load(); h != nil {
-			h.Park(n, key)
-		}
-	})
+	current := r.parkCreates()
 	defer r.sim.OnCreate(nil)
 
 	refused, killed := 0, 0

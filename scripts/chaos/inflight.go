@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -114,12 +113,7 @@ func runClock(r *rig, sz sizes) {
 	p := r.newPartialBatch(sz.ClockItems, stripesim.Faults{LatencyJitter: time.Millisecond}, "clock")
 	j := r.path("j.jsonl")
 
-	var cur atomic.Pointer[crashrig.Hold]
-	r.sim.OnCreate(func(n int64, key string) {
-		if h := cur.Load(); h != nil {
-			h.Park(n, key)
-		}
-	})
+	cur := r.parkCreates()
 	defer r.sim.OnCreate(nil)
 	gap := max(2, len(p.Items)/(sz.ClockRounds+1))
 	var prev *crashrig.Hold // the killed run's calls, still held
@@ -268,12 +262,7 @@ func runMerge(r *rig, sz sizes) {
 	r.must(err)
 	r.must(os.WriteFile(other, line, 0o600))
 
-	var cur atomic.Pointer[crashrig.Hold]
-	r.sim.OnCreate(func(n int64, key string) {
-		if h := cur.Load(); h != nil {
-			h.Park(n, key)
-		}
-	})
+	cur := r.parkCreates()
 	defer r.sim.OnCreate(nil)
 	merges := [][]string{{"-o", j, other}, {"-o", j, j, other}, {"--compact", "-o", j, j}}
 	gap := max(2, len(p.Items)/(sz.MergeRounds+1))
