@@ -6,10 +6,7 @@ package main
 // checkpoint's own operations timed in-process beside one fsync.
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -220,29 +217,6 @@ func (b *bench) sharedPlan(r *row, tag, setting string, items int, shards map[in
 		}
 	}
 	return plan, nil
-}
-
-// chargeIDs writes the charge ids of a plan, one a line: a charge list
-// bin/plan reads.
-func chargeIDs(plan, out string) error {
-	f, err := os.Open(plan)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var ids strings.Builder
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var it struct{ Charge string }
-		if err := json.Unmarshal(sc.Bytes(), &it); err != nil {
-			return err
-		}
-		ids.WriteString(it.Charge + "\n")
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	return os.WriteFile(out, []byte(ids.String()), 0o600)
 }
 
 // planInto runs bin/plan --batch B over a charge list into out, recording
