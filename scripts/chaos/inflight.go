@@ -42,14 +42,11 @@ const whatGateway = "A gateway in front of Stripe answers a share of refund crea
 	"No key may be burned by a gateway: every key the simulator received and every refund's metadata is attempt 1."
 
 func runGateway(r *rig, sz sizes) {
-	faults := stripesim.Faults{
-		// Every request held well beyond refund's first backoff (at most
-		// 250ms), so a retry after a gateway's 504 comes while the original
-		// is still running behind it: 409, then the saved answer.
-		Latency: 300 * time.Millisecond, LatencyJitter: 100 * time.Millisecond,
-		GatewayTimeoutShare: 0.2, GatewayErrorAfterCommitShare: 0.1,
-		GatewayStripeBody: true,
-	}
+	// Every request held well beyond refund's first backoff (at most
+	// 250ms), so a retry after a gateway's 504 comes while the original
+	// is still running behind it: 409, then the saved answer.
+	faults := stripesim.Faults{Latency: 300 * time.Millisecond, LatencyJitter: 100 * time.Millisecond,
+		GatewayTimeoutShare: 0.2, GatewayErrorAfterCommitShare: 0.1, GatewayStripeBody: true}
 	p := r.newPartialBatch(sz.GatewayItems, faults, "gateway")
 	j := r.path("j.jsonl")
 

@@ -21,15 +21,9 @@ const whatMerge = "While `refund` holds journal J with one to three refund calls
 	"The next run goes on from the copy (the records the old file got after the rename are lost to it: their items are found by the look-up); the last run exits 0, every item once."
 
 func runMerge(r *rig, sz sizes) {
+	other := r.otherJournal()
 	p := r.newPartialBatch(sz.MergeItems, stripesim.Faults{LatencyJitter: time.Millisecond}, "merge")
 	j := r.path("j.jsonl")
-	other := r.path("other.jsonl")
-	rec := journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: time.Now().UTC(), Batch: "other", Item: "o1",
-		Charge: "ch_other1", Attempt: 1, Key: refund.IdempotencyKey("other", "o1", 1), Amount: 500}
-	line, err := journal.MarshalLine(nil, &rec)
-	r.must(err)
-	r.must(os.WriteFile(other, line, 0o600))
-
 	cur := r.parkCreates()
 	defer r.sim.OnCreate(nil)
 	merges := [][]string{{"-o", j, other}, {"-o", j, j, other}, {"--compact", "-o", j, j}}
@@ -85,6 +79,18 @@ func runMerge(r *rig, sz sizes) {
 	r.t.inject("journals replaced behind a run (halted, exit 3)", replaced)
 	r.t.note("seed %d: %d items; %d merges onto the journal in use refused, %d runs halted when their journal was replaced", r.seed, len(p.Items), refused, replaced)
 	r.finish(p, j)
+}
+
+// otherJournal writes the journal of another batch the merges take in: one
+// intent, which must never reach the journal in use.
+func (r *rig) otherJournal() string {
+	other := r.path("other.jsonl")
+	rec := journal.Record{V: journal.Version, Type: journal.TypeIntent, Time: time.Now().UTC(), Batch: "other", Item: "o1",
+		Charge: "ch_other1", Attempt: 1, Key: refund.IdempotencyKey("other", "o1", 1), Amount: 500}
+	line, err := journal.MarshalLine(nil, &rec)
+	r.must(err)
+	r.must(os.WriteFile(other, line, 0o600))
+	return other
 }
 
 // mergeRefused runs journal-merge with args onto j, which a run holds: it
