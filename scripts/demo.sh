@@ -19,34 +19,25 @@ BIN=bin
 PROVIDER=${PROVIDER:-stripe}
 BATCH=demo-$(date +%Y%m%d)
 RATE=40 # requests per second: the batch takes about five seconds
+# provider NAME CHARGES CREATE_ROUTE ITEM_FIELD SEED...: the simulator's
+# seed and what the demo names and checks, by provider.
+provider() { NAME=$1 CHARGES=$2 CREATE_ROUTE=$3 ITEM_FIELD=$4; shift 4; SEED=("$@"); }
 case $PROVIDER in
 stripe)
-	CHARGES=testdata/charges/charges.csv
-	SEED=(--charges 200)
-	NAME=Stripe
-	CREATE_ROUTE='POST /v1/refunds'
-	ITEM_FIELD=refundkit_item
+	provider Stripe testdata/charges/charges.csv 'POST /v1/refunds' refundkit_item --charges 200
 	# A fake test-mode key: the simulator accepts any sk_test_ key, and
 	# real Stripe never sees this one.
 	export STRIPE_API_KEY=sk_test_refundkit_demo_not_a_real_key
 	SECRET=$STRIPE_API_KEY
 	;;
 paypal)
-	CHARGES=testdata/captures/captures.csv
-	SEED=(--captures 200)
-	NAME=PayPal
-	CREATE_ROUTE='POST /v2/payments/captures/{id}/refund'
-	ITEM_FIELD=custom_id
+	provider PayPal testdata/captures/captures.csv 'POST /v2/payments/captures/{id}/refund' custom_id --captures 200
 	# Fake app credentials: the simulator takes any, PayPal never sees these.
 	export PAYPAL_CLIENT_ID=refundkit-demo-client PAYPAL_CLIENT_SECRET=refundkit_demo_secret_not_real
 	SECRET=$PAYPAL_CLIENT_SECRET
 	;;
 adyen)
-	CHARGES=testdata/adyen/refunds.csv
-	SEED=(--adyen-payments-file testdata/adyen/payments.jsonl)
-	NAME=Adyen
-	CREATE_ROUTE='POST /v71/payments/{paymentPspReference}/refunds'
-	ITEM_FIELD=reference
+	provider Adyen testdata/adyen/refunds.csv 'POST /v71/payments/{paymentPspReference}/refunds' reference --adyen-payments-file testdata/adyen/payments.jsonl
 	# Fake credentials and HMAC key: the simulator and the receiver take
 	# them from the environment, as refund does; Adyen never sees these.
 	export ADYEN_API_KEY=refundkit_demo_adyen_key_not_real ADYEN_MERCHANT_ACCOUNT=RefundkitSim

@@ -155,3 +155,26 @@ func countLines(path, sub string) (lines, matching int, err error) {
 // commitType is in a journal's commit lines only: they frame group commits
 // and are not records.
 const commitType = `"type":"commit"`
+
+// chargeIDs writes the charge ids of a plan, one a line: a charge list
+// bin/plan reads.
+func chargeIDs(plan, out string) error {
+	f, err := os.Open(plan)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var ids strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var it struct{ Charge string }
+		if err := json.Unmarshal(sc.Bytes(), &it); err != nil {
+			return err
+		}
+		ids.WriteString(it.Charge + "\n")
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return os.WriteFile(out, []byte(ids.String()), 0o600)
+}

@@ -162,13 +162,8 @@ func (b *bench) natsOnSim(items int, plan string, n int, simArgs []string) (simR
 	if err != nil {
 		return simRun{}, err
 	}
-	s, err := b.startSim(simArgs)
-	if err != nil {
-		return simRun{}, err
-	}
-	defer s.stop()
 	url := natsURL(srv)
-	run, err := b.workersOn(s, items, url, plan, n)
+	run, err := b.workersOn(simArgs, items, url, plan, n)
 	if err != nil {
 		return run, err
 	}

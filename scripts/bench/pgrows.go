@@ -89,12 +89,7 @@ func (b *bench) pgOnSim(srv *pgtest.Server, items int, plan string, n int, simAr
 		return simRun{}, err
 	}
 	defer drop()
-	s, err := b.startSim(simArgs)
-	if err != nil {
-		return simRun{}, err
-	}
-	defer s.stop()
-	run, err := b.workersOn(s, items, url, plan, n)
+	run, err := b.workersOn(simArgs, items, url, plan, n)
 	if err != nil {
 		return run, err
 	}

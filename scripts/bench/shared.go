@@ -6,10 +6,7 @@ package main
 // checkpoint's own operations timed in-process beside one fsync.
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,29 +219,6 @@ func (b *bench) sharedPlan(r *row, tag, setting string, items int, shards map[in
 	return plan, nil
 }
 
-// chargeIDs writes the charge ids of a plan, one a line: a charge list
-// bin/plan reads.
-func chargeIDs(plan, out string) error {
-	f, err := os.Open(plan)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var ids strings.Builder
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var it struct{ Charge string }
-		if err := json.Unmarshal(sc.Bytes(), &it); err != nil {
-			return err
-		}
-		ids.WriteString(it.Charge + "\n")
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	return os.WriteFile(out, []byte(ids.String()), 0o600)
-}
-
 // planInto runs bin/plan --batch B over a charge list into out, recording
 // the first command of each kind in the row.
 func (b *bench) planInto(r *row, out, charges string, extra ...string) error {
@@ -263,18 +237,13 @@ func (b *bench) planInto(r *row, out, charges string, extra ...string) error {
 	return err
 }
 
-// workersOn runs n refund processes on one shared checkpoint (journalURL)
-// at once over the same plan against the simulator s, -j 8 each.
-func (b *bench) workersOn(s *sim, items int, journalURL, plan string, n int) (simRun, error) {
-	exe, err := b.tool("refund")
-	if err != nil {
-		return simRun{}, err
-	}
-	cmds := make([]cmdSpec, n)
-	for k := range cmds {
-		cmds[k] = cmdSpec{argv: []string{exe, "--journal", journalURL, "--worker", fmt.Sprintf("w%d", k+1), "-j", strconv.Itoa(sharedJobs), "--rate", "0", "--api-base", s.url, plan}}
-	}
-	return b.refundsAt(s, items, cmds)
+// workersOn starts a simulator with simArgs and runs n refund processes
+// on one shared checkpoint (journalURL) at once over the same plan
+// against it, -j 8 each.
+func (b *bench) workersOn(simArgs []string, items int, journalURL, plan string, n int) (simRun, error) {
+	return b.refundsAt(simArgs, items, n, func(k int, exe, apiBase string) []string {
+		return []string{exe, "--journal", journalURL, "--worker", fmt.Sprintf("w%d", k+1), "-j", strconv.Itoa(sharedJobs), "--rate", "0", "--api-base", apiBase, plan}
+	})
 }
 
 // recordsPerItem is the records a run wrote over its items: a shared

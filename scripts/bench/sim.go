@@ -211,6 +211,24 @@ func (b *bench) refundOnSim(items int, plan string, simArgs, flags []string, sam
 // plan at once against it (shard workers), each with a journal of its own,
 // checks every item was refunded exactly once, and stops the simulator.
 func (b *bench) refundsOnSim(items int, plans []string, simArgs, flags []string) (simRun, error) {
+	journals := make([]string, len(plans))
+	for k := range plans {
+		journals[k] = b.path(fmt.Sprintf("sim-journal-%d.jsonl", k))
+		if err := os.Remove(journals[k]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return simRun{}, err
+		}
+	}
+	return b.refundsAt(simArgs, items, len(plans), func(k int, exe, apiBase string) []string {
+		return append(append([]string{exe, "--journal", journals[k]}, flags...), "--api-base", apiBase, plans[k])
+	})
+}
+
+// refundsAt starts a simulator with simArgs, runs n refund processes at
+// once against it (argv gives the k-th's command line), checks that
+// together they refunded every one of items exactly once (their summaries
+// and the simulator's count), and stops the simulator. The run's wall
+// time is the slowest process's; its summary sums theirs.
+func (b *bench) refundsAt(simArgs []string, items, n int, argv func(k int, exe, apiBase string) []string) (simRun, error) {
 	exe, err := b.tool("refund")
 	if err != nil {
 		return simRun{}, err
@@ -220,22 +238,10 @@ func (b *bench) refundsOnSim(items int, plans []string, simArgs, flags []string)
 		return simRun{}, err
 	}
 	defer s.stop()
-	cmds := make([]cmdSpec, len(plans))
-	for k, plan := range plans {
-		journal := b.path(fmt.Sprintf("sim-journal-%d.jsonl", k))
-		if err := os.Remove(journal); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return simRun{}, err
-		}
-		cmds[k] = cmdSpec{argv: append(append([]string{exe, "--journal", journal}, flags...), "--api-base", s.url, plan)}
+	cmds := make([]cmdSpec, n)
+	for k := range cmds {
+		cmds[k] = cmdSpec{argv: argv(k, exe, s.url)}
 	}
-	return b.refundsAt(s, items, cmds)
-}
-
-// refundsAt runs refund commands at once against the simulator s and
-// checks that together they refunded every one of items exactly once (their
-// summaries and the simulator's count). The run's wall time is the slowest
-// process's; its summary sums theirs.
-func (b *bench) refundsAt(s *sim, items int, cmds []cmdSpec) (simRun, error) {
 	var run simRun
 	results := make([]result, len(cmds))
 	errs := make([]error, len(cmds))
@@ -265,7 +271,6 @@ func (b *bench) refundsAt(s *sim, items int, cmds []cmdSpec) (simRun, error) {
 		run.sum.Records += sum.Records
 		run.sum.Fsyncs += sum.Fsyncs
 	}
-	var err error
 	if run.stats, err = s.stats(); err != nil {
 		return run, err
 	}

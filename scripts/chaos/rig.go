@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -438,6 +439,19 @@ func (r *rig) newHold(at, n int64) *crashrig.Hold {
 	h := crashrig.NewHold(at, n)
 	r.cleanup(h.Free)
 	return h
+}
+
+// parkCreates makes the simulator's create hook park each call in the
+// hold the returned pointer holds (none while it is nil), until the
+// caller removes the hook.
+func (r *rig) parkCreates() *atomic.Pointer[crashrig.Hold] {
+	var cur atomic.Pointer[crashrig.Hold]
+	r.sim.OnCreate(func(n int64, key string) {
+		if h := cur.Load(); h != nil {
+			h.Park(n, key)
+		}
+	})
+	return &cur
 }
 
 // holdNext makes a hold of 1 to most calls, starting within the next gap

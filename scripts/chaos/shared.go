@@ -85,9 +85,14 @@ type sharedBatch struct {
 // sharedWorker is one refund process on the checkpoint.
 type sharedWorker struct {
 	*proc
-	name string
-	done <-chan struct{} // closed once it exited and was checked
+	name   string
+	done   <-chan struct{} // closed once it exited and was checked
+	doomed atomic.Bool     // a killer has taken it: see doom
 }
+
+// doom reports whether the caller is the one killer of w: two killers
+// never kill one worker, so each kill is counted once, by whoever sent it.
+func (w *sharedWorker) doom() bool { return w.doomed.CompareAndSwap(false, true) }
 
 // newSharedBatch makes a fresh checkpoint for the rig and a batch of n
 // payments planned with partial refunds, so a second refund of a payment
@@ -357,8 +362,11 @@ func (k *inFlightKiller) hook(n int64, key string) {
 	if n < k.mark || k.n.Load() >= k.budget {
 		return
 	}
-	k.mark = n + 1 + k.rng.Int64N(k.gap)
 	w := k.b.holder(key)
+	if w != nil && !w.doom() {
+		return // another killer has it: the next call is tried
+	}
+	k.mark = n + 1 + k.rng.Int64N(k.gap)
 	if w == nil {
 		return
 	}
@@ -399,11 +407,32 @@ func runSharedKill9(r *rig, sz sizes) {
 	b := r.newSharedBatch(sz.SharedKillItems, stripesim.Faults{LatencyJitter: time.Millisecond}, r.t.Name, sharedLease)
 	timedBudget := int64(sz.SharedKills - sz.SharedKills/2)
 	k := b.killInFlight(sz.SharedKills / 2)
+	// Kills at random times: each of a worker seen running that no other
+	// kill has taken, counted once its exit shows the SIGKILL landed (a
+	// worker exiting on its own meanwhile is no kill), until the budget is
+	// spent. The batch's second half of calls waits for the first that
+	// landed, so no machine is too busy for one.
 	var timed atomic.Int64
+	landed := make(chan struct{})
+	half := int64(len(b.p.Items) / 2)
+	r.sim.OnCreate(func(n int64, key string) {
+		if n > half {
+			select {
+			case <-landed:
+			case <-time.After(awaitGuard):
+			}
+		}
+		k.hook(n, key)
+	})
 	stopTimed := make(chan struct{})
 	timedDone := make(chan struct{})
 	go func() {
 		defer close(timedDone)
+		defer func() {
+			if timed.Load() == 0 {
+				close(landed) // none landed: nothing waits any longer
+			}
+		}()
 		trng := rand.New(rand.NewPCG(r.seed, 10))
 		for timed.Load() < timedBudget {
 			select {
@@ -411,9 +440,21 @@ func runSharedKill9(r *rig, sz sizes) {
 				return
 			case <-time.After(time.Duration(20+trng.IntN(300)) * time.Millisecond):
 			}
-			if live := b.live(); len(live) > 0 {
-				live[trng.IntN(len(live))].Cmd.Process.Kill()
-				timed.Add(1)
+			var free []*sharedWorker
+			for _, w := range b.live() {
+				if !w.doomed.Load() {
+					free = append(free, w)
+				}
+			}
+			if len(free) == 0 {
+				continue
+			}
+			if w := free[trng.IntN(len(free))]; w.doom() {
+				w.Cmd.Process.Kill()
+				<-w.Exited()
+				if w.Code == -int(syscall.SIGKILL) && timed.Add(1) == 1 {
+					close(landed)
+				}
 			}
 		}
 	}()
@@ -424,8 +465,11 @@ func runSharedKill9(r *rig, sz sizes) {
 	<-timedDone
 	inFlight := k.stop()
 	b.checkKept(before, "after the kills")
+	if killed := ends[-int(syscall.SIGKILL)]; killed != inFlight+int(timed.Load()) {
+		r.t.Errorf("%d workers ended by kill -9, but %d kills with a call in flight and %d at random times landed", killed, inFlight, timed.Load())
+	}
 	r.t.inject("kill -9 with a call in flight", inFlight)
-	r.t.inject("kill -9 at a random time", ends[-int(syscall.SIGKILL)]-inFlight)
+	r.t.inject("kill -9 at a random time", int(timed.Load()))
 	st := r.sim.Stats()
 	r.t.note("seed %d: 4 workers, %d items; %d workers killed (%d with a call in flight) and replaced; %d create calls, %d look-ups, %d refunds created",
 		r.seed, len(b.p.Items), ends[-int(syscall.SIGKILL)], inFlight, st.Requests[r.prov.createRoute()], st.Requests[r.prov.lookupRoute()], st.RefundsCreated)
