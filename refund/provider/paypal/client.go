@@ -4,11 +4,9 @@
 package paypal
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -31,11 +29,11 @@ const KeyTTL = wire.RequestIDTTL
 // Client is the part of PayPal's API refundkit uses. It repeats no call
 // but one PayPal refused for its access token: once, with a new token.
 type Client struct {
-	base, id, secret string
-	http             *http.Client
-	now              func() time.Time
-	tokens           tokens
-	captured         capturedAmounts
+	httpx.API
+	id, secret string
+	now        func() time.Time
+	tokens     tokens
+	captured   capturedAmounts
 }
 
 var _ refund.Provider = (*Client)(nil)
@@ -43,14 +41,8 @@ var _ refund.Provider = (*Client)(nil)
 // New returns a client for the API at base (SandboxAPIBase when empty)
 // with the app's client id and secret, keeping conns connections open.
 func New(base, id, secret string, conns int) *Client {
-	if base == "" {
-		base = SandboxAPIBase
-	}
-	return &Client{base: strings.TrimSuffix(base, "/"), id: id, secret: secret, http: httpx.Client(conns), now: time.Now}
+	return &Client{API: httpx.NewAPI(base, SandboxAPIBase, conns), id: id, secret: secret, now: time.Now}
 }
-
-// APIBase is the API the client calls.
-func (c *Client) APIBase() string { return c.base }
 
 // Facts are PayPal's. A retry gets the request's latest status, so no
 // call is indeterminate and none completes late behind a saved error.
@@ -170,22 +162,28 @@ var Backoff = refund.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second
 // token expired or revoked) renews the token and sends the same request
 // again once, with the same body and requestID.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, requestID string, out any) (int, error) {
+	header := []string{"Accept", "application/json"}
+	if body != nil {
+		// The whole refund in the answer, custom_id and amount included
+		// (the default, return=minimal, gives only id and status).
+		header = append(header, "Content-Type", "application/json", "Prefer", "return=representation")
+	}
+	if requestID != "" {
+		header = append(header, wire.RequestIDHeader, requestID)
+	}
 	stale := ""
 	for try := 0; ; try++ {
 		token, err := c.accessToken(ctx, stale)
 		if err != nil {
 			return 0, err
 		}
-		res, data, err := c.send(ctx, method, path, body, requestID, token)
+		res, data, err := c.Send(ctx, method, path, body, append(header, "Authorization", "Bearer "+token)...)
 		if err != nil {
 			return 0, err
 		}
 		status, debugID := res.StatusCode, res.Header.Get(wire.DebugIDHeader)
 		if status >= 200 && status < 300 { // 200 or 201; any other has no refund to read
-			if err := json.Unmarshal(data, out); err != nil {
-				return status, refund.Unreadable("paypal", status, err)
-			}
-			return status, nil
+			return status, provider.Decode(status, data, out)
 		}
 		if status == http.StatusUnauthorized && debugID != "" && try == 0 {
 			stale = token
@@ -193,28 +191,4 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, reque
 		}
 		return status, classify(status, debugID, data, false)
 	}
-}
-
-// send makes one HTTP request and reads its answer.
-func (c *Client) send(ctx context.Context, method, path string, body []byte, requestID, token string) (*http.Response, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return nil, nil, refund.NoAnswer(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-		// The whole refund in the answer, custom_id and amount included
-		// (the default, return=minimal, gives only id and status).
-		req.Header.Set("Prefer", "return=representation")
-	}
-	if requestID != "" {
-		req.Header.Set(wire.RequestIDHeader, requestID)
-	}
-	return httpx.Do(c.http, req)
 }

@@ -5,16 +5,15 @@ package paypal
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/provider/httpx"
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 )
 
@@ -61,15 +60,10 @@ func (c *Client) accessToken(ctx context.Context, stale string) (string, error) 
 // fetchToken asks for a new token. Neither the secret nor the token ever
 // appears in its errors.
 func (c *Client) fetchToken(ctx context.Context) (tokenAnswer, error) {
-	body := strings.NewReader(url.Values{"grant_type": {"client_credentials"}}.Encode())
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/oauth2/token", body)
-	if err != nil {
-		return tokenAnswer{}, err
-	}
-	req.SetBasicAuth(c.id, c.secret)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	res, data, err := httpx.Do(c.http, req)
+	form := url.Values{"grant_type": {"client_credentials"}}.Encode()
+	basic := base64.StdEncoding.EncodeToString([]byte(c.id + ":" + c.secret)) // as http.Request.SetBasicAuth
+	res, data, err := c.Send(ctx, http.MethodPost, "/v1/oauth2/token", []byte(form), "Authorization", "Basic "+basic,
+		"Content-Type", "application/x-www-form-urlencoded", "Accept", "application/json")
 	if err != nil {
 		return tokenAnswer{}, err
 	}
