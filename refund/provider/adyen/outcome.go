@@ -4,6 +4,7 @@ package adyen
 // come more than once and out of order.
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,13 +48,9 @@ func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 				yes = true
 			case "false":
 				no = true
-				if r.FailureReason == "" {
-					r.FailureReason = it.Reason
-				}
+				r.FailureReason = cmp.Or(r.FailureReason, it.Reason)
 			default:
-				if odd == "" {
-					odd = "success " + strconv.Quote(it.Success)
-				}
+				odd = cmp.Or(odd, "success "+strconv.Quote(it.Success))
 			}
 		case wire.EventRefundFailed:
 			failedLater = true

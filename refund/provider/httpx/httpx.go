@@ -85,25 +85,14 @@ func (p Provider) Decode(status int, data []byte, out any) error {
 	return nil
 }
 
-// Failure classifies an answer of status that is not a success. code and
-// msg are what its body says ("" for nothing), ref names it for the
-// provider's support (added to the message). In order:
-//   - an answer that is not the provider's own (own false) is a gateway's or
-//     a proxy's: no answer, the refund may be under way, so the call is
-//     repeated under the same key;
-//   - rule, the provider's own, decides when it returns true (it may change
-//     f and leave the rest to decide);
-//   - 429 is rate limited: repeated;
-//   - 401 and 403 refuse the credentials: the run halts;
-//   - any other refuses the refund: final.
+// Failure classifies an answer of status that is not a success: code, msg
+// and ref (for the provider's support) are what its body says. An answer
+// not the provider's own is a proxy's: no answer, repeated under the same
+// key. rule, the provider's, decides when it returns true; then 429 is
+// repeated, 401 and 403 halt the run, any other is final.
 func (p Provider) Failure(status int, own bool, code, msg, ref string, rule func(f *refund.Failure) bool) *refund.Failure {
-	if code == "" {
-		code = "http_" + strconv.Itoa(status)
-	}
-	if msg == "" {
-		msg = "no error message"
-	}
-	f := &refund.Failure{Class: refund.ClassFinal, Status: status, Code: code, Message: msg}
+	f := &refund.Failure{Class: refund.ClassFinal, Status: status, Code: cmp.Or(code, "http_"+strconv.Itoa(status)),
+		Message: cmp.Or(msg, "no error message")}
 	switch {
 	case !own:
 		f.Class, f.Status, f.Code = refund.ClassRetry, 0, "gateway_"+strconv.Itoa(status)
