@@ -34,8 +34,7 @@ type Notifications interface {
 	All(ctx context.Context) ([]wire.Notification, error)
 }
 
-// Config is what a client needs; APIKey and Merchant come from the
-// environment only.
+// Config is what a client needs (APIKey and Merchant from the environment only).
 type Config struct {
 	Base     string // the Checkout API, TestAPIBase when empty
 	APIKey   string
@@ -80,8 +79,7 @@ type refundRequest struct {
 	Reference       string      `json:"reference"`
 }
 
-// Create asks for the refund under wire.Key of attempt, with a reference
-// the notifications echo; the answer is a pending refund.
+// Create asks for the refund under wire.Key of attempt: a pending refund.
 func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	switch {
 	case it.PSPReference == "":
@@ -128,8 +126,7 @@ func (*Client) Cancel(context.Context, string) (refund.Refund, error) {
 	return refund.Refund{}, refund.RefusedHere("cancel_unsupported", errNoCancel)
 }
 
-// Get returns refund id as its notifications tell it: pending until one
-// says how it ended.
+// Get returns refund id as its notifications tell it, pending until they end it.
 func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	if c.notes == nil {
 		return refund.Refund{}, refund.ErrNoLookup
@@ -168,8 +165,7 @@ func (c *Client) Told(ctx context.Context) ([]refund.Refund, error) {
 	return Refunds(notes), nil
 }
 
-// Rate is a guess of the refunds per second Adyen takes: it publishes no
-// limit.
+// Rate is a guess of the refunds per second Adyen takes (it publishes no limit).
 const Rate = 10
 
 // Limits is share (0 to 1] of Rate: only creations go to Adyen.

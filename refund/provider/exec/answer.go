@@ -203,8 +203,7 @@ func minorUnits(raw json.RawMessage) (int64, error) {
 	return n, nil
 }
 
-// attemptOf reads an attempt: a positive integer, or a string of one;
-// "" when absent.
+// attemptOf reads an attempt: a positive integer or a string of one ("": none).
 func attemptOf(raw json.RawMessage) (string, error) {
 	s := string(raw)
 	if s == "" || s == "null" {

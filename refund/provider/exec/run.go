@@ -83,8 +83,7 @@ func (p *Provider) run(ctx context.Context, what, command, payment string, in []
 	return o
 }
 
-// inherited is refund's environment without refundkit's own variables,
-// which only this call may set.
+// inherited is refund's environment without refundkit's own variables.
 func inherited() []string {
 	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "REFUNDKIT_") })
 }
@@ -158,8 +157,7 @@ func (l *lines) flush() {
 	}
 }
 
-// describe says how the run ended, never with the command or its
-// environment (secrets).
+// describe says how the run ended, never the command or its environment (secrets).
 func (o *outcome) describe() string {
 	switch {
 	case o.timedOut:

@@ -19,8 +19,7 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// Client keeps conns connections open per host and gives up a call after
-// 80 s.
+// Client keeps conns connections open per host and gives up a call after 80 s.
 func Client(conns int) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = conns
@@ -76,8 +75,7 @@ type Provider struct {
 	RefName string // what names an answer for the provider's support: "pspReference"
 }
 
-// Decode reads a success's body into out: one that is not JSON is no
-// answer (refund.Unreadable).
+// Decode reads a success's body into out; one not JSON is refund.Unreadable.
 func (p Provider) Decode(status int, data []byte, out any) error {
 	if err := json.Unmarshal(data, out); err != nil {
 		return refund.Unreadable(p.Name, status, err)

@@ -196,8 +196,7 @@ func classify(status int, debugID string, body []byte, token bool) *refund.Failu
 	})
 }
 
-// code is the error's most precise name: its first issue, name or OAuth2
-// error.
+// code is the error's most precise name: its first issue, name or OAuth2 error.
 func (e *apiError) code() string {
 	for _, d := range e.Details {
 		if d.Issue != "" {

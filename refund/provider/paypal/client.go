@@ -140,12 +140,10 @@ func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	return out, nil
 }
 
-// Rate is a guess of the requests per second PayPal takes: it publishes
-// no limit.
+// Rate is a guess of the requests per second PayPal takes (it publishes no limit).
 const Rate = 10
 
-// Limits is share (0 to 1] of Rate for each endpoint; a look-up is two
-// requests (the capture, then its order).
+// Limits is share (0 to 1] of Rate for each endpoint; a look-up is two requests.
 func Limits(share float64) refund.Limits {
 	r := Rate * share
 	return refund.Limits{Global: r, Create: r, List: r / lookupRequests, Charges: r, Get: r, ListRequests: lookupRequests}
@@ -229,8 +227,7 @@ func (c *Client) accessToken(ctx context.Context, stale string) (string, error) 
 	return t.token, nil
 }
 
-// fetchToken asks for a new token. Neither the secret nor the token ever
-// appears in its errors.
+// fetchToken asks for a new token; its errors never show the secret or a token.
 func (c *Client) fetchToken(ctx context.Context) (tokenAnswer, error) {
 	form := url.Values{"grant_type": {"client_credentials"}}.Encode()
 	basic := base64.StdEncoding.EncodeToString([]byte(c.id + ":" + c.secret)) // as http.Request.SetBasicAuth

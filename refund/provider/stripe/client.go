@@ -33,8 +33,7 @@ type Client struct {
 
 var _ refund.Provider = (*Client)(nil)
 
-// New returns a client for the API at base (DefaultAPIBase when empty)
-// with key, keeping conns connections open.
+// New returns a client for the API at base (DefaultAPIBase when empty) with key.
 func New(base, key string, conns int) *Client {
 	hc := httpx.Client(conns)
 	hc.Transport = noteTransport{hc.Transport}
@@ -110,8 +109,7 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	return out, nil
 }
 
-// Payment reads a charge, or the charges of a payment intent: what was
-// captured, in which currency, by which charges.
+// Payment reads what a charge, or a payment intent's charges, captured.
 func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {
 	var info refund.PaymentInfo
 	var over error // the charges' captured amounts summed beyond int64
@@ -152,8 +150,7 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 	return info, nil
 }
 
-// Cancel cancels a refund that still requires action, under a key that
-// makes a repeat harmless.
+// Cancel cancels a refund that requires action, under a key a repeat can reuse.
 func (c *Client) Cancel(ctx context.Context, id string) (refund.Refund, error) {
 	params := &stripego.RefundCancelParams{}
 	note := noted(ctx, &params.Context)
@@ -188,8 +185,7 @@ func toRefund(r *stripego.Refund) refund.Refund {
 	return out
 }
 
-// Stripe's rate limits per second (docs.stripe.com/rate-limits): per
-// account, live and test mode, and per endpoint.
+// Stripe's rate limits per second (docs.stripe.com/rate-limits): account, endpoint.
 const (
 	LiveRate     = 100
 	TestRate     = 25

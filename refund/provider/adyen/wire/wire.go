@@ -42,8 +42,7 @@ func Reference(batch, item string, attempt int) string {
 	return refPrefix + batch + ":" + item + ":" + strconv.Itoa(attempt)
 }
 
-// MaxBatchItem is how long batch and item may be together in a reference
-// (with an attempt of up to four digits).
+// MaxBatchItem is how long batch and item may be in a reference (attempts of 4 digits).
 const MaxBatchItem = MaxReference - len(refPrefix) - 2 - 4
 
 // ReferenceFits reports whether batch and item fit every attempt's reference.
@@ -166,8 +165,7 @@ func SetSignature(it *Item, key []byte) {
 	it.AdditionalData[SignatureField] = Sign(it, key)
 }
 
-// Verify reports whether it carries its signature under key (in constant
-// time).
+// Verify reports whether it carries its signature under key, in constant time.
 func Verify(it *Item, key []byte) bool {
 	got, err := base64.StdEncoding.DecodeString(it.AdditionalData[SignatureField])
 	if err != nil || len(got) == 0 {

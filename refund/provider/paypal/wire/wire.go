@@ -11,8 +11,7 @@ import (
 	"github.com/refundkit/refundkit/refund/money"
 )
 
-// wholeOnly are the currencies PayPal takes without decimals that
-// refundkit counts in hundredths.
+// wholeOnly are the currencies PayPal takes whole that refundkit counts in cents.
 var wholeOnly = map[string]bool{"huf": true, "twd": true}
 
 // ErrDecimalsNotSupported: an amount with decimals in a currency PayPal
