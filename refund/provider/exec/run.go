@@ -56,7 +56,8 @@ func (p *Provider) run(ctx context.Context, what, command, payment string, in []
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = waitDelay
-	cmd.Env = append(inherited(), env...)
+	// refundkit's own variables are this call's alone.
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "REFUNDKIT_") }), env...)
 	cmd.Stdin = bytes.NewReader(in)
 	out := &capped{limit: limit}
 	cmd.Stdout = out
@@ -81,11 +82,6 @@ func (p *Provider) run(ctx context.Context, what, command, payment string, in []
 		o.exit = ws.ExitStatus()
 	}
 	return o
-}
-
-// inherited is refund's environment without refundkit's own variables.
-func inherited() []string {
-	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "REFUNDKIT_") })
 }
 
 // emit writes one line of a command's stderr.

@@ -200,18 +200,13 @@ func (cp *captureJSON) unlisted(refunds []refund.Refund, total int64, why string
 		missing = amount - live
 	case total > live:
 		missing = total - live
-	case cp.refunded() && !anyLive:
+	case (cp.Status == "REFUNDED" || cp.Status == "PARTIALLY_REFUNDED") && !anyLive: // PayPal says it holds refunds
 	default:
 		return refunds
 	}
 	r := refund.Refund{ID: "unlisted:" + cp.ID, Capture: cp.ID, Amount: missing, Currency: currency, Status: refund.RefundSucceeded,
 		FailureReason: fmt.Sprintf("PayPal says capture %s is %s and its refunds cannot all be listed: %s", cp.ID, cp.Status, why)}
 	return append(refunds, unattributed(r))
-}
-
-// refunded reports whether PayPal says the capture holds refunds.
-func (cp *captureJSON) refunded() bool {
-	return cp.Status == "REFUNDED" || cp.Status == "PARTIALLY_REFUNDED"
 }
 
 // unattributed marks r as a refund whose maker cannot be told.

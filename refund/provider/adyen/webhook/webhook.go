@@ -47,8 +47,9 @@ type Handler struct {
 	cfg        Config
 	user, pass [sha256.Size]byte
 	basic      bool
-	stats      counters
 	rejected   map[string]*atomic.Int64 // by reason, each there from New on
+
+	accepted, added, duplicates, others, othersDuplicates, storeErrors, notFound atomic.Int64
 }
 
 // Reasons a request is refused, as Stats names them (another path is a
@@ -61,10 +62,6 @@ const (
 	ReasonMerchant   = "merchant"    // 422: another merchant account
 	ReasonMethod     = "method"      // 405: not a POST
 )
-
-type counters struct {
-	accepted, added, duplicates, others, othersDuplicates, storeErrors, notFound atomic.Int64
-}
 
 // Stats are a Handler's counters.
 type Stats struct {
@@ -112,9 +109,9 @@ func New(cfg Config) (*Handler, error) {
 // Stats reads the counters.
 func (h *Handler) Stats() Stats {
 	s := Stats{
-		Accepted: h.stats.accepted.Load(), Added: h.stats.added.Load(), Duplicates: h.stats.duplicates.Load(),
-		Others: h.stats.others.Load(), OthersDuplicates: h.stats.othersDuplicates.Load(),
-		StoreErrors: h.stats.storeErrors.Load(), NotFound: h.stats.notFound.Load(),
+		Accepted: h.accepted.Load(), Added: h.added.Load(), Duplicates: h.duplicates.Load(),
+		Others: h.others.Load(), OthersDuplicates: h.othersDuplicates.Load(),
+		StoreErrors: h.storeErrors.Load(), NotFound: h.notFound.Load(),
 		Rejected: make(map[string]int64, len(h.rejected)),
 	}
 	for r, n := range h.rejected {
@@ -125,7 +122,7 @@ func (h *Handler) Stats() Stats {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != h.cfg.Path {
-		h.stats.notFound.Add(1)
+		h.notFound.Add(1)
 		http.NotFound(w, r)
 		return
 	}
@@ -195,7 +192,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		ok, err := store.Add(ctx, n)
 		if err != nil {
-			h.stats.storeErrors.Add(1)
+			h.storeErrors.Add(1)
 			h.cfg.Logf("%s: answered 500, not [accepted] (Adyen retries): storing %s pspReference %q: %v", r.RemoteAddr, n.Item.EventCode, n.Item.PSPReference, err)
 			http.Error(w, "notification not stored", http.StatusInternalServerError)
 			return
@@ -211,11 +208,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			othersDups++
 		}
 	}
-	h.stats.added.Add(added)
-	h.stats.duplicates.Add(dups)
-	h.stats.others.Add(others)
-	h.stats.othersDuplicates.Add(othersDups)
-	h.stats.accepted.Add(1)
+	h.added.Add(added)
+	h.duplicates.Add(dups)
+	h.others.Add(others)
+	h.othersDuplicates.Add(othersDups)
+	h.accepted.Add(1)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, wire.Accepted)
 }
