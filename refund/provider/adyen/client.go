@@ -1,12 +1,10 @@
 // Package adyen is refundkit's Adyen provider: refund.Provider over
-// Adyen's Checkout API on net/http. Adyen answers a refund only
-// "received", its outcome comes later as a signed notification that
-// adyen-webhook keeps, and it has no API to list a payment's refunds: the
-// client reads outcomes and refunds from the kept notifications.
+// Adyen's Checkout API. Adyen answers a refund only "received" and cannot
+// list refunds: outcomes and refunds are read from the signed
+// notifications adyen-webhook kept.
 package adyen
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,8 +18,7 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/httpx"
 )
 
-// Adyen's Checkout API: the test environment (the live one's host is the
-// merchant's own prefix, so it must be given).
+// Adyen's test Checkout API (the live host has the merchant's own prefix).
 const (
 	TestAPIBase = "https://checkout-test.adyen.com"
 	APIVersion  = "v71"
@@ -30,16 +27,14 @@ const (
 // KeyTTL is how long refundkit counts on Adyen keeping an idempotency key.
 const KeyTTL = wire.KeyTTL
 
-// Notifications are those a receiver kept (refund/provider/adyen/notes),
-// each verified (HMAC) before it is returned.
+// Notifications are those a receiver kept (adyen/notes), each verified.
 type Notifications interface {
 	ForRefund(ctx context.Context, psp string) ([]wire.Notification, error)
 	ForPayment(ctx context.Context, psp string) ([]wire.Notification, error)
 	All(ctx context.Context) ([]wire.Notification, error)
 }
 
-// Config is what a client needs. APIKey and Merchant come from the
-// environment only (ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT).
+// Config is what a client needs (APIKey and Merchant from the environment only).
 type Config struct {
 	Base     string // the Checkout API, TestAPIBase when empty
 	APIKey   string
@@ -50,21 +45,16 @@ type Config struct {
 
 // Client is the part of Adyen's API refundkit uses. It repeats no call.
 type Client struct {
-	base, key, merchant string
-	notes               Notifications
-	http                *http.Client
+	httpx.API
+	key, merchant string
+	notes         Notifications
 }
 
 var _ refund.Provider = (*Client)(nil)
 
 // New returns a client for cfg.
 func New(cfg Config) *Client {
-	base := cfg.Base
-	if base == "" {
-		base = TestAPIBase
-	}
-	return &Client{base: strings.TrimSuffix(base, "/"), key: cfg.APIKey, merchant: cfg.Merchant, notes: cfg.Notes,
-		http: httpx.Client(max(cfg.Conns, 2))}
+	return &Client{API: httpx.NewAPI(cfg.Base, TestAPIBase, max(cfg.Conns, 2)), key: cfg.APIKey, merchant: cfg.Merchant, notes: cfg.Notes}
 }
 
 // Close closes the notifications, when they can be.
@@ -75,38 +65,21 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// APIBase is the API the client calls.
-func (c *Client) APIBase() string { return c.base }
-
-// Facts are Adyen's. Find knows only the refunds notifications told of
-// (PartialLookup): finding none proves nothing, so an item in doubt is
-// sent again only under its same key while Adyen surely keeps it.
+// Facts are Adyen's: Find knows only what notifications told
+// (PartialLookup), so finding none proves nothing.
 func (*Client) Facts() refund.Facts {
 	return refund.Facts{Name: "Adyen", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"psp_reference"},
 		PartialLookup: true, AmountRequired: true, MaxBatchItem: wire.MaxBatchItem, LookupName: "notification look-up", CheckAt: "Adyen's Customer Area"}
 }
 
-// refundRequest is the body of POST /payments/{psp}/refunds (always with
-// an amount: Adyen has no "refund the rest").
+// refundRequest is the body of a refund: Adyen has no "refund the rest".
 type refundRequest struct {
 	Amount          wire.Amount `json:"amount"`
 	MerchantAccount string      `json:"merchantAccount"`
 	Reference       string      `json:"reference"`
 }
 
-// refundAnswer is Adyen's answer to it: "received", never an outcome.
-type refundAnswer struct {
-	MerchantAccount     string      `json:"merchantAccount"`
-	PaymentPSPReference string      `json:"paymentPspReference"`
-	PSPReference        string      `json:"pspReference"`
-	Reference           string      `json:"reference"`
-	Status              string      `json:"status"`
-	Amount              wire.Amount `json:"amount"`
-}
-
-// Create asks for the refund under the Idempotency-Key of attempt
-// (wire.Key) with a reference naming batch, item and attempt, which the
-// notifications echo. The answer is a pending refund.
+// Create asks for the refund under wire.Key of attempt: a pending refund.
 func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	switch {
 	case it.PSPReference == "":
@@ -121,9 +94,17 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 		return refund.Answer{}, err
 	}
 	path := "/" + APIVersion + "/payments/" + url.PathEscape(it.PSPReference) + "/refunds"
-	var a refundAnswer
-	status, err := c.post(ctx, path, data, wire.Key(it.Batch, it.Item, attempt), &a)
+	res, data, err := c.Send(ctx, http.MethodPost, path, data, "X-API-Key", c.key, "Content-Type", "application/json",
+		"Accept", "application/json", "Idempotency-Key", wire.Key(it.Batch, it.Item, attempt))
 	if err != nil {
+		return refund.Answer{}, err
+	}
+	status := res.StatusCode
+	if status != http.StatusOK && status != http.StatusCreated {
+		return refund.Answer{}, classify(status, res.Header, data)
+	}
+	var a wire.RefundAnswer
+	if err := provider.Decode(status, data, &a); err != nil {
 		return refund.Answer{}, err
 	}
 	if a.PSPReference == "" || a.Status != "received" {
@@ -145,8 +126,7 @@ func (*Client) Cancel(context.Context, string) (refund.Refund, error) {
 	return refund.Refund{}, refund.RefusedHere("cancel_unsupported", errNoCancel)
 }
 
-// Get returns refund id as its notifications tell it (Outcome): pending
-// until one says how it ended.
+// Get returns refund id as its notifications tell it, pending until they end it.
 func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	if c.notes == nil {
 		return refund.Refund{}, refund.ErrNoLookup
@@ -155,15 +135,13 @@ func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	if err != nil {
 		return refund.Refund{}, notesFailed(err)
 	}
-	r, ok := Outcome(id, notes)
-	if !ok {
-		return refund.Refund{ID: id, Status: refund.RefundPending}, nil
+	if r, ok := Outcome(id, notes); ok {
+		return r, nil
 	}
-	return r, nil
+	return refund.Refund{ID: id, Status: refund.RefundPending}, nil
 }
 
-// Find returns the refunds of payment p that notifications told of,
-// newest first, with the metadata their references name.
+// Find returns the refunds of payment p that notifications told of.
 func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, error) {
 	if c.notes == nil || p.PSPReference == "" {
 		return nil, refund.ErrNoLookup
@@ -175,8 +153,7 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	return Refunds(notes), nil
 }
 
-// Told returns every refund the notifications tell of, newest first, for
-// audit to find those of items no journal knows.
+// Told returns every refund the notifications tell of, for audit.
 func (c *Client) Told(ctx context.Context) ([]refund.Refund, error) {
 	if c.notes == nil {
 		return nil, nil
@@ -188,38 +165,10 @@ func (c *Client) Told(ctx context.Context) ([]refund.Refund, error) {
 	return Refunds(notes), nil
 }
 
-// post sends one POST with the API key and the idempotency key, and
-// decodes a success into out; its error is a *refund.Failure.
-func (c *Client) post(ctx context.Context, path string, body []byte, key string, out any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("X-API-Key", c.key)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	res, data, err := httpx.Do(c.http, req)
-	if err != nil {
-		return 0, err
-	}
-	if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusCreated {
-		return res.StatusCode, classify(res.StatusCode, res.Header, data)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return res.StatusCode, refund.Unreadable("adyen", res.StatusCode, err)
-	}
-	return res.StatusCode, nil
-}
-
-// Rate is the refund requests per second refundkit assumes an Adyen API
-// credential may send: Adyen publishes no limit for modifications (it
-// answers 429 past one), so this is a conservative guess, which --rate
-// replaces.
+// Rate is a guess of the refunds per second Adyen takes (it publishes no limit).
 const Rate = 10
 
-// Limits is share (0 to 1] of Rate for refund.NewPacer. Only creations go
-// to Adyen: look-ups read the kept notifications.
+// Limits is share (0 to 1] of Rate: only creations go to Adyen.
 func Limits(share float64) refund.Limits {
 	return refund.Limits{Create: Rate * share}
 }

@@ -34,7 +34,7 @@ func TestCreateSendsKeyReferenceAndAmount(t *testing.T) {
 			t.Errorf("body: %v", err)
 		}
 		w.WriteHeader(http.StatusCreated)
-		json.NewEncoder(w).Encode(refundAnswer{MerchantAccount: got.body.MerchantAccount, PaymentPSPReference: "PAY0000000000001",
+		json.NewEncoder(w).Encode(wire.RefundAnswer{MerchantAccount: got.body.MerchantAccount, PaymentPSPReference: "PAY0000000000001",
 			PSPReference: "REF0000000000001", Reference: got.body.Reference, Status: "received", Amount: got.body.Amount})
 	}))
 	defer srv.Close()

@@ -1,7 +1,6 @@
 package adyen
 
-// Adyen's errors, classified: the only place that knows which of Adyen's
-// answers may be repeated under the same Idempotency-Key.
+// Adyen's errors: which answers may be repeated under the same key.
 
 import (
 	"encoding/json"
@@ -35,12 +34,8 @@ const transientHeader = "Transient-Error"
 var provider = httpx.Provider{Name: "adyen", Title: "Adyen", NotOwn: "no Adyen error body", RefName: "pspReference"}
 
 // classify sorts an answer that is not a success by Adyen's idempotency
-// rules (httpx.Provider.Failure for the shared ones): an answer without
-// Adyen's error body is not Adyen's, unless a 429. Transient-Error: true,
-// 703 and 704 (the first request with this key still in progress) are
-// repeated under the same key; a 429 is never saved. Adyen's own 5xx is
-// indeterminate: no look-up can tell whether the refund exists, so a later
-// run sends it again under the same key while Adyen surely keeps it.
+// rules: without Adyen's error body (but a 429) it is not Adyen's. Adyen's
+// own 5xx is indeterminate: no look-up can tell whether the refund exists.
 func classify(status int, h http.Header, body []byte) *refund.Failure {
 	var e apiError
 	_ = json.Unmarshal(body, &e) // a body that says nothing leaves e empty
@@ -61,8 +56,7 @@ func classify(status int, h http.Header, body []byte) *refund.Failure {
 	})
 }
 
-// notesFailed is a notification store that could not be read: asked again
-// (a file being rotated, a database restarting).
+// notesFailed is a notification store that could not be read: asked again.
 func notesFailed(err error) *refund.Failure {
 	return &refund.Failure{Class: refund.ClassRetry, Code: "notifications_unreadable", Message: err.Error(),
 		Err: fmt.Errorf("adyen: read the notifications: %w", err)}

@@ -1,10 +1,10 @@
 package adyen
 
-// What a refund's notifications say of it. They come more than once and
-// out of order, so an outcome is decided from all of them, never by the
-// last to arrive.
+// What a refund's notifications say of it, decided from all of them: they
+// come more than once and out of order.
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,11 +22,8 @@ const (
 )
 
 // Outcome is refund id as its notifications tell it; ok is false when none
-// names it. REFUND true is refunded, false failed; REFUND_FAILED or
-// REFUNDED_REVERSED, in whatever order they came, undo a success. True and
-// false for one refund contradict: it stays pending, for a person. A
-// success that is neither leaves a status on no allow-list
-// ("success \"x\""): neither done nor failed.
+// names it. True and false for one refund contradict: it stays pending,
+// for a person; a success neither leaves a status on no allow-list.
 func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 	var yes, no, failedLater, reversed, differ bool
 	odd := "" // the status of a success neither true nor false
@@ -51,13 +48,9 @@ func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 				yes = true
 			case "false":
 				no = true
-				if r.FailureReason == "" {
-					r.FailureReason = it.Reason
-				}
+				r.FailureReason = cmp.Or(r.FailureReason, it.Reason)
 			default:
-				if odd == "" {
-					odd = "success " + strconv.Quote(it.Success)
-				}
+				odd = cmp.Or(odd, "success "+strconv.Quote(it.Success))
 			}
 		case wire.EventRefundFailed:
 			failedLater = true
@@ -83,8 +76,7 @@ func Outcome(id string, notes []wire.Notification) (r refund.Refund, ok bool) {
 	return r, ok
 }
 
-// Refunds are the refunds notes tell of, one per refund pspReference,
-// newest first (as Find returns them).
+// Refunds are the refunds notes tell of, newest first.
 func Refunds(notes []wire.Notification) []refund.Refund {
 	var ids []string
 	seen := make(map[string]bool)
@@ -104,8 +96,7 @@ func Refunds(notes []wire.Notification) []refund.Refund {
 	return out
 }
 
-// metadata is what a reference says in refundkit's metadata keys; nil for
-// one that is not refundkit's.
+// metadata is what a reference says; nil for one not refundkit's.
 func metadata(ref string) map[string]string {
 	batch, item, attempt, ok := wire.ParseReference(ref)
 	if !ok {

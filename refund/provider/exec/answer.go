@@ -1,7 +1,6 @@
 package exec
 
-// What a command's run means, read as the contract says (docs/providers.md,
-// "Any refund API"), in the engine's terms.
+// What a command's run means, as the contract says (docs/providers.md).
 
 import (
 	"bytes"
@@ -16,9 +15,8 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// classNoAnswer is a create run that gave no answer to stand by (an exit
-// status, a signal, a timeout, an answer not understood): the call may
-// have been made, so the item stays in doubt under its key, not burned.
+// classNoAnswer is a create run that gave no answer to stand by: the call
+// may have been made, so the item stays in doubt under its key.
 const classNoAnswer = refund.ClassInDoubt
 
 // answer is the create command's answer object.
@@ -48,22 +46,18 @@ type listed struct {
 	FailureReason string          `json:"failure_reason"`
 }
 
-// itemJSON is the plan line of it, as the create command reads it.
-func itemJSON(it *refund.Item) ([]byte, error) {
-	b, err := json.Marshal(it)
+// jsonLine is v as a command reads it on stdin: one line of JSON.
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
 	return append(b, '\n'), err
 }
 
-// paymentJSON is the payment the find command lists, as a plan line
-// names it.
-func paymentJSON(p refund.Payment) ([]byte, error) {
-	b, err := json.Marshal(struct {
-		Charge        string `json:"charge,omitempty"`
-		PaymentIntent string `json:"payment_intent,omitempty"`
-		Capture       string `json:"capture,omitempty"`
-		PSPReference  string `json:"psp_reference,omitempty"`
-	}{p.Charge, p.PaymentIntent, p.Capture, p.PSPReference})
-	return append(b, '\n'), err
+// paymentJSON is the payment the find command lists, as a plan line names it.
+type paymentJSON struct {
+	Charge        string `json:"charge,omitempty"`
+	PaymentIntent string `json:"payment_intent,omitempty"`
+	Capture       string `json:"capture,omitempty"`
+	PSPReference  string `json:"psp_reference,omitempty"`
 }
 
 // createAnswer classifies a create run for attempt of it.
@@ -84,11 +78,7 @@ func createAnswer(it *refund.Item, attempt int, o outcome) (refund.Answer, error
 		return refund.Answer{}, failure(classNoAnswer, "exec_bad_answer", err.Error()+": in doubt")
 	}
 	if a.Status == refund.RefundFailed {
-		msg := a.Message
-		if msg == "" {
-			msg = "refused: " + a.Code
-		}
-		return refund.Answer{}, failure(refund.ClassFinal, a.Code, msg)
+		return refund.Answer{}, failure(refund.ClassFinal, a.Code, cmp.Or(a.Message, "refused: "+a.Code))
 	}
 	amount, _ := minorUnits(a.Amount)
 	r := refund.Refund{ID: a.ID, Status: a.Status, Amount: amount, Currency: strings.ToLower(a.Currency),
@@ -141,7 +131,7 @@ func findAnswer(p refund.Payment, o outcome) ([]refund.Refund, error) {
 	}
 	switch {
 	case o.timedOut || o.signal != "" || o.exit != exitAnswered:
-		// A look-up changes nothing: the engine may run it again.
+		// A look-up changes nothing: it may be run again.
 		return nil, failure(refund.ClassIndeterminate, "exec_find_failed", o.describe())
 	case o.overflow:
 		return nil, failure(refund.ClassIndeterminate, "exec_bad_answer", fmt.Sprintf("%s printed more than %d bytes", o.what, maxFindOutput))
@@ -157,8 +147,7 @@ func findAnswer(p refund.Payment, o outcome) ([]refund.Refund, error) {
 		}
 		out = append(out, r)
 	}
-	// Newest first; lines of the same second (or without created) keep
-	// their order.
+	// Newest first; lines of the same second keep their order.
 	slices.SortStableFunc(out, func(a, b refund.Refund) int { return cmp.Compare(b.Created, a.Created) })
 	return out, nil
 }
@@ -214,8 +203,7 @@ func minorUnits(raw json.RawMessage) (int64, error) {
 	return n, nil
 }
 
-// attemptOf reads an attempt: a positive integer, or a string of one (as
-// metadata often holds it); "" when absent.
+// attemptOf reads an attempt: a positive integer or a string of one ("": none).
 func attemptOf(raw json.RawMessage) (string, error) {
 	s := string(raw)
 	if s == "" || s == "null" {
@@ -231,13 +219,9 @@ func attemptOf(raw json.RawMessage) (string, error) {
 }
 
 // unanswered is the failure of a run that gave no answer of the API's,
-// create or find alike; nil for another.
-//   - Nothing ran, so nothing was sent: the same call again (the engine
-//     halts when none starts).
-//   - Exit 75: the same call again after a backoff, rate limited as a 429.
-//     As no answer (Status 0), Config.MaxUnanswered of them in a row halt
-//     the run (exit 6) rather than retry for ever an API out of reach.
-//   - Exit 77: the API refused the credentials: the run halts (exit 6).
+// create or find alike; nil for another. Nothing ran, or exit 75 (rate
+// limited as a 429, no answer): the same call again; exit 77: the run
+// halts.
 func (o *outcome) unanswered() *refund.Failure {
 	switch {
 	case o.startErr != nil:

@@ -1,8 +1,7 @@
 // Package exec is refundkit's provider for any refund API: refund.Provider
 // over commands the user supplies, which make one refund call or list a
 // payment's refunds and say what came of it by their exit status and JSON
-// on stdout (docs/providers.md, "Any refund API"). It is the only code that
-// knows that contract.
+// on stdout (docs/providers.md, "Any refund API").
 package exec
 
 import (
@@ -22,17 +21,14 @@ const Name = "exec"
 // DefaultTimeout bounds one run of a command.
 const DefaultTimeout = 30 * time.Second
 
-// Backoff spaces the runs of a create command that exited 75 (retry later).
-var Backoff = refund.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second}
-
 // Config is what the provider runs.
 type Config struct {
 	Create  string        // the shell command run once per attempt
 	Find    string        // lists a payment's refunds; "": refund.ErrNoLookup
 	Timeout time.Duration // then the process group is killed (default DefaultTimeout)
 	KeyTTL  time.Duration // how long the API keeps an idempotency key (0: for ever)
-	// Stderr receives the commands' stderr, each line prefixed with Prefix
-	// and the command and payment ("refund: exec-create ch_1: ...").
+	// Stderr receives the commands' stderr, each line prefixed with Prefix,
+	// command and payment ("refund: exec-create ch_1: ...").
 	Stderr io.Writer
 	Prefix string
 }
@@ -62,10 +58,12 @@ func New(cfg Config) (*Provider, error) {
 	return &Provider{cfg: cfg}, nil
 }
 
-// Facts: keys are kept as long as the user says (for ever by default), and
-// an unknown API may complete a call after any failure it gave.
+// Facts: keys are kept as long as the user says, an unknown API may
+// complete a call after any failure, and a run that exited 75 is repeated
+// after a backoff.
 func (p *Provider) Facts() refund.Facts {
-	return refund.Facts{Name: Name, KeyTTL: p.cfg.KeyTTL, LateOutcomes: true, Backoff: Backoff}
+	return refund.Facts{Name: Name, KeyTTL: p.cfg.KeyTTL, LateOutcomes: true,
+		Backoff: refund.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second}}
 }
 
 // Create runs the create command once for attempt of it.
@@ -73,7 +71,7 @@ func (p *Provider) Create(ctx context.Context, it *refund.Item, attempt int) (re
 	if p.cfg.Create == "" {
 		return refund.Answer{}, failure(refund.ClassFatal, "exec_no_create", "no create command: this provider only lists refunds")
 	}
-	in, err := itemJSON(it)
+	in, err := jsonLine(it)
 	if err != nil {
 		return refund.Answer{}, err
 	}
@@ -95,7 +93,7 @@ func (p *Provider) Find(ctx context.Context, pay refund.Payment) ([]refund.Refun
 	if p.cfg.Find == "" {
 		return nil, refund.ErrNoLookup
 	}
-	in, err := paymentJSON(pay)
+	in, err := jsonLine(paymentJSON{pay.Charge, pay.PaymentIntent, pay.Capture, pay.PSPReference})
 	if err != nil {
 		return nil, err
 	}
@@ -108,15 +106,13 @@ func (p *Provider) Payment(context.Context, refund.Payment) (refund.PaymentInfo,
 	return refund.PaymentInfo{}, refund.ErrNoLookup
 }
 
-// Cancel: the contract has no cancel command; audit reports the refund
-// instead of canceling it.
+// Cancel: the contract has no cancel command (audit reports the refund).
 func (p *Provider) Cancel(_ context.Context, id string) (refund.Refund, error) {
 	return refund.Refund{}, failure(refund.ClassFinal, "unsupported", fmt.Sprintf("refund %s: the exec provider has no cancel command", id))
 }
 
-// Get: the contract has no command that reads one refund. The error is
-// final, so a pending item stays pending for a later run, and wraps
-// ErrNoLookup, so the engine settles the item by Find instead.
+// Get: the contract cannot read one refund. The error is final (a pending
+// item stays pending) and wraps ErrNoLookup (the engine uses Find).
 func (p *Provider) Get(_ context.Context, id string) (refund.Refund, error) {
 	err := fmt.Errorf("refund %s: %w (the exec provider reads refunds only through --exec-find)", id, refund.ErrNoLookup)
 	return refund.Refund{}, &refund.Failure{Class: refund.ClassFinal, Code: "no_get", Message: err.Error(), Err: err}

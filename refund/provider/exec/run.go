@@ -1,7 +1,7 @@
 package exec
 
 // Running one command: /bin/sh -c in a process group of its own, stdout
-// kept up to a cap, stderr passed through line by line with a prefix.
+// kept up to a cap, stderr passed on line by line with a prefix.
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	osexec "os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -29,8 +30,7 @@ const (
 	exitNoPerm   = 77 // EX_NOPERM (sysexits.h): the API refused the credentials: halt
 )
 
-// waitDelay is how long a command's pipes may stay open after it ends (a
-// background child holding them).
+// waitDelay is how long a background child may hold a command's pipes.
 const waitDelay = time.Second
 
 // outcome is how one run of a command ended.
@@ -52,12 +52,12 @@ func (p *Provider) run(ctx context.Context, what, command, payment string, in []
 	defer cancel()
 	cmd := osexec.CommandContext(ctx, "/bin/sh", "-c", command)
 	// A group of its own: a timeout kills the shell's children too, and a
-	// Ctrl-C at the terminal reaches refund alone, which finishes the
-	// calls in flight instead of losing their answers.
+	// Ctrl-C reaches refund alone, which finishes the calls in flight.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = waitDelay
-	cmd.Env = append(inherited(), env...)
+	// refundkit's own variables are this call's alone.
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "REFUNDKIT_") }), env...)
 	cmd.Stdin = bytes.NewReader(in)
 	out := &capped{limit: limit}
 	cmd.Stdout = out
@@ -84,19 +84,6 @@ func (p *Provider) run(ctx context.Context, what, command, payment string, in []
 	return o
 }
 
-// inherited is refund's environment without refundkit's own variables,
-// which only this call may set.
-func inherited() []string {
-	env := os.Environ()
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "REFUNDKIT_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
 // emit writes one line of a command's stderr.
 func (p *Provider) emit(line []byte) {
 	p.errMu.Lock()
@@ -104,8 +91,7 @@ func (p *Provider) emit(line []byte) {
 	p.cfg.Stderr.Write(line)
 }
 
-// capped keeps up to limit bytes and drops the rest, so that a command
-// printing without end is neither blocked nor kept.
+// capped keeps up to limit bytes and drops the rest, blocking nothing.
 type capped struct {
 	buf   bytes.Buffer
 	limit int
@@ -167,8 +153,7 @@ func (l *lines) flush() {
 	}
 }
 
-// describe says how the run ended: never the command's text or
-// environment, which may hold secrets.
+// describe says how the run ended, never the command or its environment (secrets).
 func (o *outcome) describe() string {
 	switch {
 	case o.timedOut:

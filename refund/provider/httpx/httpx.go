@@ -1,39 +1,70 @@
 // Package httpx is what the providers' HTTP clients share: their
-// connections, one answer read, and the one mapping of an answer that is
-// not a success to a *refund.Failure (Adyen's and PayPal's).
+// connections, one way to send a request and read its answer, and the one
+// mapping of an answer that is not a success to a *refund.Failure (Adyen's
+// and PayPal's).
 package httpx
 
 import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
 )
 
-// Client keeps conns connections open per host and gives up a call after
-// 80 s.
+// Client keeps conns connections open per host and gives up a call after 80 s.
 func Client(conns int) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = conns
 	return &http.Client{Transport: t, Timeout: 80 * time.Second}
 }
 
-// Do sends req and reads the answer's body, up to 1 MiB. An error is no
+// API is a provider's HTTP API: where it is and the connections to it.
+type API struct {
+	base string
+	http *http.Client
+}
+
+// NewAPI is the API at base (def when empty), keeping conns connections open.
+func NewAPI(base, def string, conns int) API {
+	return API{base: strings.TrimSuffix(cmp.Or(base, def), "/"), http: Client(conns)}
+}
+
+// APIBase is the API the client calls.
+func (a API) APIBase() string { return a.base }
+
+// Send sends method path with body (nil: none) and header, pairs of name
+// and value, and reads the answer's body, up to 1 MiB. An error is no
 // answer (refund.NoAnswer).
-func Do(c *http.Client, req *http.Request) (*http.Response, []byte, error) {
-	res, err := c.Do(req)
+func (a API) Send(ctx context.Context, method, path string, body []byte, header ...string) (*http.Response, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
+	if err != nil {
+		return nil, nil, refund.NoAnswer(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := a.http.Do(req)
 	if err != nil {
 		return nil, nil, refund.NoAnswer(err)
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	data, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
 	if err != nil {
 		return nil, nil, refund.NoAnswer(err)
 	}
-	return res, body, nil
+	return res, data, nil
 }
 
 // Provider names a provider in its failures.
@@ -44,25 +75,22 @@ type Provider struct {
 	RefName string // what names an answer for the provider's support: "pspReference"
 }
 
-// Failure classifies an answer of status that is not a success. code and
-// msg are what its body says ("" for nothing), ref names it for the
-// provider's support (added to the message). In order:
-//   - an answer that is not the provider's own (own false) is a gateway's or
-//     a proxy's: no answer, the refund may be under way, so the call is
-//     repeated under the same key;
-//   - rule, the provider's own, decides when it returns true (it may change
-//     f and leave the rest to decide);
-//   - 429 is rate limited: repeated;
-//   - 401 and 403 refuse the credentials: the run halts;
-//   - any other refuses the refund: final.
+// Decode reads a success's body into out; one not JSON is refund.Unreadable.
+func (p Provider) Decode(status int, data []byte, out any) error {
+	if err := json.Unmarshal(data, out); err != nil {
+		return refund.Unreadable(p.Name, status, err)
+	}
+	return nil
+}
+
+// Failure classifies an answer of status that is not a success: code, msg
+// and ref (for the provider's support) are what its body says. An answer
+// not the provider's own is a proxy's: no answer, repeated under the same
+// key. rule, the provider's, decides when it returns true; then 429 is
+// repeated, 401 and 403 halt the run, any other is final.
 func (p Provider) Failure(status int, own bool, code, msg, ref string, rule func(f *refund.Failure) bool) *refund.Failure {
-	if code == "" {
-		code = "http_" + strconv.Itoa(status)
-	}
-	if msg == "" {
-		msg = "no error message"
-	}
-	f := &refund.Failure{Class: refund.ClassFinal, Status: status, Code: code, Message: msg}
+	f := &refund.Failure{Class: refund.ClassFinal, Status: status, Code: cmp.Or(code, "http_"+strconv.Itoa(status)),
+		Message: cmp.Or(msg, "no error message")}
 	switch {
 	case !own:
 		f.Class, f.Status, f.Code = refund.ClassRetry, 0, "gateway_"+strconv.Itoa(status)

@@ -1,15 +1,23 @@
 package paypal
 
-// PayPal's refund object, read into refundkit's terms.
+// PayPal's answers in refundkit's terms: its refund object, the custom_id
+// that says whose a refund is, and its errors.
 
 import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/provider/httpx"
 	"github.com/refundkit/refundkit/refund/provider/paypal/wire"
 )
 
@@ -45,9 +53,9 @@ func (r *paypalRefund) refund(meta func(custom string) map[string]string) (refun
 	status, ok := statusOf[r.Status]
 	switch {
 	case r.ID == "":
-		return refund.Refund{}, errNoID
+		return refund.Refund{}, errors.New("refund without an id")
 	case !ok:
-		return refund.Refund{}, &statusError{r.Status}
+		return refund.Refund{}, fmt.Errorf("refund status %q unknown", r.Status)
 	case r.Amount == nil:
 		return refund.Refund{}, errNoAmount
 	}
@@ -69,8 +77,7 @@ func (r *paypalRefund) refund(meta func(custom string) map[string]string) (refun
 	return out, nil
 }
 
-// capture is the id of the capture the refund refunds, from its "up"
-// link; "" when it has none.
+// capture is the id of the capture the refund's "up" link names, or "".
 func (r *paypalRefund) capture() string {
 	for _, l := range r.Links {
 		if l.Rel != "up" {
@@ -87,12 +94,137 @@ func (r *paypalRefund) capture() string {
 	return ""
 }
 
-// Why an answer is not understood.
-var (
-	errNoID     = errors.New("refund without an id")
-	errNoAmount = errors.New("refund without a positive amount")
+var errNoAmount = errors.New("refund without a positive amount")
+
+// Where a PayPal refund says whose it is: custom_id (PayPal has no
+// metadata; invoice_id is the merchant's).
+
+const (
+	customPrefix  = "refundkit,"
+	digestPrefix  = customPrefix + "sha256,"
+	maxCustomID   = 127
+	metaSeparator = ","
 )
 
-type statusError struct{ status string }
+// customID is refundkit,<batch>,<item>,<attempt>, an item's ':' as ','
+// (PayPal's schema); past 127 characters, a digest only its sender matches.
+func customID(batch, item string, attempt int) string {
+	s := customPrefix + batch + metaSeparator + strings.ReplaceAll(item, ":", metaSeparator) + metaSeparator + strconv.Itoa(attempt)
+	if len(s) <= maxCustomID {
+		return s
+	}
+	sum := sha256.Sum256([]byte(batch + "\x00" + item + "\x00" + strconv.Itoa(attempt)))
+	return digestPrefix + hex.EncodeToString(sum[:20])
+}
 
-func (e *statusError) Error() string { return "refund status " + strconv.Quote(e.status) + " unknown" }
+// parseCustomID reads back a custom_id that customID wrote in full.
+func parseCustomID(s string) (batch, item, attempt string, ok bool) {
+	rest, found := strings.CutPrefix(s, customPrefix)
+	if !found || strings.HasPrefix(s, digestPrefix) {
+		return "", "", "", false
+	}
+	parts := strings.Split(rest, metaSeparator)
+	if len(parts) < 3 {
+		return "", "", "", false
+	}
+	batch, attempt = parts[0], parts[len(parts)-1]
+	item = strings.Join(parts[1:len(parts)-1], ":")
+	if !refund.ValidBatch(batch) || item == "" {
+		return "", "", "", false
+	}
+	if n, err := strconv.Atoi(attempt); err != nil || n < 1 {
+		return "", "", "", false
+	}
+	return batch, item, attempt, true
+}
+
+// metadata is what a custom_id says; nil when nothing refundkit reads.
+func metadata(custom string) map[string]string {
+	batch, item, attempt, ok := parseCustomID(custom)
+	if !ok {
+		return nil
+	}
+	return map[string]string{refund.MetaBatch: batch, refund.MetaItem: item, refund.MetaAttempt: attempt}
+}
+
+// matchCustomID is the metadata of a refund Create for attempt of it got:
+// what its custom_id says, or the item's when it is the digest sent.
+func matchCustomID(custom string, it *refund.Item, attempt int) map[string]string {
+	if m := metadata(custom); m != nil {
+		return m
+	}
+	if strings.HasPrefix(custom, digestPrefix) && custom == customID(it.Batch, it.Item, attempt) {
+		return map[string]string{refund.MetaBatch: it.Batch, refund.MetaItem: it.Item, refund.MetaAttempt: strconv.Itoa(attempt)}
+	}
+	return nil
+}
+
+// PayPal's errors: which answers may be repeated under the same key.
+
+// apiError is PayPal's error body: the REST shape (name, message, details
+// with an issue each) and the OAuth2 shape (error, error_description).
+type apiError struct {
+	Name             string `json:"name"`
+	Message          string `json:"message"`
+	DebugID          string `json:"debug_id"`
+	Details          []struct{ Issue, Description string }
+	Error            string `json:"error"`
+	ErrorDescription string `json:"error_description"`
+}
+
+var provider = httpx.Provider{Name: "paypal", Title: "PayPal", NotOwn: "no " + wire.DebugIDHeader, RefName: "debug id"}
+
+// classify sorts an answer that is not a success; token is true for the
+// token endpoint's. An answer without a debug id is not PayPal's. PayPal's
+// own 5xx is no answer (a journaled 500 would burn a key still good): a
+// retry gets the first request's latest status.
+func classify(status int, debugID string, body []byte, token bool) *refund.Failure {
+	var e apiError
+	_ = json.Unmarshal(body, &e) // a body that says nothing leaves e empty
+	return provider.Failure(status, debugID != "", e.code(), e.message(), debugID, func(f *refund.Failure) bool {
+		switch {
+		case status >= 500:
+			f.Class, f.Status = refund.ClassRetry, 0
+		case status == http.StatusConflict:
+			f.Class = refund.ClassRetry
+		case token && status != http.StatusTooManyRequests:
+			f.Class = refund.ClassFatal
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+// code is the error's most precise name: its first issue, name or OAuth2 error.
+func (e *apiError) code() string {
+	for _, d := range e.Details {
+		if d.Issue != "" {
+			return d.Issue
+		}
+	}
+	return cmp.Or(e.Name, e.Error)
+}
+
+func (e *apiError) message() string {
+	var parts []string
+	for _, s := range []string{e.Message, e.ErrorDescription} {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	for _, d := range e.Details {
+		if d.Description != "" {
+			parts = append(parts, d.Description)
+			break
+		}
+	}
+	return strings.Join(parts, ": ")
+}
+
+// Why a request is not sent.
+var (
+	errNoCapture  = errors.New("paypal: the item names no capture")
+	errNoCurrency = errors.New("paypal: a partial refund needs the item's currency")
+	errNoCancel   = errors.New("paypal: a refund cannot be canceled through PayPal's API")
+)

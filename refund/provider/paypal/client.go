@@ -1,17 +1,16 @@
 // Package paypal is refundkit's PayPal provider: refund.Provider over
-// PayPal's REST API (Payments v2) on net/http, the only code that knows
-// PayPal's API.
+// PayPal's REST API (Payments v2).
 package paypal
 
 import (
-	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
@@ -28,34 +27,29 @@ const (
 // KeyTTL is how long PayPal keeps a PayPal-Request-Id (45 days).
 const KeyTTL = wire.RequestIDTTL
 
-// Client is the part of PayPal's API refundkit uses. It repeats no call
-// but one PayPal refused for its access token: once, with a new token.
+// Client is the part of PayPal's API refundkit uses. It repeats only a
+// call PayPal refused for its access token, once.
 type Client struct {
-	base, id, secret string
-	http             *http.Client
-	now              func() time.Time
-	tokens           tokens
-	captured         capturedAmounts
+	httpx.API
+	id, secret string
+	now        func() time.Time
+	tokens     tokens
+	captured   capturedAmounts
 }
 
 var _ refund.Provider = (*Client)(nil)
 
-// New returns a client for the API at base (SandboxAPIBase when empty)
-// with the app's client id and secret, keeping conns connections open.
+// New returns a client for the API at base (SandboxAPIBase when empty).
 func New(base, id, secret string, conns int) *Client {
-	if base == "" {
-		base = SandboxAPIBase
-	}
-	return &Client{base: strings.TrimSuffix(base, "/"), id: id, secret: secret, http: httpx.Client(conns), now: time.Now}
+	return &Client{API: httpx.NewAPI(base, SandboxAPIBase, conns), id: id, secret: secret, now: time.Now}
 }
 
-// APIBase is the API the client calls.
-func (c *Client) APIBase() string { return c.base }
-
-// Facts are PayPal's. A retry gets the request's latest status, so no
-// call is indeterminate and none completes late behind a saved error.
+// Facts are PayPal's: a retry gets the request's latest status, so no call
+// is indeterminate or late. Retries are spaced further than Stripe's:
+// PayPal judges its rate over a minute.
 func (*Client) Facts() refund.Facts {
-	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Backoff: Backoff, Payments: []string{"capture"}, LookupRequests: lookupRequests}
+	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Payments: []string{"capture"}, LookupRequests: lookupRequests,
+		Backoff: refund.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second}}
 }
 
 // refundRequest is the body of a refund: no amount refunds the rest.
@@ -70,9 +64,8 @@ type amountJSON struct {
 	Value        string `json:"value"`
 }
 
-// Create refunds the item's capture under the PayPal-Request-Id of
-// attempt (refundkit's own key: PayPal takes up to 10,000 characters), its
-// custom_id naming batch, item and attempt.
+// Create refunds the item's capture under refundkit's own key (PayPal
+// takes up to 10,000 characters), its custom_id naming the attempt.
 func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	if it.Capture == "" {
 		return refund.Answer{}, refund.RefusedHere("capture_required", errNoCapture)
@@ -147,13 +140,10 @@ func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	return out, nil
 }
 
-// Rate is the requests per second refundkit assumes a PayPal app may
-// send: PayPal publishes no limit, so this is a conservative guess, which
-// the pacer lowers on a 429 and --rate replaces.
+// Rate is a guess of the requests per second PayPal takes (it publishes no limit).
 const Rate = 10
 
-// Limits is share (0 to 1] of Rate for refund.NewPacer, for each
-// endpoint: the look-up is two requests (the capture, then its order).
+// Limits is share (0 to 1] of Rate for each endpoint; a look-up is two requests.
 func Limits(share float64) refund.Limits {
 	r := Rate * share
 	return refund.Limits{Global: r, Create: r, List: r / lookupRequests, Charges: r, Get: r, ListRequests: lookupRequests}
@@ -161,31 +151,31 @@ func Limits(share float64) refund.Limits {
 
 const lookupRequests = 2
 
-// Backoff spaces retries, further than Stripe's: PayPal judges its rate
-// over a minute.
-var Backoff = refund.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second}
-
 // do sends one request with the current access token and decodes a
-// success into out; its error is a *refund.Failure. A 401 from PayPal (a
-// token expired or revoked) renews the token and sends the same request
-// again once, with the same body and requestID.
+// success into out. A 401 from PayPal (a token expired or revoked) renews
+// the token and sends the same request again, once.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, requestID string, out any) (int, error) {
+	header := []string{"Accept", "application/json"}
+	if body != nil {
+		// The whole refund in the answer (return=minimal gives id and status).
+		header = append(header, "Content-Type", "application/json", "Prefer", "return=representation")
+	}
+	if requestID != "" {
+		header = append(header, wire.RequestIDHeader, requestID)
+	}
 	stale := ""
 	for try := 0; ; try++ {
 		token, err := c.accessToken(ctx, stale)
 		if err != nil {
 			return 0, err
 		}
-		res, data, err := c.send(ctx, method, path, body, requestID, token)
+		res, data, err := c.Send(ctx, method, path, body, append(header, "Authorization", "Bearer "+token)...)
 		if err != nil {
 			return 0, err
 		}
 		status, debugID := res.StatusCode, res.Header.Get(wire.DebugIDHeader)
 		if status >= 200 && status < 300 { // 200 or 201; any other has no refund to read
-			if err := json.Unmarshal(data, out); err != nil {
-				return status, refund.Unreadable("paypal", status, err)
-			}
-			return status, nil
+			return status, provider.Decode(status, data, out)
 		}
 		if status == http.StatusUnauthorized && debugID != "" && try == 0 {
 			stale = token
@@ -195,26 +185,66 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, reque
 	}
 }
 
-// send makes one HTTP request and reads its answer.
-func (c *Client) send(ctx context.Context, method, path string, body []byte, requestID, token string) (*http.Response, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+// The OAuth2 access token every call shares: renewed before it expires,
+// and when PayPal refuses it.
+
+// renewBefore is how long before its expiry a token is renewed.
+const renewBefore = 5 * time.Minute
+
+// tokens holds the current access token. Its zero value has none.
+type tokens struct {
+	mu      sync.Mutex
+	token   string
+	expires time.Time
+}
+
+// tokenAnswer is the token endpoint's answer.
+type tokenAnswer struct {
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
+	ExpiresIn   int64  `json:"expires_in"` // seconds
+}
+
+// accessToken returns a token good for renewBefore (or half its life);
+// stale, a token PayPal refused, is dropped unless renewed already.
+func (c *Client) accessToken(ctx context.Context, stale string) (string, error) {
+	t := &c.tokens
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if stale != "" && t.token == stale {
+		t.token = ""
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if t.token != "" && c.now().Before(t.expires) {
+		return t.token, nil
+	}
+	a, err := c.fetchToken(ctx)
 	if err != nil {
-		return nil, nil, refund.NoAnswer(err)
+		return "", err
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-		// The whole refund in the answer, custom_id and amount included
-		// (the default, return=minimal, gives only id and status).
-		req.Header.Set("Prefer", "return=representation")
+	life := time.Duration(a.ExpiresIn) * time.Second
+	margin := min(renewBefore, life/2)
+	t.token, t.expires = a.AccessToken, c.now().Add(life-margin)
+	return t.token, nil
+}
+
+// fetchToken asks for a new token; its errors never show the secret or a token.
+func (c *Client) fetchToken(ctx context.Context) (tokenAnswer, error) {
+	form := url.Values{"grant_type": {"client_credentials"}}.Encode()
+	basic := base64.StdEncoding.EncodeToString([]byte(c.id + ":" + c.secret)) // as http.Request.SetBasicAuth
+	res, data, err := c.Send(ctx, http.MethodPost, "/v1/oauth2/token", []byte(form), "Authorization", "Basic "+basic,
+		"Content-Type", "application/x-www-form-urlencoded", "Accept", "application/json")
+	if err != nil {
+		return tokenAnswer{}, err
 	}
-	if requestID != "" {
-		req.Header.Set(wire.RequestIDHeader, requestID)
+	if res.StatusCode != http.StatusOK {
+		return tokenAnswer{}, classify(res.StatusCode, res.Header.Get(wire.DebugIDHeader), data, true)
 	}
-	return httpx.Do(c.http, req)
+	var a tokenAnswer
+	if err := json.Unmarshal(data, &a); err != nil || a.AccessToken == "" || a.ExpiresIn <= 0 {
+		if err == nil {
+			err = fmt.Errorf("no access_token or expires_in")
+		}
+		return tokenAnswer{}, refund.Unreadable("paypal", res.StatusCode, err)
+	}
+	return a, nil
 }

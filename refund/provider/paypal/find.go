@@ -1,9 +1,8 @@
 package paypal
 
-// The look-up: a capture's refunds, whoever made them. Payments v2 shows a
-// capture without its refunds but names its order, and Orders v2 shows the
-// order's refunds, each linked "up" to the capture it refunds. Where no
-// order lists them, the capture's status still says whether refunds exist.
+// The look-up: a capture's refunds, from the order Payments v2 names (each
+// linked "up" to its capture); else the capture's status still says
+// whether refunds exist.
 
 import (
 	"cmp"
@@ -49,11 +48,9 @@ type idJSON struct {
 	ID string `json:"id"`
 }
 
-// Find returns the capture's refunds, newest first, from its order. What
-// PayPal says the capture has given back and the order does not show is
-// one more unattributed refund (unlisted), so that a capture PayPal says
-// is refunded holds its item. Only a capture that cannot be read is an
-// error.
+// Find returns the capture's refunds, newest first, from its order, and
+// one unattributed refund for what PayPal says it gave back beyond them.
+// Only a capture that cannot be read is an error.
 func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, error) {
 	if p.Capture == "" {
 		return nil, refund.RefusedHere("capture_required", errNoCapture)
@@ -71,9 +68,8 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	if err != nil {
 		var f *refund.Failure
 		if errors.As(err, &f) && (f.Class == refund.ClassFinal || f.Status == http.StatusForbidden) {
-			// The order is gone or not this app's to read (a 403 here is
-			// about the order, not the credentials, which just read the
-			// capture): its refunds cannot be listed.
+			// The order is gone or not this app's (the credentials just
+			// read the capture): its refunds cannot be listed.
 			return cp.unlisted(nil, 0, fmt.Sprintf("its order %s cannot be read (%d %s)", orderID, f.Status, f.Code)), nil
 		}
 		return nil, err
@@ -104,7 +100,7 @@ func (c *Client) capture(ctx context.Context, id string) (captureJSON, int, erro
 }
 
 // capturedAmounts keeps what captures read lately captured (it never
-// changes): Payment asks again for the capture a look-up has just read.
+// changes), for Payment after a look-up.
 type capturedAmounts struct {
 	mu sync.Mutex
 	m  map[string]refund.PaymentInfo
@@ -129,9 +125,8 @@ func (c *capturedAmounts) put(id string, info refund.PaymentInfo) {
 var errNotInOrder = errors.New("the order does not list the capture")
 
 // refundsOf returns the order's refunds of capture, newest first, and the
-// most any says the capture has given back to date. A refund without an
-// "up" link is the capture's when its purchase unit holds no other
-// capture, else unattributed.
+// most any says the capture has given back. A refund without an "up" link
+// is the capture's when its purchase unit holds no other capture.
 func (o *orderJSON) refundsOf(capture string) ([]refund.Refund, int64, error) {
 	var out []refund.Refund
 	var total int64
@@ -155,8 +150,7 @@ func (o *orderJSON) refundsOf(capture string) ([]refund.Refund, int64, error) {
 			if up == "" {
 				x.Capture = capture
 			}
-			// A digest custom_id is refundkit's, but whose only Create can
-			// tell (matchCustomID).
+			// Whose a digest custom_id is only Create can tell.
 			if up == "" && len(pay.Captures) > 1 || strings.HasPrefix(r.CustomID, digestPrefix) {
 				x = unattributed(x)
 			}
@@ -176,10 +170,9 @@ func (o *orderJSON) refundsOf(capture string) ([]refund.Refund, int64, error) {
 	return out, total, nil
 }
 
-// unlisted completes refunds, the capture's as listed (why: what keeps
-// the list from being whole), with one unattributed refund for what PayPal
-// says the capture has given back beyond them. The engine then holds the
-// item: an unlisted refund may be refundkit's own, from a lost journal.
+// unlisted adds to the capture's listed refunds one unattributed refund
+// for what PayPal says it has given back beyond them (why: what keeps the
+// list from being whole); it holds the item, being maybe refundkit's own.
 func (cp *captureJSON) unlisted(refunds []refund.Refund, total int64, why string) []refund.Refund {
 	var live int64
 	anyLive, summed := false, true
@@ -207,7 +200,7 @@ func (cp *captureJSON) unlisted(refunds []refund.Refund, total int64, why string
 		missing = amount - live
 	case total > live:
 		missing = total - live
-	case cp.refunded() && !anyLive:
+	case (cp.Status == "REFUNDED" || cp.Status == "PARTIALLY_REFUNDED") && !anyLive: // PayPal says it holds refunds
 	default:
 		return refunds
 	}
@@ -216,13 +209,7 @@ func (cp *captureJSON) unlisted(refunds []refund.Refund, total int64, why string
 	return append(refunds, unattributed(r))
 }
 
-// refunded reports whether PayPal says the capture holds refunds.
-func (cp *captureJSON) refunded() bool {
-	return cp.Status == "REFUNDED" || cp.Status == "PARTIALLY_REFUNDED"
-}
-
-// unattributed marks r as a refund whose maker cannot be told: it holds
-// the item (refund.Refund.Unattributed).
+// unattributed marks r as a refund whose maker cannot be told.
 func unattributed(r refund.Refund) refund.Refund {
 	r.Unattributed = true
 	r.Metadata = nil

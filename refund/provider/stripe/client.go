@@ -3,9 +3,13 @@
 package stripe
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v76"
@@ -29,16 +33,12 @@ type Client struct {
 
 var _ refund.Provider = (*Client)(nil)
 
-// New returns a client for the API at base (DefaultAPIBase when empty)
-// with key, keeping conns connections open.
+// New returns a client for the API at base (DefaultAPIBase when empty) with key.
 func New(base, key string, conns int) *Client {
-	if base == "" {
-		base = DefaultAPIBase
-	}
 	hc := httpx.Client(conns)
 	hc.Transport = noteTransport{hc.Transport}
 	backend := stripego.GetBackendWithConfig(stripego.APIBackend, &stripego.BackendConfig{
-		URL:               stripego.String(base),
+		URL:               stripego.String(cmp.Or(base, DefaultAPIBase)),
 		HTTPClient:        hc,
 		MaxNetworkRetries: stripego.Int64(0),
 		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
@@ -47,18 +47,17 @@ func New(base, key string, conns int) *Client {
 }
 
 // Facts are Stripe's: a call answered with its own 500 may still complete
-// (LateOutcomes). A nil *Client has them too.
+// (LateOutcomes); retries are spaced within its rate limits. A nil *Client
+// has them too.
 func (*Client) Facts() refund.Facts {
-	return refund.Facts{Name: "Stripe", KeyTTL: 24 * time.Hour, LateOutcomes: true, Backoff: Backoff,
-		Payments: []string{"charge", "payment_intent"}}
+	return refund.Facts{Name: "Stripe", KeyTTL: 24 * time.Hour, LateOutcomes: true, Payments: []string{"charge", "payment_intent"},
+		Backoff: refund.Backoff{Base: 250 * time.Millisecond, Max: 16 * time.Second}}
 }
 
-// Create sends one refund request for it under the idempotency key of
-// attempt, its metadata naming batch, item and attempt.
+// Create sends one refund request for attempt of it under its key.
 func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	params := &stripego.RefundParams{}
-	ctx, note := noted(ctx)
-	params.Context = ctx
+	note := noted(ctx, &params.Context)
 	params.SetIdempotencyKey(refund.IdempotencyKey(it.Batch, it.Item, attempt))
 	if it.Charge != "" {
 		params.Charge = stripego.String(it.Charge)
@@ -89,12 +88,10 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 	return a, nil
 }
 
-// Find returns every refund of the charge or payment intent, newest first,
-// following pagination to the end.
+// Find returns every refund of the payment, newest first.
 func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, error) {
 	params := &stripego.RefundListParams{}
-	ctx, note := noted(ctx)
-	params.Context = ctx
+	note := noted(ctx, &params.Context)
 	params.Limit = stripego.Int64(100)
 	if p.Charge != "" {
 		params.Charge = stripego.String(p.Charge)
@@ -112,10 +109,8 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	return out, nil
 }
 
-// Payment reads a charge, or the charges of a payment intent, in one
-// request: what was captured, in which currency, by which charges.
+// Payment reads what a charge, or a payment intent's charges, captured.
 func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {
-	ctx, note := noted(ctx)
 	var info refund.PaymentInfo
 	var over error // the charges' captured amounts summed beyond int64
 	add := func(ch *stripego.Charge) {
@@ -128,7 +123,7 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 	}
 	if p.Charge != "" {
 		params := &stripego.ChargeParams{}
-		params.Context = ctx
+		note := noted(ctx, &params.Context)
 		ch, err := c.charges.Get(p.Charge, params)
 		if err != nil {
 			return refund.PaymentInfo{}, note.failure(err)
@@ -136,7 +131,7 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 		add(ch)
 	} else {
 		params := &stripego.ChargeListParams{PaymentIntent: stripego.String(p.PaymentIntent)}
-		params.Context = ctx
+		note := noted(ctx, &params.Context)
 		params.Limit = stripego.Int64(100)
 		iter := c.charges.List(params)
 		for iter.Next() {
@@ -155,12 +150,10 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 	return info, nil
 }
 
-// Cancel cancels a refund that still requires action (Stripe refuses the
-// others), under a key of the refund id that makes a repeat harmless.
+// Cancel cancels a refund that requires action, under a key a repeat can reuse.
 func (c *Client) Cancel(ctx context.Context, id string) (refund.Refund, error) {
 	params := &stripego.RefundCancelParams{}
-	ctx, note := noted(ctx)
-	params.Context = ctx
+	note := noted(ctx, &params.Context)
 	params.SetIdempotencyKey("refundkit:cancel:" + id)
 	r, err := c.refunds.Cancel(id, params)
 	if err != nil {
@@ -172,8 +165,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (refund.Refund, error) {
 // Get reads refund id as Stripe holds it now.
 func (c *Client) Get(ctx context.Context, id string) (refund.Refund, error) {
 	params := &stripego.RefundParams{}
-	ctx, note := noted(ctx)
-	params.Context = ctx
+	note := noted(ctx, &params.Context)
 	r, err := c.refunds.Get(id, params)
 	if err != nil {
 		return refund.Refund{}, note.failure(err)
@@ -193,16 +185,14 @@ func toRefund(r *stripego.Refund) refund.Refund {
 	return out
 }
 
-// Stripe's documented rate limits per second (docs.stripe.com/rate-limits):
-// per account, live and test mode, and per endpoint.
+// Stripe's rate limits per second (docs.stripe.com/rate-limits): account, endpoint.
 const (
 	LiveRate     = 100
 	TestRate     = 25
 	EndpointRate = 25
 )
 
-// Limits is share (0 to 1] of Stripe's limits for the mode, for
-// refund.NewPacer.
+// Limits is share (0 to 1] of Stripe's limits for the mode.
 func Limits(live bool, share float64) refund.Limits {
 	global := float64(TestRate)
 	if live {
@@ -212,5 +202,84 @@ func Limits(live bool, share float64) refund.Limits {
 	return refund.Limits{Global: global * share, Create: e, List: e, Charges: e, Get: e}
 }
 
-// Backoff spaces retries within Stripe's rate limits.
-var Backoff = refund.Backoff{Base: 250 * time.Millisecond, Max: 16 * time.Second}
+// Stripe's errors: which answers may be repeated under the same key.
+
+// noteKey carries an *answerNote in a request's context.
+type noteKey struct{}
+
+// answerNote is what an answer says beyond what stripe-go keeps.
+type answerNote struct {
+	mu              sync.Mutex
+	status          int // the HTTP status of the last answer
+	rateLimitReason string
+}
+
+// noted sets *into, a call's context, to ctx carrying a new note for it.
+func noted(ctx context.Context, into *context.Context) *answerNote {
+	n := new(answerNote)
+	*into = context.WithValue(ctx, noteKey{}, n)
+	return n
+}
+
+// noteTransport fills the request's answerNote from the answer's headers.
+type noteTransport struct{ next http.RoundTripper }
+
+func (t noteTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := t.next.RoundTrip(req)
+	if n, ok := req.Context().Value(noteKey{}).(*answerNote); ok && res != nil {
+		n.mu.Lock()
+		n.status = res.StatusCode
+		n.rateLimitReason = res.Header.Get("Stripe-Rate-Limited-Reason")
+		n.mu.Unlock()
+	}
+	return res, err
+}
+
+// failure classifies err, from stripe-go, with what the note saw.
+func (n *answerNote) failure(err error) *refund.Failure {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return classify(err, n.status, n.rateLimitReason)
+}
+
+// classify sorts an error from stripe-go; answered is the HTTP status of
+// the answer (0: none). Only Stripe's own 500 (api_error, with a
+// Request-Id) is saved under the key; a 502, 504 or an answer not Stripe's
+// is a gateway's: no answer, retried with the same key.
+func classify(err error, answered int, reason string) *refund.Failure {
+	f := &refund.Failure{Class: refund.ClassRetry, Err: err, Message: err.Error()}
+	var se *stripego.Error
+	if !errors.As(err, &se) {
+		f.Code = "network_error"
+		if answered != 0 {
+			f.Code = "gateway_" + strconv.Itoa(answered)
+		}
+		return f
+	}
+	if se.Msg != "" {
+		f.Message = se.Msg
+	}
+	if se.HTTPStatusCode == 0 {
+		f.Code = "network_error"
+		return f
+	}
+	status := se.HTTPStatusCode
+	f.Status, f.Code = status, cmp.Or(string(se.Code), string(se.Type))
+	switch {
+	case status == http.StatusInternalServerError && se.Type == stripego.ErrorTypeAPI && se.RequestID != "":
+		f.Class = refund.ClassIndeterminate
+	case status >= 500 && (se.RequestID == "" || status != http.StatusServiceUnavailable):
+		f.Status, f.Code = 0, "gateway_"+strconv.Itoa(status)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		f.Class = refund.ClassFatal
+	case se.Type == stripego.ErrorTypeIdempotency && status == http.StatusBadRequest:
+		f.Class, f.Code = refund.ClassKeyReused, "idempotency_key_reused"
+	case status == http.StatusTooManyRequests:
+		f.RateLimited = true
+		f.AccountLimit = reason == "global-rate" || reason == "global-concurrency"
+	case status == http.StatusConflict, status == http.StatusServiceUnavailable:
+	default:
+		f.Class = refund.ClassFinal
+	}
+	return f
+}

@@ -2,14 +2,11 @@
 // http.Handler: it verifies every item of a request, keeps them in a
 // notes.Store, and answers [accepted] (which ends Adyen's retries) only
 // once the store made them durable. A request with an item that does not
-// verify is refused whole. Refusals, counted by reason (Stats): 401 basic
-// auth ("auth") or an item's hmacSignature ("hmac") wrong or missing, 405
-// not a POST ("method"), 413 over MaxBody ("too_large"), 400 not a
-// notification request ("bad_request"), 422 another merchant account
-// ("merchant"); 404 another path, 500 the store failed.
+// verify is refused whole; refusals are counted by reason (Stats).
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -47,30 +44,24 @@ const DefaultPath = "/adyen/notifications"
 
 // Handler serves Adyen's notifications. It is safe for concurrent use.
 type Handler struct {
-	cfg          Config
-	user, pass   [sha256.Size]byte
-	basic        bool
-	stats        counters
-	rejectReason [nReasons]atomic.Int64
-}
+	cfg        Config
+	user, pass [sha256.Size]byte
+	basic      bool
+	rejected   map[string]*atomic.Int64 // by reason, each there from New on
 
-// Reasons a request is refused, as Stats names them.
-const (
-	ReasonAuth       = "auth"
-	ReasonHMAC       = "hmac"
-	ReasonTooLarge   = "too_large"
-	ReasonBadRequest = "bad_request"
-	ReasonMerchant   = "merchant"
-	ReasonMethod     = "method"
-)
-
-var reasons = [...]string{ReasonAuth, ReasonHMAC, ReasonTooLarge, ReasonBadRequest, ReasonMerchant, ReasonMethod}
-
-const nReasons = len(reasons)
-
-type counters struct {
 	accepted, added, duplicates, others, othersDuplicates, storeErrors, notFound atomic.Int64
 }
+
+// Reasons a request is refused, as Stats names them (another path is a
+// 404, a store that failed a 500).
+const (
+	ReasonAuth       = "auth"        // 401: basic auth wrong or missing
+	ReasonHMAC       = "hmac"        // 401: an item's hmacSignature wrong or missing
+	ReasonTooLarge   = "too_large"   // 413: over MaxBody
+	ReasonBadRequest = "bad_request" // 400: not a notification request
+	ReasonMerchant   = "merchant"    // 422: another merchant account
+	ReasonMethod     = "method"      // 405: not a POST
+)
 
 // Stats are a Handler's counters.
 type Stats struct {
@@ -94,9 +85,7 @@ func New(cfg Config) (*Handler, error) {
 	if (cfg.Username == "") != (cfg.Password == "") {
 		return nil, errors.New("basic auth needs both a username and a password")
 	}
-	if cfg.Path == "" {
-		cfg.Path = DefaultPath
-	}
+	cfg.Path = cmp.Or(cfg.Path, DefaultPath)
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
 	}
@@ -109,7 +98,10 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	h := &Handler{cfg: cfg, basic: cfg.Username != ""}
+	h := &Handler{cfg: cfg, basic: cfg.Username != "", rejected: make(map[string]*atomic.Int64)}
+	for _, r := range []string{ReasonAuth, ReasonHMAC, ReasonTooLarge, ReasonBadRequest, ReasonMerchant, ReasonMethod} {
+		h.rejected[r] = new(atomic.Int64)
+	}
 	h.user, h.pass = sha256.Sum256([]byte(cfg.Username)), sha256.Sum256([]byte(cfg.Password))
 	return h, nil
 }
@@ -117,20 +109,20 @@ func New(cfg Config) (*Handler, error) {
 // Stats reads the counters.
 func (h *Handler) Stats() Stats {
 	s := Stats{
-		Accepted: h.stats.accepted.Load(), Added: h.stats.added.Load(), Duplicates: h.stats.duplicates.Load(),
-		Others: h.stats.others.Load(), OthersDuplicates: h.stats.othersDuplicates.Load(),
-		StoreErrors: h.stats.storeErrors.Load(), NotFound: h.stats.notFound.Load(),
-		Rejected: make(map[string]int64, nReasons),
+		Accepted: h.accepted.Load(), Added: h.added.Load(), Duplicates: h.duplicates.Load(),
+		Others: h.others.Load(), OthersDuplicates: h.othersDuplicates.Load(),
+		StoreErrors: h.storeErrors.Load(), NotFound: h.notFound.Load(),
+		Rejected: make(map[string]int64, len(h.rejected)),
 	}
-	for i, r := range reasons {
-		s.Rejected[r] = h.rejectReason[i].Load()
+	for r, n := range h.rejected {
+		s.Rejected[r] = n.Load()
 	}
 	return s
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != h.cfg.Path {
-		h.stats.notFound.Add(1)
+		h.notFound.Add(1)
 		http.NotFound(w, r)
 		return
 	}
@@ -200,7 +192,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		ok, err := store.Add(ctx, n)
 		if err != nil {
-			h.stats.storeErrors.Add(1)
+			h.storeErrors.Add(1)
 			h.cfg.Logf("%s: answered 500, not [accepted] (Adyen retries): storing %s pspReference %q: %v", r.RemoteAddr, n.Item.EventCode, n.Item.PSPReference, err)
 			http.Error(w, "notification not stored", http.StatusInternalServerError)
 			return
@@ -216,16 +208,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			othersDups++
 		}
 	}
-	h.stats.added.Add(added)
-	h.stats.duplicates.Add(dups)
-	h.stats.others.Add(others)
-	h.stats.othersDuplicates.Add(othersDups)
-	h.stats.accepted.Add(1)
+	h.added.Add(added)
+	h.duplicates.Add(dups)
+	h.others.Add(others)
+	h.othersDuplicates.Add(othersDups)
+	h.accepted.Add(1)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	io.WriteString(w, wire.Accepted)
 }
 
-// authorized compares the basic auth in constant time, of digests so that
+// authorized compares digests of the basic auth in constant time, so that
 // not even the lengths tell.
 func (h *Handler) authorized(r *http.Request) bool {
 	u, p, ok := r.BasicAuth()
@@ -235,11 +227,7 @@ func (h *Handler) authorized(r *http.Request) bool {
 }
 
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, reason, why string) {
-	for i, name := range reasons {
-		if name == reason {
-			h.rejectReason[i].Add(1)
-		}
-	}
+	h.rejected[reason].Add(1)
 	h.cfg.Logf("%s: refused (%d %s): %s", r.RemoteAddr, status, reason, why)
 	http.Error(w, http.StatusText(status), status)
 }

@@ -1,7 +1,6 @@
 // Package wire is what Adyen's client, its notification receiver and the
-// simulator must read and write alike: the idempotency key and reference
-// that name a refund's batch, item and attempt, the notification Adyen
-// posts, and its HMAC signature.
+// simulator must read and write alike: keys, references, notifications
+// and their HMAC signature.
 package wire
 
 import (
@@ -33,31 +32,23 @@ const (
 // Key is the Idempotency-Key of a refund attempt: a digest, since
 // refundkit's own key may pass Adyen's 64 characters.
 func Key(batch, item string, attempt int) string {
-	return keyPrefix + hex.EncodeToString(digest(batch, item, attempt)[:24])
-}
-
-func digest(batch, item string, attempt int) []byte {
 	sum := sha256.Sum256([]byte(batch + "\x00" + item + "\x00" + strconv.Itoa(attempt)))
-	return sum[:]
+	return keyPrefix + hex.EncodeToString(sum[:24])
 }
 
-// Reference is a refund's reference, refundkit:<batch>:<item>:<attempt>,
-// which Adyen echoes as its notifications' merchantReference. A batch holds
-// no ':', so the first and last ':' split it.
+// Reference is refundkit:<batch>:<item>:<attempt>, which notifications
+// echo as merchantReference; a batch holds no ':'.
 func Reference(batch, item string, attempt int) string {
 	return refPrefix + batch + ":" + item + ":" + strconv.Itoa(attempt)
 }
 
-// MaxBatchItem is how long batch and item may be together in a reference
-// (with the prefix, two ':' and an attempt of up to four digits).
+// MaxBatchItem is how long batch and item may be in a reference (attempts of 4 digits).
 const MaxBatchItem = MaxReference - len(refPrefix) - 2 - 4
 
-// ReferenceFits reports whether the references of batch and item fit for
-// every attempt a run can make.
+// ReferenceFits reports whether batch and item fit every attempt's reference.
 func ReferenceFits(batch, item string) bool { return len(batch)+len(item) <= MaxBatchItem }
 
-// ParseReference reads back what Reference wrote; ok is false for any
-// other reference.
+// ParseReference reads back what Reference wrote.
 func ParseReference(s string) (batch, item string, attempt int, ok bool) {
 	rest, found := strings.CutPrefix(s, refPrefix)
 	if !found {
@@ -74,8 +65,7 @@ func ParseReference(s string) (batch, item string, attempt int, ok bool) {
 	return rest[:i], rest[i+1 : j], n, true
 }
 
-// Event codes: those that tell a refund's outcome, and two others kept
-// apart (every other event is kept apart too).
+// Event codes: those of a refund's outcome, and two others.
 const (
 	EventRefund         = "REFUND"            // success true: refunded; false: refused
 	EventRefundFailed   = "REFUND_FAILED"     // a refund that succeeded failed later (the bank returned it)
@@ -100,7 +90,7 @@ type Amount struct {
 	Value    int64  `json:"value"`
 }
 
-// RefundAnswer is Adyen's 201 to a refund: "received", never an outcome.
+// RefundAnswer is Adyen's answer to a refund: "received", never an outcome.
 type RefundAnswer struct {
 	MerchantAccount     string `json:"merchantAccount"`
 	PaymentPSPReference string `json:"paymentPspReference"`
@@ -110,8 +100,7 @@ type RefundAnswer struct {
 	Amount              Amount `json:"amount"`
 }
 
-// Item is one NotificationRequestItem as Adyen posts it (success is the
-// string "true" or "false").
+// Item is one NotificationRequestItem (success is "true" or "false").
 type Item struct {
 	AdditionalData      map[string]string `json:"additionalData,omitempty"`
 	Amount              Amount            `json:"amount"`
@@ -141,8 +130,7 @@ const Accepted = "[accepted]"
 // SignatureField is where an item's signature is, in additionalData.
 const SignatureField = "hmacSignature"
 
-// SigningString is what an item's signature is computed over, an absent
-// field as "".
+// SigningString is what an item's signature is computed over.
 func SigningString(it *Item) string {
 	return strings.Join([]string{it.PSPReference, it.OriginalReference, it.MerchantAccountCode, it.MerchantReference,
 		strconv.FormatInt(it.Amount.Value, 10), it.Amount.Currency, it.EventCode, it.Success}, ":")
@@ -160,8 +148,7 @@ func ParseHMACKey(s string) ([]byte, error) {
 	return k, nil
 }
 
-// Sign returns the signature of it under key (ParseHMACKey): base64 of
-// HMAC-SHA256 over SigningString.
+// Sign returns base64 of HMAC-SHA256 over SigningString under key.
 func Sign(it *Item, key []byte) string { return base64.StdEncoding.EncodeToString(mac(it, key)) }
 
 func mac(it *Item, key []byte) []byte {
@@ -178,8 +165,7 @@ func SetSignature(it *Item, key []byte) {
 	it.AdditionalData[SignatureField] = Sign(it, key)
 }
 
-// Verify reports whether it carries its signature under key, compared in
-// constant time. A missing signature does not verify.
+// Verify reports whether it carries its signature under key, in constant time.
 func Verify(it *Item, key []byte) bool {
 	got, err := base64.StdEncoding.DecodeString(it.AdditionalData[SignatureField])
 	if err != nil || len(got) == 0 {
@@ -188,8 +174,8 @@ func Verify(it *Item, key []byte) bool {
 	return hmac.Equal(got, mac(it, key))
 }
 
-// Notification is one accepted item as a store keeps it: as Adyen sent
-// it, its signature included so that every reader verifies it again.
+// Notification is one accepted item as a store keeps it, signature
+// included so that every reader verifies it again.
 type Notification struct {
 	V        int       `json:"v"`
 	Received time.Time `json:"received"`
