@@ -342,10 +342,7 @@ func planName(path string) string {
 
 // lineError reports an error naming a journal line that cannot be read.
 func lineError(err error) bool {
-	var corrupt *journal.CorruptError
-	var version *journal.VersionError
-	var input *refund.InputError
-	return errors.As(err, &corrupt) || errors.As(err, &version) || errors.As(err, &input)
+	return isErr[*journal.CorruptError](err) || isErr[*journal.VersionError](err) || isErr[*refund.InputError](err)
 }
 
 // inapplicable refuses audit's flags that do not apply to this audit.

@@ -198,7 +198,7 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 	n, batches, err := x.cp.Import(ctx, f, "the merge of "+strings.Join(names, ", "), x.last)
 	if err != nil {
 		warnf(env.Stderr, name, "%s: %v", x.name, err)
-		if !errors.As(err, new(*natsjs.PartialImportError)) {
+		if !isErr[*natsjs.PartialImportError](err) {
 			warnf(env.Stderr, name, untouched)
 		}
 		return exitCodeFor(unwritable(err))

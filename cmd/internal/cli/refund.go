@@ -131,7 +131,7 @@ func Refund(env Env) (exit int) {
 	in, ok, err := size.Peek(in, inName)
 	if err != nil {
 		warnf(msgs, name, "%v", err)
-		if errors.As(err, new(*refund.InputError)) {
+		if isErr[*refund.InputError](err) {
 			warnf(msgs, name, "make plan items with: plan --batch BATCH FILE | refund --journal JOURNAL (refund reads JSON lines as plan writes them); nothing was sent and the journal was not opened")
 		}
 		return ExitUsage
