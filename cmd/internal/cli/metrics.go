@@ -398,21 +398,3 @@ func (m *refundMetrics) finishOrWarn(exit int, planRead bool) {
 		m.file.warn(err)
 	}
 }
-
-// watchBatches watches the tally for the progress line and the metrics.
-func (c *refundCmd) watchBatches(cp refund.Checkpoint, bar *progress, m *refundMetrics) *batchWatch {
-	if c.DryRun || (bar == nil && m == nil) {
-		return nil
-	}
-	every := c.MetricsEvery
-	if bar != nil {
-		every = min(every, 2*time.Second)
-	}
-	w := watchBatches(cp, every, m.batches)
-	if bar != nil {
-		bar.mu.Lock()
-		bar.batch = w
-		bar.mu.Unlock()
-	}
-	return w
-}

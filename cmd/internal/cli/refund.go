@@ -156,10 +156,8 @@ func Refund(env Env) (exit int) {
 	if c.LogFormat == "json" {
 		jsonLog = log
 	}
-	bar := newProgress(stderr, c.Progress, jsonLog, size.Items)
-	defer bar.stop()
-	watch := c.watchBatches(checkpoint, bar, metrics)
-	defer watch.stop()
+	bar := c.progress(stderr, jsonLog, size.Items, checkpoint, metrics)
+	defer bar.end()
 
 	var doubts []refund.Result // this run's items left in doubt (OnResult is called one at a time)
 	var groups outcomeGroups   // this run's unfinished items by reason, told after the summary
@@ -181,8 +179,7 @@ func Refund(env Env) (exit int) {
 	}, in, inName)
 	stdout.done() // nothing is left to stop
 	out.stop()
-	bar.stop()
-	watch.stop()
+	bar.end()
 	planRead = runErr == nil
 	if jsonLog != nil {
 		jsonLog.Info("summary", summary.LogAttrs()...)
