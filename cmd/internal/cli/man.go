@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -166,21 +167,12 @@ func manPage(k *kong.Kong, date time.Time) string {
 	d.Text(description)
 	d.EndSection()
 
-	if len(node.Positional) > 0 {
-		d.Section("Arguments")
-		for _, p := range node.Positional {
-			d.TaggedParagraph(-1)
-			d.TextItalic(positionalName(p))
-			d.EndSection()
-			d.Text(p.Help + defaultNote(p))
-		}
-		d.EndSection()
-	}
-
+	tagged(d, "Arguments", node.Positional, func(p *kong.Positional) string {
+		d.TextItalic(positionalName(p))
+		return p.Help + defaultNote(p)
+	})
 	for _, g := range groupedFlags(node) {
-		d.Section(strings.TrimSuffix(g.title, ":"))
-		for _, f := range g.flags {
-			d.TaggedParagraph(-1)
+		tagged(d, strings.TrimSuffix(g.title, ":"), g.flags, func(f *kong.Flag) string {
 			if f.Short != 0 {
 				d.TextBold("-" + string(f.Short))
 				d.Text(", ")
@@ -190,19 +182,18 @@ func manPage(k *kong.Kong, date time.Time) string {
 				d.Text("=")
 				d.TextItalic(placeholder(f))
 			}
-			d.EndSection()
-			d.Text(f.Help + enumNote(f) + defaultNote(f.Value))
-		}
-		d.EndSection()
+			return f.Help + enumNote(f) + defaultNote(f.Value)
+		})
 	}
-
-	var codes []envDoc
-	for _, e := range exits {
+	tagged(d, "Exit status", exits, func(e string) string {
 		code, text, _ := strings.Cut(e, " ")
-		codes = append(codes, envDoc{code, text})
-	}
-	taggedSection(d, "Exit status", codes)
-	taggedSection(d, "Environment", doc.env)
+		d.TextBold(code)
+		return text
+	})
+	tagged(d, "Environment", doc.env, func(e envDoc) string {
+		d.TextBold(e.name)
+		return e.text
+	})
 
 	if len(doc.examples) > 0 {
 		d.Section("Examples")
@@ -232,17 +223,18 @@ func manPage(k *kong.Kong, date time.Time) string {
 	return strings.Replace(page, fmt.Sprintf(`"%s" "refundkit manual"`, name), fmt.Sprintf(`"refundkit %s" "refundkit manual"`, Release), 1)
 }
 
-// taggedSection is a section of bold names, each with its text.
-func taggedSection(d *roff.Document, title string, items []envDoc) {
+// tagged is a section of items, each a paragraph tagged as tag writes it
+// with the text tag returns; none, no section.
+func tagged[T any](d *roff.Document, title string, items []T, tag func(T) string) {
 	if len(items) == 0 {
 		return
 	}
 	d.Section(title)
-	for _, e := range items {
+	for _, it := range items {
 		d.TaggedParagraph(-1)
-		d.TextBold(e.name)
+		text := tag(it)
 		d.EndSection()
-		d.Text(e.text)
+		d.Text(text)
 	}
 	d.EndSection()
 }
@@ -313,15 +305,7 @@ func groupedFlags(node *kong.Node) []flagGroup {
 }
 
 // visibleFlags are a node's flags that --help shows, --help included.
-func visibleFlags(node *kong.Node) []*kong.Flag {
-	var out []*kong.Flag
-	for _, f := range node.Flags {
-		if !f.Hidden {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func visibleFlags(node *kong.Node) []*kong.Flag { return node.AllFlags(true)[0] }
 
 // placeholder names a flag's value: placeholder, values, else kind.
 func placeholder(f *kong.Flag) string {
@@ -357,14 +341,9 @@ func positionalName(p *kong.Positional) string {
 	return strings.ToUpper(p.Name)
 }
 
+// enumValues are v's values but the empty one (audit's no --provider).
 func enumValues(v *kong.Value) []string {
-	var out []string
-	for _, e := range strings.Split(v.Enum, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
+	return slices.DeleteFunc(v.EnumSlice(), func(e string) bool { return e == "" })
 }
 
 // enumNote names an enum's values when its placeholder does not.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -291,31 +292,18 @@ func outcome(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	f := refund.Classify(err)
-	if f.RateLimited {
+	switch f := refund.Classify(err); {
+	case f.RateLimited:
 		return "rate_limited"
+	case f.Class == refund.ClassRetry && f.Status == 0:
+		return "no_answer"
+	default:
+		return cmp.Or(outcomes[f.Class], "error")
 	}
-	switch f.Class {
-	case refund.ClassRetry:
-		if f.Status == 0 {
-			return "no_answer"
-		}
-		return "retry"
-	case refund.ClassIndeterminate:
-		return "indeterminate"
-	case refund.ClassFinal:
-		return "refused"
-	case refund.ClassFatal:
-		return "unauthorized"
-	case refund.ClassKeyReused:
-		return "key_reused"
-	case refund.ClassStopped:
-		return "stopped"
-	case refund.ClassInDoubt:
-		return "in_doubt"
-	}
-	return "error"
 }
+
+var outcomes = map[refund.Class]string{refund.ClassRetry: "retry", refund.ClassIndeterminate: "indeterminate", refund.ClassFinal: "refused",
+	refund.ClassFatal: "unauthorized", refund.ClassKeyReused: "key_reused", refund.ClassStopped: "stopped", refund.ClassInDoubt: "in_doubt"}
 
 func (p countingProvider) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	a, err := p.Provider.Create(ctx, it, attempt)
