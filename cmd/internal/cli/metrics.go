@@ -38,7 +38,7 @@ type metricsFile struct {
 	warn    func(error)
 
 	mu     sync.Mutex // one write at a time
-	warned bool
+	warned sync.Once
 	stop   func()
 }
 
@@ -76,13 +76,7 @@ func (m *metricsFile) write() error {
 // writeOrWarn tells a failure once: no reason to stop the run.
 func (m *metricsFile) writeOrWarn() {
 	if err := m.write(); err != nil {
-		m.mu.Lock()
-		first := !m.warned
-		m.warned = true
-		m.mu.Unlock()
-		if first {
-			m.warn(err)
-		}
+		m.warned.Do(func() { m.warn(err) })
 	}
 }
 

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -380,16 +381,8 @@ func (g *outcomeGroups) add(r refund.Result) {
 
 // lines are the groups, largest first: "12 items failed (CODE): i1, ...".
 func (g *outcomeGroups) lines() []string {
-	keys := make([]groupKey, 0, len(g.groups))
-	for k := range g.groups {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := g.groups[keys[i]], g.groups[keys[j]]
-		if a.n != b.n {
-			return a.n > b.n
-		}
-		return keys[i].status+keys[i].code < keys[j].status+keys[j].code
+	keys := slices.SortedFunc(maps.Keys(g.groups), func(a, b groupKey) int {
+		return cmp.Or(cmp.Compare(g.groups[b].n, g.groups[a].n), cmp.Compare(a.status+a.code, b.status+b.code))
 	})
 	var out []string
 	for _, k := range keys {
