@@ -170,13 +170,9 @@ func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) 
 	if src == "" {
 		return nil, &usageError{"--provider adyen needs --notifications FILE|URL, the notifications adyen-webhook keeps (its --out): Adyen has no API that lists a payment's refunds, so they are the only look-up; without them a refund already made cannot be seen"}
 	}
-	raw := env.Getenv("ADYEN_HMAC_KEY")
-	if raw == "" {
-		return nil, &usageError{"ADYEN_HMAC_KEY is not set: the notifications cannot be verified without it"}
-	}
-	key, err := wire.ParseHMACKey(raw)
+	key, err := hmacKey(env.Getenv, "ADYEN_HMAC_KEY is not set: the notifications cannot be verified without it")
 	if err != nil {
-		return nil, &usageError{"ADYEN_HMAC_KEY: " + err.Error()}
+		return nil, err
 	}
 	if postgres.IsURL(src) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -192,6 +188,23 @@ func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) 
 		return nil, &usageError{fmt.Sprintf("--notifications: %v", err)}
 	}
 	return s, nil
+}
+
+// hmacKey is ADYEN_HMAC_KEY's key (hex); unset, none, or the error missing
+// says when it names one.
+func hmacKey(getenv func(string) string, missing string) ([]byte, error) {
+	raw := getenv("ADYEN_HMAC_KEY")
+	switch {
+	case raw == "" && missing == "":
+		return nil, nil
+	case raw == "":
+		return nil, &usageError{missing}
+	}
+	key, err := wire.ParseHMACKey(raw)
+	if err != nil {
+		return nil, &usageError{"ADYEN_HMAC_KEY: " + err.Error()}
+	}
+	return key, nil
 }
 
 // adyen builds the Adyen client (a live ADYEN_API_BASE only with --live)
