@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -109,37 +108,30 @@ func Audit(env Env) (exit int) {
 		wInfo, _ = os.Stat(path)
 	}
 
-	inputs := slices.Clone(c.Journals)
-	if len(inputs) == 0 {
-		inputs = []string{"-"}
+	journals := c.Journals
+	if len(journals) == 0 {
+		journals = []string{"-"}
 	}
-	// A shared checkpoint is read as the journal it exports.
-	exported := map[string]*checkpointExport{}
-	for i, path := range inputs {
-		if !isShared(path) {
-			continue
+	// A shared checkpoint is read as the journal it exports; its stored plan
+	// is audited unless --plan gives one.
+	inputs, exported, done, err := exportInputs(env, name, journals, c.Batch, func(x *checkpointExport) error {
+		if c.Plan != "" {
+			return nil
 		}
-		x, err := exportCheckpoint(context.Background(), path, "audit", c.Batch, nil)
-		if err != nil {
-			return fail(env.Stderr, name, exportError(err))
-		}
-		defer x.close()
-		inputs[i], exported[x.path] = x.path, x
-		// The stored plan is audited unless --plan gives one.
-		if c.Plan == "" {
-			if err := x.addPlans(context.Background(), a, c.Batch); err != nil {
-				return fail(env.Stderr, name, err)
-			}
-		}
+		return x.addPlans(context.Background(), a, c.Batch)
+	})
+	if err != nil {
+		return exitCodeFor(err)
 	}
+	defer done()
 	var inNames []string
-	for _, path := range inputs {
+	for i, path := range inputs {
 		in, inName, closeIn, err := openInput(env, path)
 		if err != nil {
 			return usage(env.Stderr, name, err)
 		}
 		defer closeIn()
-		add, x := a.AddJournal, exported[path]
+		add, x := a.AddJournal, exported[i]
 		if x != nil {
 			inName = x.name
 			live, err := describeHolders(context.Background(), env.Stderr, name, x, c.Batch)
@@ -150,11 +142,15 @@ func Audit(env Env) (exit int) {
 				warnf(env.Stderr, name, "%s: %d %s claimed by live workers: items in flight show as in doubt; audit again when the workers have finished", x.name, live, plural(live, "item"))
 				add = a.AddHeldJournal
 			}
-		} else if held, err := heldJournal(in, inName, path, wInfo); err != nil {
-			return usage(env.Stderr, name, err)
-		} else if held {
-			warnf(env.Stderr, name, "journal %s is held by a running refund: items in flight show as in doubt; audit again when it has finished", inName)
-			add = a.AddHeldJournal
+		} else if f, ok := in.(*os.File); ok {
+			held, err := heldJournal(f.Name(), inName, wInfo)
+			if err != nil {
+				return usage(env.Stderr, name, err)
+			}
+			if held {
+				warnf(env.Stderr, name, "journal %s is held by a running refund: items in flight show as in doubt; audit again when it has finished", inName)
+				add = a.AddHeldJournal
+			}
 		}
 		inNames = append(inNames, inName)
 		torn, err := add(in, inName)
@@ -342,10 +338,7 @@ func planName(path string) string {
 
 // lineError reports an error naming a journal line that cannot be read.
 func lineError(err error) bool {
-	var corrupt *journal.CorruptError
-	var version *journal.VersionError
-	var input *refund.InputError
-	return errors.As(err, &corrupt) || errors.As(err, &version) || errors.As(err, &input)
+	return isErr[*journal.CorruptError](err) || isErr[*journal.VersionError](err) || isErr[*refund.InputError](err)
 }
 
 // inapplicable refuses audit's flags that do not apply to this audit.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/refundkit/refundkit/journal"
@@ -215,31 +216,35 @@ func countsText(by map[string]int) string {
 	return cmp.Or(s, "none")
 }
 
-// exportInputs replaces the checkpoints among journals by exported files;
-// done removes them.
-func exportInputs(env Env, name string, journals, batches []string) (inputs []string, done func(), err error) {
-	var xs []*checkpointExport
+// exportInputs replaces the checkpoints among journals by exported files
+// (xs[i] is journals[i]'s, else nil), each given to each; done removes them.
+func exportInputs(env Env, name string, journals, batches []string, each func(*checkpointExport) error) (inputs []string, xs []*checkpointExport, done func(), err error) {
+	inputs, xs = slices.Clone(journals), make([]*checkpointExport, len(journals))
 	done = func() {
 		for _, x := range xs {
-			x.close()
+			if x != nil {
+				x.close()
+			}
 		}
 	}
-	for _, path := range journals {
+	for i, path := range journals {
 		if !isShared(path) {
-			inputs = append(inputs, path)
 			continue
 		}
 		x, err := exportCheckpoint(context.Background(), path, name, batches, nil)
 		if err != nil {
+			err = exportError(err)
+		} else {
+			xs[i], inputs[i] = x, x.path
+			err = each(x)
+		}
+		if err != nil {
 			warnf(env.Stderr, name, "%v", err)
 			done()
-			return nil, nil, exportError(err)
+			return nil, nil, nil, err
 		}
-		xs = append(xs, x)
-		inputs = append(inputs, x.path)
-		warnf(env.Stderr, name, "%s: %d records, read as %s", x.name, x.records, x.path)
 	}
-	return inputs, done, nil
+	return inputs, xs, done, nil
 }
 
 // exportError: corrupt (exit 5), else an unreadable input.

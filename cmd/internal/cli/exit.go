@@ -59,58 +59,43 @@ func exitCodeFor(err error) int {
 
 // knownCode maps the errors that name a condition.
 func knownCode(err error) (int, bool) {
-	var (
-		coded       interface{ ExitCode() int }
-		halt        *refund.HaltError
-		locked      *journal.LockedError
-		notFile     *journal.NotFileError
-		corrupt     *journal.CorruptError
-		version     *journal.VersionError
-		write       *journal.WriteError
-		auditWrite  *audit.JournalError
-		auditHalt   *audit.StripeError
-		refundInput *refund.InputError
-		pgFailed    *postgres.Error
-		pgCorrupt   *postgres.CorruptError
-		pgBusy      *postgres.BusyError
-		pgConfig    *postgres.ConfigError
-		workerName  *refund.WorkerNameError
-		natsFailed  *natsjs.Error
-		natsCorrupt *natsjs.CorruptError
-		natsConfig  *natsjs.ConfigError
-		natsUnsafe  *natsjs.DurabilityError
-		natsBusy    *natsjs.BusyError
-		overflow    *money.OverflowError
-		notesLocked *notes.LockedError
-		// A kept notification that does not verify: untrusted input.
-		notesBad *notes.CorruptError
-	)
+	coded, isCoded := errors.AsType[interface {
+		error
+		ExitCode() int
+	}](err)
+	halt, isHalt := errors.AsType[*refund.HaltError](err)
 	switch {
 	case err == nil:
 		return ExitOK, true
-	case errors.As(err, &coded):
+	case isCoded:
 		return coded.ExitCode(), true
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted, true
-	case errors.As(err, &halt):
-		if halt.Journal {
-			return ExitJournal, true
-		}
-		return ExitProvider, true
-	case errors.As(err, &locked), errors.As(err, &pgBusy), errors.As(err, &natsBusy), errors.As(err, &notesLocked):
-		return ExitLocked, true
-	case errors.As(err, &corrupt), errors.As(err, &version), errors.As(err, &pgCorrupt), errors.As(err, &natsCorrupt):
-		return ExitCorrupt, true
-	case errors.As(err, &write), errors.As(err, &auditWrite), errors.As(err, &pgFailed), errors.As(err, &natsFailed), errors.As(err, &natsUnsafe):
+	case isHalt && halt.Journal:
 		return ExitJournal, true
-	case errors.As(err, &auditHalt):
+	case isHalt:
 		return ExitProvider, true
-	case errors.As(err, &notFile), errors.As(err, &refundInput), // a *plan.Rejection holds *refund.InputErrors
-		errors.As(err, &pgConfig), errors.As(err, &workerName), errors.As(err, &natsConfig), errors.As(err, &notesBad),
-		errors.As(err, &overflow): // amounts that sum beyond int64 are input no total can hold
+	case isErr[*journal.LockedError](err), isErr[*postgres.BusyError](err), isErr[*natsjs.BusyError](err), isErr[*notes.LockedError](err):
+		return ExitLocked, true
+	case isErr[*journal.CorruptError](err), isErr[*journal.VersionError](err), isErr[*postgres.CorruptError](err), isErr[*natsjs.CorruptError](err):
+		return ExitCorrupt, true
+	case isErr[*journal.WriteError](err), isErr[*audit.JournalError](err), isErr[*postgres.Error](err), isErr[*natsjs.Error](err), isErr[*natsjs.DurabilityError](err):
+		return ExitJournal, true
+	case isErr[*audit.StripeError](err):
+		return ExitProvider, true
+	case isErr[*journal.NotFileError](err), isErr[*refund.InputError](err), // a *plan.Rejection holds *refund.InputErrors
+		isErr[*postgres.ConfigError](err), isErr[*refund.WorkerNameError](err), isErr[*natsjs.ConfigError](err),
+		isErr[*notes.CorruptError](err),  // a kept notification that does not verify: untrusted input
+		isErr[*money.OverflowError](err): // amounts that sum beyond int64 are input no total can hold
 		return ExitUsage, true
 	}
 	return 0, false
+}
+
+// isErr reports an error of type E in err's chain.
+func isErr[E error](err error) bool {
+	_, ok := errors.AsType[E](err)
+	return ok
 }
 
 // unwritable makes an output error of no known condition exit 3.
@@ -155,7 +140,7 @@ func interruptedCode(ctx context.Context, code int) int {
 	case code != ExitInterrupted:
 	case errors.As(cause, &i):
 		return signalCode(i.sig)
-	case errors.As(cause, new(stdoutFailed)):
+	case isErr[stdoutFailed](cause):
 		return ExitJournal
 	}
 	return code
@@ -169,8 +154,7 @@ func (s stdoutFailed) Unwrap() error { return s.err }
 
 // stdoutFailure is the stdout error that stopped ctx's run, or nil.
 func stdoutFailure(ctx context.Context) error {
-	var s stdoutFailed
-	if errors.As(context.Cause(ctx), &s) {
+	if s, ok := errors.AsType[stdoutFailed](context.Cause(ctx)); ok {
 		return s.err
 	}
 	return nil

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	_ "embed"
 	"fmt"
 	"io"
 	"reflect"
@@ -14,7 +15,7 @@ import (
 )
 
 // Man pages, --help and completion come from the kong grammars; the rest is
-// in commandDocs, which the tests hold to the grammar and the code.
+// in man.txt, which the tests hold to the grammar and the code.
 
 // Commands are refundkit's binaries, in the order their man pages list them.
 func Commands() []string {
@@ -25,24 +26,6 @@ func Commands() []string {
 func commandRun(name string) func(Env) int {
 	return map[string]func(Env) int{"plan": Plan, "refund": Refund, "audit": Audit,
 		"journal-merge": JournalMerge, "adyen-webhook": AdyenWebhook, "stripe-sim": StripeSim}[name]
-}
-
-// flagGroups are the titles of the group:"KEY" tags.
-var flagGroups = []kong.Group{
-	{Key: "input", Title: "Input flags:"},
-	{Key: "checkpoint", Title: "Checkpoint flags:"},
-	{Key: "provider", Title: "Provider flags:"},
-	{Key: "exec", Title: "Exec provider flags (--provider exec):"},
-	{Key: "safety", Title: "Safety flags (what may be refunded):"},
-	{Key: "repair", Title: "Repair flags (with --provider):"},
-	{Key: "pacing", Title: "Pacing flags:"},
-	{Key: "output", Title: "Output flags:"},
-	{Key: "server", Title: "Server flags:"},
-	{Key: "data", Title: "Data flags:"},
-	{Key: "faults", Title: "Fault flags:"},
-	{Key: "paypal", Title: "PayPal simulation flags:"},
-	{Key: "adyen", Title: "Adyen simulation flags:"},
-	{Key: "limits", Title: "Rate limit and key flags:"},
 }
 
 // commandDoc is what man and --help tell beyond the grammar.
@@ -58,112 +41,11 @@ type envDoc struct{ name, text string }
 // example is a comment and a command line (the tests parse it).
 type example struct{ comment, line string }
 
-var (
-	envStripe = []envDoc{
-		{"STRIPE_API_KEY", "Stripe's secret or restricted key (--provider stripe). Never printed."},
-		{"STRIPE_API_BASE", "Stripe's API base URL when --api-base gives none (a simulator's, say)."},
-	}
-	envPayPal = []envDoc{
-		{"PAYPAL_CLIENT_ID", "PayPal's REST client id (--provider paypal)."},
-		{"PAYPAL_CLIENT_SECRET", "PayPal's REST client secret (--provider paypal). Never printed."},
-		{"PAYPAL_API_BASE", "PayPal's API base URL when --paypal-api-base gives none."},
-	}
-	envAdyen = []envDoc{
-		{"ADYEN_API_KEY", "Adyen's API key (--provider adyen). Never printed."},
-		{"ADYEN_MERCHANT_ACCOUNT", "The Adyen merchant account refunds are made for."},
-		{"ADYEN_HMAC_KEY", "The HMAC key (hex) that signs Adyen's notifications. Never printed."},
-		{"ADYEN_API_BASE", "Adyen's API base URL (a simulator's, say)."},
-	}
-	envPG   = envDoc{"PG*", "With a postgres:// checkpoint, the PG* variables of libpq (PGHOST, PGUSER, PGPASSWORD, PGSSLMODE and the rest) fill in what the URL leaves out. Passwords are never printed."}
-	envNATS = []envDoc{
-		{"NATS_CREDS", "With a nats:// checkpoint: a NATS credentials file (docs/nats.md)."},
-		{"NATS_NKEY", "With a nats:// checkpoint: an nkey seed file."},
-		{"NATS_USER", "With a nats:// checkpoint whose URL names no user: the user name."},
-		{"NATS_PASSWORD", "Its password. Never printed."},
-		{"NATS_TOKEN", "With a nats:// checkpoint: a token. Never printed."},
-	}
-)
+// commandDocs and the titles of the group:"KEY" tags are man.txt's.
+var commandDocs, flagGroups = parseDocs(manText)
 
-// commandDocs holds each command's summary, environment and examples.
-var commandDocs = map[string]commandDoc{
-	"plan": {
-		summary: "turn a list of charges or captures into the plan items of one batch",
-		examples: []example{
-			{"A plan from a CSV export of charges (a header row: charge, amount, currency, ...)", "plan --batch 2026-11-refunds charges.csv > plan.jsonl"},
-			{"PayPal captures, one id a line", "plan --batch pp-1 --ids capture captures.txt > plan.jsonl"},
-			{"Shard 2 of 3, for three workers with a journal each", "plan --batch 2026-11-refunds --shard 2/3 charges.csv > plan-2.jsonl"},
-		},
-	},
-	"refund": {
-		summary: "refund a plan's items exactly once, journaling every step",
-		env:     slices.Concat(envStripe, envPayPal, envAdyen, []envDoc{envPG}, envNATS),
-		examples: []example{
-			{"Plan a batch and refund it through Stripe, journaled (run the same command again to resume)", "plan --batch 2026-11-refunds charges.csv | tee plan.jsonl | refund --journal refunds.jsonl"},
-			{"Refund through PayPal at half the account's rate limits", "refund --provider paypal --share 0.5 --journal pp.jsonl plan.jsonl"},
-			{"Many workers on many hosts share one PostgreSQL checkpoint, each fed the same plan", "refund --journal postgres://refunds@db/refundkit plan.jsonl"},
-			{"Or a NATS JetStream queue (docs/nats.md)", "refund --journal nats://nats1:4222/refunds plan.jsonl"},
-			{"Any refund API, through two commands of your own", "refund --provider exec --exec-create ./create.sh --exec-find ./find.sh --journal x.jsonl plan.jsonl"},
-		},
-	},
-	"audit": {
-		summary: "tell whether a batch was refunded exactly once",
-		env:     slices.Concat(envStripe, envPayPal, []envDoc{{"ADYEN_HMAC_KEY", "The HMAC key (hex) that verifies the notifications --notifications holds (--provider adyen). Never printed."}, envPG}, envNATS),
-		examples: []example{
-			{"Offline: duplicates, items in doubt, failures, items never refunded", "audit --plan plan.jsonl refunds.jsonl"},
-			{"And ask Stripe itself for every charge's refunds", "audit --provider stripe --plan plan.jsonl refunds.jsonl"},
-			{"Journal what Stripe has and the journal lacks, so a rerun skips those items", "audit --provider stripe --backfill refunds.jsonl refunds.jsonl"},
-			{"A PostgreSQL checkpoint: every worker's items, and who holds what", "audit --plan plan.jsonl postgres://refunds@db/refundkit"},
-			{"An Adyen batch, against the notifications adyen-webhook kept (ADYEN_HMAC_KEY set)", "audit --provider adyen --notifications notes.jsonl --plan plan.jsonl ad.jsonl"},
-		},
-	},
-	"journal-merge": {
-		summary: "merge refund journals into one",
-		env:     slices.Concat([]envDoc{envPG}, envNATS),
-		examples: []example{
-			{"Merge the shards' journals, then audit the whole batch against its plan", "journal-merge -o all.jsonl refunds-1.jsonl refunds-2.jsonl refunds-3.jsonl"},
-			{"Compact a finished journal in place: one final record per item", "journal-merge --compact -o refunds.jsonl refunds.jsonl"},
-			{"Import journals into a PostgreSQL checkpoint", "journal-merge -o postgres://refunds@db/refundkit refunds-1.jsonl refunds-2.jsonl"},
-			{"Or into a NATS JetStream checkpoint", "journal-merge -o nats://nats1:4222/refunds refunds-1.jsonl refunds-2.jsonl"},
-		},
-	},
-	"adyen-webhook": {
-		summary: "receive Adyen's notifications and keep them durably",
-		exit: []string{
-			"0 stopped by SIGINT or SIGTERM (the requests under way answered first)",
-			"1 the address cannot be listened on, --addr-file cannot be written, or serving failed",
-			"2 bad flags or environment (ADYEN_HMAC_KEY missing or not hex, a --listen address off loopback without --public), or a store's file holds a line that does not verify (forged, or ADYEN_HMAC_KEY is not the key it was signed under; named by file and line), as refund and audit say of it",
-			"3 a store cannot be opened or closed",
-			"4 the --out or --others file is held by another receiver",
-		},
-		env: []envDoc{
-			{"ADYEN_HMAC_KEY", "Required: the HMAC key (hex, as Adyen's Customer Area shows it) each notification's signature is checked against. Never printed."},
-			{"ADYEN_MERCHANT_ACCOUNT", "When set, notifications of any other merchant account are refused (422)."},
-			{"ADYEN_WEBHOOK_USERNAME", "Basic auth user name, as configured in Adyen's Customer Area."},
-			{"ADYEN_WEBHOOK_PASSWORD", "Basic auth password. Never printed."},
-			envPG,
-		},
-		examples: []example{
-			{"Keep Adyen's refund notifications in a file, then settle the batch with them", "adyen-webhook --out notes.jsonl"},
-			{"Behind a TLS proxy, several receivers sharing the PostgreSQL checkpoint's database", "adyen-webhook --public --listen 0.0.0.0:8089 --out postgres://refunds@db/refundkit"},
-		},
-	},
-	"stripe-sim": {
-		summary: "a simulated Stripe, PayPal and Adyen refund API on loopback, with fault knobs",
-		exit: []string{
-			"0 stopped by SIGINT or SIGTERM; its counters are printed on stdout as one JSON line",
-			"1 the address cannot be listened on, --addr-file cannot be written, or the counters cannot be written",
-			"2 bad flags or environment, or an address that is not loopback",
-		},
-		env: []envDoc{
-			{"ADYEN_API_KEY", "The API key the simulated Adyen API accepts (any key when unset)."},
-			{"ADYEN_HMAC_KEY", "The HMAC key (hex) that signs the notifications --adyen-notify-url posts; required with it."},
-		},
-		examples: []example{
-			{"200 charges to refund, at Stripe's test-mode rate limits", "stripe-sim --charges 200 --rate-limits test"},
-			{"Faults: 10% 429s and 5% refunds created behind a 500", "stripe-sim --charges 1000 --rate-limit-share 0.1 --error-after-commit-share 0.05 --addr-file sim.url"},
-		},
-	},
-}
+//go:embed man.txt
+var manText string
 
 // grammarSink is the Stdout of a command run only for its grammar.
 type grammarSink struct {
@@ -285,21 +167,12 @@ func manPage(k *kong.Kong, date time.Time) string {
 	d.Text(description)
 	d.EndSection()
 
-	if len(node.Positional) > 0 {
-		d.Section("Arguments")
-		for _, p := range node.Positional {
-			d.TaggedParagraph(-1)
-			d.TextItalic(positionalName(p))
-			d.EndSection()
-			d.Text(p.Help + defaultNote(p))
-		}
-		d.EndSection()
-	}
-
+	tagged(d, "Arguments", node.Positional, func(p *kong.Positional) string {
+		d.TextItalic(positionalName(p))
+		return p.Help + defaultNote(p)
+	})
 	for _, g := range groupedFlags(node) {
-		d.Section(strings.TrimSuffix(g.title, ":"))
-		for _, f := range g.flags {
-			d.TaggedParagraph(-1)
+		tagged(d, strings.TrimSuffix(g.title, ":"), g.flags, func(f *kong.Flag) string {
 			if f.Short != 0 {
 				d.TextBold("-" + string(f.Short))
 				d.Text(", ")
@@ -309,19 +182,18 @@ func manPage(k *kong.Kong, date time.Time) string {
 				d.Text("=")
 				d.TextItalic(placeholder(f))
 			}
-			d.EndSection()
-			d.Text(f.Help + enumNote(f) + defaultNote(f.Value))
-		}
-		d.EndSection()
+			return f.Help + enumNote(f) + defaultNote(f.Value)
+		})
 	}
-
-	var codes []envDoc
-	for _, e := range exits {
+	tagged(d, "Exit status", exits, func(e string) string {
 		code, text, _ := strings.Cut(e, " ")
-		codes = append(codes, envDoc{code, text})
-	}
-	taggedSection(d, "Exit status", codes)
-	taggedSection(d, "Environment", doc.env)
+		d.TextBold(code)
+		return text
+	})
+	tagged(d, "Environment", doc.env, func(e envDoc) string {
+		d.TextBold(e.name)
+		return e.text
+	})
 
 	if len(doc.examples) > 0 {
 		d.Section("Examples")
@@ -351,17 +223,18 @@ func manPage(k *kong.Kong, date time.Time) string {
 	return strings.Replace(page, fmt.Sprintf(`"%s" "refundkit manual"`, name), fmt.Sprintf(`"refundkit %s" "refundkit manual"`, Release), 1)
 }
 
-// taggedSection is a section of bold names, each with its text.
-func taggedSection(d *roff.Document, title string, items []envDoc) {
+// tagged is a section of items, each a paragraph tagged as tag writes it
+// with the text tag returns; none, no section.
+func tagged[T any](d *roff.Document, title string, items []T, tag func(T) string) {
 	if len(items) == 0 {
 		return
 	}
 	d.Section(title)
-	for _, e := range items {
+	for _, it := range items {
 		d.TaggedParagraph(-1)
-		d.TextBold(e.name)
+		text := tag(it)
 		d.EndSection()
-		d.Text(e.text)
+		d.Text(text)
 	}
 	d.EndSection()
 }
@@ -432,15 +305,7 @@ func groupedFlags(node *kong.Node) []flagGroup {
 }
 
 // visibleFlags are a node's flags that --help shows, --help included.
-func visibleFlags(node *kong.Node) []*kong.Flag {
-	var out []*kong.Flag
-	for _, f := range node.Flags {
-		if !f.Hidden {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func visibleFlags(node *kong.Node) []*kong.Flag { return node.AllFlags(true)[0] }
 
 // placeholder names a flag's value: placeholder, values, else kind.
 func placeholder(f *kong.Flag) string {
@@ -476,14 +341,9 @@ func positionalName(p *kong.Positional) string {
 	return strings.ToUpper(p.Name)
 }
 
+// enumValues are v's values but the empty one (audit's no --provider).
 func enumValues(v *kong.Value) []string {
-	var out []string
-	for _, e := range strings.Split(v.Enum, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
+	return slices.DeleteFunc(v.EnumSlice(), func(e string) bool { return e == "" })
 }
 
 // enumNote names an enum's values when its placeholder does not.
@@ -501,4 +361,38 @@ func defaultNote(v *kong.Value) string {
 		return ""
 	}
 	return " Default: " + v.Default + "."
+}
+
+// parseDocs reads man.txt.
+func parseDocs(text string) (docs map[string]commandDoc, groups []kong.Group) {
+	docs = map[string]commandDoc{}
+	var name, comment string
+	for _, line := range strings.Split(text, "\n") {
+		word, rest, _ := strings.Cut(line, " ")
+		key, text, _ := strings.Cut(rest, " ")
+		d := docs[name]
+		switch word {
+		case "group":
+			groups = append(groups, kong.Group{Key: key, Title: text})
+			continue
+		case "command":
+			name, d = key, commandDoc{summary: text}
+		case "exit":
+			d.exit = append(d.exit, rest)
+		case "env":
+			if set, ok := docs[key]; ok && strings.HasPrefix(key, "@") {
+				d.env = append(d.env, set.env...)
+			} else {
+				d.env = append(d.env, envDoc{key, text})
+			}
+		case "#":
+			comment = rest
+		case "$":
+			d.examples = append(d.examples, example{comment, rest})
+		default:
+			continue
+		}
+		docs[name] = d
+	}
+	return docs, groups
 }

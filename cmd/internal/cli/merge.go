@@ -57,7 +57,14 @@ func JournalMerge(env Env) (exit int) {
 	}
 
 	// A journal a run still writes is half a batch that would read as done.
-	held := heldInputs(args.Journals, args.Output)
+	// OUT is left to its own lock; a journal not probed, to the merge, which says why.
+	var held []string
+	outInfo, _ := os.Stat(args.Output)
+	for _, path := range args.Journals {
+		if h, _ := heldJournal(path, path, outInfo); h {
+			held = append(held, path)
+		}
+	}
 	if len(held) > 0 && !args.AllowHeld {
 		for _, path := range held {
 			warnf(env.Stderr, name, "journal %s is held by a running refund: its batch is not done, and a merge of it would read as if it were", path)
@@ -79,7 +86,7 @@ func JournalMerge(env Env) (exit int) {
 	if isShared(args.Output) {
 		return mergeIntoCheckpoint(env, name, args)
 	}
-	inputs, done, err := exportInputs(env, name, args.Journals, args.Batch)
+	inputs, _, done, err := exportInputs(env, name, args.Journals, args.Batch, readAs(env, name))
 	if err != nil {
 		return exitCodeFor(err)
 	}
@@ -170,7 +177,7 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 		return fail(env.Stderr, name, unwritable(err))
 	}
 	defer x.close()
-	inputs, done, err := exportInputs(env, name, args.Journals, nil)
+	inputs, _, done, err := exportInputs(env, name, args.Journals, nil, readAs(env, name))
 	if err != nil {
 		return exitCodeFor(err)
 	}
@@ -198,7 +205,7 @@ func mergeIntoCheckpoint(env Env, name string, args mergeArgs) int {
 	n, batches, err := x.cp.Import(ctx, f, "the merge of "+strings.Join(names, ", "), x.last)
 	if err != nil {
 		warnf(env.Stderr, name, "%s: %v", x.name, err)
-		if !errors.As(err, new(*natsjs.PartialImportError)) {
+		if !isErr[*natsjs.PartialImportError](err) {
 			warnf(env.Stderr, name, untouched)
 		}
 		return exitCodeFor(unwritable(err))
@@ -329,50 +336,26 @@ func syncMergeDir(dir string) error {
 	return nil
 }
 
-// heldJournal reports a journal file a running refund holds (wInfo, the
-// one audit writes, it holds itself); a directory is refused.
-func heldJournal(in io.Reader, inName, path string, wInfo os.FileInfo) (bool, error) {
-	f, ok := in.(*os.File)
-	if !ok {
-		return false, nil
-	}
-	info, err := f.Stat()
+// heldJournal reports a journal file a running refund holds, but skip (a
+// file the command holds itself); a directory, named name, is refused.
+func heldJournal(path, name string, skip os.FileInfo) (bool, error) {
+	info, err := os.Stat(path)
 	switch {
 	case err != nil:
 		return false, nil
 	case info.IsDir():
-		return false, &journal.NotFileError{Path: inName, What: "a directory, not a file"}
-	case !info.Mode().IsRegular() || wInfo != nil && os.SameFile(info, wInfo):
+		return false, &journal.NotFileError{Path: name, What: "a directory, not a file"}
+	case !info.Mode().IsRegular() || skip != nil && os.SameFile(info, skip):
 		return false, nil
-	}
-	if path == "-" {
-		// a descriptor of its own for the probe (Linux; elsewhere it fails)
-		path = "/proc/self/fd/0"
 	}
 	held, _ := journal.Held(path)
 	return held, nil
 }
 
-// heldInputs are the journal files a running refund holds. OUT is left to
-// its own lock; one that cannot be probed, to the merge, which says why.
-func heldInputs(journals []string, out string) []string {
-	var outInfo os.FileInfo
-	if out != "" && !isShared(out) {
-		outInfo, _ = os.Stat(out)
+// readAs tells which file journal-merge reads an exported checkpoint as.
+func readAs(env Env, name string) func(*checkpointExport) error {
+	return func(x *checkpointExport) error {
+		warnf(env.Stderr, name, "%s: %d records, read as %s", x.name, x.records, x.path)
+		return nil
 	}
-	var held []string
-	for _, path := range journals {
-		if isShared(path) {
-			continue
-		}
-		if outInfo != nil {
-			if info, err := os.Stat(path); err == nil && os.SameFile(info, outInfo) {
-				continue
-			}
-		}
-		if h, err := journal.Held(path); err == nil && h {
-			held = append(held, path)
-		}
-	}
-	return held
 }

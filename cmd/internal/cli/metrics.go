@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,7 +38,7 @@ type metricsFile struct {
 	warn    func(error)
 
 	mu     sync.Mutex // one write at a time
-	warned bool
+	warned sync.Once
 	stop   func()
 }
 
@@ -75,13 +76,7 @@ func (m *metricsFile) write() error {
 // writeOrWarn tells a failure once: no reason to stop the run.
 func (m *metricsFile) writeOrWarn() {
 	if err := m.write(); err != nil {
-		m.mu.Lock()
-		first := !m.warned
-		m.warned = true
-		m.mu.Unlock()
-		if first {
-			m.warn(err)
-		}
+		m.warned.Do(func() { m.warn(err) })
 	}
 }
 
@@ -291,31 +286,18 @@ func outcome(err error) string {
 	if err == nil {
 		return "ok"
 	}
-	f := refund.Classify(err)
-	if f.RateLimited {
+	switch f := refund.Classify(err); {
+	case f.RateLimited:
 		return "rate_limited"
+	case f.Class == refund.ClassRetry && f.Status == 0:
+		return "no_answer"
+	default:
+		return cmp.Or(outcomes[f.Class], "error")
 	}
-	switch f.Class {
-	case refund.ClassRetry:
-		if f.Status == 0 {
-			return "no_answer"
-		}
-		return "retry"
-	case refund.ClassIndeterminate:
-		return "indeterminate"
-	case refund.ClassFinal:
-		return "refused"
-	case refund.ClassFatal:
-		return "unauthorized"
-	case refund.ClassKeyReused:
-		return "key_reused"
-	case refund.ClassStopped:
-		return "stopped"
-	case refund.ClassInDoubt:
-		return "in_doubt"
-	}
-	return "error"
 }
+
+var outcomes = map[refund.Class]string{refund.ClassRetry: "retry", refund.ClassIndeterminate: "indeterminate", refund.ClassFinal: "refused",
+	refund.ClassFatal: "unauthorized", refund.ClassKeyReused: "key_reused", refund.ClassStopped: "stopped", refund.ClassInDoubt: "in_doubt"}
 
 func (p countingProvider) Create(ctx context.Context, it *refund.Item, attempt int) (refund.Answer, error) {
 	a, err := p.Provider.Create(ctx, it, attempt)
@@ -397,22 +379,4 @@ func (m *refundMetrics) finishOrWarn(exit int, planRead bool) {
 	if err := m.finish(exit, planRead, time.Now()); err != nil {
 		m.file.warn(err)
 	}
-}
-
-// watchBatches watches the tally for the progress line and the metrics.
-func (c *refundCmd) watchBatches(cp refund.Checkpoint, bar *progress, m *refundMetrics) *batchWatch {
-	if c.DryRun || (bar == nil && m == nil) {
-		return nil
-	}
-	every := c.MetricsEvery
-	if bar != nil {
-		every = min(every, 2*time.Second)
-	}
-	w := watchBatches(cp, every, m.batches)
-	if bar != nil {
-		bar.mu.Lock()
-		bar.batch = w
-		bar.mu.Unlock()
-	}
-	return w
 }

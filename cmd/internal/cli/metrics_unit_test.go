@@ -33,30 +33,30 @@ func TestOutcome(t *testing.T) {
 // TestBatchWatchLine: the progress line's batch part counts all workers'
 // items and takes its rate and ETA from the tallies, not from this run.
 func TestBatchWatchLine(t *testing.T) {
-	w := &batchWatch{}
+	w := &progress{}
 	t0 := time.Unix(1000, 0)
-	if _, ok := w.line(t0); ok {
+	if _, ok := w.batchLine(t0); ok {
 		t.Fatal("a line before any tally")
 	}
 	w.observe(t0, []postgres.BatchInfo{{Batch: "b", Items: 100, ByStatus: map[string]int{"refunded": 10, "unknown": 90}}})
-	line, ok := w.line(t0)
+	line, ok := w.batchLine(t0)
 	if !ok || !strings.Contains(line, "batch b: 10/100 (10%) by all workers · 10 refunded, 90 not started") || strings.Contains(line, "ETA") {
 		t.Fatalf("first tally: %q", line)
 	}
 	// 20 more done in 10 seconds: 2 items/s, 70 left: 35s.
 	w.observe(t0.Add(10*time.Second), []postgres.BatchInfo{{Batch: "b", Items: 100, ByStatus: map[string]int{"refunded": 28, "failed": 1, "pending": 1, "in_doubt": 2, "unknown": 68}}})
-	line, _ = w.line(t0.Add(10 * time.Second))
+	line, _ = w.batchLine(t0.Add(10 * time.Second))
 	for _, want := range []string{"30/100 (30%)", "2 in_doubt", "2.0 items/s", "ETA 35s"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("second tally: %q lacks %q", line, want)
 		}
 	}
 	// Between tallies the ETA counts down.
-	if line, _ = w.line(t0.Add(15 * time.Second)); !strings.Contains(line, "ETA 30s") {
+	if line, _ = w.batchLine(t0.Add(15 * time.Second)); !strings.Contains(line, "ETA 30s") {
 		t.Errorf("5s after the tally: %q, want ETA 30s", line)
 	}
-	var nilWatch *batchWatch
-	if _, ok := nilWatch.line(t0); ok {
+	var nilWatch *progress
+	if _, ok := nilWatch.batchLine(t0); ok {
 		t.Error("a nil watch draws a line")
 	}
 }

@@ -81,44 +81,84 @@ func isTerminal(x any) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// progress is refund's one-line display; a nil *progress shows nothing.
+// progress is refund's one-line display, and the shared checkpoint's tally
+// of the run's batches (all workers') that it and the metrics poll; a nil
+// *progress shows and polls nothing.
 type progress struct {
 	out  *progressWriter
 	size func() int // the plan's items as far as the run knows (0: unknown)
-
-	mu       sync.Mutex
-	counts   map[string]int
-	done     int       // results so far
-	api      int       // results that took API calls (not skipped)
-	firstAPI time.Time // when the first of them came
-	waiting  int       // items waiting to retry
-	batch    *batchWatch
-
 	// log, with --log-format json, takes "progress" records instead.
 	log *slog.Logger
-	end func()
+
+	mu            sync.Mutex
+	counts        map[string]int
+	done          int       // results so far
+	api           int       // results that took API calls (not skipped)
+	firstAPI      time.Time // when the first of them came
+	waiting       int       // items waiting to retry
+	tally         []refund.BatchInfo
+	first, latest batchSample // the first tally that named a batch, the latest
+
+	stop func()
+}
+
+// batchSample is how many of the batches' items were done at a time.
+type batchSample struct {
+	at          time.Time
+	done, total int
 }
 
 // jsonProgressEvery spaces the progress records of a JSON log.
 const jsonProgressEvery = 5 * time.Second
 
-// newProgress starts the display: always, or auto with stderr a terminal.
-func newProgress(w *progressWriter, mode string, log *slog.Logger, total func() int) *progress {
-	if mode == "never" || mode == "auto" && !isTerminal(w.w) {
+// progress starts the display (--progress always, or auto with stderr a
+// terminal) and, with a shared checkpoint, the polls of its tally for the
+// display and the metrics (a dry run's tally is no run's).
+func (c *refundCmd) progress(w *progressWriter, log *slog.Logger, total func() int, cp refund.Checkpoint, m *refundMetrics) *progress {
+	show := c.Progress == "always" || c.Progress == "auto" && isTerminal(w.w)
+	tallier, shared := cp.(refund.Tallier)
+	poll := shared && !c.DryRun && (show || m != nil)
+	if !show && !poll {
 		return nil
 	}
 	p := &progress{out: w, log: log, size: total, counts: map[string]int{}}
-	draw, d := func() { p.out.show(p.line(time.Now())) }, 200*time.Millisecond
-	if log != nil {
-		draw, d = func() { p.log.Info("progress", p.attrs(time.Now())...) }, jsonProgressEvery
-	}
-	stop := every(d, true, draw)
-	p.end = sync.OnceFunc(func() {
-		stop()
+	var stops []func()
+	if show {
+		draw, d := func() { p.out.show(p.line(time.Now())) }, 200*time.Millisecond
 		if log != nil {
-			draw() // the run's last counts, against the total known at the end
-		} else {
-			p.out.show("")
+			draw, d = func() { p.log.Info("progress", p.attrs(time.Now())...) }, jsonProgressEvery
+		}
+		stop := every(d, true, draw)
+		stops = append(stops, func() {
+			stop()
+			if log != nil {
+				draw() // the run's last counts, against the total known at the end
+			} else {
+				p.out.show("")
+			}
+		})
+	}
+	if poll {
+		interval := c.MetricsEvery
+		if show {
+			interval = min(interval, 2*time.Second)
+		}
+		// A failed read keeps the last tally (the run reports it).
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := every(interval, true, func() {
+			if bs, err := tallier.Progress(ctx); err == nil && len(bs) > 0 {
+				p.observe(time.Now(), bs)
+				m.batches(bs)
+			}
+		})
+		stops = append(stops, func() {
+			cancel()
+			stop()
+		})
+	}
+	p.stop = sync.OnceFunc(func() {
+		for _, stop := range stops {
+			stop()
 		}
 	})
 	return p
@@ -158,24 +198,31 @@ func (p *progress) retrying(delta int) {
 	p.mu.Unlock()
 }
 
-func (p *progress) stop() {
+func (p *progress) end() {
 	if p != nil {
-		p.end()
+		p.stop()
 	}
 }
 
-func (p *progress) watch() *batchWatch {
+func (p *progress) observe(now time.Time, bs []refund.BatchInfo) {
+	s := batchSample{at: now}
+	for _, b := range bs {
+		s.done += tallyDone(b)
+		s.total += int(b.Items)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.batch
+	p.tally, p.latest = bs, s
+	if p.first.at.IsZero() {
+		p.first = s
+	}
 }
 
 // line is the display at now; skipped items go by too fast to count in the rate.
 func (p *progress) line(now time.Time) string {
-	batch, ok := p.watch().line(now)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ok {
+	if batch, ok := p.batchLine(now); ok {
 		return fmt.Sprintf("%s · this run %d items, %d retrying", batch, p.done, p.waiting)
 	}
 	var b strings.Builder
@@ -214,12 +261,12 @@ func (p *progress) pace(now time.Time) (rate float64, eta time.Duration) {
 
 // attrs is the display at now as a log record's fields.
 func (p *progress) attrs(now time.Time) []any {
-	var out []any
-	if tally, s, rate, ok := p.watch().sample(); ok {
-		out = append(out, slog.Group("batch", "done", s.done, "total", s.total, "by_status", byStatus(tally), "items_per_second", rate))
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var out []any
+	if rate, ok := p.batchRate(); ok {
+		out = append(out, slog.Group("batch", "done", p.latest.done, "total", p.latest.total, "by_status", byStatus(p.tally), "items_per_second", rate))
+	}
 	out = append(out, "done", p.done, "by_status", maps.Clone(p.counts), "retrying", p.waiting)
 	if total := p.total(); total > 0 {
 		out = append(out, "total", total)
@@ -244,96 +291,29 @@ func byStatus(tally []refund.BatchInfo) map[string]int {
 	return by
 }
 
-// batchWatch reads a shared checkpoint's tally of the run's batches, all
-// workers', every interval. A nil *batchWatch watches nothing.
-type batchWatch struct {
-	cp      refund.Tallier
-	onTally func([]refund.BatchInfo)
-
-	mu     sync.Mutex
-	tally  []refund.BatchInfo
-	first  batchSample // the first tally that named a batch
-	latest batchSample
-
-	end func()
+// batchRate is the rate of the batches' items since the first tally; false
+// before a tally that names items. Holds p.mu.
+func (p *progress) batchRate() (rate float64, ok bool) {
+	if p == nil || p.latest.at.IsZero() || p.latest.total == 0 {
+		return 0, false
+	}
+	if d := p.latest.at.Sub(p.first.at); d >= time.Second && p.latest.done > p.first.done {
+		rate = float64(p.latest.done-p.first.done) / d.Seconds()
+	}
+	return rate, true
 }
 
-// batchSample is how many of the batches' items were done at a time.
-type batchSample struct {
-	at          time.Time
-	done, total int
-}
-
-// watchBatches watches cp, if shared; onTally hears each tally.
-func watchBatches(cp refund.Checkpoint, interval time.Duration, onTally func([]refund.BatchInfo)) *batchWatch {
-	tallier, ok := cp.(refund.Tallier)
-	if !ok {
-		return nil
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &batchWatch{cp: tallier, onTally: onTally}
-	stop := every(interval, true, func() { w.poll(ctx) })
-	w.end = func() {
-		cancel()
-		stop()
-	}
-	return w
-}
-
-// poll reads the tally; a failed read keeps the last (the run reports it).
-func (w *batchWatch) poll(ctx context.Context) {
-	if bs, err := w.cp.Progress(ctx); err == nil && len(bs) > 0 {
-		w.observe(time.Now(), bs)
-	}
-}
-
-func (w *batchWatch) observe(now time.Time, bs []refund.BatchInfo) {
-	s := batchSample{at: now}
-	for _, b := range bs {
-		s.done += tallyDone(b)
-		s.total += int(b.Items)
-	}
-	w.mu.Lock()
-	w.tally, w.latest = bs, s
-	if w.first.at.IsZero() {
-		w.first = s
-	}
-	w.mu.Unlock()
-	if w.onTally != nil {
-		w.onTally(bs)
-	}
-}
-
-func (w *batchWatch) stop() {
-	if w != nil {
-		w.end()
-	}
-}
-
-// sample is the latest tally, with the rate since the first; false before it.
-func (w *batchWatch) sample() (tally []refund.BatchInfo, s batchSample, rate float64, ok bool) {
-	if w == nil {
-		return nil, s, 0, false
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if d := w.latest.at.Sub(w.first.at); d >= time.Second && w.latest.done > w.first.done {
-		rate = float64(w.latest.done-w.first.done) / d.Seconds()
-	}
-	return w.tally, w.latest, rate, !w.latest.at.IsZero() && w.latest.total > 0
-}
-
-// line is the batch's part of the progress line at now.
-func (w *batchWatch) line(now time.Time) (string, bool) {
-	tally, s, rate, ok := w.sample()
+// batchLine is the batches' part of the progress line at now. Holds p.mu.
+func (p *progress) batchLine(now time.Time) (string, bool) {
+	rate, ok := p.batchRate()
 	if !ok {
 		return "", false
 	}
-	what := "batch " + tally[0].Batch
-	if len(tally) > 1 {
-		what = fmt.Sprintf("%d batches", len(tally))
+	s, what := p.latest, "batch "+p.tally[0].Batch
+	if len(p.tally) > 1 {
+		what = fmt.Sprintf("%d batches", len(p.tally))
 	}
-	line := fmt.Sprintf("refund %s: %d/%d (%d%%) by all workers · %s", what, s.done, s.total, s.done*100/s.total, countsText(byStatus(tally)))
+	line := fmt.Sprintf("refund %s: %d/%d (%d%%) by all workers · %s", what, s.done, s.total, s.done*100/s.total, countsText(byStatus(p.tally)))
 	if rate > 0 {
 		line += fmt.Sprintf(" · %.1f items/s", rate)
 		if left := s.total - s.done; left > 0 {

@@ -107,11 +107,7 @@ func (f *providerFlags) build(env Env, stderr io.Writer, name string, conns int)
 	case providerPayPal:
 		return f.paypalFlags.provider(env, f.Live, conns)
 	case providerAdyen:
-		store, err := f.adyenNotes(env, f.checkpoint)
-		if err != nil {
-			return nil, err
-		}
-		return adyenProvider(env, f.Live, conns, store)
+		return f.adyen(env, conns)
 	}
 	return f.stripe(env, conns)
 }
@@ -174,13 +170,9 @@ func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) 
 	if src == "" {
 		return nil, &usageError{"--provider adyen needs --notifications FILE|URL, the notifications adyen-webhook keeps (its --out): Adyen has no API that lists a payment's refunds, so they are the only look-up; without them a refund already made cannot be seen"}
 	}
-	raw := env.Getenv("ADYEN_HMAC_KEY")
-	if raw == "" {
-		return nil, &usageError{"ADYEN_HMAC_KEY is not set: the notifications cannot be verified without it"}
-	}
-	key, err := wire.ParseHMACKey(raw)
+	key, err := hmacKey(env.Getenv, "ADYEN_HMAC_KEY is not set: the notifications cannot be verified without it")
 	if err != nil {
-		return nil, &usageError{"ADYEN_HMAC_KEY: " + err.Error()}
+		return nil, err
 	}
 	if postgres.IsURL(src) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -198,8 +190,30 @@ func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) 
 	return s, nil
 }
 
-// adyenProvider builds the Adyen client (a live ADYEN_API_BASE only with live).
-func adyenProvider(env Env, live bool, conns int, store notes.Store) (refund.Provider, error) {
+// hmacKey is ADYEN_HMAC_KEY's key (hex); unset, none, or the error missing
+// says when it names one.
+func hmacKey(getenv func(string) string, missing string) ([]byte, error) {
+	raw := getenv("ADYEN_HMAC_KEY")
+	switch {
+	case raw == "" && missing == "":
+		return nil, nil
+	case raw == "":
+		return nil, &usageError{missing}
+	}
+	key, err := wire.ParseHMACKey(raw)
+	if err != nil {
+		return nil, &usageError{"ADYEN_HMAC_KEY: " + err.Error()}
+	}
+	return key, nil
+}
+
+// adyen builds the Adyen client (a live ADYEN_API_BASE only with --live)
+// over the notifications kept, by default in the checkpoint's database.
+func (f *providerFlags) adyen(env Env, conns int) (refund.Provider, error) {
+	store, err := f.adyenNotes(env, f.checkpoint)
+	if err != nil {
+		return nil, err
+	}
 	key, merchant := env.Getenv("ADYEN_API_KEY"), env.Getenv("ADYEN_MERCHANT_ACCOUNT")
 	switch {
 	case key == "":
@@ -209,12 +223,12 @@ func adyenProvider(env Env, live bool, conns int, store notes.Store) (refund.Pro
 	}
 	base := env.Getenv("ADYEN_API_BASE")
 	if base == "" {
-		if live {
+		if f.Live {
 			return nil, &usageError{"--live with Adyen needs ADYEN_API_BASE: Adyen's live Checkout API is at your own prefix (https://[prefix]-checkout-live.adyenpayments.com/checkout)"}
 		}
 		base = adyen.TestAPIBase
 	}
-	if err := checkAPIBase("ADYEN_API_BASE", base, "the API key", "Adyen's", live); err != nil {
+	if err := checkAPIBase("ADYEN_API_BASE", base, "the API key", "Adyen's", f.Live); err != nil {
 		return nil, err
 	}
 	cfg := adyen.Config{Base: base, APIKey: key, Merchant: merchant, Conns: conns}
@@ -308,26 +322,15 @@ func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 			return nil, &usageError{fmt.Sprintf("--rate %g: want 0 (no pacing) or at least %s requests per second (one %s)", r, ceilDigits(1/bound.Seconds()), per)}
 		}
 	}
-	var limits, whole refund.Limits
-	whose := ""
-	switch c.Provider {
-	case providerStripe:
-		live := stripeLive(env.Getenv("STRIPE_API_KEY"))
-		limits, whole, whose = stripe.Limits(live, c.Share), stripe.Limits(live, 1), "Stripe's"
-	case providerPayPal:
-		limits, whole, whose = paypal.Limits(c.Share), paypal.Limits(1), "PayPal's"
-	case providerAdyen:
-		limits, whole, whose = adyen.Limits(c.Share), adyen.Limits(1), "Adyen's"
-	}
-	switch {
-	case c.Rate != nil && c.Provider == providerPayPal:
+	limits, whose := c.limits(env, c.Share)
+	whole, _ := c.limits(env, 1)
+	if c.Rate != nil {
+		limits.Global, whole.Global = *c.Rate, 0 // the run's total; Stripe's endpoints keep their share of their own
 		// No per-endpoint limits published: --rate replaces the guessed one.
-		limits, whole = paypal.Limits(*c.Rate/paypal.Rate), refund.Limits{}
-	case c.Rate != nil && c.Provider == providerAdyen:
-		limits, whole = adyen.Limits(*c.Rate/adyen.Rate), refund.Limits{}
-	case c.Rate != nil:
-		// The run's total; Stripe's endpoints keep their share of their own.
-		limits.Global, whole.Global = *c.Rate, 0
+		if guessed := map[string]float64{providerPayPal: paypal.Rate, providerAdyen: adyen.Rate}[c.Provider]; guessed > 0 {
+			limits, _ = c.limits(env, *c.Rate/guessed)
+			whole = refund.Limits{}
+		}
 	}
 	if limits == (refund.Limits{}) {
 		return nil, nil
@@ -336,6 +339,19 @@ func (c *refundCmd) pacer(env Env) (*refund.Pacer, error) {
 		return nil, &usageError{fmt.Sprintf("--share %g: want at least %s of %s limits (one request %s on each of its endpoints), and at most 1", c.Share, ceilDigits(1/(bound.Seconds()*s)), whose, per)}
 	}
 	return refund.NewPacer(limits), nil
+}
+
+// limits are the provider's at share, and whose they are; exec's are none.
+func (c *refundCmd) limits(env Env, share float64) (refund.Limits, string) {
+	switch c.Provider {
+	case providerStripe:
+		return stripe.Limits(stripeLive(env.Getenv("STRIPE_API_KEY")), share), "Stripe's"
+	case providerPayPal:
+		return paypal.Limits(share), "PayPal's"
+	case providerAdyen:
+		return adyen.Limits(share), "Adyen's"
+	}
+	return refund.Limits{}, ""
 }
 
 // paceBound is the longest a request may wait, and how to say it: a minute,

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,7 +132,7 @@ func Refund(env Env) (exit int) {
 	in, ok, err := size.Peek(in, inName)
 	if err != nil {
 		warnf(msgs, name, "%v", err)
-		if errors.As(err, new(*refund.InputError)) {
+		if isErr[*refund.InputError](err) {
 			warnf(msgs, name, "make plan items with: plan --batch BATCH FILE | refund --journal JOURNAL (refund reads JSON lines as plan writes them); nothing was sent and the journal was not opened")
 		}
 		return ExitUsage
@@ -156,10 +157,8 @@ func Refund(env Env) (exit int) {
 	if c.LogFormat == "json" {
 		jsonLog = log
 	}
-	bar := newProgress(stderr, c.Progress, jsonLog, size.Items)
-	defer bar.stop()
-	watch := c.watchBatches(checkpoint, bar, metrics)
-	defer watch.stop()
+	bar := c.progress(stderr, jsonLog, size.Items, checkpoint, metrics)
+	defer bar.end()
 
 	var doubts []refund.Result // this run's items left in doubt (OnResult is called one at a time)
 	var groups outcomeGroups   // this run's unfinished items by reason, told after the summary
@@ -181,8 +180,7 @@ func Refund(env Env) (exit int) {
 	}, in, inName)
 	stdout.done() // nothing is left to stop
 	out.stop()
-	bar.stop()
-	watch.stop()
+	bar.end()
 	planRead = runErr == nil
 	if jsonLog != nil {
 		jsonLog.Info("summary", summary.LogAttrs()...)
@@ -383,16 +381,8 @@ func (g *outcomeGroups) add(r refund.Result) {
 
 // lines are the groups, largest first: "12 items failed (CODE): i1, ...".
 func (g *outcomeGroups) lines() []string {
-	keys := make([]groupKey, 0, len(g.groups))
-	for k := range g.groups {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := g.groups[keys[i]], g.groups[keys[j]]
-		if a.n != b.n {
-			return a.n > b.n
-		}
-		return keys[i].status+keys[i].code < keys[j].status+keys[j].code
+	keys := slices.SortedFunc(maps.Keys(g.groups), func(a, b groupKey) int {
+		return cmp.Or(cmp.Compare(g.groups[b].n, g.groups[a].n), cmp.Compare(a.status+a.code, b.status+b.code))
 	})
 	var out []string
 	for _, k := range keys {

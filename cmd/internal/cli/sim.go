@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/renameio/v2"
 
-	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 	"github.com/refundkit/refundkit/refund/sim/adyensim"
 	"github.com/refundkit/refundkit/refund/sim/paypalsim"
 	"github.com/refundkit/refundkit/refund/sim/stripesim"
@@ -240,19 +239,13 @@ func (c *stripeSimCmd) adyen() (adyensim.Config, error) {
 // --adyen-notify-url) from the environment, never a flag; never printed.
 func adyenKeys(cfg *adyensim.Config, getenv func(string) string) error {
 	cfg.APIKey = getenv("ADYEN_API_KEY")
-	raw := getenv("ADYEN_HMAC_KEY")
-	if raw == "" {
-		if cfg.NotifyURL != "" {
-			return fmt.Errorf("--adyen-notify-url needs ADYEN_HMAC_KEY in the environment: the HMAC key in hex, as Adyen's Customer Area shows it")
-		}
-		return nil
+	missing := ""
+	if cfg.NotifyURL != "" {
+		missing = "--adyen-notify-url needs ADYEN_HMAC_KEY in the environment: the HMAC key in hex, as Adyen's Customer Area shows it"
 	}
-	key, err := wire.ParseHMACKey(raw)
-	if err != nil {
-		return fmt.Errorf("ADYEN_HMAC_KEY: %v", err)
-	}
-	cfg.HMACKey = key
-	return nil
+	var err error
+	cfg.HMACKey, err = hmacKey(getenv, missing)
+	return err
 }
 
 // publishURL writes url to path: atomically to a file, or into a named pipe

@@ -18,7 +18,6 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
 	"github.com/refundkit/refundkit/refund/provider/adyen/webhook"
-	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 )
 
 type adyenWebhookCmd struct {
@@ -131,13 +130,9 @@ func AdyenWebhook(env Env) int {
 
 // config is the handler's configuration (stores aside); the key never printed.
 func (c *adyenWebhookCmd) config(env Env) (webhook.Config, error) {
-	hexKey := env.Getenv(envHMACKey)
-	if hexKey == "" {
-		return webhook.Config{}, fmt.Errorf("%s is not set: the HMAC key of the webhook in Adyen's Customer Area (hex), from the environment only", envHMACKey)
-	}
-	key, err := wire.ParseHMACKey(hexKey)
+	key, err := hmacKey(env.Getenv, envHMACKey+" is not set: the HMAC key of the webhook in Adyen's Customer Area (hex), from the environment only")
 	if err != nil {
-		return webhook.Config{}, fmt.Errorf("%s: %v", envHMACKey, err)
+		return webhook.Config{}, err
 	}
 	cfg := webhook.Config{
 		Key:             key,
