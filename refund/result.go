@@ -45,9 +45,9 @@ const (
 	CodeNoLookup             = "no_lookup"                  // in doubt, no look-up, its key maybe forgotten: a person checks
 )
 
-// heldCode reports a failure that is a hold for a refund made elsewhere on
-// the charge, which AllowRefundedCharges lifts.
-func heldCode(code string) bool {
+// IsHold reports a failure code that holds an item for a refund made
+// elsewhere on its payment: AllowRefundedCharges lifts it.
+func IsHold(code string) bool {
 	return code == CodeRefundedByOtherBatch || code == CodeRefundedOutside || code == CodeRefundedByOtherItem ||
 		code == CodeRefundedUnattributed
 }
