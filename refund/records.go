@@ -164,9 +164,9 @@ func (e *engine) credit(it *Item, attempt int, r *Refund) (res Result, ok bool) 
 	if held && (batch != it.Batch || item != it.Item) {
 		return e.mismatch(it, attempt, r, 0, fmt.Errorf("refund %s is credited to item %q of batch %q already", r.ID, item, batch)), false
 	}
-	// This run's credits, by 64-bit hashes: a collision stops the run,
-	// never passes two refunds for one.
-	mine := e.plan.key(it.Batch, it.Item)
+	// This run's credits, by the refund's 64-bit hash: a collision stops
+	// the run, never passes two refunds for one.
+	mine, _ := e.plan.find(it.Batch, it.Item)
 	id := e.plan.targetHash(r.ID)
 	e.creditMu.Lock()
 	was, taken := e.credits[id]
