@@ -434,13 +434,9 @@ func countLines(path string) int {
 		return 0
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
-	n := 0
-	for sc.Scan() {
-		if !blank(sc.Bytes()) {
-			n++
-		}
+	lines, n := NewLineReader(f, path), 0
+	for _, _, err := lines.Next(); err == nil; _, _, err = lines.Next() {
+		n++
 	}
 	return n
 }
