@@ -148,7 +148,7 @@ func (c *collector) duplicate(line int, it *refund.Item, derived bool) bool {
 		case first.flags&kindFlags != kindFlag(it):
 			// One id, two kinds of payment: a capture column holding a
 			// Stripe id, most likely. Never two payments of one id.
-			c.problem(line, "%s %s already listed at line %d, as a %s", kind, target, first.line, kinds[first.flags&kindFlags].name)
+			c.problem(line, "%s %s already listed at line %d, as a %s", kind, target, first.line, kindName(first.flags))
 			return true
 		case derived || !first.explicit():
 			c.problem(line, "%s %s already listed at line %d", kind, target, first.line)
@@ -247,29 +247,35 @@ func reasonIndex(r string) uint8 {
 	return 0
 }
 
-// kinds are the kinds of an entry's target by its kind flags: the plan
-// item field, as messages name it, and that field of an item.
-var kinds = [...]struct {
-	name  string
-	field func(*refund.Item) *string
-}{
-	0:                 {"charge", func(it *refund.Item) *string { return &it.Charge }},
-	entryIntent:       {"payment_intent", func(it *refund.Item) *string { return &it.PaymentIntent }},
-	entryCapture:      {"capture", func(it *refund.Item) *string { return &it.Capture }},
-	entryPSPReference: {"psp_reference", func(it *refund.Item) *string { return &it.PSPReference }},
-}
-
 // targetKind names the field of the item's target, as messages say it.
-func targetKind(it *refund.Item) string { return kinds[kindFlag(it)].name }
+func targetKind(it *refund.Item) string { return kindName(kindFlag(it)) }
 
 // kindFlag is the entry flag of the item's target.
 func kindFlag(it *refund.Item) uint8 {
 	for _, f := range []uint8{0, entryIntent, entryCapture} {
-		if *kinds[f].field(it) != "" {
+		if *targetField(it, f) != "" {
 			return f
 		}
 	}
 	return entryPSPReference
+}
+
+// targetField is the field of it that an entry with flags names.
+func targetField(it *refund.Item, flags uint8) *string {
+	switch flags & kindFlags {
+	case entryIntent:
+		return &it.PaymentIntent
+	case entryCapture:
+		return &it.Capture
+	case entryPSPReference:
+		return &it.PSPReference
+	}
+	return &it.Charge
+}
+
+// kindName names the target of an entry with flags.
+func kindName(flags uint8) string {
+	return map[uint8]string{0: "charge", entryIntent: "payment_intent", entryCapture: "capture", entryPSPReference: "psp_reference"}[flags&kindFlags]
 }
 
 // lowerASCII lower-cases ASCII letters: currency codes are written USD as

@@ -92,7 +92,7 @@ func (p *Plan) Len() int { return p.n }
 func (p *Plan) Item(i int) refund.Item {
 	e := p.at(i)
 	it := refund.Item{Batch: p.batch, Item: e.item(), Amount: e.amount, Currency: p.currencies[e.currency]}
-	*kinds[e.flags&kindFlags].field(&it) = e.target
+	*targetField(&it, e.flags) = e.target
 	if e.reason > 0 {
 		it.Reason = refund.Reasons[e.reason-1]
 	}
