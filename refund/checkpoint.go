@@ -188,10 +188,6 @@ type Claimed struct {
 	BurnedInRun bool // State.KeyBurned by a record written since this run opened the checkpoint
 }
 
-// IsHold reports a failure code that holds an item for a refund made
-// elsewhere on its payment: AllowRefundedCharges lifts it.
-func IsHold(code string) bool { return heldCode(code) }
-
 // BatchInfo is a batch whose plan a shared checkpoint holds, with its
 // items counted by status (journal.Status's names; "duplicate" for an item
 // refunded more than once, "unknown" for one never started).

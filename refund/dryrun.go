@@ -49,7 +49,7 @@ func (e *engine) dryOutcome(j job, r Result) Result {
 		r.Status, r.Message = StatusWouldAdopt, joinMessage(what, r.Message)
 	case StatusFailed, StatusInDoubt:
 		switch {
-		case heldCode(r.Code):
+		case IsHold(r.Code):
 			r.Status, r.Message = StatusWouldHold, joinMessage("the real run holds it", r.Message)
 		case r.Status == StatusInDoubt && (was == journal.StatusInDoubt || was == journal.StatusPending):
 			return r // stays in doubt: nothing the look-up found settles it

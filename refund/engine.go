@@ -91,10 +91,10 @@ type engine struct {
 	otherShards   int          // the plan's items of other shards, counted by the feed alone
 	targets       targetLocks
 	plan          *planIndex
-	// credits are the refunds this run credited (hashed id -> hashed batch
-	// and item): with the checkpoint's Holder, one item each.
+	// credits are the refunds this run credited (hashed id -> the item in
+	// plan): with the checkpoint's Holder, one item each.
 	creditMu sync.Mutex
-	credits  map[uint64]uint64
+	credits  map[uint64]uint32
 	// inFlight counts the jobs handed to workers and not finished; deferred
 	// holds those given back until the plan is read to the end.
 	inFlight sync.WaitGroup

@@ -148,15 +148,7 @@ const captureRule = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with 
 
 // ValidPSPReference reports whether id may be an Adyen pspReference.
 func ValidPSPReference(id string) bool {
-	if len(id) != 16 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
+	return len(id) == 16 && strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == ""
 }
 
 const pspReferenceRule = "want 16 characters of A-Z 0-9"

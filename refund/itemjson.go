@@ -100,48 +100,28 @@ func (d *ItemDecoder) object(s *scanner, it *Item) (given, nulls uint16, err err
 	if s.end() || s.b[s.i] != '{' {
 		return 0, 0, &InputError{Err: errors.New("want a JSON object")}
 	}
-	s.i++
-	s.ws()
-	if !s.end() && s.b[s.i] == '}' {
-		s.i++
-	} else if given, nulls, err = d.fields(s, it); err != nil {
+	err = s.members("", func(key string) error {
+		f := fieldIndex(key)
+		switch {
+		case f < 0:
+			return d.unknown(s, it, key)
+		case given&(1<<f) != 0:
+			return fieldError(key, "given twice")
+		}
+		given |= 1 << f
+		s.field = key
+		null, err := d.value(s, it, f)
+		if null {
+			nulls |= 1 << f
+		}
+		return err
+	})
+	if err != nil {
 		return 0, 0, err
 	}
 	s.ws()
 	if !s.end() {
 		return 0, 0, &InputError{Err: errors.New("more than one JSON value on the line")}
-	}
-	return given, nulls, nil
-}
-
-// fields reads the fields of the object and its closing brace.
-func (d *ItemDecoder) fields(s *scanner, it *Item) (given, nulls uint16, err error) {
-	for done := false; !done; {
-		s.ws()
-		s.field = ""
-		key, err := s.name()
-		if err != nil {
-			return 0, 0, err
-		}
-		if f := fieldIndex(key); f < 0 {
-			err = d.unknown(s, it, key)
-		} else {
-			if given&(1<<f) != 0 {
-				return 0, 0, fieldError(key, "given twice")
-			}
-			given |= 1 << f
-			s.field = key
-			var null bool
-			if null, err = d.value(s, it, f); null {
-				nulls |= 1 << f
-			}
-		}
-		if err != nil {
-			return 0, 0, err
-		}
-		if done, err = s.next(); err != nil {
-			return 0, 0, err
-		}
 	}
 	return given, nulls, nil
 }
@@ -218,28 +198,23 @@ func recurring(last *string, body []byte) string {
 	return *last
 }
 
-// number reads field's value as a number token, or null; rule says what
-// it must be, unit what a string of it is not.
-func number(s *scanner, field, unit, rule string) (tok []byte, null bool, err error) {
-	switch c := s.b[s.i]; c {
-	case '"':
+// number reads the value as a number token, or null; rule says what it
+// must be, unit what a string of it is not.
+func (s *scanner) number(unit, rule string) (tok []byte, null bool, err error) {
+	if s.b[s.i] == '"' {
 		body, _, err := s.str("")
 		if err != nil {
 			return nil, false, err
 		}
-		return nil, false, fieldError(field, "%s: want a JSON number%s, not a string", quote(string(body)), unit)
-	case '{', '[':
-		return nil, false, fieldError(field, "%s: %s", kind(c), rule)
+		return nil, false, fieldError(s.field, "%s: want a JSON number%s, not a string", quote(string(body)), unit)
 	}
-	if tok, err = s.token(); err == nil && string(tok) == "null" {
-		return nil, true, nil
-	}
-	return tok, false, err
+	tok, err = s.scalar(rule)
+	return tok, tok == nil && err == nil, err
 }
 
 // amount reads a JSON integer of minor units above 0, or null.
 func (d *ItemDecoder) amount(s *scanner, it *Item) (null bool, err error) {
-	tok, null, err := number(s, "amount", " of minor units", amountRule)
+	tok, null, err := s.number(" of minor units", amountRule)
 	if err != nil || null {
 		return null, err
 	}
@@ -257,7 +232,7 @@ func (d *ItemDecoder) amount(s *scanner, it *Item) (null bool, err error) {
 // count reads plan_items: a JSON integer above 0, or null.
 func (d *ItemDecoder) count(s *scanner) (null bool, err error) {
 	const rule = "want a whole number of items above 0"
-	tok, null, err := number(s, "plan_items", "", rule)
+	tok, null, err := s.number("", rule)
 	if err != nil || null {
 		return null, err
 	}
@@ -286,50 +261,29 @@ func digits(tok []byte) (int64, bool) {
 
 // metadata reads an object of string values, or null; Validate checks keys.
 func (d *ItemDecoder) metadata(s *scanner, it *Item) (null bool, err error) {
-	switch s.b[s.i] {
-	case '{':
-	case '[':
-		return false, fieldError("metadata", "%s: want an object of string values", kind('['))
-	default:
-		tok, err := s.token()
-		if err != nil || string(tok) == "null" {
-			return err == nil, err
-		}
-		return false, fieldError("metadata", "%s: want an object of string values", Show(string(tok)))
+	if s.b[s.i] != '{' {
+		return s.other("want an object of string values")
 	}
-	s.i++
-	s.ws()
-	if !s.end() && s.b[s.i] == '}' {
-		s.i++
-		return false, nil
-	}
-	for {
-		s.ws()
-		key, err := s.name()
-		if err != nil {
-			return false, err
-		}
+	return false, s.members("metadata", func(key string) error {
 		field := MetadataField(key)
 		if _, dup := it.Metadata[key]; dup {
-			return false, fieldError(field, "given twice")
+			return fieldError(field, "given twice")
 		}
 		s.field = field
 		body, null, err := s.str("want a string")
 		switch {
 		case err != nil:
-			return false, err
+			return err
 		case null:
-			return false, fieldError(field, "null: want a string")
+			return fieldError(field, "null: want a string")
 		}
 		if it.Metadata == nil {
 			it.Metadata = make(map[string]string)
 		}
 		it.Metadata[key] = string(body)
 		s.field = "metadata"
-		if done, err := s.next(); err != nil || done {
-			return false, err
-		}
-	}
+		return nil
+	})
 }
 
 // unknown reads the value of a field of no known name: an error, unless
@@ -345,25 +299,23 @@ func (d *ItemDecoder) unknown(s *scanner, it *Item, key string) error {
 		return &InputError{Field: field, Err: fmt.Errorf("%w: known are %s", ErrUnknownField, strings.Join(fieldNames[:], ", "))}
 	}
 	s.field = field
+	const want = "want a string, number or boolean to keep as metadata"
 	var text string
-	switch c := s.b[s.i]; c {
-	case '"':
+	if s.b[s.i] == '"' {
 		body, _, err := s.str("")
 		if err != nil {
 			return err
 		}
 		text = string(body)
-	case '{', '[':
-		return fieldError(field, "%s: want a string, number or boolean to keep as metadata", kind(c))
-	default:
-		tok, err := s.token()
+	} else {
+		tok, err := s.scalar(want)
 		switch {
 		case err != nil:
 			return err
-		case string(tok) == "null":
+		case tok == nil:
 			return nil
 		case string(tok) != "true" && string(tok) != "false" && !jsonNumber(tok):
-			return fieldError(field, "%s: want a string, number or boolean to keep as metadata", Show(string(tok)))
+			return fieldError(field, "%s: %s", Show(string(tok)), want)
 		}
 		text = string(tok)
 	}

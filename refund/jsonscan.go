@@ -1,8 +1,11 @@
 package refund
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -15,42 +18,9 @@ func kind(c byte) string {
 	return "an object"
 }
 
-// jsonNumber reports whether tok is a JSON number:
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+// jsonNumber reports whether tok, a token (token), is a JSON number.
 func jsonNumber(tok []byte) bool {
-	i := 0
-	someDigits := func() bool {
-		start := i
-		for i < len(tok) && tok[i] >= '0' && tok[i] <= '9' {
-			i++
-		}
-		return i > start
-	}
-	if i < len(tok) && tok[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(tok) && tok[i] == '0':
-		i++
-	case !someDigits():
-		return false
-	}
-	if i < len(tok) && tok[i] == '.' {
-		i++
-		if !someDigits() {
-			return false
-		}
-	}
-	if i < len(tok) && (tok[i] == 'e' || tok[i] == 'E') {
-		i++
-		if i < len(tok) && (tok[i] == '+' || tok[i] == '-') {
-			i++
-		}
-		if !someDigits() {
-			return false
-		}
-	}
-	return i == len(tok)
+	return (tok[0] == '-' || tok[0] >= '0' && tok[0] <= '9') && json.Valid(tok)
 }
 
 // scanner steps through one line of JSON for ItemDecoder (objects of
@@ -109,6 +79,31 @@ func (s *scanner) next() (done bool, err error) {
 	return false, s.syntax("unexpected %s after the value", s.unexpected())
 }
 
+// members reads an object from its '{' to its '}', each member's value
+// by each; outer is the field a syntax error in a name names.
+func (s *scanner) members(outer string, each func(key string) error) error {
+	s.i++
+	s.ws()
+	if !s.end() && s.b[s.i] == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		s.ws()
+		s.field = outer
+		key, err := s.name()
+		if err != nil {
+			return err
+		}
+		if err := each(key); err != nil {
+			return err
+		}
+		if done, err := s.next(); err != nil || done {
+			return err
+		}
+	}
+}
+
 // name reads a field name or key and the colon after it.
 func (s *scanner) name() (string, error) {
 	if s.end() || s.b[s.i] != '"' {
@@ -156,22 +151,35 @@ func (s *scanner) token() ([]byte, error) {
 	return s.b[start:s.i], nil
 }
 
+// scalar reads a number or literal (tok nil: null); an object or array is
+// an error saying want.
+func (s *scanner) scalar(want string) (tok []byte, err error) {
+	if c := s.b[s.i]; c == '{' || c == '[' {
+		return nil, fieldError(s.field, "%s: %s", kind(c), want)
+	}
+	if tok, err = s.token(); err == nil && string(tok) == "null" {
+		return nil, nil
+	}
+	return tok, err
+}
+
+// other reads a value where a string or object was wanted: null, or an
+// error saying want.
+func (s *scanner) other(want string) (null bool, err error) {
+	tok, err := s.scalar(want)
+	if err != nil || tok == nil {
+		return err == nil, err
+	}
+	return false, fieldError(s.field, "%s: %s", Show(string(tok)), want)
+}
+
 // str reads a string, or null when want says what else is allowed (""
 // when the value is known to be a string). The text is valid until the
 // next call.
 func (s *scanner) str(want string) (body []byte, null bool, err error) {
-	if c := s.b[s.i]; c != '"' {
-		if c == '{' || c == '[' {
-			return nil, false, fieldError(s.field, "%s: %s", kind(c), want)
-		}
-		tok, err := s.token()
-		switch {
-		case err != nil:
-			return nil, false, err
-		case string(tok) == "null":
-			return nil, true, nil
-		}
-		return nil, false, fieldError(s.field, "%s: %s", Show(string(tok)), want)
+	if s.b[s.i] != '"' {
+		null, err := s.other(want)
+		return nil, null, err
 	}
 	start := s.i + 1
 	for i := start; i < len(s.b); i++ {
@@ -219,48 +227,38 @@ func (s *scanner) unescape(start, i int) ([]byte, bool, error) {
 		if i+1 >= len(s.b) {
 			break
 		}
-		switch e := s.b[i+1]; e {
-		case '"', '\\', '/':
-			buf = append(buf, e)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := hex4(s.b, i+2)
-			if !ok {
-				s.i = i
-				return nil, false, s.syntax(`\u wants 4 hex digits`)
-			}
-			if utf16.IsSurrogate(r) {
-				r2, ok := rune(0), false
-				if i+7 < len(s.b) && s.b[i+6] == '\\' && s.b[i+7] == 'u' {
-					r2, ok = hex4(s.b, i+8)
-				}
-				pair := utf16.DecodeRune(r, r2)
-				if !ok || pair == utf8.RuneError {
-					return nil, false, fieldError(s.field, `\u%04x is half of a UTF-16 surrogate pair`, r)
-				}
-				r = pair
-				i += 6
-			}
-			buf = utf8.AppendRune(buf, r)
-			i += 6
+		e := s.b[i+1]
+		if k := strings.IndexByte(`"\/bfnrt`, e); k >= 0 {
+			buf = append(buf, "\"\\/\b\f\n\r\t"[k])
+			i += 2
 			continue
-		default:
+		}
+		if e != 'u' {
 			s.i = i
 			if e >= ' ' && e < 0x7f {
 				return nil, false, s.syntax(`unknown escape \%c`, e)
 			}
 			return nil, false, s.syntax("unknown escape")
 		}
-		i += 2
+		r, ok := hex4(s.b, i+2)
+		if !ok {
+			s.i = i
+			return nil, false, s.syntax(`\u wants 4 hex digits`)
+		}
+		if utf16.IsSurrogate(r) {
+			r2, ok := rune(0), false
+			if i+7 < len(s.b) && s.b[i+6] == '\\' && s.b[i+7] == 'u' {
+				r2, ok = hex4(s.b, i+8)
+			}
+			pair := utf16.DecodeRune(r, r2)
+			if !ok || pair == utf8.RuneError {
+				return nil, false, fieldError(s.field, `\u%04x is half of a UTF-16 surrogate pair`, r)
+			}
+			r = pair
+			i += 6
+		}
+		buf = utf8.AppendRune(buf, r)
+		i += 6
 	}
 	s.i = len(s.b)
 	return nil, false, s.syntax("")
@@ -271,19 +269,6 @@ func hex4(b []byte, i int) (rune, bool) {
 	if i+4 > len(b) {
 		return 0, false
 	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
+	n, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
+	return rune(n), err == nil
 }

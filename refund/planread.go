@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"math"
 	"os"
@@ -137,78 +136,46 @@ type parsedLine struct {
 	err  error
 }
 
-// planIndex is the plan read so far: each (batch, item)'s line and target,
-// hashed. Not a map: the map was an eighth of a restart's CPU.
+// planIndex is the plan read so far: each (batch, item)'s line and the
+// hash of its target, in the module's one item index.
 type planIndex struct {
 	mu    sync.RWMutex
-	seed  maphash.Seed
-	ids   journal.IDTable
-	items [][]plannedItem // by id, in chunks of planChunk so growing never copies
-	whole atomic.Bool     // every line is read: an item not listed is not in the plan
+	items *journal.Index[plannedItem]
+	whole atomic.Bool // every line is read: an item not listed is not in the plan
 }
 
 type plannedItem struct {
-	key    uint64 // the item's (batch, item), hashed
 	line   int32
 	target uint64 // hash of the item's charge, payment intent, capture or psp_reference
 }
 
-const planChunk = 1 << 16
-
-func (p *planIndex) item(id uint32) *plannedItem { return &p.items[id/planChunk][id%planChunk] }
-
-func newPlanIndex() *planIndex {
-	return &planIndex{seed: maphash.MakeSeed()}
-}
-
-func (p *planIndex) key(batch, item string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(p.seed)
-	h.WriteString(batch)
-	h.WriteByte(0)
-	h.WriteString(item)
-	return h.Sum64()
-}
+func newPlanIndex() *planIndex { return &planIndex{items: journal.NewIndex[plannedItem]()} }
 
 // targetHash hashes a payment id in 64 bits.
-func (p *planIndex) targetHash(target string) uint64 {
-	return maphash.String(p.seed, "t\x00"+target)
-}
+func (p *planIndex) targetHash(target string) uint64 { return p.items.HashItem("t\x00" + target) }
 
-// find returns the id of the item whose key is k.
-func (p *planIndex) find(k uint64) (uint32, bool) {
-	for id := range p.ids.Candidates(k) {
-		if p.item(id).key == k {
-			return id, true
-		}
-	}
-	return 0, false
-}
-
-func (p *planIndex) keyOf(id uint32) uint64 { return p.item(id).key }
-
-// lineOf returns the plan line of the item whose key is k, 0 if none.
-func (p *planIndex) lineOf(k uint64) int {
+// find returns the id of item of batch, reading under p.mu.
+func (p *planIndex) find(batch, item string) (uint32, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if id, ok := p.find(k); ok {
-		return int(p.item(id).line)
-	}
-	return 0
+	return p.items.Find(batch, item)
+}
+
+// lineOf returns the plan line of the item numbered id.
+func (p *planIndex) lineOf(id uint32) int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return int(p.items.Slot(id).line)
 }
 
 // add records it at line, or returns the line that listed it before. The
 // caller holds p.mu, only around the call, never while waiting for input.
 func (p *planIndex) add(it *Item, line int) (prev int, dup bool) {
-	k := p.key(it.Batch, it.Item)
-	if id, ok := p.find(k); ok {
-		return int(p.item(id).line), true
+	id, added := p.items.Add(it.Batch, it.Item)
+	if !added {
+		return int(p.items.Slot(id).line), true
 	}
-	id := p.ids.Add(k, p.keyOf)
-	if id%planChunk == 0 {
-		p.items = append(p.items, make([]plannedItem, planChunk))
-	}
-	*p.item(id) = plannedItem{key: k, line: int32(line), target: p.targetHash(it.Target())}
+	*p.items.Slot(id) = plannedItem{line: int32(line), target: p.targetHash(it.Target())}
 	return 0, false
 }
 
@@ -217,11 +184,11 @@ func (p *planIndex) add(it *Item, line int) (prev int, dup bool) {
 func (p *planIndex) on(batch, item string, targets ...string) (on, listed bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	id, ok := p.find(p.key(batch, item))
+	id, ok := p.items.Find(batch, item)
 	if !ok {
 		return false, false
 	}
-	h := p.item(id).target
+	h := p.items.Slot(id).target
 	for _, t := range targets {
 		if t != "" && h == p.targetHash(t) {
 			return true, true
@@ -467,13 +434,9 @@ func countLines(path string) int {
 		return 0
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), MaxLineBytes)
-	n := 0
-	for sc.Scan() {
-		if !blank(sc.Bytes()) {
-			n++
-		}
+	lines, n := NewLineReader(f, path), 0
+	for _, _, err := lines.Next(); err == nil; _, _, err = lines.Next() {
+		n++
 	}
 	return n
 }

@@ -41,20 +41,16 @@ func (e *engine) settled(it *Item, st journal.ItemState, known bool) (Result, bo
 				return Result{}, false // a worker asks whether its extras still stand
 			}
 		}
-		r := newResult(it, StatusSkipped)
-		r.Refund, r.Amount, r.Currency, r.Attempt = st.Refund, st.Amount, st.Currency, st.Attempt
-		return withExtras(r, st.ExtraIDs()), true
+		return withExtras(asJournaled(it, StatusSkipped, st), st.ExtraIDs()), true
 	case journal.StatusFailed:
-		if e.cfg.AllowRefundedCharges && heldCode(st.Code) {
+		if e.cfg.AllowRefundedCharges && IsHold(st.Code) {
 			break // held for a refund elsewhere on its charge: now allowed
 		}
-		r := newResult(it, StatusFailed)
-		r.Code, r.Attempt = st.Code, st.Attempt
-		r.Message = "failed for good in an earlier run (journaled); not retried"
-		if heldCode(st.Code) {
-			r.Message = "held in an earlier run: its charge has a refund made elsewhere; run again with --allow-refunded-charges if another refund is intended"
+		msg := "failed for good in an earlier run (journaled); not retried"
+		if IsHold(st.Code) {
+			msg = "held in an earlier run: its charge has a refund made elsewhere; run again with --allow-refunded-charges if another refund is intended"
 		}
-		return r, true
+		return failed(it, st.Attempt, st.Code, msg), true
 	}
 	if st.Status == journal.StatusPending && offline {
 		return stillPending(it, st, "", "its refund was pending when journaled: a run asks the provider how it ended (offline: not asked)"), true
@@ -127,16 +123,13 @@ func (e *engine) process(ctx context.Context, j job) Result {
 				return res
 			}
 			listed = &refunds
-		default:
-			if res, done := e.otherItems(it, attempt, unsent, pay, true); done {
-				return res
-			}
-			if res, done := e.unlooked(it, attempt, unsent, st); done {
-				return res
-			}
 		}
-	} else if res, done := e.otherItems(it, attempt, unsent, pay, true); done {
-		return res // the journal alone is trusted: its other items on the payment too
+	}
+	if listed == nil {
+		// Not looked up: the checkpoint alone is trusted.
+		if res, done := e.unproven(it, attempt, unsent, st, pay, true); done {
+			return res
+		}
 	}
 	if res, done := e.checkPayment(ctx, it, attempt, unsent, pay); done {
 		return res
@@ -233,9 +226,7 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 // recheckExtras answers an item the journal holds refunded more than once,
 // journaling the end of each extra the provider shows ended.
 func (e *engine) recheckExtras(ctx context.Context, it *Item, st journal.ItemState) Result {
-	res := newResult(it, StatusSkipped)
-	res.Refund, res.Amount, res.Currency, res.Attempt = st.Refund, st.Amount, st.Currency, st.Attempt
-	extras := st.ExtraIDs()
+	res, extras := asJournaled(it, StatusSkipped, st), st.ExtraIDs()
 	refunds, looked, _, ok := e.list(ctx, it, st.Attempt, false)
 	if !ok || !looked {
 		return withExtras(res, extras) // as journaled; a later run asks again
@@ -256,7 +247,9 @@ func (e *engine) recheckExtras(ctx context.Context, it *Item, st journal.ItemSta
 			still = append(still, id)
 			continue
 		}
-		if !e.append(e.ended(it, max(st.Attempt, 1), r)) {
+		end := e.refunded(it, max(st.Attempt, 1), r, journal.SourceReconciled)
+		end.Type = journal.TypeCanceled // the extra's end
+		if !e.append(end) {
 			return e.unrecorded(it, st.Attempt, fmt.Sprintf("extra refund %s ended at %s but its end could not be journaled", id, e.name))
 		}
 		e.logItem(slog.LevelInfo, "an extra refund ended at "+e.name+"; journaled", it, st.Attempt, "refund", id)
@@ -293,14 +286,8 @@ func (e *engine) decide(ctx context.Context, it *Item, attempt int, unsent bool,
 	}
 	// What the listing cannot show yet, the checkpoint may: a refund the
 	// provider has not told of (PartialLookup), or one a 500 may still make.
-	if res, done := e.otherItems(it, attempt, unsent, pay, e.facts.PartialLookup); done {
+	if res, done := e.unproven(it, attempt, unsent, st, pay, e.facts.PartialLookup); done {
 		return res, true
-	}
-	if e.facts.PartialLookup {
-		// Nothing found is not nothing made: as without a look-up.
-		if res, done := e.unlooked(it, attempt, unsent, st); done {
-			return res, true
-		}
 	}
 	if len(c.otherBatch)+len(c.otherItem)+len(c.unread)+len(c.unknown) > 0 {
 		e.logItem(slog.LevelWarn, "charge already refunded for another batch or item, or by whom cannot be told; refunding again as --allow-refunded-charges says", it, 0,
@@ -312,6 +299,16 @@ func (e *engine) decide(ctx context.Context, it *Item, attempt int, unsent bool,
 	}
 	e.logItem(slog.LevelDebug, "looked up: nothing stands in the way of a call", it, 0, "refunds_on_charge", len(refunds))
 	return Result{}, false
+}
+
+// unproven decides by the checkpoint what no full listing of the payment's
+// refunds (unlisted) shows: other items on it, and an earlier call's key.
+// Nothing found is not nothing made.
+func (e *engine) unproven(it *Item, attempt int, unsent bool, st journal.ItemState, pay *payment, unlisted bool) (Result, bool) {
+	if res, done := e.otherItems(it, attempt, unsent, pay, unlisted); done || !unlisted {
+		return res, done
+	}
+	return e.unlooked(it, attempt, unsent, st)
 }
 
 // unlooked decides by the checkpoint alone for an item whose refunds

@@ -41,14 +41,6 @@ func (e *engine) refunded(it *Item, attempt int, r *Refund, source string) *jour
 	return rec
 }
 
-// ended is the record of an extra refund r of the item that ended.
-func (e *engine) ended(it *Item, attempt int, r *Refund) *journal.Record {
-	rec := e.base(journal.TypeCanceled, it, attempt)
-	rec.Refund, rec.Status, rec.Source = r.ID, r.Status, journal.SourceReconciled
-	rec.Amount, rec.Currency = r.Amount, r.Currency
-	return rec
-}
-
 func inDoubt(it *Item, attempt int, code, msg string) Result {
 	return outcome(it, StatusInDoubt, attempt, code, msg)
 }
@@ -90,8 +82,15 @@ func notCalled(it *Item, unsent bool, code, msg string) Result {
 
 // stillPending is the result of an item whose refund has not finished.
 func stillPending(it *Item, st journal.ItemState, code, msg string) Result {
-	r := outcome(it, StatusPending, st.Attempt, code, msg)
-	r.Refund, r.Amount, r.Currency = st.Refund, st.Amount, st.Currency
+	r := asJournaled(it, StatusPending, st)
+	r.Code, r.Message = code, msg
+	return r
+}
+
+// asJournaled is the item's result as the checkpoint holds its refund.
+func asJournaled(it *Item, status string, st journal.ItemState) Result {
+	r := newResult(it, status)
+	r.Refund, r.Amount, r.Currency, r.Attempt = st.Refund, st.Amount, st.Currency, st.Attempt
 	return r
 }
 
@@ -165,9 +164,9 @@ func (e *engine) credit(it *Item, attempt int, r *Refund) (res Result, ok bool) 
 	if held && (batch != it.Batch || item != it.Item) {
 		return e.mismatch(it, attempt, r, 0, fmt.Errorf("refund %s is credited to item %q of batch %q already", r.ID, item, batch)), false
 	}
-	// This run's credits, by 64-bit hashes: a collision stops the run,
-	// never passes two refunds for one.
-	mine := e.plan.key(it.Batch, it.Item)
+	// This run's credits, by the refund's 64-bit hash: a collision stops
+	// the run, never passes two refunds for one.
+	mine, _ := e.plan.find(it.Batch, it.Item)
 	id := e.plan.targetHash(r.ID)
 	e.creditMu.Lock()
 	was, taken := e.credits[id]

@@ -45,9 +45,9 @@ const (
 	CodeNoLookup             = "no_lookup"                  // in doubt, no look-up, its key maybe forgotten: a person checks
 )
 
-// heldCode reports a failure that is a hold for a refund made elsewhere on
-// the charge, which AllowRefundedCharges lifts.
-func heldCode(code string) bool {
+// IsHold reports a failure code that holds an item for a refund made
+// elsewhere on its payment: AllowRefundedCharges lifts it.
+func IsHold(code string) bool {
 	return code == CodeRefundedByOtherBatch || code == CodeRefundedOutside || code == CodeRefundedByOtherItem ||
 		code == CodeRefundedUnattributed
 }
@@ -313,39 +313,32 @@ func plural(n int, word string) string {
 // AppendJSON appends r as one JSON line: what encoding/json writes, without
 // its reflection, for the million-line resume.
 func (r *Result) AppendJSON(b []byte) []byte {
-	b = append(b, `{"batch":`...)
-	b = appendJSONString(b, r.Batch)
-	b = append(b, `,"item":`...)
-	b = appendJSONString(b, r.Item)
-	b = appendOptString(b, `,"charge":`, r.Charge)
-	b = appendOptString(b, `,"payment_intent":`, r.PaymentIntent)
-	b = appendOptString(b, `,"capture":`, r.Capture)
-	b = appendOptString(b, `,"psp_reference":`, r.PSPReference)
-	b = append(b, `,"status":`...)
-	b = appendJSONString(b, r.Status)
-	b = appendOptString(b, `,"refund":`, r.Refund)
+	b = appendJSONString(append(b, `{"batch":`...), r.Batch)
+	b = appendJSONString(append(b, `,"item":`...), r.Item)
+	b = appendOpt(b, `,"charge":`, r.Charge, `,"payment_intent":`, r.PaymentIntent, `,"capture":`, r.Capture, `,"psp_reference":`, r.PSPReference)
+	b = appendJSONString(append(b, `,"status":`...), r.Status)
+	b = appendOpt(b, `,"refund":`, r.Refund)
 	if r.Amount != 0 {
-		b = append(b, `,"amount":`...)
-		b = strconv.AppendInt(b, r.Amount, 10)
+		b = strconv.AppendInt(append(b, `,"amount":`...), r.Amount, 10)
 	}
-	b = appendOptString(b, `,"currency":`, r.Currency)
+	b = appendOpt(b, `,"currency":`, r.Currency)
 	if r.Attempt != 0 {
-		b = append(b, `,"attempt":`...)
-		b = strconv.AppendInt(b, int64(r.Attempt), 10)
+		b = strconv.AppendInt(append(b, `,"attempt":`...), int64(r.Attempt), 10)
 	}
 	if r.Found {
 		b = append(b, `,"found":true`...)
 	}
-	b = appendOptString(b, `,"code":`, r.Code)
-	b = appendOptString(b, `,"message":`, r.Message)
-	return append(b, '}', '\n')
+	return append(appendOpt(b, `,"code":`, r.Code, `,"message":`, r.Message), '}', '\n')
 }
 
-func appendOptString(b []byte, key, s string) []byte {
-	if s == "" {
-		return b
+// appendOpt appends each key and value pair whose value is not empty.
+func appendOpt(b []byte, kv ...string) []byte {
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			b = appendJSONString(append(b, kv[i]...), kv[i+1])
+		}
 	}
-	return appendJSONString(append(b, key...), s)
+	return b
 }
 
 // appendJSONString writes s as a JSON string, as encoding/json would.

@@ -58,7 +58,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	e := &engine{cfg: cfg, facts: facts, name: facts.Name, targets: targetLocks{m: map[string]*targetLock{}}, plan: newPlanIndex(), credits: map[uint64]uint64{}}
+	e := &engine{cfg: cfg, facts: facts, name: facts.Name, targets: targetLocks{m: map[string]*targetLock{}}, plan: newPlanIndex(), credits: map[uint64]uint32{}}
 	e.summary = Summary{Provider: facts.Name, Lookup: facts.LookupName, ByStatus: map[string]int{}, Refunded: money.Totals{}, Found: money.Totals{}}
 	switch {
 	case cfg.Offline:

@@ -191,9 +191,9 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 	}
 	if len(unknown) > 0 {
 		hint := ""
-		for _, d := range delimiters {
-			if d != c.plan.delimiter && strings.ContainsRune(raw, d) {
-				hint = fmt.Sprintf("; the header is read with %s between columns: for %s, give --delimiter %s", delimiterWords(c.plan.delimiter), delimiterWords(d), delimiterFlag(d))
+		for _, dl := range delimiters {
+			if dl.r != c.plan.delimiter && strings.ContainsRune(raw, dl.r) {
+				hint = fmt.Sprintf("; the header is read with %s between columns: for %s, give --delimiter %s", delimiterOf(c.plan.delimiter).words, dl.words, dl.flag)
 				break
 			}
 		}
@@ -311,31 +311,44 @@ const (
 	Tab       = '\t'
 )
 
-// delimiters are the ones detected, the default first.
-var delimiters = []rune{Comma, Semicolon, Tab}
+// delimiters are the ones detected, the default first: the words a
+// sentence names each by, each as --delimiter takes it on a shell's
+// command line, and the names ParseDelimiter reads.
+var delimiters = []delimiter{
+	{Comma, "commas", ",", []string{",", "comma"}},
+	{Semicolon, "semicolons", "';'", []string{";", "semicolon"}},
+	{Tab, "tabs", "tab", []string{"\t", `\t`, "tab"}},
+}
 
 // ParseDelimiter reads a --delimiter value: , ; or tab (also comma,
 // semicolon, \t), or auto (0).
 func ParseDelimiter(s string) (rune, error) {
-	switch strings.ToLower(s) {
-	case "", "auto":
+	lower := strings.ToLower(s)
+	if lower == "" || lower == "auto" {
 		return 0, nil
-	case ",", "comma":
-		return Comma, nil
-	case ";", "semicolon":
-		return Semicolon, nil
-	case "\t", `\t`, "tab":
-		return Tab, nil
+	}
+	for _, d := range delimiters {
+		if slices.Contains(d.names, lower) {
+			return d.r, nil
+		}
 	}
 	return 0, fmt.Errorf("delimiter %q: want , ; or tab (or auto, to tell it from the header row)", s)
 }
 
-// DelimiterName names a delimiter for people: ",", ";", "tab".
-func DelimiterName(d rune) string {
-	if d == Tab {
-		return "tab"
+type delimiter struct {
+	r           rune
+	words, flag string
+	names       []string
+}
+
+// delimiterOf is d's entry in delimiters.
+func delimiterOf(d rune) *delimiter {
+	for i := range delimiters {
+		if delimiters[i].r == d {
+			return &delimiters[i]
+		}
 	}
-	return string(d)
+	return &delimiters[0]
 }
 
 // delimiterError is a header row that more than one delimiter reads as well.
@@ -344,7 +357,7 @@ type delimiterError struct{ candidates []rune }
 func (e *delimiterError) Error() string {
 	names, flags := make([]string, len(e.candidates)), make([]string, len(e.candidates))
 	for i, d := range e.candidates {
-		names[i], flags[i] = delimiterWords(d), "--delimiter "+delimiterFlag(d)
+		names[i], flags[i] = delimiterOf(d).words, "--delimiter "+delimiterOf(d).flag
 	}
 	return fmt.Sprintf("header row: %s separate names in it and no one of them reads as the columns better: say which delimits them (%s)",
 		strings.Join(names, " and "), strings.Join(flags, " or "))
@@ -362,8 +375,8 @@ func detectDelimiter(br *bufio.Reader) (d rune, header int, err error) {
 	}
 	var found []rune
 	for _, d := range delimiters {
-		if unquotedIndex(line, byte(d)) {
-			found = append(found, d)
+		if unquotedIndex(line, byte(d.r)) {
+			found = append(found, d.r)
 		}
 	}
 	switch len(found) {
@@ -417,27 +430,4 @@ func knownNames(line []byte, d rune) int {
 		}
 	}
 	return n
-}
-
-// delimiterWords names a delimiter in a sentence: "commas", "semicolons",
-// "tabs".
-func delimiterWords(d rune) string {
-	switch d {
-	case Semicolon:
-		return "semicolons"
-	case Tab:
-		return "tabs"
-	}
-	return "commas"
-}
-
-// delimiterFlag is d as --delimiter takes it on a shell's command line.
-func delimiterFlag(d rune) string {
-	switch d {
-	case Semicolon:
-		return "';'"
-	case Tab:
-		return "tab"
-	}
-	return ","
 }
