@@ -132,6 +132,40 @@ func (b *Base[C]) LeaseEnd(cl C) time.Time {
 	return cl.claim().Deadline.Add(b.Lease() / 10)
 }
 
+// Await asks try again, PollWait apart, until it gets what it waits for
+// or fails, while holds says this run's claim lasts.
+func (b *Base[C]) Await(ctx context.Context, holds func() error, try func() (bool, error)) error {
+	for {
+		if err := holds(); err != nil {
+			return err
+		}
+		if got, err := try(); err != nil || got {
+			return err
+		}
+		select {
+		case <-time.After(b.PollWait()):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Error is a failure of a shared checkpoint's store (Backend "postgres" or
+// "nats"), named by what was being done; it never holds a secret.
+type Error struct {
+	Backend, Op string
+	Err         error
+}
+
+func (e *Error) Error() string { return e.Backend + " checkpoint: " + e.Op + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// BusyError is an import refused because workers hold live claims of what
+// it would change, or wrote records there after the merge read them.
+type BusyError struct{ Backend, Why string }
+
+func (e *BusyError) Error() string { return e.Backend + " checkpoint busy: " + e.Why }
+
 // NoClaim is the error of a write or call for an item this run holds no
 // claim of.
 func NoClaim(k Key) error {

@@ -20,13 +20,6 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// BusyError is an import refused because a worker holds a claim of an item
-// it would add records to, or wrote records of one after the merge read
-// them (as postgres.BusyError).
-type BusyError struct{ Why string }
-
-func (e *BusyError) Error() string { return "nats checkpoint busy: " + e.Why }
-
 // PartialImportError is an import that stopped after it wrote some of its
 // items: each holds all its records of the merge, the others none.
 type PartialImportError struct {
@@ -159,7 +152,7 @@ func (c *Checkpoint) storedOf(ctx context.Context, items []*imported) (map[key]*
 // compared with r's.
 func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int64) (records int, batches []string, err error) {
 	if c.readOnly || c.kv == nil {
-		return 0, nil, &Error{Op: "import", Err: errors.New("the checkpoint was opened for reading only")}
+		return 0, nil, newError("import", errors.New("the checkpoint was opened for reading only"))
 	}
 	items, err := readImported(r, name, false)
 	if err != nil {
@@ -208,8 +201,8 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int
 		}
 	}
 	if len(held) > 0 {
-		return 0, nil, &BusyError{Why: fmt.Sprintf("workers hold %d of the items the import would add records to (item %q of batch %q: %s, claim %d): import once they have stopped; an item whose worker died is held until a run of its batch takes it over, after its lease",
-			len(held), held[0].Item, held[0].Batch, held[0].Worker, held[0].Gen)}
+		return 0, nil, busy(fmt.Sprintf("workers hold %d of the items the import would add records to (item %q of batch %q: %s, claim %d): import once they have stopped; an item whose worker died is held until a run of its batch takes it over, after its lease",
+			len(held), held[0].Item, held[0].Batch, held[0].Worker, held[0].Gen))
 	}
 	if since != nil {
 		return 0, nil, since
@@ -343,7 +336,7 @@ func (c *Checkpoint) next(ctx context.Context, it *imported, e *entry, name stri
 	}
 	for line := range have {
 		if !it.have[line] {
-			return nil, 0, &BusyError{Why: fmt.Sprintf("item %q of batch %q holds records the merge does not: they were written while the merge ran; run the merge again", it.k.Item, it.k.Batch)}
+			return nil, 0, busy(fmt.Sprintf("item %q of batch %q holds records the merge does not: they were written while the merge ran; run the merge again", it.k.Item, it.k.Batch))
 		}
 	}
 	if e != nil && v.Gen > 0 && v.Worker != "" && !v.Released {
@@ -441,7 +434,7 @@ func (c *Checkpoint) importItem(ctx context.Context, it *imported, e *entry, ids
 		v, added, err := c.next(ctx, it, e, name)
 		var h *heldError
 		if errors.As(err, &h) {
-			return 0, &BusyError{Why: h.Error() + ", claimed while the import ran: import once its worker has stopped"}
+			return 0, busy(h.Error() + ", claimed while the import ran: import once its worker has stopped")
 		}
 		if err != nil || added == 0 {
 			return 0, err

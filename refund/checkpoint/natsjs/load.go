@@ -342,7 +342,7 @@ func (c *Checkpoint) planDiffers(batch string, lines []refund.PlanLine, docs []s
 	if m.Items > len(lines) {
 		return &refund.InputError{Err: fmt.Errorf("the plan of batch %q in the checkpoint (%s) has items not stored yet (its loader may have died while storing them): feed the same plan%s", batch, m, checkpoint.PlanHint)}
 	}
-	return &Error{Op: "load plan of batch " + batch, Err: errors.New("the digest differs but every item is the same (a checkpoint written by another build?)")}
+	return newError("load plan of batch "+batch, errors.New("the digest differs but every item is the same (a checkpoint written by another build?)"))
 }
 
 // readItems reads every item value under filter, in one pass of an ordered

@@ -455,17 +455,14 @@ func (c *Checkpoint) Close() error {
 	return nil
 }
 
-// Error is a failure of the checkpoint's servers, named by what was being
-// done; it never holds a secret.
-type Error struct {
-	Op  string
-	Err error
-}
+// Error is a failure of the checkpoint's servers; BusyError an import refused.
+type (
+	Error     = checkpoint.Error
+	BusyError = checkpoint.BusyError
+)
 
-func (e *Error) Error() string { return "nats checkpoint: " + e.Op + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-func newError(op string, err error) error { return &Error{Op: op, Err: err} }
+func newError(op string, err error) error { return &Error{Backend: "nats", Op: op, Err: err} }
+func busy(why string) error               { return &BusyError{Backend: "nats", Why: why} }
 
 // ConfigError is a URL that does not parse: a usage error.
 type ConfigError struct {

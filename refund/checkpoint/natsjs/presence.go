@@ -223,7 +223,7 @@ type Budget struct {
 // identity of the provider account, never a secret) that share its limits.
 func (c *Checkpoint) ShareBudget(ctx context.Context, account string, apply func(workers int)) (*Budget, error) {
 	if c.presenceNow() == nil {
-		return nil, &Error{Op: "budget", Err: errors.New("a budget needs a worker (opened read only)")}
+		return nil, newError("budget", errors.New("a budget needs a worker (opened read only)"))
 	}
 	prefix := presenceSubject(c.loc.name) + ".account." + token(account) + "."
 	b := &Budget{c: c, prefix: prefix, me: prefix + token(c.Worker), notice: "refundkit." + c.loc.name + ".idle." + token(account),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // cached is an item's state as a read-only Load found it.
@@ -25,7 +26,7 @@ type cached struct {
 // took since fails with a *refund.LostClaimError, and nothing is written.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if c.readOnly {
-		return &Error{Op: "append", Err: errors.New("the checkpoint was opened for reading only")}
+		return newError("append", errors.New("the checkpoint was opened for reading only"))
 	}
 	if len(recs) == 0 {
 		return nil
@@ -35,7 +36,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	cl := c.Held[k]
 	if cl == nil {
 		c.Mu.Unlock()
-		return &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "this run holds no claim of it"}
+		return checkpoint.NoClaim(k)
 	}
 	v := *cl.val
 	v.Records = slices.Clip(v.Records)
@@ -43,12 +44,12 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	for _, r := range recs {
 		if r.Batch != k.Batch || r.Item != k.Item {
 			c.Mu.Unlock()
-			return &Error{Op: "append", Err: errors.New("records of two items in one append: each item's value is written alone")}
+			return newError("append", errors.New("records of two items in one append: each item's value is written alone"))
 		}
 		line, err := journal.MarshalLine(nil, r)
 		if err != nil {
 			c.Mu.Unlock()
-			return &Error{Op: "append", Err: err}
+			return newError("append", err)
 		}
 		v.Records = append(v.Records, json.RawMessage(line[:len(line)-1]))
 		was := next
@@ -116,7 +117,7 @@ func (c *Checkpoint) credit(ctx context.Context, until func() time.Time, id stri
 	case err != nil:
 		return c.Wrap("credit refund "+id, err)
 	case ok && (ref.Batch != k.Batch || ref.Item != k.Item):
-		return &Error{Op: "credit refund " + id, Err: fmt.Errorf("the checkpoint credits it to item %q of batch %q already: a refund is one item's", ref.Item, ref.Batch)}
+		return newError("credit refund "+id, fmt.Errorf("the checkpoint credits it to item %q of batch %q already: a refund is one item's", ref.Item, ref.Batch))
 	}
 	return nil
 }
@@ -216,7 +217,7 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 	cl := c.Held[k]
 	c.Mu.Unlock()
 	if cl == nil {
-		return nil, &refund.LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
+		return nil, checkpoint.NoClaim(k)
 	}
 	me := lockValue{Batch: batch, Item: item, Gen: cl.val.Gen, Worker: c.Worker, Lease: int64(c.Lease())}
 	var taken []string
@@ -228,30 +229,17 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 	}
 	for _, p := range keys {
 		var w lockWatch
-		for {
-			if err := c.Holds(ctx, batch, item); err != nil {
-				giveUp()
-				return nil, err
-			}
+		err := c.Await(ctx, func() error { return c.Holds(ctx, batch, item) }, func() (got bool, err error) {
 			// Tried again through an outage while the lease may last.
-			var got bool
-			err := c.retry(ctx, c.claimUntil(cl, time.Now()), func(ctx context.Context) (err error) {
+			err = c.retry(ctx, c.claimUntil(cl, time.Now()), func(ctx context.Context) (err error) {
 				got, err = c.tryLock(ctx, p, me, &w)
 				return err
 			})
-			if err != nil {
-				giveUp()
-				return nil, c.Wrap("lock payment", err)
-			}
-			if got {
-				break
-			}
-			select {
-			case <-time.After(c.PollWait()):
-			case <-ctx.Done():
-				giveUp()
-				return nil, ctx.Err()
-			}
+			return got, c.Wrap("lock payment", err)
+		})
+		if err != nil {
+			giveUp()
+			return nil, err
 		}
 		taken = append(taken, p)
 		// Beaten from now on, while the next ones are waited for.

@@ -235,10 +235,7 @@ func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start ti
 func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	k := key{Batch: batch, Item: item}
-	for {
-		if err := c.Holds(ctx, batch, item); err != nil {
-			return nil, err
-		}
+	err := c.Await(ctx, func() error { return c.Holds(ctx, batch, item) }, func() (bool, error) {
 		c.Mu.Lock()
 		var gen int64
 		if cl := c.Held[k]; cl != nil {
@@ -250,19 +247,12 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 			// The database away: asked again while Holds says the
 			// claim may last. Taking a lock again is the same lock.
 			c.Unanswered(err)
-			got, err = false, nil
+			return false, nil
 		}
-		if err != nil {
-			return nil, c.Wrap("lock payment", err)
-		}
-		if got {
-			break
-		}
-		select {
-		case <-time.After(c.PollWait()):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+		return got, c.Wrap("lock payment", err)
+	})
+	if err != nil {
+		return nil, err
 	}
 	c.Mu.Lock()
 	var gen int64

@@ -96,12 +96,6 @@ func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []str
 	return items, bw.Flush()
 }
 
-// BusyError is an import refused because workers hold live claims in the
-// batches it would change, or wrote records since they were exported.
-type BusyError struct{ Why string }
-
-func (e *BusyError) Error() string { return "postgres checkpoint busy: " + e.Why }
-
 // Import replaces the records of every batch that r (a journal, named name in
 // errors) holds records of with r's records, in one transaction.
 func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last int64) (records int, batches []string, err error) {
@@ -153,14 +147,14 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 			return err
 		}
 		if live > 0 {
-			return &BusyError{Why: fmt.Sprintf("%d items of the batches imported are claimed by live workers (%s among them): import once they have stopped", live, *holder)}
+			return busy(fmt.Sprintf("%d items of the batches imported are claimed by live workers (%s among them): import once they have stopped", live, *holder))
 		}
 		var newer int64
 		if err := tx.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM refundkit.records WHERE batch = ANY($1)`, batches).Scan(&newer); err != nil {
 			return err
 		}
 		if newer > last {
-			return &BusyError{Why: "records were written to the batches imported while the merge ran: run the merge again"}
+			return busy("records were written to the batches imported while the merge ran: run the merge again")
 		}
 		if err := checkPlans(ctx, tx, batches, state, name, nil); err != nil {
 			return err

@@ -212,17 +212,14 @@ func (c *Checkpoint) close() {
 	c.pool.Close()
 }
 
-// Error is a failure of the checkpoint database, named by what was being
-// done; it never holds the password.
-type Error struct {
-	Op  string
-	Err error
-}
+// Error is a failure of the checkpoint database; BusyError an import refused.
+type (
+	Error     = checkpoint.Error
+	BusyError = checkpoint.BusyError
+)
 
-func (e *Error) Error() string { return "postgres checkpoint: " + e.Op + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-func newError(op string, err error) error { return &Error{Op: op, Err: err} }
+func newError(op string, err error) error { return &Error{Backend: "postgres", Op: op, Err: err} }
+func busy(why string) error               { return &BusyError{Backend: "postgres", Why: why} }
 
 // ConfigError is a connection string that does not parse: a usage error.
 type ConfigError struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // Append writes recs, each of an item this run holds a claim of, in one
@@ -18,7 +19,7 @@ import (
 // its claim's generation.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if !c.Renewing() {
-		return &Error{Op: "append", Err: fmt.Errorf("the checkpoint was opened for reading only")}
+		return newError("append", fmt.Errorf("the checkpoint was opened for reading only"))
 	}
 	type write struct {
 		k        key
@@ -34,12 +35,12 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		cl := c.Held[k]
 		if cl == nil {
 			c.Mu.Unlock()
-			return &refund.LostClaimError{Batch: r.Batch, Item: r.Item, Why: "this run holds no claim of it"}
+			return checkpoint.NoClaim(key{Batch: r.Batch, Item: r.Item})
 		}
 		line, err := journal.MarshalLine(nil, r)
 		if err != nil {
 			c.Mu.Unlock()
-			return &Error{Op: "append", Err: err}
+			return newError("append", err)
 		}
 		var w *write
 		for _, x := range writes {
