@@ -85,9 +85,8 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 	return records, last, bw.Flush()
 }
 
-// ExportPlans writes the plans the checkpoint stores for batches (all when
-// none are named) as a plan file holds them, one item a JSON line (its
-// canonical JSON, as loaded), batch by batch in plan order.
+// ExportPlans writes the stored plans of batches (all when none are named)
+// as a plan file, batch by batch in plan order.
 func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []string) (int, error) {
 	items, err := c.sortedItems(ctx, batches)
 	if err != nil {

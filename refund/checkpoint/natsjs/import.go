@@ -128,28 +128,15 @@ func (c *Checkpoint) storedOf(ctx context.Context, items []*imported) (map[key]*
 	return out, nil
 }
 
-// Import adds the records of r, a journal named name in errors, to the
-// items they are of, as journal-merge -o nats://... does: r is the merge of
-// what Export wrote and the journals merged in, so an item's records in r
-// are all it holds and more. Each item with records r adds is written as
-// one value, its records in r's order, under the revision read: a worker's
-// write in between is read again and checked again, never overwritten.
-// The refund ids its refunded records credit are bound to it first (one
-// item, ever), and it is indexed on the payments its intents and refunds
-// name (OnPayment).
-//
-// Nothing is written when anything is refused: a *BusyError while a worker
-// holds an item r adds records to, or when an item holds records r lacks
-// (written since the merge read it); a *refund.InputError when r's records
-// bind an item otherwise than the plan line it stores (refund.CheckBinding)
-// or name two payments for one (journal.ItemState.Rebound), or credit a
-// refund to two items, or to one when the checkpoint credits it to
-// another. A failure while writing is a *PartialImportError once an item is
-// written. It returns how many records it added, and the batches of the
-// items it wrote; an import whose every record the checkpoint holds
-// already writes nothing. last, the export's highest revision
-// (postgres.Checkpoint.Import's), is not needed: each item's records are
-// compared with r's.
+// Import adds the records of r (journal-merge -o nats://: the merge of what
+// Export wrote and more) to their items, each item one value written under
+// the revision read, so a worker's write in between is checked again, never
+// overwritten; its refund ids are bound and its payments indexed first.
+// Nothing is written when anything is refused: a *BusyError for an item a
+// worker holds or that holds records r lacks, a *refund.InputError for
+// records that rebind an item or credit a refund twice. A failure once an
+// item is written is a *PartialImportError. last is not needed: each
+// item's records are compared with r's.
 func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int64) (records int, batches []string, err error) {
 	if c.readOnly || c.kv == nil {
 		return 0, nil, newError("import", errors.New("the checkpoint was opened for reading only"))
@@ -379,11 +366,9 @@ func revOf(e *entry) uint64 {
 	return e.rev
 }
 
-// mayHold reports whether a worker may hold the claim of item k, whose value
-// names one not given back and whose records fold to st: unless it is
-// settled, as a claim of it ends it (a held item, failed for good, is worked
-// again by a worker with --allow-refunded-charges only while its message is
-// queued).
+// mayHold reports whether a worker may hold the claim k's value names, its
+// records folding to st: not once settled (a held item is worked again
+// only while its message is queued).
 func (c *Checkpoint) mayHold(ctx context.Context, k key, st journal.ItemState, known bool) (bool, error) {
 	if !settled(st, known, false) {
 		return true, nil
@@ -495,13 +480,9 @@ func (c *Checkpoint) indexPayment(ctx context.Context, p string, k key) error {
 	}
 }
 
-// CheckJournal checks the records of the journal r, named name in errors,
-// against what the checkpoint holds, as Import checks the merge, and writes
-// nothing: records that bind an item otherwise than its stored plan line
-// (refund.CheckBinding, at the item's first line), or name another payment
-// than the records before them (at that record's line), and a refund credited
-// to two items of the journal or to an item when the checkpoint credits it to
-// another (at its refunded record's line), are a *refund.InputError.
+// CheckJournal checks r's records as Import checks the merge and writes
+// nothing: a record that rebinds its item or credits a refund twice is a
+// *refund.InputError at its line (an item's plan, at its first line).
 func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string) error {
 	items, err := readImported(r, name, true)
 	if err != nil {

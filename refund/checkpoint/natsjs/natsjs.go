@@ -1,18 +1,10 @@
-// Package natsjs is a refund checkpoint on NATS JetStream that many refund
-// runs, on many hosts, share (refund.Claims): a queue with
-// acknowledgments.
-//
-// A batch's plan is stored once, each item as a value of a key-value
-// bucket, and queued once, each item a message of a work-queue stream that
-// the batch's workers pull from one shared consumer. The consumer's
-// ack-wait is the lease of a claim: a worker renews it while it works on
-// the item and acknowledges the message (confirmed by the server) only once
-// the item's outcome is stored; a worker that dies or stalls loses the
-// message to another when the ack-wait runs out. Every write for an item
-// (its claim, then the journal lines a file journal would hold) replaces
-// the item's value under the revision its writer last saw, so a worker
-// whose claim another took writes nothing more: the key-value revision is
-// the fence. docs/nats.md says what the server must be for that to hold.
+// Package natsjs is a refund checkpoint on NATS JetStream that many runs
+// share (refund.Claims). Each item is a value of a key-value bucket and a
+// message of a work-queue stream pulled through one consumer per batch,
+// whose ack-wait is the claim's lease: the message is acked only once the
+// outcome is stored, and a worker that stalls loses it to another. Every
+// write replaces the item's value under the revision its writer last saw:
+// the revision is the fence. docs/nats.md says what the server must be.
 package natsjs
 
 import (
@@ -213,10 +205,8 @@ func workSubject(name string) string {
 	return "refundkit." + name + ".work"
 }
 
-// Open connects to the servers of rawURL and opens the checkpoint it names:
-// unless readOnly, it creates the bucket and the work stream if they do not
-// exist, checks that their writes are durable (Durable) and starts renewing
-// this run's claims.
+// Open connects to rawURL's servers and opens its checkpoint; unless
+// readOnly it creates what is missing, checks durability and starts renewing.
 func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Checkpoint, error) {
 	loc, err := parseURL(rawURL)
 	if err != nil {

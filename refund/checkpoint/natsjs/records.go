@@ -163,10 +163,9 @@ func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) 
 	return ref.Batch, ref.Item, ok, nil
 }
 
-// OnPayment returns the items, of every batch, that took the lock of a
-// payment among keys (every item does before its first call; Import
-// indexes imported ones), with the states their records fold to, in the
-// order they first took it. Items with no records are left out.
+// OnPayment returns the items with records, of every batch, that took the
+// lock of a payment among keys (Import indexes its own), with their states,
+// in the order they first took it.
 func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	if c.kv == nil || len(keys) == 0 {
 		return nil, nil
@@ -331,11 +330,9 @@ func (c *Checkpoint) claimEnded(v *itemValue, l *lockValue) (bool, error) {
 	return settled(st, known, false), nil
 }
 
-// fence ends the claim that holds payment p's lock l, whose holder renewed
-// nothing for a whole lease: its item's generation is bumped under the
-// revision read, as a later claim would, so its holder (paused, killed, cut
-// off) can write nothing more for it, intents included, and so send nothing
-// more.
+// fence ends the claim holding payment p's lock l, unrenewed for a lease:
+// bumping its item's generation under the revision read keeps its holder
+// (paused, killed, cut off) from writing, so from sending, anything more.
 func (c *Checkpoint) fence(ctx context.Context, p string, l *lockValue) (bool, error) {
 	ik := itemKey(l.Batch, l.Item)
 	var v itemValue

@@ -39,19 +39,11 @@ type Budget struct {
 	idle    bool // holds no claim: its part is 0, and the others share without it
 }
 
-// ShareBudget makes this worker one of the live workers of account (an
-// identity of the provider account, never a secret: see the cli's
-// budgetAccount) that share share of its limits. apply is called with the
-// number of live workers of the account now, before ShareBudget returns
-// and again whenever it changes: at once when a worker starts or ends
-// cleanly (they NOTIFY), within two thirds of a lease and a sixth after a
-// worker dies or is paused (its last_seen goes stale: a third of a lease
-// is its heartbeat, a third more its slack). A paused worker that comes
-// back counts again at once, and counts the others as they are.
-//
-// A worker counts its account's live workers, itself always included:
-// those of the same account not stopped and seen within two thirds of
-// their own lease. The budget ends with Close.
+// ShareBudget makes this worker one of account's live workers (an identity,
+// never a secret) sharing share of its limits. apply hears their count now
+// and at each change: at once when one starts or ends (NOTIFY), within
+// 5/6 of a lease when one dies or pauses (its last_seen goes stale). A
+// worker counts itself always. The budget ends with Close.
 func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share float64, apply func(workers int)) (*Budget, error) {
 	if !c.Renewing() {
 		return nil, errors.New("postgres checkpoint: a budget needs a worker (opened read only)")

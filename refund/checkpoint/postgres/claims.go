@@ -228,10 +228,9 @@ func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start ti
 	return start, "", nil
 }
 
-// LockPayments takes the locks of an item's payment keys, all or none in one
-// transaction, and waits while another item (of this run or another) holds
-// one; a lock whose lease ran out, or that an earlier holder of the same item
-// left, is taken over.
+// LockPayments takes the locks of an item's payment keys, all or none, and
+// waits while another item holds one; a lock whose lease ran out, or an
+// earlier claim of the same item left, is taken over.
 func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	k := key{Batch: batch, Item: item}

@@ -66,10 +66,8 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 	return records, last, bw.Flush()
 }
 
-// ExportPlans writes the plans the checkpoint stores for batches (all when
-// none are named) as a plan file holds them, one item a JSON line (its
-// canonical JSON, as loaded), batch by batch in plan order: what audit audits
-// the checkpoint's items against, as audit --plan does.
+// ExportPlans writes the stored plans of batches (all when none are named)
+// as a plan file, batch by batch in plan order: what audit checks against.
 func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []string) (items int, err error) {
 	if c.empty {
 		return 0, nil
@@ -188,10 +186,8 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	return len(rows), batches, nil
 }
 
-// CheckJournal checks the records of the journal r (named name in errors)
-// against the plans the checkpoint stores for their batches, as Import does,
-// and writes nothing: an item they bind otherwise than its plan line is a
-// *refund.InputError at the line of the item's first record.
+// CheckJournal checks r's records against the stored plans, as Import does,
+// and writes nothing: a mismatch is a *refund.InputError at the item's first record.
 func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string) error {
 	sc := journal.NewScanner(r, name)
 	state := journal.NewState()
@@ -221,11 +217,9 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 	return c.Wrap("check "+name, err)
 }
 
-// checkPlans checks every item of batches that state holds records of
-// against the plan line the checkpoint stores for it, with
-// refund.CheckBinding, in one query: the first that differs (in the
-// order of the stored plans) is an *refund.InputError named name, at the
-// line lines gives for the item (none when lines is nil).
+// checkPlans checks, in one query, the items state holds records of against
+// their stored plan lines (refund.CheckBinding): the first that differs is
+// an *refund.InputError at the line lines gives (none when nil).
 func checkPlans(ctx context.Context, q querier, batches []string, state *journal.State, name string, lines map[key]int) error {
 	rows, err := q.Query(ctx, `SELECT batch, item, line, plan FROM refundkit.items WHERE batch = ANY($1) ORDER BY batch, line`, batches)
 	if err != nil {
@@ -255,10 +249,8 @@ func checkPlans(ctx context.Context, q querier, batches []string, state *journal
 }
 
 // checkHolders refuses records that credit one refund to two items, among
-// themselves (journal-merge reports that as a conflict, and imports the merge
-// of the whole checkpoint), or to an item when the checkpoint credits it to
-// an item of a batch not imported: a refund is credited to one item, ever
-// (refund.Checkpoint.Holder).
+// themselves or against an item of a batch not imported: a refund is one
+// item's, ever (refund.Checkpoint.Holder).
 func checkHolders(ctx context.Context, tx pgx.Tx, batches []string, credits []credit, name string) error {
 	var ids []string
 	owner := map[string]key{}

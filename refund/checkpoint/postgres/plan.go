@@ -13,11 +13,9 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
-// loadBatch stores the plan of one batch, or checks it against the one
-// stored; either way every line whose item the checkpoint holds records of
-// is checked against the state they fold to (checkLines): records imported
-// before the plan, or written under it by an earlier build, bind their
-// items as a file journal's do.
+// loadBatch stores a batch's plan or checks it against the one stored, and
+// checks its lines against the records held of them (checkLines), which
+// bind their items as a file journal's do.
 func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund.PlanLine) error {
 	docs, digest, err := refund.PlanDocs(lines)
 	if err != nil {
@@ -110,10 +108,8 @@ func (c *Checkpoint) checkStored(ctx context.Context, batch string, lines []refu
 	return checkLines(batch, lines, state)
 }
 
-// checkLines checks every plan line of batch whose item state holds
-// records of against what they bind it to, with refund.CheckBinding (the
-// one check, as the engine makes it of a file journal's items): the first
-// that differs, in plan order, is an *refund.InputError at its line.
+// checkLines checks each line of batch against its item's records
+// (refund.CheckBinding): the first that differs is an *refund.InputError.
 func checkLines(batch string, lines []refund.PlanLine, state *journal.State) error {
 	for _, pl := range lines {
 		st, ok := state.Lookup(batch, pl.Item.Item)

@@ -1,11 +1,7 @@
-// Package postgres is a refund checkpoint in PostgreSQL that many refund
-// runs, on many hosts, share (refund.Claims): the plan of a batch is loaded
-// once, each item is claimed by one run at a time under a lease, and every
-// record is written in the same journal lines a file journal holds, fenced
-// by the writer's claim.
-//
-// The tables live in the schema refundkit, created and migrated by Open
-// (schema.go; docs/postgres.md).
+// Package postgres is a refund checkpoint in PostgreSQL that many runs
+// share (refund.Claims): each item claimed by one run at a time under a
+// lease, its records the journal lines a file journal holds, fenced by the
+// claim's generation. Schema refundkit, migrated by Open (docs/postgres.md).
 package postgres
 
 import (
