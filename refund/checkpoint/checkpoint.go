@@ -1,8 +1,7 @@
-// Package checkpoint is what the two shared checkpoints (postgres,
-// natsjs) do alike: the claims a run holds under their leases, the fence
-// that halts a run whose claim another took, the renewal loop, the
-// lease's timing and an outage's bookkeeping. Each backend supplies its
-// storage: how a claim is taken, renewed and fenced there.
+// Package checkpoint is what the shared checkpoints (postgres, natsjs) do
+// alike: claims under leases, the fence that halts a run whose claim
+// another took, renewal, an outage's bookkeeping. Each backend supplies
+// how a claim is taken, renewed and fenced in its store.
 package checkpoint
 
 import (
@@ -358,14 +357,11 @@ func ByBatch(plan []refund.PlanLine) (order []string, byBatch map[string][]refun
 	return order, byBatch
 }
 
-// IdleAfter is how long a worker holds no claim before it gives its part
-// of the account's budget to the others: longer than the gap between an
-// item's end and the next claim, so that a worker at -j 1 does not flap.
+// IdleAfter is how long a worker holds no claim before it gives its budget
+// part away: longer than the gap between claims, so -j 1 does not flap.
 const IdleAfter = 250 * time.Millisecond
 
-// Idle follows whether a worker sharing a budget is idle: it gives its part
-// to the others while it holds no claim, and takes it back as it claims
-// again.
+// Idle follows whether a worker sharing a budget holds no claim.
 type Idle struct{ busy time.Time }
 
 // What Idle.Step says.
@@ -401,10 +397,9 @@ type Stored struct {
 	Plan string // refund.PlanDocs's doc
 }
 
-// PlanDiffers names the first item of lines (docs their PlanDocs) that
-// differs from have, the plan stored for batch (described by loaded), is
-// missing from it or is new, as a *refund.InputError; nil when every
-// item is the same.
+// PlanDiffers is a *refund.InputError naming the first item of lines (docs
+// their PlanDocs) that differs from have, batch's stored plan, or is new
+// or missing; nil when all are the same.
 func PlanDiffers(batch string, lines []refund.PlanLine, docs []string, loaded fmt.Stringer, have map[string]Stored) error {
 	for i, pl := range lines {
 		s, ok := have[pl.Item.Item]

@@ -196,12 +196,8 @@ func atLeast(v, least string) bool {
 	return true
 }
 
-// The rate budget the workers of one provider account share, as
-// postgres.Budget shares it: each live worker of the account takes an equal
-// part of --share, re-split when one joins, ends, dies or has no claim left.
-
-// Budget is this worker's part of its account's budget, kept up to date
-// until the checkpoint is closed.
+// Budget is this worker's part of its account's budget, as postgres.Budget:
+// re-split when a worker joins, ends, dies or has no claim left; until Close.
 type Budget struct {
 	c       *Checkpoint
 	prefix  string // the account's presence subjects, with a trailing dot
@@ -307,8 +303,7 @@ func (b *Budget) recount(ctx context.Context) error {
 
 // loop says this worker is alive every third of a lease while it holds
 // claims (or has not worked yet), takes its presence back while it holds
-// none, and counts again when it hears another worker or every sixth of a
-// lease, until the budget ends.
+// none, and counts again when it hears another or every sixth of a lease.
 func (b *Budget) loop() {
 	defer close(b.done)
 	c := b.c

@@ -1,8 +1,7 @@
 package postgres
 
-// The rate budget the workers of one provider account share: each live worker
-// of the account on this checkpoint takes an equal part of the batch's
-// --share, and the parts are re-split when one joins, ends or dies.
+// The rate budget an account's live workers share in equal parts of --share,
+// re-split when one joins, ends or dies.
 
 import (
 	"context"
@@ -16,12 +15,10 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
-// budgetChannel is the NOTIFY channel on which a worker that joins or
-// ends names its account, so that the others re-split at once.
+// budgetChannel is where a worker that joins or ends NOTIFYs its account.
 const budgetChannel = "refundkit_budget"
 
-// Budget is this worker's part of its account's budget, kept up to date
-// until the checkpoint is closed. Checkpoint.ShareBudget starts it.
+// Budget is this worker's part of its account's budget, until Close.
 type Budget struct {
 	c        *Checkpoint
 	account  string
@@ -82,8 +79,7 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share floa
 }
 
 // watchIdle gives this worker's part to the others while it holds no
-// claim, and takes it back as it claims again (checkpoint.Idle): at the
-// batch's end, the last items' workers go at the whole share.
+// claim (checkpoint.Idle): the last items' workers go at the whole share.
 func (b *Budget) watchIdle() {
 	defer b.watching.Done()
 	t := time.NewTicker(checkpoint.IdleAfter / 5)
@@ -96,8 +92,6 @@ func (b *Budget) watchIdle() {
 		case <-t.C:
 		}
 		b.c.Mu.Lock()
-		// It worked already if it gave an item back or wrote a record,
-		// however short its claims were.
 		held, worked := len(b.c.Held), len(b.c.Left) > 0 || b.c.Written.Records > 0
 		b.c.Mu.Unlock()
 		b.mu.Lock()
@@ -138,14 +132,12 @@ func (b *Budget) Workers() int {
 	return b.workers
 }
 
-// budgetPoll is how often a worker counts its account's workers when no
-// one has told it of a change: a sixth of a lease, so that a dead
-// worker's part is taken up within a lease of its death.
+// budgetPoll is how often a worker counts unasked: a dead worker's part
+// is taken up within a lease.
 func (c *Checkpoint) budgetPoll() time.Duration { return max(c.Lease()/6, 100*time.Millisecond) }
 
-// loop waits for a notification from a worker of the account, or the
-// poll, and counts again; a worker woken late (it was paused, or starved)
-// tells the others it is back.
+// loop counts again at each notification of the account, or the poll; a
+// worker woken late (paused, starved) tells the others it is back.
 func (b *Budget) loop() {
 	defer close(b.done)
 	poll := b.c.budgetPoll()
@@ -180,8 +172,7 @@ func (b *Budget) loop() {
 }
 
 // reconnect replaces a listening connection the database dropped; false
-// when it cannot (the database is down: the next poll tries again, and
-// the part stays as it was).
+// when it cannot (the part stays; the next poll tries again).
 func (b *Budget) reconnect() bool {
 	if !b.conn.Conn().PgConn().IsClosed() {
 		return true
@@ -207,16 +198,14 @@ func (b *Budget) reconnect() bool {
 	return true
 }
 
-// liveWorkersSQL counts the live workers of account $1, worker $2 (with
-// lease $3) included: those not stopped, not idle (a part of 0: no claim
-// held) and seen within two thirds of their own lease.
+// liveWorkersSQL counts account $1's workers, $2 (lease $3) included, not
+// stopped, not idle (part 0) and seen within 2/3 of their own lease.
 const liveWorkersSQL = `SELECT 1 + count(*) FROM refundkit.workers
 	WHERE account = $1 AND worker <> $2 AND stopped_at IS NULL AND coalesce(budget_share, 1) > 0
 	  AND last_seen > clock_timestamp() - coalesce(lease, $3::interval) * 2 / 3`
 
-// recount counts the account's live workers and, when the count changed,
-// applies it and records this worker's part (workers.budget_share, for
-// audit and the operator).
+// recount counts the account's live workers and, when that changed,
+// applies it and records this worker's part (workers.budget_share).
 func (b *Budget) recount(ctx context.Context) error {
 	c := b.c
 	var n int
