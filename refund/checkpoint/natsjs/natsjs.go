@@ -207,7 +207,7 @@ func workSubject(name string) string {
 
 // Open connects to rawURL's servers and opens its checkpoint; unless
 // readOnly it creates what is missing, checks durability and starts renewing.
-func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Checkpoint, error) {
+func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (_ *Checkpoint, err error) {
 	loc, err := parseURL(rawURL)
 	if err != nil {
 		return nil, &ConfigError{URL: Redact(rawURL), Err: err}
@@ -251,24 +251,24 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 	if err != nil {
 		return nil, c.Wrap("connect", err)
 	}
-	c.js, err = jetstream.New(c.nc)
-	if err != nil {
-		c.nc.Close()
+	defer func() {
+		if err != nil {
+			c.nc.Close()
+		}
+	}()
+	if c.js, err = jetstream.New(c.nc); err != nil {
 		return nil, c.Wrap("connect", err)
 	}
 	if err := c.openAssets(ctx); err != nil {
-		c.nc.Close()
 		return nil, err
 	}
 	if readOnly {
 		return c, nil
 	}
 	if err := c.openPresence(ctx); err != nil {
-		c.nc.Close()
 		return nil, err
 	}
 	if err := c.checkName(ctx); err != nil {
-		c.nc.Close()
 		return nil, err
 	}
 	c.StartRenewing(func(tick bool) {

@@ -59,13 +59,10 @@ type claim struct {
 // Open connects to the checkpoint at connString (a libpq URL; PG* environment
 // variables fill in what it leaves out), migrates its schema and, unless
 // readOnly, registers this run as a worker and starts renewing its claims.
-func Open(ctx context.Context, connString string, opts Options, readOnly bool) (*Checkpoint, error) {
-	cfg, err := pgxpool.ParseConfig(connString)
+func Open(ctx context.Context, connString string, opts Options, readOnly bool) (_ *Checkpoint, err error) {
+	cfg, err := parseConfig(connString)
 	if err != nil {
-		for _, pw := range passwordsIn(connString) {
-			err = refund.Scrub(err, pw)
-		}
-		return nil, &ConfigError{URL: Redact(connString), Err: err}
+		return nil, err
 	}
 	c := &Checkpoint{states: map[string]*journal.State{}}
 	c.Init(&opts, "the database does not answer", "the database answers again", newError)
@@ -79,8 +76,12 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	if err != nil {
 		return nil, c.Wrap("connect", err)
 	}
+	defer func() {
+		if err != nil {
+			c.pool.Close()
+		}
+	}()
 	if err := c.pool.Ping(ctx); err != nil {
-		c.pool.Close()
 		return nil, c.Wrap("connect", err)
 	}
 	if readOnly {
@@ -89,17 +90,14 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 		v, err := schemaVersion(ctx, c.pool)
 		switch {
 		case err != nil:
-			c.pool.Close()
 			return nil, c.Wrap("schema", err)
 		case v > SchemaVersion:
-			c.pool.Close()
 			return nil, c.Wrap("schema", fmt.Errorf("the checkpoint's schema is version %d, newer than this build's %d: use a newer refundkit", v, SchemaVersion))
 		}
 		c.empty = v == 0
 		return c, nil
 	}
 	if err := migrate(ctx, c.pool); err != nil {
-		c.pool.Close()
 		return nil, c.Wrap("schema", err)
 	}
 	host, _ := os.Hostname()
@@ -112,11 +110,9 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 		WHERE w.stopped_at IS NOT NULL OR w.last_seen < clock_timestamp() - $4::interval
 		RETURNING started_at`, c.Worker, host, os.Getpid(), opts.Lease.String()).Scan(&c.started)
 	if errors.Is(err, pgx.ErrNoRows) {
-		c.pool.Close()
 		return nil, &refund.WorkerNameError{Worker: c.Worker}
 	}
 	if err != nil {
-		c.pool.Close()
 		return nil, c.Wrap("register worker", err)
 	}
 	// Records committed from now on are this run's time: a key another
@@ -124,7 +120,6 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	// A snapshot, not the highest sequence number: those are drawn at
 	// insert, not in commit order.
 	if err := c.pool.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&c.startSnap); err != nil {
-		c.pool.Close()
 		return nil, c.Wrap("open", err)
 	}
 	c.StartRenewing(func(bool) {
@@ -139,12 +134,9 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 // does nothing else: for a rig, or a role allowed DDL preparing a database
 // that workers without it use.
 func Migrate(ctx context.Context, connString string) error {
-	cfg, err := pgxpool.ParseConfig(connString)
+	cfg, err := parseConfig(connString)
 	if err != nil {
-		for _, pw := range passwordsIn(connString) {
-			err = refund.Scrub(err, pw)
-		}
-		return &ConfigError{URL: Redact(connString), Err: err}
+		return err
 	}
 	c := &Checkpoint{} // for wrap's scrubbing
 	c.Init(&Options{}, "", "", newError)
@@ -158,6 +150,18 @@ func Migrate(ctx context.Context, connString string) error {
 		return c.Wrap("connect", err)
 	}
 	return c.Wrap("schema", migrate(ctx, pool))
+}
+
+// parseConfig parses connString; an error is a *ConfigError without its passwords.
+func parseConfig(connString string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		for _, pw := range passwordsIn(connString) {
+			err = refund.Scrub(err, pw)
+		}
+		return nil, &ConfigError{URL: Redact(connString), Err: err}
+	}
+	return cfg, nil
 }
 
 // secretsOf are the secrets of a connection, scrubbed from every error: its
