@@ -17,9 +17,8 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// sortedItems reads the items of batches (every batch when none are named),
-// ordered by batch, then plan line (items the plan does not hold, imported
-// records, after the batch's plan by name).
+// sortedItems reads the items of batches (all when none are named) by
+// batch, then plan line (items without one last, by name).
 func (c *Checkpoint) sortedItems(ctx context.Context, batches []string) ([]*entry, error) {
 	if c.kv == nil {
 		return nil, nil
@@ -54,9 +53,8 @@ func lineOrder(e *entry) int {
 	return e.val.Line
 }
 
-// Export writes the records of batches (all batches when none are named) as a
-// file journal holds them: each item's records, in the order they were
-// written, as one commit, items in plan order.
+// Export writes the records of batches (all when none are named) as a file
+// journal: each item's records in written order as one commit, in plan order.
 func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
 	items, err := c.sortedItems(ctx, batches)
 	if err != nil {
@@ -106,8 +104,7 @@ func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []str
 }
 
 // Holders counts the items of batches (all when none are named) by status,
-// and the items workers hold now: delivered and not yet acknowledged, which
-// read as in doubt while their workers are on them.
+// and those delivered and not yet acknowledged: in doubt while worked on.
 func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]refund.BatchInfo, int, error) {
 	if c.kv == nil {
 		return nil, 0, nil
@@ -200,9 +197,8 @@ func (c *Checkpoint) Inspect(ctx context.Context, batch, item string) (info Item
 	return ItemInfo{Worker: v.Worker, Gen: v.Gen, Released: v.Released, Status: statusName(st), Records: len(v.Records)}, true, nil
 }
 
-// tally is a batch's items counted by status, kept up to date by a watch
-// of their values: a progress line read every few seconds costs the
-// writes since the last one, not a read of every item.
+// tally is a batch's items counted by status, kept by a watch of their
+// values: a progress line costs the writes since the last, not every item.
 type tally struct {
 	w jetstream.KeyWatcher
 

@@ -336,12 +336,8 @@ func (c *Checkpoint) next(ctx context.Context, it *imported, e *entry, name stri
 		}
 	}
 	if len(v.Plan) > 0 {
-		var pi refund.Item
-		if err := json.Unmarshal(v.Plan, &pi); err != nil {
-			return nil, 0, &CorruptError{Key: ik, Err: fmt.Errorf("the plan line stored does not decode: %w", err)}
-		}
-		if err := refund.CheckBinding(&pi, it.st); err != nil {
-			return nil, 0, &refund.InputError{Name: name, Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", v.Line, it.k.Batch, err)}
+		if err := checkPlan(ik, v, it, name, 0); err != nil {
+			return nil, 0, err
 		}
 	} else if it.st.Rebound {
 		return nil, 0, &refund.InputError{Name: name, Err: reboundError(it.k, it.st)}
@@ -357,6 +353,22 @@ func (c *Checkpoint) next(ctx context.Context, it *imported, e *entry, name stri
 		v.BurnRev, v.BurnPending = v.burnRev(revOf(e)), false
 	}
 	return v, added, nil
+}
+
+// checkPlan checks it's records against the plan line v stores, if any: a
+// *refund.InputError at line (0: none) when they bind it otherwise.
+func checkPlan(ik string, v *itemValue, it *imported, name string, line int) error {
+	if len(v.Plan) == 0 {
+		return nil
+	}
+	var pi refund.Item
+	if err := json.Unmarshal(v.Plan, &pi); err != nil {
+		return &CorruptError{Key: ik, Err: fmt.Errorf("the plan line stored does not decode: %w", err)}
+	}
+	if err := refund.CheckBinding(&pi, it.st); err != nil {
+		return &refund.InputError{Name: name, Line: line, Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", v.Line, it.k.Batch, err)}
+	}
+	return nil
 }
 
 func revOf(e *entry) uint64 {
@@ -499,14 +511,8 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 		var st journal.ItemState
 		if e := stored[it.k]; e != nil {
 			ik := itemKey(it.k.Batch, it.k.Item)
-			if len(e.val.Plan) > 0 {
-				var pi refund.Item
-				if err := json.Unmarshal(e.val.Plan, &pi); err != nil {
-					return &CorruptError{Key: ik, Err: fmt.Errorf("the plan line stored does not decode: %w", err)}
-				}
-				if err := refund.CheckBinding(&pi, it.st); err != nil {
-					return &refund.InputError{Name: name, Line: it.first, Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", e.val.Line, it.k.Batch, err)}
-				}
+			if err := checkPlan(ik, e.val, it, name, it.first); err != nil {
+				return err
 			}
 			if st, _, err = e.val.fold(ik); err != nil {
 				return err

@@ -411,9 +411,8 @@ func syncAlways(ctx context.Context, monitor string) (bool, error) {
 	return varz.JetStream.Config.SyncAlways, nil
 }
 
-// Close stops renewing and gives the messages of the claims still held
-// back to the queue at once (their items go to the next worker now, not
-// after the ack-wait).
+// Close stops renewing and gives the claims still held back to the queue
+// at once, not after the ack-wait.
 func (c *Checkpoint) Close() error {
 	c.closeOnce.Do(func() {
 		c.Mu.Lock()

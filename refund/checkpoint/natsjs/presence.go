@@ -65,9 +65,8 @@ func (c *Checkpoint) openPresence(ctx context.Context) error {
 	return nil
 }
 
-// checkName refuses this worker's name when a live worker, of any batch,
-// holds it: it would take this one's claims for its own, and its presence
-// for this one's (PostgreSQL refuses it too).
+// checkName refuses a name a live worker of any batch holds: it would take
+// this one's claims and presence for its own (as PostgreSQL refuses it).
 func (c *Checkpoint) checkName(ctx context.Context) error {
 	info, err := c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(presenceSubject(c.loc.name)+".batch.*."+token(c.Worker)))
 	if err != nil {
@@ -125,8 +124,7 @@ func (c *Checkpoint) heldIn(batch string) []byte {
 }
 
 // holdsLive reports whether worker is alive and may hold its claim gen of
-// item of batch, written at claimed by the server's clock: it says it
-// holds it, or it has not said what it holds since (its next beat will).
+// the item, written at claimed: it says so, or has not beaten since.
 func (c *Checkpoint) holdsLive(ctx context.Context, batch, item, worker string, gen int64, claimed time.Time) (bool, error) {
 	msg, err := c.presenceNow().GetLastMsgForSubject(ctx, c.batchPresence(batch, worker))
 	if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {

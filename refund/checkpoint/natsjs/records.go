@@ -21,9 +21,9 @@ type cached struct {
 	known bool
 }
 
-// Append writes recs, all of one item this run holds, as one new value of the
-// item under the revision its claim last wrote or read: a claim another run
-// took since fails with a *refund.LostClaimError, and nothing is written.
+// Append writes recs, of one held item, as one new value under the revision
+// its claim last saw: if another run took it since, nothing is written and
+// it is a *refund.LostClaimError.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if c.readOnly {
 		return newError("append", errors.New("the checkpoint was opened for reading only"))

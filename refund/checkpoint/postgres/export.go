@@ -16,9 +16,8 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// Export writes the records of batches (all batches when none are named) as a
-// file journal holds them: the same record lines, in the order they were
-// written, each commit's lines followed by its commit line.
+// Export writes the records of batches (all when none are named) as a file
+// journal holds them: in written order, each commit followed by its line.
 func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
 	if c.empty {
 		return 0, 0, nil

@@ -56,9 +56,8 @@ type claim struct {
 	payments int  // payment locks held for it (LockPayments)
 }
 
-// Open connects to the checkpoint at connString (a libpq URL; PG* environment
-// variables fill in what it leaves out), migrates its schema and, unless
-// readOnly, registers this run as a worker and starts renewing its claims.
+// Open connects to connString (a libpq URL, PG* filling gaps), migrates the
+// schema and, unless readOnly, registers this worker and starts renewing.
 func Open(ctx context.Context, connString string, opts Options, readOnly bool) (_ *Checkpoint, err error) {
 	cfg, err := parseConfig(connString)
 	if err != nil {
@@ -130,9 +129,8 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	return c, nil
 }
 
-// Migrate creates or migrates the checkpoint's schema at connString and
-// does nothing else: for a rig, or a role allowed DDL preparing a database
-// that workers without it use.
+// Migrate creates or migrates the schema at connString, nothing else: for a
+// role allowed DDL preparing a database for workers without it.
 func Migrate(ctx context.Context, connString string) error {
 	cfg, err := parseConfig(connString)
 	if err != nil {

@@ -14,9 +14,8 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
-// Append writes recs, each of an item this run holds a claim of, in one
-// transaction: the journal lines a file journal would hold, each fenced by
-// its claim's generation.
+// Append writes recs, each of a held item, in one transaction, each line
+// fenced by its claim's generation.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if !c.Renewing() {
 		return newError("append", fmt.Errorf("the checkpoint was opened for reading only"))
