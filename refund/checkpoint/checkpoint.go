@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"slices"
@@ -386,6 +387,27 @@ func (i *Idle) Step(now time.Time, held int, worked, idle bool) int {
 		return GoIdle
 	}
 	return Same
+}
+
+// ScanJournal calls fn with each record of journal r (named name in
+// errors), its canonical line without the newline, and its line number; a
+// torn end is an error.
+func ScanJournal(r io.Reader, name string, fn func(rec *journal.Record, line string, at int)) error {
+	sc := journal.NewScanner(r, name)
+	for sc.Scan() {
+		line, err := journal.MarshalLine(nil, sc.Record())
+		if err != nil {
+			return err
+		}
+		fn(sc.Record(), string(line[:len(line)-1]), sc.Line())
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if t := sc.Torn(); t != nil {
+		return fmt.Errorf("%s", t)
+	}
+	return nil
 }
 
 // PlanHint ends the error of a plan that differs from the one stored.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // PartialImportError is an import that stopped after it wrote some of its
@@ -60,35 +61,28 @@ type refundAt struct {
 // readImported reads the journal r, named name, item by item; keep keeps
 // the decoded records too.
 func readImported(r io.Reader, name string, keep bool) ([]*imported, error) {
-	sc := journal.NewScanner(r, name)
 	byKey := map[key]*imported{}
 	var items []*imported
-	for sc.Scan() {
-		rec := sc.Record()
-		line, err := journal.MarshalLine(nil, rec)
-		if err != nil {
-			return nil, err
-		}
-		line = line[:len(line)-1]
+	err := checkpoint.ScanJournal(r, name, func(rec *journal.Record, line string, at int) {
 		k := key{Batch: rec.Batch, Item: rec.Item}
 		it := byKey[k]
 		if it == nil {
-			it = &imported{k: k, have: map[string]bool{}, first: sc.Line()}
+			it = &imported{k: k, have: map[string]bool{}, first: at}
 			byKey[k] = it
 			items = append(items, it)
 		}
 		if keep {
-			it.recs, it.at = append(it.recs, rec), append(it.at, sc.Line())
+			it.recs, it.at = append(it.recs, rec), append(it.at, at)
 		}
-		if it.have[string(line)] {
-			continue // the same record twice says nothing more
+		if it.have[line] {
+			return // the same record twice says nothing more
 		}
-		it.have[string(line)] = true
+		it.have[line] = true
 		it.lines = append(it.lines, json.RawMessage(line))
 		it.st = journal.Next(it.st, rec)
 		if rec.Type == journal.TypeRefunded && rec.Refund != "" &&
 			!slices.ContainsFunc(it.refunds, func(r refundAt) bool { return r.id == rec.Refund }) {
-			it.refunds = append(it.refunds, refundAt{rec.Refund, sc.Line()})
+			it.refunds = append(it.refunds, refundAt{rec.Refund, at})
 		}
 		if rec.Type == journal.TypeIntent || rec.Type == journal.TypeRefunded {
 			// As PostgreSQL's OnPayment finds an item: by what its intents
@@ -98,14 +92,8 @@ func readImported(r io.Reader, name string, keep bool) ([]*imported, error) {
 				it.pays = append(it.pays, p)
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if t := sc.Torn(); t != nil {
-		return nil, fmt.Errorf("%s", t)
-	}
-	return items, nil
+	})
+	return items, err
 }
 
 // storedOf reads the values of the items' batches.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // Export writes the records of batches (all when none are named) as a file
@@ -96,7 +97,6 @@ func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []str
 // Import replaces the records of every batch that r (a journal, named name in
 // errors) holds records of with r's records, in one transaction.
 func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last int64) (records int, batches []string, err error) {
-	sc := journal.NewScanner(r, name)
 	type row struct {
 		batch, item, line string
 	}
@@ -104,27 +104,19 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	seen := map[string]bool{}
 	state := journal.NewState()
 	var credits []credit
-	for sc.Scan() {
-		rec := sc.Record()
+	err = checkpoint.ScanJournal(r, name, func(rec *journal.Record, line string, _ int) {
 		if rec.Type == journal.TypeRefunded && rec.Refund != "" {
 			credits = append(credits, credit{rec.Refund, key{Batch: rec.Batch, Item: rec.Item}})
 		}
-		line, err := journal.MarshalLine(nil, rec)
-		if err != nil {
-			return 0, nil, err
-		}
-		rows = append(rows, row{rec.Batch, rec.Item, string(line[:len(line)-1])})
+		rows = append(rows, row{rec.Batch, rec.Item, line})
 		if !seen[rec.Batch] {
 			seen[rec.Batch] = true
 			batches = append(batches, rec.Batch)
 		}
 		state.Apply(rec)
-	}
-	if err := sc.Err(); err != nil {
+	})
+	if err != nil {
 		return 0, nil, err
-	}
-	if t := sc.Torn(); t != nil {
-		return 0, nil, fmt.Errorf("%s", t)
 	}
 	err = c.inTx(ctx, func(tx pgx.Tx) error {
 		for _, b := range batches {
