@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -36,9 +37,7 @@ func (c *Checkpoint) sortedItems(ctx context.Context, batches []string) ([]*entr
 		if err != nil {
 			return nil, c.Wrap("export", err)
 		}
-		for _, e := range items {
-			all = append(all, e)
-		}
+		all = slices.AppendSeq(all, maps.Values(items))
 	}
 	slices.SortFunc(all, func(a, b *entry) int {
 		return cmp.Or(strings.Compare(a.val.Batch, b.val.Batch), cmp.Compare(lineOrder(a), lineOrder(b)), strings.Compare(a.val.Item, b.val.Item))
@@ -138,18 +137,11 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]refund.Ba
 		if err != nil {
 			return nil, 0, c.Wrap("holders", err)
 		}
-		info := refund.BatchInfo{Batch: b, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: map[string]int{}}
-		for k, e := range items {
-			if len(e.val.Plan) == 0 {
-				continue
-			}
-			st, _, err := e.val.fold(itemKey(k.Batch, k.Item))
-			if err != nil {
-				return nil, 0, err
-			}
-			info.ByStatus[statusName(st)]++
+		counts, err := countItems(items)
+		if err != nil {
+			return nil, 0, err
 		}
-		out = append(out, info)
+		out = append(out, refund.BatchInfo{Batch: b, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: counts})
 		if c.work == nil {
 			continue
 		}
@@ -233,7 +225,10 @@ func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
 		counts, err := t.upTo(upCtx, c.lastItemWrite(upCtx, q.batch))
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			counts, err = c.countItems(ctx, q.batch)
+			var items map[key]*entry
+			if items, err = c.readItems(ctx, itemsOf(q.batch)); err == nil {
+				counts, err = countItems(items)
+			}
 		}
 		if err != nil {
 			return nil, c.Wrap("tally", err)
@@ -243,12 +238,8 @@ func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
 	return out, nil
 }
 
-// countItems counts batch's items by status from a read of every one.
-func (c *Checkpoint) countItems(ctx context.Context, batch string) (map[string]int, error) {
-	items, err := c.readItems(ctx, itemsOf(batch))
-	if err != nil {
-		return nil, err
-	}
+// countItems counts items by status, those of the plan only.
+func countItems(items map[key]*entry) (map[string]int, error) {
 	counts := map[string]int{}
 	for k, e := range items {
 		if len(e.val.Plan) == 0 {
@@ -362,10 +353,7 @@ func (t *tally) upTo(ctx context.Context, rev uint64) (map[string]int, error) {
 			return nil, t.err
 		}
 		if t.ready && t.seen >= rev {
-			counts := make(map[string]int, len(t.counts))
-			for k, n := range t.counts {
-				counts[k] = n
-			}
+			counts := maps.Clone(t.counts)
 			t.mu.Unlock()
 			return counts, nil
 		}
