@@ -3,7 +3,6 @@ package postgres
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -206,37 +205,6 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 		return err
 	}
 	return c.Wrap("check "+name, err)
-}
-
-// checkPlans checks, in one query, the items state holds records of against
-// their stored plan lines (refund.CheckBinding): the first that differs is
-// an *refund.InputError at the line lines gives (none when nil).
-func checkPlans(ctx context.Context, q querier, batches []string, state *journal.State, name string, lines map[key]int) error {
-	rows, err := q.Query(ctx, `SELECT batch, item, line, plan FROM refundkit.items WHERE batch = ANY($1) ORDER BY batch, line`, batches)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var batch, item, doc string
-		var planLine int64
-		if err := rows.Scan(&batch, &item, &planLine, &doc); err != nil {
-			return err
-		}
-		st, ok := state.Lookup(batch, item)
-		if !ok {
-			continue
-		}
-		var it refund.Item
-		if err := json.Unmarshal([]byte(doc), &it); err != nil {
-			return fmt.Errorf("item %q of batch %q: the plan stored does not decode: %w", item, batch, err)
-		}
-		if err := refund.CheckBinding(&it, st); err != nil {
-			return &refund.InputError{Name: name, Line: lines[key{Batch: batch, Item: item}],
-				Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", planLine, batch, err)}
-		}
-	}
-	return rows.Err()
 }
 
 // checkHolders refuses records that credit one refund to two items, among
