@@ -166,10 +166,14 @@ type BusyError struct{ Backend, Why string }
 
 func (e *BusyError) Error() string { return e.Backend + " checkpoint busy: " + e.Why }
 
-// NoClaim is the error of a write or call for an item this run holds no
-// claim of.
-func NoClaim(k Key) error {
-	return &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "this run holds no claim of it"}
+// HeldClaim is this run's claim of k, Mu held: a *refund.LostClaimError
+// when it holds none, for a write or call for the item.
+func (b *Base[C]) HeldClaim(k Key) (C, error) {
+	cl, ok := b.Held[k]
+	if !ok {
+		return cl, &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "this run holds no claim of it"}
+	}
+	return cl, nil
 }
 
 // Holds is the fence: nil while this run's claim of k is live by its own
@@ -177,10 +181,10 @@ func NoClaim(k Key) error {
 // another took (lost says why) is dropped: nothing more is sent for it.
 func (b *Base[C]) Holds(ctx context.Context, k Key, renew func(ctx context.Context, k Key, cl C) (start time.Time, lost string, err error)) error {
 	b.Mu.Lock()
-	cl, ok := b.Held[k]
-	if !ok {
+	cl, err := b.HeldClaim(k)
+	if err != nil {
 		b.Mu.Unlock()
-		return NoClaim(k)
+		return err
 	}
 	if time.Now().Before(cl.claim().Deadline) {
 		b.Mu.Unlock()

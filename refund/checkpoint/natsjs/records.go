@@ -12,7 +12,6 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // cached is an item's state as a read-only Load found it.
@@ -33,10 +32,10 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	}
 	k := key{Batch: recs[0].Batch, Item: recs[0].Item}
 	c.Mu.Lock()
-	cl := c.Held[k]
-	if cl == nil {
+	cl, err := c.HeldClaim(k)
+	if err != nil {
 		c.Mu.Unlock()
-		return checkpoint.NoClaim(k)
+		return err
 	}
 	v := *cl.val
 	v.Records = slices.Clip(v.Records)
@@ -213,10 +212,10 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	k := key{Batch: batch, Item: item}
 	c.Mu.Lock()
-	cl := c.Held[k]
+	cl, err := c.HeldClaim(k)
 	c.Mu.Unlock()
-	if cl == nil {
-		return nil, checkpoint.NoClaim(k)
+	if err != nil {
+		return nil, err
 	}
 	me := lockValue{Batch: batch, Item: item, Gen: cl.val.Gen, Worker: c.Worker, Lease: int64(c.Lease())}
 	var taken []string

@@ -11,7 +11,6 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // Append writes recs, each of a held item, in one transaction, each line
@@ -31,10 +30,10 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	c.Mu.Lock()
 	for _, r := range recs {
 		k := key{Batch: r.Batch, Item: r.Item}
-		cl := c.Held[k]
-		if cl == nil {
+		cl, err := c.HeldClaim(k)
+		if err != nil {
 			c.Mu.Unlock()
-			return checkpoint.NoClaim(key{Batch: r.Batch, Item: r.Item})
+			return err
 		}
 		line, err := journal.MarshalLine(nil, r)
 		if err != nil {
