@@ -414,6 +414,60 @@ func ScanJournal(r io.Reader, name string, fn func(rec *journal.Record, line str
 	return nil
 }
 
+// Share is what both backends' budgets keep alike: the account's live
+// workers as last counted, whether this one is idle, and the context of
+// the budget's loops.
+type Share struct {
+	apply  func(workers int)
+	cancel context.CancelFunc
+	once   sync.Once
+
+	mu      sync.Mutex
+	workers int
+	idle    bool // holds no claim: the others share without it
+}
+
+// Begin makes s ready, apply to hear each new count; ctx ends with End.
+func (s *Share) Begin(apply func(workers int)) (ctx context.Context) {
+	s.apply = apply
+	ctx, s.cancel = context.WithCancel(context.Background())
+	return ctx
+}
+
+// End ends the budget's context, then runs then, once.
+func (s *Share) End(then func()) { s.once.Do(func() { s.cancel(); then() }) }
+
+// Workers is the number of live workers of the account as last counted.
+func (s *Share) Workers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.workers
+}
+
+// Counted applies n, the live workers just counted, when it changed.
+func (s *Share) Counted(n int) (changed bool) {
+	s.mu.Lock()
+	changed, s.workers = n != s.workers, n
+	s.mu.Unlock()
+	if changed {
+		s.apply(n)
+	}
+	return changed
+}
+
+// Idle reports whether this worker gave its part to the others.
+func (s *Share) Idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idle
+}
+
+func (s *Share) SetIdle(idle bool) {
+	s.mu.Lock()
+	s.idle = idle
+	s.mu.Unlock()
+}
+
 // PlanHint ends the error of a plan that differs from the one stored.
 const PlanHint = "; the checkpoint holds one plan per batch: feed every worker the same plan, or plan the change under a new batch name"
 

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -197,20 +196,15 @@ func atLeast(v, least string) bool {
 // Budget is this worker's part of its account's budget, as postgres.Budget:
 // re-split when a worker joins, ends, dies or has no claim left; until Close.
 type Budget struct {
-	c       *Checkpoint
-	prefix  string // the account's presence subjects, with a trailing dot
-	me      string // this worker's
-	apply   func(workers int)
-	notice  string // where a worker that goes idle or ends says so
-	subs    []*nats.Subscription
-	heard   chan struct{}
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
-	once    sync.Once
-	mu      sync.Mutex
-	workers int
-	idle    bool // holds no claim: its presence is taken back, and the others share without it
+	checkpoint.Share // idle: its presence is taken back
+	c                *Checkpoint
+	prefix           string // the account's presence subjects, with a trailing dot
+	me               string // this worker's
+	notice           string // where a worker that goes idle or ends says so
+	subs             []*nats.Subscription
+	heard            chan struct{}
+	ctx              context.Context
+	done             chan struct{}
 }
 
 // ShareBudget makes this worker one of the live workers of account (an
@@ -221,8 +215,8 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, apply func
 	}
 	prefix := presenceSubject(c.loc.name) + ".account." + token(account) + "."
 	b := &Budget{c: c, prefix: prefix, me: prefix + token(c.Worker), notice: "refundkit." + c.loc.name + ".idle." + token(account),
-		apply: apply, heard: make(chan struct{}, 1), done: make(chan struct{})}
-	b.ctx, b.cancel = context.WithCancel(context.Background())
+		heard: make(chan struct{}, 1), done: make(chan struct{})}
+	b.ctx = b.Begin(apply)
 	// Subscribe before joining: a worker that joins after this one counts
 	// is heard, one that joined before is counted.
 	hear := func(*nats.Msg) {
@@ -254,13 +248,6 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, apply func
 	return b, nil
 }
 
-// Workers is the number of live workers of the account as last counted.
-func (b *Budget) Workers() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.workers
-}
-
 func (b *Budget) sayAlive(ctx context.Context) error {
 	_, err := b.c.js.Publish(ctx, b.me, nil, jetstream.WithMsgTTL(max(b.c.Lease(), time.Second)))
 	return err
@@ -289,13 +276,7 @@ func (b *Budget) recount(ctx context.Context) error {
 			n++
 		}
 	}
-	b.mu.Lock()
-	changed := n != b.workers
-	b.workers = n
-	b.mu.Unlock()
-	if changed {
-		b.apply(n)
-	}
+	b.Counted(n)
 	return nil
 }
 
@@ -323,21 +304,19 @@ func (b *Budget) loop() {
 		held := len(c.Held)
 		worked := len(c.Left) > 0 || c.Written.Records > 0
 		c.Mu.Unlock()
-		b.mu.Lock()
-		idle := b.idle
-		b.mu.Unlock()
+		idle := b.Idle()
 		ctx, cancel := context.WithTimeout(b.ctx, max(c.Lease()/6, 100*time.Millisecond))
 		switch w.Step(now, held, worked, idle) {
 		case checkpoint.Holding:
 			if idle || now.Sub(said) >= c.Lease()/3 {
 				if b.sayAlive(ctx) == nil {
 					said = now
-					b.setIdle(false)
+					b.SetIdle(false)
 				}
 			}
 		case checkpoint.GoIdle:
 			if b.sayIdle(ctx) == nil {
-				b.setIdle(true)
+				b.SetIdle(true)
 			}
 		case checkpoint.Same:
 			// Not worked yet: it keeps its part, so that none sends
@@ -355,20 +334,13 @@ func (b *Budget) loop() {
 	}
 }
 
-func (b *Budget) setIdle(idle bool) {
-	b.mu.Lock()
-	b.idle = idle
-	b.mu.Unlock()
-}
-
 // end stops the loop, if it started, and takes this worker's presence
 // back.
 func (b *Budget) end(started bool) {
 	if b == nil {
 		return
 	}
-	b.once.Do(func() {
-		b.cancel()
+	b.End(func() {
 		for _, sub := range b.subs {
 			sub.Unsubscribe()
 		}

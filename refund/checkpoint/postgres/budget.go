@@ -20,20 +20,14 @@ const budgetChannel = "refundkit_budget"
 
 // Budget is this worker's part of its account's budget, until Close.
 type Budget struct {
-	c        *Checkpoint
-	account  string
-	share    float64 // the whole batch's share of the account (--share)
-	apply    func(workers int)
-	conn     *pgxpool.Conn   // LISTENs on budgetChannel, and counts
-	ctx      context.Context // ends with end
-	cancel   context.CancelFunc
-	done     chan struct{}
-	watching sync.WaitGroup // watchIdle
-	once     sync.Once
-
-	mu      sync.Mutex
-	workers int
-	idle    bool // holds no claim: its part is 0, and the others share without it
+	checkpoint.Share // idle: its part is 0
+	c                *Checkpoint
+	account          string
+	share            float64         // the whole batch's share of the account (--share)
+	conn             *pgxpool.Conn   // LISTENs on budgetChannel, and counts
+	ctx              context.Context // ends with end
+	done             chan struct{}
+	watching         sync.WaitGroup // watchIdle
 }
 
 // ShareBudget makes this worker one of account's live workers (an identity,
@@ -49,11 +43,10 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share floa
 	if err != nil {
 		return nil, c.Wrap("budget", err)
 	}
-	b := &Budget{c: c, account: account, share: share, apply: apply, conn: conn, done: make(chan struct{})}
-	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b := &Budget{c: c, account: account, share: share, conn: conn, done: make(chan struct{})}
+	b.ctx = b.Begin(apply)
 	fail := func(err error) (*Budget, error) {
-		b.cancel()
-		drop(conn)
+		b.End(func() { drop(conn) })
 		return nil, c.Wrap("budget", err)
 	}
 	// LISTEN before joining: a worker that joins after this one counted is
@@ -94,9 +87,7 @@ func (b *Budget) watchIdle() {
 		b.c.Mu.Lock()
 		held, worked := len(b.c.Held), len(b.c.Left) > 0 || b.c.Written.Records > 0
 		b.c.Mu.Unlock()
-		b.mu.Lock()
-		idle := b.idle
-		b.mu.Unlock()
+		idle := b.Idle()
 		switch w.Step(time.Now(), held, worked, idle) {
 		case checkpoint.Holding:
 			if idle {
@@ -111,10 +102,8 @@ func (b *Budget) watchIdle() {
 // setIdle records this worker idle (its part 0) or busy again (its part
 // as counted) and tells the others, who count again.
 func (b *Budget) setIdle(idle bool) {
-	b.mu.Lock()
-	b.idle = idle
-	part := b.share / float64(max(1, b.workers))
-	b.mu.Unlock()
+	b.SetIdle(idle)
+	part := b.share / float64(max(1, b.Workers()))
 	if idle {
 		part = 0
 	}
@@ -123,13 +112,6 @@ func (b *Budget) setIdle(idle bool) {
 	b.c.pool.Exec(ctx, `WITH me AS (
 			UPDATE refundkit.workers SET budget_share = $3 WHERE worker = $1 AND started_at = $2
 		) SELECT pg_notify($4, $5)`, b.c.Worker, b.c.started, part, budgetChannel, b.account)
-}
-
-// Workers is the number of live workers of the account as last counted.
-func (b *Budget) Workers() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.workers
 }
 
 // budgetPoll is how often a worker counts unasked: a dead worker's part
@@ -213,14 +195,9 @@ func (b *Budget) recount(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
-	changed := n != b.workers
-	b.workers = n
-	b.mu.Unlock()
-	if !changed {
+	if !b.Counted(n) {
 		return nil
 	}
-	b.apply(n)
 	// An idle worker's part stays 0: watchIdle alone moves it from or to 0.
 	_, err = b.conn.Exec(ctx, `UPDATE refundkit.workers SET budget_share = CASE WHEN budget_share = 0 THEN 0 ELSE $3::double precision END
 		WHERE worker = $1 AND started_at = $2`, c.Worker, c.started, b.share/float64(n))
@@ -233,8 +210,7 @@ func (b *Budget) end() {
 	if b == nil {
 		return
 	}
-	b.once.Do(func() {
-		b.cancel()
+	b.End(func() {
 		<-b.done
 		b.watching.Wait()
 		drop(b.conn)
