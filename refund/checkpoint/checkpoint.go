@@ -1,8 +1,7 @@
-// Package checkpoint is what the two shared checkpoints (postgres,
-// natsjs) do alike: the claims a run holds under their leases, the fence
-// that halts a run whose claim another took, the renewal loop, the
-// lease's timing and an outage's bookkeeping. Each backend supplies its
-// storage: how a claim is taken, renewed and fenced there.
+// Package checkpoint is what the shared checkpoints (postgres, natsjs) do
+// alike: claims under leases, the fence that halts a run whose claim
+// another took, renewal, an outage's bookkeeping. Each backend supplies
+// how a claim is taken, renewed and fenced in its store.
 package checkpoint
 
 import (
@@ -10,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"slices"
@@ -132,10 +132,48 @@ func (b *Base[C]) LeaseEnd(cl C) time.Time {
 	return cl.claim().Deadline.Add(b.Lease() / 10)
 }
 
-// NoClaim is the error of a write or call for an item this run holds no
-// claim of.
-func NoClaim(k Key) error {
-	return &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "this run holds no claim of it"}
+// Await asks try again, PollWait apart, until it gets what it waits for
+// or fails, while holds says this run's claim lasts.
+func (b *Base[C]) Await(ctx context.Context, holds func() error, try func() (bool, error)) error {
+	for {
+		if err := holds(); err != nil {
+			return err
+		}
+		if got, err := try(); err != nil || got {
+			return err
+		}
+		select {
+		case <-time.After(b.PollWait()):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Error is a failure of a shared checkpoint's store (Backend "postgres" or
+// "nats"), named by what was being done; it never holds a secret.
+type Error struct {
+	Backend, Op string
+	Err         error
+}
+
+func (e *Error) Error() string { return e.Backend + " checkpoint: " + e.Op + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// BusyError is an import refused because workers hold live claims of what
+// it would change, or wrote records there after the merge read them.
+type BusyError struct{ Backend, Why string }
+
+func (e *BusyError) Error() string { return e.Backend + " checkpoint busy: " + e.Why }
+
+// HeldClaim is this run's claim of k, Mu held: a *refund.LostClaimError
+// when it holds none, for a write or call for the item.
+func (b *Base[C]) HeldClaim(k Key) (C, error) {
+	cl, ok := b.Held[k]
+	if !ok {
+		return cl, &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "this run holds no claim of it"}
+	}
+	return cl, nil
 }
 
 // Holds is the fence: nil while this run's claim of k is live by its own
@@ -143,10 +181,10 @@ func NoClaim(k Key) error {
 // another took (lost says why) is dropped: nothing more is sent for it.
 func (b *Base[C]) Holds(ctx context.Context, k Key, renew func(ctx context.Context, k Key, cl C) (start time.Time, lost string, err error)) error {
 	b.Mu.Lock()
-	cl, ok := b.Held[k]
-	if !ok {
+	cl, err := b.HeldClaim(k)
+	if err != nil {
 		b.Mu.Unlock()
-		return NoClaim(k)
+		return err
 	}
 	if time.Now().Before(cl.claim().Deadline) {
 		b.Mu.Unlock()
@@ -324,14 +362,11 @@ func ByBatch(plan []refund.PlanLine) (order []string, byBatch map[string][]refun
 	return order, byBatch
 }
 
-// IdleAfter is how long a worker holds no claim before it gives its part
-// of the account's budget to the others: longer than the gap between an
-// item's end and the next claim, so that a worker at -j 1 does not flap.
+// IdleAfter is how long a worker holds no claim before it gives its budget
+// part away: longer than the gap between claims, so -j 1 does not flap.
 const IdleAfter = 250 * time.Millisecond
 
-// Idle follows whether a worker sharing a budget is idle: it gives its part
-// to the others while it holds no claim, and takes it back as it claims
-// again.
+// Idle follows whether a worker sharing a budget holds no claim.
 type Idle struct{ busy time.Time }
 
 // What Idle.Step says.
@@ -358,6 +393,81 @@ func (i *Idle) Step(now time.Time, held int, worked, idle bool) int {
 	return Same
 }
 
+// ScanJournal calls fn with each record of journal r (named name in
+// errors), its canonical line without the newline, and its line number; a
+// torn end is an error.
+func ScanJournal(r io.Reader, name string, fn func(rec *journal.Record, line string, at int)) error {
+	sc := journal.NewScanner(r, name)
+	for sc.Scan() {
+		line, err := journal.MarshalLine(nil, sc.Record())
+		if err != nil {
+			return err
+		}
+		fn(sc.Record(), string(line[:len(line)-1]), sc.Line())
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if t := sc.Torn(); t != nil {
+		return fmt.Errorf("%s", t)
+	}
+	return nil
+}
+
+// Share is what both backends' budgets keep alike: the account's live
+// workers as last counted, whether this one is idle, and the context of
+// the budget's loops.
+type Share struct {
+	apply  func(workers int)
+	cancel context.CancelFunc
+	once   sync.Once
+
+	mu      sync.Mutex
+	workers int
+	idle    bool // holds no claim: the others share without it
+}
+
+// Begin makes s ready, apply to hear each new count; ctx ends with End.
+func (s *Share) Begin(apply func(workers int)) (ctx context.Context) {
+	s.apply = apply
+	ctx, s.cancel = context.WithCancel(context.Background())
+	return ctx
+}
+
+// End ends the budget's context, then runs then, once.
+func (s *Share) End(then func()) { s.once.Do(func() { s.cancel(); then() }) }
+
+// Workers is the number of live workers of the account as last counted.
+func (s *Share) Workers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.workers
+}
+
+// Counted applies n, the live workers just counted, when it changed.
+func (s *Share) Counted(n int) (changed bool) {
+	s.mu.Lock()
+	changed, s.workers = n != s.workers, n
+	s.mu.Unlock()
+	if changed {
+		s.apply(n)
+	}
+	return changed
+}
+
+// Idle reports whether this worker gave its part to the others.
+func (s *Share) Idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idle
+}
+
+func (s *Share) SetIdle(idle bool) {
+	s.mu.Lock()
+	s.idle = idle
+	s.mu.Unlock()
+}
+
 // PlanHint ends the error of a plan that differs from the one stored.
 const PlanHint = "; the checkpoint holds one plan per batch: feed every worker the same plan, or plan the change under a new batch name"
 
@@ -367,10 +477,9 @@ type Stored struct {
 	Plan string // refund.PlanDocs's doc
 }
 
-// PlanDiffers names the first item of lines (docs their PlanDocs) that
-// differs from have, the plan stored for batch (described by loaded), is
-// missing from it or is new, as a *refund.InputError; nil when every
-// item is the same.
+// PlanDiffers is a *refund.InputError naming the first item of lines (docs
+// their PlanDocs) that differs from have, batch's stored plan, or is new
+// or missing; nil when all are the same.
 func PlanDiffers(batch string, lines []refund.PlanLine, docs []string, loaded fmt.Stringer, have map[string]Stored) error {
 	for i, pl := range lines {
 		s, ok := have[pl.Item.Item]

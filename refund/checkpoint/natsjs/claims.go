@@ -216,9 +216,8 @@ func (c *Checkpoint) queuedForOthers(ctx context.Context, batch string) (bool, e
 // --allow-refunded-charges: only such a worker may work it, or end it.
 const headerRetryHeld = "Refundkit-Retry-Held"
 
-// leave gives msg back to the queue, for another worker to take: this run
-// gave its item back, lost its claim, or may not make the retry it was queued
-// for.
+// leave gives msg back to the queue for another worker: this run gave its
+// item back, lost its claim, or may not make the retry it was queued for.
 func (c *Checkpoint) leave(k key, msg jetstream.Msg, gen int64) {
 	msg.NakWithDelay(c.PollWait())
 	c.Mu.Lock()
@@ -469,12 +468,8 @@ func cmpErr(err error, otherwise string) error {
 	return errors.New(otherwise)
 }
 
-// Renewing this run's claims: every third of a lease, and at once when
-// the connection comes back.
-
-// renew tells the server that this run still works on each item it
-// holds, and moves their deadlines once the server has had the word (a
-// flush's round trip).
+// renew tells the server that this run still works on each item it holds
+// and moves their deadlines once the server has had the word (a flush).
 func (c *Checkpoint) renew() {
 	start, margin := time.Now(), c.Margin()
 	c.Mu.Lock()

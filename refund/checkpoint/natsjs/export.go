@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -17,9 +18,8 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// sortedItems reads the items of batches (every batch when none are named),
-// ordered by batch, then plan line (items the plan does not hold, imported
-// records, after the batch's plan by name).
+// sortedItems reads the items of batches (all when none are named) by
+// batch, then plan line (items without one last, by name).
 func (c *Checkpoint) sortedItems(ctx context.Context, batches []string) ([]*entry, error) {
 	if c.kv == nil {
 		return nil, nil
@@ -37,9 +37,7 @@ func (c *Checkpoint) sortedItems(ctx context.Context, batches []string) ([]*entr
 		if err != nil {
 			return nil, c.Wrap("export", err)
 		}
-		for _, e := range items {
-			all = append(all, e)
-		}
+		all = slices.AppendSeq(all, maps.Values(items))
 	}
 	slices.SortFunc(all, func(a, b *entry) int {
 		return cmp.Or(strings.Compare(a.val.Batch, b.val.Batch), cmp.Compare(lineOrder(a), lineOrder(b)), strings.Compare(a.val.Item, b.val.Item))
@@ -54,9 +52,8 @@ func lineOrder(e *entry) int {
 	return e.val.Line
 }
 
-// Export writes the records of batches (all batches when none are named) as a
-// file journal holds them: each item's records, in the order they were
-// written, as one commit, items in plan order.
+// Export writes the records of batches (all when none are named) as a file
+// journal: each item's records in written order as one commit, in plan order.
 func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
 	items, err := c.sortedItems(ctx, batches)
 	if err != nil {
@@ -85,9 +82,8 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 	return records, last, bw.Flush()
 }
 
-// ExportPlans writes the plans the checkpoint stores for batches (all when
-// none are named) as a plan file holds them, one item a JSON line (its
-// canonical JSON, as loaded), batch by batch in plan order.
+// ExportPlans writes the stored plans of batches (all when none are named)
+// as a plan file, batch by batch in plan order.
 func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []string) (int, error) {
 	items, err := c.sortedItems(ctx, batches)
 	if err != nil {
@@ -107,8 +103,7 @@ func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []str
 }
 
 // Holders counts the items of batches (all when none are named) by status,
-// and the items workers hold now: delivered and not yet acknowledged, which
-// read as in doubt while their workers are on them.
+// and those delivered and not yet acknowledged: in doubt while worked on.
 func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]refund.BatchInfo, int, error) {
 	if c.kv == nil {
 		return nil, 0, nil
@@ -142,18 +137,11 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]refund.Ba
 		if err != nil {
 			return nil, 0, c.Wrap("holders", err)
 		}
-		info := refund.BatchInfo{Batch: b, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: map[string]int{}}
-		for k, e := range items {
-			if len(e.val.Plan) == 0 {
-				continue
-			}
-			st, _, err := e.val.fold(itemKey(k.Batch, k.Item))
-			if err != nil {
-				return nil, 0, err
-			}
-			info.ByStatus[statusName(st)]++
+		counts, err := countItems(items)
+		if err != nil {
+			return nil, 0, err
 		}
-		out = append(out, info)
+		out = append(out, refund.BatchInfo{Batch: b, Items: int64(m.Items), LoadedAt: m.LoadedAt, LoadedBy: m.LoadedBy, ByStatus: counts})
 		if c.work == nil {
 			continue
 		}
@@ -201,9 +189,8 @@ func (c *Checkpoint) Inspect(ctx context.Context, batch, item string) (info Item
 	return ItemInfo{Worker: v.Worker, Gen: v.Gen, Released: v.Released, Status: statusName(st), Records: len(v.Records)}, true, nil
 }
 
-// tally is a batch's items counted by status, kept up to date by a watch
-// of their values: a progress line read every few seconds costs the
-// writes since the last one, not a read of every item.
+// tally is a batch's items counted by status, kept by a watch of their
+// values: a progress line costs the writes since the last, not every item.
 type tally struct {
 	w jetstream.KeyWatcher
 
@@ -238,7 +225,10 @@ func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
 		counts, err := t.upTo(upCtx, c.lastItemWrite(upCtx, q.batch))
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			counts, err = c.countItems(ctx, q.batch)
+			var items map[key]*entry
+			if items, err = c.readItems(ctx, itemsOf(q.batch)); err == nil {
+				counts, err = countItems(items)
+			}
 		}
 		if err != nil {
 			return nil, c.Wrap("tally", err)
@@ -248,12 +238,8 @@ func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
 	return out, nil
 }
 
-// countItems counts batch's items by status from a read of every one.
-func (c *Checkpoint) countItems(ctx context.Context, batch string) (map[string]int, error) {
-	items, err := c.readItems(ctx, itemsOf(batch))
-	if err != nil {
-		return nil, err
-	}
+// countItems counts items by status, those of the plan only.
+func countItems(items map[key]*entry) (map[string]int, error) {
 	counts := map[string]int{}
 	for k, e := range items {
 		if len(e.val.Plan) == 0 {
@@ -367,10 +353,7 @@ func (t *tally) upTo(ctx context.Context, rev uint64) (map[string]int, error) {
 			return nil, t.err
 		}
 		if t.ready && t.seen >= rev {
-			counts := make(map[string]int, len(t.counts))
-			for k, n := range t.counts {
-				counts[k] = n
-			}
+			counts := maps.Clone(t.counts)
 			t.mu.Unlock()
 			return counts, nil
 		}

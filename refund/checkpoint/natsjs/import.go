@@ -18,14 +18,8 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
-
-// BusyError is an import refused because a worker holds a claim of an item
-// it would add records to, or wrote records of one after the merge read
-// them (as postgres.BusyError).
-type BusyError struct{ Why string }
-
-func (e *BusyError) Error() string { return "nats checkpoint busy: " + e.Why }
 
 // PartialImportError is an import that stopped after it wrote some of its
 // items: each holds all its records of the merge, the others none.
@@ -67,35 +61,28 @@ type refundAt struct {
 // readImported reads the journal r, named name, item by item; keep keeps
 // the decoded records too.
 func readImported(r io.Reader, name string, keep bool) ([]*imported, error) {
-	sc := journal.NewScanner(r, name)
 	byKey := map[key]*imported{}
 	var items []*imported
-	for sc.Scan() {
-		rec := sc.Record()
-		line, err := journal.MarshalLine(nil, rec)
-		if err != nil {
-			return nil, err
-		}
-		line = line[:len(line)-1]
+	err := checkpoint.ScanJournal(r, name, func(rec *journal.Record, line string, at int) {
 		k := key{Batch: rec.Batch, Item: rec.Item}
 		it := byKey[k]
 		if it == nil {
-			it = &imported{k: k, have: map[string]bool{}, first: sc.Line()}
+			it = &imported{k: k, have: map[string]bool{}, first: at}
 			byKey[k] = it
 			items = append(items, it)
 		}
 		if keep {
-			it.recs, it.at = append(it.recs, rec), append(it.at, sc.Line())
+			it.recs, it.at = append(it.recs, rec), append(it.at, at)
 		}
-		if it.have[string(line)] {
-			continue // the same record twice says nothing more
+		if it.have[line] {
+			return // the same record twice says nothing more
 		}
-		it.have[string(line)] = true
+		it.have[line] = true
 		it.lines = append(it.lines, json.RawMessage(line))
 		it.st = journal.Next(it.st, rec)
 		if rec.Type == journal.TypeRefunded && rec.Refund != "" &&
 			!slices.ContainsFunc(it.refunds, func(r refundAt) bool { return r.id == rec.Refund }) {
-			it.refunds = append(it.refunds, refundAt{rec.Refund, sc.Line()})
+			it.refunds = append(it.refunds, refundAt{rec.Refund, at})
 		}
 		if rec.Type == journal.TypeIntent || rec.Type == journal.TypeRefunded {
 			// As PostgreSQL's OnPayment finds an item: by what its intents
@@ -105,14 +92,8 @@ func readImported(r io.Reader, name string, keep bool) ([]*imported, error) {
 				it.pays = append(it.pays, p)
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if t := sc.Torn(); t != nil {
-		return nil, fmt.Errorf("%s", t)
-	}
-	return items, nil
+	})
+	return items, err
 }
 
 // storedOf reads the values of the items' batches.
@@ -135,31 +116,18 @@ func (c *Checkpoint) storedOf(ctx context.Context, items []*imported) (map[key]*
 	return out, nil
 }
 
-// Import adds the records of r, a journal named name in errors, to the
-// items they are of, as journal-merge -o nats://... does: r is the merge of
-// what Export wrote and the journals merged in, so an item's records in r
-// are all it holds and more. Each item with records r adds is written as
-// one value, its records in r's order, under the revision read: a worker's
-// write in between is read again and checked again, never overwritten.
-// The refund ids its refunded records credit are bound to it first (one
-// item, ever), and it is indexed on the payments its intents and refunds
-// name (OnPayment).
-//
-// Nothing is written when anything is refused: a *BusyError while a worker
-// holds an item r adds records to, or when an item holds records r lacks
-// (written since the merge read it); a *refund.InputError when r's records
-// bind an item otherwise than the plan line it stores (refund.CheckBinding)
-// or name two payments for one (journal.ItemState.Rebound), or credit a
-// refund to two items, or to one when the checkpoint credits it to
-// another. A failure while writing is a *PartialImportError once an item is
-// written. It returns how many records it added, and the batches of the
-// items it wrote; an import whose every record the checkpoint holds
-// already writes nothing. last, the export's highest revision
-// (postgres.Checkpoint.Import's), is not needed: each item's records are
-// compared with r's.
+// Import adds the records of r (journal-merge -o nats://: the merge of what
+// Export wrote and more) to their items, each item one value written under
+// the revision read, so a worker's write in between is checked again, never
+// overwritten; its refund ids are bound and its payments indexed first.
+// Nothing is written when anything is refused: a *BusyError for an item a
+// worker holds or that holds records r lacks, a *refund.InputError for
+// records that rebind an item or credit a refund twice. A failure once an
+// item is written is a *PartialImportError. last is not needed: each
+// item's records are compared with r's.
 func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int64) (records int, batches []string, err error) {
 	if c.readOnly || c.kv == nil {
-		return 0, nil, &Error{Op: "import", Err: errors.New("the checkpoint was opened for reading only")}
+		return 0, nil, newError("import", errors.New("the checkpoint was opened for reading only"))
 	}
 	items, err := readImported(r, name, false)
 	if err != nil {
@@ -208,8 +176,8 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int
 		}
 	}
 	if len(held) > 0 {
-		return 0, nil, &BusyError{Why: fmt.Sprintf("workers hold %d of the items the import would add records to (item %q of batch %q: %s, claim %d): import once they have stopped; an item whose worker died is held until a run of its batch takes it over, after its lease",
-			len(held), held[0].Item, held[0].Batch, held[0].Worker, held[0].Gen)}
+		return 0, nil, busy(fmt.Sprintf("workers hold %d of the items the import would add records to (item %q of batch %q: %s, claim %d): import once they have stopped; an item whose worker died is held until a run of its batch takes it over, after its lease",
+			len(held), held[0].Item, held[0].Batch, held[0].Worker, held[0].Gen))
 	}
 	if since != nil {
 		return 0, nil, since
@@ -343,7 +311,7 @@ func (c *Checkpoint) next(ctx context.Context, it *imported, e *entry, name stri
 	}
 	for line := range have {
 		if !it.have[line] {
-			return nil, 0, &BusyError{Why: fmt.Sprintf("item %q of batch %q holds records the merge does not: they were written while the merge ran; run the merge again", it.k.Item, it.k.Batch)}
+			return nil, 0, busy(fmt.Sprintf("item %q of batch %q holds records the merge does not: they were written while the merge ran; run the merge again", it.k.Item, it.k.Batch))
 		}
 	}
 	if e != nil && v.Gen > 0 && v.Worker != "" && !v.Released {
@@ -356,12 +324,8 @@ func (c *Checkpoint) next(ctx context.Context, it *imported, e *entry, name stri
 		}
 	}
 	if len(v.Plan) > 0 {
-		var pi refund.Item
-		if err := json.Unmarshal(v.Plan, &pi); err != nil {
-			return nil, 0, &CorruptError{Key: ik, Err: fmt.Errorf("the plan line stored does not decode: %w", err)}
-		}
-		if err := refund.CheckBinding(&pi, it.st); err != nil {
-			return nil, 0, &refund.InputError{Name: name, Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", v.Line, it.k.Batch, err)}
+		if err := checkPlan(ik, v, it, name, 0); err != nil {
+			return nil, 0, err
 		}
 	} else if it.st.Rebound {
 		return nil, 0, &refund.InputError{Name: name, Err: reboundError(it.k, it.st)}
@@ -379,6 +343,22 @@ func (c *Checkpoint) next(ctx context.Context, it *imported, e *entry, name stri
 	return v, added, nil
 }
 
+// checkPlan checks it's records against the plan line v stores, if any: a
+// *refund.InputError at line (0: none) when they bind it otherwise.
+func checkPlan(ik string, v *itemValue, it *imported, name string, line int) error {
+	if len(v.Plan) == 0 {
+		return nil
+	}
+	var pi refund.Item
+	if err := json.Unmarshal(v.Plan, &pi); err != nil {
+		return &CorruptError{Key: ik, Err: fmt.Errorf("the plan line stored does not decode: %w", err)}
+	}
+	if err := refund.CheckBinding(&pi, it.st); err != nil {
+		return &refund.InputError{Name: name, Line: line, Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", v.Line, it.k.Batch, err)}
+	}
+	return nil
+}
+
 func revOf(e *entry) uint64 {
 	if e == nil {
 		return 0
@@ -386,11 +366,9 @@ func revOf(e *entry) uint64 {
 	return e.rev
 }
 
-// mayHold reports whether a worker may hold the claim of item k, whose value
-// names one not given back and whose records fold to st: unless it is
-// settled, as a claim of it ends it (a held item, failed for good, is worked
-// again by a worker with --allow-refunded-charges only while its message is
-// queued).
+// mayHold reports whether a worker may hold the claim k's value names, its
+// records folding to st: not once settled (a held item is worked again
+// only while its message is queued).
 func (c *Checkpoint) mayHold(ctx context.Context, k key, st journal.ItemState, known bool) (bool, error) {
 	if !settled(st, known, false) {
 		return true, nil
@@ -441,7 +419,7 @@ func (c *Checkpoint) importItem(ctx context.Context, it *imported, e *entry, ids
 		v, added, err := c.next(ctx, it, e, name)
 		var h *heldError
 		if errors.As(err, &h) {
-			return 0, &BusyError{Why: h.Error() + ", claimed while the import ran: import once its worker has stopped"}
+			return 0, busy(h.Error() + ", claimed while the import ran: import once its worker has stopped")
 		}
 		if err != nil || added == 0 {
 			return 0, err
@@ -502,13 +480,9 @@ func (c *Checkpoint) indexPayment(ctx context.Context, p string, k key) error {
 	}
 }
 
-// CheckJournal checks the records of the journal r, named name in errors,
-// against what the checkpoint holds, as Import checks the merge, and writes
-// nothing: records that bind an item otherwise than its stored plan line
-// (refund.CheckBinding, at the item's first line), or name another payment
-// than the records before them (at that record's line), and a refund credited
-// to two items of the journal or to an item when the checkpoint credits it to
-// another (at its refunded record's line), are a *refund.InputError.
+// CheckJournal checks r's records as Import checks the merge and writes
+// nothing: a record that rebinds its item or credits a refund twice is a
+// *refund.InputError at its line (an item's plan, at its first line).
 func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string) error {
 	items, err := readImported(r, name, true)
 	if err != nil {
@@ -525,14 +499,8 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 		var st journal.ItemState
 		if e := stored[it.k]; e != nil {
 			ik := itemKey(it.k.Batch, it.k.Item)
-			if len(e.val.Plan) > 0 {
-				var pi refund.Item
-				if err := json.Unmarshal(e.val.Plan, &pi); err != nil {
-					return &CorruptError{Key: ik, Err: fmt.Errorf("the plan line stored does not decode: %w", err)}
-				}
-				if err := refund.CheckBinding(&pi, it.st); err != nil {
-					return &refund.InputError{Name: name, Line: it.first, Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", e.val.Line, it.k.Batch, err)}
-				}
+			if err := checkPlan(ik, e.val, it, name, it.first); err != nil {
+				return err
 			}
 			if st, _, err = e.val.fold(ik); err != nil {
 				return err

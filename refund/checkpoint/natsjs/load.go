@@ -19,12 +19,10 @@ import (
 // Binding the plan to the checkpoint: the manifest, an item value a line,
 // the work queue.
 
-// Load binds the plan to the checkpoint, batch by batch: the first run to
-// load a batch stores its manifest (the plan's digest) and its items, then
-// queues every item; the same plan again queues what is left of it (items
-// neither refunded nor failed for good, and not queued already: the work
-// stream keeps one message per item); another plan under the batch is refused
-// with the first item that differs.
+// Load binds the plan, batch by batch: the first run stores a batch's
+// digest and items and queues them; the same plan again queues what is
+// open and not queued (one message per item); another plan is refused at
+// its first item that differs.
 func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
 	order, byBatch := checkpoint.ByBatch(plan)
 	for _, b := range order {
@@ -342,7 +340,7 @@ func (c *Checkpoint) planDiffers(batch string, lines []refund.PlanLine, docs []s
 	if m.Items > len(lines) {
 		return &refund.InputError{Err: fmt.Errorf("the plan of batch %q in the checkpoint (%s) has items not stored yet (its loader may have died while storing them): feed the same plan%s", batch, m, checkpoint.PlanHint)}
 	}
-	return &Error{Op: "load plan of batch " + batch, Err: errors.New("the digest differs but every item is the same (a checkpoint written by another build?)")}
+	return newError("load plan of batch "+batch, errors.New("the digest differs but every item is the same (a checkpoint written by another build?)"))
 }
 
 // readItems reads every item value under filter, in one pass of an ordered

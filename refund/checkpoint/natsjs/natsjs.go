@@ -1,18 +1,10 @@
-// Package natsjs is a refund checkpoint on NATS JetStream that many refund
-// runs, on many hosts, share (refund.Claims): a queue with
-// acknowledgments.
-//
-// A batch's plan is stored once, each item as a value of a key-value
-// bucket, and queued once, each item a message of a work-queue stream that
-// the batch's workers pull from one shared consumer. The consumer's
-// ack-wait is the lease of a claim: a worker renews it while it works on
-// the item and acknowledges the message (confirmed by the server) only once
-// the item's outcome is stored; a worker that dies or stalls loses the
-// message to another when the ack-wait runs out. Every write for an item
-// (its claim, then the journal lines a file journal would hold) replaces
-// the item's value under the revision its writer last saw, so a worker
-// whose claim another took writes nothing more: the key-value revision is
-// the fence. docs/nats.md says what the server must be for that to hold.
+// Package natsjs is a refund checkpoint on NATS JetStream that many runs
+// share (refund.Claims). Each item is a value of a key-value bucket and a
+// message of a work-queue stream pulled through one consumer per batch,
+// whose ack-wait is the claim's lease: the message is acked only once the
+// outcome is stored, and a worker that stalls loses it to another. Every
+// write replaces the item's value under the revision its writer last saw:
+// the revision is the fence. docs/nats.md says what the server must be.
 package natsjs
 
 import (
@@ -213,11 +205,9 @@ func workSubject(name string) string {
 	return "refundkit." + name + ".work"
 }
 
-// Open connects to the servers of rawURL and opens the checkpoint it names:
-// unless readOnly, it creates the bucket and the work stream if they do not
-// exist, checks that their writes are durable (Durable) and starts renewing
-// this run's claims.
-func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Checkpoint, error) {
+// Open connects to rawURL's servers and opens its checkpoint; unless
+// readOnly it creates what is missing, checks durability and starts renewing.
+func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (_ *Checkpoint, err error) {
 	loc, err := parseURL(rawURL)
 	if err != nil {
 		return nil, &ConfigError{URL: Redact(rawURL), Err: err}
@@ -261,24 +251,24 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (*Che
 	if err != nil {
 		return nil, c.Wrap("connect", err)
 	}
-	c.js, err = jetstream.New(c.nc)
-	if err != nil {
-		c.nc.Close()
+	defer func() {
+		if err != nil {
+			c.nc.Close()
+		}
+	}()
+	if c.js, err = jetstream.New(c.nc); err != nil {
 		return nil, c.Wrap("connect", err)
 	}
 	if err := c.openAssets(ctx); err != nil {
-		c.nc.Close()
 		return nil, err
 	}
 	if readOnly {
 		return c, nil
 	}
 	if err := c.openPresence(ctx); err != nil {
-		c.nc.Close()
 		return nil, err
 	}
 	if err := c.checkName(ctx); err != nil {
-		c.nc.Close()
 		return nil, err
 	}
 	c.StartRenewing(func(tick bool) {
@@ -421,9 +411,8 @@ func syncAlways(ctx context.Context, monitor string) (bool, error) {
 	return varz.JetStream.Config.SyncAlways, nil
 }
 
-// Close stops renewing and gives the messages of the claims still held
-// back to the queue at once (their items go to the next worker now, not
-// after the ack-wait).
+// Close stops renewing and gives the claims still held back to the queue
+// at once, not after the ack-wait.
 func (c *Checkpoint) Close() error {
 	c.closeOnce.Do(func() {
 		c.Mu.Lock()
@@ -455,17 +444,14 @@ func (c *Checkpoint) Close() error {
 	return nil
 }
 
-// Error is a failure of the checkpoint's servers, named by what was being
-// done; it never holds a secret.
-type Error struct {
-	Op  string
-	Err error
-}
+// Error is a failure of the checkpoint's servers; BusyError an import refused.
+type (
+	Error     = checkpoint.Error
+	BusyError = checkpoint.BusyError
+)
 
-func (e *Error) Error() string { return "nats checkpoint: " + e.Op + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-func newError(op string, err error) error { return &Error{Op: op, Err: err} }
+func newError(op string, err error) error { return &Error{Backend: "nats", Op: op, Err: err} }
+func busy(why string) error               { return &BusyError{Backend: "nats", Why: why} }
 
 // ConfigError is a URL that does not parse: a usage error.
 type ConfigError struct {

@@ -140,9 +140,8 @@ func (c *Checkpoint) retry(ctx context.Context, until func() time.Time, try func
 	}
 }
 
-// claimUntil is how long an operation for claim cl, begun at start, is
-// tried: until its lease (the ack-wait) may run out at the server by this
-// host's clock, and a third of a margin at least.
+// claimUntil is how long an operation for cl, begun at start, is tried:
+// until its ack-wait may run out at the server, a third of a margin at least.
 func (c *Checkpoint) claimUntil(cl *claim, start time.Time) func() time.Time {
 	return func() time.Time {
 		return later(c.LeaseEnd(cl), start.Add(c.Margin()/3))

@@ -11,14 +11,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/refundkit/refundkit/refund"
-	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 func presenceStream(name string) string  { return "refundkit_" + name + "_workers" }
@@ -65,9 +62,8 @@ func (c *Checkpoint) openPresence(ctx context.Context) error {
 	return nil
 }
 
-// checkName refuses this worker's name when a live worker, of any batch,
-// holds it: it would take this one's claims for its own, and its presence
-// for this one's (PostgreSQL refuses it too).
+// checkName refuses a name a live worker of any batch holds: it would take
+// this one's claims and presence for its own (as PostgreSQL refuses it).
 func (c *Checkpoint) checkName(ctx context.Context) error {
 	info, err := c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(presenceSubject(c.loc.name)+".batch.*."+token(c.Worker)))
 	if err != nil {
@@ -125,8 +121,7 @@ func (c *Checkpoint) heldIn(batch string) []byte {
 }
 
 // holdsLive reports whether worker is alive and may hold its claim gen of
-// item of batch, written at claimed by the server's clock: it says it
-// holds it, or it has not said what it holds since (its next beat will).
+// the item, written at claimed: it says so, or has not beaten since.
 func (c *Checkpoint) holdsLive(ctx context.Context, batch, item, worker string, gen int64, claimed time.Time) (bool, error) {
 	msg, err := c.presenceNow().GetLastMsgForSubject(ctx, c.batchPresence(batch, worker))
 	if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -194,196 +189,4 @@ func atLeast(v, least string) bool {
 		}
 	}
 	return true
-}
-
-// The rate budget the workers of one provider account share, as
-// postgres.Budget shares it: each live worker of the account takes an equal
-// part of --share, re-split when one joins, ends, dies or has no claim left.
-
-// Budget is this worker's part of its account's budget, kept up to date
-// until the checkpoint is closed.
-type Budget struct {
-	c       *Checkpoint
-	prefix  string // the account's presence subjects, with a trailing dot
-	me      string // this worker's
-	apply   func(workers int)
-	notice  string // where a worker that goes idle or ends says so
-	subs    []*nats.Subscription
-	heard   chan struct{}
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
-	once    sync.Once
-	mu      sync.Mutex
-	workers int
-	idle    bool // holds no claim: its presence is taken back, and the others share without it
-}
-
-// ShareBudget makes this worker one of the live workers of account (an
-// identity of the provider account, never a secret) that share its limits.
-func (c *Checkpoint) ShareBudget(ctx context.Context, account string, apply func(workers int)) (*Budget, error) {
-	if c.presenceNow() == nil {
-		return nil, &Error{Op: "budget", Err: errors.New("a budget needs a worker (opened read only)")}
-	}
-	prefix := presenceSubject(c.loc.name) + ".account." + token(account) + "."
-	b := &Budget{c: c, prefix: prefix, me: prefix + token(c.Worker), notice: "refundkit." + c.loc.name + ".idle." + token(account),
-		apply: apply, heard: make(chan struct{}, 1), done: make(chan struct{})}
-	b.ctx, b.cancel = context.WithCancel(context.Background())
-	// Subscribe before joining: a worker that joins after this one counts
-	// is heard, one that joined before is counted.
-	hear := func(*nats.Msg) {
-		select {
-		case b.heard <- struct{}{}:
-		default:
-		}
-	}
-	for _, subject := range []string{prefix + ">", b.notice} {
-		sub, err := c.nc.Subscribe(subject, hear)
-		if err != nil {
-			b.end(false)
-			return nil, c.Wrap("budget", err)
-		}
-		b.subs = append(b.subs, sub)
-	}
-	if err := b.sayAlive(ctx); err != nil {
-		b.end(false)
-		return nil, c.Wrap("budget", err)
-	}
-	if err := b.recount(ctx); err != nil {
-		b.end(false)
-		return nil, c.Wrap("budget", err)
-	}
-	c.Mu.Lock()
-	c.budget = b
-	c.Mu.Unlock()
-	go b.loop()
-	return b, nil
-}
-
-// Workers is the number of live workers of the account as last counted.
-func (b *Budget) Workers() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.workers
-}
-
-func (b *Budget) sayAlive(ctx context.Context) error {
-	_, err := b.c.js.Publish(ctx, b.me, nil, jetstream.WithMsgTTL(max(b.c.Lease(), time.Second)))
-	return err
-}
-
-// sayIdle takes this worker's presence back: the others share without it.
-func (b *Budget) sayIdle(ctx context.Context) error {
-	if err := b.c.presenceNow().Purge(ctx, jetstream.WithPurgeSubject(b.me)); err != nil {
-		return err
-	}
-	// The purge is no message the others hear: tell them, outside the
-	// stream (a message under prefix would be kept as a worker's).
-	return b.c.nc.Publish(b.notice, nil)
-}
-
-// recount counts the account's live workers, this one always included,
-// and applies their number when it changed.
-func (b *Budget) recount(ctx context.Context) error {
-	info, err := b.c.presenceNow().Info(ctx, jetstream.WithSubjectFilter(b.prefix+">"))
-	if err != nil {
-		return err
-	}
-	n := 1
-	for subject := range info.State.Subjects {
-		if subject != b.me {
-			n++
-		}
-	}
-	b.mu.Lock()
-	changed := n != b.workers
-	b.workers = n
-	b.mu.Unlock()
-	if changed {
-		b.apply(n)
-	}
-	return nil
-}
-
-// loop says this worker is alive every third of a lease while it holds
-// claims (or has not worked yet), takes its presence back while it holds
-// none, and counts again when it hears another worker or every sixth of a
-// lease, until the budget ends.
-func (b *Budget) loop() {
-	defer close(b.done)
-	c := b.c
-	tick := time.NewTicker(checkpoint.IdleAfter / 5)
-	defer tick.Stop()
-	said, counted := time.Now(), time.Now()
-	var w checkpoint.Idle
-	for {
-		heard := false
-		select {
-		case <-b.ctx.Done():
-			return
-		case <-b.heard:
-			heard = true
-		case <-tick.C:
-		}
-		now := time.Now()
-		c.Mu.Lock()
-		held := len(c.Held)
-		worked := len(c.Left) > 0 || c.Written.Records > 0
-		c.Mu.Unlock()
-		b.mu.Lock()
-		idle := b.idle
-		b.mu.Unlock()
-		ctx, cancel := context.WithTimeout(b.ctx, max(c.Lease()/6, 100*time.Millisecond))
-		switch w.Step(now, held, worked, idle) {
-		case checkpoint.Holding:
-			if idle || now.Sub(said) >= c.Lease()/3 {
-				if b.sayAlive(ctx) == nil {
-					said = now
-					b.setIdle(false)
-				}
-			}
-		case checkpoint.GoIdle:
-			if b.sayIdle(ctx) == nil {
-				b.setIdle(true)
-			}
-		case checkpoint.Same:
-			// Not worked yet: it keeps its part, so that none sends
-			// before the others count it.
-			if !idle && now.Sub(said) >= c.Lease()/3 && b.sayAlive(ctx) == nil {
-				said = now
-			}
-		}
-		if heard || now.Sub(counted) >= c.Lease()/6 {
-			if b.recount(ctx) == nil {
-				counted = now
-			}
-		}
-		cancel()
-	}
-}
-
-func (b *Budget) setIdle(idle bool) {
-	b.mu.Lock()
-	b.idle = idle
-	b.mu.Unlock()
-}
-
-// end stops the loop, if it started, and takes this worker's presence
-// back.
-func (b *Budget) end(started bool) {
-	if b == nil {
-		return
-	}
-	b.once.Do(func() {
-		b.cancel()
-		for _, sub := range b.subs {
-			sub.Unsubscribe()
-		}
-		if started {
-			<-b.done
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), b.c.Margin()/3)
-		defer cancel()
-		b.sayIdle(ctx)
-	})
 }

@@ -20,22 +20,22 @@ type cached struct {
 	known bool
 }
 
-// Append writes recs, all of one item this run holds, as one new value of the
-// item under the revision its claim last wrote or read: a claim another run
-// took since fails with a *refund.LostClaimError, and nothing is written.
+// Append writes recs, of one held item, as one new value under the revision
+// its claim last saw: if another run took it since, nothing is written and
+// it is a *refund.LostClaimError.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if c.readOnly {
-		return &Error{Op: "append", Err: errors.New("the checkpoint was opened for reading only")}
+		return newError("append", errors.New("the checkpoint was opened for reading only"))
 	}
 	if len(recs) == 0 {
 		return nil
 	}
 	k := key{Batch: recs[0].Batch, Item: recs[0].Item}
 	c.Mu.Lock()
-	cl := c.Held[k]
-	if cl == nil {
+	cl, err := c.HeldClaim(k)
+	if err != nil {
 		c.Mu.Unlock()
-		return &refund.LostClaimError{Batch: k.Batch, Item: k.Item, Why: "this run holds no claim of it"}
+		return err
 	}
 	v := *cl.val
 	v.Records = slices.Clip(v.Records)
@@ -43,12 +43,12 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	for _, r := range recs {
 		if r.Batch != k.Batch || r.Item != k.Item {
 			c.Mu.Unlock()
-			return &Error{Op: "append", Err: errors.New("records of two items in one append: each item's value is written alone")}
+			return newError("append", errors.New("records of two items in one append: each item's value is written alone"))
 		}
 		line, err := journal.MarshalLine(nil, r)
 		if err != nil {
 			c.Mu.Unlock()
-			return &Error{Op: "append", Err: err}
+			return newError("append", err)
 		}
 		v.Records = append(v.Records, json.RawMessage(line[:len(line)-1]))
 		was := next
@@ -116,7 +116,7 @@ func (c *Checkpoint) credit(ctx context.Context, until func() time.Time, id stri
 	case err != nil:
 		return c.Wrap("credit refund "+id, err)
 	case ok && (ref.Batch != k.Batch || ref.Item != k.Item):
-		return &Error{Op: "credit refund " + id, Err: fmt.Errorf("the checkpoint credits it to item %q of batch %q already: a refund is one item's", ref.Item, ref.Batch)}
+		return newError("credit refund "+id, fmt.Errorf("the checkpoint credits it to item %q of batch %q already: a refund is one item's", ref.Item, ref.Batch))
 	}
 	return nil
 }
@@ -162,10 +162,9 @@ func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) 
 	return ref.Batch, ref.Item, ok, nil
 }
 
-// OnPayment returns the items, of every batch, that took the lock of a
-// payment among keys (every item does before its first call; Import
-// indexes imported ones), with the states their records fold to, in the
-// order they first took it. Items with no records are left out.
+// OnPayment returns the items with records, of every batch, that took the
+// lock of a payment among keys (Import indexes its own), with their states,
+// in the order they first took it.
 func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	if c.kv == nil || len(keys) == 0 {
 		return nil, nil
@@ -213,10 +212,10 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	k := key{Batch: batch, Item: item}
 	c.Mu.Lock()
-	cl := c.Held[k]
+	cl, err := c.HeldClaim(k)
 	c.Mu.Unlock()
-	if cl == nil {
-		return nil, &refund.LostClaimError{Batch: batch, Item: item, Why: "this run holds no claim of it"}
+	if err != nil {
+		return nil, err
 	}
 	me := lockValue{Batch: batch, Item: item, Gen: cl.val.Gen, Worker: c.Worker, Lease: int64(c.Lease())}
 	var taken []string
@@ -228,30 +227,17 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 	}
 	for _, p := range keys {
 		var w lockWatch
-		for {
-			if err := c.Holds(ctx, batch, item); err != nil {
-				giveUp()
-				return nil, err
-			}
+		err := c.Await(ctx, func() error { return c.Holds(ctx, batch, item) }, func() (got bool, err error) {
 			// Tried again through an outage while the lease may last.
-			var got bool
-			err := c.retry(ctx, c.claimUntil(cl, time.Now()), func(ctx context.Context) (err error) {
+			err = c.retry(ctx, c.claimUntil(cl, time.Now()), func(ctx context.Context) (err error) {
 				got, err = c.tryLock(ctx, p, me, &w)
 				return err
 			})
-			if err != nil {
-				giveUp()
-				return nil, c.Wrap("lock payment", err)
-			}
-			if got {
-				break
-			}
-			select {
-			case <-time.After(c.PollWait()):
-			case <-ctx.Done():
-				giveUp()
-				return nil, ctx.Err()
-			}
+			return got, c.Wrap("lock payment", err)
+		})
+		if err != nil {
+			giveUp()
+			return nil, err
 		}
 		taken = append(taken, p)
 		// Beaten from now on, while the next ones are waited for.
@@ -343,11 +329,9 @@ func (c *Checkpoint) claimEnded(v *itemValue, l *lockValue) (bool, error) {
 	return settled(st, known, false), nil
 }
 
-// fence ends the claim that holds payment p's lock l, whose holder renewed
-// nothing for a whole lease: its item's generation is bumped under the
-// revision read, as a later claim would, so its holder (paused, killed, cut
-// off) can write nothing more for it, intents included, and so send nothing
-// more.
+// fence ends the claim holding payment p's lock l, unrenewed for a lease:
+// bumping its item's generation under the revision read keeps its holder
+// (paused, killed, cut off) from writing, so from sending, anything more.
 func (c *Checkpoint) fence(ctx context.Context, p string, l *lockValue) (bool, error) {
 	ik := itemKey(l.Batch, l.Item)
 	var v itemValue

@@ -1,8 +1,7 @@
 package postgres
 
-// The rate budget the workers of one provider account share: each live worker
-// of the account on this checkpoint takes an equal part of the batch's
-// --share, and the parts are re-split when one joins, ends or dies.
+// The rate budget an account's live workers share in equal parts of --share,
+// re-split when one joins, ends or dies.
 
 import (
 	"context"
@@ -16,42 +15,26 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
-// budgetChannel is the NOTIFY channel on which a worker that joins or
-// ends names its account, so that the others re-split at once.
+// budgetChannel is where a worker that joins or ends NOTIFYs its account.
 const budgetChannel = "refundkit_budget"
 
-// Budget is this worker's part of its account's budget, kept up to date
-// until the checkpoint is closed. Checkpoint.ShareBudget starts it.
+// Budget is this worker's part of its account's budget, until Close.
 type Budget struct {
-	c        *Checkpoint
-	account  string
-	share    float64 // the whole batch's share of the account (--share)
-	apply    func(workers int)
-	conn     *pgxpool.Conn   // LISTENs on budgetChannel, and counts
-	ctx      context.Context // ends with end
-	cancel   context.CancelFunc
-	done     chan struct{}
-	watching sync.WaitGroup // watchIdle
-	once     sync.Once
-
-	mu      sync.Mutex
-	workers int
-	idle    bool // holds no claim: its part is 0, and the others share without it
+	checkpoint.Share // idle: its part is 0
+	c                *Checkpoint
+	account          string
+	share            float64         // the whole batch's share of the account (--share)
+	conn             *pgxpool.Conn   // LISTENs on budgetChannel, and counts
+	ctx              context.Context // ends with end
+	done             chan struct{}
+	watching         sync.WaitGroup // watchIdle
 }
 
-// ShareBudget makes this worker one of the live workers of account (an
-// identity of the provider account, never a secret: see the cli's
-// budgetAccount) that share share of its limits. apply is called with the
-// number of live workers of the account now, before ShareBudget returns
-// and again whenever it changes: at once when a worker starts or ends
-// cleanly (they NOTIFY), within two thirds of a lease and a sixth after a
-// worker dies or is paused (its last_seen goes stale: a third of a lease
-// is its heartbeat, a third more its slack). A paused worker that comes
-// back counts again at once, and counts the others as they are.
-//
-// A worker counts its account's live workers, itself always included:
-// those of the same account not stopped and seen within two thirds of
-// their own lease. The budget ends with Close.
+// ShareBudget makes this worker one of account's live workers (an identity,
+// never a secret) sharing share of its limits. apply hears their count now
+// and at each change: at once when one starts or ends (NOTIFY), within
+// 5/6 of a lease when one dies or pauses (its last_seen goes stale). A
+// worker counts itself always. The budget ends with Close.
 func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share float64, apply func(workers int)) (*Budget, error) {
 	if !c.Renewing() {
 		return nil, errors.New("postgres checkpoint: a budget needs a worker (opened read only)")
@@ -60,11 +43,10 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share floa
 	if err != nil {
 		return nil, c.Wrap("budget", err)
 	}
-	b := &Budget{c: c, account: account, share: share, apply: apply, conn: conn, done: make(chan struct{})}
-	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b := &Budget{c: c, account: account, share: share, conn: conn, done: make(chan struct{})}
+	b.ctx = b.Begin(apply)
 	fail := func(err error) (*Budget, error) {
-		b.cancel()
-		drop(conn)
+		b.End(func() { drop(conn) })
 		return nil, c.Wrap("budget", err)
 	}
 	// LISTEN before joining: a worker that joins after this one counted is
@@ -90,8 +72,7 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, share floa
 }
 
 // watchIdle gives this worker's part to the others while it holds no
-// claim, and takes it back as it claims again (checkpoint.Idle): at the
-// batch's end, the last items' workers go at the whole share.
+// claim (checkpoint.Idle): the last items' workers go at the whole share.
 func (b *Budget) watchIdle() {
 	defer b.watching.Done()
 	t := time.NewTicker(checkpoint.IdleAfter / 5)
@@ -104,13 +85,9 @@ func (b *Budget) watchIdle() {
 		case <-t.C:
 		}
 		b.c.Mu.Lock()
-		// It worked already if it gave an item back or wrote a record,
-		// however short its claims were.
 		held, worked := len(b.c.Held), len(b.c.Left) > 0 || b.c.Written.Records > 0
 		b.c.Mu.Unlock()
-		b.mu.Lock()
-		idle := b.idle
-		b.mu.Unlock()
+		idle := b.Idle()
 		switch w.Step(time.Now(), held, worked, idle) {
 		case checkpoint.Holding:
 			if idle {
@@ -125,10 +102,8 @@ func (b *Budget) watchIdle() {
 // setIdle records this worker idle (its part 0) or busy again (its part
 // as counted) and tells the others, who count again.
 func (b *Budget) setIdle(idle bool) {
-	b.mu.Lock()
-	b.idle = idle
-	part := b.share / float64(max(1, b.workers))
-	b.mu.Unlock()
+	b.SetIdle(idle)
+	part := b.share / float64(max(1, b.Workers()))
 	if idle {
 		part = 0
 	}
@@ -139,21 +114,12 @@ func (b *Budget) setIdle(idle bool) {
 		) SELECT pg_notify($4, $5)`, b.c.Worker, b.c.started, part, budgetChannel, b.account)
 }
 
-// Workers is the number of live workers of the account as last counted.
-func (b *Budget) Workers() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.workers
-}
-
-// budgetPoll is how often a worker counts its account's workers when no
-// one has told it of a change: a sixth of a lease, so that a dead
-// worker's part is taken up within a lease of its death.
+// budgetPoll is how often a worker counts unasked: a dead worker's part
+// is taken up within a lease.
 func (c *Checkpoint) budgetPoll() time.Duration { return max(c.Lease()/6, 100*time.Millisecond) }
 
-// loop waits for a notification from a worker of the account, or the
-// poll, and counts again; a worker woken late (it was paused, or starved)
-// tells the others it is back.
+// loop counts again at each notification of the account, or the poll; a
+// worker woken late (paused, starved) tells the others it is back.
 func (b *Budget) loop() {
 	defer close(b.done)
 	poll := b.c.budgetPoll()
@@ -188,8 +154,7 @@ func (b *Budget) loop() {
 }
 
 // reconnect replaces a listening connection the database dropped; false
-// when it cannot (the database is down: the next poll tries again, and
-// the part stays as it was).
+// when it cannot (the part stays; the next poll tries again).
 func (b *Budget) reconnect() bool {
 	if !b.conn.Conn().PgConn().IsClosed() {
 		return true
@@ -215,16 +180,14 @@ func (b *Budget) reconnect() bool {
 	return true
 }
 
-// liveWorkersSQL counts the live workers of account $1, worker $2 (with
-// lease $3) included: those not stopped, not idle (a part of 0: no claim
-// held) and seen within two thirds of their own lease.
+// liveWorkersSQL counts account $1's workers, $2 (lease $3) included, not
+// stopped, not idle (part 0) and seen within 2/3 of their own lease.
 const liveWorkersSQL = `SELECT 1 + count(*) FROM refundkit.workers
 	WHERE account = $1 AND worker <> $2 AND stopped_at IS NULL AND coalesce(budget_share, 1) > 0
 	  AND last_seen > clock_timestamp() - coalesce(lease, $3::interval) * 2 / 3`
 
-// recount counts the account's live workers and, when the count changed,
-// applies it and records this worker's part (workers.budget_share, for
-// audit and the operator).
+// recount counts the account's live workers and, when that changed,
+// applies it and records this worker's part (workers.budget_share).
 func (b *Budget) recount(ctx context.Context) error {
 	c := b.c
 	var n int
@@ -232,14 +195,9 @@ func (b *Budget) recount(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
-	changed := n != b.workers
-	b.workers = n
-	b.mu.Unlock()
-	if !changed {
+	if !b.Counted(n) {
 		return nil
 	}
-	b.apply(n)
 	// An idle worker's part stays 0: watchIdle alone moves it from or to 0.
 	_, err = b.conn.Exec(ctx, `UPDATE refundkit.workers SET budget_share = CASE WHEN budget_share = 0 THEN 0 ELSE $3::double precision END
 		WHERE worker = $1 AND started_at = $2`, c.Worker, c.started, b.share/float64(n))
@@ -252,8 +210,7 @@ func (b *Budget) end() {
 	if b == nil {
 		return
 	}
-	b.once.Do(func() {
-		b.cancel()
+	b.End(func() {
 		<-b.done
 		b.watching.Wait()
 		drop(b.conn)

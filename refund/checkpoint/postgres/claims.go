@@ -15,10 +15,8 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
-// Claim takes up to n items of the batches this run loaded that are open
-// (neither refunded nor failed for good; with retryHeld, held ones too), not
-// under another run's live lease and not released by this run before, in plan
-// order.
+// Claim takes, in plan order, up to n open items of this run's batches (held
+// ones too with retryHeld) not under another's live lease nor left by this run.
 func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund.Claimed, time.Duration, error) {
 	c.Mu.Lock()
 	batches := c.batches
@@ -124,9 +122,8 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	return out, 0, nil
 }
 
-// seenAtStart says which of the records that burned keys (by sequence number)
-// this run's start saw committed: the 500s it may send anew with
-// --resend-after-500.
+// seenAtStart says which key-burning records (by sequence) this run's start
+// saw committed: the 500s --resend-after-500 may send anew.
 func (c *Checkpoint) seenAtStart(ctx context.Context, burned map[key]int64) (map[int64]bool, error) {
 	before := map[int64]bool{}
 	if len(burned) == 0 {
@@ -152,9 +149,8 @@ func (c *Checkpoint) seenAtStart(ctx context.Context, burned map[key]int64) (map
 	return before, rows.Err()
 }
 
-// waitForOthers says how long to wait before claiming again when nothing was
-// claimable: 0 when no open item of these batches is left for this run or for
-// another, else 50 to 250 ms.
+// waitForOthers is how long to wait when nothing was claimable: 0 when no
+// open item is left for any run, else 50 to 250 ms.
 func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryHeld bool, doneB, doneI []string) (time.Duration, error) {
 	var left bool
 	err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refundkit.items
@@ -228,17 +224,13 @@ func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start ti
 	return start, "", nil
 }
 
-// LockPayments takes the locks of an item's payment keys, all or none in one
-// transaction, and waits while another item (of this run or another) holds
-// one; a lock whose lease ran out, or that an earlier holder of the same item
-// left, is taken over.
+// LockPayments takes the locks of an item's payment keys, all or none, and
+// waits while another item holds one; a lock whose lease ran out, or an
+// earlier claim of the same item left, is taken over.
 func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	k := key{Batch: batch, Item: item}
-	for {
-		if err := c.Holds(ctx, batch, item); err != nil {
-			return nil, err
-		}
+	err := c.Await(ctx, func() error { return c.Holds(ctx, batch, item) }, func() (bool, error) {
 		c.Mu.Lock()
 		var gen int64
 		if cl := c.Held[k]; cl != nil {
@@ -250,19 +242,12 @@ func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys 
 			// The database away: asked again while Holds says the
 			// claim may last. Taking a lock again is the same lock.
 			c.Unanswered(err)
-			got, err = false, nil
+			return false, nil
 		}
-		if err != nil {
-			return nil, c.Wrap("lock payment", err)
-		}
-		if got {
-			break
-		}
-		select {
-		case <-time.After(c.PollWait()):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+		return got, c.Wrap("lock payment", err)
+	})
+	if err != nil {
+		return nil, err
 	}
 	c.Mu.Lock()
 	var gen int64

@@ -3,7 +3,6 @@ package postgres
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,11 +13,11 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
-// Export writes the records of batches (all batches when none are named) as a
-// file journal holds them: the same record lines, in the order they were
-// written, each commit's lines followed by its commit line.
+// Export writes the records of batches (all when none are named) as a file
+// journal holds them: in written order, each commit followed by its line.
 func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) (records int, last int64, err error) {
 	if c.empty {
 		return 0, 0, nil
@@ -66,10 +65,8 @@ func (c *Checkpoint) Export(ctx context.Context, w io.Writer, batches []string) 
 	return records, last, bw.Flush()
 }
 
-// ExportPlans writes the plans the checkpoint stores for batches (all when
-// none are named) as a plan file holds them, one item a JSON line (its
-// canonical JSON, as loaded), batch by batch in plan order: what audit audits
-// the checkpoint's items against, as audit --plan does.
+// ExportPlans writes the stored plans of batches (all when none are named)
+// as a plan file, batch by batch in plan order: what audit checks against.
 func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []string) (items int, err error) {
 	if c.empty {
 		return 0, nil
@@ -96,16 +93,9 @@ func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []str
 	return items, bw.Flush()
 }
 
-// BusyError is an import refused because workers hold live claims in the
-// batches it would change, or wrote records since they were exported.
-type BusyError struct{ Why string }
-
-func (e *BusyError) Error() string { return "postgres checkpoint busy: " + e.Why }
-
 // Import replaces the records of every batch that r (a journal, named name in
 // errors) holds records of with r's records, in one transaction.
 func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last int64) (records int, batches []string, err error) {
-	sc := journal.NewScanner(r, name)
 	type row struct {
 		batch, item, line string
 	}
@@ -113,27 +103,19 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	seen := map[string]bool{}
 	state := journal.NewState()
 	var credits []credit
-	for sc.Scan() {
-		rec := sc.Record()
+	err = checkpoint.ScanJournal(r, name, func(rec *journal.Record, line string, _ int) {
 		if rec.Type == journal.TypeRefunded && rec.Refund != "" {
 			credits = append(credits, credit{rec.Refund, key{Batch: rec.Batch, Item: rec.Item}})
 		}
-		line, err := journal.MarshalLine(nil, rec)
-		if err != nil {
-			return 0, nil, err
-		}
-		rows = append(rows, row{rec.Batch, rec.Item, string(line[:len(line)-1])})
+		rows = append(rows, row{rec.Batch, rec.Item, line})
 		if !seen[rec.Batch] {
 			seen[rec.Batch] = true
 			batches = append(batches, rec.Batch)
 		}
 		state.Apply(rec)
-	}
-	if err := sc.Err(); err != nil {
+	})
+	if err != nil {
 		return 0, nil, err
-	}
-	if t := sc.Torn(); t != nil {
-		return 0, nil, fmt.Errorf("%s", t)
 	}
 	err = c.inTx(ctx, func(tx pgx.Tx) error {
 		for _, b := range batches {
@@ -153,14 +135,14 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 			return err
 		}
 		if live > 0 {
-			return &BusyError{Why: fmt.Sprintf("%d items of the batches imported are claimed by live workers (%s among them): import once they have stopped", live, *holder)}
+			return busy(fmt.Sprintf("%d items of the batches imported are claimed by live workers (%s among them): import once they have stopped", live, *holder))
 		}
 		var newer int64
 		if err := tx.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM refundkit.records WHERE batch = ANY($1)`, batches).Scan(&newer); err != nil {
 			return err
 		}
 		if newer > last {
-			return &BusyError{Why: "records were written to the batches imported while the merge ran: run the merge again"}
+			return busy("records were written to the batches imported while the merge ran: run the merge again")
 		}
 		if err := checkPlans(ctx, tx, batches, state, name, nil); err != nil {
 			return err
@@ -194,10 +176,8 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	return len(rows), batches, nil
 }
 
-// CheckJournal checks the records of the journal r (named name in errors)
-// against the plans the checkpoint stores for their batches, as Import does,
-// and writes nothing: an item they bind otherwise than its plan line is a
-// *refund.InputError at the line of the item's first record.
+// CheckJournal checks r's records against the stored plans, as Import does,
+// and writes nothing: a mismatch is a *refund.InputError at the item's first record.
 func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string) error {
 	sc := journal.NewScanner(r, name)
 	state := journal.NewState()
@@ -227,44 +207,9 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 	return c.Wrap("check "+name, err)
 }
 
-// checkPlans checks every item of batches that state holds records of
-// against the plan line the checkpoint stores for it, with
-// refund.CheckBinding, in one query: the first that differs (in the
-// order of the stored plans) is an *refund.InputError named name, at the
-// line lines gives for the item (none when lines is nil).
-func checkPlans(ctx context.Context, q querier, batches []string, state *journal.State, name string, lines map[key]int) error {
-	rows, err := q.Query(ctx, `SELECT batch, item, line, plan FROM refundkit.items WHERE batch = ANY($1) ORDER BY batch, line`, batches)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var batch, item, doc string
-		var planLine int64
-		if err := rows.Scan(&batch, &item, &planLine, &doc); err != nil {
-			return err
-		}
-		st, ok := state.Lookup(batch, item)
-		if !ok {
-			continue
-		}
-		var it refund.Item
-		if err := json.Unmarshal([]byte(doc), &it); err != nil {
-			return fmt.Errorf("item %q of batch %q: the plan stored does not decode: %w", item, batch, err)
-		}
-		if err := refund.CheckBinding(&it, st); err != nil {
-			return &refund.InputError{Name: name, Line: lines[key{Batch: batch, Item: item}],
-				Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", planLine, batch, err)}
-		}
-	}
-	return rows.Err()
-}
-
 // checkHolders refuses records that credit one refund to two items, among
-// themselves (journal-merge reports that as a conflict, and imports the merge
-// of the whole checkpoint), or to an item when the checkpoint credits it to
-// an item of a batch not imported: a refund is credited to one item, ever
-// (refund.Checkpoint.Holder).
+// themselves or against an item of a batch not imported: a refund is one
+// item's, ever (refund.Checkpoint.Holder).
 func checkHolders(ctx context.Context, tx pgx.Tx, batches []string, credits []credit, name string) error {
 	var ids []string
 	owner := map[string]key{}

@@ -17,11 +17,9 @@ import (
 // index to serve it.
 const paymentOfRecord = `coalesce(rec::jsonb->>'charge', rec::jsonb->>'payment_intent', rec::jsonb->>'capture', rec::jsonb->>'psp_reference')`
 
-// OnPayment returns the items, of every batch, whose intents or refunds name
-// a payment among keys, each with the state its records fold to, in the order
-// their first such record was committed: what every worker has committed, so
-// that an item another worker (or batch) sent on the payment holds this one
-// while the provider cannot show its refund.
+// OnPayment returns the items of every batch whose records name a payment
+// among keys, with their states, in commit order: another worker's item on
+// the payment holds this one while the provider cannot show its refund.
 func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	if c.empty || len(keys) == 0 {
 		return nil, nil
@@ -86,10 +84,8 @@ func (c *Checkpoint) onPayment(ctx context.Context, keys []string) ([]journal.Pa
 	return out, nil
 }
 
-// Holder returns the item whose records credit it with refund id, the
-// first one to when, against the rule, several do: what every worker has
-// committed, so that a refund one worker credited is never credited to
-// another item by another.
+// Holder returns the (first) item whose records credit it with refund id,
+// so that no worker credits it to another.
 func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) {
 	if c.empty || id == "" {
 		return "", "", false, nil

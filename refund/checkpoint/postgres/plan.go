@@ -3,6 +3,7 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -13,11 +14,9 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
-// loadBatch stores the plan of one batch, or checks it against the one
-// stored; either way every line whose item the checkpoint holds records of
-// is checked against the state they fold to (checkLines): records imported
-// before the plan, or written under it by an earlier build, bind their
-// items as a file journal's do.
+// loadBatch stores a batch's plan or checks it against the one stored, and
+// checks its lines against the records held of them (checkLines), which
+// bind their items as a file journal's do.
 func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund.PlanLine) error {
 	docs, digest, err := refund.PlanDocs(lines)
 	if err != nil {
@@ -110,10 +109,8 @@ func (c *Checkpoint) checkStored(ctx context.Context, batch string, lines []refu
 	return checkLines(batch, lines, state)
 }
 
-// checkLines checks every plan line of batch whose item state holds
-// records of against what they bind it to, with refund.CheckBinding (the
-// one check, as the engine makes it of a file journal's items): the first
-// that differs, in plan order, is an *refund.InputError at its line.
+// checkLines checks each line of batch against its item's records
+// (refund.CheckBinding): the first that differs is an *refund.InputError.
 func checkLines(batch string, lines []refund.PlanLine, state *journal.State) error {
 	for _, pl := range lines {
 		st, ok := state.Lookup(batch, pl.Item.Item)
@@ -131,6 +128,37 @@ func checkLines(batch string, lines []refund.PlanLine, state *journal.State) err
 		}
 	}
 	return nil
+}
+
+// checkPlans checks, in one query, the items state holds records of against
+// their stored plan lines (refund.CheckBinding): the first that differs is
+// an *refund.InputError at the line lines gives (none when nil).
+func checkPlans(ctx context.Context, q querier, batches []string, state *journal.State, name string, lines map[key]int) error {
+	rows, err := q.Query(ctx, `SELECT batch, item, line, plan FROM refundkit.items WHERE batch = ANY($1) ORDER BY batch, line`, batches)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var batch, item, doc string
+		var planLine int64
+		if err := rows.Scan(&batch, &item, &planLine, &doc); err != nil {
+			return err
+		}
+		st, ok := state.Lookup(batch, item)
+		if !ok {
+			continue
+		}
+		var it refund.Item
+		if err := json.Unmarshal([]byte(doc), &it); err != nil {
+			return fmt.Errorf("item %q of batch %q: the plan stored does not decode: %w", item, batch, err)
+		}
+		if err := refund.CheckBinding(&it, st); err != nil {
+			return &refund.InputError{Name: name, Line: lines[key{Batch: batch, Item: item}],
+				Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", planLine, batch, err)}
+		}
+	}
+	return rows.Err()
 }
 
 // planDiffers finds what differs between lines and the plan stored for

@@ -1,11 +1,7 @@
-// Package postgres is a refund checkpoint in PostgreSQL that many refund
-// runs, on many hosts, share (refund.Claims): the plan of a batch is loaded
-// once, each item is claimed by one run at a time under a lease, and every
-// record is written in the same journal lines a file journal holds, fenced
-// by the writer's claim.
-//
-// The tables live in the schema refundkit, created and migrated by Open
-// (schema.go; docs/postgres.md).
+// Package postgres is a refund checkpoint in PostgreSQL that many runs
+// share (refund.Claims): each item claimed by one run at a time under a
+// lease, its records the journal lines a file journal holds, fenced by the
+// claim's generation. Schema refundkit, migrated by Open (docs/postgres.md).
 package postgres
 
 import (
@@ -60,16 +56,12 @@ type claim struct {
 	payments int  // payment locks held for it (LockPayments)
 }
 
-// Open connects to the checkpoint at connString (a libpq URL; PG* environment
-// variables fill in what it leaves out), migrates its schema and, unless
-// readOnly, registers this run as a worker and starts renewing its claims.
-func Open(ctx context.Context, connString string, opts Options, readOnly bool) (*Checkpoint, error) {
-	cfg, err := pgxpool.ParseConfig(connString)
+// Open connects to connString (a libpq URL, PG* filling gaps), migrates the
+// schema and, unless readOnly, registers this worker and starts renewing.
+func Open(ctx context.Context, connString string, opts Options, readOnly bool) (_ *Checkpoint, err error) {
+	cfg, err := parseConfig(connString)
 	if err != nil {
-		for _, pw := range passwordsIn(connString) {
-			err = refund.Scrub(err, pw)
-		}
-		return nil, &ConfigError{URL: Redact(connString), Err: err}
+		return nil, err
 	}
 	c := &Checkpoint{states: map[string]*journal.State{}}
 	c.Init(&opts, "the database does not answer", "the database answers again", newError)
@@ -83,8 +75,12 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	if err != nil {
 		return nil, c.Wrap("connect", err)
 	}
+	defer func() {
+		if err != nil {
+			c.pool.Close()
+		}
+	}()
 	if err := c.pool.Ping(ctx); err != nil {
-		c.pool.Close()
 		return nil, c.Wrap("connect", err)
 	}
 	if readOnly {
@@ -93,17 +89,14 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 		v, err := schemaVersion(ctx, c.pool)
 		switch {
 		case err != nil:
-			c.pool.Close()
 			return nil, c.Wrap("schema", err)
 		case v > SchemaVersion:
-			c.pool.Close()
 			return nil, c.Wrap("schema", fmt.Errorf("the checkpoint's schema is version %d, newer than this build's %d: use a newer refundkit", v, SchemaVersion))
 		}
 		c.empty = v == 0
 		return c, nil
 	}
 	if err := migrate(ctx, c.pool); err != nil {
-		c.pool.Close()
 		return nil, c.Wrap("schema", err)
 	}
 	host, _ := os.Hostname()
@@ -116,11 +109,9 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 		WHERE w.stopped_at IS NOT NULL OR w.last_seen < clock_timestamp() - $4::interval
 		RETURNING started_at`, c.Worker, host, os.Getpid(), opts.Lease.String()).Scan(&c.started)
 	if errors.Is(err, pgx.ErrNoRows) {
-		c.pool.Close()
 		return nil, &refund.WorkerNameError{Worker: c.Worker}
 	}
 	if err != nil {
-		c.pool.Close()
 		return nil, c.Wrap("register worker", err)
 	}
 	// Records committed from now on are this run's time: a key another
@@ -128,7 +119,6 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	// A snapshot, not the highest sequence number: those are drawn at
 	// insert, not in commit order.
 	if err := c.pool.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&c.startSnap); err != nil {
-		c.pool.Close()
 		return nil, c.Wrap("open", err)
 	}
 	c.StartRenewing(func(bool) {
@@ -139,16 +129,12 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 	return c, nil
 }
 
-// Migrate creates or migrates the checkpoint's schema at connString and
-// does nothing else: for a rig, or a role allowed DDL preparing a database
-// that workers without it use.
+// Migrate creates or migrates the schema at connString, nothing else: for a
+// role allowed DDL preparing a database for workers without it.
 func Migrate(ctx context.Context, connString string) error {
-	cfg, err := pgxpool.ParseConfig(connString)
+	cfg, err := parseConfig(connString)
 	if err != nil {
-		for _, pw := range passwordsIn(connString) {
-			err = refund.Scrub(err, pw)
-		}
-		return &ConfigError{URL: Redact(connString), Err: err}
+		return err
 	}
 	c := &Checkpoint{} // for wrap's scrubbing
 	c.Init(&Options{}, "", "", newError)
@@ -162,6 +148,18 @@ func Migrate(ctx context.Context, connString string) error {
 		return c.Wrap("connect", err)
 	}
 	return c.Wrap("schema", migrate(ctx, pool))
+}
+
+// parseConfig parses connString; an error is a *ConfigError without its passwords.
+func parseConfig(connString string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		for _, pw := range passwordsIn(connString) {
+			err = refund.Scrub(err, pw)
+		}
+		return nil, &ConfigError{URL: Redact(connString), Err: err}
+	}
+	return cfg, nil
 }
 
 // secretsOf are the secrets of a connection, scrubbed from every error: its
@@ -212,17 +210,14 @@ func (c *Checkpoint) close() {
 	c.pool.Close()
 }
 
-// Error is a failure of the checkpoint database, named by what was being
-// done; it never holds the password.
-type Error struct {
-	Op  string
-	Err error
-}
+// Error is a failure of the checkpoint database; BusyError an import refused.
+type (
+	Error     = checkpoint.Error
+	BusyError = checkpoint.BusyError
+)
 
-func (e *Error) Error() string { return "postgres checkpoint: " + e.Op + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-func newError(op string, err error) error { return &Error{Op: op, Err: err} }
+func newError(op string, err error) error { return &Error{Backend: "postgres", Op: op, Err: err} }
+func busy(why string) error               { return &BusyError{Backend: "postgres", Why: why} }
 
 // ConfigError is a connection string that does not parse: a usage error.
 type ConfigError struct {

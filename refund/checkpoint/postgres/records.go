@@ -13,12 +13,11 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// Append writes recs, each of an item this run holds a claim of, in one
-// transaction: the journal lines a file journal would hold, each fenced by
-// its claim's generation.
+// Append writes recs, each of a held item, in one transaction, each line
+// fenced by its claim's generation.
 func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	if !c.Renewing() {
-		return &Error{Op: "append", Err: fmt.Errorf("the checkpoint was opened for reading only")}
+		return newError("append", fmt.Errorf("the checkpoint was opened for reading only"))
 	}
 	type write struct {
 		k        key
@@ -31,15 +30,15 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	c.Mu.Lock()
 	for _, r := range recs {
 		k := key{Batch: r.Batch, Item: r.Item}
-		cl := c.Held[k]
-		if cl == nil {
+		cl, err := c.HeldClaim(k)
+		if err != nil {
 			c.Mu.Unlock()
-			return &refund.LostClaimError{Batch: r.Batch, Item: r.Item, Why: "this run holds no claim of it"}
+			return err
 		}
 		line, err := journal.MarshalLine(nil, r)
 		if err != nil {
 			c.Mu.Unlock()
-			return &Error{Op: "append", Err: err}
+			return newError("append", err)
 		}
 		var w *write
 		for _, x := range writes {

@@ -52,8 +52,7 @@ var migrations = []string{
 		last_seen  timestamptz NOT NULL DEFAULT clock_timestamp(),
 		stopped_at timestamptz
 	);`,
-	// 2: the payment locks, so that two items of one payment are never
-	// looked up and sent at once by two runs.
+	// 2: payment locks: two items of one payment are never sent at once.
 	`CREATE TABLE refundkit.payment_locks (
 		payment     text PRIMARY KEY,
 		batch       text NOT NULL,
@@ -63,22 +62,16 @@ var migrations = []string{
 		lease_until timestamptz NOT NULL
 	);
 	CREATE INDEX payment_locks_item ON refundkit.payment_locks (batch, item);`,
-	// 3: records by the refund they credit, so that a refund is never
-	// credited to two items (Checkpoint.Holder).
+	// 3: records by the refund they credit: one item's ever (Holder).
 	`CREATE INDEX records_refund ON refundkit.records ((rec::jsonb->>'refund')) WHERE rec::jsonb->>'type' = 'refunded';`,
-	// 4: the transaction that wrote each record, so that a worker tells
-	// the records its start saw committed (its snapshot then) from later
-	// ones: sequence numbers are drawn before commit, not in commit
-	// order.
+	// 4: each record's transaction, to tell what a worker's start saw
+	// committed (sequence numbers are drawn before commit, not in order).
 	`ALTER TABLE refundkit.records ADD COLUMN xact xid8;
 	ALTER TABLE refundkit.records ALTER COLUMN xact SET DEFAULT pg_current_xact_id();
 	ALTER TABLE refundkit.workers ADD COLUMN batches text[];
 	ALTER TABLE refundkit.items ADD COLUMN released_by text[] NOT NULL DEFAULT '{}';`,
-	// 5: Adyen's notifications as its receiver (adyen-webhook) accepted
-	// them (refund/provider/adyen/notes): one row per dedup key (event
-	// code, pspReference, success), so that receivers behind one load
-	// balancer keep a retried notification once; refund events apart from
-	// the others, which are kept, never read by refundkit.
+	// 5: Adyen's notifications as adyen-webhook accepted them, one row per
+	// dedup key so that receivers behind one balancer keep a retry once.
 	`CREATE TABLE refundkit.adyen_notifications (
 		seq                bigint GENERATED ALWAYS AS IDENTITY,
 		dedup_key          text PRIMARY KEY,
@@ -92,16 +85,13 @@ var migrations = []string{
 	CREATE INDEX adyen_notifications_original ON refundkit.adyen_notifications (original_reference, seq);
 	CREATE UNIQUE INDEX adyen_notifications_seq ON refundkit.adyen_notifications (seq);
 	CREATE TABLE refundkit.adyen_other_notifications (LIKE refundkit.adyen_notifications INCLUDING ALL);`,
-	// 6: the rate budget the workers of one provider account share
-	// (budget.go): each worker's account (an identity, never a secret),
-	// its lease (how long its last_seen may be old before it counts as
-	// gone) and the part of the account's limits it takes now.
+	// 6: the shared rate budget (budget.go): each worker's account, lease
+	// (how stale its last_seen may be) and part of the account's limits.
 	`ALTER TABLE refundkit.workers ADD COLUMN account text, ADD COLUMN lease interval, ADD COLUMN budget_share double precision;
 	CREATE INDEX workers_account ON refundkit.workers (account) WHERE stopped_at IS NULL;`,
-	// 7: the intents and refunds of each payment, whatever batch or item
-	// made them, so that an item another batch or item sent on the
-	// payment holds one a provider without a full look-up (Adyen) would
-	// otherwise be sent again (Checkpoint.OnPayment, payments.go).
+	// 7: the intents and refunds of each payment, of any batch, so that
+	// another item's send holds this one (OnPayment) where a provider
+	// cannot look the refund up (Adyen).
 	`CREATE INDEX records_payment ON refundkit.records ((coalesce(rec::jsonb->>'charge', rec::jsonb->>'payment_intent', rec::jsonb->>'capture', rec::jsonb->>'psp_reference')))
 		WHERE rec::jsonb->>'type' IN ('intent', 'refunded');`,
 }

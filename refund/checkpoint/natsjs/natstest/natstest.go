@@ -1,8 +1,6 @@
-// Package natstest starts throwaway NATS servers with JetStream on
-// loopback, for tests and rigs: the real nats-server binary (NATS_SERVER_BIN,
-// which make test installs pinned, or nats-server on PATH), its store in a
-// temp dir, killed and restarted at will on the same ports. StartCluster
-// starts several, routed into one JetStream cluster.
+// Package natstest starts throwaway nats-servers with JetStream on loopback
+// for tests and rigs (NATS_SERVER_BIN, or nats-server on PATH), killed and
+// restarted at will on the same ports; StartCluster routes several into one.
 package natstest
 
 import (
@@ -26,12 +24,8 @@ import (
 
 // Options configure a Server.
 type Options struct {
-	// SyncAlways sets sync_interval: always (the setting refundkit asks of
-	// a single server); else the server's default (2 minutes).
-	SyncAlways bool
-	// Dir holds the store and the config (default: a new temp dir, removed
-	// by Stop).
-	Dir string
+	SyncAlways bool   // sync_interval: always, as refundkit asks of one server
+	Dir        string // the store and config (default: a temp dir Stop removes)
 }
 
 // Server is a running nats-server.
@@ -42,10 +36,8 @@ type Server struct {
 	exited         chan struct{}
 	logs           *lockedBuffer
 	Port, Monitor  int
-	// Name and ClusterPort are a cluster node's server_name and route
-	// port (StartCluster); "" and 0 for a server alone.
-	Name        string
-	ClusterPort int
+	Name           string // a cluster node's server_name; "" alone
+	ClusterPort    int
 }
 
 // Binary is the nats-server to run: NATS_SERVER_BIN, else nats-server on
@@ -85,13 +77,8 @@ func newServer(dir string, clustered bool) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin, dir: dir}
-	if s.dir == "" {
-		if s.dir, err = os.MkdirTemp("", "natstest"); err != nil {
-			return nil, err
-		}
-		s.ownDir = true
-	} else if err := os.MkdirAll(s.dir, 0o700); err != nil {
+	s := &Server{bin: bin}
+	if s.dir, s.ownDir, err = makeDir(dir, "natstest"); err != nil {
 		return nil, err
 	}
 	ports := []*int{&s.Port, &s.Monitor}
@@ -122,6 +109,15 @@ func (s *Server) writeConf(syncAlways bool, cluster string) error {
 	b.WriteString(cluster)
 	s.conf = filepath.Join(s.dir, "nats.conf")
 	return os.WriteFile(s.conf, []byte(b.String()), 0o600)
+}
+
+// makeDir makes dir, or a temp dir (own) when dir is "".
+func makeDir(dir, pattern string) (_ string, own bool, err error) {
+	if dir == "" {
+		dir, err = os.MkdirTemp("", pattern)
+		return dir, true, err
+	}
+	return dir, false, os.MkdirAll(dir, 0o700)
 }
 
 // freePort is a loopback port free a moment ago.
@@ -272,15 +268,9 @@ func (s *Server) Stop() error {
 
 // ClusterOptions configure a Cluster.
 type ClusterOptions struct {
-	// Nodes is how many servers (default 3: a stream of 3 replicas keeps
-	// its writes through the loss of one).
-	Nodes int
-	// SyncAlways sets sync_interval: always on every node; else the
-	// server's default, as refundkit allows for 3 replicas.
-	SyncAlways bool
-	// Dir holds a directory per node (default: a new temp dir, removed by
-	// Stop).
-	Dir string
+	Nodes      int    // default 3: 3 replicas keep their writes through the loss of one
+	SyncAlways bool   // sync_interval: always on every node
+	Dir        string // a directory per node (default: a temp dir Stop removes)
 }
 
 // Cluster is nodes of one JetStream cluster on loopback, each with its own
@@ -300,18 +290,14 @@ func StartCluster(opts ClusterOptions) (*Cluster, error) {
 	if opts.Nodes <= 0 {
 		opts.Nodes = 3
 	}
-	c := &Cluster{dir: opts.Dir}
-	if c.dir == "" {
-		var err error
-		if c.dir, err = os.MkdirTemp("", "natstest-cluster"); err != nil {
-			return nil, err
-		}
-		c.ownDir = true
+	c := &Cluster{}
+	var err error
+	if c.dir, c.ownDir, err = makeDir(opts.Dir, "natstest-cluster"); err != nil {
+		return nil, err
 	}
 	// A cluster that has not elected its meta leader in time (a port
 	// taken between its choice and its bind, a machine too busy for the
 	// election's timers) is started again on new ports: 3 tries.
-	var err error
 	for try := 1; try <= 3; try++ {
 		if err = c.start(opts, try); err == nil {
 			return c, nil
@@ -361,24 +347,19 @@ func (c *Cluster) start(opts ClusterOptions, try int) error {
 	return nil
 }
 
-// URL is the nats:// URL of checkpoint name on the cluster, naming every
-// node: a client goes on with another when one is down.
-func (c *Cluster) URL(name string) string {
+// URL is the nats:// URL of checkpoint name naming every node: a client
+// goes on with another when one is down.
+func (c *Cluster) URL(name string) string { return "nats://" + c.hosts("") + "/" + name }
+
+// Servers is the nodes' client URLs as nats.Connect takes them.
+func (c *Cluster) Servers() string { return c.hosts("nats://") }
+
+func (c *Cluster) hosts(scheme string) string {
 	hosts := make([]string, len(c.Nodes))
 	for i, s := range c.Nodes {
-		hosts[i] = fmt.Sprintf("127.0.0.1:%d", s.Port)
+		hosts[i] = fmt.Sprintf("%s127.0.0.1:%d", scheme, s.Port)
 	}
-	return "nats://" + strings.Join(hosts, ",") + "/" + name
-}
-
-// Servers is the nodes' client URLs, comma-separated, as nats.Connect
-// takes them.
-func (c *Cluster) Servers() string {
-	urls := make([]string, len(c.Nodes))
-	for i, s := range c.Nodes {
-		urls[i] = fmt.Sprintf("nats://127.0.0.1:%d", s.Port)
-	}
-	return strings.Join(urls, ",")
+	return strings.Join(hosts, ",")
 }
 
 // streamInfo asks any node that answers about stream.

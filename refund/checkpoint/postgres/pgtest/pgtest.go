@@ -1,22 +1,12 @@
 // Package pgtest runs throwaway PostgreSQL servers for tests, the chaos rig
-// and scripts: each Server is a fresh cluster (initdb) in its own directory
-// under os.TempDir(), reachable over a unix socket in that directory (as
-// the superuser postgres, no password) and over TCP on 127.0.0.1 at a free
-// port (password auth, SCRAM), and gone again after Stop.
+// and scripts: each Server is a fresh cluster (initdb) in its own temp
+// directory, reachable over a unix socket there (superuser postgres, no
+// password) and over TCP on 127.0.0.1 (SCRAM), gone after Stop. As root the
+// binaries run as the postgres user, who initdb requires. A package's tests
+// share one server (Main, Shared) and take a fresh database each (NewDB).
 //
-// The server binaries are found without PATH (see Start). As root they run
-// as the postgres user, since initdb and postgres refuse to run as root;
-// otherwise they run as the calling user.
-//
-// A package's tests share one server through Main and Shared, and take a
-// fresh database each with NewDB.
-//
-// Leftovers: if the process that started a server dies without calling
-// Stop (a crash, a test timeout, SIGKILL), a watchdog process started with
-// the server notices at once (its stdin pipe from this process closes) and
-// stops the server and removes its directory. The next Start in any
-// process also removes the directories of servers whose process is gone,
-// in case the watchdog was killed too.
+// A server whose process dies without Stop is stopped and removed by its
+// watchdog (its stdin pipe closes), or else by the next Start's sweep.
 package pgtest
 
 import (
@@ -41,15 +31,12 @@ import (
 
 // Options tune a server. The zero value is what tests want.
 type Options struct {
-	// Fsync keeps fsync on, for runs that measure durable writes (the
-	// bench).
-	Fsync bool
+	Fsync bool // keep fsync on, for the bench's durable writes
 	// MaxConnections is the server's max_connections; 0 means 200.
 	MaxConnections int
 }
 
-// Server is a running throwaway cluster. Its methods are safe for
-// concurrent use.
+// Server is a running throwaway cluster, safe for concurrent use.
 type Server struct {
 	bin      string   // directory of initdb, pg_ctl, postgres
 	owner    *account // the user the server runs as; nil: this process's user
@@ -64,12 +51,8 @@ type Server struct {
 }
 
 const (
-	// dirPrefix names every server's directory, followed by the pid of
-	// the process that owns it (for the sweep of leftovers).
-	dirPrefix = "refundkit-pg-"
-	// portTries is how many free ports Start tries: another process can
-	// take the one picked between picking it and the server binding it.
-	portTries = 5
+	dirPrefix = "refundkit-pg-" // then the owner's pid, for the sweep of leftovers
+	portTries = 5               // another process may take a free port before the server binds it
 )
 
 // Start creates and starts a fresh cluster.
@@ -166,12 +149,9 @@ fsync = %s
 
 func (s *Server) appendFile(path, text string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
-	}
-	_, err = f.WriteString(text)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		_, err = f.WriteString(text)
+		err = errors.Join(err, f.Close())
 	}
 	if err != nil {
 		return fmt.Errorf("pgtest: %w", err)
@@ -326,9 +306,7 @@ func (s *Server) CreateRole(ctx context.Context, name, password string) error {
 	return nil
 }
 
-// Restart stops the server (fast: open transactions roll back, clients are
-// disconnected) and starts it again on the same data, socket and port: the
-// "database restarted mid-batch" case.
+// Restart is Down then Up: the "database restarted mid-batch" case.
 func (s *Server) Restart() error {
 	if err := s.Down(); err != nil {
 		return err
@@ -336,27 +314,21 @@ func (s *Server) Restart() error {
 	return s.Up()
 }
 
-// Down stops the server (fast shutdown) but keeps its data, socket directory
-// and port, so a test can see the database unreachable for as long as it
-// likes; Up brings it back.
-func (s *Server) Down() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return errors.New("pgtest: Down after Stop")
-	}
-	return s.stopLocked("fast")
-}
+// Down stops the server (fast shutdown) but keeps its data, socket and
+// port, unreachable until Up.
+func (s *Server) Down() error { return s.halt("Down", "fast") }
 
-// Crash stops the server the way a crash would (immediate shutdown: no
-// checkpoint; committed work survives through WAL recovery on Up).
-func (s *Server) Crash() error {
+// Crash stops the server as a crash would: committed work survives through
+// WAL recovery on Up.
+func (s *Server) Crash() error { return s.halt("Crash", "immediate") }
+
+func (s *Server) halt(op, mode string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		return errors.New("pgtest: Crash after Stop")
+		return errors.New("pgtest: " + op + " after Stop")
 	}
-	return s.stopLocked("immediate")
+	return s.stopLocked(mode)
 }
 
 // Up starts a server stopped by Down or Crash on the same data, socket and
@@ -396,17 +368,10 @@ func (s *Server) Stop() error {
 	return err
 }
 
-// shared is the server Main started for the package's tests.
-var shared *Server
+var shared *Server // Main's
 
-// Main runs a package's tests against one server shared by all of them;
-// call it as the package's TestMain:
-//
-//	func TestMain(m *testing.M) { pgtest.Main(m) }
-//
-// It stops the server after the tests. When no server can start it says
-// why on stderr and exits 1: the PostgreSQL tests fail, never skip, so
-// `make test` cannot pass without them.
+// Main, as a package's TestMain, runs its tests against one shared server.
+// A server that cannot start fails the tests (exit 1), never skips them.
 func Main(m *testing.M) {
 	os.Exit(runMain(m))
 }
@@ -432,8 +397,7 @@ func runMain(m *testing.M) int {
 	return code
 }
 
-// Shared is the server Main started. It panics when the package's
-// TestMain does not call Main: a programming error, not a skip.
+// Shared is the server Main started; it panics without Main.
 func Shared() *Server {
 	if shared == nil {
 		panic("pgtest.Shared: the package's TestMain must call pgtest.Main(m)")
@@ -441,11 +405,10 @@ func Shared() *Server {
 	return shared
 }
 
-// dbSeq keeps NewDB's names unique within the process.
-var dbSeq atomic.Int64
-
-// notIdent is what may not appear in NewDB's database names.
-var notIdent = regexp.MustCompile(`[^a-z0-9_]+`)
+var (
+	dbSeq    atomic.Int64 // NewDB's names unique in the process
+	notIdent = regexp.MustCompile(`[^a-z0-9_]+`)
+)
 
 // NewDB creates a fresh database on the shared server for t, named after the
 // test, and returns its URL.
