@@ -20,15 +20,14 @@ func (e *syntaxError) Error() string { return e.msg }
 
 // decodeLine parses a line strictly (unknown or repeated fields, wrong types,
 // Validate): canonical lines on a fast path, the rest through encoding/json,
-// to the same Record. str holds line's bytes; the fast path takes strings from it.
-func decodeLine(line []byte, str string, r *Record) error {
-	if ok, _ := decodeFast(line, str, r); !ok {
-		return decodeJSON(line, r)
+// to the same Record. str holds line's bytes; the fast path takes strings
+// from it. canonical: line is byte for byte what MarshalLine writes.
+func decodeLine(line []byte, str string, r *Record) (canonical bool, err error) {
+	ok, canonical := decodeFast(line, str, r)
+	if !ok {
+		return false, decodeJSON(line, r)
 	}
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	return nil
+	return canonical, r.Validate()
 }
 
 // DecodeLine decodes one complete line as strictly as a Scanner: the same
@@ -36,7 +35,8 @@ func decodeLine(line []byte, str string, r *Record) error {
 // as line, and r's strings may share it.
 func DecodeLine(line []byte, str string, r *Record) error {
 	*r = Record{}
-	return decodeLine(line, str, r)
+	_, err := decodeLine(line, str, r)
+	return err
 }
 
 var recordFields = [...]string{

@@ -23,7 +23,6 @@ type merger struct {
 	group   dedupGroup
 	seq     int // records after deduplication, in merge order
 	scratch []byte
-	rec     Record // a record decoded again from its line
 
 	// At most one is set, each on an index of its own: outcomes finds
 	// conflicts; learn follows items for compaction, keep writes what it keeps.
@@ -149,14 +148,7 @@ func (m *merger) fix(i int) {
 
 func (m *merger) take(s *mergeSource, w *framer) error {
 	h := &s.head
-	rec := h.rec // sorted in memory; streamed: decoded again only if needed
-	if rec == nil && (!h.canonical || m.learn != nil || m.keep != nil) {
-		var err error
-		if rec, err = h.record(&m.rec); err != nil {
-			return fmt.Errorf("%s:%d: %w", s.name, h.lineNo, err)
-		}
-	}
-	line := h.line
+	rec, line := h.rec, h.line
 	if !h.canonical {
 		var err error
 		if m.scratch, err = MarshalLine(m.scratch[:0], rec); err != nil {
@@ -173,7 +165,7 @@ func (m *merger) take(s *mergeSource, w *framer) error {
 	at := location{s.input, h.lineNo}
 	switch {
 	case m.outcomes != nil:
-		if o, ok := h.outcome(rec); ok {
+		if o, ok := outcomeOf(rec); ok {
 			m.outcomes.add(o, at)
 		}
 	case m.learn != nil && rec.Type != TypeCanceled: // canceled records are all kept
@@ -287,7 +279,7 @@ func keepsLine(path string, n int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	rd := NewReader(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{Workers: 1, heads: true})
+	rd := NewReader(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{Workers: 1})
 	defer rd.Close()
 	for rd.Next() {
 		if rd.Line(rd.spanLen()-1) >= n {
@@ -342,7 +334,7 @@ func firstStepBack(path string) (int, error) {
 		}
 		t, ok, _ := parseTime(string(ts))
 		if !ok {
-			if decodeLine(line, string(line), &r) != nil {
+			if _, err := decodeLine(line, string(line), &r); err != nil {
 				return 0, nil
 			}
 			t = r.Time

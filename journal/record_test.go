@@ -195,7 +195,7 @@ func TestDecodeLine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var r Record
 			line := []byte(tt.line)
-			err := decodeLine(line, tt.line, &r)
+			_, err := decodeLine(line, tt.line, &r)
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("decodeLine(%s) = %v", tt.line, err)
