@@ -91,7 +91,7 @@ func (r *Record) Validate() error {
 		if r.Key == "" || r.Attempt < 1 {
 			return fmt.Errorf("intent without key or attempt")
 		}
-		if r.Charge == "" && r.PaymentIntent == "" && r.Capture == "" && r.PSPReference == "" {
+		if r.payments() == [4]string{} {
 			return fmt.Errorf("intent without charge, payment_intent, capture or psp_reference")
 		}
 	case TypeRefunded, TypeCanceled:
@@ -106,6 +106,10 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("unknown record type %q", r.Type)
 	}
 	return nil
+}
+
+func (r *Record) payments() [4]string {
+	return [4]string{r.Charge, r.PaymentIntent, r.Capture, r.PSPReference}
 }
 
 // VersionError is a record of a format this build does not know.
