@@ -302,29 +302,6 @@ func TestParseTimeMatchesTime(t *testing.T) {
 	}
 }
 
-// TestLessUTCForm: comparing timestamps as text, as the merge's order check
-// does, orders them as their instants.
-func TestLessUTCForm(t *testing.T) {
-	rng := rand.New(rand.NewPCG(11, 12))
-	stamp := func() string {
-		frac := []string{"", ".5", ".05", ".123456789", ".1", ".10000001"}[rng.IntN(6)]
-		return fmt.Sprintf("2024-05-%02dT12:00:%02d%sZ", 1+rng.IntN(2), rng.IntN(2), frac)
-	}
-	for range 5000 {
-		a, b := stamp(), stamp()
-		ta, _, _ := parseTime(a)
-		tb, _, _ := parseTime(b)
-		if !isUTCForm([]byte(a)) || lessUTCForm([]byte(a), []byte(b)) != ta.Before(tb) {
-			t.Fatalf("lessUTCForm(%s, %s) = %v, want %v", a, b, lessUTCForm([]byte(a), []byte(b)), ta.Before(tb))
-		}
-	}
-	for _, bad := range []string{"2024-05-01T12:00:00", "2024-05-01T12:00:00.Z", "2024-05-01T12:00:00+02:00", "2024-05-01 12:00:00Z", "2024-0x-01T12:00:00Z"} {
-		if isUTCForm([]byte(bad)) {
-			t.Errorf("isUTCForm(%s) = true", bad)
-		}
-	}
-}
-
 // TestPSPReferenceRoundTrip: an Adyen payment's psp_reference, journaled,
 // reads back the same through the fast path, encoding/json, and a journal
 // reopened, where it binds the item.
