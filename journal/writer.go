@@ -17,8 +17,8 @@ import (
 
 // Options tune a Writer.
 type Options struct {
-	// NoGroupCommit: every Append writes and fsyncs alone (the benchmark
-	// baseline).
+	// NoGroupCommit: every Append is a commit of its own, written and
+	// fsynced alone (the benchmark baseline).
 	NoGroupCommit bool
 }
 
@@ -63,8 +63,6 @@ type Writer struct {
 	size    int64 // bytes written and fsynced
 	framed  bool  // the file ends in a commit line; only the I/O path changes it
 	flushed chan struct{}
-
-	ioMu sync.Mutex // NoGroupCommit: one Append at a time does I/O
 
 	appends, records, fsyncs atomic.Int64
 }
@@ -111,11 +109,7 @@ func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 func (k *FileKind) NewWriter(f *os.File, path string, info os.FileInfo, size int64, opts Options) *Writer {
 	w := &Writer{kind: k, path: path, f: f, info: info, noGroup: opts.NoGroupCommit, size: size, flushed: make(chan struct{})}
 	w.work = sync.NewCond(&w.mu)
-	if w.noGroup {
-		close(w.flushed)
-	} else {
-		go w.flusher()
-	}
+	go w.flusher()
 	return w
 }
 
@@ -160,10 +154,6 @@ func (w *Writer) Append(recs ...*Record) error {
 // are written and fsynced (or why not); done, if set, runs first, in the
 // order of the Appends.
 func (w *Writer) AppendLines(buf []byte, done func()) (wait func() error) {
-	if w.noGroup {
-		err := w.appendAlone(buf, done)
-		return func() error { return err }
-	}
 	w.mu.Lock()
 	if err := w.usable(); err != nil {
 		w.mu.Unlock()
@@ -171,7 +161,8 @@ func (w *Writer) AppendLines(buf []byte, done func()) (wait func() error) {
 	}
 	var c *commit
 	for line := range bytes.Lines(buf) {
-		if n := len(w.pending); n > 0 && len(w.pending[n-1].buf)+len(line) <= maxCommit {
+		// NoGroupCommit joins only the Append's own commit.
+		if n := len(w.pending); n > 0 && (!w.noGroup || c != nil) && len(w.pending[n-1].buf)+len(line) <= maxCommit {
 			c = w.pending[n-1]
 		} else {
 			c = &commit{buf: w.spare[:0], done: make(chan struct{})}
@@ -202,33 +193,6 @@ func (w *Writer) usable() error {
 		return ErrClosed
 	}
 	return nil
-}
-
-func (w *Writer) appendAlone(buf []byte, done func()) error {
-	w.ioMu.Lock()
-	defer w.ioMu.Unlock()
-	w.mu.Lock()
-	err := w.usable()
-	w.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	var c commit
-	for line := range bytes.Lines(buf) {
-		if len(c.buf)+len(line) > maxCommit && c.records > 0 {
-			if err := w.writeCommit(&c); err != nil {
-				return err
-			}
-			c.buf, c.records = c.buf[:0], 0
-		}
-		c.buf = append(c.buf, line...)
-		c.records++
-	}
-	c.appends = 1
-	if done != nil {
-		c.dones = []func(){done}
-	}
-	return w.writeCommit(&c)
 }
 
 // flusher writes and fsyncs the oldest pending commit, while later Appends
@@ -340,8 +304,6 @@ func (w *Writer) Close() error {
 	w.work.Broadcast()
 	w.mu.Unlock()
 	<-w.flushed
-	w.ioMu.Lock() // NoGroupCommit: wait for the Append doing I/O
-	defer w.ioMu.Unlock()
 	if err := w.f.Close(); err != nil {
 		return fmt.Errorf("%s %s: %w", w.kind.What, w.path, err)
 	}
