@@ -59,36 +59,24 @@ func fieldIndex(name string) int {
 func decodeJSON(line []byte, r *Record) error {
 	*r = Record{}
 	if !json.Valid(line) {
-		var v any
-		err := json.Unmarshal(line, &v)
-		msg := "not JSON"
-		if err != nil {
-			msg = "not JSON: " + jsonMessage(err)
-		}
-		return &syntaxError{msg + snippet(line)}
+		return &syntaxError{"not JSON: " + jsonMessage(json.Unmarshal(line, new(any))) + snippet(line)}
 	}
 	if t := bytes.TrimLeft(line, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return &syntaxError{"not a JSON object" + snippet(line)}
 	}
+	// Valid JSON: the tokens read without error.
 	dec := json.NewDecoder(bytes.NewReader(line))
-	if _, err := dec.Token(); err != nil { // '{'
-		return &syntaxError{"not JSON: " + jsonMessage(err)}
-	}
+	dec.Token() // '{'
 	var (
 		seen    uint32
 		version json.RawMessage
 		problem string
 	)
 	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return &syntaxError{"not JSON: " + jsonMessage(err)}
-		}
+		tok, _ := dec.Token()
 		key, _ := tok.(string)
 		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return &syntaxError{"not JSON: " + jsonMessage(err)}
-		}
+		dec.Decode(&raw)
 		i := fieldIndex(key)
 		switch {
 		case i < 0:
