@@ -414,30 +414,16 @@ func (s *State) get(i uint32) ItemState {
 func (s *State) put(i uint32, was, st *ItemState) {
 	sl := s.slot(i)
 	strs := &s.idx.strs
-	old := sl.flags
-	flags := old &^ (flagKeyBurned | flagSent | flagSentFull | flagSentSpilled | flagRebound)
-	if st.Rebound {
-		flags |= flagRebound
-	}
+	flags := sl.flags
 	sl.status, sl.amount, sl.sentAt = st.Status, st.Amount, st.SentAt
-	if st.KeyBurned {
-		flags |= flagKeyBurned
-	}
-	if st.Sent {
-		flags |= flagSent
-	}
-	if st.SentAmount == 0 {
-		flags |= flagSentFull
-	}
-	if spill(&s.sentAmounts, i, st.SentAmount, st.SentAmount == 0 || st.SentAmount == st.Amount, old&flagSentSpilled != 0) {
-		flags |= flagSentSpilled
-	}
+	setFlag(&flags, flagRebound, st.Rebound)
+	setFlag(&flags, flagKeyBurned, st.KeyBurned)
+	setFlag(&flags, flagSent, st.Sent)
+	setFlag(&flags, flagSentFull, st.SentAmount == 0)
+	setFlag(&flags, flagSentSpilled, spill(&s.sentAmounts, i, st.SentAmount, st.SentAmount == 0 || st.SentAmount == st.Amount, flags&flagSentSpilled != 0))
 	if st.Attempt != was.Attempt {
 		sl.attempt = int8(st.Attempt)
-		flags &^= flagAttemptSpilled
-		if spill(&s.attempts, i, st.Attempt, int(sl.attempt) == st.Attempt, old&flagAttemptSpilled != 0) {
-			flags |= flagAttemptSpilled
-		}
+		setFlag(&flags, flagAttemptSpilled, spill(&s.attempts, i, st.Attempt, int(sl.attempt) == st.Attempt, flags&flagAttemptSpilled != 0))
 	}
 	if st.Contradiction != was.Contradiction {
 		spill(&s.contras, i, st.Contradiction, st.Contradiction == "", was.Contradiction != "")
@@ -457,18 +443,12 @@ func (s *State) put(i uint32, was, st *ItemState) {
 	if text, before := codeOf(st), codeOf(was); text != before {
 		code := s.codes.ID(text)
 		sl.code = uint16(code)
-		flags &^= flagCodeSpilled
-		if spill(&s.texts, i, text, uint32(sl.code) == code, old&flagCodeSpilled != 0) {
-			flags |= flagCodeSpilled
-		}
+		setFlag(&flags, flagCodeSpilled, spill(&s.texts, i, text, uint32(sl.code) == code, flags&flagCodeSpilled != 0))
 	}
 	if st.SentCurrency != was.SentCurrency {
 		cur := s.codes.ID(st.SentCurrency)
 		sl.currency = uint16(cur)
-		flags &^= flagCurrencySpilled
-		if spill(&s.currencies, i, st.SentCurrency, uint32(sl.currency) == cur, old&flagCurrencySpilled != 0) {
-			flags |= flagCurrencySpilled
-		}
+		setFlag(&flags, flagCurrencySpilled, spill(&s.currencies, i, st.SentCurrency, uint32(sl.currency) == cur, flags&flagCurrencySpilled != 0))
 	}
 	if p := st.payments(); p != was.payments() {
 		kind := max(slices.IndexFunc(p[:], func(s string) bool { return s != "" }), 0)
@@ -485,6 +465,14 @@ func codeOf(st *ItemState) string {
 		return st.Currency
 	}
 	return st.Code
+}
+
+func setFlag(flags *uint8, f uint8, on bool) {
+	if on {
+		*flags |= f
+	} else {
+		*flags &^= f
+	}
 }
 
 // spill keeps v in m under i when the slot cannot hold it (!fits), drops
