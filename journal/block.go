@@ -29,12 +29,9 @@ type block struct {
 // parsed is a block's records: its most memory, given back once only its
 // bytes are needed.
 type parsed struct {
-	recs    []Record   // the record lines, in order; strings point into data
-	canon   []bool     // per record: its line is what MarshalLine writes
-	hashes  []uint64   // per record: the hash of its item, when asked for
-	heads   []lineHead // per record, instead of recs: what a merge reads of it
-	nrec    int
-	scratch Record
+	recs   []Record // the record lines, in order; strings point into data
+	canon  []bool   // per record: its line is what MarshalLine writes
+	hashes []uint64 // per record: the hash of its item, when asked for
 }
 
 type lineKind uint8
@@ -94,8 +91,7 @@ func (b *block) endOffset(i int) int64 {
 // parse decodes every line and checks the commit lines whose records all
 // lie in the block. Record strings point into data.
 func (b *block) parse(opts *ReadOptions) {
-	b.ends, b.recs, b.canon, b.hashes, b.heads, b.marks = b.ends[:0], b.recs[:0], b.canon[:0], b.hashes[:0], b.heads[:0], b.marks[:0]
-	b.nrec = 0
+	b.ends, b.recs, b.canon, b.hashes, b.marks = b.ends[:0], b.recs[:0], b.canon[:0], b.hashes[:0], b.marks[:0]
 	if b.long {
 		b.ends = append(b.ends, 0)
 		m := mark{kind: lineLong, err: errLong}
@@ -106,7 +102,7 @@ func (b *block) parse(opts *ReadOptions) {
 		return
 	}
 	data := b.data
-	if cap(b.recs) == 0 && !opts.heads { // a record line takes 160 bytes and more
+	if cap(b.recs) == 0 { // a record line takes 160 bytes and more
 		b.recs = make([]Record, 0, len(data)/160+1)
 	}
 	run, fromStart := 0, true // the first line of the run of records before this line; the run began the block
@@ -125,7 +121,7 @@ func (b *block) parse(opts *ReadOptions) {
 				continue
 			}
 		}
-		m := mark{line: int32(i), recs: int32(b.nrec)}
+		m := mark{line: int32(i), recs: int32(len(b.recs))}
 		switch n, crc, isCommit, ok := parseCommit(line); {
 		case nl < 0:
 			m.kind, m.err = lineUnended, errUnended
@@ -153,36 +149,20 @@ func (b *block) parse(opts *ReadOptions) {
 }
 
 func (b *block) decode(line []byte, opts *ReadOptions) error {
-	r := &b.scratch // heads alone: the record is decoded again if needed
-	if !opts.heads {
-		k := len(b.recs)
-		if k < cap(b.recs) {
-			b.recs = b.recs[:k+1]
-		} else {
-			b.recs = append(b.recs, Record{})
-		}
-		r = &b.recs[k]
-	}
-	ok, canonical := decodeFast(line, unsafe.String(unsafe.SliceData(line), len(line)), r)
-	var err error
-	if ok {
-		err = r.Validate()
+	k := len(b.recs)
+	if k < cap(b.recs) {
+		b.recs = b.recs[:k+1]
 	} else {
-		err = decodeJSON(line, r)
+		b.recs = append(b.recs, Record{})
 	}
+	canonical, err := decodeLine(line, unsafe.String(unsafe.SliceData(line), len(line)), &b.recs[k])
 	if err != nil {
-		if !opts.heads {
-			b.recs = b.recs[:len(b.recs)-1]
-		}
+		b.recs = b.recs[:k]
 		return err
 	}
-	b.nrec++
-	b.canon = append(b.canon, ok && canonical)
+	b.canon = append(b.canon, canonical)
 	if opts.ItemHash != nil {
-		b.hashes = append(b.hashes, opts.ItemHash(r.Item))
-	}
-	if opts.heads {
-		b.heads = append(b.heads, headOf(r, b.data, ok && canonical))
+		b.hashes = append(b.hashes, opts.ItemHash(b.recs[k].Item))
 	}
 	return nil
 }

@@ -20,15 +20,14 @@ func (e *syntaxError) Error() string { return e.msg }
 
 // decodeLine parses a line strictly (unknown or repeated fields, wrong types,
 // Validate): canonical lines on a fast path, the rest through encoding/json,
-// to the same Record. str holds line's bytes; the fast path takes strings from it.
-func decodeLine(line []byte, str string, r *Record) error {
-	if ok, _ := decodeFast(line, str, r); !ok {
-		return decodeJSON(line, r)
+// to the same Record. str holds line's bytes; the fast path takes strings
+// from it. canonical: line is byte for byte what MarshalLine writes.
+func decodeLine(line []byte, str string, r *Record) (canonical bool, err error) {
+	ok, canonical := decodeFast(line, str, r)
+	if !ok {
+		return false, decodeJSON(line, r)
 	}
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	return nil
+	return canonical, r.Validate()
 }
 
 // DecodeLine decodes one complete line as strictly as a Scanner: the same
@@ -36,7 +35,8 @@ func decodeLine(line []byte, str string, r *Record) error {
 // as line, and r's strings may share it.
 func DecodeLine(line []byte, str string, r *Record) error {
 	*r = Record{}
-	return decodeLine(line, str, r)
+	_, err := decodeLine(line, str, r)
+	return err
 }
 
 var recordFields = [...]string{
@@ -59,36 +59,24 @@ func fieldIndex(name string) int {
 func decodeJSON(line []byte, r *Record) error {
 	*r = Record{}
 	if !json.Valid(line) {
-		var v any
-		err := json.Unmarshal(line, &v)
-		msg := "not JSON"
-		if err != nil {
-			msg = "not JSON: " + jsonMessage(err)
-		}
-		return &syntaxError{msg + snippet(line)}
+		return &syntaxError{"not JSON: " + jsonMessage(json.Unmarshal(line, new(any))) + snippet(line)}
 	}
 	if t := bytes.TrimLeft(line, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return &syntaxError{"not a JSON object" + snippet(line)}
 	}
+	// Valid JSON: the tokens read without error.
 	dec := json.NewDecoder(bytes.NewReader(line))
-	if _, err := dec.Token(); err != nil { // '{'
-		return &syntaxError{"not JSON: " + jsonMessage(err)}
-	}
+	dec.Token() // '{'
 	var (
 		seen    uint32
 		version json.RawMessage
 		problem string
 	)
 	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return &syntaxError{"not JSON: " + jsonMessage(err)}
-		}
+		tok, _ := dec.Token()
 		key, _ := tok.(string)
 		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return &syntaxError{"not JSON: " + jsonMessage(err)}
-		}
+		dec.Decode(&raw)
 		i := fieldIndex(key)
 		switch {
 		case i < 0:

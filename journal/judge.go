@@ -267,7 +267,7 @@ func recordInside(line []byte) int {
 		}
 		i += j
 		var r Record
-		err := decodeLine(line[i:], string(line[i:]), &r)
+		_, err := decodeLine(line[i:], string(line[i:]), &r)
 		if err == nil || errors.As(err, new(*VersionError)) {
 			return i
 		}

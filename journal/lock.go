@@ -24,15 +24,21 @@ type FileKind struct {
 	// WrapOpen puts "What path: " before an open's error.
 	Dangling, WrapOpen bool
 	Vanished, Replaced string // why opening, or locking, failed maxOpenTries times
+	// WriteFailed is a Writer's failed write or fsync, returned from then on.
+	WriteFailed func(path string, err error) error
+	// Framed is the journal's format: a commit line ends every write of its
+	// Writer, which then checks that the path still names the file.
+	Framed bool
 }
 
 var journalFile = &FileKind{
 	What:     "journal",
 	Locked:   func(path string) error { return &LockedError{Path: path} },
 	NotFile:  func(path string, mode fs.FileMode, _ bool) error { return notFile(path, mode) },
-	Dangling: true, WrapOpen: true,
-	Vanished: "created and removed again while being opened: is another program doing so?",
-	Replaced: fmt.Sprintf("replaced %d times while being locked", maxOpenTries),
+	Dangling: true, WrapOpen: true, Framed: true,
+	Vanished:    "created and removed again while being opened: is another program doing so?",
+	Replaced:    fmt.Sprintf("replaced %d times while being locked", maxOpenTries),
+	WriteFailed: func(path string, err error) error { return &WriteError{Path: path, Err: err} },
 }
 
 // Lock is a journal held for writing: its file open, with the exclusive

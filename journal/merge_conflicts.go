@@ -31,15 +31,10 @@ type outcome struct {
 // one kind are compared (a backfill names a charge where the item's intent
 // named its payment intent).
 func paymentKey(r *Record) string {
-	switch {
-	case r.Charge != "":
-		return "c:" + r.Charge
-	case r.PaymentIntent != "":
-		return "i:" + r.PaymentIntent
-	case r.Capture != "":
-		return "p:" + r.Capture
-	case r.PSPReference != "":
-		return "a:" + r.PSPReference
+	for k, p := range r.payments() {
+		if p != "" {
+			return "cipa"[k:k+1] + ":" + p
+		}
 	}
 	return ""
 }

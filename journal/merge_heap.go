@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // merger is one pass over the inputs in merge order.
@@ -23,7 +24,6 @@ type merger struct {
 	group   dedupGroup
 	seq     int // records after deduplication, in merge order
 	scratch []byte
-	rec     Record // a record decoded again from its line
 
 	// At most one is set, each on an index of its own: outcomes finds
 	// conflicts; learn follows items for compaction, keep writes what it keeps.
@@ -54,9 +54,16 @@ func (m *merger) run(out io.Writer) (MergeReport, error) {
 		s.letGo = m.group.release
 		m.sources = append(m.sources, s)
 		m.report.Inputs[i] = MergeInput{Path: p, OutOfOrder: !m.inOrder[i]}
-		if err := m.push(s); err != nil {
+		if ok, err := s.advance(); err != nil {
 			return m.report, err
+		} else if ok {
+			m.heap = append(m.heap, s)
+		} else {
+			m.finish(s)
 		}
+	}
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.fix(i)
 	}
 	var w *framer
 	if out != nil {
@@ -96,27 +103,6 @@ func (m *merger) run(out io.Writer) (MergeReport, error) {
 	return m.report, nil
 }
 
-func (m *merger) push(s *mergeSource) error {
-	ok, err := s.advance()
-	if err != nil {
-		return err
-	}
-	if !ok {
-		m.finish(s)
-		return nil
-	}
-	m.heap = append(m.heap, s)
-	for i := len(m.heap) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !m.before(m.heap[i], m.heap[parent]) {
-			break
-		}
-		m.heap[i], m.heap[parent] = m.heap[parent], m.heap[i]
-		i = parent
-	}
-	return nil
-}
-
 func (m *merger) finish(s *mergeSource) {
 	m.report.Inputs[s.input].Records = s.count
 	m.report.Inputs[s.input].Torn = s.torn
@@ -149,14 +135,7 @@ func (m *merger) fix(i int) {
 
 func (m *merger) take(s *mergeSource, w *framer) error {
 	h := &s.head
-	rec := h.rec // sorted in memory; streamed: decoded again only if needed
-	if rec == nil && (!h.canonical || m.learn != nil || m.keep != nil) {
-		var err error
-		if rec, err = h.record(&m.rec); err != nil {
-			return fmt.Errorf("%s:%d: %w", s.name, h.lineNo, err)
-		}
-	}
-	line := h.line
+	rec, line := h.rec, h.line
 	if !h.canonical {
 		var err error
 		if m.scratch, err = MarshalLine(m.scratch[:0], rec); err != nil {
@@ -173,7 +152,7 @@ func (m *merger) take(s *mergeSource, w *framer) error {
 	at := location{s.input, h.lineNo}
 	switch {
 	case m.outcomes != nil:
-		if o, ok := h.outcome(rec); ok {
+		if o, ok := outcomeOf(rec); ok {
 			m.outcomes.add(o, at)
 		}
 	case m.learn != nil && rec.Type != TypeCanceled: // canceled records are all kept
@@ -287,7 +266,7 @@ func keepsLine(path string, n int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	rd := NewReader(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{Workers: 1, heads: true})
+	rd := NewReader(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{Workers: 1})
 	defer rd.Close()
 	for rd.Next() {
 		if rd.Line(rd.spanLen()-1) >= n {
@@ -308,14 +287,11 @@ func firstStepBack(path string) (int, error) {
 	br := bufio.NewReaderSize(f, 1<<20)
 	var (
 		prev     tsKey
-		prevZ    []byte // the previous ts when in UTC form, compared as text
 		havePrev bool
 		r        Record
 		long     []byte
-		n        int // lines read
 	)
-	for {
-		n++
+	for n := 1; ; n++ {
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			long = append(long[:0], line...)
@@ -333,107 +309,32 @@ func firstStepBack(path string) (int, error) {
 			continue // framing: no ts
 		}
 		ts := quickTS(line)
-		if prevZ != nil && isUTCForm(ts) {
-			if lessUTCForm(ts, prevZ) {
-				return n, nil
-			}
-			prevZ = append(prevZ[:0], ts...)
-			continue
-		}
-		t, ok, _ := parseTime(string(ts))
+		t, ok, _ := parseTime(unsafe.String(unsafe.SliceData(ts), len(ts)))
 		if !ok {
-			if decodeLine(line, string(line), &r) != nil {
+			if _, err := decodeLine(line, string(line), &r); err != nil {
 				return 0, nil
 			}
 			t = r.Time
-		}
-		if prevZ != nil {
-			p, _, _ := parseTime(string(prevZ))
-			prev, prevZ = keyOf(p), nil
 		}
 		k := keyOf(t)
 		if havePrev && k.less(prev) {
 			return n, nil
 		}
 		prev, havePrev = k, true
-		if ok && isUTCForm(ts) {
-			prevZ = append(prevZ[:0], ts...)
-		}
 	}
 }
 
-// quickTS finds a line's ts without decoding it: where MarshalLine puts
-// it, else after the first "ts":" (a quote in a string is escaped). Nil if none.
+// quickTS finds a line's ts without decoding it: after the first "ts":"
+// (a quote in a string is escaped). Nil if none.
 func quickTS(line []byte) []byte {
-	const head = `{"v":1,"type":"`
-	i := -1
-	if len(line) > len(head) && string(line[:len(head)]) == head {
-		if q := bytes.IndexByte(line[len(head):], '"'); q >= 0 {
-			if at := len(head) + q; bytes.HasPrefix(line[at:], []byte(`","ts":"`)) {
-				i = at + len(`","ts":"`)
-			}
-		}
-	}
+	i := bytes.Index(line, []byte(`"ts":"`))
 	if i < 0 {
-		if i = bytes.Index(line, []byte(`"ts":"`)); i < 0 {
-			return nil
-		}
-		i += len(`"ts":"`)
+		return nil
 	}
+	i += len(`"ts":"`)
 	j := bytes.IndexByte(line[i:], '"')
 	if j < 0 {
 		return nil
 	}
 	return line[i : i+j]
-}
-
-// isUTCForm: ts is 2006-01-02T15:04:05[.9*]Z, ordered as text (lessUTCForm).
-func isUTCForm(ts []byte) bool {
-	n := len(ts)
-	if n < 20 || n > 30 || ts[n-1] != 'Z' || (n > 20 && (ts[19] != '.' || n == 21)) {
-		return false
-	}
-	for i, c := range ts[:n-1] {
-		switch i {
-		case 4, 7:
-			if c != '-' {
-				return false
-			}
-		case 10:
-			if c != 'T' {
-				return false
-			}
-		case 13, 16:
-			if c != ':' {
-				return false
-			}
-		case 19:
-		default:
-			if c < '0' || c > '9' {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// lessUTCForm compares date and time as text, the fractions padded with zeros.
-func lessUTCForm(a, b []byte) bool {
-	if c := bytes.Compare(a[:19], b[:19]); c != 0 {
-		return c < 0
-	}
-	fa, fb := a[19:len(a)-1], b[19:len(b)-1] // "" or ".ddd"
-	for i := 1; i < 10; i++ {
-		da, db := byte('0'), byte('0')
-		if i < len(fa) {
-			da = fa[i]
-		}
-		if i < len(fb) {
-			db = fb[i]
-		}
-		if da != db {
-			return da < db
-		}
-	}
-	return false
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -147,24 +146,6 @@ func TestMergeConflictsAcrossBatches(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("compact %v: %d conflicts, want %d; first %q, want %q", compact, len(got), len(want), got[:min(1, len(got))], want[0])
-		}
-	}
-}
-
-// TestSpan32: a head keeps where an outcome's strings lie in its block in
-// 32 bits only when they fit (else the merge decodes the line again),
-// never wrapped around to other bytes.
-func TestSpan32(t *testing.T) {
-	for _, tt := range []struct {
-		off, n int
-		ok     bool
-	}{
-		{0, 0, true}, {5, 3, true}, {math.MaxInt32 - 2, 2, true},
-		{math.MaxInt32 - 1, 2, false}, {math.MaxInt32 + 1, 0, false}, {1 << 40, 1, false}, {-1, 1, false}, {1, -1, false},
-	} {
-		at, ok := span32(tt.off, tt.n)
-		if ok != tt.ok || ok && (int(at[0]) != tt.off || int(at[1]) != tt.n) {
-			t.Errorf("span32(%d, %d) = %v, %v; want ok %v", tt.off, tt.n, at, ok, tt.ok)
 		}
 	}
 }

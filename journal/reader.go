@@ -23,8 +23,6 @@ type ReadOptions struct {
 	InFlight int
 	// ItemHash, when set, hashes every record's item on the workers (Hashes).
 	ItemHash func(item string) uint64
-	// heads: keep what a merge reads of each record instead (Records empty).
-	heads bool
 }
 
 // Reader streams the records of a journal: blocks of whole lines (source)
@@ -206,7 +204,7 @@ func (rd *Reader) Next() bool {
 
 // Records of the current span, and their strings, are valid until Next.
 func (rd *Reader) Records() []Record {
-	if rd.cur.b == nil || rd.opts.heads {
+	if rd.cur.b == nil {
 		return nil
 	}
 	return rd.cur.b.recs[rd.cur.rec : rd.cur.rec+rd.cur.n]
@@ -351,7 +349,7 @@ func (s *Scanner) Scan() bool {
 	b, k, i := s.rd.at(s.k)
 	str := string(b.recordLine(i))
 	rec := new(Record)
-	if err := decodeLine(unsafe.Slice(unsafe.StringData(str), len(str)), str, rec); err != nil {
+	if _, err := decodeLine(unsafe.Slice(unsafe.StringData(str), len(str)), str, rec); err != nil {
 		*rec = b.recs[k] // cannot happen: the line decoded before
 	}
 	s.rec, s.line, s.off = rec, b.firstLine+i, b.start+int64(b.lineStart(i))

@@ -85,7 +85,7 @@ func referenceRead(data []byte) readOutcome {
 		case isCommit:
 			l.kind, l.err = lineBad, errors.New("commit line not understood"+snippet(content))
 		default:
-			if err := decodeLine(content, string(content), &r); err != nil {
+			if _, err := decodeLine(content, string(content), &r); err != nil {
 				l.kind, l.err = lineBad, err
 				if errors.As(err, new(*VersionError)) {
 					l.kind = lineVersion

@@ -91,7 +91,7 @@ func (r *Record) Validate() error {
 		if r.Key == "" || r.Attempt < 1 {
 			return fmt.Errorf("intent without key or attempt")
 		}
-		if r.Charge == "" && r.PaymentIntent == "" && r.Capture == "" && r.PSPReference == "" {
+		if r.payments() == [4]string{} {
 			return fmt.Errorf("intent without charge, payment_intent, capture or psp_reference")
 		}
 	case TypeRefunded, TypeCanceled:
@@ -106,6 +106,10 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("unknown record type %q", r.Type)
 	}
 	return nil
+}
+
+func (r *Record) payments() [4]string {
+	return [4]string{r.Charge, r.PaymentIntent, r.Capture, r.PSPReference}
 }
 
 // VersionError is a record of a format this build does not know.
@@ -172,56 +176,16 @@ func appendField(dst []byte, key, s string) []byte {
 	return appendString(append(dst, key...), s)
 }
 
-// appendString quotes s exactly as encoding/json does.
+// appendString quotes s exactly as encoding/json does, by hand when
+// nothing in it needs escaping (the ids and codes of nearly every record).
 func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
-			i++
-			start = i
-			continue
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b >= utf8.RuneSelf || b == '"' || b == '\\' || b == '<' || b == '>' || b == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(dst, q...)
 		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case c == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case c == '\u2028' || c == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(append(append(dst, '"'), s...), '"')
 }
 
 // LockedError: another writer or tool, in any process, holds the journal.

@@ -98,7 +98,7 @@ type slot struct {
 	target   arena.Ref // the charge, payment intent, capture or psp_reference (kind)
 	sentAt   int64
 	attempt  int8
-	kind     targetKind
+	kind     uint8  // of target: its index in payments
 	code     uint16 // id in codes of Code; once refunded (Code is then ""), of Currency
 	currency uint16 // id in codes of SentCurrency
 	status   Status
@@ -114,15 +114,6 @@ const (
 	flagSentSpilled           // SentAmount is in State.sentAmounts; else it is amount
 	flagCodeSpilled           // Code (Currency once refunded) is in State.texts
 	flagRebound               // Rebound
-)
-
-type targetKind uint8
-
-const (
-	targetCharge targetKind = iota
-	targetIntent
-	targetCapture
-	targetPSPReference
 )
 
 // NewState returns an empty state.
@@ -216,7 +207,7 @@ func Next(st ItemState, r *Record) ItemState {
 		// another run changes that, only how that refund ended.
 		return st
 	}
-	if st.Charge == "" && st.PaymentIntent == "" && st.Capture == "" && st.PSPReference == "" {
+	if st.payments() == [4]string{} {
 		st.Charge, st.PaymentIntent, st.Capture, st.PSPReference = r.Charge, r.PaymentIntent, r.Capture, r.PSPReference
 	}
 	switch r.Type {
@@ -314,10 +305,19 @@ func withoutID(ids, id string) string {
 // rebinds reports a record naming another payment of the kind st is
 // bound to; a record of the other kind (a backfill) says nothing.
 func rebinds(st *ItemState, r *Record) bool {
-	return st.Charge != "" && r.Charge != "" && r.Charge != st.Charge ||
-		st.PaymentIntent != "" && r.PaymentIntent != "" && r.PaymentIntent != st.PaymentIntent ||
-		st.Capture != "" && r.Capture != "" && r.Capture != st.Capture ||
-		st.PSPReference != "" && r.PSPReference != "" && r.PSPReference != st.PSPReference
+	bound, named := st.payments(), r.payments()
+	for k, p := range bound {
+		if p != "" && named[k] != "" && named[k] != p {
+			return true
+		}
+	}
+	return false
+}
+
+// payments are an item's payment fields, in their order on disk; the
+// first one set is its target.
+func (st *ItemState) payments() [4]string {
+	return [4]string{st.Charge, st.PaymentIntent, st.Capture, st.PSPReference}
 }
 
 // hasRefund: the statuses whose Currency is set and Code is not.
@@ -403,16 +403,7 @@ func (s *State) get(i uint32) ItemState {
 	} else {
 		st.Code = text
 	}
-	switch sl.kind {
-	case targetIntent:
-		st.PaymentIntent = strs.Get(sl.target)
-	case targetCapture:
-		st.Capture = strs.Get(sl.target)
-	case targetPSPReference:
-		st.PSPReference = strs.Get(sl.target)
-	default:
-		st.Charge = strs.Get(sl.target)
-	}
+	*[...]*string{&st.Charge, &st.PaymentIntent, &st.Capture, &st.PSPReference}[sl.kind] = strs.Get(sl.target)
 	if sl.flags&flagCurrencySpilled != 0 {
 		st.SentCurrency = s.currencies[i]
 	}
@@ -423,30 +414,16 @@ func (s *State) get(i uint32) ItemState {
 func (s *State) put(i uint32, was, st *ItemState) {
 	sl := s.slot(i)
 	strs := &s.idx.strs
-	old := sl.flags
-	flags := old &^ (flagKeyBurned | flagSent | flagSentFull | flagSentSpilled | flagRebound)
-	if st.Rebound {
-		flags |= flagRebound
-	}
+	flags := sl.flags
 	sl.status, sl.amount, sl.sentAt = st.Status, st.Amount, st.SentAt
-	if st.KeyBurned {
-		flags |= flagKeyBurned
-	}
-	if st.Sent {
-		flags |= flagSent
-	}
-	if st.SentAmount == 0 {
-		flags |= flagSentFull
-	}
-	if spill(&s.sentAmounts, i, st.SentAmount, st.SentAmount == 0 || st.SentAmount == st.Amount, old&flagSentSpilled != 0) {
-		flags |= flagSentSpilled
-	}
+	setFlag(&flags, flagRebound, st.Rebound)
+	setFlag(&flags, flagKeyBurned, st.KeyBurned)
+	setFlag(&flags, flagSent, st.Sent)
+	setFlag(&flags, flagSentFull, st.SentAmount == 0)
+	setFlag(&flags, flagSentSpilled, spill(&s.sentAmounts, i, st.SentAmount, st.SentAmount == 0 || st.SentAmount == st.Amount, flags&flagSentSpilled != 0))
 	if st.Attempt != was.Attempt {
 		sl.attempt = int8(st.Attempt)
-		flags &^= flagAttemptSpilled
-		if spill(&s.attempts, i, st.Attempt, int(sl.attempt) == st.Attempt, old&flagAttemptSpilled != 0) {
-			flags |= flagAttemptSpilled
-		}
+		setFlag(&flags, flagAttemptSpilled, spill(&s.attempts, i, st.Attempt, int(sl.attempt) == st.Attempt, flags&flagAttemptSpilled != 0))
 	}
 	if st.Contradiction != was.Contradiction {
 		spill(&s.contras, i, st.Contradiction, st.Contradiction == "", was.Contradiction != "")
@@ -466,32 +443,17 @@ func (s *State) put(i uint32, was, st *ItemState) {
 	if text, before := codeOf(st), codeOf(was); text != before {
 		code := s.codes.ID(text)
 		sl.code = uint16(code)
-		flags &^= flagCodeSpilled
-		if spill(&s.texts, i, text, uint32(sl.code) == code, old&flagCodeSpilled != 0) {
-			flags |= flagCodeSpilled
-		}
+		setFlag(&flags, flagCodeSpilled, spill(&s.texts, i, text, uint32(sl.code) == code, flags&flagCodeSpilled != 0))
 	}
 	if st.SentCurrency != was.SentCurrency {
 		cur := s.codes.ID(st.SentCurrency)
 		sl.currency = uint16(cur)
-		flags &^= flagCurrencySpilled
-		if spill(&s.currencies, i, st.SentCurrency, uint32(sl.currency) == cur, old&flagCurrencySpilled != 0) {
-			flags |= flagCurrencySpilled
-		}
+		setFlag(&flags, flagCurrencySpilled, spill(&s.currencies, i, st.SentCurrency, uint32(sl.currency) == cur, flags&flagCurrencySpilled != 0))
 	}
-	if st.Charge != was.Charge || st.PaymentIntent != was.PaymentIntent || st.Capture != was.Capture || st.PSPReference != was.PSPReference {
-		target, kind := st.Charge, targetCharge
-		switch {
-		case target != "":
-		case st.PaymentIntent != "":
-			target, kind = st.PaymentIntent, targetIntent
-		case st.Capture != "":
-			target, kind = st.Capture, targetCapture
-		case st.PSPReference != "":
-			target, kind = st.PSPReference, targetPSPReference
-		}
-		sl.target, sl.kind = s.addTarget(i, target), kind
-		if was.Charge == "" && was.PaymentIntent == "" && was.Capture == "" && was.PSPReference == "" {
+	if p := st.payments(); p != was.payments() {
+		kind := max(slices.IndexFunc(p[:], func(s string) bool { return s != "" }), 0)
+		sl.target, sl.kind = s.addTarget(i, p[kind]), uint8(kind)
+		if was.payments() == [4]string{} {
 			s.indexPayment(i) // bound now, once
 		}
 	}
@@ -503,6 +465,14 @@ func codeOf(st *ItemState) string {
 		return st.Currency
 	}
 	return st.Code
+}
+
+func setFlag(flags *uint8, f uint8, on bool) {
+	if on {
+		*flags |= f
+	} else {
+		*flags &^= f
+	}
 }
 
 // spill keeps v in m under i when the slot cannot hold it (!fits), drops

@@ -17,8 +17,8 @@ import (
 
 // Options tune a Writer.
 type Options struct {
-	// NoGroupCommit: every Append writes and fsyncs alone (the benchmark
-	// baseline).
+	// NoGroupCommit: every Append is a commit of its own, written and
+	// fsynced alone (the benchmark baseline).
 	NoGroupCommit bool
 }
 
@@ -40,28 +40,29 @@ type file interface {
 	Close() error
 }
 
-// Writer appends records durably to a journal it holds locked; concurrent
-// Appends share one write and one fsync. It assumes that an fsync that
-// returned nil is on the disk, and that a crash tears at most the last
-// write (a torn tail, which Open repairs). After a failed fsync it stops
-// for good (fsyncgate); a path replaced behind its lock is ErrReplaced.
+// Writer appends lines durably to a file it holds locked (FileKind): the
+// one fsync'd append writer of a journal and of Adyen's notification file.
+// Concurrent Appends share one write and one fsync. It assumes that an
+// fsync that returned nil is on the disk, and that a crash tears at most
+// the last write (a torn tail, which Open repairs). After a failed fsync
+// it stops for good (fsyncgate); a journal replaced behind its lock is
+// ErrReplaced.
 type Writer struct {
+	kind    *FileKind
 	path    string
 	f       file
-	info    os.FileInfo // identity of the file Open locked
+	info    os.FileInfo // identity of the file OpenLocked locked
 	noGroup bool
 
 	mu      sync.Mutex
 	work    *sync.Cond // signals the flusher: pending work or close
 	pending []*commit  // commits waiting for their write, oldest first
 	spare   []byte     // buffer of the last commit, reused
-	err     error      // sticky *WriteError
+	err     error      // sticky, of kind.WriteFailed
 	closed  bool
 	size    int64 // bytes written and fsynced
 	framed  bool  // the file ends in a commit line; only the I/O path changes it
 	flushed chan struct{}
-
-	ioMu sync.Mutex // NoGroupCommit: one Append at a time does I/O
 
 	appends, records, fsyncs atomic.Int64
 }
@@ -71,6 +72,7 @@ type commit struct {
 	buf     []byte // record lines; the commit line is added when written
 	appends int64  // Appends whose last records are in it
 	records int64
+	dones   []func() // of its Appends, run once it is durable
 	done    chan struct{}
 	err     error
 }
@@ -98,14 +100,17 @@ func Open(path string, opts Options) (*Writer, *State, *Torn, error) {
 		}
 		size = torn.Offset
 	}
-	w := &Writer{path: path, f: f, info: l.info, noGroup: opts.NoGroupCommit, size: size, framed: ld.framed, flushed: make(chan struct{})}
-	w.work = sync.NewCond(&w.mu)
-	if w.noGroup {
-		close(w.flushed)
-	} else {
-		go w.flusher()
-	}
+	w := journalFile.NewWriter(f, path, l.info, size, opts)
+	w.framed = ld.framed // before any Append, so before the flusher reads it
 	return w, state, torn, nil
+}
+
+// NewWriter appends to f, opened as path by k.OpenLocked (info), at size.
+func (k *FileKind) NewWriter(f *os.File, path string, info os.FileInfo, size int64, opts Options) *Writer {
+	w := &Writer{kind: k, path: path, f: f, info: info, noGroup: opts.NoGroupCommit, size: size, flushed: make(chan struct{})}
+	w.work = sync.NewCond(&w.mu)
+	go w.flusher()
+	return w
 }
 
 func (w *Writer) Path() string { return w.path }
@@ -142,18 +147,22 @@ func (w *Writer) Append(recs ...*Record) error {
 		}
 	}
 	*bp = buf
-	if w.noGroup {
-		return w.appendAlone(buf)
-	}
+	return w.AppendLines(buf, nil)()
+}
 
+// AppendLines queues whole lines and returns a wait that returns once they
+// are written and fsynced (or why not); done, if set, runs first, in the
+// order of the Appends.
+func (w *Writer) AppendLines(buf []byte, done func()) (wait func() error) {
 	w.mu.Lock()
 	if err := w.usable(); err != nil {
 		w.mu.Unlock()
-		return err
+		return func() error { return err }
 	}
 	var c *commit
 	for line := range bytes.Lines(buf) {
-		if n := len(w.pending); n > 0 && len(w.pending[n-1].buf)+len(line) <= maxCommit {
+		// NoGroupCommit joins only the Append's own commit.
+		if n := len(w.pending); n > 0 && (!w.noGroup || c != nil) && len(w.pending[n-1].buf)+len(line) <= maxCommit {
 			c = w.pending[n-1]
 		} else {
 			c = &commit{buf: w.spare[:0], done: make(chan struct{})}
@@ -164,10 +173,15 @@ func (w *Writer) Append(recs ...*Record) error {
 		c.records++
 	}
 	c.appends++
+	if done != nil {
+		c.dones = append(c.dones, done)
+	}
 	w.work.Signal()
 	w.mu.Unlock()
-	<-c.done
-	return c.err
+	return func() error {
+		<-c.done
+		return c.err
+	}
 }
 
 // usable is the error that stops an Append before it writes; w.mu held.
@@ -179,30 +193,6 @@ func (w *Writer) usable() error {
 		return ErrClosed
 	}
 	return nil
-}
-
-func (w *Writer) appendAlone(buf []byte) error {
-	w.ioMu.Lock()
-	defer w.ioMu.Unlock()
-	w.mu.Lock()
-	err := w.usable()
-	w.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	var c commit
-	for line := range bytes.Lines(buf) {
-		if len(c.buf)+len(line) > maxCommit && c.records > 0 {
-			if err := w.writeCommit(&c); err != nil {
-				return err
-			}
-			c.buf, c.records = c.buf[:0], 0
-		}
-		c.buf = append(c.buf, line...)
-		c.records++
-	}
-	c.appends = 1
-	return w.writeCommit(&c)
 }
 
 // flusher writes and fsyncs the oldest pending commit, while later Appends
@@ -237,24 +227,29 @@ func (w *Writer) flusher() {
 	}
 }
 
-// writeCommit writes c with its commit line. A file not ending in a commit
-// line first gets an empty commit of its own, so that what it held is never
-// taken for a torn tail.
+// writeCommit writes c, in a journal with its commit line. A journal not
+// ending in a commit line first gets an empty commit of its own, so that
+// what it held is never taken for a torn tail.
 func (w *Writer) writeCommit(c *commit) error {
-	if !w.framed {
-		if err := w.writeSync(emptyCommit); err != nil {
-			return err
+	if w.kind.Framed {
+		if !w.framed {
+			if err := w.writeSync(emptyCommit); err != nil {
+				return err
+			}
+			w.framed = true
 		}
-		w.framed = true
+		n := len(c.buf)
+		c.buf = AppendCommit(c.buf, c.buf[:n], int(c.records))
 	}
-	n := len(c.buf)
-	c.buf = AppendCommit(c.buf, c.buf[:n], int(c.records))
 	if err := w.writeSync(c.buf); err != nil {
 		return err
 	}
 	w.fsyncs.Add(1)
 	w.appends.Add(c.appends)
 	w.records.Add(c.records)
+	for _, done := range c.dones {
+		done()
+	}
 	return nil
 }
 
@@ -266,19 +261,15 @@ func (w *Writer) writeSync(buf []byte) error {
 		err = w.f.Sync()
 	}
 	if err != nil {
-		werr := &WriteError{Path: w.path, Err: err}
 		// Best effort: the next Open repairs a torn tail anyway.
 		if w.f.Truncate(w.size) == nil {
 			_ = w.f.Sync()
 		}
-		w.mu.Lock()
-		w.err = werr
-		w.mu.Unlock()
-		return werr
+	} else if w.size += int64(n); w.kind.Framed {
+		err = w.checkPath()
 	}
-	w.size += int64(n)
-	if err := w.checkPath(); err != nil {
-		werr := &WriteError{Path: w.path, Err: err}
+	if err != nil {
+		werr := w.kind.WriteFailed(w.path, err)
 		w.mu.Lock()
 		w.err = werr
 		w.mu.Unlock()
@@ -302,7 +293,7 @@ func (w *Writer) checkPath() error {
 	return nil
 }
 
-// Close waits for Appends in progress, then closes and unlocks the journal.
+// Close waits for Appends in progress, then closes and unlocks the file.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
@@ -313,10 +304,8 @@ func (w *Writer) Close() error {
 	w.work.Broadcast()
 	w.mu.Unlock()
 	<-w.flushed
-	w.ioMu.Lock() // NoGroupCommit: wait for the Append doing I/O
-	defer w.ioMu.Unlock()
 	if err := w.f.Close(); err != nil {
-		return fmt.Errorf("journal %s: %w", w.path, err)
+		return fmt.Errorf("%s %s: %w", w.kind.What, w.path, err)
 	}
 	return nil
 }

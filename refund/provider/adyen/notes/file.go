@@ -24,28 +24,19 @@ import (
 // acknowledged (Add waits for the fsync), which the next writer cuts off;
 // anything else wrong is refused with its line.
 type File struct {
-	path  string
-	key   []byte
-	write bool
-	f     *os.File
-	torn  *journal.Torn
+	path string
+	key  []byte
+	w    *journal.Writer // nil: opened for reading
+	f    *os.File
+	torn *journal.Torn
 
 	mu    sync.Mutex
-	cond  *sync.Cond // flushes done (writer)
-	idx   *index     // what is durable (writer) or read (reader)
-	off   int64      // end of the last complete line in idx
-	lines int64      // lines in idx, duplicates included
-
-	// Group commit: Adds arriving during a flush share the next one.
-	gens     map[string]uint64 // dedup key -> batch that carries it (0: on disk at open)
-	pending  []byte            // lines of batch `batch`, not yet written
-	pendingN []wire.Notification
-	batch    uint64 // the batch pending collects, from 1
-	durable  uint64 // the last batch written and fsynced
-	flushing bool
-	fsyncs   int64
-	err      error // the writer failed for good
-	closed   bool
+	idx   *index // what is durable (writer) or read (reader)
+	off   int64  // end of the last complete line in idx
+	lines int64  // lines in idx, duplicates included
+	// waits: dedup key -> the wait of the Add that carries it (nil: on disk).
+	waits  map[string]func() error
+	closed bool
 }
 
 var notesFile = &journal.FileKind{
@@ -57,8 +48,9 @@ var notesFile = &journal.FileKind{
 		}
 		return fmt.Errorf("notifications file %s is not a regular file (%v)", path, mode.Type())
 	},
-	Vanished: "neither there nor creatable (a symbolic link to nothing?)",
-	Replaced: "replaced while being locked, again and again",
+	Vanished:    "neither there nor creatable (a symbolic link to nothing?)",
+	Replaced:    "replaced while being locked, again and again",
+	WriteFailed: func(path string, err error) error { return &WriteError{Path: path, Err: err} },
 }
 
 // LockedError is a file another receiver holds for writing.
@@ -96,30 +88,29 @@ func OpenFile(path string, key []byte, write bool) (*File, error) {
 	}
 	var (
 		f       *os.File
+		info    os.FileInfo
 		created bool
 		err     error
 	)
 	if write {
-		f, _, created, err = notesFile.OpenLocked(path)
+		f, info, created, err = notesFile.OpenLocked(path)
 	} else {
 		f, err = notesFile.OpenRegular(path, unix.O_RDONLY, 0)
 	}
 	if err != nil {
 		return nil, err
 	}
-	x := &File{path: path, key: key, write: write, f: f, idx: newIndex(), gens: map[string]uint64{}, batch: 1}
-	x.cond = sync.NewCond(&x.mu)
-	if created {
-		return x, nil
-	}
-	size, partial, err := x.readNew()
-	if err != nil {
-		f.Close()
-		return nil, err
+	x := &File{path: path, key: key, f: f, idx: newIndex(), waits: map[string]func() error{}}
+	size, partial := int64(0), int64(0)
+	if !created {
+		if size, partial, err = x.readNew(); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	if write {
 		for k := range x.idx.keys {
-			x.gens[k] = 0
+			x.waits[k] = nil
 		}
 		if partial > 0 {
 			saved, err := notesFile.CutTail(f, path, x.off, size)
@@ -129,6 +120,7 @@ func OpenFile(path string, key []byte, write bool) (*File, error) {
 			}
 			x.torn = &journal.Torn{Path: path, Line: int(x.lines + 1), Offset: x.off, Bytes: int(size - x.off), SavedTo: saved}
 		}
+		x.w = notesFile.NewWriter(f, path, info, x.off, journal.Options{})
 	}
 	return x, nil
 }
@@ -139,15 +131,16 @@ func (x *File) Path() string { return x.path }
 func (x *File) Torn() *journal.Torn { return x.torn }
 
 func (x *File) Fsyncs() int64 {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.fsyncs
+	if x.w == nil {
+		return 0
+	}
+	return x.w.Stats().Fsyncs
 }
 
-// Add stores n, written and fsynced, unless one of its key (keyOf) is kept
-// or being written: then false once that one is on disk.
+// Add stores n, written and fsynced (journal.Writer), unless one of its
+// key (keyOf) is kept or being written: then false once that one is on disk.
 func (x *File) Add(ctx context.Context, n wire.Notification) (bool, error) {
-	if !x.write {
+	if x.w == nil {
 		return false, ErrReadOnly
 	}
 	if why := check(&n, x.key); why != "" {
@@ -160,61 +153,31 @@ func (x *File) Add(ctx context.Context, n wire.Notification) (bool, error) {
 	line = append(line, '\n')
 	k := keyOf(&n.Item)
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	if x.closed {
+		x.mu.Unlock()
 		return false, ErrClosed
 	}
-	if x.err != nil {
-		return false, x.err
+	if err := x.w.Append(); err != nil { // the writer failed for good
+		x.mu.Unlock()
+		return false, err
 	}
-	g, dup := x.gens[k]
+	wait, dup := x.waits[k]
 	if !dup {
-		g = x.batch
-		x.gens[k] = g
-		x.pending = append(x.pending, line...)
-		x.pendingN = append(x.pendingN, n)
+		wait = x.w.AppendLines(line, func() {
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			x.idx.add(n)
+			x.waits[k] = nil
+		})
+		x.waits[k] = wait
 	}
-	for x.durable < g && x.err == nil {
-		if x.closed {
-			return false, ErrClosed
+	x.mu.Unlock()
+	if wait != nil {
+		if err := wait(); err != nil {
+			return false, err
 		}
-		if !x.flushing {
-			x.flush()
-			continue
-		}
-		x.cond.Wait()
-	}
-	if x.durable < g {
-		return false, x.err
 	}
 	return !dup, nil
-}
-
-// flush writes and fsyncs the pending batch, x.mu released meanwhile.
-func (x *File) flush() {
-	buf, ns, b := x.pending, x.pendingN, x.batch
-	x.pending, x.pendingN = nil, nil
-	x.batch++
-	x.flushing = true
-	x.mu.Unlock()
-	_, err := x.f.Write(buf)
-	if err == nil {
-		err = x.f.Sync()
-	}
-	x.mu.Lock()
-	x.flushing = false
-	x.fsyncs++
-	if err != nil {
-		x.err = &WriteError{Path: x.path, Err: err}
-	} else {
-		for _, n := range ns {
-			x.idx.add(n)
-		}
-		x.durable = b
-		x.off += int64(len(buf))
-		x.lines += int64(len(ns))
-	}
-	x.cond.Broadcast()
 }
 
 func (x *File) ForRefund(ctx context.Context, psp string) ([]wire.Notification, error) {
@@ -242,7 +205,7 @@ func (x *File) query(pick func(*index) []wire.Notification) ([]wire.Notification
 	if x.closed {
 		return nil, ErrClosed
 	}
-	if !x.write {
+	if x.w == nil {
 		if _, _, err := x.readNew(); err != nil {
 			return nil, err
 		}
@@ -250,18 +213,18 @@ func (x *File) query(pick func(*index) []wire.Notification) ([]wire.Notification
 	return pick(x.idx), nil
 }
 
-// Close releases the file once a flush under way is done.
+// Close releases the file once the Adds under way are written.
 func (x *File) Close() error {
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	for x.flushing {
-		x.cond.Wait()
-	}
-	if x.closed {
-		return nil
-	}
+	closed := x.closed
 	x.closed = true
-	x.cond.Broadcast()
+	x.mu.Unlock()
+	switch {
+	case closed:
+		return nil
+	case x.w != nil:
+		return x.w.Close()
+	}
 	if err := x.f.Close(); err != nil {
 		return fmt.Errorf("notifications file %s: %w", x.path, err)
 	}
