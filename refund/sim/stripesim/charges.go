@@ -21,18 +21,8 @@ type charge struct {
 
 // AddCharges adds charges and their seeded refunds, all or none.
 func (s *Server) AddCharges(charges ...Charge) error {
-	seen := make(map[string]bool, len(charges))
-	for i := range charges {
-		c := &charges[i]
-		if err := c.Validate(); err != nil {
-			return fmt.Errorf("charge %d: %w", i+1, err)
-		}
-		for _, id := range []string{c.ID, c.PaymentIntent} {
-			if id != "" && seen[id] {
-				return fmt.Errorf("charge %d: %s given twice", i+1, id)
-			}
-			seen[id] = true
-		}
+	if err := sim.CheckSeeds("charge", charges); err != nil {
+		return err
 	}
 	s.charges.Lock()
 	defer s.charges.Unlock()
