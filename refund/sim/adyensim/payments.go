@@ -111,7 +111,7 @@ func (p *payment) held() int64 {
 	var n int64
 	for _, r := range p.refunds {
 		if r.holds() {
-			n += r.amount
+			n += r.Amount
 		}
 	}
 	return n

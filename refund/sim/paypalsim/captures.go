@@ -158,7 +158,7 @@ func (s *Server) AddCaptures(cs ...Capture) error {
 			if st == "" {
 				st = StatusCompleted
 			}
-			s.addRefund(&refund{cp: cp, amount: r.Amount, fields: refundFields{customID: r.CustomID}, created: now, initial: st})
+			s.addRefund(&refund{Refund: Refund{Amount: r.Amount, CustomID: r.CustomID}, cp: cp, created: now, initial: st})
 		}
 		s.captures.Put(c.ID, cp)
 	}
@@ -203,7 +203,7 @@ func (cp *capture) held(now time.Time) int64 {
 	var n int64
 	for _, r := range cp.refunds {
 		if holds(r.statusAt(now)) {
-			n += r.amount
+			n += r.Amount
 		}
 	}
 	return n
