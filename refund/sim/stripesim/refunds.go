@@ -36,14 +36,14 @@ type Refund struct {
 // addRefund records a new refund on ch, which the caller has locked.
 func (s *Server) addRefund(ch *charge, amount int64, status, reason string, md map[string]string, key string) *refund {
 	re := s.refunds.Add(func(n int, id string) *refund {
-		re := &refund{Refund: Refund{ID: id, Charge: ch.id, PaymentIntent: ch.intent, Amount: amount, Currency: ch.currency,
+		re := &refund{Refund: Refund{ID: id, Charge: ch.ID, PaymentIntent: ch.PaymentIntent, Amount: amount, Currency: ch.Currency,
 			Reason: reason, Metadata: md, Created: s.now().Unix(), IdempotencyKey: key}, seq: n, ch: ch}
 		re.status.Store(&status)
 		return re
 	})
 	ch.refunds = append(ch.refunds, re)
 	if countsAgainstCharge(status) {
-		ch.refunded += amount
+		ch.AmountRefunded += amount
 	}
 	return re
 }
@@ -97,7 +97,7 @@ func (s *Server) cancelRefund(c apiCall) sim.Answer {
 	}
 	canceled := StatusCanceled
 	re.status.Store(&canceled)
-	ch.refunded -= re.Amount
+	ch.AmountRefunded -= re.Amount
 	obj := re.object(expand)
 	ch.mu.Unlock()
 	s.stats.refundsCanceled.Add(1)
