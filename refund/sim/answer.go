@@ -62,8 +62,12 @@ func GatewayMessage(status int) string {
 // Write writes an API's own JSON answer with its headers, given as name
 // and value pairs; a pair with an empty value is left out.
 func Write(w http.ResponseWriter, status int, body []byte, headers ...string) {
+	send(w, "application/json", status, body, headers...)
+}
+
+func send(w http.ResponseWriter, contentType string, status int, body []byte, headers ...string) {
 	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
+	h["Content-Type"] = []string{contentType}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	for i := 0; i+1 < len(headers); i += 2 {
 		if headers[i+1] != "" {
@@ -77,18 +81,12 @@ func Write(w http.ResponseWriter, status int, body []byte, headers ...string) {
 // WriteGatewayAnswer writes a gateway's own answer: none of the API's
 // headers, and an HTML page unless jsonBody is given.
 func WriteGatewayAnswer(w http.ResponseWriter, status int, jsonBody []byte) {
-	text := GatewayText(status)
-	body := jsonBody
-	h := w.Header()
-	if body != nil {
-		h["Content-Type"] = []string{"application/json"}
-	} else {
-		body = fmt.Appendf(nil, "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>gateway</center>\r\n</body>\r\n</html>\r\n", status, text, status, text)
-		h["Content-Type"] = []string{"text/html"}
+	if jsonBody != nil {
+		Write(w, status, jsonBody)
+		return
 	}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	w.WriteHeader(status)
-	w.Write(body)
+	text := GatewayText(status)
+	send(w, "text/html", status, fmt.Appendf(nil, "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>gateway</center>\r\n</body>\r\n</html>\r\n", status, text, status, text))
 }
 
 // GatewayText is the reason phrase of a gateway's status.

@@ -6,6 +6,7 @@ package sim
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,6 +114,16 @@ func (c *Core) BackgroundRunning() int64 { return c.bg.N() }
 func (c *Core) Route(name string) *atomic.Int64 {
 	n, _ := c.routes.LoadOrStore(name, new(atomic.Int64))
 	return n.(*atomic.Int64)
+}
+
+// Handle routes pattern to fn, counting and numbering its requests.
+func (c *Core) Handle(mux *http.ServeMux, pattern string, fn func(w http.ResponseWriter, r *http.Request, seq uint64, f *Faults)) {
+	n := c.Route(pattern)
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		seq, f := c.Arrive()
+		fn(w, r, seq, f)
+	})
 }
 
 // Requests counts every API's requests by route name.

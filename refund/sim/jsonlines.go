@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 )
 
@@ -35,17 +36,41 @@ func ReadJSONLines(r io.Reader, name string, maxLine int, each func(line int, b 
 	return nil
 }
 
+// Seed is a payment as a seed file or AddX gives it: Validate checks it
+// alone, IDs are the kinds and ids (in pairs) no other seed may give.
+type Seed interface {
+	Validate() error
+	IDs() []string
+}
+
 // ReadSeeds reads the seeds (what: charge, capture, payment) of a JSON
-// lines file, each decoded by DecodeLine and checked by check.
-func ReadSeeds[T any](r io.Reader, name string, maxLine int, what string, check func(line int, t *T) error) ([]T, error) {
+// lines file, each decoded by DecodeLine, valid, of ids not given before
+// and, with check, checked against the lines before it.
+func ReadSeeds[T any, P interface {
+	*T
+	Seed
+}](r io.Reader, name string, maxLine int, what string, check func(*T) error) ([]T, error) {
 	var out []T
+	first := map[string]int{} // kind and id: the line it was given on
 	err := ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
 		var t T
 		if err := DecodeLine(b, &t, what); err != nil {
 			return err
 		}
-		if err := check(line, &t); err != nil {
+		if err := P(&t).Validate(); err != nil {
 			return err
+		}
+		ids := P(&t).IDs()
+		for i := 0; i < len(ids); i += 2 {
+			if n, dup := first[ids[i]+"\x00"+ids[i+1]]; dup {
+				return fmt.Errorf("%s %s: already given on line %d", ids[i], ids[i+1], n)
+			}
+			first[ids[i]+"\x00"+ids[i+1]] = line
+		}
+		if check != nil {
+			if err := check(&t); err != nil {
+				return err
+			}
 		}
 		out = append(out, t)
 		return nil
@@ -56,16 +81,36 @@ func ReadSeeds[T any](r io.Reader, name string, maxLine int, what string, check 
 	return out, nil
 }
 
-// FirstLines are the lines ids were first given on, in a seed file.
-type FirstLines map[string]int
-
-// Once notes id (of kind) on line, or reports the line it was given on.
-func (m FirstLines) Once(kind, id string, line int) error {
-	if first, dup := m[kind+"\x00"+id]; dup {
-		return fmt.Errorf("%s %s: already given on line %d", kind, id, first)
+// CheckSeeds checks seeds to add all or none of: each valid, no id twice.
+func CheckSeeds[T any, P interface {
+	*T
+	Seed
+}](what string, seeds []T) error {
+	seen := map[string]bool{}
+	for i := range seeds {
+		if err := P(&seeds[i]).Validate(); err != nil {
+			return fmt.Errorf("%s %d: %w", what, i+1, err)
+		}
+		ids := P(&seeds[i]).IDs()
+		for j := 1; j < len(ids); j += 2 {
+			if seen[ids[j]] {
+				return fmt.Errorf("%s %d: %s given twice", what, i+1, ids[j])
+			}
+			seen[ids[j]] = true
+		}
 	}
-	m[kind+"\x00"+id] = line
 	return nil
+}
+
+// Generate makes n seeds of 1.00 to 1000.00 drawn from seed and stream;
+// mk gets each one's number, from 1.
+func Generate[T any](n int, seed int64, stream uint64, mk func(num int, amount int64) T) []T {
+	rng := rand.New(rand.NewPCG(uint64(seed), stream))
+	out := make([]T, n)
+	for i := range out {
+		out[i] = mk(i+1, 100+rng.Int64N(99901))
+	}
+	return out
 }
 
 // DecodeLine decodes the line's one JSON object into v, strictly.

@@ -65,6 +65,15 @@ func (l *Numbered[T]) All() []T {
 	return l.items[:len(l.items):len(l.items)]
 }
 
+// Map is fn of each of ts, in order.
+func Map[T, U any](ts []T, fn func(T) U) []U {
+	out := make([]U, len(ts))
+	for i, t := range ts {
+		out[i] = fn(t)
+	}
+	return out
+}
+
 // Store holds an API's payments by id; its lock also guards what the API
 // keeps beside them. The zero value is empty.
 type Store[T any] struct {

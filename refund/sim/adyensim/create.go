@@ -116,30 +116,29 @@ func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.F
 	if s.core.FailBeforeCommit(f, seq) {
 		return internal(ref) // not saved, transient: a retry with the key runs as the first
 	}
-	now := s.now()
 	pm.mu.Lock()
 	if strings.ToUpper(req.Amount.Currency) != pm.currency {
 		pm.mu.Unlock()
 		s.core.Count.RefundsRefused.Add(1)
 		return refused(http.StatusUnprocessableEntity, codeBadAmount, msgBadAmount, typeValidation, ref)
 	}
-	r := &refund{p: pm, amount: req.Amount.Value, reference: req.Reference, merchant: req.MerchantAccount, key: key,
-		created: now, outcome: OutcomeRefunded}
+	r := &refund{p: pm, Refund: Refund{Amount: req.Amount.Value, Reference: req.Reference, MerchantAccount: req.MerchantAccount,
+		IdempotencyKey: key, Created: s.now().Unix(), Outcome: OutcomeRefunded}}
 	switch {
-	case r.amount > pm.amount-pm.held():
+	case r.Amount > pm.amount-pm.held():
 		if f.AdyenOverRefund422 {
 			pm.mu.Unlock()
 			s.core.Count.RefundsRefused.Add(1)
 			return refused(http.StatusUnprocessableEntity, codeBadAmount, msgBadAmount, typeValidation, ref)
 		}
 		// Adyen's way: received, and refused by its notification.
-		r.outcome, r.reason = OutcomeRefused, reasonNoBalance
+		r.Outcome, r.Reason = OutcomeRefused, reasonNoBalance
 	case s.core.Hit(f.AdyenRefundFailedShare, seq, sim.KnobAdyenRefundFailed):
-		r.outcome, r.reason = OutcomeRefused, reasonRefused
+		r.Outcome, r.Reason = OutcomeRefused, reasonRefused
 	case s.core.Hit(f.AdyenRefundFailedLaterShare, seq, sim.KnobAdyenRefundFailedLater):
-		r.outcome = OutcomeFailed
+		r.Outcome = OutcomeFailed
 	case s.core.Hit(f.AdyenReversedShare, seq, sim.KnobAdyenReversed):
-		r.outcome = OutcomeReversed
+		r.Outcome = OutcomeReversed
 	}
 	s.addRefund(r)
 	pm.mu.Unlock()
@@ -148,9 +147,9 @@ func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.F
 	if s.notes != nil {
 		s.notes.enqueue(r.n, r.events(), f)
 	}
-	a := sim.Answer{Status: http.StatusCreated, Save: true, Ref: r.id, Body: sim.MustJSON(wire.RefundAnswer{
-		MerchantAccount: r.merchant, PaymentPSPReference: pm.psp, PSPReference: r.id, Reference: r.reference,
-		Status: "received", Amount: wire.Amount{Currency: pm.currency, Value: r.amount}})}
+	a := sim.Answer{Status: http.StatusCreated, Save: true, Ref: r.ID, Body: sim.MustJSON(wire.RefundAnswer{
+		MerchantAccount: r.MerchantAccount, PaymentPSPReference: pm.psp, PSPReference: r.ID, Reference: r.Reference,
+		Status: "received", Amount: wire.Amount{Currency: pm.currency, Value: r.Amount}})}
 	return s.core.AfterCommit(f, seq, a, internal(ref)) // a 500 is saved: every retry with the key gets it
 }
 

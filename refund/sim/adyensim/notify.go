@@ -2,7 +2,7 @@ package adyensim
 
 import (
 	"bytes"
-	"container/heap"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,9 +35,9 @@ type notifier struct {
 	told    func(*wire.Item) // a receiver accepted the item
 
 	mu      sync.Mutex
-	queue   deliveryHeap
-	order   uint64    // arrival order in the queue, for equal due times
-	pending sim.Gauge // deliveries queued or in flight, later ones of a refund included
+	queue   []*delivery // by due time, then arrival
+	order   uint64      // arrival order in the queue, for equal due times
+	pending sim.Gauge   // deliveries queued or in flight, later ones of a refund included
 	closed  bool
 
 	wake      chan struct{} // a delivery was queued: the dispatcher looks again
@@ -157,7 +158,10 @@ func (n *notifier) push(d *delivery) {
 	}
 	d.order = n.order
 	n.order++
-	heap.Push(&n.queue, d)
+	i, _ := slices.BinarySearchFunc(n.queue, d, func(a, b *delivery) int {
+		return cmp.Or(a.due.Compare(b.due), cmp.Compare(a.order, b.order))
+	})
+	n.queue = slices.Insert(n.queue, i, d)
 	n.mu.Unlock()
 	select {
 	case n.wake <- struct{}{}:
@@ -174,7 +178,7 @@ func (n *notifier) dispatch() {
 		wait := time.Duration(-1)
 		if len(n.queue) > 0 {
 			if w := time.Until(n.queue[0].due); w <= 0 {
-				d = heap.Pop(&n.queue).(*delivery)
+				d, n.queue[0], n.queue = n.queue[0], nil, n.queue[1:]
 			} else {
 				wait = w
 			}
@@ -287,24 +291,4 @@ func (n *notifier) close() {
 func (n *notifier) stats() NotifyStats {
 	return NotifyStats{Queued: n.queued.Load(), Delivered: n.delivered.Load(), Retries: n.retries.Load(), Pending: n.pending.N(),
 		Duplicates: n.duplicates.Load(), FailedByKnob: n.failedByKnob.Load()}
-}
-
-// deliveryHeap orders deliveries by due time, then by arrival.
-type deliveryHeap []*delivery
-
-func (h deliveryHeap) Len() int { return len(h) }
-func (h deliveryHeap) Less(i, j int) bool {
-	if !h[i].due.Equal(h[j].due) {
-		return h[i].due.Before(h[j].due)
-	}
-	return h[i].order < h[j].order
-}
-func (h deliveryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *deliveryHeap) Push(x any)   { *h = append(*h, x.(*delivery)) }
-func (h *deliveryHeap) Pop() any {
-	old := *h
-	d := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return d
 }

@@ -3,7 +3,6 @@ package adyensim
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
@@ -49,12 +48,9 @@ func (p *Payment) Validate() error {
 // GeneratePayments makes n EUR payments SIMPAY0000000001, ... of 1.00 to
 // 1000.00 drawn from seed.
 func GeneratePayments(n int, seed int64) []Payment {
-	rng := rand.New(rand.NewPCG(uint64(seed), 0xad7e))
-	out := make([]Payment, n)
-	for i := range out {
-		out[i] = Payment{PSPReference: sim.Padded("SIMPAY", 10, i+1), Currency: "EUR", Amount: 100 + rng.Int64N(99901)}
-	}
-	return out
+	return sim.Generate(n, seed, 0xad7e, func(num int, amount int64) Payment {
+		return Payment{PSPReference: sim.Padded("SIMPAY", 10, num), Currency: "EUR", Amount: amount}
+	})
 }
 
 // maxLine bounds one line of a payments file.
@@ -62,14 +58,11 @@ const maxLine = 1 << 20
 
 // ReadPayments reads payments as JSON lines; errors read "name:line: ...".
 func ReadPayments(r io.Reader, name string) ([]Payment, error) {
-	seen := sim.FirstLines{}
-	return sim.ReadSeeds(r, name, maxLine, "payment", func(line int, p *Payment) error {
-		if err := p.Validate(); err != nil {
-			return err
-		}
-		return seen.Once("payment", p.PSPReference, line)
-	})
+	return sim.ReadSeeds[Payment](r, name, maxLine, "payment", nil)
 }
+
+// IDs is the payment's.
+func (p *Payment) IDs() []string { return []string{"payment", p.PSPReference} }
 
 // payment is one payment; mu guards its refunds and what they told.
 type payment struct {
@@ -82,15 +75,8 @@ type payment struct {
 
 // AddPayments adds payments, all or none.
 func (s *Server) AddPayments(ps ...Payment) error {
-	seen := make(map[string]bool, len(ps))
-	for i := range ps {
-		if err := ps[i].Validate(); err != nil {
-			return fmt.Errorf("payment %d: %w", i+1, err)
-		}
-		if seen[ps[i].PSPReference] {
-			return fmt.Errorf("payment %d: %s given twice", i+1, ps[i].PSPReference)
-		}
-		seen[ps[i].PSPReference] = true
+	if err := sim.CheckSeeds("payment", ps); err != nil {
+		return err
 	}
 	s.payments.Lock()
 	defer s.payments.Unlock()
@@ -125,7 +111,7 @@ func (p *payment) held() int64 {
 	var n int64
 	for _, r := range p.refunds {
 		if r.holds() {
-			n += r.amount
+			n += r.Amount
 		}
 	}
 	return n

@@ -3,6 +3,8 @@ package adyensim
 import (
 	"time"
 
+	"github.com/refundkit/refundkit/refund/sim"
+
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 )
 
@@ -21,30 +23,23 @@ const refundPrefix = "SIMREF"
 
 // refund is one refund, fixed when made but for what was told (under p.mu).
 type refund struct {
-	id        string
-	n         int // its number, for the draws of its notifications
-	p         *payment
-	amount    int64
-	reference string
-	merchant  string
-	key       string // the Idempotency-Key that made it ("" if none)
-	created   time.Time
-	outcome   string
-	reason    string // REFUND's reason when refused
+	Refund     // as made: Status is status's
+	n      int // its number, for the draws of its notifications
+	p      *payment
 
 	// Under p.mu: which of its events a receiver has accepted.
 	refundTold, laterTold bool
 }
 
 // holds reports whether the refund holds its amount; the caller holds r.p.mu.
-func (r *refund) holds() bool { return r.outcome != OutcomeRefused && !r.laterTold }
+func (r *refund) holds() bool { return r.Outcome != OutcomeRefused && !r.laterTold }
 
 // status is what the delivered notifications told; the caller holds r.p.mu.
 func (r *refund) status() string {
 	switch {
 	case r.laterTold:
-		return r.outcome
-	case r.refundTold && r.outcome == OutcomeRefused:
+		return r.Outcome
+	case r.refundTold && r.Outcome == OutcomeRefused:
 		return OutcomeRefused
 	case r.refundTold:
 		return OutcomeRefunded
@@ -54,15 +49,15 @@ func (r *refund) status() string {
 
 // events are the refund's items, unsigned, in the order they happen.
 func (r *refund) events() []wire.Item {
-	it := wire.Item{Amount: wire.Amount{Currency: r.p.currency, Value: r.amount}, EventCode: wire.EventRefund,
-		EventDate: r.created.UTC().Format(time.RFC3339), MerchantAccountCode: r.merchant, MerchantReference: r.reference,
-		OriginalReference: r.p.psp, PSPReference: r.id, Success: "true"}
-	if r.outcome == OutcomeRefused {
-		it.Success, it.Reason = "false", r.reason
+	it := wire.Item{Amount: wire.Amount{Currency: r.p.currency, Value: r.Amount}, EventCode: wire.EventRefund,
+		EventDate: time.Unix(r.Created, 0).UTC().Format(time.RFC3339), MerchantAccountCode: r.MerchantAccount, MerchantReference: r.Reference,
+		OriginalReference: r.p.psp, PSPReference: r.ID, Success: "true"}
+	if r.Outcome == OutcomeRefused {
+		it.Success, it.Reason = "false", r.Reason
 		return []wire.Item{it}
 	}
 	out := []wire.Item{it}
-	switch r.outcome {
+	switch r.Outcome {
 	case OutcomeFailed:
 		it.EventCode, it.Reason = wire.EventRefundFailed, reasonFailed
 		out = append(out, it)
@@ -75,7 +70,8 @@ func (r *refund) events() []wire.Item {
 
 // addRefund numbers r and records it on r.p, whose lock the caller holds.
 func (s *Server) addRefund(r *refund) {
-	s.refunds.Add(func(n int, id string) *refund { r.n, r.id = n, id; return r })
+	r.Payment, r.Currency = r.p.psp, r.p.currency
+	s.refunds.Add(func(n int, id string) *refund { r.n, r.ID = n, id; return r })
 	r.p.refunds = append(r.p.refunds, r)
 }
 
@@ -102,17 +98,13 @@ type Refund struct {
 
 // Refunds returns every refund, oldest first, as they stand now.
 func (s *Server) Refunds() []Refund {
-	all := s.refunds.All()
-	out := make([]Refund, len(all))
-	for i, r := range all {
+	return sim.Map(s.refunds.All(), func(r *refund) Refund {
 		r.p.mu.Lock()
-		st := r.status()
-		r.p.mu.Unlock()
-		out[i] = Refund{ID: r.id, Payment: r.p.psp, Amount: r.amount, Currency: r.p.currency, Reference: r.reference,
-			MerchantAccount: r.merchant, Status: st, Outcome: r.outcome, Reason: r.reason, Created: r.created.Unix(),
-			IdempotencyKey: r.key}
-	}
-	return out
+		defer r.p.mu.Unlock()
+		out := r.Refund
+		out.Status = r.status()
+		return out
+	})
 }
 
 // delivered is told that a receiver accepted item.

@@ -128,10 +128,7 @@ var RouteNames = [numRoutes]string{
 // (401 otherwise). The knobs apply as on Stripe's routes; a 429 and a 500
 // before commit are transient, not saved.
 func (s *Server) Register(mux *http.ServeMux) {
-	n := s.core.Route(RouteNames[routeRefund])
-	mux.HandleFunc(RouteNames[routeRefund], func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		seq, f := s.core.Arrive()
+	s.core.Handle(mux, RouteNames[routeRefund], func(w http.ResponseWriter, r *http.Request, seq uint64, f *sim.Faults) {
 		c := call{r: r, psp: r.PathValue("paymentPspReference"), seq: seq, f: f, requestRef: requestRef(seq)}
 		if !s.authorized(r) {
 			s.core.Pause(f, seq)

@@ -106,7 +106,8 @@ type tokenAnswer struct {
 }
 
 // issueToken is POST /v1/oauth2/token: any client id and secret (not kept).
-func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, seq uint64, f *sim.Faults, debugID string) {
+func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, seq uint64, f *sim.Faults) {
+	debugID := debugID(seq)
 	id, secret, ok := basicAuth(r)
 	if !ok || id == "" || secret == "" {
 		s.core.Count.Unauthorized.Add(1)

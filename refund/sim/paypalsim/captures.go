@@ -3,7 +3,6 @@ package paypalsim
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"regexp"
 	"strings"
 	"sync"
@@ -104,12 +103,9 @@ func (c *Capture) Validate() error {
 // GenerateCaptures makes n USD captures CAPSIM00000000001, ... of 1.00 to
 // 1000.00 drawn from seed.
 func GenerateCaptures(n int, seed int64) []Capture {
-	rng := rand.New(rand.NewPCG(uint64(seed), 0xca97))
-	out := make([]Capture, n)
-	for i := range out {
-		out[i] = Capture{ID: fmt.Sprintf("CAPSIM%011d", i+1), Currency: "USD", Amount: 100 + rng.Int64N(99901)}
-	}
-	return out
+	return sim.Generate(n, seed, 0xca97, func(num int, amount int64) Capture {
+		return Capture{ID: sim.Padded("CAPSIM", 11, num), Currency: "USD", Amount: amount}
+	})
 }
 
 // maxLine bounds one line of a captures file.
@@ -117,18 +113,12 @@ const maxLine = 1 << 20
 
 // ReadCaptures reads captures as JSON lines; errors read "name:line: ...".
 func ReadCaptures(r io.Reader, name string) ([]Capture, error) {
-	seen := sim.FirstLines{}
 	orders := map[string]string{} // order id: currency
-	return sim.ReadSeeds(r, name, maxLine, "capture", func(line int, c *Capture) error {
-		if err := c.Validate(); err != nil {
-			return err
-		}
-		if err := seen.Once("capture", c.ID, line); err != nil {
-			return err
-		}
-		return inOneCurrency(orders, c)
-	})
+	return sim.ReadSeeds(r, name, maxLine, "capture", func(c *Capture) error { return inOneCurrency(orders, c) })
 }
+
+// IDs is the capture's.
+func (c *Capture) IDs() []string { return []string{"capture", c.ID} }
 
 // capture is the simulator's state of one capture; mu guards its refunds.
 type capture struct {
@@ -144,15 +134,8 @@ type capture struct {
 
 // AddCaptures adds captures and their seeded refunds, all or none.
 func (s *Server) AddCaptures(cs ...Capture) error {
-	seen := make(map[string]bool, len(cs))
-	for i := range cs {
-		if err := cs[i].Validate(); err != nil {
-			return fmt.Errorf("capture %d: %w", i+1, err)
-		}
-		if seen[cs[i].ID] {
-			return fmt.Errorf("capture %d: %s given twice", i+1, cs[i].ID)
-		}
-		seen[cs[i].ID] = true
+	if err := sim.CheckSeeds("capture", cs); err != nil {
+		return err
 	}
 	s.captures.Lock()
 	defer s.captures.Unlock()
@@ -175,7 +158,7 @@ func (s *Server) AddCaptures(cs ...Capture) error {
 			if st == "" {
 				st = StatusCompleted
 			}
-			s.addRefund(&refund{cp: cp, amount: r.Amount, fields: refundFields{customID: r.CustomID}, created: now, initial: st})
+			s.addRefund(&refund{Refund: Refund{Amount: r.Amount, CustomID: r.CustomID}, cp: cp, created: now, initial: st})
 		}
 		s.captures.Put(c.ID, cp)
 	}
@@ -220,7 +203,7 @@ func (cp *capture) held(now time.Time) int64 {
 	var n int64
 	for _, r := range cp.refunds {
 		if holds(r.statusAt(now)) {
-			n += r.amount
+			n += r.Amount
 		}
 	}
 	return n

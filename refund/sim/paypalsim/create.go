@@ -31,7 +31,7 @@ type refundRequest struct {
 // parsed is a refund request once its schema is checked.
 type parsed struct {
 	value, currency string // "" for a full refund
-	fields          refundFields
+	fields          Refund // custom_id, invoice_id, note_to_payer
 }
 
 // parseRefund checks the body against the schema (a 400, unsaved).
@@ -66,9 +66,9 @@ func parseRefund(body []byte, debugID string) (parsed, sim.Answer, bool) {
 		max  int
 		to   *string
 	}{
-		{"custom_id", req.CustomID, 127, &p.fields.customID},
-		{"invoice_id", req.InvoiceID, 127, &p.fields.invoiceID},
-		{"note_to_payer", req.NoteToPayer, 255, &p.fields.noteToPayer},
+		{"custom_id", req.CustomID, 127, &p.fields.CustomID},
+		{"invoice_id", req.InvoiceID, 127, &p.fields.InvoiceID},
+		{"note_to_payer", req.NoteToPayer, 255, &p.fields.NoteToPayer},
 	} {
 		if f.v == nil {
 			continue
@@ -190,7 +190,8 @@ func (s *Server) createRefund(captureID string, body []byte, requestID, debugID,
 		s.core.Count.RefundsRefused.Add(1)
 		return unprocessable(debugID, "REFUND_AMOUNT_EXCEEDED", "The refund amount must be less than or equal to the capture amount that has not yet been refunded.")
 	}
-	r := &refund{cp: cp, amount: amount, fields: p.fields, created: now, requestID: requestID, initial: StatusCompleted}
+	p.fields.Amount, p.fields.RequestID = amount, requestID
+	r := &refund{Refund: p.fields, cp: cp, created: now, initial: StatusCompleted}
 	if s.core.Hit(f.PayPalPendingShare, seq, sim.KnobPayPalPending) {
 		r.initial, r.final = StatusPending, StatusCompleted
 		if f.PayPalPendingFor > 0 {
@@ -203,7 +204,7 @@ func (s *Server) createRefund(captureID string, body []byte, requestID, debugID,
 	s.addRefund(r)
 	s.core.Count.RefundsCreated.Add(1)
 	// After a 500 too, a retry gets the refund's latest status.
-	a = sim.Answer{Status: http.StatusCreated, Body: sim.MustJSON(r.object(base, now)), Save: true, RequestID: debugID, Ref: r.id}
+	a = sim.Answer{Status: http.StatusCreated, Body: sim.MustJSON(r.object(base, now)), Save: true, RequestID: debugID, Ref: r.ID}
 	return s.core.AfterCommit(f, seq, a, internal(debugID))
 }
 

@@ -82,13 +82,13 @@ func (r *refund) object(base string, now time.Time) refundJSON {
 	cur := r.cp.currency
 	st := r.statusAt(now)
 	o := refundJSON{
-		ID: r.id, Amount: moneyOf(r.amount, cur), Status: st,
-		CustomID: r.fields.customID, InvoiceID: r.fields.invoiceID, NoteToPayer: r.fields.noteToPayer,
-		SellerPayableBreakdown: payableJSON{GrossAmount: moneyOf(r.amount, cur), PayPalFee: moneyOf(0, cur),
-			NetAmount: moneyOf(r.amount, cur), TotalRefundedAmount: moneyOf(r.cp.held(now), cur)},
+		ID: r.ID, Amount: moneyOf(r.Amount, cur), Status: st,
+		CustomID: r.CustomID, InvoiceID: r.InvoiceID, NoteToPayer: r.NoteToPayer,
+		SellerPayableBreakdown: payableJSON{GrossAmount: moneyOf(r.Amount, cur), PayPalFee: moneyOf(0, cur),
+			NetAmount: moneyOf(r.Amount, cur), TotalRefundedAmount: moneyOf(r.cp.held(now), cur)},
 		CreateTime: stamp(r.created), UpdateTime: stamp(r.updatedAt(now)),
 		Links: []linkJSON{
-			{Href: base + "/v2/payments/refunds/" + r.id, Rel: "self", Method: "GET"},
+			{Href: base + "/v2/payments/refunds/" + r.ID, Rel: "self", Method: "GET"},
 			{Href: base + "/v2/payments/captures/" + r.cp.id, Rel: "up", Method: "GET"},
 		},
 	}

@@ -9,21 +9,13 @@ import (
 // refund is one refund, never changed: a PENDING one's later status is
 // fixed when made and read against the clock.
 type refund struct {
-	id        string
-	cp        *capture
-	amount    int64
-	fields    refundFields
-	created   time.Time
-	requestID string // the PayPal-Request-Id that made it ("" if none or seeded)
+	Refund  // as made: Status and Reason are statusAt's
+	cp      *capture
+	created time.Time
 
 	initial  string    // the status it was made with
 	settleAt time.Time // when a PENDING one settles; zero: never
 	final    string    // what a PENDING one settles to
-}
-
-// refundFields are the optional fields of a refund request, kept as given.
-type refundFields struct {
-	customID, invoiceID, noteToPayer string
 }
 
 // statusAt is the refund's status at now.
@@ -49,7 +41,8 @@ func refundID(n int) string { return sim.Padded(refundPrefix, 11, n) }
 
 // addRefund numbers r and adds it to r.cp, which the caller holds.
 func (s *Server) addRefund(r *refund) *refund {
-	s.refunds.Add(func(_ int, id string) *refund { r.id = id; return r })
+	r.Capture, r.Currency, r.Created = r.cp.id, r.cp.currency, r.created.Unix()
+	s.refunds.Add(func(_ int, id string) *refund { r.ID = id; return r })
 	r.cp.refunds = append(r.cp.refunds, r)
 	return r
 }
@@ -78,16 +71,13 @@ type Refund struct {
 
 // Refunds returns every refund, oldest first, as they stand now.
 func (s *Server) Refunds() []Refund {
-	all := s.refunds.All()
 	now := s.now()
-	out := make([]Refund, len(all))
-	for i, r := range all {
-		st := r.statusAt(now)
-		out[i] = Refund{ID: r.id, Capture: r.cp.id, Amount: r.amount, Currency: r.cp.currency, Status: st,
-			Reason: reasonOf(st), CustomID: r.fields.customID, InvoiceID: r.fields.invoiceID,
-			NoteToPayer: r.fields.noteToPayer, Created: r.created.Unix(), RequestID: r.requestID}
-	}
-	return out
+	return sim.Map(s.refunds.All(), func(r *refund) Refund {
+		out := r.Refund
+		out.Status = r.statusAt(now)
+		out.Reason = reasonOf(out.Status)
+		return out
+	})
 }
 
 // reasonOf is status_details.reason: ECHECK while PENDING or once FAILED.

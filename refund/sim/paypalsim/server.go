@@ -77,12 +77,7 @@ var RouteNames = [numRoutes]string{
 // unknown or expired: 401 invalid_token). The knobs apply as on Stripe's
 // routes, but for its rate-limit buckets (PayPal publishes no limits).
 func (s *Server) Register(mux *http.ServeMux) {
-	n := s.core.Route(RouteNames[routeToken])
-	mux.HandleFunc(RouteNames[routeToken], func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		seq, f := s.core.Arrive()
-		s.issueToken(w, r, seq, f, debugID(seq))
-	})
+	s.core.Handle(mux, RouteNames[routeToken], s.issueToken)
 	s.api(mux, routeRefund, s.serveRefund)
 	s.api(mux, routeGetRefund, s.getRefund)
 	s.api(mux, routeGetCapture, s.getCapture)
@@ -102,10 +97,7 @@ type call struct {
 
 // api registers route rt: through the token check and the 429 draw into fn.
 func (s *Server) api(mux *http.ServeMux, rt route, fn func(w http.ResponseWriter, c call)) {
-	n := s.core.Route(RouteNames[rt])
-	mux.HandleFunc(RouteNames[rt], func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		seq, f := s.core.Arrive()
+	s.core.Handle(mux, RouteNames[rt], func(w http.ResponseWriter, r *http.Request, seq uint64, f *sim.Faults) {
 		c := call{r: r, id: r.PathValue("id"), seq: seq, f: f, debugID: debugID(seq), base: "http://" + r.Host}
 		clientID, v := s.tokens.check(r, s.now())
 		if v != tokenValid {

@@ -1,6 +1,7 @@
 package stripesim
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"sync"
@@ -8,31 +9,20 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// charge is one charge; mu guards refunded, its refunds' statuses and list.
+// charge is one charge; mu guards AmountRefunded (what its refunds hold),
+// their statuses and list.
 type charge struct {
-	id, intent, currency string
-	amount               int64
-	created              int64
+	ChargeState
+	created int64
 
-	mu       sync.Mutex
-	refunded int64     // sum of refunds that hold part of the amount
-	refunds  []*refund // oldest first; entries are never removed
+	mu      sync.Mutex
+	refunds []*refund // oldest first; entries are never removed
 }
 
 // AddCharges adds charges and their seeded refunds, all or none.
 func (s *Server) AddCharges(charges ...Charge) error {
-	seen := make(map[string]bool, len(charges))
-	for i := range charges {
-		c := &charges[i]
-		if err := c.Validate(); err != nil {
-			return fmt.Errorf("charge %d: %w", i+1, err)
-		}
-		for _, id := range []string{c.ID, c.PaymentIntent} {
-			if id != "" && seen[id] {
-				return fmt.Errorf("charge %d: %s given twice", i+1, id)
-			}
-			seen[id] = true
-		}
+	if err := sim.CheckSeeds("charge", charges); err != nil {
+		return err
 	}
 	s.charges.Lock()
 	defer s.charges.Unlock()
@@ -48,10 +38,7 @@ func (s *Server) AddCharges(charges ...Charge) error {
 	}
 	now := s.now().Unix()
 	for _, c := range charges {
-		ch := &charge{id: c.ID, intent: c.PaymentIntent, currency: c.Currency, amount: c.Amount, created: now}
-		if ch.currency == "" {
-			ch.currency = "usd"
-		}
+		ch := &charge{ChargeState: ChargeState{ID: c.ID, PaymentIntent: c.PaymentIntent, Currency: cmp.Or(c.Currency, "usd"), Amount: c.Amount}, created: now}
 		ch.mu.Lock()
 		for _, r := range c.Refunds {
 			status := r.Status
@@ -61,9 +48,9 @@ func (s *Server) AddCharges(charges ...Charge) error {
 			s.addRefund(ch, r.Amount, status, r.Reason, copyMetadata(r.Metadata), "")
 		}
 		ch.mu.Unlock()
-		s.charges.Put(ch.id, ch)
-		if ch.intent != "" {
-			s.byIntent.Put(ch.intent, ch)
+		s.charges.Put(ch.ID, ch)
+		if ch.PaymentIntent != "" {
+			s.byIntent.Put(ch.PaymentIntent, ch)
 		}
 	}
 	return nil
@@ -94,7 +81,7 @@ func (s *Server) Charge(id string) (ChargeState, bool) {
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	return ChargeState{ID: ch.id, PaymentIntent: ch.intent, Currency: ch.currency, Amount: ch.amount, AmountRefunded: ch.refunded}, true
+	return ch.ChargeState, true
 }
 
 func (s *Server) getCharge(c apiCall) sim.Answer {
@@ -132,10 +119,10 @@ type chargeObject struct {
 // object renders the charge; the caller holds ch.mu.
 func (ch *charge) object() chargeObject {
 	return chargeObject{
-		ID: ch.id, Object: "charge", Amount: ch.amount, AmountCaptured: ch.amount,
-		AmountRefunded: ch.refunded, Captured: true, Created: ch.created, Currency: ch.currency,
-		Metadata: emptyMetadata, Paid: true, PaymentIntent: optional(ch.intent),
-		Refunded: ch.refunded == ch.amount, Status: "succeeded",
+		ID: ch.ID, Object: "charge", Amount: ch.Amount, AmountCaptured: ch.Amount,
+		AmountRefunded: ch.AmountRefunded, Captured: true, Created: ch.created, Currency: ch.Currency,
+		Metadata: emptyMetadata, Paid: true, PaymentIntent: optional(ch.PaymentIntent),
+		Refunded: ch.AmountRefunded == ch.Amount, Status: "succeeded",
 	}
 }
 

@@ -141,12 +141,12 @@ func (s *Server) createRefund(c apiCall) sim.Answer {
 		status = StatusRequiresAction
 	}
 	ch.mu.Lock()
-	remaining := ch.amount - ch.refunded
+	remaining := ch.Amount - ch.AmountRefunded
 	if remaining == 0 {
 		ch.mu.Unlock()
 		s.core.Count.RefundsRefused.Add(1)
-		return refused(http.StatusBadRequest, sim.Error{Type: typeInvalid, Code: "charge_already_refunded", Charge: ch.id,
-			Message: fmt.Sprintf("Charge %s has already been refunded.", ch.id)})
+		return refused(http.StatusBadRequest, sim.Error{Type: typeInvalid, Code: "charge_already_refunded", Charge: ch.ID,
+			Message: fmt.Sprintf("Charge %s has already been refunded.", ch.ID)})
 	}
 	amount := p.amount
 	if amount == 0 {
@@ -156,7 +156,7 @@ func (s *Server) createRefund(c apiCall) sim.Answer {
 		ch.mu.Unlock()
 		s.core.Count.RefundsRefused.Add(1)
 		return refused(http.StatusBadRequest, sim.Error{Type: typeInvalid, Code: "amount_too_large", Param: "amount",
-			Message: fmt.Sprintf("Refund amount (%s) is greater than unrefunded amount on charge (%s)", money(amount, ch.currency), money(remaining, ch.currency))})
+			Message: fmt.Sprintf("Refund amount (%s) is greater than unrefunded amount on charge (%s)", money(amount, ch.Currency), money(remaining, ch.Currency))})
 	}
 	re := s.addRefund(ch, amount, status, p.reason, p.metadata, c.key)
 	obj := re.object(p.expandCharge)

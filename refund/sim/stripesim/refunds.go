@@ -10,17 +10,12 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// refund is one refund; only its status changes (atomic, for lists).
+// refund is one refund as made; only its status changes (atomic, for lists).
 type refund struct {
-	id       string
-	seq      int
-	ch       *charge
-	amount   int64
-	reason   string
-	metadata map[string]string
-	created  int64
-	key      string // idempotency key of the request that created it
-	status   atomic.Pointer[string]
+	Refund // Status is status's
+	seq    int
+	ch     *charge
+	status atomic.Pointer[string]
 }
 
 // Refund is a refund as the simulator holds it, for checks.
@@ -41,13 +36,14 @@ type Refund struct {
 // addRefund records a new refund on ch, which the caller has locked.
 func (s *Server) addRefund(ch *charge, amount int64, status, reason string, md map[string]string, key string) *refund {
 	re := s.refunds.Add(func(n int, id string) *refund {
-		re := &refund{id: id, seq: n, ch: ch, amount: amount, reason: reason, metadata: md, created: s.now().Unix(), key: key}
+		re := &refund{Refund: Refund{ID: id, Charge: ch.ID, PaymentIntent: ch.PaymentIntent, Amount: amount, Currency: ch.Currency,
+			Reason: reason, Metadata: md, Created: s.now().Unix(), IdempotencyKey: key}, seq: n, ch: ch}
 		re.status.Store(&status)
 		return re
 	})
 	ch.refunds = append(ch.refunds, re)
 	if countsAgainstCharge(status) {
-		ch.refunded += amount
+		ch.AmountRefunded += amount
 	}
 	return re
 }
@@ -62,23 +58,11 @@ func (s *Server) refundByID(id string) *refund {
 
 // Refunds returns every refund, oldest first, for checks.
 func (s *Server) Refunds() []Refund {
-	all := s.refunds.All()
-	out := make([]Refund, len(all))
-	for i, re := range all {
-		out[i] = Refund{
-			ID:             re.id,
-			Charge:         re.ch.id,
-			PaymentIntent:  re.ch.intent,
-			Amount:         re.amount,
-			Currency:       re.ch.currency,
-			Status:         *re.status.Load(),
-			Reason:         re.reason,
-			Metadata:       copyMetadata(re.metadata),
-			Created:        re.created,
-			IdempotencyKey: re.key,
-		}
-	}
-	return out
+	return sim.Map(s.refunds.All(), func(re *refund) Refund {
+		r := re.Refund
+		r.Status, r.Metadata = *re.status.Load(), copyMetadata(r.Metadata)
+		return r
+	})
 }
 
 func (s *Server) getRefund(c apiCall) sim.Answer {
@@ -90,15 +74,7 @@ func (s *Server) getRefund(c apiCall) sim.Answer {
 	if re == nil {
 		return missing("refund", "id", c.id)
 	}
-	var obj refundObject
-	if expand {
-		re.ch.mu.Lock()
-		obj = re.object(true)
-		re.ch.mu.Unlock()
-	} else {
-		obj = re.object(false)
-	}
-	return found(obj)
+	return found(re.render(expand))
 }
 
 // cancelRefund is POST /v1/refunds/{id}/cancel after the idempotency layer.
@@ -121,7 +97,7 @@ func (s *Server) cancelRefund(c apiCall) sim.Answer {
 	}
 	canceled := StatusCanceled
 	re.status.Store(&canceled)
-	ch.refunded -= re.amount
+	ch.AmountRefunded -= re.Amount
 	obj := re.object(expand)
 	ch.mu.Unlock()
 	s.stats.refundsCanceled.Add(1)
@@ -212,14 +188,7 @@ func (s *Server) listRefunds(c apiCall) sim.Answer {
 
 	list := refundList{Object: "list", Data: make([]refundObject, len(page)), HasMore: hasMore, URL: "/v1/refunds"}
 	for i, re := range page {
-		j := len(page) - 1 - i // newest first
-		if expand {
-			re.ch.mu.Lock()
-			list.Data[j] = re.object(true)
-			re.ch.mu.Unlock()
-		} else {
-			list.Data[j] = re.object(false)
-		}
+		list.Data[len(page)-1-i] = re.render(expand) // newest first
 	}
 	return found(list)
 }
@@ -251,19 +220,29 @@ type refundList struct {
 	URL     string         `json:"url"`
 }
 
+// render is the refund's object, the charge's under its lock.
+func (re *refund) render(expandCharge bool) refundObject {
+	if !expandCharge {
+		return re.object(false)
+	}
+	re.ch.mu.Lock()
+	defer re.ch.mu.Unlock()
+	return re.object(true)
+}
+
 // object renders the refund; with expandCharge the caller holds re.ch.mu.
 func (re *refund) object(expandCharge bool) refundObject {
 	status := *re.status.Load()
 	o := refundObject{
-		ID: re.id, Object: "refund", Amount: re.amount, Charge: re.ch.id, Created: re.created,
-		Currency: re.ch.currency, Metadata: re.metadata, PaymentIntent: optional(re.ch.intent),
-		Reason: optional(re.reason), Status: status,
+		ID: re.ID, Object: "refund", Amount: re.Amount, Charge: re.Charge, Created: re.Created,
+		Currency: re.Currency, Metadata: re.Metadata, PaymentIntent: optional(re.PaymentIntent),
+		Reason: optional(re.Reason), Status: status,
 	}
 	if o.Metadata == nil {
 		o.Metadata = emptyMetadata
 	}
 	if status != StatusRequiresAction {
-		txn := "txn_sim" + re.id[len(refundPrefix):]
+		txn := "txn_sim" + re.ID[len(refundPrefix):]
 		o.BalanceTransaction = &txn
 	}
 	if status == StatusCanceled {

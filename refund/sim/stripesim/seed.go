@@ -3,7 +3,6 @@ package stripesim
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
@@ -120,18 +119,9 @@ func checkMetadata(md map[string]string) string {
 // GenerateCharges makes n usd charges ch_sim0000001 (pi_sim0000001), ... of
 // 1.00 to 1000.00 drawn from seed.
 func GenerateCharges(n int, seed int64) []Charge {
-	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
-	charges := make([]Charge, n)
-	for i := range charges {
-		num := fmt.Sprintf("%07d", i+1)
-		charges[i] = Charge{
-			ID:            "ch_sim" + num,
-			PaymentIntent: "pi_sim" + num,
-			Currency:      "usd",
-			Amount:        100 + rng.Int64N(99901),
-		}
-	}
-	return charges
+	return sim.Generate(n, seed, 0x5eed, func(num int, amount int64) Charge {
+		return Charge{ID: sim.Padded("ch_sim", 7, num), PaymentIntent: sim.Padded("pi_sim", 7, num), Currency: "usd", Amount: amount}
+	})
 }
 
 // maxLine bounds a line: 50 seeded refunds full of metadata fit.
@@ -139,14 +129,13 @@ const maxLine = 4 << 20
 
 // ReadCharges reads charges as JSON lines; errors read "name:line: ...".
 func ReadCharges(r io.Reader, name string) ([]Charge, error) {
-	seen := sim.FirstLines{}
-	return sim.ReadSeeds(r, name, maxLine, "charge", func(line int, c *Charge) error {
-		if err := c.Validate(); err != nil {
-			return err
-		}
-		if err := seen.Once("charge", c.ID, line); err != nil || c.PaymentIntent == "" {
-			return err
-		}
-		return seen.Once("payment_intent", c.PaymentIntent, line)
-	})
+	return sim.ReadSeeds[Charge](r, name, maxLine, "charge", nil)
+}
+
+// IDs are the charge's and its payment intent's, if any.
+func (c *Charge) IDs() []string {
+	if c.PaymentIntent == "" {
+		return []string{"charge", c.ID}
+	}
+	return []string{"charge", c.ID, "payment_intent", c.PaymentIntent}
 }

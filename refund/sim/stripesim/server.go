@@ -222,13 +222,9 @@ func (s *Server) ForgetKeys() int { return s.core.Keys.Forget() }
 // before the refund is made (nil: none): tests hold a request with it.
 func (s *Server) SetCreateHook(fn func(idempotencyKey string)) { s.hook.Set(fn) }
 
-// AddCharges adds charges and their seeded refunds. Nothing is added if one
-
 // The knobs and rate limits are the core's; these names keep stripesim's API.
 type (
-	// Faults are the fault knobs (sim.Faults).
-	Faults = sim.Faults
-	// RateLimits are Stripe's rate limits as token buckets (sim.RateLimits).
+	Faults     = sim.Faults
 	RateLimits = sim.RateLimits
 )
 
