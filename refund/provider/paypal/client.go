@@ -34,7 +34,7 @@ type Client struct {
 	id, secret string
 	now        func() time.Time
 	tokens     tokens
-	captured   capturedAmounts
+	captured   httpx.Payments
 }
 
 var _ refund.Provider = (*Client)(nil)
@@ -104,7 +104,7 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 	if p.Capture == "" {
 		return refund.PaymentInfo{}, refund.RefusedHere("capture_required", errNoCapture)
 	}
-	if info, ok := c.captured.get(p.Capture); ok {
+	if info, ok := c.captured.Get(p.Capture); ok {
 		return info, nil // read by the look-up just before: it never changes
 	}
 	cp, status, err := c.capture(ctx, p.Capture)

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/money"
@@ -93,33 +92,10 @@ func (c *Client) capture(ctx context.Context, id string) (captureJSON, int, erro
 	}
 	if err == nil && cp.Amount != nil {
 		if amount, perr := wire.ParseValue(cp.Amount.Value, cp.Amount.CurrencyCode); perr == nil {
-			c.captured.put(id, refund.PaymentInfo{Amount: amount, Currency: strings.ToLower(cp.Amount.CurrencyCode)})
+			c.captured.Put(id, refund.PaymentInfo{Amount: amount, Currency: strings.ToLower(cp.Amount.CurrencyCode)})
 		}
 	}
 	return cp, status, err
-}
-
-// capturedAmounts keeps what captures read lately captured (it never
-// changes), for Payment after a look-up.
-type capturedAmounts struct {
-	mu sync.Mutex
-	m  map[string]refund.PaymentInfo
-}
-
-func (c *capturedAmounts) get(id string) (refund.PaymentInfo, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	info, ok := c.m[id]
-	return info, ok
-}
-
-func (c *capturedAmounts) put(id string, info refund.PaymentInfo) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= 4096 { // the items in flight, many times over
-		c.m = make(map[string]refund.PaymentInfo)
-	}
-	c.m[id] = info
 }
 
 var errNotInOrder = errors.New("the order does not list the capture")

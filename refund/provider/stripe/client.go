@@ -29,6 +29,7 @@ const DefaultAPIBase = "https://api.stripe.com"
 type Client struct {
 	refunds striperefund.Client
 	charges stripecharge.Client
+	read    httpx.Payments // captured charges Find read, for the Payment that follows
 }
 
 var _ refund.Provider = (*Client)(nil)
@@ -93,12 +94,37 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	params := &stripego.RefundListParams{}
 	note := noted(ctx, &params.Context)
 	params.Limit = stripego.Int64(100)
+	var out []refund.Refund
 	if p.Charge != "" {
+		// One read answers both questions: the charge with its refunds
+		// (the newest, paged on below), its amount kept for Payment.
+		cp := &stripego.ChargeParams{}
+		cp.Context = params.Context
+		cp.AddExpand("refunds")
+		ch, err := c.charges.Get(p.Charge, cp)
+		if err != nil {
+			return nil, note.failure(err)
+		}
+		if ch.Refunds == nil {
+			err := fmt.Errorf("charge %s came without its refunds, asked for with expand[]=refunds", p.Charge)
+			return nil, refund.Unreadable("stripe", http.StatusOK, err)
+		}
+		for _, r := range ch.Refunds.Data {
+			out = append(out, toRefund(r))
+		}
+		if ch.Captured {
+			if info, err := chargeInfo(p.Charge, false, ch); err == nil {
+				c.read.Put(p.Charge, info)
+			}
+		}
+		if !ch.Refunds.HasMore {
+			return out, nil
+		}
 		params.Charge = stripego.String(p.Charge)
+		params.StartingAfter = stripego.String(out[len(out)-1].ID)
 	} else {
 		params.PaymentIntent = stripego.String(p.PaymentIntent)
 	}
-	var out []refund.Refund
 	iter := c.refunds.List(params)
 	for iter.Next() {
 		out = append(out, toRefund(iter.Refund()))
@@ -109,11 +135,44 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	return out, nil
 }
 
-// Payment reads what a charge, or a payment intent's charges, captured.
+// Payment reads what a charge, or a payment intent's charges, captured. A
+// captured charge's, once Find read it, is never read again: it cannot change.
 func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {
+	if p.Charge != "" {
+		if info, ok := c.read.Get(p.Charge); ok {
+			return info, nil
+		}
+		params := &stripego.ChargeParams{}
+		note := noted(ctx, &params.Context)
+		ch, err := c.charges.Get(p.Charge, params)
+		if err != nil {
+			return refund.PaymentInfo{}, note.failure(err)
+		}
+		return chargeInfo(p.Charge, false, ch)
+	}
+	params := &stripego.ChargeListParams{PaymentIntent: stripego.String(p.PaymentIntent)}
+	note := noted(ctx, &params.Context)
+	params.Limit = stripego.Int64(100)
+	iter := c.charges.List(params)
+	var charges []*stripego.Charge
+	for iter.Next() {
+		charges = append(charges, iter.Charge())
+	}
+	if err := iter.Err(); err != nil {
+		return refund.PaymentInfo{}, note.failure(err)
+	}
+	return chargeInfo(p.PaymentIntent, true, charges...)
+}
+
+// chargeInfo is what the charges of payment id captured, and in which
+// currency (a succeeded charge's), with an intent's charges named.
+func chargeInfo(id string, intent bool, charges ...*stripego.Charge) (refund.PaymentInfo, error) {
 	var info refund.PaymentInfo
 	var over error // the charges' captured amounts summed beyond int64
-	add := func(ch *stripego.Charge) {
+	for _, ch := range charges {
+		if intent {
+			info.Charges = append(info.Charges, ch.ID)
+		}
 		if ch.Status == stripego.ChargeStatusSucceeded && over == nil {
 			info.Amount, over = money.Add(info.Amount, ch.AmountCaptured, string(ch.Currency))
 		}
@@ -121,31 +180,9 @@ func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentI
 			info.Currency = string(ch.Currency)
 		}
 	}
-	if p.Charge != "" {
-		params := &stripego.ChargeParams{}
-		note := noted(ctx, &params.Context)
-		ch, err := c.charges.Get(p.Charge, params)
-		if err != nil {
-			return refund.PaymentInfo{}, note.failure(err)
-		}
-		add(ch)
-	} else {
-		params := &stripego.ChargeListParams{PaymentIntent: stripego.String(p.PaymentIntent)}
-		note := noted(ctx, &params.Context)
-		params.Limit = stripego.Int64(100)
-		iter := c.charges.List(params)
-		for iter.Next() {
-			ch := iter.Charge()
-			info.Charges = append(info.Charges, ch.ID)
-			add(ch)
-		}
-		if err := iter.Err(); err != nil {
-			return refund.PaymentInfo{}, note.failure(err)
-		}
-	}
 	if over != nil { // no payment captures that much: not understood, for good
 		return refund.PaymentInfo{}, &refund.Failure{Class: refund.ClassFinal, Code: refund.CodeLookupFailed, Err: over,
-			Message: fmt.Sprintf("the captured amounts of %s: %v", p.ID(), over)}
+			Message: fmt.Sprintf("the captured amounts of %s: %v", id, over)}
 	}
 	return info, nil
 }

@@ -85,7 +85,8 @@ func (s *Server) Charge(id string) (ChargeState, bool) {
 }
 
 func (s *Server) getCharge(c apiCall) sim.Answer {
-	if _, a, ok := parseExpandOnly(c.form, ""); !ok {
+	expand, a, ok := parseExpandOnly(c.form, "refunds")
+	if !ok {
 		return a
 	}
 	ch := s.charges.Get(c.id)
@@ -94,8 +95,27 @@ func (s *Server) getCharge(c apiCall) sim.Answer {
 	}
 	ch.mu.Lock()
 	obj := ch.object()
+	if expand {
+		obj.Refunds = ch.refundList()
+	}
 	ch.mu.Unlock()
 	return found(obj)
+}
+
+// chargeRefunds is how many refunds an expanded charge shows, newest
+// first, as Stripe's sublists do; has_more says the list pages on.
+const chargeRefunds = 10
+
+// refundList is the charge's refunds as its expanded sublist; the caller
+// holds ch.mu.
+func (ch *charge) refundList() *refundList {
+	n := min(len(ch.refunds), chargeRefunds)
+	list := &refundList{Object: "list", Data: make([]refundObject, n), HasMore: len(ch.refunds) > n,
+		URL: "/v1/charges/" + ch.ID + "/refunds"}
+	for i := range n {
+		list.Data[i] = ch.refunds[len(ch.refunds)-1-i].object(false)
+	}
+	return list
 }
 
 // chargeObject is the part of Stripe's charge object the simulator keeps.
@@ -114,6 +134,7 @@ type chargeObject struct {
 	PaymentIntent  *string           `json:"payment_intent"`
 	Refunded       bool              `json:"refunded"`
 	Status         string            `json:"status"`
+	Refunds        *refundList       `json:"refunds,omitempty"` // only when expanded
 }
 
 // object renders the charge; the caller holds ch.mu.
