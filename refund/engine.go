@@ -82,7 +82,9 @@ type engine struct {
 	stopRun       context.CancelFunc
 	unanswered    atomic.Int64
 	creates       atomic.Int64
-	lists         atomic.Int64
+	paymentReads  atomic.Int64
+	refundLists   atomic.Int64
+	refundReads   atomic.Int64
 	retries       atomic.Int64
 	limited       atomic.Int64
 	reconciled    atomic.Int64

@@ -147,7 +147,9 @@ func (e *engine) readPayment(ctx context.Context, it *Item, attempt int, unsent 
 		if errors.Is(err, ErrNoLookup) {
 			return nil // nothing was asked
 		}
-		e.lists.Add(1) // a read of the payment, counted with the look-ups
+		if !info.Kept {
+			e.paymentReads.Add(1)
+		}
 		p.info, p.known = info, err == nil
 		return err
 	})
@@ -157,7 +159,9 @@ func (e *engine) readPayment(ctx context.Context, it *Item, attempt int, unsent 
 
 // list returns the refunds of the item's payment, newest first; looked is
 // false on ErrNoLookup. ok is false when the listing failed (res: why).
-func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (refunds []Refund, looked bool, res Result, ok bool) {
+// Of a provider whose Find reads the payment too, pay (when not nil) then
+// holds what it read, with no request of its own.
+func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool, pay *payment) (refunds []Refund, looked bool, res Result, ok bool) {
 	looked = true
 	res, ok = e.read(ctx, it, attempt, unsent, EndpointList, "list the charge's refunds", func(ctx context.Context) error {
 		var err error
@@ -166,9 +170,18 @@ func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool) (
 			looked = false
 			return nil
 		}
-		e.lists.Add(1)
+		e.refundLists.Add(1)
 		return err
 	})
+	if ok && looked && pay != nil && !pay.read && e.facts.FindReadsPayment {
+		info, err := e.cfg.Provider.Payment(context.WithoutCancel(ctx), paymentOf(it))
+		if err == nil {
+			pay.info, pay.known, pay.read = info, true, true
+		}
+		if !info.Kept && !errors.Is(err, ErrNoLookup) {
+			e.paymentReads.Add(1) // not kept after all (a charge not captured): a request
+		}
+	}
 	return refunds, looked, res, ok
 }
 
@@ -233,6 +246,9 @@ func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, 
 	res, ok = e.read(ctx, it, st.Attempt, false, EndpointGet, "read refund "+id, func(ctx context.Context) error {
 		var err error
 		r, err = e.cfg.Provider.Get(ctx, id)
+		if !errors.Is(err, ErrNoLookup) {
+			e.refundReads.Add(1)
+		}
 		if errors.Is(err, ErrNoLookup) {
 			if found, ferr := e.findRefund(ctx, it, id); !errors.Is(ferr, ErrNoLookup) {
 				r, err = found, ferr
@@ -255,7 +271,7 @@ func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, 
 func (e *engine) findRefund(ctx context.Context, it *Item, id string) (Refund, error) {
 	refunds, err := e.cfg.Provider.Find(ctx, paymentOf(it))
 	if !errors.Is(err, ErrNoLookup) {
-		e.lists.Add(1)
+		e.refundLists.Add(1)
 	}
 	if err != nil {
 		return Refund{}, err

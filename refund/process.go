@@ -114,7 +114,7 @@ func (e *engine) process(ctx context.Context, j job) Result {
 	// before the first call. NoLookup skips it, only for an item never seen.
 	var listed *[]Refund // the payment's refunds, when they were listed
 	if j.known || !e.cfg.NoLookup {
-		refunds, looked, res, ok := e.list(ctx, it, attempt, unsent)
+		refunds, looked, res, ok := e.list(ctx, it, attempt, unsent, pay)
 		switch {
 		case !ok:
 			return res
@@ -227,7 +227,7 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 // journaling the end of each extra the provider shows ended.
 func (e *engine) recheckExtras(ctx context.Context, it *Item, st journal.ItemState) Result {
 	res, extras := asJournaled(it, StatusSkipped, st), st.ExtraIDs()
-	refunds, looked, _, ok := e.list(ctx, it, st.Attempt, false)
+	refunds, looked, _, ok := e.list(ctx, it, st.Attempt, false, nil)
 	if !ok || !looked {
 		return withExtras(res, extras) // as journaled; a later run asks again
 	}

@@ -301,7 +301,7 @@ func TestCaptureItemsLockTheirOwnCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.ByStatus[refund.StatusRefunded] != 2 || sum.ListCalls != 0 {
+	if sum.ByStatus[refund.StatusRefunded] != 2 || sum.RefundLists != 0 {
 		t.Errorf("summary %+v: want 2 refunded and no list call", sum)
 	}
 }

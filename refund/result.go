@@ -82,23 +82,24 @@ func newResult(it *Item, status string) Result {
 
 // Summary counts what a run did.
 type Summary struct {
-	Provider      string // in the summary ("Stripe"); "" is "the provider"
-	Items         int
-	ByStatus      map[string]int
-	Refunded      money.Totals // refunded in this run, per currency
-	Found         money.Totals // found at the provider and adopted: refunded earlier
-	CreateCalls   int64
-	ListCalls     int64
-	Lookup        string // names one of ListCalls when not a list call (Facts.LookupName)
-	ListRequests  int64  // what ListCalls sent, when a look-up is more than one request; else 0
-	RateLimited   int64  // 429 answers
-	Retries       int64  // calls repeated with the same key
-	Reconciled    int64  // in-doubt items settled by listing the charge's refunds
-	NewKeys       int64  // attempts that needed a new idempotency key
-	Duplicates    int64  // items Stripe holds more than one live refund for
-	Indeterminate int64  // items left in doubt by the provider's own 500
-	OtherShards   int    // the plan's items of other shards, read and not worked
-	Dry           string // the kind of dry run (DryLookup, DryOffline); "" for a real run
+	Provider string // in the summary ("Stripe"); "" is "the provider"
+	Items    int
+	ByStatus map[string]int
+	Refunded money.Totals // refunded in this run, per currency
+	Found    money.Totals // found at the provider and adopted: refunded earlier
+	// Calls by what they ask: creates, reads of a payment, lists of a
+	// payment's refunds (the look-ups), reads of one refund.
+	CreateCalls, PaymentReads, RefundLists, RefundReads int64
+	Lookup                                              string // names one of RefundLists when not a refund list (Facts.LookupName)
+	ListRequests                                        int64  // what RefundLists sent, when one is more than one request; else 0
+	RateLimited                                         int64  // 429 answers
+	Retries                                             int64  // calls repeated with the same key
+	Reconciled                                          int64  // in-doubt items settled by listing the charge's refunds
+	NewKeys                                             int64  // attempts that needed a new idempotency key
+	Duplicates                                          int64  // items Stripe holds more than one live refund for
+	Indeterminate                                       int64  // items left in doubt by the provider's own 500
+	OtherShards                                         int    // the plan's items of other shards, read and not worked
+	Dry                                                 string // the kind of dry run (DryLookup, DryOffline); "" for a real run
 	// WouldRefund sums what would_refund items would refund, per currency
 	// ("": offline, a plan that names none); WouldUnknown counts those of
 	// an amount not known. WouldAdopt sums the refunds a dry run found.
@@ -248,13 +249,13 @@ func (s *Summary) String() string {
 		fmt.Fprintf(&b, "; %d would_refund %s of an amount not known (the rest of the payment)", s.WouldUnknown, plural(s.WouldUnknown, "item"))
 	}
 	if s.Dry != DryOffline {
-		fmt.Fprintf(&b, "; %d create and %s, %d retried, %d rate-limited", s.CreateCalls, s.lookups(), s.Retries, s.RateLimited)
+		fmt.Fprintf(&b, "; %d creates, %d payment reads, %s, %d refund reads, %d retried, %d rate-limited", s.CreateCalls, s.PaymentReads, s.lookups(), s.RefundReads, s.Retries, s.RateLimited)
 	}
 	if s.Dry == "" {
 		fmt.Fprintf(&b, ", %d reconciled, %d new keys; %d journal records in %d fsyncs", s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
 	}
 	if s.ListRequests > 0 {
-		fmt.Fprintf(&b, "; a list call is %d requests at %s: %d list requests", s.ListRequests/max(s.ListCalls, 1), s.Provider, s.ListRequests)
+		fmt.Fprintf(&b, "; a refund list is %d requests at %s: %d refund list requests", s.ListRequests/max(s.RefundLists, 1), s.Provider, s.ListRequests)
 	}
 	return b.String()
 }
@@ -262,25 +263,25 @@ func (s *Summary) String() string {
 // lookups counts the look-ups as the summary line says them.
 func (s *Summary) lookups() string {
 	if s.Lookup == "" {
-		return fmt.Sprintf("%d list calls", s.ListCalls)
+		return fmt.Sprintf("%d refund lists", s.RefundLists)
 	}
-	return fmt.Sprintf("%d %s", s.ListCalls, plural(int(s.ListCalls), s.Lookup))
+	return fmt.Sprintf("%d %s", s.RefundLists, plural(int(s.RefundLists), s.Lookup))
 }
 
 // LogAttrs is the summary as a log record's fields (--log-format json).
 func (s *Summary) LogAttrs() []any {
 	by := make(map[string]int, len(s.ByStatus))
 	maps.Copy(by, s.ByStatus)
-	lookups := []any{"list_calls", s.ListCalls, "list_requests", max(s.ListRequests, s.ListCalls)}
+	lookups := []any{"refund_lists", s.RefundLists, "refund_list_requests", max(s.ListRequests, s.RefundLists)}
 	if s.Lookup != "" {
 		// Not requests to the provider: no request count.
-		lookups = []any{strings.NewReplacer("-", "", " ", "_").Replace(s.Lookup) + "s", s.ListCalls}
+		lookups = []any{strings.NewReplacer("-", "", " ", "_").Replace(s.Lookup) + "s", s.RefundLists}
 	}
 	attrs := []any{"items", s.Items, "by_status", by,
 		"refunded_minor_units", s.sums(s.Refunded, sumRefunded), "found_minor_units", s.sums(s.Found, sumFound),
-		"create_calls", s.CreateCalls}
+		"create_calls", s.CreateCalls, "payment_reads", s.PaymentReads}
 	attrs = append(attrs, lookups...)
-	attrs = append(attrs, "retried", s.Retries,
+	attrs = append(attrs, "refund_reads", s.RefundReads, "retried", s.Retries,
 		"rate_limited", s.RateLimited, "reconciled", s.Reconciled, "new_keys", s.NewKeys,
 		"duplicates", s.Duplicates, "indeterminate", s.Indeterminate,
 		"journal_records", s.Records, "fsyncs", s.Fsyncs)

@@ -31,9 +31,9 @@ func TestResultAppendJSONMatchesEncodingJSON(t *testing.T) {
 func TestSummaryString(t *testing.T) {
 	s := Summary{Provider: "Stripe", Items: 1, ByStatus: map[string]int{StatusRefunded: 1},
 		Refunded: map[string]int64{"usd": 1007392, "jpy": 500}, Found: map[string]int64{"kwd": 1500},
-		CreateCalls: 1, ListCalls: 1, Records: 2, Fsyncs: 2}
+		CreateCalls: 1, PaymentReads: 2, RefundLists: 1, RefundReads: 3, Records: 2, Fsyncs: 2}
 	want := "1 item: 1 refunded, 0 skipped, 0 failed, 0 in_doubt; refunded 500 JPY; refunded 10,073.92 USD; found at Stripe (refunded earlier) 1.500 KWD; " +
-		"1 create and 1 list calls, 0 retried, 0 rate-limited, 0 reconciled, 0 new keys; 2 journal records in 2 fsyncs"
+		"1 creates, 2 payment reads, 1 refund lists, 3 refund reads, 0 retried, 0 rate-limited, 0 reconciled, 0 new keys; 2 journal records in 2 fsyncs"
 	if got := s.String(); got != want {
 		t.Errorf("String() =\n%s\nwant\n%s", got, want)
 	}

@@ -118,9 +118,10 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	wg.Wait()
 
 	s := &e.summary
-	s.CreateCalls, s.ListCalls, s.Retries = e.creates.Load(), e.lists.Load(), e.retries.Load()
+	s.CreateCalls, s.PaymentReads, s.RefundLists, s.RefundReads = e.creates.Load(), e.paymentReads.Load(), e.refundLists.Load(), e.refundReads.Load()
+	s.Retries = e.retries.Load()
 	if n := int64(facts.LookupRequests); n > 1 {
-		s.ListRequests = n * s.ListCalls
+		s.ListRequests = n * s.RefundLists
 	}
 	s.RateLimited, s.Reconciled, s.NewKeys = e.limited.Load(), e.reconciled.Load(), e.newKeys.Load()
 	s.Indeterminate, s.OtherShards = e.indeterminate.Load(), e.otherShards

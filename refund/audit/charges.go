@@ -93,7 +93,9 @@ func (r *run) readPayment(ctx context.Context, what string, countCannot bool, ge
 			p.cannot = true
 			return nil
 		}
-		r.rep.chargeCalls.Add(1)
+		if !info.Kept { // else the look-up's read: no request
+			r.rep.chargeCalls.Add(1)
+		}
 		return err
 	})
 	switch {

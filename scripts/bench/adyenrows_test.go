@@ -9,8 +9,8 @@ import (
 
 func TestParsePending(t *testing.T) {
 	for in, want := range map[string]int64{
-		"refund: 2000 items: 0 refunded, 0 skipped, 0 failed, 0 in_doubt, 2000 pending; 2000 create and 2000 notification look-ups\n":       2000,
-		"refund: 2000 items: 2000 refunded, 0 skipped, 0 failed, 0 in_doubt; refunded 2,000.00 EUR; 0 create and 0 notification look-ups\n": 0,
+		"refund: 2000 items: 0 refunded, 0 skipped, 0 failed, 0 in_doubt, 2000 pending; 2000 creates, 0 payment reads, 2000 notification look-ups, 0 refund reads\n":       2000,
+		"refund: 2000 items: 2000 refunded, 0 skipped, 0 failed, 0 in_doubt; refunded 2,000.00 EUR; 0 creates, 0 payment reads, 0 notification look-ups, 0 refund reads\n": 0,
 	} {
 		if got := parsePending(in); got != want {
 			t.Errorf("parsePending(%q) = %d, want %d", in, got, want)

@@ -104,16 +104,16 @@ func TestParseSummary(t *testing.T) {
 	}{
 		{
 			name:   "run",
-			stderr: "refund: 20000 items: 20000 refunded, 0 skipped, 0 failed, 0 in_doubt; refunded 998543618 usd; 20000 create and 0 list calls, 0 retried, 0 rate-limited, 0 reconciled, 0 new keys; 40000 journal records in 3374 fsyncs\n",
+			stderr: "refund: 20000 items: 20000 refunded, 0 skipped, 0 failed, 0 in_doubt; refunded 998543618 usd; 20000 creates, 0 payment reads, 0 refund lists, 0 refund reads, 0 retried, 0 rate-limited, 0 reconciled, 0 new keys; 40000 journal records in 3374 fsyncs\n",
 			want:   summary{Items: 20000, Refunded: 20000, Creates: 20000, Records: 40000, Fsyncs: 3374},
 		},
 		{
 			name:   "restart after a warning",
-			stderr: "refund: some warning\nrefund: 1000000 items: 0 refunded, 1000000 skipped, 0 failed, 0 in_doubt; 0 create and 0 list calls, 0 retried, 0 rate-limited, 0 reconciled, 0 new keys; 0 journal records in 0 fsyncs\n",
+			stderr: "refund: some warning\nrefund: 1000000 items: 0 refunded, 1000000 skipped, 0 failed, 0 in_doubt; 0 creates, 0 payment reads, 0 refund lists, 0 refund reads, 0 retried, 0 rate-limited, 0 reconciled, 0 new keys; 0 journal records in 0 fsyncs\n",
 			want:   summary{Items: 1000000, Skipped: 1000000},
 		},
 		{name: "no summary", stderr: "refund: STRIPE_API_KEY is not set\n", wantErr: true},
-		{name: "no fsync figures", stderr: "refund: 1 items: 1 refunded, 0 skipped, 0 failed, 0 in_doubt; 1 create and 0 list calls\n", wantErr: true},
+		{name: "no fsync figures", stderr: "refund: 1 items: 1 refunded, 0 skipped, 0 failed, 0 in_doubt; 1 creates, 0 payment reads, 0 refund lists, 0 refund reads\n", wantErr: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := parseSummary(c.stderr)

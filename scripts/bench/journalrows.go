@@ -137,7 +137,7 @@ func restartRow(sh shape) func(*bench, *row) error {
 				return err
 			}
 			if s.Skipped != int64(n) || s.Creates != 0 || s.Lists != 0 || s.Records != 0 {
-				return fmt.Errorf("%d skipped, %d create and %d list calls, %d records written: want %d, 0, 0, 0", s.Skipped, s.Creates, s.Lists, s.Records, n)
+				return fmt.Errorf("%d skipped, %d creates and %d reads, %d records written: want %d, 0, 0, 0", s.Skipped, s.Creates, s.Lists, s.Records, n)
 			}
 			return nil
 		}
@@ -197,7 +197,7 @@ func restartRow(sh shape) func(*bench, *row) error {
 		c.fill(r, b.label("restart", sh), speedup, perItem)
 		r.detailf("%s", b.describe(sh, plan, journal))
 		r.detailf("What is left: over the journal of a run stopped with the last %s items left (in the real shape the first of them in flight: intent, no outcome), `refund --dry-run` (would_refund or would_reconcile) and every pipeline named the same %s items.", num(left), num(left))
-		r.detailf("The restart: zero API calls (`STRIPE_API_BASE` names a loopback port where nothing listens); every run exited 0 with `%s skipped ... 0 create and 0 list calls ... 0 journal records`, an untimed run of each core wrote %s result lines all `skipped`, every pipeline found nothing left, and the journals kept their size.", num(n), num(n))
+		r.detailf("The restart: zero API calls (`STRIPE_API_BASE` names a loopback port where nothing listens); every run exited 0 with `%s skipped ... 0 creates, 0 payment reads, 0 refund lists, 0 refund reads ... 0 journal records`, an untimed run of each core wrote %s result lines all `skipped`, every pipeline found nothing left, and the journals kept their size.", num(n), num(n))
 		r.details = append(r.details, c.table()...)
 		return nil
 	}

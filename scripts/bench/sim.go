@@ -111,13 +111,14 @@ func apiRequests(st stripesim.Stats) int64 {
 // summary is refund's stderr summary line.
 type summary struct {
 	Items, Refunded, Skipped, Failed, InDoubt int64
-	Creates, Lists                            int64
+	Creates, Lists                            int64 // Lists: every read, the sum of the three below
+	PaymentReads, RefundLists, RefundReads    int64
 	Records, Fsyncs                           int64
 }
 
 var (
 	itemsRE = regexp.MustCompile(`(\d+) items: (\d+) refunded, (\d+) skipped, (\d+) failed, (\d+) in_doubt`)
-	callsRE = regexp.MustCompile(`(\d+) create and (\d+) (?:list calls|notification look-ups?)`) // Adyen's look-ups are in its notifications
+	callsRE = regexp.MustCompile(`(\d+) creates, (\d+) payment reads, (\d+) (?:refund lists|notification look-ups?), (\d+) refund reads`) // Adyen's look-ups are in its notifications
 	syncsRE = regexp.MustCompile(`(\d+) journal records in (\d+) fsyncs`)
 )
 
@@ -129,7 +130,7 @@ func parseSummary(stderr string) (summary, error) {
 		dst []*int64
 	}{
 		{itemsRE, []*int64{&s.Items, &s.Refunded, &s.Skipped, &s.Failed, &s.InDoubt}},
-		{callsRE, []*int64{&s.Creates, &s.Lists}},
+		{callsRE, []*int64{&s.Creates, &s.PaymentReads, &s.RefundLists, &s.RefundReads}},
 		{syncsRE, []*int64{&s.Records, &s.Fsyncs}},
 	} {
 		sub := m.re.FindStringSubmatch(stderr)
@@ -140,6 +141,7 @@ func parseSummary(stderr string) (summary, error) {
 			*d, _ = strconv.ParseInt(sub[i+1], 10, 64)
 		}
 	}
+	s.Lists = s.PaymentReads + s.RefundLists + s.RefundReads
 	return s, nil
 }
 

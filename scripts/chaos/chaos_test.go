@@ -131,7 +131,7 @@ func TestFirstBadLine(t *testing.T) {
 }
 
 func TestParseSummary(t *testing.T) {
-	line := "refund: 24 items: 20 refunded, 3 skipped, 1 failed, 0 in_doubt; refunded 1500 usd; 26 create and 2 list calls, 5 retried, 4 rate-limited, 2 reconciled, 1 new keys; 48 journal records in 30 fsyncs\n"
+	line := "refund: 24 items: 20 refunded, 3 skipped, 1 failed, 0 in_doubt; refunded 1500 usd; 26 creates, 0 payment reads, 2 refund lists, 0 refund reads, 5 retried, 4 rate-limited, 2 reconciled, 1 new keys; 48 journal records in 30 fsyncs\n"
 	got, ok := parseSummary("refund: other line\n" + line)
 	want := summary{Items: 24, Refunded: 20, Skipped: 3, Failed: 1, Creates: 26, Lists: 2, Retried: 5, RateLimited: 4, Reconciled: 2, NewKeys: 1}
 	if !ok || got != want {

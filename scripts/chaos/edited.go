@@ -196,7 +196,7 @@ func (r *rig) checkEditRefused(p *plan, j, path string, at int, kind, from, to s
 	creates2, lists2 := r.calls()
 	silent := creates2 == creates && lists2 == lists
 	if prefix && !silent {
-		r.t.Errorf("%s: every item before it is settled, yet refund made %d create and %d list calls", what, creates2-creates, lists2-lists)
+		r.t.Errorf("%s: every item before it is settled, yet refund made %d creates and %d reads", what, creates2-creates, lists2-lists)
 	}
 	return silent
 }

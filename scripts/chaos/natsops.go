@@ -73,7 +73,7 @@ func (b *sharedBatch) checkRefusedRun(url, planPath string, code int, what strin
 		}
 	}
 	if creates2, lists2 := r.calls(); creates2 != creates || lists2 != lists || r.sim.Creates() != keys {
-		r.t.Errorf("%s: refund made %d create and %d list calls, want none", what, creates2-creates, lists2-lists)
+		r.t.Errorf("%s: refund made %d creates and %d reads, want none", what, creates2-creates, lists2-lists)
 	}
 	if now, err := b.cp.snapshot(); err == nil && len(now) != len(before) {
 		r.t.Errorf("%s: the checkpoint holds %d records, %d before", what, len(now), len(before))

@@ -403,12 +403,12 @@ func (r *rig) makePlan(name, batch, chargesPath string, extra ...string) *plan {
 	return pl
 }
 
-var summaryRE = regexp.MustCompile(`refund: (\d+) items(?: \([^)]*\))?: (\d+) refunded, (\d+) skipped, (\d+) failed, (\d+) in_doubt.*; (\d+) create and (\d+) (?:list calls|notification look-ups?), (\d+) retried, (\d+) rate-limited, (\d+) reconciled, (\d+) new keys`)
+var summaryRE = regexp.MustCompile(`refund: (\d+) items(?: \([^)]*\))?: (\d+) refunded, (\d+) skipped, (\d+) failed, (\d+) in_doubt.*; (\d+) creates, (\d+) payment reads, (\d+) (?:refund lists|notification look-ups?), (\d+) refund reads, (\d+) retried, (\d+) rate-limited, (\d+) reconciled, (\d+) new keys`)
 
 // summary is refund's summary line on stderr, parsed.
 type summary struct {
 	Items, Refunded, Skipped, Failed, InDoubt int
-	Creates, Lists, Retried, RateLimited      int
+	Creates, Lists, Retried, RateLimited      int // Lists: every read (payment, refund list, refund)
 	Reconciled, NewKeys                       int
 }
 
@@ -421,7 +421,7 @@ func parseSummary(stderr string) (summary, bool) {
 	for i := 1; i < len(m); i++ {
 		n[i], _ = strconv.Atoi(m[i])
 	}
-	return summary{n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11]}, true
+	return summary{n[1], n[2], n[3], n[4], n[5], n[6], n[7] + n[8] + n[9], n[10], n[11], n[12], n[13]}, true
 }
 
 // newStriker makes a striker that sends sig and installs its hook; it is

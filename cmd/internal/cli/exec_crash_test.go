@@ -147,7 +147,7 @@ printf '%s\n' "$out"; exit $rc
 			if n := r.sim.Creates(); n != items {
 				t.Errorf("%d keys reserved after the rerun, want %d: an item in doubt was sent under a new key", n, items)
 			}
-			if want := "0 create and 5 list calls"; withFind && !strings.Contains(stderr.String(), want) {
+			if want := "0 creates, 0 payment reads, 5 refund lists, 0 refund reads"; withFind && !strings.Contains(stderr.String(), want) {
 				t.Errorf("rerun with a find command: summary does not say %q: %s", want, stderr)
 			}
 			r.checkExactlyOnce(path, items)

@@ -311,6 +311,9 @@ func (p countingProvider) Find(ctx context.Context, pay refund.Payment) ([]refun
 
 func (p countingProvider) Payment(ctx context.Context, pay refund.Payment) (refund.PaymentInfo, error) {
 	info, err := p.Provider.Payment(ctx, pay)
+	if info.Kept {
+		return info, err // the look-up's read: no request sent
+	}
 	return info, p.count("payment", err)
 }
 

@@ -99,13 +99,10 @@ func checkMetricsMatchSummary(t *testing.T, mfs map[string]*dto.MetricFamily, st
 	if got, want := metricSum(mfs, "refundkit_refund_items_total", nil), summaryCount(t, stderr, "items"); got != want {
 		t.Errorf("items: metrics say %v, the summary %v", got, want)
 	}
-	if got, want := metricSum(mfs, "refundkit_refund_requests_total", map[string]string{"endpoint": "create"}), summaryCount(t, stderr, "create"); got != want {
-		t.Errorf("create calls: metrics say %v, the summary %v", got, want)
-	}
-	lists := metricSum(mfs, "refundkit_refund_requests_total", map[string]string{"endpoint": "list"}) +
-		metricSum(mfs, "refundkit_refund_requests_total", map[string]string{"endpoint": "payment"})
-	if want := summaryCount(t, stderr, "list"); lists != want {
-		t.Errorf("list calls: metrics say %v, the summary %v", lists, want)
+	for endpoint, what := range map[string]string{"create": "creates", "payment": "payment reads", "list": "refund lists", "get": "refund reads"} {
+		if got, want := metricSum(mfs, "refundkit_refund_requests_total", map[string]string{"endpoint": endpoint}), summaryCount(t, stderr, what); got != want {
+			t.Errorf("%s: metrics say %v, the summary %v", what, got, want)
+		}
 	}
 	if got, want := metricSum(mfs, "refundkit_refund_requests_total", map[string]string{"outcome": "rate_limited"}), summaryCount(t, stderr, "rate-limited"); got != want {
 		t.Errorf("429s: metrics say %v, the summary %v", got, want)

@@ -49,7 +49,7 @@ func cmdSim(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("sim does not take !")
 	}
 	if len(args) == 0 {
-		ts.Fatalf("usage: sim faults|forget-keys|calls|reset-calls|refunds|charge|refund-status ...")
+		ts.Fatalf("usage: sim faults|forget-keys|calls|requests|reset-calls|refunds|charge|refund-status ...")
 	}
 	s := ts.Value("sim").(*scriptSim)
 	switch args[0] {
@@ -71,6 +71,13 @@ func cmdSim(ts *testscript.TestScript, neg bool, args []string) {
 		c, l := s.Creates(), s.Lists()
 		if strconv.FormatInt(c, 10) != args[1] || strconv.FormatInt(l, 10) != args[2] {
 			ts.Fatalf("API calls: %d creates, %d lists; want %s and %s", c, l, args[1], args[2])
+		}
+	case "requests":
+		if len(args) != 3 {
+			ts.Fatalf("usage: sim requests 'METHOD PATH' N")
+		}
+		if n := s.Calls(args[1]); strconv.FormatInt(n, 10) != args[2] {
+			ts.Fatalf("%d requests %s, want %s", n, args[1], args[2])
 		}
 	case "refunds":
 		if len(args) != 2 {

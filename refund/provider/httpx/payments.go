@@ -24,10 +24,11 @@ func (p *Payments) Put(id string, info refund.PaymentInfo) {
 	p.m[id] = info
 }
 
-// Get returns what is kept for id.
+// Get returns what is kept for id, said Kept.
 func (p *Payments) Get(id string) (refund.PaymentInfo, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	info, ok := p.m[id]
+	info.Kept = ok
 	return info, ok
 }

@@ -48,7 +48,7 @@ func New(base, id, secret string, conns int) *Client {
 // is indeterminate or late. Retries are spaced further than Stripe's:
 // PayPal judges its rate over a minute.
 func (*Client) Facts() refund.Facts {
-	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Payments: []string{"capture"}, LookupRequests: lookupRequests,
+	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Payments: []string{"capture"}, LookupRequests: lookupRequests, FindReadsPayment: true,
 		Backoff: refund.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second}}
 }
 

@@ -51,7 +51,7 @@ func New(base, key string, conns int) *Client {
 // (LateOutcomes); retries are spaced within its rate limits. A nil *Client
 // has them too.
 func (*Client) Facts() refund.Facts {
-	return refund.Facts{Name: "Stripe", KeyTTL: 24 * time.Hour, LateOutcomes: true, Payments: []string{"charge", "payment_intent"},
+	return refund.Facts{Name: "Stripe", KeyTTL: 24 * time.Hour, LateOutcomes: true, Payments: []string{"charge", "payment_intent"}, FindReadsPayment: true,
 		Backoff: refund.Backoff{Base: 250 * time.Millisecond, Max: 16 * time.Second}}
 }
 

@@ -85,8 +85,10 @@ func (s *Sim) Calls(routes ...string) int64 {
 // Creates counts refund creations (POST /v1/refunds) since the last Reset.
 func (s *Sim) Creates() int64 { return s.Calls(Create) }
 
-// Lists counts refund lists (GET /v1/refunds) since the last Reset.
-func (s *Sim) Lists() int64 { return s.Calls(List) }
+// Lists counts the look-ups of a payment's refunds since the last Reset:
+// refund lists (GET /v1/refunds) and reads of a charge (GET
+// /v1/charges/{id}, its refunds expanded or not).
+func (s *Sim) Lists() int64 { return s.Calls(List, GetCharge) }
 
 // PayPalCreates counts PayPal refund requests since the last Reset.
 func (s *Sim) PayPalCreates() int64 { return s.Calls(PayPalRefund) }
