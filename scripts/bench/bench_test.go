@@ -112,6 +112,16 @@ func TestParseSummary(t *testing.T) {
 			stderr: "refund: some warning\nrefund: 1000000 items: 0 refunded, 1000000 skipped, 0 failed, 0 in_doubt; 0 creates, 0 payment reads, 0 refund lists, 0 refund reads, 0 retried, 0 rate-limited, 0 reconciled, 0 new keys; 0 journal records in 0 fsyncs\n",
 			want:   summary{Items: 1000000, Skipped: 1000000},
 		},
+		{
+			name:   "reads by kind",
+			stderr: "refund: 10 items: 10 refunded, 0 skipped, 0 failed, 0 in_doubt; 10 creates, 2 payment reads, 10 refund lists, 1 refund reads, 0 retried, 0 rate-limited, 0 reconciled, 0 new keys; 20 journal records in 9 fsyncs\n",
+			want:   summary{Items: 10, Refunded: 10, Creates: 10, Lists: 13, PaymentReads: 2, RefundLists: 10, RefundReads: 1, Records: 20, Fsyncs: 9},
+		},
+		{
+			name:   "the old core's summary",
+			stderr: "refund: 10 items: 10 refunded, 0 skipped, 0 failed, 0 in_doubt; 10 create and 20 list calls, 0 retried, 0 rate-limited, 0 reconciled, 0 new keys; 20 journal records in 9 fsyncs\n",
+			want:   summary{Items: 10, Refunded: 10, Creates: 10, Lists: 20, RefundLists: 20, Records: 20, Fsyncs: 9},
+		},
 		{name: "no summary", stderr: "refund: STRIPE_API_KEY is not set\n", wantErr: true},
 		{name: "no fsync figures", stderr: "refund: 1 items: 1 refunded, 0 skipped, 0 failed, 0 in_doubt; 1 creates, 0 payment reads, 0 refund lists, 0 refund reads\n", wantErr: true},
 	} {

@@ -120,6 +120,8 @@ var (
 	itemsRE = regexp.MustCompile(`(\d+) items: (\d+) refunded, (\d+) skipped, (\d+) failed, (\d+) in_doubt`)
 	callsRE = regexp.MustCompile(`(\d+) creates, (\d+) payment reads, (\d+) (?:refund lists|notification look-ups?), (\d+) refund reads`) // Adyen's look-ups are in its notifications
 	syncsRE = regexp.MustCompile(`(\d+) journal records in (\d+) fsyncs`)
+	// oldCallsRE is the summary of a core before issue 34 (the old core's).
+	oldCallsRE = regexp.MustCompile(`(\d+) create and (\d+) (?:list calls|notification look-ups?)`)
 )
 
 // parseSummary reads the figures of refund's summary from its stderr.
@@ -134,6 +136,9 @@ func parseSummary(stderr string) (summary, error) {
 		{syncsRE, []*int64{&s.Records, &s.Fsyncs}},
 	} {
 		sub := m.re.FindStringSubmatch(stderr)
+		if old := oldCallsRE.FindStringSubmatch(stderr); m.re == callsRE && sub == nil && old != nil {
+			sub, m.dst = old, []*int64{&s.Creates, &s.RefundLists} // its list calls: every read
+		}
 		if sub == nil {
 			return s, fmt.Errorf("no %q in refund's summary", m.re)
 		}
