@@ -96,8 +96,9 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	params.Limit = stripego.Int64(100)
 	var out []refund.Refund
 	if p.Charge != "" {
-		// One read answers both questions: the charge with its refunds
-		// (the newest, paged on below), its amount kept for Payment.
+		// One read answers both questions: the charge with its refunds,
+		// its amount kept for Payment. A sublist that does not hold them
+		// all is listed again whole, relying on no order of its own.
 		cp := &stripego.ChargeParams{}
 		cp.Context = params.Context
 		cp.AddExpand("refunds")
@@ -109,19 +110,18 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 			err := fmt.Errorf("charge %s came without its refunds, asked for with expand[]=refunds", p.Charge)
 			return nil, refund.Unreadable("stripe", http.StatusOK, err)
 		}
-		for _, r := range ch.Refunds.Data {
-			out = append(out, toRefund(r))
-		}
 		if ch.Captured {
 			if info, err := chargeInfo(p.Charge, false, ch); err == nil {
 				c.read.Put(p.Charge, info)
 			}
 		}
 		if !ch.Refunds.HasMore {
+			for _, r := range ch.Refunds.Data {
+				out = append(out, toRefund(r))
+			}
 			return out, nil
 		}
 		params.Charge = stripego.String(p.Charge)
-		params.StartingAfter = stripego.String(out[len(out)-1].ID)
 	} else {
 		params.PaymentIntent = stripego.String(p.PaymentIntent)
 	}
