@@ -159,8 +159,8 @@ func (e *engine) readPayment(ctx context.Context, it *Item, attempt int, unsent 
 
 // list returns the refunds of the item's payment, newest first; looked is
 // false on ErrNoLookup. ok is false when the listing failed (res: why).
-// Of a provider whose Find reads the payment too, pay (when not nil) then
-// holds what it read, with no request of its own.
+// Of a PaymentKeeper, pay (when not nil) then holds what Find read of the
+// payment, with no request of its own.
 func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool, pay *payment) (refunds []Refund, looked bool, res Result, ok bool) {
 	looked = true
 	res, ok = e.read(ctx, it, attempt, unsent, EndpointList, "list the charge's refunds", func(ctx context.Context) error {
@@ -173,14 +173,10 @@ func (e *engine) list(ctx context.Context, it *Item, attempt int, unsent bool, p
 		e.refundLists.Add(1)
 		return err
 	})
-	if ok && looked && pay != nil && !pay.read && e.facts.FindReadsPayment {
-		info, err := e.cfg.Provider.Payment(context.WithoutCancel(ctx), paymentOf(it))
-		if err == nil {
+	if k, keeps := e.cfg.Provider.(PaymentKeeper); ok && looked && pay != nil && !pay.read && keeps {
+		if info, kept := k.Kept(paymentOf(it)); kept {
 			pay.info, pay.known, pay.read = info, true, true
-		}
-		if !info.Kept && !errors.Is(err, ErrNoLookup) {
-			e.paymentReads.Add(1) // not kept after all (a charge not captured): a request
-		}
+		} // else a check that needs it reads it, paced
 	}
 	return refunds, looked, res, ok
 }

@@ -34,12 +34,19 @@ type Provider interface {
 	Get(ctx context.Context, id string) (Refund, error)
 }
 
+// PaymentKeeper is a Provider whose Find reads the payment too (Stripe's
+// charge with its refunds, PayPal's capture): Kept gives what it read,
+// when that cannot have changed since, and sends nothing.
+type PaymentKeeper interface {
+	Kept(p Payment) (PaymentInfo, bool)
+}
+
 // PaymentInfo is a payment as the provider holds it.
 type PaymentInfo struct {
 	Amount   int64    // what was captured, in minor units: what refunds can add up to
 	Currency string   // lower-case ISO code
 	Charges  []string // a payment intent's charges; none for a charge, capture or psp_reference
-	Kept     bool     // from the look-up's read just before (FindReadsPayment): no request sent
+	Kept     bool     // from the look-up's read before (PaymentKeeper): no request sent
 }
 
 // ErrNoLookup is Find's answer from a provider that cannot list a payment's
@@ -63,11 +70,8 @@ type Facts struct {
 	MaxBatchItem   int    // bounds len(batch)+len(item) (Adyen's reference); 0 is none
 	LookupRequests int    // requests one Find sends (PayPal: 2); 0 is one
 	LookupName     string // one Find in the summary, when not a refund list ("notification look-up")
-	// FindReadsPayment: Find reads the payment too, so Payment right after
-	// it sends nothing (Stripe's charge with its refunds, PayPal's capture).
-	FindReadsPayment bool
-	CheckAt          string // where a person sees the payment's refunds; "" is the provider itself
-	Backoff          Backoff
+	CheckAt        string // where a person sees the payment's refunds; "" is the provider itself
+	Backoff        Backoff
 	// Payments are the plan item fields naming what this provider refunds
 	// ("charge", "payment_intent", "capture", "psp_reference"); none is any.
 	Payments []string

@@ -309,6 +309,14 @@ func (p countingProvider) Find(ctx context.Context, pay refund.Payment) ([]refun
 	return rs, p.count("list", err)
 }
 
+// Kept forwards a PaymentKeeper's: no request, nothing counted.
+func (p countingProvider) Kept(pay refund.Payment) (refund.PaymentInfo, bool) {
+	if k, ok := p.Provider.(refund.PaymentKeeper); ok {
+		return k.Kept(pay)
+	}
+	return refund.PaymentInfo{}, false
+}
+
 func (p countingProvider) Payment(ctx context.Context, pay refund.Payment) (refund.PaymentInfo, error) {
 	info, err := p.Provider.Payment(ctx, pay)
 	if info.Kept {

@@ -48,7 +48,7 @@ func New(base, id, secret string, conns int) *Client {
 // is indeterminate or late. Retries are spaced further than Stripe's:
 // PayPal judges its rate over a minute.
 func (*Client) Facts() refund.Facts {
-	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Payments: []string{"capture"}, LookupRequests: lookupRequests, FindReadsPayment: true,
+	return refund.Facts{Name: "PayPal", KeyTTL: KeyTTL, Payments: []string{"capture"}, LookupRequests: lookupRequests,
 		Backoff: refund.Backoff{Base: 500 * time.Millisecond, Max: 30 * time.Second}}
 }
 
@@ -98,6 +98,9 @@ func (c *Client) Create(ctx context.Context, it *refund.Item, attempt int) (refu
 	// Replayed stays false: nothing in PayPal's answer says it is a replay.
 	return refund.Answer{Refund: out, HTTPStatus: status}, nil
 }
+
+// Kept is what a look-up read of capture p (refund.PaymentKeeper).
+func (c *Client) Kept(p refund.Payment) (refund.PaymentInfo, bool) { return c.captured.Get(p.Capture) }
 
 // Payment reads capture p: what it captured and in which currency.
 func (c *Client) Payment(ctx context.Context, p refund.Payment) (refund.PaymentInfo, error) {

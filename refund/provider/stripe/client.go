@@ -51,7 +51,7 @@ func New(base, key string, conns int) *Client {
 // (LateOutcomes); retries are spaced within its rate limits. A nil *Client
 // has them too.
 func (*Client) Facts() refund.Facts {
-	return refund.Facts{Name: "Stripe", KeyTTL: 24 * time.Hour, LateOutcomes: true, Payments: []string{"charge", "payment_intent"}, FindReadsPayment: true,
+	return refund.Facts{Name: "Stripe", KeyTTL: 24 * time.Hour, LateOutcomes: true, Payments: []string{"charge", "payment_intent"},
 		Backoff: refund.Backoff{Base: 250 * time.Millisecond, Max: 16 * time.Second}}
 }
 
@@ -110,7 +110,7 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 			err := fmt.Errorf("charge %s came without its refunds, asked for with expand[]=refunds", p.Charge)
 			return nil, refund.Unreadable("stripe", http.StatusOK, err)
 		}
-		if ch.Captured {
+		if ch.Captured && ch.Status == stripego.ChargeStatusSucceeded {
 			if info, err := chargeInfo(p.Charge, false, ch); err == nil {
 				c.read.Put(p.Charge, info)
 			}
@@ -133,6 +133,14 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 		return nil, note.failure(err)
 	}
 	return out, nil
+}
+
+// Kept is what Find read of a captured charge (refund.PaymentKeeper).
+func (c *Client) Kept(p refund.Payment) (refund.PaymentInfo, bool) {
+	if p.Charge == "" {
+		return refund.PaymentInfo{}, false
+	}
+	return c.read.Get(p.Charge)
 }
 
 // Payment reads what a charge, or a payment intent's charges, captured. A
