@@ -90,10 +90,11 @@ func (r *rig) results(pr *proc) []refund.Result {
 	return out
 }
 
-// calls are the simulator's counts of refund creations and listings.
+// calls are the simulator's counts of refund creations and look-ups
+// (listings, and reads of a charge with its refunds).
 func (r *rig) calls() (creates, lists int64) {
 	st := r.sim.Stats()
-	return st.Requests["POST /v1/refunds"], st.Requests["GET /v1/refunds"]
+	return st.Requests["POST /v1/refunds"], st.Requests["GET /v1/refunds"] + st.Requests["GET /v1/charges/{id}"]
 }
 
 const whatNewBatch = "A batch of partial refunds is run under batch `day-1` and killed with SIGKILL at random refund calls until it is done. " +

@@ -499,7 +499,8 @@ type simProxy struct {
 	hold     atomic.Pointer[proxyHold]
 }
 
-// proxyHold holds the first request of method to /v1/refunds: it sends
+// proxyHold holds the first request of method to /v1/refunds (or GET of a
+// charge, the look-up): it sends
 // the request's item on held and waits for free, then forwards it, or
 // (refuse) answers 429 itself, as the API does when it sheds load: a
 // call that made nothing, to be sent again under its key.
@@ -525,14 +526,18 @@ func newSimProxy(t *testing.T, sim string) *simProxy {
 		if req.Method == http.MethodPost && isRefunds {
 			px.creates.Add(1)
 		}
+		// The look-up: a charge read with its refunds, or a listing.
+		charge, isCharge := strings.CutPrefix(req.URL.Path, "/v1/charges/")
 		h := px.hold.Load()
-		if h == nil || req.Method != h.method || !isRefunds || !h.taken.CompareAndSwap(false, true) {
+		if h == nil || req.Method != h.method || !isRefunds && !(isCharge && req.Method == http.MethodGet) || !h.taken.CompareAndSwap(false, true) {
 			proxy.ServeHTTP(w, req)
 			return
 		}
 		body, _ := io.ReadAll(req.Body)
 		req.Body = io.NopCloser(bytes.NewReader(body))
-		charge := req.URL.Query().Get("charge")
+		if !isCharge {
+			charge = req.URL.Query().Get("charge")
+		}
 		if form, err := url.ParseQuery(string(body)); err == nil && form.Has("charge") {
 			charge = form.Get("charge")
 		}
