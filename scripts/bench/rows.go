@@ -66,6 +66,7 @@ var rows = []struct {
 	{"rate", (*bench).refundRate},
 	{"lookup", (*bench).lookupCost},
 	{"pacing", (*bench).pacing},
+	{"requests", (*bench).requests},
 	{"adyen", (*bench).adyenRefund},
 	{"adyen-settle", (*bench).adyenSettle},
 	{"adyen-webhook", (*bench).adyenWebhook},

@@ -170,11 +170,17 @@ func (r simRun) itemsPerSec() float64 { return float64(r.sum.Items) / r.wall.Sec
 // exactly once, and stops the simulator. With sample, it reads the
 // simulator's counters every 100 ms to find the sustained request rate.
 func (b *bench) refundOnSim(items int, plan string, simArgs, flags []string, sample bool) (simRun, error) {
-	var run simRun
 	exe, err := b.tool("refund")
 	if err != nil {
-		return run, err
+		return simRun{}, err
 	}
+	return b.refundOnSimWith(exe, items, plan, simArgs, flags, sample)
+}
+
+// refundOnSimWith is refundOnSim with the refund binary exe (the old
+// core's, say).
+func (b *bench) refundOnSimWith(exe string, items int, plan string, simArgs, flags []string, sample bool) (simRun, error) {
+	var run simRun
 	journal := b.path("sim-journal.jsonl")
 	if err := os.Remove(journal); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return run, err
