@@ -199,7 +199,7 @@ func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start ti
 	}
 	switch {
 	case claims == 0:
-		return start, "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)", nil
+		return start, leaseTaken, nil
 	case locks < payments:
 		return start, "the lease of its payment's lock ran out and another item of the payment took it (was this worker paused, or cut off from the database?)", nil
 	}
@@ -293,6 +293,9 @@ func transient(err error) bool {
 }
 
 var errNotAll = errors.New("not every payment lock was free")
+
+// leaseTaken is why a claim whose generation moved on is lost.
+const leaseTaken = "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"
 
 // Release ends this run's claim of an item, fenced by its generation, and
 // keeps the item's status as its records say.

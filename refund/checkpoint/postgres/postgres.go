@@ -7,7 +7,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"strconv"
@@ -78,11 +77,8 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 		// A reader writes nothing, not even the schema: a database without
 		// one is an empty checkpoint.
 		v, err := schemaVersion(ctx, c.pool)
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, c.Wrap("schema", err)
-		case v > SchemaVersion:
-			return nil, c.Wrap("schema", fmt.Errorf("the checkpoint's schema is version %d, newer than this build's %d: use a newer refundkit", v, SchemaVersion))
 		}
 		c.empty = v == 0
 		return c, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,16 +40,11 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 			c.Mu.Unlock()
 			return newError("append", err)
 		}
-		var w *write
-		for _, x := range writes {
-			if x.k == k {
-				w = x
-			}
+		i := slices.IndexFunc(writes, func(w *write) bool { return w.k == k })
+		if i < 0 {
+			i, writes = len(writes), append(writes, &write{k: k, gen: cl.gen, next: cl.State, payments: cl.payments})
 		}
-		if w == nil {
-			w = &write{k: k, gen: cl.gen, next: cl.State, payments: cl.payments}
-			writes = append(writes, w)
-		}
+		w := writes[i]
 		w.lines = append(w.lines, string(line[:len(line)-1]))
 		w.next = journal.Next(w.next, r)
 	}
@@ -81,7 +77,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		status, held := statusOf(w.next)
 		tag, err := q.Exec(ctx, stmt, w.k.Batch, w.k.Item, c.Worker, w.gen, status, held, c.Lease().String(), w.lines, settled(status, held), w.payments)
 		if err == nil && tag.RowsAffected() != int64(len(w.lines)) {
-			err = &refund.LostClaimError{Batch: w.k.Batch, Item: w.k.Item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
+			err = &refund.LostClaimError{Batch: w.k.Batch, Item: w.k.Item, Why: leaseTaken}
 		}
 		return err
 	}

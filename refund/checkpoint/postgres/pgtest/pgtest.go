@@ -109,8 +109,13 @@ func (s *Server) create() error {
 		return fmt.Errorf("pgtest: initdb: %w\n%s", err, bytes.TrimSpace(out))
 	}
 	// Our settings live in their own file, rewritten for each port tried.
-	if err := s.appendFile(filepath.Join(s.dataDir(), "postgresql.conf"), "\ninclude 'pgtest.conf'\n"); err != nil {
-		return err
+	conf, err := os.OpenFile(filepath.Join(s.dataDir(), "postgresql.conf"), os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		_, err = conf.WriteString("\ninclude 'pgtest.conf'\n")
+		err = errors.Join(err, conf.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
 	}
 	for try := 1; ; try++ {
 		if s.port, err = freePort(); err != nil {
@@ -145,18 +150,6 @@ fsync = %s
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	return s.owner.chown(path)
-}
-
-func (s *Server) appendFile(path, text string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err == nil {
-		_, err = f.WriteString(text)
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
-	}
-	return nil
 }
 
 // confQuote quotes a postgresql.conf string value.
