@@ -274,9 +274,6 @@ type Cluster struct {
 	ownDir bool
 }
 
-// clusterName names the clusters StartCluster makes.
-const clusterName = "natstest"
-
 // StartCluster starts the nodes of a cluster and waits until every one
 // serves JetStream (a meta leader is elected).
 func StartCluster(opts ClusterOptions) (*Cluster, error) {
@@ -319,7 +316,7 @@ func (c *Cluster) start(opts ClusterOptions, try int) error {
 		routes = append(routes, fmt.Sprintf("    nats-route://127.0.0.1:%d", s.ClusterPort))
 	}
 	for _, s := range c.Nodes {
-		block := fmt.Sprintf("cluster {\n  name: %s\n  listen: 127.0.0.1:%d\n  routes: [\n%s\n  ]\n}\n", clusterName, s.ClusterPort, strings.Join(routes, "\n"))
+		block := fmt.Sprintf("cluster {\n  name: natstest\n  listen: 127.0.0.1:%d\n  routes: [\n%s\n  ]\n}\n", s.ClusterPort, strings.Join(routes, "\n"))
 		if err := s.writeConf(opts.SyncAlways, block); err != nil {
 			return err
 		}

@@ -255,15 +255,18 @@ func (s *Server) TCPURL(db, user, password string) string {
 	return u.String()
 }
 
-// exec runs one statement as the superuser in the postgres database.
-func (s *Server) exec(ctx context.Context, sql string) error {
+// exec runs one statement as the superuser in the postgres database, to
+// op (create database...) name.
+func (s *Server) exec(ctx context.Context, op, name, sql string) error {
 	conn, err := pgx.Connect(ctx, s.URL("postgres"))
-	if err != nil {
-		return err
+	if err == nil {
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(ctx, sql)
 	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, sql)
-	return err
+	if err != nil {
+		return fmt.Errorf("pgtest: %s %q: %w", op, name, err)
+	}
+	return nil
 }
 
 // CreateDB creates an empty database and returns its URL (see URL).
@@ -271,18 +274,15 @@ func (s *Server) CreateDB(ctx context.Context, name string) (string, error) {
 	if name == "" {
 		return "", errors.New("pgtest: CreateDB: empty database name")
 	}
-	if err := s.exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", fmt.Errorf("pgtest: create database %q: %w", name, err)
+	if err := s.exec(ctx, "create database", name, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", err
 	}
 	return s.URL(name), nil
 }
 
 // DropDB drops a database, closing its open connections.
 func (s *Server) DropDB(ctx context.Context, name string) error {
-	if err := s.exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("pgtest: drop database %q: %w", name, err)
-	}
-	return nil
+	return s.exec(ctx, "drop database", name, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 }
 
 // CreateRole creates a login role with a password (printable ASCII), for
@@ -292,11 +292,7 @@ func (s *Server) CreateRole(ctx context.Context, name, password string) error {
 	if err != nil {
 		return fmt.Errorf("pgtest: create role %q: %w", name, err)
 	}
-	sql := "CREATE ROLE " + pgx.Identifier{name}.Sanitize() + " LOGIN PASSWORD '" + verifier + "'"
-	if err := s.exec(ctx, sql); err != nil {
-		return fmt.Errorf("pgtest: create role %q: %w", name, err)
-	}
-	return nil
+	return s.exec(ctx, "create role", name, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN PASSWORD '"+verifier+"'")
 }
 
 // Restart is Down then Up: the "database restarted mid-batch" case.
