@@ -273,7 +273,7 @@ func (c *Checkpoint) tryPayments(ctx context.Context, k key, gen int64, keys []s
 		return got, err
 	}
 	got := false
-	err := c.inTx(ctx, func(tx pgx.Tx) (err error) {
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) (err error) {
 		if got, err = takeAll(tx); err == nil && !got {
 			return errNotAll // rolls back the ones taken
 		}

@@ -115,7 +115,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	if err != nil {
 		return 0, nil, err
 	}
-	err = c.inTx(ctx, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		for _, b := range batches {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "refundkit.batch:"+b); err != nil {
 				return err

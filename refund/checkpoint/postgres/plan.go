@@ -38,7 +38,7 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 		return c.wrapInput("check plan of batch "+batch, planDiffers(ctx, c.pool, batch, lines, docs, lp))
 	}
 	stored := false // the plan was stored before: checked outside the batch's lock
-	err = c.inTx(ctx, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "refundkit.batch:"+batch); err != nil {
 			return err
 		}

@@ -274,8 +274,3 @@ func passwordsIn(s string) []string {
 // secretParams are the connection parameters that hold secrets: the
 // password, and the passphrase of the client's key.
 var secretParams = []string{"password", "sslpassword"}
-
-// inTx runs fn in a transaction.
-func (c *Checkpoint) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, c.pool, fn)
-}

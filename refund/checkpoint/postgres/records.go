@@ -85,7 +85,7 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 		if len(writes) == 1 {
 			return exec(ctx, c.pool, writes[0]) // one statement commits by itself: one round trip
 		}
-		return c.inTx(ctx, func(tx pgx.Tx) error {
+		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 			for _, w := range writes {
 				if err := exec(ctx, tx, w); err != nil {
 					return err
