@@ -182,15 +182,11 @@ func (b *Base[C]) HeldClaim(k Key) (C, error) {
 func (b *Base[C]) Holds(ctx context.Context, k Key, renew func(ctx context.Context, k Key, cl C) (start time.Time, lost string, err error)) error {
 	b.Mu.Lock()
 	cl, err := b.HeldClaim(k)
-	if err != nil {
-		b.Mu.Unlock()
+	live := err == nil && time.Now().Before(cl.claim().Deadline)
+	b.Mu.Unlock()
+	if err != nil || live {
 		return err
 	}
-	if time.Now().Before(cl.claim().Deadline) {
-		b.Mu.Unlock()
-		return nil
-	}
-	b.Mu.Unlock()
 	start, lost, err := renew(ctx, k, cl)
 	if err != nil {
 		return err

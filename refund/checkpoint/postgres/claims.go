@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -49,33 +50,25 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	FROM picked WHERE i.batch = picked.batch AND i.item = picked.item
 	RETURNING i.batch, i.item, i.claim_gen`,
 		batches, retryHeld, doneB, doneI, n, c.Worker, c.Lease().String())
+	var keys []key
+	var gens []int64
+	var k key
+	var gen int64
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&k.Batch, &k.Item, &gen}, func() error {
+			keys, gens = append(keys, k), append(gens, gen)
+			return nil
+		})
+	}
 	if unreachable(err) {
 		return nil, c.PollWait(), c.ClaimsUnanswered(err)
 	}
 	if err != nil {
 		return nil, 0, c.Wrap("claim", err)
 	}
-	type got struct {
-		k   key
-		gen int64
-	}
-	var claimed []got
-	for rows.Next() {
-		var g got
-		if err := rows.Scan(&g.k.Batch, &g.k.Item, &g.gen); err != nil {
-			rows.Close()
-			return nil, 0, c.Wrap("claim", err)
-		}
-		claimed = append(claimed, g)
-	}
-	if err := rows.Err(); unreachable(err) {
-		return nil, c.PollWait(), c.ClaimsUnanswered(err)
-	} else if err != nil {
-		return nil, 0, c.Wrap("claim", err)
-	}
 	c.ClaimsAnswered()
 	deadline := start.Add(c.Margin())
-	if len(claimed) == 0 {
+	if len(keys) == 0 {
 		var wait time.Duration
 		err := c.retry(ctx, time.Now().Add(c.Margin()), func(ctx context.Context) (err error) {
 			wait, err = c.waitForOthers(ctx, batches, retryHeld, doneB, doneI)
@@ -84,8 +77,8 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		return nil, wait, c.Wrap("claim", err)
 	}
 	c.Mu.Lock()
-	for _, g := range claimed {
-		c.Held[g.k] = &claim{Claim: checkpoint.Claim{Deadline: deadline}, gen: g.gen}
+	for i, k := range keys {
+		c.Held[k] = &claim{Claim: checkpoint.Claim{Deadline: deadline}, gen: gens[i]}
 	}
 	c.Mu.Unlock()
 
@@ -93,10 +86,6 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	// committed: its snapshot holds every record of an earlier holder,
 	// whose later writes the new generation fences (FOR UPDATE reads the
 	// newest row, not the newest records).
-	keys := make([]key, len(claimed))
-	for i, g := range claimed {
-		keys[i] = g.k
-	}
 	var states map[key]journal.ItemState
 	var burned map[key]int64
 	var before map[int64]bool
@@ -110,13 +99,13 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	if err != nil {
 		return nil, 0, c.Wrap("claim", err)
 	}
-	out := make([]refund.Claimed, len(claimed))
+	out := make([]refund.Claimed, len(keys))
 	c.Mu.Lock()
-	for i, g := range claimed {
-		st, known := states[g.k]
-		c.Held[g.k].State, c.Held[g.k].Known = st, known
-		out[i] = refund.Claimed{Batch: g.k.Batch, Item: g.k.Item, State: st, Known: known,
-			BurnedInRun: st.KeyBurned && !before[burned[g.k]]}
+	for i, k := range keys {
+		st, known := states[k]
+		c.Held[k].State, c.Held[k].Known = st, known
+		out[i] = refund.Claimed{Batch: k.Batch, Item: k.Item, State: st, Known: known,
+			BurnedInRun: st.KeyBurned && !before[burned[k]]}
 	}
 	c.Mu.Unlock()
 	return out, 0, nil
@@ -129,24 +118,17 @@ func (c *Checkpoint) seenAtStart(ctx context.Context, burned map[key]int64) (map
 	if len(burned) == 0 {
 		return before, nil
 	}
-	seqs := make([]int64, 0, len(burned))
-	for _, seq := range burned {
-		seqs = append(seqs, seq)
-	}
 	rows, err := c.pool.Query(ctx, `SELECT seq FROM refundkit.records
-		WHERE seq = ANY($1) AND (xact IS NULL OR pg_visible_in_snapshot(xact, $2::pg_snapshot))`, seqs, c.startSnap)
+		WHERE seq = ANY($1) AND (xact IS NULL OR pg_visible_in_snapshot(xact, $2::pg_snapshot))`, slices.Collect(maps.Values(burned)), c.startSnap)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
-			return nil, err
-		}
+	var seq int64
+	_, err = pgx.ForEachRow(rows, []any{&seq}, func() error {
 		before[seq] = true
-	}
-	return before, rows.Err()
+		return nil
+	})
+	return before, err
 }
 
 // waitForOthers is how long to wait when nothing was claimable: 0 when no
@@ -217,7 +199,7 @@ func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start ti
 	}
 	switch {
 	case claims == 0:
-		return start, "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)", nil
+		return start, leaseTaken, nil
 	case locks < payments:
 		return start, "the lease of its payment's lock ran out and another item of the payment took it (was this worker paused, or cut off from the database?)", nil
 	}
@@ -277,32 +259,28 @@ func (c *Checkpoint) tryPayments(ctx context.Context, k key, gen int64, keys []s
 			worker = EXCLUDED.worker, claim_gen = EXCLUDED.claim_gen, lease_until = EXCLUDED.lease_until
 		WHERE l.lease_until < clock_timestamp()
 		   OR (l.batch = EXCLUDED.batch AND l.item = EXCLUDED.item AND l.claim_gen <= EXCLUDED.claim_gen)`
-	args := []any{keys, k.Batch, k.Item, c.Worker, c.Lease().String(), gen}
+	takeAll := func(q querier) (bool, error) {
+		tag, err := q.Exec(ctx, take, keys, k.Batch, k.Item, c.Worker, c.Lease().String(), gen)
+		return err == nil && tag.RowsAffected() == int64(len(keys)), err
+	}
 	if len(keys) == 1 {
 		// One lock (a charge, a capture, a psp_reference): one statement is all or none,
 		// in one round trip.
-		tag, err := c.pool.Exec(ctx, take, args...)
+		got, err := takeAll(c.pool)
 		if transient(err) {
 			return false, nil
 		}
-		return err == nil && tag.RowsAffected() == 1, err
+		return got, err
 	}
 	got := false
-	err := c.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, take, args...)
-		if err != nil {
-			return err
-		}
-		if got = tag.RowsAffected() == int64(len(keys)); !got {
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) (err error) {
+		if got, err = takeAll(tx); err == nil && !got {
 			return errNotAll // rolls back the ones taken
 		}
-		return nil
+		return err
 	})
-	switch {
-	case errors.Is(err, errNotAll):
-		return false, nil
-	case transient(err):
-		return false, nil // a deadlock with another taker, or a lock wait too long: try again
+	if errors.Is(err, errNotAll) || transient(err) {
+		return false, nil // not all free, a deadlock with another taker, or a lock wait too long: try again
 	}
 	return got, err
 }
@@ -315,6 +293,9 @@ func transient(err error) bool {
 }
 
 var errNotAll = errors.New("not every payment lock was free")
+
+// leaseTaken is why a claim whose generation moved on is lost.
+const leaseTaken = "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"
 
 // Release ends this run's claim of an item, fenced by its generation, and
 // keeps the item's status as its records say.
@@ -337,11 +318,9 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	if cl == nil || cl.wrote && settled(status, held) {
 		return nil // its settling record ended the claim
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.Lease())
-	defer cancel()
 	// An item given back unsettled names its releaser: the other workers
 	// of the batch wait for this one to take it only while it has not.
-	err := c.retry(ctx, time.Now().Add(c.Lease()), func(ctx context.Context) error {
+	err := c.retryLease(ctx, func(ctx context.Context) error {
 		_, err := c.pool.Exec(ctx, `UPDATE refundkit.items SET claimed_by = NULL, lease_until = NULL, status = $5, held = $6,
 			released_by = CASE WHEN $7 OR $3 = ANY(released_by) THEN released_by ELSE array_append(released_by, $3) END
 		WHERE batch = $1 AND item = $2 AND claimed_by = $3 AND claim_gen = $4`, batch, item, c.Worker, cl.gen, status, held, settled(status, held))
@@ -350,14 +329,18 @@ func (c *Checkpoint) Release(ctx context.Context, batch, item string) error {
 	return c.Wrap("release claim", err)
 }
 
-// renew extends the leases of every claim this run holds, in one statement.
-func (c *Checkpoint) renew(ctx context.Context) {
-	c.Mu.Lock()
-	var batches, items []string
-	var gens []int64
+// heldArrays is this run's claims as a statement's unnest arrays; Mu held.
+func (c *Checkpoint) heldArrays() (batches, items []string, gens []int64) {
 	for k, cl := range c.Held {
 		batches, items, gens = append(batches, k.Batch), append(items, k.Item), append(gens, cl.gen)
 	}
+	return batches, items, gens
+}
+
+// renew extends the leases of every claim this run holds, in one statement.
+func (c *Checkpoint) renew(ctx context.Context) {
+	c.Mu.Lock()
+	batches, items, gens := c.heldArrays()
 	c.Mu.Unlock()
 	start := time.Now()
 	// Only the claims this run holds, and their payments' locks: a lock

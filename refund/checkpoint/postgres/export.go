@@ -78,16 +78,14 @@ func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []str
 	}
 	defer rows.Close()
 	bw := bufio.NewWriterSize(w, 256<<10)
-	for rows.Next() {
-		var doc string
-		if err := rows.Scan(&doc); err != nil {
-			return items, c.Wrap("export plans", err)
-		}
+	var doc string
+	_, err = pgx.ForEachRow(rows, []any{&doc}, func() error {
 		bw.WriteString(doc)
 		bw.WriteByte('\n')
 		items++
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return items, c.Wrap("export plans", err)
 	}
 	return items, bw.Flush()
@@ -117,7 +115,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 	if err != nil {
 		return 0, nil, err
 	}
-	err = c.inTx(ctx, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		for _, b := range batches {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "refundkit.batch:"+b); err != nil {
 				return err
@@ -166,12 +164,8 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, last 
 		}
 		return restatus(ctx, tx, batches, state)
 	})
-	switch err.(type) {
-	case *BusyError, *refund.InputError:
-		return 0, nil, err
-	}
 	if err != nil {
-		return 0, nil, c.Wrap("import", err)
+		return 0, nil, c.wrapInput("import", err)
 	}
 	return len(rows), batches, nil
 }
@@ -200,11 +194,7 @@ func (c *Checkpoint) CheckJournal(ctx context.Context, r io.Reader, name string)
 	if c.empty {
 		return nil
 	}
-	err := checkPlans(ctx, c.pool, batches, state, name, first)
-	if _, ok := err.(*refund.InputError); ok {
-		return err
-	}
-	return c.Wrap("check "+name, err)
+	return c.wrapInput("check "+name, checkPlans(ctx, c.pool, batches, state, name, first))
 }
 
 // checkHolders refuses records that credit one refund to two items, among
@@ -310,11 +300,7 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo
 	if err != nil {
 		return nil, nil, nil, c.Wrap("holders", err)
 	}
-	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ClaimInfo, error) {
-		var ci ClaimInfo
-		err := r.Scan(&ci.Batch, &ci.Item, &ci.Worker, &ci.Generation, &ci.LeaseUntil, &ci.Expired, &ci.Status)
-		return ci, err
-	})
+	claims, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ClaimInfo])
 	if err != nil {
 		return nil, nil, nil, c.Wrap("holders", err)
 	}
@@ -325,11 +311,7 @@ func (c *Checkpoint) Holders(ctx context.Context, batches []string) ([]BatchInfo
 	if err != nil {
 		return nil, nil, nil, c.Wrap("holders", err)
 	}
-	workers, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WorkerInfo, error) {
-		var wi WorkerInfo
-		err := r.Scan(&wi.Worker, &wi.Host, &wi.PID, &wi.Started, &wi.LastSeen, &wi.Stopped, &wi.Claims, &wi.LiveLease)
-		return wi, err
-	})
+	workers, err := pgx.CollectRows(rows, pgx.RowToStructByPos[WorkerInfo])
 	if err != nil {
 		return nil, nil, nil, c.Wrap("holders", err)
 	}
@@ -358,14 +340,10 @@ func (c *Checkpoint) batchInfo(ctx context.Context, batches []string) ([]BatchIn
 	if err != nil {
 		return nil, c.Wrap("holders", err)
 	}
-	for rows.Next() {
-		var b BatchInfo
-		var status *string
-		var n int
-		if err := rows.Scan(&b.Batch, &b.Items, &b.LoadedAt, &b.LoadedBy, &status, &n); err != nil {
-			rows.Close()
-			return nil, c.Wrap("holders", err)
-		}
+	var b BatchInfo
+	var status *string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&b.Batch, &b.Items, &b.LoadedAt, &b.LoadedBy, &status, &n}, func() error {
 		if len(bs) == 0 || bs[len(bs)-1].Batch != b.Batch {
 			b.ByStatus = map[string]int{}
 			bs = append(bs, b)
@@ -373,8 +351,9 @@ func (c *Checkpoint) batchInfo(ctx context.Context, batches []string) ([]BatchIn
 		if status != nil {
 			bs[len(bs)-1].ByStatus[*status] = n
 		}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, c.Wrap("holders", err)
 	}
 	return bs, nil

@@ -88,3 +88,10 @@ func (c *Checkpoint) appended(ctx context.Context, k key, gen int64, line string
 		k.Batch, k.Item, gen, c.Worker, line).Scan(&n)
 	return n > 0, err
 }
+
+// retryLease is retry for at most a lease from now, under parent.
+func (c *Checkpoint) retryLease(parent context.Context, try func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, c.Lease())
+	defer cancel()
+	return c.retry(ctx, time.Now().Add(c.Lease()), try)
+}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,10 +23,8 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	if c.empty || len(keys) == 0 {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.Lease())
-	defer cancel()
 	var out []journal.PaymentItem
-	err := c.retry(ctx, time.Now().Add(c.Lease()), func(ctx context.Context) (err error) {
+	err := c.retryLease(context.Background(), func(ctx context.Context) (err error) {
 		out, err = c.onPayment(ctx, keys)
 		return err
 	})
@@ -35,41 +32,27 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 }
 
 func (c *Checkpoint) onPayment(ctx context.Context, keys []string) ([]journal.PaymentItem, error) {
-	rows, err := c.pool.Query(ctx, `WITH on_payment AS (
+	type folded struct {
+		first int64
+		item  journal.PaymentItem
+	}
+	byKey := map[key]*folded{}
+	err := eachRecord(ctx, c.pool, `WITH on_payment AS (
 			SELECT batch, item, min(seq) AS first FROM refundkit.records
 			WHERE rec::jsonb->>'type' IN ('intent', 'refunded') AND `+paymentOfRecord+` = ANY($1)
 			GROUP BY batch, item
 		)
 		SELECT p.first, r.batch, r.item, r.rec FROM refundkit.records r
 		JOIN on_payment p ON r.batch = p.batch AND r.item = p.item
-		ORDER BY r.seq`, keys)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	type folded struct {
-		first int64
-		item  journal.PaymentItem
-	}
-	byKey := map[key]*folded{}
-	var rec journal.Record
-	for rows.Next() {
-		var first int64
-		var b, it, line string
-		if err := rows.Scan(&first, &b, &it, &line); err != nil {
-			return nil, err
-		}
-		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
-			return nil, &CorruptError{Batch: b, Item: it, Err: err}
-		}
-		f := byKey[key{Batch: b, Item: it}]
+		ORDER BY r.seq`, []any{keys}, func(first int64, k key, rec *journal.Record) {
+		f := byKey[k]
 		if f == nil {
-			f = &folded{first: first, item: journal.PaymentItem{Batch: b, Item: it}}
-			byKey[key{Batch: b, Item: it}] = f
+			f = &folded{first: first, item: journal.PaymentItem{Batch: k.Batch, Item: k.Item}}
+			byKey[k] = f
 		}
-		f.item.State = journal.Next(f.item.State, &rec)
-	}
-	if err := rows.Err(); err != nil {
+		f.item.State = journal.Next(f.item.State, rec)
+	})
+	if err != nil {
 		return nil, err
 	}
 	all := make([]*folded, 0, len(byKey))
@@ -90,9 +73,7 @@ func (c *Checkpoint) Holder(id string) (batch, item string, ok bool, err error) 
 	if c.empty || id == "" {
 		return "", "", false, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.Lease())
-	defer cancel()
-	err = c.retry(ctx, time.Now().Add(c.Lease()), func(ctx context.Context) error {
+	err = c.retryLease(context.Background(), func(ctx context.Context) error {
 		return c.pool.QueryRow(ctx, `SELECT batch, item FROM refundkit.records
 			WHERE rec::jsonb->>'type' = 'refunded' AND rec::jsonb->>'refund' = $1
 			ORDER BY seq LIMIT 1`, id).Scan(&batch, &item)

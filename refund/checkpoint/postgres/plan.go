@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
@@ -27,29 +28,21 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 		if c.empty {
 			return nil
 		}
-		var lp loadedPlan
-		err := c.pool.QueryRow(ctx, `SELECT plan_digest, items, loaded_at, loaded_by FROM refundkit.batches WHERE batch = $1`, batch).
-			Scan(&lp.digest, &lp.items, &lp.loadedAt, &lp.loadedBy)
+		lp, err := storedPlan(ctx, c.pool, batch)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows), err == nil && bytes.Equal(lp.digest, digest):
 			return c.checkStored(ctx, batch, lines)
 		case err != nil:
 			return c.Wrap("check plan of batch "+batch, err)
 		}
-		err = planDiffers(ctx, c.pool, batch, lines, docs, lp)
-		if _, ok := err.(*refund.InputError); ok {
-			return err
-		}
-		return c.Wrap("check plan of batch "+batch, err)
+		return c.wrapInput("check plan of batch "+batch, planDiffers(ctx, c.pool, batch, lines, docs, lp))
 	}
 	stored := false // the plan was stored before: checked outside the batch's lock
-	err = c.inTx(ctx, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "refundkit.batch:"+batch); err != nil {
 			return err
 		}
-		var lp loadedPlan
-		err := tx.QueryRow(ctx, `SELECT plan_digest, items, loaded_at, loaded_by FROM refundkit.batches WHERE batch = $1`, batch).
-			Scan(&lp.digest, &lp.items, &lp.loadedAt, &lp.loadedBy)
+		lp, err := storedPlan(ctx, tx, batch)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Records imported before the plan (journal-merge -o) must
 			// agree with it, and give their items a status now.
@@ -88,10 +81,14 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 		// them: checked again, without holding up the workers starting.
 		return c.checkStored(ctx, batch, lines)
 	}
-	if _, ok := err.(*refund.InputError); ok {
-		return err
-	}
-	return c.Wrap("load plan of batch "+batch, err)
+	return c.wrapInput("load plan of batch "+batch, err)
+}
+
+// storedPlan is what the checkpoint says of batch's plan.
+func storedPlan(ctx context.Context, q querier, batch string) (lp loadedPlan, err error) {
+	err = q.QueryRow(ctx, `SELECT plan_digest, items, loaded_at, loaded_by FROM refundkit.batches WHERE batch = $1`, batch).
+		Scan(&lp.digest, &lp.items, &lp.loadedAt, &lp.loadedBy)
+	return lp, err
 }
 
 // checkStored checks lines of batch against the records the checkpoint holds
@@ -138,16 +135,12 @@ func checkPlans(ctx context.Context, q querier, batches []string, state *journal
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var batch, item, doc string
-		var planLine int64
-		if err := rows.Scan(&batch, &item, &planLine, &doc); err != nil {
-			return err
-		}
+	var batch, item, doc string
+	var planLine int64
+	_, err = pgx.ForEachRow(rows, []any{&batch, &item, &planLine, &doc}, func() error {
 		st, ok := state.Lookup(batch, item)
 		if !ok {
-			continue
+			return nil
 		}
 		var it refund.Item
 		if err := json.Unmarshal([]byte(doc), &it); err != nil {
@@ -157,8 +150,9 @@ func checkPlans(ctx context.Context, q querier, batches []string, state *journal
 			return &refund.InputError{Name: name, Line: lines[key{Batch: batch, Item: item}],
 				Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", planLine, batch, err)}
 		}
-	}
-	return rows.Err()
+		return nil
+	})
+	return err
 }
 
 // planDiffers finds what differs between lines and the plan stored for
@@ -169,16 +163,12 @@ func planDiffers(ctx context.Context, tx querier, batch string, lines []refund.P
 		return err
 	}
 	have := map[string]checkpoint.Stored{}
-	for rows.Next() {
-		var item string
-		var s checkpoint.Stored
-		if err := rows.Scan(&item, &s.Line, &s.Plan); err != nil {
-			rows.Close()
-			return err
-		}
-		have[item] = s
-	}
-	if err := rows.Err(); err != nil {
+	var item string
+	var st checkpoint.Stored
+	if _, err := pgx.ForEachRow(rows, []any{&item, &st.Line, &st.Plan}, func() error {
+		have[item] = st
+		return nil
+	}); err != nil {
 		return err
 	}
 	if err := checkpoint.PlanDiffers(batch, lines, docs, lp, have); err != nil {
@@ -190,4 +180,6 @@ func planDiffers(ctx context.Context, tx querier, batch string, lines []refund.P
 // querier is a pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }

@@ -7,7 +7,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"strconv"
@@ -59,39 +58,27 @@ type claim struct {
 // Open connects to connString (a libpq URL, PG* filling gaps), migrates the
 // schema and, unless readOnly, registers this worker and starts renewing.
 func Open(ctx context.Context, connString string, opts Options, readOnly bool) (_ *Checkpoint, err error) {
-	cfg, err := parseConfig(connString)
+	c, err := connect(ctx, connString, &opts, func(cfg *pgxpool.Config) {
+		cfg.MaxConns = 16
+		// A row locked elsewhere (a psql session left open, an import) fails
+		// a statement within half a lease instead of stalling the worker.
+		cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(max(opts.Lease/2, time.Second).Milliseconds(), 10)
+		cfg.ConnConfig.RuntimeParams["application_name"] = "refundkit"
+	})
 	if err != nil {
 		return nil, err
-	}
-	c := &Checkpoint{states: map[string]*journal.State{}}
-	c.Init(&opts, "the database does not answer", "the database answers again", newError)
-	c.Secrets = secretsOf(cfg, connString)
-	cfg.MaxConns = 16
-	// A row locked elsewhere (a psql session left open, an import) fails
-	// a statement within half a lease instead of stalling the worker.
-	cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(max(opts.Lease/2, time.Second).Milliseconds(), 10)
-	cfg.ConnConfig.RuntimeParams["application_name"] = "refundkit"
-	c.pool, err = pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, c.Wrap("connect", err)
 	}
 	defer func() {
 		if err != nil {
 			c.pool.Close()
 		}
 	}()
-	if err := c.pool.Ping(ctx); err != nil {
-		return nil, c.Wrap("connect", err)
-	}
 	if readOnly {
 		// A reader writes nothing, not even the schema: a database without
 		// one is an empty checkpoint.
 		v, err := schemaVersion(ctx, c.pool)
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, c.Wrap("schema", err)
-		case v > SchemaVersion:
-			return nil, c.Wrap("schema", fmt.Errorf("the checkpoint's schema is version %d, newer than this build's %d: use a newer refundkit", v, SchemaVersion))
 		}
 		c.empty = v == 0
 		return c, nil
@@ -132,22 +119,33 @@ func Open(ctx context.Context, connString string, opts Options, readOnly bool) (
 // Migrate creates or migrates the schema at connString, nothing else: for a
 // role allowed DDL preparing a database for workers without it.
 func Migrate(ctx context.Context, connString string) error {
-	cfg, err := parseConfig(connString)
+	c, err := connect(ctx, connString, &Options{}, func(*pgxpool.Config) {})
 	if err != nil {
 		return err
 	}
-	c := &Checkpoint{} // for wrap's scrubbing
-	c.Init(&Options{}, "", "", newError)
-	c.Secrets = secretsOf(cfg, connString)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	defer c.pool.Close()
+	return c.Wrap("schema", migrate(ctx, c.pool))
+}
+
+// connect parses connString (an error is a *ConfigError), fills opts's
+// defaults, and connects with the config as tune leaves it.
+func connect(ctx context.Context, connString string, opts *Options, tune func(*pgxpool.Config)) (*Checkpoint, error) {
+	cfg, err := parseConfig(connString)
 	if err != nil {
-		return c.Wrap("connect", err)
+		return nil, err
 	}
-	defer pool.Close()
-	if err := pool.Ping(ctx); err != nil {
-		return c.Wrap("connect", err)
+	c := &Checkpoint{states: map[string]*journal.State{}}
+	c.Init(opts, "the database does not answer", "the database answers again", newError)
+	c.Secrets = secretsOf(cfg, connString)
+	tune(cfg)
+	if c.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, c.Wrap("connect", err)
 	}
-	return c.Wrap("schema", migrate(ctx, pool))
+	if err := c.pool.Ping(ctx); err != nil {
+		c.pool.Close()
+		return nil, c.Wrap("connect", err)
+	}
+	return c, nil
 }
 
 // parseConfig parses connString; an error is a *ConfigError without its passwords.
@@ -180,11 +178,7 @@ func (c *Checkpoint) close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		c.Mu.Lock()
-		var batches, items []string
-		var gens []int64
-		for k, cl := range c.Held {
-			batches, items, gens = append(batches, k.Batch), append(items, k.Item), append(gens, cl.gen)
-		}
+		batches, items, gens := c.heldArrays()
 		c.Held = map[key]*claim{}
 		c.Mu.Unlock()
 		if len(items) > 0 {
@@ -218,6 +212,16 @@ type (
 
 func newError(op string, err error) error { return &Error{Backend: "postgres", Op: op, Err: err} }
 func busy(why string) error               { return &BusyError{Backend: "postgres", Why: why} }
+
+// wrapInput is Wrap, but a refused input (*refund.InputError, *BusyError)
+// stays itself.
+func (c *Checkpoint) wrapInput(op string, err error) error {
+	switch err.(type) {
+	case *BusyError, *refund.InputError:
+		return err
+	}
+	return c.Wrap(op, err)
+}
 
 // ConfigError is a connection string that does not parse: a usage error.
 type ConfigError struct {
@@ -270,8 +274,3 @@ func passwordsIn(s string) []string {
 // secretParams are the connection parameters that hold secrets: the
 // password, and the passphrase of the client's key.
 var secretParams = []string{"password", "sslpassword"}
-
-// inTx runs fn in a transaction.
-func (c *Checkpoint) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, c.pool, fn)
-}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -40,16 +40,11 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 			c.Mu.Unlock()
 			return newError("append", err)
 		}
-		var w *write
-		for _, x := range writes {
-			if x.k == k {
-				w = x
-			}
+		i := slices.IndexFunc(writes, func(w *write) bool { return w.k == k })
+		if i < 0 {
+			i, writes = len(writes), append(writes, &write{k: k, gen: cl.gen, next: cl.State, payments: cl.payments})
 		}
-		if w == nil {
-			w = &write{k: k, gen: cl.gen, next: cl.State, payments: cl.payments}
-			writes = append(writes, w)
-		}
+		w := writes[i]
 		w.lines = append(w.lines, string(line[:len(line)-1]))
 		w.next = journal.Next(w.next, r)
 	}
@@ -78,31 +73,26 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 	// a database that stopped answering) halts the run, the item in doubt.
 	ctx, cancel := context.WithTimeout(context.Background(), c.Lease())
 	defer cancel()
-	apply := func(ctx context.Context, tx pgx.Tx) error {
-		for _, w := range writes {
-			status, held := statusOf(w.next)
-			tag, err := tx.Exec(ctx, stmt, w.k.Batch, w.k.Item, c.Worker, w.gen, status, held, c.Lease().String(), w.lines, settled(status, held), w.payments)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() != int64(len(w.lines)) {
-				return &refund.LostClaimError{Batch: w.k.Batch, Item: w.k.Item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
-			}
-		}
-		return nil
-	}
-	send := func(ctx context.Context) error {
-		if len(writes) > 1 {
-			return c.inTx(ctx, func(tx pgx.Tx) error { return apply(ctx, tx) })
-		}
-		// One statement commits by itself: one round trip.
-		w := writes[0]
+	exec := func(ctx context.Context, q querier, w *write) error {
 		status, held := statusOf(w.next)
-		tag, err := c.pool.Exec(ctx, stmt, w.k.Batch, w.k.Item, c.Worker, w.gen, status, held, c.Lease().String(), w.lines, settled(status, held), w.payments)
+		tag, err := q.Exec(ctx, stmt, w.k.Batch, w.k.Item, c.Worker, w.gen, status, held, c.Lease().String(), w.lines, settled(status, held), w.payments)
 		if err == nil && tag.RowsAffected() != int64(len(w.lines)) {
-			err = &refund.LostClaimError{Batch: w.k.Batch, Item: w.k.Item, Why: "its lease ran out and another worker took it (was this worker paused, or cut off from the database?)"}
+			err = &refund.LostClaimError{Batch: w.k.Batch, Item: w.k.Item, Why: leaseTaken}
 		}
 		return err
+	}
+	send := func(ctx context.Context) error {
+		if len(writes) == 1 {
+			return exec(ctx, c.pool, writes[0]) // one statement commits by itself: one round trip
+		}
+		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+			for _, w := range writes {
+				if err := exec(ctx, tx, w); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	// Through a restart of the database, sent again while the claims'
 	// leases may last, fenced as ever. A write whose connection dropped
@@ -192,10 +182,8 @@ func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error)
 	c.Mu.Unlock()
 	// A worker asks of an item it does not hold (a sibling on its charge):
 	// what the records say now.
-	ctx, cancel := context.WithTimeout(context.Background(), c.Lease())
-	defer cancel()
 	var states map[key]journal.ItemState
-	err := c.retry(ctx, time.Now().Add(c.Lease()), func(ctx context.Context) (err error) {
+	err := c.retryLease(context.Background(), func(ctx context.Context) (err error) {
 		states, _, err = c.fold(ctx, []key{{Batch: batch, Item: item}})
 		return err
 	})
@@ -208,24 +196,10 @@ func (c *Checkpoint) Lookup(batch, item string) (journal.ItemState, bool, error)
 
 // foldBatch folds every record of batch into a journal.State: one query.
 func foldBatch(ctx context.Context, q querier, batch string) (*journal.State, error) {
-	rows, err := q.Query(ctx, `SELECT item, rec FROM refundkit.records WHERE batch = $1 ORDER BY seq`, batch)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	state := journal.NewState()
-	for rows.Next() {
-		var item, line string
-		if err := rows.Scan(&item, &line); err != nil {
-			return nil, err
-		}
-		rec := new(journal.Record)
-		if err := journal.DecodeLine([]byte(line), line, rec); err != nil {
-			return nil, &CorruptError{Batch: batch, Item: item, Err: err}
-		}
-		state.Apply(rec)
-	}
-	return state, rows.Err()
+	err := eachRecord(ctx, q, `SELECT seq, batch, item, rec FROM refundkit.records WHERE batch = $1 ORDER BY seq`, []any{batch},
+		func(_ int64, _ key, rec *journal.Record) { state.Apply(rec) })
+	return state, err
 }
 
 // fold reads the records of items and folds each item's into its state; items
@@ -235,32 +209,38 @@ func (c *Checkpoint) fold(ctx context.Context, items []key) (states map[key]jour
 	for i, k := range items {
 		batches[i], names[i] = k.Batch, k.Item
 	}
-	rows, err := c.pool.Query(ctx, `SELECT r.seq, r.batch, r.item, r.rec FROM refundkit.records r
-		JOIN unnest($1::text[], $2::text[]) AS k(batch, item) ON r.batch = k.batch AND r.item = k.item
-		ORDER BY r.seq`, batches, names)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rows.Close()
 	states, burned = map[key]journal.ItemState{}, map[key]int64{}
-	var rec journal.Record
-	for rows.Next() {
-		var seq int64
-		var b, it, line string
-		if err := rows.Scan(&seq, &b, &it, &line); err != nil {
-			return nil, nil, err
-		}
-		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
-			return nil, nil, &CorruptError{Batch: b, Item: it, Err: err}
-		}
-		k := key{Batch: b, Item: it}
+	err = eachRecord(ctx, c.pool, `SELECT r.seq, r.batch, r.item, r.rec FROM refundkit.records r
+		JOIN unnest($1::text[], $2::text[]) AS k(batch, item) ON r.batch = k.batch AND r.item = k.item
+		ORDER BY r.seq`, []any{batches, names}, func(seq int64, k key, rec *journal.Record) {
 		was := states[k]
-		states[k] = journal.Next(was, &rec)
+		states[k] = journal.Next(was, rec)
 		if states[k].KeyBurned && !was.KeyBurned {
 			burned[k] = seq
 		}
+	})
+	return states, burned, err
+}
+
+// eachRecord runs sql, whose rows are a number (a record's seq), a batch, an
+// item and a record's line, and hands fn each row with its record decoded.
+func eachRecord(ctx context.Context, q querier, sql string, args []any, fn func(seq int64, k key, rec *journal.Record)) error {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return err
 	}
-	return states, burned, rows.Err()
+	var seq int64
+	var k key
+	var line string
+	var rec journal.Record
+	_, err = pgx.ForEachRow(rows, []any{&seq, &k.Batch, &k.Item, &line}, func() error {
+		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
+			return &CorruptError{Batch: k.Batch, Item: k.Item, Err: err}
+		}
+		fn(seq, k, &rec)
+		return nil
+	})
+	return err
 }
 
 // CorruptError is a record in the checkpoint that is not a valid journal

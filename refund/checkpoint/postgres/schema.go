@@ -100,15 +100,20 @@ var migrations = []string{
 var SchemaVersion = len(migrations)
 
 // schemaVersion is the version of the checkpoint's schema; 0 when the
-// database holds none.
-func schemaVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+// database holds none, an error when it is newer than this build's.
+func schemaVersion(ctx context.Context, q querier) (int, error) {
 	var exists bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass('refundkit.schema_migrations') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+	if err := q.QueryRow(ctx, `SELECT to_regclass('refundkit.schema_migrations') IS NOT NULL`).Scan(&exists); err != nil || !exists {
 		return 0, err
 	}
 	var v int
-	err := pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM refundkit.schema_migrations`).Scan(&v)
-	return v, err
+	if err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM refundkit.schema_migrations`).Scan(&v); err != nil {
+		return 0, err
+	}
+	if v > SchemaVersion {
+		return 0, fmt.Errorf("the checkpoint's schema is version %d, newer than this build's %d: use a newer refundkit", v, SchemaVersion)
+	}
+	return v, nil
 }
 
 // migrate brings the schema to SchemaVersion, one transaction per migration,
@@ -131,12 +136,9 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		)`); err != nil {
 		return err
 	}
-	var have int
-	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM refundkit.schema_migrations`).Scan(&have); err != nil {
+	have, err := schemaVersion(ctx, conn)
+	if err != nil {
 		return err
-	}
-	if have > SchemaVersion {
-		return fmt.Errorf("the checkpoint's schema is version %d, newer than this build's %d: use a newer refundkit", have, SchemaVersion)
 	}
 	for v := have + 1; v <= SchemaVersion; v++ {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {

@@ -134,7 +134,7 @@ func (s *Server) start() error {
 	if err := s.spawn(); err != nil {
 		return err
 	}
-	return s.awaitReady()
+	return s.awaitReadyBy(time.Now().Add(60 * time.Second))
 }
 
 // spawn starts the process; it does not wait for it to serve.
@@ -150,12 +150,9 @@ func (s *Server) spawn() error {
 	return nil
 }
 
-// awaitReady waits until the server's monitoring address says JetStream is
-// up: healthz answers 200 only then, a cluster node's only once the cluster
-// has a meta leader.
-func (s *Server) awaitReady() error { return s.awaitReadyBy(time.Now().Add(60 * time.Second)) }
-
-// awaitReadyBy is awaitReady until deadline.
+// awaitReadyBy waits until deadline for the server's monitoring address to
+// say JetStream is up: healthz answers 200 only then, a cluster node's only
+// once the cluster has a meta leader.
 func (s *Server) awaitReadyBy(deadline time.Time) error {
 	for time.Now().Before(deadline) {
 		select {
@@ -248,16 +245,12 @@ func (s *Server) Restart() error { return s.start() }
 
 // Stop ends the server and removes its temp dir.
 func (s *Server) Stop() error {
-	if s.cmd != nil && s.cmd.Process != nil {
+	if s.Running() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-s.exited:
-		default:
-			s.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-s.exited:
-			case <-time.After(30 * time.Second):
-				s.Kill()
-			}
+		case <-time.After(30 * time.Second):
+			s.Kill()
 		}
 	}
 	if s.ownDir {
@@ -280,9 +273,6 @@ type Cluster struct {
 	dir    string
 	ownDir bool
 }
-
-// clusterName names the clusters StartCluster makes.
-const clusterName = "natstest"
 
 // StartCluster starts the nodes of a cluster and waits until every one
 // serves JetStream (a meta leader is elected).
@@ -326,7 +316,7 @@ func (c *Cluster) start(opts ClusterOptions, try int) error {
 		routes = append(routes, fmt.Sprintf("    nats-route://127.0.0.1:%d", s.ClusterPort))
 	}
 	for _, s := range c.Nodes {
-		block := fmt.Sprintf("cluster {\n  name: %s\n  listen: 127.0.0.1:%d\n  routes: [\n%s\n  ]\n}\n", clusterName, s.ClusterPort, strings.Join(routes, "\n"))
+		block := fmt.Sprintf("cluster {\n  name: natstest\n  listen: 127.0.0.1:%d\n  routes: [\n%s\n  ]\n}\n", s.ClusterPort, strings.Join(routes, "\n"))
 		if err := s.writeConf(opts.SyncAlways, block); err != nil {
 			return err
 		}

@@ -109,8 +109,13 @@ func (s *Server) create() error {
 		return fmt.Errorf("pgtest: initdb: %w\n%s", err, bytes.TrimSpace(out))
 	}
 	// Our settings live in their own file, rewritten for each port tried.
-	if err := s.appendFile(filepath.Join(s.dataDir(), "postgresql.conf"), "\ninclude 'pgtest.conf'\n"); err != nil {
-		return err
+	conf, err := os.OpenFile(filepath.Join(s.dataDir(), "postgresql.conf"), os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		_, err = conf.WriteString("\ninclude 'pgtest.conf'\n")
+		err = errors.Join(err, conf.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("pgtest: %w", err)
 	}
 	for try := 1; ; try++ {
 		if s.port, err = freePort(); err != nil {
@@ -145,18 +150,6 @@ fsync = %s
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	return s.owner.chown(path)
-}
-
-func (s *Server) appendFile(path, text string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err == nil {
-		_, err = f.WriteString(text)
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
-	}
-	return nil
 }
 
 // confQuote quotes a postgresql.conf string value.
@@ -262,15 +255,18 @@ func (s *Server) TCPURL(db, user, password string) string {
 	return u.String()
 }
 
-// exec runs one statement as the superuser in the postgres database.
-func (s *Server) exec(ctx context.Context, sql string) error {
+// exec runs one statement as the superuser in the postgres database, to
+// op (create database...) name.
+func (s *Server) exec(ctx context.Context, op, name, sql string) error {
 	conn, err := pgx.Connect(ctx, s.URL("postgres"))
-	if err != nil {
-		return err
+	if err == nil {
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(ctx, sql)
 	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, sql)
-	return err
+	if err != nil {
+		return fmt.Errorf("pgtest: %s %q: %w", op, name, err)
+	}
+	return nil
 }
 
 // CreateDB creates an empty database and returns its URL (see URL).
@@ -278,18 +274,15 @@ func (s *Server) CreateDB(ctx context.Context, name string) (string, error) {
 	if name == "" {
 		return "", errors.New("pgtest: CreateDB: empty database name")
 	}
-	if err := s.exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", fmt.Errorf("pgtest: create database %q: %w", name, err)
+	if err := s.exec(ctx, "create database", name, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", err
 	}
 	return s.URL(name), nil
 }
 
 // DropDB drops a database, closing its open connections.
 func (s *Server) DropDB(ctx context.Context, name string) error {
-	if err := s.exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("pgtest: drop database %q: %w", name, err)
-	}
-	return nil
+	return s.exec(ctx, "drop database", name, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 }
 
 // CreateRole creates a login role with a password (printable ASCII), for
@@ -299,11 +292,7 @@ func (s *Server) CreateRole(ctx context.Context, name, password string) error {
 	if err != nil {
 		return fmt.Errorf("pgtest: create role %q: %w", name, err)
 	}
-	sql := "CREATE ROLE " + pgx.Identifier{name}.Sanitize() + " LOGIN PASSWORD '" + verifier + "'"
-	if err := s.exec(ctx, sql); err != nil {
-		return fmt.Errorf("pgtest: create role %q: %w", name, err)
-	}
-	return nil
+	return s.exec(ctx, "create role", name, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN PASSWORD '"+verifier+"'")
 }
 
 // Restart is Down then Up: the "database restarted mid-batch" case.

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,18 +39,17 @@ func findBinDir() (string, error) {
 		}
 	}
 	initdbs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	var dirs []string
+	best := ""
 	for _, p := range initdbs {
-		if dir := filepath.Dir(p); hasServer(dir) {
-			dirs = append(dirs, dir)
+		// The highest version: "15" is above "9.6" by number, not by text.
+		if dir := filepath.Dir(p); hasServer(dir) && (best == "" || version(dir) > version(best)) {
+			best = dir
 		}
 	}
-	if len(dirs) == 0 {
+	if best == "" {
 		return "", fmt.Errorf("%w: not in $REFUNDKIT_PG_BIN (unset), `pg_config --bindir` or /usr/lib/postgresql/*/bin", ErrNoServerBinary)
 	}
-	// Highest version first: "15" sorts after "9.6" by number, not by text.
-	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
-	return dirs[0], nil
+	return best, nil
 }
 
 // version is the number of /usr/lib/postgresql/<version>/bin.
