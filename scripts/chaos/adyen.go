@@ -401,7 +401,7 @@ func (r *rig) checkAdyenKeys(p *plan, j string) {
 // of a refund the simulator did not make. A notification answered
 // [accepted] and not kept is a record lost.
 func (r *rig) checkNotes() {
-	f, err := notes.OpenFile(r.prov.Notes, hmacKey(), false)
+	f, err := notes.OpenFile(r.prov.Notes, [][]byte{hmacKey()}, false)
 	if err != nil {
 		r.t.Errorf("open the receiver's notifications: %v", err)
 		return

@@ -29,7 +29,7 @@ func TestCheckAdyenFindsDuplicatesAndMissing(t *testing.T) {
 	}
 	defer r.close()
 	r.prov = provider{Name: provAdyen, Notes: r.path("notes.jsonl")}
-	f, err := notes.OpenFile(r.prov.Notes, hmacKey(), true)
+	f, err := notes.OpenFile(r.prov.Notes, [][]byte{hmacKey()}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

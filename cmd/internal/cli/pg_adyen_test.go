@@ -41,16 +41,16 @@ func TestPGAdyenSettlesFromTheCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	var handlers []*webhook.Handler
 	for range 2 {
-		refunds, err := notes.OpenPG(ctx, dbURL, key)
+		refunds, err := notes.OpenPG(ctx, dbURL, [][]byte{key})
 		if err != nil {
 			t.Fatal(err)
 		}
-		others, err := notes.OpenPGOthers(ctx, dbURL, key)
+		others, err := notes.OpenPGOthers(ctx, dbURL, [][]byte{key})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { refunds.Close(); others.Close() })
-		h, err := webhook.New(webhook.Config{Key: key, Refunds: refunds, Others: others})
+		h, err := webhook.New(webhook.Config{Keys: [][]byte{key}, Refunds: refunds, Others: others})
 		if err != nil {
 			t.Fatal(err)
 		}

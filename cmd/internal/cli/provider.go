@@ -170,29 +170,30 @@ func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) 
 	if src == "" {
 		return nil, &usageError{"--provider adyen needs --notifications FILE|URL, the notifications adyen-webhook keeps (its --out): Adyen has no API that lists a payment's refunds, so they are the only look-up; without them a refund already made cannot be seen"}
 	}
-	key, err := hmacKey(env.Getenv, "ADYEN_HMAC_KEY is not set: the notifications cannot be verified without it")
+	keys, err := hmacKeys(env.Getenv, "ADYEN_HMAC_KEY is not set: the notifications cannot be verified without it")
 	if err != nil {
 		return nil, err
 	}
 	if postgres.IsURL(src) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s, err := notes.OpenPG(ctx, src, key)
+		s, err := notes.OpenPG(ctx, src, keys)
 		if err != nil {
 			return nil, fmt.Errorf("--notifications: %w", err)
 		}
 		return s, nil
 	}
-	s, err := notes.OpenFile(src, key, false)
+	s, err := notes.OpenFile(src, keys, false)
 	if err != nil {
 		return nil, &usageError{fmt.Sprintf("--notifications: %v", err)}
 	}
 	return s, nil
 }
 
-// hmacKey is ADYEN_HMAC_KEY's key (hex); unset, none, or the error missing
-// says when it names one.
-func hmacKey(getenv func(string) string, missing string) ([]byte, error) {
+// hmacKeys are ADYEN_HMAC_KEY's keys (hex; two, separated by a comma,
+// while a key is rotated); unset, none, or the error missing says when it
+// names one.
+func hmacKeys(getenv func(string) string, missing string) ([][]byte, error) {
 	raw := getenv("ADYEN_HMAC_KEY")
 	switch {
 	case raw == "" && missing == "":
@@ -200,11 +201,11 @@ func hmacKey(getenv func(string) string, missing string) ([]byte, error) {
 	case raw == "":
 		return nil, &usageError{missing}
 	}
-	key, err := wire.ParseHMACKey(raw)
+	keys, err := wire.ParseHMACKeys(raw)
 	if err != nil {
 		return nil, &usageError{"ADYEN_HMAC_KEY: " + err.Error()}
 	}
-	return key, nil
+	return keys, nil
 }
 
 // adyen builds the Adyen client (a live ADYEN_API_BASE only with --live)

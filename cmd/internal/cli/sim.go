@@ -243,8 +243,10 @@ func adyenKeys(cfg *adyensim.Config, getenv func(string) string) error {
 	if cfg.NotifyURL != "" {
 		missing = "--adyen-notify-url needs ADYEN_HMAC_KEY in the environment: the HMAC key in hex, as Adyen's Customer Area shows it"
 	}
-	var err error
-	cfg.HMACKey, err = hmacKey(getenv, missing)
+	keys, err := hmacKeys(getenv, missing)
+	if len(keys) > 0 {
+		cfg.HMACKey = keys[0] // the first signs; a rotation's others verify
+	}
 	return err
 }
 

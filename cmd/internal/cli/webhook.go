@@ -56,12 +56,12 @@ func AdyenWebhook(env Env) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	refunds, err := openNotes(ctx, stderr, name, c.Out, cfg.Key, false)
+	refunds, err := openNotes(ctx, stderr, name, c.Out, cfg.Keys, false)
 	if err != nil {
 		return failf(stderr, name, exitCodeFor(unwritable(err)), "--out: %v", err)
 	}
 	defer refunds.Close()
-	others, err := openNotes(ctx, stderr, name, c.Others, cfg.Key, true)
+	others, err := openNotes(ctx, stderr, name, c.Others, cfg.Keys, true)
 	if err != nil {
 		return failf(stderr, name, exitCodeFor(unwritable(err)), "--others: %v", err)
 	}
@@ -130,12 +130,12 @@ func AdyenWebhook(env Env) int {
 
 // config is the handler's configuration (stores aside); the key never printed.
 func (c *adyenWebhookCmd) config(env Env) (webhook.Config, error) {
-	key, err := hmacKey(env.Getenv, envHMACKey+" is not set: the HMAC key of the webhook in Adyen's Customer Area (hex), from the environment only")
+	keys, err := hmacKeys(env.Getenv, envHMACKey+" is not set: the HMAC key of the webhook in Adyen's Customer Area (hex), from the environment only")
 	if err != nil {
 		return webhook.Config{}, err
 	}
 	cfg := webhook.Config{
-		Key:             key,
+		Keys:            keys,
 		Path:            c.Path,
 		MerchantAccount: env.Getenv(envMerchantAccount),
 		Username:        env.Getenv(envWebhookUser),
@@ -180,14 +180,14 @@ func checkListen(addr string, public bool) error {
 }
 
 // openNotes opens a file held for writing, or a table in PostgreSQL.
-func openNotes(ctx context.Context, stderr io.Writer, name, spec string, key []byte, others bool) (notes.Store, error) {
+func openNotes(ctx context.Context, stderr io.Writer, name, spec string, keys [][]byte, others bool) (notes.Store, error) {
 	if postgres.IsURL(spec) {
 		if others {
-			return notes.OpenPGOthers(ctx, spec, key)
+			return notes.OpenPGOthers(ctx, spec, keys)
 		}
-		return notes.OpenPG(ctx, spec, key)
+		return notes.OpenPG(ctx, spec, keys)
 	}
-	f, err := notes.OpenFile(spec, key, true)
+	f, err := notes.OpenFile(spec, keys, true)
 	if err != nil {
 		return nil, err
 	}

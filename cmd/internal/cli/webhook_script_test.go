@@ -187,7 +187,7 @@ func TestAdyenWebhookStopsOnSIGTERM(t *testing.T) {
 		}
 	}
 	// The lock is released: another receiver can take the file.
-	f, err := notes.OpenFile(out, key, true)
+	f, err := notes.OpenFile(out, [][]byte{key}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestAdyenWebhookRefusesToStart(t *testing.T) {
 	dir := t.TempDir()
 	held := filepath.Join(dir, "held.jsonl")
 	key, _ := wire.ParseHMACKey(webhookTestKey)
-	w, err := notes.OpenFile(held, key, true)
+	w, err := notes.OpenFile(held, [][]byte{key}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

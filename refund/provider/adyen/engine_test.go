@@ -52,11 +52,11 @@ func newLoop(t *testing.T, n int, notify bool) *loop {
 		payments: adyensim.GeneratePayments(n, 3)}
 	cfg := stripesim.Config{Seed: 5, Adyen: adyensim.Config{Payments: l.payments, APIKey: "test-key", MerchantAccount: "Shop"}}
 	if notify {
-		store, err := notes.OpenFile(l.notes, key, true)
+		store, err := notes.OpenFile(l.notes, [][]byte{key}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := webhook.New(webhook.Config{Key: key, Refunds: store, Others: store, MerchantAccount: "Shop"})
+		h, err := webhook.New(webhook.Config{Keys: [][]byte{key}, Refunds: store, Others: store, MerchantAccount: "Shop"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func (l *loop) run(plan string, o runOpts) (map[string]refund.Result, error) {
 	l.t.Helper()
 	key, _ := wire.ParseHMACKey(hmacHex)
 	cfg := adyen.Config{Base: l.sim.URL, APIKey: "test-key", Merchant: "Shop", Conns: 4}
-	if store, err := notes.OpenFile(l.notes, key, false); err == nil {
+	if store, err := notes.OpenFile(l.notes, [][]byte{key}, false); err == nil {
 		defer store.Close()
 		cfg.Notes = store
 	}

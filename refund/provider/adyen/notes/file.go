@@ -25,7 +25,7 @@ import (
 // anything else wrong is refused with its line.
 type File struct {
 	path string
-	key  []byte
+	keys [][]byte
 	w    *journal.Writer // nil: opened for reading
 	f    *os.File
 	torn *journal.Torn
@@ -79,11 +79,11 @@ var ErrClosed = errors.New("notification store closed")
 var ErrReadOnly = errors.New("notification file opened for reading: Add needs write")
 
 // OpenFile opens the notifications file at path, whose lines must verify
-// under key. With write it locks it (journal.FileKind) and cuts off a torn
+// under one of keys. With write it locks it (journal.FileKind) and cuts off a torn
 // final line, saved aside (Torn); without, it reads every complete line.
 // A line that does not decode or verify is a *CorruptError.
-func OpenFile(path string, key []byte, write bool) (*File, error) {
-	if len(key) == 0 {
+func OpenFile(path string, keys [][]byte, write bool) (*File, error) {
+	if wire.NoKey(keys) {
 		return nil, errors.New("notifications file " + path + ": no HMAC key")
 	}
 	var (
@@ -100,7 +100,7 @@ func OpenFile(path string, key []byte, write bool) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &File{path: path, key: key, f: f, idx: newIndex(), waits: map[string]func() error{}}
+	x := &File{path: path, keys: keys, f: f, idx: newIndex(), waits: map[string]func() error{}}
 	size, partial := int64(0), int64(0)
 	if !created {
 		if size, partial, err = x.readNew(); err != nil {
@@ -143,7 +143,7 @@ func (x *File) Add(ctx context.Context, n wire.Notification) (bool, error) {
 	if x.w == nil {
 		return false, ErrReadOnly
 	}
-	if why := check(&n, x.key); why != "" {
+	if why := check(&n, x.keys); why != "" {
 		return false, &InvalidError{Reason: why}
 	}
 	line, err := json.Marshal(n)
@@ -253,7 +253,7 @@ func (x *File) readNew() (size, partial int64, err error) {
 			return 0, 0, fmt.Errorf("notifications file %s: %w", x.path, err)
 		}
 		doc := bytes.TrimSuffix(line[:len(line)-1], []byte{'\r'})
-		if why := decode(doc, x.key, &n); why != "" {
+		if why := decode(doc, x.keys, &n); why != "" {
 			return 0, 0, &CorruptError{Where: x.path, Line: x.lines + 1, Reason: why}
 		}
 		x.idx.add(n)

@@ -20,7 +20,7 @@ var ctx = context.Background()
 
 func openWriter(t *testing.T, path string) *File {
 	t.Helper()
-	f, err := OpenFile(path, testKey, true)
+	f, err := OpenFile(path, [][]byte{testKey}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestFileAddDedupReopen(t *testing.T) {
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, want) {
 		t.Fatalf("after a retry on reopen:\n%s", got)
 	}
-	r, err := OpenFile(path, testKey, false)
+	r, err := OpenFile(path, [][]byte{testKey}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +124,13 @@ func TestFileAddDedupReopen(t *testing.T) {
 func TestFileSecondWriterIsLockedOut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "notes.jsonl")
 	openWriter(t, path)
-	_, err := OpenFile(path, testKey, true)
+	_, err := OpenFile(path, [][]byte{testKey}, true)
 	var locked *LockedError
 	if !errors.As(err, &locked) || locked.Path != path {
 		t.Fatalf("second writer: %v", err)
 	}
 	// A reader takes no lock.
-	r, err := OpenFile(path, testKey, false)
+	r, err := OpenFile(path, [][]byte{testKey}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestFileTornTailIsSavedAsideAndCut(t *testing.T) {
 	}
 
 	// A reader reads the complete line and leaves the torn one alone.
-	r, err := OpenFile(path, testKey, false)
+	r, err := OpenFile(path, [][]byte{testKey}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestFileRefusesABadLineNamingIt(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, write := range []bool{true, false} {
-				_, err := OpenFile(path, testKey, write)
+				_, err := OpenFile(path, [][]byte{testKey}, write)
 				var corrupt *CorruptError
 				if !errors.As(err, &corrupt) || corrupt.Line != 2 {
 					t.Fatalf("write=%v: %v, want *CorruptError at line 2", write, err)
@@ -251,7 +251,7 @@ func TestFileRefusesABadLineNamingIt(t *testing.T) {
 func TestFileReaderSeesAppendedLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "notes.jsonl")
 	w := openWriter(t, path)
-	r, err := OpenFile(path, testKey, false)
+	r, err := OpenFile(path, [][]byte{testKey}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestFileConcurrentAddsKeepEachNotificationOnce(t *testing.T) {
 				return
 			}
 			// Durable before Add returned: a reader sees it now.
-			r, err := OpenFile(path, testKey, false)
+			r, err := OpenFile(path, [][]byte{testKey}, false)
 			if err != nil {
 				t.Error(err)
 				return
@@ -362,10 +362,10 @@ func TestFileConcurrentAddsKeepEachNotificationOnce(t *testing.T) {
 
 func TestFileRefusesWhatIsNoFile(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := OpenFile(dir, testKey, true); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, err := OpenFile(dir, [][]byte{testKey}, true); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("a directory: %v", err)
 	}
-	if _, err := OpenFile(filepath.Join(dir, "missing.jsonl"), testKey, false); !errors.Is(err, os.ErrNotExist) {
+	if _, err := OpenFile(filepath.Join(dir, "missing.jsonl"), [][]byte{testKey}, false); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a reader of a missing file: %v", err)
 	}
 	if _, err := OpenFile(filepath.Join(dir, "x.jsonl"), nil, true); err == nil {
@@ -377,7 +377,7 @@ func TestFileRefusesWhatIsNoFile(t *testing.T) {
 // time, as one Adyen retry queue posts, and many at once (group commit).
 func BenchmarkFileAdd(b *testing.B) {
 	b.Run("serial", func(b *testing.B) {
-		w, err := OpenFile(filepath.Join(b.TempDir(), "notes.jsonl"), testKey, true)
+		w, err := OpenFile(filepath.Join(b.TempDir(), "notes.jsonl"), [][]byte{testKey}, true)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -393,7 +393,7 @@ func BenchmarkFileAdd(b *testing.B) {
 		b.ReportMetric(float64(w.Fsyncs())/float64(i), "fsyncs/op")
 	})
 	b.Run("parallel", func(b *testing.B) {
-		w, err := OpenFile(filepath.Join(b.TempDir(), "notes.jsonl"), testKey, true)
+		w, err := OpenFile(filepath.Join(b.TempDir(), "notes.jsonl"), [][]byte{testKey}, true)
 		if err != nil {
 			b.Fatal(err)
 		}

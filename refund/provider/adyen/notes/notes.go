@@ -47,11 +47,11 @@ type InvalidError struct{ Reason string }
 
 func (e *InvalidError) Error() string { return "notification not stored: " + e.Reason }
 
-func check(n *wire.Notification, key []byte) string {
+func check(n *wire.Notification, keys [][]byte) string {
 	if n.V != wire.Version {
 		return "unknown version v=" + strconv.Itoa(n.V) + " (this build reads v=" + strconv.Itoa(wire.Version) + ": use a newer refundkit)"
 	}
-	if !wire.Verify(&n.Item, key) {
+	if !wire.Verify(&n.Item, keys...) {
 		if n.Item.AdditionalData[wire.SignatureField] == "" {
 			return "no " + wire.SignatureField + " (forged, or altered)"
 		}
@@ -61,12 +61,12 @@ func check(n *wire.Notification, key []byte) string {
 }
 
 // decode reads and verifies one stored notification: why it is refused, or "".
-func decode(doc []byte, key []byte, n *wire.Notification) string {
+func decode(doc []byte, keys [][]byte, n *wire.Notification) string {
 	*n = wire.Notification{}
 	if err := json.Unmarshal(doc, n); err != nil {
 		return "not a notification: " + err.Error()
 	}
-	return check(n, key)
+	return check(n, keys)
 }
 
 // describe names an item by its event and references, never its signature.

@@ -24,32 +24,32 @@ const (
 // an insert meeting a row still being inserted waits for its commit.
 type PG struct {
 	pool   *pgxpool.Pool
-	key    []byte
+	keys   [][]byte
 	table  string
 	url    string // redacted
 	secret string // the password, scrubbed from every error
 }
 
 // OpenPG opens the store of refund events at url (as refund --journal
-// takes it), migrating refundkit's schema first. Rows must verify under key.
-func OpenPG(ctx context.Context, url string, key []byte) (*PG, error) {
-	return openPG(ctx, url, key, refundsTable)
+// takes it), migrating refundkit's schema first. Rows must verify under one of keys.
+func OpenPG(ctx context.Context, url string, keys [][]byte) (*PG, error) {
+	return openPG(ctx, url, keys, refundsTable)
 }
 
 // OpenPGOthers opens the store of the other events, beside OpenPG's.
-func OpenPGOthers(ctx context.Context, url string, key []byte) (*PG, error) {
-	return openPG(ctx, url, key, othersTable)
+func OpenPGOthers(ctx context.Context, url string, keys [][]byte) (*PG, error) {
+	return openPG(ctx, url, keys, othersTable)
 }
 
-func openPG(ctx context.Context, url string, key []byte, table string) (*PG, error) {
-	if len(key) == 0 {
+func openPG(ctx context.Context, url string, keys [][]byte, table string) (*PG, error) {
+	if wire.NoKey(keys) {
 		return nil, errors.New("adyen notifications in postgres: no HMAC key")
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, &postgres.ConfigError{URL: postgres.Redact(url), Err: errors.New("does not parse")}
 	}
-	p := &PG{key: key, table: table, url: postgres.Redact(url), secret: cfg.ConnConfig.Password}
+	p := &PG{keys: keys, table: table, url: postgres.Redact(url), secret: cfg.ConnConfig.Password}
 	// Add answers only once the commit is durable: synchronous_commit = off
 	// could lose a row after Adyen was told [accepted].
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
@@ -79,7 +79,7 @@ func (p *PG) wrap(op string, err error) error {
 
 // Add returns once its insert, or the row it met, is committed.
 func (p *PG) Add(ctx context.Context, n wire.Notification) (bool, error) {
-	if why := check(&n, p.key); why != "" {
+	if why := check(&n, p.keys); why != "" {
 		return false, &InvalidError{Reason: why}
 	}
 	doc, err := json.Marshal(n)
@@ -127,7 +127,7 @@ func (p *PG) query(ctx context.Context, where string, args ...any) ([]wire.Notif
 		if err := rows.Scan(&seq, &dk, &psp, &orig, &code, &doc); err != nil {
 			return nil, p.wrap("read", err)
 		}
-		why := decode([]byte(doc), p.key, &n)
+		why := decode([]byte(doc), p.keys, &n)
 		if why == "" {
 			switch it := &n.Item; {
 			case dk != wire.DedupKey(it):

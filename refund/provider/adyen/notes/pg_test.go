@@ -20,7 +20,7 @@ func openPGStore(t *testing.T, url string, others bool) *PG {
 	if others {
 		open = OpenPGOthers
 	}
-	p, err := open(context.Background(), url, testKey)
+	p, err := open(context.Background(), url, [][]byte{testKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,11 +170,11 @@ func TestPGRefusesAnAlteredRow(t *testing.T) {
 }
 
 func TestPGURLErrorsHoldNoPassword(t *testing.T) {
-	_, err := OpenPG(ctx, "postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=1", testKey)
+	_, err := OpenPG(ctx, "postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=1", [][]byte{testKey})
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("%v", err)
 	}
-	_, err = OpenPG(ctx, "postgres://u:s3cret@127.0.0.1:notaport/db", testKey)
+	_, err = OpenPG(ctx, "postgres://u:s3cret@127.0.0.1:notaport/db", [][]byte{testKey})
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("%v", err)
 	}

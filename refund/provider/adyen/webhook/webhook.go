@@ -27,10 +27,10 @@ const DefaultMaxBody = 1 << 20
 
 // Config configures a Handler.
 type Config struct {
-	Key                []byte // the HMAC key (wire.ParseHMACKey) every item is signed under
-	Path               string // the one path served (default DefaultPath)
-	MerchantAccount    string // if set, the only merchantAccountCode taken
-	Username, Password string // if set, the basic auth Adyen sends (both or neither)
+	Keys               [][]byte // the HMAC keys (wire.ParseHMACKeys): every item is signed under one (two while a key is rotated)
+	Path               string   // the one path served (default DefaultPath)
+	MerchantAccount    string   // if set, the only merchantAccountCode taken
+	Username, Password string   // if set, the basic auth Adyen sends (both or neither)
 	// Refunds keeps refund events (wire.RefundEvent), Others the rest.
 	Refunds, Others notes.Store
 	MaxBody         int64                            // default DefaultMaxBody
@@ -76,7 +76,7 @@ type Stats struct {
 }
 
 func New(cfg Config) (*Handler, error) {
-	if len(cfg.Key) == 0 {
+	if wire.NoKey(cfg.Keys) {
 		return nil, errors.New("no HMAC key")
 	}
 	if cfg.Refunds == nil || cfg.Others == nil {
@@ -162,7 +162,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every item is checked before any is kept.
 	for i := range req.NotificationItems {
 		it := &req.NotificationItems[i].NotificationRequestItem
-		if !wire.Verify(it, h.cfg.Key) {
+		if !wire.Verify(it, h.cfg.Keys...) {
 			what := "wrong"
 			if it.AdditionalData[wire.SignatureField] == "" {
 				what = "missing"

@@ -62,17 +62,17 @@ func newRig(t *testing.T, mod func(*Config)) *rig {
 	t.Helper()
 	dir := t.TempDir()
 	r := &rig{t: t, out: filepath.Join(dir, "notes.jsonl"), othersOut: filepath.Join(dir, "notes.others.jsonl")}
-	refunds, err := notes.OpenFile(r.out, testKey, true)
+	refunds, err := notes.OpenFile(r.out, [][]byte{testKey}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { refunds.Close() })
-	others, err := notes.OpenFile(r.othersOut, testKey, true)
+	others, err := notes.OpenFile(r.othersOut, [][]byte{testKey}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { others.Close() })
-	cfg := Config{Key: testKey, Refunds: refunds, Others: others, Logf: func(f string, a ...any) {}}
+	cfg := Config{Keys: [][]byte{testKey}, Refunds: refunds, Others: others, Logf: func(f string, a ...any) {}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -128,7 +128,7 @@ func TestAcceptedOnceDurableAndRetryKeptOnce(t *testing.T) {
 	if n := r.lines(r.out); n != 2 {
 		t.Fatalf("%d lines, want 2", n)
 	}
-	rd, err := notes.OpenFile(r.out, testKey, false)
+	rd, err := notes.OpenFile(r.out, [][]byte{testKey}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,11 +296,74 @@ func TestNewRefusesHalfAConfig(t *testing.T) {
 	s := failingStore{}
 	for _, c := range []Config{
 		{Refunds: s, Others: s},
-		{Key: testKey, Refunds: s},
-		{Key: testKey, Refunds: s, Others: s, Username: "u"},
+		{Keys: [][]byte{testKey}, Refunds: s},
+		{Keys: [][]byte{testKey}, Refunds: s, Others: s, Username: "u"},
 	} {
 		if _, err := New(c); err == nil {
 			t.Errorf("%+v: accepted", c)
 		}
+	}
+}
+
+// TestKeyRotation: while a key is rotated both keys verify, at the door
+// and when the kept notifications are read again; a reader that holds
+// only the new key refuses what the old one signed, and a third key, or an
+// empty one, verifies nothing.
+func TestKeyRotation(t *testing.T) {
+	newKey := []byte("fedcba9876543210fedcba9876543210")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "notes.jsonl")
+	both := [][]byte{newKey, testKey}
+	store, err := notes.OpenFile(out, both, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{Keys: both, Refunds: store, Others: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	post := func(it wire.Item) int {
+		res, err := http.Post(srv.URL+DefaultPath, "application/json", strings.NewReader(body(t, it)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	underOld := item(wire.EventRefund, "RF-OLD") // item signs under testKey
+	underNew := item(wire.EventRefund, "RF-NEW")
+	wire.SetSignature(&underNew, newKey)
+	underOther := item(wire.EventRefund, "RF-OTHER")
+	wire.SetSignature(&underOther, []byte("a third key, nobody's"))
+	underEmpty := item(wire.EventRefund, "RF-EMPTY")
+	wire.SetSignature(&underEmpty, nil)
+	for _, c := range []struct {
+		it     wire.Item
+		status int
+	}{{underOld, 200}, {underNew, 200}, {underOther, 401}, {underEmpty, 401}} {
+		if got := post(c.it); got != c.status {
+			t.Errorf("%s: %d, want %d", c.it.PSPReference, got, c.status)
+		}
+	}
+	store.Close()
+
+	rd, err := notes.OpenFile(out, both, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := rd.All(context.Background())
+	rd.Close()
+	if err != nil || len(all) != 2 {
+		t.Fatalf("read under both keys: %d notifications, %v; want 2", len(all), err)
+	}
+	if _, err := notes.OpenFile(out, [][]byte{newKey}, false); err == nil {
+		t.Fatal("a reader with only the new key took a notification signed under the old one")
+	} else if ce := (*notes.CorruptError)(nil); !errors.As(err, &ce) {
+		t.Fatalf("a reader with only the new key: %v, want a *notes.CorruptError", err)
+	}
+	if _, err := New(Config{Keys: [][]byte{nil}, Refunds: store, Others: store}); err == nil {
+		t.Error("New took an empty key")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,6 +149,28 @@ func ParseHMACKey(s string) ([]byte, error) {
 	return k, nil
 }
 
+// ParseHMACKeys decodes one HMAC key or several, separated by commas: while
+// a key is rotated in Adyen's Customer Area, items come signed under the
+// new one and the previous one, and items kept earlier stay signed under
+// the previous one.
+func ParseHMACKeys(s string) ([][]byte, error) {
+	var keys [][]byte
+	for _, part := range strings.Split(s, ",") {
+		k, err := ParseHMACKey(part)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// NoKey reports keys that verify nothing: none, or one empty (under which
+// anyone can sign).
+func NoKey(keys [][]byte) bool {
+	return len(keys) == 0 || slices.ContainsFunc(keys, func(k []byte) bool { return len(k) == 0 })
+}
+
 // Sign returns base64 of HMAC-SHA256 over SigningString under key.
 func Sign(it *Item, key []byte) string { return base64.StdEncoding.EncodeToString(mac(it, key)) }
 
@@ -165,13 +188,20 @@ func SetSignature(it *Item, key []byte) {
 	it.AdditionalData[SignatureField] = Sign(it, key)
 }
 
-// Verify reports whether it carries its signature under key, in constant time.
-func Verify(it *Item, key []byte) bool {
+// Verify reports whether it carries its signature under one of keys, each
+// compared in constant time.
+func Verify(it *Item, keys ...[]byte) bool {
 	got, err := base64.StdEncoding.DecodeString(it.AdditionalData[SignatureField])
 	if err != nil || len(got) == 0 {
 		return false
 	}
-	return hmac.Equal(got, mac(it, key))
+	ok := false
+	for _, k := range keys {
+		// Every key is tried: the time says not which. An empty key signs
+		// what anyone can sign.
+		ok = len(k) > 0 && hmac.Equal(got, mac(it, k)) || ok
+	}
+	return ok
 }
 
 // Notification is one accepted item as a store keeps it, signature

@@ -69,3 +69,33 @@ func TestKeyFitsAndDiffers(t *testing.T) {
 		t.Fatal("keys of different attempts or batches are equal")
 	}
 }
+
+// TestKeysWhileRotated: ADYEN_HMAC_KEY may hold two keys, comma-separated;
+// an item verifies under either, not under a third, and never under an
+// empty key (anyone can sign under it).
+func TestKeysWhileRotated(t *testing.T) {
+	keys, err := ParseHMACKeys("44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056, 00782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056")
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("ParseHMACKeys: %d keys, %v", len(keys), err)
+	}
+	for _, bad := range []string{"", "ab,", ",ab", "ab,not hex"} {
+		if _, err := ParseHMACKeys(bad); err == nil {
+			t.Errorf("ParseHMACKeys(%q): nil error", bad)
+		}
+	}
+	it := Item{PSPReference: "P", EventCode: EventRefund, Success: "true"}
+	for i, k := range keys {
+		SetSignature(&it, k)
+		if !Verify(&it, keys...) {
+			t.Errorf("signed under key %d: does not verify under both", i)
+		}
+	}
+	SetSignature(&it, []byte("a third key"))
+	if Verify(&it, keys...) {
+		t.Error("signed under a third key: verifies")
+	}
+	SetSignature(&it, nil)
+	if Verify(&it, nil) || Verify(&it, keys[0], []byte{}) || !NoKey([][]byte{keys[0], nil}) || !NoKey(nil) || NoKey(keys) {
+		t.Error("an empty key verifies, or NoKey misses it")
+	}
+}

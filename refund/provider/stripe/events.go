@@ -1,0 +1,156 @@
+package stripe
+
+// Stripe's webhook events about refunds: verified under the endpoint's
+// signing secrets by stripe-go's own webhook package, and read into the
+// refund they tell of. What an event says is matched to an item only by
+// the refund's id and metadata, and checked against the journal's binding
+// by the engine, never trusted alone.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/webhook"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// SignatureHeader is the header Stripe signs an event in.
+const SignatureHeader = "Stripe-Signature"
+
+// Tolerance is how old a signature's timestamp may be when the event
+// arrives (Stripe's default): an older one is a replay.
+const Tolerance = webhook.DefaultTolerance
+
+// RefundEvents are the event types whose object is a refund.
+var RefundEvents = map[string]bool{
+	"refund.created":        true,
+	"refund.updated":        true,
+	"refund.failed":         true,
+	"charge.refund.updated": true,
+}
+
+// ChargeRefunded is the event of a charge refunded in part or whole: its
+// object is the charge, which names none of its refunds since API version
+// 2022-11-15, so it is kept but settles nothing.
+const ChargeRefunded = "charge.refunded"
+
+// Event is what refundkit reads of one of Stripe's events.
+type Event struct {
+	ID, Type string
+	Created  int64          // Unix seconds, Stripe's clock
+	Refund   *refund.Refund // the refund it tells of; nil for another event
+}
+
+// VerifyEvent checks that header (Stripe-Signature) signs payload under
+// one of secrets (several while a secret is rolled), with a timestamp no
+// older than tolerance; tolerance 0 checks the signature alone, as a
+// reader of events kept long ago does. Each v1= signature is compared in
+// constant time.
+func VerifyEvent(payload []byte, header string, secrets []string, tolerance time.Duration) error {
+	if len(secrets) == 0 {
+		return errors.New("no signing secret")
+	}
+	var err error
+	for _, s := range secrets {
+		if tolerance == 0 {
+			err = webhook.ValidatePayloadIgnoringTolerance(payload, header, s)
+		} else {
+			err = webhook.ValidatePayloadWithTolerance(payload, header, s, tolerance)
+		}
+		if !errors.Is(err, webhook.ErrNoValidSignature) {
+			return err // nil, or a header no secret can make good
+		}
+	}
+	return err
+}
+
+// ReadEvent reads a verified event's payload.
+func ReadEvent(payload []byte) (Event, error) {
+	var e stripego.Event
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return Event{}, fmt.Errorf("not a Stripe event: %w", err)
+	}
+	if e.ID == "" || e.Type == "" {
+		return Event{}, errors.New("not a Stripe event: no id or type")
+	}
+	out := Event{ID: e.ID, Type: string(e.Type), Created: e.Created}
+	if !RefundEvents[out.Type] {
+		return out, nil
+	}
+	if e.Data == nil || len(e.Data.Raw) == 0 {
+		return Event{}, fmt.Errorf("event %s (%s): no data.object", e.ID, e.Type)
+	}
+	var r stripego.Refund
+	if err := json.Unmarshal(e.Data.Raw, &r); err != nil {
+		return Event{}, fmt.Errorf("event %s (%s): data.object: %w", e.ID, e.Type, err)
+	}
+	if r.ID == "" || r.Object != "refund" {
+		return Event{}, fmt.Errorf("event %s (%s): data.object is no refund (object %q, id %q)", e.ID, e.Type, r.Object, r.ID)
+	}
+	rf := toRefund(&r)
+	out.Refund = &rf
+	return out, nil
+}
+
+// Outcome is refund id as events tell it, whatever their order: a refund
+// that ended without moving money (failed, canceled) stays so; one that
+// succeeded is succeeded unless an event says it ended so; else the
+// latest event's status. Events that disagree on the payment, amount,
+// currency or metadata of one refund contradict: it stays pending, with
+// ReasonContradicts, for a person. ok is false when none names it.
+func Outcome(id string, events []Event) (r refund.Refund, ok bool) {
+	var latest int64
+	for _, e := range events {
+		if e.Refund == nil || e.Refund.ID != id {
+			continue
+		}
+		got := *e.Refund
+		if !ok {
+			r, latest, ok = got, e.Created, true
+			continue
+		}
+		if !sameRefund(&r, &got) {
+			r.Status, r.FailureReason = refund.RefundPending, ReasonContradicts
+			return r, true
+		}
+		if rank(got.Status) > rank(r.Status) || (rank(got.Status) == rank(r.Status) && e.Created > latest) {
+			r.Status, r.FailureReason = got.Status, got.FailureReason
+		}
+		latest = max(latest, e.Created)
+	}
+	return r, ok
+}
+
+// ReasonContradicts is the FailureReason of a refund whose events disagree.
+const ReasonContradicts = "events_contradict"
+
+// rank orders statuses by how final they are: a refund moves up only.
+func rank(status string) int {
+	switch status {
+	case refund.RefundFailed, refund.RefundCanceled:
+		return 3
+	case refund.RefundSucceeded:
+		return 2
+	case refund.RefundPending, refund.RefundRequiresAction:
+		return 1
+	}
+	return 0 // a status refundkit does not know: any known one tells more
+}
+
+// sameRefund reports whether two readings of one refund agree on what binds
+// it to an item.
+func sameRefund(a, b *refund.Refund) bool {
+	if a.Charge != b.Charge || a.PaymentIntent != b.PaymentIntent || a.Amount != b.Amount || a.Currency != b.Currency {
+		return false
+	}
+	for _, k := range []string{refund.MetaBatch, refund.MetaItem, refund.MetaAttempt} {
+		if a.Metadata[k] != b.Metadata[k] {
+			return false
+		}
+	}
+	return true
+}
