@@ -130,10 +130,17 @@ func (c *Core) FailBeforeCommit(f *Faults, seq uint64) bool {
 	return false
 }
 
-// AfterCommit draws what becomes of a committed creation's answer a: the
-// API's 500 internal (saved, with a's Ref), a gateway's error, a dropped
-// connection, or a as it is.
+// Refused counts a creation refused for the payment's state, and is a.
+func (c *Core) Refused(a Answer) Answer {
+	c.Count.RefundsRefused.Add(1)
+	return a
+}
+
+// AfterCommit counts a refund made and draws what becomes of its answer
+// a: the API's 500 internal (saved, with a's Ref), a gateway's error, a
+// dropped connection, or a as it is.
 func (c *Core) AfterCommit(f *Faults, seq uint64, a, internal Answer) Answer {
+	c.Count.RefundsCreated.Add(1)
 	switch {
 	case c.Hit(f.ErrorAfterCommitShare, seq, KnobErrorAfterCommit):
 		c.Count.ErrorsAfter.Add(1)
