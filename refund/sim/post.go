@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -69,7 +70,7 @@ func (c *Core) ServePost(w http.ResponseWriter, p Post, api PostAPI, fn func() A
 	if p.MayTimeOut && c.Hit(p.F.GatewayTimeoutShare, p.Seq, KnobGatewayTimeout) {
 		c.Count.GatewayTimeouts.Add(1)
 		background := c.GoBackground(func() { run() })
-		gateway(p.F.GatewayStatusOr(http.StatusGatewayTimeout))
+		gateway(cmp.Or(p.F.GatewayStatus, http.StatusGatewayTimeout))
 		if !background { // the simulator is closing: finish it here
 			run()
 		}
@@ -82,7 +83,7 @@ func (c *Core) ServePost(w http.ResponseWriter, p Post, api PostAPI, fn func() A
 		DropConnection(w)
 	case a.Gateway:
 		c.Count.GatewayErrorsAfter.Add(1)
-		gateway(p.F.GatewayStatusOr(http.StatusBadGateway))
+		gateway(cmp.Or(p.F.GatewayStatus, http.StatusBadGateway))
 	default:
 		api.Write(w, a)
 	}

@@ -2,6 +2,7 @@ package adyensim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -61,11 +62,7 @@ func (p adyenPost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntr
 	if v == sim.KeyInUse || !saved.Done() {
 		p.s.core.Count.KeyInUse.Add(1)
 		p.s.stats.keyInUse.Add(1)
-		status := p.f.AdyenConflictStatus
-		if status == 0 {
-			status = http.StatusUnprocessableEntity
-		}
-		a := apiErr(status, codeInProgress, msgInProgress, typeValidation, p.ref)
+		a := apiErr(cmp.Or(p.f.AdyenConflictStatus, http.StatusUnprocessableEntity), codeInProgress, msgInProgress, typeValidation, p.ref)
 		writeAnswer(w, a.Status, a.Body, "", true)
 		return
 	}

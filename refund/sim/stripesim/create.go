@@ -1,6 +1,7 @@
 package stripesim
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -146,10 +147,7 @@ func (s *Server) createRefund(c apiCall) sim.Answer {
 		return s.core.Refused(refused(http.StatusBadRequest, sim.Error{Type: typeInvalid, Code: "charge_already_refunded", Charge: ch.ID,
 			Message: fmt.Sprintf("Charge %s has already been refunded.", ch.ID)}))
 	}
-	amount := p.amount
-	if amount == 0 {
-		amount = remaining
-	}
+	amount := cmp.Or(p.amount, remaining)
 	if amount > remaining {
 		return s.core.Refused(refused(http.StatusBadRequest, sim.Error{Type: typeInvalid, Code: "amount_too_large", Param: "amount",
 			Message: fmt.Sprintf("Refund amount (%s) is greater than unrefunded amount on charge (%s)", money(amount, ch.Currency), money(remaining, ch.Currency))}))
