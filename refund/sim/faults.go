@@ -86,14 +86,6 @@ type Faults struct {
 // PayPalTokenTTLDefault is PayPal's token life (expires_in 32400).
 const PayPalTokenTTLDefault = 9 * time.Hour
 
-// GatewayStatusOr is GatewayStatus, or def when it is 0.
-func (f *Faults) GatewayStatusOr(def int) int {
-	if f.GatewayStatus != 0 {
-		return f.GatewayStatus
-	}
-	return def
-}
-
 // Validate reports the first knob out of range, if any.
 func (f *Faults) Validate() error {
 	if f.Latency < 0 || f.LatencyJitter < 0 {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -69,7 +70,7 @@ func (c *Core) ServePost(w http.ResponseWriter, p Post, api PostAPI, fn func() A
 	if p.MayTimeOut && c.Hit(p.F.GatewayTimeoutShare, p.Seq, KnobGatewayTimeout) {
 		c.Count.GatewayTimeouts.Add(1)
 		background := c.GoBackground(func() { run() })
-		gateway(p.F.GatewayStatusOr(http.StatusGatewayTimeout))
+		gateway(cmp.Or(p.F.GatewayStatus, http.StatusGatewayTimeout))
 		if !background { // the simulator is closing: finish it here
 			run()
 		}
@@ -82,7 +83,7 @@ func (c *Core) ServePost(w http.ResponseWriter, p Post, api PostAPI, fn func() A
 		DropConnection(w)
 	case a.Gateway:
 		c.Count.GatewayErrorsAfter.Add(1)
-		gateway(p.F.GatewayStatusOr(http.StatusBadGateway))
+		gateway(cmp.Or(p.F.GatewayStatus, http.StatusBadGateway))
 	default:
 		api.Write(w, a)
 	}
@@ -130,10 +131,17 @@ func (c *Core) FailBeforeCommit(f *Faults, seq uint64) bool {
 	return false
 }
 
-// AfterCommit draws what becomes of a committed creation's answer a: the
-// API's 500 internal (saved, with a's Ref), a gateway's error, a dropped
-// connection, or a as it is.
+// Refused counts a creation refused for the payment's state, and is a.
+func (c *Core) Refused(a Answer) Answer {
+	c.Count.RefundsRefused.Add(1)
+	return a
+}
+
+// AfterCommit counts a refund made and draws what becomes of its answer
+// a: the API's 500 internal (saved, with a's Ref), a gateway's error, a
+// dropped connection, or a as it is.
 func (c *Core) AfterCommit(f *Faults, seq uint64, a, internal Answer) Answer {
+	c.Count.RefundsCreated.Add(1)
 	switch {
 	case c.Hit(f.ErrorAfterCommitShare, seq, KnobErrorAfterCommit):
 		c.Count.ErrorsAfter.Add(1)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -55,15 +56,9 @@ func (l RateLimits) Effective() RateLimits {
 			e.GlobalRate = StripeLiveGlobalRate
 		}
 	}
-	if e.EndpointRate == 0 {
-		e.EndpointRate = StripeEndpointRate
-	}
-	if e.GlobalBurst == 0 {
-		e.GlobalBurst = defaultBurst(e.GlobalRate)
-	}
-	if e.EndpointBurst == 0 {
-		e.EndpointBurst = defaultBurst(e.EndpointRate)
-	}
+	e.EndpointRate = cmp.Or(e.EndpointRate, StripeEndpointRate)
+	e.GlobalBurst = cmp.Or(e.GlobalBurst, defaultBurst(e.GlobalRate))
+	e.EndpointBurst = cmp.Or(e.EndpointBurst, defaultBurst(e.EndpointRate))
 	return e
 }
 

@@ -2,6 +2,7 @@ package adyensim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -61,11 +62,7 @@ func (p adyenPost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntr
 	if v == sim.KeyInUse || !saved.Done() {
 		p.s.core.Count.KeyInUse.Add(1)
 		p.s.stats.keyInUse.Add(1)
-		status := p.f.AdyenConflictStatus
-		if status == 0 {
-			status = http.StatusUnprocessableEntity
-		}
-		a := apiErr(status, codeInProgress, msgInProgress, typeValidation, p.ref)
+		a := apiErr(cmp.Or(p.f.AdyenConflictStatus, http.StatusUnprocessableEntity), codeInProgress, msgInProgress, typeValidation, p.ref)
 		writeAnswer(w, a.Status, a.Body, "", true)
 		return
 	}
@@ -105,13 +102,11 @@ func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.F
 	case req.Amount == nil:
 		return refused(http.StatusUnprocessableEntity, codeNoAmount, msgNoAmount, typeValidation, ref)
 	case req.Amount.Value <= 0 || !currencyRE.MatchString(req.Amount.Currency):
-		s.core.Count.RefundsRefused.Add(1)
-		return refused(http.StatusUnprocessableEntity, codeBadAmount, msgBadAmount, typeValidation, ref)
+		return s.core.Refused(badAmount(ref))
 	}
 	pm := s.payments.Get(psp)
 	if pm == nil || pm.merchant != req.MerchantAccount {
-		s.core.Count.RefundsRefused.Add(1)
-		return refused(http.StatusUnprocessableEntity, codeNoOriginal, msgNoOriginal, typeValidation, ref)
+		return s.core.Refused(refused(http.StatusUnprocessableEntity, codeNoOriginal, msgNoOriginal, typeValidation, ref))
 	}
 	if s.core.FailBeforeCommit(f, seq) {
 		return internal(ref) // not saved, transient: a retry with the key runs as the first
@@ -119,8 +114,7 @@ func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.F
 	pm.mu.Lock()
 	if strings.ToUpper(req.Amount.Currency) != pm.currency {
 		pm.mu.Unlock()
-		s.core.Count.RefundsRefused.Add(1)
-		return refused(http.StatusUnprocessableEntity, codeBadAmount, msgBadAmount, typeValidation, ref)
+		return s.core.Refused(badAmount(ref))
 	}
 	r := &refund{p: pm, Refund: Refund{Amount: req.Amount.Value, Reference: req.Reference, MerchantAccount: req.MerchantAccount,
 		IdempotencyKey: key, Created: s.now().Unix(), Outcome: OutcomeRefunded}}
@@ -128,8 +122,7 @@ func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.F
 	case r.Amount > pm.amount-pm.held():
 		if f.AdyenOverRefund422 {
 			pm.mu.Unlock()
-			s.core.Count.RefundsRefused.Add(1)
-			return refused(http.StatusUnprocessableEntity, codeBadAmount, msgBadAmount, typeValidation, ref)
+			return s.core.Refused(badAmount(ref))
 		}
 		// Adyen's way: received, and refused by its notification.
 		r.Outcome, r.Reason = OutcomeRefused, reasonNoBalance
@@ -142,7 +135,6 @@ func (s *Server) createRefund(psp string, body []byte, key, ref string, f *sim.F
 	}
 	s.addRefund(r)
 	pm.mu.Unlock()
-	s.core.Count.RefundsCreated.Add(1)
 	s.stats.created.Add(1)
 	if s.notes != nil {
 		s.notes.enqueue(r.n, r.events(), f)
@@ -193,6 +185,11 @@ func apiErr(status int, code, msg, errType, ref string) sim.Answer {
 // refused is a business refusal, saved under the key.
 func refused(status int, code, msg, errType, ref string) sim.Answer {
 	return sim.Fail(status, sim.Error{Status: status, ErrorCode: code, Message: msg, ErrorType: errType, PSPReference: ref}, true)
+}
+
+// badAmount is the refusal of an amount (137), saved under the key.
+func badAmount(ref string) sim.Answer {
+	return refused(http.StatusUnprocessableEntity, codeBadAmount, msgBadAmount, typeValidation, ref)
 }
 
 // internal is Adyen's 500, which the fault knobs inject.

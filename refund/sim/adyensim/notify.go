@@ -87,12 +87,9 @@ func newNotifier(core *sim.Core, u string, key []byte, backoff time.Duration, to
 	if len(key) == 0 {
 		return nil, errors.New("adyen notifications need an HMAC key to sign them")
 	}
-	if backoff == 0 {
-		backoff = DefaultNotifyBackoff
-	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = notifyWorkers
-	n := &notifier{core: core, url: u, key: key, backoff: backoff, told: told,
+	n := &notifier{core: core, url: u, key: key, backoff: cmp.Or(backoff, DefaultNotifyBackoff), told: told,
 		client: &http.Client{Transport: transport, Timeout: 10 * time.Second},
 		wake:   make(chan struct{}, 1), ready: make(chan *delivery), stop: make(chan struct{})}
 	n.ctx, n.cancel = context.WithCancel(context.Background())

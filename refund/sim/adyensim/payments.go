@@ -3,6 +3,7 @@ package adyensim
 import (
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -133,17 +134,9 @@ type PaymentState struct {
 // Payments returns every payment, by pspReference.
 func (s *Server) Payments() []PaymentState {
 	s.payments.RLock()
-	all := make([]*payment, 0, len(s.payments.M))
-	for _, p := range s.payments.M {
-		all = append(all, p)
-	}
+	all := slices.SortedFunc(maps.Values(s.payments.M), func(a, b *payment) int { return strings.Compare(a.psp, b.psp) })
 	s.payments.RUnlock()
-	slices.SortFunc(all, func(a, b *payment) int { return strings.Compare(a.psp, b.psp) })
-	out := make([]PaymentState, len(all))
-	for i, p := range all {
-		out[i] = p.state()
-	}
-	return out
+	return sim.Map(all, (*payment).state)
 }
 
 // Payment returns the state of one payment, and whether it exists.

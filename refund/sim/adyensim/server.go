@@ -7,6 +7,7 @@
 package adyensim
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"fmt"
@@ -75,15 +76,10 @@ func New(core *sim.Core, cfg Config, now func() time.Time) (*Server, error) {
 	if cfg.KeyTTL < 0 || cfg.NotifyBackoff < 0 {
 		return nil, fmt.Errorf("adyen key ttl %v, notify backoff %v: want durations of zero or more", cfg.KeyTTL, cfg.NotifyBackoff)
 	}
-	s := &Server{core: core, now: now, merchant: cfg.MerchantAccount, apiKey: cfg.APIKey, keyTTL: cfg.KeyTTL,
+	s := &Server{core: core, now: now, keyTTL: cfg.KeyTTL,
+		merchant: cmp.Or(cfg.MerchantAccount, DefaultMerchantAccount), apiKey: cmp.Or(cfg.APIKey, DefaultAPIKey),
 		merchants: make(map[string]bool),
 		refunds:   sim.Numbered[*refund]{Prefix: refundPrefix, Width: 10}}
-	if s.merchant == "" {
-		s.merchant = DefaultMerchantAccount
-	}
-	if s.apiKey == "" {
-		s.apiKey = DefaultAPIKey
-	}
 	if !merchantRE.MatchString(s.merchant) {
 		return nil, fmt.Errorf("adyen merchant account %q: want 1-80 letters, digits, '_', '-' or '.'", s.merchant)
 	}

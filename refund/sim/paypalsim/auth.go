@@ -1,6 +1,7 @@
 package paypalsim
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -124,10 +125,7 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, seq uint64, 
 		writeAnswer(w, http.StatusBadRequest, sim.MustJSON(oauthError{Error: "unsupported_grant_type", Description: "Grant Type is NULL or not client_credentials"}), debugID)
 		return
 	}
-	ttl := f.PayPalTokenTTL
-	if ttl == 0 {
-		ttl = sim.PayPalTokenTTLDefault
-	}
+	ttl := cmp.Or(f.PayPalTokenTTL, sim.PayPalTokenTTLDefault)
 	now := s.now()
 	tok := s.tokens.issue(id, now, ttl)
 	s.stats.tokensIssued.Add(1)

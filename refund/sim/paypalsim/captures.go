@@ -1,6 +1,7 @@
 package paypalsim
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"regexp"
@@ -154,11 +155,7 @@ func (s *Server) AddCaptures(cs ...Capture) error {
 			s.placeInOrder(cp, c.OrderID, now)
 		}
 		for _, r := range c.Refunds {
-			st := r.Status
-			if st == "" {
-				st = StatusCompleted
-			}
-			s.addRefund(&refund{Refund: Refund{Amount: r.Amount, CustomID: r.CustomID}, cp: cp, created: now, initial: st})
+			s.addRefund(&refund{Refund: Refund{Amount: r.Amount, CustomID: r.CustomID}, cp: cp, created: now, initial: cmp.Or(r.Status, StatusCompleted)})
 		}
 		s.captures.Put(c.ID, cp)
 	}
@@ -167,10 +164,7 @@ func (s *Server) AddCaptures(cs ...Capture) error {
 
 // currencyOf is a currency as PayPal writes it (upper case; "": USD).
 func currencyOf(c string) string {
-	if c == "" {
-		return "USD"
-	}
-	return strings.ToUpper(c)
+	return cmp.Or(strings.ToUpper(c), "USD")
 }
 
 // CaptureState is a capture as the simulator holds it, for checks.

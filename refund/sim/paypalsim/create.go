@@ -151,8 +151,7 @@ func (s *Server) refuseAmount(problem valueProblem, currency, captureCurrency, d
 	default:
 		return sim.Answer{}, false
 	}
-	s.core.Count.RefundsRefused.Add(1)
-	return unprocessable(debugID, issue, description), true
+	return s.core.Refused(unprocessable(debugID, issue, description)), true
 }
 
 // createRefund refunds the capture, with the request id held.
@@ -164,8 +163,7 @@ func (s *Server) createRefund(captureID string, body []byte, requestID, debugID,
 	}
 	cp := s.captures.Get(captureID)
 	if cp == nil {
-		s.core.Count.RefundsRefused.Add(1)
-		return notFound(debugID, noSuchID)
+		return s.core.Refused(notFound(debugID, noSuchID))
 	}
 	if s.core.FailBeforeCommit(f, seq) {
 		return internal(debugID) // not saved: PayPal lets a 5xx be retried with its request id
@@ -184,11 +182,9 @@ func (s *Server) createRefund(captureID string, body []byte, requestID, debugID,
 	}
 	switch {
 	case remaining == 0:
-		s.core.Count.RefundsRefused.Add(1)
-		return unprocessable(debugID, "CAPTURE_FULLY_REFUNDED", "The capture has already been fully refunded.")
+		return s.core.Refused(unprocessable(debugID, "CAPTURE_FULLY_REFUNDED", "The capture has already been fully refunded."))
 	case amount > remaining:
-		s.core.Count.RefundsRefused.Add(1)
-		return unprocessable(debugID, "REFUND_AMOUNT_EXCEEDED", "The refund amount must be less than or equal to the capture amount that has not yet been refunded.")
+		return s.core.Refused(unprocessable(debugID, "REFUND_AMOUNT_EXCEEDED", "The refund amount must be less than or equal to the capture amount that has not yet been refunded."))
 	}
 	p.fields.Amount, p.fields.RequestID = amount, requestID
 	r := &refund{Refund: p.fields, cp: cp, created: now, initial: StatusCompleted}
@@ -202,7 +198,6 @@ func (s *Server) createRefund(captureID string, body []byte, requestID, debugID,
 		}
 	}
 	s.addRefund(r)
-	s.core.Count.RefundsCreated.Add(1)
 	// After a 500 too, a retry gets the refund's latest status.
 	a = sim.Answer{Status: http.StatusCreated, Body: sim.MustJSON(r.object(base, now)), Save: true, RequestID: debugID, Ref: r.ID}
 	return s.core.AfterCommit(f, seq, a, internal(debugID))

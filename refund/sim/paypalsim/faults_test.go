@@ -89,7 +89,7 @@ func TestLatencyAndRateLimitOnEveryRoute(t *testing.T) {
 		},
 		func() answer { return h.refund("CAP1", "rid-lat", `{"amount":{"value":"1.00","currency_code":"USD"}}`) },
 		func() answer { return h.get("/v2/payments/captures/CAP1") },
-		func() answer { return h.get("/v2/payments/refunds/" + refundID(1)) },
+		func() answer { return h.get("/v2/payments/refunds/" + h.s.refunds.ID(1)) },
 		func() answer { return h.get("/v2/checkout/orders/ORDSIM00000000001") },
 	} {
 		t0 := time.Now()
@@ -105,7 +105,7 @@ func TestLatencyAndRateLimitOnEveryRoute(t *testing.T) {
 		h.raw("POST", "/v1/oauth2/token", "client-1:secret-1", "", "grant_type=client_credentials"),
 		h.refund("CAP1", "rid-429", ""),
 		h.get("/v2/payments/captures/CAP1"),
-		h.get("/v2/payments/refunds/" + refundID(1)),
+		h.get("/v2/payments/refunds/" + h.s.refunds.ID(1)),
 		h.get("/v2/checkout/orders/ORDSIM00000000001"),
 	} {
 		if a.status != 429 || a.str("name") != "RATE_LIMIT_REACHED" {

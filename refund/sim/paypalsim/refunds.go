@@ -37,8 +37,6 @@ func (r *refund) updatedAt(now time.Time) time.Time {
 // refundPrefix and eleven digits make a refund's id, 17 characters.
 const refundPrefix = "REFSIM"
 
-func refundID(n int) string { return sim.Padded(refundPrefix, 11, n) }
-
 // addRefund numbers r and adds it to r.cp, which the caller holds.
 func (s *Server) addRefund(r *refund) *refund {
 	r.Capture, r.Currency, r.Created = r.cp.id, r.cp.currency, r.created.Unix()

@@ -41,11 +41,7 @@ func (s *Server) AddCharges(charges ...Charge) error {
 		ch := &charge{ChargeState: ChargeState{ID: c.ID, PaymentIntent: c.PaymentIntent, Currency: cmp.Or(c.Currency, "usd"), Amount: c.Amount}, created: now}
 		ch.mu.Lock()
 		for _, r := range c.Refunds {
-			status := r.Status
-			if status == "" {
-				status = StatusSucceeded
-			}
-			s.addRefund(ch, r.Amount, status, r.Reason, copyMetadata(r.Metadata), "")
+			s.addRefund(ch, r.Amount, cmp.Or(r.Status, StatusSucceeded), r.Reason, copyMetadata(r.Metadata), "")
 		}
 		ch.mu.Unlock()
 		s.charges.Put(ch.ID, ch)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/refundkit/refundkit/refund/sim"
 	"github.com/refundkit/refundkit/refund/sim/adyensim"
 	"github.com/refundkit/refundkit/refund/sim/paypalsim"
 )
@@ -16,10 +17,6 @@ import (
 const maxControlBody = 256 << 20
 
 // The control endpoints, routed under /_sim/ (routes.go lists them).
-
-func (s *Server) getFaults(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.Faults())
-}
 
 func (s *Server) setFaults(w http.ResponseWriter, r *http.Request) {
 	var f Faults
@@ -34,36 +31,19 @@ func (s *Server) setFaults(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, f)
 }
 
-func (s *Server) forgetKeys(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]int{"forgotten": s.ForgetKeys()})
-}
-
-func (s *Server) getStats(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.Stats())
-}
-
-func (s *Server) settle(w http.ResponseWriter, r *http.Request) {
-	if err := s.Settle(r.Context()); err != nil {
-		return // the client went away
-	}
-	writeJSON(w, http.StatusOK, s.Stats())
-}
-
-func (s *Server) listAllRefunds(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	for _, re := range s.Refunds() {
-		if err := enc.Encode(re); err != nil {
-			return // the client went away
+// reply is a control endpoint that answers what fn returns, or nothing
+// when fn fails: the client went away, or gave up waiting.
+func reply(fn func(r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if v, err := fn(r); err == nil {
+			writeJSON(w, http.StatusOK, v)
 		}
 	}
-	for _, re := range s.paypal.Refunds() {
-		if err := enc.Encode(re); err != nil {
-			return
-		}
-	}
-	bw.Flush()
+}
+
+// show is a control endpoint that answers what fn returns.
+func show(fn func() any) http.HandlerFunc {
+	return reply(func(*http.Request) (any, error) { return fn(), nil })
 }
 
 // addSeeds is a control endpoint that adds what read reads from the body.
@@ -82,38 +62,27 @@ func addSeeds[T any](read func(io.Reader, string) ([]T, error), add func(...T) e
 	}
 }
 
-func (s *Server) listAdyenPayments(w http.ResponseWriter, r *http.Request) {
-	writeJSONLines(w, s.adyen.Payments())
-}
-
-func (s *Server) listAdyenRefunds(w http.ResponseWriter, r *http.Request) {
-	writeJSONLines(w, s.adyen.Refunds())
-}
-
-func (s *Server) flushAdyen(w http.ResponseWriter, r *http.Request) {
-	st, err := s.adyen.Flush(r.Context())
-	if err != nil {
-		return // the client went away, or gave up waiting
-	}
-	writeJSON(w, http.StatusOK, st)
-}
-
-func (s *Server) forgetAdyenKeys(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]int{"forgotten": s.adyen.ForgetKeys()})
-}
-
-// writeJSONLines answers vs as JSON lines.
-func writeJSONLines[T any](w http.ResponseWriter, vs []T) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	for _, v := range vs {
-		if err := enc.Encode(v); err != nil {
-			return // the client went away
+// jsonLines is a control endpoint that answers what list returns as JSON
+// lines, escaping HTML in them only if escapeHTML.
+func jsonLines[T any](escapeHTML bool, list func() []T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		bw := bufio.NewWriter(w)
+		enc := json.NewEncoder(bw)
+		enc.SetEscapeHTML(escapeHTML)
+		for _, v := range list() {
+			if err := enc.Encode(v); err != nil {
+				return // the client went away
+			}
 		}
+		bw.Flush()
 	}
-	bw.Flush()
+}
+
+// allRefunds is Stripe's refunds, then PayPal's.
+func (s *Server) allRefunds() []any {
+	return append(sim.Map(s.Refunds(), func(r Refund) any { return r }),
+		sim.Map(s.paypal.Refunds(), func(r paypalsim.Refund) any { return r })...)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

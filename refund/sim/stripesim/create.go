@@ -1,6 +1,7 @@
 package stripesim
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -130,8 +131,7 @@ func (s *Server) createRefund(c apiCall) sim.Answer {
 	}
 	ch, a, ok := s.target(p.charge, p.intent)
 	if !ok {
-		s.core.Count.RefundsRefused.Add(1)
-		return a
+		return s.core.Refused(a)
 	}
 	if s.core.FailBeforeCommit(f, seq) {
 		return internalError
@@ -141,29 +141,20 @@ func (s *Server) createRefund(c apiCall) sim.Answer {
 		status = StatusRequiresAction
 	}
 	ch.mu.Lock()
+	defer ch.mu.Unlock()
 	remaining := ch.Amount - ch.AmountRefunded
 	if remaining == 0 {
-		ch.mu.Unlock()
-		s.core.Count.RefundsRefused.Add(1)
-		return refused(http.StatusBadRequest, sim.Error{Type: typeInvalid, Code: "charge_already_refunded", Charge: ch.ID,
-			Message: fmt.Sprintf("Charge %s has already been refunded.", ch.ID)})
+		return s.core.Refused(refused(http.StatusBadRequest, sim.Error{Type: typeInvalid, Code: "charge_already_refunded", Charge: ch.ID,
+			Message: fmt.Sprintf("Charge %s has already been refunded.", ch.ID)}))
 	}
-	amount := p.amount
-	if amount == 0 {
-		amount = remaining
-	}
+	amount := cmp.Or(p.amount, remaining)
 	if amount > remaining {
-		ch.mu.Unlock()
-		s.core.Count.RefundsRefused.Add(1)
-		return refused(http.StatusBadRequest, sim.Error{Type: typeInvalid, Code: "amount_too_large", Param: "amount",
-			Message: fmt.Sprintf("Refund amount (%s) is greater than unrefunded amount on charge (%s)", money(amount, ch.Currency), money(remaining, ch.Currency))})
+		return s.core.Refused(refused(http.StatusBadRequest, sim.Error{Type: typeInvalid, Code: "amount_too_large", Param: "amount",
+			Message: fmt.Sprintf("Refund amount (%s) is greater than unrefunded amount on charge (%s)", money(amount, ch.Currency), money(remaining, ch.Currency))}))
 	}
 	re := s.addRefund(ch, amount, status, p.reason, p.metadata, c.key)
-	obj := re.object(p.expandCharge)
-	ch.mu.Unlock()
-	s.core.Count.RefundsCreated.Add(1)
-
-	return s.core.AfterCommit(f, seq, sim.Answer{Status: http.StatusOK, Body: sim.MustJSON(obj), Save: true}, internalError)
+	a = sim.Answer{Status: http.StatusOK, Body: sim.MustJSON(re.object(p.expandCharge)), Save: true}
+	return s.core.AfterCommit(f, seq, a, internalError)
 }
 
 // money formats minor units of a two-decimal currency ("12.00 usd").

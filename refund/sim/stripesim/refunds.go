@@ -108,19 +108,14 @@ func (s *Server) cancelRefund(c apiCall) sim.Answer {
 func (s *Server) listRefunds(c apiCall) sim.Answer {
 	form := c.form
 	var chargeID, intentID, after, before string
+	ids := map[string]*string{"charge": &chargeID, "payment_intent": &intentID, "starting_after": &after, "ending_before": &before}
 	limit := 10
 	expand := false
 	for name, vals := range form {
 		v := vals[len(vals)-1]
 		switch {
-		case name == "charge":
-			chargeID = v
-		case name == "payment_intent":
-			intentID = v
-		case name == "starting_after":
-			after = v
-		case name == "ending_before":
-			before = v
+		case ids[name] != nil:
+			*ids[name] = v
 		case name == "limit":
 			n, err := strconv.Atoi(v)
 			if err != nil {

@@ -67,19 +67,22 @@ func (s *Server) routes() *http.ServeMux {
 	s.paypal.Register(mux)
 	s.adyen.Register(mux)
 
-	mux.HandleFunc("GET /_sim/faults", s.getFaults)
+	mux.HandleFunc("GET /_sim/faults", show(func() any { return s.Faults() }))
 	mux.HandleFunc("POST /_sim/faults", s.setFaults)
-	mux.HandleFunc("POST /_sim/forget-keys", s.forgetKeys)
-	mux.HandleFunc("GET /_sim/stats", s.getStats)
-	mux.HandleFunc("POST /_sim/settle", s.settle)
-	mux.HandleFunc("GET /_sim/refunds", s.listAllRefunds)
+	mux.HandleFunc("POST /_sim/forget-keys", show(func() any { return map[string]int{"forgotten": s.ForgetKeys()} }))
+	mux.HandleFunc("GET /_sim/stats", show(func() any { return s.Stats() }))
+	mux.HandleFunc("POST /_sim/settle", reply(func(r *http.Request) (any, error) {
+		err := s.Settle(r.Context()) // first: the counters once settled
+		return s.Stats(), err
+	}))
+	mux.HandleFunc("GET /_sim/refunds", jsonLines(true, s.allRefunds))
 	mux.HandleFunc("POST /_sim/charges", addSeeds(ReadCharges, s.AddCharges))
 	mux.HandleFunc("POST /_sim/captures", addSeeds(paypalsim.ReadCaptures, s.paypal.AddCaptures))
 	mux.HandleFunc("POST /_sim/adyen/payments", addSeeds(adyensim.ReadPayments, s.adyen.AddPayments))
-	mux.HandleFunc("GET /_sim/adyen/payments", s.listAdyenPayments)
-	mux.HandleFunc("GET /_sim/adyen/refunds", s.listAdyenRefunds)
-	mux.HandleFunc("POST /_sim/adyen/flush", s.flushAdyen)
-	mux.HandleFunc("POST /_sim/adyen/forget-keys", s.forgetAdyenKeys)
+	mux.HandleFunc("GET /_sim/adyen/payments", jsonLines(false, s.adyen.Payments))
+	mux.HandleFunc("GET /_sim/adyen/refunds", jsonLines(false, s.adyen.Refunds))
+	mux.HandleFunc("POST /_sim/adyen/flush", reply(func(r *http.Request) (any, error) { return s.adyen.Flush(r.Context()) }))
+	mux.HandleFunc("POST /_sim/adyen/forget-keys", show(func() any { return map[string]int{"forgotten": s.adyen.ForgetKeys()} }))
 
 	// Any method on any path: ServeMux never answers a plain 404 or 405
 	// (and no "/_sim/", or it would redirect /_sim).
