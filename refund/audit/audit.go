@@ -182,7 +182,7 @@ func (a *Auditor) Run(ctx context.Context, opts Options, emit func(*Finding)) (*
 		rep.Told = opts.Provider.Facts().PartialLookup
 	}
 	var r *run
-	r = &run{Auditor: a, opts: opts, rep: rep, charges: map[string]payInfo{}, out: func(f *Finding) {
+	r = &run{Auditor: a, opts: opts, rep: rep, charges: map[string]payInfo{}, wholes: map[string]payInfo{}, out: func(f *Finding) {
 		if r.overflow.Load() != nil {
 			return // f may hold the sum that overflowed
 		}

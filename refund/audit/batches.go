@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -49,11 +50,12 @@ func (s *state) batchMismatch() error {
 		if flags&flagInPlan != 0 && flags&flagInJournal != 0 {
 			return nil // an item in both
 		}
+		// Cloned: the error outlives the arena the batch points into.
 		if flags&flagInPlan != 0 {
-			planned[batch] = true
+			planned[strings.Clone(batch)] = true
 		}
 		if flags&flagInJournal != 0 {
-			journaled[batch] = true
+			journaled[strings.Clone(batch)] = true
 		}
 	}
 	if len(planned) == 0 || len(journaled) == 0 {
@@ -64,14 +66,5 @@ func (s *state) batchMismatch() error {
 			return nil
 		}
 	}
-	e := &BatchMismatchError{}
-	for b := range planned {
-		e.Plan = append(e.Plan, strings.Clone(b))
-	}
-	for b := range journaled {
-		e.Journals = append(e.Journals, strings.Clone(b))
-	}
-	slices.Sort(e.Plan)
-	slices.Sort(e.Journals)
-	return e
+	return &BatchMismatchError{Plan: slices.Sorted(maps.Keys(planned)), Journals: slices.Sorted(maps.Keys(journaled))}
 }

@@ -70,9 +70,6 @@ func (r *run) whole(ctx context.Context, id string, pay refund.Payment) (payInfo
 	if err != nil {
 		return w, err
 	}
-	if r.wholes == nil {
-		r.wholes = map[string]payInfo{}
-	}
 	r.wholes[id] = w
 	return w, nil
 }

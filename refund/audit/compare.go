@@ -150,21 +150,26 @@ func (r *run) stripeTarget(ctx context.Context, t *target, list []refund.Refund)
 	}
 	// A refund whose metadata names an item is that item's, always.
 	for _, x := range all {
-		if !x.live || x.batch == "" {
+		if x.batch == "" {
 			continue
 		}
 		for _, g := range gs {
 			if g.batch != x.batch {
 				continue
 			}
-			if m := g.byItem[x.item]; m != nil {
+			m := g.byItem[x.item]
+			if m != nil && journal.OutcomeOf(x.Status) == journal.OutcomeUnknown {
+				r.out(r.unknownStatus(m, x))
+			}
+			switch {
+			case !x.live:
+			case m != nil:
 				m.refunds = append(m.refunds, x)
-			} else if !r.elsewhere(g.batch, x) {
+			case !r.elsewhere(g.batch, x):
 				g.others = append(g.others, x)
 			}
 		}
 	}
-	r.unknownStatuses(gs, all)
 	un, err := r.attribute(ctx, gs, all, byID)
 	if err != nil {
 		return err
@@ -478,24 +483,13 @@ func (r *run) partialInDoubtRemedy(i uint32) string {
 		facts.Name, when, "refundkit:<batch>:<item>:<attempt>")
 }
 
-// unknownStatuses reports every refund the provider lists for an item of
-// gs in a status not on the allow-list: the item is in doubt.
-func (r *run) unknownStatuses(gs []*group, all []*sref) {
-	for _, x := range all {
-		if x.batch == "" || journal.OutcomeOf(x.Status) != journal.OutcomeUnknown {
-			continue
-		}
-		for _, g := range gs {
-			m := g.byItem[x.item]
-			if g.batch != x.batch || m == nil {
-				continue
-			}
-			f := m.v.finding(KindInDoubt)
-			f.Code, f.Refunds = journal.CodeStatusUnknown, []Refund{x.Refund}
-			f.Amount, f.Currency = x.Amount, x.Currency
-			f.Message = fmt.Sprintf("%s holds refund %s for this item in status %q, which refundkit does not know: whether money moved cannot be told", r.rep.Provider, x.ID, x.Status)
-			f.Remedy = "refund sends nothing new for this item and asks the provider for that refund on every run until it says a status refundkit knows; check the refund at the provider"
-			r.out(f)
-		}
-	}
+// unknownStatus reports refund x the provider lists for item m in a
+// status not on the allow-list: the item is in doubt.
+func (r *run) unknownStatus(m *member, x *sref) *Finding {
+	f := m.v.finding(KindInDoubt)
+	f.Code, f.Refunds = journal.CodeStatusUnknown, []Refund{x.Refund}
+	f.Amount, f.Currency = x.Amount, x.Currency
+	f.Message = fmt.Sprintf("%s holds refund %s for this item in status %q, which refundkit does not know: whether money moved cannot be told", r.rep.Provider, x.ID, x.Status)
+	f.Remedy = "refund sends nothing new for this item and asks the provider for that refund on every run until it says a status refundkit knows; check the refund at the provider"
+	return f
 }

@@ -39,8 +39,7 @@ func (r *run) settleExtras(ctx context.Context, f *Finding, v itemView, xs []*sr
 			}
 		}
 		if !kept[x] {
-			r.addFinding(f, x.Amount, x.Currency)
-			f.Currency = x.Currency
+			r.sumRefunds(f, []Refund{x.Refund})
 		}
 		ref := x.Refund
 		if v.item == "" && x.batch == v.batch {
@@ -116,8 +115,7 @@ func (r *run) backfill(f *Finding, v itemView, xs []*sref) error {
 			ref.Action = ""
 		}
 		f.Refunds = append(f.Refunds, ref)
-		r.addFinding(f, x.Amount, x.Currency)
-		f.Currency = x.Currency
+		r.sumRefunds(f, []Refund{ref})
 	}
 	if r.opts.Backfill == nil {
 		f.Remedy = "the journal does not know this refund: a refund run finds it at Stripe before any call and adopts it (unless run with --no-lookup, which would refund the item again); to complete the journal now, run audit --stripe with --backfill JOURNAL"

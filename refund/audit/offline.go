@@ -244,9 +244,7 @@ func (r *run) journalItem(i uint32, sl *itemSlot, note string) {
 	case n > 1:
 		f := r.view(i).finding(KindDuplicate)
 		f.Refunds = r.journalRefunds(i)
-		for _, x := range f.Refunds[1:] {
-			r.addFinding(f, x.Amount, x.Currency)
-		}
+		r.sumRefunds(f, f.Refunds[1:])
 		f.Currency = f.Refunds[0].Currency
 		f.Remedy = r.duplicateRemedy(f, true)
 		r.noteExtras(f, f.Refunds[1:])

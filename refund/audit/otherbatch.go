@@ -57,11 +57,8 @@ func (r *run) otherBatchPass() {
 	}
 	for i := range s.n {
 		sl := s.slot(i)
-		if sl.target == 0 || sl.flags&flagRefunded == 0 {
-			continue
-		}
-		t := s.str(sl.target)
-		if items, ok := onTarget[t]; ok && r.liveRefundCount(i, sl) > 0 {
+		t, ok := targetOf(sl)
+		if items, on := onTarget[t]; ok && on && r.liveRefundCount(i, sl) > 0 {
 			onTarget[t] = append(items, i)
 		}
 	}
