@@ -106,11 +106,8 @@ func (s *scanner) members(outer string, each func(key string) error) error {
 
 // name reads a field name or key and the colon after it.
 func (s *scanner) name() (string, error) {
-	if s.end() || s.b[s.i] != '"' {
-		if s.end() {
-			return "", s.syntax("")
-		}
-		return "", s.syntax("unexpected %s, want a field name", s.unexpected())
+	if err := s.want('"', "a field name"); err != nil {
+		return "", err
 	}
 	body, _, err := s.str("")
 	if err != nil {
@@ -118,11 +115,8 @@ func (s *scanner) name() (string, error) {
 	}
 	key := known(fieldNames[:], body)
 	s.ws()
-	if s.end() || s.b[s.i] != ':' {
-		if s.end() {
-			return "", s.syntax("")
-		}
-		return "", s.syntax("unexpected %s, want ':'", s.unexpected())
+	if err := s.want(':', "':'"); err != nil {
+		return "", err
 	}
 	s.i++
 	s.ws()
@@ -130,6 +124,17 @@ func (s *scanner) name() (string, error) {
 		return "", s.syntax("")
 	}
 	return key, nil
+}
+
+// want is a syntax error unless the byte at s.i is c, named what.
+func (s *scanner) want(c byte, what string) error {
+	if s.end() {
+		return s.syntax("")
+	}
+	if s.b[s.i] != c {
+		return s.syntax("unexpected %s, want %s", s.unexpected(), what)
+	}
+	return nil
 }
 
 // token reads a number or literal: the bytes up to the next delimiter.
