@@ -106,8 +106,11 @@ func (s *scanner) members(outer string, each func(key string) error) error {
 
 // name reads a field name or key and the colon after it.
 func (s *scanner) name() (string, error) {
-	if err := s.want('"', "a field name"); err != nil {
-		return "", err
+	if s.end() || s.b[s.i] != '"' {
+		if s.end() {
+			return "", s.syntax("")
+		}
+		return "", s.syntax("unexpected %s, want a field name", s.unexpected())
 	}
 	body, _, err := s.str("")
 	if err != nil {
@@ -115,8 +118,11 @@ func (s *scanner) name() (string, error) {
 	}
 	key := known(fieldNames[:], body)
 	s.ws()
-	if err := s.want(':', "':'"); err != nil {
-		return "", err
+	if s.end() || s.b[s.i] != ':' {
+		if s.end() {
+			return "", s.syntax("")
+		}
+		return "", s.syntax("unexpected %s, want ':'", s.unexpected())
 	}
 	s.i++
 	s.ws()
@@ -124,17 +130,6 @@ func (s *scanner) name() (string, error) {
 		return "", s.syntax("")
 	}
 	return key, nil
-}
-
-// want is a syntax error unless the byte at s.i is c, named what.
-func (s *scanner) want(c byte, what string) error {
-	if s.end() {
-		return s.syntax("")
-	}
-	if s.b[s.i] != c {
-		return s.syntax("unexpected %s, want %s", s.unexpected(), what)
-	}
-	return nil
 }
 
 // token reads a number or literal: the bytes up to the next delimiter.
