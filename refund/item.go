@@ -135,23 +135,21 @@ func validCurrency(s string) bool {
 // What each field must be, as messages say it.
 const (
 	batchRule  = "want 1-64 characters of A-Z a-z 0-9 _ . - starting with a letter or digit"
-	itemRule   = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
+	idRule     = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit" // an item's, a capture's
 	targetRule = "want a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference"
 	amountRule = "want a positive whole number of minor units"
+
+	pspReferenceRule = "want 16 characters of A-Z 0-9"
 )
 
 // ValidCapture reports whether id may name a capture: PayPal's, or the
-// payment id of the API an exec command calls.
+// payment id of the API an exec command calls. An item id is of this shape too.
 func ValidCapture(id string) bool { return validID(id, 128, "_.:-") }
-
-const captureRule = "want 1-128 characters of A-Z a-z 0-9 _ . : - starting with a letter or digit"
 
 // ValidPSPReference reports whether id may be an Adyen pspReference.
 func ValidPSPReference(id string) bool {
 	return len(id) == 16 && strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == ""
 }
-
-const pspReferenceRule = "want 16 characters of A-Z 0-9"
 
 // targets counts the payments the item names: one is right.
 func targets(it *Item) int {
@@ -173,9 +171,9 @@ func (it *Item) Validate() error {
 	switch {
 	case !ValidBatch(it.Batch):
 		return fieldError("batch", "%s: %s", quote(it.Batch), batchRule)
-	case !validID(it.Item, 128, "_.:-"):
-		return fieldError("item", "%s: %s", quote(it.Item), itemRule)
-	case it.Charge == "" && it.PaymentIntent == "" && it.Capture == "" && it.PSPReference == "":
+	case !ValidCapture(it.Item):
+		return fieldError("item", "%s: %s", quote(it.Item), idRule)
+	case targets(it) == 0:
 		return &InputError{Err: errors.New("needs a charge (ch_/py_), a payment_intent (pi_), a capture or a psp_reference")}
 	case targets(it) > 1:
 		return &InputError{Err: errors.New("names more than one of charge, payment_intent, capture and psp_reference: give one")}
@@ -184,7 +182,7 @@ func (it *Item) Validate() error {
 	case it.PaymentIntent != "" && !validStripeID(it.PaymentIntent, "pi_"):
 		return fieldError("payment_intent", "%s: want an id starting pi_", quote(it.PaymentIntent))
 	case it.Capture != "" && !ValidCapture(it.Capture):
-		return fieldError("capture", "%s: %s", quote(it.Capture), captureRule)
+		return fieldError("capture", "%s: %s", quote(it.Capture), idRule)
 	case it.PSPReference != "" && !ValidPSPReference(it.PSPReference):
 		return fieldError("psp_reference", "%s: %s", quote(it.PSPReference), pspReferenceRule)
 	case it.Amount < 0:

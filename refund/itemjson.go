@@ -61,7 +61,7 @@ func (d *ItemDecoder) Decode(line []byte) (Item, error) {
 	if err != nil {
 		return Item{}, err
 	}
-	if it.Charge == "" && it.PaymentIntent == "" && it.Capture == "" && it.PSPReference == "" {
+	if targets(&it) == 0 {
 		for _, f := range []int{fCharge, fPaymentIntent, fCapture, fPSPReference} {
 			if nulls&(1<<f) != 0 {
 				return Item{}, fieldError(fieldNames[f], "null: %s", targetRule)
@@ -74,7 +74,7 @@ func (d *ItemDecoder) Decode(line []byte) (Item, error) {
 	if err := required(fBatch, given, nulls, batchRule); err != nil {
 		return Item{}, err
 	}
-	if err := required(fItem, given, nulls, itemRule); err != nil {
+	if err := required(fItem, given, nulls, idRule); err != nil {
 		return Item{}, err
 	}
 	if err := it.Validate(); err != nil {
