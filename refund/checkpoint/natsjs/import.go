@@ -427,16 +427,11 @@ func (c *Checkpoint) importItem(ctx context.Context, it *imported, e *entry, ids
 		if beforeImportWrite != nil {
 			beforeImportWrite(it.k.Batch, it.k.Item)
 		}
-		body, _ := json.Marshal(v)
-		if e == nil {
-			_, err = c.kv.Create(ctx, ik, body)
-		} else {
-			_, err = c.kv.Update(ctx, ik, body, e.rev)
-		}
+		_, err = putJSON(ctx, c.kv, ik, v, revOf(e), e != nil)
 		if err == nil {
 			return added, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) || try >= 32 {
+		if !raced(err) || try >= 32 {
 			return 0, c.Wrap("import item "+it.k.Item+" of batch "+it.k.Batch, err)
 		}
 		// Written by another since it was read (a worker's claim, a
@@ -467,13 +462,8 @@ func (c *Checkpoint) indexPayment(ctx context.Context, p string, k key) error {
 		if len(pv.Items) == n {
 			return nil // listed already
 		}
-		body, _ := json.Marshal(&pv)
-		if ok {
-			_, err = c.kv.Update(ctx, paymentKey(p), body, rev)
-		} else {
-			_, err = c.kv.Create(ctx, paymentKey(p), body)
-		}
-		if (errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)) && try < 32 {
+		_, err = putJSON(ctx, c.kv, paymentKey(p), &pv, rev, ok)
+		if raced(err) && try < 32 {
 			continue // a worker took or gave up its lock a moment ago: read again
 		}
 		return c.Wrap("index payment "+p, err)

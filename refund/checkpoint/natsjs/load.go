@@ -74,8 +74,7 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 	}
 	if !ok && !c.readOnly {
 		m = manifest{Batch: batch, Digest: digest, Items: len(lines), LoadedAt: time.Now().UTC(), LoadedBy: c.Worker}
-		body, _ := json.Marshal(&m)
-		mrev, err = c.kv.Create(ctx, planKey(batch), body)
+		mrev, err = putJSON(ctx, c.kv, planKey(batch), &m, 0, false)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			// Another worker stored it first: compare with theirs.
 			mrev, ok, err = getJSON(ctx, c.kv, planKey(batch), &m)
@@ -130,9 +129,8 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 	}
 	if !m.Queued {
 		m.Queued = true
-		body, _ := json.Marshal(&m)
 		// A revision another loader moved on means it queued them too.
-		if _, err := c.kv.Update(ctx, planKey(batch), body, mrev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if _, err := putJSON(ctx, c.kv, planKey(batch), &m, mrev, true); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return c.Wrap("load plan of batch "+batch, err)
 		}
 	}
@@ -252,8 +250,7 @@ func (c *Checkpoint) givePlan(ctx context.Context, pl refund.PlanLine, doc strin
 		}
 		v := *e.val
 		v.Line, v.Plan = pl.Line, json.RawMessage(doc)
-		body, _ := json.Marshal(&v)
-		rev, err := c.kv.Update(ctx, ik, body, e.rev)
+		rev, err := putJSON(ctx, c.kv, ik, &v, e.rev, true)
 		if err == nil {
 			items[k] = &entry{rev: rev, val: &v}
 			return nil

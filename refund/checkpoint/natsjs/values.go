@@ -155,6 +155,21 @@ func getJSON(ctx context.Context, kv jetstream.KeyValue, k string, v any) (rev u
 	return e.Revision(), true, nil
 }
 
+// putJSON writes v as k's value: created when stored is false, else under
+// revision rev.
+func putJSON(ctx context.Context, kv jetstream.KeyValue, k string, v any, rev uint64, stored bool) (uint64, error) {
+	body, _ := json.Marshal(v)
+	if !stored {
+		return kv.Create(ctx, k, body)
+	}
+	return kv.Update(ctx, k, body, rev)
+}
+
+// raced is a compare-and-set that another write beat: read again.
+func raced(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+}
+
 // settled reports an item no worker is to claim: refunded, or failed for
 // good and not a hold that retryHeld lifts.
 func settled(st journal.ItemState, known, retryHeld bool) bool {
