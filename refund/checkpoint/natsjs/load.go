@@ -30,11 +30,6 @@ func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
 			return err
 		}
 	}
-	c.Mu.Lock()
-	for _, pl := range plan {
-		c.planned[key{Batch: pl.Item.Batch, Item: pl.Item.Item}] = true
-	}
-	c.Mu.Unlock()
 	if c.readOnly {
 		return nil
 	}
