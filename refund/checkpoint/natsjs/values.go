@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -132,12 +133,9 @@ type itemRef struct {
 }
 
 func (p *paymentValue) add(batch, item string) {
-	for _, r := range p.Items {
-		if r.Batch == batch && r.Item == item {
-			return
-		}
+	if r := (itemRef{batch, item}); !slices.Contains(p.Items, r) {
+		p.Items = append(p.Items, r)
 	}
-	p.Items = append(p.Items, itemRef{batch, item})
 }
 
 // getJSON reads key into v; ok is false when the key holds nothing.
