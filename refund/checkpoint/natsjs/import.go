@@ -209,9 +209,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int
 	)
 	todo := make(chan int)
 	for range min(importWriters, len(writes)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range todo {
 				w := writes[i]
 				n, err := c.importItem(ctx, w.it, w.e, w.ids, name)
@@ -223,7 +221,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	for i := range writes {
 		mu.Lock()
