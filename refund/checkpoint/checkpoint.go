@@ -110,7 +110,7 @@ func (b *Base[C]) Lease() time.Duration { return time.Duration(b.lease.Load()) }
 // CutLease shortens the lease to d, and the renewal's period with it.
 func (b *Base[C]) CutLease(d time.Duration) {
 	b.lease.Store(int64(d))
-	signal(b.LeaseCut)
+	Signal(b.LeaseCut)
 }
 
 // Margin is how long after a claim or renewal was sent the lease is
@@ -283,9 +283,10 @@ func (b *Base[C]) Pause() {
 }
 
 // Relink asks the renewal loop to renew now.
-func (b *Base[C]) Relink() { signal(b.Relinked) }
+func (b *Base[C]) Relink() { Signal(b.Relinked) }
 
-func signal(ch chan struct{}) {
+// Signal wakes ch's reader, unless a wake is pending already.
+func Signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:

@@ -37,14 +37,8 @@ func (c *Checkpoint) ShareBudget(ctx context.Context, account string, apply func
 	b.ctx = b.Begin(apply)
 	// Subscribe before joining: a worker that joins after this one counts
 	// is heard, one that joined before is counted.
-	hear := func(*nats.Msg) {
-		select {
-		case b.heard <- struct{}{}:
-		default:
-		}
-	}
 	for _, subject := range []string{prefix + ">", b.notice} {
-		sub, err := c.nc.Subscribe(subject, hear)
+		sub, err := c.nc.Subscribe(subject, func(*nats.Msg) { checkpoint.Signal(b.heard) })
 		if err != nil {
 			b.end(false)
 			return nil, c.Wrap("budget", err)

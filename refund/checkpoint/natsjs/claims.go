@@ -58,9 +58,7 @@ func consumerName(batch string) string {
 
 // Claim takes up to n items from the batches' queues.
 func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund.Claimed, time.Duration, error) {
-	c.Mu.Lock()
-	queues := c.batches
-	c.Mu.Unlock()
+	queues := c.queues()
 	var out []refund.Claimed
 	for _, q := range queues {
 		// Messages this run passes over (items it leaves to others,

@@ -206,9 +206,7 @@ type tally struct {
 // Progress is the batches of the plan this run loaded, their items counted by
 // status: every worker's, as their values say now.
 func (c *Checkpoint) Progress(ctx context.Context) ([]refund.BatchInfo, error) {
-	c.Mu.Lock()
-	queues := c.batches
-	c.Mu.Unlock()
+	queues := c.queues()
 	var out []refund.BatchInfo
 	for _, q := range queues {
 		var m manifest

@@ -209,9 +209,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int
 	)
 	todo := make(chan int)
 	for range min(importWriters, len(writes)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range todo {
 				w := writes[i]
 				n, err := c.importItem(ctx, w.it, w.e, w.ids, name)
@@ -223,7 +221,7 @@ func (c *Checkpoint) Import(ctx context.Context, r io.Reader, name string, _ int
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	for i := range writes {
 		mu.Lock()
@@ -427,16 +425,11 @@ func (c *Checkpoint) importItem(ctx context.Context, it *imported, e *entry, ids
 		if beforeImportWrite != nil {
 			beforeImportWrite(it.k.Batch, it.k.Item)
 		}
-		body, _ := json.Marshal(v)
-		if e == nil {
-			_, err = c.kv.Create(ctx, ik, body)
-		} else {
-			_, err = c.kv.Update(ctx, ik, body, e.rev)
-		}
+		_, err = putJSON(ctx, c.kv, ik, v, revOf(e), e != nil)
 		if err == nil {
 			return added, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) || try >= 32 {
+		if !raced(err) || try >= 32 {
 			return 0, c.Wrap("import item "+it.k.Item+" of batch "+it.k.Batch, err)
 		}
 		// Written by another since it was read (a worker's claim, a
@@ -467,13 +460,8 @@ func (c *Checkpoint) indexPayment(ctx context.Context, p string, k key) error {
 		if len(pv.Items) == n {
 			return nil // listed already
 		}
-		body, _ := json.Marshal(&pv)
-		if ok {
-			_, err = c.kv.Update(ctx, paymentKey(p), body, rev)
-		} else {
-			_, err = c.kv.Create(ctx, paymentKey(p), body)
-		}
-		if (errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)) && try < 32 {
+		_, err = putJSON(ctx, c.kv, paymentKey(p), &pv, rev, ok)
+		if raced(err) && try < 32 {
 			continue // a worker took or gave up its lock a moment ago: read again
 		}
 		return c.Wrap("index payment "+p, err)

@@ -30,11 +30,6 @@ func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
 			return err
 		}
 	}
-	c.Mu.Lock()
-	for _, pl := range plan {
-		c.planned[key{Batch: pl.Item.Batch, Item: pl.Item.Item}] = true
-	}
-	c.Mu.Unlock()
 	if c.readOnly {
 		return nil
 	}
@@ -74,8 +69,7 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 	}
 	if !ok && !c.readOnly {
 		m = manifest{Batch: batch, Digest: digest, Items: len(lines), LoadedAt: time.Now().UTC(), LoadedBy: c.Worker}
-		body, _ := json.Marshal(&m)
-		mrev, err = c.kv.Create(ctx, planKey(batch), body)
+		mrev, err = putJSON(ctx, c.kv, planKey(batch), &m, 0, false)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			// Another worker stored it first: compare with theirs.
 			mrev, ok, err = getJSON(ctx, c.kv, planKey(batch), &m)
@@ -130,9 +124,8 @@ func (c *Checkpoint) loadBatch(ctx context.Context, batch string, lines []refund
 	}
 	if !m.Queued {
 		m.Queued = true
-		body, _ := json.Marshal(&m)
 		// A revision another loader moved on means it queued them too.
-		if _, err := c.kv.Update(ctx, planKey(batch), body, mrev); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if _, err := putJSON(ctx, c.kv, planKey(batch), &m, mrev, true); err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return c.Wrap("load plan of batch "+batch, err)
 		}
 	}
@@ -165,51 +158,8 @@ func checkStored(pl refund.PlanLine, v *itemValue) (journal.ItemState, bool, err
 // storeItems stores the value of every line the checkpoint has none of,
 // and gives imported records the plan line they lacked; items is updated.
 func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refund.PlanLine, docs []string, items map[key]*entry) error {
-	var acks []jetstream.PubAckFuture
-	var made []key
-	var madeLines []refund.PlanLine
-	var madeAt []int
-	// The acknowledgments are awaited a window at a time: the client
-	// refuses more than a few thousand outstanding (a server that syncs
-	// every write answers them slower than they are sent).
-	drain := func() error {
-		for i, f := range acks {
-			select {
-			case ack := <-f.Ok():
-				items[made[i]].rev = ack.Sequence
-			case err := <-f.Err():
-				if !isWrongLastSeq(err) {
-					return c.Wrap("store plan of batch "+batch, err)
-				}
-				// Stored by another loader, or by an import: read it back
-				// for its revision, and check what an import wrote.
-				var v itemValue
-				rev, ok, err := getJSON(ctx, c.kv, itemKey(made[i].Batch, made[i].Item), &v)
-				if err != nil || !ok {
-					return c.Wrap("store plan of batch "+batch, cmpErr(err, "the item's value vanished"))
-				}
-				if _, _, err := checkStored(madeLines[i], &v); err != nil {
-					return err
-				}
-				items[made[i]] = &entry{rev: rev, val: &v}
-				if len(v.Plan) == 0 {
-					if err := c.givePlan(ctx, madeLines[i], docs[madeAt[i]], items); err != nil {
-						return err
-					}
-				}
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		acks, made, madeLines, madeAt = acks[:0], made[:0], madeLines[:0], madeAt[:0]
-		return nil
-	}
-	for i, pl := range lines {
-		if len(acks) >= publishWindow {
-			if err := drain(); err != nil {
-				return err
-			}
-		}
+	return c.publishAll(ctx, len(lines), func(i int) (jetstream.PubAckFuture, error) {
+		pl := lines[i]
 		k := key{Batch: batch, Item: pl.Item.Item}
 		e := items[k]
 		switch {
@@ -221,17 +171,81 @@ func (c *Checkpoint) storeItems(ctx context.Context, batch string, lines []refun
 			// same values.
 			f, err := c.js.PublishAsync(c.kvSubject(itemKey(batch, pl.Item.Item)), body, jetstream.WithExpectLastSequencePerSubject(0))
 			if err != nil {
-				return c.Wrap("store plan of batch "+batch, err)
+				return nil, c.Wrap("store plan of batch "+batch, err)
 			}
-			acks = append(acks, f)
-			made, madeLines, madeAt = append(made, k), append(madeLines, pl), append(madeAt, i)
 			items[k] = &entry{val: v}
+			return f, nil
 		case len(e.val.Plan) == 0:
-			if err := c.givePlan(ctx, pl, docs[i], items); err != nil {
+			return nil, c.givePlan(ctx, pl, docs[i], items)
+		case string(e.val.Plan) != docs[i]:
+			return nil, &CorruptError{Key: itemKey(batch, pl.Item.Item), Err: fmt.Errorf("the stored item differs from the plan of the same digest: %s", refund.FieldsDiffer(pl.Item, string(e.val.Plan)))}
+		}
+		return nil, nil
+	}, func(i int, ack *jetstream.PubAck, err error) error {
+		pl := lines[i]
+		k := key{Batch: batch, Item: pl.Item.Item}
+		if err == nil {
+			items[k].rev = ack.Sequence
+			return nil
+		}
+		if !isWrongLastSeq(err) {
+			return c.Wrap("store plan of batch "+batch, err)
+		}
+		// Stored by another loader, or by an import: read it back
+		// for its revision, and check what an import wrote.
+		var v itemValue
+		rev, ok, err := getJSON(ctx, c.kv, itemKey(k.Batch, k.Item), &v)
+		if err != nil || !ok {
+			return c.Wrap("store plan of batch "+batch, cmpErr(err, "the item's value vanished"))
+		}
+		if _, _, err := checkStored(pl, &v); err != nil {
+			return err
+		}
+		items[k] = &entry{rev: rev, val: &v}
+		if len(v.Plan) == 0 {
+			return c.givePlan(ctx, pl, docs[i], items)
+		}
+		return nil
+	})
+}
+
+// publishAll runs publish(i) for i below n, and gives the answer of each
+// publish it started (a nil future: none) to acked: awaited a window at a
+// time, as the client refuses more than a few thousand outstanding (a
+// server that syncs every write answers them slower than they are sent).
+func (c *Checkpoint) publishAll(ctx context.Context, n int, publish func(i int) (jetstream.PubAckFuture, error), acked func(i int, ack *jetstream.PubAck, err error) error) error {
+	var acks []jetstream.PubAckFuture
+	var at []int
+	drain := func() error {
+		for j, f := range acks {
+			var err error
+			select {
+			case ack := <-f.Ok():
+				err = acked(at[j], ack, nil)
+			case perr := <-f.Err():
+				err = acked(at[j], nil, perr)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if err != nil {
 				return err
 			}
-		case string(e.val.Plan) != docs[i]:
-			return &CorruptError{Key: itemKey(batch, pl.Item.Item), Err: fmt.Errorf("the stored item differs from the plan of the same digest: %s", refund.FieldsDiffer(pl.Item, string(e.val.Plan)))}
+		}
+		acks, at = acks[:0], at[:0]
+		return nil
+	}
+	for i := range n {
+		if len(acks) >= publishWindow {
+			if err := drain(); err != nil {
+				return err
+			}
+		}
+		f, err := publish(i)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			acks, at = append(acks, f), append(at, i)
 		}
 	}
 	return drain()
@@ -252,8 +266,7 @@ func (c *Checkpoint) givePlan(ctx context.Context, pl refund.PlanLine, doc strin
 		}
 		v := *e.val
 		v.Line, v.Plan = pl.Line, json.RawMessage(doc)
-		body, _ := json.Marshal(&v)
-		rev, err := c.kv.Update(ctx, ik, body, e.rev)
+		rev, err := putJSON(ctx, c.kv, ik, &v, e.rev, true)
 		if err == nil {
 			items[k] = &entry{rev: rev, val: &v}
 			return nil
@@ -280,35 +293,12 @@ const publishWindow = 1000
 // queue queues every item of lines that is neither refunded nor failed for
 // good.
 func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.PlanLine, items map[key]*entry) error {
-	var acks []jetstream.PubAckFuture
-	drain := func() error {
-		for _, f := range acks {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				if !isQueuedAlready(err) {
-					return c.Wrap("queue plan of batch "+batch, err)
-				}
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		acks = acks[:0]
-		return nil
-	}
-	for _, pl := range lines {
-		if len(acks) >= publishWindow {
-			if err := drain(); err != nil {
-				return err
-			}
-		}
+	return c.publishAll(ctx, len(lines), func(i int) (jetstream.PubAckFuture, error) {
+		pl := lines[i]
 		k := key{Batch: batch, Item: pl.Item.Item}
 		st, known, err := items[k].val.fold(itemKey(batch, pl.Item.Item))
-		if err != nil {
-			return err
-		}
-		if settled(st, known, c.opts.RetryHeld) {
-			continue
+		if err != nil || settled(st, known, c.opts.RetryHeld) {
+			return nil, err
 		}
 		msg := nats.NewMsg(c.workSubjectOf(batch, pl.Item.Item))
 		if settled(st, known, false) {
@@ -317,12 +307,13 @@ func (c *Checkpoint) queue(ctx context.Context, batch string, lines []refund.Pla
 			msg.Header.Set(headerRetryHeld, "true")
 		}
 		f, err := c.js.PublishMsgAsync(msg)
-		if err != nil {
+		return f, c.Wrap("queue plan of batch "+batch, err)
+	}, func(_ int, _ *jetstream.PubAck, err error) error {
+		if err != nil && !isQueuedAlready(err) {
 			return c.Wrap("queue plan of batch "+batch, err)
 		}
-		acks = append(acks, f)
-	}
-	return drain()
+		return nil
+	})
 }
 
 // planDiffers names the first item of lines that differs from the plan

@@ -56,7 +56,6 @@ type Checkpoint struct {
 
 	warnHeld  sync.Once
 	batches   []*batchQueue
-	planned   map[key]bool
 	cache     map[key]cached // a read-only Load's states
 	link      *link          // the connection's drops and returns (outage.go)
 	tallies   map[string]*tally
@@ -212,7 +211,7 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (_ *C
 	if err != nil {
 		return nil, &ConfigError{URL: Redact(rawURL), Err: err}
 	}
-	c := &Checkpoint{loc: loc, readOnly: readOnly, planned: map[key]bool{}, link: newLink()}
+	c := &Checkpoint{loc: loc, readOnly: readOnly, link: newLink()}
 	c.Init(&opts, "the NATS servers do not answer", "the NATS servers answer again", newError)
 	c.opts = opts
 	connOpts := []nats.Option{

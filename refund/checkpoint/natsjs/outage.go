@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -144,7 +145,7 @@ func (c *Checkpoint) retry(ctx context.Context, until func() time.Time, try func
 // until its ack-wait may run out at the server, a third of a margin at least.
 func (c *Checkpoint) claimUntil(cl *claim, start time.Time) func() time.Time {
 	return func() time.Time {
-		return later(c.LeaseEnd(cl), start.Add(c.Margin()/3))
+		return slices.MaxFunc([]time.Time{c.LeaseEnd(cl), start.Add(c.Margin() / 3)}, time.Time.Compare)
 	}
 }
 
@@ -153,13 +154,6 @@ func (c *Checkpoint) claimUntil(cl *claim, start time.Time) func() time.Time {
 func (c *Checkpoint) leaseFrom(start time.Time) func() time.Time {
 	end := start.Add(c.Margin())
 	return func() time.Time { return end }
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // update writes body as k's value under revision rev, retried through an

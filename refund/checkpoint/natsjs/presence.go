@@ -75,6 +75,13 @@ func (c *Checkpoint) checkName(ctx context.Context) error {
 	return nil
 }
 
+// queues is the batches this run works on, as Load last set them.
+func (c *Checkpoint) queues() []*batchQueue {
+	c.Mu.Lock()
+	defer c.Mu.Unlock()
+	return c.batches
+}
+
 // presenceNow is the stream of presences as last opened.
 func (c *Checkpoint) presenceNow() jetstream.Stream {
 	c.Mu.Lock()
@@ -85,9 +92,7 @@ func (c *Checkpoint) presenceNow() jetstream.Stream {
 // sayAlive tells the batches' other workers that this one works on them,
 // for a lease from now.
 func (c *Checkpoint) sayAlive(ctx context.Context) {
-	c.Mu.Lock()
-	queues := c.batches
-	c.Mu.Unlock()
+	queues := c.queues()
 	ttl := max(c.Lease(), time.Second) // the server's least TTL
 	for _, q := range queues {
 		_, err := c.js.Publish(ctx, c.batchPresence(q.batch, c.Worker), c.heldIn(q.batch), jetstream.WithMsgTTL(ttl))
@@ -140,9 +145,7 @@ func (c *Checkpoint) holdsLive(ctx context.Context, batch, item, worker string, 
 
 // sayGone takes this worker's presences back: it ends.
 func (c *Checkpoint) sayGone(ctx context.Context) {
-	c.Mu.Lock()
-	queues := c.batches
-	c.Mu.Unlock()
+	queues := c.queues()
 	for _, q := range queues {
 		c.presenceNow().Purge(ctx, jetstream.WithPurgeSubject(c.batchPresence(q.batch, c.Worker)))
 	}

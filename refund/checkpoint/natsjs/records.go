@@ -290,13 +290,8 @@ func (c *Checkpoint) tryLock(ctx context.Context, p string, me lockValue, w *loc
 	}
 	pv.Lock = &me
 	pv.add(me.Batch, me.Item)
-	body, _ := json.Marshal(&pv)
-	if ok {
-		_, err = c.kv.Update(ctx, paymentKey(p), body, rev)
-	} else {
-		_, err = c.kv.Create(ctx, paymentKey(p), body)
-	}
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+	_, err = putJSON(ctx, c.kv, paymentKey(p), &pv, rev, ok)
+	if raced(err) {
 		return false, nil // taken or changed a moment ago: look again
 	}
 	return err == nil, err
@@ -346,8 +341,7 @@ func (c *Checkpoint) fence(ctx context.Context, p string, l *lockValue) (bool, e
 	nv.Gen++
 	nv.Released = true
 	nv.BurnRev, nv.BurnPending = v.burnRev(rev), false
-	body, _ := json.Marshal(&nv)
-	_, err = c.kv.Update(ctx, ik, body, rev)
+	_, err = putJSON(ctx, c.kv, ik, &nv, rev, true)
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return false, nil
 	}
@@ -386,8 +380,7 @@ func (c *Checkpoint) rewriteLock(ctx context.Context, p string, me lockValue, ch
 			return false
 		}
 		change(&pv)
-		body, _ := json.Marshal(&pv)
-		_, err = c.kv.Update(ctx, paymentKey(p), body, rev)
+		_, err = putJSON(ctx, c.kv, paymentKey(p), &pv, rev, true)
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return err == nil
 		}

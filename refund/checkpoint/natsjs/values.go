@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -132,12 +133,9 @@ type itemRef struct {
 }
 
 func (p *paymentValue) add(batch, item string) {
-	for _, r := range p.Items {
-		if r.Batch == batch && r.Item == item {
-			return
-		}
+	if r := (itemRef{batch, item}); !slices.Contains(p.Items, r) {
+		p.Items = append(p.Items, r)
 	}
-	p.Items = append(p.Items, itemRef{batch, item})
 }
 
 // getJSON reads key into v; ok is false when the key holds nothing.
@@ -153,6 +151,21 @@ func getJSON(ctx context.Context, kv jetstream.KeyValue, k string, v any) (rev u
 		return 0, false, &CorruptError{Key: k, Err: err}
 	}
 	return e.Revision(), true, nil
+}
+
+// putJSON writes v as k's value: created when stored is false, else under
+// revision rev.
+func putJSON(ctx context.Context, kv jetstream.KeyValue, k string, v any, rev uint64, stored bool) (uint64, error) {
+	body, _ := json.Marshal(v)
+	if !stored {
+		return kv.Create(ctx, k, body)
+	}
+	return kv.Update(ctx, k, body, rev)
+}
+
+// raced is a compare-and-set that another write beat: read again.
+func raced(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
 }
 
 // settled reports an item no worker is to claim: refunded, or failed for

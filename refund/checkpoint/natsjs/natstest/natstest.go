@@ -155,10 +155,8 @@ func (s *Server) spawn() error {
 // once the cluster has a meta leader.
 func (s *Server) awaitReadyBy(deadline time.Time) error {
 	for time.Now().Before(deadline) {
-		select {
-		case <-s.exited:
+		if !s.Running() {
 			return fmt.Errorf("natstest: nats-server exited: %s", s.logs.String())
-		default:
 		}
 		if s.healthy() {
 			return nil
