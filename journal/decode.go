@@ -351,30 +351,7 @@ func parseTime(s string) (t time.Time, ok, canonical bool) {
 	} else {
 		canonical = true
 	}
-	days := daysSinceEpoch(year, month, day)
-	return time.Unix(days*86400+int64(hour*3600+minute*60+sec), int64(nsec)).UTC(), true, canonical
-}
-
-// daysSinceEpoch is Howard Hinnant's days_from_civil.
-func daysSinceEpoch(year, month, day int) int64 {
-	y := int64(year)
-	if month <= 2 {
-		y--
-	}
-	era := y / 400
-	if y < 0 && y%400 != 0 {
-		era--
-	}
-	yoe := y - era*400
-	m := int64(month)
-	var doy int64
-	if m > 2 {
-		doy = (153*(m-3)+2)/5 + int64(day) - 1
-	} else {
-		doy = (153*(m+9)+2)/5 + int64(day) - 1
-	}
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return era*146097 + doe - 719468
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC), true, canonical
 }
 
 // slowTime's result is never canonical: the merge encodes it again.

@@ -3,6 +3,7 @@ package journal
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -218,6 +219,10 @@ type tsKey struct {
 func keyOf(t time.Time) tsKey { return tsKey{t.Unix(), t.Nanosecond()} }
 
 func (a tsKey) less(b tsKey) bool { return a.sec < b.sec || (a.sec == b.sec && a.nsec < b.nsec) }
+
+func (a tsKey) compare(b tsKey) int {
+	return cmp.Or(cmp.Compare(a.sec, b.sec), cmp.Compare(a.nsec, b.nsec))
+}
 
 // checkOrder reports per input whether the records a Reader keeps are in
 // ts order, reading only timestamps, on all cores.

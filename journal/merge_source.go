@@ -87,15 +87,7 @@ func openSource(input int, path string, inOrder bool, hashItem func(string) uint
 		}
 		s.sorted = append(s.sorted, sortedLine{key: s.head.key, line: s.lines.Add(unsafe.String(unsafe.SliceData(line), len(line))), lineNo: s.head.lineNo})
 	}
-	slices.SortStableFunc(s.sorted, func(a, b sortedLine) int {
-		switch {
-		case a.key.less(b.key):
-			return -1
-		case b.key.less(a.key):
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(s.sorted, func(a, b sortedLine) int { return a.key.compare(b.key) })
 	s.count = 0
 	return s, nil
 }
