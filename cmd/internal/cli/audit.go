@@ -37,7 +37,6 @@ type auditCmd struct {
 	Journal      string        `placeholder:"FILE" group:"repair" predictor:"file" help:"With --cancel-extras and no --backfill: the journal, one of the JOURNALs, that records the cancels."`
 	Concurrency  int           `short:"j" default:"4" group:"pacing" help:"Provider lists in flight at once."`
 	Rate         float64       `default:"10" placeholder:"R" group:"pacing" help:"Provider API requests per second, all workers together (default 10; 0: no limit)."`
-	Version      versionFlag   `help:"Print the version and exit."`
 	CPUProfile   string        `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
 	MetricsFile  string        `placeholder:"FILE" group:"output" predictor:"file" help:"Write metrics to FILE in Prometheus' text format (0644), replaced atomically at exit: findings by kind, items by status, the last clean audit, for node_exporter's textfile collector (name it *.prom in its directory)."`
 	stripeFlags

@@ -39,7 +39,6 @@ type refundCmd struct {
 	Verbose        bool          `short:"v" group:"output" help:"Log every decision on stderr: look-ups, holds, retries, 429s, 500s, key changes, with item, charge, attempt and idempotency key."`
 	NoGroupCommit  bool          `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
 	CPUProfile     string        `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
-	Version        versionFlag   `help:"Print the version and exit."`
 	MetricsFile    string        `placeholder:"FILE" group:"output" predictor:"file" help:"Write metrics to FILE in Prometheus' text format (0644), replaced atomically every few seconds and at exit: for node_exporter's textfile collector (name it *.prom in its directory)."`
 	MetricsEvery   time.Duration `hidden:"" default:"5s" help:"How often --metrics-file is rewritten (tests)."`
 	providerFlags

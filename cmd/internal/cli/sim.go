@@ -63,7 +63,6 @@ type stripeSimCmd struct {
 	GlobalBurst                  int           `name:"global-burst" placeholder:"N" group:"limits" help:"With --rate-limits: the account's bucket size instead of one second's worth."`
 	EndpointRate                 float64       `name:"endpoint-rate" placeholder:"R" group:"limits" help:"With --rate-limits: each endpoint's requests/s instead of 25."`
 	EndpointBurst                int           `name:"endpoint-burst" placeholder:"N" group:"limits" help:"With --rate-limits: each endpoint's bucket size instead of one second's worth."`
-	Version                      versionFlag   `help:"Print the version and exit."`
 }
 
 // StripeSim is stripe-sim: Stripe's, PayPal's and Adyen's refund APIs
