@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,12 +68,10 @@ func Audit(env Env) (exit int) {
 	var client refund.Provider
 	if c.Provider != "" {
 		pf := providerFlags{Provider: c.Provider, stripeFlags: c.stripeFlags, paypalFlags: c.paypalFlags, adyenFlags: c.adyenFlags, execFlags: c.execFlags}
-		for _, j := range c.Journals {
-			if postgres.IsURL(j) && pf.checkpoint == "" {
-				pf.checkpoint = j // Adyen's notifications may be kept there too
-			}
+		if i := slices.IndexFunc(c.Journals, postgres.IsURL); i >= 0 {
+			pf.checkpoint = c.Journals[i] // Adyen's notifications may be kept there too
 		}
-		if client, err = pf.lister(env, env.Stderr, name, c.Concurrency); err != nil {
+		if client, err = pf.provider(env, env.Stderr, name, c.Concurrency, true); err != nil {
 			return usage(env.Stderr, name, err)
 		}
 		defer closeProvider(client)
@@ -347,10 +346,7 @@ func (c *auditCmd) inapplicable() error {
 		pf.Provider = providerStripe
 	}
 	asked := pf.Provider != ""
-	pg := false
-	for _, j := range c.Journals {
-		pg = pg || postgres.IsURL(j)
-	}
+	pg := slices.ContainsFunc(c.Journals, postgres.IsURL)
 	notesFor := "--provider adyen"
 	if !asked {
 		notesFor += ": add --provider adyen, and ADYEN_HMAC_KEY to the environment to verify them (audit --provider adyen --notifications FILE --plan PLAN JOURNAL)"

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"runtime/debug"
@@ -72,11 +71,7 @@ func Refund(env Env) (exit int) {
 	defer func() { metrics.finishOrWarn(exit, planRead) }()
 	stderr := newProgressWriter(env.Stderr)
 	log := newLogger(stderr, name, c.Verbose, c.LogFormat)
-	// With --log-format json every line on stderr is a JSON record.
-	msgs := io.Writer(stderr)
-	if c.LogFormat == "json" {
-		msgs = logWriter{log: log, prefix: name + ": "}
-	}
+	msgs := c.messages(stderr, name) // with --log-format json, JSON records too
 	// Caught from the start: a run stopped while loading exits cleanly.
 	ctx, stdout, stop := signalContext(msgs, name, env.Stdout)
 	defer stop()
@@ -107,7 +102,7 @@ func Refund(env Env) (exit int) {
 	if !c.Offline {
 		// A dry run looks items up as the run would, read only.
 		c.checkpoint = c.Journal
-		if client, err = c.provider(env, msgs, name, c.Concurrency); err != nil {
+		if client, err = c.provider(env, msgs, name, c.Concurrency, false); err != nil {
 			return usage(msgs, name, err)
 		}
 		defer closeProvider(client)
