@@ -78,12 +78,14 @@ func Audit(env Env) (exit int) {
 	}
 
 	a := audit.New()
+	var planName string // as messages name it
 	if c.Plan != "" {
 		in, inName, closeIn, err := openInput(env, c.Plan)
 		if err != nil {
 			return usage(env.Stderr, name, err)
 		}
 		defer closeIn()
+		planName = inName
 		if err := a.AddPlan(in, inName); err != nil {
 			return fail(env.Stderr, name, err)
 		}
@@ -168,7 +170,7 @@ func Audit(env Env) (exit int) {
 	if a.Empty() {
 		what := "no journal records in " + strings.Join(inNames, ", ")
 		if c.Plan != "" {
-			what = "no plan items in " + planName(c.Plan) + " and " + what
+			what = "no plan items in " + planName + " and " + what
 		}
 		return failf(env.Stderr, name, ExitUsage, "%s: nothing to audit", what)
 	}
@@ -324,14 +326,6 @@ func (c *auditCmd) audits(path string) bool {
 		}
 	}
 	return false
-}
-
-// planName is how messages name the plan given as path.
-func planName(path string) string {
-	if path == "-" {
-		return "<stdin>"
-	}
-	return path
 }
 
 // lineError reports an error naming a journal line that cannot be read.

@@ -14,6 +14,7 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/journal/durable"
 	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 )
@@ -130,7 +131,8 @@ func JournalMerge(env Env) (exit int) {
 			return fail(env.Stderr, name, outputError(args.Output, err))
 		}
 		renamed = true
-		if err := syncMergeDir(filepath.Dir(args.Output)); err != nil {
+		// outputError names OUT, not the directory.
+		if err := durable.SyncDir("journal", args.Output); err != nil {
 			return fail(env.Stderr, name, outputError(args.Output, err))
 		}
 	}
@@ -320,19 +322,6 @@ func outputError(path string, err error) error {
 func isDir(path string) bool {
 	info, err := os.Stat(path)
 	return err == nil && info.IsDir()
-}
-
-// syncMergeDir makes a rename in dir durable.
-func syncMergeDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // heldJournal reports a journal file a running refund holds, but skip (a
