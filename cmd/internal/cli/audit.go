@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,7 +38,6 @@ type auditCmd struct {
 	Journal      string        `placeholder:"FILE" group:"repair" predictor:"file" help:"With --cancel-extras and no --backfill: the journal, one of the JOURNALs, that records the cancels."`
 	Concurrency  int           `short:"j" default:"4" group:"pacing" help:"Provider lists in flight at once."`
 	Rate         float64       `default:"10" placeholder:"R" group:"pacing" help:"Provider API requests per second, all workers together (default 10; 0: no limit)."`
-	Version      versionFlag   `help:"Print the version and exit."`
 	CPUProfile   string        `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
 	MetricsFile  string        `placeholder:"FILE" group:"output" predictor:"file" help:"Write metrics to FILE in Prometheus' text format (0644), replaced atomically at exit: findings by kind, items by status, the last clean audit, for node_exporter's textfile collector (name it *.prom in its directory)."`
 	stripeFlags
@@ -68,24 +68,24 @@ func Audit(env Env) (exit int) {
 	var client refund.Provider
 	if c.Provider != "" {
 		pf := providerFlags{Provider: c.Provider, stripeFlags: c.stripeFlags, paypalFlags: c.paypalFlags, adyenFlags: c.adyenFlags, execFlags: c.execFlags}
-		for _, j := range c.Journals {
-			if postgres.IsURL(j) && pf.checkpoint == "" {
-				pf.checkpoint = j // Adyen's notifications may be kept there too
-			}
+		if i := slices.IndexFunc(c.Journals, postgres.IsURL); i >= 0 {
+			pf.checkpoint = c.Journals[i] // Adyen's notifications may be kept there too
 		}
-		if client, err = pf.lister(env, env.Stderr, name, c.Concurrency); err != nil {
+		if client, err = pf.provider(env, env.Stderr, name, c.Concurrency, true); err != nil {
 			return usage(env.Stderr, name, err)
 		}
 		defer closeProvider(client)
 	}
 
 	a := audit.New()
+	var planName string // as messages name it
 	if c.Plan != "" {
 		in, inName, closeIn, err := openInput(env, c.Plan)
 		if err != nil {
 			return usage(env.Stderr, name, err)
 		}
 		defer closeIn()
+		planName = inName
 		if err := a.AddPlan(in, inName); err != nil {
 			return fail(env.Stderr, name, err)
 		}
@@ -170,7 +170,7 @@ func Audit(env Env) (exit int) {
 	if a.Empty() {
 		what := "no journal records in " + strings.Join(inNames, ", ")
 		if c.Plan != "" {
-			what = "no plan items in " + planName(c.Plan) + " and " + what
+			what = "no plan items in " + planName + " and " + what
 		}
 		return failf(env.Stderr, name, ExitUsage, "%s: nothing to audit", what)
 	}
@@ -328,14 +328,6 @@ func (c *auditCmd) audits(path string) bool {
 	return false
 }
 
-// planName is how messages name the plan given as path.
-func planName(path string) string {
-	if path == "-" {
-		return "<stdin>"
-	}
-	return path
-}
-
 // lineError reports an error naming a journal line that cannot be read.
 func lineError(err error) bool {
 	return isErr[*journal.CorruptError](err) || isErr[*journal.VersionError](err) || isErr[*refund.InputError](err)
@@ -348,10 +340,7 @@ func (c *auditCmd) inapplicable() error {
 		pf.Provider = providerStripe
 	}
 	asked := pf.Provider != ""
-	pg := false
-	for _, j := range c.Journals {
-		pg = pg || postgres.IsURL(j)
-	}
+	pg := slices.ContainsFunc(c.Journals, postgres.IsURL)
 	notesFor := "--provider adyen"
 	if !asked {
 		notesFor += ": add --provider adyen, and ADYEN_HMAC_KEY to the environment to verify them (audit --provider adyen --notifications FILE --plan PLAN JOURNAL)"

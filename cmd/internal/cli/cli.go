@@ -82,8 +82,10 @@ var liveHelp = map[string]string{
 	"audit":  "Allow live credentials (Stripe's sk_live_/rk_live_ key, PayPal's or Adyen's live API): audit reads the live account's refunds and moves no money; with --cancel-extras it cancels the extra refunds it names.",
 }
 
-// versionFlag is the --version flag of every command.
-type versionFlag = kong.VersionFlag
+// versionFlag is every command's --version, the last of its ungrouped flags.
+type versionFlag struct {
+	Version kong.VersionFlag `help:"Print the version and exit."`
+}
 
 // exitRequest carries kong's exit out of the parser, not out of the process.
 type exitRequest int
@@ -99,6 +101,7 @@ func parse(env Env, name, description string, grammar any) (code int, done bool)
 		kong.NamedMapper("fraction", fractionMapper{}),
 		kong.ExplicitGroups(flagGroups),
 		kong.Help(helpWithExamples(name)),
+		kong.Embed(&versionFlag{}),
 		kong.Embed(&manFlag{}),
 		kong.Bind(manGetenv(env.Getenv)),
 	)

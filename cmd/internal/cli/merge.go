@@ -14,16 +14,16 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/refundkit/refundkit/journal"
+	"github.com/refundkit/refundkit/journal/durable"
 	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 )
 
 type mergeArgs struct {
-	Output    string      `short:"o" placeholder:"OUT" predictor:"file" help:"Write the merged journal to OUT (mode 0600, replaced atomically once complete) instead of stdout. A postgres:// URL imports the merge into that PostgreSQL checkpoint, in one transaction, with what it held merged in first; a nats:// URL adds to each item of that NATS checkpoint the records it lacks, everything checked before anything is written."`
-	Batch     []string    `placeholder:"BATCH" help:"Read only these batches of a PostgreSQL checkpoint named as a JOURNAL (default: all it holds)."`
-	Compact   bool        `help:"Keep one final record per item: its refund, else its final failure, else what keeps it in doubt (attempt, key age, burned key)."`
-	AllowHeld bool        `name:"allow-held" help:"Merge journals that a running refund holds, as they stand: the merge is then a snapshot of a batch in progress, not a finished batch, and says so (without it such a merge is refused, exit 4)."`
-	Version   versionFlag `help:"Print the version and exit."`
+	Output    string   `short:"o" placeholder:"OUT" predictor:"file" help:"Write the merged journal to OUT (mode 0600, replaced atomically once complete) instead of stdout. A postgres:// URL imports the merge into that PostgreSQL checkpoint, in one transaction, with what it held merged in first; a nats:// URL adds to each item of that NATS checkpoint the records it lacks, everything checked before anything is written."`
+	Batch     []string `placeholder:"BATCH" help:"Read only these batches of a PostgreSQL checkpoint named as a JOURNAL (default: all it holds)."`
+	Compact   bool     `help:"Keep one final record per item: its refund, else its final failure, else what keeps it in doubt (attempt, key age, burned key)."`
+	AllowHeld bool     `name:"allow-held" help:"Merge journals that a running refund holds, as they stand: the merge is then a snapshot of a batch in progress, not a finished batch, and says so (without it such a merge is refused, exit 4)."`
 	logFormatFlag
 	Journals []string `arg:"" placeholder:"JOURNAL" predictor:"file" help:"Journals to merge; a postgres:// URL reads a PostgreSQL checkpoint as the journal lines it holds."`
 }
@@ -131,7 +131,8 @@ func JournalMerge(env Env) (exit int) {
 			return fail(env.Stderr, name, outputError(args.Output, err))
 		}
 		renamed = true
-		if err := syncMergeDir(filepath.Dir(args.Output)); err != nil {
+		// outputError names OUT, not the directory.
+		if err := durable.SyncDir("journal", args.Output); err != nil {
 			return fail(env.Stderr, name, outputError(args.Output, err))
 		}
 	}
@@ -321,19 +322,6 @@ func outputError(path string, err error) error {
 func isDir(path string) bool {
 	info, err := os.Stat(path)
 	return err == nil && info.IsDir()
-}
-
-// syncMergeDir makes a rename in dir durable.
-func syncMergeDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // heldJournal reports a journal file a running refund holds, but skip (a

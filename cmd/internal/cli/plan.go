@@ -9,20 +9,17 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/alecthomas/kong"
-
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/plan"
 )
 
 type planArgs struct {
-	Batch       string           `required:"" help:"Batch id written on every item: 1-64 of A-Z a-z 0-9 _ . - starting with a letter or digit."`
-	Format      string           `enum:"auto,csv,jsonl,ids" default:"auto" group:"input" help:"Input format: csv (with a header row), jsonl, ids (one a line), or auto to detect it."`
-	IDs         string           `name:"ids" enum:"stripe,capture,psp_reference" default:"stripe" group:"input" help:"What bare ids are: stripe (ch_/py_ charges, pi_ payment intents), capture (every id a capture: PayPal's, or the payment ids of an exec provider's API) or psp_reference (every id an Adyen pspReference)."`
-	Delimiter   string           `placeholder:"D" default:"auto" group:"input" help:"CSV field delimiter: , ; or tab, or auto to tell it from the header row (Excel writes ; where the decimal separator is a comma, tabs for tab-delimited text)."`
-	KeepColumns bool             `group:"input" help:"Keep unknown CSV columns and JSON fields as refund metadata instead of rejecting them."`
-	Shard       string           `placeholder:"K/N" help:"Write only shard K of N (1 <= K <= N), a fixed partition by charge (payment intent, capture, psp_reference), for N workers with a journal each."`
-	Version     kong.VersionFlag `help:"Print the version and exit."`
+	Batch       string `required:"" help:"Batch id written on every item: 1-64 of A-Z a-z 0-9 _ . - starting with a letter or digit."`
+	Format      string `enum:"auto,csv,jsonl,ids" default:"auto" group:"input" help:"Input format: csv (with a header row), jsonl, ids (one a line), or auto to detect it."`
+	IDs         string `name:"ids" enum:"stripe,capture,psp_reference" default:"stripe" group:"input" help:"What bare ids are: stripe (ch_/py_ charges, pi_ payment intents), capture (every id a capture: PayPal's, or the payment ids of an exec provider's API) or psp_reference (every id an Adyen pspReference)."`
+	Delimiter   string `placeholder:"D" default:"auto" group:"input" help:"CSV field delimiter: , ; or tab, or auto to tell it from the header row (Excel writes ; where the decimal separator is a comma, tabs for tab-delimited text)."`
+	KeepColumns bool   `group:"input" help:"Keep unknown CSV columns and JSON fields as refund metadata instead of rejecting them."`
+	Shard       string `placeholder:"K/N" help:"Write only shard K of N (1 <= K <= N), a fixed partition by charge (payment intent, capture, psp_reference), for N workers with a journal each."`
 	logFormatFlag
 	File string `arg:"" optional:"" default:"-" predictor:"file" help:"Charges or captures to read; - or none for standard input."`
 }

@@ -76,31 +76,16 @@ type execFlags struct {
 // not start, and every item would be in doubt.
 const minExecTimeout = 100 * time.Millisecond
 
-// provider builds the provider the flags name (errors never hold a secret).
-func (f *providerFlags) provider(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
-	if f.Provider == providerExec && f.ExecCreate == "" {
-		return nil, &usageError{"--provider exec needs --exec-create CMD"}
-	}
-	return f.build(env, stderr, name, conns)
-}
-
-// lister builds the provider for a run that only lists refunds (audit).
-func (f *providerFlags) lister(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
-	if f.Provider == providerExec && f.ExecFind == "" {
+// provider builds the provider the flags name (errors never hold a secret);
+// a lister only lists refunds (audit).
+func (f *providerFlags) provider(env Env, stderr io.Writer, name string, conns int, lister bool) (refund.Provider, error) {
+	if f.Provider == providerExec && lister && f.ExecFind == "" {
 		return nil, &usageError{"--provider exec lists refunds with --exec-find CMD: give it"}
 	}
-	return f.build(env, stderr, name, conns)
-}
-
-// closeProvider closes what a provider holds open (Adyen's notifications).
-func closeProvider(p refund.Provider) {
-	if cl, ok := p.(io.Closer); ok {
-		cl.Close()
+	if f.Provider == providerExec && !lister && f.ExecCreate == "" {
+		return nil, &usageError{"--provider exec needs --exec-create CMD"}
 	}
-}
-
-func (f *providerFlags) build(env Env, stderr io.Writer, name string, conns int) (refund.Provider, error) {
-	// The commands refused the flags that do not apply (applies.go).
+	// The commands refused the flags that do not apply (refuseInapplicable).
 	switch f.Provider {
 	case providerExec:
 		return f.exec(stderr, name)
@@ -110,6 +95,13 @@ func (f *providerFlags) build(env Env, stderr io.Writer, name string, conns int)
 		return f.adyen(env, conns)
 	}
 	return f.stripe(env, conns)
+}
+
+// closeProvider closes what a provider holds open (Adyen's notifications).
+func closeProvider(p refund.Provider) {
+	if cl, ok := p.(io.Closer); ok {
+		cl.Close()
+	}
 }
 
 // stripe builds the Stripe client from the flags and STRIPE_API_KEY.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"runtime/debug"
@@ -39,7 +38,6 @@ type refundCmd struct {
 	Verbose        bool          `short:"v" group:"output" help:"Log every decision on stderr: look-ups, holds, retries, 429s, 500s, key changes, with item, charge, attempt and idempotency key."`
 	NoGroupCommit  bool          `hidden:"" help:"One fsync per journal record (benchmark baseline)."`
 	CPUProfile     string        `hidden:"" name:"cpuprofile" placeholder:"FILE" help:"Write a CPU profile (benchmarks)."`
-	Version        versionFlag   `help:"Print the version and exit."`
 	MetricsFile    string        `placeholder:"FILE" group:"output" predictor:"file" help:"Write metrics to FILE in Prometheus' text format (0644), replaced atomically every few seconds and at exit: for node_exporter's textfile collector (name it *.prom in its directory)."`
 	MetricsEvery   time.Duration `hidden:"" default:"5s" help:"How often --metrics-file is rewritten (tests)."`
 	providerFlags
@@ -73,11 +71,7 @@ func Refund(env Env) (exit int) {
 	defer func() { metrics.finishOrWarn(exit, planRead) }()
 	stderr := newProgressWriter(env.Stderr)
 	log := newLogger(stderr, name, c.Verbose, c.LogFormat)
-	// With --log-format json every line on stderr is a JSON record.
-	msgs := io.Writer(stderr)
-	if c.LogFormat == "json" {
-		msgs = logWriter{log: log, prefix: name + ": "}
-	}
+	msgs := c.messages(stderr, name) // with --log-format json, JSON records too
 	// Caught from the start: a run stopped while loading exits cleanly.
 	ctx, stdout, stop := signalContext(msgs, name, env.Stdout)
 	defer stop()
@@ -108,7 +102,7 @@ func Refund(env Env) (exit int) {
 	if !c.Offline {
 		// A dry run looks items up as the run would, read only.
 		c.checkpoint = c.Journal
-		if client, err = c.provider(env, msgs, name, c.Concurrency); err != nil {
+		if client, err = c.provider(env, msgs, name, c.Concurrency, false); err != nil {
 			return usage(msgs, name, err)
 		}
 		defer closeProvider(client)

@@ -63,7 +63,6 @@ type stripeSimCmd struct {
 	GlobalBurst                  int           `name:"global-burst" placeholder:"N" group:"limits" help:"With --rate-limits: the account's bucket size instead of one second's worth."`
 	EndpointRate                 float64       `name:"endpoint-rate" placeholder:"R" group:"limits" help:"With --rate-limits: each endpoint's requests/s instead of 25."`
 	EndpointBurst                int           `name:"endpoint-burst" placeholder:"N" group:"limits" help:"With --rate-limits: each endpoint's bucket size instead of one second's worth."`
-	Version                      versionFlag   `help:"Print the version and exit."`
 }
 
 // StripeSim is stripe-sim: Stripe's, PayPal's and Adyen's refund APIs
@@ -136,16 +135,14 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 			}
 		}
 	}
-	if err := faults.Validate(); err != nil {
+	switch err := faults.Validate(); {
+	case err != nil:
 		return stripesim.Config{}, err
-	}
-	if c.Charges < 0 {
+	case c.Charges < 0:
 		return stripesim.Config{}, fmt.Errorf("--charges %d: want zero or more", c.Charges)
-	}
-	if c.Captures < 0 {
+	case c.Captures < 0:
 		return stripesim.Config{}, fmt.Errorf("--captures %d: want zero or more", c.Captures)
-	}
-	if c.KeyTTL < 0 {
+	case c.KeyTTL < 0:
 		return stripesim.Config{}, fmt.Errorf("--key-ttl %v: want zero (keep keys) or more", c.KeyTTL)
 	}
 	cfg := stripesim.Config{Faults: faults, Seed: c.Seed, KeyTTL: c.KeyTTL}

@@ -21,13 +21,12 @@ import (
 )
 
 type adyenWebhookCmd struct {
-	Listen   string      `default:"127.0.0.1:8089" placeholder:"HOST:PORT" group:"server" help:"Address to listen on (default ${default}); port 0 picks a free port. Loopback only unless --public."`
-	Public   bool        `group:"server" help:"Allow a --listen address that is not loopback. Serve plain HTTP behind a proxy that ends TLS: Adyen's live webhooks need HTTPS."`
-	Out      string      `required:"" placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Where accepted refund notifications are kept: a file of JSON lines (created 0600, held by one receiver), or the PostgreSQL checkpoint's database (table refundkit.adyen_notifications, shared by many receivers)."`
-	Others   string      `placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Where notifications of other events (not a refund's outcome) are kept, apart (default: --out's file with .jsonl replaced by .others.jsonl; for postgres://, table refundkit.adyen_other_notifications of the same database)."`
-	Path     string      `default:"/adyen/notifications" placeholder:"PATH" group:"server" help:"The one path served (default ${default}): the webhook's URL in Adyen's Customer Area ends with it."`
-	AddrFile string      `name:"addr-file" placeholder:"FILE" group:"server" predictor:"file" help:"Once listening, write the base URL to FILE (atomically; into the pipe if FILE is a named pipe), so scripts wait for it instead of sleeping."`
-	Version  versionFlag `help:"Print the version and exit."`
+	Listen   string `default:"127.0.0.1:8089" placeholder:"HOST:PORT" group:"server" help:"Address to listen on (default ${default}); port 0 picks a free port. Loopback only unless --public."`
+	Public   bool   `group:"server" help:"Allow a --listen address that is not loopback. Serve plain HTTP behind a proxy that ends TLS: Adyen's live webhooks need HTTPS."`
+	Out      string `required:"" placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Where accepted refund notifications are kept: a file of JSON lines (created 0600, held by one receiver), or the PostgreSQL checkpoint's database (table refundkit.adyen_notifications, shared by many receivers)."`
+	Others   string `placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Where notifications of other events (not a refund's outcome) are kept, apart (default: --out's file with .jsonl replaced by .others.jsonl; for postgres://, table refundkit.adyen_other_notifications of the same database)."`
+	Path     string `default:"/adyen/notifications" placeholder:"PATH" group:"server" help:"The one path served (default ${default}): the webhook's URL in Adyen's Customer Area ends with it."`
+	AddrFile string `name:"addr-file" placeholder:"FILE" group:"server" predictor:"file" help:"Once listening, write the base URL to FILE (atomically; into the pipe if FILE is a named pipe), so scripts wait for it instead of sleeping."`
 }
 
 // Environment variables of adyen-webhook.
