@@ -80,11 +80,11 @@ func (p *PG) wrap(op string, err error) error {
 // Add returns once its insert, or the row it met, is committed.
 func (p *PG) Add(ctx context.Context, n wire.Notification) (bool, error) {
 	if why := check(&n, p.keys); why != "" {
-		return false, &InvalidError{Reason: why}
+		return false, &InvalidError{Noun: "notification", Reason: why}
 	}
 	doc, err := json.Marshal(n)
 	if err != nil {
-		return false, &InvalidError{Reason: err.Error()}
+		return false, &InvalidError{Noun: "notification", Reason: err.Error()}
 	}
 	it := &n.Item
 	tag, err := p.pool.Exec(ctx, `INSERT INTO `+p.table+` (dedup_key, psp_reference, original_reference, event_code, received_at, doc)
