@@ -85,6 +85,7 @@ type engine struct {
 	paymentReads  atomic.Int64
 	refundLists   atomic.Int64
 	refundReads   atomic.Int64
+	refundsTold   atomic.Int64 // settled from the provider's events (Teller): no request
 	retries       atomic.Int64
 	limited       atomic.Int64
 	reconciled    atomic.Int64

@@ -234,11 +234,23 @@ func (e *engine) read(ctx context.Context, it *Item, attempt int, unsent bool, e
 	}
 }
 
-// getRefund reads refund id of the item as the provider holds it now: by
-// Get, or, for a provider that reads refunds only by listing a payment's
+// getRefund reads refund id of the item as the provider holds it now:
+// from its events when they tell an outcome (Teller), by Get, or, for a provider that reads refunds only by listing a payment's
 // (exec with --exec-find), among the item's. last is the call's last
 // error, which says whether a failed read was answered for good.
 func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, id string) (r Refund, res Result, ok bool, last error) {
+	if t, tells := e.cfg.Provider.(Teller); tells {
+		told, ok, err := t.Told(ctx, id)
+		if err != nil {
+			// What was kept cannot be read (a line that no longer verifies):
+			// said, and nothing is taken from it nor asked past it.
+			return Refund{}, inDoubt(it, 0, CodeLookupFailed, fmt.Sprintf("could not read what %s's events told of refund %s: %v", e.name, id, err)), false, err
+		}
+		if o := journal.OutcomeOf(told.Status); ok && (o == journal.OutcomeDone || o == journal.OutcomeDead) {
+			e.refundsTold.Add(1)
+			return told, Result{}, true, nil
+		}
+	}
 	res, ok = e.read(ctx, it, st.Attempt, false, EndpointGet, "read refund "+id, func(ctx context.Context) error {
 		var err error
 		r, err = e.cfg.Provider.Get(ctx, id)

@@ -41,6 +41,15 @@ type PaymentKeeper interface {
 	Kept(p Payment) (PaymentInfo, bool)
 }
 
+// Teller is a Provider that also reads what the provider told of its
+// refunds by its own signed events, as the receiver kept them: Told gives
+// refund id as they tell it, sending nothing. The engine takes it in place
+// of a read only when it is an outcome (done or dead): of a refund still
+// pending there, or told of by no event, it asks the provider.
+type Teller interface {
+	Told(ctx context.Context, id string) (r Refund, told bool, err error)
+}
+
 // PaymentInfo is a payment as the provider holds it.
 type PaymentInfo struct {
 	Amount   int64    // what was captured, in minor units: what refunds can add up to

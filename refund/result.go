@@ -90,6 +90,7 @@ type Summary struct {
 	// Calls by what they ask: creates, reads of a payment, lists of a
 	// payment's refunds (the look-ups), reads of one refund.
 	CreateCalls, PaymentReads, RefundLists, RefundReads int64
+	RefundsTold                                         int64  // refunds read from the provider's events instead (Teller)
 	Lookup                                              string // names one of RefundLists when not a refund list (Facts.LookupName)
 	ListRequests                                        int64  // what RefundLists sent, when one is more than one request; else 0
 	RateLimited                                         int64  // 429 answers
@@ -254,6 +255,9 @@ func (s *Summary) String() string {
 	if s.Dry == "" {
 		fmt.Fprintf(&b, ", %d reconciled, %d new keys; %d journal records in %d fsyncs", s.Reconciled, s.NewKeys, s.Records, s.Fsyncs)
 	}
+	if s.RefundsTold > 0 {
+		fmt.Fprintf(&b, "; %d %s settled by %s's events, with no request", s.RefundsTold, plural(int(s.RefundsTold), "refund"), s.Provider)
+	}
 	if s.ListRequests > 0 {
 		fmt.Fprintf(&b, "; a refund list is %d requests at %s: %d refund list requests", s.ListRequests/max(s.RefundLists, 1), s.Provider, s.ListRequests)
 	}
@@ -287,6 +291,9 @@ func (s *Summary) LogAttrs() []any {
 		"journal_records", s.Records, "fsyncs", s.Fsyncs)
 	if s.Provider != "" {
 		attrs = append(attrs, "provider", s.Provider)
+	}
+	if s.RefundsTold > 0 {
+		attrs = append(attrs, "refunds_told_by_events", s.RefundsTold)
 	}
 	if s.OtherShards > 0 {
 		attrs = append(attrs, "other_shards", s.OtherShards)

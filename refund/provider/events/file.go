@@ -308,7 +308,8 @@ func Decode[N any](doc []byte, c *Codec[N]) (n N, why string) {
 	if err := json.Unmarshal(doc, &n); err != nil {
 		return n, "not a " + c.Noun + ": " + err.Error()
 	}
-	return n, c.Check(&n)
+	why = c.Check(&n) // it may fill in what it read of n
+	return n, why
 }
 
 // index is a File's deliveries, by dedup key and references.

@@ -42,6 +42,7 @@ const ChargeRefunded = "charge.refunded"
 type Event struct {
 	ID, Type string
 	Created  int64          // Unix seconds, Stripe's clock
+	Livemode bool           // of a live account's refund, not a test one's
 	Refund   *refund.Refund // the refund it tells of; nil for another event
 }
 
@@ -77,7 +78,7 @@ func ReadEvent(payload []byte) (Event, error) {
 	if e.ID == "" || e.Type == "" {
 		return Event{}, errors.New("not a Stripe event: no id or type")
 	}
-	out := Event{ID: e.ID, Type: string(e.Type), Created: e.Created}
+	out := Event{ID: e.ID, Type: string(e.Type), Created: e.Created, Livemode: e.Livemode}
 	if !RefundEvents[out.Type] {
 		return out, nil
 	}

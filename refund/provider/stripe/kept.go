@@ -1,0 +1,127 @@
+package stripe
+
+// Stripe's events as the receiver keeps them, and a Client that settles
+// refunds from them (refund.Teller) before it asks Stripe.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"maps"
+	"strconv"
+	"time"
+
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/provider/events"
+)
+
+// KeptVersion is the version of a kept event's line.
+const KeptVersion = 1
+
+// Kept is one of Stripe's events as the receiver accepted it: the body
+// byte for byte and the Stripe-Signature it came with, so that every
+// reader verifies it again (a line edited by hand, or written by anyone
+// without the endpoint's secret, is refused).
+type Kept struct {
+	V         int       `json:"v"`
+	Received  time.Time `json:"received"` // the receiver's clock
+	Signature string    `json:"stripe_signature"`
+	Payload   string    `json:"payload"`
+
+	event Event // read from Payload by the codec's Check
+}
+
+// Event is what the kept payload says (valid once it was checked).
+func (k *Kept) Event() Event { return k.event }
+
+// EventsFile is Stripe's kept events in a file (refund/provider/events).
+type EventsFile struct {
+	*events.File[Kept]
+}
+
+// OpenEvents opens the file of Stripe's kept events at path, whose lines
+// must verify under one of secrets (the endpoint's signing secrets; the
+// old one too while lines signed under it are read). write as events.Open.
+func OpenEvents(path string, secrets []string, write bool) (*EventsFile, error) {
+	f, err := events.Open(path, keptCodec(secrets), write)
+	if err != nil {
+		return nil, err
+	}
+	return &EventsFile{f}, nil
+}
+
+// ErrEventsReadOnly is Add on a file opened for reading.
+var ErrEventsReadOnly = errors.New("events file opened for reading: Add needs write")
+
+func keptCodec(secrets []string) *events.Codec[Kept] {
+	return &events.Codec[Kept]{
+		File:  "events file",
+		Noun:  "event",
+		Check: func(k *Kept) string { return checkKept(k, secrets) },
+		Key:   func(k *Kept) string { return k.event.ID },
+		Refs: func(k *Kept) (string, string) {
+			if r := k.event.Refund; r != nil {
+				return r.ID, cmp.Or(r.Charge, r.PaymentIntent)
+			}
+			return "", ""
+		},
+		Clone: func(k Kept) Kept {
+			if r := k.event.Refund; r != nil {
+				c := *r
+				c.Metadata = maps.Clone(r.Metadata)
+				k.event.Refund = &c
+			}
+			return k
+		},
+	}
+}
+
+// checkKept verifies k's signature again, with no tolerance (it was
+// checked at receipt), and reads its event.
+func checkKept(k *Kept, secrets []string) string {
+	if k.V != KeptVersion {
+		return "unknown version v=" + strconv.Itoa(k.V) + " (this build reads v=" + strconv.Itoa(KeptVersion) + ": use a newer refundkit)"
+	}
+	if err := VerifyEvent([]byte(k.Payload), k.Signature, secrets, 0); err != nil {
+		return "Stripe-Signature does not verify under the signing secrets (forged, altered, or signed under another secret): " + err.Error()
+	}
+	e, err := ReadEvent([]byte(k.Payload))
+	if err != nil {
+		return err.Error()
+	}
+	k.event = e
+	return ""
+}
+
+// Add keeps k durably unless its event is kept already (false, once that
+// one is on disk). The receiver checked the signature's age; Add checks
+// the signature again, as every reader will.
+func (x *EventsFile) Add(ctx context.Context, k Kept) (bool, error) {
+	return x.File.Add(ctx, k, ErrEventsReadOnly)
+}
+
+// Telling is a Client that reads its kept events first: a refund they
+// tell an outcome of is settled with no request (refund.Teller).
+type Telling struct {
+	*Client
+	Events *EventsFile
+	Live   bool // the key's mode: events of the other are not this account's refunds
+}
+
+// Told is refund id as the kept events of the key's mode tell it.
+func (t *Telling) Told(ctx context.Context, id string) (refund.Refund, bool, error) {
+	kept, err := t.Events.ForRefund(id)
+	if err != nil {
+		return refund.Refund{}, false, err
+	}
+	evs := make([]Event, 0, len(kept))
+	for i := range kept {
+		if kept[i].event.Livemode == t.Live {
+			evs = append(evs, kept[i].event)
+		}
+	}
+	r, ok := Outcome(id, evs)
+	return r, ok, nil
+}
+
+var _ refund.Teller = (*Telling)(nil)
