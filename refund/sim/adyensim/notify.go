@@ -1,18 +1,14 @@
 package adyensim
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,44 +20,16 @@ import (
 const notifyWorkers = 4
 
 // notifier is Adyen's side of the webhook: signed notifications, each
-// posted until accepted, with backoff. A refund's go out one after the
-// other, in the order they are due; different refunds' side by side.
+// posted until accepted, with backoff, by the core's sim.Notifier. A
+// refund's go out one after the other, in the order they are due;
+// different refunds' side by side.
 type notifier struct {
-	core    *sim.Core
-	url     string
-	key     []byte
-	backoff time.Duration
-	client  *http.Client
-	told    func(*wire.Item) // a receiver accepted the item
+	core *sim.Core
+	key  []byte
+	told func(*wire.Item) // a receiver accepted the item
+	out  *sim.Notifier
 
-	mu      sync.Mutex
-	queue   []*delivery // by due time, then arrival
-	order   uint64      // arrival order in the queue, for equal due times
-	pending sim.Gauge   // deliveries queued or in flight, later ones of a refund included
-	closed  bool
-
-	wake      chan struct{} // a delivery was queued: the dispatcher looks again
-	ready     chan *delivery
-	stop      chan struct{}
-	ctx       context.Context // canceled by close: posts in flight end
-	cancel    context.CancelFunc
-	closeOnce sync.Once
-	wg        sync.WaitGroup
-
-	queued, delivered, retries, duplicates, failedByKnob atomic.Int64
-}
-
-// delivery is one notification to post, and how it has fared.
-type delivery struct {
-	due      time.Time
-	order    uint64
-	item     wire.Item // signed
-	body     []byte
-	n        int // the refund's number
-	pos      int // its place in the refund's sending order
-	copy     int // 1 for the duplicate of a notification
-	attempts int
-	next     *delivery // queued once this one is accepted
+	duplicates atomic.Int64
 }
 
 // CheckNotifyURL reports an error unless u is an http(s) loopback URL.
@@ -87,17 +55,11 @@ func newNotifier(core *sim.Core, u string, key []byte, backoff time.Duration, to
 	if len(key) == 0 {
 		return nil, errors.New("adyen notifications need an HMAC key to sign them")
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = notifyWorkers
-	n := &notifier{core: core, url: u, key: key, backoff: cmp.Or(backoff, DefaultNotifyBackoff), told: told,
-		client: &http.Client{Transport: transport, Timeout: 10 * time.Second},
-		wake:   make(chan struct{}, 1), ready: make(chan *delivery), stop: make(chan struct{})}
-	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.wg.Add(1 + notifyWorkers)
-	go n.dispatch()
-	for range notifyWorkers {
-		go n.work()
-	}
+	n := &notifier{core: core, key: key, told: told}
+	n.out = sim.NewNotifier(sim.NotifierConfig{URL: u, Workers: notifyWorkers, Backoff: cmp.Or(backoff, DefaultNotifyBackoff),
+		Accepted: func(status int, body []byte) bool {
+			return status >= 200 && status < 300 && strings.TrimSpace(string(body)) == wire.Accepted
+		}})
 	return n, nil
 }
 
@@ -112,7 +74,7 @@ func (n *notifier) enqueue(num int, items []wire.Item, f *sim.Faults) {
 		items = []wire.Item{items[1], items[0]}
 	}
 	due := time.Now()
-	var chain []*delivery
+	var chain []*sim.Delivery
 	for pos := range items {
 		it := items[pos]
 		wire.SetSignature(&it, n.key)
@@ -126,166 +88,34 @@ func (n *notifier) enqueue(num int, items []wire.Item, f *sim.Faults) {
 		}, 1)
 		req.NotificationItems[0].NotificationRequestItem = it
 		body := sim.MustJSON(req)
-		chain = append(chain, &delivery{due: due, item: it, body: body, n: num, pos: pos})
+		chain = append(chain, n.delivery(due, &it, body, num, pos, 0))
 		if n.core.Hit(f.AdyenNotifyDuplicateShare, drawSeq(num, pos, 0, 0), sim.KnobAdyenNotifyDuplicate) {
 			n.duplicates.Add(1)
-			chain = append(chain, &delivery{due: due, item: it, body: body, n: num, pos: pos, copy: 1})
+			chain = append(chain, n.delivery(due, &it, body, num, pos, 1))
 		}
 	}
-	for i := range len(chain) - 1 {
-		chain[i].next = chain[i+1]
-	}
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return
-	}
-	n.pending.Add(int64(len(chain)))
-	n.mu.Unlock()
-	n.queued.Add(int64(len(chain)))
-	n.push(chain[0])
+	n.out.Enqueue(chain...)
 }
 
-// push queues d by its due time.
-func (n *notifier) push(d *delivery) {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return
-	}
-	d.order = n.order
-	n.order++
-	i, _ := slices.BinarySearchFunc(n.queue, d, func(a, b *delivery) int {
-		return cmp.Or(a.due.Compare(b.due), cmp.Compare(a.order, b.order))
-	})
-	n.queue = slices.Insert(n.queue, i, d)
-	n.mu.Unlock()
-	select {
-	case n.wake <- struct{}{}:
-	default:
-	}
-}
-
-// dispatch hands the deliveries to the workers as they fall due.
-func (n *notifier) dispatch() {
-	defer n.wg.Done()
-	for {
-		n.mu.Lock()
-		var d *delivery
-		wait := time.Duration(-1)
-		if len(n.queue) > 0 {
-			if w := time.Until(n.queue[0].due); w <= 0 {
-				d, n.queue[0], n.queue = n.queue[0], nil, n.queue[1:]
-			} else {
-				wait = w
-			}
-		}
-		n.mu.Unlock()
-		if d != nil {
-			select {
-			case n.ready <- d:
-			case <-n.stop:
-				return
-			}
-			continue
-		}
-		var timer *time.Timer
-		var fire <-chan time.Time
-		if wait >= 0 {
-			timer = time.NewTimer(wait)
-			fire = timer.C
-		}
-		select {
-		case <-n.wake:
-		case <-fire:
-		case <-n.stop:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		select {
-		case <-n.stop:
-			return
-		default:
-		}
-	}
-}
-
-func (n *notifier) work() {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case d := <-n.ready:
-			n.attempt(d)
-		}
-	}
-}
-
-// attempt posts d once: accepted, the next is queued; else d, after backoff.
-func (n *notifier) attempt(d *delivery) {
-	ok := n.post(d)
-	if n.ctx.Err() != nil {
-		return // closing: d stays pending
-	}
-	f := n.core.Faults()
-	if ok && n.core.Hit(f.AdyenNotifyFailShare, drawSeq(d.n, d.pos, d.copy, d.attempts), sim.KnobAdyenNotifyFail) {
-		n.failedByKnob.Add(1)
-		ok = false
-	}
-	d.attempts++
-	if !ok {
-		n.retries.Add(1)
-		d.due = time.Now().Add(n.backoff << min(d.attempts-1, 6))
-		n.push(d)
-		return
-	}
-	n.delivered.Add(1)
-	n.told(&d.item)
-	if nx := d.next; nx != nil {
-		if now := time.Now(); nx.due.Before(now) {
-			nx.due = now
-		}
-		n.push(nx)
-	}
-	n.pending.Add(-1)
-}
-
-// post sends d and reports whether it got a 2xx [accepted].
-func (n *notifier) post(d *delivery) bool {
-	req, err := http.NewRequestWithContext(n.ctx, http.MethodPost, n.url, bytes.NewReader(d.body))
-	if err != nil {
-		return false
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "Adyen HttpClient 1.0 (refundkit simulator)")
-	res, err := n.client.Do(req)
-	if err != nil {
-		return false
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(res.Body, 1024))
-	return err == nil && res.StatusCode >= 200 && res.StatusCode < 300 && strings.TrimSpace(string(b)) == wire.Accepted
+// delivery is item it of refund num (copy 1: its duplicate), due at due.
+func (n *notifier) delivery(due time.Time, it *wire.Item, body []byte, num, pos, copy int) *sim.Delivery {
+	return &sim.Delivery{Due: due, Body: body,
+		Header: func(h http.Header) { h.Set("User-Agent", "Adyen HttpClient 1.0 (refundkit simulator)") },
+		// The knobs in force at the attempt, as before the core's notifier.
+		Fail: func(attempt int) bool {
+			return n.core.Hit(n.core.Faults().AdyenNotifyFailShare, drawSeq(num, pos, copy, attempt), sim.KnobAdyenNotifyFail)
+		},
+		Done: func(bool) { n.told(it) }}
 }
 
 // flush waits until no notification is pending, or ctx ends.
-func (n *notifier) flush(ctx context.Context) error { return n.pending.Wait(ctx) }
+func (n *notifier) flush(ctx context.Context) error { return n.out.Flush(ctx) }
 
 // close stops the dispatcher and the workers, cutting posts in flight.
-func (n *notifier) close() {
-	n.closeOnce.Do(func() {
-		n.mu.Lock()
-		n.closed = true
-		n.mu.Unlock()
-		close(n.stop)
-		n.cancel()
-		n.wg.Wait()
-		n.client.CloseIdleConnections()
-	})
-}
+func (n *notifier) close() { n.out.Close() }
 
 func (n *notifier) stats() NotifyStats {
-	return NotifyStats{Queued: n.queued.Load(), Delivered: n.delivered.Load(), Retries: n.retries.Load(), Pending: n.pending.N(),
-		Duplicates: n.duplicates.Load(), FailedByKnob: n.failedByKnob.Load()}
+	c := n.out.Counts()
+	return NotifyStats{Queued: c.Queued, Delivered: c.Delivered, Retries: c.Retries, Pending: c.Pending,
+		Duplicates: n.duplicates.Load(), FailedByKnob: c.FailedByKnob}
 }
