@@ -218,6 +218,13 @@ const (
 	KnobAdyenNotifyJitter
 	KnobAdyenNotifyDuplicate
 	KnobAdyenNotifyFail
+	KnobStripePending
+	KnobStripeFailed
+	KnobStripeEventsJitter
+	KnobStripeEventsDuplicate
+	KnobStripeEventsReorder
+	KnobStripeEventsForged
+	KnobStripeEventsForgedKind
 )
 
 // Draw is a number in [0, 1) of the seed, arrival number and knob alone.

@@ -81,7 +81,31 @@ type Faults struct {
 	// AdyenOverRefund422 refuses a refund past the refundable amount at
 	// once (422, 137) instead of in its REFUND notification.
 	AdyenOverRefund422 bool
+
+	// StripePendingShare of new Stripe refunds are pending, settling
+	// StripePendingFor later (0: never) to succeeded, or to failed
+	// (expired_or_canceled_card) for StripeFailedShare of them.
+	StripePendingShare float64
+	StripePendingFor   time.Duration
+	StripeFailedShare  float64
+	// StripeEventsDelay is how long after its change an event is due;
+	// StripeEventsJitter adds up to this much more, drawn.
+	StripeEventsDelay  time.Duration
+	StripeEventsJitter time.Duration
+	// StripeEventsDuplicateShare of events are delivered twice.
+	StripeEventsDuplicateShare float64
+	// StripeEventsReorderShare of events are held back
+	// StripeEventsReorderDelay more (0: 100ms), so later ones overtake them.
+	StripeEventsReorderShare float64
+	StripeEventsReorderDelay time.Duration
+	// StripeEventsForgedShare of events get an extra delivery, posted once,
+	// with a wrong signature or a tampered body: a receiver must refuse it.
+	StripeEventsForgedShare float64
 }
+
+// StripeEventsReorderDelayDefault holds a reordered event back when
+// StripeEventsReorderDelay is 0.
+const StripeEventsReorderDelayDefault = 100 * time.Millisecond
 
 // PayPalTokenTTLDefault is PayPal's token life (expires_in 32400).
 const PayPalTokenTTLDefault = 9 * time.Hour
@@ -99,6 +123,10 @@ func (f *Faults) Validate() error {
 	}
 	if f.PayPalPendingFor < 0 || f.PayPalTokenTTL < 0 {
 		return fmt.Errorf("paypal_pending_for %v, paypal_token_ttl %v: want durations of zero or more", f.PayPalPendingFor, f.PayPalTokenTTL)
+	}
+	if f.StripePendingFor < 0 || f.StripeEventsDelay < 0 || f.StripeEventsJitter < 0 || f.StripeEventsReorderDelay < 0 {
+		return fmt.Errorf("stripe_pending_for %v, stripe_events_delay %v, stripe_events_jitter %v, stripe_events_reorder_delay %v: want durations of zero or more",
+			f.StripePendingFor, f.StripeEventsDelay, f.StripeEventsJitter, f.StripeEventsReorderDelay)
 	}
 	v, w := reflect.ValueOf(*f), reflect.TypeFor[faultsJSON]()
 	for i := range w.NumField() { // the *_share knobs, in their order
@@ -148,6 +176,16 @@ type faultsJSON struct {
 	AdyenNotifyFailShare        float64      `json:"adyen_notify_fail_share"`
 	AdyenConflictStatus         int          `json:"adyen_conflict_status"`
 	AdyenOverRefund422          bool         `json:"adyen_over_refund_422"`
+
+	StripePendingShare         float64      `json:"stripe_pending_share"`
+	StripePendingFor           jsonDuration `json:"stripe_pending_for"`
+	StripeFailedShare          float64      `json:"stripe_failed_share"`
+	StripeEventsDelay          jsonDuration `json:"stripe_events_delay"`
+	StripeEventsJitter         jsonDuration `json:"stripe_events_jitter"`
+	StripeEventsDuplicateShare float64      `json:"stripe_events_duplicate_share"`
+	StripeEventsReorderShare   float64      `json:"stripe_events_reorder_share"`
+	StripeEventsReorderDelay   jsonDuration `json:"stripe_events_reorder_delay"`
+	StripeEventsForgedShare    float64      `json:"stripe_events_forged_share"`
 }
 
 // MarshalJSON writes the faults with snake_case names and duration strings.

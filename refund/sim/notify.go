@@ -4,13 +4,33 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// CheckLoopbackURL reports an error unless u is an http(s) loopback URL;
+// what names u in the error, and sends what the simulator sends there.
+func CheckLoopbackURL(what, sends, u string) error {
+	p, err := url.Parse(u)
+	if err != nil {
+		return fmt.Errorf("%s %q: %v", what, u, err)
+	}
+	if p.Scheme != "http" && p.Scheme != "https" {
+		return fmt.Errorf("%s %q: want http:// or https://", what, u)
+	}
+	host := p.Hostname()
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%s %q: the simulator sends %s only to loopback (127.0.0.1, [::1] or localhost)", what, u, sends)
+	}
+	return nil
+}
 
 // NotifierConfig is how a Notifier posts; each API supplies its own.
 type NotifierConfig struct {

@@ -4,10 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -34,18 +31,7 @@ type notifier struct {
 
 // CheckNotifyURL reports an error unless u is an http(s) loopback URL.
 func CheckNotifyURL(u string) error {
-	p, err := url.Parse(u)
-	if err != nil {
-		return fmt.Errorf("notify url %q: %v", u, err)
-	}
-	if p.Scheme != "http" && p.Scheme != "https" {
-		return fmt.Errorf("notify url %q: want http:// or https://", u)
-	}
-	host := p.Hostname()
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("notify url %q: the simulator sends notifications only to loopback (127.0.0.1, [::1] or localhost)", u)
-	}
-	return nil
+	return sim.CheckLoopbackURL("notify url", "notifications", u)
 }
 
 func newNotifier(core *sim.Core, u string, key []byte, backoff time.Duration, told func(*wire.Item)) (*notifier, error) {

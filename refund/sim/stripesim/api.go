@@ -41,6 +41,7 @@ func (s *Server) api(rt route, fn endpoint) http.Handler {
 // in Stripe's order: key, rate limits, form; a POST through the keys.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn endpoint, id string) {
 	s.core.Route(routeNames[rt]).Add(1)
+	s.settleDue() // what is due shows settled, whether or not the settler ran
 	seq, f := s.core.Arrive()
 	reqID := sim.Padded("req_sim", 10, int(seq))
 	write := func(a sim.Answer) { // after the latency

@@ -137,8 +137,10 @@ type Stats struct {
 	// Stripe-Rate-Limited-Reason; RateLimitedRoutes, every 429 by route.
 	RateLimitedReasons map[string]int64 `json:"rate_limited_reasons"`
 	RateLimitedRoutes  map[string]int64 `json:"rate_limited_routes"`
-	PayPal             paypalsim.Stats  `json:"paypal"`
-	Adyen              adyensim.Stats   `json:"adyen"`
+	// Events are Stripe's webhook events' counts.
+	Events EventStats      `json:"events"`
+	PayPal paypalsim.Stats `json:"paypal"`
+	Adyen  adyensim.Stats  `json:"adyen"`
 }
 
 // Stats returns the counters so far.
@@ -162,6 +164,7 @@ func (s *Server) Stats() Stats {
 		GatewayTimeouts:          k.GatewayTimeouts.Load(),
 		GatewayErrorsAfterCommit: k.GatewayErrorsAfter.Load(),
 		GatewayInFlight:          s.core.BackgroundRunning(),
+		Events:                   s.EventStats(),
 		PayPal:                   s.paypal.Stats(),
 		Adyen:                    s.adyen.Stats(),
 	}

@@ -137,8 +137,11 @@ func (s *Server) createRefund(c apiCall) sim.Answer {
 		return internalError
 	}
 	status := StatusSucceeded
-	if s.core.Hit(f.RequiresActionShare, seq, sim.KnobRequiresAction) {
+	switch {
+	case s.core.Hit(f.RequiresActionShare, seq, sim.KnobRequiresAction):
 		status = StatusRequiresAction
+	case s.core.Hit(f.StripePendingShare, seq, sim.KnobStripePending):
+		status = StatusPending
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
@@ -153,6 +156,13 @@ func (s *Server) createRefund(c apiCall) sim.Answer {
 			Message: fmt.Sprintf("Refund amount (%s) is greater than unrefunded amount on charge (%s)", money(amount, ch.Currency), money(remaining, ch.Currency))}))
 	}
 	re := s.addRefund(ch, amount, status, p.reason, p.metadata, c.key)
+	if status == StatusPending {
+		s.madePending(re, f, seq)
+	}
+	if s.events != nil {
+		reqID := sim.Padded("req_sim", 10, int(seq)) // serveAPI's
+		s.events.send(f, EventRefundCreated, re.object(false), nil, eventRequest{ID: &reqID, IdempotencyKey: optional(c.key)}, s.now(), nil)
+	}
 	a = sim.Answer{Status: http.StatusOK, Body: sim.MustJSON(re.object(p.expandCharge)), Save: true}
 	return s.core.AfterCommit(f, seq, a, internalError)
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/refundkit/refundkit/refund/sim"
 )
@@ -16,6 +17,12 @@ type refund struct {
 	seq    int
 	ch     *charge
 	status atomic.Pointer[string]
+
+	// A pending one's end, fixed when made (madePending).
+	settleAt      time.Time // zero: never
+	final         string
+	failureReason string      // once failed
+	told          atomic.Bool // a receiver accepted its final refund.updated
 }
 
 // Refund is a refund as the simulator holds it, for checks.
@@ -29,6 +36,7 @@ type Refund struct {
 	Reason        string            `json:"reason,omitempty"`
 	Metadata      map[string]string `json:"metadata,omitempty"`
 	Created       int64             `json:"created"`
+	FailureReason string            `json:"failure_reason,omitempty"`
 	// IdempotencyKey made it; Stripe does not show it, checks may.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
@@ -58,9 +66,13 @@ func (s *Server) refundByID(id string) *refund {
 
 // Refunds returns every refund, oldest first, for checks.
 func (s *Server) Refunds() []Refund {
+	s.settleDue()
 	return sim.Map(s.refunds.All(), func(re *refund) Refund {
 		r := re.Refund
 		r.Status, r.Metadata = *re.status.Load(), copyMetadata(r.Metadata)
+		if r.Status == StatusFailed {
+			r.FailureReason = re.failureReason
+		}
 		return r
 	})
 }
@@ -240,8 +252,11 @@ func (re *refund) object(expandCharge bool) refundObject {
 		txn := "txn_sim" + re.ID[len(refundPrefix):]
 		o.BalanceTransaction = &txn
 	}
-	if status == StatusCanceled {
+	switch status {
+	case StatusCanceled:
 		o.FailureReason = "merchant_request"
+	case StatusFailed:
+		o.FailureReason = re.failureReason
 	}
 	if expandCharge {
 		o.Charge = re.ch.object()

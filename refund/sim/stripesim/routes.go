@@ -50,6 +50,8 @@ var routeNames = [numRoutes]string{
 //	GET  /_sim/adyen/payments, adyen/refunds       Adyen's, as JSON lines
 //	POST /_sim/adyen/flush        wait until every notification is accepted
 //	POST /_sim/adyen/forget-keys  forget Adyen's completed keys
+//	GET  /_sim/stripe/events      Stripe's events' counts (JSON EventStats)
+//	POST /_sim/stripe/events/flush  wait until pending refunds settled and every event is delivered
 //
 // Every other request is serveUnknown's.
 func (s *Server) routes() *http.ServeMux {
@@ -82,6 +84,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /_sim/adyen/payments", jsonLines(false, s.adyen.Payments))
 	mux.HandleFunc("GET /_sim/adyen/refunds", jsonLines(false, s.adyen.Refunds))
 	mux.HandleFunc("POST /_sim/adyen/flush", reply(func(r *http.Request) (any, error) { return s.adyen.Flush(r.Context()) }))
+	mux.HandleFunc("GET /_sim/stripe/events", show(func() any { return s.EventStats() }))
+	mux.HandleFunc("POST /_sim/stripe/events/flush", reply(func(r *http.Request) (any, error) { return s.FlushEvents(r.Context()) }))
 	mux.HandleFunc("POST /_sim/adyen/forget-keys", show(func() any { return map[string]int{"forgotten": s.adyen.ForgetKeys()} }))
 
 	// Any method on any path: ServeMux never answers a plain 404 or 405

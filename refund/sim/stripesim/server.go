@@ -34,6 +34,8 @@ type Config struct {
 	// PayPal and Adyen configure their APIs' routes.
 	PayPal paypalsim.Config
 	Adyen  adyensim.Config
+	// Events configures Stripe's webhook events; none without a URL.
+	Events EventsConfig
 }
 
 // Server is one simulated Stripe account. It is safe for concurrent use.
@@ -56,6 +58,10 @@ type Server struct {
 	charges, byIntent sim.Store[*charge] // AddCharges locks both
 
 	refunds sim.Numbered[*refund]
+
+	events  *events   // nil without Config.Events.URL
+	settles settler   // pending refunds to settle
+	untold  sim.Gauge // pending refunds no receiver was told the end of
 
 	stats counters
 
@@ -97,10 +103,18 @@ func newServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.adyen = ad
+	if cfg.Events.URL != "" {
+		ev, err := newEvents(s.core, cfg.Events)
+		if err != nil {
+			ad.Close()
+			return nil, err
+		}
+		s.events = ev
+	}
 	s.mux = s.routes()
 	s.handler = http.HandlerFunc(s.serveHTTP)
 	if err := s.AddCharges(cfg.Charges...); err != nil {
-		ad.Close()
+		s.closeSenders()
 		return nil, err
 	}
 	return s, nil
@@ -121,13 +135,13 @@ func Listen(cfg Config, addr string) (*Server, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		s.adyen.Close()
+		s.closeSenders()
 		return nil, err
 	}
 	tcp, ok := ln.Addr().(*net.TCPAddr)
 	if !ok || !tcp.IP.IsLoopback() { // "localhost" could resolve elsewhere
 		ln.Close()
-		s.adyen.Close()
+		s.closeSenders()
 		return nil, fmt.Errorf("address %s: resolved to %v, not a loopback address", addr, ln.Addr())
 	}
 	s.url = "http://" + tcp.String()
@@ -159,7 +173,7 @@ func (s *Server) URL() string { return s.url }
 
 // Close stops serving at once, waits for the requests behind a gateway
 // timeout (latency cut short, a blocking create hook waited for), then
-// stops Adyen's notifications.
+// stops settling pending refunds, Stripe's events and Adyen's notifications.
 func (s *Server) Close() { s.stop(context.Background(), false) }
 
 // Shutdown is Close that lets the requests in flight finish, until ctx ends.
@@ -179,8 +193,18 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 	if err2 := s.Settle(ctx); err == nil {
 		err = err2
 	}
-	s.adyen.Close() // notifications not yet accepted stay pending
+	s.closeSenders()
 	return err
+}
+
+// closeSenders stops what runs on its own: the settler, Stripe's events and
+// Adyen's notifications. What is not yet settled or accepted stays pending.
+func (s *Server) closeSenders() {
+	s.closeSettler()
+	if s.events != nil {
+		s.events.out.Close()
+	}
+	s.adyen.Close()
 }
 
 // Settle waits until every request a gateway timeout answered early has

@@ -1,0 +1,279 @@
+package stripesim
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/webhook"
+
+	"github.com/refundkit/refundkit/refund/sim"
+)
+
+// Stripe's event types the simulator sends.
+const (
+	EventRefundCreated       = "refund.created"
+	EventRefundUpdated       = "refund.updated"
+	EventRefundFailed        = "refund.failed"
+	EventChargeRefundUpdated = "charge.refund.updated"
+)
+
+// Defaults of EventsConfig.
+const (
+	DefaultEventsBackoff    = 50 * time.Millisecond
+	DefaultEventsMaxBackoff = 5 * time.Second
+	eventWorkers            = 4
+)
+
+// EventsConfig is where and how Stripe's webhook events go.
+type EventsConfig struct {
+	// URL (loopback) receives every event, POSTed as Stripe does; none
+	// when empty.
+	URL string
+	// Secrets are the endpoint's signing secrets (whsec_...), in the order
+	// they are rolled to; the first signs until RollAfter events were made.
+	Secrets []string
+	// RollAfter rolls the secret every RollAfter events (0: never): the
+	// next in Secrets signs from then on, and the one before too for the
+	// RollOverlap events that follow, as Stripe signs with every active
+	// secret while an old one expires. The last of Secrets is never rolled.
+	RollAfter, RollOverlap int
+	// Backoff is the wait before an event's first resend, doubling up to
+	// MaxBackoff (0: DefaultEventsBackoff, DefaultEventsMaxBackoff).
+	Backoff, MaxBackoff time.Duration
+}
+
+// check reports what is wrong with c, naming no secret.
+func (c *EventsConfig) check() error {
+	if err := sim.CheckLoopbackURL("events url", "events", c.URL); err != nil {
+		return err
+	}
+	if len(c.Secrets) == 0 {
+		return errors.New("stripe events need a signing secret (whsec_...) to sign them")
+	}
+	for i, s := range c.Secrets {
+		if rest, ok := strings.CutPrefix(s, "whsec_"); !ok || rest == "" || strings.ContainsAny(rest, " \t,") {
+			return fmt.Errorf("stripe signing secret %d of %d: want whsec_ and more, no spaces or commas", i+1, len(c.Secrets))
+		}
+	}
+	if c.RollAfter < 0 || c.RollOverlap < 0 || c.Backoff < 0 || c.MaxBackoff < 0 {
+		return fmt.Errorf("stripe events roll after %d, overlap %d, backoff %v, max backoff %v: want zero or more",
+			c.RollAfter, c.RollOverlap, c.Backoff, c.MaxBackoff)
+	}
+	return nil
+}
+
+// event is Stripe's event object, its fields in Stripe's order.
+type event struct {
+	ID              string       `json:"id"`
+	Object          string       `json:"object"`
+	APIVersion      string       `json:"api_version"`
+	Created         int64        `json:"created"`
+	Data            eventData    `json:"data"`
+	Livemode        bool         `json:"livemode"`
+	PendingWebhooks int          `json:"pending_webhooks"`
+	Request         eventRequest `json:"request"`
+	Type            string       `json:"type"`
+}
+
+type eventData struct {
+	Object             refundObject   `json:"object"`
+	PreviousAttributes map[string]any `json:"previous_attributes,omitempty"`
+}
+
+// eventRequest is the API request that caused the event; null for
+// changes Stripe made by itself (a pending refund settling).
+type eventRequest struct {
+	ID             *string `json:"id"`
+	IdempotencyKey *string `json:"idempotency_key"`
+}
+
+// events sends Stripe's webhook events through the core's notifier.
+type events struct {
+	core *sim.Core
+	cfg  EventsConfig
+	out  *sim.Notifier
+
+	made                                    atomic.Int64 // events made; numbers them
+	duplicates, reordered, forged, forgedOK atomic.Int64
+}
+
+func newEvents(core *sim.Core, cfg EventsConfig) (*events, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	cfg.Secrets = append([]string(nil), cfg.Secrets...)
+	cfg.Backoff = cmp.Or(cfg.Backoff, DefaultEventsBackoff)
+	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, max(DefaultEventsMaxBackoff, cfg.Backoff))
+	e := &events{core: core, cfg: cfg}
+	e.out = sim.NewNotifier(sim.NotifierConfig{URL: cfg.URL, Workers: eventWorkers, Backoff: cfg.Backoff, MaxBackoff: cfg.MaxBackoff,
+		Accepted: func(status int, _ []byte) bool { return status >= 200 && status < 300 }})
+	return e, nil
+}
+
+// secrets are the secrets that sign event number k (from 1).
+func (e *events) secrets(k int64) []string {
+	all, n := e.cfg.Secrets, int64(e.cfg.RollAfter)
+	if n <= 0 || len(all) == 1 {
+		return all[:1]
+	}
+	i := min((k-1)/n, int64(len(all)-1))
+	if i > 0 && k-1-i*n < int64(e.cfg.RollOverlap) {
+		return all[i-1 : i+1]
+	}
+	return all[i : i+1]
+}
+
+// signature is Stripe-Signature for body at t under secrets.
+func signature(t time.Time, body []byte, secrets []string) string {
+	var b strings.Builder
+	b.WriteString("t=")
+	b.WriteString(strconv.FormatInt(t.Unix(), 10))
+	for _, s := range secrets {
+		fmt.Fprintf(&b, ",v1=%x", webhook.ComputeSignature(t, body, s))
+	}
+	return b.String()
+}
+
+// forgedSecret signs forged deliveries: no endpoint has it.
+const forgedSecret = "whsec_forged_by_the_refundkit_simulator"
+
+// send makes an event of type typ about obj and queues its deliveries
+// under the knobs f; done, if set, is told once a receiver accepts one.
+func (e *events) send(f *sim.Faults, typ string, obj refundObject, prev map[string]any, req eventRequest, now time.Time, done func()) {
+	k := e.made.Add(1)
+	body := sim.MustJSON(event{ID: sim.Padded("evt_sim", 14, int(k)), Object: "event", APIVersion: stripe.APIVersion,
+		Created: now.Unix(), Data: eventData{Object: obj, PreviousAttributes: prev}, PendingWebhooks: 1, Request: req, Type: typ})
+	seq := uint64(k)
+	due := time.Now().Add(f.StripeEventsDelay)
+	if f.StripeEventsJitter > 0 {
+		due = due.Add(time.Duration(e.core.Draw(seq, sim.KnobStripeEventsJitter) * float64(f.StripeEventsJitter)))
+	}
+	if e.core.Hit(f.StripeEventsReorderShare, seq, sim.KnobStripeEventsReorder) {
+		e.reordered.Add(1)
+		due = due.Add(cmp.Or(f.StripeEventsReorderDelay, sim.StripeEventsReorderDelayDefault))
+	}
+	secrets := e.secrets(k)
+	real := func() *sim.Delivery {
+		return &sim.Delivery{Due: due, Body: body, Header: func(h http.Header) { e.sign(h, body, secrets) },
+			Done: func(bool) {
+				if done != nil {
+					done()
+				}
+			}}
+	}
+	if e.core.Hit(f.StripeEventsForgedShare, seq, sim.KnobStripeEventsForged) {
+		e.forged.Add(1)
+		e.out.Enqueue(e.forgery(due, body, secrets, e.core.Draw(seq, sim.KnobStripeEventsForgedKind) < 0.5)) // first: it must not spoil the real one
+	}
+	e.out.Enqueue(real())
+	if e.core.Hit(f.StripeEventsDuplicateShare, seq, sim.KnobStripeEventsDuplicate) {
+		e.duplicates.Add(1)
+		e.out.Enqueue(real())
+	}
+}
+
+// sign sets the headers of an attempt, signed at its own time as Stripe does.
+func (e *events) sign(h http.Header, body []byte, secrets []string) {
+	h.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks; refundkit simulator)")
+	h.Set("Stripe-Signature", signature(time.Now(), body, secrets))
+}
+
+// forgery is a delivery of body, posted once, that must not verify: signed
+// with a secret the endpoint does not have, or signed and then tampered.
+func (e *events) forgery(due time.Time, body []byte, secrets []string, wrongSecret bool) *sim.Delivery {
+	sent := body
+	if !wrongSecret {
+		sent = tamper(body)
+	}
+	return &sim.Delivery{Due: due, Body: sent, Once: true,
+		Header: func(h http.Header) {
+			if wrongSecret {
+				e.sign(h, body, []string{forgedSecret})
+				return
+			}
+			e.sign(h, body, secrets)
+		},
+		Done: func(accepted bool) {
+			if accepted {
+				e.forgedOK.Add(1)
+			}
+		}}
+}
+
+// tamper changes what an event says of the refund: its status.
+func tamper(body []byte) []byte {
+	for _, sw := range [][2]string{{`"status":"succeeded"`, `"status":"failed"`}, {`"status":"failed"`, `"status":"succeeded"`}, {`"status":"pending"`, `"status":"succeeded"`}} {
+		if bytes.Contains(body, []byte(sw[0])) {
+			return bytes.Replace(body, []byte(sw[0]), []byte(sw[1]), 1)
+		}
+	}
+	return append(bytes.TrimSuffix(body, []byte("}")), []byte(`,"tampered":true}`)...)
+}
+
+// EventStats count Stripe's webhook events and their deliveries.
+type EventStats struct {
+	// Sent are events made; Queued, their deliveries (duplicates
+	// included, forged ones not); Delivered, those a receiver accepted.
+	Sent      int64 `json:"sent"`
+	Queued    int64 `json:"queued"`
+	Delivered int64 `json:"delivered"`
+	// Pending deliveries are queued or in flight (forged ones included).
+	Pending int64 `json:"pending"`
+	// Retries are posts not accepted, sent again after backoff.
+	Retries    int64 `json:"retries"`
+	Duplicates int64 `json:"duplicates"`
+	Reordered  int64 `json:"reordered"`
+	// Forged are extra deliveries that must not verify; ForgedAccepted,
+	// those a receiver answered 2xx anyway: it should be 0.
+	Forged         int64 `json:"forged"`
+	ForgedAccepted int64 `json:"forged_accepted"`
+	// PendingUntold are refunds made pending whose final status no
+	// receiver has accepted a refund.updated of yet (with no URL: all).
+	PendingUntold int64 `json:"pending_untold"`
+	// SettlesScheduled are pending refunds still to settle.
+	SettlesScheduled int64 `json:"settles_scheduled"`
+}
+
+func (e *events) stats() EventStats {
+	if e == nil {
+		return EventStats{}
+	}
+	c := e.out.Counts()
+	return EventStats{Sent: e.made.Load(), Queued: c.Queued, Delivered: c.Delivered, Pending: c.Pending, Retries: c.Retries,
+		Duplicates: e.duplicates.Load(), Reordered: e.reordered.Load(), Forged: e.forged.Load(), ForgedAccepted: e.forgedOK.Load()}
+}
+
+// EventStats returns the events' counts so far.
+func (s *Server) EventStats() EventStats {
+	st := s.events.stats()
+	st.PendingUntold, st.SettlesScheduled = s.untold.N(), s.settles.scheduled.N()
+	return st
+}
+
+// FlushEvents waits until every pending refund due to settle has settled
+// and every event made is delivered (the requests behind a gateway
+// timeout settled first), or ctx ends. A refund pending for a long
+// StripePendingFor holds it that long.
+func (s *Server) FlushEvents(ctx context.Context) (EventStats, error) {
+	if err := s.core.Settle(ctx); err != nil {
+		return s.EventStats(), err
+	}
+	if err := s.settles.scheduled.Wait(ctx); err != nil {
+		return s.EventStats(), err
+	}
+	if s.events != nil {
+		if err := s.events.out.Flush(ctx); err != nil {
+			return s.EventStats(), err
+		}
+	}
+	return s.EventStats(), nil
+}
