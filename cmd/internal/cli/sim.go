@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/google/renameio/v2"
 
+	"github.com/refundkit/refundkit/refund/sim"
 	"github.com/refundkit/refundkit/refund/sim/adyensim"
 	"github.com/refundkit/refundkit/refund/sim/paypalsim"
 	"github.com/refundkit/refundkit/refund/sim/stripesim"
@@ -57,6 +59,20 @@ type stripeSimCmd struct {
 	AdyenNotifyFailShare         float64       `name:"adyen-notify-fail-share" placeholder:"0-1" group:"adyen" help:"Share of notification deliveries counted as failed whatever the receiver answered, so they are sent again."`
 	AdyenConflictStatus          int           `name:"adyen-conflict-status" placeholder:"422|409" group:"adyen" help:"Status of errorCode 704, the answer while a request with the same Idempotency-Key runs: 422 (default) or 409, both of which Adyen documents."`
 	AdyenOverRefund422           bool          `name:"adyen-over-refund-422" group:"adyen" help:"Refuse an Adyen refund past the payment's refundable amount at once (422, errorCode 137) instead of receiving it and refusing it in its REFUND notification (success false, Insufficient balance on payment)."`
+	StripePendingShare           float64       `name:"stripe-pending-share" placeholder:"0-1" group:"stripe" help:"Share of new Stripe refunds that are pending instead of succeeded."`
+	StripePendingFor             time.Duration `name:"stripe-pending-for" group:"stripe" help:"How long a pending Stripe refund stays so before it settles (succeeded, or failed); 0 keeps it pending."`
+	StripeFailedShare            float64       `name:"stripe-failed-share" placeholder:"0-1" group:"stripe" help:"Share of pending Stripe refunds that settle failed (failure_reason expired_or_canceled_card) instead of succeeded."`
+	StripeEventsURL              string        `name:"stripe-events-url" placeholder:"URL" group:"stripe" help:"POST Stripe's webhook events (refund.created, refund.updated, refund.failed, charge.refund.updated) to URL, a loopback address, signed (Stripe-Signature) with STRIPE_WEBHOOK_SECRET from the environment (whsec_..., a comma-separated list while secrets roll); each is sent again until the receiver answers 2xx."`
+	StripeEventsBackoff          time.Duration `name:"stripe-events-backoff" default:"50ms" group:"stripe" help:"Wait before an event that was not accepted is sent again, doubling up to --stripe-events-max-backoff (default ${default})."`
+	StripeEventsMaxBackoff       time.Duration `name:"stripe-events-max-backoff" default:"5s" group:"stripe" help:"Longest wait between an event's resends (default ${default}; Stripe retries for days)."`
+	StripeEventsRollAfter        int           `name:"stripe-events-roll-after" placeholder:"N" group:"stripe" help:"Roll the signing secret every N events: the next of STRIPE_WEBHOOK_SECRET's signs from then on (0: never)."`
+	StripeEventsRollOverlap      int           `name:"stripe-events-roll-overlap" default:"3" placeholder:"N" group:"stripe" help:"After a roll, sign N events with both the old and the new secret, as Stripe does while the old one expires (default ${default})."`
+	StripeEventsDelay            time.Duration `name:"stripe-events-delay" group:"stripe" help:"How long after its change an event is due."`
+	StripeEventsJitter           time.Duration `name:"stripe-events-jitter" group:"stripe" help:"Up to this much more delay, drawn per event."`
+	StripeEventsDuplicateShare   float64       `name:"stripe-events-duplicate-share" placeholder:"0-1" group:"stripe" help:"Share of Stripe events delivered twice."`
+	StripeEventsReorderShare     float64       `name:"stripe-events-reorder-share" placeholder:"0-1" group:"stripe" help:"Share of Stripe events held back --stripe-events-reorder-delay more, so later ones overtake them."`
+	StripeEventsReorderDelay     time.Duration `name:"stripe-events-reorder-delay" group:"stripe" help:"How long a reordered event is held back (0: 100ms)."`
+	StripeEventsForgedShare      float64       `name:"stripe-events-forged-share" placeholder:"0-1" group:"stripe" help:"Share of Stripe events followed by a forged delivery, posted once: a wrong signature or a tampered body, which the receiver must refuse (counted in the stats' events.forged and, if answered 2xx, events.forged_accepted)."`
 	KeyTTL                       time.Duration `name:"key-ttl" group:"limits" help:"Forget Stripe idempotency keys this long after their first use (Stripe: 24h); 0 keeps them until POST /_sim/forget-keys. PayPal-Request-Ids are kept 45 days."`
 	RateLimits                   string        `name:"rate-limits" enum:"off,test,live" default:"off" placeholder:"off|test|live" group:"limits" help:"Stripe's documented rate limits as token buckets (default off): for the account 25 requests/s (test, what test keys get) or 100/s (live), and 25/s for each endpoint (method and route: POST /v1/refunds and GET /v1/refunds apart). A request over a bucket gets 429 rate_limit with Stripe-Rate-Limited-Reason global-rate or endpoint-rate, never saved under its key. Bursts: one second's worth."`
 	GlobalRate                   float64       `name:"global-rate" placeholder:"R" group:"limits" help:"With --rate-limits: the account's requests/s instead of the mode's 25 or 100."`
@@ -76,6 +92,9 @@ func StripeSim(env Env) int {
 	cfg, err := c.config()
 	if err == nil {
 		err = adyenKeys(&cfg.Adyen, env.Getenv)
+	}
+	if err == nil {
+		err = stripeEventSecrets(&cfg.Events, env.Getenv)
 	}
 	if err != nil {
 		return usage(env.Stderr, name, err)
@@ -101,6 +120,9 @@ func StripeSim(env Env) int {
 	warnf(env.Stderr, name, "listening on %s", s.URL())
 	if u := cfg.Adyen.NotifyURL; u != "" {
 		warnf(env.Stderr, name, "adyen notifications to %s", u)
+	}
+	if u := cfg.Events.URL; u != "" {
+		warnf(env.Stderr, name, "stripe events to %s", u)
 	}
 	if l := cfg.Faults.RateLimits; l.Enabled() {
 		warnf(env.Stderr, name, "rate limits: %s", l)
@@ -153,6 +175,9 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 		return stripesim.Config{}, err
 	}
 	if cfg.Adyen, err = c.adyen(); err != nil {
+		return stripesim.Config{}, err
+	}
+	if cfg.Events, err = c.stripeEvents(); err != nil {
 		return stripesim.Config{}, err
 	}
 	cfg.Charges, err = withFile(stripesim.GenerateCharges(c.Charges, c.Seed), c.ChargesFile, stripesim.ReadCharges,
@@ -245,6 +270,46 @@ func adyenKeys(cfg *adyensim.Config, getenv func(string) string) error {
 		cfg.HMACKey = keys[0] // the first signs; a rotation's others verify
 	}
 	return err
+}
+
+// stripeEvents is the configuration of Stripe's events (secrets:
+// stripeEventSecrets).
+func (c *stripeSimCmd) stripeEvents() (stripesim.EventsConfig, error) {
+	switch {
+	case c.StripeEventsBackoff < 0 || c.StripeEventsMaxBackoff < 0:
+		return stripesim.EventsConfig{}, fmt.Errorf("--stripe-events-backoff %v, --stripe-events-max-backoff %v: want durations of zero (the default) or more", c.StripeEventsBackoff, c.StripeEventsMaxBackoff)
+	case c.StripeEventsRollAfter < 0 || c.StripeEventsRollOverlap < 0:
+		return stripesim.EventsConfig{}, fmt.Errorf("--stripe-events-roll-after %d, --stripe-events-roll-overlap %d: want zero or more", c.StripeEventsRollAfter, c.StripeEventsRollOverlap)
+	}
+	if c.StripeEventsURL != "" {
+		if err := sim.CheckLoopbackURL("events url", "events", c.StripeEventsURL); err != nil {
+			return stripesim.EventsConfig{}, fmt.Errorf("--stripe-events-url: %v", err)
+		}
+	}
+	return stripesim.EventsConfig{URL: c.StripeEventsURL, RollAfter: c.StripeEventsRollAfter, RollOverlap: c.StripeEventsRollOverlap,
+		Backoff: c.StripeEventsBackoff, MaxBackoff: c.StripeEventsMaxBackoff}, nil
+}
+
+// stripeEventSecrets reads STRIPE_WEBHOOK_SECRET (needed with
+// --stripe-events-url; the receiver reads the same variable), a
+// comma-separated list of whsec_... secrets, from the environment only;
+// never printed.
+func stripeEventSecrets(cfg *stripesim.EventsConfig, getenv func(string) string) error {
+	raw := getenv("STRIPE_WEBHOOK_SECRET")
+	if cfg.URL == "" {
+		return nil
+	}
+	if strings.TrimSpace(raw) == "" {
+		return &usageError{"--stripe-events-url needs STRIPE_WEBHOOK_SECRET in the environment: the endpoint's signing secret (whsec_...), or several separated by commas while one is rolled"}
+	}
+	for _, sec := range strings.Split(raw, ",") {
+		sec = strings.TrimSpace(sec)
+		if rest, ok := strings.CutPrefix(sec, "whsec_"); !ok || rest == "" {
+			return &usageError{"STRIPE_WEBHOOK_SECRET: want whsec_... secrets separated by commas"}
+		}
+		cfg.Secrets = append(cfg.Secrets, sec)
+	}
+	return nil
 }
 
 // publishURL writes url to path: atomically to a file, or into a named pipe
