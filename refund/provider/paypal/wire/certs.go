@@ -1,0 +1,81 @@
+package wire
+
+// Throwaway signing certificates for the simulator and tests: a root, an
+// intermediate and an RSA leaf, so a receiver checks a chain as it would
+// PayPal's, never a lone self-signed certificate.
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"time"
+)
+
+// TestCertName is the leaf's name when none is given: PayPal's sandbox one.
+const TestCertName = "messageverificationcerts.sandbox.paypal.com"
+
+// Certs is a made chain. Serve ChainPEM at the cert URL, trust Roots, sign
+// with Key (Signer{Key: c.Key, ...}).
+type Certs struct {
+	Key      *rsa.PrivateKey   // the leaf's
+	Leaf     *x509.Certificate // named names[0] (CN and DNS names: all of names)
+	ChainPEM []byte            // the leaf, then the intermediate
+	RootPEM  []byte
+	Roots    *x509.CertPool // the root alone
+}
+
+// NewCerts makes a chain whose every certificate is valid from from until
+// until, its leaf named names (TestCertName when none).
+func NewCerts(from, until time.Time, names ...string) (*Certs, error) {
+	if len(names) == 0 {
+		names = []string{TestCertName}
+	}
+	// The CAs sign with P-256: fast to make; only the leaf must be RSA.
+	rootKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	midKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	leafKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	ca := func(serial int64, cn string) *x509.Certificate {
+		return &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+			NotBefore: from, NotAfter: until, IsCA: true, BasicConstraintsValid: true,
+			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	}
+	rootT, midT := ca(1, "refundkit test root"), ca(2, "refundkit test intermediate")
+	rootDER, err := x509.CreateCertificate(rand.Reader, rootT, rootT, &rootKey.PublicKey, rootKey)
+	if err != nil {
+		return nil, err
+	}
+	root, _ := x509.ParseCertificate(rootDER)
+	midDER, err := x509.CreateCertificate(rand.Reader, midT, root, &midKey.PublicKey, rootKey)
+	if err != nil {
+		return nil, err
+	}
+	mid, _ := x509.ParseCertificate(midDER)
+	leafT := &x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: from, NotAfter: until, KeyUsage: x509.KeyUsageDigitalSignature}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafT, mid, &leafKey.PublicKey, midKey)
+	if err != nil {
+		return nil, err
+	}
+	leaf, err := x509.ParseCertificate(leafDER)
+	if err != nil {
+		return nil, err
+	}
+	block := func(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}) }
+	roots := x509.NewCertPool()
+	roots.AddCert(root)
+	return &Certs{Key: leafKey, Leaf: leaf, ChainPEM: append(block(leafDER), block(midDER)...), RootPEM: block(rootDER), Roots: roots}, nil
+}
