@@ -345,7 +345,7 @@ func (c *auditCmd) inapplicable() error {
 	if !asked {
 		notesFor += ": add --provider adyen, and ADYEN_HMAC_KEY to the environment to verify them (audit --provider adyen --notifications FILE --plan PLAN JOURNAL)"
 	}
-	rules := append([]applies{{[]string{"exec-create"}, false, "refund: audit never creates a refund (with --provider exec it runs --exec-find)"}}, providerRules(pf.Provider, notesFor,
+	rules := append([]applies{{[]string{"exec-create"}, false, "refund: audit never creates a refund (with --provider exec it runs --exec-find)"}}, providerRules(pf.Provider, notesFor, pf.Provider == providerAdyen,
 		applies{[]string{"live"}, asked && pf.Provider != providerExec, "--provider stripe, paypal or adyen: without one audit reads no account"})...)
 	rules = append(rules,
 		applies{[]string{"concurrency", "rate"}, asked, "--provider: without one audit asks no API"},

@@ -60,7 +60,7 @@ type paypalFlags struct {
 }
 
 type adyenFlags struct {
-	Notifications string `placeholder:"FILE|URL" group:"provider" predictor:"file" help:"--provider adyen: the notifications adyen-webhook keeps (its --out: a file, or a PostgreSQL URL; default with a PostgreSQL checkpoint: its database), verified with ADYEN_HMAC_KEY. They settle pending refunds and tell of refunds whose answer was lost; without them every Adyen refund stays pending."`
+	Notifications string `placeholder:"FILE|URL" group:"provider" predictor:"file" help:"The provider's own events, as the receiver keeps them. --provider adyen: the notifications webhook --adyen (or adyen-webhook --out) keeps (a file, or a PostgreSQL URL; default with a PostgreSQL checkpoint: its database), verified with ADYEN_HMAC_KEY; without them every Adyen refund stays pending. --provider stripe: the events webhook --stripe keeps (a file), verified with STRIPE_WEBHOOK_SECRET: a pending refund they tell the end of is settled with no request to Stripe."`
 }
 
 // execFlags are --provider exec's. Its commands (/bin/sh -c) inherit
@@ -121,7 +121,41 @@ func (f *providerFlags) stripe(env Env, conns int) (refund.Provider, error) {
 			return nil, err
 		}
 	}
-	return stripe.New(f.APIBase, key, conns), nil
+	c := stripe.New(f.APIBase, key, conns)
+	if f.Notifications == "" {
+		return c, nil
+	}
+	secrets, err := stripeSecrets(env.Getenv, "--notifications with --provider stripe needs STRIPE_WEBHOOK_SECRET: the endpoint's signing secret (whsec_...) each kept event is verified under again, or several separated by commas while one is rolled")
+	if err != nil {
+		return nil, err
+	}
+	evs, err := stripe.OpenEvents(f.Notifications, secrets, false)
+	if err != nil {
+		return nil, &usageError{fmt.Sprintf("--notifications: %v", err)}
+	}
+	return &stripe.Telling{Client: c, Events: evs, Live: stripeLive(key)}, nil
+}
+
+// stripeSecrets are STRIPE_WEBHOOK_SECRET's signing secrets (whsec_...,
+// comma-separated while one is rolled); unset, none, or the error missing
+// says when it names one. Never printed.
+func stripeSecrets(getenv func(string) string, missing string) ([]string, error) {
+	raw := getenv("STRIPE_WEBHOOK_SECRET")
+	switch {
+	case strings.TrimSpace(raw) == "" && missing == "":
+		return nil, nil
+	case strings.TrimSpace(raw) == "":
+		return nil, &usageError{missing}
+	}
+	var secrets []string
+	for _, sec := range strings.Split(raw, ",") {
+		sec = strings.TrimSpace(sec)
+		if rest, ok := strings.CutPrefix(sec, "whsec_"); !ok || rest == "" {
+			return nil, &usageError{"STRIPE_WEBHOOK_SECRET: want whsec_... secrets separated by commas"}
+		}
+		secrets = append(secrets, sec)
+	}
+	return secrets, nil
 }
 
 func stripeLive(key string) bool {
@@ -276,12 +310,12 @@ func isLoopback(host string) bool {
 }
 
 // providerRules are the provider flags' rules; live is --live's.
-func providerRules(p, notesFor string, live applies) []applies {
+func providerRules(p, notesFor string, notes bool, live applies) []applies {
 	return []applies{
 		{[]string{"exec-find", "exec-timeout", "exec-key-ttl"}, p == providerExec, "--provider exec"},
 		{[]string{"api-base"}, p == providerStripe, "--provider stripe"},
 		{[]string{"paypal-api-base"}, p == providerPayPal, "--provider paypal"},
-		{[]string{"notifications"}, p == providerAdyen, notesFor},
+		{[]string{"notifications"}, notes, notesFor},
 		live,
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
-	"strings"
 	"syscall"
 	"time"
 
@@ -290,26 +289,15 @@ func (c *stripeSimCmd) stripeEvents() (stripesim.EventsConfig, error) {
 		Backoff: c.StripeEventsBackoff, MaxBackoff: c.StripeEventsMaxBackoff}, nil
 }
 
-// stripeEventSecrets reads STRIPE_WEBHOOK_SECRET (needed with
-// --stripe-events-url; the receiver reads the same variable), a
-// comma-separated list of whsec_... secrets, from the environment only;
-// never printed.
+// stripeEventSecrets reads STRIPE_WEBHOOK_SECRET, needed with
+// --stripe-events-url (the receiver reads the same variable).
 func stripeEventSecrets(cfg *stripesim.EventsConfig, getenv func(string) string) error {
-	raw := getenv("STRIPE_WEBHOOK_SECRET")
 	if cfg.URL == "" {
 		return nil
 	}
-	if strings.TrimSpace(raw) == "" {
-		return &usageError{"--stripe-events-url needs STRIPE_WEBHOOK_SECRET in the environment: the endpoint's signing secret (whsec_...), or several separated by commas while one is rolled"}
-	}
-	for _, sec := range strings.Split(raw, ",") {
-		sec = strings.TrimSpace(sec)
-		if rest, ok := strings.CutPrefix(sec, "whsec_"); !ok || rest == "" {
-			return &usageError{"STRIPE_WEBHOOK_SECRET: want whsec_... secrets separated by commas"}
-		}
-		cfg.Secrets = append(cfg.Secrets, sec)
-	}
-	return nil
+	secrets, err := stripeSecrets(getenv, "--stripe-events-url needs STRIPE_WEBHOOK_SECRET in the environment: the endpoint's signing secret (whsec_...), or several separated by commas while one is rolled")
+	cfg.Secrets = secrets
+	return err
 }
 
 // publishURL writes url to path: atomically to a file, or into a named pipe

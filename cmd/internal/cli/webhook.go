@@ -55,25 +55,88 @@ func AdyenWebhook(env Env) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	refunds, err := openNotes(ctx, stderr, name, c.Out, cfg.Keys, false)
-	if err != nil {
-		return failf(stderr, name, exitCodeFor(unwritable(err)), "--out: %v", err)
+	a, code, ok := openAdyen(ctx, stderr, name, cfg, c.Out, c.Others, "--out", "--others")
+	if !ok {
+		return code
 	}
-	defer refunds.Close()
-	others, err := openNotes(ctx, stderr, name, c.Others, cfg.Keys, true)
-	if err != nil {
-		return failf(stderr, name, exitCodeFor(unwritable(err)), "--others: %v", err)
+	defer a.close(stderr, name)
+	code, served := serveWebhook(ctx, stderr, name, c.Listen, c.AddrFile, a.h, func(url string) {
+		warnf(stderr, name, "listening on %s%s, keeping refund notifications in %s and others in %s", url, cfg.Path, redactStore(c.Out), redactStore(c.Others))
+	})
+	if !served {
+		return code
 	}
-	defer others.Close()
-	cfg.Refunds, cfg.Others = refunds, others
+	code = max(code, a.close(stderr, name))
+	st := a.h.Stats()
+	warnf(stderr, name, "stopped: %s", adyenStopped(st))
+	if err := json.NewEncoder(env.Stdout).Encode(st); err != nil {
+		return failf(stderr, name, ExitFailed, "write the counters: %v", err)
+	}
+	return code
+}
+
+// adyenPart is Adyen's part of a receiver: its handler over its stores.
+type adyenPart struct {
+	h      *webhook.Handler
+	stores []notes.Store
+	closed bool
+}
+
+// openAdyen opens the stores out and others (named in messages by their
+// flags) and the handler over them; code is the exit code when !ok.
+func openAdyen(ctx context.Context, stderr io.Writer, name string, cfg webhook.Config, out, others, outFlag, othersFlag string) (a *adyenPart, code int, ok bool) {
+	refunds, err := openNotes(ctx, stderr, name, out, cfg.Keys, false)
+	if err != nil {
+		return nil, failf(stderr, name, exitCodeFor(unwritable(err)), "%s: %v", outFlag, err), false
+	}
+	rest, err := openNotes(ctx, stderr, name, others, cfg.Keys, true)
+	if err != nil {
+		refunds.Close()
+		return nil, failf(stderr, name, exitCodeFor(unwritable(err)), "%s: %v", othersFlag, err), false
+	}
+	a = &adyenPart{stores: []notes.Store{refunds, rest}}
+	cfg.Refunds, cfg.Others = refunds, rest
 	cfg.Logf = func(format string, args ...any) { warnf(stderr, name, format, args...) }
-	h, err := webhook.New(cfg)
-	if err != nil {
-		return usage(stderr, name, err)
+	if a.h, err = webhook.New(cfg); err != nil {
+		a.close(io.Discard, name)
+		return nil, usage(stderr, name, err), false
 	}
-	ln, err := net.Listen("tcp", c.Listen)
+	return a, ExitOK, true
+}
+
+// close closes the stores once: ExitJournal if one fails to.
+func (a *adyenPart) close(stderr io.Writer, name string) int {
+	if a.closed {
+		return ExitOK
+	}
+	a.closed = true
+	code := ExitOK
+	for _, s := range a.stores {
+		if err := s.Close(); err != nil {
+			warnf(stderr, name, "%v", err)
+			code = ExitJournal
+		}
+	}
+	return code
+}
+
+// adyenStopped is what the Adyen receiver did, for its last message.
+func adyenStopped(st webhook.Stats) string {
+	rejected := int64(0)
+	for _, n := range st.Rejected {
+		rejected += n
+	}
+	return fmt.Sprintf("%d requests accepted, %d refund notifications kept, %d duplicates, %d others kept, %d requests refused, %d store errors",
+		st.Accepted, st.Added, st.Duplicates, st.Others, rejected, st.StoreErrors)
+}
+
+// serveWebhook serves h on listen until ctx ends (a signal), publishing
+// its URL to addrFile; listening says where it listens. Requests under
+// way finish first. served is false when it never listened.
+func serveWebhook(ctx context.Context, stderr io.Writer, name, listen, addrFile string, h http.Handler, listening func(url string)) (code int, served bool) {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return fail(stderr, name, withCode(ExitFailed, err))
+		return fail(stderr, name, withCode(ExitFailed, err)), false
 	}
 	srv := &http.Server{
 		Handler:           h,
@@ -83,48 +146,31 @@ func AdyenWebhook(env Env) int {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          log.New(stderr, name+": ", 0),
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
 	url := "http://" + ln.Addr().String()
-	if c.AddrFile != "" {
-		if err := publishURL(ctx, c.AddrFile, url); err != nil {
+	if addrFile != "" {
+		if err := publishURL(ctx, addrFile, url); err != nil {
 			warnf(stderr, name, "--addr-file: %v", err)
 			srv.Close()
-			return ExitFailed
+			return ExitFailed, false
 		}
 	}
-	warnf(stderr, name, "listening on %s%s, keeping refund notifications in %s and others in %s", url, cfg.Path, redactStore(c.Out), redactStore(c.Others))
-
-	code := ExitOK
+	listening(url)
+	code = ExitOK
 	select {
 	case <-ctx.Done():
-	case err := <-served:
+	case err := <-done:
 		warnf(stderr, name, "serve: %v", err)
 		code = ExitFailed
 	}
-	// Requests under way finish; after 10s they are cut, and Adyen retries.
+	// Requests under way finish; after 10s they are cut, and the provider retries.
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		srv.Close()
 	}
-	for _, s := range []notes.Store{refunds, others} {
-		if err := s.Close(); err != nil {
-			warnf(stderr, name, "%v", err)
-			code = ExitJournal
-		}
-	}
-	st := h.Stats()
-	rejected := int64(0)
-	for _, n := range st.Rejected {
-		rejected += n
-	}
-	warnf(stderr, name, "stopped: %d requests accepted, %d refund notifications kept, %d duplicates, %d others kept, %d requests refused, %d store errors",
-		st.Accepted, st.Added, st.Duplicates, st.Others, rejected, st.StoreErrors)
-	if err := json.NewEncoder(env.Stdout).Encode(st); err != nil {
-		return failf(stderr, name, ExitFailed, "write the counters: %v", err)
-	}
-	return code
+	return code, true
 }
 
 // config is the handler's configuration (stores aside); the key never printed.

@@ -125,3 +125,6 @@ func (t *Telling) Told(ctx context.Context, id string) (refund.Refund, bool, err
 }
 
 var _ refund.Teller = (*Telling)(nil)
+
+// Close closes the events file (the Client holds nothing to close).
+func (t *Telling) Close() error { return t.Events.Close() }
