@@ -84,7 +84,7 @@ clean:
 PREFIX ?= /usr/local
 DESTDIR ?=
 BUILDDIR ?= bin
-COMMANDS := plan refund audit journal-merge adyen-webhook stripe-sim
+COMMANDS := plan refund audit journal-merge webhook adyen-webhook stripe-sim
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 
 .PHONY: man install

@@ -77,23 +77,24 @@ type engine struct {
 	summary Summary
 	outMu   sync.Mutex // serialises OnResult and summary
 
-	haltOnce      sync.Once
-	haltErr       atomic.Pointer[HaltError]
-	stopRun       context.CancelFunc
-	unanswered    atomic.Int64
-	creates       atomic.Int64
-	paymentReads  atomic.Int64
-	refundLists   atomic.Int64
-	refundReads   atomic.Int64
-	refundsTold   atomic.Int64 // settled from the provider's events (Teller): no request
-	retries       atomic.Int64
-	limited       atomic.Int64
-	reconciled    atomic.Int64
-	newKeys       atomic.Int64
-	indeterminate atomic.Int64 // items an indeterminate answer left in doubt
-	otherShards   int          // the plan's items of other shards, counted by the feed alone
-	targets       targetLocks
-	plan          *planIndex
+	haltOnce            sync.Once
+	haltErr             atomic.Pointer[HaltError]
+	stopRun             context.CancelFunc
+	unanswered          atomic.Int64
+	creates             atomic.Int64
+	paymentReads        atomic.Int64
+	refundLists         atomic.Int64
+	refundReads         atomic.Int64
+	refundsTold         atomic.Int64 // settled from the provider's events (Teller): no request
+	eventsContradicting atomic.Int64 // told refunds not the item's (Teller): asked instead
+	retries             atomic.Int64
+	limited             atomic.Int64
+	reconciled          atomic.Int64
+	newKeys             atomic.Int64
+	indeterminate       atomic.Int64 // items an indeterminate answer left in doubt
+	otherShards         int          // the plan's items of other shards, counted by the feed alone
+	targets             targetLocks
+	plan                *planIndex
 	// credits are the refunds this run credited (hashed id -> the item in
 	// plan): with the checkpoint's Holder, one item each.
 	creditMu sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -247,8 +248,18 @@ func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, 
 			return Refund{}, inDoubt(it, 0, CodeLookupFailed, fmt.Sprintf("could not read what %s's events told of refund %s: %v", e.name, id, err)), false, err
 		}
 		if o := journal.OutcomeOf(told.Status); ok && (o == journal.OutcomeDone || o == journal.OutcomeDead) {
-			e.refundsTold.Add(1)
-			return told, Result{}, true, nil
+			bad := contradicts(it, st, &told)
+			if bad == nil && told.ID != id {
+				bad = fmt.Errorf("asked for refund %s, the events told of %s", id, told.ID)
+			}
+			if bad == nil {
+				e.refundsTold.Add(1)
+				return told, Result{}, true, nil
+			}
+			// Signed, yet not the item's: it settles nothing, and the
+			// provider is asked as if no event had come.
+			e.eventsContradicting.Add(1)
+			e.logItem(slog.LevelWarn, "the provider's events contradict the journal: they settle nothing, the provider is asked", it, st.Attempt, "refund", id, "error", bad.Error())
 		}
 	}
 	res, ok = e.read(ctx, it, st.Attempt, false, EndpointGet, "read refund "+id, func(ctx context.Context) error {

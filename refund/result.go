@@ -91,6 +91,7 @@ type Summary struct {
 	// payment's refunds (the look-ups), reads of one refund.
 	CreateCalls, PaymentReads, RefundLists, RefundReads int64
 	RefundsTold                                         int64  // refunds read from the provider's events instead (Teller)
+	EventsContradicting                                 int64  // told refunds that contradict the journal: asked instead
 	Lookup                                              string // names one of RefundLists when not a refund list (Facts.LookupName)
 	ListRequests                                        int64  // what RefundLists sent, when one is more than one request; else 0
 	RateLimited                                         int64  // 429 answers
@@ -258,6 +259,9 @@ func (s *Summary) String() string {
 	if s.RefundsTold > 0 {
 		fmt.Fprintf(&b, "; %d %s settled by %s's events, with no request", s.RefundsTold, plural(int(s.RefundsTold), "refund"), s.Provider)
 	}
+	if s.EventsContradicting > 0 {
+		fmt.Fprintf(&b, "; %d %s whose events contradict the journal (they settled nothing; %s was asked)", s.EventsContradicting, plural(int(s.EventsContradicting), "refund"), s.Provider)
+	}
 	if s.ListRequests > 0 {
 		fmt.Fprintf(&b, "; a refund list is %d requests at %s: %d refund list requests", s.ListRequests/max(s.RefundLists, 1), s.Provider, s.ListRequests)
 	}
@@ -294,6 +298,9 @@ func (s *Summary) LogAttrs() []any {
 	}
 	if s.RefundsTold > 0 {
 		attrs = append(attrs, "refunds_told_by_events", s.RefundsTold)
+	}
+	if s.EventsContradicting > 0 {
+		attrs = append(attrs, "events_contradicting", s.EventsContradicting)
 	}
 	if s.OtherShards > 0 {
 		attrs = append(attrs, "other_shards", s.OtherShards)

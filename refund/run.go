@@ -120,6 +120,7 @@ func Run(ctx context.Context, cfg Config, in io.Reader, name string) (Summary, e
 	s := &e.summary
 	s.CreateCalls, s.PaymentReads, s.RefundLists, s.RefundReads = e.creates.Load(), e.paymentReads.Load(), e.refundLists.Load(), e.refundReads.Load()
 	s.RefundsTold = e.refundsTold.Load()
+	s.EventsContradicting = e.eventsContradicting.Load()
 	s.Retries = e.retries.Load()
 	if n := int64(facts.LookupRequests); n > 1 {
 		s.ListRequests = n * s.RefundLists

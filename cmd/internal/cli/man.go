@@ -19,13 +19,13 @@ import (
 
 // Commands are refundkit's binaries, in the order their man pages list them.
 func Commands() []string {
-	return []string{"plan", "refund", "audit", "journal-merge", "adyen-webhook", "stripe-sim"}
+	return []string{"plan", "refund", "audit", "journal-merge", "webhook", "adyen-webhook", "stripe-sim"}
 }
 
 // commandRun is a function, not a variable: no initialization cycle.
 func commandRun(name string) func(Env) int {
 	return map[string]func(Env) int{"plan": Plan, "refund": Refund, "audit": Audit,
-		"journal-merge": JournalMerge, "adyen-webhook": AdyenWebhook, "stripe-sim": StripeSim}[name]
+		"journal-merge": JournalMerge, "webhook": Webhook, "adyen-webhook": AdyenWebhook, "stripe-sim": StripeSim}[name]
 }
 
 // commandDoc is what man and --help tell beyond the grammar.

@@ -20,6 +20,7 @@ func TestDocsSynopsisListsEveryFlag(t *testing.T) {
 		{"refund", "refund.md", &refundCmd{}},
 		{"audit", "audit.md", &auditCmd{}},
 		{"journal-merge", "journal-merge.md", &mergeArgs{}},
+		{"webhook", "webhook.md", &webhookCmd{}},
 		{"adyen-webhook", "adyen-webhook.md", &adyenWebhookCmd{}},
 		{"stripe-sim", "stripe-sim.md", &stripeSimCmd{}},
 	} {

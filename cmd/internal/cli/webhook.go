@@ -62,6 +62,7 @@ func AdyenWebhook(env Env) int {
 	defer a.close(stderr, name)
 	code, served := serveWebhook(ctx, stderr, name, c.Listen, c.AddrFile, a.h, func(url string) {
 		warnf(stderr, name, "listening on %s%s, keeping refund notifications in %s and others in %s", url, cfg.Path, redactStore(c.Out), redactStore(c.Others))
+		warnf(stderr, name, "note: webhook --adyen FILE receives Adyen's notifications as this does, beside Stripe's events (--stripe); adyen-webhook stays for this release and then goes")
 	})
 	if !served {
 		return code

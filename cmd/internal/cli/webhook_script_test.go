@@ -20,6 +20,7 @@ import (
 
 func init() {
 	scriptCommands["adyen-webhook"] = runAs(AdyenWebhook)
+	scriptCommands["webhook"] = runAs(Webhook)
 	scriptCommands["adyen-notify"] = runAs(adyenNotify)
 }
 
