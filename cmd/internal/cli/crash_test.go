@@ -35,15 +35,24 @@ type crashRig struct {
 	// lease is a shared checkpoint's workers' --lease (0: the rig's own
 	// short one, natsLease or pgLease).
 	lease time.Duration
+	env   []string // more of refund's environment (KEY=VALUE)
 }
 
 func newCrashRig(t *testing.T, items int, faults stripesim.Faults) *crashRig {
+	t.Helper()
+	return newCrashRigWith(t, items, stripesim.Config{Faults: faults})
+}
+
+// newCrashRigWith is newCrashRig over a simulator configured as cfg (its
+// charges and seed the rig's).
+func newCrashRigWith(t *testing.T, items int, cfg stripesim.Config) *crashRig {
 	t.Helper()
 	bin, err := exec.LookPath("refund")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, err := crashrig.StartSim(stripesim.Config{Charges: stripesim.GenerateCharges(items, 3), Faults: faults, Seed: 3})
+	cfg.Charges, cfg.Seed = stripesim.GenerateCharges(items, 3), 3
+	sim, err := crashrig.StartSim(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +78,7 @@ func (r *crashRig) start(journalPath string, args ...string) (*crashrig.Proc, *b
 	p, err := crashrig.Start(crashrig.Cmd{
 		Bin:  r.bin,
 		Args: append([]string{"--journal", journalPath, "--rate", "0", r.plan}, args...),
-		Env:  crashrig.Env(scriptKey, r.sim.URL()),
+		Env:  crashrig.Env(scriptKey, r.sim.URL(), r.env...),
 	})
 	if err != nil {
 		r.t.Fatal(err)
