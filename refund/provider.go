@@ -50,6 +50,13 @@ type Teller interface {
 	Told(ctx context.Context, id string) (r Refund, told bool, err error)
 }
 
+// AllTeller is a Provider whose kept events can be read whole: every
+// refund they tell of, as Told would give each (audit checks them against
+// the journals).
+type AllTeller interface {
+	AllTold(ctx context.Context) ([]Refund, error)
+}
+
 // PaymentInfo is a payment as the provider holds it.
 type PaymentInfo struct {
 	Amount   int64    // what was captured, in minor units: what refunds can add up to

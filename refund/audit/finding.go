@@ -29,11 +29,12 @@ const (
 	KindUnowned          = "unowned"           // refunds of the batch on a planned payment for items the plan puts elsewhere
 	KindAmountMismatch   = "amount_mismatch"   // credited with another amount, or a full refund not whole
 	KindCurrencyMismatch = "currency_mismatch" // credited with a refund in another currency
+	KindEventsContradict = "events_contradict" // the provider's signed events tell of an item's refund otherwise than the journals
 )
 
 // Kinds lists every kind of finding in the order summaries show them.
 var Kinds = []string{KindDuplicate, KindSharedRefund, KindOtherBatch, KindUnowned, KindInDoubt, KindConflict,
-	KindAmountMismatch, KindCurrencyMismatch, KindFailed, KindPending, KindTornTail,
+	KindAmountMismatch, KindCurrencyMismatch, KindEventsContradict, KindFailed, KindPending, KindTornTail,
 	KindMissing, KindNotInPlan, KindStripeOnly, KindJournalOnly, KindUnchecked}
 
 // Actions on a refund listed in a finding: what audit did or can do.

@@ -91,6 +91,7 @@ type stripeAudit struct {
 	key        string
 	workers    int                                   // lists in flight (default 3)
 	provider   func(refund.Provider) refund.Provider // wraps the simulator's provider
+	told       []refund.Refund                       // what the provider's kept events tell (Options.Told)
 }
 
 // auditStripe audits the journal at o.journal against the simulator, as
@@ -104,7 +105,7 @@ func auditStripe(t *testing.T, s *sim, o stripeAudit) ([]*audit.Finding, *audit.
 		}
 	}
 	opts := audit.Options{AllRefunds: o.allRefunds, CancelExtras: o.cancel, Workers: cmp.Or(o.workers, 3),
-		Retry: refund.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond}}
+		Retry: refund.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond}, Told: o.told}
 	if o.backfill || o.cancel {
 		w, _, _, err := journal.Open(o.journal, journal.Options{})
 		if err != nil {

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/refundkit/refundkit/refund"
 )
@@ -20,7 +21,10 @@ func (r *run) toldPass() {
 		if _, audited := batches.Lookup(batch); !audited {
 			continue
 		}
-		if _, known := r.st.idx.Find(batch, item); known {
+		if i, known := r.st.idx.Find(batch, item); known {
+			if f := r.toldOtherwise(i, x); f != nil {
+				r.out(f)
+			}
 			continue
 		}
 		f := &Finding{Finding: KindStripeOnly, Batch: batch, Item: item, PSPReference: x.PSPReference,
@@ -31,4 +35,48 @@ func (r *run) toldPass() {
 		f.Remedy = "a journal of this batch is missing from the audit, or the item was renamed: audit with every journal of the batch; if the item is still planned under another name, that item must not be refunded again"
 		r.out(f)
 	}
+}
+
+// toldOtherwise reports a refund x the provider's events tell of for
+// item i that contradicts what the journals bind to the item: credited to
+// it, yet of another amount, currency or payment; or live, yet not the
+// refund the journals credit it with (a second refund of the item, or one
+// of another item's relabelled). Nil when they agree or x tells too little.
+func (r *run) toldOtherwise(i uint32, x *refund.Refund) *Finding {
+	v := r.view(i)
+	credited := r.credited(i)
+	var mine *Refund
+	for k := range credited {
+		if credited[k].ID == x.ID {
+			mine = &credited[k]
+		}
+	}
+	var why string
+	switch {
+	case mine == nil && len(credited) > 0:
+		why = fmt.Sprintf("the journals credit the item with %s, not %s", credited[0].ID, x.ID)
+	case mine == nil:
+		return nil // not refunded in the journals: the passes before say what is owed
+	case x.Amount != 0 && mine.Amount != 0 && x.Amount != mine.Amount:
+		why = fmt.Sprintf("they tell it is of %d, the journals credit %d", x.Amount, mine.Amount)
+	case x.Currency != "" && mine.Currency != "" && !strings.EqualFold(x.Currency, mine.Currency):
+		why = fmt.Sprintf("they tell it is in %s, the journals credit %s", x.Currency, mine.Currency)
+	default:
+		// A refund names its charge and its payment intent both: only a
+		// field the item names too can differ.
+		for _, f := range [][2]string{{x.Charge, v.pay.Charge}, {x.PaymentIntent, v.pay.PaymentIntent}, {x.Capture, v.pay.Capture}, {x.PSPReference, v.pay.PSPReference}} {
+			if f[0] != "" && f[1] != "" && f[0] != f[1] {
+				why = fmt.Sprintf("they tell it is on %s, the item is on %s", f[0], f[1])
+			}
+		}
+		if why == "" {
+			return nil
+		}
+	}
+	f := v.finding(KindEventsContradict)
+	f.Refunds = []Refund{{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created}}
+	f.Amount, f.Currency = x.Amount, x.Currency
+	f.Message = fmt.Sprintf("%s's signed events tell of refund %s for this item, but %s", r.rep.Provider, x.ID, why)
+	f.Remedy = fmt.Sprintf("the item's refund is not known to be right: look refund %s up at %s (its payment, amount and metadata) and compare it with the journals before anything is refunded again", x.ID, r.rep.Provider)
+	return f
 }

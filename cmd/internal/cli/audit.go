@@ -186,10 +186,8 @@ func Audit(env Env) (exit int) {
 	if c.Backfill != "" {
 		opts.Backfill = w
 	}
-	if t, ok := client.(interface {
-		Told(context.Context) ([]refund.Refund, error)
-	}); ok {
-		if opts.Told, err = t.Told(ctx); err != nil {
+	if t, ok := client.(refund.AllTeller); ok {
+		if opts.Told, err = t.AllTold(ctx); err != nil {
 			return usage(env.Stderr, name, err)
 		}
 	}
@@ -341,11 +339,11 @@ func (c *auditCmd) inapplicable() error {
 	}
 	asked := pf.Provider != ""
 	pg := slices.ContainsFunc(c.Journals, postgres.IsURL)
-	notesFor := "--provider adyen"
+	notesFor := "--provider adyen or stripe"
 	if !asked {
-		notesFor += ": add --provider adyen, and ADYEN_HMAC_KEY to the environment to verify them (audit --provider adyen --notifications FILE --plan PLAN JOURNAL)"
+		notesFor += ": add --provider adyen (ADYEN_HMAC_KEY) or --provider stripe (STRIPE_WEBHOOK_SECRET), whose key verifies them (audit --provider adyen --notifications FILE --plan PLAN JOURNAL)"
 	}
-	rules := append([]applies{{[]string{"exec-create"}, false, "refund: audit never creates a refund (with --provider exec it runs --exec-find)"}}, providerRules(pf.Provider, notesFor, pf.Provider == providerAdyen,
+	rules := append([]applies{{[]string{"exec-create"}, false, "refund: audit never creates a refund (with --provider exec it runs --exec-find)"}}, providerRules(pf.Provider, notesFor, pf.Provider == providerAdyen || pf.Provider == providerStripe,
 		applies{[]string{"live"}, asked && pf.Provider != providerExec, "--provider stripe, paypal or adyen: without one audit reads no account"})...)
 	rules = append(rules,
 		applies{[]string{"concurrency", "rate"}, asked, "--provider: without one audit asks no API"},

@@ -153,8 +153,8 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	return Refunds(notes), nil
 }
 
-// Told returns every refund the notifications tell of, for audit.
-func (c *Client) Told(ctx context.Context) ([]refund.Refund, error) {
+// AllTold returns every refund the notifications tell of, for audit.
+func (c *Client) AllTold(ctx context.Context) ([]refund.Refund, error) {
 	if c.notes == nil {
 		return nil, nil
 	}

@@ -105,23 +105,29 @@ func ReadEvent(payload []byte) (Event, error) {
 // ReasonContradicts, for a person. ok is false when none names it.
 func Outcome(id string, events []Event) (r refund.Refund, ok bool) {
 	var latest int64
+	var latestID string
 	for _, e := range events {
 		if e.Refund == nil || e.Refund.ID != id {
 			continue
 		}
 		got := *e.Refund
 		if !ok {
-			r, latest, ok = got, e.Created, true
+			r, latest, latestID, ok = got, e.Created, e.ID, true
 			continue
 		}
 		if !sameRefund(&r, &got) {
 			r.Status, r.FailureReason = refund.RefundPending, ReasonContradicts
 			return r, true
 		}
-		if rank(got.Status) > rank(r.Status) || (rank(got.Status) == rank(r.Status) && e.Created > latest) {
+		// Equal rank: the later event's, the greater id breaking a tie
+		// of seconds, so that any order of arrival gives the same refund.
+		if rank(got.Status) > rank(r.Status) || rank(got.Status) == rank(r.Status) &&
+			(e.Created > latest || e.Created == latest && e.ID > latestID) {
 			r.Status, r.FailureReason = got.Status, got.FailureReason
 		}
-		latest = max(latest, e.Created)
+		if e.Created > latest || e.Created == latest && e.ID > latestID {
+			latest, latestID = e.Created, e.ID
+		}
 	}
 	return r, ok
 }

@@ -124,7 +124,38 @@ func (t *Telling) Told(ctx context.Context, id string) (refund.Refund, bool, err
 	return r, ok, nil
 }
 
-var _ refund.Teller = (*Telling)(nil)
+// AllTold is every refund the kept events of the key's mode tell of,
+// each as Told gives it (audit reads them against the journals).
+func (t *Telling) AllTold(ctx context.Context) ([]refund.Refund, error) {
+	kept, err := t.Events.All()
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string][]Event{}
+	var ids []string
+	for i := range kept {
+		e := kept[i].event
+		if e.Refund == nil || e.Livemode != t.Live {
+			continue
+		}
+		if _, seen := byID[e.Refund.ID]; !seen {
+			ids = append(ids, e.Refund.ID)
+		}
+		byID[e.Refund.ID] = append(byID[e.Refund.ID], e)
+	}
+	out := make([]refund.Refund, 0, len(ids))
+	for _, id := range ids {
+		if r, ok := Outcome(id, byID[id]); ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+var (
+	_ refund.Teller    = (*Telling)(nil)
+	_ refund.AllTeller = (*Telling)(nil)
+)
 
 // Close closes the events file (the Client holds nothing to close).
 func (t *Telling) Close() error { return t.Events.Close() }

@@ -1,0 +1,52 @@
+package audit_test
+
+import (
+	"maps"
+	"path/filepath"
+	"testing"
+
+	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/audit"
+)
+
+// The provider's signed events (Options.Told) are read against the
+// journals: an event that tells of an item's refund otherwise than the
+// journals bind it (amount, currency, payment, or another live refund
+// for the item) is a finding, even where Stripe's own list agrees with
+// the journals; events that agree are none.
+func TestToldRefundsThatContradictTheJournalAreFindings(t *testing.T) {
+	s := newSim(t, charges(6, nil))
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	res := refundRun(t, s, path, plan(6))
+	told := func(item string, edit func(*refund.Refund)) refund.Refund {
+		r := refund.Refund{ID: res[item].Refund, Charge: res[item].Charge, Amount: 500, Currency: "usd", Status: refund.RefundSucceeded,
+			Metadata: map[string]string{refund.MetaBatch: "b1", refund.MetaItem: item, refund.MetaAttempt: "1"}}
+		r.Metadata = maps.Clone(r.Metadata)
+		edit(&r)
+		return r
+	}
+	events := []refund.Refund{
+		told("i1", func(*refund.Refund) {}),                                                           // agrees
+		told("i2", func(r *refund.Refund) { r.Amount = 5000 }),                                        // another amount
+		told("i3", func(r *refund.Refund) { r.Currency = "eur" }),                                     // another currency
+		told("i4", func(r *refund.Refund) { r.Charge = "ch_a1" }),                                     // another payment
+		told("i5", func(r *refund.Refund) { r.ID = "re_not_journaled" }),                              // a second live refund of i5
+		told("i6", func(r *refund.Refund) { r.ID = "re_failed_one"; r.Status = refund.RefundFailed }), // moved no money
+		told("i1", func(r *refund.Refund) { r.ID = "re_x"; r.Metadata[refund.MetaItem] = "nobody" }),  // an item nobody knows
+	}
+	got, rep := mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, told: events})
+	wantFindings(t, "audit", got, "events_contradict i2", "events_contradict i3", "events_contradict i4", "events_contradict i5", "stripe_only nobody")
+	if rep.Clean() {
+		t.Error("the report is clean with contradicting events")
+	}
+	if f := find(got, audit.KindEventsContradict, "i2"); f == nil || f.Refunds[0].ID != res["i2"].Refund || f.Remedy == "" {
+		t.Errorf("i2's finding: %+v", f)
+	}
+	// The same events, agreeing: no finding.
+	var agree []refund.Refund
+	for _, item := range []string{"i1", "i2", "i3", "i4", "i5", "i6"} {
+		agree = append(agree, told(item, func(*refund.Refund) {}))
+	}
+	got, _ = mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, told: agree})
+	wantFindings(t, "agreeing events", got)
+}
