@@ -76,7 +76,7 @@ check() { # check WHAT GOT WANT
 	if [[ "$2" == "$3" ]]; then ok "$1: $2"; else fail "$1: got $2, want $3"; fi
 }
 
-for b in plan refund stripe-sim adyen-webhook; do
+for b in plan refund stripe-sim adyen-webhook webhook; do
 	[[ -x $BIN/$b ]] || { echo "demo: $BIN/$b is missing: run make build" >&2; exit 2; }
 done
 
@@ -253,10 +253,68 @@ else
 	note "bin/audit is not built in this checkout: skipped (the simulator's own records were checked above)"
 fi
 
-if grep -rqF "$SECRET" "$WORK"/*.out "$WORK"/*.err "$WORK"/*.log "$JOURNAL" || { [[ -n ${ADYEN_HMAC_KEY:-} ]] && grep -rqF "$ADYEN_HMAC_KEY" "$WORK"/*.out "$WORK"/*.err "$WORK"/*.log "$JOURNAL"; }; then
-	fail "the API secret appears in an output or the journal"
+if [[ $PROVIDER == stripe ]]; then
+	say "Refunds that Stripe answers pending, settled by its signed events: bin/webhook keeps them, and a rerun reads them instead of asking Stripe"
+	# A fake signing secret, as the API key above: the receiver, the
+	# simulator and refund read it from the environment; Stripe never sees it.
+	export STRIPE_WEBHOOK_SECRET=whsec_refundkit_demo_not_a_real_secret
+	mkfifo "$WORK/whs.url" "$WORK/psim.url"
+	exec 4<>"$WORK/whs.url"
+	$BIN/webhook --listen 127.0.0.1:0 --stripe "$WORK/events.jsonl" --addr-file "$WORK/whs.url" >"$WORK/whs.stats" 2>"$WORK/whs.log" &
+	whs_pid=$!
+	started+=($whs_pid)
+	read -r -t 20 WHS_URL <&4 || { cat "$WORK/whs.log" >&2; fail "the receiver did not start"; }
+	exec 4<&-
+	note "bin/webhook listens on $WHS_URL/stripe/events: it verifies each event's Stripe-Signature and keeps it, fsynced, before it answers 200"
+	# A simulator of its own (the one above answers every refund at once):
+	# each new refund pending for 200ms, then settled, and every change
+	# posted to the receiver as a signed event, retried until kept.
+	exec 3<>"$WORK/psim.url"
+	$BIN/stripe-sim --addr 127.0.0.1:0 --addr-file "$WORK/psim.url" --charges 3 --stripe-pending-share 1 --stripe-pending-for 200ms \
+		--stripe-events-url "$WHS_URL/stripe/events" >"$WORK/psim.stats" 2>"$WORK/psim.log" &
+	started+=($!)
+	read -r -t 20 PSIM_URL <&3 || { cat "$WORK/psim.log" >&2; fail "the second simulator did not start"; }
+	exec 3<&-
+	note "a second simulator on $PSIM_URL answers every new refund pending and posts Stripe's events to the receiver"
+	printf 'ch_sim%07d\n' 1 2 3 | $BIN/plan --batch "$BATCH-pending" >"$WORK/pending-plan.jsonl" 2>/dev/null
+	status=0
+	STRIPE_API_BASE=$PSIM_URL $BIN/refund --provider stripe --journal "$WORK/pending.jsonl" --rate 0 "$WORK/pending-plan.jsonl" >"$WORK/pending1.out" 2>"$WORK/pending1.err" || status=$?
+	note "$(grep 'items:' "$WORK/pending1.err")"
+	check "refund's exit status" "$status" 0
+	check "items Stripe answered pending (the journal keeps each refund's id)" "$(grep -c '"status":"pending"' "$WORK/pending1.out")" 3
+	note "POST /_sim/stripe/events/flush (as curl -sS -X POST would) returns once the simulator settled them and the receiver kept every event: no sleep"
+	check "pending refunds whose events were not delivered" "$(SIM_URL=$PSIM_URL sim_post /_sim/stripe/events/flush | json_int pending_untold)" 0
+	note "rerun the same plan and journal with --notifications events.jsonl:"
+	status=0
+	STRIPE_API_BASE=$PSIM_URL $BIN/refund --provider stripe --journal "$WORK/pending.jsonl" --notifications "$WORK/events.jsonl" --rate 0 "$WORK/pending-plan.jsonl" >"$WORK/pending2.out" 2>"$WORK/pending2.err" || status=$?
+	note "$(grep 'items:' "$WORK/pending2.err")"
+	check "refund's exit status" "$status" 0
+	check "items refunded" "$(grep -c '"status":"refunded"' "$WORK/pending2.out")" 3
+	check "refunds settled from the events" "$(grep -o "[0-9]* refunds settled by Stripe's events, with no request" "$WORK/pending2.err" | cut -d' ' -f1)" 3
+	pstats=$(SIM_URL=$PSIM_URL sim_get /_sim/stats)
+	note "GET /_sim/stats, Stripe's requests: $(grep -o '"[A-Z]* /v1/\(charges\|refunds\)[^"]*":[0-9]*' <<<"${pstats%%\"refunds_created\"*}" | paste -sd, -)"
+	note "and its events: $(grep -o '"events":{[^}]*}' <<<"$pstats")"
+	check "refunds the rerun looked up at Stripe (GET /v1/refunds/{id})" "$(json_int 'GET /v1/refunds/{id}' <<<"$pstats")" 0
+	if [[ -x $BIN/audit ]]; then
+		status=0
+		$BIN/audit --plan "$WORK/pending-plan.jsonl" "$WORK/pending.jsonl" >"$WORK/pending-audit.out" 2>"$WORK/pending-audit.err" || status=$?
+		sed 's/^/   /' "$WORK/pending-audit.err"
+		check "bin/audit --plan pending-plan.jsonl pending.jsonl exit status" "$status" 0
+	fi
+	kill -INT "$whs_pid"
+	status=0
+	wait "$whs_pid" || status=$?
+	check "bin/webhook's exit status after SIGINT" "$status" 0
+	note "its counters (stdout): $(cat "$WORK/whs.stats")"
+	note "$(grep 'stopped' "$WORK/whs.log")"
 fi
-ok "the API secret appears in no output and not in the journal"
+
+for s in "$SECRET" ${ADYEN_HMAC_KEY:+"$ADYEN_HMAC_KEY"} ${STRIPE_WEBHOOK_SECRET:+"$STRIPE_WEBHOOK_SECRET"}; do
+	if grep -rqF "$s" "$WORK"/*.out "$WORK"/*.err "$WORK"/*.log "$WORK"/*.stats "$WORK"/*.jsonl; then
+		fail "a secret appears in an output or a journal"
+	fi
+done
+ok "the secrets appear in no output and not in the journal"
 
 printf '\n%sdemo: clean: %d planned items, %d refunds at %s, none twice; the run killed at %d refunds resumed without repeating one%s\n' \
 	"$green" "$planned" "$created" "$NAME" "$done_before" "$plain"
