@@ -40,11 +40,11 @@ func mayImport(dir, dep string) bool {
 		return domain
 	case under(dir, "refund/provider"):
 		// Every provider may use the shared HTTP client (httpx) and the
-		// file of kept webhook deliveries (events); Adyen's notification
-		// store keeps them in the PostgreSQL checkpoint's database, through
-		// its connection.
+		// store of kept webhook deliveries (events), which keeps them in a
+		// file or in the PostgreSQL checkpoint's database, through its
+		// connection.
 		return domain || under(dep, own("refund/provider")) || dep == "refund/provider/httpx" || dep == "refund/provider/events" ||
-			under(dir, "refund/provider/adyen/notes") && dep == "refund/checkpoint/postgres"
+			dir == "refund/provider/events" && dep == "refund/checkpoint/postgres"
 	case dir == "refund/checkpoint":
 		return domain
 	case under(dir, "refund/checkpoint"):

@@ -1,0 +1,157 @@
+package events
+
+// Kept deliveries in a table of the PostgreSQL checkpoint's database, that
+// many receivers behind one balancer add to at once: the dedup key is the
+// primary key, and an insert meeting a row still being inserted waits for
+// its commit, so a retry is kept once and answered only once durable.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
+)
+
+// Table is a provider's table of kept deliveries (refund/checkpoint/
+// postgres's migrations make it): its name, the columns a delivery's
+// refund, payment and kind are looked up by, and what fills them.
+type Table[N any] struct {
+	Name                  string            // refundkit.stripe_events
+	What                  string            // the deliveries in messages: "stripe events"
+	App                   string            // application_name of the connections
+	Refund, Payment, Kind string            // column names
+	Key                   func(n *N) string // the primary key (dedup_key)
+	KindOf                func(n *N) string
+	Received              func(n *N) time.Time
+	Describe              func(n *N) string // names it in messages, never its signature
+}
+
+// PG is a store of deliveries in a Table, checked with a Codec as a File is.
+type PG[N any] struct {
+	pool   *pgxpool.Pool
+	codec  *Codec[N]
+	t      *Table[N]
+	url    string // redacted
+	secret string // the password, scrubbed from every error
+}
+
+// OpenPG opens t at url (as refund --journal takes it), migrating
+// refundkit's schema first.
+func OpenPG[N any](ctx context.Context, url string, c *Codec[N], t *Table[N]) (*PG[N], error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, &postgres.ConfigError{URL: postgres.Redact(url), Err: errors.New("does not parse")}
+	}
+	p := &PG[N]{codec: c, t: t, url: postgres.Redact(url), secret: cfg.ConnConfig.Password}
+	// Add answers only once the commit is durable: synchronous_commit = off
+	// could lose a row after the provider was told it was kept.
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	cfg.ConnConfig.RuntimeParams["application_name"] = t.App
+	cfg.MaxConns = 8
+	if err := postgres.Migrate(ctx, url); err != nil {
+		return nil, err
+	}
+	p.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, p.wrap("connect", err)
+	}
+	if err := p.pool.Ping(ctx); err != nil {
+		p.pool.Close()
+		return nil, p.wrap("connect", err)
+	}
+	return p, nil
+}
+
+func (p *PG[N]) wrap(op string, err error) error {
+	msg := err.Error()
+	if p.secret != "" && strings.Contains(msg, p.secret) {
+		err = errors.New(strings.ReplaceAll(msg, p.secret, "xxxxx"))
+	}
+	return fmt.Errorf("%s in %s (%s): %s: %w", p.t.What, p.t.Name, p.url, op, err)
+}
+
+// Add returns once its insert, or the row it met, is committed: added is
+// false for a delivery kept already. One that does not verify is refused
+// (*InvalidError).
+func (p *PG[N]) Add(ctx context.Context, n N) (bool, error) {
+	if why := p.codec.Check(&n); why != "" {
+		return false, &InvalidError{Noun: p.codec.Noun, Reason: why}
+	}
+	doc, err := json.Marshal(n)
+	if err != nil {
+		return false, &InvalidError{Noun: p.codec.Noun, Reason: err.Error()}
+	}
+	refund, payment := p.codec.Refs(&n)
+	t := p.t
+	tag, err := p.pool.Exec(ctx, `INSERT INTO `+t.Name+` (dedup_key, `+t.Refund+`, `+t.Payment+`, `+t.Kind+`, received_at, doc)
+		VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT (dedup_key) DO NOTHING`,
+		t.Key(&n), refund, payment, t.KindOf(&n), t.Received(&n), string(doc))
+	if err != nil {
+		return false, p.wrap("add", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ForRefund returns the deliveries of refund id, in the order received.
+func (p *PG[N]) ForRefund(ctx context.Context, id string) ([]N, error) {
+	return p.query(ctx, `WHERE `+p.t.Refund+` = $1`, id)
+}
+
+// ForPayment returns the deliveries that name payment id.
+func (p *PG[N]) ForPayment(ctx context.Context, id string) ([]N, error) {
+	return p.query(ctx, `WHERE `+p.t.Payment+` = $1`, id)
+}
+
+func (p *PG[N]) All(ctx context.Context) ([]N, error) { return p.query(ctx, ``) }
+
+// query verifies each row: its doc, and its columns against the doc (an
+// UPDATE that moved a row is refused like a forgery).
+func (p *PG[N]) query(ctx context.Context, where string, args ...any) ([]N, error) {
+	t := p.t
+	rows, err := p.pool.Query(ctx, `SELECT seq, dedup_key, `+t.Refund+`, `+t.Payment+`, `+t.Kind+`, doc::text FROM `+t.Name+` `+where+` ORDER BY seq`, args...)
+	if err != nil {
+		return nil, p.wrap("read", err)
+	}
+	defer rows.Close()
+	var out []N
+	for rows.Next() {
+		var (
+			seq                        int64
+			key, refund, payment, kind string
+			doc                        string
+		)
+		if err := rows.Scan(&seq, &key, &refund, &payment, &kind, &doc); err != nil {
+			return nil, p.wrap("read", err)
+		}
+		n, why := Decode([]byte(doc), p.codec)
+		if why == "" {
+			r, pay := p.codec.Refs(&n)
+			switch {
+			case key != t.Key(&n):
+				why = fmt.Sprintf("dedup_key %q is not the %s's %q", key, p.codec.Noun, t.Key(&n))
+			case refund != r, payment != pay, kind != t.KindOf(&n):
+				why = fmt.Sprintf("columns (%s %q, %s %q, %s %q) are not the %s's (%s)",
+					t.Refund, refund, t.Payment, payment, t.Kind, kind, p.codec.Noun, t.Describe(&n))
+			}
+		}
+		if why != "" {
+			return nil, &CorruptError{Where: t.Name, Line: seq, Reason: why}
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, p.wrap("read", err)
+	}
+	return out, nil
+}
+
+func (p *PG[N]) Close() error {
+	p.pool.Close()
+	return nil
+}
