@@ -68,6 +68,31 @@ func contradicts(it *Item, st journal.ItemState, r *Refund) error {
 	return nil
 }
 
+// toldDiffers reports how refund x, as the provider's events tell it,
+// fails to be refund id of the item as the plan and journal bind it.
+// Stricter than a read's check: a provider's own answer may say only a
+// status, an event must say the whole binding itself (payment, amount,
+// currency, batch, item and, for the journaled refund, attempt), or it
+// settles nothing.
+func toldDiffers(it *Item, st journal.ItemState, id string, x *Refund) error {
+	attempt := 0
+	if id == st.Refund {
+		attempt = st.Attempt
+	}
+	switch {
+	case x.ID != id:
+		return fmt.Errorf("asked for refund %s, the events told of %s", id, x.ID)
+	case x.Amount <= 0 || x.Currency == "":
+		return fmt.Errorf("the events tell of refund %s with no amount or currency", id)
+	case x.Charge == "" && x.PaymentIntent == "" && x.Capture == "" && x.PSPReference == "":
+		return fmt.Errorf("the events tell of refund %s on no payment", id)
+	}
+	if err := verify(it, x, attempt); err != nil {
+		return err
+	}
+	return contradicts(it, st, x)
+}
+
 // CheckBinding reports a plan item that says otherwise than the journal (or
 // checkpoint) about what its refund is: another payment, amount or
 // currency than its intent sent (the plan was edited after). It is the one

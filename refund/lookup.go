@@ -236,25 +236,22 @@ func (e *engine) read(ctx context.Context, it *Item, attempt int, unsent bool, e
 }
 
 // getRefund reads refund id of the item as the provider holds it now:
-// from its events when they tell an outcome (Teller), by Get, or, for a provider that reads refunds only by listing a payment's
+// from its events when they tell an outcome that binds (Teller: told), by
+// Get, or, for a provider that reads refunds only by listing a payment's
 // (exec with --exec-find), among the item's. last is the call's last
 // error, which says whether a failed read was answered for good.
-func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, id string) (r Refund, res Result, ok bool, last error) {
+func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, id string) (r Refund, res Result, ok bool, last error, told bool) {
 	if t, tells := e.cfg.Provider.(Teller); tells {
-		told, ok, err := t.Told(ctx, id)
+		x, ok, err := t.Told(ctx, id)
 		if err != nil {
 			// What was kept cannot be read (a line that no longer verifies):
 			// said, and nothing is taken from it nor asked past it.
-			return Refund{}, inDoubt(it, 0, CodeLookupFailed, fmt.Sprintf("could not read what %s's events told of refund %s: %v", e.name, id, err)), false, err
+			return Refund{}, inDoubt(it, 0, CodeLookupFailed, fmt.Sprintf("could not read what %s's events told of refund %s: %v", e.name, id, err)), false, err, false
 		}
-		if o := journal.OutcomeOf(told.Status); ok && (o == journal.OutcomeDone || o == journal.OutcomeDead) {
-			bad := contradicts(it, st, &told)
-			if bad == nil && told.ID != id {
-				bad = fmt.Errorf("asked for refund %s, the events told of %s", id, told.ID)
-			}
+		if o := journal.OutcomeOf(x.Status); ok && (o == journal.OutcomeDone || o == journal.OutcomeDead) {
+			bad := toldDiffers(it, st, id, &x)
 			if bad == nil {
-				e.refundsTold.Add(1)
-				return told, Result{}, true, nil
+				return x, Result{}, true, nil, true
 			}
 			// Signed, yet not the item's: it settles nothing, and the
 			// provider is asked as if no event had come.
@@ -281,9 +278,9 @@ func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, 
 	})
 	if ok && errors.Is(last, ErrNoLookup) {
 		// Adyen without its notifications: the refund stays as it is.
-		return Refund{}, Result{Code: CodeNoLookup, Message: fmt.Sprintf("%s cannot be asked how refund %s ended (with Adyen: its notifications tell, --notifications)", e.name, id)}, false, last
+		return Refund{}, Result{Code: CodeNoLookup, Message: fmt.Sprintf("%s cannot be asked how refund %s ended (with Adyen: its notifications tell, --notifications)", e.name, id)}, false, last, false
 	}
-	return r, res, ok, last
+	return r, res, ok, last, false
 }
 
 // findRefund returns refund id from the refunds of it's payment.
@@ -308,7 +305,7 @@ func (e *engine) findRefund(ctx context.Context, it *Item, id string) (Refund, e
 // holds standing and that is the item's as its plan says (verify), if one is.
 func (e *engine) liveExtra(ctx context.Context, it *Item, st journal.ItemState) (Refund, bool) {
 	for _, id := range st.ExtraIDs() {
-		if x, _, ok, _ := e.getRefund(ctx, it, st, id); ok && x.ID == id && Standing(&x) && verify(it, &x, 0) == nil {
+		if x, _, ok, _, _ := e.getRefund(ctx, it, st, id); ok && x.ID == id && Standing(&x) && verify(it, &x, 0) == nil {
 			return x, true
 		}
 	}

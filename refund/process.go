@@ -172,7 +172,7 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 	if st.Unsure() {
 		journaled = "in a status refundkit does not know"
 	}
-	r, res, ok, last := e.getRefund(ctx, it, st, st.Refund)
+	r, res, ok, last, told := e.getRefund(ctx, it, st, st.Refund)
 	switch {
 	case !ok && last != nil && Classify(last).Class == ClassFinal && !errors.Is(last, ErrNoLookup):
 		// The provider says for good it has no such refund (another
@@ -196,11 +196,11 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 	switch journal.OutcomeOf(r.Status) {
 	case journal.OutcomeDone:
 		e.logItem(slog.LevelDebug, "pending refund settled", it, st.Attempt, "refund", r.ID)
-		return e.settle(it, st.Attempt, &r, journal.SourceSettled)
+		return e.countTold(told, e.settle(it, st.Attempt, &r, journal.SourceSettled))
 	case journal.OutcomeDead:
 		if x, found := e.liveExtra(ctx, it, st); found {
 			// Another refund of the item's own stands: it is the item's now.
-			return e.recredit(it, st, &r, &x)
+			return e.countTold(told, e.recredit(it, st, &r, &x))
 		}
 		msg := fmt.Sprintf("%s refund %s ended %s at %s", journaled, r.ID, r.Status, e.name)
 		if st.Unsure() {
@@ -210,7 +210,7 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 			msg += " (" + r.FailureReason + ")"
 		}
 		msg += ": it does not stand (no money moved, or it came back) and nothing is sent again; if it is still owed, refund it under a new item id"
-		return e.failedWith(it, st.Attempt, r.ID, "refund_"+r.Status, msg)
+		return e.countTold(told, e.failedWith(it, st.Attempt, r.ID, "refund_"+r.Status, msg))
 	case journal.OutcomeMoving:
 		if st.Unsure() {
 			return e.settle(it, st.Attempt, &r, journal.SourceSettled) // known now: pending
@@ -221,6 +221,15 @@ func (e *engine) settlePending(ctx context.Context, it *Item, st journal.ItemSta
 		return e.unsettled(it, st, journal.CodeStatusUnknown, unknownStatus(e.name, &r))
 	}
 	return e.settle(it, st.Attempt, &r, journal.SourceSettled) // journaled: no longer pending, not done
+}
+
+// countTold counts res, an end journaled from the provider's events
+// (told), among the refunds they settled with no request.
+func (e *engine) countTold(told bool, res Result) Result {
+	if told && !e.halted() && (res.Status == StatusRefunded || res.Status == StatusFailed) {
+		e.refundsTold.Add(1)
+	}
+	return res
 }
 
 // recheckExtras answers an item the journal holds refunded more than once,
@@ -239,7 +248,7 @@ func (e *engine) recheckExtras(ctx context.Context, it *Item, st journal.ItemSta
 	for _, id := range extras {
 		r, found := listed[id]
 		if !found {
-			if x, _, ok, _ := e.getRefund(ctx, it, st, id); ok && x.ID == id {
+			if x, _, ok, _, _ := e.getRefund(ctx, it, st, id); ok && x.ID == id {
 				r, found = &x, true
 			}
 		}

@@ -82,6 +82,8 @@ func TestTellerSettlesPendingRefundsWithNoRequest(t *testing.T) {
 {"batch":"b","item":"still","charge":"ch_4","amount":100}
 {"batch":"b","item":"lying","charge":"ch_5","amount":400}
 {"batch":"b","item":"other","charge":"ch_6","amount":600}
+{"batch":"b","item":"bare","charge":"ch_7","amount":700}
+{"batch":"b","item":"zero","charge":"ch_8","amount":800}
 `
 	p := &tellingProvider{memProvider: &memProvider{pending: true}}
 	path := filepath.Join(t.TempDir(), "j.jsonl")
@@ -102,28 +104,32 @@ func TestTellerSettlesPendingRefundsWithNoRequest(t *testing.T) {
 		succeeded(r)
 		r.Metadata = map[string]string{refund.MetaBatch: "b", refund.MetaItem: "told", refund.MetaAttempt: "0"}
 	})
+	// An event that says only its status, or an amount of 0, binds nothing.
+	p.tell(t, ids["bare"], func(r *refund.Refund) { *r = refund.Refund{ID: r.ID, Status: refund.RefundSucceeded} })
+	p.tell(t, ids["zero"], func(r *refund.Refund) { succeeded(r); r.Amount = 0 })
 	p.settle(ids["silent"], refund.RefundSucceeded) // only a Get learns it
 
 	gets := p.gets
 	res, sum := tellingRun(t, p, path, plan)
 	want := map[string]string{"told": refund.StatusRefunded, "failed": refund.StatusFailed, "silent": refund.StatusRefunded,
-		"still": refund.StatusPending, "lying": refund.StatusPending, "other": refund.StatusPending}
+		"still": refund.StatusPending, "lying": refund.StatusPending, "other": refund.StatusPending,
+		"bare": refund.StatusPending, "zero": refund.StatusPending}
 	for item, status := range want {
 		if r := res[item]; r.Status != status || r.Refund != ids[item] {
 			t.Errorf("%s: %+v, want %s with %s", item, r, status, ids[item])
 		}
 	}
-	if sum.RefundsTold != 2 || sum.EventsContradicting != 2 {
-		t.Errorf("RefundsTold %d, EventsContradicting %d; want 2 (told, failed) and 2 (lying, other)", sum.RefundsTold, sum.EventsContradicting)
+	if sum.RefundsTold != 2 || sum.EventsContradicting != 4 {
+		t.Errorf("RefundsTold %d, EventsContradicting %d; want 2 (told, failed) and 4 (lying, other, bare, zero)", sum.RefundsTold, sum.EventsContradicting)
 	}
-	// Only told and failed cost no request: the events of lying and other
-	// contradict their binding and settle nothing, so the provider is
-	// asked (and says pending still).
-	if got := p.gets - gets; got != 4 {
-		t.Errorf("%d Gets on the rerun, want 4 (silent, still, lying, other)", got)
+	// Only told and failed cost no request: the events of lying, other,
+	// bare and zero do not bind and settle nothing, so the provider is
+	// asked (and says pending still); no run is halted by them.
+	if got := p.gets - gets; got != 6 {
+		t.Errorf("%d Gets on the rerun, want 6 (silent, still, lying, other, bare, zero)", got)
 	}
-	if p.creates != 6 {
-		t.Errorf("%d creates, want 6: nothing sent again", p.creates)
+	if p.creates != 8 {
+		t.Errorf("%d creates, want 8: nothing sent again", p.creates)
 	}
 }
 

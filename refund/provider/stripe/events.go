@@ -16,6 +16,7 @@ import (
 	"github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/provider/events"
 )
 
 // SignatureHeader is the header Stripe signs an event in.
@@ -79,7 +80,9 @@ func ReadEvent(payload []byte) (Event, error) {
 		return Event{}, errors.New("not a Stripe event: no id or type")
 	}
 	out := Event{ID: e.ID, Type: string(e.Type), Created: e.Created, Livemode: e.Livemode}
-	if !RefundEvents[out.Type] {
+	// A Connect endpoint also gets its connected accounts' events (account
+	// set): their refunds are not the platform's, whose key refundkit uses.
+	if !RefundEvents[out.Type] || e.Account != "" {
 		return out, nil
 	}
 	if e.Data == nil || len(e.Data.Raw) == 0 {
@@ -97,67 +100,16 @@ func ReadEvent(payload []byte) (Event, error) {
 	return out, nil
 }
 
-// Outcome is refund id as events tell it, whatever their order: a refund
-// that ended without moving money (failed, canceled) stays so; one that
-// succeeded is succeeded unless an event says it ended so; else the
-// latest event's status. Events that disagree on the payment, amount,
-// currency or metadata of one refund contradict: it stays pending, with
-// ReasonContradicts, for a person. ok is false when none names it.
-func Outcome(id string, events []Event) (r refund.Refund, ok bool) {
-	var latest int64
-	var latestID string
-	for _, e := range events {
-		if e.Refund == nil || e.Refund.ID != id {
-			continue
-		}
-		got := *e.Refund
-		if !ok {
-			r, latest, latestID, ok = got, e.Created, e.ID, true
-			continue
-		}
-		if !sameRefund(&r, &got) {
-			r.Status, r.FailureReason = refund.RefundPending, ReasonContradicts
-			return r, true
-		}
-		// Equal rank: the later event's, the greater id breaking a tie
-		// of seconds, so that any order of arrival gives the same refund.
-		if rank(got.Status) > rank(r.Status) || rank(got.Status) == rank(r.Status) &&
-			(e.Created > latest || e.Created == latest && e.ID > latestID) {
-			r.Status, r.FailureReason = got.Status, got.FailureReason
-		}
-		if e.Created > latest || e.Created == latest && e.ID > latestID {
-			latest, latestID = e.Created, e.ID
-		}
+// Outcome is refund id as its events tell it, in any order they came
+// (events.Outcome: the most final status stands; disagreeing events
+// settle nothing). ok is false when none names it.
+func Outcome(id string, evs []Event) (refund.Refund, bool) {
+	told := make([]events.Told, 0, len(evs))
+	for _, e := range evs {
+		told = append(told, events.Told{At: time.Unix(e.Created, 0), ID: e.ID, Refund: e.Refund})
 	}
-	return r, ok
+	return events.Outcome(id, told)
 }
 
 // ReasonContradicts is the FailureReason of a refund whose events disagree.
-const ReasonContradicts = "events_contradict"
-
-// rank orders statuses by how final they are: a refund moves up only.
-func rank(status string) int {
-	switch status {
-	case refund.RefundFailed, refund.RefundCanceled:
-		return 3
-	case refund.RefundSucceeded:
-		return 2
-	case refund.RefundPending, refund.RefundRequiresAction:
-		return 1
-	}
-	return 0 // a status refundkit does not know: any known one tells more
-}
-
-// sameRefund reports whether two readings of one refund agree on what binds
-// it to an item.
-func sameRefund(a, b *refund.Refund) bool {
-	if a.Charge != b.Charge || a.PaymentIntent != b.PaymentIntent || a.Amount != b.Amount || a.Currency != b.Currency {
-		return false
-	}
-	for _, k := range []string{refund.MetaBatch, refund.MetaItem, refund.MetaAttempt} {
-		if a.Metadata[k] != b.Metadata[k] {
-			return false
-		}
-	}
-	return true
-}
+const ReasonContradicts = events.ReasonContradicts

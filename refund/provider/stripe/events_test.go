@@ -97,6 +97,11 @@ func TestOutcomeOrderFree(t *testing.T) {
 		{"duplicated", []Event{succeeded, pending, succeeded, pending}, refund.RefundSucceeded},
 		{"failed later, any order", []Event{failed, pending, succeeded}, refund.RefundFailed},
 		{"another amount contradicts", []Event{pending, read("refund.updated", "succeeded", 2, 400)}, refund.RefundPending},
+		// A succeeded refund may fail; it is never canceled after.
+		{"succeeded then canceled contradicts", []Event{succeeded, read("refund.updated", "canceled", 3, 500)}, refund.RefundPending},
+		// A status refundkit does not know stands: Stripe is then asked.
+		{"an unknown status later", []Event{succeeded, read("refund.updated", "reversed", 9, 500)}, "reversed"},
+		{"an unknown status earlier", []Event{read("refund.updated", "reversed", 1, 500), failed}, "reversed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -111,5 +116,29 @@ func TestOutcomeOrderFree(t *testing.T) {
 	}
 	if _, ok := Outcome("re_other", []Event{pending}); ok {
 		t.Fatal("Outcome of a refund no event names: ok")
+	}
+	// Every order of the same events gives the same refund.
+	all := []Event{pending, succeeded, read("refund.updated", "succeeded", 2, 500), failed}
+	all[2].ID = "evt_b"
+	want, _ := Outcome("re_1", all)
+	for _, perm := range [][]int{{3, 2, 1, 0}, {1, 3, 0, 2}, {2, 0, 3, 1}} {
+		evs := make([]Event, len(perm))
+		for i, k := range perm {
+			evs[i] = all[k]
+		}
+		if got, _ := Outcome("re_1", evs); got.Status != want.Status || got.FailureReason != want.FailureReason {
+			t.Errorf("order %v: %+v, want %+v", perm, got, want)
+		}
+	}
+}
+
+// A connected account's event (a Connect endpoint gets them too) tells
+// of no refund of the platform's: kept, it settles nothing.
+func TestReadEventOfAConnectedAccount(t *testing.T) {
+	body := refundEvent("evt_c", "refund.updated", "succeeded", 2, 500)
+	body = []byte(strings.Replace(string(body), `"object":"event",`, `"object":"event","account":"acct_someone_else",`, 1))
+	e, err := ReadEvent(body)
+	if err != nil || e.Refund != nil {
+		t.Fatalf("ReadEvent: %+v %v, want an event of no refund", e, err)
 	}
 }
