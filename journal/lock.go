@@ -27,15 +27,18 @@ type FileKind struct {
 	// WriteFailed is a Writer's failed write or fsync, returned from then on.
 	WriteFailed func(path string, err error) error
 	// Framed is the journal's format: a commit line ends every write of its
-	// Writer, which then checks that the path still names the file.
+	// Writer.
 	Framed bool
+	// CheckPath: after every write the Writer checks that the path still
+	// names the file (not removed, renamed or replaced), or fails.
+	CheckPath bool
 }
 
 var journalFile = &FileKind{
 	What:     "journal",
 	Locked:   func(path string) error { return &LockedError{Path: path} },
 	NotFile:  func(path string, mode fs.FileMode, _ bool) error { return notFile(path, mode) },
-	Dangling: true, WrapOpen: true, Framed: true,
+	Dangling: true, WrapOpen: true, Framed: true, CheckPath: true,
 	Vanished:    "created and removed again while being opened: is another program doing so?",
 	Replaced:    fmt.Sprintf("replaced %d times while being locked", maxOpenTries),
 	WriteFailed: func(path string, err error) error { return &WriteError{Path: path, Err: err} },

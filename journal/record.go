@@ -263,9 +263,14 @@ func (e *NotFileError) Error() string { return fmt.Sprintf("journal %s is %s", e
 // ignores the lock removed or replaced the journal.
 var ErrReplaced = errors.New("the journal file was replaced or removed while this run held it")
 
-type replacedError struct{ how string }
+// replacedError is a file's path that no longer names the file being
+// written; file is the file's name for it ("" for the journal's).
+type replacedError struct{ how, file string }
 
 func (e *replacedError) Error() string {
+	if e.file != "" {
+		return fmt.Sprintf("the %s was %s while it was held (log rotation, or a program that ignores its lock?): what was written after that is not in it", e.file, e.how)
+	}
 	return fmt.Sprintf("the journal file was %s while this run held it (a program that ignores the journal's lock?): records written after that are not in the journal", e.how)
 }
 

@@ -265,7 +265,7 @@ func (w *Writer) writeSync(buf []byte) error {
 		if w.f.Truncate(w.size) == nil {
 			_ = w.f.Sync()
 		}
-	} else if w.size += int64(n); w.kind.Framed {
+	} else if w.size += int64(n); w.kind.CheckPath {
 		err = w.checkPath()
 	}
 	if err != nil {
@@ -284,13 +284,21 @@ func (w *Writer) checkPath() error {
 	cur, err := os.Stat(w.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return &replacedError{how: "removed or renamed"}
+		return &replacedError{how: "removed or renamed", file: w.otherFile()}
 	case err != nil:
 		return fmt.Errorf("cannot check that the path still names the journal: %w", err)
 	case !os.SameFile(cur, w.info):
-		return &replacedError{how: "replaced by another file"}
+		return &replacedError{how: "replaced by another file", file: w.otherFile()}
 	}
 	return nil
+}
+
+// otherFile names a file that is not the journal in replacedError.
+func (w *Writer) otherFile() string {
+	if w.kind.Framed {
+		return ""
+	}
+	return w.kind.What
 }
 
 // Close waits for Appends in progress, then closes and unlocks the file.

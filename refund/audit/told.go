@@ -15,7 +15,7 @@ func (r *run) toldPass() {
 	for k := range r.opts.Told {
 		x := &r.opts.Told[k]
 		batch, item := x.Metadata[refund.MetaBatch], x.Metadata[refund.MetaItem]
-		if batch == "" || !refund.Live(x) {
+		if batch == "" {
 			continue
 		}
 		if _, audited := batches.Lookup(batch); !audited {
@@ -26,6 +26,9 @@ func (r *run) toldPass() {
 				r.out(f)
 			}
 			continue
+		}
+		if !refund.Live(x) {
+			continue // moved no money: nobody's to account for
 		}
 		f := &Finding{Finding: KindStripeOnly, Batch: batch, Item: item, PSPReference: x.PSPReference,
 			Refunds: []Refund{{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created}},
@@ -39,9 +42,10 @@ func (r *run) toldPass() {
 
 // toldOtherwise reports a refund x the provider's events tell of for
 // item i that contradicts what the journals bind to the item: credited to
-// it, yet of another amount, currency or payment; or live, yet not the
-// refund the journals credit it with (a second refund of the item, or one
-// of another item's relabelled). Nil when they agree or x tells too little.
+// it, yet ended without moving money, or of another amount, currency or
+// payment; or live, yet not the refund the journals credit it with (a
+// second refund of the item, or one of another item's relabelled). Nil
+// when they agree or x tells too little.
 func (r *run) toldOtherwise(i uint32, x *refund.Refund) *Finding {
 	v := r.view(i)
 	credited := r.credited(i)
@@ -53,6 +57,10 @@ func (r *run) toldOtherwise(i uint32, x *refund.Refund) *Finding {
 	}
 	var why string
 	switch {
+	case !refund.Live(x) && mine != nil:
+		why = fmt.Sprintf("they tell it ended %s (no money moved, or it came back), and the journals credit the item with it", x.Status)
+	case !refund.Live(x):
+		return nil // an attempt that moved no money, not the item's credit
 	case mine == nil && len(credited) > 0:
 		why = fmt.Sprintf("the journals credit the item with %s, not %s", credited[0].ID, x.ID)
 	case mine == nil:

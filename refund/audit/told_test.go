@@ -32,10 +32,11 @@ func TestToldRefundsThatContradictTheJournalAreFindings(t *testing.T) {
 		told("i4", func(r *refund.Refund) { r.Charge = "ch_a1" }),                                     // another payment
 		told("i5", func(r *refund.Refund) { r.ID = "re_not_journaled" }),                              // a second live refund of i5
 		told("i6", func(r *refund.Refund) { r.ID = "re_failed_one"; r.Status = refund.RefundFailed }), // moved no money
+		told("i6", func(r *refund.Refund) { r.Status = refund.RefundFailed }),                         // i6's credited refund, failed since
 		told("i1", func(r *refund.Refund) { r.ID = "re_x"; r.Metadata[refund.MetaItem] = "nobody" }),  // an item nobody knows
 	}
 	got, rep := mustAudit(t, s, stripeAudit{plan: plan(6), journal: path, told: events})
-	wantFindings(t, "audit", got, "events_contradict i2", "events_contradict i3", "events_contradict i4", "events_contradict i5", "stripe_only nobody")
+	wantFindings(t, "audit", got, "events_contradict i2", "events_contradict i3", "events_contradict i4", "events_contradict i5", "events_contradict i6", "stripe_only nobody")
 	if rep.Clean() {
 		t.Error("the report is clean with contradicting events")
 	}

@@ -142,6 +142,12 @@ func Webhook(env Env) int {
 	if err := json.NewEncoder(env.Stdout).Encode(st); err != nil {
 		return failf(stderr, name, ExitFailed, "write the counters: %v", err)
 	}
+	if (st.Adyen != nil && st.Adyen.StoreErrors > 0) || (st.Stripe != nil && st.Stripe.StoreErrors > 0) {
+		// Those were answered 500 and the provider sends them again, but
+		// a store that failed is for a person to look at.
+		warnf(stderr, name, "a store failed to keep events (answered 500: the provider sends them again to a receiver that can keep them)")
+		code = max(code, ExitJournal)
+	}
 	return code
 }
 

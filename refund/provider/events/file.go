@@ -114,6 +114,9 @@ func fileKind[N any](c *Codec[N]) *journal.FileKind {
 		Vanished:    "neither there nor creatable (a symbolic link to nothing?)",
 		Replaced:    "replaced while being locked, again and again",
 		WriteFailed: func(path string, err error) error { return &WriteError{File: c.File, Path: path, Err: err} },
+		// A file rotated or moved away would take every event written to
+		// it after from its readers, each answered 2xx: a write fails.
+		CheckPath: true,
 	}
 }
 
@@ -210,12 +213,22 @@ func (x *File[N]) Add(ctx context.Context, n N, errReadOnly error) (bool, error)
 		x.waits[k] = wait
 	}
 	x.mu.Unlock()
-	if wait != nil {
-		if err := wait(); err != nil {
+	if wait == nil {
+		return false, nil
+	}
+	// ctx bounds the wait, not the write: a retry after it finds the
+	// delivery being written, and waits for that write.
+	done := make(chan error, 1)
+	go func() { done <- wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
 			return false, err
 		}
+		return !dup, nil
+	case <-ctx.Done():
+		return false, fmt.Errorf("%s %s: waiting for the write: %w", x.codec.File, x.path, ctx.Err())
 	}
-	return !dup, nil
 }
 
 // ForRefund returns the deliveries naming refund id, in the order received.
