@@ -25,7 +25,11 @@
 #   BENCH_ONLY       rows to run, comma-separated: restart,audit,restart-compact,
 #                    audit-compact,refund,rate,lookup,pacing,adyen,adyen-settle,
 #                    adyen-webhook (bin/adyen-webhook too; its fsyncs counted
-#                    with perf stat when perf can), merge,plan,
+#                    with perf stat when perf can), stripe-settle,stripe-webhook
+#                    (bin/webhook too: pending Stripe refunds settled from
+#                    the receiver's events against polling, and the
+#                    receiver's events kept per second and fsyncs per
+#                    event), merge,plan,
 #                    pg-workers,pg-claim (a throwaway PostgreSQL server, fsync on),
 #                    nats-workers,nats-claim (a fresh nats-server per run,
 #                    sync_interval: always; nats-workers runs PostgreSQL's
@@ -49,7 +53,7 @@ export STRIPE_API_KEY=sk_test_refundkit_bench_not_a_real_key
 
 die() { echo "bench: $*" >&2; exit 2; }
 
-for b in plan refund stripe-sim; do
+for b in plan refund stripe-sim webhook; do
 	[[ -x $BIN/$b ]] || die "$BIN/$b is missing: run make build (or make bench)"
 done
 

@@ -70,6 +70,8 @@ var rows = []struct {
 	{"adyen", (*bench).adyenRefund},
 	{"adyen-settle", (*bench).adyenSettle},
 	{"adyen-webhook", (*bench).adyenWebhook},
+	{"stripe-settle", (*bench).stripeSettle},
+	{"stripe-webhook", (*bench).stripeWebhook},
 	{"merge", (*bench).merge},
 	{"plan", (*bench).plan},
 	{"pg-workers", (*bench).pgWorkers},
