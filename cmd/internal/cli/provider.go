@@ -23,6 +23,7 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/adyen"
 	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+	"github.com/refundkit/refundkit/refund/provider/events/pgstore"
 	"github.com/refundkit/refundkit/refund/provider/exec"
 	"github.com/refundkit/refundkit/refund/provider/paypal"
 	"github.com/refundkit/refundkit/refund/provider/stripe"
@@ -129,11 +130,33 @@ func (f *providerFlags) stripe(env Env, conns int) (refund.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, err := stripe.OpenEvents(f.Notifications, secrets, false)
+	evs, err := openStripeEvents(f.Notifications, secrets, false)
 	if err != nil {
-		return nil, &usageError{fmt.Sprintf("--notifications: %v", err)}
+		return nil, err
 	}
 	return &stripe.Telling{Client: c, Events: evs, Live: stripeLive(key)}, nil
+}
+
+// openStripeEvents opens Stripe's kept events: a file (held for writing
+// with write), or a table of the PostgreSQL checkpoint's database.
+func openStripeEvents(spec string, secrets []string, write bool) (stripe.EventStore, error) {
+	if postgres.IsURL(spec) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := pgstore.Open(ctx, spec, stripe.Codec(secrets), stripe.EventsTable)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	s, err := stripe.OpenEvents(spec, secrets, write)
+	if err != nil {
+		if write {
+			return nil, err
+		}
+		return nil, &usageError{fmt.Sprintf("--notifications: %v", err)}
+	}
+	return s, nil
 }
 
 // stripeSecrets are STRIPE_WEBHOOK_SECRET's signing secrets (whsec_...,

@@ -94,6 +94,20 @@ var migrations = []string{
 	// cannot look the refund up (Adyen).
 	`CREATE INDEX records_payment ON refundkit.records ((coalesce(rec::jsonb->>'charge', rec::jsonb->>'payment_intent', rec::jsonb->>'capture', rec::jsonb->>'psp_reference')))
 		WHERE rec::jsonb->>'type' IN ('intent', 'refunded');`,
+	// 8: Stripe's events as webhook --stripe accepted them, one row per
+	// event id, so that receivers behind one balancer keep a retry once.
+	`CREATE TABLE refundkit.stripe_events (
+		seq         bigint GENERATED ALWAYS AS IDENTITY,
+		dedup_key   text PRIMARY KEY,
+		refund_id   text NOT NULL,
+		payment_id  text NOT NULL,
+		event_type  text NOT NULL,
+		received_at timestamptz NOT NULL,
+		doc         jsonb NOT NULL
+	);
+	CREATE INDEX stripe_events_refund ON refundkit.stripe_events (refund_id, seq);
+	CREATE INDEX stripe_events_payment ON refundkit.stripe_events (payment_id, seq);
+	CREATE UNIQUE INDEX stripe_events_seq ON refundkit.stripe_events (seq);`,
 }
 
 // SchemaVersion is the schema this build writes and reads.

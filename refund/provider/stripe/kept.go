@@ -34,10 +34,46 @@ type Kept struct {
 // Event is what the kept payload says (valid once it was checked).
 func (k *Kept) Event() Event { return k.event }
 
+// EventStore is where the receiver keeps Stripe's events and refund reads
+// them: a file (OpenEvents) or a table of the PostgreSQL checkpoint's
+// database that many receivers share (pgstore.Open with EventsTable). Every reader verifies
+// each event again under the signing secrets.
+type EventStore interface {
+	// Add keeps k durably unless its event is kept already (false, once
+	// that one is durable too); only then may the receiver answer 2xx.
+	Add(ctx context.Context, k Kept) (added bool, err error)
+	ForRefund(ctx context.Context, id string) ([]Kept, error) // in the order received
+	All(ctx context.Context) ([]Kept, error)
+	Close() error
+}
+
 // EventsFile is Stripe's kept events in a file (refund/provider/events).
 type EventsFile struct {
 	*events.File[Kept]
 }
+
+func (x *EventsFile) ForRefund(_ context.Context, id string) ([]Kept, error) {
+	return x.File.ForRefund(id)
+}
+
+func (x *EventsFile) All(context.Context) ([]Kept, error) { return x.File.All() }
+
+// EventsTable is the table of Stripe's kept events in the PostgreSQL
+// checkpoint's database (refundkit.stripe_events, one row per event id, so
+// that several receivers behind a balancer keep each event once), read
+// under Codec(secrets): refund/provider/events/pgstore opens it.
+var EventsTable = &events.Table[Kept]{
+	Name: "refundkit.stripe_events", What: "stripe events", App: "refundkit-webhook",
+	Refund: "refund_id", Payment: "payment_id", Kind: "event_type",
+	Key:      func(k *Kept) string { return k.event.ID },
+	KindOf:   func(k *Kept) string { return k.event.Type },
+	Received: func(k *Kept) time.Time { return k.Received },
+	Describe: func(k *Kept) string { return "event " + k.event.ID + " (" + k.event.Type + ")" },
+}
+
+// Codec is how kept events read: each verifies again under one of
+// secrets, two are one by event id, looked up by refund and payment.
+func Codec(secrets []string) *events.Codec[Kept] { return keptCodec(secrets) }
 
 // OpenEvents opens the file of Stripe's kept events at path, whose lines
 // must verify under one of secrets (the endpoint's signing secrets; the
@@ -104,13 +140,13 @@ func (x *EventsFile) Add(ctx context.Context, k Kept) (bool, error) {
 // tell an outcome of is settled with no request (refund.Teller).
 type Telling struct {
 	*Client
-	Events *EventsFile
+	Events EventStore
 	Live   bool // the key's mode: events of the other are not this account's refunds
 }
 
 // Told is refund id as the kept events of the key's mode tell it.
 func (t *Telling) Told(ctx context.Context, id string) (refund.Refund, bool, error) {
-	kept, err := t.Events.ForRefund(id)
+	kept, err := t.Events.ForRefund(ctx, id)
 	if err != nil {
 		return refund.Refund{}, false, err
 	}
@@ -127,7 +163,7 @@ func (t *Telling) Told(ctx context.Context, id string) (refund.Refund, bool, err
 // AllTold is every refund the kept events of the key's mode tell of,
 // each as Told gives it (audit reads them against the journals).
 func (t *Telling) AllTold(ctx context.Context) ([]refund.Refund, error) {
-	kept, err := t.Events.All()
+	kept, err := t.Events.All(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +191,7 @@ func (t *Telling) AllTold(ctx context.Context) ([]refund.Refund, error) {
 var (
 	_ refund.Teller    = (*Telling)(nil)
 	_ refund.AllTeller = (*Telling)(nil)
+	_ EventStore       = (*EventsFile)(nil)
 )
 
 // Close closes the events file (the Client holds nothing to close).

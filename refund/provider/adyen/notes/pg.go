@@ -7,13 +7,14 @@ import (
 
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 	"github.com/refundkit/refundkit/refund/provider/events"
+	"github.com/refundkit/refundkit/refund/provider/events/pgstore"
 )
 
 // PG is a Store in a table of the PostgreSQL checkpoint's database
 // (refund/checkpoint/postgres's migration 5), that many receivers may add
-// to at once: refund/provider/events' PG under Adyen's codec.
+// to at once: refund/provider/events/pgstore under Adyen's codec.
 type PG struct {
-	*events.PG[wire.Notification]
+	*pgstore.Store[wire.Notification]
 }
 
 // OpenPG opens the store of refund events at url (as refund --journal
@@ -31,7 +32,7 @@ func openPG(ctx context.Context, url string, keys [][]byte, table string) (*PG, 
 	if wire.NoKey(keys) {
 		return nil, errors.New("adyen notifications in postgres: no HMAC key")
 	}
-	p, err := events.OpenPG(ctx, url, codec(keys), &events.Table[wire.Notification]{
+	p, err := pgstore.Open(ctx, url, codec(keys), &events.Table[wire.Notification]{
 		Name: table, What: "adyen notifications", App: "refundkit-adyen-webhook",
 		Refund: "psp_reference", Payment: "original_reference", Kind: "event_code",
 		// One row per wire.DedupKey, the table's primary key.

@@ -1,9 +1,12 @@
-package events
+package pgstore
 
-// Kept deliveries in a table of the PostgreSQL checkpoint's database, that
-// many receivers behind one balancer add to at once: the dedup key is the
-// primary key, and an insert meeting a row still being inserted waits for
-// its commit, so a retry is kept once and answered only once durable.
+// Package pgstore keeps webhook deliveries in a table of the PostgreSQL
+// checkpoint's database (an events.Table, under a provider's
+// events.Codec), that many receivers behind one balancer add to at once:
+// the dedup key is the primary key, and an insert meeting a row still
+// being inserted waits for its commit, so a retry is kept once and
+// answered only once durable. Apart from package events so that a
+// provider's package need not import the checkpoint it is tested with.
 
 import (
 	"context"
@@ -11,44 +14,30 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
+	"github.com/refundkit/refundkit/refund/provider/events"
 )
 
-// Table is a provider's table of kept deliveries (refund/checkpoint/
-// postgres's migrations make it): its name, the columns a delivery's
-// refund, payment and kind are looked up by, and what fills them.
-type Table[N any] struct {
-	Name                  string            // refundkit.stripe_events
-	What                  string            // the deliveries in messages: "stripe events"
-	App                   string            // application_name of the connections
-	Refund, Payment, Kind string            // column names
-	Key                   func(n *N) string // the primary key (dedup_key)
-	KindOf                func(n *N) string
-	Received              func(n *N) time.Time
-	Describe              func(n *N) string // names it in messages, never its signature
-}
-
-// PG is a store of deliveries in a Table, checked with a Codec as a File is.
-type PG[N any] struct {
+// Store is deliveries in an events.Table, checked with a Codec as an events.File is.
+type Store[N any] struct {
 	pool   *pgxpool.Pool
-	codec  *Codec[N]
-	t      *Table[N]
+	codec  *events.Codec[N]
+	t      *events.Table[N]
 	url    string // redacted
 	secret string // the password, scrubbed from every error
 }
 
-// OpenPG opens t at url (as refund --journal takes it), migrating
+// Open opens t at url (as refund --journal takes it), migrating
 // refundkit's schema first.
-func OpenPG[N any](ctx context.Context, url string, c *Codec[N], t *Table[N]) (*PG[N], error) {
+func Open[N any](ctx context.Context, url string, c *events.Codec[N], t *events.Table[N]) (*Store[N], error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, &postgres.ConfigError{URL: postgres.Redact(url), Err: errors.New("does not parse")}
 	}
-	p := &PG[N]{codec: c, t: t, url: postgres.Redact(url), secret: cfg.ConnConfig.Password}
+	p := &Store[N]{codec: c, t: t, url: postgres.Redact(url), secret: cfg.ConnConfig.Password}
 	// Add answers only once the commit is durable: synchronous_commit = off
 	// could lose a row after the provider was told it was kept.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
@@ -68,7 +57,7 @@ func OpenPG[N any](ctx context.Context, url string, c *Codec[N], t *Table[N]) (*
 	return p, nil
 }
 
-func (p *PG[N]) wrap(op string, err error) error {
+func (p *Store[N]) wrap(op string, err error) error {
 	msg := err.Error()
 	if p.secret != "" && strings.Contains(msg, p.secret) {
 		err = errors.New(strings.ReplaceAll(msg, p.secret, "xxxxx"))
@@ -78,14 +67,14 @@ func (p *PG[N]) wrap(op string, err error) error {
 
 // Add returns once its insert, or the row it met, is committed: added is
 // false for a delivery kept already. One that does not verify is refused
-// (*InvalidError).
-func (p *PG[N]) Add(ctx context.Context, n N) (bool, error) {
+// (*events.InvalidError).
+func (p *Store[N]) Add(ctx context.Context, n N) (bool, error) {
 	if why := p.codec.Check(&n); why != "" {
-		return false, &InvalidError{Noun: p.codec.Noun, Reason: why}
+		return false, &events.InvalidError{Noun: p.codec.Noun, Reason: why}
 	}
 	doc, err := json.Marshal(n)
 	if err != nil {
-		return false, &InvalidError{Noun: p.codec.Noun, Reason: err.Error()}
+		return false, &events.InvalidError{Noun: p.codec.Noun, Reason: err.Error()}
 	}
 	refund, payment := p.codec.Refs(&n)
 	t := p.t
@@ -99,20 +88,20 @@ func (p *PG[N]) Add(ctx context.Context, n N) (bool, error) {
 }
 
 // ForRefund returns the deliveries of refund id, in the order received.
-func (p *PG[N]) ForRefund(ctx context.Context, id string) ([]N, error) {
+func (p *Store[N]) ForRefund(ctx context.Context, id string) ([]N, error) {
 	return p.query(ctx, `WHERE `+p.t.Refund+` = $1`, id)
 }
 
 // ForPayment returns the deliveries that name payment id.
-func (p *PG[N]) ForPayment(ctx context.Context, id string) ([]N, error) {
+func (p *Store[N]) ForPayment(ctx context.Context, id string) ([]N, error) {
 	return p.query(ctx, `WHERE `+p.t.Payment+` = $1`, id)
 }
 
-func (p *PG[N]) All(ctx context.Context) ([]N, error) { return p.query(ctx, ``) }
+func (p *Store[N]) All(ctx context.Context) ([]N, error) { return p.query(ctx, ``) }
 
 // query verifies each row: its doc, and its columns against the doc (an
 // UPDATE that moved a row is refused like a forgery).
-func (p *PG[N]) query(ctx context.Context, where string, args ...any) ([]N, error) {
+func (p *Store[N]) query(ctx context.Context, where string, args ...any) ([]N, error) {
 	t := p.t
 	rows, err := p.pool.Query(ctx, `SELECT seq, dedup_key, `+t.Refund+`, `+t.Payment+`, `+t.Kind+`, doc::text FROM `+t.Name+` `+where+` ORDER BY seq`, args...)
 	if err != nil {
@@ -129,7 +118,7 @@ func (p *PG[N]) query(ctx context.Context, where string, args ...any) ([]N, erro
 		if err := rows.Scan(&seq, &key, &refund, &payment, &kind, &doc); err != nil {
 			return nil, p.wrap("read", err)
 		}
-		n, why := Decode([]byte(doc), p.codec)
+		n, why := events.Decode([]byte(doc), p.codec)
 		if why == "" {
 			r, pay := p.codec.Refs(&n)
 			switch {
@@ -141,7 +130,7 @@ func (p *PG[N]) query(ctx context.Context, where string, args ...any) ([]N, erro
 			}
 		}
 		if why != "" {
-			return nil, &CorruptError{Where: t.Name, Line: seq, Reason: why}
+			return nil, &events.CorruptError{Where: t.Name, Line: seq, Reason: why}
 		}
 		out = append(out, n)
 	}
@@ -151,7 +140,7 @@ func (p *PG[N]) query(ctx context.Context, where string, args ...any) ([]N, erro
 	return out, nil
 }
 
-func (p *PG[N]) Close() error {
+func (p *Store[N]) Close() error {
 	p.pool.Close()
 	return nil
 }
