@@ -225,6 +225,10 @@ const (
 	KnobStripeEventsReorder
 	KnobStripeEventsForged
 	KnobStripeEventsForgedKind
+	KnobPayPalEventsDuplicate
+	KnobPayPalEventsReorder
+	KnobPayPalEventsForged
+	KnobPayPalEventsForgedKind
 )
 
 // Draw is a number in [0, 1) of the seed, arrival number and knob alone.

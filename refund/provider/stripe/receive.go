@@ -2,18 +2,17 @@ package stripe
 
 // Stripe's side of the one receiver (cmd webhook): each event verified
 // under the endpoint's signing secrets and kept before it is answered 2xx,
-// which is what ends Stripe's retries.
+// which is what ends Stripe's retries. The receiving itself is
+// refund/provider/events' Receiver.
 
 import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	"github.com/refundkit/refundkit/refund/provider/events"
 )
 
 // EventsPath is the path Stripe's events are served at by default.
@@ -32,28 +31,19 @@ type ReceiverConfig struct {
 
 // Receiver serves POSTs of Stripe's events. It is safe for concurrent use.
 type Receiver struct {
-	cfg ReceiverConfig
-
-	accepted, added, duplicates, storeErrors atomic.Int64
-	rejected                                 map[string]*atomic.Int64
+	*events.Receiver[Kept]
 }
 
 // Reasons an event is refused, as ReceiverStats names them.
 const (
-	RefusedSignature  = "signature"   // 401: no Stripe-Signature, none of its v1= verifies, or too old (a replay)
-	RefusedTooLarge   = "too_large"   // 413
-	RefusedBadRequest = "bad_request" // 400: signed, but not an event refundkit reads
-	RefusedMethod     = "method"      // 405
+	RefusedSignature  = "signature"              // 401: no Stripe-Signature, none of its v1= verifies, or too old (a replay)
+	RefusedTooLarge   = events.RefusedTooLarge   // 413
+	RefusedBadRequest = events.RefusedBadRequest // 400: signed, but not an event refundkit reads
+	RefusedMethod     = events.RefusedMethod     // 405
 )
 
 // ReceiverStats are a Receiver's counters.
-type ReceiverStats struct {
-	Accepted    int64            `json:"accepted"`   // events answered 200
-	Added       int64            `json:"added"`      // events kept
-	Duplicates  int64            `json:"duplicates"` // events kept already (Stripe's retries)
-	Rejected    map[string]int64 `json:"rejected"`
-	StoreErrors int64            `json:"store_errors"` // answered 500: Stripe retries
-}
+type ReceiverStats = events.ReceiverStats
 
 func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if len(cfg.Secrets) == 0 {
@@ -63,83 +53,35 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		return nil, errors.New("no events file")
 	}
 	cfg.Tolerance = cmp.Or(cfg.Tolerance, Tolerance)
-	cfg.MaxBody = cmp.Or(cfg.MaxBody, 1<<20)
-	cfg.StoreTimeout = cmp.Or(cfg.StoreTimeout, 30*time.Second)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Logf == nil {
-		cfg.Logf = func(string, ...any) {}
-	}
-	r := &Receiver{cfg: cfg, rejected: map[string]*atomic.Int64{}}
-	for _, why := range []string{RefusedSignature, RefusedTooLarge, RefusedBadRequest, RefusedMethod} {
-		r.rejected[why] = new(atomic.Int64)
-	}
-	return r, nil
-}
-
-func (r *Receiver) Stats() ReceiverStats {
-	s := ReceiverStats{Accepted: r.accepted.Load(), Added: r.added.Load(), Duplicates: r.duplicates.Load(),
-		StoreErrors: r.storeErrors.Load(), Rejected: map[string]int64{}}
-	for why, n := range r.rejected {
-		s.Rejected[why] = n.Load()
-	}
-	return s
-}
-
-func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		r.refuse(w, req, http.StatusMethodNotAllowed, RefusedMethod, req.Method)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBody))
+	secrets := append([]string(nil), cfg.Secrets...)
+	r, err := events.NewReceiver(events.ReceiverConfig[Kept]{
+		Provider: "Stripe",
+		Noun:     "event",
+		Reasons:  []string{RefusedSignature},
+		Verify: func(_ context.Context, h http.Header, body []byte) error {
+			if err := VerifyEvent(body, h.Get(SignatureHeader), secrets, cfg.Tolerance); err != nil {
+				return events.Refuse(http.StatusUnauthorized, RefusedSignature, "Stripe-Signature: "+err.Error())
+			}
+			return nil
+		},
+		Read: func(h http.Header, body []byte) (Kept, string, error) {
+			ev, err := ReadEvent(body)
+			if err != nil {
+				return Kept{}, "", err
+			}
+			k := Kept{V: KeptVersion, Received: cfg.Now().UTC(), Signature: h.Get(SignatureHeader), Payload: string(body)}
+			return k, "event " + ev.ID + " (" + ev.Type + ")", nil
+		},
+		Keep:         cfg.Events.Add,
+		MaxBody:      cfg.MaxBody,
+		StoreTimeout: cfg.StoreTimeout,
+		Logf:         cfg.Logf,
+	})
 	if err != nil {
-		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
-			r.refuse(w, req, http.StatusRequestEntityTooLarge, RefusedTooLarge, fmt.Sprintf("body over %d bytes", r.cfg.MaxBody))
-			return
-		}
-		r.refuse(w, req, http.StatusBadRequest, RefusedBadRequest, "reading the body: "+err.Error())
-		return
+		return nil, err
 	}
-	sig := req.Header.Get(SignatureHeader)
-	if err := VerifyEvent(body, sig, r.cfg.Secrets, r.cfg.Tolerance); err != nil {
-		r.refuse(w, req, http.StatusUnauthorized, RefusedSignature, "Stripe-Signature: "+err.Error())
-		return
-	}
-	// Kept as a string, byte for byte: JSON keeps valid UTF-8 exactly.
-	if !utf8.Valid(body) {
-		r.refuse(w, req, http.StatusBadRequest, RefusedBadRequest, "body is not UTF-8")
-		return
-	}
-	ev, err := ReadEvent(body)
-	if err != nil {
-		r.refuse(w, req, http.StatusBadRequest, RefusedBadRequest, err.Error())
-		return
-	}
-	// A client that hangs up does not cut a write short (the retry finds
-	// it kept); a store that hangs does not hold the request for ever.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), r.cfg.StoreTimeout)
-	defer cancel()
-	added, err := r.cfg.Events.Add(ctx, Kept{V: KeptVersion, Received: r.cfg.Now().UTC(), Signature: sig, Payload: string(body)})
-	if err != nil {
-		r.storeErrors.Add(1)
-		r.cfg.Logf("%s: answered 500 (Stripe retries): keeping event %s (%s): %v", req.RemoteAddr, ev.ID, ev.Type, err)
-		http.Error(w, "event not kept", http.StatusInternalServerError)
-		return
-	}
-	if added {
-		r.added.Add(1)
-	} else {
-		r.duplicates.Add(1)
-	}
-	r.accepted.Add(1)
-	w.Header().Set("Content-Type", "application/json")
-	io.WriteString(w, `{"received":true}`+"\n")
-}
-
-func (r *Receiver) refuse(w http.ResponseWriter, req *http.Request, status int, reason, why string) {
-	r.rejected[reason].Add(1)
-	r.cfg.Logf("%s: refused (%d %s): %s", req.RemoteAddr, status, reason, why)
-	http.Error(w, http.StatusText(status), status)
+	return &Receiver{r}, nil
 }

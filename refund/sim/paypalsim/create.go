@@ -198,6 +198,7 @@ func (s *Server) createRefund(captureID string, body []byte, requestID, debugID,
 		}
 	}
 	s.addRefund(r)
+	s.madeRefund(r, base, now)
 	// After a 500 too, a retry gets the refund's latest status.
 	a = sim.Answer{Status: http.StatusCreated, Body: sim.MustJSON(r.object(base, now)), Save: true, RequestID: debugID, Ref: r.ID}
 	return s.core.AfterCommit(f, seq, a, internal(debugID))

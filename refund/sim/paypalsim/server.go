@@ -22,6 +22,8 @@ const RequestIDTTL = wire.RequestIDTTL
 type Config struct {
 	// Captures are seeded before the first request.
 	Captures []Capture
+	// Events configures PayPal's webhook events; none without a URL.
+	Events EventsConfig
 }
 
 // Server is PayPal's side of one simulated account; safe for concurrent use.
@@ -39,13 +41,23 @@ type Server struct {
 
 	tokens tokens
 	stats  counters
+
+	events *events // nil without Config.Events.URL
 }
 
 // New makes PayPal's routes over core; now is the simulator's clock.
 func New(core *sim.Core, cfg Config, now func() time.Time) (*Server, error) {
 	s := &Server{core: core, now: now, orders: make(map[string]*order), tokens: tokens{m: make(map[string]tokenInfo)},
 		refunds: sim.Numbered[*refund]{Prefix: refundPrefix, Width: 11}}
+	if cfg.Events.URL != "" {
+		e, err := newEvents(core, cfg.Events)
+		if err != nil {
+			return nil, err
+		}
+		s.events = e
+	}
 	if err := s.AddCaptures(cfg.Captures...); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -176,6 +188,8 @@ type Stats struct {
 	TokensExpired int64 `json:"tokens_expired"`
 	// Refunds counts the refunds by their status now.
 	Refunds map[string]int64 `json:"refunds"`
+	// Events count the webhook events; nil without Config.Events.URL.
+	Events *EventStats `json:"events,omitempty"`
 }
 
 // Stats returns PayPal's counters so far.
@@ -184,6 +198,10 @@ func (s *Server) Stats() Stats {
 		Refunds: map[string]int64{StatusCompleted: 0, StatusPending: 0, StatusFailed: 0, StatusCancelled: 0}}
 	for _, r := range s.Refunds() {
 		st.Refunds[r.Status]++
+	}
+	if s.events != nil {
+		ev := s.events.stats()
+		st.Events = &ev
 	}
 	return st
 }

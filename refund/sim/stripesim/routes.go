@@ -85,6 +85,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /_sim/adyen/refunds", jsonLines(false, s.adyen.Refunds))
 	mux.HandleFunc("POST /_sim/adyen/flush", reply(func(r *http.Request) (any, error) { return s.adyen.Flush(r.Context()) }))
 	mux.HandleFunc("GET /_sim/stripe/events", show(func() any { return s.EventStats() }))
+	mux.HandleFunc("GET /_sim/paypal/events", show(func() any { return s.paypal.EventStats() }))
+	mux.HandleFunc("POST /_sim/paypal/events/flush", reply(func(r *http.Request) (any, error) { return s.paypal.FlushEvents(r.Context()) }))
 	mux.HandleFunc("POST /_sim/stripe/events/flush", reply(func(r *http.Request) (any, error) { return s.FlushEvents(r.Context()) }))
 	mux.HandleFunc("POST /_sim/adyen/forget-keys", show(func() any { return map[string]int{"forgotten": s.adyen.ForgetKeys()} }))
 

@@ -100,6 +100,7 @@ func newServer(cfg Config) (*Server, error) {
 	s.paypal = pp
 	ad, err := adyensim.New(s.core, cfg.Adyen, s.clock)
 	if err != nil {
+		pp.Close()
 		return nil, err
 	}
 	s.adyen = ad
@@ -107,6 +108,7 @@ func newServer(cfg Config) (*Server, error) {
 		ev, err := newEvents(s.core, cfg.Events)
 		if err != nil {
 			ad.Close()
+			pp.Close()
 			return nil, err
 		}
 		s.events = ev
@@ -205,6 +207,7 @@ func (s *Server) closeSenders() {
 		s.events.out.Close()
 	}
 	s.adyen.Close()
+	s.paypal.Close()
 }
 
 // Settle waits until every request a gateway timeout answered early has

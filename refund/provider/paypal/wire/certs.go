@@ -9,10 +9,12 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"time"
 )
 
@@ -27,6 +29,9 @@ type Certs struct {
 	ChainPEM []byte            // the leaf, then the intermediate
 	RootPEM  []byte
 	Roots    *x509.CertPool // the root alone
+
+	root    *x509.Certificate
+	rootKey *ecdsa.PrivateKey
 }
 
 // NewCerts makes a chain whose every certificate is valid from from until
@@ -77,5 +82,24 @@ func NewCerts(from, until time.Time, names ...string) (*Certs, error) {
 	block := func(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}) }
 	roots := x509.NewCertPool()
 	roots.AddCert(root)
-	return &Certs{Key: leafKey, Leaf: leaf, ChainPEM: append(block(leafDER), block(midDER)...), RootPEM: block(rootDER), Roots: roots}, nil
+	return &Certs{Key: leafKey, Leaf: leaf, ChainPEM: append(block(leafDER), block(midDER)...), RootPEM: block(rootDER), Roots: roots,
+		root: root, rootKey: rootKey}, nil
+}
+
+// ServerCert is a TLS server certificate for ips, issued by the chain's
+// root for as long as the chain is valid: a simulator serves ChainPEM over
+// HTTPS with it, so that one root (RootPEM) is all a receiver trusts.
+func (c *Certs) ServerCert(ips ...net.IP) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	t := &x509.Certificate{SerialNumber: big.NewInt(4), Subject: pkix.Name{CommonName: "refundkit test certificate host"},
+		IPAddresses: ips, NotBefore: c.root.NotBefore, NotAfter: c.root.NotAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, t, c.root, &key.PublicKey, c.rootKey)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
