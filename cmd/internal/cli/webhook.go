@@ -29,7 +29,7 @@ type webhookCmd struct {
 	AddrFile    string `name:"addr-file" placeholder:"FILE" group:"server" predictor:"file" help:"Once listening, write the base URL to FILE (atomically; into the pipe if FILE is a named pipe), so scripts wait for it instead of sleeping."`
 	Adyen       string `placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Receive Adyen's notifications at /adyen/notifications (each item HMAC-signed under ADYEN_HMAC_KEY) and keep refund outcomes here: a file of JSON lines (created 0600, held by one receiver), or the PostgreSQL checkpoint's database (table refundkit.adyen_notifications, shared by many receivers). refund and audit read it with --provider adyen --notifications."`
 	AdyenOthers string `name:"adyen-others" placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Where Adyen's notifications of other events (not a refund's outcome) are kept, apart (default: --adyen's file with .jsonl replaced by .others.jsonl; for postgres://, table refundkit.adyen_other_notifications of the same database)."`
-	Stripe      string `placeholder:"FILE" group:"output" predictor:"file" help:"Receive Stripe's events at /stripe/events (Stripe-Signature under STRIPE_WEBHOOK_SECRET) and keep them here: a file of JSON lines (created 0600, held by one receiver). refund reads it with --provider stripe --notifications: a pending refund its events settle costs no request."`
+	Stripe      string `placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Receive Stripe's events at /stripe/events (Stripe-Signature under STRIPE_WEBHOOK_SECRET) and keep them here: a file of JSON lines (created 0600, held by one receiver), or the PostgreSQL checkpoint's database (table refundkit.stripe_events, shared by many receivers). refund reads it with --provider stripe --notifications: a pending refund its events settle costs no request."`
 }
 
 // webhookStats are the receiver's counters, one member per provider served.
@@ -91,12 +91,12 @@ func Webhook(env Env) int {
 	}
 	var str *stripe.Receiver
 	if c.Stripe != "" {
-		evs, err := stripe.OpenEvents(c.Stripe, secrets, true)
+		evs, err := openStripeEvents(c.Stripe, secrets, true)
 		if err != nil {
 			return failf(stderr, name, exitCodeFor(unwritable(err)), "--stripe: %v", err)
 		}
-		if t := evs.Torn(); t != nil {
-			warnf(stderr, name, "%s", t)
+		if f, ok := evs.(*stripe.EventsFile); ok && f.Torn() != nil {
+			warnf(stderr, name, "%s", f.Torn())
 		}
 		closed := false
 		closers = append(closers, func() int {
@@ -114,7 +114,7 @@ func Webhook(env Env) int {
 			return usage(stderr, name, err)
 		}
 		mux.Handle(stripe.EventsPath, str)
-		serving = append(serving, fmt.Sprintf("Stripe's events at %s (into %s)", stripe.EventsPath, c.Stripe))
+		serving = append(serving, fmt.Sprintf("Stripe's events at %s (into %s)", stripe.EventsPath, redactStore(c.Stripe)))
 	}
 
 	code, served := serveWebhook(ctx, stderr, name, c.Listen, c.AddrFile, mux, func(url string) {
@@ -177,9 +177,6 @@ func (c *webhookCmd) check() error {
 		if other, dup := files[filepath.Clean(defaultOthers(c.Adyen))]; dup {
 			return fmt.Errorf("%s %s is where --adyen keeps Adyen's other events: name another file", other, defaultOthers(c.Adyen))
 		}
-	}
-	if postgres.IsURL(c.Stripe) {
-		return fmt.Errorf("--stripe %s: Stripe's events are kept in a file (JSON lines); a PostgreSQL store of them is not built yet", postgres.Redact(c.Stripe))
 	}
 	return nil
 }

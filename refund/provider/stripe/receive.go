@@ -22,7 +22,7 @@ const EventsPath = "/stripe/events"
 type ReceiverConfig struct {
 	Secrets      []string      // the endpoint's signing secrets: several while one is rolled
 	Tolerance    time.Duration // how old a signature may be (default Tolerance, 300 s)
-	Events       *EventsFile   // opened for writing
+	Events       EventStore    // a file opened for writing, or a table
 	MaxBody      int64         // default 1 MiB
 	StoreTimeout time.Duration // bounds an Add (default 30 s)
 	Now          func() time.Time

@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/refundkit/refundkit/refund/sim/stripesim"
+	"github.com/refundkit/refundkit/scripts/crashrig"
+)
+
+// TestPGStripeEventsSettleFromTheCheckpoint: webhook --stripe keeps
+// Stripe's events in the PostgreSQL checkpoint's database, and refund
+// --notifications postgres://... settles every pending refund from there
+// with no request to Stripe.
+func TestPGStripeEventsSettleFromTheCheckpoint(t *testing.T) {
+	_, dbURL := newPGDB(t, pgServer(t))
+	const secret = "whsec_pg_events_0123456789"
+	webhookBin, err := exec.LookPath("webhook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const items = 12
+	r := newCrashRigWith(t, items, stripesim.Config{
+		Faults: stripesim.Faults{StripePendingShare: 1, StripePendingFor: 20 * time.Millisecond, StripeEventsDuplicateShare: 0.5},
+		Events: stripesim.EventsConfig{URL: "http://" + addr + "/stripe/events", Secrets: []string{secret}, Backoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
+	})
+	r.env = []string{"STRIPE_WEBHOOK_SECRET=" + secret}
+	wh, err := crashrig.Start(crashrig.Cmd{Bin: webhookBin, Dir: r.dir, Args: []string{"--listen", addr, "--stripe", dbURL}, Env: crashrig.Env(scriptKey, "", r.env...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go wh.Wait()
+	defer wh.Cmd.Process.Kill()
+
+	path := filepath.Join(r.dir, "j.jsonl")
+	p, stderr := r.start(path)
+	if p.Wait(); p.Code != 0 || strings.Count(p.Stdout.String(), `"status":"pending"`) != items {
+		t.Fatalf("first run exited %d, want %d pending: %s%s", p.Code, items, p.Stdout.String(), stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := r.sim.FlushEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := r.sim.Stats().Requests
+	p, stderr = r.start(path, "--notifications", dbURL)
+	if p.Wait(); p.Code != 0 || strings.Count(p.Stdout.String(), `"status":"refunded"`) != items {
+		t.Fatalf("rerun exited %d, want %d refunded: %s%s", p.Code, items, p.Stdout.String(), stderr)
+	}
+	for ep, n := range r.sim.Stats().Requests {
+		if n != before[ep] {
+			t.Errorf("the rerun asked Stripe %s %d times: want no request", ep, n-before[ep])
+		}
+	}
+	if !strings.Contains(stderr.String(), "12 refunds settled by Stripe's events, with no request") {
+		t.Errorf("summary: %s", stderr)
+	}
+	r.checkExactlyOnce(path, items)
+	wh.Cmd.Process.Signal(syscall.SIGINT)
+	<-wh.Exited()
+	if wh.Code != 0 || !strings.Contains(wh.Stdout.String(), `"stripe":{"accepted":`) {
+		t.Fatalf("webhook exited %d: %s%s", wh.Code, wh.Stdout.String(), wh.Stderr.String())
+	}
+}
