@@ -13,6 +13,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/events/pgstore"
 	"github.com/refundkit/refundkit/refund/provider/exec"
 	"github.com/refundkit/refundkit/refund/provider/paypal"
+	ppevents "github.com/refundkit/refundkit/refund/provider/paypal/events"
 	"github.com/refundkit/refundkit/refund/provider/stripe"
 )
 
@@ -91,7 +93,7 @@ func (f *providerFlags) provider(env Env, stderr io.Writer, name string, conns i
 	case providerExec:
 		return f.exec(stderr, name)
 	case providerPayPal:
-		return f.paypalFlags.provider(env, f.Live, conns)
+		return f.paypalFlags.provider(env, f.Live, conns, f.Notifications)
 	case providerAdyen:
 		return f.adyen(env, conns)
 	}
@@ -186,7 +188,7 @@ func stripeLive(key string) bool {
 }
 
 // provider builds the PayPal client: the live API only with live.
-func (f *paypalFlags) provider(env Env, live bool, conns int) (refund.Provider, error) {
+func (f *paypalFlags) provider(env Env, live bool, conns int, notifications string) (refund.Provider, error) {
 	id, secret := env.Getenv("PAYPAL_CLIENT_ID"), env.Getenv("PAYPAL_CLIENT_SECRET")
 	switch {
 	case id == "":
@@ -206,7 +208,46 @@ func (f *paypalFlags) provider(env Env, live bool, conns int) (refund.Provider, 
 	} else if err := checkAPIBase(from, base, "the credentials", "PayPal's", live); err != nil {
 		return nil, err
 	}
-	return paypal.New(base, id, secret, conns), nil
+	c := paypal.New(base, id, secret, conns)
+	if notifications == "" {
+		return c, nil
+	}
+	v, err := paypalVerifier(env.Getenv, live, "--notifications with --provider paypal needs PAYPAL_WEBHOOK_ID: the id of the webhook the events were signed for (PayPal's Developer Dashboard shows it)")
+	if err != nil {
+		return nil, err
+	}
+	evs, err := ppevents.OpenEvents(notifications, v, false)
+	if err != nil {
+		return nil, &usageError{fmt.Sprintf("--notifications: %v", err)}
+	}
+	return &ppevents.Telling{Client: c, Events: evs}, nil
+}
+
+// paypalVerifier checks PayPal's webhook deliveries for PAYPAL_WEBHOOK_ID
+// (missing says what to do when it is unset) under the system's roots; a
+// simulator's root when PAYPAL_CERT_ROOT_FILE names one (its certificates
+// served on loopback), never with live.
+func paypalVerifier(getenv func(string) string, live bool, missing string) (*ppevents.Verifier, error) {
+	id := getenv("PAYPAL_WEBHOOK_ID")
+	if id == "" {
+		return nil, &usageError{missing}
+	}
+	root := getenv("PAYPAL_CERT_ROOT_FILE")
+	if root == "" {
+		return &ppevents.Verifier{WebhookID: id}, nil
+	}
+	if live {
+		return nil, &usageError{"PAYPAL_CERT_ROOT_FILE trusts a simulator's certificates: not with --live"}
+	}
+	pem, err := os.ReadFile(root)
+	if err != nil {
+		return nil, &usageError{fmt.Sprintf("PAYPAL_CERT_ROOT_FILE: %v", err)}
+	}
+	v, err := ppevents.PrivateVerifier(id, pem, "127.0.0.1", "localhost")
+	if err != nil {
+		return nil, &usageError{fmt.Sprintf("PAYPAL_CERT_ROOT_FILE %s: %v", root, err)}
+	}
+	return v, nil
 }
 
 // adyenNotes opens the notifications named (by default pgDefault's). None is

@@ -317,7 +317,7 @@ func (c *refundCmd) check() (shard refund.Shard, err error) {
 
 // inapplicable refuses refund's flags that do not apply to this run.
 func (c *refundCmd) inapplicable() error {
-	rules := append([]applies{{[]string{"exec-create"}, c.Provider == providerExec, "--provider exec"}}, providerRules(c.Provider, "--provider adyen or stripe", c.Provider == providerAdyen || c.Provider == providerStripe,
+	rules := append([]applies{{[]string{"exec-create"}, c.Provider == providerExec, "--provider exec"}}, providerRules(c.Provider, "--provider adyen, stripe or paypal", c.Provider != providerExec,
 		applies{[]string{"live"}, c.Provider != providerExec, "--provider stripe, paypal or adyen: an exec command chooses its own API and account"})...)
 	rules = append(rules,
 		applies{[]string{"lease", "worker"}, isShared(c.Journal), "a shared checkpoint (--journal postgres://... or nats://...): a journal file is held by one run, with no claims to lease or name"},

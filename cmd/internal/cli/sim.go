@@ -42,6 +42,11 @@ type stripeSimCmd struct {
 	PayPalPendingFor             time.Duration `name:"paypal-pending-for" group:"paypal" help:"How long a PENDING PayPal refund stays so before it settles; 0 keeps it PENDING."`
 	PayPalFailedShare            float64       `name:"paypal-failed-share" placeholder:"0-1" group:"paypal" help:"Share of PENDING PayPal refunds that settle FAILED instead of COMPLETED."`
 	PayPalTokenTTL               time.Duration `name:"paypal-token-ttl" group:"paypal" help:"Lifetime of PayPal access tokens (default 9h): a short one makes clients renew them; an expired token gets 401 invalid_token."`
+	PayPalEventsURL              string        `name:"paypal-events-url" placeholder:"URL" group:"paypal" help:"POST PayPal's webhook events (PAYMENT.REFUND.PENDING, PAYMENT.CAPTURE.REFUNDED, PAYMENT.REFUND.FAILED) to URL, a loopback address, signed for PAYPAL_WEBHOOK_ID from the environment with a throwaway certificate served over HTTPS; each is sent again until the receiver answers 2xx."`
+	PayPalEventsCertRoot         string        `name:"paypal-events-cert-root" placeholder:"FILE" group:"paypal" predictor:"file" help:"With --paypal-events-url: write the root certificate (PEM) of the signing certificates to FILE before the URL is published, for the receiver's PAYPAL_CERT_ROOT_FILE."`
+	PayPalEventsDuplicateShare   float64       `name:"paypal-events-duplicate-share" placeholder:"0-1" group:"paypal" help:"Share of PayPal's events delivered twice (a new transmission each)."`
+	PayPalEventsReorderShare     float64       `name:"paypal-events-reorder-share" placeholder:"0-1" group:"paypal" help:"Share of PayPal's events held back so that later ones overtake them."`
+	PayPalEventsForgedShare      float64       `name:"paypal-events-forged-share" placeholder:"0-1" group:"paypal" help:"Share of PayPal's events that also get a forged delivery (another key, or a tampered body), which a receiver must refuse."`
 	AdyenPayments                int           `name:"adyen-payments" placeholder:"N" group:"data" help:"Generate N Adyen payments SIMPAY0000000001... in EUR, amounts drawn from --seed."`
 	AdyenPaymentsFile            string        `name:"adyen-payments-file" placeholder:"FILE" group:"data" predictor:"file" help:"Add the Adyen payments in FILE, JSON lines of {psp_reference, currency, amount, merchant_account}."`
 	AdyenMerchantAccount         string        `name:"adyen-merchant-account" default:"RefundkitSim" placeholder:"NAME" group:"data" help:"Adyen merchant account of the simulated company (default ${default}), and of payments that name none. The API key (ADYEN_API_KEY, default adyen_sim_test_key) acts for it and for every account a payment names."`
@@ -95,6 +100,11 @@ func StripeSim(env Env) int {
 	if err == nil {
 		err = stripeEventSecrets(&cfg.Events, env.Getenv)
 	}
+	if err == nil && c.PayPalEventsURL != "" {
+		if cfg.PayPal.Events.WebhookID = env.Getenv("PAYPAL_WEBHOOK_ID"); cfg.PayPal.Events.WebhookID == "" {
+			err = &usageError{"--paypal-events-url needs PAYPAL_WEBHOOK_ID in the environment: the receiving webhook's id, which each delivery is signed for"}
+		}
+	}
 	if err != nil {
 		return usage(env.Stderr, name, err)
 	}
@@ -111,6 +121,15 @@ func StripeSim(env Env) int {
 		return fail(env.Stderr, name, withCode(ExitFailed, err))
 	}
 	defer s.Close()
+	if c.PayPalEventsCertRoot != "" {
+		root, _, _, ok := s.PayPal().EventsCerts()
+		if !ok {
+			return failf(env.Stderr, name, ExitUsage, "--paypal-events-cert-root is for --paypal-events-url")
+		}
+		if err := os.WriteFile(c.PayPalEventsCertRoot, root, 0o644); err != nil {
+			return failf(env.Stderr, name, ExitFailed, "--paypal-events-cert-root: %v", err)
+		}
+	}
 	if c.AddrFile != "" {
 		if err := publishURL(ctx, c.AddrFile, s.URL()); err != nil {
 			return failf(env.Stderr, name, ExitFailed, "--addr-file: %v", err)
@@ -122,6 +141,9 @@ func StripeSim(env Env) int {
 	}
 	if u := cfg.Events.URL; u != "" {
 		warnf(env.Stderr, name, "stripe events to %s", u)
+	}
+	if u := cfg.PayPal.Events.URL; u != "" {
+		warnf(env.Stderr, name, "paypal events to %s", u)
 	}
 	if l := cfg.Faults.RateLimits; l.Enabled() {
 		warnf(env.Stderr, name, "rate limits: %s", l)
@@ -176,6 +198,13 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 	if cfg.Adyen, err = c.adyen(); err != nil {
 		return stripesim.Config{}, err
 	}
+	if c.PayPalEventsURL != "" {
+		if err := sim.CheckLoopbackURL("paypal events url", "events", c.PayPalEventsURL); err != nil {
+			return stripesim.Config{}, fmt.Errorf("--paypal-events-url: %v", err)
+		}
+	}
+	cfg.PayPal.Events = paypalsim.EventsConfig{URL: c.PayPalEventsURL, DuplicateShare: c.PayPalEventsDuplicateShare,
+		ReorderShare: c.PayPalEventsReorderShare, ForgedShare: c.PayPalEventsForgedShare}
 	if cfg.Events, err = c.stripeEvents(); err != nil {
 		return stripesim.Config{}, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
 	"github.com/refundkit/refundkit/refund/provider/adyen/webhook"
+	ppevents "github.com/refundkit/refundkit/refund/provider/paypal/events"
 	"github.com/refundkit/refundkit/refund/provider/stripe"
 )
 
@@ -30,12 +31,14 @@ type webhookCmd struct {
 	Adyen       string `placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Receive Adyen's notifications at /adyen/notifications (each item HMAC-signed under ADYEN_HMAC_KEY) and keep refund outcomes here: a file of JSON lines (created 0600, held by one receiver), or the PostgreSQL checkpoint's database (table refundkit.adyen_notifications, shared by many receivers). refund and audit read it with --provider adyen --notifications."`
 	AdyenOthers string `name:"adyen-others" placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Where Adyen's notifications of other events (not a refund's outcome) are kept, apart (default: --adyen's file with .jsonl replaced by .others.jsonl; for postgres://, table refundkit.adyen_other_notifications of the same database)."`
 	Stripe      string `placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Receive Stripe's events at /stripe/events (Stripe-Signature under STRIPE_WEBHOOK_SECRET) and keep them here: a file of JSON lines (created 0600, held by one receiver), or the PostgreSQL checkpoint's database (table refundkit.stripe_events, shared by many receivers). refund reads it with --provider stripe --notifications: a pending refund its events settle costs no request."`
+	PayPal      string `name:"paypal" placeholder:"FILE" group:"output" predictor:"file" help:"Receive PayPal's webhook events at /paypal/events (signed for PAYPAL_WEBHOOK_ID with PayPal's certificate, checked offline) and keep them here: a file of JSON lines (created 0600, held by one receiver). refund reads it with --provider paypal --notifications."`
 }
 
 // webhookStats are the receiver's counters, one member per provider served.
 type webhookStats struct {
-	Adyen  *webhook.Stats        `json:"adyen,omitempty"`
-	Stripe *stripe.ReceiverStats `json:"stripe,omitempty"`
+	Adyen  *webhook.Stats          `json:"adyen,omitempty"`
+	Stripe *stripe.ReceiverStats   `json:"stripe,omitempty"`
+	PayPal *ppevents.ReceiverStats `json:"paypal,omitempty"`
 }
 
 // Webhook is webhook: it keeps each provider's verified events and answers
@@ -117,6 +120,38 @@ func Webhook(env Env) int {
 		serving = append(serving, fmt.Sprintf("Stripe's events at %s (into %s)", stripe.EventsPath, redactStore(c.Stripe)))
 	}
 
+	var pp *ppevents.Receiver
+	if c.PayPal != "" {
+		v, err := paypalVerifier(env.Getenv, false, "--paypal needs PAYPAL_WEBHOOK_ID in the environment: the id of the webhook (PayPal's Developer Dashboard), which each delivery is signed for")
+		if err != nil {
+			return usage(stderr, name, err)
+		}
+		evs, err := ppevents.OpenEvents(c.PayPal, v, true)
+		if err != nil {
+			return failf(stderr, name, exitCodeFor(unwritable(err)), "--paypal: %v", err)
+		}
+		if t := evs.Torn(); t != nil {
+			warnf(stderr, name, "%s", t)
+		}
+		closed := false
+		closers = append(closers, func() int {
+			if closed {
+				return ExitOK
+			}
+			closed = true
+			if err := evs.Close(); err != nil {
+				warnf(stderr, name, "--paypal: %v", err)
+				return ExitJournal
+			}
+			return ExitOK
+		})
+		if pp, err = ppevents.NewReceiver(ppevents.ReceiverConfig{Verifier: v, Events: evs, Logf: logf}); err != nil {
+			return usage(stderr, name, err)
+		}
+		mux.Handle(ppevents.EventsPath, pp)
+		serving = append(serving, fmt.Sprintf("PayPal's events at %s (into %s)", ppevents.EventsPath, c.PayPal))
+	}
+
 	code, served := serveWebhook(ctx, stderr, name, c.Listen, c.AddrFile, mux, func(url string) {
 		warnf(stderr, name, "listening on %s: %s", url, strings.Join(serving, "; "))
 	})
@@ -138,11 +173,16 @@ func Webhook(env Env) int {
 		st.Stripe = &s
 		said = append(said, "Stripe: "+stripeStopped(s))
 	}
+	if pp != nil {
+		s := pp.Stats()
+		st.PayPal = &s
+		said = append(said, "PayPal: "+stripeStopped(s))
+	}
 	warnf(stderr, name, "stopped: %s", strings.Join(said, "; "))
 	if err := json.NewEncoder(env.Stdout).Encode(st); err != nil {
 		return failf(stderr, name, ExitFailed, "write the counters: %v", err)
 	}
-	if (st.Adyen != nil && st.Adyen.StoreErrors > 0) || (st.Stripe != nil && st.Stripe.StoreErrors > 0) {
+	if (st.Adyen != nil && st.Adyen.StoreErrors > 0) || (st.Stripe != nil && st.Stripe.StoreErrors > 0) || (st.PayPal != nil && st.PayPal.StoreErrors > 0) {
 		// Those were answered 500 and the provider sends them again, but
 		// a store that failed is for a person to look at.
 		warnf(stderr, name, "a store failed to keep events (answered 500: the provider sends them again to a receiver that can keep them)")
@@ -153,8 +193,8 @@ func Webhook(env Env) int {
 
 // check refuses a receiver of nothing and two providers in one file.
 func (c *webhookCmd) check() error {
-	if c.Adyen == "" && c.Stripe == "" {
-		return fmt.Errorf("nothing to receive: give --adyen FILE|postgres://... (Adyen's notifications), --stripe FILE (Stripe's events), or both")
+	if c.Adyen == "" && c.Stripe == "" && c.PayPal == "" {
+		return fmt.Errorf("nothing to receive: give --adyen FILE|postgres://... (Adyen's notifications), --stripe FILE|postgres://... (Stripe's events), --paypal FILE (PayPal's events), or several")
 	}
 	if c.AdyenOthers != "" && c.Adyen == "" {
 		return fmt.Errorf("--adyen-others is for --adyen")
@@ -162,8 +202,11 @@ func (c *webhookCmd) check() error {
 	if err := checkListen(c.Listen, c.Public); err != nil {
 		return err
 	}
+	if postgres.IsURL(c.PayPal) {
+		return fmt.Errorf("--paypal %s: PayPal's events are kept in a file (JSON lines); a PostgreSQL store of them is not built yet", postgres.Redact(c.PayPal))
+	}
 	files := map[string]string{}
-	for _, f := range [][2]string{{"--adyen", c.Adyen}, {"--adyen-others", c.AdyenOthers}, {"--stripe", c.Stripe}} {
+	for _, f := range [][2]string{{"--adyen", c.Adyen}, {"--adyen-others", c.AdyenOthers}, {"--stripe", c.Stripe}, {"--paypal", c.PayPal}} {
 		if f[1] == "" || postgres.IsURL(f[1]) {
 			continue
 		}
@@ -181,7 +224,7 @@ func (c *webhookCmd) check() error {
 	return nil
 }
 
-// stripeStopped is what Stripe's part of the receiver did.
+// stripeStopped is what Stripe's (or PayPal's) part of the receiver did.
 func stripeStopped(st stripe.ReceiverStats) string {
 	rejected := int64(0)
 	for _, n := range st.Rejected {
