@@ -1,14 +1,13 @@
 package events
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
+	store "github.com/refundkit/refundkit/refund/provider/events"
 	"github.com/refundkit/refundkit/refund/provider/paypal"
 )
 
@@ -71,67 +70,16 @@ func ReadEvent(body []byte) (Event, error) {
 	return out, nil
 }
 
-// Outcome is refund id as events tell it, whatever their order: a refund
-// that ended without moving money (failed, canceled) stays so; one that
-// succeeded is succeeded unless an event says it ended so; else the
-// latest event's status. Events that disagree on the capture, amount,
-// currency or metadata of one refund contradict: it stays pending, with
-// ReasonContradicts, for a person. ok is false when none names it.
-func Outcome(id string, events []Event) (r refund.Refund, ok bool) {
-	var mine []Event
-	for _, e := range events {
-		if e.Refund != nil && e.Refund.ID == id {
-			mine = append(mine, e)
-		}
+// Outcome is refund id as its events tell it, in any order they came
+// (store.Outcome: the most final status stands; disagreeing events settle
+// nothing). ok is false when none names it.
+func Outcome(id string, evs []Event) (refund.Refund, bool) {
+	told := make([]store.Told, 0, len(evs))
+	for _, e := range evs {
+		told = append(told, store.Told{At: e.Created, ID: e.ID, Refund: e.Refund})
 	}
-	if len(mine) == 0 {
-		return refund.Refund{}, false
-	}
-	// Oldest first, the event id breaking ties: the same events give the
-	// same refund, field for field, in any order they arrived.
-	slices.SortFunc(mine, func(a, b Event) int {
-		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.ID, b.ID))
-	})
-	r = *mine[0].Refund
-	for _, e := range mine[1:] {
-		got := e.Refund
-		if !sameRefund(&r, got) {
-			r.Status, r.FailureReason = refund.RefundPending, ReasonContradicts
-			return r, true
-		}
-		if rank(got.Status) >= rank(r.Status) { // equal: the later event's
-			r.Status, r.FailureReason = got.Status, got.FailureReason
-		}
-	}
-	return r, true
+	return store.Outcome(id, told)
 }
 
 // ReasonContradicts is the FailureReason of a refund whose events disagree.
-const ReasonContradicts = "events_contradict"
-
-// rank orders statuses by how final they are: a refund moves up only.
-func rank(status string) int {
-	switch status {
-	case refund.RefundFailed, refund.RefundCanceled:
-		return 3
-	case refund.RefundSucceeded:
-		return 2
-	case refund.RefundPending, refund.RefundRequiresAction:
-		return 1
-	}
-	return 0 // a status refundkit does not know: any known one tells more
-}
-
-// sameRefund reports whether two readings of one refund agree on what binds
-// it to an item.
-func sameRefund(a, b *refund.Refund) bool {
-	if a.Capture != b.Capture || a.Amount != b.Amount || a.Currency != b.Currency {
-		return false
-	}
-	for _, k := range []string{refund.MetaBatch, refund.MetaItem, refund.MetaAttempt} {
-		if a.Metadata[k] != b.Metadata[k] {
-			return false
-		}
-	}
-	return true
-}
+const ReasonContradicts = store.ReasonContradicts
