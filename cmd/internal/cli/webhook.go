@@ -101,18 +101,7 @@ func Webhook(env Env) int {
 		if f, ok := evs.(*stripe.EventsFile); ok && f.Torn() != nil {
 			warnf(stderr, name, "%s", f.Torn())
 		}
-		closed := false
-		closers = append(closers, func() int {
-			if closed {
-				return ExitOK
-			}
-			closed = true
-			if err := evs.Close(); err != nil {
-				warnf(stderr, name, "--stripe: %v", err)
-				return ExitJournal
-			}
-			return ExitOK
-		})
+		closers = append(closers, closeOnce(stderr, name, "--stripe", evs))
 		if str, err = stripe.NewReceiver(stripe.ReceiverConfig{Secrets: secrets, Events: evs, Logf: logf}); err != nil {
 			return usage(stderr, name, err)
 		}
@@ -133,18 +122,7 @@ func Webhook(env Env) int {
 		if t := evs.Torn(); t != nil {
 			warnf(stderr, name, "%s", t)
 		}
-		closed := false
-		closers = append(closers, func() int {
-			if closed {
-				return ExitOK
-			}
-			closed = true
-			if err := evs.Close(); err != nil {
-				warnf(stderr, name, "--paypal: %v", err)
-				return ExitJournal
-			}
-			return ExitOK
-		})
+		closers = append(closers, closeOnce(stderr, name, "--paypal", evs))
 		if pp, err = ppevents.NewReceiver(ppevents.ReceiverConfig{Verifier: v, Events: evs, Logf: logf}); err != nil {
 			return usage(stderr, name, err)
 		}
@@ -222,6 +200,23 @@ func (c *webhookCmd) check() error {
 		}
 	}
 	return nil
+}
+
+// closeOnce closes c the first time it is called: ExitJournal if that
+// fails, said with flag.
+func closeOnce(stderr io.Writer, name, flag string, c io.Closer) func() int {
+	closed := false
+	return func() int {
+		if closed {
+			return ExitOK
+		}
+		closed = true
+		if err := c.Close(); err != nil {
+			warnf(stderr, name, "%s: %v", flag, err)
+			return ExitJournal
+		}
+		return ExitOK
+	}
 }
 
 // stripeStopped is what Stripe's (or PayPal's) part of the receiver did.

@@ -92,3 +92,26 @@ func sameRefund(a, b *refund.Refund) bool {
 	}
 	return true
 }
+
+// Outcomes is every refund told of, in the order first told, each as
+// Outcome gives it (audit reads them against the journals).
+func Outcomes(told []Told) []refund.Refund {
+	byID := map[string][]Told{}
+	var ids []string
+	for _, t := range told {
+		if t.Refund == nil {
+			continue
+		}
+		if _, seen := byID[t.Refund.ID]; !seen {
+			ids = append(ids, t.Refund.ID)
+		}
+		byID[t.Refund.ID] = append(byID[t.Refund.ID], t)
+	}
+	out := make([]refund.Refund, 0, len(ids))
+	for _, id := range ids {
+		if r, ok := Outcome(id, byID[id]); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}

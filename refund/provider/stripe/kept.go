@@ -167,25 +167,13 @@ func (t *Telling) AllTold(ctx context.Context) ([]refund.Refund, error) {
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string][]Event{}
-	var ids []string
+	var told []events.Told
 	for i := range kept {
-		e := kept[i].event
-		if e.Refund == nil || e.Livemode != t.Live {
-			continue
-		}
-		if _, seen := byID[e.Refund.ID]; !seen {
-			ids = append(ids, e.Refund.ID)
-		}
-		byID[e.Refund.ID] = append(byID[e.Refund.ID], e)
-	}
-	out := make([]refund.Refund, 0, len(ids))
-	for _, id := range ids {
-		if r, ok := Outcome(id, byID[id]); ok {
-			out = append(out, r)
+		if e := &kept[i].event; e.Livemode == t.Live {
+			told = append(told, events.Told{At: time.Unix(e.Created, 0), ID: e.ID, Refund: e.Refund})
 		}
 	}
-	return out, nil
+	return events.Outcomes(told), nil
 }
 
 var (

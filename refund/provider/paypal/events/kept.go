@@ -143,25 +143,12 @@ func (t *Telling) AllTold(ctx context.Context) ([]refund.Refund, error) {
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string][]Event{}
-	var ids []string
+	told := make([]store.Told, len(kept))
 	for i := range kept {
-		e := kept[i].event
-		if e.Refund == nil {
-			continue
-		}
-		if _, seen := byID[e.Refund.ID]; !seen {
-			ids = append(ids, e.Refund.ID)
-		}
-		byID[e.Refund.ID] = append(byID[e.Refund.ID], e)
+		e := &kept[i].event
+		told[i] = store.Told{At: e.Created, ID: e.ID, Refund: e.Refund}
 	}
-	out := make([]refund.Refund, 0, len(ids))
-	for _, id := range ids {
-		if r, ok := Outcome(id, byID[id]); ok {
-			out = append(out, r)
-		}
-	}
-	return out, nil
+	return store.Outcomes(told), nil
 }
 
 var (
