@@ -86,7 +86,10 @@ func unreachable(err error) bool {
 	}
 	for _, e := range []error{errDropped, context.DeadlineExceeded, context.Canceled, nats.ErrTimeout, nats.ErrNoResponders,
 		jetstream.ErrNoStreamResponse, nats.ErrConnectionReconnecting, nats.ErrDisconnected, nats.ErrStaleConnection,
-		nats.ErrReconnectBufExceeded, nats.ErrNoServers} {
+		nats.ErrReconnectBufExceeded, nats.ErrNoServers,
+		// A pull a server ends as it stops, or as a cluster moves the
+		// consumer's leader: the next one is answered elsewhere or later.
+		jetstream.ErrServerShutdown, jetstream.ErrConsumerLeadershipChanged} {
 		if errors.Is(err, e) {
 			return true
 		}
