@@ -64,6 +64,29 @@ type Delivery struct {
 	next     *Delivery // queued once this one is accepted
 }
 
+// Forged is a delivery posted once that must not verify: body signed
+// under a key the receiver lacks, or tampered after signing, its headers
+// set by sign. A receiver that accepts it anyway is counted in accepted.
+func Forged(due time.Time, body []byte, sign func(h http.Header), accepted *atomic.Int64) *Delivery {
+	return &Delivery{Due: due, Body: body, Once: true, Header: sign,
+		Done: func(ok bool) {
+			if ok {
+				accepted.Add(1)
+			}
+		}}
+}
+
+// Tamper changes what an event's body says of its refund: the first of
+// swaps (a status for another) that it holds, else a field added.
+func Tamper(body []byte, swaps ...[2]string) []byte {
+	for _, sw := range swaps {
+		if bytes.Contains(body, []byte(sw[0])) {
+			return bytes.Replace(body, []byte(sw[0]), []byte(sw[1]), 1)
+		}
+	}
+	return append(bytes.TrimSuffix(body, []byte("}")), []byte(`,"tampered":true}`)...)
+}
+
 // Notifier is a webhook's sender: deliveries queued by due time, handed
 // to workers, each posted until a receiver accepts it, with backoff. A
 // chain of deliveries goes out one after the other; chains side by side.

@@ -339,11 +339,11 @@ func (c *auditCmd) inapplicable() error {
 	}
 	asked := pf.Provider != ""
 	pg := slices.ContainsFunc(c.Journals, postgres.IsURL)
-	notesFor := "--provider adyen or stripe"
+	notesFor := "--provider adyen, stripe or paypal"
 	if !asked {
-		notesFor += ": add --provider adyen (ADYEN_HMAC_KEY) or --provider stripe (STRIPE_WEBHOOK_SECRET), whose key verifies them (audit --provider adyen --notifications FILE --plan PLAN JOURNAL)"
+		notesFor += ": add --provider adyen (ADYEN_HMAC_KEY), stripe (STRIPE_WEBHOOK_SECRET) or paypal (PAYPAL_WEBHOOK_ID), whose key verifies them (audit --provider adyen --notifications FILE --plan PLAN JOURNAL)"
 	}
-	rules := append([]applies{{[]string{"exec-create"}, false, "refund: audit never creates a refund (with --provider exec it runs --exec-find)"}}, providerRules(pf.Provider, notesFor, pf.Provider == providerAdyen || pf.Provider == providerStripe,
+	rules := append([]applies{{[]string{"exec-create"}, false, "refund: audit never creates a refund (with --provider exec it runs --exec-find)"}}, providerRules(pf.Provider, notesFor, pf.Provider != providerExec && asked,
 		applies{[]string{"live"}, asked && pf.Provider != providerExec, "--provider stripe, paypal or adyen: without one audit reads no account"})...)
 	rules = append(rules,
 		applies{[]string{"concurrency", "rate"}, asked, "--provider: without one audit asks no API"},

@@ -24,6 +24,7 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/adyen"
 	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
+	"github.com/refundkit/refundkit/refund/provider/events"
 	"github.com/refundkit/refundkit/refund/provider/events/pgstore"
 	"github.com/refundkit/refundkit/refund/provider/exec"
 	"github.com/refundkit/refundkit/refund/provider/paypal"
@@ -63,7 +64,7 @@ type paypalFlags struct {
 }
 
 type adyenFlags struct {
-	Notifications string `placeholder:"FILE|URL" group:"provider" predictor:"file" help:"The provider's own events, as the receiver keeps them. --provider adyen: the notifications webhook --adyen (or adyen-webhook --out) keeps (a file, or a PostgreSQL URL; default with a PostgreSQL checkpoint: its database), verified with ADYEN_HMAC_KEY; without them every Adyen refund stays pending. --provider stripe: the events webhook --stripe keeps (a file), verified with STRIPE_WEBHOOK_SECRET: a pending refund they tell the end of is settled with no request to Stripe."`
+	Notifications string `placeholder:"FILE|URL" group:"provider" predictor:"file" help:"The provider's own events, as the receiver keeps them. --provider adyen: the notifications webhook --adyen (or adyen-webhook --out) keeps (a file, or a PostgreSQL URL; default with a PostgreSQL checkpoint: its database), verified with ADYEN_HMAC_KEY; without them every Adyen refund stays pending. --provider stripe: the events webhook --stripe keeps (a file or a PostgreSQL URL), verified with STRIPE_WEBHOOK_SECRET; --provider paypal: the events webhook --paypal keeps (a file or a PostgreSQL URL), verified for PAYPAL_WEBHOOK_ID: a pending refund they tell the end of is settled with no request to the provider."`
 }
 
 // execFlags are --provider exec's. Its commands (/bin/sh -c) inherit
@@ -142,16 +143,32 @@ func (f *providerFlags) stripe(env Env, conns int) (refund.Provider, error) {
 // openStripeEvents opens Stripe's kept events: a file (held for writing
 // with write), or a table of the PostgreSQL checkpoint's database.
 func openStripeEvents(spec string, secrets []string, write bool) (stripe.EventStore, error) {
+	return openEvents(spec, stripe.Codec(secrets), stripe.EventsTable, write)
+}
+
+// openPayPalEvents opens PayPal's kept events, as openStripeEvents.
+func openPayPalEvents(spec string, v *ppevents.Verifier, write bool) (ppevents.EventStore, error) {
+	c, err := ppevents.Codec(v)
+	if err != nil {
+		return nil, err
+	}
+	return openEvents(spec, c, ppevents.EventsTable, write)
+}
+
+// openEvents opens the deliveries kept under c at spec: a file (held for
+// writing with write; one that cannot be read, for reading, is a usage
+// error of --notifications), or t in the PostgreSQL checkpoint's database.
+func openEvents[N any](spec string, c *events.Codec[N], t *events.Table[N], write bool) (events.Store[N], error) {
 	if postgres.IsURL(spec) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s, err := pgstore.Open(ctx, spec, stripe.Codec(secrets), stripe.EventsTable)
+		s, err := pgstore.Open(ctx, spec, c, t)
 		if err != nil {
 			return nil, err
 		}
 		return s, nil
 	}
-	s, err := stripe.OpenEvents(spec, secrets, write)
+	s, err := events.Open(spec, c, write)
 	if err != nil {
 		if write {
 			return nil, err
@@ -216,9 +233,9 @@ func (f *paypalFlags) provider(env Env, live bool, conns int, notifications stri
 	if err != nil {
 		return nil, err
 	}
-	evs, err := ppevents.OpenEvents(notifications, v, false)
+	evs, err := openPayPalEvents(notifications, v, false)
 	if err != nil {
-		return nil, &usageError{fmt.Sprintf("--notifications: %v", err)}
+		return nil, err
 	}
 	return &ppevents.Telling{Client: c, Events: evs}, nil
 }

@@ -31,7 +31,7 @@ type webhookCmd struct {
 	Adyen       string `placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Receive Adyen's notifications at /adyen/notifications (each item HMAC-signed under ADYEN_HMAC_KEY) and keep refund outcomes here: a file of JSON lines (created 0600, held by one receiver), or the PostgreSQL checkpoint's database (table refundkit.adyen_notifications, shared by many receivers). refund and audit read it with --provider adyen --notifications."`
 	AdyenOthers string `name:"adyen-others" placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Where Adyen's notifications of other events (not a refund's outcome) are kept, apart (default: --adyen's file with .jsonl replaced by .others.jsonl; for postgres://, table refundkit.adyen_other_notifications of the same database)."`
 	Stripe      string `placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Receive Stripe's events at /stripe/events (Stripe-Signature under STRIPE_WEBHOOK_SECRET) and keep them here: a file of JSON lines (created 0600, held by one receiver), or the PostgreSQL checkpoint's database (table refundkit.stripe_events, shared by many receivers). refund reads it with --provider stripe --notifications: a pending refund its events settle costs no request."`
-	PayPal      string `name:"paypal" placeholder:"FILE" group:"output" predictor:"file" help:"Receive PayPal's webhook events at /paypal/events (signed for PAYPAL_WEBHOOK_ID with PayPal's certificate, checked offline) and keep them here: a file of JSON lines (created 0600, held by one receiver). refund reads it with --provider paypal --notifications."`
+	PayPal      string `name:"paypal" placeholder:"FILE|postgres://..." group:"output" predictor:"file" help:"Receive PayPal's webhook events at /paypal/events (signed for PAYPAL_WEBHOOK_ID with PayPal's certificate, checked offline) and keep them here: a file of JSON lines (created 0600, held by one receiver), or the PostgreSQL checkpoint's database (table refundkit.paypal_events, shared by many receivers). refund reads it with --provider paypal --notifications."`
 }
 
 // webhookStats are the receiver's counters, one member per provider served.
@@ -115,19 +115,19 @@ func Webhook(env Env) int {
 		if err != nil {
 			return usage(stderr, name, err)
 		}
-		evs, err := ppevents.OpenEvents(c.PayPal, v, true)
+		evs, err := openPayPalEvents(c.PayPal, v, true)
 		if err != nil {
 			return failf(stderr, name, exitCodeFor(unwritable(err)), "--paypal: %v", err)
 		}
-		if t := evs.Torn(); t != nil {
-			warnf(stderr, name, "%s", t)
+		if f, ok := evs.(*ppevents.EventsFile); ok && f.Torn() != nil {
+			warnf(stderr, name, "%s", f.Torn())
 		}
 		closers = append(closers, closeOnce(stderr, name, "--paypal", evs))
 		if pp, err = ppevents.NewReceiver(ppevents.ReceiverConfig{Verifier: v, Events: evs, Logf: logf}); err != nil {
 			return usage(stderr, name, err)
 		}
 		mux.Handle(ppevents.EventsPath, pp)
-		serving = append(serving, fmt.Sprintf("PayPal's events at %s (into %s)", ppevents.EventsPath, c.PayPal))
+		serving = append(serving, fmt.Sprintf("PayPal's events at %s (into %s)", ppevents.EventsPath, redactStore(c.PayPal)))
 	}
 
 	code, served := serveWebhook(ctx, stderr, name, c.Listen, c.AddrFile, mux, func(url string) {
@@ -172,16 +172,13 @@ func Webhook(env Env) int {
 // check refuses a receiver of nothing and two providers in one file.
 func (c *webhookCmd) check() error {
 	if c.Adyen == "" && c.Stripe == "" && c.PayPal == "" {
-		return fmt.Errorf("nothing to receive: give --adyen FILE|postgres://... (Adyen's notifications), --stripe FILE|postgres://... (Stripe's events), --paypal FILE (PayPal's events), or several")
+		return fmt.Errorf("nothing to receive: give --adyen FILE|postgres://... (Adyen's notifications), --stripe FILE|postgres://... (Stripe's events), --paypal FILE|postgres://... (PayPal's events), or several")
 	}
 	if c.AdyenOthers != "" && c.Adyen == "" {
 		return fmt.Errorf("--adyen-others is for --adyen")
 	}
 	if err := checkListen(c.Listen, c.Public); err != nil {
 		return err
-	}
-	if postgres.IsURL(c.PayPal) {
-		return fmt.Errorf("--paypal %s: PayPal's events are kept in a file (JSON lines); a PostgreSQL store of them is not built yet", postgres.Redact(c.PayPal))
 	}
 	files := map[string]string{}
 	for _, f := range [][2]string{{"--adyen", c.Adyen}, {"--adyen-others", c.AdyenOthers}, {"--stripe", c.Stripe}, {"--paypal", c.PayPal}} {

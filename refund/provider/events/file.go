@@ -4,8 +4,8 @@
 // provider supplies a Codec (what a line is, how its signature is checked
 // again, what makes two deliveries one, which refund and payment it
 // names); the file, its lock, its group-commit fsync, its torn tail and
-// its dedup are this package's alone (Adyen's notifications and Stripe's
-// events are two Codecs over one File).
+// its dedup are this package's alone (Adyen's notifications, Stripe's and
+// PayPal's events are three Codecs over one File).
 package events
 
 import (
@@ -35,6 +35,8 @@ type Codec[N any] struct {
 	Key   func(n *N) string                   // one key for a delivery and its retries
 	Refs  func(n *N) (refund, payment string) // what it is looked up by ("" for none)
 	Clone func(n N) N                         // a copy that shares nothing a caller could change
+	// ReadOnly is Add's error on a File opened for reading.
+	ReadOnly error
 }
 
 // File keeps deliveries in a file of JSON lines, as received. One writer
@@ -179,10 +181,10 @@ func (x *File[N]) Fsyncs() int64 {
 
 // Add stores n, written and fsynced (journal.Writer), unless one of its
 // key is kept or being written: then false once that one is on disk.
-// errReadOnly is returned by a File opened for reading.
-func (x *File[N]) Add(ctx context.Context, n N, errReadOnly error) (bool, error) {
+// A File opened for reading returns its codec's ReadOnly.
+func (x *File[N]) Add(ctx context.Context, n N) (bool, error) {
 	if x.w == nil {
-		return false, errReadOnly
+		return false, x.codec.ReadOnly
 	}
 	if why := x.codec.Check(&n); why != "" {
 		return false, &InvalidError{Noun: x.codec.Noun, Reason: why}
@@ -232,17 +234,17 @@ func (x *File[N]) Add(ctx context.Context, n N, errReadOnly error) (bool, error)
 }
 
 // ForRefund returns the deliveries naming refund id, in the order received.
-func (x *File[N]) ForRefund(id string) ([]N, error) {
+func (x *File[N]) ForRefund(_ context.Context, id string) ([]N, error) {
 	return x.query(func(ix *index[N]) []N { return ix.pick(ix.byRefund[id]) })
 }
 
 // ForPayment returns the deliveries naming payment id.
-func (x *File[N]) ForPayment(id string) ([]N, error) {
+func (x *File[N]) ForPayment(_ context.Context, id string) ([]N, error) {
 	return x.query(func(ix *index[N]) []N { return ix.pick(ix.byPayment[id]) })
 }
 
 // All returns every delivery kept, in the order received.
-func (x *File[N]) All() ([]N, error) {
+func (x *File[N]) All(context.Context) ([]N, error) {
 	return x.query(func(ix *index[N]) []N {
 		out := make([]N, len(ix.all))
 		for i, n := range ix.all {

@@ -14,10 +14,11 @@ type note struct {
 
 var noteCodec = &Codec[note]{
 	File: "test file", Noun: "note",
-	Check: func(*note) string { return "" },
-	Key:   func(n *note) string { return n.ID },
-	Refs:  func(n *note) (string, string) { return n.ID, "" },
-	Clone: func(n note) note { return n },
+	Check:    func(*note) string { return "" },
+	Key:      func(n *note) string { return n.ID },
+	Refs:     func(n *note) (string, string) { return n.ID, "" },
+	Clone:    func(n note) note { return n },
+	ReadOnly: errors.New("read only"),
 }
 
 // A file rotated or moved away while a receiver holds it takes what is
@@ -43,14 +44,13 @@ func TestAddToARenamedFileFails(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			ro := errors.New("read only")
-			if added, err := f.Add(context.Background(), note{ID: "a"}, ro); !added || err != nil {
+			if added, err := f.Add(context.Background(), note{ID: "a"}); !added || err != nil {
 				t.Fatalf("Add: %v %v", added, err)
 			}
 			if err := move.do(path); err != nil {
 				t.Fatal(err)
 			}
-			_, err = f.Add(context.Background(), note{ID: "b"}, ro)
+			_, err = f.Add(context.Background(), note{ID: "b"})
 			var we *WriteError
 			if !errors.As(err, &we) {
 				t.Fatalf("Add after the file was %s: %v, want a *WriteError", move.name, err)

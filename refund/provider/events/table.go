@@ -15,3 +15,20 @@ type Table[N any] struct {
 	Received              func(n *N) time.Time
 	Describe              func(n *N) string // names it in messages, never its signature
 }
+
+// EventTable is a provider's table of events (refundkit.stripe_events,
+// refundkit.paypal_events: one row per event id), whose deliveries say
+// their event's id and type (of) and when they were received.
+func EventTable[N any](name, what string, of func(n *N) (id, typ string), received func(n *N) time.Time) *Table[N] {
+	return &Table[N]{
+		Name: name, What: what, App: "refundkit-webhook",
+		Refund: "refund_id", Payment: "payment_id", Kind: "event_type",
+		Key:      func(n *N) string { id, _ := of(n); return id },
+		KindOf:   func(n *N) string { _, typ := of(n); return typ },
+		Received: received,
+		Describe: func(n *N) string { return EventName(of(n)) },
+	}
+}
+
+// EventName names an event in messages: "event evt_1 (refund.updated)".
+func EventName(id, typ string) string { return "event " + id + " (" + typ + ")" }

@@ -104,11 +104,16 @@ func ReadEvent(payload []byte) (Event, error) {
 // (events.Outcome: the most final status stands; disagreeing events
 // settle nothing). ok is false when none names it.
 func Outcome(id string, evs []Event) (refund.Refund, bool) {
-	told := make([]events.Told, 0, len(evs))
-	for _, e := range evs {
-		told = append(told, events.Told{At: time.Unix(e.Created, 0), ID: e.ID, Refund: e.Refund})
+	told := make([]events.Told, len(evs))
+	for i := range evs {
+		told[i] = evs[i].told()
 	}
 	return events.Outcome(id, told)
+}
+
+// told is e's word on its refund.
+func (e *Event) told() events.Told {
+	return events.Told{At: time.Unix(e.Created, 0), ID: e.ID, Refund: e.Refund}
 }
 
 // ReasonContradicts is the FailureReason of a refund whose events disagree.

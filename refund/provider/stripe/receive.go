@@ -30,9 +30,7 @@ type ReceiverConfig struct {
 }
 
 // Receiver serves POSTs of Stripe's events. It is safe for concurrent use.
-type Receiver struct {
-	*events.Receiver[Kept]
-}
+type Receiver = events.Receiver[Kept]
 
 // Reasons an event is refused, as ReceiverStats names them.
 const (
@@ -57,7 +55,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		cfg.Now = time.Now
 	}
 	secrets := append([]string(nil), cfg.Secrets...)
-	r, err := events.NewReceiver(events.ReceiverConfig[Kept]{
+	return events.NewReceiver(events.ReceiverConfig[Kept]{
 		Provider: "Stripe",
 		Noun:     "event",
 		Reasons:  []string{RefusedSignature},
@@ -73,15 +71,11 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 				return Kept{}, "", err
 			}
 			k := Kept{V: KeptVersion, Received: cfg.Now().UTC(), Signature: h.Get(SignatureHeader), Payload: string(body)}
-			return k, "event " + ev.ID + " (" + ev.Type + ")", nil
+			return k, events.EventName(ev.ID, ev.Type), nil
 		},
 		Keep:         cfg.Events.Add,
 		MaxBody:      cfg.MaxBody,
 		StoreTimeout: cfg.StoreTimeout,
 		Logf:         cfg.Logf,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &Receiver{r}, nil
 }

@@ -274,27 +274,15 @@ func (e *events) sign(h http.Header, body []byte, key *rsa.PrivateKey) {
 // forgery is a delivery of body, posted once, that must not verify:
 // signed with a key no certificate has, or signed and then tampered.
 func (e *events) forgery(due time.Time, body []byte, wrongKey bool) *sim.Delivery {
-	sent, key := body, e.forger
-	if !wrongKey {
-		sent, key = tamper(body), e.signer.Key
+	if wrongKey {
+		return sim.Forged(due, body, func(h http.Header) { e.sign(h, body, e.forger) }, &e.forgedOK)
 	}
-	return &sim.Delivery{Due: due, Body: sent, Once: true,
-		Header: func(h http.Header) { e.sign(h, body, key) },
-		Done: func(accepted bool) {
-			if accepted {
-				e.forgedOK.Add(1)
-			}
-		}}
+	return sim.Forged(due, tamper(body), func(h http.Header) { e.sign(h, body, e.signer.Key) }, &e.forgedOK)
 }
 
 // tamper changes what an event says of the refund: its status.
 func tamper(body []byte) []byte {
-	for _, sw := range [][2]string{{`"status":"COMPLETED"`, `"status":"FAILED"`}, {`"status":"FAILED"`, `"status":"COMPLETED"`}, {`"status":"PENDING"`, `"status":"COMPLETED"`}} {
-		if bytes.Contains(body, []byte(sw[0])) {
-			return bytes.Replace(body, []byte(sw[0]), []byte(sw[1]), 1)
-		}
-	}
-	return append(bytes.TrimSuffix(body, []byte("}")), []byte(`,"tampered":true}`)...)
+	return sim.Tamper(body, [2]string{`"status":"COMPLETED"`, `"status":"FAILED"`}, [2]string{`"status":"FAILED"`, `"status":"COMPLETED"`}, [2]string{`"status":"PENDING"`, `"status":"COMPLETED"`})
 }
 
 // EventStats count PayPal's webhook events and their deliveries.

@@ -1,7 +1,6 @@
 package stripesim
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -190,33 +189,15 @@ func (e *events) sign(h http.Header, body []byte, secrets []string) {
 // forgery is a delivery of body, posted once, that must not verify: signed
 // with a secret the endpoint does not have, or signed and then tampered.
 func (e *events) forgery(due time.Time, body []byte, secrets []string, wrongSecret bool) *sim.Delivery {
-	sent := body
-	if !wrongSecret {
-		sent = tamper(body)
+	if wrongSecret {
+		return sim.Forged(due, body, func(h http.Header) { e.sign(h, body, []string{forgedSecret}) }, &e.forgedOK)
 	}
-	return &sim.Delivery{Due: due, Body: sent, Once: true,
-		Header: func(h http.Header) {
-			if wrongSecret {
-				e.sign(h, body, []string{forgedSecret})
-				return
-			}
-			e.sign(h, body, secrets)
-		},
-		Done: func(accepted bool) {
-			if accepted {
-				e.forgedOK.Add(1)
-			}
-		}}
+	return sim.Forged(due, tamper(body), func(h http.Header) { e.sign(h, body, secrets) }, &e.forgedOK)
 }
 
 // tamper changes what an event says of the refund: its status.
 func tamper(body []byte) []byte {
-	for _, sw := range [][2]string{{`"status":"succeeded"`, `"status":"failed"`}, {`"status":"failed"`, `"status":"succeeded"`}, {`"status":"pending"`, `"status":"succeeded"`}} {
-		if bytes.Contains(body, []byte(sw[0])) {
-			return bytes.Replace(body, []byte(sw[0]), []byte(sw[1]), 1)
-		}
-	}
-	return append(bytes.TrimSuffix(body, []byte("}")), []byte(`,"tampered":true}`)...)
+	return sim.Tamper(body, [2]string{`"status":"succeeded"`, `"status":"failed"`}, [2]string{`"status":"failed"`, `"status":"succeeded"`}, [2]string{`"status":"pending"`, `"status":"succeeded"`})
 }
 
 // EventStats count Stripe's webhook events and their deliveries.

@@ -1,7 +1,6 @@
 package notes
 
 import (
-	"context"
 	"errors"
 
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
@@ -10,9 +9,7 @@ import (
 
 // File is a Store in a file of JSON lines, one wire.Notification a line,
 // as received: refund/provider/events' File under Adyen's codec.
-type File struct {
-	*events.File[wire.Notification]
-}
+type File = events.File[wire.Notification]
 
 // The file's errors are the events package's.
 type (
@@ -32,12 +29,13 @@ var ErrReadOnly = errors.New("notification file opened for reading: Add needs wr
 // keyOf, looked up by pspReference and originalReference.
 func codec(keys [][]byte) *events.Codec[wire.Notification] {
 	return &events.Codec[wire.Notification]{
-		File:  "notifications file",
-		Noun:  "notification",
-		Check: func(n *wire.Notification) string { return check(n, keys) },
-		Key:   func(n *wire.Notification) string { return keyOf(&n.Item) },
-		Refs:  func(n *wire.Notification) (string, string) { return n.Item.PSPReference, n.Item.OriginalReference },
-		Clone: clone,
+		File:     "notifications file",
+		Noun:     "notification",
+		Check:    func(n *wire.Notification) string { return check(n, keys) },
+		Key:      func(n *wire.Notification) string { return keyOf(&n.Item) },
+		Refs:     func(n *wire.Notification) (string, string) { return n.Item.PSPReference, n.Item.OriginalReference },
+		Clone:    clone,
+		ReadOnly: ErrReadOnly,
 	}
 }
 
@@ -49,25 +47,5 @@ func OpenFile(path string, keys [][]byte, write bool) (*File, error) {
 	if wire.NoKey(keys) {
 		return nil, errors.New("notifications file " + path + ": no HMAC key")
 	}
-	f, err := events.Open(path, codec(keys), write)
-	if err != nil {
-		return nil, err
-	}
-	return &File{f}, nil
+	return events.Open(path, codec(keys), write)
 }
-
-// Add stores n, written and fsynced, unless one of its key (keyOf) is
-// kept or being written: then false once that one is on disk.
-func (x *File) Add(ctx context.Context, n wire.Notification) (bool, error) {
-	return x.File.Add(ctx, n, ErrReadOnly)
-}
-
-func (x *File) ForRefund(ctx context.Context, psp string) ([]wire.Notification, error) {
-	return x.File.ForRefund(psp)
-}
-
-func (x *File) ForPayment(ctx context.Context, psp string) ([]wire.Notification, error) {
-	return x.File.ForPayment(psp)
-}
-
-func (x *File) All(ctx context.Context) ([]wire.Notification, error) { return x.File.All() }

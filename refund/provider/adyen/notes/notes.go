@@ -6,7 +6,6 @@
 package notes
 
 import (
-	"context"
 	"maps"
 	"slices"
 	"strconv"
@@ -15,23 +14,15 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/events"
 )
 
-// Store keeps accepted notifications.
-type Store interface {
-	// Add stores n durably unless one of its DedupKey is kept (added false,
-	// once that one is durable too); only then may the receiver answer
-	// [accepted]. One that does not verify is refused (*InvalidError).
-	Add(ctx context.Context, n wire.Notification) (added bool, err error)
-	// ForRefund returns the notifications of refund psp, in the order received.
-	ForRefund(ctx context.Context, psp string) ([]wire.Notification, error)
-	// ForPayment returns those whose originalReference is psp.
-	ForPayment(ctx context.Context, psp string) ([]wire.Notification, error)
-	All(ctx context.Context) ([]wire.Notification, error)
-	Close() error
-}
+// Store keeps accepted notifications: a notification is one by its
+// DedupKey, answered [accepted] only once Add has kept it durably, and
+// refused (*InvalidError) if it does not verify. ForRefund and
+// ForPayment look one up by pspReference and originalReference.
+type Store = events.Store[wire.Notification]
 
 func check(n *wire.Notification, keys [][]byte) string {
-	if n.V != wire.Version {
-		return "unknown version v=" + strconv.Itoa(n.V) + " (this build reads v=" + strconv.Itoa(wire.Version) + ": use a newer refundkit)"
+	if why := events.CheckVersion(n.V, wire.Version); why != "" {
+		return why
 	}
 	if !wire.Verify(&n.Item, keys...) {
 		if n.Item.AdditionalData[wire.SignatureField] == "" {

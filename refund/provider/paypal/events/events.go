@@ -74,12 +74,15 @@ func ReadEvent(body []byte) (Event, error) {
 // (store.Outcome: the most final status stands; disagreeing events settle
 // nothing). ok is false when none names it.
 func Outcome(id string, evs []Event) (refund.Refund, bool) {
-	told := make([]store.Told, 0, len(evs))
-	for _, e := range evs {
-		told = append(told, store.Told{At: e.Created, ID: e.ID, Refund: e.Refund})
+	told := make([]store.Told, len(evs))
+	for i := range evs {
+		told[i] = evs[i].told()
 	}
 	return store.Outcome(id, told)
 }
+
+// told is e's word on its refund.
+func (e *Event) told() store.Told { return store.Told{At: e.Created, ID: e.ID, Refund: e.Refund} }
 
 // ReasonContradicts is the FailureReason of a refund whose events disagree.
 const ReasonContradicts = store.ReasonContradicts

@@ -6,8 +6,6 @@ package events
 import (
 	"context"
 	"errors"
-	"maps"
-	"strconv"
 	"time"
 
 	"github.com/refundkit/refundkit/refund"
@@ -39,23 +37,40 @@ type Kept struct {
 // Event is what the kept payload says (valid once it was checked).
 func (k *Kept) Event() Event { return k.event }
 
+// EventStore is where the receiver keeps PayPal's events and refund
+// reads them: a file (OpenEvents) or a table of the PostgreSQL
+// checkpoint's database that many receivers share (pgstore.Open with
+// EventsTable). Every reader verifies each event again.
+type EventStore = store.Store[Kept]
+
 // EventsFile is PayPal's kept events in a file (refund/provider/events).
-type EventsFile struct {
-	*store.File[Kept]
+type EventsFile = store.File[Kept]
+
+// EventsTable is the table of PayPal's kept events in the PostgreSQL
+// checkpoint's database (refundkit.paypal_events, one row per event id),
+// read under Codec(v): refund/provider/events/pgstore opens it.
+var EventsTable = store.EventTable("refundkit.paypal_events", "paypal events", eventOf, func(k *Kept) time.Time { return k.Received })
+
+func eventOf(k *Kept) (id, typ string) { return k.event.ID, k.event.Type }
+
+// Codec is how kept events read: each verifies again under v, two are
+// one by event id, looked up by refund and capture.
+func Codec(v *Verifier) (*store.Codec[Kept], error) {
+	if v == nil || v.WebhookID == "" {
+		return nil, errors.New("paypal events: no verifier with a webhook id")
+	}
+	return keptCodec(v), nil
 }
 
 // OpenEvents opens the file of PayPal's kept events at path, whose lines
 // must verify under v (its WebhookID, roots and hosts; its clock is not
 // used: a kept line's age is no fault). write as events.Open.
 func OpenEvents(path string, v *Verifier, write bool) (*EventsFile, error) {
-	if v == nil || v.WebhookID == "" {
+	c, err := Codec(v)
+	if err != nil {
 		return nil, errors.New("paypal events file: no verifier with a webhook id")
 	}
-	f, err := store.Open(path, keptCodec(v), write)
-	if err != nil {
-		return nil, err
-	}
-	return &EventsFile{f}, nil
+	return store.Open(path, c, write)
 }
 
 // ErrEventsReadOnly is Add on a file opened for reading.
@@ -74,21 +89,18 @@ func keptCodec(v *Verifier) *store.Codec[Kept] {
 			return "", ""
 		},
 		Clone: func(k Kept) Kept {
-			if r := k.event.Refund; r != nil {
-				c := *r
-				c.Metadata = maps.Clone(r.Metadata)
-				k.event.Refund = &c
-			}
+			k.event.Refund = store.CloneRefund(k.event.Refund)
 			return k
 		},
+		ReadOnly: ErrEventsReadOnly,
 	}
 }
 
 // checkKept verifies k's signature again, with no tolerance (it was
 // checked at receipt), and reads its event.
 func checkKept(k *Kept, v *Verifier) string {
-	if k.V != KeptVersion {
-		return "unknown version v=" + strconv.Itoa(k.V) + " (this build reads v=" + strconv.Itoa(KeptVersion) + ": use a newer refundkit)"
+	if why := store.CheckVersion(k.V, KeptVersion); why != "" {
+		return why
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ReverifyTimeout)
 	defer cancel()
@@ -106,50 +118,27 @@ func checkKept(k *Kept, v *Verifier) string {
 	return ""
 }
 
-// Add keeps k durably unless its event is kept already (false, once that
-// one is on disk). The receiver checked the delivery's age; Add checks
-// the signature again, as every reader will.
-func (x *EventsFile) Add(ctx context.Context, k Kept) (bool, error) {
-	return x.File.Add(ctx, k, ErrEventsReadOnly)
-}
-
 // Telling is a Client that reads its kept events first: a refund they
 // tell an outcome of is settled with no request (refund.Teller). The
 // Client is embedded, so Telling is a refund.Provider (and PaymentKeeper)
 // as it is; nil Client: Told and AllTold only.
 type Telling struct {
 	*paypal.Client
-	Events *EventsFile
+	Events EventStore
 }
 
 // Told is refund id as the kept events tell it.
 func (t *Telling) Told(ctx context.Context, id string) (refund.Refund, bool, error) {
-	kept, err := t.Events.ForRefund(id)
-	if err != nil {
-		return refund.Refund{}, false, err
-	}
-	evs := make([]Event, len(kept))
-	for i := range kept {
-		evs[i] = kept[i].event
-	}
-	r, ok := Outcome(id, evs)
-	return r, ok, nil
+	return store.TellRefund(ctx, t.Events, id, tell)
 }
 
 // AllTold is every refund the kept events tell of, each as Told gives it
 // (audit reads them against the journals).
 func (t *Telling) AllTold(ctx context.Context) ([]refund.Refund, error) {
-	kept, err := t.Events.All()
-	if err != nil {
-		return nil, err
-	}
-	told := make([]store.Told, len(kept))
-	for i := range kept {
-		e := &kept[i].event
-		told[i] = store.Told{At: e.Created, ID: e.ID, Refund: e.Refund}
-	}
-	return store.Outcomes(told), nil
+	return store.TellAll(ctx, t.Events, tell)
 }
+
+func tell(k *Kept) (store.Told, bool) { return k.event.told(), true }
 
 var (
 	_ refund.Teller    = (*Telling)(nil)

@@ -32,7 +32,7 @@ const (
 // ReceiverConfig configures a Receiver.
 type ReceiverConfig struct {
 	Verifier     *Verifier     // its WebhookID is the receiving webhook's (PAYPAL_WEBHOOK_ID)
-	Events       *EventsFile   // opened for writing, under the same verifier
+	Events       EventStore    // a file opened for writing, or a table, under the same verifier
 	MaxBody      int64         // default 1 MiB
 	StoreTimeout time.Duration // bounds an Add (default 30 s)
 	Now          func() time.Time
@@ -43,9 +43,7 @@ type ReceiverConfig struct {
 type ReceiverStats = store.ReceiverStats
 
 // Receiver serves POSTs of PayPal's events. It is safe for concurrent use.
-type Receiver struct {
-	*store.Receiver[Kept]
-}
+type Receiver = store.Receiver[Kept]
 
 // NewReceiver checks cfg and fills in its defaults.
 func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
@@ -60,7 +58,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if now == nil {
 		now = time.Now
 	}
-	r, err := store.NewReceiver(store.ReceiverConfig[Kept]{
+	return store.NewReceiver(store.ReceiverConfig[Kept]{
 		Provider: "PayPal",
 		Noun:     "event",
 		Reasons:  []string{RefusedSignature, RefusedCertFetch},
@@ -73,17 +71,13 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 				return Kept{}, "", err
 			}
 			k := Kept{V: KeptVersion, Received: now().UTC(), Headers: wire.HeadersOf(h), Payload: string(body)}
-			return k, "event " + ev.ID + " (" + ev.Type + ")", nil
+			return k, store.EventName(ev.ID, ev.Type), nil
 		},
 		Keep:         cfg.Events.Add,
 		MaxBody:      cfg.MaxBody,
 		StoreTimeout: cfg.StoreTimeout,
 		Logf:         cfg.Logf,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &Receiver{r}, nil
 }
 
 // refusal is how a verification error is answered: 503 for a certificate

@@ -207,7 +207,7 @@ func TestReceiverConcurrentDeliveries(t *testing.T) {
 	if st := r.Stats(); st.Accepted != events*copies || st.Added != events || st.Duplicates != events*(copies-1) {
 		t.Fatalf("stats %+v", st)
 	}
-	all, err := f.All()
+	all, err := f.All(context.Background())
 	if err != nil || len(all) != events {
 		t.Fatalf("kept %d events (%v), want %d", len(all), err, events)
 	}

@@ -1,0 +1,76 @@
+package events
+
+import (
+	"context"
+	"maps"
+	"strconv"
+
+	"github.com/refundkit/refundkit/refund"
+)
+
+// Store is where a receiver keeps one provider's deliveries and readers
+// find them: a File, or a table of the PostgreSQL checkpoint's database
+// (package pgstore). Every reader verifies each delivery again.
+type Store[N any] interface {
+	// Add keeps n durably unless it is kept already (false, once that
+	// one is durable too); only then may the receiver answer 2xx.
+	Add(ctx context.Context, n N) (added bool, err error)
+	ForRefund(ctx context.Context, id string) ([]N, error) // in the order received
+	ForPayment(ctx context.Context, id string) ([]N, error)
+	All(ctx context.Context) ([]N, error)
+	Close() error
+}
+
+var _ Store[struct{}] = (*File[struct{}])(nil)
+
+// CheckVersion is a Codec's Check of a kept line's version v: why a
+// reader of this build's want refuses it, or "".
+func CheckVersion(v, want int) string {
+	if v == want {
+		return ""
+	}
+	return "unknown version v=" + strconv.Itoa(v) + " (this build reads v=" + strconv.Itoa(want) + ": use a newer refundkit)"
+}
+
+// CloneRefund is a copy of r whose metadata is its own (nil for nil).
+func CloneRefund(r *refund.Refund) *refund.Refund {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Metadata = maps.Clone(r.Metadata)
+	return &c
+}
+
+// TellRefund is refund id as the deliveries s keeps of it tell it
+// (refund.Teller's Told): tell is one delivery's word, false where it
+// tells nothing here (an event of the other mode).
+func TellRefund[N any](ctx context.Context, s Store[N], id string, tell func(*N) (Told, bool)) (refund.Refund, bool, error) {
+	kept, err := s.ForRefund(ctx, id)
+	if err != nil {
+		return refund.Refund{}, false, err
+	}
+	r, ok := Outcome(id, words(kept, tell))
+	return r, ok, nil
+}
+
+// TellAll is every refund s's deliveries tell of, each as TellRefund
+// gives it (refund.AllTeller's AllTold: audit reads them against the
+// journals).
+func TellAll[N any](ctx context.Context, s Store[N], tell func(*N) (Told, bool)) ([]refund.Refund, error) {
+	kept, err := s.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return Outcomes(words(kept, tell)), nil
+}
+
+func words[N any](kept []N, tell func(*N) (Told, bool)) []Told {
+	told := make([]Told, 0, len(kept))
+	for i := range kept {
+		if t, ok := tell(&kept[i]); ok {
+			told = append(told, t)
+		}
+	}
+	return told
+}
