@@ -13,6 +13,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -493,4 +494,15 @@ func PlanDiffers(batch string, lines []refund.PlanLine, docs []string, loaded fm
 		return &refund.InputError{Err: fmt.Errorf("item %q of batch %q (line %d of the plan in the checkpoint, %s) is missing from this plan, and %d more%s", missing[0], batch, have[missing[0]].Line, loaded, len(missing)-1, PlanHint)}
 	}
 	return nil
+}
+
+// IsURL reports whether a --journal argument starts with one of a shared
+// checkpoint's schemes (postgres://, nats://) rather than naming a file.
+func IsURL(s string, schemes ...string) bool {
+	for _, scheme := range schemes {
+		if strings.HasPrefix(s, scheme) {
+			return true
+		}
+	}
+	return false
 }

@@ -218,12 +218,16 @@ func closeOnce(stderr io.Writer, name, flag string, c io.Closer) func() int {
 
 // stripeStopped is what Stripe's (or PayPal's) part of the receiver did.
 func stripeStopped(st stripe.ReceiverStats) string {
-	rejected := int64(0)
-	for _, n := range st.Rejected {
-		rejected += n
-	}
 	return fmt.Sprintf("%d requests accepted, %d events kept, %d duplicates, %d requests refused, %d store errors",
-		st.Accepted, st.Added, st.Duplicates, rejected, st.StoreErrors)
+		st.Accepted, st.Added, st.Duplicates, refused(st.Rejected), st.StoreErrors)
+}
+
+// refused is the requests refused for every reason.
+func refused(rejected map[string]int64) (n int64) {
+	for _, r := range rejected {
+		n += r
+	}
+	return n
 }
 
 type adyenWebhookCmd struct {
@@ -329,12 +333,8 @@ func (a *adyenPart) close(stderr io.Writer, name string) int {
 
 // adyenStopped is what the Adyen receiver did, for its last message.
 func adyenStopped(st webhook.Stats) string {
-	rejected := int64(0)
-	for _, n := range st.Rejected {
-		rejected += n
-	}
 	return fmt.Sprintf("%d requests accepted, %d refund notifications kept, %d duplicates, %d others kept, %d requests refused, %d store errors",
-		st.Accepted, st.Added, st.Duplicates, st.Others, rejected, st.StoreErrors)
+		st.Accepted, st.Added, st.Duplicates, st.Others, refused(st.Rejected), st.StoreErrors)
 }
 
 // serveWebhook serves h on listen until ctx ends (a signal), publishing

@@ -30,9 +30,7 @@ import (
 
 // IsURL reports whether a --journal argument names a NATS JetStream
 // checkpoint: nats://host:port/NAME (tls:// for TLS).
-func IsURL(s string) bool {
-	return strings.HasPrefix(s, "nats://") || strings.HasPrefix(s, "tls://")
-}
+func IsURL(s string) bool { return checkpoint.IsURL(s, "nats://", "tls://") }
 
 // Options configure a Checkpoint.
 type Options = checkpoint.Options

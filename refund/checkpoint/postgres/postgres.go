@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,9 +23,7 @@ import (
 
 // IsURL reports whether a --journal argument names a PostgreSQL checkpoint
 // rather than a file: postgres:// or postgresql://, as libpq takes them.
-func IsURL(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
-}
+func IsURL(s string) bool { return checkpoint.IsURL(s, "postgres://", "postgresql://") }
 
 // Options configure a Checkpoint.
 type Options = checkpoint.Options
