@@ -47,6 +47,7 @@ type stripeSimCmd struct {
 	PayPalEventsDuplicateShare   float64       `name:"paypal-events-duplicate-share" placeholder:"0-1" group:"paypal" help:"Share of PayPal's events delivered twice (a new transmission each)."`
 	PayPalEventsReorderShare     float64       `name:"paypal-events-reorder-share" placeholder:"0-1" group:"paypal" help:"Share of PayPal's events held back so that later ones overtake them."`
 	PayPalEventsForgedShare      float64       `name:"paypal-events-forged-share" placeholder:"0-1" group:"paypal" help:"Share of PayPal's events that also get a forged delivery (another key, or a tampered body), which a receiver must refuse."`
+	PayPalEventsRollAfter        int           `name:"paypal-events-roll-after" placeholder:"N" group:"paypal" help:"Rotate the signing certificate every N events, as PayPal rotates its own: a new key and chain under the same root at a new cert URL, the old ones still served (0: never)."`
 	AdyenPayments                int           `name:"adyen-payments" placeholder:"N" group:"data" help:"Generate N Adyen payments SIMPAY0000000001... in EUR, amounts drawn from --seed."`
 	AdyenPaymentsFile            string        `name:"adyen-payments-file" placeholder:"FILE" group:"data" predictor:"file" help:"Add the Adyen payments in FILE, JSON lines of {psp_reference, currency, amount, merchant_account}."`
 	AdyenMerchantAccount         string        `name:"adyen-merchant-account" default:"RefundkitSim" placeholder:"NAME" group:"data" help:"Adyen merchant account of the simulated company (default ${default}), and of payments that name none. The API key (ADYEN_API_KEY, default adyen_sim_test_key) acts for it and for every account a payment names."`
@@ -204,7 +205,7 @@ func (c *stripeSimCmd) config() (stripesim.Config, error) {
 		}
 	}
 	cfg.PayPal.Events = paypalsim.EventsConfig{URL: c.PayPalEventsURL, DuplicateShare: c.PayPalEventsDuplicateShare,
-		ReorderShare: c.PayPalEventsReorderShare, ForgedShare: c.PayPalEventsForgedShare}
+		ReorderShare: c.PayPalEventsReorderShare, ForgedShare: c.PayPalEventsForgedShare, RollAfter: c.PayPalEventsRollAfter}
 	if cfg.Events, err = c.stripeEvents(); err != nil {
 		return stripesim.Config{}, err
 	}

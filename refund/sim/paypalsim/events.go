@@ -62,6 +62,10 @@ type EventsConfig struct {
 	// not verify (signed with a key no certificate has, or tampered).
 	DuplicateShare, ReorderShare, ForgedShare float64
 	ReorderDelay                              time.Duration
+	// RollAfter events, the signing certificate is rotated, as PayPal
+	// rotates its own: a new key and chain under the same root, at a new
+	// cert URL (CertName-2, ...); the old URLs keep serving (0: never).
+	RollAfter int
 }
 
 // check reports what is wrong with c.
@@ -71,6 +75,9 @@ func (c *EventsConfig) check() error {
 	}
 	if c.WebhookID == "" || strings.ContainsAny(c.WebhookID, " \t\r\n|") {
 		return errors.New("paypal events need the receiving webhook's id (PAYPAL_WEBHOOK_ID) to sign them for: no spaces or '|'")
+	}
+	if c.RollAfter < 0 {
+		return fmt.Errorf("paypal events roll after %d: want 0 or more", c.RollAfter)
 	}
 	if c.Backoff < 0 || c.MaxBackoff < 0 || c.ReorderDelay < 0 {
 		return fmt.Errorf("paypal events backoff %v, max backoff %v, reorder delay %v: want zero or more", c.Backoff, c.MaxBackoff, c.ReorderDelay)
@@ -101,8 +108,8 @@ type events struct {
 	core   *sim.Core
 	cfg    EventsConfig
 	out    *sim.Notifier
-	certs  *wire.Certs
-	signer wire.Signer
+	certs  *wire.Certs     // the first chain: its root is every chain's
+	signer wire.Signer     // the first chain's
 	forger *rsa.PrivateKey // signs forged deliveries; nil without ForgedShare
 	host   *http.Server    // serves the chain over HTTPS
 	addr   string          // the host's 127.0.0.1:port
@@ -112,6 +119,12 @@ type events struct {
 	settles   map[*time.Timer]bool
 	closed    bool
 	scheduled sim.Gauge
+
+	// signers are the chains made so far, by roll; chains serves them by
+	// cert name. Apart from mu: making a chain takes a while.
+	certMu  sync.Mutex
+	signers []wire.Signer
+	chains  map[string][]byte
 
 	made, transmissions, fetches                    atomic.Int64
 	duplicates, reordered, forged, forgedOK, finals atomic.Int64
@@ -129,7 +142,7 @@ func newEvents(core *sim.Core, cfg EventsConfig) (*events, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &events{core: core, cfg: cfg, certs: certs, settles: map[*time.Timer]bool{}}
+	e := &events{core: core, cfg: cfg, certs: certs, settles: map[*time.Timer]bool{}, chains: map[string][]byte{CertName: certs.ChainPEM}}
 	if cfg.ForgedShare > 0 {
 		if e.forger, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
 			return nil, err
@@ -139,6 +152,7 @@ func newEvents(core *sim.Core, cfg EventsConfig) (*events, error) {
 		return nil, err
 	}
 	e.signer = wire.Signer{Key: certs.Key, CertURL: "https://" + e.addr + wire.CertPath + CertName}
+	e.signers = []wire.Signer{e.signer}
 	e.out = sim.NewNotifier(sim.NotifierConfig{URL: cfg.URL, Workers: eventWorkers, Backoff: cfg.Backoff, MaxBackoff: cfg.MaxBackoff,
 		Accepted: func(status int, _ []byte) bool { return status >= 200 && status < 300 }})
 	return e, nil
@@ -157,10 +171,17 @@ func (e *events) serveCerts() error {
 	}
 	e.addr = ln.Addr().String()
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+wire.CertPath+CertName, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+wire.CertPath+"{name}", func(w http.ResponseWriter, r *http.Request) {
+		e.certMu.Lock()
+		chain, ok := e.chains[r.PathValue("name")]
+		e.certMu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
 		e.fetches.Add(1)
 		w.Header().Set("Content-Type", "application/x-pem-file")
-		w.Write(e.certs.ChainPEM)
+		w.Write(chain)
 	})
 	e.host = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go e.host.Serve(ln) // returns ErrServerClosed on close
@@ -247,12 +268,13 @@ func (e *events) send(obj refundJSON, now time.Time) {
 		e.reordered.Add(1)
 		due = due.Add(e.cfg.ReorderDelay)
 	}
+	signer := e.signerFor(k)
 	real := func() *sim.Delivery {
-		return &sim.Delivery{Due: due, Body: body, Header: func(h http.Header) { e.sign(h, body, e.signer.Key) }}
+		return &sim.Delivery{Due: due, Body: body, Header: func(h http.Header) { e.sign(h, body, signer) }}
 	}
 	if e.core.Hit(e.cfg.ForgedShare, seq, sim.KnobPayPalEventsForged) {
 		e.forged.Add(1)
-		e.out.Enqueue(e.forgery(due, body, e.core.Draw(seq, sim.KnobPayPalEventsForgedKind) < 0.5)) // first: it must not spoil the real one
+		e.out.Enqueue(e.forgery(due, body, signer, e.core.Draw(seq, sim.KnobPayPalEventsForgedKind) < 0.5)) // first: it must not spoil the real one
 	}
 	e.out.Enqueue(real())
 	if e.core.Hit(e.cfg.DuplicateShare, seq, sim.KnobPayPalEventsDuplicate) {
@@ -261,23 +283,45 @@ func (e *events) send(obj refundJSON, now time.Time) {
 	}
 }
 
+// signerFor is the signer of event k: the chain of its roll, made when
+// the first event of the roll is (RollAfter events to a chain). A chain
+// that cannot be made keeps the last one (the roll is the simulator's
+// knob, not the API's behaviour).
+func (e *events) signerFor(k int64) wire.Signer {
+	e.certMu.Lock()
+	defer e.certMu.Unlock()
+	if e.cfg.RollAfter == 0 {
+		return e.signers[0]
+	}
+	for roll := int((k - 1) / int64(e.cfg.RollAfter)); len(e.signers) <= roll; {
+		c, err := e.certs.Renew()
+		if err != nil {
+			break
+		}
+		name := fmt.Sprintf("%s-%d", CertName, len(e.signers)+1)
+		e.chains[name] = c.ChainPEM
+		e.signers = append(e.signers, wire.Signer{Key: c.Key, CertURL: "https://" + e.addr + wire.CertPath + name})
+	}
+	return e.signers[min(int((k-1)/int64(e.cfg.RollAfter)), len(e.signers)-1)]
+}
+
 // sign sets an attempt's headers: a transmission of its own, signed now
-// with key as PayPal signs (the certificate's key, or a forger's).
-func (e *events) sign(h http.Header, body []byte, key *rsa.PrivateKey) {
+// as PayPal signs (with the certificate's key, or a forger's).
+func (e *events) sign(h http.Header, body []byte, s wire.Signer) {
 	n := e.transmissions.Add(1)
 	tid := fmt.Sprintf("%08x-5a0c-11ef-8000-%012x", n, n*7919)
-	s := wire.Signer{Key: key, CertURL: e.signer.CertURL}
 	h.Set("User-Agent", "PayPal/AUHD-214.0-58843461 (refundkit simulator)")
 	s.Sign(body, e.cfg.WebhookID, tid, time.Now()).Set(h)
 }
 
 // forgery is a delivery of body, posted once, that must not verify:
 // signed with a key no certificate has, or signed and then tampered.
-func (e *events) forgery(due time.Time, body []byte, wrongKey bool) *sim.Delivery {
+func (e *events) forgery(due time.Time, body []byte, s wire.Signer, wrongKey bool) *sim.Delivery {
 	if wrongKey {
-		return sim.Forged(due, body, func(h http.Header) { e.sign(h, body, e.forger) }, &e.forgedOK)
+		s.Key = e.forger
+		return sim.Forged(due, body, func(h http.Header) { e.sign(h, body, s) }, &e.forgedOK)
 	}
-	return sim.Forged(due, tamper(body), func(h http.Header) { e.sign(h, body, e.signer.Key) }, &e.forgedOK)
+	return sim.Forged(due, tamper(body), func(h http.Header) { e.sign(h, body, s) }, &e.forgedOK)
 }
 
 // tamper changes what an event says of the refund: its status.
@@ -306,15 +350,23 @@ type EventStats struct {
 	// those still to come.
 	Settled          int64 `json:"settled"`
 	SettlesScheduled int64 `json:"settles_scheduled"`
-	// CertFetches are GETs of the signing chain (a receiver caches it).
+	// CertFetches are GETs of the signing chains (a receiver caches each).
 	CertFetches int64 `json:"cert_fetches"`
+	// CertRolls are the rotations of the signing certificate (RollAfter).
+	CertRolls int64 `json:"cert_rolls,omitempty"`
 }
 
 func (e *events) stats() EventStats {
 	c := e.out.Counts()
 	return EventStats{Sent: e.made.Load(), Queued: c.Queued, Delivered: c.Delivered, Pending: c.Pending, Retries: c.Retries,
 		Duplicates: e.duplicates.Load(), Reordered: e.reordered.Load(), Forged: e.forged.Load(), ForgedAccepted: e.forgedOK.Load(),
-		Settled: e.finals.Load(), SettlesScheduled: e.scheduled.N(), CertFetches: e.fetches.Load()}
+		Settled: e.finals.Load(), SettlesScheduled: e.scheduled.N(), CertFetches: e.fetches.Load(), CertRolls: e.rolls()}
+}
+
+func (e *events) rolls() int64 {
+	e.certMu.Lock()
+	defer e.certMu.Unlock()
+	return int64(len(e.signers) - 1)
 }
 
 // EventsCerts is what a receiver of the simulator's events trusts: the

@@ -37,14 +37,31 @@ type Certs struct {
 // NewCerts makes a chain whose every certificate is valid from from until
 // until, its leaf named names (TestCertName when none).
 func NewCerts(from, until time.Time, names ...string) (*Certs, error) {
-	if len(names) == 0 {
-		names = []string{TestCertName}
-	}
 	// The CAs sign with P-256: fast to make; only the leaf must be RSA.
 	rootKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
+	rootT := ca(1, "refundkit test root", from, until)
+	rootDER, err := x509.CreateCertificate(rand.Reader, rootT, rootT, &rootKey.PublicKey, rootKey)
+	if err != nil {
+		return nil, err
+	}
+	root, _ := x509.ParseCertificate(rootDER)
+	roots := x509.NewCertPool()
+	roots.AddCert(root)
+	c := &Certs{RootPEM: pemBlock(rootDER), Roots: roots, root: root, rootKey: rootKey}
+	return c.Renew(names...)
+}
+
+// Renew is a new signing certificate (a new intermediate and an RSA leaf
+// with a key of its own) under the same root, valid as long: a signer's
+// certificate rotated, which a receiver trusting the root accepts.
+func (c *Certs) Renew(names ...string) (*Certs, error) {
+	if len(names) == 0 {
+		names = []string{TestCertName}
+	}
+	from, until := c.root.NotBefore, c.root.NotAfter
 	midKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -53,23 +70,13 @@ func NewCerts(from, until time.Time, names ...string) (*Certs, error) {
 	if err != nil {
 		return nil, err
 	}
-	ca := func(serial int64, cn string) *x509.Certificate {
-		return &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: from, NotAfter: until, IsCA: true, BasicConstraintsValid: true,
-			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	}
-	rootT, midT := ca(1, "refundkit test root"), ca(2, "refundkit test intermediate")
-	rootDER, err := x509.CreateCertificate(rand.Reader, rootT, rootT, &rootKey.PublicKey, rootKey)
-	if err != nil {
-		return nil, err
-	}
-	root, _ := x509.ParseCertificate(rootDER)
-	midDER, err := x509.CreateCertificate(rand.Reader, midT, root, &midKey.PublicKey, rootKey)
+	// Serials of their own: a renewed chain is another chain to a reader.
+	midDER, err := x509.CreateCertificate(rand.Reader, ca(serial(), "refundkit test intermediate", from, until), c.root, &midKey.PublicKey, c.rootKey)
 	if err != nil {
 		return nil, err
 	}
 	mid, _ := x509.ParseCertificate(midDER)
-	leafT := &x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+	leafT := &x509.Certificate{SerialNumber: big.NewInt(serial()), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
 		NotBefore: from, NotAfter: until, KeyUsage: x509.KeyUsageDigitalSignature}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leafT, mid, &leafKey.PublicKey, midKey)
 	if err != nil {
@@ -79,11 +86,25 @@ func NewCerts(from, until time.Time, names ...string) (*Certs, error) {
 	if err != nil {
 		return nil, err
 	}
-	block := func(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}) }
-	roots := x509.NewCertPool()
-	roots.AddCert(root)
-	return &Certs{Key: leafKey, Leaf: leaf, ChainPEM: append(block(leafDER), block(midDER)...), RootPEM: block(rootDER), Roots: roots,
-		root: root, rootKey: rootKey}, nil
+	return &Certs{Key: leafKey, Leaf: leaf, ChainPEM: append(pemBlock(leafDER), pemBlock(midDER)...), RootPEM: c.RootPEM, Roots: c.Roots,
+		root: c.root, rootKey: c.rootKey}, nil
+}
+
+func ca(serial int64, cn string, from, until time.Time) *x509.Certificate {
+	return &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+		NotBefore: from, NotAfter: until, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+}
+
+// serial is a random certificate serial number, above the root's and
+// the certificate host's.
+func serial() int64 {
+	n, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	return n.Int64() + 16
+}
+
+func pemBlock(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 // ServerCert is a TLS server certificate for ips, issued by the chain's
