@@ -88,7 +88,7 @@ func TestPGPayPalEventsSettleFromTheCheckpoint(t *testing.T) {
 	if p.Wait(); p.Code != 0 || strings.Count(p.Stdout.String(), `"status":"pending"`) != items {
 		t.Fatalf("first run exited %d, want %d pending: %s%s", p.Code, items, p.Stdout.String(), p.Stderr.String())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := sim.PayPal().FlushEvents(ctx)
 	if err != nil {

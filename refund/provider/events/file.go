@@ -184,6 +184,11 @@ func (x *File[N]) Fsyncs() int64 {
 // A File opened for reading returns its codec's ReadOnly.
 func (x *File[N]) Add(ctx context.Context, n N) (bool, error) {
 	if x.w == nil {
+		// Never (false, nil): a receiver would answer a delivery it did
+		// not keep as a duplicate, and the provider would stop sending it.
+		if x.codec.ReadOnly == nil {
+			return false, errors.New(x.codec.File + " " + x.path + " opened for reading: Add needs write")
+		}
 		return false, x.codec.ReadOnly
 	}
 	if why := x.codec.Check(&n); why != "" {

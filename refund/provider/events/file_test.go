@@ -58,3 +58,26 @@ func TestAddToARenamedFileFails(t *testing.T) {
 		})
 	}
 }
+
+// A file opened for reading never reports a delivery kept: Add fails,
+// even for a codec that names no ReadOnly error of its own.
+func TestAddToAFileOpenedForReadingFails(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "e.jsonl")
+	w, err := Open(path, noteCodec, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	bare := *noteCodec
+	bare.ReadOnly = nil
+	for _, c := range []*Codec[note]{noteCodec, &bare} {
+		r, err := Open(path, c, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if added, err := r.Add(context.Background(), note{ID: "a"}); added || err == nil {
+			t.Errorf("Add on a file opened for reading (ReadOnly %v): %v %v, want an error", c.ReadOnly, added, err)
+		}
+		r.Close()
+	}
+}
