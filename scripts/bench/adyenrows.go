@@ -233,26 +233,32 @@ func (b *bench) adyenSimArgs(n int, whURL string) []string {
 // adyenFlush waits (POST /_sim/adyen/flush) until the simulator has
 // delivered every notification queued so far, and returns its counts.
 func (b *bench) adyenFlush(url string) (adyensim.NotifyStats, error) {
-	var ns adyensim.NotifyStats
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Minute)
+	return simFlush[adyensim.NotifyStats](b.ctx, url, "/_sim/adyen/flush")
+}
+
+// simFlush posts to one of the simulator's flush routes, which answers
+// once everything it queued is delivered, and decodes the counts it sends.
+func simFlush[T any](ctx context.Context, url, route string) (T, error) {
+	var counts T
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/_sim/adyen/flush", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+route, nil)
 	if err != nil {
-		return ns, err
+		return counts, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return ns, fmt.Errorf("POST /_sim/adyen/flush: %v", err)
+		return counts, fmt.Errorf("POST %s: %v", route, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return ns, fmt.Errorf("POST /_sim/adyen/flush: %s: %s", resp.Status, bytes.TrimSpace(body))
+		return counts, fmt.Errorf("POST %s: %s: %s", route, resp.Status, bytes.TrimSpace(body))
 	}
-	if err := json.Unmarshal(body, &ns); err != nil {
-		return ns, fmt.Errorf("POST /_sim/adyen/flush: %q: %v", body, err)
+	if err := json.Unmarshal(body, &counts); err != nil {
+		return counts, fmt.Errorf("POST %s: %q: %v", route, body, err)
 	}
-	return ns, nil
+	return counts, nil
 }
 
 // simStats reads the simulator's counters.

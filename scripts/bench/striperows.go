@@ -7,11 +7,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -205,26 +202,7 @@ func (b *bench) stripeEventsLoop(items int, plan string, perf bool) (_ *stripeLo
 // stripeFlush waits (POST /_sim/stripe/events/flush) until every pending
 // refund has settled and every event is delivered, and returns the counts.
 func (b *bench) stripeFlush(url string) (stripesim.EventStats, error) {
-	var es stripesim.EventStats
-	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/_sim/stripe/events/flush", nil)
-	if err != nil {
-		return es, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return es, fmt.Errorf("POST /_sim/stripe/events/flush: %v", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return es, fmt.Errorf("POST /_sim/stripe/events/flush: %s: %s", resp.Status, bytes.TrimSpace(body))
-	}
-	if err := json.Unmarshal(body, &es); err != nil {
-		return es, fmt.Errorf("POST /_sim/stripe/events/flush: %q: %v", body, err)
-	}
-	return es, nil
+	return simFlush[stripesim.EventStats](b.ctx, url, "/_sim/stripe/events/flush")
 }
 
 // stripeEventsLoopCommands are the loop's commands, as the report shows them.
