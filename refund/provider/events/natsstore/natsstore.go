@@ -1,0 +1,144 @@
+// Package natsstore keeps webhook deliveries in a key-value bucket of the
+// NATS JetStream checkpoint's server, that many receivers add to at once.
+// A delivery's key names its refund, its payment and its dedup key, so a
+// create meeting the same key is the same delivery: the bucket keeps it
+// once for good, not only within the stream's dedup window, and readers
+// find a refund's or a payment's deliveries by a wildcard of the key.
+package natsstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/refundkit/refundkit/refund/provider/events"
+)
+
+// Store is deliveries in a bucket, checked with a Codec as an events.File
+// is: every reader verifies each delivery again, and its key against it.
+type Store[N any] struct {
+	kv    jetstream.KeyValue
+	codec *events.Codec[N]
+	where string // the bucket in messages
+	done  func() // ends the connection the store was opened over
+}
+
+// Bucket is the name of the bucket that keeps a provider's deliveries
+// beside checkpoint name: refundkit_NAME_stripe_events.
+func Bucket(name, provider string) string { return "refundkit_" + name + "_" + provider + "_events" }
+
+// Open opens (creating when missing) bucket on js, with replicas copies;
+// done, if not nil, is called by Close. The server must sync every write
+// or replicate it: the caller checks that, as the checkpoint does.
+func Open[N any](ctx context.Context, js jetstream.JetStream, bucket string, replicas int, c *events.Codec[N], done func()) (*Store[N], error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: "refundkit: " + c.Noun + "s kept by the webhook receiver",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s bucket %s: open: %w", c.Noun, bucket, err)
+	}
+	return &Store[N]{kv: kv, codec: c, where: "bucket " + bucket, done: done}, nil
+}
+
+// token is s as one token of a key: never empty, in the key's alphabet.
+func token(s string) string { return "_" + base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+// key is where n is kept: its refund, its payment and its dedup key.
+func (s *Store[N]) key(n *N) string {
+	refund, payment := s.codec.Refs(n)
+	return token(refund) + "." + token(payment) + "." + token(s.codec.Key(n))
+}
+
+// Add returns once the server has stored n, or met the delivery stored
+// under its key already (added false): only then may the receiver answer
+// 2xx. One that does not verify is refused (*events.InvalidError).
+func (s *Store[N]) Add(ctx context.Context, n N) (bool, error) {
+	if why := s.codec.Check(&n); why != "" {
+		return false, &events.InvalidError{Noun: s.codec.Noun, Reason: why}
+	}
+	doc, err := json.Marshal(n)
+	if err != nil {
+		return false, &events.InvalidError{Noun: s.codec.Noun, Reason: err.Error()}
+	}
+	_, err = s.kv.Create(ctx, s.key(&n), doc)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%s: add: %w", s.where, err)
+	}
+	return true, nil
+}
+
+// ForRefund returns the deliveries of refund id, in the order received.
+func (s *Store[N]) ForRefund(ctx context.Context, id string) ([]N, error) {
+	return s.read(ctx, token(id)+".*.*")
+}
+
+// ForPayment returns the deliveries that name payment id, in the order received.
+func (s *Store[N]) ForPayment(ctx context.Context, id string) ([]N, error) {
+	return s.read(ctx, "*."+token(id)+".*")
+}
+
+// All returns every delivery, in the order received.
+func (s *Store[N]) All(ctx context.Context) ([]N, error) { return s.read(ctx, ">") }
+
+// read is the deliveries under the keys that match filter, each verified
+// again and kept under its own key (a value put under another delivery's
+// key, or edited, is refused as a forgery is), ordered by revision.
+func (s *Store[N]) read(ctx context.Context, filter string) ([]N, error) {
+	w, err := s.kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("%s: read: %w", s.where, err)
+	}
+	defer w.Stop()
+	var entries []jetstream.KeyValueEntry
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: read: %w", s.where, ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("%s: read: the watch ended early", s.where)
+			}
+			if e != nil {
+				entries = append(entries, e)
+				continue
+			}
+		}
+		break // nil: every value stored when the watch began is read
+	}
+	slices.SortFunc(entries, func(a, b jetstream.KeyValueEntry) int { return cmp.Compare(a.Revision(), b.Revision()) })
+	out := make([]N, 0, len(entries))
+	for _, e := range entries {
+		n, why := events.Decode(e.Value(), s.codec)
+		if why == "" && s.key(&n) != e.Key() {
+			why = fmt.Sprintf("kept under key %q, not its own", e.Key())
+		}
+		if why != "" {
+			return nil, &events.CorruptError{Where: s.where, Line: int64(e.Revision()), Reason: why}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Close ends the store and the connection it was opened over.
+func (s *Store[N]) Close() error {
+	if s.done != nil {
+		s.done()
+	}
+	return nil
+}
+
+var _ events.Store[struct{}] = (*Store[struct{}])(nil)
