@@ -29,25 +29,11 @@ type Store[N any] struct {
 	done  func() // ends the connection the store was opened over
 }
 
-// Bucket is the name of the bucket that keeps a provider's deliveries
-// beside checkpoint name: refundkit_NAME_stripe_events.
-func Bucket(name, provider string) string { return "refundkit_" + name + "_" + provider + "_events" }
-
-// Open opens (creating when missing) bucket on js, with replicas copies;
-// done, if not nil, is called by Close. The server must sync every write
-// or replicate it: the caller checks that, as the checkpoint does.
-func Open[N any](ctx context.Context, js jetstream.JetStream, bucket string, replicas int, c *events.Codec[N], done func()) (*Store[N], error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: "refundkit: " + c.Noun + "s kept by the webhook receiver",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s bucket %s: open: %w", c.Noun, bucket, err)
-	}
-	return &Store[N]{kv: kv, codec: c, where: "bucket " + bucket, done: done}, nil
+// New keeps deliveries under c in kv (refund/checkpoint/natsjs's
+// Checkpoint.Bucket opens it, checked as durable as the checkpoint); done,
+// if not nil, is called by Close.
+func New[N any](kv jetstream.KeyValue, c *events.Codec[N], done func()) *Store[N] {
+	return &Store[N]{kv: kv, codec: c, where: "bucket " + kv.Bucket(), done: done}
 }
 
 // token is s as one token of a key: never empty, in the key's alphabet.

@@ -51,10 +51,11 @@ func start(t *testing.T) (*natstest.Server, func() *Store[delivery]) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := Open(context.Background(), js, Bucket("ck", "stripe"), 1, codec, nc.Close)
+		kv, err := js.CreateOrUpdateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: "refundkit_ck_stripe_events", History: 1, Storage: jetstream.FileStorage})
 		if err != nil {
 			t.Fatal(err)
 		}
+		s := New(kv, codec, nc.Close)
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
