@@ -68,9 +68,10 @@ func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, e
 		return MergeReport{}, err
 	}
 	found := &conflicts{paths: paths, found: []Conflict{}}
+	expect := expectedItems(paths)
+	m := newMerger(paths, inOrder)
+	m.outcomes = newOutcomeChecker(found, expect)
 	if !opts.Compact {
-		m := newMerger(paths, inOrder)
-		m.outcomes = newOutcomeChecker(found, expectedItems(paths))
 		report, err := m.run(out)
 		m.outcomes.close()
 		if err == nil {
@@ -79,17 +80,20 @@ func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, e
 		return report, err
 	}
 	// Compact: a first pass learns every item's history, a second writes.
-	items := NewIndex[compactItem]()
-	expect := expectedItems(paths)
-	items.Reserve(expect)
-	found.refunds.reserve(expect)
-	m := newMerger(paths, inOrder)
-	m.learn, m.conflicts = items, found
-	if _, err := m.run(nil); err != nil {
+	m.learn = NewIndex[compactItem]()
+	m.learn.Reserve(expect)
+	_, err = m.run(nil)
+	m.outcomes.close()
+	if err != nil {
 		return MergeReport{}, err
 	}
+	for _, c := range found.found { // an item in conflict keeps all its records
+		if id, ok := m.learn.Find(c.Batch, c.Item); ok {
+			m.learn.Slot(id).conflict = true
+		}
+	}
 	second := newMerger(paths, inOrder)
-	second.keep = items
+	second.keep = m.learn
 	report, err := second.run(out)
 	report.Conflicts = found.found
 	return report, err
@@ -109,7 +113,6 @@ func expectedItems(paths []string) int {
 // compactItem is what compaction's first pass learns of an item, and the
 // second answers from (same merge order, same sequence numbers).
 type compactItem struct {
-	outcomes firstOutcomes
 	conflict bool // it keeps all its records
 
 	// Status and attempt as Next makes them.

@@ -26,13 +26,12 @@ type merger struct {
 	seq     int // records after deduplication, in merge order
 	scratch []byte
 
-	// At most one is set, each on an index of its own: outcomes finds
-	// conflicts; learn follows items for compaction, keep writes what it keeps.
-	outcomes  *outcomeChecker
-	learn     *Index[compactItem]
-	keep      *Index[compactItem]
-	conflicts *conflicts          // what learn finds
-	hashItem  func(string) uint64 // the index's, set by run
+	// Each on an index of its own: outcomes finds conflicts; learn follows
+	// items for compaction (beside outcomes), keep writes what it keeps.
+	outcomes *outcomeChecker
+	learn    *Index[compactItem]
+	keep     *Index[compactItem]
+	hashItem func(string) uint64 // the index's, set by run
 }
 
 func newMerger(paths []string, inOrder []bool) *merger {
@@ -151,24 +150,15 @@ func (m *merger) take(s *mergeSource, w *framer) error {
 	}
 	m.seq++
 	at := location{s.input, h.lineNo}
-	switch {
-	case m.outcomes != nil:
+	if m.outcomes != nil {
 		if o, ok := outcomeOf(rec); ok {
 			m.outcomes.add(o, at)
 		}
+	}
+	switch {
 	case m.learn != nil && rec.Type != TypeCanceled: // canceled records are all kept
 		id, added := m.learn.AddHashed(rec.Batch, rec.Item, m.hash(s, rec.Item))
-		ci := slotOf(m.learn, id, added)
-		if o, ok := outcomeOf(rec); ok {
-			var rh uint64
-			if !o.final {
-				rh = m.learn.HashItem(o.name)
-			}
-			if m.conflicts.checkItem(compactItems{m.learn}, id, o, rh, at) {
-				ci.conflict = true
-			}
-		}
-		ci.learn(rec, m.seq)
+		slotOf(m.learn, id, added).learn(rec, m.seq)
 	case m.keep != nil && rec.Type != TypeCanceled:
 		if id, ok := m.keep.FindHashed(rec.Batch, rec.Item, m.hash(s, rec.Item)); ok && !m.keep.Slot(id).keeps(m.seq) {
 			m.report.Compacted++

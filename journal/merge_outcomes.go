@@ -131,10 +131,6 @@ type plainItems struct{ *Index[firstOutcomes] }
 
 func (x plainItems) outcomesOf(id uint32) *firstOutcomes { return x.Slot(id) }
 
-type compactItems struct{ *Index[compactItem] }
-
-func (x compactItems) outcomesOf(id uint32) *firstOutcomes { return &x.Slot(id).outcomes }
-
 // refundOwners numbers a merge's refund ids, each with its first item.
 type refundOwners struct {
 	table IDTable
