@@ -29,7 +29,7 @@ func (s *State) Holder(id string) (batch, item string, ok bool) {
 			if sl := s.slot(i); hasRefund(sl.status) {
 				s.indexHolder(i, s.idx.strs.Get(sl.refund))
 			} else if sl.status == StatusInDoubt {
-				if st := s.get(i); unsure(&st) {
+				if st := s.get(i); st.Unsure() {
 					s.indexHolder(i, st.Refund)
 				}
 			}
@@ -65,7 +65,7 @@ func (s *State) credits(i uint32, id string) bool {
 	if s.idx.strs.Get(s.slot(i).refund) == id {
 		return true
 	}
-	return s.extras != nil && slices.Contains(strings.Split(s.extras[i], idSep), id)
+	return slices.Contains(strings.Split(s.extras[i], idSep), id)
 }
 
 // indexHolder adds item i once the index is built; the first keeps an id.

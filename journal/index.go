@@ -69,14 +69,10 @@ func (x *Index[S]) FindHashed(batch, item string, ih uint64) (uint32, bool) {
 // FindNear tries the item numbered hint first: a caller walking items in
 // about the order added then pays no hash and no probe.
 func (x *Index[S]) FindNear(batch, item string, hint uint32) (uint32, bool) {
-	b, ok := x.batches.Lookup(batch)
-	if !ok {
-		return 0, false
-	}
-	if hint < uint32(x.ids.Len()) && x.is(hint, b, item) {
+	if b, ok := x.batches.Lookup(batch); ok && hint < uint32(x.ids.Len()) && x.is(hint, b, item) {
 		return hint, true
 	}
-	return x.find(b, item, mix(x.HashItem(item), b))
+	return x.Find(batch, item)
 }
 
 // Add returns the id of (batch, item), numbering it if new (added).

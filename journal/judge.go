@@ -113,29 +113,24 @@ func (j *judge) block(b *block, retained []*block) {
 	for i := range b.marks {
 		m := &b.marks[i]
 		line := b.firstLine + int(m.line)
-		if j.problem != nil {
+		if j.problem == nil && !j.haveLast {
+			j.safe = line // no commit yet: records stream as they come
+		}
+		valid := m.kind == lineCommit && j.commitValid(b, m, line, retained)
+		switch {
+		case j.problem == nil && valid:
+			j.last, j.haveLast = commitPos{line: line, end: b.endOffset(int(m.line))}, true
+			j.safe, j.marksAfter = line+1, 0
+		case j.problem == nil:
+			j.marksAfter++
+			j.found(b, m, line)
+		default:
 			j.marksAfter++
 			j.facts.following = true
-			if m.kind == lineCommit && j.commitValid(b, m, line, retained) {
-				j.facts.later = true
-			}
-			if j.settle() {
-				return
-			}
-		} else {
-			if !j.haveLast {
-				j.safe = line // no commit yet: records stream as they come
-			}
-			if m.kind == lineCommit && j.commitValid(b, m, line, retained) {
-				j.last, j.haveLast = commitPos{line: line, end: b.endOffset(int(m.line))}, true
-				j.safe, j.marksAfter = line+1, 0
-			} else {
-				j.marksAfter++
-				j.found(b, m, line)
-				if j.settle() {
-					return
-				}
-			}
+			j.facts.later = j.facts.later || valid
+		}
+		if j.problem != nil && j.settle() {
+			return
 		}
 		j.windowStart, j.windowOff = line+1, b.endOffset(int(m.line))
 	}

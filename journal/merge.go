@@ -1,10 +1,20 @@
 package journal
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/refundkit/refundkit/journal/arena"
 )
 
 // MergeOptions tune MergeWith.
@@ -68,9 +78,10 @@ func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, e
 		return MergeReport{}, err
 	}
 	found := &conflicts{paths: paths, found: []Conflict{}}
+	expect := expectedItems(paths)
+	m := newMerger(paths, inOrder)
+	m.outcomes = newOutcomeChecker(found, expect)
 	if !opts.Compact {
-		m := newMerger(paths, inOrder)
-		m.outcomes = newOutcomeChecker(found, expectedItems(paths))
 		report, err := m.run(out)
 		m.outcomes.close()
 		if err == nil {
@@ -79,17 +90,20 @@ func MergeWith(paths []string, out io.Writer, opts MergeOptions) (MergeReport, e
 		return report, err
 	}
 	// Compact: a first pass learns every item's history, a second writes.
-	items := NewIndex[compactItem]()
-	expect := expectedItems(paths)
-	items.Reserve(expect)
-	found.refunds.reserve(expect)
-	m := newMerger(paths, inOrder)
-	m.learn, m.conflicts = items, found
-	if _, err := m.run(nil); err != nil {
+	m.learn = NewIndex[compactItem]()
+	m.learn.Reserve(expect)
+	_, err = m.run(nil)
+	m.outcomes.close()
+	if err != nil {
 		return MergeReport{}, err
 	}
+	for _, c := range found.found { // an item in conflict keeps all its records
+		if id, ok := m.learn.Find(c.Batch, c.Item); ok {
+			m.learn.Slot(id).conflict = true
+		}
+	}
 	second := newMerger(paths, inOrder)
-	second.keep = items
+	second.keep = m.learn
 	report, err := second.run(out)
 	report.Conflicts = found.found
 	return report, err
@@ -109,7 +123,6 @@ func expectedItems(paths []string) int {
 // compactItem is what compaction's first pass learns of an item, and the
 // second answers from (same merge order, same sequence numbers).
 type compactItem struct {
-	outcomes firstOutcomes
 	conflict bool // it keeps all its records
 
 	// Status and attempt as Next makes them.
@@ -232,4 +245,458 @@ func (g *dedupGroup) release(s *mergeSource) {
 	if g.from == s {
 		g.own()
 	}
+}
+
+// merger is one pass over the inputs in merge order.
+type merger struct {
+	paths   []string
+	inOrder []bool
+	sources []*mergeSource
+	heap    []*mergeSource
+	report  MergeReport
+
+	group   dedupGroup
+	seq     int // records after deduplication, in merge order
+	scratch []byte
+
+	// Each on an index of its own: outcomes finds conflicts; learn follows
+	// items for compaction (beside outcomes), keep writes what it keeps.
+	outcomes *outcomeChecker
+	learn    *Index[compactItem]
+	keep     *Index[compactItem]
+	hashItem func(string) uint64 // the index's, set by run
+}
+
+func newMerger(paths []string, inOrder []bool) *merger {
+	return &merger{paths: paths, inOrder: inOrder}
+}
+
+func (m *merger) run(out io.Writer) (MergeReport, error) {
+	m.report.Inputs = make([]MergeInput, len(m.paths))
+	m.hashItem = m.itemHash()
+	defer func() {
+		for _, s := range m.sources {
+			s.close()
+		}
+	}()
+	for i, p := range m.paths {
+		s, err := openSource(i, p, m.inOrder[i], m.hashItem)
+		if err != nil {
+			return m.report, err
+		}
+		s.letGo = m.group.release
+		m.sources = append(m.sources, s)
+		m.report.Inputs[i] = MergeInput{Path: p, OutOfOrder: !m.inOrder[i]}
+		if ok, err := s.advance(); err != nil {
+			return m.report, err
+		} else if ok {
+			m.heap = append(m.heap, s)
+		} else {
+			m.finish(s)
+		}
+	}
+	for i := len(m.heap)/2 - 1; i >= 0; i-- {
+		m.fix(i)
+	}
+	var w *framer
+	if out != nil {
+		w = newFramer(out)
+	}
+	for len(m.heap) > 0 {
+		s := m.heap[0]
+		if err := m.take(s, w); err != nil {
+			return m.report, err
+		}
+		was := s.head.key
+		ok, err := s.advance()
+		if err != nil {
+			return m.report, err
+		}
+		if ok && s.head.key.less(was) {
+			// The order check passed this input: a bug, not bad input.
+			return m.report, fmt.Errorf("%s:%d: ts goes backwards in an input checked to be in order", s.name, s.head.lineNo)
+		}
+		if ok {
+			m.fix(0)
+		} else {
+			m.finish(s)
+			last := len(m.heap) - 1
+			m.heap[0] = m.heap[last]
+			m.heap = m.heap[:last]
+			if last > 0 {
+				m.fix(0)
+			}
+		}
+	}
+	if w != nil {
+		if err := w.close(); err != nil {
+			return m.report, err
+		}
+	}
+	return m.report, nil
+}
+
+func (m *merger) finish(s *mergeSource) {
+	m.report.Inputs[s.input].Records = s.count
+	m.report.Inputs[s.input].Torn = s.torn
+}
+
+func (m *merger) before(a, b *mergeSource) bool {
+	if a.head.key != b.head.key {
+		return a.head.key.less(b.head.key)
+	}
+	return a.input < b.input
+}
+
+func (m *merger) fix(i int) {
+	h := m.heap
+	for {
+		least := i
+		if l := 2*i + 1; l < len(h) && m.before(h[l], h[least]) {
+			least = l
+		}
+		if r := 2*i + 2; r < len(h) && m.before(h[r], h[least]) {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+}
+
+func (m *merger) take(s *mergeSource, w *framer) error {
+	h := &s.head
+	rec, line := h.rec, h.line
+	if !h.canonical {
+		var err error
+		if m.scratch, err = MarshalLine(m.scratch[:0], rec); err != nil {
+			return fmt.Errorf("%s:%d: %w", s.name, h.lineNo, err)
+		}
+		line = m.scratch[:len(m.scratch)-1]
+	}
+	// A line encoded again is in scratch, overwritten next.
+	if m.group.seen(h.key, line, s, h.canonical) {
+		m.report.Duplicates++
+		return nil
+	}
+	m.seq++
+	at := location{s.input, h.lineNo}
+	if m.outcomes != nil {
+		if o, ok := outcomeOf(rec); ok {
+			m.outcomes.add(o, at)
+		}
+	}
+	switch {
+	case m.learn != nil && rec.Type != TypeCanceled: // canceled records are all kept
+		id, added := m.learn.AddHashed(rec.Batch, rec.Item, m.hash(s, rec.Item))
+		slotOf(m.learn, id, added).learn(rec, m.seq)
+	case m.keep != nil && rec.Type != TypeCanceled:
+		if id, ok := m.keep.FindHashed(rec.Batch, rec.Item, m.hash(s, rec.Item)); ok && !m.keep.Slot(id).keeps(m.seq) {
+			m.report.Compacted++
+			return nil
+		}
+	}
+	m.report.Records++
+	if w != nil {
+		w.record(line)
+	}
+	return nil
+}
+
+// itemHash hashes items on the parsing workers when the merge looks up
+// every record's item.
+func (m *merger) itemHash() func(string) uint64 {
+	switch {
+	case m.learn != nil:
+		return m.learn.HashItem
+	case m.keep != nil:
+		return m.keep.HashItem
+	}
+	return nil
+}
+
+func (m *merger) hash(s *mergeSource, item string) uint64 {
+	if h, ok := s.headHash(); ok {
+		return h
+	}
+	return m.hashItem(item)
+}
+
+// slotOf writes a new slot before it is read: reading fresh memory maps
+// the zero page, and the write after it faults again on every core.
+func slotOf[S any](x *Index[S], id uint32, added bool) *S {
+	s := x.Slot(id)
+	if added {
+		*s = *new(S)
+	}
+	return s
+}
+
+type tsKey struct {
+	sec  int64
+	nsec int
+}
+
+func keyOf(t time.Time) tsKey { return tsKey{t.Unix(), t.Nanosecond()} }
+
+func (a tsKey) less(b tsKey) bool { return a.sec < b.sec || (a.sec == b.sec && a.nsec < b.nsec) }
+
+func (a tsKey) compare(b tsKey) int {
+	return cmp.Or(cmp.Compare(a.sec, b.sec), cmp.Compare(a.nsec, b.nsec))
+}
+
+// checkOrder reports per input whether the records a Reader keeps are in
+// ts order, reading only timestamps, on all cores.
+func checkOrder(paths []string) ([]bool, error) {
+	inOrder := make([]bool, len(paths))
+	errs := make([]error, len(paths))
+	next := make(chan int, len(paths))
+	for i := range paths {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(len(paths), runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := range next {
+				inOrder[i], errs[i] = inTSOrder(paths[i])
+			}
+		})
+	}
+	wg.Wait()
+	return inOrder, errors.Join(errs...)
+}
+
+// inTSOrder: a step back counts only if the Reader keeps it (not in a
+// torn tail).
+func inTSOrder(path string) (bool, error) {
+	back, err := firstStepBack(path)
+	if err != nil {
+		return false, err
+	}
+	if back == 0 {
+		return true, nil
+	}
+	kept, err := keepsLine(path, back)
+	return !kept, err
+}
+
+// keepsLine reports whether a Reader hands on the record at line n.
+func keepsLine(path string, n int) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	rd := NewReader(io.NewSectionReader(f, 0, info.Size()), path, ReadOptions{Workers: 1})
+	defer rd.Close()
+	for rd.Next() {
+		if rd.Line(rd.spanLen()-1) >= n {
+			return true, nil
+		}
+	}
+	return false, nil // the end of what is kept: a torn tail, or an error the merge reports
+}
+
+// firstStepBack is the line of the first record stamped before the one
+// above it, reading only timestamps; 0 if none, or at a line it cannot read.
+func firstStepBack(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var (
+		prev     tsKey
+		havePrev bool
+		r        Record
+		long     []byte
+	)
+	for n := 1; ; n++ {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long[:0], line...)
+			for err == bufio.ErrBufferFull && len(long) <= maxLine {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if err != nil {
+			return 0, nil // the end, a torn tail or an overlong line: the merge judges
+		}
+		line = line[:len(line)-1]
+		if _, _, isCommit, _ := parseCommit(line); isCommit {
+			continue // framing: no ts
+		}
+		ts := quickTS(line)
+		t, ok, _ := parseTime(unsafe.String(unsafe.SliceData(ts), len(ts)))
+		if !ok {
+			if _, err := decodeLine(line, string(line), &r); err != nil {
+				return 0, nil
+			}
+			t = r.Time
+		}
+		k := keyOf(t)
+		if havePrev && k.less(prev) {
+			return n, nil
+		}
+		prev, havePrev = k, true
+	}
+}
+
+// quickTS finds a line's ts without decoding it: after the first "ts":"
+// (a quote in a string is escaped). Nil if none.
+func quickTS(line []byte) []byte {
+	i := bytes.Index(line, []byte(`"ts":"`))
+	if i < 0 {
+		return nil
+	}
+	i += len(`"ts":"`)
+	j := bytes.IndexByte(line[i:], '"')
+	if j < 0 {
+		return nil
+	}
+	return line[i : i+j]
+}
+
+type mergeRec struct {
+	line      []byte // the line as read
+	canonical bool   // line is what MarshalLine writes for the record
+	lineNo    int
+	key       tsKey
+	rec       *Record // valid until the source advances
+}
+
+// mergeSource yields one input's records in ts order: streamed, or
+// sorted in memory for an input out of order.
+type mergeSource struct {
+	input int
+	name  string
+	f     *os.File
+	head  mergeRec
+
+	rd *Reader
+	k  int
+
+	sorted []sortedLine
+	lines  arena.Arena
+	spare  Record
+
+	count int
+	torn  *Torn
+
+	// letGo, if set, runs before a streamed input lets its span's lines go.
+	letGo func(*mergeSource)
+}
+
+// sortedLine is a line of an out-of-order input, in canonical form.
+type sortedLine struct {
+	key    tsKey
+	line   arena.Ref
+	lineNo int
+}
+
+// openSource opens an input; hashItem hashes a streamed input's items on
+// the parsing worker.
+func openSource(input int, path string, inOrder bool, hashItem func(string) uint64) (*mergeSource, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	// One worker an input: the merge reads several at once.
+	s := &mergeSource{input: input, name: path, f: f}
+	opts := ReadOptions{Workers: 1, InFlight: 3}
+	if inOrder {
+		opts.ItemHash = hashItem
+	}
+	s.rd = NewReader(io.NewSectionReader(f, 0, info.Size()), path, opts)
+	if inOrder {
+		return s, nil
+	}
+	// Keep every line, sort; records are decoded again when served.
+	var scratch []byte
+	for {
+		ok, err := s.stream()
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		line := s.head.line
+		if !s.head.canonical {
+			scratch, _ = MarshalLine(scratch[:0], s.head.rec)
+			line = scratch[:len(scratch)-1]
+		}
+		s.sorted = append(s.sorted, sortedLine{key: s.head.key, line: s.lines.Add(unsafe.String(unsafe.SliceData(line), len(line))), lineNo: s.head.lineNo})
+	}
+	slices.SortStableFunc(s.sorted, func(a, b sortedLine) int { return a.key.compare(b.key) })
+	s.count = 0
+	return s, nil
+}
+
+func (s *mergeSource) close() {
+	if s.rd != nil {
+		s.rd.Close()
+		s.rd = nil
+	}
+	s.f.Close()
+}
+
+func (s *mergeSource) headHash() (uint64, bool) {
+	if hashes := s.rd.Hashes(); s.sorted == nil && hashes != nil {
+		return hashes[s.k-1], true
+	}
+	return 0, false
+}
+
+// advance makes the next record the head; false at the end.
+func (s *mergeSource) advance() (bool, error) {
+	if s.sorted == nil {
+		return s.stream()
+	}
+	if s.count == len(s.sorted) {
+		return false, nil
+	}
+	l := s.sorted[s.count]
+	s.count++
+	line := s.lines.Get(l.line)
+	if _, err := decodeLine(unsafe.Slice(unsafe.StringData(line), len(line)), line, &s.spare); err != nil {
+		return false, fmt.Errorf("%s:%d: %w", s.name, l.lineNo, err) // cannot happen: it decoded before
+	}
+	s.head = mergeRec{rec: &s.spare, line: unsafe.Slice(unsafe.StringData(line), len(line)), canonical: true, lineNo: l.lineNo, key: l.key}
+	return true, nil
+}
+
+func (s *mergeSource) stream() (bool, error) {
+	for s.k >= s.rd.spanLen() {
+		if s.letGo != nil {
+			s.letGo(s)
+		}
+		if !s.rd.Next() {
+			s.torn = s.rd.Torn()
+			return false, s.rd.Err()
+		}
+		s.k = 0
+	}
+	b, k, i := s.rd.at(s.k)
+	r := &b.recs[k]
+	s.head = mergeRec{line: b.recordLine(i), canonical: b.canon[k], lineNo: b.firstLine + i, key: keyOf(r.Time), rec: r}
+	s.k++
+	s.count++
+	return true, nil
 }

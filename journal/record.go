@@ -143,30 +143,29 @@ func MarshalLine(dst []byte, r *Record) ([]byte, error) {
 	dst = appendField(dst, `,"payment_intent":`, r.PaymentIntent)
 	dst = appendField(dst, `,"capture":`, r.Capture)
 	dst = appendField(dst, `,"psp_reference":`, r.PSPReference)
-	if r.Attempt != 0 {
-		dst = append(dst, `,"attempt":`...)
-		dst = strconv.AppendInt(dst, int64(r.Attempt), 10)
-	}
+	dst = appendInt(dst, `,"attempt":`, int64(r.Attempt))
 	dst = appendField(dst, `,"key":`, r.Key)
-	if r.Amount != 0 {
-		dst = append(dst, `,"amount":`...)
-		dst = strconv.AppendInt(dst, r.Amount, 10)
-	}
+	dst = appendInt(dst, `,"amount":`, r.Amount)
 	dst = appendField(dst, `,"currency":`, r.Currency)
 	dst = appendField(dst, `,"reason":`, r.Reason)
 	dst = appendField(dst, `,"refund":`, r.Refund)
 	dst = appendField(dst, `,"status":`, r.Status)
 	dst = appendField(dst, `,"source":`, r.Source)
-	if r.HTTPStatus != 0 {
-		dst = append(dst, `,"http_status":`...)
-		dst = strconv.AppendInt(dst, int64(r.HTTPStatus), 10)
-	}
+	dst = appendInt(dst, `,"http_status":`, int64(r.HTTPStatus))
 	dst = appendField(dst, `,"code":`, r.Code)
 	dst = appendField(dst, `,"message":`, r.Message)
 	if r.Final {
 		dst = append(dst, `,"final":true`...)
 	}
 	return append(dst, '}', '\n'), nil
+}
+
+// appendInt and appendField leave out a zero, as omitempty does.
+func appendInt(dst []byte, key string, n int64) []byte {
+	if n == 0 {
+		return dst
+	}
+	return strconv.AppendInt(append(dst, key...), n, 10)
 }
 
 func appendField(dst []byte, key, s string) []byte {

@@ -231,7 +231,7 @@ func Next(st ItemState, r *Record) ItemState {
 		if OutcomeOf(r.Status) == OutcomeUnknown {
 			// A status not on the list: in doubt with its refund kept, settled
 			// only by the provider's word on that refund.
-			if unsure(&st) && st.Refund != r.Refund {
+			if st.Unsure() && st.Refund != r.Refund {
 				st.Extras = withID(st.Extras, st.Refund) // it may hold money too
 			}
 			st.Status, st.Code, st.Currency = StatusInDoubt, CodeStatusUnknown, ""
@@ -344,17 +344,15 @@ func undoes(st *ItemState, r *Record) bool {
 	return r.Type == TypeRefunded && !Done(r.Status) || r.Type == TypeFailed && r.Final
 }
 
-func unsure(st *ItemState) bool {
+// Unsure reports an item in doubt because its refund is journaled in a
+// status not on the list (CodeStatusUnknown).
+func (st *ItemState) Unsure() bool {
 	return st.Status == StatusInDoubt && st.Code == CodeStatusUnknown && st.Refund != ""
 }
 
-// Unsure reports an item in doubt because its refund is journaled in a
-// status not on the list (CodeStatusUnknown).
-func (st *ItemState) Unsure() bool { return unsure(st) }
-
 // Credited reports an item credited with st.Refund: refunded, pending,
 // or Unsure. The one definition, for the engine too.
-func (st *ItemState) Credited() bool { return hasRefund(st.Status) || unsure(st) }
+func (st *ItemState) Credited() bool { return hasRefund(st.Status) || st.Unsure() }
 
 // settles reports whether r ends a pending refund.
 func settles(r *Record) bool {
@@ -388,12 +386,7 @@ func (s *State) get(i uint32) ItemState {
 	if sl.flags&flagAttemptSpilled != 0 {
 		st.Attempt = s.attempts[i]
 	}
-	if s.extras != nil {
-		st.Extras = s.extras[i]
-	}
-	if s.contras != nil {
-		st.Contradiction = s.contras[i]
-	}
+	st.Extras, st.Contradiction = s.extras[i], s.contras[i] // nil maps read as ""
 	text := s.codes.Name(uint32(sl.code))
 	if sl.flags&flagCodeSpilled != 0 {
 		text = s.texts[i]
