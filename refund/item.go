@@ -48,23 +48,21 @@ type InputError struct {
 
 // Error is name:line: field: what is wrong, without the parts left empty.
 func (e *InputError) Error() string {
-	var b strings.Builder
+	s := ""
 	if e.Name != "" {
-		b.WriteString(e.Name)
+		s = e.Name
 		if e.Line > 0 {
-			b.WriteByte(':')
-			b.WriteString(strconv.Itoa(e.Line))
+			s += ":" + strconv.Itoa(e.Line)
 		}
-		b.WriteString(": ")
+		s += ": "
 	}
 	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
+		s += e.Field + ": "
 	}
 	if e.Err != nil {
-		b.WriteString(e.Err.Error())
+		s += e.Err.Error()
 	}
-	return b.String()
+	return s
 }
 
 // Unwrap is what is wrong, for errors.Is and errors.As.

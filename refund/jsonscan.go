@@ -106,11 +106,8 @@ func (s *scanner) members(outer string, each func(key string) error) error {
 
 // name reads a field name or key and the colon after it.
 func (s *scanner) name() (string, error) {
-	if s.end() || s.b[s.i] != '"' {
-		if s.end() {
-			return "", s.syntax("")
-		}
-		return "", s.syntax("unexpected %s, want a field name", s.unexpected())
+	if err := s.expect('"', "a field name"); err != nil {
+		return "", err
 	}
 	body, _, err := s.str("")
 	if err != nil {
@@ -118,11 +115,8 @@ func (s *scanner) name() (string, error) {
 	}
 	key := known(fieldNames[:], body)
 	s.ws()
-	if s.end() || s.b[s.i] != ':' {
-		if s.end() {
-			return "", s.syntax("")
-		}
-		return "", s.syntax("unexpected %s, want ':'", s.unexpected())
+	if err := s.expect(':', "':'"); err != nil {
+		return "", err
 	}
 	s.i++
 	s.ws()
@@ -130,6 +124,17 @@ func (s *scanner) name() (string, error) {
 		return "", s.syntax("")
 	}
 	return key, nil
+}
+
+// expect checks that the byte at s.i is c, which what names.
+func (s *scanner) expect(c byte, what string) error {
+	switch {
+	case s.end():
+		return s.syntax("")
+	case s.b[s.i] != c:
+		return s.syntax("unexpected %s, want %s", s.unexpected(), what)
+	}
+	return nil
 }
 
 // token reads a number or literal: the bytes up to the next delimiter.

@@ -264,11 +264,8 @@ func (e *engine) getRefund(ctx context.Context, it *Item, st journal.ItemState, 
 		r, err = e.cfg.Provider.Get(ctx, id)
 		if !errors.Is(err, ErrNoLookup) {
 			e.refundReads.Add(1)
-		}
-		if errors.Is(err, ErrNoLookup) {
-			if found, ferr := e.findRefund(ctx, it, id); !errors.Is(ferr, ErrNoLookup) {
-				r, err = found, ferr
-			}
+		} else if found, ferr := e.findRefund(ctx, it, id); !errors.Is(ferr, ErrNoLookup) {
+			r, err = found, ferr
 		}
 		last = err
 		if errors.Is(err, ErrNoLookup) {

@@ -70,7 +70,7 @@ func (p *Pacer) Wait(ctx context.Context, e Endpoint) error {
 	if p == nil {
 		return ctx.Err()
 	}
-	if err := p.endpoint(e).wait(ctx); err != nil {
+	if err := p.endpoint(e).waitN(ctx, 1); err != nil {
 		return err
 	}
 	n := 1
@@ -174,8 +174,6 @@ func (a *adaptive) scale(f float64) {
 	a.lim.SetLimit(rate.Limit(a.cur))
 	a.lim.SetBurst(burstOf(target))
 }
-
-func (a *adaptive) wait(ctx context.Context) error { return a.waitN(ctx, 1) }
 
 // waitN waits for n requests' worth, at most a bucket at once.
 func (a *adaptive) waitN(ctx context.Context, n int) error {

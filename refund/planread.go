@@ -110,13 +110,7 @@ func (lr *LineReader) read() ([]byte, error) {
 
 // trimEOL drops a line end, LF or CRLF.
 func trimEOL(b []byte) []byte {
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		b = b[:n-1]
-	}
-	if n := len(b); n > 0 && b[n-1] == '\r' {
-		b = b[:n-1]
-	}
-	return b
+	return bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
 }
 
 // blank reports a line of JSON white space only.
@@ -314,13 +308,7 @@ var ErrNotPlanItem = errors.New("not a plan item")
 
 // firstText is the first line of b that is not blank, trimmed.
 func firstText(b []byte) []byte {
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	for line := range bytes.Lines(b) {
 		if line = bytes.TrimSpace(line); len(line) > 0 {
 			return line
 		}

@@ -281,5 +281,5 @@ func Classify(err error) Failure {
 	if errors.As(err, &f) {
 		return *f
 	}
-	return Failure{Class: ClassRetry, Code: "network_error", Message: err.Error(), Err: err}
+	return *NoAnswer(err)
 }

@@ -192,14 +192,10 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 			if ctx.Err() != nil || e.halted() {
 				return nil
 			}
-			if p.err != nil {
-				return p.err
-			}
-			it := &p.item
-			if err := e.facts.accepts(it); err != nil {
-				err.Name, err.Line = name, p.line
+			if err := e.planned(p, name); err != nil {
 				return err
 			}
+			it := &p.item
 			if !e.cfg.Shard.Holds(it) {
 				e.otherShards++
 				continue
@@ -218,6 +214,19 @@ func (e *engine) feed(ctx context.Context, in io.Reader, name string, work chan<
 			}
 		}
 	}
+}
+
+// planned is the error of plan line p: its own, or why the provider cannot
+// refund its item.
+func (e *engine) planned(p *parsedLine, name string) error {
+	if p.err != nil {
+		return p.err
+	}
+	if err := e.facts.accepts(&p.item); err != nil {
+		err.Name, err.Line = name, p.line
+		return err
+	}
+	return nil
 }
 
 // dispatch hands j to a worker; false when the run stopped first.
@@ -373,11 +382,7 @@ func (e *engine) bindPlan(ctx context.Context, c Claims, in io.Reader, name stri
 	for batch := range batches {
 		for i := range batch {
 			p := &batch[i]
-			if p.err != nil {
-				return nil, p.err
-			}
-			if err := e.facts.accepts(&p.item); err != nil {
-				err.Name, err.Line = name, p.line
+			if err := e.planned(p, name); err != nil {
 				return nil, err
 			}
 			lines = append(lines, PlanLine{Item: &p.item, Line: p.line})

@@ -4,6 +4,8 @@ package refund
 // a journal each. plan --shard writes one shard; refund --shard reads the
 // whole plan and works one, so that every worker knows every item.
 
+import "hash/fnv"
+
 // Shard is shard K of N (1 <= K <= N); the zero Shard is the whole plan.
 type Shard struct{ K, N int }
 
@@ -17,17 +19,9 @@ func (s Shard) Holds(it *Item) bool {
 // "c")) and target, modulo n. From the id string: a payment named by its
 // charge and by its intent can fall in two shards.
 func ShardOf(batch, target string, n int) int {
-	const (
-		offset64 = 14695981039346656037
-		prime64  = 1099511628211
-	)
-	h := uint64(offset64)
-	for i := 0; i < len(batch); i++ {
-		h = (h ^ uint64(batch[i])) * prime64
-	}
-	h *= prime64 // the separator: h ^ 0 is h
-	for i := 0; i < len(target); i++ {
-		h = (h ^ uint64(target[i])) * prime64
-	}
-	return int(h%uint64(n)) + 1
+	h := fnv.New64a()
+	h.Write([]byte(batch))
+	h.Write([]byte{0})
+	h.Write([]byte(target))
+	return int(h.Sum64()%uint64(n)) + 1
 }

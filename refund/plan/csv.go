@@ -155,7 +155,7 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 		col := column{kind: knownColumns[lower]}
 		switch {
 		case name == "":
-			col.kind = colUnnamed
+			continue // colUnnamed: its cells must be empty
 		case col.kind != colUnnamed:
 		case strings.HasPrefix(lower, "metadata."):
 			col = column{kind: colMetadata, key: name[len("metadata."):]}
@@ -164,10 +164,6 @@ func (c *collector) header(line int, rec []string) ([]column, bool) {
 		default:
 			unknown = append(unknown, refund.Show(name))
 			raw += name
-			continue
-		}
-		if name == "" {
-			columns[i] = col
 			continue
 		}
 		id := lower

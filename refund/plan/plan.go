@@ -183,20 +183,13 @@ func headLine(br *bufio.Reader) (line []byte, n int, err error) {
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 		return nil, 0, err
 	}
-	for len(head) > 0 && len(line) == 0 {
+	for l := range bytes.Lines(head) {
 		n++
-		line = head
-		if i := bytes.IndexByte(head, '\n'); i >= 0 {
-			line, head = head[:i], head[i+1:]
-		} else {
-			head = nil
-		}
-		line = bytes.TrimRight(line, "\r")
-		if len(bytes.TrimSpace(line)) == 0 {
-			line = nil
+		if line = bytes.TrimRight(bytes.TrimSuffix(l, []byte("\n")), "\r"); len(bytes.TrimSpace(line)) > 0 {
+			return line, n, nil
 		}
 	}
-	return line, n, nil
+	return nil, n, nil
 }
 
 // detect picks the format from the first line that is not blank: with
