@@ -76,23 +76,12 @@ type member struct {
 
 // live are m's refunds that this audit did not cancel.
 func (m *member) live() []*sref {
-	var live []*sref
-	for _, x := range m.refunds {
-		if x.Action != ActionCanceled {
-			live = append(live, x)
-		}
-	}
-	return live
+	return slices.DeleteFunc(slices.Clone(m.refunds), func(x *sref) bool { return x.Action == ActionCanceled })
 }
 
 // ownRefund reports a refund whose metadata names the member.
 func (m *member) ownRefund() bool {
-	for _, x := range m.refunds {
-		if x.batch != "" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(m.refunds, func(x *sref) bool { return x.batch != "" })
 }
 
 // group is the items of one batch on a payment, with the refunds the
@@ -261,11 +250,6 @@ func (r *run) checkGroup(ctx context.Context, g *group, byID map[string]*sref, u
 // added to the remedy of a missing item.
 func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, note string) error {
 	journaled := r.journalRefunds(m.v.idx)
-	inJournal := make(map[string]bool, len(journaled))
-	for _, j := range journaled {
-		inJournal[j.ID] = true
-	}
-
 	if len(m.refunds) > 1 {
 		f := m.v.finding(KindDuplicate)
 		if err := r.settleExtras(ctx, f, m.v, m.refunds, 1); err != nil {
@@ -277,7 +261,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 	live := m.live()
 	var unjournaled []*sref
 	for _, x := range live {
-		if !inJournal[x.ID] {
+		if !slices.ContainsFunc(journaled, func(j Refund) bool { return j.ID == x.ID }) {
 			unjournaled = append(unjournaled, x)
 		}
 	}
