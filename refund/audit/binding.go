@@ -9,6 +9,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -261,10 +262,9 @@ func (r *run) credit(x *refundIndex, hashOf func(uint32) uint64, i uint32, id st
 
 // creditOf is refund id as the journals credit it to item i.
 func (r *run) creditOf(i uint32, id string) Refund {
-	for _, x := range r.credited(i) {
-		if x.ID == id {
-			return x
-		}
+	c := r.credited(i)
+	if k := slices.IndexFunc(c, func(x Refund) bool { return x.ID == id }); k >= 0 {
+		return c[k]
 	}
 	return Refund{ID: id}
 }

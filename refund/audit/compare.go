@@ -29,7 +29,7 @@ type sref struct {
 
 func newSref(x *refund.Refund) *sref {
 	s := &sref{
-		Refund: Refund{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created},
+		Refund: refundOf(x),
 		live:   refund.Live(x),
 		batch:  x.Metadata[refund.MetaBatch],
 		item:   x.Metadata[refund.MetaItem],
@@ -470,9 +470,8 @@ func (r *run) partialInDoubtRemedy(i uint32) string {
 // unknownStatus reports refund x the provider lists for item m in a
 // status not on the allow-list: the item is in doubt.
 func (r *run) unknownStatus(m *member, x *sref) *Finding {
-	f := m.v.finding(KindInDoubt)
-	f.Code, f.Refunds = journal.CodeStatusUnknown, []Refund{x.Refund}
-	f.Amount, f.Currency = x.Amount, x.Currency
+	f := m.v.finding(KindInDoubt).about(x.Refund)
+	f.Code = journal.CodeStatusUnknown
 	f.Message = fmt.Sprintf("%s holds refund %s for this item in status %q, which refundkit does not know: whether money moved cannot be told", r.rep.Provider, x.ID, x.Status)
 	f.Remedy = "refund sends nothing new for this item and asks the provider for that refund on every run until it says a status refundkit knows; check the refund at the provider"
 	return f

@@ -59,12 +59,10 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, owner string, v itemView
 	if owner == "" {
 		where = fmt.Sprintf("payment %s of batch %s", v.target, v.batch)
 	}
-	switch {
-	case !r.opts.CancelExtras:
-		r.rep.Cancelable++
-		return nil
-	case owner == "":
-		x.Note = "it names no item to journal the cancel under: cancel it in the dashboard once matched"
+	if !r.opts.CancelExtras || owner == "" {
+		if r.opts.CancelExtras {
+			x.Note = "it names no item to journal the cancel under: cancel it in the dashboard once matched"
+		}
 		r.rep.Cancelable++
 		return nil
 	}

@@ -153,6 +153,18 @@ func (f *Finding) on(p refund.Payment) {
 	f.Charge, f.PaymentIntent, f.Capture, f.PSPReference = p.Charge, p.PaymentIntent, p.Capture, p.PSPReference
 }
 
+// about makes x the one refund f is about, and its amount f's.
+func (f *Finding) about(x Refund) *Finding {
+	f.Refunds = []Refund{x}
+	f.Amount, f.Currency = x.Amount, x.Currency
+	return f
+}
+
+// refundOf is a provider's refund as a finding names it.
+func refundOf(x *refund.Refund) Refund {
+	return Refund{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created}
+}
+
 // distinct is the keys of rs, each once, in the order first seen.
 func distinct(rs []Refund, key func(Refund) string) []string {
 	var out []string

@@ -30,9 +30,7 @@ func (r *run) toldPass() {
 		if !refund.Live(x) {
 			continue // moved no money: nobody's to account for
 		}
-		f := &Finding{Finding: KindStripeOnly, Batch: batch, Item: item, PSPReference: x.PSPReference,
-			Refunds: []Refund{{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created}},
-			Amount:  x.Amount, Currency: x.Currency}
+		f := (&Finding{Finding: KindStripeOnly, Batch: batch, Item: item, PSPReference: x.PSPReference}).about(refundOf(x))
 		f.Message = fmt.Sprintf("%s told of refund %s of batch %s for item %s on payment %s, which no journal or plan audited here names",
 			r.rep.Provider, x.ID, batch, item, x.PSPReference)
 		f.Remedy = "a journal of this batch is missing from the audit, or the item was renamed: audit with every journal of the batch; if the item is still planned under another name, that item must not be refunded again"
@@ -81,9 +79,7 @@ func (r *run) toldOtherwise(i uint32, x *refund.Refund) *Finding {
 			return nil
 		}
 	}
-	f := v.finding(KindEventsContradict)
-	f.Refunds = []Refund{{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created}}
-	f.Amount, f.Currency = x.Amount, x.Currency
+	f := v.finding(KindEventsContradict).about(refundOf(x))
 	f.Message = fmt.Sprintf("%s's signed events tell of refund %s for this item, but %s", r.rep.Provider, x.ID, why)
 	f.Remedy = fmt.Sprintf("the item's refund is not known to be right: look refund %s up at %s (its payment, amount and metadata) and compare it with the journals before anything is refunded again", x.ID, r.rep.Provider)
 	return f
