@@ -41,9 +41,7 @@ func (r *run) itemPass() {
 		switch {
 		case refunded && sl.flags&flagPending != 0:
 			add(4, i, sl.currency, sl.amount)
-			if f := r.stalePending(i); f != nil {
-				r.out(f)
-			}
+			r.stalePending(i)
 		case refunded:
 			if sl.flags&flagExtras == 0 && len(s.canceled) == 0 {
 				add(0, i, sl.currency, sl.amount)
@@ -313,16 +311,16 @@ func (r *run) noteExtras(f *Finding, extras []Refund) {
 
 // stalePending reports item i, journaled pending, when it has been for
 // longer than Options.PendingAfter.
-func (r *run) stalePending(i uint32) *Finding {
+func (r *run) stalePending(i uint32) {
 	since := time.Unix(r.st.pendingSince[i], 0)
 	age := r.opts.Now().Sub(since)
 	if age <= r.opts.PendingAfter {
-		return nil
+		return
 	}
 	f := r.withJournalRefunds(i, KindPending)
 	f.Message = fmt.Sprintf("journaled pending at %s, %s ago, and not settled since", since.UTC().Format(time.RFC3339), age.Round(time.Minute))
 	f.Remedy = "run refund again with the same plan and journal: it asks the provider how the refund ended and journals it, sending nothing"
-	return f
+	r.out(f)
 }
 
 // withJournalRefunds starts a finding of kind about item i with its
