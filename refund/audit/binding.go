@@ -299,30 +299,25 @@ func (r *run) unowned(g *group) {
 			return
 		}
 	}
-	type owned struct {
-		x    *sref
-		item string
+	var refunds []Refund
+	add := func(x *sref, item string) {
+		if x.Action != ActionCanceled {
+			ref := x.plain()
+			ref.Item = item
+			refunds = append(refunds, ref)
+		}
 	}
-	var xs []owned
 	for _, m := range g.ms {
 		if !m.planned {
 			for _, x := range m.refunds {
-				xs = append(xs, owned{x, m.v.item})
+				add(x, m.v.item)
 			}
 		}
 	}
 	for _, x := range g.others {
-		xs = append(xs, owned{x, x.item})
+		add(x, x.item)
 	}
-	sort.SliceStable(xs, func(a, b int) bool { return xs[a].x.Created < xs[b].x.Created })
-	var refunds []Refund
-	for _, o := range xs {
-		if o.x.Action != ActionCanceled {
-			ref := o.x.plain()
-			ref.Item = o.item
-			refunds = append(refunds, ref)
-		}
-	}
+	sort.SliceStable(refunds, func(a, b int) bool { return refunds[a].Created < refunds[b].Created })
 	if len(refunds) == 0 {
 		return
 	}

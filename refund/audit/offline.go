@@ -49,7 +49,11 @@ func (r *run) itemPass() {
 				sums[0].items++
 				batch, item := s.idx.Key(i)
 				for _, x := range r.journalRefunds(i) {
-					r.report("refunded", x.Currency, x.Amount, itemWhere(batch, item))
+					if x.Amount == 0 {
+						r.rep.Full["refunded"]++
+					} else {
+						r.addTo(r.rep.amounts("refunded"), x.Currency, x.Amount, totalName("refunded"), itemWhere(batch, item))
+					}
 				}
 			}
 		case sl.status == statusFailed:

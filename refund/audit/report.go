@@ -45,15 +45,6 @@ func newReport() *Report {
 	}
 }
 
-// report adds amount to status's total, checked; where names its item.
-func (r *run) report(status, currency string, amount int64, where string) {
-	if amount == 0 {
-		r.rep.Full[status]++
-		return
-	}
-	r.addTo(r.rep.amounts(status), currency, amount, totalName(status), where)
-}
-
 // amounts is status's totals, made when first needed.
 func (r *Report) amounts(status string) money.Totals {
 	m := r.Amounts[status]
