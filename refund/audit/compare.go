@@ -277,7 +277,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 	}
 	var gone []Refund
 	var differ []string
-	partial := r.partialLookup()
+	partial := r.rep.Told // listed only once told of
 	for _, j := range journaled {
 		x := byID[j.ID]
 		switch {
@@ -442,11 +442,6 @@ func (r *run) chargeCheck(ctx context.Context, g *group) error {
 	sort.SliceStable(f.Refunds, func(a, b int) bool { return f.Refunds[a].Created < f.Refunds[b].Created })
 	r.out(f)
 	return nil
-}
-
-// partialLookup reports a provider that lists only the refunds it told of.
-func (r *run) partialLookup() bool {
-	return r.opts.Provider != nil && r.opts.Provider.Facts().PartialLookup
 }
 
 // partialInDoubtRemedy says what to do with an item in doubt a partial
