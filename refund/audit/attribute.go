@@ -164,11 +164,9 @@ func (r *run) matches(ctx context.Context, m *member, x *sref) (bool, error) {
 // unattributedFinding reports a refund no item can be given.
 func (r *run) unattributedFinding(t *target, batch string, u unattributed) *Finding {
 	v := itemView{batch: batch, target: t.id, pay: t.pay}
-	f := v.finding(KindStripeOnly)
 	ref := u.x.Refund
 	ref.Action = ActionUnattributed
-	f.Refunds = []Refund{ref}
-	f.Amount, f.Currency = u.x.Amount, u.x.Currency
+	f := v.finding(KindStripeOnly).about(ref)
 	f.Remedy = fmt.Sprintf("this refund carries no refundkit metadata and %s, so it is counted as no item's refund and was not backfilled: a person decides whether it refunded an item of the batch; if it did, refunding that item again refunds the charge twice (refund --all-refunds holds an item whose charge has such a refund)", u.why)
 	return f
 }

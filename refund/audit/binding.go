@@ -9,6 +9,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -261,10 +262,9 @@ func (r *run) credit(x *refundIndex, hashOf func(uint32) uint64, i uint32, id st
 
 // creditOf is refund id as the journals credit it to item i.
 func (r *run) creditOf(i uint32, id string) Refund {
-	for _, x := range r.credited(i) {
-		if x.ID == id {
-			return x
-		}
+	c := r.credited(i)
+	if k := slices.IndexFunc(c, func(x Refund) bool { return x.ID == id }); k >= 0 {
+		return c[k]
 	}
 	return Refund{ID: id}
 }
@@ -299,30 +299,25 @@ func (r *run) unowned(g *group) {
 			return
 		}
 	}
-	type owned struct {
-		x    *sref
-		item string
+	var refunds []Refund
+	add := func(x *sref, item string) {
+		if x.Action != ActionCanceled {
+			ref := x.plain()
+			ref.Item = item
+			refunds = append(refunds, ref)
+		}
 	}
-	var xs []owned
 	for _, m := range g.ms {
 		if !m.planned {
 			for _, x := range m.refunds {
-				xs = append(xs, owned{x, m.v.item})
+				add(x, m.v.item)
 			}
 		}
 	}
 	for _, x := range g.others {
-		xs = append(xs, owned{x, x.item})
+		add(x, x.item)
 	}
-	sort.SliceStable(xs, func(a, b int) bool { return xs[a].x.Created < xs[b].x.Created })
-	var refunds []Refund
-	for _, o := range xs {
-		if o.x.Action != ActionCanceled {
-			ref := o.x.plain()
-			ref.Item = o.item
-			refunds = append(refunds, ref)
-		}
-	}
+	sort.SliceStable(refunds, func(a, b int) bool { return refunds[a].Created < refunds[b].Created })
 	if len(refunds) == 0 {
 		return
 	}

@@ -29,7 +29,7 @@ type sref struct {
 
 func newSref(x *refund.Refund) *sref {
 	s := &sref{
-		Refund: Refund{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created},
+		Refund: refundOf(x),
 		live:   refund.Live(x),
 		batch:  x.Metadata[refund.MetaBatch],
 		item:   x.Metadata[refund.MetaItem],
@@ -76,23 +76,12 @@ type member struct {
 
 // live are m's refunds that this audit did not cancel.
 func (m *member) live() []*sref {
-	var live []*sref
-	for _, x := range m.refunds {
-		if x.Action != ActionCanceled {
-			live = append(live, x)
-		}
-	}
-	return live
+	return slices.DeleteFunc(slices.Clone(m.refunds), func(x *sref) bool { return x.Action == ActionCanceled })
 }
 
 // ownRefund reports a refund whose metadata names the member.
 func (m *member) ownRefund() bool {
-	for _, x := range m.refunds {
-		if x.batch != "" {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(m.refunds, func(x *sref) bool { return x.batch != "" })
 }
 
 // group is the items of one batch on a payment, with the refunds the
@@ -261,11 +250,6 @@ func (r *run) checkGroup(ctx context.Context, g *group, byID map[string]*sref, u
 // added to the remedy of a missing item.
 func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, note string) error {
 	journaled := r.journalRefunds(m.v.idx)
-	inJournal := make(map[string]bool, len(journaled))
-	for _, j := range journaled {
-		inJournal[j.ID] = true
-	}
-
 	if len(m.refunds) > 1 {
 		f := m.v.finding(KindDuplicate)
 		if err := r.settleExtras(ctx, f, m.v, m.refunds, 1); err != nil {
@@ -277,7 +261,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 	live := m.live()
 	var unjournaled []*sref
 	for _, x := range live {
-		if !inJournal[x.ID] {
+		if !slices.ContainsFunc(journaled, func(j Refund) bool { return j.ID == x.ID }) {
 			unjournaled = append(unjournaled, x)
 		}
 	}
@@ -293,7 +277,7 @@ func (r *run) stripeItem(ctx context.Context, m *member, byID map[string]*sref, 
 	}
 	var gone []Refund
 	var differ []string
-	partial := r.partialLookup()
+	partial := r.rep.Told // listed only once told of
 	for _, j := range journaled {
 		x := byID[j.ID]
 		switch {
@@ -460,11 +444,6 @@ func (r *run) chargeCheck(ctx context.Context, g *group) error {
 	return nil
 }
 
-// partialLookup reports a provider that lists only the refunds it told of.
-func (r *run) partialLookup() bool {
-	return r.opts.Provider != nil && r.opts.Provider.Facts().PartialLookup
-}
-
 // partialInDoubtRemedy says what to do with an item in doubt a partial
 // listing does not settle: send it again under its key while half the
 // key's life is left, or a person checks.
@@ -486,9 +465,8 @@ func (r *run) partialInDoubtRemedy(i uint32) string {
 // unknownStatus reports refund x the provider lists for item m in a
 // status not on the allow-list: the item is in doubt.
 func (r *run) unknownStatus(m *member, x *sref) *Finding {
-	f := m.v.finding(KindInDoubt)
-	f.Code, f.Refunds = journal.CodeStatusUnknown, []Refund{x.Refund}
-	f.Amount, f.Currency = x.Amount, x.Currency
+	f := m.v.finding(KindInDoubt).about(x.Refund)
+	f.Code = journal.CodeStatusUnknown
 	f.Message = fmt.Sprintf("%s holds refund %s for this item in status %q, which refundkit does not know: whether money moved cannot be told", r.rep.Provider, x.ID, x.Status)
 	f.Remedy = "refund sends nothing new for this item and asks the provider for that refund on every run until it says a status refundkit knows; check the refund at the provider"
 	return f

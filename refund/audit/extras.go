@@ -59,12 +59,10 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, owner string, v itemView
 	if owner == "" {
 		where = fmt.Sprintf("payment %s of batch %s", v.target, v.batch)
 	}
-	switch {
-	case !r.opts.CancelExtras:
-		r.rep.Cancelable++
-		return nil
-	case owner == "":
-		x.Note = "it names no item to journal the cancel under: cancel it in the dashboard once matched"
+	if !r.opts.CancelExtras || owner == "" {
+		if r.opts.CancelExtras {
+			x.Note = "it names no item to journal the cancel under: cancel it in the dashboard once matched"
+		}
 		r.rep.Cancelable++
 		return nil
 	}
@@ -106,13 +104,10 @@ func (r *run) cancelExtra(ctx context.Context, x *sref, owner string, v itemView
 func (r *run) backfill(f *Finding, v itemView, xs []*sref) error {
 	var recs []*journal.Record
 	for _, x := range firstThen(xs, func(x *sref) bool { return x.Action == ActionKeep }) {
-		ref := x.Refund
-		ref.Note = ""
+		ref := x.plain()
 		if r.opts.Backfill != nil {
 			ref.Action = ActionBackfilled
 			recs = append(recs, r.record(journal.TypeRefunded, v.item, v, x))
-		} else {
-			ref.Action = ""
 		}
 		f.Refunds = append(f.Refunds, ref)
 		r.sumRefunds(f, []Refund{ref})

@@ -110,26 +110,22 @@ func refundIDs(rs []Refund) string {
 // f, after any cancel was tried. journalOnly: the provider was not asked,
 // so the state of the extras is not known.
 func (rn *run) duplicateRemedy(f *Finding, journalOnly bool) string {
+	if journalOnly {
+		return fmt.Sprintf("the journal holds %d refunds here, %s more than planned; run audit --stripe to see their state: an extra Stripe can still cancel (requires_action) is canceled by --cancel-extras; a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it",
+			len(f.Refunds), amounts(rn.totals(f, f.Refunds[1:])))
+	}
 	by := map[string][]Refund{}
 	for _, r := range f.Refunds {
 		by[r.Action] = append(by[r.Action], r)
 	}
-	keep, cancelable, canceled := by[ActionKeep], by[ActionCancelable], by[ActionCanceled]
-	irreversible, unattributed := by[ActionIrreversible], by[ActionUnattributed]
-	lost := rn.totals(f, irreversible)
-	if journalOnly {
-		extra := rn.totals(f, f.Refunds[1:])
-		return fmt.Sprintf("the journal holds %d refunds here, %s more than planned; run audit --stripe to see their state: an extra Stripe can still cancel (requires_action) is canceled by --cancel-extras; a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it",
-			len(f.Refunds), amounts(extra))
-	}
 	var parts []string
-	if len(keep) > 0 {
+	if keep := by[ActionKeep]; len(keep) > 0 {
 		parts = append(parts, "keep "+refundIDs(keep))
 	}
-	if len(canceled) > 0 {
+	if canceled := by[ActionCanceled]; len(canceled) > 0 {
 		parts = append(parts, "canceled "+refundIDs(canceled)+" (journaled)")
 	}
-	if len(cancelable) > 0 {
+	if cancelable := by[ActionCancelable]; len(cancelable) > 0 {
 		var noted []string
 		for _, r := range cancelable {
 			if r.Note != "" {
@@ -142,11 +138,11 @@ func (rn *run) duplicateRemedy(f *Finding, journalOnly bool) string {
 		}
 		parts = append(parts, s)
 	}
-	if len(irreversible) > 0 {
+	if irreversible := by[ActionIrreversible]; len(irreversible) > 0 {
 		parts = append(parts, fmt.Sprintf("%s succeeded and cannot be reversed through the API: the customer got %s more than planned, and to recover it the customer must be charged again",
-			refundIDs(irreversible), amounts(lost)))
+			refundIDs(irreversible), amounts(rn.totals(f, irreversible))))
 	}
-	if len(unattributed) > 0 {
+	if unattributed := by[ActionUnattributed]; len(unattributed) > 0 {
 		parts = append(parts, refundIDs(unattributed)+" cannot be matched to an item: check them in the dashboard before running refund for this charge again")
 	}
 	return strings.Join(parts, "; ")
@@ -155,6 +151,18 @@ func (rn *run) duplicateRemedy(f *Finding, journalOnly bool) string {
 // on names the payment p the finding is about.
 func (f *Finding) on(p refund.Payment) {
 	f.Charge, f.PaymentIntent, f.Capture, f.PSPReference = p.Charge, p.PaymentIntent, p.Capture, p.PSPReference
+}
+
+// about makes x the one refund f is about, and its amount f's.
+func (f *Finding) about(x Refund) *Finding {
+	f.Refunds = []Refund{x}
+	f.Amount, f.Currency = x.Amount, x.Currency
+	return f
+}
+
+// refundOf is a provider's refund as a finding names it.
+func refundOf(x *refund.Refund) Refund {
+	return Refund{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created}
 }
 
 // distinct is the keys of rs, each once, in the order first seen.

@@ -14,27 +14,20 @@ import (
 	"github.com/refundkit/refundkit/refund"
 )
 
-// Where a target's listing stands (links.state).
-const (
-	linkNew        uint8 = iota // not yet handed to the workers
-	linkDispatched              // handed to the workers: its job is in links.jobs until checked
-	linkTaken                   // listed with another name of its payment, or not at all: never dispatched
-)
-
 // links joins the names of one payment across targets.
 type links struct {
 	targets []*target
 	index   map[string]int // target id -> its number
 
 	mu    sync.Mutex
-	state []uint8          // by target: linkNew...
+	taken []bool           // by target: listed with another name of its payment, or not at all: never dispatched
 	jobs  map[int]*listJob // dispatched, not yet taken from the ordered queue
 
 	joined []bool // checked, alone or with another name (the checker's only)
 }
 
 func newLinks(targets []*target, index map[string]int) *links {
-	return &links{targets: targets, index: index, state: make([]uint8, len(targets)),
+	return &links{targets: targets, index: index, taken: make([]bool, len(targets)),
 		jobs: map[int]*listJob{}, joined: make([]bool, len(targets))}
 }
 
@@ -46,10 +39,9 @@ func (l *links) dispatch(j *listJob) bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.state[j.k] == linkTaken {
+	if l.taken[j.k] {
 		return false
 	}
-	l.state[j.k] = linkDispatched
 	l.jobs[j.k] = j
 	return true
 }
@@ -72,7 +64,7 @@ func (l *links) take(k int) *listJob {
 	if j := l.jobs[k]; j != nil {
 		return j
 	}
-	l.state[k] = linkTaken
+	l.taken[k] = true
 	return nil
 }
 

@@ -4,6 +4,7 @@ package audit
 // charge together.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -40,9 +41,7 @@ func (r *run) itemPass() {
 		switch {
 		case refunded && sl.flags&flagPending != 0:
 			add(4, i, sl.currency, sl.amount)
-			if f := r.stalePending(i); f != nil {
-				r.out(f)
-			}
+			r.stalePending(i)
 		case refunded:
 			if sl.flags&flagExtras == 0 && len(s.canceled) == 0 {
 				add(0, i, sl.currency, sl.amount)
@@ -50,7 +49,11 @@ func (r *run) itemPass() {
 				sums[0].items++
 				batch, item := s.idx.Key(i)
 				for _, x := range r.journalRefunds(i) {
-					r.report("refunded", x.Currency, x.Amount, itemWhere(batch, item))
+					if x.Amount == 0 {
+						r.rep.Full["refunded"]++
+					} else {
+						r.addTo(r.rep.amounts("refunded"), x.Currency, x.Amount, totalName("refunded"), itemWhere(batch, item))
+					}
 				}
 			}
 		case sl.status == statusFailed:
@@ -151,9 +154,7 @@ func (r *run) failedFinding(i uint32, sl *itemSlot) *Finding {
 // failedRemedy is the remedy of a final failure with code, refused by
 // provider ("" for unknown).
 func failedRemedy(code, provider string) string {
-	if provider == "" {
-		provider = "The provider"
-	}
+	provider = cmp.Or(provider, "The provider")
 	if heldCode(code) {
 		what := "a refund of another refundkit batch"
 		switch code {
@@ -182,11 +183,7 @@ func (r *run) conflictFinding(i uint32, sl *itemSlot, failedAfter bool, stripe s
 	if failedAfter {
 		f.Code = s.codes.Name(sl.code)
 		reasons = append(reasons, fmt.Sprintf("journaled as refunded (%s), then as failed for good (%s: %s)", s.str(sl.refund), f.Code, s.failures[i]))
-		if stripe == "" {
-			remedies = append(remedies, "refund skips the item as refunded; run audit --stripe: if Stripe has the refund live, the item is refunded once and that audit says nothing of it, and with --backfill JOURNAL it journals the refund again after the failure so this audit agrees")
-		} else {
-			remedies = append(remedies, stripe)
-		}
+		remedies = append(remedies, cmp.Or(stripe, "refund skips the item as refunded; run audit --stripe: if Stripe has the refund live, the item is refunded once and that audit says nothing of it, and with --backfill JOURNAL it journals the refund again after the failure so this audit agrees"))
 	}
 	if refunded && len(f.Refunds) == 0 {
 		reasons = append(reasons, "every refund journaled for it was canceled")
@@ -277,17 +274,15 @@ func (r *run) unsettled(i uint32, sl *itemSlot, doubt, seen, missing string) {
 // mismatch fills the in_doubt finding f of an item whose last failure is
 // an answer that was not its refund; seen is what the provider lists.
 func (r *run) mismatch(i uint32, sl *itemSlot, f *Finding, seen string) {
-	if r.st.codes.Name(sl.code) == journal.CodeStatusUnknown {
-		f.Code, f.Message = journal.CodeStatusUnknown, r.st.mismatches[i]
+	switch code := r.st.codes.Name(sl.code); code {
+	case journal.CodeStatusUnknown:
+		f.Code, f.Message = code, r.st.mismatches[i]
 		f.Remedy = "the item is neither done nor failed: refund sends nothing new for it and asks the provider for that refund's status on every run until it answers one refundkit knows; check the refund at the provider (audit --stripe shows what Stripe holds)"
-		return
+	case refund.CodeAnswerMismatch:
+		f.Code, f.Message = code, r.st.mismatches[i]
+		f.Remedy = "the API answered this item's refund call with a refund for another charge, amount or item (named in the message), and refund halted with the item in doubt" + seen +
+			": check that refund at Stripe (dashboard) before running refund again: if it refunded this item's charge, the item may already be refunded"
 	}
-	if r.st.codes.Name(sl.code) != refund.CodeAnswerMismatch {
-		return
-	}
-	f.Code, f.Message = refund.CodeAnswerMismatch, r.st.mismatches[i]
-	f.Remedy = "the API answered this item's refund call with a refund for another charge, amount or item (named in the message), and refund halted with the item in doubt" + seen +
-		": check that refund at Stripe (dashboard) before running refund again: if it refunded this item's charge, the item may already be refunded"
 }
 
 // noteLive says, in the finding f about an item in doubt, that a running
@@ -320,16 +315,16 @@ func (r *run) noteExtras(f *Finding, extras []Refund) {
 
 // stalePending reports item i, journaled pending, when it has been for
 // longer than Options.PendingAfter.
-func (r *run) stalePending(i uint32) *Finding {
+func (r *run) stalePending(i uint32) {
 	since := time.Unix(r.st.pendingSince[i], 0)
 	age := r.opts.Now().Sub(since)
 	if age <= r.opts.PendingAfter {
-		return nil
+		return
 	}
 	f := r.withJournalRefunds(i, KindPending)
 	f.Message = fmt.Sprintf("journaled pending at %s, %s ago, and not settled since", since.UTC().Format(time.RFC3339), age.Round(time.Minute))
 	f.Remedy = "run refund again with the same plan and journal: it asks the provider how the refund ended and journals it, sending nothing"
-	return f
+	r.out(f)
 }
 
 // withJournalRefunds starts a finding of kind about item i with its

@@ -77,10 +77,7 @@ func (r *run) otherBatchPass() {
 				allowed[v.batch] = true
 			}
 		}
-		v := r.view(first)
-		if f := r.otherBatchFinding(v.pay, refunds, allowed); f != nil {
-			r.out(f)
-		}
+		r.otherBatchFinding(r.view(first).pay, refunds, allowed)
 	}
 }
 
@@ -118,15 +115,13 @@ func (r *run) otherBatches(t *target, gs []*group, all []*sref) {
 			}
 		}
 	}
-	if f := r.otherBatchFinding(t.pay, refunds, allowed); f != nil {
-		r.out(f)
-	}
+	r.otherBatchFinding(t.pay, refunds, allowed)
 }
 
 // otherBatchFinding reports refunds (oldest first) of several batches on
-// one target; nil when every batch but one was allowed to refund on top of
-// the others (--allow-refunded-charges).
-func (r *run) otherBatchFinding(pay refund.Payment, refunds []Refund, allowed map[string]bool) *Finding {
+// one target; none when every batch but one was allowed to refund on top
+// of the others (--allow-refunded-charges).
+func (r *run) otherBatchFinding(pay refund.Payment, refunds []Refund, allowed map[string]bool) {
 	batches := distinct(refunds, func(x Refund) string { return x.Batch })
 	unallowed := 0
 	for _, b := range batches {
@@ -135,7 +130,7 @@ func (r *run) otherBatchFinding(pay refund.Payment, refunds []Refund, allowed ma
 		}
 	}
 	if len(batches) < 2 || unallowed <= 1 {
-		return nil
+		return
 	}
 	f := &Finding{Finding: KindOtherBatch, Refunds: refunds}
 	f.on(pay)
@@ -152,5 +147,5 @@ func (r *run) otherBatchFinding(pay refund.Payment, refunds []Refund, allowed ma
 	f.Remedy = fmt.Sprintf("batches after %s refunded %s more on a charge that %s had refunded: a person decides whether that was intended; "+
 		"if not, a refund that still requires action can be canceled in the dashboard, but a succeeded refund cannot be reversed through the API: the customer must be charged again to recover it; "+
 		"refund holds an item whose charge holds another batch's refund unless --allow-refunded-charges is given", batches[0], amounts(r.totals(f, later)), batches[0])
-	return f
+	r.out(f)
 }

@@ -45,15 +45,6 @@ func newReport() *Report {
 	}
 }
 
-// report adds amount to status's total, checked; where names its item.
-func (r *run) report(status, currency string, amount int64, where string) {
-	if amount == 0 {
-		r.rep.Full[status]++
-		return
-	}
-	r.addTo(r.rep.amounts(status), currency, amount, totalName(status), where)
-}
-
 // amounts is status's totals, made when first needed.
 func (r *Report) amounts(status string) money.Totals {
 	m := r.Amounts[status]
@@ -85,7 +76,6 @@ func (r *Report) Clean() bool { return r.Complete && r.FindingCount() == 0 }
 // Lines is the summary for people, one message per line: what was read,
 // the amounts, the calls made, then the verdict (or the findings so far).
 func (r *Report) Lines() []string {
-	var lines []string
 	items := fmt.Sprintf("%s, %s, %s: %d refunded, %d failed, %d in doubt",
 		count(r.Journals, "journal"), count(r.Records, "record"), count(r.Items, "item"),
 		r.ByStatus["refunded"], r.ByStatus["failed"], r.ByStatus["in_doubt"])
@@ -95,18 +85,18 @@ func (r *Report) Lines() []string {
 	if n := r.ByStatus["none"]; n > 0 {
 		items += fmt.Sprintf(", %d not journaled", n)
 	}
-	lines = append(lines, items)
-	for _, st := range []string{"refunded", "pending", "failed", "in_doubt"} {
+	lines := []string{items}
+	for _, st := range [...]struct{ status, what string }{{"refunded", "refunded"}, {"pending", "pending (accepted, not finished)"},
+		{"failed", "failed (requested)"}, {"in_doubt", "in doubt (requested)"}} {
 		var parts []string
-		if m := r.Amounts[st]; len(m) > 0 {
+		if m := r.Amounts[st.status]; len(m) > 0 {
 			parts = append(parts, amounts(m))
 		}
-		if n := r.Full[st]; n > 0 && st != "refunded" && st != "pending" {
+		if n := r.Full[st.status]; n > 0 && st.status != "refunded" && st.status != "pending" {
 			parts = append(parts, count(n, "full refund"))
 		}
 		if len(parts) > 0 {
-			what := map[string]string{"refunded": "refunded", "pending": "pending (accepted, not finished)", "failed": "failed (requested)", "in_doubt": "in doubt (requested)"}[st]
-			lines = append(lines, what+": "+strings.Join(parts, " + "))
+			lines = append(lines, st.what+": "+strings.Join(parts, " + "))
 		}
 	}
 	if r.Provider != "" {
@@ -121,20 +111,17 @@ func (r *Report) Lines() []string {
 		lines = append(lines, strings.ToLower(r.Provider)+": "+strings.Join(calls, ", "))
 	}
 	if r.FindingCount() == 0 {
-		verdict := ""
-		switch {
-		case r.Complete && r.Told:
-			verdict = "no findings: every audited item has exactly one refund, and no notification " + r.Provider + " sent tells of another; refunds it has not told of yet cannot be seen: audit again once every notification has arrived"
-		case r.Complete:
-			verdict = "no findings: every audited item has exactly one refund"
+		if !r.Complete {
+			return lines
 		}
-		if verdict != "" && !r.Planned {
+		verdict := "no findings: every audited item has exactly one refund"
+		if r.Told {
+			verdict += ", and no notification " + r.Provider + " sent tells of another; refunds it has not told of yet cannot be seen: audit again once every notification has arrived"
+		}
+		if !r.Planned {
 			verdict += " (without --plan, only the items the journals name: audit --plan PLAN to know the batch is done)"
 		}
-		if verdict != "" {
-			lines = append(lines, verdict)
-		}
-		return lines
+		return append(lines, verdict)
 	}
 	var kinds []string
 	for _, k := range Kinds {
@@ -142,11 +129,11 @@ func (r *Report) Lines() []string {
 			kinds = append(kinds, fmt.Sprintf("%d %s", n, k))
 		}
 	}
-	if r.Complete {
-		lines = append(lines, "findings: "+strings.Join(kinds, ", "))
-	} else {
-		lines = append(lines, "findings so far: "+strings.Join(kinds, ", "))
+	so := "findings: "
+	if !r.Complete {
+		so = "findings so far: "
 	}
+	lines = append(lines, so+strings.Join(kinds, ", "))
 	if r.ExtraJournal > 0 {
 		s := count(r.ExtraJournal, "extra refund") + " in the journals"
 		if len(r.ExtraJournalAmount) > 0 {

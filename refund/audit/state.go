@@ -225,10 +225,8 @@ func (s *state) apply(r *journal.Record, ih uint64, at origin) {
 					at, r.Refund, money.Format(r.Amount, r.Currency), money.Format(sl.amount, first)))
 			}
 		default:
-			for _, x := range s.extras[i] {
-				if x.id == r.Refund {
-					return
-				}
+			if slices.ContainsFunc(s.extras[i], func(x extraRefund) bool { return x.id == r.Refund }) {
+				return
 			}
 			sl.flags |= flagExtras
 			s.extras[i] = append(s.extras[i], extraRefund{id: strings.Clone(r.Refund), amount: r.Amount, currency: strings.Clone(r.Currency), attempt: r.Attempt})

@@ -208,10 +208,7 @@ func (r *run) call(ctx context.Context, ep refund.Endpoint, what string, fn func
 	name := cmp.Or(strings.ToLower(r.rep.Provider), "the provider")
 	for try := 1; ; try++ {
 		if err := r.opts.Pacer.Wait(ctx, ep); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return err
+			return cmp.Or(ctx.Err(), err)
 		}
 		if h := r.halt.Load(); h != nil {
 			return h // another call found the provider unusable

@@ -35,15 +35,10 @@ func (r *run) addTo(t money.Totals, currency string, amount int64, what, where s
 	}
 }
 
-// addFinding adds amount to f's, checked.
-func (r *run) addFinding(f *Finding, amount int64, currency string) {
-	f.Amount = r.add(f.Amount, amount, currency, "the amount of a "+f.Finding+" finding", f.where())
-}
-
-// sumRefunds adds refunds rs to f's amount, its currency the last one's.
+// sumRefunds adds refunds rs to f's amount, checked, its currency the last one's.
 func (r *run) sumRefunds(f *Finding, rs []Refund) {
 	for _, x := range rs {
-		r.addFinding(f, x.Amount, x.Currency)
+		f.Amount = r.add(f.Amount, x.Amount, x.Currency, "the amount of a "+f.Finding+" finding", f.where())
 		f.Currency = x.Currency
 	}
 }

@@ -22,17 +22,13 @@ func (r *run) toldPass() {
 			continue
 		}
 		if i, known := r.st.idx.Find(batch, item); known {
-			if f := r.toldOtherwise(i, x); f != nil {
-				r.out(f)
-			}
+			r.toldOtherwise(i, x)
 			continue
 		}
 		if !refund.Live(x) {
 			continue // moved no money: nobody's to account for
 		}
-		f := &Finding{Finding: KindStripeOnly, Batch: batch, Item: item, PSPReference: x.PSPReference,
-			Refunds: []Refund{{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created}},
-			Amount:  x.Amount, Currency: x.Currency}
+		f := (&Finding{Finding: KindStripeOnly, Batch: batch, Item: item, PSPReference: x.PSPReference}).about(refundOf(x))
 		f.Message = fmt.Sprintf("%s told of refund %s of batch %s for item %s on payment %s, which no journal or plan audited here names",
 			r.rep.Provider, x.ID, batch, item, x.PSPReference)
 		f.Remedy = "a journal of this batch is missing from the audit, or the item was renamed: audit with every journal of the batch; if the item is still planned under another name, that item must not be refunded again"
@@ -44,9 +40,9 @@ func (r *run) toldPass() {
 // item i that contradicts what the journals bind to the item: credited to
 // it, yet ended without moving money, or of another amount, currency or
 // payment; or live, yet not the refund the journals credit it with (a
-// second refund of the item, or one of another item's relabelled). Nil
+// second refund of the item, or one of another item's relabelled). None
 // when they agree or x tells too little.
-func (r *run) toldOtherwise(i uint32, x *refund.Refund) *Finding {
+func (r *run) toldOtherwise(i uint32, x *refund.Refund) {
 	v := r.view(i)
 	credited := r.credited(i)
 	var mine *Refund
@@ -60,11 +56,11 @@ func (r *run) toldOtherwise(i uint32, x *refund.Refund) *Finding {
 	case !refund.Live(x) && mine != nil:
 		why = fmt.Sprintf("they tell it ended %s (no money moved, or it came back), and the journals credit the item with it", x.Status)
 	case !refund.Live(x):
-		return nil // an attempt that moved no money, not the item's credit
+		return // an attempt that moved no money, not the item's credit
 	case mine == nil && len(credited) > 0:
 		why = fmt.Sprintf("the journals credit the item with %s, not %s", credited[0].ID, x.ID)
 	case mine == nil:
-		return nil // not refunded in the journals: the passes before say what is owed
+		return // not refunded in the journals: the passes before say what is owed
 	case x.Amount != 0 && mine.Amount != 0 && x.Amount != mine.Amount:
 		why = fmt.Sprintf("they tell it is of %d, the journals credit %d", x.Amount, mine.Amount)
 	case x.Currency != "" && mine.Currency != "" && !strings.EqualFold(x.Currency, mine.Currency):
@@ -78,13 +74,11 @@ func (r *run) toldOtherwise(i uint32, x *refund.Refund) *Finding {
 			}
 		}
 		if why == "" {
-			return nil
+			return
 		}
 	}
-	f := v.finding(KindEventsContradict)
-	f.Refunds = []Refund{{ID: x.ID, Amount: x.Amount, Currency: x.Currency, Status: x.Status, Created: x.Created}}
-	f.Amount, f.Currency = x.Amount, x.Currency
+	f := v.finding(KindEventsContradict).about(refundOf(x))
 	f.Message = fmt.Sprintf("%s's signed events tell of refund %s for this item, but %s", r.rep.Provider, x.ID, why)
 	f.Remedy = fmt.Sprintf("the item's refund is not known to be right: look refund %s up at %s (its payment, amount and metadata) and compare it with the journals before anything is refunded again", x.ID, r.rep.Provider)
-	return f
+	r.out(f)
 }
