@@ -362,12 +362,6 @@ func (c *Checkpoint) kvSubject(k string) string {
 	return "$KV." + bucketName(c.loc.name) + "." + k
 }
 
-// Holds returns nil while this run's claim is live by its own monotonic
-// clock.
-func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
-	return c.Base.Holds(ctx, key{Batch: batch, Item: item}, c.renewClaim)
-}
-
 func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start time.Time, lost string, err error) {
 	c.Mu.Lock()
 	rev := cl.rev

@@ -154,12 +154,6 @@ func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryH
 	return c.PollWait(), nil
 }
 
-// Holds returns nil while this run's claim of an item is live by its own
-// monotonic clock.
-func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
-	return c.Base.Holds(ctx, key{Batch: batch, Item: item}, c.renewClaim)
-}
-
 func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start time.Time, lost string, err error) {
 	c.Mu.Lock()
 	gen, payments := cl.gen, cl.payments
@@ -435,5 +429,5 @@ var _ refund.Claims = (*Checkpoint)(nil)
 // settled reports a status the claim query passes over: an item refunded,
 // or failed for good and not held.
 func settled(status string, held bool) bool {
-	return status == "refunded" || status == statusDuplicate || status == "failed" && !held
+	return status == "refunded" || status == checkpoint.Duplicate || status == "failed" && !held
 }

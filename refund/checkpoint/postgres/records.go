@@ -11,6 +11,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // Append writes recs, each of a held item, in one transaction, each line
@@ -144,15 +145,8 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 // statusOf is what the items table keeps of an item's state: its status,
 // and whether a failure is a hold that --allow-refunded-charges lifts.
 func statusOf(st journal.ItemState) (string, bool) {
-	if st.Status == journal.StatusRefunded && st.Extras != "" {
-		return statusDuplicate, false
-	}
-	return st.Status.String(), st.Status == journal.StatusFailed && refund.IsHold(st.Code)
+	return checkpoint.StatusName(st), st.Status == journal.StatusFailed && refund.IsHold(st.Code)
 }
-
-// statusDuplicate is the status of an item refunded more than once: settled
-// (nothing more is sent), and not done, so every worker's tally says so.
-const statusDuplicate = "duplicate"
 
 // Lookup returns what the checkpoint holds of an item: its claim's state
 // when this run holds it, else what its records say now.
