@@ -219,22 +219,17 @@ func (c *Checkpoint) fold(ctx context.Context, items []key) (states map[key]jour
 // eachRecord runs sql, whose rows are a number (a record's seq), a batch, an
 // item and a record's line, and hands fn each row with its record decoded.
 func eachRecord(ctx context.Context, q querier, sql string, args []any, fn func(seq int64, k key, rec *journal.Record)) error {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return err
-	}
 	var seq int64
 	var k key
 	var line string
 	var rec journal.Record
-	_, err = pgx.ForEachRow(rows, []any{&seq, &k.Batch, &k.Item, &line}, func() error {
+	return each(ctx, q, sql, args, []any{&seq, &k.Batch, &k.Item, &line}, func() error {
 		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
 			return &CorruptError{Batch: k.Batch, Item: k.Item, Err: err}
 		}
 		fn(seq, k, &rec)
 		return nil
 	})
-	return err
 }
 
 // CorruptError is a record in the checkpoint that is not a valid journal
