@@ -374,16 +374,22 @@ func (b *Base[C]) ClaimsAnswered() bool {
 	return failing
 }
 
-// ByBatch splits a plan by batch, batches in the order they first appear.
-func ByBatch(plan []refund.PlanLine) (order []string, byBatch map[string][]refund.PlanLine) {
-	byBatch = map[string][]refund.PlanLine{}
+// LoadBatches splits a plan by batch and loads each with load, batches in
+// the order they first appear (order).
+func LoadBatches(plan []refund.PlanLine, load func(batch string, lines []refund.PlanLine) error) (order []string, err error) {
+	byBatch := map[string][]refund.PlanLine{}
 	for _, pl := range plan {
 		if _, ok := byBatch[pl.Item.Batch]; !ok {
 			order = append(order, pl.Item.Batch)
 		}
 		byBatch[pl.Item.Batch] = append(byBatch[pl.Item.Batch], pl)
 	}
-	return order, byBatch
+	for _, b := range order {
+		if err := load(b, byBatch[b]); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
 }
 
 // IdleAfter is how long a worker holds no claim before it gives its budget

@@ -386,11 +386,9 @@ func (c *Checkpoint) renew(ctx context.Context) {
 // Load binds the plan to the checkpoint, batch by batch, under a lock per
 // batch so that workers starting together load it once.
 func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
-	order, byBatch := checkpoint.ByBatch(plan)
-	for _, b := range order {
-		if err := c.loadBatch(ctx, b, byBatch[b]); err != nil {
-			return err
-		}
+	order, err := checkpoint.LoadBatches(plan, func(b string, lines []refund.PlanLine) error { return c.loadBatch(ctx, b, lines) })
+	if err != nil {
+		return err
 	}
 	if c.Renewing() {
 		// The batches this worker works on: the others of a batch wait
