@@ -106,7 +106,9 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 			} else if err != nil && !errors.Is(err, nats.ErrNoResponders) {
 				return nil, 0, c.Wrap("claim", err)
 			}
-			c.claimsAnswered()
+			if c.ClaimsAnswered() {
+				c.Answered() // an outage of claims ends
+			}
 			if got < ask {
 				break // nothing more to give now
 			}
