@@ -78,6 +78,7 @@ type Base[C held] struct {
 
 	lease        atomic.Int64 // time.Duration
 	newErr       func(op string, err error) error
+	renew        Renew[C]
 	silent, back string
 
 	omu           sync.Mutex
@@ -88,8 +89,12 @@ type Base[C held] struct {
 	stopOnce   sync.Once
 }
 
-// Init fills opts's defaults and makes b ready.
-func (b *Base[C]) Init(opts *Options, silent, back string, newErr func(op string, err error) error) {
+// Renew asks the store, from start, whether this run still holds cl, the
+// claim of k: lost says why not.
+type Renew[C held] func(ctx context.Context, k Key, cl C) (start time.Time, lost string, err error)
+
+// Init fills opts's defaults and makes b ready; renew is Holds's.
+func (b *Base[C]) Init(opts *Options, silent, back string, newErr func(op string, err error) error, renew Renew[C]) {
 	if opts.Lease <= 0 {
 		opts.Lease = 30 * time.Second
 	}
@@ -99,7 +104,7 @@ func (b *Base[C]) Init(opts *Options, silent, back string, newErr func(op string
 	if opts.Warn == nil {
 		opts.Warn = func(string) {}
 	}
-	b.Worker, b.Warn, b.silent, b.back, b.newErr = opts.Worker, opts.Warn, silent, back, newErr
+	b.Worker, b.Warn, b.silent, b.back, b.newErr, b.renew = opts.Worker, opts.Warn, silent, back, newErr, renew
 	b.lease.Store(int64(opts.Lease))
 	b.Held, b.Left = map[Key]C{}, map[Key]int64{}
 	b.Relinked, b.LeaseCut = make(chan struct{}, 1), make(chan struct{}, 1)
@@ -177,10 +182,11 @@ func (b *Base[C]) HeldClaim(k Key) (C, error) {
 	return cl, nil
 }
 
-// Holds is the fence: nil while this run's claim of k is live by its own
-// clock. Past its deadline renew asks the store, from start; a claim
-// another took (lost says why) is dropped: nothing more is sent for it.
-func (b *Base[C]) Holds(ctx context.Context, k Key, renew func(ctx context.Context, k Key, cl C) (start time.Time, lost string, err error)) error {
+// Holds is the fence: nil while this run's claim of the item is live by
+// its own monotonic clock. Past its deadline Init's renew asks the store;
+// a claim another took is dropped: nothing more is sent for it.
+func (b *Base[C]) Holds(ctx context.Context, batch, item string) error {
+	k := Key{Batch: batch, Item: item}
 	b.Mu.Lock()
 	cl, err := b.HeldClaim(k)
 	live := err == nil && time.Now().Before(cl.claim().Deadline)
@@ -188,7 +194,7 @@ func (b *Base[C]) Holds(ctx context.Context, k Key, renew func(ctx context.Conte
 	if err != nil || live {
 		return err
 	}
-	start, lost, err := renew(ctx, k, cl)
+	start, lost, err := b.renew(ctx, k, cl)
 	if err != nil {
 		return err
 	}
@@ -221,6 +227,26 @@ func (b *Base[C]) HeldState(k Key) (st journal.ItemState, known, ok bool) {
 		return cl.claim().State, cl.claim().Known, true
 	}
 	return st, false, false
+}
+
+// Activity is how many claims this run holds, and whether it worked
+// already (gave an item back or wrote a record).
+func (b *Base[C]) Activity() (held int, worked bool) {
+	b.Mu.Lock()
+	defer b.Mu.Unlock()
+	return len(b.Held), len(b.Left) > 0 || b.Written.Records > 0
+}
+
+// Duplicate is the status of an item refunded more than once: settled
+// (nothing more is sent), and not done, so every worker's tally says so.
+const Duplicate = "duplicate"
+
+// StatusName is an item's status as a tally counts it.
+func StatusName(st journal.ItemState) string {
+	if st.Status == journal.StatusRefunded && st.Extras != "" {
+		return Duplicate
+	}
+	return st.Status.String()
 }
 
 // Stats counts the records this run wrote and the writes that stored them.
@@ -348,16 +374,22 @@ func (b *Base[C]) ClaimsAnswered() bool {
 	return failing
 }
 
-// ByBatch splits a plan by batch, batches in the order they first appear.
-func ByBatch(plan []refund.PlanLine) (order []string, byBatch map[string][]refund.PlanLine) {
-	byBatch = map[string][]refund.PlanLine{}
+// LoadBatches splits a plan by batch and loads each with load, batches in
+// the order they first appear (order).
+func LoadBatches(plan []refund.PlanLine, load func(batch string, lines []refund.PlanLine) error) (order []string, err error) {
+	byBatch := map[string][]refund.PlanLine{}
 	for _, pl := range plan {
 		if _, ok := byBatch[pl.Item.Batch]; !ok {
 			order = append(order, pl.Item.Batch)
 		}
 		byBatch[pl.Item.Batch] = append(byBatch[pl.Item.Batch], pl)
 	}
-	return order, byBatch
+	for _, b := range order {
+		if err := load(b, byBatch[b]); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
 }
 
 // IdleAfter is how long a worker holds no claim before it gives its budget

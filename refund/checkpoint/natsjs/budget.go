@@ -112,10 +112,7 @@ func (b *Budget) loop() {
 		case <-tick.C:
 		}
 		now := time.Now()
-		c.Mu.Lock()
-		held := len(c.Held)
-		worked := len(c.Left) > 0 || c.Written.Records > 0
-		c.Mu.Unlock()
+		held, worked := c.Activity()
 		idle := b.Idle()
 		ctx, cancel := context.WithTimeout(b.ctx, max(c.Lease()/6, 100*time.Millisecond))
 		switch w.Step(now, held, worked, idle) {

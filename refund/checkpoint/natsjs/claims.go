@@ -106,7 +106,9 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 			} else if err != nil && !errors.Is(err, nats.ErrNoResponders) {
 				return nil, 0, c.Wrap("claim", err)
 			}
-			c.claimsAnswered()
+			if c.ClaimsAnswered() {
+				c.Answered() // an outage of claims ends
+			}
 			if got < ask {
 				break // nothing more to give now
 			}
@@ -360,12 +362,6 @@ func (c *Checkpoint) workSubjectOf(batch, item string) string {
 
 func (c *Checkpoint) kvSubject(k string) string {
 	return "$KV." + bucketName(c.loc.name) + "." + k
-}
-
-// Holds returns nil while this run's claim is live by its own monotonic
-// clock.
-func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
-	return c.Base.Holds(ctx, key{Batch: batch, Item: item}, c.renewClaim)
 }
 
 func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start time.Time, lost string, err error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // sortedItems reads the items of batches (all when none are named) by
@@ -186,7 +187,7 @@ func (c *Checkpoint) Inspect(ctx context.Context, batch, item string) (info Item
 	if err != nil {
 		return info, false, err
 	}
-	return ItemInfo{Worker: v.Worker, Gen: v.Gen, Released: v.Released, Status: statusName(st), Records: len(v.Records)}, true, nil
+	return ItemInfo{Worker: v.Worker, Gen: v.Gen, Released: v.Released, Status: checkpoint.StatusName(st), Records: len(v.Records)}, true, nil
 }
 
 // tally is a batch's items counted by status, kept by a watch of their
@@ -195,7 +196,7 @@ type tally struct {
 	w jetstream.KeyWatcher
 
 	mu      sync.Mutex
-	status  map[string]string // item's key -> statusName, items of the plan only
+	status  map[string]string // item's key -> checkpoint.StatusName, items of the plan only
 	counts  map[string]int
 	seen    uint64        // the revision of the last value applied
 	ready   bool          // every value present when the watch began is applied
@@ -247,7 +248,7 @@ func countItems(items map[key]*entry) (map[string]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		counts[statusName(st)]++
+		counts[checkpoint.StatusName(st)]++
 	}
 	return counts, nil
 }
@@ -325,7 +326,7 @@ func (t *tally) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	t.drop(e.Key())
-	name := statusName(st)
+	name := checkpoint.StatusName(st)
 	t.status[e.Key()] = name
 	t.counts[name]++
 }

@@ -24,11 +24,9 @@ import (
 // open and not queued (one message per item); another plan is refused at
 // its first item that differs.
 func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
-	order, byBatch := checkpoint.ByBatch(plan)
-	for _, b := range order {
-		if err := c.loadBatch(ctx, b, byBatch[b]); err != nil {
-			return err
-		}
+	order, err := checkpoint.LoadBatches(plan, func(b string, lines []refund.PlanLine) error { return c.loadBatch(ctx, b, lines) })
+	if err != nil {
+		return err
 	}
 	if c.readOnly {
 		return nil

@@ -210,7 +210,7 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (_ *C
 		return nil, &ConfigError{URL: Redact(rawURL), Err: err}
 	}
 	c := &Checkpoint{loc: loc, readOnly: readOnly, link: newLink()}
-	c.Init(&opts, "the NATS servers do not answer", "the NATS servers answer again", newError)
+	c.Init(&opts, "the NATS servers do not answer", "the NATS servers answer again", newError, c.renewClaim)
 	c.opts = opts
 	connOpts := []nats.Option{
 		nats.Name("refundkit " + opts.Worker),

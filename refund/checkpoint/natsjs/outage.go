@@ -192,11 +192,3 @@ func (c *Checkpoint) getJSON(ctx context.Context, until func() time.Time, k stri
 	})
 	return rev, ok, err
 }
-
-// claimsAnswered is a Claim the servers answered: an outage of claims
-// ends.
-func (c *Checkpoint) claimsAnswered() {
-	if c.ClaimsAnswered() {
-		c.Answered()
-	}
-}

@@ -198,14 +198,6 @@ func (c *Checkpoint) OnPayment(keys []string) ([]journal.PaymentItem, error) {
 	return out, nil
 }
 
-// statusName is an item's status as a tally counts it.
-func statusName(st journal.ItemState) string {
-	if st.Status == journal.StatusRefunded && st.Extras != "" {
-		return "duplicate"
-	}
-	return st.Status.String()
-}
-
 // A payment's lock: one item of a payment at a time, beaten by its holder,
 // fenced by a waiter when the holder stops.
 func (c *Checkpoint) LockPayments(ctx context.Context, batch, item string, keys []string) (func(), error) {

@@ -84,9 +84,7 @@ func (b *Budget) watchIdle() {
 			return
 		case <-t.C:
 		}
-		b.c.Mu.Lock()
-		held, worked := len(b.c.Held), len(b.c.Left) > 0 || b.c.Written.Records > 0
-		b.c.Mu.Unlock()
+		held, worked := b.c.Activity()
 		idle := b.Idle()
 		switch w.Step(time.Now(), held, worked, idle) {
 		case checkpoint.Holding:

@@ -33,7 +33,11 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 	c.Mu.Unlock()
 
 	start := time.Now()
-	rows, err := c.pool.Query(ctx, `WITH picked AS (
+	var keys []key
+	var gens []int64
+	var k key
+	var gen int64
+	err := each(ctx, c.pool, `WITH picked AS (
 		SELECT batch, item FROM refundkit.items
 		WHERE batch = ANY($1) AND (status NOT IN ('refunded', 'duplicate', 'failed') OR held)
 		  AND ($2 OR NOT held)
@@ -49,17 +53,10 @@ func (c *Checkpoint) Claim(ctx context.Context, n int, retryHeld bool) ([]refund
 		lease_until = clock_timestamp() + $7::interval
 	FROM picked WHERE i.batch = picked.batch AND i.item = picked.item
 	RETURNING i.batch, i.item, i.claim_gen`,
-		batches, retryHeld, doneB, doneI, n, c.Worker, c.Lease().String())
-	var keys []key
-	var gens []int64
-	var k key
-	var gen int64
-	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&k.Batch, &k.Item, &gen}, func() error {
+		[]any{batches, retryHeld, doneB, doneI, n, c.Worker, c.Lease().String()}, []any{&k.Batch, &k.Item, &gen}, func() error {
 			keys, gens = append(keys, k), append(gens, gen)
 			return nil
 		})
-	}
 	if unreachable(err) {
 		return nil, c.PollWait(), c.ClaimsUnanswered(err)
 	}
@@ -118,16 +115,13 @@ func (c *Checkpoint) seenAtStart(ctx context.Context, burned map[key]int64) (map
 	if len(burned) == 0 {
 		return before, nil
 	}
-	rows, err := c.pool.Query(ctx, `SELECT seq FROM refundkit.records
-		WHERE seq = ANY($1) AND (xact IS NULL OR pg_visible_in_snapshot(xact, $2::pg_snapshot))`, slices.Collect(maps.Values(burned)), c.startSnap)
-	if err != nil {
-		return nil, err
-	}
 	var seq int64
-	_, err = pgx.ForEachRow(rows, []any{&seq}, func() error {
-		before[seq] = true
-		return nil
-	})
+	err := each(ctx, c.pool, `SELECT seq FROM refundkit.records
+		WHERE seq = ANY($1) AND (xact IS NULL OR pg_visible_in_snapshot(xact, $2::pg_snapshot))`, []any{slices.Collect(maps.Values(burned)), c.startSnap},
+		[]any{&seq}, func() error {
+			before[seq] = true
+			return nil
+		})
 	return before, err
 }
 
@@ -152,12 +146,6 @@ func (c *Checkpoint) waitForOthers(ctx context.Context, batches []string, retryH
 		return 0, nil
 	}
 	return c.PollWait(), nil
-}
-
-// Holds returns nil while this run's claim of an item is live by its own
-// monotonic clock.
-func (c *Checkpoint) Holds(ctx context.Context, batch, item string) error {
-	return c.Base.Holds(ctx, key{Batch: batch, Item: item}, c.renewClaim)
 }
 
 func (c *Checkpoint) renewClaim(ctx context.Context, k key, cl *claim) (start time.Time, lost string, err error) {
@@ -398,11 +386,9 @@ func (c *Checkpoint) renew(ctx context.Context) {
 // Load binds the plan to the checkpoint, batch by batch, under a lock per
 // batch so that workers starting together load it once.
 func (c *Checkpoint) Load(ctx context.Context, plan []refund.PlanLine) error {
-	order, byBatch := checkpoint.ByBatch(plan)
-	for _, b := range order {
-		if err := c.loadBatch(ctx, b, byBatch[b]); err != nil {
-			return err
-		}
+	order, err := checkpoint.LoadBatches(plan, func(b string, lines []refund.PlanLine) error { return c.loadBatch(ctx, b, lines) })
+	if err != nil {
+		return err
 	}
 	if c.Renewing() {
 		// The batches this worker works on: the others of a batch wait
@@ -435,5 +421,5 @@ var _ refund.Claims = (*Checkpoint)(nil)
 // settled reports a status the claim query passes over: an item refunded,
 // or failed for good and not held.
 func settled(status string, held bool) bool {
-	return status == "refunded" || status == statusDuplicate || status == "failed" && !held
+	return status == "refunded" || status == checkpoint.Duplicate || status == "failed" && !held
 }

@@ -71,15 +71,10 @@ func (c *Checkpoint) ExportPlans(ctx context.Context, w io.Writer, batches []str
 	if c.empty {
 		return 0, nil
 	}
-	rows, err := c.pool.Query(ctx, `SELECT plan FROM refundkit.items
-		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR batch = ANY($1) ORDER BY batch, line`, batches)
-	if err != nil {
-		return 0, c.Wrap("export plans", err)
-	}
-	defer rows.Close()
 	bw := bufio.NewWriterSize(w, 256<<10)
 	var doc string
-	_, err = pgx.ForEachRow(rows, []any{&doc}, func() error {
+	err = each(ctx, c.pool, `SELECT plan FROM refundkit.items
+		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR batch = ANY($1) ORDER BY batch, line`, []any{batches}, []any{&doc}, func() error {
 		bw.WriteString(doc)
 		bw.WriteByte('\n')
 		items++
@@ -333,17 +328,13 @@ func (c *Checkpoint) Progress(ctx context.Context) ([]BatchInfo, error) {
 // batchInfo is batches (all when none), their items counted by status.
 func (c *Checkpoint) batchInfo(ctx context.Context, batches []string) ([]BatchInfo, error) {
 	var bs []BatchInfo
-	rows, err := c.pool.Query(ctx, `SELECT b.batch, b.items, b.loaded_at, b.loaded_by, i.status, count(i.item)
-		FROM refundkit.batches b LEFT JOIN refundkit.items i USING (batch)
-		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR b.batch = ANY($1)
-		GROUP BY b.batch, i.status ORDER BY b.batch, i.status`, batches)
-	if err != nil {
-		return nil, c.Wrap("holders", err)
-	}
 	var b BatchInfo
 	var status *string
 	var n int
-	_, err = pgx.ForEachRow(rows, []any{&b.Batch, &b.Items, &b.LoadedAt, &b.LoadedBy, &status, &n}, func() error {
+	err := each(ctx, c.pool, `SELECT b.batch, b.items, b.loaded_at, b.loaded_by, i.status, count(i.item)
+		FROM refundkit.batches b LEFT JOIN refundkit.items i USING (batch)
+		WHERE coalesce(cardinality($1::text[]), 0) = 0 OR b.batch = ANY($1)
+		GROUP BY b.batch, i.status ORDER BY b.batch, i.status`, []any{batches}, []any{&b.Batch, &b.Items, &b.LoadedAt, &b.LoadedBy, &status, &n}, func() error {
 		if len(bs) == 0 || bs[len(bs)-1].Batch != b.Batch {
 			b.ByStatus = map[string]int{}
 			bs = append(bs, b)

@@ -131,41 +131,33 @@ func checkLines(batch string, lines []refund.PlanLine, state *journal.State) err
 // their stored plan lines (refund.CheckBinding): the first that differs is
 // an *refund.InputError at the line lines gives (none when nil).
 func checkPlans(ctx context.Context, q querier, batches []string, state *journal.State, name string, lines map[key]int) error {
-	rows, err := q.Query(ctx, `SELECT batch, item, line, plan FROM refundkit.items WHERE batch = ANY($1) ORDER BY batch, line`, batches)
-	if err != nil {
-		return err
-	}
 	var batch, item, doc string
 	var planLine int64
-	_, err = pgx.ForEachRow(rows, []any{&batch, &item, &planLine, &doc}, func() error {
-		st, ok := state.Lookup(batch, item)
-		if !ok {
+	return each(ctx, q, `SELECT batch, item, line, plan FROM refundkit.items WHERE batch = ANY($1) ORDER BY batch, line`, []any{batches},
+		[]any{&batch, &item, &planLine, &doc}, func() error {
+			st, ok := state.Lookup(batch, item)
+			if !ok {
+				return nil
+			}
+			var it refund.Item
+			if err := json.Unmarshal([]byte(doc), &it); err != nil {
+				return fmt.Errorf("item %q of batch %q: the plan stored does not decode: %w", item, batch, err)
+			}
+			if err := refund.CheckBinding(&it, st); err != nil {
+				return &refund.InputError{Name: name, Line: lines[key{Batch: batch, Item: item}],
+					Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", planLine, batch, err)}
+			}
 			return nil
-		}
-		var it refund.Item
-		if err := json.Unmarshal([]byte(doc), &it); err != nil {
-			return fmt.Errorf("item %q of batch %q: the plan stored does not decode: %w", item, batch, err)
-		}
-		if err := refund.CheckBinding(&it, st); err != nil {
-			return &refund.InputError{Name: name, Line: lines[key{Batch: batch, Item: item}],
-				Err: fmt.Errorf("these records disagree with line %d of the plan the checkpoint stores for batch %q: %w", planLine, batch, err)}
-		}
-		return nil
-	})
-	return err
+		})
 }
 
 // planDiffers finds what differs between lines and the plan stored for
 // batch, and says so as an *InputError at the line of the item.
 func planDiffers(ctx context.Context, tx querier, batch string, lines []refund.PlanLine, docs []string, lp loadedPlan) error {
-	rows, err := tx.Query(ctx, `SELECT item, line, plan FROM refundkit.items WHERE batch = $1`, batch)
-	if err != nil {
-		return err
-	}
 	have := map[string]checkpoint.Stored{}
 	var item string
 	var st checkpoint.Stored
-	if _, err := pgx.ForEachRow(rows, []any{&item, &st.Line, &st.Plan}, func() error {
+	if err := each(ctx, tx, `SELECT item, line, plan FROM refundkit.items WHERE batch = $1`, []any{batch}, []any{&item, &st.Line, &st.Plan}, func() error {
 		have[item] = st
 		return nil
 	}); err != nil {
@@ -175,6 +167,16 @@ func planDiffers(ctx context.Context, tx querier, batch string, lines []refund.P
 		return err
 	}
 	return fmt.Errorf("plan of batch %q: the digest differs but every item is the same (a checkpoint written by another build?)", batch)
+}
+
+// each runs sql and calls fn with each row scanned into scans.
+func each(ctx context.Context, q querier, sql string, args, scans []any, fn func() error) error {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	_, err = pgx.ForEachRow(rows, scans, fn)
+	return err
 }
 
 // querier is a pool or a transaction.

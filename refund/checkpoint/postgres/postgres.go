@@ -132,7 +132,7 @@ func connect(ctx context.Context, connString string, opts *Options, tune func(*p
 		return nil, err
 	}
 	c := &Checkpoint{states: map[string]*journal.State{}}
-	c.Init(opts, "the database does not answer", "the database answers again", newError)
+	c.Init(opts, "the database does not answer", "the database answers again", newError, c.renewClaim)
 	c.Secrets = secretsOf(cfg, connString)
 	tune(cfg)
 	if c.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/refundkit/refundkit/journal"
 	"github.com/refundkit/refundkit/refund"
+	"github.com/refundkit/refundkit/refund/checkpoint"
 )
 
 // Append writes recs, each of a held item, in one transaction, each line
@@ -144,15 +145,8 @@ func (c *Checkpoint) Append(recs ...*journal.Record) error {
 // statusOf is what the items table keeps of an item's state: its status,
 // and whether a failure is a hold that --allow-refunded-charges lifts.
 func statusOf(st journal.ItemState) (string, bool) {
-	if st.Status == journal.StatusRefunded && st.Extras != "" {
-		return statusDuplicate, false
-	}
-	return st.Status.String(), st.Status == journal.StatusFailed && refund.IsHold(st.Code)
+	return checkpoint.StatusName(st), st.Status == journal.StatusFailed && refund.IsHold(st.Code)
 }
-
-// statusDuplicate is the status of an item refunded more than once: settled
-// (nothing more is sent), and not done, so every worker's tally says so.
-const statusDuplicate = "duplicate"
 
 // Lookup returns what the checkpoint holds of an item: its claim's state
 // when this run holds it, else what its records say now.
@@ -225,22 +219,17 @@ func (c *Checkpoint) fold(ctx context.Context, items []key) (states map[key]jour
 // eachRecord runs sql, whose rows are a number (a record's seq), a batch, an
 // item and a record's line, and hands fn each row with its record decoded.
 func eachRecord(ctx context.Context, q querier, sql string, args []any, fn func(seq int64, k key, rec *journal.Record)) error {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return err
-	}
 	var seq int64
 	var k key
 	var line string
 	var rec journal.Record
-	_, err = pgx.ForEachRow(rows, []any{&seq, &k.Batch, &k.Item, &line}, func() error {
+	return each(ctx, q, sql, args, []any{&seq, &k.Batch, &k.Item, &line}, func() error {
 		if err := journal.DecodeLine([]byte(line), line, &rec); err != nil {
 			return &CorruptError{Batch: k.Batch, Item: k.Item, Err: err}
 		}
 		fn(seq, k, &rec)
 		return nil
 	})
-	return err
 }
 
 // CorruptError is a record in the checkpoint that is not a valid journal
