@@ -204,7 +204,7 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 func (s *Server) closeSenders() {
 	s.closeSettler()
 	if s.events != nil {
-		s.events.out.Close()
+		s.events.Close()
 	}
 	s.adyen.Close()
 	s.paypal.Close()
