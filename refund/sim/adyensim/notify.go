@@ -2,7 +2,6 @@ package adyensim
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -93,9 +92,6 @@ func (n *notifier) delivery(due time.Time, it *wire.Item, body []byte, num, pos,
 		},
 		Done: func(bool) { n.told(it) }}
 }
-
-// flush waits until no notification is pending, or ctx ends.
-func (n *notifier) flush(ctx context.Context) error { return n.out.Flush(ctx) }
 
 // close stops the dispatcher and the workers, cutting posts in flight.
 func (n *notifier) close() { n.out.Close() }

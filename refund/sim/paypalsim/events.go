@@ -353,18 +353,13 @@ func (s *Server) EventStats() EventStats {
 // timeout settled first), or ctx ends. A long PayPalPendingFor holds it
 // that long.
 func (s *Server) FlushEvents(ctx context.Context) (EventStats, error) {
-	if err := s.core.Settle(ctx); err != nil {
-		return s.EventStats(), err
+	var err error
+	if e := s.events; e != nil {
+		err = s.core.Flush(ctx, e.scheduled.Wait, e.Flush)
+	} else {
+		err = s.core.Settle(ctx)
 	}
-	if s.events != nil {
-		if err := s.events.scheduled.Wait(ctx); err != nil {
-			return s.EventStats(), err
-		}
-		if err := s.events.Flush(ctx); err != nil {
-			return s.EventStats(), err
-		}
-	}
-	return s.EventStats(), nil
+	return s.EventStats(), err
 }
 
 // Close stops sending events and serving the certificate; those not yet

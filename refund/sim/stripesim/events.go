@@ -189,16 +189,10 @@ func (s *Server) EventStats() EventStats {
 // timeout settled first), or ctx ends. A refund pending for a long
 // StripePendingFor holds it that long.
 func (s *Server) FlushEvents(ctx context.Context) (EventStats, error) {
-	if err := s.core.Settle(ctx); err != nil {
-		return s.EventStats(), err
-	}
-	if err := s.settles.scheduled.Wait(ctx); err != nil {
-		return s.EventStats(), err
-	}
+	var flush func(context.Context) error
 	if s.events != nil {
-		if err := s.events.Flush(ctx); err != nil {
-			return s.EventStats(), err
-		}
+		flush = s.events.Flush
 	}
-	return s.EventStats(), nil
+	err := s.core.Flush(ctx, s.settles.scheduled.Wait, flush)
+	return s.EventStats(), err
 }
