@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"sync/atomic"
@@ -43,9 +44,12 @@ type EventKnobs struct {
 	Reorder, Forged, ForgedKind, Duplicate    Knob
 }
 
-// NewEvents starts a sender of events to url, four posts at once.
+// NewEvents starts a sender of events to url, four posts at once, the
+// first resend after backoff (0: 50ms), doubling up to maxBackoff (0: 5s).
 func NewEvents(core *Core, url string, backoff, maxBackoff time.Duration) *Events {
-	return &Events{core: core, out: NewNotifier(NotifierConfig{URL: url, Workers: 4, Backoff: backoff, MaxBackoff: maxBackoff,
+	backoff = cmp.Or(backoff, 50*time.Millisecond)
+	maxBackoff = cmp.Or(maxBackoff, max(5*time.Second, backoff))
+	return &Events{core: core, out: NewNotifier(NotifierConfig{URL: url, Backoff: backoff, MaxBackoff: maxBackoff,
 		Accepted: func(status int, _ []byte) bool { return status >= 200 && status < 300 }})}
 }
 

@@ -12,9 +12,6 @@ import (
 	"github.com/refundkit/refundkit/refund/sim"
 )
 
-// notifyWorkers is how many notifications are posted at once.
-const notifyWorkers = 4
-
 // notifier is Adyen's side of the webhook: signed notifications, each
 // posted until accepted, with backoff, by the core's sim.Notifier. A
 // refund's go out one after the other, in the order they are due;
@@ -41,7 +38,7 @@ func newNotifier(core *sim.Core, u string, key []byte, backoff time.Duration, to
 		return nil, errors.New("adyen notifications need an HMAC key to sign them")
 	}
 	n := &notifier{core: core, key: key, told: told}
-	n.out = sim.NewNotifier(sim.NotifierConfig{URL: u, Workers: notifyWorkers, Backoff: cmp.Or(backoff, DefaultNotifyBackoff),
+	n.out = sim.NewNotifier(sim.NotifierConfig{URL: u, Backoff: cmp.Or(backoff, DefaultNotifyBackoff),
 		Accepted: func(status int, body []byte) bool {
 			return status >= 200 && status < 300 && strings.TrimSpace(string(body)) == wire.Accepted
 		}})

@@ -34,12 +34,6 @@ const (
 	EventRefundFailed    = "PAYMENT.REFUND.FAILED"    // a PENDING refund that failed
 )
 
-// Defaults of EventsConfig.
-const (
-	DefaultEventsBackoff    = 50 * time.Millisecond
-	DefaultEventsMaxBackoff = 5 * time.Second
-)
-
 // CertName is the id of the simulator's signing certificate in its URL.
 const CertName = "CERT-360caa42-fca2a594-5a0c5e5d"
 
@@ -52,7 +46,7 @@ type EventsConfig struct {
 	// signed for (the receiver's PAYPAL_WEBHOOK_ID).
 	WebhookID string
 	// Backoff is the wait before an event's first resend, doubling up to
-	// MaxBackoff (0: DefaultEventsBackoff, DefaultEventsMaxBackoff).
+	// MaxBackoff (0: 50ms, 5s).
 	Backoff, MaxBackoff time.Duration
 	// DuplicateShare of events are delivered twice (a new transmission
 	// each); ReorderShare are held ReorderDelay (0:
@@ -131,8 +125,6 @@ func newEvents(core *sim.Core, cfg EventsConfig) (*events, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	cfg.Backoff = cmp.Or(cfg.Backoff, DefaultEventsBackoff)
-	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, max(DefaultEventsMaxBackoff, cfg.Backoff))
 	cfg.ReorderDelay = cmp.Or(cfg.ReorderDelay, sim.StripeEventsReorderDelayDefault)
 	now := time.Now() // the receiver's clock checks the chain, not the simulator's
 	certs, err := wire.NewCerts(now.Add(-24*time.Hour), now.Add(365*24*time.Hour))

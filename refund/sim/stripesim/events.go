@@ -24,12 +24,6 @@ const (
 	EventChargeRefundUpdated = "charge.refund.updated"
 )
 
-// Defaults of EventsConfig.
-const (
-	DefaultEventsBackoff    = 50 * time.Millisecond
-	DefaultEventsMaxBackoff = 5 * time.Second
-)
-
 // EventsConfig is where and how Stripe's webhook events go.
 type EventsConfig struct {
 	// URL (loopback) receives every event, POSTed as Stripe does; none
@@ -44,7 +38,7 @@ type EventsConfig struct {
 	// secret while an old one expires. The last of Secrets is never rolled.
 	RollAfter, RollOverlap int
 	// Backoff is the wait before an event's first resend, doubling up to
-	// MaxBackoff (0: DefaultEventsBackoff, DefaultEventsMaxBackoff).
+	// MaxBackoff (0: 50ms, 5s).
 	Backoff, MaxBackoff time.Duration
 }
 
@@ -105,8 +99,6 @@ func newEvents(core *sim.Core, cfg EventsConfig) (*events, error) {
 		return nil, err
 	}
 	cfg.Secrets = append([]string(nil), cfg.Secrets...)
-	cfg.Backoff = cmp.Or(cfg.Backoff, DefaultEventsBackoff)
-	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, max(DefaultEventsMaxBackoff, cfg.Backoff))
 	return &events{Events: sim.NewEvents(core, cfg.URL, cfg.Backoff, cfg.MaxBackoff), core: core, cfg: cfg}, nil
 }
 
