@@ -1,6 +1,7 @@
 package adyensim
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -82,13 +83,7 @@ func (s *Server) AddPayments(ps ...Payment) error {
 		return err
 	}
 	for _, p := range ps {
-		pm := &payment{psp: p.PSPReference, currency: "EUR", merchant: s.merchant, amount: p.Amount}
-		if p.Currency != "" {
-			pm.currency = strings.ToUpper(p.Currency)
-		}
-		if p.MerchantAccount != "" {
-			pm.merchant = p.MerchantAccount
-		}
+		pm := &payment{psp: p.PSPReference, currency: cmp.Or(strings.ToUpper(p.Currency), "EUR"), merchant: cmp.Or(p.MerchantAccount, s.merchant), amount: p.Amount}
 		s.merchants[pm.merchant] = true
 		s.payments.Put(p.PSPReference, pm)
 	}

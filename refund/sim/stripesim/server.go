@@ -257,10 +257,8 @@ type (
 
 // Rate-limit modes and Stripe's documented rates (sim's).
 const (
-	RateLimitsOff        = sim.RateLimitsOff
-	RateLimitsTest       = sim.RateLimitsTest
-	RateLimitsLive       = sim.RateLimitsLive
-	StripeLiveGlobalRate = sim.StripeLiveGlobalRate
-	StripeTestGlobalRate = sim.StripeTestGlobalRate
-	StripeEndpointRate   = sim.StripeEndpointRate
+	RateLimitsOff      = sim.RateLimitsOff
+	RateLimitsTest     = sim.RateLimitsTest
+	RateLimitsLive     = sim.RateLimitsLive
+	StripeEndpointRate = sim.StripeEndpointRate
 )
