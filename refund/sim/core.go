@@ -107,6 +107,17 @@ func (c *Core) GoBackground(fn func()) bool {
 // finished, or ctx ends.
 func (c *Core) Settle(ctx context.Context) error { return c.bg.Wait(ctx) }
 
+// Flush is Settle, then each of waits in turn, until one fails or ctx ends.
+func (c *Core) Flush(ctx context.Context, waits ...func(context.Context) error) error {
+	err := c.Settle(ctx)
+	for _, wait := range waits {
+		if err == nil && wait != nil {
+			err = wait(ctx)
+		}
+	}
+	return err
+}
+
 // BackgroundRunning is how many requests run on behind a gateway timeout.
 func (c *Core) BackgroundRunning() int64 { return c.bg.N() }
 

@@ -102,6 +102,23 @@ func CheckSeeds[T any, P interface {
 	return nil
 }
 
+// CheckNew is CheckSeeds, then that st holds none of the seeds' ids
+// (their IDs' first); the caller holds st's lock.
+func CheckNew[T any, P interface {
+	*T
+	Seed
+}, V any](st *Store[V], what string, seeds []T) error {
+	if err := CheckSeeds[T, P](what, seeds); err != nil {
+		return err
+	}
+	for i := range seeds {
+		if id := P(&seeds[i]).IDs()[1]; st.Has(id) {
+			return fmt.Errorf("%s %d: %s already exists", what, i+1, id)
+		}
+	}
+	return nil
+}
+
 // Generate makes n seeds of 1.00 to 1000.00 drawn from seed and stream;
 // mk gets each one's number, from 1.
 func Generate[T any](n int, seed int64, stream uint64, mk func(num int, amount int64) T) []T {

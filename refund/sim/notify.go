@@ -203,25 +203,31 @@ func (n *Notifier) dispatch() {
 			}
 			continue
 		}
-		var timer *time.Timer
-		var fire <-chan time.Time
-		if wait >= 0 {
-			timer = time.NewTimer(wait)
-			fire = timer.C
-		}
-		select {
-		case <-n.wake:
-		case <-fire:
-		case <-n.stop:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		select {
-		case <-n.stop:
+		if !Sleep(wait, n.wake, n.stop) {
 			return
-		default:
 		}
+	}
+}
+
+// Sleep waits wait (-1: no end), or until wake or stop; false once stop
+// is closed.
+func Sleep(wait time.Duration, wake, stop <-chan struct{}) bool {
+	var fire <-chan time.Time
+	if wait >= 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		fire = timer.C
+	}
+	select {
+	case <-wake:
+	case <-fire:
+	case <-stop:
+	}
+	select {
+	case <-stop:
+		return false
+	default:
+		return true
 	}
 }
 

@@ -88,6 +88,12 @@ func (st *Store[T]) Get(id string) T {
 	return st.M[id]
 }
 
+// Has reports whether id is held; the caller holds the lock.
+func (st *Store[T]) Has(id string) bool {
+	_, ok := st.M[id]
+	return ok
+}
+
 // Put holds t under id; the caller holds the lock.
 func (st *Store[T]) Put(id string, t T) {
 	if st.M == nil {

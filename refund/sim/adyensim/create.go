@@ -26,20 +26,19 @@ type refundRequest struct {
 
 // serveRefund is POST /v71/payments/{psp}/refunds, under Idempotency-Key.
 func (s *Server) serveRefund(w http.ResponseWriter, c call) {
-	body, ok := sim.ReadBody(c.r, maxBody)
-	if !ok {
+	invalid := func(status int, msg string) {
 		s.core.Pause(c.f, c.seq)
 		s.core.Count.InvalidRequests.Add(1)
-		a := apiErr(http.StatusBadRequest, codeUnknown, msgUnparsable, typeValidation, c.requestRef)
-		writeAnswer(w, a.Status, a.Body, "", false)
+		writeErr(w, apiErr(status, codeUnknown, msg, typeValidation, c.requestRef), false)
+	}
+	body, ok := sim.ReadBody(c.r, maxBody)
+	if !ok {
+		invalid(http.StatusBadRequest, msgUnparsable)
 		return
 	}
 	key := strings.TrimSpace(c.r.Header.Get(headerIdempotent))
 	if len(key) > wire.MaxKey {
-		s.core.Pause(c.f, c.seq)
-		s.core.Count.InvalidRequests.Add(1)
-		a := apiErr(http.StatusUnprocessableEntity, codeUnknown, msgKeyTooLong, typeValidation, c.requestRef)
-		writeAnswer(w, a.Status, a.Body, "", false)
+		invalid(http.StatusUnprocessableEntity, msgKeyTooLong)
 		return
 	}
 	p := sim.Post{Scope: sim.Scope(keyScope, key), Method: c.r.Method, Path: c.r.URL.Path, Params: string(body),
@@ -62,8 +61,7 @@ func (p adyenPost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntr
 	if v == sim.KeyInUse || !saved.Done() {
 		p.s.core.Count.KeyInUse.Add(1)
 		p.s.stats.keyInUse.Add(1)
-		a := apiErr(cmp.Or(p.f.AdyenConflictStatus, http.StatusUnprocessableEntity), codeInProgress, msgInProgress, typeValidation, p.ref)
-		writeAnswer(w, a.Status, a.Body, "", true)
+		writeErr(w, apiErr(cmp.Or(p.f.AdyenConflictStatus, http.StatusUnprocessableEntity), codeInProgress, msgInProgress, typeValidation, p.ref), true)
 		return
 	}
 	p.s.core.Count.Replayed.Add(1)
@@ -205,4 +203,9 @@ func writeAnswer(w http.ResponseWriter, status int, body []byte, key string, tra
 		t = "true"
 	}
 	sim.Write(w, status, body, headerIdempotent, key, headerTransient, t)
+}
+
+// writeErr writes an error answer, echoing no key.
+func writeErr(w http.ResponseWriter, a sim.Answer, transient bool) {
+	writeAnswer(w, a.Status, a.Body, "", transient)
 }

@@ -2,7 +2,6 @@ package adyensim
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -12,9 +11,6 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 	"github.com/refundkit/refundkit/refund/sim"
 )
-
-// notifyWorkers is how many notifications are posted at once.
-const notifyWorkers = 4
 
 // notifier is Adyen's side of the webhook: signed notifications, each
 // posted until accepted, with backoff, by the core's sim.Notifier. A
@@ -42,7 +38,7 @@ func newNotifier(core *sim.Core, u string, key []byte, backoff time.Duration, to
 		return nil, errors.New("adyen notifications need an HMAC key to sign them")
 	}
 	n := &notifier{core: core, key: key, told: told}
-	n.out = sim.NewNotifier(sim.NotifierConfig{URL: u, Workers: notifyWorkers, Backoff: cmp.Or(backoff, DefaultNotifyBackoff),
+	n.out = sim.NewNotifier(sim.NotifierConfig{URL: u, Backoff: cmp.Or(backoff, DefaultNotifyBackoff),
 		Accepted: func(status int, body []byte) bool {
 			return status >= 200 && status < 300 && strings.TrimSpace(string(body)) == wire.Accepted
 		}})
@@ -93,9 +89,6 @@ func (n *notifier) delivery(due time.Time, it *wire.Item, body []byte, num, pos,
 		},
 		Done: func(bool) { n.told(it) }}
 }
-
-// flush waits until no notification is pending, or ctx ends.
-func (n *notifier) flush(ctx context.Context) error { return n.out.Flush(ctx) }
 
 // close stops the dispatcher and the workers, cutting posts in flight.
 func (n *notifier) close() { n.out.Close() }

@@ -1,6 +1,7 @@
 package adyensim
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -76,24 +77,13 @@ type payment struct {
 
 // AddPayments adds payments, all or none.
 func (s *Server) AddPayments(ps ...Payment) error {
-	if err := sim.CheckSeeds("payment", ps); err != nil {
-		return err
-	}
 	s.payments.Lock()
 	defer s.payments.Unlock()
-	for i, p := range ps {
-		if s.payments.M[p.PSPReference] != nil {
-			return fmt.Errorf("payment %d: %s already exists", i+1, p.PSPReference)
-		}
+	if err := sim.CheckNew(&s.payments, "payment", ps); err != nil {
+		return err
 	}
 	for _, p := range ps {
-		pm := &payment{psp: p.PSPReference, currency: "EUR", merchant: s.merchant, amount: p.Amount}
-		if p.Currency != "" {
-			pm.currency = strings.ToUpper(p.Currency)
-		}
-		if p.MerchantAccount != "" {
-			pm.merchant = p.MerchantAccount
-		}
+		pm := &payment{psp: p.PSPReference, currency: cmp.Or(strings.ToUpper(p.Currency), "EUR"), merchant: cmp.Or(p.MerchantAccount, s.merchant), amount: p.Amount}
 		s.merchants[pm.merchant] = true
 		s.payments.Put(p.PSPReference, pm)
 	}

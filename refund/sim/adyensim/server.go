@@ -129,8 +129,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 		if !s.authorized(r) {
 			s.core.Pause(f, seq)
 			s.core.Count.Unauthorized.Add(1)
-			a := apiErr(http.StatusUnauthorized, "000", "HTTP Status Response - Unauthorized", typeSecurity, "")
-			writeAnswer(w, a.Status, a.Body, "", false)
+			writeErr(w, apiErr(http.StatusUnauthorized, "000", "HTTP Status Response - Unauthorized", typeSecurity, ""), false)
 			return
 		}
 		if s.rateLimited(w, f, seq, c.requestRef) {
@@ -163,8 +162,7 @@ func (s *Server) rateLimited(w http.ResponseWriter, f *sim.Faults, seq uint64, r
 	if !s.core.RateLimited(f, seq) {
 		return false
 	}
-	a := apiErr(http.StatusTooManyRequests, "000", "Too many requests", typeValidation, ref)
-	writeAnswer(w, a.Status, a.Body, "", true)
+	writeErr(w, apiErr(http.StatusTooManyRequests, "000", "Too many requests", typeValidation, ref), true)
 	return true
 }
 
@@ -236,13 +234,10 @@ func (s *Server) NotifyStats() NotifyStats {
 // Flush waits until every notification queued so far is accepted (the
 // requests behind a gateway timeout settled first), or ctx ends.
 func (s *Server) Flush(ctx context.Context) (NotifyStats, error) {
-	if err := s.core.Settle(ctx); err != nil {
-		return s.NotifyStats(), err
-	}
+	var flush func(context.Context) error
 	if s.notes != nil {
-		if err := s.notes.flush(ctx); err != nil {
-			return s.NotifyStats(), err
-		}
+		flush = s.notes.out.Flush
 	}
-	return s.NotifyStats(), nil
+	err := s.core.Flush(ctx, flush)
+	return s.NotifyStats(), err
 }

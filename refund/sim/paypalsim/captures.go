@@ -135,15 +135,10 @@ type capture struct {
 
 // AddCaptures adds captures and their seeded refunds, all or none.
 func (s *Server) AddCaptures(cs ...Capture) error {
-	if err := sim.CheckSeeds("capture", cs); err != nil {
-		return err
-	}
 	s.captures.Lock()
 	defer s.captures.Unlock()
-	for i, c := range cs {
-		if s.captures.M[c.ID] != nil {
-			return fmt.Errorf("capture %d: %s already exists", i+1, c.ID)
-		}
+	if err := sim.CheckNew(&s.captures, "capture", cs); err != nil {
+		return err
 	}
 	if err := s.checkOrders(cs); err != nil {
 		return err

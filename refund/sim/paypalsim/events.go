@@ -34,13 +34,6 @@ const (
 	EventRefundFailed    = "PAYMENT.REFUND.FAILED"    // a PENDING refund that failed
 )
 
-// Defaults of EventsConfig.
-const (
-	DefaultEventsBackoff    = 50 * time.Millisecond
-	DefaultEventsMaxBackoff = 5 * time.Second
-	eventWorkers            = 4
-)
-
 // CertName is the id of the simulator's signing certificate in its URL.
 const CertName = "CERT-360caa42-fca2a594-5a0c5e5d"
 
@@ -53,7 +46,7 @@ type EventsConfig struct {
 	// signed for (the receiver's PAYPAL_WEBHOOK_ID).
 	WebhookID string
 	// Backoff is the wait before an event's first resend, doubling up to
-	// MaxBackoff (0: DefaultEventsBackoff, DefaultEventsMaxBackoff).
+	// MaxBackoff (0: 50ms, 5s).
 	Backoff, MaxBackoff time.Duration
 	// DuplicateShare of events are delivered twice (a new transmission
 	// each); ReorderShare are held ReorderDelay (0:
@@ -103,11 +96,10 @@ type eventJSON struct {
 	Links           []linkJSON `json:"links"`
 }
 
-// events sends PayPal's webhook events through the core's notifier.
+// events sends PayPal's webhook events through the core's sender.
 type events struct {
-	core   *sim.Core
+	*sim.Events
 	cfg    EventsConfig
-	out    *sim.Notifier
 	certs  *wire.Certs     // the first chain: its root is every chain's
 	signer wire.Signer     // the first chain's
 	forger *rsa.PrivateKey // signs forged deliveries; nil without ForgedShare
@@ -126,23 +118,20 @@ type events struct {
 	signers []wire.Signer
 	chains  map[string][]byte
 
-	made, transmissions, fetches                    atomic.Int64
-	duplicates, reordered, forged, forgedOK, finals atomic.Int64
+	transmissions, fetches, finals atomic.Int64
 }
 
 func newEvents(core *sim.Core, cfg EventsConfig) (*events, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	cfg.Backoff = cmp.Or(cfg.Backoff, DefaultEventsBackoff)
-	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, max(DefaultEventsMaxBackoff, cfg.Backoff))
 	cfg.ReorderDelay = cmp.Or(cfg.ReorderDelay, sim.StripeEventsReorderDelayDefault)
 	now := time.Now() // the receiver's clock checks the chain, not the simulator's
 	certs, err := wire.NewCerts(now.Add(-24*time.Hour), now.Add(365*24*time.Hour))
 	if err != nil {
 		return nil, err
 	}
-	e := &events{core: core, cfg: cfg, certs: certs, settles: map[*time.Timer]bool{}, chains: map[string][]byte{CertName: certs.ChainPEM}}
+	e := &events{cfg: cfg, certs: certs, settles: map[*time.Timer]bool{}, chains: map[string][]byte{CertName: certs.ChainPEM}}
 	if cfg.ForgedShare > 0 {
 		if e.forger, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
 			return nil, err
@@ -153,8 +142,7 @@ func newEvents(core *sim.Core, cfg EventsConfig) (*events, error) {
 	}
 	e.signer = wire.Signer{Key: certs.Key, CertURL: "https://" + e.addr + wire.CertPath + CertName}
 	e.signers = []wire.Signer{e.signer}
-	e.out = sim.NewNotifier(sim.NotifierConfig{URL: cfg.URL, Workers: eventWorkers, Backoff: cfg.Backoff, MaxBackoff: cfg.MaxBackoff,
-		Accepted: func(status int, _ []byte) bool { return status >= 200 && status < 300 }})
+	e.Events = sim.NewEvents(core, cfg.URL, cfg.Backoff, cfg.MaxBackoff)
 	return e, nil
 }
 
@@ -199,7 +187,7 @@ func (e *events) close() {
 	}
 	clear(e.settles)
 	e.mu.Unlock()
-	e.out.Close()
+	e.Close()
 	e.host.Close()
 }
 
@@ -256,31 +244,23 @@ func (s *Server) madeRefund(r *refund, base string, now time.Time) {
 
 // send makes the event of refund obj and queues its deliveries.
 func (e *events) send(obj refundJSON, now time.Time) {
-	k := e.made.Add(1)
+	k := e.Next()
 	id := sim.Padded("WH-SIM", 17, int(k))
 	typ := eventType(obj.Status)
 	body := sim.MustJSON(eventJSON{ID: id, EventVersion: "1.0", CreateTime: stamp(now), ResourceType: "refund", ResourceVersion: "2.0",
 		EventType: typ, Summary: "A " + obj.Amount.Value + " " + obj.Amount.CurrencyCode + " refund is " + strings.ToLower(obj.Status),
 		Resource: obj, Links: []linkJSON{{Href: "https://api.sandbox.paypal.com/v1/notifications/webhooks-events/" + id, Rel: "self", Method: "GET"}}})
-	seq := uint64(k)
 	due := time.Now()
-	if e.core.Hit(e.cfg.ReorderShare, seq, sim.KnobPayPalEventsReorder) {
-		e.reordered.Add(1)
-		due = due.Add(e.cfg.ReorderDelay)
-	}
 	signer := e.signerFor(k)
-	real := func() *sim.Delivery {
-		return &sim.Delivery{Due: due, Body: body, Header: func(h http.Header) { e.sign(h, body, signer) }}
-	}
-	if e.core.Hit(e.cfg.ForgedShare, seq, sim.KnobPayPalEventsForged) {
-		e.forged.Add(1)
-		e.out.Enqueue(e.forgery(due, body, signer, e.core.Draw(seq, sim.KnobPayPalEventsForgedKind) < 0.5)) // first: it must not spoil the real one
-	}
-	e.out.Enqueue(real())
-	if e.core.Hit(e.cfg.DuplicateShare, seq, sim.KnobPayPalEventsDuplicate) {
-		e.duplicates.Add(1)
-		e.out.Enqueue(real())
-	}
+	kn := sim.EventKnobs{ReorderShare: e.cfg.ReorderShare, ForgedShare: e.cfg.ForgedShare, DuplicateShare: e.cfg.DuplicateShare, ReorderDelay: e.cfg.ReorderDelay,
+		Reorder: sim.KnobPayPalEventsReorder, Forged: sim.KnobPayPalEventsForged, ForgedKind: sim.KnobPayPalEventsForgedKind, Duplicate: sim.KnobPayPalEventsDuplicate}
+	e.Send(k, due, body, kn, func(h http.Header, wrong bool) {
+		s := signer
+		if wrong {
+			s.Key = e.forger
+		}
+		e.sign(h, body, s)
+	}, statusSwaps, nil)
 }
 
 // signerFor is the signer of event k: the chain of its roll, made when
@@ -314,38 +294,12 @@ func (e *events) sign(h http.Header, body []byte, s wire.Signer) {
 	s.Sign(body, e.cfg.WebhookID, tid, time.Now()).Set(h)
 }
 
-// forgery is a delivery of body, posted once, that must not verify:
-// signed with a key no certificate has, or signed and then tampered.
-func (e *events) forgery(due time.Time, body []byte, s wire.Signer, wrongKey bool) *sim.Delivery {
-	if wrongKey {
-		s.Key = e.forger
-		return sim.Forged(due, body, func(h http.Header) { e.sign(h, body, s) }, &e.forgedOK)
-	}
-	return sim.Forged(due, tamper(body), func(h http.Header) { e.sign(h, body, s) }, &e.forgedOK)
-}
-
-// tamper changes what an event says of the refund: its status.
-func tamper(body []byte) []byte {
-	return sim.Tamper(body, [2]string{`"status":"COMPLETED"`, `"status":"FAILED"`}, [2]string{`"status":"FAILED"`, `"status":"COMPLETED"`}, [2]string{`"status":"PENDING"`, `"status":"COMPLETED"`})
-}
+// statusSwaps tamper with what a forged event says of the refund: its status.
+var statusSwaps = [][2]string{{`"status":"COMPLETED"`, `"status":"FAILED"`}, {`"status":"FAILED"`, `"status":"COMPLETED"`}, {`"status":"PENDING"`, `"status":"COMPLETED"`}}
 
 // EventStats count PayPal's webhook events and their deliveries.
 type EventStats struct {
-	// Sent are events made; Queued, their deliveries (duplicates
-	// included, forged ones not); Delivered, those a receiver accepted.
-	Sent      int64 `json:"sent"`
-	Queued    int64 `json:"queued"`
-	Delivered int64 `json:"delivered"`
-	// Pending deliveries are queued or in flight (forged ones included).
-	Pending int64 `json:"pending"`
-	// Retries are posts not accepted, sent again after backoff.
-	Retries    int64 `json:"retries"`
-	Duplicates int64 `json:"duplicates"`
-	Reordered  int64 `json:"reordered"`
-	// Forged are extra deliveries that must not verify; ForgedAccepted,
-	// those a receiver answered 2xx anyway: it should be 0.
-	Forged         int64 `json:"forged"`
-	ForgedAccepted int64 `json:"forged_accepted"`
+	sim.EventCounts
 	// Settled are events of PENDING refunds settling; SettlesScheduled,
 	// those still to come.
 	Settled          int64 `json:"settled"`
@@ -357,10 +311,7 @@ type EventStats struct {
 }
 
 func (e *events) stats() EventStats {
-	c := e.out.Counts()
-	return EventStats{Sent: e.made.Load(), Queued: c.Queued, Delivered: c.Delivered, Pending: c.Pending, Retries: c.Retries,
-		Duplicates: e.duplicates.Load(), Reordered: e.reordered.Load(), Forged: e.forged.Load(), ForgedAccepted: e.forgedOK.Load(),
-		Settled: e.finals.Load(), SettlesScheduled: e.scheduled.N(), CertFetches: e.fetches.Load(), CertRolls: e.rolls()}
+	return EventStats{EventCounts: e.Counts(), Settled: e.finals.Load(), SettlesScheduled: e.scheduled.N(), CertFetches: e.fetches.Load(), CertRolls: e.rolls()}
 }
 
 func (e *events) rolls() int64 {
@@ -394,18 +345,13 @@ func (s *Server) EventStats() EventStats {
 // timeout settled first), or ctx ends. A long PayPalPendingFor holds it
 // that long.
 func (s *Server) FlushEvents(ctx context.Context) (EventStats, error) {
-	if err := s.core.Settle(ctx); err != nil {
-		return s.EventStats(), err
+	var err error
+	if e := s.events; e != nil {
+		err = s.core.Flush(ctx, e.scheduled.Wait, e.Flush)
+	} else {
+		err = s.core.Settle(ctx)
 	}
-	if s.events != nil {
-		if err := s.events.scheduled.Wait(ctx); err != nil {
-			return s.EventStats(), err
-		}
-		if err := s.events.out.Flush(ctx); err != nil {
-			return s.EventStats(), err
-		}
-	}
-	return s.EventStats(), nil
+	return s.EventStats(), err
 }
 
 // Close stops sending events and serving the certificate; those not yet

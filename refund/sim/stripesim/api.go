@@ -44,7 +44,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn e
 	s.settleDue() // what is due shows settled, whether or not the settler ran
 	seq, f := s.core.Arrive()
 	reqID := sim.Padded("req_sim", 10, int(seq))
-	write := func(a sim.Answer) { // after the latency
+	write := func(answer func() sim.Answer) { // after the latency
+		s.core.Pause(f, seq)
+		a := answer()
 		s.core.CountInvalid(a)
 		writeAnswer(w, a.Status, a.Body, reqID, "", false)
 	}
@@ -55,28 +57,24 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rt route, fn e
 		if r.Header.Get("Authorization") == "" {
 			body = noKeyBody
 		}
-		s.core.Pause(f, seq)
-		write(sim.Answer{Status: http.StatusUnauthorized, Body: body})
+		write(func() sim.Answer { return sim.Answer{Status: http.StatusUnauthorized, Body: body} })
 		return
 	}
 	if s.rateLimited(w, rt, f, seq, reqID) {
 		return
 	}
 	if err := r.ParseForm(); err != nil {
-		s.core.Pause(f, seq)
-		write(invalid("", "", "Invalid request: the form body could not be parsed"))
+		write(func() sim.Answer { return invalid("", "", "Invalid request: the form body could not be parsed") })
 		return
 	}
 	c := apiCall{method: r.Method, path: r.URL.Path, id: id, form: r.Form, f: f, seq: seq}
 	if r.Method != http.MethodPost {
-		s.core.Pause(f, seq)
-		write(fn(c))
+		write(func() sim.Answer { return fn(c) })
 		return
 	}
 	key := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
 	if len(key) > 255 {
-		s.core.Pause(f, seq)
-		write(invalid("", "", "Idempotency keys can be at most 255 characters long."))
+		write(func() sim.Answer { return invalid("", "", "Idempotency keys can be at most 255 characters long.") })
 		return
 	}
 	c.key = key

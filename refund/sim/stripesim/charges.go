@@ -21,17 +21,14 @@ type charge struct {
 
 // AddCharges adds charges and their seeded refunds, all or none.
 func (s *Server) AddCharges(charges ...Charge) error {
-	if err := sim.CheckSeeds("charge", charges); err != nil {
-		return err
-	}
 	s.charges.Lock()
 	defer s.charges.Unlock()
 	s.byIntent.Lock()
 	defer s.byIntent.Unlock()
+	if err := sim.CheckNew(&s.charges, "charge", charges); err != nil {
+		return err
+	}
 	for i, c := range charges {
-		if s.charges.M[c.ID] != nil {
-			return fmt.Errorf("charge %d: %s already exists", i+1, c.ID)
-		}
 		if c.PaymentIntent != "" && s.byIntent.M[c.PaymentIntent] != nil {
 			return fmt.Errorf("charge %d: payment intent %s already has a charge", i+1, c.PaymentIntent)
 		}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/stripe/stripe-go/v76"
@@ -25,13 +24,6 @@ const (
 	EventChargeRefundUpdated = "charge.refund.updated"
 )
 
-// Defaults of EventsConfig.
-const (
-	DefaultEventsBackoff    = 50 * time.Millisecond
-	DefaultEventsMaxBackoff = 5 * time.Second
-	eventWorkers            = 4
-)
-
 // EventsConfig is where and how Stripe's webhook events go.
 type EventsConfig struct {
 	// URL (loopback) receives every event, POSTed as Stripe does; none
@@ -46,7 +38,7 @@ type EventsConfig struct {
 	// secret while an old one expires. The last of Secrets is never rolled.
 	RollAfter, RollOverlap int
 	// Backoff is the wait before an event's first resend, doubling up to
-	// MaxBackoff (0: DefaultEventsBackoff, DefaultEventsMaxBackoff).
+	// MaxBackoff (0: 50ms, 5s).
 	Backoff, MaxBackoff time.Duration
 }
 
@@ -95,14 +87,11 @@ type eventRequest struct {
 	IdempotencyKey *string `json:"idempotency_key"`
 }
 
-// events sends Stripe's webhook events through the core's notifier.
+// events sends Stripe's webhook events through the core's sender.
 type events struct {
+	*sim.Events
 	core *sim.Core
 	cfg  EventsConfig
-	out  *sim.Notifier
-
-	made                                    atomic.Int64 // events made; numbers them
-	duplicates, reordered, forged, forgedOK atomic.Int64
 }
 
 func newEvents(core *sim.Core, cfg EventsConfig) (*events, error) {
@@ -110,12 +99,7 @@ func newEvents(core *sim.Core, cfg EventsConfig) (*events, error) {
 		return nil, err
 	}
 	cfg.Secrets = append([]string(nil), cfg.Secrets...)
-	cfg.Backoff = cmp.Or(cfg.Backoff, DefaultEventsBackoff)
-	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, max(DefaultEventsMaxBackoff, cfg.Backoff))
-	e := &events{core: core, cfg: cfg}
-	e.out = sim.NewNotifier(sim.NotifierConfig{URL: cfg.URL, Workers: eventWorkers, Backoff: cfg.Backoff, MaxBackoff: cfg.MaxBackoff,
-		Accepted: func(status int, _ []byte) bool { return status >= 200 && status < 300 }})
-	return e, nil
+	return &events{Events: sim.NewEvents(core, cfg.URL, cfg.Backoff, cfg.MaxBackoff), core: core, cfg: cfg}, nil
 }
 
 // secrets are the secrets that sign event number k (from 1).
@@ -145,78 +129,37 @@ func signature(t time.Time, body []byte, secrets []string) string {
 // forgedSecret signs forged deliveries: no endpoint has it.
 const forgedSecret = "whsec_forged_by_the_refundkit_simulator"
 
+// statusSwaps tamper with what a forged event says of the refund: its status.
+var statusSwaps = [][2]string{{`"status":"succeeded"`, `"status":"failed"`}, {`"status":"failed"`, `"status":"succeeded"`}, {`"status":"pending"`, `"status":"succeeded"`}}
+
 // send makes an event of type typ about obj and queues its deliveries
 // under the knobs f; done, if set, is told once a receiver accepts one.
 func (e *events) send(f *sim.Faults, typ string, obj refundObject, prev map[string]any, req eventRequest, now time.Time, done func()) {
-	k := e.made.Add(1)
+	k := e.Next()
 	body := sim.MustJSON(event{ID: sim.Padded("evt_sim", 14, int(k)), Object: "event", APIVersion: stripe.APIVersion,
 		Created: now.Unix(), Data: eventData{Object: obj, PreviousAttributes: prev}, PendingWebhooks: 1, Request: req, Type: typ})
-	seq := uint64(k)
 	due := time.Now().Add(f.StripeEventsDelay)
 	if f.StripeEventsJitter > 0 {
-		due = due.Add(time.Duration(e.core.Draw(seq, sim.KnobStripeEventsJitter) * float64(f.StripeEventsJitter)))
-	}
-	if e.core.Hit(f.StripeEventsReorderShare, seq, sim.KnobStripeEventsReorder) {
-		e.reordered.Add(1)
-		due = due.Add(cmp.Or(f.StripeEventsReorderDelay, sim.StripeEventsReorderDelayDefault))
+		due = due.Add(time.Duration(e.core.Draw(uint64(k), sim.KnobStripeEventsJitter) * float64(f.StripeEventsJitter)))
 	}
 	secrets := e.secrets(k)
-	real := func() *sim.Delivery {
-		return &sim.Delivery{Due: due, Body: body, Header: func(h http.Header) { e.sign(h, body, secrets) },
-			Done: func(bool) {
-				if done != nil {
-					done()
-				}
-			}}
-	}
-	if e.core.Hit(f.StripeEventsForgedShare, seq, sim.KnobStripeEventsForged) {
-		e.forged.Add(1)
-		e.out.Enqueue(e.forgery(due, body, secrets, e.core.Draw(seq, sim.KnobStripeEventsForgedKind) < 0.5)) // first: it must not spoil the real one
-	}
-	e.out.Enqueue(real())
-	if e.core.Hit(f.StripeEventsDuplicateShare, seq, sim.KnobStripeEventsDuplicate) {
-		e.duplicates.Add(1)
-		e.out.Enqueue(real())
-	}
-}
-
-// sign sets the headers of an attempt, signed at its own time as Stripe does.
-func (e *events) sign(h http.Header, body []byte, secrets []string) {
-	h.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks; refundkit simulator)")
-	h.Set("Stripe-Signature", signature(time.Now(), body, secrets))
-}
-
-// forgery is a delivery of body, posted once, that must not verify: signed
-// with a secret the endpoint does not have, or signed and then tampered.
-func (e *events) forgery(due time.Time, body []byte, secrets []string, wrongSecret bool) *sim.Delivery {
-	if wrongSecret {
-		return sim.Forged(due, body, func(h http.Header) { e.sign(h, body, []string{forgedSecret}) }, &e.forgedOK)
-	}
-	return sim.Forged(due, tamper(body), func(h http.Header) { e.sign(h, body, secrets) }, &e.forgedOK)
-}
-
-// tamper changes what an event says of the refund: its status.
-func tamper(body []byte) []byte {
-	return sim.Tamper(body, [2]string{`"status":"succeeded"`, `"status":"failed"`}, [2]string{`"status":"failed"`, `"status":"succeeded"`}, [2]string{`"status":"pending"`, `"status":"succeeded"`})
+	kn := sim.EventKnobs{ReorderShare: f.StripeEventsReorderShare, ForgedShare: f.StripeEventsForgedShare, DuplicateShare: f.StripeEventsDuplicateShare,
+		ReorderDelay: cmp.Or(f.StripeEventsReorderDelay, sim.StripeEventsReorderDelayDefault),
+		Reorder:      sim.KnobStripeEventsReorder, Forged: sim.KnobStripeEventsForged, ForgedKind: sim.KnobStripeEventsForgedKind, Duplicate: sim.KnobStripeEventsDuplicate}
+	// Each attempt is signed at its own time, as Stripe signs.
+	e.Send(k, due, body, kn, func(h http.Header, wrong bool) {
+		s := secrets
+		if wrong {
+			s = []string{forgedSecret}
+		}
+		h.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks; refundkit simulator)")
+		h.Set("Stripe-Signature", signature(time.Now(), body, s))
+	}, statusSwaps, done)
 }
 
 // EventStats count Stripe's webhook events and their deliveries.
 type EventStats struct {
-	// Sent are events made; Queued, their deliveries (duplicates
-	// included, forged ones not); Delivered, those a receiver accepted.
-	Sent      int64 `json:"sent"`
-	Queued    int64 `json:"queued"`
-	Delivered int64 `json:"delivered"`
-	// Pending deliveries are queued or in flight (forged ones included).
-	Pending int64 `json:"pending"`
-	// Retries are posts not accepted, sent again after backoff.
-	Retries    int64 `json:"retries"`
-	Duplicates int64 `json:"duplicates"`
-	Reordered  int64 `json:"reordered"`
-	// Forged are extra deliveries that must not verify; ForgedAccepted,
-	// those a receiver answered 2xx anyway: it should be 0.
-	Forged         int64 `json:"forged"`
-	ForgedAccepted int64 `json:"forged_accepted"`
+	sim.EventCounts
 	// PendingUntold are refunds made pending whose final status no
 	// receiver has accepted a refund.updated of yet (with no URL: all).
 	PendingUntold int64 `json:"pending_untold"`
@@ -224,20 +167,13 @@ type EventStats struct {
 	SettlesScheduled int64 `json:"settles_scheduled"`
 }
 
-func (e *events) stats() EventStats {
-	if e == nil {
-		return EventStats{}
-	}
-	c := e.out.Counts()
-	return EventStats{Sent: e.made.Load(), Queued: c.Queued, Delivered: c.Delivered, Pending: c.Pending, Retries: c.Retries,
-		Duplicates: e.duplicates.Load(), Reordered: e.reordered.Load(), Forged: e.forged.Load(), ForgedAccepted: e.forgedOK.Load()}
-}
-
 // EventStats returns the events' counts so far.
 func (s *Server) EventStats() EventStats {
-	st := s.events.stats()
-	st.PendingUntold, st.SettlesScheduled = s.untold.N(), s.settles.scheduled.N()
-	return st
+	var c sim.EventCounts
+	if s.events != nil {
+		c = s.events.Counts()
+	}
+	return EventStats{EventCounts: c, PendingUntold: s.untold.N(), SettlesScheduled: s.settles.scheduled.N()}
 }
 
 // FlushEvents waits until every pending refund due to settle has settled
@@ -245,16 +181,10 @@ func (s *Server) EventStats() EventStats {
 // timeout settled first), or ctx ends. A refund pending for a long
 // StripePendingFor holds it that long.
 func (s *Server) FlushEvents(ctx context.Context) (EventStats, error) {
-	if err := s.core.Settle(ctx); err != nil {
-		return s.EventStats(), err
-	}
-	if err := s.settles.scheduled.Wait(ctx); err != nil {
-		return s.EventStats(), err
-	}
+	var flush func(context.Context) error
 	if s.events != nil {
-		if err := s.events.out.Flush(ctx); err != nil {
-			return s.EventStats(), err
-		}
+		flush = s.events.Flush
 	}
-	return s.EventStats(), nil
+	err := s.core.Flush(ctx, s.settles.scheduled.Wait, flush)
+	return s.EventStats(), err
 }

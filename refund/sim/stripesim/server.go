@@ -204,7 +204,7 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 func (s *Server) closeSenders() {
 	s.closeSettler()
 	if s.events != nil {
-		s.events.out.Close()
+		s.events.Close()
 	}
 	s.adyen.Close()
 	s.paypal.Close()
@@ -257,10 +257,8 @@ type (
 
 // Rate-limit modes and Stripe's documented rates (sim's).
 const (
-	RateLimitsOff        = sim.RateLimitsOff
-	RateLimitsTest       = sim.RateLimitsTest
-	RateLimitsLive       = sim.RateLimitsLive
-	StripeLiveGlobalRate = sim.StripeLiveGlobalRate
-	StripeTestGlobalRate = sim.StripeTestGlobalRate
-	StripeEndpointRate   = sim.StripeEndpointRate
+	RateLimitsOff      = sim.RateLimitsOff
+	RateLimitsTest     = sim.RateLimitsTest
+	RateLimitsLive     = sim.RateLimitsLive
+	StripeEndpointRate = sim.StripeEndpointRate
 )

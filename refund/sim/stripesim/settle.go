@@ -88,27 +88,7 @@ func (s *Server) settleDue() time.Duration {
 func (s *Server) runSettler() {
 	st := &s.settles
 	defer close(st.done)
-	for {
-		wait := s.settleDue()
-		var fire <-chan time.Time
-		var timer *time.Timer
-		if wait >= 0 {
-			timer = time.NewTimer(wait)
-			fire = timer.C
-		}
-		select {
-		case <-st.wake:
-		case <-fire:
-		case <-st.stop:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		select {
-		case <-st.stop:
-			return
-		default:
-		}
+	for sim.Sleep(s.settleDue(), st.wake, st.stop) {
 	}
 }
 
