@@ -32,6 +32,29 @@ func CheckVersion(v, want int) string {
 	return "unknown version v=" + strconv.Itoa(v) + " (this build reads v=" + strconv.Itoa(want) + ": use a newer refundkit)"
 }
 
+// EventCodec is the Codec of a provider's kept events in file: check
+// verifies one again and reads its event (of), payment is its refund's.
+func EventCodec[K any](file string, readOnly error, check func(*K) string, of EventOf[K], payment func(*refund.Refund) string) *Codec[K] {
+	return &Codec[K]{
+		File:  file,
+		Noun:  "event",
+		Check: check,
+		Key:   func(k *K) string { id, _, _ := of(k); return id }, // a provider's retries send the event id again
+		Refs: func(k *K) (string, string) {
+			if _, _, r := of(k); *r != nil {
+				return (*r).ID, payment(*r)
+			}
+			return "", ""
+		},
+		Clone: func(k K) K {
+			_, _, r := of(&k)
+			*r = CloneRefund(*r)
+			return k
+		},
+		ReadOnly: readOnly,
+	}
+}
+
 // CloneRefund is a copy of r whose metadata is its own (nil for nil).
 func CloneRefund(r *refund.Refund) *refund.Refund {
 	if r == nil {

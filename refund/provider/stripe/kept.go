@@ -47,7 +47,9 @@ type EventsFile = events.File[Kept]
 // under Codec(secrets): refund/provider/events/pgstore opens it.
 var EventsTable = events.EventTable("refundkit.stripe_events", "stripe events", eventOf, func(k *Kept) time.Time { return k.Received })
 
-func eventOf(k *Kept) (id, typ string) { return k.event.ID, k.event.Type }
+func eventOf(k *Kept) (string, string, **refund.Refund) {
+	return k.event.ID, k.event.Type, &k.event.Refund
+}
 
 // Codec is how kept events read: each verifies again under one of
 // secrets, two are one by event id, looked up by refund and payment.
@@ -64,23 +66,8 @@ func OpenEvents(path string, secrets []string, write bool) (*EventsFile, error) 
 var ErrEventsReadOnly = errors.New("events file opened for reading: Add needs write")
 
 func keptCodec(secrets []string) *events.Codec[Kept] {
-	return &events.Codec[Kept]{
-		File:  "events file",
-		Noun:  "event",
-		Check: func(k *Kept) string { return checkKept(k, secrets) },
-		Key:   func(k *Kept) string { return k.event.ID },
-		Refs: func(k *Kept) (string, string) {
-			if r := k.event.Refund; r != nil {
-				return r.ID, cmp.Or(r.Charge, r.PaymentIntent)
-			}
-			return "", ""
-		},
-		Clone: func(k Kept) Kept {
-			k.event.Refund = events.CloneRefund(k.event.Refund)
-			return k
-		},
-		ReadOnly: ErrEventsReadOnly,
-	}
+	return events.EventCodec("events file", ErrEventsReadOnly, func(k *Kept) string { return checkKept(k, secrets) }, eventOf,
+		func(r *refund.Refund) string { return cmp.Or(r.Charge, r.PaymentIntent) })
 }
 
 // checkKept verifies k's signature again, with no tolerance (it was

@@ -6,12 +6,16 @@
 package notes
 
 import (
+	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 	"github.com/refundkit/refundkit/refund/provider/events"
+	"github.com/refundkit/refundkit/refund/provider/events/pgstore"
 )
 
 // Store keeps accepted notifications: a notification is one by its
@@ -19,6 +23,80 @@ import (
 // refused (*InvalidError) if it does not verify. ForRefund and
 // ForPayment look one up by pspReference and originalReference.
 type Store = events.Store[wire.Notification]
+
+// File is a Store in a file of JSON lines, one wire.Notification a line,
+// as received: refund/provider/events' File under Adyen's codec.
+type File = events.File[wire.Notification]
+
+// The stores' errors are the events package's.
+type (
+	LockedError  = events.LockedError
+	CorruptError = events.CorruptError
+	InvalidError = events.InvalidError
+)
+
+// ErrReadOnly is Add on a File opened for reading.
+var ErrReadOnly = errors.New("notification file opened for reading: Add needs write")
+
+// codec is Adyen's: every line verifies under one of keys, two are one by
+// keyOf, looked up by pspReference and originalReference.
+func codec(keys [][]byte) *events.Codec[wire.Notification] {
+	return &events.Codec[wire.Notification]{
+		File:     "notifications file",
+		Noun:     "notification",
+		Check:    func(n *wire.Notification) string { return check(n, keys) },
+		Key:      func(n *wire.Notification) string { return keyOf(&n.Item) },
+		Refs:     func(n *wire.Notification) (string, string) { return n.Item.PSPReference, n.Item.OriginalReference },
+		Clone:    clone,
+		ReadOnly: ErrReadOnly,
+	}
+}
+
+// OpenFile opens the notifications file at path, whose lines must verify
+// under one of keys; write as events.Open.
+func OpenFile(path string, keys [][]byte, write bool) (*File, error) {
+	if wire.NoKey(keys) {
+		return nil, errors.New("notifications file " + path + ": no HMAC key")
+	}
+	return events.Open(path, codec(keys), write)
+}
+
+// PG is a Store in a table of the PostgreSQL checkpoint's database
+// (refund/checkpoint/postgres's migration 5), that many receivers may add
+// to at once: refund/provider/events/pgstore under Adyen's codec.
+type PG struct {
+	*pgstore.Store[wire.Notification]
+}
+
+// OpenPG opens the store of refund events at url (as refund --journal
+// takes it), migrating refundkit's schema first. Rows must verify under one of keys.
+func OpenPG(ctx context.Context, url string, keys [][]byte) (*PG, error) {
+	return openPG(ctx, url, keys, "refundkit.adyen_notifications")
+}
+
+// OpenPGOthers opens the store of the other events, beside OpenPG's.
+func OpenPGOthers(ctx context.Context, url string, keys [][]byte) (*PG, error) {
+	return openPG(ctx, url, keys, "refundkit.adyen_other_notifications")
+}
+
+func openPG(ctx context.Context, url string, keys [][]byte, table string) (*PG, error) {
+	if wire.NoKey(keys) {
+		return nil, errors.New("adyen notifications in postgres: no HMAC key")
+	}
+	p, err := pgstore.Open(ctx, url, codec(keys), &events.Table[wire.Notification]{
+		Name: table, What: "adyen notifications", App: "refundkit-adyen-webhook",
+		Refund: "psp_reference", Payment: "original_reference", Kind: "event_code",
+		// One row per wire.DedupKey, the table's primary key.
+		Key:      func(n *wire.Notification) string { return wire.DedupKey(&n.Item) },
+		KindOf:   func(n *wire.Notification) string { return n.Item.EventCode },
+		Received: func(n *wire.Notification) time.Time { return n.Received },
+		Describe: func(n *wire.Notification) string { return describe(&n.Item) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &PG{p}, nil
+}
 
 func check(n *wire.Notification, keys [][]byte) string {
 	if why := events.CheckVersion(n.V, wire.Version); why != "" {
@@ -31,12 +109,6 @@ func check(n *wire.Notification, keys [][]byte) string {
 		return wire.SignatureField + " does not verify under the HMAC key (forged, altered, or signed under another key) for " + describe(&n.Item)
 	}
 	return ""
-}
-
-// decode reads and verifies one stored notification: why it is refused, or "".
-func decode(doc []byte, keys [][]byte, n *wire.Notification) (why string) {
-	*n, why = events.Decode(doc, codec(keys))
-	return why
 }
 
 // describe names an item by its event and references, never its signature.

@@ -70,17 +70,6 @@ func ReadEvent(body []byte) (Event, error) {
 	return out, nil
 }
 
-// Outcome is refund id as its events tell it, in any order they came
-// (store.Outcome: the most final status stands; disagreeing events settle
-// nothing). ok is false when none names it.
-func Outcome(id string, evs []Event) (refund.Refund, bool) {
-	told := make([]store.Told, len(evs))
-	for i := range evs {
-		told[i] = evs[i].told()
-	}
-	return store.Outcome(id, told)
-}
-
 // told is e's word on its refund.
 func (e *Event) told() store.Told { return store.Told{At: e.Created, ID: e.ID, Refund: e.Refund} }
 

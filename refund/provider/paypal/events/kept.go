@@ -51,7 +51,9 @@ type EventsFile = store.File[Kept]
 // read under Codec(v): refund/provider/events/pgstore opens it.
 var EventsTable = store.EventTable("refundkit.paypal_events", "paypal events", eventOf, func(k *Kept) time.Time { return k.Received })
 
-func eventOf(k *Kept) (id, typ string) { return k.event.ID, k.event.Type }
+func eventOf(k *Kept) (string, string, **refund.Refund) {
+	return k.event.ID, k.event.Type, &k.event.Refund
+}
 
 // Codec is how kept events read: each verifies again under v, two are
 // one by event id, looked up by refund and capture.
@@ -77,23 +79,8 @@ func OpenEvents(path string, v *Verifier, write bool) (*EventsFile, error) {
 var ErrEventsReadOnly = errors.New("paypal events file opened for reading: Add needs write")
 
 func keptCodec(v *Verifier) *store.Codec[Kept] {
-	return &store.Codec[Kept]{
-		File:  "paypal events file",
-		Noun:  "event",
-		Check: func(k *Kept) string { return checkKept(k, v) },
-		Key:   func(k *Kept) string { return k.event.ID }, // PayPal's retries send the event id again
-		Refs: func(k *Kept) (string, string) {
-			if r := k.event.Refund; r != nil {
-				return r.ID, r.Capture
-			}
-			return "", ""
-		},
-		Clone: func(k Kept) Kept {
-			k.event.Refund = store.CloneRefund(k.event.Refund)
-			return k
-		},
-		ReadOnly: ErrEventsReadOnly,
-	}
+	return store.EventCodec("paypal events file", ErrEventsReadOnly, func(k *Kept) string { return checkKept(k, v) }, eventOf,
+		func(r *refund.Refund) string { return r.Capture })
 }
 
 // checkKept verifies k's signature again, with no tolerance (it was
