@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
@@ -25,6 +26,7 @@ import (
 	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 	"github.com/refundkit/refundkit/refund/provider/events"
+	"github.com/refundkit/refundkit/refund/provider/events/natsstore"
 	"github.com/refundkit/refundkit/refund/provider/events/pgstore"
 	"github.com/refundkit/refundkit/refund/provider/exec"
 	"github.com/refundkit/refundkit/refund/provider/paypal"
@@ -143,7 +145,7 @@ func (f *providerFlags) stripe(env Env, conns int) (refund.Provider, error) {
 // openStripeEvents opens Stripe's kept events: a file (held for writing
 // with write), or a table of the PostgreSQL checkpoint's database.
 func openStripeEvents(spec string, secrets []string, write bool) (stripe.EventStore, error) {
-	return openEvents(spec, stripe.Codec(secrets), stripe.EventsTable, write)
+	return openEvents(spec, "stripe", stripe.Codec(secrets), stripe.EventsTable, write)
 }
 
 // openPayPalEvents opens PayPal's kept events, as openStripeEvents.
@@ -152,13 +154,21 @@ func openPayPalEvents(spec string, v *ppevents.Verifier, write bool) (ppevents.E
 	if err != nil {
 		return nil, err
 	}
-	return openEvents(spec, c, ppevents.EventsTable, write)
+	return openEvents(spec, "paypal", c, ppevents.EventsTable, write)
 }
 
 // openEvents opens the deliveries kept under c at spec: a file (held for
 // writing with write; one that cannot be read, for reading, is a usage
-// error of --notifications), or t in the PostgreSQL checkpoint's database.
-func openEvents[N any](spec string, c *events.Codec[N], t *events.Table[N], write bool) (events.Store[N], error) {
+// error of --notifications), t in the PostgreSQL checkpoint's database, or
+// provider's bucket beside a NATS JetStream checkpoint.
+func openEvents[N any](spec, provider string, c *events.Codec[N], t *events.Table[N], write bool) (events.Store[N], error) {
+	if natsjs.IsURL(spec) {
+		kv, done, err := openEventsBucket(spec, provider)
+		if err != nil {
+			return nil, err
+		}
+		return natsstore.New(kv, c, done), nil
+	}
 	if postgres.IsURL(spec) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -177,6 +187,26 @@ func openEvents[N any](spec string, c *events.Codec[N], t *events.Table[N], writ
 	}
 	return s, nil
 }
+
+// openEventsBucket opens provider's bucket of deliveries beside the NATS
+// JetStream checkpoint at spec; done ends the connection.
+func openEventsBucket(spec, provider string) (kv jetstream.KeyValue, done func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cp, err := natsjs.Open(ctx, spec, natsjs.Options{}, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if kv, err = cp.EventsBucket(ctx, provider); err != nil {
+		cp.Close()
+		return nil, nil, err
+	}
+	return kv, func() { cp.Close() }, nil
+}
+
+// isStoreURL: spec names a shared store (a PostgreSQL database or a NATS
+// JetStream server), not a file.
+func isStoreURL(spec string) bool { return postgres.IsURL(spec) || natsjs.IsURL(spec) }
 
 // stripeSecrets are STRIPE_WEBHOOK_SECRET's signing secrets (whsec_...,
 // comma-separated while one is rolled); unset, none, or the error missing
@@ -280,6 +310,13 @@ func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) 
 	keys, err := hmacKeys(env.Getenv, "ADYEN_HMAC_KEY is not set: the notifications cannot be verified without it")
 	if err != nil {
 		return nil, err
+	}
+	if natsjs.IsURL(src) {
+		kv, done, err := openEventsBucket(src, "adyen")
+		if err != nil {
+			return nil, fmt.Errorf("--notifications: %w", err)
+		}
+		return notes.OpenNATS(kv, keys, done)
 	}
 	if postgres.IsURL(src) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
 	"github.com/refundkit/refundkit/refund/provider/adyen/notes"
 	"github.com/refundkit/refundkit/refund/provider/adyen/webhook"
@@ -182,7 +183,7 @@ func (c *webhookCmd) check() error {
 	}
 	files := map[string]string{}
 	for _, f := range [][2]string{{"--adyen", c.Adyen}, {"--adyen-others", c.AdyenOthers}, {"--stripe", c.Stripe}, {"--paypal", c.PayPal}} {
-		if f[1] == "" || postgres.IsURL(f[1]) {
+		if f[1] == "" || isStoreURL(f[1]) {
 			continue
 		}
 		p := filepath.Clean(f[1])
@@ -191,7 +192,7 @@ func (c *webhookCmd) check() error {
 		}
 		files[p] = f[0]
 	}
-	if c.Adyen != "" && c.AdyenOthers == "" && !postgres.IsURL(c.Adyen) {
+	if c.Adyen != "" && c.AdyenOthers == "" && !isStoreURL(c.Adyen) {
 		if other, dup := files[filepath.Clean(defaultOthers(c.Adyen))]; dup {
 			return fmt.Errorf("%s %s is where --adyen keeps Adyen's other events: name another file", other, defaultOthers(c.Adyen))
 		}
@@ -405,15 +406,16 @@ func (c *adyenWebhookCmd) config(env Env) (webhook.Config, error) {
 	if c.Others == "" {
 		c.Others = defaultOthers(c.Out)
 	}
-	if !postgres.IsURL(c.Out) && !postgres.IsURL(c.Others) && filepath.Clean(c.Out) == filepath.Clean(c.Others) {
+	if !isStoreURL(c.Out) && !isStoreURL(c.Others) && filepath.Clean(c.Out) == filepath.Clean(c.Others) {
 		return webhook.Config{}, fmt.Errorf("--others %s is --out: other events are kept apart", c.Others)
 	}
 	return cfg, nil
 }
 
-// defaultOthers: notes.others.jsonl beside notes.jsonl; a database's own.
+// defaultOthers: notes.others.jsonl beside notes.jsonl; a database's or
+// a NATS server's own.
 func defaultOthers(out string) string {
-	if postgres.IsURL(out) {
+	if isStoreURL(out) {
 		return out
 	}
 	return strings.TrimSuffix(out, ".jsonl") + ".others.jsonl"
@@ -433,6 +435,17 @@ func checkListen(addr string, public bool) error {
 
 // openNotes opens a file held for writing, or a table in PostgreSQL.
 func openNotes(ctx context.Context, stderr io.Writer, name, spec string, keys [][]byte, others bool) (notes.Store, error) {
+	if natsjs.IsURL(spec) {
+		bucket := "adyen"
+		if others {
+			bucket = "adyen_others"
+		}
+		kv, done, err := openEventsBucket(spec, bucket)
+		if err != nil {
+			return nil, err
+		}
+		return notes.OpenNATS(kv, keys, done)
+	}
 	if postgres.IsURL(spec) {
 		if others {
 			return notes.OpenPGOthers(ctx, spec, keys)
@@ -453,6 +466,9 @@ func openNotes(ctx context.Context, stderr io.Writer, name, spec string, keys []
 func redactStore(spec string) string {
 	if postgres.IsURL(spec) {
 		return postgres.Redact(spec)
+	}
+	if natsjs.IsURL(spec) {
+		return natsjs.Redact(spec)
 	}
 	return spec
 }

@@ -1,7 +1,7 @@
 // Package notes keeps the Adyen notifications that the receiver
-// (refund/provider/adyen/webhook) accepted, in a file (File) or a
-// PostgreSQL table (PG): Adyen answers a refund only "received", and its
-// outcome is what these hold. Every reader verifies each one again under
+// (refund/provider/adyen/webhook) accepted, in a file (File), a PostgreSQL
+// table (PG) or a NATS JetStream bucket (OpenNATS): Adyen answers a refund
+// only "received", and its outcome is what these hold. Every reader verifies each one again under
 // the HMAC key, and refuses (*CorruptError) what does not.
 package notes
 
@@ -13,8 +13,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/refundkit/refundkit/refund/provider/adyen/wire"
 	"github.com/refundkit/refundkit/refund/provider/events"
+	"github.com/refundkit/refundkit/refund/provider/events/natsstore"
 	"github.com/refundkit/refundkit/refund/provider/events/pgstore"
 )
 
@@ -96,6 +99,16 @@ func openPG(ctx context.Context, url string, keys [][]byte, table string) (*PG, 
 		return nil, err
 	}
 	return &PG{p}, nil
+}
+
+// OpenNATS keeps notifications in kv, a bucket beside the NATS JetStream
+// checkpoint (refund/checkpoint/natsjs's Checkpoint.EventsBucket opens it);
+// they must verify under one of keys; done, if not nil, is called by Close.
+func OpenNATS(kv jetstream.KeyValue, keys [][]byte, done func()) (Store, error) {
+	if wire.NoKey(keys) {
+		return nil, errors.New("adyen notifications in NATS: no HMAC key")
+	}
+	return natsstore.New(kv, codec(keys), done), nil
 }
 
 func check(n *wire.Notification, keys [][]byte) string {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundkit/refundkit/refund/checkpoint/natsjs/natstest"
 	"github.com/refundkit/refundkit/refund/sim/stripesim"
 	"github.com/refundkit/refundkit/scripts/crashrig"
 )
@@ -20,6 +21,32 @@ import (
 // with no request to Stripe.
 func TestPGStripeEventsSettleFromTheCheckpoint(t *testing.T) {
 	_, dbURL := newPGDB(t, pgServer(t))
+	checkStripeEventsSettleFrom(t, dbURL)
+}
+
+// TestNATSStripeEventsSettleFromTheCheckpoint: the same through a bucket
+// beside a NATS JetStream checkpoint (nats://...).
+func TestNATSStripeEventsSettleFromTheCheckpoint(t *testing.T) {
+	checkStripeEventsSettleFrom(t, natsEventsURL(t))
+}
+
+// natsEventsURL is a checkpoint on a fresh nats-server that syncs every
+// write, where the receiver keeps the providers' events.
+func natsEventsURL(t *testing.T) string {
+	t.Helper()
+	srv, err := natstest.Start(natstest.Options{SyncAlways: true})
+	if err != nil {
+		t.Fatalf("the NATS tests need nats-server (make test installs it): %v", err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	return srv.URL("events") + "?monitor=" + srv.MonitorURL()
+}
+
+// checkStripeEventsSettleFrom runs a batch whose every refund goes pending,
+// with webhook --stripe keeping Stripe's events at spec, then reruns it
+// with --notifications spec: every item settles with no request to Stripe.
+func checkStripeEventsSettleFrom(t *testing.T, spec string) {
+	t.Helper()
 	const secret = "whsec_pg_events_0123456789"
 	webhookBin, err := exec.LookPath("webhook")
 	if err != nil {
@@ -37,7 +64,7 @@ func TestPGStripeEventsSettleFromTheCheckpoint(t *testing.T) {
 		Events: stripesim.EventsConfig{URL: "http://" + addr + "/stripe/events", Secrets: []string{secret}, Backoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
 	})
 	r.env = []string{"STRIPE_WEBHOOK_SECRET=" + secret}
-	wh, err := crashrig.Start(crashrig.Cmd{Bin: webhookBin, Dir: r.dir, Args: []string{"--listen", addr, "--stripe", dbURL}, Env: crashrig.Env(scriptKey, "", r.env...)})
+	wh, err := crashrig.Start(crashrig.Cmd{Bin: webhookBin, Dir: r.dir, Args: []string{"--listen", addr, "--stripe", spec}, Env: crashrig.Env(scriptKey, "", r.env...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +82,7 @@ func TestPGStripeEventsSettleFromTheCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := r.sim.Stats().Requests
-	p, stderr = r.start(path, "--notifications", dbURL)
+	p, stderr = r.start(path, "--notifications", spec)
 	if p.Wait(); p.Code != 0 || strings.Count(p.Stdout.String(), `"status":"refunded"`) != items {
 		t.Fatalf("rerun exited %d, want %d refunded: %s%s", p.Code, items, p.Stdout.String(), stderr)
 	}

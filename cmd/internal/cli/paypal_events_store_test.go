@@ -24,6 +24,21 @@ import (
 // with no request to PayPal, and audit reads them against the journal.
 func TestPGPayPalEventsSettleFromTheCheckpoint(t *testing.T) {
 	_, dbURL := newPGDB(t, pgServer(t))
+	checkPayPalEventsSettleFrom(t, dbURL)
+}
+
+// TestNATSPayPalEventsSettleFromTheCheckpoint: the same through a bucket
+// beside a NATS JetStream checkpoint (nats://...).
+func TestNATSPayPalEventsSettleFromTheCheckpoint(t *testing.T) {
+	checkPayPalEventsSettleFrom(t, natsEventsURL(t))
+}
+
+// checkPayPalEventsSettleFrom runs a PayPal batch whose every refund goes
+// pending, webhook --paypal keeping PayPal's events at spec; a rerun with
+// --notifications spec settles every one with no request, and audit
+// --notifications spec is clean.
+func checkPayPalEventsSettleFrom(t *testing.T, spec string) {
+	t.Helper()
 	const webhookID, items = "WH-PG-PAYPAL-1", 8
 	bins := map[string]string{}
 	for _, b := range []string{"webhook", "refund", "audit"} {
@@ -78,7 +93,7 @@ func TestPGPayPalEventsSettleFromTheCheckpoint(t *testing.T) {
 		}
 		return p
 	}
-	wh := run("webhook", "--listen", addr, "--paypal", dbURL)
+	wh := run("webhook", "--listen", addr, "--paypal", spec)
 	go wh.Wait()
 	defer wh.Cmd.Process.Kill()
 
@@ -98,7 +113,7 @@ func TestPGPayPalEventsSettleFromTheCheckpoint(t *testing.T) {
 		t.Fatalf("event stats %+v: want forged deliveries, none accepted, and duplicates", st)
 	}
 	before := sim.Stats().Requests
-	p = run("refund", append(refundArgs, "--notifications", dbURL)...)
+	p = run("refund", append(refundArgs, "--notifications", spec)...)
 	if p.Wait(); p.Code != 0 || strings.Count(p.Stdout.String(), `"status":"refunded"`) != items {
 		t.Fatalf("rerun exited %d, want %d refunded: %s%s", p.Code, items, p.Stdout.String(), p.Stderr.String())
 	}
@@ -110,7 +125,7 @@ func TestPGPayPalEventsSettleFromTheCheckpoint(t *testing.T) {
 	if !strings.Contains(p.Stderr.String(), fmt.Sprintf("%d refunds settled by PayPal's events, with no request", items)) {
 		t.Errorf("summary: %s", p.Stderr.String())
 	}
-	a := run("audit", "--provider", "paypal", "--notifications", dbURL, "--plan", planFile, journal)
+	a := run("audit", "--provider", "paypal", "--notifications", spec, "--plan", planFile, journal)
 	if a.Wait(); a.Code != 0 || a.Stdout.Len() != 0 {
 		t.Fatalf("audit exited %d: %s%s", a.Code, a.Stdout.String(), a.Stderr.String())
 	}
