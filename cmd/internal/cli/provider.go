@@ -66,7 +66,7 @@ type paypalFlags struct {
 }
 
 type adyenFlags struct {
-	Notifications string `placeholder:"FILE|URL" group:"provider" predictor:"file" help:"The provider's own events, as the receiver keeps them. --provider adyen: the notifications webhook --adyen (or adyen-webhook --out) keeps (a file, or a PostgreSQL URL; default with a PostgreSQL checkpoint: its database), verified with ADYEN_HMAC_KEY; without them every Adyen refund stays pending. --provider stripe: the events webhook --stripe keeps (a file or a PostgreSQL URL), verified with STRIPE_WEBHOOK_SECRET; --provider paypal: the events webhook --paypal keeps (a file or a PostgreSQL URL), verified for PAYPAL_WEBHOOK_ID: a pending refund they tell the end of is settled with no request to the provider."`
+	Notifications string `placeholder:"FILE|URL" group:"provider" predictor:"file" help:"The provider's own events, as the receiver keeps them. --provider adyen: the notifications webhook --adyen (or adyen-webhook --out) keeps (a file, a PostgreSQL URL or a NATS URL; default with a PostgreSQL checkpoint: its database), verified with ADYEN_HMAC_KEY; without them every Adyen refund stays pending. --provider stripe: the events webhook --stripe keeps (a file, a PostgreSQL URL or a NATS URL), verified with STRIPE_WEBHOOK_SECRET; --provider paypal: the events webhook --paypal keeps (a file, a PostgreSQL URL or a NATS URL), verified for PAYPAL_WEBHOOK_ID: a pending refund they tell the end of is settled with no request to the provider."`
 }
 
 // execFlags are --provider exec's. Its commands (/bin/sh -c) inherit

@@ -211,6 +211,43 @@ func TestEventsPendingNeverSettles(t *testing.T) {
 	}
 }
 
+// TestEventsCancel: a requires_action refund canceled through the API is
+// told as Stripe tells it: refund.updated and charge.refund.updated, the
+// refund canceled, its previous status requires_action, the cancel's
+// request and idempotency key named.
+func TestEventsCancel(t *testing.T) {
+	s, rc := startEvents(t, 1, Faults{RequiresActionShare: 1}, EventsConfig{})
+	id := refundAll(t, s, 1)[0]
+	c := newClients(s, clientOpts{keepAlive: true})
+	p := &stripe.RefundCancelParams{}
+	p.SetIdempotencyKey("cancel-key")
+	if _, err := c.refunds.Cancel(id, p); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, s)
+	var got []string
+	for _, r := range rc.events() {
+		got = append(got, string(r.ev.Type))
+		if r.ev.Type == EventRefundCreated {
+			continue
+		}
+		var re stripe.Refund
+		if err := json.Unmarshal(r.ev.Data.Raw, &re); err != nil {
+			t.Fatal(err)
+		}
+		if re.ID != id || re.Status != stripe.RefundStatusCanceled || r.ev.Data.PreviousAttributes["status"] != StatusRequiresAction {
+			t.Errorf("%s: refund %s %s, previous %v", r.ev.Type, re.ID, re.Status, r.ev.Data.PreviousAttributes)
+		}
+		if r.ev.Request == nil || r.ev.Request.IdempotencyKey != "cancel-key" || r.ev.Request.ID == "" {
+			t.Errorf("%s: request %+v, want the cancel's", r.ev.Type, r.ev.Request)
+		}
+	}
+	slices.Sort(got)
+	if want := []string{EventChargeRefundUpdated, EventRefundCreated, EventRefundUpdated}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+}
+
 // TestEventsPendingSettlesByClock: a request sees the status as of the
 // simulator's clock, settling what is due before the settler does.
 func TestEventsPendingSettlesByClock(t *testing.T) {

@@ -110,9 +110,16 @@ func (s *Server) cancelRefund(c apiCall) sim.Answer {
 	canceled := StatusCanceled
 	re.status.Store(&canceled)
 	ch.AmountRefunded -= re.Amount
-	obj := re.object(expand)
+	obj, plain := re.object(expand), re.object(false)
 	ch.mu.Unlock()
 	s.stats.refundsCanceled.Add(1)
+	if s.events != nil {
+		// As Stripe tells a cancel: the refund and the charge's refund updated.
+		reqID := sim.Padded("req_sim", 10, int(c.seq)) // serveAPI's
+		req, prev := eventRequest{ID: &reqID, IdempotencyKey: optional(c.key)}, map[string]any{"status": StatusRequiresAction}
+		s.events.send(c.f, EventRefundUpdated, plain, prev, req, s.now(), nil)
+		s.events.send(c.f, EventChargeRefundUpdated, plain, prev, req, s.now(), nil)
+	}
 	return sim.Answer{Status: http.StatusOK, Body: sim.MustJSON(obj), Save: true}
 }
 
