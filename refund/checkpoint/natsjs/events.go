@@ -1,8 +1,10 @@
 package natsjs
 
 import (
+	"cmp"
 	"context"
-	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -14,32 +16,28 @@ import (
 // as the checkpoint's own streams are.
 func (c *Checkpoint) EventsBucket(ctx context.Context, provider string) (jetstream.KeyValue, error) {
 	bucket := bucketName(c.loc.name + "_" + provider + "_events")
-	kv, err := c.js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = c.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      bucket,
-			Description: "refundkit checkpoint " + c.loc.name + ": " + provider + "'s webhook deliveries",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    c.loc.replicas,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = c.js.KeyValue(ctx, bucket) // another receiver made it first
-		}
-	}
+	kv, st, err := c.openBucket(ctx, bucket, provider+eventsWhat, true)
 	if err != nil {
-		return nil, c.Wrap("open bucket "+bucket, err)
-	}
-	st, err := c.js.Stream(ctx, "KV_"+bucket)
-	if err != nil {
-		return nil, c.Wrap("open bucket "+bucket, err)
+		return nil, err
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
 		return nil, c.Wrap("open bucket "+bucket, err)
 	}
+	if !isEventsBucket(info.Config) {
+		return nil, &ConfigError{URL: c.loc.redacted, Err: fmt.Errorf("bucket %s is not where webhook deliveries are kept (%s): another checkpoint is named %s", bucket, cmp.Or(info.Config.Description, "no description"), c.loc.name+"_"+provider+"_events")}
+	}
 	if err := c.checkDurable(ctx, info.Config); err != nil {
 		return nil, err
 	}
 	return kv, nil
+}
+
+// eventsWhat ends the description of every bucket of deliveries, which
+// tells one from a checkpoint's own (a checkpoint may be named
+// NAME_stripe_events).
+const eventsWhat = "'s webhook deliveries"
+
+func isEventsBucket(cfg jetstream.StreamConfig) bool {
+	return strings.HasPrefix(cfg.Description, "refundkit checkpoint ") && strings.HasSuffix(cfg.Description, eventsWhat)
 }

@@ -279,34 +279,45 @@ func Open(ctx context.Context, rawURL string, opts Options, readOnly bool) (_ *C
 	return c, nil
 }
 
-// openAssets finds (or, unless read only, creates) the bucket and the work
-// stream, and checks their durability.
-func (c *Checkpoint) openAssets(ctx context.Context) error {
-	bucket := bucketName(c.loc.name)
+// openBucket finds the key-value bucket named bucket beside the checkpoint
+// and its stream, creating it (holding what) when missing if create; nil
+// and no error when it is missing and not created.
+func (c *Checkpoint) openBucket(ctx context.Context, bucket, what string, create bool) (jetstream.KeyValue, jetstream.Stream, error) {
 	kv, err := c.js.KeyValue(ctx, bucket)
 	switch {
-	case errors.Is(err, jetstream.ErrBucketNotFound) && c.readOnly:
-		return nil // an empty checkpoint
+	case errors.Is(err, jetstream.ErrBucketNotFound) && !create:
+		return nil, nil, nil
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		kv, err = c.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:      bucket,
-			Description: "refundkit checkpoint " + c.loc.name + ": plans, items and their journal records",
+			Description: "refundkit checkpoint " + c.loc.name + ": " + what,
 			History:     1,
 			Storage:     jetstream.FileStorage,
 			Replicas:    c.loc.replicas,
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = c.js.KeyValue(ctx, bucket) // another worker made it first
+			kv, err = c.js.KeyValue(ctx, bucket) // another process made it first
 		}
 	}
 	if err != nil {
-		return c.Wrap("open bucket "+bucket, err)
+		return nil, nil, c.Wrap("open bucket "+bucket, err)
+	}
+	st, err := c.js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return nil, nil, c.Wrap("open bucket "+bucket, err)
+	}
+	return kv, st, nil
+}
+
+// openAssets finds (or, unless read only, creates) the bucket and the work
+// stream, and checks their durability.
+func (c *Checkpoint) openAssets(ctx context.Context) error {
+	bucket := bucketName(c.loc.name)
+	kv, kvStream, err := c.openBucket(ctx, bucket, "plans, items and their journal records", !c.readOnly)
+	if err != nil || kv == nil {
+		return err // nil kv: read only, an empty checkpoint
 	}
 	c.kv = kv
-	kvStream, err := c.js.Stream(ctx, "KV_"+bucket)
-	if err != nil {
-		return c.Wrap("open bucket "+bucket, err)
-	}
 	c.kvStream = kvStream
 	c.work, err = c.js.Stream(ctx, workStream(c.loc.name))
 	if errors.Is(err, jetstream.ErrStreamNotFound) && !c.readOnly {
@@ -333,6 +344,9 @@ func (c *Checkpoint) openAssets(ctx context.Context) error {
 	kvInfo, err := kvStream.Info(ctx)
 	if err != nil {
 		return c.Wrap("open bucket "+bucket, err)
+	}
+	if isEventsBucket(kvInfo.Config) {
+		return &ConfigError{URL: c.loc.redacted, Err: fmt.Errorf("bucket %s keeps webhook deliveries (%s), not a checkpoint: name another checkpoint", bucket, kvInfo.Config.Description)}
 	}
 	c.startSeq = kvInfo.State.LastSeq
 	if c.readOnly {
