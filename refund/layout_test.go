@@ -43,7 +43,7 @@ func mayImport(dir, dep string) bool {
 		// store of kept webhook deliveries (events), which keeps them in a
 		// file or in the PostgreSQL checkpoint's database, through its
 		// connection.
-		return domain || under(dep, own("refund/provider")) || dep == "refund/provider/httpx" || dep == "refund/provider/events" || dep == "refund/provider/events/pgstore" ||
+		return domain || under(dep, own("refund/provider")) || dep == "refund/provider/httpx" || dep == "refund/provider/events" || dep == "refund/provider/events/pgstore" || dep == "refund/provider/events/natsstore" ||
 			dir == "refund/provider/events/pgstore" && dep == "refund/checkpoint/postgres"
 	case dir == "refund/checkpoint":
 		return domain
