@@ -69,13 +69,36 @@ func TestNATSAdyenNotificationsSettleFromTheCheckpoint(t *testing.T) {
 		}
 		return p
 	}
-	wh := run("webhook", "--listen", addr, "--adyen", spec)
-	go wh.Wait()
-	defer wh.Cmd.Process.Kill()
-
 	journal := filepath.Join(dir, "j.jsonl")
 	refundArgs := []string{"--provider", "adyen", "--journal", journal, "--notifications", spec, "--rate", "0", planFile}
+	// Before any receiver kept anything there: a usage error, nothing sent.
 	p := run("refund", refundArgs...)
+	if p.Wait(); p.Code != ExitUsage || !strings.Contains(p.Stderr.String(), "no bucket refundkit_events_adyen_events") || sim.Creates() != 0 {
+		t.Fatalf("refund before the receiver exited %d: %s", p.Code, p.Stderr.String())
+	}
+	if _, err := os.Stat(journal); !os.IsNotExist(err) {
+		t.Fatalf("the refused run left a journal: %v", err)
+	}
+	// The receiver makes its bucket before it listens: once it says where
+	// it listens (into a fifo), the bucket is there.
+	addrFile := filepath.Join(dir, "wh.addr")
+	if err := syscall.Mkfifo(addrFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wh := run("webhook", "--listen", addr, "--adyen", spec, "--addr-file", addrFile)
+	go wh.Wait()
+	defer wh.Cmd.Process.Kill()
+	go func() { // a receiver that dies first must not leave the read below hanging
+		<-wh.Exited()
+		if f, err := os.OpenFile(addrFile, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	}()
+	if b, err := os.ReadFile(addrFile); err != nil || !strings.Contains(string(b), addr) {
+		t.Fatalf("the receiver's address: %q, %v (%s)", b, err, wh.Stderr.String())
+	}
+
+	p = run("refund", refundArgs...)
 	if p.Wait(); p.Code != 0 || strings.Count(p.Stdout.String(), `"status":`) != items {
 		t.Fatalf("first run exited %d, want %d outcomes: %s%s", p.Code, items, p.Stdout.String(), p.Stderr.String())
 	}

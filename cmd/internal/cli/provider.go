@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -163,7 +164,7 @@ func openPayPalEvents(spec string, v *ppevents.Verifier, write bool) (ppevents.E
 // provider's bucket beside a NATS JetStream checkpoint.
 func openEvents[N any](spec, provider string, c *events.Codec[N], t *events.Table[N], write bool) (events.Store[N], error) {
 	if natsjs.IsURL(spec) {
-		kv, done, err := openEventsBucket(spec, provider)
+		kv, done, err := openEventsBucket(spec, provider, write)
 		if err != nil {
 			return nil, err
 		}
@@ -189,16 +190,20 @@ func openEvents[N any](spec, provider string, c *events.Codec[N], t *events.Tabl
 }
 
 // openEventsBucket opens provider's bucket of deliveries beside the NATS
-// JetStream checkpoint at spec; done ends the connection.
-func openEventsBucket(spec, provider string) (kv jetstream.KeyValue, done func(), err error) {
+// JetStream checkpoint at spec, created with write (a reader of a missing
+// one is a usage error of --notifications); done ends the connection.
+func openEventsBucket(spec, provider string, write bool) (kv jetstream.KeyValue, done func(), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cp, err := natsjs.Open(ctx, spec, natsjs.Options{}, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	if kv, err = cp.EventsBucket(ctx, provider); err != nil {
+	if kv, err = cp.EventsBucket(ctx, provider, write); err != nil {
 		cp.Close()
+		if errors.Is(err, natsjs.ErrNoEvents) {
+			return nil, nil, &usageError{fmt.Sprintf("--notifications: %v", err)}
+		}
 		return nil, nil, err
 	}
 	return kv, func() { cp.Close() }, nil
@@ -312,9 +317,9 @@ func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) 
 		return nil, err
 	}
 	if natsjs.IsURL(src) {
-		kv, done, err := openEventsBucket(src, "adyen")
+		kv, done, err := openEventsBucket(src, "adyen", false)
 		if err != nil {
-			return nil, fmt.Errorf("--notifications: %w", err)
+			return nil, err
 		}
 		return notes.OpenNATS(kv, keys, done)
 	}

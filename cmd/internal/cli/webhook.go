@@ -440,7 +440,7 @@ func openNotes(ctx context.Context, stderr io.Writer, name, spec string, keys []
 		if others {
 			bucket = "adyen_others"
 		}
-		kv, done, err := openEventsBucket(spec, bucket)
+		kv, done, err := openEventsBucket(spec, bucket, true)
 		if err != nil {
 			return nil, err
 		}

@@ -3,22 +3,30 @@ package natsjs
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// EventsBucket opens, creating it when missing, the key-value bucket
+// ErrNoEvents is EventsBucket's error when the bucket is missing and was
+// not to be created: no receiver kept anything there.
+var ErrNoEvents = errors.New("no webhook deliveries kept here")
+
+// EventsBucket opens (creating it when missing, with create) the key-value bucket
 // beside the checkpoint that keeps provider's webhook deliveries
 // (refundkit_NAME_stripe_events; package natsstore reads and writes it),
 // refused unless its acknowledged writes survive a kill -9 of the server,
 // as the checkpoint's own streams are.
-func (c *Checkpoint) EventsBucket(ctx context.Context, provider string) (jetstream.KeyValue, error) {
+func (c *Checkpoint) EventsBucket(ctx context.Context, provider string, create bool) (jetstream.KeyValue, error) {
 	bucket := bucketName(c.loc.name + "_" + provider + "_events")
-	kv, st, err := c.openBucket(ctx, bucket, provider+eventsWhat, true)
+	kv, st, err := c.openBucket(ctx, bucket, provider+eventsWhat, create)
 	if err != nil {
 		return nil, err
+	}
+	if kv == nil {
+		return nil, &ConfigError{URL: c.loc.redacted, Err: fmt.Errorf("%w: no bucket %s (is this the checkpoint the receiver keeps %s's events beside?)", ErrNoEvents, bucket, provider)}
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
