@@ -42,7 +42,7 @@ func TestPayPalProvider(t *testing.T) {
 				vars[k] = v
 			}
 			f := paypalFlags{PayPalAPIBase: tc.flag}
-			p, err := f.provider(Env{Getenv: func(k string) string { return vars[k] }}, tc.live, 4, "")
+			p, err := f.provider(Env{Getenv: func(k string) string { return vars[k] }}, tc.live, 4, "", nil)
 			if tc.fails == "" {
 				if err != nil || p == nil {
 					t.Fatalf("provider: %v", err)

@@ -53,6 +53,8 @@ type providerFlags struct {
 	// checkpoint is the run's, whose PostgreSQL database also holds
 	// Adyen's notifications when --notifications names none.
 	checkpoint string `kong:"-"`
+	// warn tells stderr what a store of events cannot show durable.
+	warn func(msg string) `kong:"-"`
 }
 
 // The key itself is never a flag, nor any other secret: they come from the
@@ -86,6 +88,7 @@ const minExecTimeout = 100 * time.Millisecond
 // provider builds the provider the flags name (errors never hold a secret);
 // a lister only lists refunds (audit).
 func (f *providerFlags) provider(env Env, stderr io.Writer, name string, conns int, lister bool) (refund.Provider, error) {
+	f.warn = func(msg string) { warnf(stderr, name, "%s", msg) }
 	if f.Provider == providerExec && lister && f.ExecFind == "" {
 		return nil, &usageError{"--provider exec lists refunds with --exec-find CMD: give it"}
 	}
@@ -97,7 +100,7 @@ func (f *providerFlags) provider(env Env, stderr io.Writer, name string, conns i
 	case providerExec:
 		return f.exec(stderr, name)
 	case providerPayPal:
-		return f.paypalFlags.provider(env, f.Live, conns, f.Notifications)
+		return f.paypalFlags.provider(env, f.Live, conns, f.Notifications, f.warn)
 	case providerAdyen:
 		return f.adyen(env, conns)
 	}
@@ -136,7 +139,7 @@ func (f *providerFlags) stripe(env Env, conns int) (refund.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, err := openStripeEvents(f.Notifications, secrets, false)
+	evs, err := openStripeEvents(f.Notifications, secrets, false, f.warn)
 	if err != nil {
 		return nil, err
 	}
@@ -145,26 +148,26 @@ func (f *providerFlags) stripe(env Env, conns int) (refund.Provider, error) {
 
 // openStripeEvents opens Stripe's kept events: a file (held for writing
 // with write), or a table of the PostgreSQL checkpoint's database.
-func openStripeEvents(spec string, secrets []string, write bool) (stripe.EventStore, error) {
-	return openEvents(spec, "stripe", stripe.Codec(secrets), stripe.EventsTable, write)
+func openStripeEvents(spec string, secrets []string, write bool, warn func(string)) (stripe.EventStore, error) {
+	return openEvents(spec, "stripe", stripe.Codec(secrets), stripe.EventsTable, write, warn)
 }
 
 // openPayPalEvents opens PayPal's kept events, as openStripeEvents.
-func openPayPalEvents(spec string, v *ppevents.Verifier, write bool) (ppevents.EventStore, error) {
+func openPayPalEvents(spec string, v *ppevents.Verifier, write bool, warn func(string)) (ppevents.EventStore, error) {
 	c, err := ppevents.Codec(v)
 	if err != nil {
 		return nil, err
 	}
-	return openEvents(spec, "paypal", c, ppevents.EventsTable, write)
+	return openEvents(spec, "paypal", c, ppevents.EventsTable, write, warn)
 }
 
 // openEvents opens the deliveries kept under c at spec: a file (held for
 // writing with write; one that cannot be read, for reading, is a usage
 // error of --notifications), t in the PostgreSQL checkpoint's database, or
 // provider's bucket beside a NATS JetStream checkpoint.
-func openEvents[N any](spec, provider string, c *events.Codec[N], t *events.Table[N], write bool) (events.Store[N], error) {
+func openEvents[N any](spec, provider string, c *events.Codec[N], t *events.Table[N], write bool, warn func(string)) (events.Store[N], error) {
 	if natsjs.IsURL(spec) {
-		kv, done, err := openEventsBucket(spec, provider, write)
+		kv, done, err := openEventsBucket(spec, provider, write, warn)
 		if err != nil {
 			return nil, err
 		}
@@ -191,11 +194,12 @@ func openEvents[N any](spec, provider string, c *events.Codec[N], t *events.Tabl
 
 // openEventsBucket opens provider's bucket of deliveries beside the NATS
 // JetStream checkpoint at spec, created with write (a reader of a missing
-// one is a usage error of --notifications); done ends the connection.
-func openEventsBucket(spec, provider string, write bool) (kv jetstream.KeyValue, done func(), err error) {
+// one is a usage error of --notifications), warned of what the server
+// cannot show durable; done ends the connection.
+func openEventsBucket(spec, provider string, write bool, warn func(string)) (kv jetstream.KeyValue, done func(), err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cp, err := natsjs.Open(ctx, spec, natsjs.Options{}, true)
+	cp, err := natsjs.Open(ctx, spec, natsjs.Options{Warn: warn}, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -240,7 +244,7 @@ func stripeLive(key string) bool {
 }
 
 // provider builds the PayPal client: the live API only with live.
-func (f *paypalFlags) provider(env Env, live bool, conns int, notifications string) (refund.Provider, error) {
+func (f *paypalFlags) provider(env Env, live bool, conns int, notifications string, warn func(string)) (refund.Provider, error) {
 	id, secret := env.Getenv("PAYPAL_CLIENT_ID"), env.Getenv("PAYPAL_CLIENT_SECRET")
 	switch {
 	case id == "":
@@ -268,7 +272,7 @@ func (f *paypalFlags) provider(env Env, live bool, conns int, notifications stri
 	if err != nil {
 		return nil, err
 	}
-	evs, err := openPayPalEvents(notifications, v, false)
+	evs, err := openPayPalEvents(notifications, v, false, warn)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +308,7 @@ func paypalVerifier(getenv func(string) string, live bool, missing string) (*ppe
 
 // adyenNotes opens the notifications named (by default pgDefault's). None is
 // a usage error: Adyen lists no refunds, so a run would send blind.
-func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) {
+func (f *adyenFlags) adyenNotes(env Env, pgDefault string, warn func(string)) (notes.Store, error) {
 	src := f.Notifications
 	if src == "" && postgres.IsURL(pgDefault) {
 		src = pgDefault
@@ -317,7 +321,7 @@ func (f *adyenFlags) adyenNotes(env Env, pgDefault string) (notes.Store, error) 
 		return nil, err
 	}
 	if natsjs.IsURL(src) {
-		kv, done, err := openEventsBucket(src, "adyen", false)
+		kv, done, err := openEventsBucket(src, "adyen", false, warn)
 		if err != nil {
 			return nil, err
 		}
@@ -360,7 +364,7 @@ func hmacKeys(getenv func(string) string, missing string) ([][]byte, error) {
 // adyen builds the Adyen client (a live ADYEN_API_BASE only with --live)
 // over the notifications kept, by default in the checkpoint's database.
 func (f *providerFlags) adyen(env Env, conns int) (refund.Provider, error) {
-	store, err := f.adyenNotes(env, f.checkpoint)
+	store, err := f.adyenNotes(env, f.checkpoint, f.warn)
 	if err != nil {
 		return nil, err
 	}

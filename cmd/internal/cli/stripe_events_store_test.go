@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -99,5 +100,47 @@ func checkStripeEventsSettleFrom(t *testing.T, spec string) {
 	<-wh.Exited()
 	if wh.Code != 0 || !strings.Contains(wh.Stdout.String(), `"stripe":{"accepted":`) {
 		t.Fatalf("webhook exited %d: %s%s", wh.Code, wh.Stdout.String(), wh.Stderr.String())
+	}
+}
+
+// TestNATSReceiverWarnsWhatItCannotShowDurable: the receiver answers 2xx
+// once the server acknowledged; a server with one replica whose sync it
+// cannot check (no monitor= in the URL) is said so on stderr, as refund
+// --journal says it of the checkpoint.
+func TestNATSReceiverWarnsWhatItCannotShowDurable(t *testing.T) {
+	srv, err := natstest.Start(natstest.Options{})
+	if err != nil {
+		t.Fatalf("the NATS tests need nats-server (make test installs it): %v", err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	webhookBin, err := exec.LookPath("webhook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	addrFile := filepath.Join(dir, "wh.addr")
+	if err := syscall.Mkfifo(addrFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wh, err := crashrig.Start(crashrig.Cmd{Bin: webhookBin, Dir: dir, Args: []string{"--listen", "127.0.0.1:0", "--stripe", srv.URL("ck"), "--addr-file", addrFile},
+		Env: crashrig.Env(scriptKey, "", "STRIPE_WEBHOOK_SECRET=whsec_warn_0123456789")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go wh.Wait()
+	defer wh.Cmd.Process.Kill()
+	go func() { // a receiver that dies first must not leave the read below hanging
+		<-wh.Exited()
+		if f, err := os.OpenFile(addrFile, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	}()
+	if b, err := os.ReadFile(addrFile); err != nil || len(b) == 0 {
+		t.Fatalf("the receiver's address: %q, %v (%s)", b, err, wh.Stderr.String())
+	}
+	wh.Cmd.Process.Signal(syscall.SIGINT)
+	<-wh.Exited()
+	if wh.Code != 0 || !strings.Contains(wh.Stderr.String(), "webhook: --stripe: the checkpoint's streams have 1 replica(s), and whether the server syncs every write") {
+		t.Fatalf("webhook exited %d, stderr: %s", wh.Code, wh.Stderr.String())
 	}
 }

@@ -95,7 +95,7 @@ func Webhook(env Env) int {
 	}
 	var str *stripe.Receiver
 	if c.Stripe != "" {
-		evs, err := openStripeEvents(c.Stripe, secrets, true)
+		evs, err := openStripeEvents(c.Stripe, secrets, true, func(msg string) { warnf(stderr, name, "--stripe: %s", msg) })
 		if err != nil {
 			return failf(stderr, name, exitCodeFor(unwritable(err)), "--stripe: %v", err)
 		}
@@ -116,7 +116,7 @@ func Webhook(env Env) int {
 		if err != nil {
 			return usage(stderr, name, err)
 		}
-		evs, err := openPayPalEvents(c.PayPal, v, true)
+		evs, err := openPayPalEvents(c.PayPal, v, true, func(msg string) { warnf(stderr, name, "--paypal: %s", msg) })
 		if err != nil {
 			return failf(stderr, name, exitCodeFor(unwritable(err)), "--paypal: %v", err)
 		}
@@ -440,7 +440,7 @@ func openNotes(ctx context.Context, stderr io.Writer, name, spec string, keys []
 		if others {
 			bucket = "adyen_others"
 		}
-		kv, done, err := openEventsBucket(spec, bucket, true)
+		kv, done, err := openEventsBucket(spec, bucket, true, func(msg string) { warnf(stderr, name, "%s", msg) })
 		if err != nil {
 			return nil, err
 		}

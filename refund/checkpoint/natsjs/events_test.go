@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The deliveries' buckets and the checkpoints' share one namespace on a
@@ -54,5 +56,70 @@ func TestEventsBucketIsNeverACheckpoint(t *testing.T) {
 	}
 	if err := other.Load(ctx, reviewPlan("B", 2, func(int) string { return "ch_1" })); err != nil {
 		t.Errorf("the checkpoint after: %v", err)
+	}
+}
+
+// A bucket whose stream would drop what it acknowledged (an age, a count
+// or size limit discarding old messages, per-message TTLs: set by an
+// operator's nats stream edit) is refused, a bucket of deliveries as the
+// checkpoint's own: a delivery answered 2xx, or a journal record, would
+// go. A limit that refuses new messages loses nothing and is taken.
+func TestBucketThatDropsMessagesIsRefused(t *testing.T) {
+	srv := reviewServer(t, true)
+	ctx := context.Background()
+	url := srv.URL("ck") + "?monitor=" + srv.MonitorURL()
+	ck := reviewOpen(t, url, 5*time.Second, "w1")
+	if err := ck.Load(ctx, reviewPlan("B", 1, func(int) string { return "ch_1" })); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := ck.EventsBucket(ctx, "stripe", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*jetstream.StreamConfig)
+		want string // "": taken
+	}{
+		{"max_age", func(s *jetstream.StreamConfig) { s.MaxAge, s.Duplicates = time.Hour, time.Minute }, "max_age"},
+		{"max_msgs", func(s *jetstream.StreamConfig) { s.MaxMsgs, s.Discard = 1000, jetstream.DiscardOld }, "max_msgs"},
+		{"max_bytes", func(s *jetstream.StreamConfig) { s.MaxBytes, s.Discard = 1<<30, jetstream.DiscardOld }, "max_bytes"},
+		{"max_msgs, discard new", func(s *jetstream.StreamConfig) { s.MaxMsgs, s.Discard = 1000, jetstream.DiscardNew }, ""},
+		{"allow_msg_ttl", func(s *jetstream.StreamConfig) { s.AllowMsgTTL = true }, "allow_msg_ttl"}, // last: the server cannot undo it
+	} {
+		for _, stream := range []string{"KV_" + kv.Bucket(), "KV_refundkit_ck"} {
+			st, err := ck.js.Stream(ctx, stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			was := st.CachedInfo().Config
+			cfg := was
+			c.edit(&cfg)
+			if _, err := ck.js.UpdateStream(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			if stream == "KV_refundkit_ck" {
+				var c2 *Checkpoint
+				c2, err = Open(ctx, url, Options{Lease: 5 * time.Second, Worker: "w2"}, false)
+				if err == nil {
+					c2.Close()
+				}
+			} else {
+				_, err = ck.EventsBucket(ctx, "stripe", false)
+			}
+			var de *DurabilityError
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%s on %s: %v, want it taken", c.name, stream, err)
+			case c.want != "" && (!errors.As(err, &de) || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("%s on %s: %v, want a *DurabilityError naming %s", c.name, stream, err, c.want)
+			}
+			if c.name == "allow_msg_ttl" {
+				continue // last: the server cannot undo it
+			}
+			if _, err := ck.js.UpdateStream(ctx, was); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -373,6 +373,9 @@ func (c *Checkpoint) checkDurable(ctx context.Context, streams ...jetstream.Stre
 		if s.PersistMode == jetstream.AsyncPersistMode {
 			return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the stream %s acknowledges writes before it stores them (persist_mode async): a kill of its server loses them", s.Name)}
 		}
+		if why := dropsMessages(s); why != "" {
+			return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the stream %s %s: what it acknowledged would go (limits set by something other than refundkit?)", s.Name, why)}
+		}
 		replicas = min(replicas, max(s.Replicas, 1))
 	}
 	if replicas >= 3 {
@@ -390,6 +393,24 @@ func (c *Checkpoint) checkDurable(ctx context.Context, streams ...jetstream.Stre
 		return &DurabilityError{URL: c.loc.redacted, Why: fmt.Sprintf("the server does not sync every write to disk (its sync_interval is not always) and the streams have %d replica(s) (fewer than 3): the loss of its host could lose acknowledged records. Set sync_interval: always in the server's jetstream block, or use 3 replicas", replicas)}
 	}
 	return nil
+}
+
+// dropsMessages says how stream s would drop messages it acknowledged
+// (an age, a count or a size limit that discards old ones, per-message
+// TTLs), or "". A limit that refuses new messages (discard new) loses
+// nothing: the write fails, loudly.
+func dropsMessages(s jetstream.StreamConfig) string {
+	switch {
+	case s.MaxAge > 0:
+		return fmt.Sprintf("drops messages older than %s (max_age)", s.MaxAge)
+	case s.MaxMsgs > 0 && s.Discard == jetstream.DiscardOld:
+		return fmt.Sprintf("drops its oldest messages past %d (max_msgs, discard old)", s.MaxMsgs)
+	case s.MaxBytes > 0 && s.Discard == jetstream.DiscardOld:
+		return fmt.Sprintf("drops its oldest messages past %d bytes (max_bytes, discard old)", s.MaxBytes)
+	case s.AllowMsgTTL:
+		return "lets a message expire (allow_msg_ttl)"
+	}
+	return ""
 }
 
 // syncAlways asks a server's monitoring address (/varz) whether it syncs

@@ -9,11 +9,13 @@ package natsstore
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -36,8 +38,20 @@ func New[N any](kv jetstream.KeyValue, c *events.Codec[N], done func()) *Store[N
 	return &Store[N]{kv: kv, codec: c, where: "bucket " + kv.Bucket(), done: done}
 }
 
-// token is s as one token of a key: never empty, in the key's alphabet.
-func token(s string) string { return "_" + base64.RawURLEncoding.EncodeToString([]byte(s)) }
+// maxToken bounds a token: a key past the server's control line (4 KiB
+// with the subject) would make the server close the connection for good.
+const maxToken = 200
+
+// token is s as one token of a key: never empty, in the key's alphabet;
+// one too long is its SHA-256 (h...), as the same s always gives.
+func token(s string) string {
+	t := base64.RawURLEncoding.EncodeToString([]byte(s))
+	if len(t) > maxToken {
+		sum := sha256.Sum256([]byte(s))
+		return "h" + base64.RawURLEncoding.EncodeToString(sum[:])
+	}
+	return "_" + t
+}
 
 // key is where n is kept: its refund, its payment and its dedup key.
 func (s *Store[N]) key(n *N) string {
@@ -45,9 +59,11 @@ func (s *Store[N]) key(n *N) string {
 	return token(refund) + "." + token(payment) + "." + token(s.codec.Key(n))
 }
 
-// Add returns once the server has stored n, or met the delivery stored
-// under its key already (added false): only then may the receiver answer
-// 2xx. One that does not verify is refused (*events.InvalidError).
+// Add returns once the server has stored n, or met a delivery of its
+// dedup key stored already (added false): only then may the receiver
+// answer 2xx. As a File, the first of one dedup key is kept, whatever
+// the refund and payment the later ones name. One that does not verify
+// is refused (*events.InvalidError).
 func (s *Store[N]) Add(ctx context.Context, n N) (bool, error) {
 	if why := s.codec.Check(&n); why != "" {
 		return false, &events.InvalidError{Noun: s.codec.Noun, Reason: why}
@@ -55,6 +71,13 @@ func (s *Store[N]) Add(ctx context.Context, n N) (bool, error) {
 	doc, err := json.Marshal(n)
 	if err != nil {
 		return false, &events.InvalidError{Noun: s.codec.Noun, Reason: err.Error()}
+	}
+	kept, err := s.entries(ctx, "*.*."+token(s.codec.Key(&n)), jetstream.MetaOnly())
+	if err != nil {
+		return false, fmt.Errorf("%s: add: %w", s.where, err)
+	}
+	if len(kept) > 0 {
+		return false, nil
 	}
 	_, err = s.kv.Create(ctx, s.key(&n), doc)
 	switch {
@@ -83,30 +106,23 @@ func (s *Store[N]) All(ctx context.Context) ([]N, error) { return s.read(ctx, ">
 // again and kept under its own key (a value put under another delivery's
 // key, or edited, is refused as a forgery is), ordered by revision.
 func (s *Store[N]) read(ctx context.Context, filter string) ([]N, error) {
-	w, err := s.kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	entries, err := s.entries(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read: %w", s.where, err)
 	}
-	defer w.Stop()
-	var entries []jetstream.KeyValueEntry
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: read: %w", s.where, ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("%s: read: the watch ended early", s.where)
-			}
-			if e != nil {
-				entries = append(entries, e)
-				continue
-			}
-		}
-		break // nil: every value stored when the watch began is read
-	}
 	slices.SortFunc(entries, func(a, b jetstream.KeyValueEntry) int { return cmp.Compare(a.Revision(), b.Revision()) })
 	out := make([]N, 0, len(entries))
+	// A later delivery of a dedup key read here is not kept (two receivers
+	// raced past Add's look); a reader of its refund or payment alone
+	// still finds it, as no provider sends two signed deliveries of one
+	// key naming different payments.
+	first := map[string]bool{}
 	for _, e := range entries {
+		dedup := e.Key()[strings.LastIndexByte(e.Key(), '.')+1:]
+		if first[dedup] {
+			continue
+		}
+		first[dedup] = true
 		n, why := events.Decode(e.Value(), s.codec)
 		if why == "" && s.key(&n) != e.Key() {
 			why = fmt.Sprintf("kept under key %q, not its own", e.Key())
@@ -117,6 +133,31 @@ func (s *Store[N]) read(ctx context.Context, filter string) ([]N, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// entries are the values stored under the keys that match filter when
+// the call began.
+func (s *Store[N]) entries(ctx context.Context, filter string, opts ...jetstream.WatchOpt) ([]jetstream.KeyValueEntry, error) {
+	w, err := s.kv.Watch(ctx, filter, append(opts, jetstream.IgnoreDeletes())...)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	var entries []jetstream.KeyValueEntry
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("the watch ended early")
+			}
+			if e == nil { // every value stored when the watch began is read
+				return entries, nil
+			}
+			entries = append(entries, e)
+		}
+	}
 }
 
 // Close ends the store and the connection it was opened over.

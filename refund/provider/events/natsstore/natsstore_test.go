@@ -2,6 +2,7 @@ package natsstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -216,5 +217,66 @@ func TestAnAddedDeliverySurvivesAKilledServer(t *testing.T) {
 	got, err := open().ForRefund(ctx, "re_k")
 	if err != nil || ids(got) != "evt_k" {
 		t.Fatalf("after kill -9 and restart: %q, %v; want evt_k", ids(got), err)
+	}
+}
+
+// A delivery is one by its dedup key, as in a File: a later one of the
+// key is not kept, whatever refund and payment it names; and where two
+// receivers raced and both were stored, a reader of both takes the first
+// only (a reader of the later one's refund or payment alone still finds
+// it: the race needs two signed deliveries of one key naming different
+// payments at once, which no provider sends).
+func TestOneDeliveryPerDedupKeyAsAFile(t *testing.T) {
+	_, open := start(t)
+	ctx := context.Background()
+	s := open()
+	if ok, err := s.Add(ctx, delivery{ID: "evt_1", Refund: "re_1", Payment: "ch_1", Sig: "ok"}); !ok || err != nil {
+		t.Fatalf("first: %v %v", ok, err)
+	}
+	if ok, err := s.Add(ctx, delivery{ID: "evt_1", Refund: "re_1", Payment: "ch_2", Sig: "ok"}); ok || err != nil {
+		t.Fatalf("the same key naming another payment: added %v, %v; want a duplicate", ok, err)
+	}
+	if got, err := s.ForPayment(ctx, "ch_2"); err != nil || len(got) != 0 {
+		t.Errorf("payment ch_2: %v, %v; want none", ids(got), err)
+	}
+	// The race: a second value of evt_1, under its own key, stored later.
+	late := delivery{ID: "evt_1", Refund: "re_2", Payment: "ch_2", Sig: "ok"}
+	doc, _ := json.Marshal(late)
+	if _, err := s.kv.Create(ctx, s.key(&late), doc); err != nil {
+		t.Fatal(err)
+	}
+	for name, read := range map[string]func() ([]delivery, error){
+		"all":     func() ([]delivery, error) { return s.All(ctx) },
+		"re_1":    func() ([]delivery, error) { return s.ForRefund(ctx, "re_1") },
+		"payment": func() ([]delivery, error) { return s.ForPayment(ctx, "ch_1") },
+	} {
+		got, err := read()
+		if err != nil || len(got) != 1 || got[0].Payment != "ch_1" {
+			t.Errorf("%s: %+v, %v; want the first evt_1 only", name, got, err)
+		}
+	}
+}
+
+// A refund id or a dedup key too long for a key's token is kept under its
+// hash: the connection stays up, and the delivery is found by it.
+func TestALongIDIsKeptUnderItsHash(t *testing.T) {
+	_, open := start(t)
+	ctx := context.Background()
+	s := open()
+	long := delivery{ID: "evt_" + strings.Repeat("x", 3500), Refund: "re_" + strings.Repeat("y", 3500), Payment: "ch_1", Sig: "ok"}
+	if ok, err := s.Add(ctx, long); !ok || err != nil {
+		t.Fatalf("a long delivery: %v %v", ok, err)
+	}
+	if ok, err := s.Add(ctx, long); ok || err != nil {
+		t.Fatalf("its retry: added %v, %v; want a duplicate", ok, err)
+	}
+	if got, err := s.ForRefund(ctx, long.Refund); err != nil || len(got) != 1 || got[0].ID != long.ID {
+		t.Fatalf("found by its refund: %d, %v", len(got), err)
+	}
+	if ok, err := s.Add(ctx, delivery{ID: "evt_2", Refund: "re_2", Payment: "ch_1", Sig: "ok"}); !ok || err != nil {
+		t.Fatalf("a short one after: %v %v", ok, err)
+	}
+	if k := s.key(&long); len(k) > 3*(maxToken+1)+2 {
+		t.Errorf("key of %d bytes", len(k))
 	}
 }
