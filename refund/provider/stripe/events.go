@@ -70,16 +70,30 @@ func VerifyEvent(payload []byte, header string, secrets []string, tolerance time
 	return err
 }
 
+// envelope is what ReadEvent reads of an event beside its object: not
+// stripego.Event, whose data decodes the object twice more (once into a
+// map), a third of a settling rerun's time over 60,000 kept events.
+type envelope struct {
+	Account  string `json:"account"`
+	Created  int64  `json:"created"`
+	ID       string `json:"id"`
+	Livemode bool   `json:"livemode"`
+	Type     string `json:"type"`
+	Data     *struct {
+		Raw json.RawMessage `json:"object"`
+	} `json:"data"`
+}
+
 // ReadEvent reads a verified event's payload.
 func ReadEvent(payload []byte) (Event, error) {
-	var e stripego.Event
+	var e envelope
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return Event{}, fmt.Errorf("not a Stripe event: %w", err)
 	}
 	if e.ID == "" || e.Type == "" {
 		return Event{}, errors.New("not a Stripe event: no id or type")
 	}
-	out := Event{ID: e.ID, Type: string(e.Type), Created: e.Created, Livemode: e.Livemode}
+	out := Event{ID: e.ID, Type: e.Type, Created: e.Created, Livemode: e.Livemode}
 	// A Connect endpoint also gets its connected accounts' events (account
 	// set): their refunds are not the platform's, whose key refundkit uses.
 	if !RefundEvents[out.Type] || e.Account != "" {
