@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/refundkit/refundkit/refund"
 	"github.com/refundkit/refundkit/refund/checkpoint/natsjs"
 	"github.com/refundkit/refundkit/refund/checkpoint/postgres"
@@ -147,7 +148,8 @@ func (f *providerFlags) stripe(env Env, conns int) (refund.Provider, error) {
 }
 
 // openStripeEvents opens Stripe's kept events: a file (held for writing
-// with write), or a table of the PostgreSQL checkpoint's database.
+// with write), a table of the PostgreSQL checkpoint's database, or a
+// bucket beside a NATS JetStream checkpoint (openEvents).
 func openStripeEvents(spec string, secrets []string, write bool, warn func(string)) (stripe.EventStore, error) {
 	return openEvents(spec, "stripe", stripe.Codec(secrets), stripe.EventsTable, write, warn)
 }
