@@ -198,6 +198,19 @@ type Refund struct {
 	Metadata     map[string]string // refundkit's keys (MetaBatch...) and the plan item's own
 }
 
+// The FailureReason of a told refund (pending) whose provider's signed
+// events disagree among themselves: which is right cannot be told from
+// them, so they settle nothing and audit reports the refund.
+const (
+	ReasonEventsContradict        = "events_contradict"        // Stripe's, PayPal's events
+	ReasonNotificationsContradict = "notifications_contradict" // Adyen's notifications
+)
+
+// Contradicted reports a told refund whose signed events disagree.
+func Contradicted(r *Refund) bool {
+	return r.FailureReason == ReasonEventsContradict || r.FailureReason == ReasonNotificationsContradict
+}
+
 // Answer is a create call's answer.
 type Answer struct {
 	Refund

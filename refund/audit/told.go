@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -28,9 +29,10 @@ func (r *run) toldPass() {
 		if !refund.Live(x) {
 			continue // moved no money: nobody's to account for
 		}
-		f := (&Finding{Finding: KindStripeOnly, Batch: batch, Item: item, PSPReference: x.PSPReference}).about(refundOf(x))
+		f := (&Finding{Finding: KindStripeOnly, Batch: batch, Item: item, Charge: x.Charge, PaymentIntent: x.PaymentIntent,
+			Capture: x.Capture, PSPReference: x.PSPReference}).about(refundOf(x))
 		f.Message = fmt.Sprintf("%s told of refund %s of batch %s for item %s on payment %s, which no journal or plan audited here names",
-			r.rep.Provider, x.ID, batch, item, x.PSPReference)
+			r.rep.Provider, x.ID, batch, item, cmp.Or(x.PSPReference, x.Capture, x.Charge, x.PaymentIntent))
 		f.Remedy = "a journal of this batch is missing from the audit, or the item was renamed: audit with every journal of the batch; if the item is still planned under another name, that item must not be refunded again"
 		r.out(f)
 	}
@@ -53,6 +55,10 @@ func (r *run) toldOtherwise(i uint32, x *refund.Refund) {
 	}
 	var why string
 	switch {
+	case refund.Contradicted(x):
+		// Told with its oldest event's fields: what a later one says
+		// otherwise (failed, another amount or item) must not hide.
+		why = "they disagree among themselves on its status, payment, amount, currency or metadata: which is right cannot be told from them"
 	case !refund.Live(x) && mine != nil:
 		why = fmt.Sprintf("they tell it ended %s (no money moved, or it came back), and the journals credit the item with it", x.Status)
 	case !refund.Live(x):

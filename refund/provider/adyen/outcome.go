@@ -15,10 +15,10 @@ import (
 
 // Reasons a refund's FailureReason gives for its status.
 const (
-	ReasonFailedLater    = "REFUND_FAILED"            // a later event undid it
-	ReasonReversed       = "REFUNDED_REVERSED"        // a later event undid it; audit reports it apart
-	ReasonContradicts    = "notifications_contradict" // pending: success and failure, or two amounts
-	ReasonSuccessUnknown = "success_not_understood"   // success neither "true" nor "false"
+	ReasonFailedLater    = "REFUND_FAILED"                      // a later event undid it
+	ReasonReversed       = "REFUNDED_REVERSED"                  // a later event undid it; audit reports it apart
+	ReasonContradicts    = refund.ReasonNotificationsContradict // pending: success and failure, or two amounts
+	ReasonSuccessUnknown = "success_not_understood"             // success neither "true" nor "false"
 )
 
 // Outcome is refund id as its notifications tell it; ok is false when none

@@ -17,7 +17,7 @@ type Told struct {
 }
 
 // ReasonContradicts is the FailureReason of a refund whose events disagree.
-const ReasonContradicts = "events_contradict"
+const ReasonContradicts = refund.ReasonEventsContradict
 
 // Outcome is refund id as its events tell it, the same whatever order
 // they came in. A refund moves one way: pending, then succeeded, failed or
