@@ -191,12 +191,9 @@ func (x *File[N]) Add(ctx context.Context, n N) (bool, error) {
 		}
 		return false, x.codec.ReadOnly
 	}
-	if why := x.codec.Check(&n); why != "" {
-		return false, &InvalidError{Noun: x.codec.Noun, Reason: why}
-	}
-	line, err := json.Marshal(n)
+	line, err := x.codec.Encode(&n)
 	if err != nil {
-		return false, &InvalidError{Noun: x.codec.Noun, Reason: err.Error()}
+		return false, err
 	}
 	line = append(line, '\n')
 	k := x.codec.Key(&n)
@@ -321,6 +318,19 @@ func (x *File[N]) readNew() (size, partial int64, err error) {
 		x.off += int64(len(line))
 		x.lines++
 	}
+}
+
+// Encode checks n and writes it as kept; an *InvalidError if every reader
+// would refuse it.
+func (c *Codec[N]) Encode(n *N) ([]byte, error) {
+	if why := c.Check(n); why != "" {
+		return nil, &InvalidError{Noun: c.Noun, Reason: why}
+	}
+	doc, err := json.Marshal(*n)
+	if err != nil {
+		return nil, &InvalidError{Noun: c.Noun, Reason: err.Error()}
+	}
+	return doc, nil
 }
 
 // Decode reads and checks one kept delivery: why it is refused, or "".
