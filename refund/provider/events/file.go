@@ -142,7 +142,8 @@ func Open[N any](path string, c *Codec[N], write bool) (*File[N], error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &File[N]{path: path, codec: c, kind: kind, f: f, idx: newIndex(c), waits: map[string]func() error{}}
+	x := &File[N]{path: path, codec: c, kind: kind, f: f, waits: map[string]func() error{},
+		idx: &index[N]{c: c, keys: map[string]int{}, byRefund: map[string][]int{}, byPayment: map[string][]int{}}}
 	size, partial := int64(0), int64(0)
 	if !created {
 		if size, partial, err = x.readNew(); err != nil {
@@ -349,10 +350,6 @@ type index[N any] struct {
 	keys      map[string]int
 	byRefund  map[string][]int
 	byPayment map[string][]int
-}
-
-func newIndex[N any](c *Codec[N]) *index[N] {
-	return &index[N]{c: c, keys: map[string]int{}, byRefund: map[string][]int{}, byPayment: map[string][]int{}}
 }
 
 // add keeps n unless one of its key is kept (the first stands).
