@@ -113,7 +113,6 @@ func (t *Telling) tell(k *Kept) (events.Told, bool) {
 var (
 	_ refund.Teller    = (*Telling)(nil)
 	_ refund.AllTeller = (*Telling)(nil)
-	_ EventStore       = (*EventsFile)(nil)
 )
 
 // Close closes the events file (the Client holds nothing to close).
