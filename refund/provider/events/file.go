@@ -142,7 +142,8 @@ func Open[N any](path string, c *Codec[N], write bool) (*File[N], error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &File[N]{path: path, codec: c, kind: kind, f: f, idx: newIndex(c), waits: map[string]func() error{}}
+	x := &File[N]{path: path, codec: c, kind: kind, f: f, waits: map[string]func() error{},
+		idx: &index[N]{c: c, keys: map[string]int{}, byRefund: map[string][]int{}, byPayment: map[string][]int{}}}
 	size, partial := int64(0), int64(0)
 	if !created {
 		if size, partial, err = x.readNew(); err != nil {
@@ -191,12 +192,9 @@ func (x *File[N]) Add(ctx context.Context, n N) (bool, error) {
 		}
 		return false, x.codec.ReadOnly
 	}
-	if why := x.codec.Check(&n); why != "" {
-		return false, &InvalidError{Noun: x.codec.Noun, Reason: why}
-	}
-	line, err := json.Marshal(n)
+	line, err := x.codec.Encode(&n)
 	if err != nil {
-		return false, &InvalidError{Noun: x.codec.Noun, Reason: err.Error()}
+		return false, err
 	}
 	line = append(line, '\n')
 	k := x.codec.Key(&n)
@@ -323,6 +321,19 @@ func (x *File[N]) readNew() (size, partial int64, err error) {
 	}
 }
 
+// Encode checks n and writes it as kept; an *InvalidError if every reader
+// would refuse it.
+func (c *Codec[N]) Encode(n *N) ([]byte, error) {
+	if why := c.Check(n); why != "" {
+		return nil, &InvalidError{Noun: c.Noun, Reason: why}
+	}
+	doc, err := json.Marshal(*n)
+	if err != nil {
+		return nil, &InvalidError{Noun: c.Noun, Reason: err.Error()}
+	}
+	return doc, nil
+}
+
 // Decode reads and checks one kept delivery: why it is refused, or "".
 func Decode[N any](doc []byte, c *Codec[N]) (n N, why string) {
 	if err := json.Unmarshal(doc, &n); err != nil {
@@ -339,10 +350,6 @@ type index[N any] struct {
 	keys      map[string]int
 	byRefund  map[string][]int
 	byPayment map[string][]int
-}
-
-func newIndex[N any](c *Codec[N]) *index[N] {
-	return &index[N]{c: c, keys: map[string]int{}, byRefund: map[string][]int{}, byPayment: map[string][]int{}}
 }
 
 // add keeps n unless one of its key is kept (the first stands).

@@ -77,6 +77,19 @@ func (r *paypalRefund) refund(meta func(custom string) map[string]string) (refun
 	return out, nil
 }
 
+// ReadRefund reads a refund object of PayPal's (Payments v2, as an answer
+// or a webhook event's resource shows it) as Get does: the one mapping of
+// status, amount, capture and custom_id, shared with the webhook reader.
+// A custom_id too long to carry batch, item and attempt (the digest) names
+// no item here: only its sender can match it.
+func ReadRefund(data []byte) (refund.Refund, error) {
+	var r paypalRefund
+	if err := json.Unmarshal(data, &r); err != nil {
+		return refund.Refund{}, err
+	}
+	return r.refund(metadata)
+}
+
 // capture is the id of the capture the refund's "up" link names, or "".
 func (r *paypalRefund) capture() string {
 	for _, l := range r.Links {

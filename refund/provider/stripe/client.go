@@ -135,13 +135,9 @@ func (c *Client) Find(ctx context.Context, p refund.Payment) ([]refund.Refund, e
 	return out, nil
 }
 
-// Kept is what Find read of a captured charge (refund.PaymentKeeper).
-func (c *Client) Kept(p refund.Payment) (refund.PaymentInfo, bool) {
-	if p.Charge == "" {
-		return refund.PaymentInfo{}, false
-	}
-	return c.read.Get(p.Charge)
-}
+// Kept is what Find read of a captured charge (refund.PaymentKeeper); a
+// payment intent's ("" charge) is never kept.
+func (c *Client) Kept(p refund.Payment) (refund.PaymentInfo, bool) { return c.read.Get(p.Charge) }
 
 // Payment reads what a charge, or a payment intent's charges, captured. A
 // captured charge's, once Find read it, is never read again: it cannot change.

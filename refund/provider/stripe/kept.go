@@ -53,22 +53,20 @@ func eventOf(k *Kept) (string, string, **refund.Refund) {
 
 // Codec is how kept events read: each verifies again under one of
 // secrets, two are one by event id, looked up by refund and payment.
-func Codec(secrets []string) *events.Codec[Kept] { return keptCodec(secrets) }
+func Codec(secrets []string) *events.Codec[Kept] {
+	return events.EventCodec("events file", ErrEventsReadOnly, func(k *Kept) string { return checkKept(k, secrets) }, eventOf,
+		func(r *refund.Refund) string { return cmp.Or(r.Charge, r.PaymentIntent) })
+}
 
 // OpenEvents opens the file of Stripe's kept events at path, whose lines
 // must verify under one of secrets (the endpoint's signing secrets; the
 // old one too while lines signed under it are read). write as events.Open.
 func OpenEvents(path string, secrets []string, write bool) (*EventsFile, error) {
-	return events.Open(path, keptCodec(secrets), write)
+	return events.Open(path, Codec(secrets), write)
 }
 
 // ErrEventsReadOnly is Add on a file opened for reading.
 var ErrEventsReadOnly = errors.New("events file opened for reading: Add needs write")
-
-func keptCodec(secrets []string) *events.Codec[Kept] {
-	return events.EventCodec("events file", ErrEventsReadOnly, func(k *Kept) string { return checkKept(k, secrets) }, eventOf,
-		func(r *refund.Refund) string { return cmp.Or(r.Charge, r.PaymentIntent) })
-}
 
 // checkKept verifies k's signature again, with no tolerance (it was
 // checked at receipt), and reads its event.
@@ -115,7 +113,6 @@ func (t *Telling) tell(k *Kept) (events.Told, bool) {
 var (
 	_ refund.Teller    = (*Telling)(nil)
 	_ refund.AllTeller = (*Telling)(nil)
-	_ EventStore       = (*EventsFile)(nil)
 )
 
 // Close closes the events file (the Client holds nothing to close).

@@ -67,9 +67,7 @@ func OpenFile(path string, keys [][]byte, write bool) (*File, error) {
 // PG is a Store in a table of the PostgreSQL checkpoint's database
 // (refund/checkpoint/postgres's migration 5), that many receivers may add
 // to at once: refund/provider/events/pgstore under Adyen's codec.
-type PG struct {
-	*pgstore.Store[wire.Notification]
-}
+type PG = pgstore.Store[wire.Notification]
 
 // OpenPG opens the store of refund events at url (as refund --journal
 // takes it), migrating refundkit's schema first. Rows must verify under one of keys.
@@ -86,7 +84,7 @@ func openPG(ctx context.Context, url string, keys [][]byte, table string) (*PG, 
 	if wire.NoKey(keys) {
 		return nil, errors.New("adyen notifications in postgres: no HMAC key")
 	}
-	p, err := pgstore.Open(ctx, url, codec(keys), &events.Table[wire.Notification]{
+	return pgstore.Open(ctx, url, codec(keys), &events.Table[wire.Notification]{
 		Name: table, What: "adyen notifications", App: "refundkit-adyen-webhook",
 		Refund: "psp_reference", Payment: "original_reference", Kind: "event_code",
 		// One row per wire.DedupKey, the table's primary key.
@@ -95,10 +93,6 @@ func openPG(ctx context.Context, url string, keys [][]byte, table string) (*PG, 
 		Received: func(n *wire.Notification) time.Time { return n.Received },
 		Describe: func(n *wire.Notification) string { return describe(&n.Item) },
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &PG{p}, nil
 }
 
 // OpenNATS keeps notifications in kv, a bucket beside the NATS JetStream

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -65,12 +64,9 @@ func (s *Store[N]) key(n *N) string {
 // the refund and payment the later ones name. One that does not verify
 // is refused (*events.InvalidError).
 func (s *Store[N]) Add(ctx context.Context, n N) (bool, error) {
-	if why := s.codec.Check(&n); why != "" {
-		return false, &events.InvalidError{Noun: s.codec.Noun, Reason: why}
-	}
-	doc, err := json.Marshal(n)
+	doc, err := s.codec.Encode(&n)
 	if err != nil {
-		return false, &events.InvalidError{Noun: s.codec.Noun, Reason: err.Error()}
+		return false, err
 	}
 	kept, err := s.entries(ctx, "*.*."+token(s.codec.Key(&n)), jetstream.MetaOnly())
 	if err != nil {

@@ -10,7 +10,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -69,12 +68,9 @@ func (p *Store[N]) wrap(op string, err error) error {
 // false for a delivery kept already. One that does not verify is refused
 // (*events.InvalidError).
 func (p *Store[N]) Add(ctx context.Context, n N) (bool, error) {
-	if why := p.codec.Check(&n); why != "" {
-		return false, &events.InvalidError{Noun: p.codec.Noun, Reason: why}
-	}
-	doc, err := json.Marshal(n)
+	doc, err := p.codec.Encode(&n)
 	if err != nil {
-		return false, &events.InvalidError{Noun: p.codec.Noun, Reason: err.Error()}
+		return false, err
 	}
 	refund, payment := p.codec.Refs(&n)
 	t := p.t

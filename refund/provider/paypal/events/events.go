@@ -72,6 +72,3 @@ func ReadEvent(body []byte) (Event, error) {
 
 // told is e's word on its refund.
 func (e *Event) told() store.Told { return store.Told{At: e.Created, ID: e.ID, Refund: e.Refund} }
-
-// ReasonContradicts is the FailureReason of a refund whose events disagree.
-const ReasonContradicts = store.ReasonContradicts

@@ -61,7 +61,8 @@ func Codec(v *Verifier) (*store.Codec[Kept], error) {
 	if v == nil || v.WebhookID == "" {
 		return nil, errors.New("paypal events: no verifier with a webhook id")
 	}
-	return keptCodec(v), nil
+	return store.EventCodec("paypal events file", ErrEventsReadOnly, func(k *Kept) string { return checkKept(k, v) }, eventOf,
+		func(r *refund.Refund) string { return r.Capture }), nil
 }
 
 // OpenEvents opens the file of PayPal's kept events at path, whose lines
@@ -77,11 +78,6 @@ func OpenEvents(path string, v *Verifier, write bool) (*EventsFile, error) {
 
 // ErrEventsReadOnly is Add on a file opened for reading.
 var ErrEventsReadOnly = errors.New("paypal events file opened for reading: Add needs write")
-
-func keptCodec(v *Verifier) *store.Codec[Kept] {
-	return store.EventCodec("paypal events file", ErrEventsReadOnly, func(k *Kept) string { return checkKept(k, v) }, eventOf,
-		func(r *refund.Refund) string { return r.Capture })
-}
 
 // checkKept verifies k's signature again, with no tolerance (it was
 // checked at receipt), and reads its event.

@@ -53,24 +53,22 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if cfg.Events == nil {
 		return nil, errors.New("no events file")
 	}
-	v := cfg.Verifier
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return store.NewReceiver(store.ReceiverConfig[Kept]{
 		Provider: "PayPal",
 		Noun:     "event",
 		Reasons:  []string{RefusedSignature, RefusedCertFetch},
 		Verify: func(ctx context.Context, h http.Header, body []byte) error {
-			return refusal(v.Verify(ctx, h, body))
+			return refusal(cfg.Verifier.Verify(ctx, h, body))
 		},
 		Read: func(h http.Header, body []byte) (Kept, string, error) {
 			ev, err := ReadEvent(body)
 			if err != nil {
 				return Kept{}, "", err
 			}
-			k := Kept{V: KeptVersion, Received: now().UTC(), Headers: wire.HeadersOf(h), Payload: string(body)}
+			k := Kept{V: KeptVersion, Received: cfg.Now().UTC(), Headers: wire.HeadersOf(h), Payload: string(body)}
 			return k, store.EventName(ev.ID, ev.Type), nil
 		},
 		Keep:         cfg.Events.Add,
