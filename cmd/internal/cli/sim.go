@@ -98,8 +98,8 @@ func StripeSim(env Env) int {
 	if err == nil {
 		err = adyenKeys(&cfg.Adyen, env.Getenv)
 	}
-	if err == nil {
-		err = stripeEventSecrets(&cfg.Events, env.Getenv)
+	if err == nil && cfg.Events.URL != "" { // the receiver reads the same variable
+		cfg.Events.Secrets, err = stripeSecrets(env.Getenv, "--stripe-events-url needs STRIPE_WEBHOOK_SECRET in the environment: the endpoint's signing secret (whsec_...), or several separated by commas while one is rolled")
 	}
 	if err == nil && c.PayPalEventsURL != "" {
 		if cfg.PayPal.Events.WebhookID = env.Getenv("PAYPAL_WEBHOOK_ID"); cfg.PayPal.Events.WebhookID == "" {
@@ -301,8 +301,7 @@ func adyenKeys(cfg *adyensim.Config, getenv func(string) string) error {
 	return err
 }
 
-// stripeEvents is the configuration of Stripe's events (secrets:
-// stripeEventSecrets).
+// stripeEvents is the configuration of Stripe's events (secrets: StripeSim).
 func (c *stripeSimCmd) stripeEvents() (stripesim.EventsConfig, error) {
 	switch {
 	case c.StripeEventsBackoff < 0 || c.StripeEventsMaxBackoff < 0:
@@ -317,17 +316,6 @@ func (c *stripeSimCmd) stripeEvents() (stripesim.EventsConfig, error) {
 	}
 	return stripesim.EventsConfig{URL: c.StripeEventsURL, RollAfter: c.StripeEventsRollAfter, RollOverlap: c.StripeEventsRollOverlap,
 		Backoff: c.StripeEventsBackoff, MaxBackoff: c.StripeEventsMaxBackoff}, nil
-}
-
-// stripeEventSecrets reads STRIPE_WEBHOOK_SECRET, needed with
-// --stripe-events-url (the receiver reads the same variable).
-func stripeEventSecrets(cfg *stripesim.EventsConfig, getenv func(string) string) error {
-	if cfg.URL == "" {
-		return nil
-	}
-	secrets, err := stripeSecrets(getenv, "--stripe-events-url needs STRIPE_WEBHOOK_SECRET in the environment: the endpoint's signing secret (whsec_...), or several separated by commas while one is rolled")
-	cfg.Secrets = secrets
-	return err
 }
 
 // publishURL writes url to path: atomically to a file, or into a named pipe
