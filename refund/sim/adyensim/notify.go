@@ -90,9 +90,6 @@ func (n *notifier) delivery(due time.Time, it *wire.Item, body []byte, num, pos,
 		Done: func(bool) { n.told(it) }}
 }
 
-// close stops the dispatcher and the workers, cutting posts in flight.
-func (n *notifier) close() { n.out.Close() }
-
 func (n *notifier) stats() NotifyStats {
 	c := n.out.Counts()
 	return NotifyStats{Queued: c.Queued, Delivered: c.Delivered, Retries: c.Retries, Pending: c.Pending,

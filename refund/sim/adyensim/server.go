@@ -102,7 +102,7 @@ func New(core *sim.Core, cfg Config, now func() time.Time) (*Server, error) {
 // Settle the requests behind a gateway timeout first.
 func (s *Server) Close() {
 	if s.notes != nil {
-		s.notes.close()
+		s.notes.out.Close()
 	}
 }
 
