@@ -26,9 +26,7 @@ type notifier struct {
 }
 
 // CheckNotifyURL reports an error unless u is an http(s) loopback URL.
-func CheckNotifyURL(u string) error {
-	return sim.CheckLoopbackURL("notify url", "notifications", u)
-}
+func CheckNotifyURL(u string) error { return sim.CheckLoopbackURL("notify url", "notifications", u) }
 
 func newNotifier(core *sim.Core, u string, key []byte, backoff time.Duration, told func(*wire.Item)) (*notifier, error) {
 	if err := CheckNotifyURL(u); err != nil {
