@@ -99,13 +99,11 @@ func GatewayText(status int) string {
 
 // DropConnection closes the connection without a byte of answer.
 func DropConnection(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic(http.ErrAbortHandler) // HTTP/2, a recorder: abort the handler
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
 	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	conn.Close()
+	panic(http.ErrAbortHandler) // HTTP/2, a recorder: abort the handler
 }

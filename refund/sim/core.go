@@ -47,9 +47,7 @@ func (c *Core) Faults() *Faults { return c.faults.Load() }
 func (c *Core) StoreFaults(f Faults) { c.faults.Store(&f) }
 
 // Arrive numbers an API request and returns the knobs it keeps to its end.
-func (c *Core) Arrive() (seq uint64, f *Faults) {
-	return c.seq.Add(1), c.faults.Load()
-}
+func (c *Core) Arrive() (seq uint64, f *Faults) { return c.seq.Add(1), c.faults.Load() }
 
 // Hit reports whether request seq is one of the share that knob k hits.
 func (c *Core) Hit(share float64, seq uint64, k Knob) bool {

@@ -11,31 +11,6 @@ import (
 	"strings"
 )
 
-// ReadJSONLines calls each with every non-blank line of a seed file,
-// trimmed and numbered from 1; errors read "name:line: what is wrong".
-func ReadJSONLines(r io.Reader, name string, maxLine int, each func(line int, b []byte) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	line := 0
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
-		if err := each(line, b); err != nil {
-			return fmt.Errorf("%s:%d: %w", name, line, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return fmt.Errorf("%s:%d: line longer than %d bytes", name, line+1, maxLine)
-		}
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	return nil
-}
-
 // Seed is a payment as a seed file or AddX gives it: Validate checks it
 // alone, IDs are the kinds and ids (in pairs) no other seed may give.
 type Seed interface {
@@ -44,15 +19,16 @@ type Seed interface {
 }
 
 // ReadSeeds reads the seeds (what: charge, capture, payment) of a JSON
-// lines file, each decoded by DecodeLine, valid, of ids not given before
-// and, with check, checked against the lines before it.
+// lines file, its non-blank lines numbered from 1, each decoded by
+// DecodeLine, valid, of ids not given before and, with check, checked
+// against the lines before it; errors read "name:line: what is wrong".
 func ReadSeeds[T any, P interface {
 	*T
 	Seed
 }](r io.Reader, name string, maxLine int, what string, check func(*T) error) ([]T, error) {
 	var out []T
 	first := map[string]int{} // kind and id: the line it was given on
-	err := ReadJSONLines(r, name, maxLine, func(line int, b []byte) error {
+	each := func(line int, b []byte) error {
 		var t T
 		if err := DecodeLine(b, &t, what); err != nil {
 			return err
@@ -74,18 +50,33 @@ func ReadSeeds[T any, P interface {
 		}
 		out = append(out, t)
 		return nil
-	})
-	if err != nil {
-		return nil, err
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	line := 0
+	for sc.Scan() {
+		line++
+		if b := bytes.TrimSpace(sc.Bytes()); len(b) > 0 {
+			if err := each(line, b); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+			}
+		}
+	}
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, fmt.Errorf("%s:%d: line longer than %d bytes", name, line+1, maxLine)
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return out, nil
 }
 
-// CheckSeeds checks seeds to add all or none of: each valid, no id twice.
-func CheckSeeds[T any, P interface {
+// CheckNew checks seeds to add all or none of: each valid, no id twice,
+// and st holding none of their ids (their IDs' first); the caller holds
+// st's lock.
+func CheckNew[T any, P interface {
 	*T
 	Seed
-}](what string, seeds []T) error {
+}, V any](st *Store[V], what string, seeds []T) error {
 	seen := map[string]bool{}
 	for i := range seeds {
 		if err := P(&seeds[i]).Validate(); err != nil {
@@ -98,18 +89,6 @@ func CheckSeeds[T any, P interface {
 			}
 			seen[ids[j]] = true
 		}
-	}
-	return nil
-}
-
-// CheckNew is CheckSeeds, then that st holds none of the seeds' ids
-// (their IDs' first); the caller holds st's lock.
-func CheckNew[T any, P interface {
-	*T
-	Seed
-}, V any](st *Store[V], what string, seeds []T) error {
-	if err := CheckSeeds[T, P](what, seeds); err != nil {
-		return err
 	}
 	for i := range seeds {
 		if id := P(&seeds[i]).IDs()[1]; st.Has(id) {

@@ -49,23 +49,19 @@ func (l RateLimits) Effective() RateLimits {
 	if !l.Enabled() {
 		return RateLimits{}
 	}
-	e := l
-	if e.GlobalRate == 0 {
-		e.GlobalRate = StripeTestGlobalRate
-		if e.Mode == RateLimitsLive {
-			e.GlobalRate = StripeLiveGlobalRate
-		}
+	global := float64(StripeTestGlobalRate)
+	if l.Mode == RateLimitsLive {
+		global = StripeLiveGlobalRate
 	}
-	e.EndpointRate = cmp.Or(e.EndpointRate, StripeEndpointRate)
-	e.GlobalBurst = cmp.Or(e.GlobalBurst, defaultBurst(e.GlobalRate))
-	e.EndpointBurst = cmp.Or(e.EndpointBurst, defaultBurst(e.EndpointRate))
-	return e
+	l.GlobalRate = cmp.Or(l.GlobalRate, global)
+	l.EndpointRate = cmp.Or(l.EndpointRate, StripeEndpointRate)
+	l.GlobalBurst = cmp.Or(l.GlobalBurst, defaultBurst(l.GlobalRate))
+	l.EndpointBurst = cmp.Or(l.EndpointBurst, defaultBurst(l.EndpointRate))
+	return l
 }
 
 // defaultBurst is one second's worth of a rate, and at least one request.
-func defaultBurst(r float64) int {
-	return int(max(1, math.Ceil(r)))
-}
+func defaultBurst(r float64) int { return int(max(1, math.Ceil(r))) }
 
 // String describes the limits in force for people ("off" when none).
 func (l RateLimits) String() string {
@@ -89,20 +85,14 @@ func (l RateLimits) Validate() error {
 	default:
 		return fmt.Errorf("rate_limits.mode %q: want %q, %q or %q", l.Mode, RateLimitsTest, RateLimitsLive, RateLimitsOff)
 	}
-	for _, r := range []struct {
-		name string
-		v    float64
-	}{{"global_rate", l.GlobalRate}, {"endpoint_rate", l.EndpointRate}} {
-		if !(r.v >= 0) || math.IsInf(r.v, 0) { // also rejects NaN
-			return fmt.Errorf("rate_limits.%s %v: want requests per second, or 0 for Stripe's", r.name, r.v)
+	for i, v := range []float64{l.GlobalRate, l.EndpointRate} {
+		if !(v >= 0) || math.IsInf(v, 0) { // also rejects NaN
+			return fmt.Errorf("rate_limits.%s %v: want requests per second, or 0 for Stripe's", [...]string{"global_rate", "endpoint_rate"}[i], v)
 		}
 	}
-	for _, b := range []struct {
-		name string
-		v    int
-	}{{"global_burst", l.GlobalBurst}, {"endpoint_burst", l.EndpointBurst}} {
-		if b.v < 0 {
-			return fmt.Errorf("rate_limits.%s %d: want a number of requests, or 0 for one second's worth", b.name, b.v)
+	for i, v := range []int{l.GlobalBurst, l.EndpointBurst} {
+		if v < 0 {
+			return fmt.Errorf("rate_limits.%s %d: want a number of requests, or 0 for one second's worth", [...]string{"global_burst", "endpoint_burst"}[i], v)
 		}
 	}
 	return nil

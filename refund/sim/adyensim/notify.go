@@ -26,9 +26,7 @@ type notifier struct {
 }
 
 // CheckNotifyURL reports an error unless u is an http(s) loopback URL.
-func CheckNotifyURL(u string) error {
-	return sim.CheckLoopbackURL("notify url", "notifications", u)
-}
+func CheckNotifyURL(u string) error { return sim.CheckLoopbackURL("notify url", "notifications", u) }
 
 func newNotifier(core *sim.Core, u string, key []byte, backoff time.Duration, told func(*wire.Item)) (*notifier, error) {
 	if err := CheckNotifyURL(u); err != nil {
@@ -89,9 +87,6 @@ func (n *notifier) delivery(due time.Time, it *wire.Item, body []byte, num, pos,
 		},
 		Done: func(bool) { n.told(it) }}
 }
-
-// close stops the dispatcher and the workers, cutting posts in flight.
-func (n *notifier) close() { n.out.Close() }
 
 func (n *notifier) stats() NotifyStats {
 	c := n.out.Counts()

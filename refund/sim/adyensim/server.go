@@ -102,7 +102,7 @@ func New(core *sim.Core, cfg Config, now func() time.Time) (*Server, error) {
 // Settle the requests behind a gateway timeout first.
 func (s *Server) Close() {
 	if s.notes != nil {
-		s.notes.close()
+		s.notes.out.Close()
 	}
 }
 
@@ -132,7 +132,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 			writeErr(w, apiErr(http.StatusUnauthorized, "000", "HTTP Status Response - Unauthorized", typeSecurity, ""), false)
 			return
 		}
-		if s.rateLimited(w, f, seq, c.requestRef) {
+		if s.core.RateLimited(f, seq) { // transient
+			writeErr(w, apiErr(http.StatusTooManyRequests, "000", "Too many requests", typeValidation, c.requestRef), true)
 			return
 		}
 		s.serveRefund(w, c)
@@ -156,15 +157,6 @@ func (s *Server) authorized(r *http.Request) bool {
 
 // requestRef is the pspReference of request seq's error answers.
 func requestRef(seq uint64) string { return sim.Padded("SIMREQ", 10, int(seq%1e10)) }
-
-// rateLimited answers the 429 draw's, transient.
-func (s *Server) rateLimited(w http.ResponseWriter, f *sim.Faults, seq uint64, ref string) bool {
-	if !s.core.RateLimited(f, seq) {
-		return false
-	}
-	writeErr(w, apiErr(http.StatusTooManyRequests, "000", "Too many requests", typeValidation, ref), true)
-	return true
-}
 
 // SetCreateHook makes every refund request call fn with its
 // Idempotency-Key, held, before the refund is made (nil: none).

@@ -158,9 +158,7 @@ func (s *Server) AddCaptures(cs ...Capture) error {
 }
 
 // currencyOf is a currency as PayPal writes it (upper case; "": USD).
-func currencyOf(c string) string {
-	return cmp.Or(strings.ToUpper(c), "USD")
-}
+func currencyOf(c string) string { return cmp.Or(strings.ToUpper(c), "USD") }
 
 // CaptureState is a capture as the simulator holds it, for checks.
 type CaptureState struct {

@@ -191,16 +191,9 @@ func (e *events) close() {
 	e.host.Close()
 }
 
-// eventType is the event PayPal sends for a refund now in status.
-func eventType(status string) string {
-	switch status {
-	case StatusPending:
-		return EventRefundPending
-	case StatusFailed:
-		return EventRefundFailed
-	}
-	return EventCaptureRefunded
-}
+// eventTypes are the events PayPal sends for a refund now in a status
+// other than COMPLETED's EventCaptureRefunded.
+var eventTypes = map[string]string{StatusPending: EventRefundPending, StatusFailed: EventRefundFailed}
 
 // made tells of new refund r as the refund call answered it (the caller
 // holds r.cp.mu), and schedules the event of a PENDING one's settling.
@@ -246,7 +239,7 @@ func (s *Server) madeRefund(r *refund, base string, now time.Time) {
 func (e *events) send(obj refundJSON, now time.Time) {
 	k := e.Next()
 	id := sim.Padded("WH-SIM", 17, int(k))
-	typ := eventType(obj.Status)
+	typ := cmp.Or(eventTypes[obj.Status], EventCaptureRefunded)
 	body := sim.MustJSON(eventJSON{ID: id, EventVersion: "1.0", CreateTime: stamp(now), ResourceType: "refund", ResourceVersion: "2.0",
 		EventType: typ, Summary: "A " + obj.Amount.Value + " " + obj.Amount.CurrencyCode + " refund is " + strings.ToLower(obj.Status),
 		Resource: obj, Links: []linkJSON{{Href: "https://api.sandbox.paypal.com/v1/notifications/webhooks-events/" + id, Rel: "self", Method: "GET"}}})
@@ -311,13 +304,10 @@ type EventStats struct {
 }
 
 func (e *events) stats() EventStats {
-	return EventStats{EventCounts: e.Counts(), Settled: e.finals.Load(), SettlesScheduled: e.scheduled.N(), CertFetches: e.fetches.Load(), CertRolls: e.rolls()}
-}
-
-func (e *events) rolls() int64 {
 	e.certMu.Lock()
-	defer e.certMu.Unlock()
-	return int64(len(e.signers) - 1)
+	rolls := int64(len(e.signers) - 1)
+	e.certMu.Unlock()
+	return EventStats{EventCounts: e.Counts(), Settled: e.finals.Load(), SettlesScheduled: e.scheduled.N(), CertFetches: e.fetches.Load(), CertRolls: rolls}
 }
 
 // EventsCerts is what a receiver of the simulator's events trusts: the

@@ -74,16 +74,12 @@ func (cp *capture) orderID() string {
 	return cp.order.id
 }
 
-func (s *Server) orderByID(id string) *order {
-	s.captures.RLock()
-	defer s.captures.RUnlock()
-	return s.orders[id]
-}
-
 // getOrder is GET /v2/checkout/orders/{id}: the order as it is now.
 func (s *Server) getOrder(w http.ResponseWriter, c call) {
 	s.show(w, c, func() ([]byte, bool) {
-		o := s.orderByID(c.id)
+		s.captures.RLock()
+		o := s.orders[c.id]
+		s.captures.RUnlock()
 		if o == nil {
 			return nil, false
 		}

@@ -93,8 +93,28 @@ type stripePost struct {
 	key, path, reqID string
 }
 
+// Known answers a known key: its replay, a 409 or a 400.
 func (p stripePost) Known(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntry) {
-	p.s.writeKeyVerdict(w, v, saved, p.key, p.path, p.reqID)
+	s, key, path, reqID := p.s, p.key, p.path, p.reqID
+	var msg string
+	switch v {
+	case sim.KeyReplay:
+		s.core.Count.Replayed.Add(1)
+		writeAnswer(w, saved.Status, saved.Body, saved.RequestID, key, true)
+		return
+	case sim.KeyInUse:
+		s.core.Count.KeyInUse.Add(1)
+		body := errorBody(sim.Error{Type: typeIdempotency, Code: "idempotency_key_in_use",
+			Message: fmt.Sprintf("There is currently another in-progress request using this Idempotency Key (that probably means you submitted twice, and the other request is still going through): '%s'. Please try again later.", key)})
+		writeAnswer(w, http.StatusConflict, body, reqID, key, false)
+		return
+	case sim.KeyEndpointMismatch:
+		msg = fmt.Sprintf("Keys for idempotent requests can only be used for the same endpoint they were first used for ('%s' vs '%s'). Try using a key other than '%s' if you meant to execute a different request.", saved.Path, path, key)
+	case sim.KeyParamsMismatch:
+		msg = fmt.Sprintf("Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '%s' if you meant to execute a different request.", key)
+	}
+	s.stats.keyMismatch.Add(1)
+	writeAnswer(w, http.StatusBadRequest, errorBody(sim.Error{Type: typeIdempotency, Message: msg}), reqID, key, false)
 }
 
 func (p stripePost) Write(w http.ResponseWriter, a sim.Answer) {
@@ -152,13 +172,7 @@ func isArrayParam(name, base string) bool {
 	if !ok || !strings.HasSuffix(rest, "]") {
 		return false
 	}
-	idx := rest[:len(rest)-1]
-	for i := 0; i < len(idx); i++ {
-		if idx[i] < '0' || idx[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return strings.TrimLeft(rest[:len(rest)-1], "0123456789") == ""
 }
 
 // emptyMetadata is {}, as Stripe writes no metadata.
@@ -227,27 +241,4 @@ func writeAnswer(w http.ResponseWriter, status int, body []byte, reqID, key stri
 		rep = "true"
 	}
 	sim.Write(w, status, body, "Request-Id", reqID, "Idempotency-Key", key, "Idempotent-Replayed", rep)
-}
-
-// writeKeyVerdict answers a known key: its replay, a 409 or a 400.
-func (s *Server) writeKeyVerdict(w http.ResponseWriter, v sim.Verdict, saved sim.KeyEntry, key, path, reqID string) {
-	var msg string
-	switch v {
-	case sim.KeyReplay:
-		s.core.Count.Replayed.Add(1)
-		writeAnswer(w, saved.Status, saved.Body, saved.RequestID, key, true)
-		return
-	case sim.KeyInUse:
-		s.core.Count.KeyInUse.Add(1)
-		body := errorBody(sim.Error{Type: typeIdempotency, Code: "idempotency_key_in_use",
-			Message: fmt.Sprintf("There is currently another in-progress request using this Idempotency Key (that probably means you submitted twice, and the other request is still going through): '%s'. Please try again later.", key)})
-		writeAnswer(w, http.StatusConflict, body, reqID, key, false)
-		return
-	case sim.KeyEndpointMismatch:
-		msg = fmt.Sprintf("Keys for idempotent requests can only be used for the same endpoint they were first used for ('%s' vs '%s'). Try using a key other than '%s' if you meant to execute a different request.", saved.Path, path, key)
-	case sim.KeyParamsMismatch:
-		msg = fmt.Sprintf("Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '%s' if you meant to execute a different request.", key)
-	}
-	s.stats.keyMismatch.Add(1)
-	writeAnswer(w, http.StatusBadRequest, errorBody(sim.Error{Type: typeIdempotency, Message: msg}), reqID, key, false)
 }

@@ -20,11 +20,11 @@ const maxControlBody = 256 << 20
 
 func (s *Server) setFaults(w http.ResponseWriter, r *http.Request) {
 	var f Faults
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxControlBody)).Decode(&f); err != nil {
-		controlError(w, http.StatusBadRequest, "faults: "+err.Error())
-		return
+	err := json.NewDecoder(io.LimitReader(r.Body, maxControlBody)).Decode(&f)
+	if err == nil {
+		err = s.SetFaults(f)
 	}
-	if err := s.SetFaults(f); err != nil {
+	if err != nil {
 		controlError(w, http.StatusBadRequest, "faults: "+err.Error())
 		return
 	}

@@ -82,11 +82,10 @@ func (s *Server) rateLimited(w http.ResponseWriter, rt route, f *Faults, seq uin
 		writeAnswer(w, http.StatusTooManyRequests, rateLimitBody, reqID, "", false)
 		return true
 	}
-	lim := s.limiter.Load()
-	if lim == nil {
-		return false
+	reason, ok := limitReason(0), true
+	if lim := s.limiter.Load(); lim != nil {
+		reason, ok = lim.admit(rt)
 	}
-	reason, ok := lim.admit(rt)
 	if ok {
 		return false
 	}

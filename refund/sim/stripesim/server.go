@@ -158,10 +158,7 @@ func CheckLoopback(addr string) error {
 	if err != nil {
 		return fmt.Errorf("address %q: %v", addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
 		return nil
 	}
 	return fmt.Errorf("address %q: the simulator listens only on loopback (127.0.0.1, [::1] or localhost)", addr)
